@@ -1,0 +1,60 @@
+// Package assign holds the partition assignors of the consumer protocol. An
+// assignor runs on the group leader only: it receives every member's
+// subscription and the topics' metadata and decides which member owns which
+// partitions. The coordinator never looks at the result (client-side
+// assignment), which is what makes strategies such as co-partitioning or
+// redundant assignment possible.
+package assign
+
+// TopicPartitions names some partitions of one topic.
+type TopicPartitions struct {
+	Topic      string
+	Partitions []int32
+}
+
+// Member is one group member as the leader sees it, decoded from its
+// consumer-protocol subscription.
+type Member struct {
+	ID         string
+	InstanceID string            // static membership id, "" if dynamic
+	Topics     []string          // subscribed topics
+	UserData   []byte            // assignor-specific (sticky: previous assignment and generation)
+	Owned      []TopicPartitions // partitions the member owns now (subscription v1+)
+	Generation int32             // generation of Owned (subscription v2+), -1 if unknown
+	Rack       string            // the member's rack (subscription v3+), "" if unknown
+}
+
+// Topic is the metadata of one topic as the leader read it (Metadata API).
+type Topic struct {
+	Name       string
+	Partitions int32 // number of partitions, 0..Partitions-1
+	// Racks optionally lists, per partition, the racks of its replicas
+	// (Racks[p]); nil or short when unknown.
+	Racks [][]string
+}
+
+// Assignment is what the leader hands one member in SyncGroup.
+type Assignment struct {
+	Partitions []TopicPartitions
+	UserData   []byte
+}
+
+// Assignor decides partition ownership. Implementations are deterministic: the
+// same input gives the same output, whichever member leads.
+type Assignor interface {
+	// Name is the protocol name announced in JoinGroup (for example "range",
+	// "roundrobin", "sticky", "cooperative-sticky").
+	Name() string
+	// Cooperative reports whether the assignor follows the cooperative
+	// (incremental, KIP-429) rebalance protocol: a partition that changes
+	// owner is first revoked and only assigned in a follow-up rebalance.
+	Cooperative() bool
+	// UserData is the subscription user data this member announces, given
+	// what it owns now and the generation it owns it in (-1 if none). Most
+	// assignors return nil.
+	UserData(owned []TopicPartitions, generation int32) []byte
+	// Assign computes every member's assignment. members is sorted by ID;
+	// topics holds the metadata of every subscribed topic that exists.
+	// Every member of members gets an entry in the result (possibly empty).
+	Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error)
+}

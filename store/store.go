@@ -1,0 +1,54 @@
+// Package store defines the durable record log behind a coordinator partition.
+//
+// The coordinator turns every state change it must not lose (committed offsets,
+// a group's generation and assignment, deletions) into key/value records and
+// appends them here before it answers the client. A store keeps, per coordinator
+// partition, the latest value of every key; a record with a nil Value is a
+// tombstone that deletes its key. What the keys and values mean is the business
+// of package group (which owns the encoding); a store only orders, persists and
+// returns them.
+//
+// Implementations: memstore (in memory, for tests), the embedded on-disk default,
+// and (in cluster mode) etcd. Every implementation must be safe for concurrent
+// use by the loops of different partitions.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Record is one key/value pair of a partition's log. A nil Value is a
+// tombstone: the key is deleted.
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+// Store is a durable, per-partition key/value log.
+type Store interface {
+	// Append makes recs durable in partition p, in order, atomically: when it
+	// returns nil every record survives a crash of the process and of the
+	// machine; when it returns an error none of them may be considered
+	// written (the caller reports a retriable error to its clients).
+	// Implementations batch concurrent Appends into one sync where they can
+	// (group commit). recs and their byte slices are not retained after
+	// Append returns.
+	Append(ctx context.Context, p int32, recs []Record) error
+
+	// Load calls fn once for every live key of partition p with its latest
+	// value, in no particular order. Tombstoned keys are not reported. The
+	// slices passed to fn are only valid during the call.
+	Load(ctx context.Context, p int32, fn func(Record) error) error
+
+	// Close releases the store. Appends after Close fail with ErrClosed.
+	Close() error
+}
+
+// ErrClosed is returned by operations on a closed store.
+var ErrClosed = errors.New("store: closed")
+
+// ErrNotOwner is returned by a store whose writes are fenced (cluster mode) when
+// this node no longer owns the partition. The coordinator answers
+// NOT_COORDINATOR.
+var ErrNotOwner = errors.New("store: partition not owned by this node")
