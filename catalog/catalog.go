@@ -1,0 +1,362 @@
+// Package catalog holds cohort's topic catalog: the named topics clients see
+// in Metadata, each with a partition count and optional per-partition racks.
+//
+// cohort stores no records. Topics exist so that stock Kafka clients can
+// subscribe, build assignments (a consumer-group leader reads partition
+// counts, and for rack-aware assignors the replicas' racks, from Metadata) and
+// be administered with the usual CreateTopics/DeleteTopics/CreatePartitions
+// tools. The catalog is not a gate for offsets: the coordinator may commit
+// offsets for topics it does not list.
+//
+// A Catalog is safe for concurrent use. Reads (Lookup, List) take no lock:
+// every change publishes a new immutable view. Changes can be made durable
+// through Options.Persist, which receives the encoded snapshot of the new
+// state before the change becomes visible.
+package catalog
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// MaxPartitions is the largest partition count a topic may have. Kafka has no
+// hard limit, but a catalog entry is free to create while every Metadata
+// response lists every partition, so an unbounded count would let one admin
+// request make the server build arbitrarily large responses.
+const MaxPartitions = 1 << 16
+
+// MaxNameLen is Kafka's limit on topic name length.
+const MaxNameLen = 249
+
+// Errors returned by catalog operations. The server maps them to Kafka error
+// codes; match them with errors.Is.
+var (
+	ErrInvalidName       = errors.New("catalog: invalid topic name")
+	ErrExists            = errors.New("catalog: topic already exists")
+	ErrNotFound          = errors.New("catalog: unknown topic")
+	ErrInvalidPartitions = errors.New("catalog: invalid partition count")
+	ErrInvalidRacks      = errors.New("catalog: invalid racks")
+	// ErrPersist wraps an error returned by Options.Persist; the change it
+	// was for did not happen.
+	ErrPersist = errors.New("catalog: persisting the change failed")
+)
+
+// Topic is one topic as the catalog describes it. Values returned by the
+// catalog are copies; modifying them does not change the catalog.
+type Topic struct {
+	Name string
+	// ID is the topic's UUID (Metadata v10+, DeleteTopics v6). It is derived
+	// from the name, so it is stable across restarts and never all zeros.
+	ID [16]byte
+	// Partitions is the partition count; partitions are 0..Partitions-1.
+	Partitions int32
+	// Racks optionally lists, per partition, the racks its replicas are in
+	// (Racks[p]). It is nil, or has exactly Partitions entries (an entry may
+	// be empty: no rack known for that partition).
+	Racks [][]string
+}
+
+func (t Topic) clone() Topic {
+	if t.Racks != nil {
+		rs := make([][]string, len(t.Racks))
+		for i, r := range t.Racks {
+			rs[i] = append([]string(nil), r...)
+		}
+		t.Racks = rs
+	}
+	return t
+}
+
+// Options configures a Catalog.
+type Options struct {
+	// Persist, if set, is called with the encoded snapshot (see Snapshot) of
+	// the state a change would produce, before the change becomes visible.
+	// If it returns an error the change is abandoned and the operation fails
+	// with an error wrapping ErrPersist. Calls are serialised (never
+	// concurrent) and happen in the order of the changes.
+	Persist func(snapshot []byte) error
+}
+
+// view is an immutable state of the catalog.
+type view struct {
+	sorted []Topic // by name
+	byName map[string]int
+	byID   map[[16]byte]int
+	byKey  map[string]int // collisionKey(name) -> index
+}
+
+// Catalog is the set of topics. The zero value is not usable; call New.
+type Catalog struct {
+	mu      sync.Mutex // serialises changes (and Persist calls)
+	persist func([]byte) error
+	cur     atomic.Pointer[view]
+}
+
+// New returns an empty catalog.
+func New(opts Options) *Catalog {
+	c := &Catalog{persist: opts.Persist}
+	c.cur.Store(buildView(nil))
+	return c
+}
+
+func buildView(topics []Topic) *view {
+	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
+	v := &view{
+		sorted: topics,
+		byName: make(map[string]int, len(topics)),
+		byID:   make(map[[16]byte]int, len(topics)),
+		byKey:  make(map[string]int, len(topics)),
+	}
+	for i, t := range topics {
+		v.byName[t.Name] = i
+		v.byID[t.ID] = i
+		v.byKey[collisionKey(t.Name)] = i
+	}
+	return v
+}
+
+// ValidateName reports whether name is a legal Kafka topic name: 1 to 249
+// characters of [a-zA-Z0-9._-], and neither "." nor "..".
+func ValidateName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: the name is empty", ErrInvalidName)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: the name is %d characters long, the maximum is %d", ErrInvalidName, len(name), MaxNameLen)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: %q is not allowed", ErrInvalidName, name)
+	}
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		ok := ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-'
+		if !ok {
+			return fmt.Errorf("%w: %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", ErrInvalidName, name)
+		}
+	}
+	return nil
+}
+
+// collisionKey maps names that Kafka considers colliding (because metric
+// names replace '.' with '_') to the same key.
+func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// TopicID returns the UUID the catalog gives the topic name: the first 16
+// bytes of SHA-256("cohort/topic/" + name), shaped as a version-4-style UUID
+// so that it is never the all-zero UUID nor Kafka's reserved UUID 1.
+func TopicID(name string) [16]byte {
+	sum := sha256.Sum256([]byte("cohort/topic/" + name))
+	var id [16]byte
+	copy(id[:], sum[:16])
+	id[6] = id[6]&0x0f | 0x40 // version 4 nibble: never zero
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return id
+}
+
+func validateRacks(racks [][]string, partitions int32) error {
+	if racks == nil {
+		return nil
+	}
+	if int64(len(racks)) != int64(partitions) {
+		return fmt.Errorf("%w: %d rack lists for %d partitions", ErrInvalidRacks, len(racks), partitions)
+	}
+	for p, rs := range racks {
+		for _, r := range rs {
+			if r == "" {
+				return fmt.Errorf("%w: partition %d has an empty rack name", ErrInvalidRacks, p)
+			}
+		}
+	}
+	return nil
+}
+
+func validatePartitions(n int32) error {
+	if n <= 0 {
+		return fmt.Errorf("%w: %d, it must be positive", ErrInvalidPartitions, n)
+	}
+	if n > MaxPartitions {
+		return fmt.Errorf("%w: %d, the maximum is %d", ErrInvalidPartitions, n, MaxPartitions)
+	}
+	return nil
+}
+
+// Lookup returns the topic called name.
+func (c *Catalog) Lookup(name string) (Topic, bool) {
+	v := c.cur.Load()
+	i, ok := v.byName[name]
+	if !ok {
+		return Topic{}, false
+	}
+	return v.sorted[i].clone(), true
+}
+
+// LookupID returns the topic whose ID is id.
+func (c *Catalog) LookupID(id [16]byte) (Topic, bool) {
+	v := c.cur.Load()
+	i, ok := v.byID[id]
+	if !ok {
+		return Topic{}, false
+	}
+	return v.sorted[i].clone(), true
+}
+
+// Len returns the number of topics.
+func (c *Catalog) Len() int { return len(c.cur.Load().sorted) }
+
+// List returns every topic, sorted by name.
+func (c *Catalog) List() []Topic {
+	v := c.cur.Load()
+	out := make([]Topic, len(v.sorted))
+	for i, t := range v.sorted {
+		out[i] = t.clone()
+	}
+	return out
+}
+
+// Range calls fn for every topic in name order until fn returns false. The
+// Topic passed to fn is shared with the catalog and must not be modified or
+// retained; Range allocates nothing, which suits hot paths like Metadata.
+func (c *Catalog) Range(fn func(t *Topic) bool) {
+	v := c.cur.Load()
+	for i := range v.sorted {
+		if !fn(&v.sorted[i]) {
+			return
+		}
+	}
+}
+
+// checkCreate validates a creation against view v.
+func checkCreate(v *view, name string, partitions int32, racks [][]string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if _, ok := v.byName[name]; ok {
+		return fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	if i, ok := v.byKey[collisionKey(name)]; ok {
+		return fmt.Errorf("%w: %q collides with existing topic %q ('.' and '_' are interchangeable in Kafka metric names)", ErrInvalidName, name, v.sorted[i].Name)
+	}
+	if err := validatePartitions(partitions); err != nil {
+		return err
+	}
+	return validateRacks(racks, partitions)
+}
+
+// ValidateCreate reports the error Create would return now, without creating
+// anything (CreateTopics with ValidateOnly).
+func (c *Catalog) ValidateCreate(name string, partitions int32, racks [][]string) error {
+	return checkCreate(c.cur.Load(), name, partitions, racks)
+}
+
+// Create adds a topic with the given partition count and optional
+// per-partition racks (nil, or one entry per partition).
+func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.cur.Load()
+	if err := checkCreate(v, name, partitions, racks); err != nil {
+		return Topic{}, err
+	}
+	t := Topic{Name: name, ID: TopicID(name), Partitions: partitions, Racks: racks}.clone()
+	if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
+		return Topic{}, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, name)
+	}
+	next := make([]Topic, 0, len(v.sorted)+1)
+	next = append(append(next, v.sorted...), t)
+	if err := c.commit(next); err != nil {
+		return Topic{}, err
+	}
+	return t.clone(), nil
+}
+
+// Delete removes the topic called name.
+func (c *Catalog) Delete(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.cur.Load()
+	i, ok := v.byName[name]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	next := make([]Topic, 0, len(v.sorted)-1)
+	next = append(append(next, v.sorted[:i]...), v.sorted[i+1:]...)
+	return c.commit(next)
+}
+
+func checkAdd(v *view, name string, total int32, racks [][]string) (int, error) {
+	i, ok := v.byName[name]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	cur := v.sorted[i].Partitions
+	if total <= cur {
+		if total == cur {
+			return 0, fmt.Errorf("%w: topic %q already has %d partitions", ErrInvalidPartitions, name, cur)
+		}
+		return 0, fmt.Errorf("%w: topic %q has %d partitions, which cannot be decreased to %d", ErrInvalidPartitions, name, cur, total)
+	}
+	if err := validatePartitions(total); err != nil {
+		return 0, err
+	}
+	if racks != nil && int64(len(racks)) != int64(total-cur) {
+		return 0, fmt.Errorf("%w: %d rack lists for %d new partitions", ErrInvalidRacks, len(racks), total-cur)
+	}
+	return i, validateRacks(racks, int32(len(racks)))
+}
+
+// ValidateAddPartitions reports the error AddPartitions would return now,
+// without changing anything (CreatePartitions with ValidateOnly).
+func (c *Catalog) ValidateAddPartitions(name string, total int32, racks [][]string) error {
+	_, err := checkAdd(c.cur.Load(), name, total, racks)
+	return err
+}
+
+// AddPartitions grows topic name to total partitions; partition counts never
+// decrease. racks optionally lists the racks of the new partitions only
+// (len(racks) == total - current). If the topic has racks and racks is nil,
+// the new partitions get no rack; if the topic has none and racks is given,
+// the existing partitions get no rack.
+func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Topic, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := c.cur.Load()
+	i, err := checkAdd(v, name, total, racks)
+	if err != nil {
+		return Topic{}, err
+	}
+	t := v.sorted[i].clone()
+	if t.Racks != nil || racks != nil {
+		if t.Racks == nil {
+			t.Racks = make([][]string, t.Partitions)
+		}
+		if racks == nil {
+			racks = make([][]string, total-t.Partitions)
+		}
+		for _, r := range racks {
+			t.Racks = append(t.Racks, append([]string(nil), r...))
+		}
+	}
+	t.Partitions = total
+	next := append([]Topic(nil), v.sorted...)
+	next[i] = t
+	if err := c.commit(next); err != nil {
+		return Topic{}, err
+	}
+	return t.clone(), nil
+}
+
+// commit persists and publishes next. c.mu must be held.
+func (c *Catalog) commit(next []Topic) error {
+	if c.persist != nil {
+		if err := c.persist(encode(next)); err != nil {
+			return fmt.Errorf("%w: %w", ErrPersist, err)
+		}
+	}
+	c.cur.Store(buildView(next))
+	return nil
+}
