@@ -67,7 +67,10 @@ func (c *Catalog) Restore(data []byte) error {
 			return fmt.Errorf("%w: topic %q: %w", ErrBadSnapshot, st.Name, err)
 		}
 		var id [16]byte
-		if n, err := hex.Decode(id[:], []byte(st.ID)); err != nil || n != 16 || len(st.ID) != 32 {
+		if len(st.ID) != 32 {
+			return fmt.Errorf("%w: topic %q: bad id %q", ErrBadSnapshot, st.Name, st.ID)
+		}
+		if _, err := hex.Decode(id[:], []byte(st.ID)); err != nil {
 			return fmt.Errorf("%w: topic %q: bad id %q", ErrBadSnapshot, st.Name, st.ID)
 		}
 		if id == ([16]byte{}) {
