@@ -1,0 +1,228 @@
+package group
+
+import (
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// authorizedGroupOps is the bitfield of ACL operations a group supports
+// (READ=3, DELETE=6, DESCRIBE=8); cohort has no ACLs, so all are allowed.
+const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8
+
+// DescribeGroup describes one group (CONFORMANCE.md §4.8). v is the request
+// version; includeOps is IncludeAuthorizedOperations.
+func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.DescribeGroupsResponseGroup {
+	d := kmsg.NewDescribeGroupsResponseGroup()
+	d.Group = id
+	d.AuthorizedOperations = -2147483648
+	if includeOps {
+		d.AuthorizedOperations = authorizedGroupOps
+	}
+	g := s.groups[id]
+	if g == nil || g.state == Dead {
+		d.State = Dead.String()
+		if v >= 6 {
+			d.ErrorCode = ErrGroupIDNotFound
+			msg := "group " + id + " not found"
+			d.ErrorMessage = &msg
+		}
+		return d
+	}
+	d.State = g.state.String()
+	d.ProtocolType = g.protocolType
+	stable := g.state == Stable
+	if stable {
+		d.Protocol = g.protocol
+	}
+	for _, m := range g.members {
+		dm := kmsg.NewDescribeGroupsResponseGroupMember()
+		dm.MemberID = m.id
+		if m.instanceID != "" {
+			inst := m.instanceID
+			dm.InstanceID = &inst
+		}
+		dm.ClientID = m.clientID
+		dm.ClientHost = "/" + m.clientHost
+		dm.ProtocolMetadata, dm.MemberAssignment = []byte{}, []byte{}
+		if stable {
+			dm.ProtocolMetadata = m.metadataFor(g.protocol)
+			dm.MemberAssignment = m.assignment
+		}
+		d.Members = append(d.Members, dm)
+	}
+	return d
+}
+
+// ListGroups lists the shard's groups that pass the request's state and type
+// filters (case-insensitive; empty filters match everything).
+func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsResponseGroup {
+	var out []kmsg.ListGroupsResponseGroup
+	for _, id := range s.GroupIDs() {
+		g := s.groups[id]
+		if g.state == Dead {
+			continue
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, g.state.String()) {
+			continue
+		}
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group = id
+		lg.ProtocolType = g.protocolType
+		lg.GroupState = g.state.String()
+		lg.GroupType = "classic"
+		out = append(out, lg)
+	}
+	return out
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteGroups deletes the listed groups of this shard (CONFORMANCE.md
+// §4.10): only Empty groups can be deleted; their offsets and metadata are
+// tombstoned and the response is released once that is durable.
+func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequest, out *Output) {
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	resp.Version = req.Version
+	var recs []Record
+	var deleting []*Group
+	var idx []int
+	for _, id := range req.Groups {
+		r := kmsg.NewDeleteGroupsResponseGroup()
+		r.Group = id
+		g := s.groups[id]
+		switch {
+		case g == nil || g.state == Dead:
+			r.ErrorCode = ErrGroupIDNotFound
+		case g.state != Empty:
+			r.ErrorCode = ErrNonEmptyGroup
+		default:
+			for _, tp := range g.sortedOffsets() {
+				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
+			}
+			recs = append(recs, Record{Key: groupKey(g.id)})
+			g.transition(Dead, now)
+			deleting = append(deleting, g)
+			idx = append(idx, len(resp.Groups))
+		}
+		resp.Groups = append(resp.Groups, r)
+	}
+	if len(recs) == 0 {
+		out.reply(t, resp)
+		return
+	}
+	s.write(out, recs, func(now time.Time, code int16, out *Output) {
+		for i, g := range deleting {
+			if code != ErrNone {
+				resp.Groups[idx[i]].ErrorCode = code
+				if s.groups[g.id] == g {
+					g.transition(Empty, now)
+				}
+				continue
+			}
+			if s.groups[g.id] == g {
+				delete(s.groups, g.id)
+			}
+		}
+		out.reply(t, resp)
+	})
+}
+
+// ErrorResponse builds req's response carrying code everywhere an error can be
+// reported (the coordinator uses it for NOT_COORDINATOR, loading and
+// unavailable answers). It returns nil for request types it does not know.
+func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
+	v := req.GetVersion()
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return joinError(v, code, r.MemberID)
+	case *kmsg.SyncGroupRequest:
+		return syncError(v, code)
+	case *kmsg.HeartbeatRequest:
+		resp := kmsg.NewPtrHeartbeatResponse()
+		resp.Version, resp.ErrorCode = v, code
+		return resp
+	case *kmsg.LeaveGroupRequest:
+		resp := kmsg.NewPtrLeaveGroupResponse()
+		resp.Version, resp.ErrorCode = v, code
+		return resp
+	case *kmsg.OffsetCommitRequest:
+		resp := kmsg.NewPtrOffsetCommitResponse()
+		resp.Version = v
+		for _, rt := range r.Topics {
+			tr := kmsg.NewOffsetCommitResponseTopic()
+			tr.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				pr := kmsg.NewOffsetCommitResponseTopicPartition()
+				pr.Partition, pr.ErrorCode = rp.Partition, code
+				tr.Partitions = append(tr.Partitions, pr)
+			}
+			resp.Topics = append(resp.Topics, tr)
+		}
+		return resp
+	case *kmsg.OffsetFetchRequest:
+		resp := kmsg.NewPtrOffsetFetchResponse()
+		resp.Version = v
+		if v >= 8 {
+			for _, rg := range r.Groups {
+				gr := kmsg.NewOffsetFetchResponseGroup()
+				gr.Group, gr.ErrorCode = rg.Group, code
+				resp.Groups = append(resp.Groups, gr)
+			}
+			return resp
+		}
+		resp.ErrorCode = code
+		if v < 2 { // no top-level error field: copy it onto each partition
+			for _, rt := range r.Topics {
+				tr := kmsg.NewOffsetFetchResponseTopic()
+				tr.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					pr := kmsg.NewOffsetFetchResponseTopicPartition()
+					pr.Partition, pr.Offset, pr.ErrorCode = p, -1, code
+					tr.Partitions = append(tr.Partitions, pr)
+				}
+				resp.Topics = append(resp.Topics, tr)
+			}
+		}
+		return resp
+	case *kmsg.DescribeGroupsRequest:
+		resp := kmsg.NewPtrDescribeGroupsResponse()
+		resp.Version = v
+		for _, id := range r.Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = id, code
+			d.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	case *kmsg.ListGroupsRequest:
+		resp := kmsg.NewPtrListGroupsResponse()
+		resp.Version, resp.ErrorCode = v, code
+		return resp
+	case *kmsg.DeleteGroupsRequest:
+		resp := kmsg.NewPtrDeleteGroupsResponse()
+		resp.Version = v
+		for _, id := range r.Groups {
+			d := kmsg.NewDeleteGroupsResponseGroup()
+			d.Group, d.ErrorCode = id, code
+			resp.Groups = append(resp.Groups, d)
+		}
+		return resp
+	case *kmsg.OffsetDeleteRequest:
+		resp := kmsg.NewPtrOffsetDeleteResponse()
+		resp.Version, resp.ErrorCode = v, code
+		return resp
+	}
+	return nil
+}

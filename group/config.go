@@ -1,0 +1,64 @@
+package group
+
+import "time"
+
+// Config holds the coordinator settings that shape group behaviour. Start from
+// Defaults (Kafka's values). A zero field means Kafka's default, except
+// InitialRebalanceDelay, where zero means no delay.
+type Config struct {
+	// MinSessionTimeout and MaxSessionTimeout bound the session timeout a
+	// member may ask for (group.min/max.session.timeout.ms; 6 s and 30 min).
+	MinSessionTimeout time.Duration
+	MaxSessionTimeout time.Duration
+	// InitialRebalanceDelay is how long a group starting from Empty waits for
+	// more members before its first generation (group.initial.rebalance.delay.ms,
+	// 3 s in Defaults). Zero disables it.
+	InitialRebalanceDelay time.Duration
+	// MaxSize caps the members of a group (group.max.size); 0 = unlimited.
+	MaxSize int
+	// NewMemberJoinTimeout bounds how long a new member may stay parked in
+	// JoinGroup (Kafka's fixed 5 minutes, KAFKA-7610).
+	NewMemberJoinTimeout time.Duration
+	// OffsetMetadataMaxBytes caps a committed offset's metadata string
+	// (offset.metadata.max.bytes, 4096).
+	OffsetMetadataMaxBytes int
+	// OffsetsRetention is how long offsets are kept (offsets.retention.minutes,
+	// 7 days); see Shard.ExpireOffsets for which offsets expire when.
+	OffsetsRetention time.Duration
+}
+
+// Defaults returns Kafka's defaults.
+func Defaults() Config {
+	return Config{
+		MinSessionTimeout:      6 * time.Second,
+		MaxSessionTimeout:      30 * time.Minute,
+		InitialRebalanceDelay:  3 * time.Second,
+		NewMemberJoinTimeout:   5 * time.Minute,
+		OffsetMetadataMaxBytes: 4096,
+		OffsetsRetention:       7 * 24 * time.Hour,
+	}
+}
+
+// withDefaults fills zero fields from Defaults.
+func (c Config) withDefaults() Config {
+	d := Defaults()
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = d.MinSessionTimeout
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = d.MaxSessionTimeout
+	}
+	if c.InitialRebalanceDelay < 0 {
+		c.InitialRebalanceDelay = 0
+	}
+	if c.NewMemberJoinTimeout == 0 {
+		c.NewMemberJoinTimeout = d.NewMemberJoinTimeout
+	}
+	if c.OffsetMetadataMaxBytes == 0 {
+		c.OffsetMetadataMaxBytes = d.OffsetMetadataMaxBytes
+	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = d.OffsetsRetention
+	}
+	return c
+}

@@ -1,0 +1,603 @@
+package group
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// State is a group's state. String gives Kafka's wire names.
+type State int8
+
+// Group states (CONFORMANCE.md §1).
+const (
+	Empty               State = iota // no members; may own offsets
+	PreparingRebalance                // join barrier open
+	CompletingRebalance               // generation bumped, waiting for the leader's SyncGroup
+	Stable                            // assignment persisted and delivered
+	Dead                              // being removed
+)
+
+var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "Unknown"
+}
+
+// parked is a request waiting for an answer.
+type parked struct {
+	t Ticket
+	v int16 // request version, shapes the response
+}
+
+type member struct {
+	id         string
+	instanceID string // "" for dynamic members
+	clientID   string
+	clientHost string
+
+	sessionTimeout   time.Duration
+	rebalanceTimeout time.Duration
+
+	protocols  []kmsg.JoinGroupRequestProtocol // ordered, as last joined
+	assignment []byte
+
+	join *parked
+	sync *parked
+
+	// isNew marks a member added by a JoinGroup whose join phase has not
+	// completed yet: its session timer is the new-member join timeout and
+	// parking does not keep it alive.
+	isNew   bool
+	session *timer
+}
+
+func (m *member) metadataFor(protocol string) []byte {
+	for _, p := range m.protocols {
+		if p.Name == protocol {
+			return p.Metadata
+		}
+	}
+	return nil
+}
+
+// matches reports whether protos equals the member's current protocols: same
+// names, same order, byte-identical metadata.
+func (m *member) matches(protos []kmsg.JoinGroupRequestProtocol) bool {
+	if len(protos) != len(m.protocols) {
+		return false
+	}
+	for i := range protos {
+		if protos[i].Name != m.protocols[i].Name || !bytes.Equal(protos[i].Metadata, m.protocols[i].Metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+// Group is one group's state. Its fields are read through accessor methods;
+// changes go through the Shard's request handlers.
+type Group struct {
+	s  *Shard
+	id string
+
+	state        State
+	stateTime    time.Time
+	protocolType string
+	protocol     string // selected protocol; "" when none
+	generation   int32
+	leader       string
+
+	members []*member // join order; deterministic iteration
+	byID    map[string]*member
+	static  map[string]string // instance id -> member id
+
+	pending     map[string]*timer   // KIP-394 member ids awaiting their second JoinGroup
+	pendingSync map[string]struct{} // members that have not synced this generation
+	protoCount  map[string]int      // how many members list each protocol name
+	awaiting    int                 // members parked in JoinGroup
+
+	joinTimer        *timer
+	syncTimer        *timer
+	initialDelay     bool          // the join timer is the initial (from Empty) delay
+	initialRemaining time.Duration // rebalance-timeout budget left for extensions
+	initialStep      time.Duration // the current extension's length
+	newMemberAdded   bool
+
+	syncWriting bool // the leader's assignment is being persisted
+
+	// subscribed is the union of topics the members subscribe to, parsed
+	// from consumer-protocol metadata; nil when unknown (non-consumer
+	// protocol, or a subscription that could not be parsed).
+	subscribed map[string]struct{}
+
+	offsets        map[topicPartition]*offset
+	pendingCommits map[topicPartition]int // commits in flight, for RequireStable
+
+	persisted bool // a GroupMetadata record exists in the store
+}
+
+func (s *Shard) newGroup(id string, now time.Time) *Group {
+	g := &Group{
+		s:           s,
+		id:          id,
+		state:       Empty,
+		stateTime:   now,
+		byID:        make(map[string]*member),
+		static:      make(map[string]string),
+		pending:     make(map[string]*timer),
+		pendingSync: make(map[string]struct{}),
+		protoCount:  make(map[string]int),
+		offsets:     make(map[topicPartition]*offset),
+	}
+	g.joinTimer = newTimer(g.onJoinTimer)
+	g.syncTimer = newTimer(nil) // set per generation in completeJoin
+	s.groups[id] = g
+	return g
+}
+
+// ID returns the group id.
+func (g *Group) ID() string { return g.id }
+
+// State returns the group's state.
+func (g *Group) State() State { return g.state }
+
+// Generation returns the current generation.
+func (g *Group) Generation() int32 { return g.generation }
+
+// Leader returns the leader's member id ("" when none).
+func (g *Group) Leader() string { return g.leader }
+
+// Protocol returns the selected protocol name ("" when none).
+func (g *Group) Protocol() string { return g.protocol }
+
+// ProtocolType returns the group's protocol type.
+func (g *Group) ProtocolType() string { return g.protocolType }
+
+// MemberIDs returns the member ids in join order.
+func (g *Group) MemberIDs() []string {
+	ids := make([]string, len(g.members))
+	for i, m := range g.members {
+		ids[i] = m.id
+	}
+	return ids
+}
+
+// Assignment returns a member's current assignment bytes.
+func (g *Group) Assignment(memberID string) ([]byte, bool) {
+	m := g.byID[memberID]
+	if m == nil {
+		return nil, false
+	}
+	return m.assignment, true
+}
+
+// NumPending returns the number of KIP-394 pending member ids.
+func (g *Group) NumPending() int { return len(g.pending) }
+
+// NumOffsets returns the number of committed offsets.
+func (g *Group) NumOffsets() int { return len(g.offsets) }
+
+func (g *Group) transition(to State, now time.Time) {
+	g.state = to
+	g.stateTime = now
+}
+
+func (g *Group) canRebalance() bool {
+	return g.state == Empty || g.state == Stable || g.state == CompletingRebalance
+}
+
+func (g *Group) maxRebalanceTimeout() time.Duration {
+	var max time.Duration
+	for _, m := range g.members {
+		if m.rebalanceTimeout > max {
+			max = m.rebalanceTimeout
+		}
+	}
+	return max
+}
+
+// supportsProtocols is Kafka's JoinGroup admission test.
+func (g *Group) supportsProtocols(ptype string, protos []kmsg.JoinGroupRequestProtocol) bool {
+	if len(g.members) == 0 {
+		return ptype != "" && len(protos) > 0
+	}
+	if ptype != g.protocolType {
+		return false
+	}
+	for _, p := range protos {
+		if g.protoCount[p.Name] == len(g.members) {
+			return true
+		}
+	}
+	return false
+}
+
+// selectProtocol picks the protocol every member supports with the most
+// votes, each member voting for the first candidate in its own list. Ties go
+// to the candidate listed earliest by the leader (Kafka leaves ties to hash
+// order; clients cannot rely on them).
+func (g *Group) selectProtocol() string {
+	n := len(g.members)
+	if n == 0 {
+		return ""
+	}
+	votes := make(map[string]int)
+	for _, m := range g.members {
+		for _, p := range m.protocols {
+			if g.protoCount[p.Name] == n {
+				votes[p.Name]++
+				break
+			}
+		}
+	}
+	order := g.members[0].protocols
+	if l := g.byID[g.leader]; l != nil {
+		order = l.protocols
+	}
+	best, bestVotes := "", -1
+	for _, p := range order {
+		if v, ok := votes[p.Name]; ok && v > bestVotes {
+			best, bestVotes = p.Name, v
+		}
+	}
+	return best
+}
+
+func cloneProtocols(in []kmsg.JoinGroupRequestProtocol) []kmsg.JoinGroupRequestProtocol {
+	out := make([]kmsg.JoinGroupRequestProtocol, len(in))
+	for i, p := range in {
+		out[i] = kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: append([]byte(nil), p.Metadata...)}
+	}
+	return out
+}
+
+func (g *Group) setProtocols(m *member, protos []kmsg.JoinGroupRequestProtocol) {
+	for _, p := range m.protocols {
+		if g.protoCount[p.Name]--; g.protoCount[p.Name] <= 0 {
+			delete(g.protoCount, p.Name)
+		}
+	}
+	m.protocols = protos
+	seen := make(map[string]bool, len(protos))
+	for _, p := range protos {
+		if !seen[p.Name] { // a name listed twice counts once
+			seen[p.Name] = true
+			g.protoCount[p.Name]++
+		}
+	}
+}
+
+// addMember inserts m; the first member fixes the protocol type and the first
+// member of a leaderless group leads.
+func (g *Group) addMember(m *member, ptype string) {
+	if len(g.members) == 0 {
+		g.protocolType = ptype
+	}
+	protos := m.protocols
+	m.protocols = nil
+	g.members = append(g.members, m)
+	g.byID[m.id] = m
+	g.setProtocols(m, protos)
+	if g.leader == "" {
+		g.leader = m.id
+	}
+	if m.instanceID != "" {
+		g.static[m.instanceID] = m.id
+	}
+	m.session = newTimer(func(now time.Time, out *Output) { g.onSessionExpired(now, m, out) })
+}
+
+func (g *Group) park(m *member, t Ticket, v int16, out *Output) {
+	if m.join != nil {
+		// The member joined again while its previous JoinGroup was parked
+		// (a client retry on a new connection): the old request is
+		// superseded; answer it so that nothing stays parked forever.
+		out.reply(m.join.t, joinError(m.join.v, ErrRebalanceInProgress, m.id))
+	} else {
+		g.awaiting++
+	}
+	m.join = &parked{t, v}
+}
+
+// removeMember drops m (leave, session expiry, eviction): its parked JoinGroup
+// gets UNKNOWN_MEMBER_ID, and the group rebalances or re-checks its barrier.
+func (g *Group) removeMember(now time.Time, m *member, out *Output) {
+	g.dropMember(m, out)
+	switch g.state {
+	case Stable, CompletingRebalance:
+		g.prepareRebalance(now, out)
+	case PreparingRebalance:
+		g.tryCompleteJoin(now, out)
+	}
+}
+
+// dropMember removes m from the group's books without triggering anything.
+func (g *Group) dropMember(m *member, out *Output) {
+	if m.join != nil {
+		out.reply(m.join.t, joinError(m.join.v, ErrUnknownMemberID, ""))
+		m.join = nil
+		g.awaiting--
+	}
+	if m.sync != nil {
+		out.reply(m.sync.t, syncError(m.sync.v, ErrUnknownMemberID))
+		m.sync = nil
+	}
+	g.s.cancel(m.session)
+	g.setProtocols(m, nil)
+	delete(g.byID, m.id)
+	for i, x := range g.members {
+		if x == m {
+			g.members = append(g.members[:i], g.members[i+1:]...)
+			break
+		}
+	}
+	if m.instanceID != "" && g.static[m.instanceID] == m.id {
+		delete(g.static, m.instanceID)
+	}
+	delete(g.pendingSync, m.id)
+	if g.leader == m.id {
+		g.leader = ""
+		if len(g.members) > 0 {
+			g.leader = g.members[0].id
+		}
+	}
+}
+
+// prepareRebalance opens the join barrier (CONFORMANCE.md §2.6).
+func (g *Group) prepareRebalance(now time.Time, out *Output) {
+	if g.state == CompletingRebalance {
+		for _, m := range g.members {
+			m.assignment = nil
+			if m.sync != nil {
+				out.reply(m.sync.t, syncError(m.sync.v, ErrRebalanceInProgress))
+				m.sync = nil
+			}
+		}
+	}
+	g.s.cancel(g.syncTimer)
+	clear(g.pendingSync)
+	g.syncWriting = false
+
+	delay := g.s.cfg.InitialRebalanceDelay
+	initial := g.state == Empty && delay > 0
+	g.newMemberAdded = false
+	g.transition(PreparingRebalance, now)
+	if initial {
+		g.initialDelay = true
+		g.initialStep = delay
+		g.initialRemaining = max(g.maxRebalanceTimeout()-delay, 0)
+		g.s.arm(g.joinTimer, now.Add(delay))
+		return
+	}
+	g.initialDelay = false
+	g.s.arm(g.joinTimer, now.Add(g.maxRebalanceTimeout()))
+	g.tryCompleteJoin(now, out)
+}
+
+// tryCompleteJoin completes the join phase once every known member is parked
+// and no KIP-394 member id is outstanding (never early during the initial
+// delay).
+func (g *Group) tryCompleteJoin(now time.Time, out *Output) {
+	if g.state != PreparingRebalance || g.initialDelay {
+		return
+	}
+	if g.awaiting == len(g.members) && len(g.pending) == 0 {
+		g.completeJoin(now, out)
+	}
+}
+
+func (g *Group) onJoinTimer(now time.Time, out *Output) {
+	if g.state != PreparingRebalance {
+		return
+	}
+	if g.initialDelay && g.newMemberAdded && g.initialRemaining > 0 {
+		// KIP-134: a member arrived during the window; wait a little longer,
+		// but never past the rebalance timeout.
+		g.newMemberAdded = false
+		step := min(g.s.cfg.InitialRebalanceDelay, g.initialRemaining)
+		g.initialRemaining = max(g.initialRemaining-g.initialStep, 0)
+		g.initialStep = step
+		g.s.arm(g.joinTimer, now.Add(step))
+		return
+	}
+	g.completeJoin(now, out)
+}
+
+// completeJoin ends the join phase (CONFORMANCE.md §2.4).
+func (g *Group) completeJoin(now time.Time, out *Output) {
+	if g.state != PreparingRebalance {
+		return
+	}
+	g.initialDelay = false
+	// Dynamic members that did not rejoin are dropped; static members that did
+	// not rejoin stay, with their old metadata, until their session expires.
+	for i := 0; i < len(g.members); {
+		m := g.members[i]
+		if m.join == nil && m.instanceID == "" {
+			g.dropMember(m, out)
+			continue
+		}
+		i++
+	}
+	if l := g.byID[g.leader]; l == nil || l.join == nil {
+		g.leader = ""
+		for _, m := range g.members {
+			if m.join != nil {
+				g.leader = m.id
+				break
+			}
+		}
+		if g.leader == "" && len(g.members) > 0 {
+			// Only absent static members remain: keep waiting for them;
+			// their session timers will evict them if they never return.
+			g.leader = g.members[0].id
+			g.s.arm(g.joinTimer, now.Add(g.maxRebalanceTimeout()))
+			return
+		}
+	}
+	g.s.cancel(g.joinTimer)
+	g.generation++
+	clear(g.pendingSync)
+
+	if len(g.members) == 0 {
+		g.protocol = ""
+		g.leader = ""
+		g.transition(Empty, now)
+		g.subscribed = nil
+		// Persist the empty generation; a failure is only logged (Kafka).
+		g.persistMetadata(out, func(_ time.Time, code int16, _ *Output) {
+			if code != ErrNone {
+				g.s.logf("group %q: persisting empty generation %d failed: error %d", g.id, g.generation, code)
+			}
+		})
+		return
+	}
+
+	g.protocol = g.selectProtocol()
+	g.transition(CompletingRebalance, now)
+	g.updateSubscribed()
+
+	var leaderMembers []kmsg.JoinGroupResponseMember
+	for _, m := range g.members {
+		if m.join != nil {
+			resp := g.joinResponse(m.join.v, m.id)
+			if m.id == g.leader {
+				if leaderMembers == nil {
+					leaderMembers = g.memberList()
+				}
+				resp.Members = leaderMembers
+			}
+			out.reply(m.join.t, resp)
+			m.join = nil
+		}
+		m.isNew = false
+		g.s.arm(m.session, now.Add(m.sessionTimeout))
+		g.pendingSync[m.id] = struct{}{}
+	}
+	g.awaiting = 0
+	gen := g.generation
+	g.syncTimer.fire = func(now time.Time, out *Output) { g.onSyncTimeout(now, gen, out) }
+	g.s.arm(g.syncTimer, now.Add(g.maxRebalanceTimeout()))
+}
+
+// onSyncTimeout evicts members that never sent SyncGroup in generation gen
+// (KAFKA-12890).
+func (g *Group) onSyncTimeout(now time.Time, gen int32, out *Output) {
+	if gen != g.generation || (g.state != CompletingRebalance && g.state != Stable) || len(g.pendingSync) == 0 {
+		return
+	}
+	for _, m := range append([]*member(nil), g.members...) {
+		if _, ok := g.pendingSync[m.id]; ok {
+			g.dropMember(m, out)
+		}
+	}
+	clear(g.pendingSync)
+	g.prepareRebalance(now, out)
+}
+
+func (g *Group) onSessionExpired(now time.Time, m *member, out *Output) {
+	if g.byID[m.id] != m {
+		return
+	}
+	if !m.isNew && (m.join != nil || m.sync != nil) {
+		// Parked members count as alive; join completion or the sync
+		// timer re-arms or evicts them.
+		return
+	}
+	g.removeMember(now, m, out)
+}
+
+// joinResponse is a successful JoinGroup response for member id (members
+// list left empty).
+func (g *Group) joinResponse(v int16, id string) *kmsg.JoinGroupResponse {
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.Version = v
+	r.Generation = g.generation
+	ptype, proto := g.protocolType, g.protocol
+	r.ProtocolType = &ptype
+	r.Protocol = &proto
+	r.LeaderID = g.leader
+	r.MemberID = id
+	return r
+}
+
+func (g *Group) memberList() []kmsg.JoinGroupResponseMember {
+	ms := make([]kmsg.JoinGroupResponseMember, 0, len(g.members))
+	for _, m := range g.members {
+		jm := kmsg.JoinGroupResponseMember{MemberID: m.id, ProtocolMetadata: m.metadataFor(g.protocol)}
+		if m.instanceID != "" {
+			inst := m.instanceID
+			jm.InstanceID = &inst
+		}
+		ms = append(ms, jm)
+	}
+	return ms
+}
+
+// updateSubscribed recomputes the subscribed topics of a consumer group from
+// the members' selected-protocol metadata (the ConsumerProtocol subscription
+// starts with int16 version, then an array of topic names in every version).
+func (g *Group) updateSubscribed() {
+	g.subscribed = nil
+	if g.protocolType != "consumer" {
+		return
+	}
+	topics := make(map[string]struct{})
+	for _, m := range g.members {
+		if !subscriptionTopics(m.metadataFor(g.protocol), topics) {
+			return
+		}
+	}
+	g.subscribed = topics
+}
+
+func subscriptionTopics(b []byte, into map[string]struct{}) bool {
+	if len(b) < 6 {
+		return false
+	}
+	n := int32(binary.BigEndian.Uint32(b[2:]))
+	b = b[6:]
+	if n < 0 {
+		return false
+	}
+	for ; n > 0; n-- {
+		if len(b) < 2 {
+			return false
+		}
+		l := int16(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if l < 0 || len(b) < int(l) {
+			return false
+		}
+		into[string(b[:l])] = struct{}{}
+		b = b[l:]
+	}
+	return true
+}
+
+func joinError(v int16, code int16, memberID string) *kmsg.JoinGroupResponse {
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.Version = v
+	r.ErrorCode = code
+	r.Generation = -1
+	r.MemberID = memberID
+	if v < 7 {
+		empty := ""
+		r.Protocol = &empty
+	}
+	return r
+}
+
+func syncError(v int16, code int16) *kmsg.SyncGroupResponse {
+	r := kmsg.NewPtrSyncGroupResponse()
+	r.Version = v
+	r.ErrorCode = code
+	r.MemberAssignment = []byte{}
+	return r
+}

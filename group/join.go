@@ -1,0 +1,325 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// JoinGroup handles a JoinGroup request (CONFORMANCE.md §4.1). The reply may
+// come now (errors, MEMBER_ID_REQUIRED, an unchanged follower) or when the
+// join phase completes.
+func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroupRequest, out *Output) {
+	v := req.Version
+	fail := func(code int16, memberID string) { out.reply(t, joinError(v, code, memberID)) }
+	if req.Group == "" {
+		fail(ErrInvalidGroupID, req.MemberID)
+		return
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	if session < s.cfg.MinSessionTimeout || session > s.cfg.MaxSessionTimeout {
+		fail(ErrInvalidSessionTimeout, req.MemberID)
+		return
+	}
+	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	if v == 0 || rebalance <= 0 {
+		// v0 has no rebalance timeout; a zero or negative one would end
+		// every rebalance at once (KAFKA-8653): use the session timeout.
+		rebalance = session
+	}
+	instanceID := ""
+	if req.InstanceID != nil {
+		instanceID = *req.InstanceID
+	}
+	g := s.groups[req.Group]
+	if g == nil {
+		if req.MemberID != "" {
+			fail(ErrUnknownMemberID, req.MemberID)
+			return
+		}
+		g = s.newGroup(req.Group, now)
+	}
+	if !g.acceptJoiningMember(req.MemberID) {
+		// KIP-389: over group.max.size. A known member is evicted so that
+		// a group above a lowered limit shrinks (KAFKA-9885).
+		if m := g.byID[req.MemberID]; m != nil {
+			g.removeMember(now, m, out)
+		} else if pt, ok := g.pending[req.MemberID]; ok {
+			s.cancel(pt)
+			delete(g.pending, req.MemberID)
+			g.tryCompleteJoin(now, out)
+		}
+		fail(ErrGroupMaxSizeReached, "")
+		return
+	}
+	if g.state == Dead {
+		fail(ErrCoordinatorNotAvailable, req.MemberID)
+		return
+	}
+	if !g.supportsProtocols(req.ProtocolType, req.Protocols) {
+		fail(ErrInconsistentProtocol, req.MemberID)
+		return
+	}
+	j := joinReq{t: t, v: v, c: c, req: req, session: session, rebalance: rebalance, instanceID: instanceID}
+	if req.MemberID == "" {
+		g.joinNew(now, &j, out)
+	} else {
+		g.joinExisting(now, &j, out)
+	}
+}
+
+type joinReq struct {
+	t          Ticket
+	v          int16
+	c          Client
+	req        *kmsg.JoinGroupRequest
+	session    time.Duration
+	rebalance  time.Duration
+	instanceID string
+}
+
+func (g *Group) acceptJoiningMember(memberID string) bool {
+	max := g.s.cfg.MaxSize
+	if max <= 0 {
+		return true
+	}
+	switch g.state {
+	case Empty, Dead:
+		return true
+	case PreparingRebalance:
+		if m := g.byID[memberID]; m != nil && m.join != nil {
+			return true
+		}
+		return g.awaiting < max
+	default:
+		return g.byID[memberID] != nil || len(g.members) < max
+	}
+}
+
+func (g *Group) joinNew(now time.Time, j *joinReq, out *Output) {
+	prefix := j.c.ID
+	if j.instanceID != "" {
+		prefix = j.instanceID
+	}
+	newID := g.s.newMemberID(prefix)
+	if j.instanceID != "" {
+		if oldID, ok := g.static[j.instanceID]; ok {
+			g.replaceStatic(now, j, oldID, newID, out)
+			return
+		}
+		g.addMemberAndRebalance(now, j, newID, out)
+		return
+	}
+	if j.v >= 4 {
+		// KIP-394: hand out the id and wait for the member to come back
+		// with it; it does not count as a member until then.
+		pt := newTimer(nil)
+		pt.fire = func(now time.Time, out *Output) {
+			if g.pending[newID] == pt {
+				delete(g.pending, newID)
+				g.tryCompleteJoin(now, out)
+			}
+		}
+		g.pending[newID] = pt
+		g.s.arm(pt, now.Add(j.session))
+		out.reply(j.t, joinError(j.v, ErrMemberIDRequired, newID))
+		return
+	}
+	g.addMemberAndRebalance(now, j, newID, out)
+}
+
+func (g *Group) joinExisting(now time.Time, j *joinReq, out *Output) {
+	id := j.req.MemberID
+	if pt, ok := g.pending[id]; ok {
+		if j.instanceID != "" {
+			// Kafka treats this as an invariant violation: pending ids are
+			// only given to dynamic members.
+			g.s.logf("group %q: pending member %q joined with instance id %q", g.id, id, j.instanceID)
+			out.reply(j.t, joinError(j.v, ErrUnknownServer, id))
+			return
+		}
+		g.s.cancel(pt)
+		delete(g.pending, id)
+		g.addMemberAndRebalance(now, j, id, out)
+		return
+	}
+	m, code := g.validateMember(id, j.instanceID)
+	if code != ErrNone {
+		out.reply(j.t, joinError(j.v, code, id))
+		return
+	}
+	switch g.state {
+	case PreparingRebalance:
+		g.updateMemberAndRebalance(now, m, j, out)
+	case CompletingRebalance:
+		if m.matches(j.req.Protocols) {
+			// Lost response: answer again with the current generation.
+			resp := g.joinResponse(j.v, m.id)
+			if m.id == g.leader {
+				resp.Members = g.memberList()
+			}
+			out.reply(j.t, resp)
+			return
+		}
+		g.updateMemberAndRebalance(now, m, j, out)
+	case Stable:
+		if m.id == g.leader || !m.matches(j.req.Protocols) {
+			// The leader's rejoin always rebalances: it may have seen
+			// new topic metadata.
+			g.updateMemberAndRebalance(now, m, j, out)
+			return
+		}
+		out.reply(j.t, g.joinResponse(j.v, m.id))
+	default: // Empty: members cannot exist
+		out.reply(j.t, joinError(j.v, ErrUnknownMemberID, id))
+	}
+}
+
+// validateMember is Kafka's member validation: a static instance must map to
+// the given member id; the member must exist.
+func (g *Group) validateMember(memberID, instanceID string) (*member, int16) {
+	if instanceID != "" {
+		cur, ok := g.static[instanceID]
+		if !ok {
+			return nil, ErrUnknownMemberID
+		}
+		if cur != memberID {
+			return nil, ErrFencedInstanceID
+		}
+	}
+	m := g.byID[memberID]
+	if m == nil {
+		return nil, ErrUnknownMemberID
+	}
+	return m, ErrNone
+}
+
+func (g *Group) addMemberAndRebalance(now time.Time, j *joinReq, id string, out *Output) {
+	m := &member{
+		id:               id,
+		instanceID:       j.instanceID,
+		clientID:         j.c.ID,
+		clientHost:       j.c.Host,
+		sessionTimeout:   j.session,
+		rebalanceTimeout: j.rebalance,
+		protocols:        cloneProtocols(j.req.Protocols),
+		isNew:            true,
+	}
+	g.addMember(m, j.req.ProtocolType)
+	g.park(m, j.t, j.v, out)
+	g.s.arm(m.session, now.Add(g.s.cfg.NewMemberJoinTimeout))
+	if g.state == PreparingRebalance && g.initialDelay {
+		g.newMemberAdded = true
+	}
+	if g.canRebalance() {
+		g.prepareRebalance(now, out)
+	} else {
+		g.tryCompleteJoin(now, out)
+	}
+}
+
+func (g *Group) updateMemberAndRebalance(now time.Time, m *member, j *joinReq, out *Output) {
+	g.setProtocols(m, cloneProtocols(j.req.Protocols))
+	m.sessionTimeout, m.rebalanceTimeout = j.session, j.rebalance
+	m.clientID, m.clientHost = j.c.ID, j.c.Host
+	g.park(m, j.t, j.v, out)
+	if g.canRebalance() {
+		g.prepareRebalance(now, out)
+	} else {
+		g.tryCompleteJoin(now, out)
+	}
+}
+
+// replaceStatic handles a known static instance joining with an empty member
+// id (KIP-345): the member gets a new id, the old id is fenced.
+func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, out *Output) {
+	m := g.byID[oldID]
+	if m == nil { // inconsistent books; treat as a new static member
+		delete(g.static, j.instanceID)
+		g.addMemberAndRebalance(now, j, newID, out)
+		return
+	}
+	// Fence the old incarnation's parked requests at once.
+	if m.join != nil {
+		out.reply(m.join.t, joinError(m.join.v, ErrFencedInstanceID, oldID))
+		m.join = nil
+		g.awaiting--
+	}
+	if m.sync != nil {
+		out.reply(m.sync.t, syncError(m.sync.v, ErrFencedInstanceID))
+		m.sync = nil
+	}
+	old := struct {
+		protocols          []kmsg.JoinGroupRequestProtocol
+		session, rebalance time.Duration
+		clientID, host     string
+		wasLeader          bool
+		oldLeader          string
+	}{m.protocols, m.sessionTimeout, m.rebalanceTimeout, m.clientID, m.clientHost, g.leader == oldID, g.leader}
+	oldProtocol := g.protocol
+
+	g.renameMember(m, newID)
+	g.setProtocols(m, cloneProtocols(j.req.Protocols))
+	m.sessionTimeout, m.rebalanceTimeout = j.session, j.rebalance
+	m.clientID, m.clientHost = j.c.ID, j.c.Host
+	g.s.arm(m.session, now.Add(m.sessionTimeout))
+
+	switch g.state {
+	case Stable:
+		if g.selectProtocol() != oldProtocol {
+			g.updateMemberAndRebalance(now, m, j, out)
+			return
+		}
+		// Same protocol: no rebalance, but the new id must be durable
+		// before the member uses it (KAFKA-10284).
+		t, v := j.t, j.v
+		gen := g.generation
+		g.persistMetadata(out, func(now time.Time, code int16, out *Output) {
+			if code != ErrNone {
+				if g.byID[newID] == m && g.generation == gen {
+					g.renameMember(m, oldID)
+					g.setProtocols(m, old.protocols)
+					m.sessionTimeout, m.rebalanceTimeout = old.session, old.rebalance
+					m.clientID, m.clientHost = old.clientID, old.host
+				}
+				out.reply(t, joinError(v, code, ""))
+				return
+			}
+			resp := g.joinResponse(v, newID)
+			switch {
+			case v >= 9 && newID == g.leader:
+				// KIP-814: the returning leader gets the members but
+				// must not compute a new assignment.
+				resp.Members = g.memberList()
+				resp.SkipAssignment = true
+			case v < 9 && old.wasLeader:
+				// Older clients would reassign if told they lead:
+				// show them the old leader id so they act as followers.
+				resp.LeaderID = old.oldLeader
+			}
+			out.reply(t, resp)
+		})
+	case CompletingRebalance:
+		// The leader may hold the old id: start over.
+		g.updateMemberAndRebalance(now, m, j, out)
+	default: // PreparingRebalance
+		g.updateMemberAndRebalance(now, m, j, out)
+	}
+}
+
+func (g *Group) renameMember(m *member, id string) {
+	oldID := m.id
+	delete(g.byID, oldID)
+	m.id = id
+	g.byID[id] = m
+	if m.instanceID != "" {
+		g.static[m.instanceID] = id
+	}
+	if g.leader == oldID {
+		g.leader = id
+	}
+	if _, ok := g.pendingSync[oldID]; ok {
+		delete(g.pendingSync, oldID)
+		g.pendingSync[id] = struct{}{}
+	}
+}

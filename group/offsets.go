@@ -1,0 +1,408 @@
+package group
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
+// offset is one committed offset.
+type offset struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+	commitTime  time.Time
+	expireTime  time.Time // zero unless set explicitly (OffsetCommit v2–4 retention)
+}
+
+// OffsetCommit handles an OffsetCommit request (CONFORMANCE.md §4.5). The
+// response is released once the offsets are durable.
+func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequest, out *Output) {
+	v := req.Version
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	resp.Version = v
+	for _, rt := range req.Topics {
+		tr := kmsg.NewOffsetCommitResponseTopic()
+		tr.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewOffsetCommitResponseTopicPartition()
+			pr.Partition = rp.Partition
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	setAll := func(code int16) {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	}
+	code := s.validateCommit(now, req)
+	if code != ErrNone {
+		setAll(code)
+		out.reply(t, resp)
+		return
+	}
+	g := s.groups[req.Group]
+	if g == nil {
+		g = s.newGroup(req.Group, now) // "simple" group, no protocol type
+	}
+
+	commitTime := now
+	var expire time.Time
+	if v >= 2 && v <= 4 && req.RetentionTimeMillis != -1 {
+		expire = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+	}
+	type pendingOffset struct {
+		tp  topicPartition
+		o   offset
+		ptr *int16
+	}
+	var recs []Record
+	var staged []pendingOffset
+	for i, rt := range req.Topics {
+		for j, rp := range rt.Partitions {
+			meta := strOr(rp.Metadata)
+			if len(meta) > s.cfg.OffsetMetadataMaxBytes {
+				resp.Topics[i].Partitions[j].ErrorCode = ErrOffsetMetadataTooLarge
+				continue
+			}
+			ct := commitTime
+			if v == 1 && rp.Timestamp != -1 {
+				ct = time.UnixMilli(rp.Timestamp)
+			}
+			epoch := int32(-1)
+			if v >= 6 {
+				epoch = rp.LeaderEpoch
+			}
+			o := offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitTime: ct, expireTime: expire}
+			tp := topicPartition{rt.Topic, rp.Partition}
+			recs = append(recs, offsetRecord(g.id, tp, &o))
+			staged = append(staged, pendingOffset{tp, o, &resp.Topics[i].Partitions[j].ErrorCode})
+		}
+	}
+	if len(recs) == 0 {
+		out.reply(t, resp)
+		return
+	}
+	for _, p := range staged {
+		g.pendingCommits[p.tp]++
+	}
+	s.write(out, recs, func(now time.Time, code int16, out *Output) {
+		for _, p := range staged {
+			if g.pendingCommits[p.tp]--; g.pendingCommits[p.tp] <= 0 {
+				delete(g.pendingCommits, p.tp)
+			}
+			if code != ErrNone {
+				*p.ptr = code
+				continue
+			}
+			if g.state != Dead {
+				o := p.o
+				g.offsets[p.tp] = &o
+			}
+		}
+		out.reply(t, resp)
+	})
+}
+
+// validateCommit applies the group-level checks of OffsetCommit and re-arms
+// the committing member's session.
+func (s *Shard) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) int16 {
+	g := s.groups[req.Group]
+	instanceID := strOr(req.InstanceID)
+	if g == nil {
+		if req.Generation < 0 {
+			return ErrNone // creates a simple group
+		}
+		if req.Version >= 9 {
+			return ErrGroupIDNotFound
+		}
+		return ErrIllegalGeneration
+	}
+	if g.state == Dead {
+		return ErrCoordinatorNotAvailable
+	}
+	if req.Generation < 0 && g.state == Empty {
+		return ErrNone // admin/standalone commit
+	}
+	if req.Generation < 0 && req.MemberID == "" && instanceID == "" {
+		return ErrUnknownMemberID // anonymous commit to a group with members
+	}
+	m, code := g.validateMember(req.MemberID, instanceID)
+	if code != ErrNone {
+		return code
+	}
+	if req.Generation != g.generation {
+		return ErrIllegalGeneration
+	}
+	if g.state == CompletingRebalance {
+		return ErrRebalanceInProgress
+	}
+	// Stable or PreparingRebalance: a commit keeps the member alive.
+	s.arm(m.session, now.Add(m.sessionTimeout))
+	return ErrNone
+}
+
+// OffsetFetch handles an OffsetFetch request for groups of this shard: the
+// single group of v0–7, or every entry of Groups for v8+ (the caller splits a
+// multi-group request by shard and merges the responses).
+func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = req.Version
+	if req.Version >= 8 {
+		for _, rg := range req.Groups {
+			gr := kmsg.NewOffsetFetchResponseGroup()
+			gr.Group = rg.Group
+			var topics map[string][]int32
+			all := rg.Topics == nil
+			if !all {
+				topics = make(map[string][]int32, len(rg.Topics))
+			}
+			order := make([]string, 0, len(rg.Topics))
+			for _, t := range rg.Topics {
+				if _, ok := topics[t.Topic]; !ok {
+					order = append(order, t.Topic)
+				}
+				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+			}
+			s.fetchOffsets(rg.Group, all, order, topics, req.RequireStable, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
+				if n := len(gr.Topics); n == 0 || gr.Topics[n-1].Topic != topic {
+					t := kmsg.NewOffsetFetchResponseGroupTopic()
+					t.Topic = topic
+					gr.Topics = append(gr.Topics, t)
+				}
+				pr := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				pr.Partition, pr.Offset, pr.LeaderEpoch, pr.Metadata, pr.ErrorCode = p, o, epoch, &meta, code
+				last := &gr.Topics[len(gr.Topics)-1]
+				last.Partitions = append(last.Partitions, pr)
+			})
+			resp.Groups = append(resp.Groups, gr)
+		}
+		return resp
+	}
+	all := req.Topics == nil && req.Version >= 2
+	topics := make(map[string][]int32, len(req.Topics))
+	order := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		if _, ok := topics[t.Topic]; !ok {
+			order = append(order, t.Topic)
+		}
+		topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
+	}
+	s.fetchOffsets(req.Group, all, order, topics, req.RequireStable, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
+		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != topic {
+			t := kmsg.NewOffsetFetchResponseTopic()
+			t.Topic = topic
+			resp.Topics = append(resp.Topics, t)
+		}
+		pr := kmsg.NewOffsetFetchResponseTopicPartition()
+		pr.Partition, pr.Offset, pr.LeaderEpoch, pr.Metadata, pr.ErrorCode = p, o, epoch, &meta, code
+		last := &resp.Topics[len(resp.Topics)-1]
+		last.Partitions = append(last.Partitions, pr)
+	})
+	return resp
+}
+
+// fetchOffsets emits the committed offsets asked for, topic by topic: all of
+// the group's when all is set, otherwise the listed partitions (-1 for those
+// without a commit). Missing groups are not errors.
+func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[string][]int32, requireStable bool,
+	emit func(topic string, p int32, o int64, epoch int32, meta string, code int16)) {
+	g := s.groups[group]
+	if g != nil && g.state == Dead {
+		g = nil
+	}
+	one := func(tp topicPartition) {
+		if g != nil {
+			if requireStable && g.pendingCommits[tp] > 0 {
+				emit(tp.topic, tp.partition, -1, -1, "", ErrUnstableOffsetCommit)
+				return
+			}
+			if o := g.offsets[tp]; o != nil {
+				emit(tp.topic, tp.partition, o.offset, o.leaderEpoch, o.metadata, ErrNone)
+				return
+			}
+		}
+		emit(tp.topic, tp.partition, -1, -1, "", ErrNone)
+	}
+	if all {
+		if g == nil {
+			return
+		}
+		for _, tp := range g.sortedOffsets() {
+			one(tp)
+		}
+		return
+	}
+	for _, topic := range order {
+		for _, p := range topics[topic] {
+			one(topicPartition{topic, p})
+		}
+	}
+}
+
+func (g *Group) sortedOffsets() []topicPartition {
+	tps := make([]topicPartition, 0, len(g.offsets))
+	for tp := range g.offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].topic != tps[j].topic {
+			return tps[i].topic < tps[j].topic
+		}
+		return tps[i].partition < tps[j].partition
+	})
+	return tps
+}
+
+// OffsetDelete handles an OffsetDelete request (KIP-496, CONFORMANCE.md
+// §4.11). The response is released once the tombstones are durable.
+func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequest, out *Output) {
+	resp := kmsg.NewPtrOffsetDeleteResponse()
+	resp.Version = req.Version
+	if req.Group == "" {
+		resp.ErrorCode = ErrInvalidGroupID
+		out.reply(t, resp)
+		return
+	}
+	g := s.groups[req.Group]
+	if g == nil || g.state == Dead {
+		resp.ErrorCode = ErrGroupIDNotFound
+		out.reply(t, resp)
+		return
+	}
+	if g.state != Empty && g.protocolType != "consumer" {
+		resp.ErrorCode = ErrNonEmptyGroup
+		out.reply(t, resp)
+		return
+	}
+	var recs []Record
+	var del []topicPartition
+	for _, rt := range req.Topics {
+		tr := kmsg.NewOffsetDeleteResponseTopic()
+		tr.Topic = rt.Topic
+		subscribed := false
+		if g.state != Empty {
+			_, subscribed = g.subscribed[rt.Topic]
+			if g.subscribed == nil {
+				subscribed = true // unknown subscription: everything counts
+			}
+		}
+		for _, rp := range rt.Partitions {
+			pr := kmsg.NewOffsetDeleteResponseTopicPartition()
+			pr.Partition = rp.Partition
+			tp := topicPartition{rt.Topic, rp.Partition}
+			switch {
+			case subscribed:
+				pr.ErrorCode = ErrGroupSubscribedToTopic
+			case g.offsets[tp] != nil:
+				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
+				del = append(del, tp)
+			}
+			tr.Partitions = append(tr.Partitions, pr)
+		}
+		resp.Topics = append(resp.Topics, tr)
+	}
+	if len(recs) == 0 {
+		out.reply(t, resp)
+		return
+	}
+	s.write(out, recs, func(now time.Time, code int16, out *Output) {
+		if code != ErrNone {
+			resp.ErrorCode = code
+		} else {
+			for _, tp := range del {
+				delete(g.offsets, tp)
+			}
+		}
+		out.reply(t, resp)
+	})
+}
+
+// ExpireOffsets removes offsets past retention and then groups that are Empty
+// with no offsets (KIP-211, CONFORMANCE.md §5.7). The coordinator calls it
+// periodically (Kafka: every 10 minutes).
+func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
+	retention := s.cfg.OffsetsRetention
+	for _, id := range s.GroupIDs() {
+		g := s.groups[id]
+		if g.state == Dead {
+			continue
+		}
+		var expired []topicPartition
+		for _, tp := range g.sortedOffsets() {
+			o := g.offsets[tp]
+			if g.pendingCommits[tp] > 0 {
+				continue
+			}
+			if g.offsetExpired(tp, o, now, retention) {
+				expired = append(expired, tp)
+			}
+		}
+		removeGroup := g.state == Empty && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.pendingCommits) == 0
+		if len(expired) == 0 && !removeGroup {
+			continue
+		}
+		recs := make([]Record, 0, len(expired)+1)
+		for _, tp := range expired {
+			recs = append(recs, Record{Key: offsetKey(g.id, tp)})
+		}
+		if removeGroup {
+			g.transition(Dead, now)
+			if g.persisted {
+				recs = append(recs, Record{Key: groupKey(g.id)})
+			}
+		}
+		if len(recs) == 0 { // a never-persisted empty group
+			delete(s.groups, g.id)
+			continue
+		}
+		s.write(out, recs, func(now time.Time, code int16, out *Output) {
+			if code != ErrNone {
+				s.logf("group %q: expiring offsets failed: error %d", g.id, code)
+				if g.state == Dead && s.groups[g.id] == g {
+					g.transition(Empty, now)
+				}
+				return
+			}
+			for _, tp := range expired {
+				delete(g.offsets, tp)
+			}
+			if g.state == Dead && s.groups[g.id] == g {
+				delete(s.groups, g.id)
+			}
+		})
+	}
+}
+
+func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, retention time.Duration) bool {
+	if !o.expireTime.IsZero() {
+		return !now.Before(o.expireTime)
+	}
+	var base time.Time
+	switch {
+	case g.state == Empty && g.protocolType != "":
+		base = g.stateTime // retention counts from when the group emptied
+		if base.IsZero() {
+			base = o.commitTime
+		}
+	case g.protocolType == "":
+		base = o.commitTime // simple (standalone) group
+	case g.protocolType == "consumer" && g.state == Stable && g.subscribed != nil:
+		if _, ok := g.subscribed[tp.topic]; ok {
+			return false
+		}
+		base = o.commitTime
+	default:
+		return false
+	}
+	return !now.Before(base.Add(retention))
+}

@@ -1,0 +1,256 @@
+package group
+
+import (
+	"container/heap"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Ticket is the caller's handle for one request; replies carry it back.
+type Ticket uint64
+
+// Client describes the sender of a request (from the request header and the
+// connection).
+type Client struct {
+	ID   string // client id
+	Host string // remote address, as shown by DescribeGroups
+}
+
+// Reply is a response ready to be sent for the request identified by Ticket.
+type Reply struct {
+	Ticket Ticket
+	Resp   kmsg.Response
+}
+
+// Record is one key/value to persist; a nil Value deletes the key. The
+// encoding is this package's (see records.go).
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+// Write is a batch of records to make durable. When the runtime has appended
+// it, it must call Shard.WriteDone with the same ID.
+type Write struct {
+	ID      uint64
+	Records []Record
+}
+
+// Output collects what a call produced. Callers reuse one Output per loop turn
+// and reset it with Reset.
+type Output struct {
+	Replies []Reply
+	Writes  []Write
+}
+
+// Reset empties o, keeping its capacity.
+func (o *Output) Reset() {
+	clear(o.Replies)
+	o.Replies = o.Replies[:0]
+	clear(o.Writes)
+	o.Writes = o.Writes[:0]
+}
+
+func (o *Output) reply(t Ticket, r kmsg.Response) {
+	o.Replies = append(o.Replies, Reply{Ticket: t, Resp: r})
+}
+
+// Shard is the set of groups of one coordinator partition, with their timers
+// and in-flight writes. It is not safe for concurrent use: one goroutine (the
+// partition's loop) drives it.
+type Shard struct {
+	cfg    Config
+	rand   io.Reader
+	groups map[string]*Group
+
+	timers  timerHeap
+	timerSeq uint64
+
+	nextWrite uint64
+	writes    map[uint64]func(now time.Time, code int16, out *Output)
+
+	// Logf, when set, receives diagnostic messages (invariant violations
+	// answered with an error instead of a panic, failed background writes).
+	Logf func(format string, args ...any)
+}
+
+// NewShard returns an empty shard. rand supplies the randomness of member ids
+// (crypto/rand.Reader in production, a seeded source in tests).
+func NewShard(cfg Config, rand io.Reader) *Shard {
+	return &Shard{
+		cfg:    cfg.withDefaults(),
+		rand:   rand,
+		groups: make(map[string]*Group),
+		writes: make(map[uint64]func(time.Time, int16, *Output)),
+	}
+}
+
+// Config returns the shard's effective configuration.
+func (s *Shard) Config() Config { return s.cfg }
+
+// Group returns the named group, or nil.
+func (s *Shard) Group(id string) *Group { return s.groups[id] }
+
+// GroupIDs returns the ids of all groups, sorted.
+func (s *Shard) GroupIDs() []string {
+	ids := make([]string, 0, len(s.groups))
+	for id := range s.groups {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Len returns the number of groups.
+func (s *Shard) Len() int { return len(s.groups) }
+
+func (s *Shard) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+// write queues records and registers done, called from WriteDone.
+func (s *Shard) write(out *Output, recs []Record, done func(now time.Time, code int16, out *Output)) {
+	s.nextWrite++
+	id := s.nextWrite
+	s.writes[id] = done
+	out.Writes = append(out.Writes, Write{ID: id, Records: recs})
+}
+
+// WriteDone reports the outcome of the Write with the given id: code is
+// ErrNone when it is durable, otherwise the Kafka error to give the clients
+// that waited for it (NOT_COORDINATOR when this node lost the partition,
+// COORDINATOR_NOT_AVAILABLE for a storage failure).
+func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
+	done, ok := s.writes[id]
+	if !ok {
+		return
+	}
+	delete(s.writes, id)
+	done(now, code, out)
+}
+
+// PendingWrites reports how many writes await WriteDone.
+func (s *Shard) PendingWrites() int { return len(s.writes) }
+
+// NextDeadline returns when Tick must next be called, if any timer is armed.
+func (s *Shard) NextDeadline() (time.Time, bool) {
+	if len(s.timers) == 0 {
+		return time.Time{}, false
+	}
+	return s.timers[0].at, true
+}
+
+// Tick fires every timer due at now, in deadline order.
+func (s *Shard) Tick(now time.Time, out *Output) {
+	for len(s.timers) > 0 && !s.timers[0].at.After(now) {
+		t := heap.Pop(&s.timers).(*timer)
+		t.fire(now, out)
+	}
+}
+
+// Unload answers every parked request with NOT_COORDINATOR, cancels all
+// timers and forgets all groups (the partition moved away or the node is
+// stopping). Writes in flight still get their WriteDone calls answered as
+// failures by the caller.
+func (s *Shard) Unload(now time.Time, out *Output) {
+	for _, id := range s.GroupIDs() {
+		g := s.groups[id]
+		for _, m := range g.members {
+			if m.join != nil {
+				out.reply(m.join.t, joinError(m.join.v, ErrNotCoordinator, m.id))
+				m.join = nil
+			}
+			if m.sync != nil {
+				out.reply(m.sync.t, syncError(m.sync.v, ErrNotCoordinator))
+				m.sync = nil
+			}
+		}
+		g.state = Dead
+	}
+	for len(s.timers) > 0 {
+		heap.Pop(&s.timers)
+	}
+	for id, done := range s.writes {
+		delete(s.writes, id)
+		done(now, ErrNotCoordinator, out)
+	}
+	s.groups = make(map[string]*Group)
+}
+
+// timer is one armed deadline. Timers are owned by groups and members and
+// re-armed in place (no garbage per heartbeat).
+type timer struct {
+	at   time.Time
+	seq  uint64 // arm order: ties fire in the order they were armed
+	idx  int    // index in the heap, -1 when not armed
+	fire func(now time.Time, out *Output)
+}
+
+func newTimer(fire func(time.Time, *Output)) *timer { return &timer{idx: -1, fire: fire} }
+
+func (s *Shard) arm(t *timer, at time.Time) {
+	s.timerSeq++
+	t.at, t.seq = at, s.timerSeq
+	if t.idx >= 0 {
+		heap.Fix(&s.timers, t.idx)
+		return
+	}
+	heap.Push(&s.timers, t)
+}
+
+func (s *Shard) cancel(t *timer) {
+	if t != nil && t.idx >= 0 {
+		heap.Remove(&s.timers, t.idx)
+	}
+}
+
+func (t *timer) armed() bool { return t != nil && t.idx >= 0 }
+
+type timerHeap []*timer
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx = i
+	h[j].idx = j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*timer)
+	t.idx = len(*h)
+	*h = append(*h, t)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	n := len(old)
+	t := old[n-1]
+	old[n-1] = nil
+	t.idx = -1
+	*h = old[:n-1]
+	return t
+}
+
+// newMemberID returns prefix + "-" + a random UUIDv4, like Kafka.
+func (s *Shard) newMemberID(prefix string) string {
+	var b [16]byte
+	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
+		// A broken random source is a programming error in the caller;
+		// fall back to a counter so ids stay unique.
+		s.nextWrite++
+		return fmt.Sprintf("%s-%016x", prefix, s.nextWrite)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%s-%08x-%04x-%04x-%04x-%012x", prefix, b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,238 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// SyncGroup handles a SyncGroup request (CONFORMANCE.md §4.2). Followers that
+// arrive before the leader park; the leader's assignment is persisted before
+// anyone receives it.
+func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, out *Output) {
+	v := req.Version
+	fail := func(code int16) { out.reply(t, syncError(v, code)) }
+	if req.Group == "" {
+		fail(ErrInvalidGroupID)
+		return
+	}
+	if v >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+		fail(ErrInconsistentProtocol)
+		return
+	}
+	g := s.groups[req.Group]
+	if g == nil || g.state == Empty {
+		fail(ErrUnknownMemberID)
+		return
+	}
+	if g.state == Dead {
+		fail(ErrCoordinatorNotAvailable)
+		return
+	}
+	m, code := g.validateMember(req.MemberID, strOr(req.InstanceID))
+	if code != ErrNone {
+		fail(code)
+		return
+	}
+	if req.Generation != g.generation {
+		fail(ErrIllegalGeneration)
+		return
+	}
+	if (req.ProtocolType != nil && *req.ProtocolType != g.protocolType) ||
+		(req.Protocol != nil && *req.Protocol != g.protocol) {
+		fail(ErrInconsistentProtocol)
+		return
+	}
+	switch g.state {
+	case PreparingRebalance:
+		fail(ErrRebalanceInProgress)
+	case Stable:
+		delete(g.pendingSync, m.id)
+		out.reply(t, g.syncResponse(v, m.assignment))
+	case CompletingRebalance:
+		if m.sync != nil {
+			out.reply(m.sync.t, syncError(m.sync.v, ErrRebalanceInProgress))
+		}
+		m.sync = &parked{t, v}
+		delete(g.pendingSync, m.id)
+		if m.id == g.leader && !g.syncWriting {
+			g.takeAssignment(now, req.GroupAssignment, out)
+		}
+	}
+}
+
+// takeAssignment records the leader's assignment, persists it, and on success
+// releases every parked SyncGroup and makes the group Stable.
+func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroupAssignment, out *Output) {
+	assign := make(map[string][]byte, len(g.members))
+	for _, a := range given {
+		if g.byID[a.MemberID] != nil { // ids not in the group are ignored
+			assign[a.MemberID] = a.MemberAssignment
+		}
+	}
+	for _, m := range g.members {
+		if len(assign[m.id]) == 0 {
+			// A member the leader left out gets an empty assignment. For
+			// the consumer protocol we send an encoded empty assignment,
+			// since Java consumers reject fewer than 2 bytes.
+			assign[m.id] = g.emptyAssignment()
+		}
+	}
+	gen := g.generation
+	g.syncWriting = true
+	rec := g.metadataRecord(func(m *member) []byte { return assign[m.id] })
+	g.s.write(out, []Record{rec}, func(now time.Time, code int16, out *Output) {
+		if g.generation != gen || g.state != CompletingRebalance {
+			return // a rebalance started meanwhile; its own path answered
+		}
+		g.syncWriting = false
+		if code != ErrNone {
+			for _, m := range g.members {
+				if m.sync != nil {
+					out.reply(m.sync.t, syncError(m.sync.v, code))
+					m.sync = nil
+				}
+			}
+			g.prepareRebalance(now, out)
+			return
+		}
+		g.persisted = true
+		for _, m := range g.members {
+			m.assignment = assign[m.id]
+			if m.sync != nil {
+				out.reply(m.sync.t, g.syncResponse(m.sync.v, m.assignment))
+				m.sync = nil
+			}
+		}
+		g.transition(Stable, now)
+		for _, m := range g.members {
+			g.s.arm(m.session, now.Add(m.sessionTimeout))
+		}
+	})
+}
+
+func (g *Group) emptyAssignment() []byte {
+	if g.protocolType != "consumer" {
+		return []byte{}
+	}
+	a := kmsg.NewConsumerMemberAssignment()
+	return a.AppendTo(nil)
+}
+
+func (g *Group) syncResponse(v int16, assignment []byte) *kmsg.SyncGroupResponse {
+	r := kmsg.NewPtrSyncGroupResponse()
+	r.Version = v
+	ptype, proto := g.protocolType, g.protocol
+	r.ProtocolType = &ptype
+	r.Protocol = &proto
+	r.MemberAssignment = assignment
+	if r.MemberAssignment == nil {
+		r.MemberAssignment = []byte{}
+	}
+	return r
+}
+
+// Heartbeat handles a Heartbeat request (CONFORMANCE.md §4.3). Nothing is
+// persisted.
+func (s *Shard) Heartbeat(now time.Time, t Ticket, req *kmsg.HeartbeatRequest, out *Output) {
+	r := kmsg.NewPtrHeartbeatResponse()
+	r.Version = req.Version
+	r.ErrorCode = s.heartbeat(now, req)
+	out.reply(t, r)
+}
+
+func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
+	if req.Group == "" {
+		return ErrInvalidGroupID
+	}
+	g := s.groups[req.Group]
+	if g == nil {
+		return ErrUnknownMemberID
+	}
+	if g.state == Dead {
+		return ErrCoordinatorNotAvailable
+	}
+	m, code := g.validateMember(req.MemberID, strOr(req.InstanceID))
+	if code != ErrNone {
+		return code
+	}
+	if req.Generation != g.generation {
+		return ErrIllegalGeneration
+	}
+	switch g.state {
+	case Empty:
+		return ErrUnknownMemberID
+	case PreparingRebalance:
+		s.arm(m.session, now.Add(m.sessionTimeout))
+		return ErrRebalanceInProgress
+	default: // CompletingRebalance (clients heartbeat between Join and Sync), Stable
+		s.arm(m.session, now.Add(m.sessionTimeout))
+		return ErrNone
+	}
+}
+
+// LeaveGroup handles a LeaveGroup request, single (v0–2) or batch (v3+)
+// (CONFORMANCE.md §4.4).
+func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest, out *Output) {
+	r := kmsg.NewPtrLeaveGroupResponse()
+	r.Version = req.Version
+	defer out.reply(t, r)
+	if req.Group == "" {
+		r.ErrorCode = ErrInvalidGroupID
+		return
+	}
+	ids := req.Members
+	if req.Version < 3 {
+		ids = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	g := s.groups[req.Group]
+	if g != nil && g.state == Dead {
+		r.ErrorCode = ErrCoordinatorNotAvailable
+		return
+	}
+	for _, id := range ids {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
+		if g == nil {
+			rm.ErrorCode = ErrUnknownMemberID
+		} else {
+			rm.ErrorCode = g.leave(now, id.MemberID, strOr(id.InstanceID), out)
+		}
+		r.Members = append(r.Members, rm)
+	}
+	if req.Version < 3 {
+		r.ErrorCode = r.Members[0].ErrorCode
+		r.Members = nil
+	}
+}
+
+func (g *Group) leave(now time.Time, memberID, instanceID string, out *Output) int16 {
+	if memberID == "" && instanceID != "" {
+		// Admin removal of a static member by instance id: no fencing check.
+		id, ok := g.static[instanceID]
+		if !ok {
+			return ErrUnknownMemberID
+		}
+		g.removeMember(now, g.byID[id], out)
+		return ErrNone
+	}
+	if pt, ok := g.pending[memberID]; ok {
+		g.s.cancel(pt)
+		delete(g.pending, memberID)
+		g.tryCompleteJoin(now, out)
+		return ErrNone
+	}
+	m, code := g.validateMember(memberID, instanceID)
+	if code != ErrNone {
+		return code
+	}
+	g.removeMember(now, m, out)
+	return ErrNone
+}
+
+func strOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
