@@ -14,10 +14,10 @@ type State int8
 // Group states (CONFORMANCE.md §1).
 const (
 	Empty               State = iota // no members; may own offsets
-	PreparingRebalance                // join barrier open
-	CompletingRebalance               // generation bumped, waiting for the leader's SyncGroup
-	Stable                            // assignment persisted and delivered
-	Dead                              // being removed
+	PreparingRebalance               // join barrier open
+	CompletingRebalance              // generation bumped, waiting for the leader's SyncGroup
+	Stable                           // assignment persisted and delivered
+	Dead                             // being removed
 )
 
 var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}

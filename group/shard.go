@@ -67,7 +67,7 @@ type Shard struct {
 	rand   io.Reader
 	groups map[string]*Group
 
-	timers  timerHeap
+	timers   timerHeap
 	timerSeq uint64
 
 	nextWrite uint64
