@@ -1,0 +1,192 @@
+// Package server is cohort's Kafka wire front end. It accepts TCP (optionally
+// TLS) connections, frames and decodes Kafka requests with kmsg, answers the
+// cluster-level APIs itself (ApiVersions, Metadata, FindCoordinator and the
+// topic admin APIs backed by package catalog) and hands every group-scoped
+// request to a Groups implementation (the coordinator). It knows nothing about
+// group semantics.
+//
+// Like a Kafka broker, it answers the requests of one connection in order, one
+// at a time: a JoinGroup parked in the coordinator holds its connection, and
+// later requests on it wait. It keeps reading the socket meanwhile (a few
+// frames ahead) so that a client hanging up cancels the parked request's
+// context. A request the server cannot decode, of an unknown API or of an
+// unsupported version closes the connection, as Kafka does; only ApiVersions
+// gets an UNSUPPORTED_VERSION answer.
+package server
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Client identifies the sender of a request.
+type Client struct {
+	ID   string // client id from the request header ("" if null)
+	Host string // remote IP address, without port (Kafka's clientHost, shown in DescribeGroups as "/1.2.3.4")
+}
+
+// Groups serves the group-scoped APIs: OffsetCommit(8), OffsetFetch(9),
+// JoinGroup(11), Heartbeat(12), LeaveGroup(13), SyncGroup(14),
+// DescribeGroups(15), ListGroups(16), DeleteGroups(42), OffsetDelete(47).
+type Groups interface {
+	// Handle answers one decoded request (its version already set). It may
+	// block for a long time (a JoinGroup parks until its rebalance
+	// completes); ctx is cancelled when the client's connection closes or
+	// the server shuts down. It returns the request's ResponseKind() with
+	// the same version, or an error, which makes the server close the
+	// connection.
+	Handle(ctx context.Context, c Client, req kmsg.Request) (kmsg.Response, error)
+}
+
+// Broker is one node as advertised in Metadata and FindCoordinator.
+type Broker struct {
+	NodeID int32
+	Host   string
+	Port   int32
+	Rack   *string
+}
+
+// Topology tells the front end which nodes exist and which one coordinates a
+// group. One node alone uses SingleNode; cluster mode supplies its own.
+// Implementations must be safe for concurrent use.
+type Topology interface {
+	ClusterID() string
+	ControllerID() int32
+	Brokers() []Broker
+	// Coordinator returns the node coordinating the group key, or a Kafka
+	// error code (e.g. 15 COORDINATOR_NOT_AVAILABLE) when none does right
+	// now.
+	Coordinator(groupID string) (Broker, int16)
+}
+
+// SingleNodeTopology is the Topology of a cohort running alone: one broker
+// that is controller and coordinator of every group. Its broker can be
+// replaced after the listener is bound (SetSelf), so that a server listening
+// on port 0 can advertise the port it got.
+type SingleNodeTopology struct {
+	clusterID string
+	self      atomic.Pointer[Broker]
+}
+
+// SingleNode returns the topology of one node, self, in cluster clusterID.
+func SingleNode(self Broker, clusterID string) *SingleNodeTopology {
+	t := &SingleNodeTopology{clusterID: clusterID}
+	t.SetSelf(self)
+	return t
+}
+
+// SetSelf replaces the advertised broker. It is safe to call while serving.
+func (t *SingleNodeTopology) SetSelf(self Broker) {
+	if self.Rack != nil {
+		r := *self.Rack
+		self.Rack = &r
+	}
+	t.self.Store(&self)
+}
+
+// Self returns the advertised broker.
+func (t *SingleNodeTopology) Self() Broker { return *t.self.Load() }
+
+// ClusterID implements Topology.
+func (t *SingleNodeTopology) ClusterID() string { return t.clusterID }
+
+// ControllerID implements Topology: the node itself.
+func (t *SingleNodeTopology) ControllerID() int32 { return t.self.Load().NodeID }
+
+// Brokers implements Topology: the node itself.
+func (t *SingleNodeTopology) Brokers() []Broker { return []Broker{*t.self.Load()} }
+
+// Coordinator implements Topology: the node coordinates every group.
+func (t *SingleNodeTopology) Coordinator(string) (Broker, int16) { return *t.self.Load(), 0 }
+
+// APIVersions is one API key and the inclusive range of versions cohort
+// serves for it.
+type APIVersions struct {
+	Key      int16
+	Name     string
+	Min, Max int16
+}
+
+// Kafka API keys cohort serves.
+const (
+	keyOffsetCommit     int16 = 8
+	keyOffsetFetch      int16 = 9
+	keyMetadata         int16 = 3
+	keyFindCoordinator  int16 = 10
+	keyJoinGroup        int16 = 11
+	keyHeartbeat        int16 = 12
+	keyLeaveGroup       int16 = 13
+	keySyncGroup        int16 = 14
+	keyDescribeGroups   int16 = 15
+	keyListGroups       int16 = 16
+	keyApiVersions      int16 = 18
+	keyCreateTopics     int16 = 19
+	keyDeleteTopics     int16 = 20
+	keyCreatePartitions int16 = 37
+	keyDeleteGroups     int16 = 42
+	keyOffsetDelete     int16 = 47
+)
+
+// supported is the one table of what cohort advertises, in key order. No
+// Produce/Fetch (cohort stores no records), no telemetry, no KIP-848 keys.
+// OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era storage) are left out,
+// as Kafka 4 does. Every Max here is within kmsg's MaxVersion (checked by a
+// test).
+var supported = [...]APIVersions{
+	{keyMetadata, "Metadata", 0, 12},
+	{keyOffsetCommit, "OffsetCommit", 2, 9},
+	{keyOffsetFetch, "OffsetFetch", 1, 9},
+	{keyFindCoordinator, "FindCoordinator", 0, 6},
+	{keyJoinGroup, "JoinGroup", 0, 9},
+	{keyHeartbeat, "Heartbeat", 0, 4},
+	{keyLeaveGroup, "LeaveGroup", 0, 5},
+	{keySyncGroup, "SyncGroup", 0, 5},
+	{keyDescribeGroups, "DescribeGroups", 0, 6},
+	{keyListGroups, "ListGroups", 0, 5},
+	{keyApiVersions, "ApiVersions", 0, 4},
+	{keyCreateTopics, "CreateTopics", 0, 7},
+	{keyDeleteTopics, "DeleteTopics", 0, 6},
+	{keyCreatePartitions, "CreatePartitions", 0, 3},
+	{keyDeleteGroups, "DeleteGroups", 0, 2},
+	{keyOffsetDelete, "OffsetDelete", 0, 0},
+}
+
+// maxKey bounds the per-key lookup tables.
+const maxKey = 48
+
+// byKey[k] points into supported, nil for unsupported keys.
+var byKey [maxKey]*APIVersions
+
+func init() {
+	for i := range supported {
+		byKey[supported[i].Key] = &supported[i]
+	}
+}
+
+// SupportedAPIs returns the APIs and versions cohort advertises in
+// ApiVersions, sorted by key. The result is a copy.
+func SupportedAPIs() []APIVersions {
+	out := make([]APIVersions, len(supported))
+	copy(out, supported[:])
+	return out
+}
+
+// lookupAPI returns the advertised range of key, or nil.
+func lookupAPI(key int16) *APIVersions {
+	if key < 0 || int(key) >= len(byKey) {
+		return nil
+	}
+	return byKey[key]
+}
+
+// isGroupKey reports whether key is served by Groups.
+func isGroupKey(key int16) bool {
+	switch key {
+	case keyOffsetCommit, keyOffsetFetch, keyJoinGroup, keyHeartbeat, keyLeaveGroup,
+		keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// request is one decoded request frame.
+type request struct {
+	key      int16
+	version  int16
+	corr     int32
+	clientID string
+	// req is the decoded body; nil for an ApiVersions request of a version
+	// cohort does not serve (answered with UNSUPPORTED_VERSION at v0).
+	req kmsg.Request
+}
+
+// Frame decoding errors. They close the connection.
+var (
+	errTruncatedHeader = errors.New("truncated request header")
+	errUnknownAPI      = errors.New("unknown or unsupported API key")
+	errBadVersion      = errors.New("unsupported API version")
+	errMalformedBody   = errors.New("malformed request body")
+)
+
+// decodeFrame parses one request frame (the bytes after the 4-byte size):
+// the request header (v1, or v2 with tagged fields for flexible versions)
+// and the body.
+func decodeFrame(frame []byte) (*request, error) {
+	rd := kbin.Reader{Src: frame}
+	r := &request{key: rd.Int16(), version: rd.Int16(), corr: rd.Int32()}
+	clientID := rd.NullableString()
+	if !rd.Ok() {
+		return nil, errTruncatedHeader
+	}
+	if clientID != nil {
+		r.clientID = *clientID
+	}
+	api := lookupAPI(r.key)
+	if api == nil {
+		return r, fmt.Errorf("%w: key %d", errUnknownAPI, r.key)
+	}
+	if r.version < api.Min || r.version > api.Max {
+		if r.key == keyApiVersions {
+			// Kafka answers an ApiVersions it does not understand
+			// with its key list at v0, without parsing the body, so
+			// that a newer client can retry with a version both
+			// speak.
+			return r, nil
+		}
+		return r, fmt.Errorf("%w: %s v%d (cohort serves v%d-v%d)", errBadVersion, api.Name, r.version, api.Min, api.Max)
+	}
+	req := kmsg.RequestForKey(r.key)
+	req.SetVersion(r.version)
+	if req.IsFlexible() {
+		kmsg.SkipTags(&rd)
+		if !rd.Ok() {
+			return r, errTruncatedHeader
+		}
+	}
+	if err := req.ReadFrom(rd.Src); err != nil {
+		return r, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
+	}
+	r.req = req
+	return r, nil
+}
+
+// appendResponse appends the framed response (size, correlation id, header
+// tags for flexible versions except ApiVersions, body) to dst.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, corr)
+	if resp.IsFlexible() && resp.Key() != keyApiVersions {
+		dst = append(dst, 0) // response header v1: empty tag buffer
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
+
+// readFrame reads size bytes. Buffers grow with the data actually received,
+// so a client announcing a large frame and sending little cannot make the
+// server allocate the whole announced size.
+func readFrame(r io.Reader, size int32) ([]byte, error) {
+	const direct = 64 << 10
+	if size <= direct {
+		buf := make([]byte, size)
+		_, err := io.ReadFull(r, buf)
+		return buf, err
+	}
+	var b bytes.Buffer
+	b.Grow(direct)
+	n, err := io.CopyN(&b, r, int64(size))
+	if err == io.EOF && n < int64(size) {
+		err = io.ErrUnexpectedEOF
+	}
+	return b.Bytes(), err
+}
+
+// conn is one client connection: a reader goroutine decoding frames into a
+// bounded queue and a processor goroutine (run) answering them in order.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	host   string
+	log    *slog.Logger
+	ctx    context.Context // cancelled on hang-up, protocol error or shutdown
+	cancel context.CancelFunc
+	queue  chan *request
+	once   sync.Once
+	wbuf   []byte
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	remote := nc.RemoteAddr().String()
+	host := remote
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		host = h
+	}
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	return &conn{
+		s:      s,
+		nc:     nc,
+		host:   host,
+		log:    s.log.With("remote", remote),
+		ctx:    ctx,
+		cancel: cancel,
+		queue:  make(chan *request, readAhead),
+	}
+}
+
+// close cancels the connection's context and closes the socket.
+func (c *conn) close() {
+	c.once.Do(func() {
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+// recoverBug turns a panic into a logged bug and a closed connection: the
+// last line of defence, so one bad request cannot take the server down.
+func (c *conn) recoverBug(where string) {
+	if p := recover(); p != nil {
+		c.log.Error("BUG: panic while serving a connection; closing it", "where", where, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		c.close()
+	}
+}
+
+func (c *conn) run() {
+	defer c.s.wg.Done()
+	defer c.s.removeConn(c)
+	if m := c.s.metrics; m != nil {
+		m.connections.Inc()
+		defer m.connections.Dec()
+	}
+	readerDone := make(chan struct{})
+	go c.readLoop(readerDone)
+	c.processLoop()
+	c.close()
+	<-readerDone
+}
+
+func (c *conn) readLoop(done chan<- struct{}) {
+	defer close(done)
+	defer c.recoverBug("read")
+	defer c.cancel() // the client is gone or misbehaved: cancel what is in flight
+	maxFrame := c.s.cfg.MaxFrameBytes
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+			if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				c.log.Debug("connection read failed", "err", err)
+			}
+			return
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 0 || size > maxFrame {
+			c.log.Info("closing connection: bad request size", "size", size, "max", maxFrame)
+			c.s.metrics.protocolError("frame_size")
+			return
+		}
+		frame, err := readFrame(c.nc, size)
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Debug("connection closed mid-frame", "size", size, "err", err)
+			}
+			return
+		}
+		r, err := decodeFrame(frame)
+		if err != nil {
+			attrs := []any{"err", err}
+			if r != nil {
+				attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+			}
+			c.log.Info("closing connection: bad request", attrs...)
+			c.s.metrics.protocolError(decodeReason(err))
+			return
+		}
+		select {
+		case c.queue <- r:
+		case <-c.ctx.Done():
+			return
+		}
+	}
+}
+
+func decodeReason(err error) string {
+	switch {
+	case errors.Is(err, errTruncatedHeader):
+		return "truncated_header"
+	case errors.Is(err, errUnknownAPI):
+		return "unknown_api"
+	case errors.Is(err, errBadVersion):
+		return "unsupported_version"
+	default:
+		return "malformed_body"
+	}
+}
+
+func (c *conn) processLoop() {
+	defer c.recoverBug("process")
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case r := <-c.queue:
+			if !c.serveOne(r) {
+				return
+			}
+		}
+	}
+}
+
+// serveOne answers r and writes the response; false closes the connection.
+func (c *conn) serveOne(r *request) bool {
+	start := time.Now()
+	resp, err := c.s.handle(c.ctx, Client{ID: r.clientID, Host: c.host}, r)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)
+		}
+		return false
+	}
+	c.wbuf = appendResponse(c.wbuf[:0], r.corr, resp)
+	if _, err := c.nc.Write(c.wbuf); err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Debug("connection write failed", "err", err)
+		}
+		return false
+	}
+	if cap(c.wbuf) > 1<<20 { // do not keep a large Metadata buffer per idle connection
+		c.wbuf = nil
+	}
+	c.s.metrics.observe(r.key, time.Since(start))
+	return true
+}

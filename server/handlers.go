@@ -1,0 +1,532 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
+
+// Kafka error codes the front end answers with.
+const (
+	errNone                    int16 = 0
+	errUnknownServerError      int16 = -1
+	errUnknownTopicOrPartition int16 = 3
+	errLeaderNotAvailable      int16 = 5
+	errCoordinatorNotAvailable int16 = 15
+	errInvalidTopic            int16 = 17
+	errUnsupportedVersion      int16 = 35
+	errTopicAlreadyExists      int16 = 36
+	errInvalidPartitions       int16 = 37
+	errInvalidReplicaAssign    int16 = 39
+	errInvalidRequest          int16 = 42
+	errKafkaStorageError       int16 = 56
+	errUnknownTopicID          int16 = 100
+)
+
+// Coordinator key types of FindCoordinator.
+const (
+	coordinatorGroup       int8 = 0
+	coordinatorTransaction int8 = 1
+	coordinatorShare       int8 = 2
+)
+
+// defaultPartitions is the partition count of a topic created with
+// NumPartitions -1 (Kafka's num.partitions default).
+const defaultPartitions = 1
+
+// handle answers one decoded request.
+func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	switch r.key {
+	case keyApiVersions:
+		return apiVersions(r), nil
+	case keyMetadata:
+		return s.metadata(r.req.(*kmsg.MetadataRequest)), nil
+	case keyFindCoordinator:
+		return s.findCoordinator(r.req.(*kmsg.FindCoordinatorRequest)), nil
+	case keyCreateTopics:
+		return s.createTopics(r.req.(*kmsg.CreateTopicsRequest)), nil
+	case keyDeleteTopics:
+		return s.deleteTopics(r.req.(*kmsg.DeleteTopicsRequest)), nil
+	case keyCreatePartitions:
+		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
+	}
+	if !isGroupKey(r.key) { // decodeFrame admits only advertised keys
+		return nil, fmt.Errorf("no handler for API key %d", r.key)
+	}
+	resp, err := s.cfg.Groups.Handle(ctx, c, r.req)
+	if err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, errors.New("BUG: Groups.Handle returned neither a response nor an error")
+	}
+	if resp.Key() != r.key || resp.GetVersion() != r.version {
+		return nil, fmt.Errorf("BUG: Groups.Handle answered %s v%d with %s v%d",
+			kmsg.NameForKey(r.key), r.version, kmsg.NameForKey(resp.Key()), resp.GetVersion())
+	}
+	return resp, nil
+}
+
+// apiVersionKeys is the advertised key list, shared by every ApiVersions
+// response (encoding only reads it).
+var apiVersionKeys = func() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, len(supported))
+	for i, a := range supported {
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = a.Key, a.Min, a.Max
+		keys[i] = k
+	}
+	return keys
+}()
+
+func apiVersions(r *request) kmsg.Response {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if r.req == nil { // a version cohort does not serve
+		resp.SetVersion(0)
+		resp.ErrorCode = errUnsupportedVersion
+	} else {
+		resp.SetVersion(r.version)
+	}
+	resp.ApiKeys = apiVersionKeys
+	return resp
+}
+
+func errorMessage(code int16) *string {
+	if e := kerr.TypedErrorForCode(code); e != nil {
+		return kmsg.StringPtr(e.Message)
+	}
+	return nil
+}
+
+// metadata answers Metadata from the topology and the catalog. Every
+// partition is led by one broker; replicas and ISR are the leader alone,
+// unless the catalog gives the partition racks, in which case the replicas
+// are the brokers in those racks (so rack-aware assignors see the racks
+// through the brokers' Rack field, the way Kafka exposes them).
+func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	topo := s.cfg.Topology
+	brokers := topo.Brokers()
+	resp.Brokers = make([]kmsg.MetadataResponseBroker, len(brokers))
+	for i, b := range brokers {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port, mb.Rack = b.NodeID, b.Host, b.Port, b.Rack
+		resp.Brokers[i] = mb
+	}
+	resp.ClusterID = kmsg.StringPtr(topo.ClusterID())
+	resp.ControllerID = topo.ControllerID()
+
+	pl := newPlacer(brokers)
+	all := req.Topics == nil || req.GetVersion() == 0 && len(req.Topics) == 0
+	if all {
+		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, s.catalog.Len())
+		s.catalog.Range(func(t *catalog.Topic) bool {
+			resp.Topics = append(resp.Topics, pl.topic(t))
+			return true
+		})
+		return resp
+	}
+	seenName := make(map[string]bool, len(req.Topics))
+	seenID := make(map[[16]byte]bool)
+	for _, rt := range req.Topics {
+		switch {
+		case rt.Topic != nil:
+			if seenName[*rt.Topic] {
+				continue
+			}
+			seenName[*rt.Topic] = true
+			if t, ok := s.catalog.Lookup(*rt.Topic); ok {
+				resp.Topics = append(resp.Topics, pl.topic(&t))
+				continue
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(*rt.Topic)
+			mt.ErrorCode = errUnknownTopicOrPartition
+			resp.Topics = append(resp.Topics, mt)
+		default: // v12+: by topic ID
+			if seenID[rt.TopicID] {
+				continue
+			}
+			seenID[rt.TopicID] = true
+			if t, ok := s.catalog.LookupID(rt.TopicID); ok && rt.TopicID != ([16]byte{}) {
+				resp.Topics = append(resp.Topics, pl.topic(&t))
+				continue
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = rt.TopicID
+			mt.ErrorCode = errUnknownTopicID
+			resp.Topics = append(resp.Topics, mt)
+		}
+	}
+	return resp
+}
+
+// placer decides which brokers Metadata names as a partition's leader and
+// replicas.
+type placer struct {
+	leader   int32            // -1 when there are no brokers
+	leaderOf []int32          // [leader], shared
+	byRack   map[string]int32 // first broker of each rack
+}
+
+func newPlacer(brokers []Broker) *placer {
+	p := &placer{leader: -1}
+	if len(brokers) > 0 {
+		p.leader = brokers[0].NodeID
+		p.leaderOf = []int32{p.leader}
+	}
+	for _, b := range brokers {
+		if b.Rack == nil {
+			continue
+		}
+		if p.byRack == nil {
+			p.byRack = make(map[string]int32)
+		}
+		if _, ok := p.byRack[*b.Rack]; !ok {
+			p.byRack[*b.Rack] = b.NodeID
+		}
+	}
+	return p
+}
+
+func (p *placer) topic(t *catalog.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.TopicID = t.ID
+	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
+	empty := []int32{}
+	for i := range mt.Partitions {
+		mp := &mt.Partitions[i]
+		mp.Default()
+		mp.Partition = int32(i)
+		mp.LeaderEpoch = 0
+		mp.OfflineReplicas = empty
+		replicas := p.leaderOf
+		if p.byRack != nil && i < len(t.Racks) && len(t.Racks[i]) > 0 {
+			replicas = p.replicasInRacks(t.Racks[i])
+		}
+		if replicas == nil {
+			mp.ErrorCode = errLeaderNotAvailable
+			mp.Leader = -1
+			mp.Replicas, mp.ISR = empty, empty
+			continue
+		}
+		mp.Leader = replicas[0]
+		mp.Replicas, mp.ISR = replicas, replicas
+	}
+	return mt
+}
+
+// replicasInRacks returns one broker per listed rack that has a broker, in
+// rack order, or the default leader when none does.
+func (p *placer) replicasInRacks(racks []string) []int32 {
+	var out []int32
+	for _, r := range racks {
+		id, ok := p.byRack[r]
+		if !ok {
+			continue
+		}
+		dup := false
+		for _, o := range out {
+			dup = dup || o == id
+		}
+		if !dup {
+			out = append(out, id)
+		}
+	}
+	if out == nil {
+		return p.leaderOf
+	}
+	return out
+}
+
+// findCoordinator answers FindCoordinator: groups go to the topology; there
+// is no transaction or share coordinator.
+func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	v := req.GetVersion()
+	locate := func(key string) (Broker, int16) {
+		switch {
+		case req.CoordinatorType == coordinatorGroup:
+			return s.cfg.Topology.Coordinator(key)
+		case req.CoordinatorType == coordinatorTransaction:
+			return Broker{}, errCoordinatorNotAvailable
+		case req.CoordinatorType == coordinatorShare && v >= 6:
+			return Broker{}, errCoordinatorNotAvailable
+		default:
+			return Broker{}, errInvalidRequest
+		}
+	}
+	if v < 4 {
+		b, code := locate(req.CoordinatorKey)
+		resp.ErrorCode = code
+		if code != errNone {
+			resp.NodeID, resp.Host, resp.Port = -1, "", -1
+			resp.ErrorMessage = errorMessage(code)
+		} else {
+			resp.NodeID, resp.Host, resp.Port = b.NodeID, b.Host, b.Port
+		}
+		return resp
+	}
+	resp.Coordinators = make([]kmsg.FindCoordinatorResponseCoordinator, len(req.CoordinatorKeys))
+	for i, key := range req.CoordinatorKeys {
+		rc := kmsg.NewFindCoordinatorResponseCoordinator()
+		rc.Key = key
+		b, code := locate(key)
+		rc.ErrorCode = code
+		if code != errNone {
+			rc.NodeID, rc.Host, rc.Port = -1, "", -1
+			rc.ErrorMessage = errorMessage(code)
+		} else {
+			rc.NodeID, rc.Host, rc.Port = b.NodeID, b.Host, b.Port
+		}
+		resp.Coordinators[i] = rc
+	}
+	return resp
+}
+
+// catalogError maps a catalog error to a Kafka error code and message.
+func catalogError(err error) (int16, *string) {
+	if err == nil {
+		return errNone, nil
+	}
+	msg := kmsg.StringPtr(err.Error())
+	switch {
+	case errors.Is(err, catalog.ErrInvalidName):
+		return errInvalidTopic, msg
+	case errors.Is(err, catalog.ErrExists):
+		return errTopicAlreadyExists, msg
+	case errors.Is(err, catalog.ErrNotFound):
+		return errUnknownTopicOrPartition, msg
+	case errors.Is(err, catalog.ErrInvalidPartitions):
+		return errInvalidPartitions, msg
+	case errors.Is(err, catalog.ErrInvalidRacks):
+		return errInvalidReplicaAssign, msg
+	case errors.Is(err, catalog.ErrPersist):
+		return errKafkaStorageError, msg
+	default:
+		return errUnknownServerError, msg
+	}
+}
+
+// duplicates returns the names that occur more than once.
+func duplicates(names func(yield func(string) bool)) map[string]bool {
+	seen := map[string]bool{}
+	dups := map[string]bool{}
+	for n := range names {
+		if seen[n] {
+			dups[n] = true
+		}
+		seen[n] = true
+	}
+	return dups
+}
+
+// racksOf maps replica broker ids to the racks of those brokers (nil when
+// none of them has a rack), so that an explicit replica assignment keeps the
+// placement information cohort can use: rack-aware consumer assignors.
+func racksOf(rackOf map[int32]string, replicas [][]int32) [][]string {
+	var out [][]string
+	found := false
+	for _, rs := range replicas {
+		var racks []string
+		for _, id := range rs {
+			if r, ok := rackOf[id]; ok {
+				racks = append(racks, r)
+				found = true
+			}
+		}
+		out = append(out, racks)
+	}
+	if !found {
+		return nil
+	}
+	return out
+}
+
+func (s *Server) brokerRacks() map[int32]string {
+	m := map[int32]string{}
+	for _, b := range s.cfg.Topology.Brokers() {
+		if b.Rack != nil && *b.Rack != "" {
+			m[b.NodeID] = *b.Rack
+		}
+	}
+	return m
+}
+
+// createTopics answers CreateTopics from the catalog. The replication
+// factor is accepted and ignored (cohort stores no records); an explicit
+// replica assignment only sets the partition count and, through the brokers'
+// racks, the partitions' racks.
+func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	dups := duplicates(func(yield func(string) bool) {
+		for _, t := range req.Topics {
+			if !yield(t.Topic) {
+				return
+			}
+		}
+	})
+	var rackOf map[int32]string
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		rt.NumPartitions, rt.ReplicationFactor = -1, -1
+		code, msg, id, n := s.createTopic(req, t, dups, &rackOf)
+		rt.ErrorCode, rt.ErrorMessage = code, msg
+		if code == errNone {
+			rt.TopicID, rt.NumPartitions, rt.ReplicationFactor = id, n, 1
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dups map[string]bool, rackOf *map[int32]string) (int16, *string, [16]byte, int32) {
+	if dups[t.Topic] {
+		return errInvalidRequest, kmsg.StringPtr("the request names this topic more than once"), [16]byte{}, 0
+	}
+	n := t.NumPartitions
+	var racks [][]string
+	if len(t.ReplicaAssignment) > 0 {
+		if n != -1 {
+			return errInvalidRequest, kmsg.StringPtr("both NumPartitions and ReplicaAssignment are set"), [16]byte{}, 0
+		}
+		byPart := make([][]int32, len(t.ReplicaAssignment))
+		for _, a := range t.ReplicaAssignment {
+			if a.Partition < 0 || int(a.Partition) >= len(byPart) || byPart[a.Partition] != nil {
+				return errInvalidReplicaAssign, kmsg.StringPtr("the replica assignment must list partitions 0..n-1 once each"), [16]byte{}, 0
+			}
+			byPart[a.Partition] = append([]int32{}, a.Replicas...)
+		}
+		if len(byPart) > catalog.MaxPartitions {
+			code, msg := catalogError(fmt.Errorf("%w: %d partitions, the maximum is %d", catalog.ErrInvalidPartitions, len(byPart), catalog.MaxPartitions))
+			return code, msg, [16]byte{}, 0
+		}
+		n = int32(len(byPart))
+		if *rackOf == nil {
+			*rackOf = s.brokerRacks()
+		}
+		racks = racksOf(*rackOf, byPart)
+	} else if n == -1 {
+		n = defaultPartitions
+	}
+	var err error
+	if req.ValidateOnly {
+		err = s.catalog.ValidateCreate(t.Topic, n, racks)
+	} else {
+		_, err = s.catalog.Create(t.Topic, n, racks)
+	}
+	if err != nil {
+		code, msg := catalogError(err)
+		return code, msg, [16]byte{}, 0
+	}
+	if !req.ValidateOnly {
+		s.log.Info("topic created", "topic", t.Topic, "partitions", n)
+	}
+	return errNone, nil, catalog.TopicID(t.Topic), n
+}
+
+// deleteTopics answers DeleteTopics, by name (v0-5) or by name or ID (v6+).
+func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	if req.GetVersion() < 6 {
+		for _, n := range req.TopicNames {
+			targets = append(targets, target{name: kmsg.StringPtr(n)})
+		}
+	} else {
+		for _, t := range req.Topics {
+			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+		}
+	}
+	for _, tg := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = tg.name, tg.id
+		var name string
+		switch {
+		case tg.name != nil:
+			name = *tg.name
+		default:
+			t, ok := s.catalog.LookupID(tg.id)
+			if !ok || tg.id == ([16]byte{}) {
+				rt.ErrorCode, rt.ErrorMessage = errUnknownTopicID, errorMessage(errUnknownTopicID)
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+			name = t.Name
+			rt.Topic = kmsg.StringPtr(name)
+		}
+		if t, ok := s.catalog.Lookup(name); ok {
+			rt.TopicID = t.ID
+		}
+		err := s.catalog.Delete(name)
+		rt.ErrorCode, rt.ErrorMessage = catalogError(err)
+		if err == nil {
+			s.log.Info("topic deleted", "topic", name)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+// createPartitions answers CreatePartitions: partition counts only grow.
+func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	dups := duplicates(func(yield func(string) bool) {
+		for _, t := range req.Topics {
+			if !yield(t.Topic) {
+				return
+			}
+		}
+	})
+	var rackOf map[int32]string
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		if dups[t.Topic] {
+			rt.ErrorCode, rt.ErrorMessage = errInvalidRequest, kmsg.StringPtr("the request names this topic more than once")
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		var racks [][]string
+		if len(t.Assignment) > 0 {
+			if cur, ok := s.catalog.Lookup(t.Topic); ok && int64(len(t.Assignment)) != int64(t.Count)-int64(cur.Partitions) {
+				rt.ErrorCode = errInvalidReplicaAssign
+				rt.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("increasing the partition count from %d to %d needs %d assignments, the request has %d",
+					cur.Partitions, t.Count, int64(t.Count)-int64(cur.Partitions), len(t.Assignment)))
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+			if rackOf == nil {
+				rackOf = s.brokerRacks()
+			}
+			reps := make([][]int32, len(t.Assignment))
+			for i, a := range t.Assignment {
+				reps[i] = a.Replicas
+			}
+			racks = racksOf(rackOf, reps)
+		}
+		var err error
+		if req.ValidateOnly {
+			err = s.catalog.ValidateAddPartitions(t.Topic, t.Count, racks)
+		} else {
+			_, err = s.catalog.AddPartitions(t.Topic, t.Count, racks)
+		}
+		rt.ErrorCode, rt.ErrorMessage = catalogError(err)
+		if err == nil && !req.ValidateOnly {
+			s.log.Info("partitions added", "topic", t.Topic, "partitions", t.Count)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
