@@ -1,0 +1,164 @@
+package disk
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// failStopFS wraps the filesystem pebble writes through and turns the first
+// failed write-path operation (write, sync, preallocate, create, rename,
+// link, close of a written file) into a store-wide failure.
+//
+// Why: pebble treats a failed WAL write or sync, a failed MANIFEST update or
+// a failed WAL rotation as fatal and panics or calls Logger.Fatalf, in
+// whichever goroutine happened to hit it (often a background one). Neither
+// may take down the coordinator process, and after a failed fsync the
+// kernel may have dropped the dirty pages, so retrying the sync can report
+// success for data that is gone. So instead of returning the error to
+// pebble, the wrapper records it (Store.fail), which makes every waiting and
+// later Append/Load return ErrStorage, and parks the pebble goroutine that
+// hit it forever. No sync can succeed after that point, so nothing written
+// after the failure is ever acknowledged; what was acknowledged before it is
+// on disk and is recovered from the WAL when the process restarts.
+//
+// Until armed (during Open) errors are passed through unchanged so that
+// pebble.Open can report them.
+type failStopFS struct {
+	vfs.FS
+	armed  atomic.Bool
+	onFail func(error)
+}
+
+// check reports err if it is nil or the wrapper is not armed yet, and
+// otherwise records the failure and never returns.
+func (fs *failStopFS) check(op, name string, err error) error {
+	if err == nil || !fs.armed.Load() {
+		return err
+	}
+	fs.onFail(fmt.Errorf("%s %s: %w", op, name, err))
+	select {} // park: see the type comment.
+}
+
+func (fs *failStopFS) wrap(f vfs.File, name string) vfs.File {
+	if f == nil {
+		return nil
+	}
+	return &failStopFile{File: f, fs: fs, name: name}
+}
+
+func (fs *failStopFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.Create(name, c)
+	if err = fs.check("create", name, err); err != nil {
+		return nil, err
+	}
+	return fs.wrap(f, name), nil
+}
+
+func (fs *failStopFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name, c, opts...)
+	if err = fs.check("open for write", name, err); err != nil {
+		return nil, err
+	}
+	return fs.wrap(f, name), nil
+}
+
+func (fs *failStopFS) OpenDir(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	// A directory handle is only written through Sync (making renames and
+	// creations durable), which must not fail silently either.
+	return fs.wrap(f, name), nil
+}
+
+func (fs *failStopFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	if err = fs.check("reuse for write", newname, err); err != nil {
+		return nil, err
+	}
+	return fs.wrap(f, newname), nil
+}
+
+func (fs *failStopFS) Link(oldname, newname string) error {
+	return fs.check("link", newname, fs.FS.Link(oldname, newname))
+}
+
+func (fs *failStopFS) Rename(oldname, newname string) error {
+	return fs.check("rename", newname, fs.FS.Rename(oldname, newname))
+}
+
+func (fs *failStopFS) MkdirAll(dir string, perm os.FileMode) error {
+	return fs.check("mkdir", dir, fs.FS.MkdirAll(dir, perm))
+}
+
+func (fs *failStopFS) Unwrap() vfs.FS { return fs.FS }
+
+// failStopFile applies failStopFS.check to the write-path methods of a file.
+// Reads pass through: a failed read is reported by pebble as an error to the
+// reader (Load) or retried in the background, never silently ignored.
+type failStopFile struct {
+	vfs.File
+	fs      *failStopFS
+	name    string
+	written atomic.Bool
+}
+
+func (f *failStopFile) Write(p []byte) (int, error) {
+	f.written.Store(true)
+	n, err := f.File.Write(p)
+	return n, f.fs.check("write", f.name, err)
+}
+
+func (f *failStopFile) WriteAt(p []byte, off int64) (int, error) {
+	f.written.Store(true)
+	n, err := f.File.WriteAt(p, off)
+	return n, f.fs.check("write", f.name, err)
+}
+
+func (f *failStopFile) Preallocate(off, n int64) error {
+	return f.fs.check("preallocate", f.name, f.File.Preallocate(off, n))
+}
+
+func (f *failStopFile) Sync() error { return f.fs.check("sync", f.name, f.File.Sync()) }
+
+func (f *failStopFile) SyncData() error { return f.fs.check("sync", f.name, f.File.SyncData()) }
+
+func (f *failStopFile) SyncTo(length int64) (bool, error) {
+	full, err := f.File.SyncTo(length)
+	return full, f.fs.check("sync", f.name, err)
+}
+
+func (f *failStopFile) Close() error {
+	err := f.File.Close()
+	if f.written.Load() {
+		return f.fs.check("close", f.name, err)
+	}
+	return err
+}
+
+// pebbleLogger routes pebble's log lines to slog. Fatalf, which pebble calls
+// when it cannot continue (a failed MANIFEST write, an internal invariant),
+// fails the store and parks the calling goroutine instead of exiting the
+// process; see failStopFS for why parking is safe.
+type pebbleLogger struct {
+	log    *slog.Logger
+	onFail func(error)
+}
+
+func (l pebbleLogger) Infof(format string, args ...any) {
+	l.log.Info(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Errorf(format string, args ...any) {
+	l.log.Error(fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLogger) Fatalf(format string, args ...any) {
+	l.onFail(fmt.Errorf("pebble: %s", fmt.Sprintf(format, args...)))
+	select {}
+}
