@@ -124,16 +124,17 @@ type Group struct {
 
 func (s *Shard) newGroup(id string, now time.Time) *Group {
 	g := &Group{
-		s:           s,
-		id:          id,
-		state:       Empty,
-		stateTime:   now,
-		byID:        make(map[string]*member),
-		static:      make(map[string]string),
-		pending:     make(map[string]*timer),
-		pendingSync: make(map[string]struct{}),
-		protoCount:  make(map[string]int),
-		offsets:     make(map[topicPartition]*offset),
+		s:              s,
+		id:             id,
+		state:          Empty,
+		stateTime:      now,
+		byID:           make(map[string]*member),
+		static:         make(map[string]string),
+		pending:        make(map[string]*timer),
+		pendingSync:    make(map[string]struct{}),
+		protoCount:     make(map[string]int),
+		offsets:        make(map[topicPartition]*offset),
+		pendingCommits: make(map[topicPartition]int),
 	}
 	g.joinTimer = newTimer(g.onJoinTimer)
 	g.syncTimer = newTimer(nil) // set per generation in completeJoin

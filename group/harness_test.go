@@ -1,0 +1,377 @@
+package group
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// h drives a Shard on a fake clock: writes complete at once (into an
+// in-memory map standing in for the store) unless held or failed.
+type h struct {
+	t     *testing.T
+	s     *Shard
+	now   time.Time
+	tick  Ticket
+	got   map[Ticket]kmsg.Response
+	store map[string][]byte
+	fail  int16
+	hold  bool
+	held  []Write
+}
+
+type seededReader struct{ r *rand.ChaCha8 }
+
+func (s seededReader) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+func newH(t *testing.T, mod ...func(*Config)) *h {
+	t.Helper()
+	cfg := Defaults()
+	cfg.InitialRebalanceDelay = 0
+	for _, f := range mod {
+		f(&cfg)
+	}
+	return &h{
+		t:     t,
+		s:     NewShard(cfg, seededReader{rand.NewChaCha8([32]byte{1})}),
+		now:   time.UnixMilli(1_700_000_000_000),
+		got:   make(map[Ticket]kmsg.Response),
+		store: make(map[string][]byte),
+	}
+}
+
+func (h *h) do(fn func(t Ticket, out *Output)) Ticket {
+	h.tick++
+	t := h.tick
+	var out Output
+	fn(t, &out)
+	h.settle(&out)
+	return t
+}
+
+func (h *h) settle(out *Output) {
+	for len(out.Replies)+len(out.Writes) > 0 {
+		for _, r := range out.Replies {
+			if _, dup := h.got[r.Ticket]; dup {
+				h.t.Fatalf("ticket %d answered twice", r.Ticket)
+			}
+			h.got[r.Ticket] = r.Resp
+		}
+		writes := out.Writes
+		out = &Output{}
+		for _, w := range writes {
+			if h.hold {
+				h.held = append(h.held, w)
+				continue
+			}
+			h.complete(w, out)
+		}
+	}
+}
+
+func (h *h) complete(w Write, out *Output) {
+	if h.fail == ErrNone {
+		for _, r := range w.Records {
+			if r.Value == nil {
+				delete(h.store, string(r.Key))
+			} else {
+				h.store[string(r.Key)] = r.Value
+			}
+		}
+	}
+	h.s.WriteDone(h.now, w.ID, h.fail, out)
+}
+
+// release completes held writes.
+func (h *h) release() {
+	h.hold = false
+	held := h.held
+	h.held = nil
+	var out Output
+	for _, w := range held {
+		h.complete(w, &out)
+	}
+	h.settle(&out)
+}
+
+// advance moves the clock by d, firing each timer at its own deadline (as a
+// real loop would) rather than all at the end.
+func (h *h) advance(d time.Duration) {
+	target := h.now.Add(d)
+	for {
+		at, ok := h.s.NextDeadline()
+		if !ok || at.After(target) {
+			break
+		}
+		if at.After(h.now) {
+			h.now = at
+		}
+		var out Output
+		h.s.Tick(h.now, &out)
+		h.settle(&out)
+	}
+	h.now = target
+}
+
+func (h *h) answered(t Ticket) bool { _, ok := h.got[t]; return ok }
+
+func (h *h) resp(t Ticket) kmsg.Response {
+	h.t.Helper()
+	r, ok := h.got[t]
+	if !ok {
+		h.t.Fatalf("request %d not answered", t)
+	}
+	return r
+}
+
+func (h *h) joinResp(t Ticket) *kmsg.JoinGroupResponse {
+	h.t.Helper()
+	return h.resp(t).(*kmsg.JoinGroupResponse)
+}
+func (h *h) syncResp(t Ticket) *kmsg.SyncGroupResponse {
+	h.t.Helper()
+	return h.resp(t).(*kmsg.SyncGroupResponse)
+}
+
+func (h *h) notAnswered(t Ticket) {
+	h.t.Helper()
+	if r, ok := h.got[t]; ok {
+		h.t.Fatalf("request %d answered early: %+v", t, r)
+	}
+}
+
+func (h *h) wantCode(t Ticket, want int16) {
+	h.t.Helper()
+	var got int16
+	switch r := h.resp(t).(type) {
+	case *kmsg.JoinGroupResponse:
+		got = r.ErrorCode
+	case *kmsg.SyncGroupResponse:
+		got = r.ErrorCode
+	case *kmsg.HeartbeatResponse:
+		got = r.ErrorCode
+	case *kmsg.LeaveGroupResponse:
+		got = r.ErrorCode
+	case *kmsg.OffsetDeleteResponse:
+		got = r.ErrorCode
+	default:
+		h.t.Fatalf("wantCode: unexpected %T", r)
+	}
+	if got != want {
+		h.t.Fatalf("request %d: error %d, want %d (%+v)", t, got, want, h.got[t])
+	}
+}
+
+// jo describes a JoinGroup.
+type jo struct {
+	member, instance, client string
+	v                        int16
+	session, rebalance       int32
+	ptype                    string
+	protos                   []kmsg.JoinGroupRequestProtocol
+	noProtos                 bool
+}
+
+func protos(namesAndMeta ...string) []kmsg.JoinGroupRequestProtocol {
+	var ps []kmsg.JoinGroupRequestProtocol
+	for i := 0; i+1 < len(namesAndMeta); i += 2 {
+		ps = append(ps, kmsg.JoinGroupRequestProtocol{Name: namesAndMeta[i], Metadata: []byte(namesAndMeta[i+1])})
+	}
+	return ps
+}
+
+func (h *h) join(group string, o jo) Ticket {
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = 9 // jo.v: 0 = latest, -1 = version 0
+	if o.v > 0 {
+		req.Version = o.v
+	}
+	if o.v == -1 {
+		req.Version = 0
+	}
+	req.Group = group
+	req.MemberID = o.member
+	if o.instance != "" {
+		req.InstanceID = &o.instance
+	}
+	req.SessionTimeoutMillis = 10_000
+	if o.session != 0 {
+		req.SessionTimeoutMillis = o.session
+	}
+	req.RebalanceTimeoutMillis = 30_000
+	if o.rebalance != 0 {
+		req.RebalanceTimeoutMillis = o.rebalance
+	}
+	req.ProtocolType = "consumer"
+	if o.ptype != "" {
+		req.ProtocolType = o.ptype
+	}
+	req.Protocols = protos("range", "m")
+	if o.protos != nil || o.noProtos {
+		req.Protocols = o.protos
+	}
+	client := "cli"
+	if o.client != "" {
+		client = o.client
+	}
+	return h.do(func(t Ticket, out *Output) {
+		h.s.JoinGroup(h.now, t, Client{ID: client, Host: "127.0.0.1"}, req, out)
+	})
+}
+
+// newMember runs the KIP-394 round trip and returns the ticket of the
+// parked (or answered) second JoinGroup.
+func (h *h) newMember(group string, o jo) Ticket {
+	h.t.Helper()
+	t := h.join(group, o)
+	r := h.joinResp(t)
+	if r.ErrorCode != ErrMemberIDRequired {
+		h.t.Fatalf("first join: error %d, want 79", r.ErrorCode)
+	}
+	o.member = r.MemberID
+	return h.join(group, o)
+}
+
+func (h *h) sync(group, member string, gen int32, assign map[string]string, inst ...string) Ticket {
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = 5
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	if len(inst) > 0 {
+		req.InstanceID = &inst[0]
+	}
+	pt, p := "consumer", "range"
+	req.ProtocolType, req.Protocol = &pt, &p
+	for id, a := range assign {
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(a)})
+	}
+	return h.do(func(t Ticket, out *Output) { h.s.SyncGroup(h.now, t, req, out) })
+}
+
+func (h *h) heartbeat(group, member string, gen int32, inst ...string) int16 {
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Version = 4
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	if len(inst) > 0 {
+		req.InstanceID = &inst[0]
+	}
+	t := h.do(func(t Ticket, out *Output) { h.s.Heartbeat(h.now, t, req, out) })
+	return h.resp(t).(*kmsg.HeartbeatResponse).ErrorCode
+}
+
+func (h *h) leave(group string, members ...kmsg.LeaveGroupRequestMember) *kmsg.LeaveGroupResponse {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version = 5
+	req.Group = group
+	req.Members = members
+	t := h.do(func(t Ticket, out *Output) { h.s.LeaveGroup(h.now, t, req, out) })
+	return h.resp(t).(*kmsg.LeaveGroupResponse)
+}
+
+func lm(member string, inst ...string) kmsg.LeaveGroupRequestMember {
+	m := kmsg.LeaveGroupRequestMember{MemberID: member}
+	if len(inst) > 0 {
+		m.InstanceID = &inst[0]
+	}
+	return m
+}
+
+func (h *h) commit(group, member string, gen int32, v int16, offs map[string]int64, meta ...string) *kmsg.OffsetCommitResponse {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = v
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	for tp, o := range offs {
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Partition, p.Offset = 0, o
+		if len(meta) > 0 {
+			p.Metadata = &meta[0]
+		}
+		t := kmsg.NewOffsetCommitRequestTopic()
+		t.Topic = tp
+		t.Partitions = append(t.Partitions, p)
+		req.Topics = append(req.Topics, t)
+	}
+	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
+	return h.resp(tk).(*kmsg.OffsetCommitResponse)
+}
+
+func commitCodes(r *kmsg.OffsetCommitResponse) []int16 {
+	var cs []int16
+	for _, t := range r.Topics {
+		for _, p := range t.Partitions {
+			cs = append(cs, p.ErrorCode)
+		}
+	}
+	return cs
+}
+
+func (h *h) fetch(group string, topic string, p int32) (int64, int16) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 7
+	req.Group = group
+	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{p}}}
+	r := h.s.OffsetFetch(req)
+	pp := r.Topics[0].Partitions[0]
+	return pp.Offset, pp.ErrorCode
+}
+
+// stableGroup forms a group of n dynamic members and syncs it; it returns
+// the member ids (leader first) and the generation.
+func (h *h) stableGroup(group string, n int) ([]string, int32) {
+	h.t.Helper()
+	// A short initial delay lets all n members into the first generation;
+	// each new arrival extends it (KIP-134), so step until all are answered.
+	saved := h.s.cfg.InitialRebalanceDelay
+	h.s.cfg.InitialRebalanceDelay = 100 * time.Millisecond
+	var tickets []Ticket
+	for i := 0; i < n; i++ {
+		tickets = append(tickets, h.newMember(group, jo{}))
+	}
+	for i := 0; i < 1000 && !h.answered(tickets[0]); i++ {
+		h.advance(100 * time.Millisecond)
+	}
+	h.s.cfg.InitialRebalanceDelay = saved
+	var leader string
+	var ids []string
+	var gen int32
+	for _, tk := range tickets {
+		r := h.joinResp(tk)
+		if r.ErrorCode != 0 {
+			h.t.Fatalf("join: %d", r.ErrorCode)
+		}
+		leader, gen = r.LeaderID, r.Generation
+		ids = append(ids, r.MemberID)
+	}
+	h.syncAll(group, leader, ids, gen)
+	out := []string{leader}
+	for _, id := range ids {
+		if id != leader {
+			out = append(out, id)
+		}
+	}
+	return out, gen
+}
+
+func (h *h) syncAll(group, leader string, ids []string, gen int32) {
+	h.t.Helper()
+	assign := map[string]string{}
+	for _, id := range ids {
+		assign[id] = "a-" + id
+	}
+	var ts []Ticket
+	for _, id := range ids {
+		if id != leader {
+			ts = append(ts, h.sync(group, id, gen, nil))
+		}
+	}
+	ts = append(ts, h.sync(group, leader, gen, assign))
+	for _, tk := range ts {
+		if c := h.syncResp(tk).ErrorCode; c != 0 {
+			h.t.Fatalf("sync error %d", c)
+		}
+	}
+	if st := h.s.Group(group).State(); st != Stable {
+		h.t.Fatalf("state %v after sync, want Stable", st)
+	}
+}
