@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/cohort-dev/cohort/store"
@@ -9,6 +10,9 @@ import (
 
 func openT(t *testing.T, opts Options) *Store {
 	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	s, err := Open(opts)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", opts.Dir, err)

@@ -151,7 +151,7 @@ type pebbleLogger struct {
 }
 
 func (l pebbleLogger) Infof(format string, args ...any) {
-	l.log.Info(fmt.Sprintf(format, args...))
+	l.log.Debug(fmt.Sprintf(format, args...))
 }
 
 func (l pebbleLogger) Errorf(format string, args ...any) {
