@@ -500,7 +500,7 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 		}
 		var racks [][]string
 		if len(t.Assignment) > 0 {
-			if cur, ok := s.catalog.Lookup(t.Topic); ok && int64(len(t.Assignment)) != int64(t.Count)-int64(cur.Partitions) {
+			if cur, ok := s.catalog.Lookup(t.Topic); ok && t.Count > cur.Partitions && int64(len(t.Assignment)) != int64(t.Count)-int64(cur.Partitions) {
 				rt.ErrorCode = errInvalidReplicaAssign
 				rt.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("increasing the partition count from %d to %d needs %d assignments, the request has %d",
 					cur.Partitions, t.Count, int64(t.Count)-int64(cur.Partitions), len(t.Assignment)))
