@@ -19,7 +19,9 @@ type h struct {
 	store map[string][]byte
 	fail  int16
 	hold  bool
-	held  []Write
+	// session is the default session timeout (ms) of joins that set none.
+	session int32
+	held    []Write
 }
 
 type seededReader struct{ r *rand.ChaCha8 }
@@ -197,6 +199,9 @@ func (h *h) join(group string, o jo) Ticket {
 		req.InstanceID = &o.instance
 	}
 	req.SessionTimeoutMillis = 10_000
+	if h.session != 0 {
+		req.SessionTimeoutMillis = h.session
+	}
 	if o.session != 0 {
 		req.SessionTimeoutMillis = o.session
 	}
@@ -374,4 +379,24 @@ func (h *h) syncAll(group, leader string, ids []string, gen int32) {
 	if st := h.s.Group(group).State(); st != Stable {
 		h.t.Fatalf("state %v after sync, want Stable", st)
 	}
+}
+
+func strp(s string) *string { return &s }
+
+func commitReq(group, member string, gen int32) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = 9
+	req.Group, req.MemberID, req.Generation = group, member, gen
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Offset = 1
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = "t"
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	return req
+}
+
+func (h *h) commitReq(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
+	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
+	return h.resp(tk).(*kmsg.OffsetCommitResponse)
 }

@@ -1,0 +1,446 @@
+package group
+
+// Conformance tests named after CONFORMANCE.md §8: Leave/List/Describe/Delete
+// (66–71), Offsets (72–76, 79; 77–78 are transactional offsets, which cohort
+// does not serve: it has no transaction coordinator), Load (80).
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestC66_LeaveGroupUnknownGroupAndDeadGroup(t *testing.T) {
+	h := newH(t)
+	r := h.leave("nope", lm("m"))
+	if r.ErrorCode != 0 || r.Members[0].ErrorCode != ErrUnknownMemberID {
+		t.Fatalf("%+v", r)
+	}
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version, req.Group, req.MemberID = 0, "nope", "m"
+	h.wantCode(h.do(func(t Ticket, out *Output) { h.s.LeaveGroup(h.now, t, req, out) }), ErrUnknownMemberID)
+	ids, _ := h.stableGroup("g", 1)
+	h.s.Group("g").state = Dead
+	if r := h.leave("g", lm(ids[0])); r.ErrorCode != ErrCoordinatorNotAvailable || len(r.Members) != 0 {
+		t.Fatalf("%+v", r)
+	}
+}
+
+func TestC67_LeaveGroupWithFencedInstanceIDAndAdminRemoval(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.staticGroup(2)
+	if r := h.leave("g", lm("bogus", "a")); r.Members[0].ErrorCode != ErrFencedInstanceID {
+		t.Fatal(r.Members[0].ErrorCode)
+	}
+	if r := h.leave("g", lm("", "b")); r.Members[0].ErrorCode != ErrNone {
+		t.Fatal(r.Members[0].ErrorCode)
+	}
+	if h.s.Group("g").byID[ids["b"]] != nil {
+		t.Fatal("b not removed")
+	}
+}
+
+func TestC68_StaticMembersBatchLeaveGroup(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.staticGroup(3)
+	r := h.leave("g", lm(ids["a"], "a"), lm("bogus", "b"), lm("", "zz"))
+	want := []int16{ErrNone, ErrFencedInstanceID, ErrUnknownMemberID}
+	for i, w := range want {
+		if r.Members[i].ErrorCode != w {
+			t.Fatalf("member %d: %d want %d", i, r.Members[i].ErrorCode, w)
+		}
+	}
+	g := h.s.Group("g")
+	if g.byID[ids["a"]] != nil || g.byID[ids["b"]] == nil || g.byID[ids["c"]] == nil {
+		t.Fatal("wrong members removed")
+	}
+}
+
+func TestC69_ListGroupsAndDescribeGroups(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	h.commit("simple", "", -1, 9, map[string]int64{"t": 5})
+	all := h.s.ListGroups(&kmsg.ListGroupsRequest{})
+	if len(all) != 2 || all[0].Group != "g" || all[0].GroupState != "Stable" || all[0].ProtocolType != "consumer" ||
+		all[1].Group != "simple" || all[1].ProtocolType != "" || all[1].GroupState != "Empty" || all[0].GroupType != "classic" {
+		t.Fatalf("%+v", all)
+	}
+	if l := h.s.ListGroups(&kmsg.ListGroupsRequest{StatesFilter: []string{"empty"}}); len(l) != 1 || l[0].Group != "simple" {
+		t.Fatalf("state filter %+v", l)
+	}
+	if l := h.s.ListGroups(&kmsg.ListGroupsRequest{TypesFilter: []string{"consumer"}}); len(l) != 0 {
+		t.Fatalf("type filter %+v", l)
+	}
+	d := h.s.DescribeGroup("g", 5, false)
+	if d.State != "Stable" || d.Protocol != "range" || len(d.Members) != 2 || string(d.Members[0].MemberAssignment) != "a-"+d.Members[0].MemberID ||
+		d.Members[0].ClientHost != "/127.0.0.1" || string(d.Members[0].ProtocolMetadata) != "m" {
+		t.Fatalf("%+v", d)
+	}
+	h.join("g", jo{member: ids[0]}) // rebalancing: no protocol, no bytes
+	d = h.s.DescribeGroup("g", 5, true)
+	if d.State != "PreparingRebalance" || d.Protocol != "" || len(d.Members[0].MemberAssignment) != 0 || d.AuthorizedOperations == -2147483648 {
+		t.Fatalf("%+v", d)
+	}
+	if d := h.s.DescribeGroup("missing", 5, false); d.State != "Dead" || d.ErrorCode != 0 {
+		t.Fatalf("%+v", d)
+	}
+	if d := h.s.DescribeGroup("missing", 6, false); d.ErrorCode != ErrGroupIDNotFound || d.ErrorMessage == nil {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func (h *h) deleteGroups(ids ...string) *kmsg.DeleteGroupsResponse {
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version = 2
+	req.Groups = ids
+	tk := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+	return h.resp(tk).(*kmsg.DeleteGroupsResponse)
+}
+
+func TestC70_DeleteGroups(t *testing.T) {
+	h := newH(t)
+	h.stableGroup("busy", 1)
+	h.commit("idle", "", -1, 9, map[string]int64{"t": 5})
+	r := h.deleteGroups("busy", "idle", "missing")
+	want := []int16{ErrNonEmptyGroup, ErrNone, ErrGroupIDNotFound}
+	for i, w := range want {
+		if r.Groups[i].ErrorCode != w {
+			t.Fatalf("%s: %d want %d", r.Groups[i].Group, r.Groups[i].ErrorCode, w)
+		}
+	}
+	if o, _ := h.fetch("idle", "t", 0); o != -1 {
+		t.Fatal("offsets survived delete")
+	}
+	if d := h.s.DescribeGroup("idle", 5, false); d.State != "Dead" {
+		t.Fatal(d.State)
+	}
+	for k := range h.store {
+		if bytes.Contains([]byte(k), []byte("idle")) {
+			t.Fatal("tombstones not written")
+		}
+	}
+}
+
+func (h *h) offsetDelete(group string, topics map[string][]int32) *kmsg.OffsetDeleteResponse {
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = group
+	for tp, ps := range topics {
+		rt := kmsg.OffsetDeleteRequestTopic{Topic: tp}
+		for _, p := range ps {
+			rt.Partitions = append(rt.Partitions, kmsg.OffsetDeleteRequestTopicPartition{Partition: p})
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetDelete(h.now, t, req, out) })
+	return h.resp(tk).(*kmsg.OffsetDeleteResponse)
+}
+
+// consumerMeta encodes a ConsumerProtocol subscription to topics.
+func consumerMeta(topics ...string) string {
+	m := kmsg.NewConsumerMemberMetadata()
+	m.Topics = topics
+	return string(m.AppendTo(nil))
+}
+
+func TestC71_OffsetDelete(t *testing.T) {
+	h := newH(t)
+	if r := h.offsetDelete("missing", map[string][]int32{"t": {0}}); r.ErrorCode != ErrGroupIDNotFound {
+		t.Fatal(r.ErrorCode)
+	}
+	// Non-consumer group with members → 68.
+	rc := h.joinResp(h.newMember("conn", jo{ptype: "connect"}))
+	_ = rc
+	if r := h.offsetDelete("conn", map[string][]int32{"t": {0}}); r.ErrorCode != ErrNonEmptyGroup {
+		t.Fatal(r.ErrorCode)
+	}
+	// Stable consumer group subscribed to "sub": sub → 86, other deleted.
+	r := h.joinResp(h.newMember("cg", jo{protos: protos("range", consumerMeta("sub"))}))
+	h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.commit("cg", r.MemberID, r.Generation, 9, map[string]int64{"sub": 1, "other": 2})
+	d := h.offsetDelete("cg", map[string][]int32{"sub": {0}, "other": {0}})
+	for _, tp := range d.Topics {
+		want := ErrNone
+		if tp.Topic == "sub" {
+			want = ErrGroupSubscribedToTopic
+		}
+		if tp.Partitions[0].ErrorCode != want {
+			t.Fatalf("%s: %d", tp.Topic, tp.Partitions[0].ErrorCode)
+		}
+	}
+	if o, _ := h.fetch("cg", "other", 0); o != -1 {
+		t.Fatal("other not deleted")
+	}
+	if o, _ := h.fetch("cg", "sub", 0); o != 1 {
+		t.Fatal("sub deleted")
+	}
+	// Unparsable subscription: everything counts as subscribed.
+	r2 := h.joinResp(h.newMember("bad", jo{protos: protos("range", "x")}))
+	h.syncAll("bad", r2.LeaderID, []string{r2.MemberID}, r2.Generation)
+	h.commit("bad", r2.MemberID, r2.Generation, 9, map[string]int64{"t": 1})
+	if d := h.offsetDelete("bad", map[string][]int32{"t": {0}}); d.Topics[0].Partitions[0].ErrorCode != ErrGroupSubscribedToTopic {
+		t.Fatal("unparsable subscription should protect all topics")
+	}
+}
+
+func TestC72_CommitOffsetFromUnknownGroupAndDefaultGeneration(t *testing.T) {
+	h := newH(t)
+	if c := commitCodes(h.commit("g", "m", 1, 8, map[string]int64{"t": 1})); c[0] != ErrIllegalGeneration {
+		t.Fatal(c)
+	}
+	if c := commitCodes(h.commit("g", "m", 1, 9, map[string]int64{"t": 1})); c[0] != ErrGroupIDNotFound {
+		t.Fatal(c)
+	}
+	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 7})); c[0] != 0 {
+		t.Fatal(c)
+	}
+	if o, _ := h.fetch("g", "t", 0); o != 7 {
+		t.Fatal(o)
+	}
+	if g := h.s.Group("g"); g.State() != Empty || g.ProtocolType() != "" {
+		t.Fatal("simple group expected")
+	}
+}
+
+func TestC73_CommitOffsetsAfterGroupIsEmpty(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 1)
+	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 1})); c[0] != ErrUnknownMemberID {
+		t.Fatal("anonymous commit to an active group must fail:", c)
+	}
+	h.leave("g", lm(ids[0]))
+	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 1})); c[0] != 0 {
+		t.Fatal(c)
+	}
+}
+
+func TestC74_CommitOffsetInCompletingRebalanceUnknownMemberIllegalGeneration(t *testing.T) {
+	h := newH(t)
+	l, _, gen := h.twoJoined()
+	if c := commitCodes(h.commit("g", l, gen, 9, map[string]int64{"t": 1})); c[0] != ErrRebalanceInProgress {
+		t.Fatal(c)
+	}
+	if c := commitCodes(h.commit("g", "x", gen, 9, map[string]int64{"t": 1})); c[0] != ErrUnknownMemberID {
+		t.Fatal(c)
+	}
+	if c := commitCodes(h.commit("g", l, gen-1, 9, map[string]int64{"t": 1})); c[0] != ErrIllegalGeneration {
+		t.Fatal(c)
+	}
+	// In PreparingRebalance commits still succeed (KAFKA-9246).
+	h.join("g", jo{member: l, protos: protos("range", "changed")})
+	if h.s.Group("g").State() != PreparingRebalance {
+		t.Fatal("no rebalance")
+	}
+	if c := commitCodes(h.commit("g", l, gen, 9, map[string]int64{"t": 1})); c[0] != 0 {
+		t.Fatal(c)
+	}
+}
+
+func TestC75_ManualCommitOffsetShouldNotValidateMemberIDAndInstanceID(t *testing.T) {
+	h := newH(t)
+	req := commitReq("g", "whoever", -1)
+	req.InstanceID = strp("who")
+	if c := commitCodes(h.commitReq(req)); c[0] != 0 {
+		t.Fatal(c)
+	}
+}
+
+func TestC76_CommitAndFetchOffsetsWithEmptyGroupID(t *testing.T) {
+	h := newH(t)
+	if c := commitCodes(h.commit("", "", -1, 9, map[string]int64{"t": 3})); c[0] != 0 {
+		t.Fatal(c)
+	}
+	if o, c := h.fetch("", "t", 0); o != 3 || c != 0 {
+		t.Fatal(o, c)
+	}
+	if d := h.s.DescribeGroup("", 5, false); d.State != "Empty" {
+		t.Fatal(d.State)
+	}
+	if r := h.deleteGroups(""); r.Groups[0].ErrorCode != 0 {
+		t.Fatal(r.Groups[0].ErrorCode)
+	}
+}
+
+func TestC79_OffsetMetadataTooLarge(t *testing.T) {
+	h := newH(t)
+	big := string(make([]byte, 4097))
+	req := commitReq("g", "", -1)
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Partition, p.Offset, p.Metadata = 1, 9, &big
+	req.Topics[0].Partitions = append(req.Topics[0].Partitions, p)
+	c := commitCodes(h.commitReq(req))
+	if c[0] != 0 || c[1] != ErrOffsetMetadataTooLarge {
+		t.Fatal(c)
+	}
+	if o, _ := h.fetch("g", "t", 0); o != 1 {
+		t.Fatal("valid partition not committed")
+	}
+	if o, _ := h.fetch("g", "t", 1); o != -1 {
+		t.Fatal("oversized partition committed")
+	}
+}
+
+func TestOffsetFetchAllTopicsMultiGroupAndRequireStable(t *testing.T) {
+	h := newH(t)
+	h.commit("a", "", -1, 9, map[string]int64{"x": 1, "y": 2})
+	h.commit("b", "", -1, 9, map[string]int64{"z": 3})
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 8
+	req.Groups = []kmsg.OffsetFetchRequestGroup{{Group: "a"}, {Group: "b", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "z", Partitions: []int32{0, 1}}}}, {Group: "none"}}
+	r := h.s.OffsetFetch(req)
+	if len(r.Groups) != 3 || len(r.Groups[0].Topics) != 2 || r.Groups[0].Topics[1].Partitions[0].Offset != 2 ||
+		r.Groups[1].Topics[0].Partitions[0].Offset != 3 || r.Groups[1].Topics[0].Partitions[1].Offset != -1 || len(r.Groups[2].Topics) != 0 {
+		t.Fatalf("%+v", r)
+	}
+	// RequireStable: an in-flight commit makes the partition unstable.
+	h.hold = true
+	h.commit2("a", "x", 10)
+	req = kmsg.NewPtrOffsetFetchRequest()
+	req.Version, req.Group, req.RequireStable = 7, "a", true
+	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "x", Partitions: []int32{0}}}
+	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.ErrorCode != ErrUnstableOffsetCommit || p.Offset != -1 {
+		t.Fatalf("%+v", p)
+	}
+	req.RequireStable = false
+	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.Offset != 1 {
+		t.Fatal("uncommitted offset visible")
+	}
+	h.release()
+	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.Offset != 10 {
+		t.Fatal(p.Offset)
+	}
+}
+
+func (h *h) commit2(group, topic string, off int64) Ticket {
+	req := commitReq(group, "", -1)
+	req.Topics[0].Topic = topic
+	req.Topics[0].Partitions[0].Offset = off
+	return h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
+}
+
+func TestOffsetCommitWaitsForDurability(t *testing.T) {
+	h := newH(t)
+	h.hold = true
+	tk := h.commit2("g", "t", 5)
+	h.notAnswered(tk)
+	h.release()
+	if c := commitCodes(h.resp(tk).(*kmsg.OffsetCommitResponse)); c[0] != 0 {
+		t.Fatal(c)
+	}
+	// A failed write is reported on every partition and not applied.
+	h.fail = ErrCoordinatorNotAvailable
+	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 9})); c[0] != ErrCoordinatorNotAvailable {
+		t.Fatal(c)
+	}
+	if o, _ := h.fetch("g", "t", 0); o != 5 {
+		t.Fatal("failed commit applied")
+	}
+}
+
+func TestOffsetRetentionAndEmptyGroupExpiry(t *testing.T) {
+	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
+	// Simple group: offsets expire an hour after commit, then the group goes.
+	h.commit("simple", "", -1, 9, map[string]int64{"t": 1})
+	// Consumer group, Stable, subscribed to "sub": only "other" expires.
+	h.session = 600_000
+	r := h.joinResp(h.newMember("cg", jo{protos: protos("range", consumerMeta("sub"))}))
+	h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.commit("cg", r.MemberID, r.Generation, 9, map[string]int64{"sub": 1, "other": 2})
+	for i := 0; i < 8; i++ { // keep the member alive for 72 min
+		h.advance(9 * time.Minute)
+		if c := h.heartbeat("cg", r.MemberID, r.Generation); c != 0 {
+			t.Fatal(c)
+		}
+	}
+	expire := func() {
+		h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+	}
+	expire()
+	if h.s.Group("simple") != nil {
+		t.Fatal("expired simple group kept")
+	}
+	if o, _ := h.fetch("cg", "other", 0); o != -1 {
+		t.Fatal("unsubscribed offset kept")
+	}
+	if o, _ := h.fetch("cg", "sub", 0); o != 1 {
+		t.Fatal("subscribed offset expired")
+	}
+	// Once the group is Empty the clock starts at the transition.
+	h.leave("cg", lm(r.MemberID))
+	h.advance(59 * time.Minute)
+	expire()
+	if o, _ := h.fetch("cg", "sub", 0); o != 1 {
+		t.Fatal("expired before retention after emptying")
+	}
+	h.advance(time.Minute)
+	expire()
+	if h.s.Group("cg") != nil {
+		t.Fatal("empty group without offsets kept")
+	}
+	if len(h.store) != 0 {
+		t.Fatalf("store not cleaned: %d keys", len(h.store))
+	}
+}
+
+func TestC80_LoadRestoresGroupsAndOffsets(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	h.commit("g", ids[0], gen, 9, map[string]int64{"t": 42})
+	h.commit("simple", "", -1, 9, map[string]int64{"u": 7})
+	h.commit("gone", "", -1, 9, map[string]int64{"u": 7})
+	h.deleteGroups("gone")
+
+	// A fresh shard loads the store (any order; unknown key kinds skipped).
+	h2 := newH(t)
+	h2.store = h.store
+	h2.now = h.now.Add(time.Second)
+	if err := h2.s.Load([]byte{0x7f, 'x'}, []byte("future record kind")); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h.store {
+		if err := h2.s.Load([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h2.do(func(_ Ticket, out *Output) { h2.s.FinishLoad(h2.now, out) })
+	g := h2.s.Group("g")
+	if g == nil || g.State() != Stable || g.Generation() != gen || g.Leader() != ids[0] || len(g.MemberIDs()) != 2 {
+		t.Fatalf("loaded %+v", g)
+	}
+	if a, _ := g.Assignment(ids[1]); string(a) != "a-"+ids[1] {
+		t.Fatal("assignment lost")
+	}
+	if o, _ := h2.fetch("g", "t", 0); o != 42 {
+		t.Fatal(o)
+	}
+	if o, _ := h2.fetch("simple", "u", 0); o != 7 {
+		t.Fatal(o)
+	}
+	if h2.s.Group("gone") != nil {
+		t.Fatal("deleted group came back")
+	}
+	// Live follower keeps its generation with unchanged metadata (only the
+	// selected protocol is known after a load) ...
+	h2.advance(5 * time.Second)
+	if c := h2.heartbeat("g", ids[1], gen); c != 0 {
+		t.Fatal(c)
+	}
+	if r := h2.joinResp(h2.join("g", jo{member: ids[1]})); r.Generation != gen {
+		t.Fatalf("follower lost its generation: %+v", r)
+	}
+	// ... and the leader, which does not heartbeat, is evicted.
+	h2.advance(6 * time.Second)
+	if g.byID[ids[0]] != nil || g.State() != PreparingRebalance {
+		t.Fatalf("dead member kept: %v %v", g.MemberIDs(), g.State())
+	}
+	// Corrupt values are errors, not panics.
+	for k, v := range h.store {
+		for cut := 0; cut < len(v); cut += 3 {
+			_ = newH(t).s.Load([]byte(k), v[:cut])
+		}
+	}
+	if err := newH(t).s.Load(groupKey("x"), []byte{0, 0, 5}); err == nil {
+		t.Fatal("truncated group value accepted")
+	}
+}
