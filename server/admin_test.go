@@ -1,0 +1,255 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
+
+func createReq(validateOnly bool, topics ...kmsg.CreateTopicsRequestTopic) *kmsg.CreateTopicsRequest {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.ValidateOnly = validateOnly
+	req.Topics = topics
+	return req
+}
+
+func newTopic(name string, n int32) kmsg.CreateTopicsRequestTopic {
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, n, 3 // RF is ignored
+	return t
+}
+
+func codes[T any](items []T, f func(T) (string, int16)) string {
+	var out []string
+	for _, it := range items {
+		n, c := f(it)
+		out = append(out, fmt.Sprintf("%s=%d", n, c))
+	}
+	return strings.Join(out, ",")
+}
+
+func createCodes(r *kmsg.CreateTopicsResponse) string {
+	return codes(r.Topics, func(t kmsg.CreateTopicsResponseTopic) (string, int16) { return t.Topic, t.ErrorCode })
+}
+
+func TestCreateTopicsWithKgo(t *testing.T) {
+	ts := startServer(t)
+	cl := ts.kgoClient(t)
+	ctx := testCtx(t)
+	cat := ts.srv.Catalog()
+
+	// ValidateOnly: answers as if created, creates nothing.
+	resp, err := createReq(true, newTopic("orders", 6)).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := createCodes(resp); got != "orders=0" || cat.Len() != 0 {
+		t.Fatalf("validate-only: %s, catalog has %d topics", got, cat.Len())
+	}
+
+	assign := newTopic("assigned", -1)
+	for p := int32(0); p < 4; p++ {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = p, []int32{0}
+		assign.ReplicaAssignment = append(assign.ReplicaAssignment, a)
+	}
+	resp, err = createReq(false,
+		newTopic("orders", 6),
+		newTopic("default", -1),
+		newTopic("zero", 0),
+		newTopic("neg", -7),
+		newTopic("bad/name", 1),
+		newTopic("..", 1),
+		newTopic("dup", 1), newTopic("dup", 2),
+		assign,
+	).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "orders=0,default=0,zero=37,neg=37,bad/name=17,..=17,dup=42,dup=42,assigned=0"
+	if got := createCodes(resp); got != want {
+		t.Fatalf("create: %s, want %s", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		n    int32
+	}{{"orders", 6}, {"default", 1}, {"assigned", 4}} {
+		tp, ok := cat.Lookup(tc.name)
+		if !ok || tp.Partitions != tc.n {
+			t.Errorf("%s: %+v, %v; want %d partitions", tc.name, tp, ok, tc.n)
+		}
+	}
+	if resp.Topics[0].TopicID != catalog.TopicID("orders") || resp.Topics[0].NumPartitions != 6 {
+		t.Errorf("v%d response for orders: id %x partitions %d", resp.Version, resp.Topics[0].TopicID, resp.Topics[0].NumPartitions)
+	}
+	if resp.Topics[2].ErrorMessage == nil {
+		t.Error("an error came without a message")
+	}
+
+	resp, err = createReq(false, newTopic("orders", 1)).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := createCodes(resp); got != "orders=36" {
+		t.Fatalf("re-create: %s, want TOPIC_ALREADY_EXISTS", got)
+	}
+}
+
+func TestCreateTopicsEveryVersion(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	for v := int16(0); v <= 7; v++ {
+		req := createReq(false, newTopic(fmt.Sprintf("t%d", v), 2))
+		req.SetVersion(v)
+		resp := c.roundTrip(req).(*kmsg.CreateTopicsResponse)
+		if got := createCodes(resp); got != fmt.Sprintf("t%d=0", v) {
+			t.Fatalf("v%d: %s", v, got)
+		}
+	}
+	if ts.srv.Catalog().Len() != 8 {
+		t.Fatalf("%d topics, want 8", ts.srv.Catalog().Len())
+	}
+}
+
+func TestCreateTopicsPersistFailure(t *testing.T) {
+	ts := startServer(t, func(c *Config) {
+		c.Catalog = catalog.New(catalog.Options{Persist: func([]byte) error { return errors.New("disk on fire") }})
+	})
+	resp := ts.dial(t).roundTrip(createReq(false, newTopic("x", 1))).(*kmsg.CreateTopicsResponse)
+	if got := createCodes(resp); got != "x=56" {
+		t.Fatalf("%s, want KAFKA_STORAGE_ERROR(56)", got)
+	}
+}
+
+func TestDeleteTopicsEveryVersion(t *testing.T) {
+	ts := startServer(t)
+	cat := ts.srv.Catalog()
+	c := ts.dial(t)
+	for v := int16(0); v <= 6; v++ {
+		name := fmt.Sprintf("del%d", v)
+		createTopic(t, cat, name, 1, nil)
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.SetVersion(v)
+		if v < 6 {
+			req.TopicNames = []string{name, "ghost"}
+		} else {
+			byName := kmsg.NewDeleteTopicsRequestTopic()
+			byName.Topic = kmsg.StringPtr(name)
+			ghost := kmsg.NewDeleteTopicsRequestTopic()
+			ghost.Topic = kmsg.StringPtr("ghost")
+			req.Topics = []kmsg.DeleteTopicsRequestTopic{byName, ghost}
+		}
+		resp := c.roundTrip(req).(*kmsg.DeleteTopicsResponse)
+		got := codes(resp.Topics, func(t kmsg.DeleteTopicsResponseTopic) (string, int16) { return *t.Topic, t.ErrorCode })
+		if want := name + "=0,ghost=3"; got != want {
+			t.Fatalf("v%d: %s, want %s", v, got, want)
+		}
+		if _, ok := cat.Lookup(name); ok {
+			t.Fatalf("v%d: %s not deleted", v, name)
+		}
+	}
+	// v6 by topic ID, known and unknown.
+	tp := createTopic(t, cat, "by-id", 1, nil)
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.SetVersion(6)
+	known, unknown := kmsg.NewDeleteTopicsRequestTopic(), kmsg.NewDeleteTopicsRequestTopic()
+	known.TopicID, unknown.TopicID = tp.ID, [16]byte{9}
+	req.Topics = []kmsg.DeleteTopicsRequestTopic{known, unknown}
+	resp := c.roundTrip(req).(*kmsg.DeleteTopicsResponse)
+	if r := resp.Topics[0]; r.ErrorCode != 0 || r.Topic == nil || *r.Topic != "by-id" || r.TopicID != tp.ID {
+		t.Errorf("delete by id: %+v", r)
+	}
+	if r := resp.Topics[1]; r.ErrorCode != 100 {
+		t.Errorf("delete unknown id: error %d, want 100", r.ErrorCode)
+	}
+	if cat.Len() != 0 {
+		t.Fatalf("%d topics left", cat.Len())
+	}
+}
+
+func TestCreatePartitionsWithKgo(t *testing.T) {
+	ts := startServer(t)
+	cat := ts.srv.Catalog()
+	createTopic(t, cat, "grow", 2, nil)
+	createTopic(t, cat, "same", 3, nil)
+	cl := ts.kgoClient(t)
+	ctx := testCtx(t)
+	mk := func(validate bool, parts ...any) *kmsg.CreatePartitionsRequest {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.ValidateOnly = validate
+		for i := 0; i < len(parts); i += 2 {
+			rt := kmsg.NewCreatePartitionsRequestTopic()
+			rt.Topic, rt.Count = parts[i].(string), int32(parts[i+1].(int))
+			req.Topics = append(req.Topics, rt)
+		}
+		return req
+	}
+	partCodes := func(r *kmsg.CreatePartitionsResponse) string {
+		return codes(r.Topics, func(t kmsg.CreatePartitionsResponseTopic) (string, int16) { return t.Topic, t.ErrorCode })
+	}
+	resp, err := mk(true, "grow", 5).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp, _ := cat.Lookup("grow"); partCodes(resp) != "grow=0" || tp.Partitions != 2 {
+		t.Fatalf("validate-only: %s, %d partitions", partCodes(resp), tp.Partitions)
+	}
+	resp, err = mk(false, "grow", 5, "same", 3, "same2", 1, "ghost", 4).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partCodes(resp), "grow=0,same=37,same2=3,ghost=3"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	resp, err = mk(false, "grow", 4, "grow", 9).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := partCodes(resp), "grow=42,grow=42"; got != want {
+		t.Fatalf("duplicates: %s, want %s", got, want)
+	}
+	resp, err = mk(false, "grow", 4).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partCodes(resp); got != "grow=37" {
+		t.Fatalf("decrease: %s, want INVALID_PARTITIONS", got)
+	}
+	if tp, _ := cat.Lookup("grow"); tp.Partitions != 5 {
+		t.Fatalf("grow has %d partitions, want 5", tp.Partitions)
+	}
+	// A replica assignment must cover exactly the new partitions.
+	bad := mk(false, "grow", 7)
+	bad.Topics[0].Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{{Replicas: []int32{0}}}
+	resp, err = bad.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partCodes(resp); got != "grow=39" {
+		t.Fatalf("short assignment: %s, want INVALID_REPLICA_ASSIGNMENT", got)
+	}
+}
+
+func TestCreateTopicsAssignmentCarriesRacks(t *testing.T) {
+	ra, rb := "a", "b"
+	topo := &fakeTopology{brokers: []Broker{{NodeID: 1, Host: "h", Port: 1, Rack: &ra}, {NodeID: 2, Host: "h", Port: 2, Rack: &rb}}}
+	ts := startServer(t, func(c *Config) { c.Topology = topo })
+	tp := newTopic("racked", -1)
+	for p, reps := range [][]int32{{2}, {1, 2}} {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), reps
+		tp.ReplicaAssignment = append(tp.ReplicaAssignment, a)
+	}
+	if got := createCodes(ts.dial(t).roundTrip(createReq(false, tp)).(*kmsg.CreateTopicsResponse)); got != "racked=0" {
+		t.Fatal(got)
+	}
+	got, _ := ts.srv.Catalog().Lookup("racked")
+	if fmt.Sprint(got.Racks) != "[[b] [a b]]" {
+		t.Fatalf("racks %v, want [[b] [a b]]", got.Racks)
+	}
+}
