@@ -1,0 +1,328 @@
+package disk
+
+// Benchmarks behind the choice of engine and the load-time goal.
+//
+// BenchmarkAppend compares durable Append throughput of this store (pebble)
+// with raw pebble and with bbolt (the engine not chosen; its code lives only
+// here), for 1, 16 and 256 concurrent appenders, with sync on and off. One
+// append is one small batch like an offset commit: 1-5 records, ~40-byte keys,
+// ~30-byte values, on one of 50 partitions.
+//
+// BenchmarkLoad builds a store of 1,000,000 offset-like and 10,000 group-like
+// records once, in a temporary directory, and measures loading it.
+//
+//	go test -run '^$' -bench 'Append' -benchtime 2000x -count 1 ./store/disk/
+//	go test -run '^$' -bench 'Load' -benchtime 5x -count 1 ./store/disk/
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/cohort-dev/cohort/store"
+)
+
+const benchPartitions = 50
+
+// appendEngine is what BenchmarkAppend drives.
+type appendEngine interface {
+	append(p int32, recs []store.Record) error
+	close() error
+}
+
+type storeEngine struct{ s *Store }
+
+func (e storeEngine) append(p int32, recs []store.Record) error {
+	return e.s.Append(context.Background(), p, recs)
+}
+func (e storeEngine) close() error { return e.s.Close() }
+
+// pebbleEngine is pebble without the Store around it, to show the Store's
+// own overhead.
+type pebbleEngine struct {
+	db *pebble.DB
+	wo *pebble.WriteOptions
+}
+
+func (e pebbleEngine) append(p int32, recs []store.Record) error {
+	b := e.db.NewBatch()
+	defer b.Close()
+	var key []byte
+	for _, r := range recs {
+		key = append(partitionKey(key[:0], p), r.Key...)
+		if err := b.Set(key, r.Value, nil); err != nil {
+			return err
+		}
+	}
+	return e.db.Apply(b, e.wo)
+}
+func (e pebbleEngine) close() error { return e.db.Close() }
+
+// boltEngine keeps one bucket per partition. batch selects db.Batch (which
+// coalesces concurrent calls into one transaction and one fsync) over
+// db.Update (one transaction and fsync per call).
+type boltEngine struct {
+	db    *bolt.DB
+	batch bool
+}
+
+func (e boltEngine) append(p int32, recs []store.Record) error {
+	fn := func(tx *bolt.Tx) error {
+		var name [4]byte
+		binary.BigEndian.PutUint32(name[:], uint32(p))
+		bk, err := tx.CreateBucketIfNotExists(name[:])
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := bk.Put(r.Key, r.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if e.batch {
+		return e.db.Batch(fn)
+	}
+	return e.db.Update(fn)
+}
+func (e boltEngine) close() error { return e.db.Close() }
+
+func openEngine(b *testing.B, name string, noSync bool) appendEngine {
+	dir := b.TempDir()
+	switch name {
+	case "store":
+		s, err := Open(Options{Dir: dir, NoSync: noSync, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return storeEngine{s}
+	case "pebble":
+		db, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatNewest, MemTableSize: 32 << 20,
+			Logger: pebbleLogger{log: slog.New(slog.DiscardHandler), onFail: func(error) {}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wo := pebble.Sync
+		if noSync {
+			wo = pebble.NoSync
+		}
+		return pebbleEngine{db, wo}
+	case "bbolt-update", "bbolt-batch":
+		db, err := bolt.Open(filepath.Join(dir, "bolt.db"), 0o600, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		db.NoSync = noSync
+		return boltEngine{db: db, batch: name == "bbolt-batch"}
+	}
+	b.Fatalf("unknown engine %q", name)
+	return nil
+}
+
+// offsetCommit returns 1-5 records shaped like offset commits of one group.
+func offsetCommit(rng *rand.Rand) (int32, []store.Record) {
+	n := 1 + rng.Intn(5)
+	group, topic := rng.Intn(1000), rng.Intn(20)
+	recs := make([]store.Record, n)
+	for i := range recs {
+		recs[i] = store.Record{
+			Key:   fmt.Appendf(nil, "\x00\x01group-%06d/topic-%04d/%06d", group, topic, rng.Intn(64)),
+			Value: fmt.Appendf(nil, "\x00\x03%016d%012d", rng.Int63n(1<<40), time.Now().UnixMilli()),
+		}
+	}
+	return int32(group % benchPartitions), recs
+}
+
+// runAppends drives b.N appends from `appenders` goroutines and reports
+// appends/s, records/s and the p50/p99 latency of one append.
+func runAppends(b *testing.B, e appendEngine, appenders int) {
+	var next, records atomic.Int64
+	lat := make([][]time.Duration, appenders)
+	errs := make(chan error, appenders)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for g := 0; g < appenders; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			for next.Add(1) <= int64(b.N) {
+				p, recs := offsetCommit(rng)
+				start := time.Now()
+				if err := e.append(p, recs); err != nil {
+					errs <- err
+					return
+				}
+				lat[g] = append(lat[g], time.Since(start))
+				records.Add(int64(len(recs)))
+			}
+		}(g)
+	}
+	wg.Wait()
+	b.StopTimer()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/secs, "appends/s")
+	b.ReportMetric(float64(records.Load())/secs, "records/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+}
+
+func BenchmarkAppend(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		for _, appenders := range []int{1, 16, 256} {
+			for _, engine := range []string{"store", "pebble", "bbolt-batch", "bbolt-update"} {
+				name := fmt.Sprintf("sync=%v/appenders=%d/engine=%s", sync, appenders, engine)
+				b.Run(name, func(b *testing.B) {
+					e := openEngine(b, engine, !sync)
+					defer e.close()
+					runAppends(b, e, appenders)
+				})
+			}
+		}
+	}
+}
+
+// buildLoadStore fills dir with 1,000,000 offset-like records (~40-byte
+// keys, ~30-byte values) and 10,000 group-like records (1-4 KiB values),
+// spread over 50 partitions, then compacts it as a long-running store would
+// be. It returns the number of records per partition.
+func buildLoadStore(b *testing.B, dir string) (records int, bytes int64) {
+	s, err := Open(Options{Dir: dir, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(1))
+	const offsets, groups, batch = 1_000_000, 10_000, 1000
+	pending := make([][]store.Record, benchPartitions)
+	flush := func(p int) {
+		if err := s.Append(ctx, int32(p), pending[p]); err != nil {
+			b.Fatal(err)
+		}
+		pending[p] = pending[p][:0]
+	}
+	add := func(p int, r store.Record) {
+		pending[p] = append(pending[p], r)
+		records++
+		bytes += int64(len(r.Key) + len(r.Value))
+		if len(pending[p]) == batch {
+			flush(p)
+		}
+	}
+	for i := 0; i < offsets; i++ {
+		g := i / 100 // 10,000 groups with 100 offsets each
+		add(g%benchPartitions, store.Record{
+			Key:   fmt.Appendf(nil, "\x00\x01group-%06d/topic-%04d/%06d", g, i%7, i%100),
+			Value: fmt.Appendf(nil, "\x00\x03%016d%012d", rng.Int63n(1<<40), 1_700_000_000_000+i),
+		})
+	}
+	for g := 0; g < groups; g++ {
+		v := make([]byte, 1024+rng.Intn(3*1024))
+		rng.Read(v)
+		add(g%benchPartitions, store.Record{Key: fmt.Appendf(nil, "\x00\x02group-%06d", g), Value: v})
+	}
+	for p := range pending {
+		if len(pending[p]) > 0 {
+			flush(p)
+		}
+	}
+	if err := s.Compact(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return records, bytes
+}
+
+func loadPartition(b *testing.B, s *Store, p int32) (n int) {
+	err := s.Load(context.Background(), p, func(r store.Record) error {
+		n++
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func BenchmarkLoad(b *testing.B) {
+	dir, err := os.MkdirTemp("", "cohort-load-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	total, rawBytes := buildLoadStore(b, dir)
+	b.Logf("built %d records (%d MiB of keys+values) in %v", total, rawBytes>>20, time.Since(start).Round(time.Millisecond))
+
+	open := func(b *testing.B) *Store {
+		s, err := Open(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	loadAll := func(b *testing.B, s *Store, parallel bool) {
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		for p := int32(0); p < benchPartitions; p++ {
+			if !parallel {
+				n.Add(int64(loadPartition(b, s, p)))
+				continue
+			}
+			wg.Add(1)
+			go func(p int32) {
+				defer wg.Done()
+				n.Add(int64(loadPartition(b, s, p)))
+			}(p)
+		}
+		wg.Wait()
+		if int(n.Load()) != total {
+			b.Fatalf("loaded %d records, want %d", n.Load(), total)
+		}
+	}
+	for _, mode := range []string{"sequential", "parallel"} {
+		// Each iteration opens the store afresh (empty block cache), as a
+		// starting coordinator does, loads all 50 partitions and closes.
+		b.Run("open+all-50/"+mode, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				s := open(b)
+				loadAll(b, s, mode == "parallel")
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+		})
+	}
+	b.Run("one-partition", func(b *testing.B) {
+		s := open(b)
+		defer s.Close()
+		want := loadPartition(b, s, 7)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			if n := loadPartition(b, s, 7); n != want {
+				b.Fatalf("loaded %d records, want %d", n, want)
+			}
+		}
+		b.ReportMetric(float64(want)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
+	})
+}
