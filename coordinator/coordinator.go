@@ -1,0 +1,305 @@
+// Package coordinator is the runtime around package group: it hashes groups to
+// coordinator partitions the way Kafka hashes group ids to partitions of
+// __consumer_offsets, runs one event loop per partition (no locks inside a
+// partition), drives the partition's timers from an injected clock, loads a
+// partition's state from the store before serving it, and applies every
+// handler's result as records-then-replies: records go to the store in one
+// batch per loop turn (group commit), and replies that depend on them are
+// released only once the store says they are durable.
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/store"
+)
+
+// Config configures a Coordinator.
+type Config struct {
+	// Partitions is the number of coordinator partitions (Kafka's
+	// offsets.topic.num.partitions, 50). Changing it moves groups between
+	// partitions, so it must stay fixed for a data directory.
+	Partitions int
+	// Group holds the group semantics settings.
+	Group group.Config
+	// Store persists the partitions' records. Required.
+	Store store.Store
+	// Clock drives timers; nil means the wall clock.
+	Clock clock.Clock
+	// Rand is the source of member-id randomness; nil means crypto/rand.
+	Rand io.Reader
+	// Logger receives logs; nil means slog.Default().
+	Logger *slog.Logger
+	// RetentionCheckInterval is how often expired offsets are removed
+	// (offsets.retention.check.interval.ms, 10 minutes).
+	RetentionCheckInterval time.Duration
+	// Owned reports whether this node serves partition p. Nil means every
+	// partition (one node). Cluster mode changes ownership with Acquire and
+	// Release.
+	Owned func(p int32) bool
+}
+
+// Coordinator serves the group APIs for the partitions it owns.
+type Coordinator struct {
+	cfg   Config
+	log   *slog.Logger
+	clock clock.Clock
+	parts []*partition
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns a coordinator; Start begins loading and serving.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("coordinator: Config.Store is required")
+	}
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 50
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.RetentionCheckInterval <= 0 {
+		cfg.RetentionCheckInterval = 10 * time.Minute
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	for i := 0; i < cfg.Partitions; i++ {
+		c.parts = append(c.parts, newPartition(c, int32(i)))
+	}
+	return c, nil
+}
+
+// Start loads every owned partition (in the background: a partition answers
+// COORDINATOR_LOAD_IN_PROGRESS until it is loaded) and starts the loops.
+func (c *Coordinator) Start() {
+	for _, p := range c.parts {
+		owned := c.cfg.Owned == nil || c.cfg.Owned(p.id)
+		c.wg.Add(1)
+		go p.run(owned)
+	}
+}
+
+// WaitLoaded blocks until every owned partition has loaded or ctx ends.
+func (c *Coordinator) WaitLoaded(ctx context.Context) error {
+	for _, p := range c.parts {
+		select {
+		case <-p.loaded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// Close stops every loop: parked requests are answered NOT_COORDINATOR and
+// in-flight writes are waited for.
+func (c *Coordinator) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+// Acquire makes this node serve partition p: it loads p's state from the
+// store, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+func (c *Coordinator) Acquire(p int32) { c.parts[p].control(ctlAcquire) }
+
+// Release stops serving partition p at once: parked requests are answered
+// NOT_COORDINATOR and later requests get NOT_COORDINATOR.
+func (c *Coordinator) Release(p int32) { c.parts[p].control(ctlRelease) }
+
+// Partitions returns the number of coordinator partitions.
+func (c *Coordinator) Partitions() int { return len(c.parts) }
+
+// PartitionFor returns the coordinator partition of a group id:
+// abs(javaHashCode(id)) % n, with abs(MinInt32) = 0, as Kafka does.
+func PartitionFor(groupID string, n int) int32 {
+	var h int32
+	for _, r := range groupID {
+		if r >= 0x10000 { // UTF-16 surrogate pair
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	if h == -2147483648 {
+		h = 0
+	} else if h < 0 {
+		h = -h
+	}
+	return h % int32(n)
+}
+
+// Handle serves one group-scoped request: OffsetCommit, OffsetFetch,
+// JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups,
+// DeleteGroups, OffsetDelete. It blocks until the answer is ready (a
+// JoinGroup parks until its rebalance completes) or ctx ends.
+func (c *Coordinator) Handle(ctx context.Context, cl group.Client, req kmsg.Request) (kmsg.Response, error) {
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.SyncGroupRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.HeartbeatRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.LeaveGroupRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.OffsetCommitRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.OffsetDeleteRequest:
+		return c.one(ctx, cl, r.Group, req)
+	case *kmsg.OffsetFetchRequest:
+		if r.Version < 8 {
+			return c.one(ctx, cl, r.Group, req)
+		}
+		return c.offsetFetchGroups(ctx, cl, r)
+	case *kmsg.DescribeGroupsRequest:
+		return c.describeGroups(ctx, cl, r)
+	case *kmsg.DeleteGroupsRequest:
+		return c.deleteGroups(ctx, cl, r)
+	case *kmsg.ListGroupsRequest:
+		return c.listGroups(ctx, cl, r)
+	}
+	return nil, fmt.Errorf("coordinator: unsupported request key %d", req.Key())
+}
+
+func (c *Coordinator) one(ctx context.Context, cl group.Client, groupID string, req kmsg.Request) (kmsg.Response, error) {
+	p := c.parts[PartitionFor(groupID, len(c.parts))]
+	return p.call(ctx, cl, req)
+}
+
+func (c *Coordinator) offsetFetchGroups(ctx context.Context, cl group.Client, r *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	byPart := map[int32]*kmsg.OffsetFetchRequest{}
+	var order []int32
+	for _, g := range r.Groups {
+		p := PartitionFor(g.Group, len(c.parts))
+		sub := byPart[p]
+		if sub == nil {
+			sub = kmsg.NewPtrOffsetFetchRequest()
+			sub.Version, sub.RequireStable = r.Version, r.RequireStable
+			byPart[p] = sub
+			order = append(order, p)
+		}
+		sub.Groups = append(sub.Groups, g)
+	}
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	resp.Version = r.Version
+	got := map[string]kmsg.OffsetFetchResponseGroup{}
+	for _, p := range order {
+		sr, err := c.parts[p].call(ctx, cl, byPart[p])
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range sr.(*kmsg.OffsetFetchResponse).Groups {
+			got[g.Group] = g
+		}
+	}
+	for _, g := range r.Groups {
+		resp.Groups = append(resp.Groups, got[g.Group])
+	}
+	return resp, nil
+}
+
+func (c *Coordinator) describeGroups(ctx context.Context, cl group.Client, r *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
+	byPart := map[int32]*kmsg.DescribeGroupsRequest{}
+	var order []int32
+	for _, id := range r.Groups {
+		p := PartitionFor(id, len(c.parts))
+		sub := byPart[p]
+		if sub == nil {
+			sub = kmsg.NewPtrDescribeGroupsRequest()
+			sub.Version, sub.IncludeAuthorizedOperations = r.Version, r.IncludeAuthorizedOperations
+			byPart[p] = sub
+			order = append(order, p)
+		}
+		sub.Groups = append(sub.Groups, id)
+	}
+	got := map[string]kmsg.DescribeGroupsResponseGroup{}
+	for _, p := range order {
+		sr, err := c.parts[p].call(ctx, cl, byPart[p])
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range sr.(*kmsg.DescribeGroupsResponse).Groups {
+			got[g.Group] = g
+		}
+	}
+	resp := kmsg.NewPtrDescribeGroupsResponse()
+	resp.Version = r.Version
+	for _, id := range r.Groups {
+		resp.Groups = append(resp.Groups, got[id])
+	}
+	return resp, nil
+}
+
+func (c *Coordinator) deleteGroups(ctx context.Context, cl group.Client, r *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
+	byPart := map[int32]*kmsg.DeleteGroupsRequest{}
+	var order []int32
+	for _, id := range r.Groups {
+		p := PartitionFor(id, len(c.parts))
+		sub := byPart[p]
+		if sub == nil {
+			sub = kmsg.NewPtrDeleteGroupsRequest()
+			sub.Version = r.Version
+			byPart[p] = sub
+			order = append(order, p)
+		}
+		sub.Groups = append(sub.Groups, id)
+	}
+	got := map[string]kmsg.DeleteGroupsResponseGroup{}
+	for _, p := range order {
+		sr, err := c.parts[p].call(ctx, cl, byPart[p])
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range sr.(*kmsg.DeleteGroupsResponse).Groups {
+			got[g.Group] = g
+		}
+	}
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	resp.Version = r.Version
+	for _, id := range r.Groups {
+		resp.Groups = append(resp.Groups, got[id])
+	}
+	return resp, nil
+}
+
+func (c *Coordinator) listGroups(ctx context.Context, cl group.Client, r *kmsg.ListGroupsRequest) (kmsg.Response, error) {
+	resp := kmsg.NewPtrListGroupsResponse()
+	resp.Version = r.Version
+	for _, p := range c.parts {
+		sr, err := p.call(ctx, cl, r)
+		if err != nil {
+			return nil, err
+		}
+		lr := sr.(*kmsg.ListGroupsResponse)
+		// Partitions this node does not own are listed by their owners.
+		if lr.ErrorCode == group.ErrCoordinatorLoading {
+			resp.ErrorCode = lr.ErrorCode
+		}
+		resp.Groups = append(resp.Groups, lr.Groups...)
+	}
+	return resp, nil
+}

@@ -1,0 +1,426 @@
+package coordinator
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+type seeded struct{ r *rand.ChaCha8 }
+
+func (s seeded) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// gateStore wraps memstore: Load of a partition can be held, and Appends can
+// be held (to observe that replies wait for durability) and counted.
+type gateStore struct {
+	*memstore.Store
+	mu         sync.Mutex
+	loadGate   map[int32]chan struct{}
+	appendGate chan struct{}
+	appends    atomic.Int64
+	records    atomic.Int64
+}
+
+func newGateStore() *gateStore {
+	return &gateStore{Store: memstore.New(), loadGate: map[int32]chan struct{}{}}
+}
+
+func (g *gateStore) Load(ctx context.Context, p int32, fn func(store.Record) error) error {
+	g.mu.Lock()
+	gate := g.loadGate[p]
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	return g.Store.Load(ctx, p, fn)
+}
+
+func (g *gateStore) Append(ctx context.Context, p int32, recs []store.Record) error {
+	g.mu.Lock()
+	gate := g.appendGate
+	g.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	g.appends.Add(1)
+	g.records.Add(int64(len(recs)))
+	return g.Store.Append(ctx, p, recs)
+}
+
+type env struct {
+	t     *testing.T
+	c     *Coordinator
+	st    *gateStore
+	clk   *clock.Fake
+	owned func(int32) bool
+}
+
+func newEnv(t *testing.T, st *gateStore, owned func(int32) bool) *env {
+	t.Helper()
+	if st == nil {
+		st = newGateStore()
+	}
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	c, err := New(Config{Partitions: 8, Group: cfg, Store: st, Clock: clk, Rand: seeded{rand.NewChaCha8([32]byte{7})}, Owned: owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	return &env{t: t, c: c, st: st, clk: clk, owned: owned}
+}
+
+func (e *env) do(req kmsg.Request) kmsg.Response {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := e.c.Handle(ctx, group.Client{ID: "cli", Host: "127.0.0.1"}, req)
+	if err != nil {
+		e.t.Fatalf("%T: %v", req, err)
+	}
+	return r
+}
+
+func joinReq(groupID, member string, v int16) *kmsg.JoinGroupRequest {
+	r := kmsg.NewPtrJoinGroupRequest()
+	r.Version = v
+	r.Group, r.MemberID = groupID, member
+	r.SessionTimeoutMillis, r.RebalanceTimeoutMillis = 10000, 10000
+	r.ProtocolType = "consumer"
+	r.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}}
+	return r
+}
+
+// joinOne makes a 1-member stable group and returns member id and generation.
+func (e *env) joinOne(groupID string) (string, int32) {
+	e.t.Helper()
+	r := e.do(joinReq(groupID, "", 9)).(*kmsg.JoinGroupResponse)
+	if r.ErrorCode != group.ErrMemberIDRequired {
+		e.t.Fatalf("join: %d", r.ErrorCode)
+	}
+	r = e.do(joinReq(groupID, r.MemberID, 9)).(*kmsg.JoinGroupResponse)
+	if r.ErrorCode != 0 {
+		e.t.Fatalf("join: %d", r.ErrorCode)
+	}
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.Version, s.Group, s.MemberID, s.Generation = 5, groupID, r.MemberID, r.Generation
+	pt, p := "consumer", "range"
+	s.ProtocolType, s.Protocol = &pt, &p
+	s.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: r.MemberID, MemberAssignment: []byte("A")}}
+	sr := e.do(s).(*kmsg.SyncGroupResponse)
+	if sr.ErrorCode != 0 || string(sr.MemberAssignment) != "A" {
+		e.t.Fatalf("sync: %+v", sr)
+	}
+	return r.MemberID, r.Generation
+}
+
+func commitReq(groupID, member string, gen int32, topic string, off int64) *kmsg.OffsetCommitRequest {
+	r := kmsg.NewPtrOffsetCommitRequest()
+	r.Version = 8
+	r.Group, r.MemberID, r.Generation = groupID, member, gen
+	t := kmsg.NewOffsetCommitRequestTopic()
+	t.Topic = topic
+	p := kmsg.NewOffsetCommitRequestTopicPartition()
+	p.Offset = off
+	t.Partitions = []kmsg.OffsetCommitRequestTopicPartition{p}
+	r.Topics = []kmsg.OffsetCommitRequestTopic{t}
+	return r
+}
+
+func fetchReq(groupID, topic string) *kmsg.OffsetFetchRequest {
+	r := kmsg.NewPtrOffsetFetchRequest()
+	r.Version = 7
+	r.Group = groupID
+	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	return r
+}
+
+func (e *env) fetch(groupID, topic string) int64 {
+	return e.do(fetchReq(groupID, topic)).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0].Offset
+}
+
+func TestPartitionForMatchesKafka(t *testing.T) {
+	// Java: "".hashCode()=0, "a".hashCode()=97, "hello".hashCode()=99162322,
+	// "polygenelubricants".hashCode()=Integer.MIN_VALUE (abs → 0).
+	cases := map[string]int32{"": 0, "a": 97 % 50, "hello": 99162322 % 50, "polygenelubricants": 0}
+	for id, want := range cases {
+		if got := PartitionFor(id, 50); got != want {
+			t.Errorf("%q: %d want %d", id, got, want)
+		}
+	}
+	// Reference values computed independently (UTF-16 code units, 32-bit
+	// wrap-around): "zzzzzzzz" → -1910022912 (abs), "😀" (a surrogate
+	// pair) → 1772899.
+	if got := PartitionFor("zzzzzzzz", 50); got != 1910022912%50 {
+		t.Errorf("zzzzzzzz: %d", got)
+	}
+	if got := PartitionFor("😀", 1<<30); got != 1772899 {
+		t.Errorf("surrogate pair: %d", got)
+	}
+}
+
+func TestC01_RequestHandlingWhileLoadingInProgress(t *testing.T) {
+	st := newGateStore()
+	loading := PartitionFor("slow", 8)
+	gate := make(chan struct{})
+	st.loadGate[loading] = gate
+	e := newEnv(t, st, nil)
+
+	var other string
+	for i := 0; ; i++ {
+		other = string(rune('a' + i))
+		if PartitionFor(other, 8) != loading {
+			break
+		}
+	}
+	<-e.c.parts[PartitionFor(other, 8)].loaded
+	if _, gen := e.joinOne(other); gen != 1 { // other partitions unaffected
+		t.Fatal(gen)
+	}
+
+	if r := e.do(joinReq("slow", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrCoordinatorLoading {
+		t.Fatalf("join %d", r.ErrorCode)
+	}
+	if r := e.do(commitReq("slow", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorLoading {
+		t.Fatal("commit")
+	}
+	if r := e.do(fetchReq("slow", "t")).(*kmsg.OffsetFetchResponse); r.ErrorCode != group.ErrCoordinatorLoading {
+		t.Fatal("fetch")
+	}
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.Group, s.MemberID, s.Generation = "slow", "m", 1
+	if r := e.do(s).(*kmsg.SyncGroupResponse); r.ErrorCode != group.ErrRebalanceInProgress {
+		t.Fatalf("sync %d", r.ErrorCode)
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "slow", "m", 1
+	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrNone {
+		t.Fatalf("heartbeat %d", r.ErrorCode)
+	}
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Groups = []string{"slow", other}
+	dr := e.do(d).(*kmsg.DescribeGroupsResponse)
+	if dr.Groups[0].ErrorCode != group.ErrCoordinatorLoading || dr.Groups[1].ErrorCode != 0 || dr.Groups[1].State != "Stable" {
+		t.Fatalf("describe %+v", dr.Groups)
+	}
+	if r := e.do(kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse); r.ErrorCode != group.ErrCoordinatorLoading || len(r.Groups) != 1 {
+		t.Fatalf("list %+v", r)
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"slow"}
+	if r := e.do(del).(*kmsg.DeleteGroupsResponse); r.Groups[0].ErrorCode != group.ErrCoordinatorLoading {
+		t.Fatal("delete")
+	}
+	close(gate)
+	if err := e.c.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.do(joinReq("slow", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrMemberIDRequired {
+		t.Fatalf("after load: %d", r.ErrorCode)
+	}
+}
+
+func TestC02_JoinGroupWrongCoordinator(t *testing.T) {
+	notOwned := PartitionFor("elsewhere", 8)
+	e := newEnv(t, nil, func(p int32) bool { return p != notOwned })
+	if r := e.do(joinReq("elsewhere", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrNotCoordinator {
+		t.Fatal(r.ErrorCode)
+	}
+	j := joinReq("elsewhere", "", 9)
+	inst := "i"
+	j.InstanceID = &inst
+	if r := e.do(j).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrNotCoordinator {
+		t.Fatal(r.ErrorCode)
+	}
+}
+
+func TestRepliesWaitForDurableWrites(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.appendGate = gate
+	st.mu.Unlock()
+	done := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() { done <- e.do(commitReq("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
+	// While the append is held, a heartbeat (no write) on the same
+	// partition is answered: requests that write nothing are not slowed.
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "g", "m", 1
+	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrUnknownMemberID {
+		t.Fatal(r.ErrorCode)
+	}
+	select {
+	case <-done:
+		t.Fatal("commit acknowledged before the write was durable")
+	default:
+	}
+	st.mu.Lock()
+	st.appendGate = nil
+	st.mu.Unlock()
+	close(gate)
+	if r := <-done; r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	if e.fetch("g", "t") != 5 {
+		t.Fatal("offset")
+	}
+}
+
+func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.appendGate = gate
+	st.mu.Unlock()
+	// One group → one partition: 1 append in flight, the rest queue.
+	const n = 64
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r := e.do(commitReq("g", "", -1, "t"+string(rune('A'+i%26))+string(rune('a'+i/26)), int64(i))).(*kmsg.OffsetCommitResponse)
+			if r.Topics[0].Partitions[0].ErrorCode != 0 {
+				t.Error(r.Topics[0].Partitions[0].ErrorCode)
+			}
+		}(i)
+	}
+	// Wait until all commits are queued behind the held append.
+	p := e.c.parts[PartitionFor("g", 8)]
+	for i := 0; i < 10000 && len(p.calls) > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // let the loop queue the last ones (not a correctness wait)
+	st.mu.Lock()
+	st.appendGate = nil
+	st.mu.Unlock()
+	close(gate)
+	wg.Wait()
+	if a, r := st.appends.Load(), st.records.Load(); r != n || a >= n/4 {
+		t.Fatalf("%d records in %d appends: group commit should batch", r, a)
+	}
+}
+
+func TestSessionTimeoutDrivenByInjectedClock(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.c.WaitLoaded(context.Background())
+	_, _ = e.joinOne("g")
+	describe := func() string {
+		d := kmsg.NewPtrDescribeGroupsRequest()
+		d.Groups = []string{"g"}
+		return e.do(d).(*kmsg.DescribeGroupsResponse).Groups[0].State
+	}
+	e.clk.Advance(9 * time.Second)
+	if s := describe(); s != "Stable" {
+		t.Fatal(s)
+	}
+	e.clk.Advance(2 * time.Second) // past the 10 s session
+	// The loop processes the timer asynchronously; wait for it (bounded).
+	state := describe()
+	for i := 0; i < 1000 && state != "Empty"; i++ {
+		time.Sleep(time.Millisecond)
+		state = describe()
+	}
+	if state != "Empty" {
+		t.Fatalf("state %s: member not expired", state)
+	}
+}
+
+func TestReleaseAnswersParkedAndAcquireReloads(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	member, gen := e.joinOne("g")
+	if r := e.do(commitReq("g", member, gen, "t", 9)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("commit")
+	}
+	// A second member parks in JoinGroup (leader has not rejoined).
+	first := e.do(joinReq("g", "", 9)).(*kmsg.JoinGroupResponse)
+	parked := make(chan *kmsg.JoinGroupResponse, 1)
+	go func() { parked <- e.do(joinReq("g", first.MemberID, 9)).(*kmsg.JoinGroupResponse) }()
+	p := PartitionFor("g", 8)
+	for i := 0; i < 1000 && len(e.c.parts[p].calls) > 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+	e.c.Release(p)
+	if r := <-parked; r.ErrorCode != group.ErrNotCoordinator {
+		t.Fatalf("parked join: %d", r.ErrorCode)
+	}
+	if r := e.do(fetchReq("g", "t")).(*kmsg.OffsetFetchResponse); r.ErrorCode != group.ErrNotCoordinator {
+		t.Fatal("released partition still serving")
+	}
+	e.c.Acquire(p)
+	var off int64 = -2
+	for i := 0; i < 1000; i++ {
+		r := e.do(fetchReq("g", "t")).(*kmsg.OffsetFetchResponse)
+		if r.ErrorCode == 0 {
+			off = r.Topics[0].Partitions[0].Offset
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if off != 9 {
+		t.Fatalf("offset after reload: %d", off)
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.Generation = "g", member, gen
+	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("member lost its generation across reload: %d", r.ErrorCode)
+	}
+}
+
+func TestRestartKeepsGroupsAndOffsets(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	member, gen := e.joinOne("g")
+	e.do(commitReq("g", member, gen, "t", 77))
+	e.c.Close()
+
+	e2 := newEnv(t, st, nil)
+	e2.c.WaitLoaded(context.Background())
+	if e2.fetch("g", "t") != 77 {
+		t.Fatal("offset lost")
+	}
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Groups = []string{"g"}
+	g := e2.do(d).(*kmsg.DescribeGroupsResponse).Groups[0]
+	if g.State != "Stable" || len(g.Members) != 1 || g.Members[0].MemberID != member || string(g.Members[0].MemberAssignment) != "A" {
+		t.Fatalf("%+v", g)
+	}
+}
+
+func TestStoreFailureIsRetriableError(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	st.FailWith(store.ErrClosed)
+	if r := e.do(commitReq("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorNotAvailable {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	st.FailWith(store.ErrNotOwner)
+	if r := e.do(commitReq("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrNotCoordinator {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	st.FailWith(nil)
+	if e.fetch("g", "t") != -1 {
+		t.Fatal("failed commit visible")
+	}
+}

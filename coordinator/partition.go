@@ -1,0 +1,387 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/store"
+)
+
+// partitionState is where a partition is in its life on this node.
+type partitionState int8
+
+const (
+	stUnowned partitionState = iota // another node (or none) serves it: NOT_COORDINATOR
+	stLoading                       // reading its state: COORDINATOR_LOAD_IN_PROGRESS
+	stActive                        // serving
+)
+
+type ctl int8
+
+const (
+	ctlAcquire ctl = iota
+	ctlRelease
+)
+
+// call is one request handed to a partition's loop.
+type call struct {
+	cl   group.Client
+	req  kmsg.Request
+	done chan kmsg.Response // buffered: the loop never blocks on it
+}
+
+// appendResult reports a finished store.Append of a batch of writes.
+type appendResult struct {
+	ids  []uint64
+	code int16
+	gen  uint64 // shard generation the writes belong to
+}
+
+// loadResult carries a freshly loaded shard (or the error) to the loop.
+type loadResult struct {
+	shard *group.Shard
+	err   error
+	gen   uint64
+}
+
+// partition owns one coordinator partition: its shard, timers and writes.
+// Everything below runs on the partition's loop goroutine except the
+// channels' senders.
+type partition struct {
+	c  *Coordinator
+	id int32
+
+	calls    chan *call
+	ctls     chan ctl
+	appended chan appendResult
+	loadedCh chan loadResult
+	loaded   chan struct{} // closed once the first load ends (or if unowned)
+
+	state    partitionState
+	shard    *group.Shard
+	shardGen uint64 // bumped on every (re)load/unload so stale results are ignored
+
+	nextTicket group.Ticket
+	waiting    map[group.Ticket]*call
+	out        group.Output
+
+	// Group commit: one Append in flight at a time; writes produced
+	// meanwhile wait in queued and go out together as the next batch.
+	inflight bool
+	queued   []group.Write
+	batches  chan batch
+
+	timer clock.Timer
+}
+
+func newPartition(c *Coordinator, id int32) *partition {
+	return &partition{
+		c:        c,
+		id:       id,
+		calls:    make(chan *call, 256),
+		ctls:     make(chan ctl, 4),
+		appended: make(chan appendResult, 1),
+		loadedCh: make(chan loadResult, 1),
+		loaded:   make(chan struct{}),
+		waiting:  make(map[group.Ticket]*call),
+		batches:  make(chan batch, 1),
+	}
+}
+
+func (p *partition) control(x ctl) {
+	select {
+	case p.ctls <- x:
+	case <-p.c.ctx.Done():
+	}
+}
+
+// call submits a request and waits for its response.
+func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request) (kmsg.Response, error) {
+	cc := &call{cl: cl, req: req, done: make(chan kmsg.Response, 1)}
+	select {
+	case p.calls <- cc:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.c.ctx.Done():
+		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
+	}
+	select {
+	case r := <-cc.done:
+		return r, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *partition) run(owned bool) {
+	defer p.c.wg.Done()
+	p.timer = p.c.clock.NewTimer(time.Hour)
+	p.timer.Stop()
+	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
+	writerDone := make(chan struct{})
+	go p.writer(writerDone)
+	if owned {
+		p.startLoad()
+	} else {
+		close(p.loaded)
+	}
+	defer func() {
+		p.unload()
+		close(p.batches)
+		<-writerDone
+		p.timer.Stop()
+		retention.Stop()
+	}()
+	for {
+		select {
+		case <-p.c.ctx.Done():
+			return
+		case cc := <-p.calls:
+			p.dispatch(cc)
+			// Drain what else is queued: one loop turn, one batch.
+			for n := 0; n < 255; n++ {
+				select {
+				case cc := <-p.calls:
+					p.dispatch(cc)
+					continue
+				default:
+				}
+				break
+			}
+		case <-p.timer.C():
+			if p.state == stActive {
+				p.shard.Tick(p.c.clock.Now(), &p.out)
+			}
+		case <-retention.C():
+			if p.state == stActive {
+				p.shard.ExpireOffsets(p.c.clock.Now(), &p.out)
+			}
+			retention.Reset(p.c.cfg.RetentionCheckInterval)
+		case res := <-p.appended:
+			p.inflight = false
+			if res.gen == p.shardGen && p.state == stActive {
+				now := p.c.clock.Now()
+				for _, id := range res.ids {
+					p.shard.WriteDone(now, id, res.code, &p.out)
+				}
+			}
+		case lr := <-p.loadedCh:
+			p.finishLoad(lr)
+		case x := <-p.ctls:
+			switch x {
+			case ctlAcquire:
+				if p.state == stUnowned {
+					p.startLoad()
+				}
+			case ctlRelease:
+				p.unload()
+			}
+		}
+		p.flush()
+	}
+}
+
+// dispatch runs one request against the shard (or answers it with the
+// partition's state error).
+func (p *partition) dispatch(cc *call) {
+	switch p.state {
+	case stUnowned:
+		cc.done <- group.ErrorResponse(cc.req, group.ErrNotCoordinator)
+		return
+	case stLoading:
+		cc.done <- loadingResponse(cc.req)
+		return
+	}
+	now := p.c.clock.Now()
+	s := p.shard
+	switch r := cc.req.(type) {
+	case *kmsg.OffsetFetchRequest:
+		cc.done <- s.OffsetFetch(r)
+		return
+	case *kmsg.DescribeGroupsRequest:
+		resp := kmsg.NewPtrDescribeGroupsResponse()
+		resp.Version = r.Version
+		for _, id := range r.Groups {
+			resp.Groups = append(resp.Groups, s.DescribeGroup(id, r.Version, r.IncludeAuthorizedOperations))
+		}
+		cc.done <- resp
+		return
+	case *kmsg.ListGroupsRequest:
+		resp := kmsg.NewPtrListGroupsResponse()
+		resp.Version = r.Version
+		resp.Groups = s.ListGroups(r)
+		cc.done <- resp
+		return
+	}
+	p.nextTicket++
+	t := p.nextTicket
+	p.waiting[t] = cc
+	switch r := cc.req.(type) {
+	case *kmsg.JoinGroupRequest:
+		s.JoinGroup(now, t, cc.cl, r, &p.out)
+	case *kmsg.SyncGroupRequest:
+		s.SyncGroup(now, t, r, &p.out)
+	case *kmsg.HeartbeatRequest:
+		s.Heartbeat(now, t, r, &p.out)
+	case *kmsg.LeaveGroupRequest:
+		s.LeaveGroup(now, t, r, &p.out)
+	case *kmsg.OffsetCommitRequest:
+		s.OffsetCommit(now, t, r, &p.out)
+	case *kmsg.OffsetDeleteRequest:
+		s.OffsetDelete(now, t, r, &p.out)
+	case *kmsg.DeleteGroupsRequest:
+		s.DeleteGroups(now, t, r, &p.out)
+	default:
+		delete(p.waiting, t)
+		cc.done <- group.ErrorResponse(cc.req, group.ErrInvalidRequest)
+	}
+}
+
+// loadingResponse is the answer while the partition loads (CONFORMANCE.md
+// §2.1): Heartbeat NONE, SyncGroup REBALANCE_IN_PROGRESS, the rest
+// COORDINATOR_LOAD_IN_PROGRESS.
+func loadingResponse(req kmsg.Request) kmsg.Response {
+	switch req.(type) {
+	case *kmsg.HeartbeatRequest:
+		return group.ErrorResponse(req, group.ErrNone)
+	case *kmsg.SyncGroupRequest:
+		return group.ErrorResponse(req, group.ErrRebalanceInProgress)
+	}
+	return group.ErrorResponse(req, group.ErrCoordinatorLoading)
+}
+
+// flush releases the replies of this turn, queues its writes, and re-arms the
+// timer for the shard's next deadline.
+func (p *partition) flush() {
+	for _, r := range p.out.Replies {
+		if cc, ok := p.waiting[r.Ticket]; ok {
+			delete(p.waiting, r.Ticket)
+			cc.done <- r.Resp
+		}
+	}
+	p.queued = append(p.queued, p.out.Writes...)
+	p.out.Reset()
+	if !p.inflight && len(p.queued) > 0 {
+		p.inflight = true
+		b := batch{writes: p.queued, gen: p.shardGen}
+		p.queued = nil
+		p.batches <- b
+	}
+	p.timer.Stop()
+	if p.state == stActive {
+		if at, ok := p.shard.NextDeadline(); ok {
+			d := at.Sub(p.c.clock.Now())
+			if d < 0 {
+				d = 0
+			}
+			p.timer.Reset(d)
+		}
+	}
+}
+
+// writer appends batches for the loop, one at a time, in order.
+func (p *partition) writer(done chan struct{}) {
+	defer close(done)
+	for b := range p.batches {
+		var recs []store.Record
+		ids := make([]uint64, len(b.writes))
+		for i, w := range b.writes {
+			ids[i] = w.ID
+			for _, r := range w.Records {
+				recs = append(recs, store.Record(r))
+			}
+		}
+		code := group.ErrNone
+		if err := p.c.cfg.Store.Append(context.Background(), p.id, recs); err != nil {
+			code = storeErrorCode(err)
+			p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err)
+		}
+		p.appended <- appendResult{ids: ids, code: code, gen: b.gen}
+	}
+}
+
+// batch is the writes of one or more loop turns, appended together.
+type batch struct {
+	writes []group.Write
+	gen    uint64 // the shard they belong to
+}
+
+// storeErrorCode maps a store failure to the Kafka error clients retry on.
+func storeErrorCode(err error) int16 {
+	if errors.Is(err, store.ErrNotOwner) {
+		return group.ErrNotCoordinator
+	}
+	return group.ErrCoordinatorNotAvailable
+}
+
+func (p *partition) startLoad() {
+	p.state = stLoading
+	p.shardGen++
+	gen := p.shardGen
+	go func() {
+		s := group.NewShard(p.c.cfg.Group, p.c.cfg.Rand)
+		s.Logf = func(format string, args ...any) {
+			p.c.log.Warn(fmt.Sprintf(format, args...), "partition", p.id)
+		}
+		start := time.Now()
+		n := 0
+		err := p.c.cfg.Store.Load(p.c.ctx, p.id, func(r store.Record) error {
+			n++
+			return s.Load(r.Key, r.Value)
+		})
+		if err == nil {
+			p.c.log.Debug("coordinator: partition loaded", "partition", p.id, "records", n, "groups", s.Len(), "took", time.Since(start))
+		}
+		p.loadedCh <- loadResult{shard: s, err: err, gen: gen}
+	}()
+}
+
+func (p *partition) finishLoad(lr loadResult) {
+	defer func() {
+		select {
+		case <-p.loaded:
+		default:
+			close(p.loaded)
+		}
+	}()
+	if lr.gen != p.shardGen || p.state != stLoading {
+		return
+	}
+	if lr.err != nil {
+		p.c.log.Error("coordinator: loading partition failed; it stays unavailable", "partition", p.id, "err", lr.err)
+		p.state = stUnowned
+		return
+	}
+	p.shard = lr.shard
+	p.state = stActive
+	p.shard.FinishLoad(p.c.clock.Now(), &p.out)
+}
+
+// unload answers everything parked with NOT_COORDINATOR and forgets the
+// shard.
+func (p *partition) unload() {
+	if p.state == stActive {
+		p.shard.Unload(p.c.clock.Now(), &p.out)
+	}
+	p.state = stUnowned
+	p.shardGen++
+	p.shard = nil
+	for _, r := range p.out.Replies {
+		if cc, ok := p.waiting[r.Ticket]; ok {
+			delete(p.waiting, r.Ticket)
+			cc.done <- r.Resp
+		}
+	}
+	for t, cc := range p.waiting {
+		delete(p.waiting, t)
+		cc.done <- group.ErrorResponse(cc.req, group.ErrNotCoordinator)
+	}
+	p.out.Reset()
+	p.queued = nil
+}
