@@ -1,0 +1,216 @@
+// Package kgobalancer lets franz-go consumers use cohort's assignors today,
+// against any Kafka-protocol coordinator (a real Kafka cluster or cohort):
+// New wraps an assign.Assignor as a kgo.GroupBalancer. The wire format is
+// cohort's consumer codec (subscription version 3, which carries owned
+// partitions, generation and rack), so members using the adapter share a
+// group with plain franz-go, sarama, Java or kafka-go members that announce
+// the same protocol name, whichever of them leads.
+//
+// The adapter is generic: a cooperative assignor (Cooperative() true) is
+// announced to kgo as cooperative, and kgo then runs KIP-429 incremental
+// rebalancing for it. As in Kafka, producing a revoke-first plan (not handing
+// a partition to a new owner while its old owner still lists it) is the
+// assignor's job, not the adapter's.
+package kgobalancer
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+
+	"github.com/cohort-dev/cohort/consumer"
+	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Option configures the adapter.
+type Option func(*balancer)
+
+// WithRack announces the member's rack in its subscription, for rack-aware
+// assignors.
+func WithRack(rack string) Option { return func(b *balancer) { b.rack = rack } }
+
+// WithLogger sets where the adapter logs problems it cannot return as errors
+// (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(b *balancer) { b.log = l } }
+
+// New returns a kgo.GroupBalancer that announces a.Name() and, when this
+// member leads, assigns with a. Pass it to kgo.Balancers.
+func New(a assign.Assignor, opts ...Option) kgo.GroupBalancer {
+	b := &balancer{a: a, log: slog.Default()}
+	for _, o := range opts {
+		o(b)
+	}
+	return b
+}
+
+type balancer struct {
+	a    assign.Assignor
+	rack string
+	log  *slog.Logger
+}
+
+func (b *balancer) ProtocolName() string { return b.a.Name() }
+func (b *balancer) IsCooperative() bool  { return b.a.Cooperative() }
+
+// JoinGroupMetadata encodes this member's subscription. kgo passes what the
+// member owns now (empty under the eager protocol, which revokes all before
+// joining).
+func (b *balancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
+	owned := toTopicPartitions(current)
+	s := consumer.Subscription{
+		Version:    consumer.MaxVersion,
+		Topics:     interests,
+		UserData:   b.a.UserData(owned, generation),
+		Owned:      owned,
+		Generation: generation,
+		Rack:       b.rack,
+	}
+	out, err := s.Encode()
+	if err != nil {
+		// Only over-long names fail; kgo would reject those topics anyway.
+		b.log.Error("kgobalancer: cannot encode subscription", "assignor", b.a.Name(), "err", err)
+	}
+	return out
+}
+
+func (b *balancer) ParseSyncAssignment(raw []byte) (map[string][]int32, error) {
+	a, err := consumer.DecodeAssignment(raw)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string][]int32, len(a.Partitions))
+	for _, tp := range a.Partitions {
+		m[tp.Topic] = append(m[tp.Topic], tp.Partitions...)
+	}
+	return m, nil
+}
+
+func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
+	mb := &memberBalancer{b: b, version: consumer.MaxVersion}
+	topics := map[string]struct{}{}
+	for _, jm := range members {
+		s, err := consumer.DecodeSubscription(jm.ProtocolMetadata)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kgobalancer: member %s: %w", jm.MemberID, err)
+		}
+		inst := ""
+		if jm.InstanceID != nil {
+			inst = *jm.InstanceID
+		}
+		mb.members = append(mb.members, s.Member(jm.MemberID, inst))
+		mb.version = min(mb.version, s.Version)
+		for _, t := range s.Topics {
+			topics[t] = struct{}{}
+		}
+	}
+	// The Assignor contract: members sorted by id.
+	slices.SortFunc(mb.members, func(x, y assign.Member) int {
+		switch {
+		case x.ID < y.ID:
+			return -1
+		case x.ID > y.ID:
+			return 1
+		}
+		return 0
+	})
+	return mb, topics, nil
+}
+
+type memberBalancer struct {
+	b       *balancer
+	members []assign.Member
+	version int16 // assignments are written at the lowest subscription version seen
+	info    kgo.BalanceInfo
+}
+
+var (
+	_ kgo.GroupMemberBalancerOrError = (*memberBalancer)(nil)
+	_ kgo.GroupMemberBalancerInfo    = (*memberBalancer)(nil)
+)
+
+// SetBalanceInfo receives the cluster metadata kgo has, used for replica
+// racks.
+func (m *memberBalancer) SetBalanceInfo(info kgo.BalanceInfo) { m.info = info }
+
+// Balance is required by the interface; kgo calls BalanceOrError instead.
+func (m *memberBalancer) Balance(topics map[string]int32) kgo.IntoSyncAssignment {
+	into, err := m.BalanceOrError(topics)
+	if err != nil {
+		m.b.log.Error("kgobalancer: assignment failed", "assignor", m.b.a.Name(), "err", err)
+		return syncAssignment{}
+	}
+	return into
+}
+
+func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAssignment, error) {
+	topics := make(map[string]assign.Topic, len(counts))
+	racks := m.replicaRacks()
+	for t, n := range counts {
+		topics[t] = assign.Topic{Name: t, Partitions: n, Racks: racks[t]}
+	}
+	res, err := m.b.a.Assign(m.members, topics)
+	if err != nil {
+		return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
+	}
+	var out syncAssignment
+	for _, mem := range m.members {
+		raw, err := consumer.FromAssign(m.version, res[mem.ID]).Encode()
+		if err != nil {
+			return nil, fmt.Errorf("kgobalancer: member %s: %w", mem.ID, err)
+		}
+		sa := kmsg.NewSyncGroupRequestGroupAssignment()
+		sa.MemberID = mem.ID
+		sa.MemberAssignment = raw
+		out = append(out, sa)
+	}
+	return out, nil
+}
+
+// replicaRacks maps topic -> partition -> racks of its replicas, from the
+// metadata kgo cached. Missing data leaves entries empty (racks unknown).
+func (m *memberBalancer) replicaRacks() map[string][][]string {
+	if m.info.Topics == nil || m.info.Brokers == nil {
+		return nil
+	}
+	brokers := m.info.Brokers()
+	out := map[string][][]string{}
+	for name, td := range m.info.Topics() {
+		var racks [][]string
+		for _, p := range td.Partitions {
+			if p.Partition < 0 || p.Partition > 1<<20 {
+				continue
+			}
+			for int(p.Partition) >= len(racks) {
+				racks = append(racks, nil)
+			}
+			for _, r := range p.Replicas {
+				if bm, ok := brokers[r]; ok && bm.Rack != nil && !slices.Contains(racks[p.Partition], *bm.Rack) {
+					racks[p.Partition] = append(racks[p.Partition], *bm.Rack)
+				}
+			}
+		}
+		out[name] = racks
+	}
+	return out
+}
+
+type syncAssignment []kmsg.SyncGroupRequestGroupAssignment
+
+func (s syncAssignment) IntoSyncAssignment() []kmsg.SyncGroupRequestGroupAssignment { return s }
+
+func toTopicPartitions(m map[string][]int32) []assign.TopicPartitions {
+	var out []assign.TopicPartitions
+	for t, ps := range m {
+		if len(ps) == 0 {
+			continue
+		}
+		ps = slices.Clone(ps)
+		slices.Sort(ps)
+		out = append(out, assign.TopicPartitions{Topic: t, Partitions: ps})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
