@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/kgobalancer"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 var topics = []string{"alpha", "beta"}
@@ -299,5 +301,22 @@ func TestCooperativeFlagAndMetadata(t *testing.T) {
 	b := kgobalancer.New(coop{assign.RoundRobin()}, kgobalancer.WithRack("r1"))
 	if !b.IsCooperative() || b.ProtocolName() != "roundrobin" {
 		t.Errorf("cooperative=%v name=%q", b.IsCooperative(), b.ProtocolName())
+	}
+	raw := b.JoinGroupMetadata([]string{"a", "b"}, map[string][]int32{"b": {3, 1}, "a": {0}, "c": nil}, 9)
+	s, err := consumer.DecodeSubscription(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := consumer.Subscription{Version: 3, Topics: []string{"a", "b"}, Generation: 9, Rack: "r1",
+		Owned: []assign.TopicPartitions{{Topic: "a", Partitions: []int32{0}}, {Topic: "b", Partitions: []int32{1, 3}}}}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("subscription %+v\nwant %+v", s, want)
+	}
+	// A member whose subscription is garbage makes balancing fail clearly.
+	bad := kmsg.NewJoinGroupResponseMember()
+	bad.MemberID = "m1"
+	bad.ProtocolMetadata = []byte{0, 0, 0xff}
+	if _, _, err := b.MemberBalancer([]kmsg.JoinGroupResponseMember{bad}); err == nil || !strings.Contains(err.Error(), "m1") {
+		t.Errorf("garbage subscription: err = %v", err)
 	}
 }
