@@ -151,6 +151,14 @@ func (c *conn) close() {
 	})
 }
 
+// drain stops reading new requests; the processor writes the response it
+// is working on (its context is already cancelled) and then ends the
+// connection.
+func (c *conn) drain() {
+	c.cancel()
+	c.nc.SetReadDeadline(time.Now())
+}
+
 // recoverBug turns a panic into a logged bug and a closed connection: the
 // last line of defence, so one bad request cannot take the server down.
 func (c *conn) recoverBug(where string) {
@@ -234,6 +242,9 @@ func decodeReason(err error) string {
 func (c *conn) processLoop() {
 	defer c.recoverBug("process")
 	for {
+		if c.ctx.Err() != nil { // do not start queued requests once cancelled
+			return
+		}
 		select {
 		case <-c.ctx.Done():
 			return

@@ -206,7 +206,7 @@ func (s *Server) serve(ctx context.Context) error {
 		nc, err := ln.Accept()
 		if err != nil {
 			if s.isClosed() {
-				s.Close() // waits for the connections to finish
+				s.wg.Wait() // Close or Shutdown is finishing the connections
 				return nil
 			}
 			if isTemporary(err) {
@@ -270,34 +270,67 @@ func (s *Server) removeConn(c *conn) {
 
 // Close shuts the server down: it stops accepting, cancels the contexts of
 // requests in flight (parked JoinGroups return), closes every connection and
-// waits for their goroutines to finish. It is safe to call more than once and
-// concurrently with Serve.
+// waits for their goroutines to finish. Responses not yet written are
+// dropped; use Shutdown to let them out first. It is safe to call more than
+// once and concurrently with Serve and Shutdown.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return nil
-	}
-	s.closed = true
-	ln := s.ln
-	conns := make([]*conn, 0, len(s.conns))
-	for c := range s.conns {
-		conns = append(conns, c)
-	}
-	s.mu.Unlock()
-
-	var err error
-	if ln != nil {
-		err = ln.Close()
-	}
-	s.cancel()
+	conns, err := s.stop()
 	for _, c := range conns {
 		c.close()
 	}
 	s.wg.Wait()
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
-	}
 	return err
+}
+
+// Shutdown shuts the server down like Close, but lets each connection write
+// the response of the request it is handling when the request's context is
+// cancelled (a coordinator can answer a parked JoinGroup NOT_COORDINATOR
+// rather than leaving the client to notice a hang-up). Requests queued
+// behind it are not handled. When ctx ends first, the remaining connections
+// are closed as by Close and ctx's error is returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	conns, err := s.stop()
+	for _, c := range conns {
+		c.drain()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return err
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.conns {
+			c.close()
+		}
+		s.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// stop marks the server closed, closes the listener, cancels every
+// request context and returns the open connections.
+func (s *Server) stop() ([]*conn, error) {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return conns, nil
+	}
+	s.closed = true
+	ln := s.ln
+	s.mu.Unlock()
+
+	var err error
+	if ln != nil {
+		if err = ln.Close(); errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	}
+	s.cancel()
+	return conns, err
 }

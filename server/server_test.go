@@ -608,3 +608,52 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+func TestShutdownLetsParkedRequestAnswer(t *testing.T) {
+	ts := startServer(t)
+	ts.groups.hook = func(ctx context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		ts.groups.parked <- struct{}{}
+		<-ctx.Done() // parked until shutdown, then answered like a coordinator moving away
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = 16 // NOT_COORDINATOR
+		return resp, nil
+	}
+	c := ts.dial(t)
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group = "g"
+	c.send(join, 1)
+	c.send(kmsg.NewPtrHeartbeatRequest(), 2) // queued behind the join: never handled
+	<-ts.groups.parked
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ts.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if r := c.recv(join, 1).(*kmsg.JoinGroupResponse); r.ErrorCode != 16 {
+		t.Fatalf("parked join answered %d, want 16", r.ErrorCode)
+	}
+	c.expectClosed()
+	if n := len(ts.groups.snapshot()); n != 1 {
+		t.Fatalf("Groups saw %d requests, want only the join", n)
+	}
+}
+
+func TestShutdownDeadlineClosesStuckConnections(t *testing.T) {
+	ts := startServer(t)
+	stuck := make(chan struct{})
+	defer close(stuck)
+	ts.groups.hook = func(ctx context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		ts.groups.parked <- struct{}{}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	c := ts.dial(t)
+	c.send(kmsg.NewPtrHeartbeatRequest(), 1)
+	<-ts.groups.parked
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no grace at all
+	if err := ts.srv.Shutdown(ctx); !errors.Is(err, context.Canceled) && err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	c.expectClosed()
+}
