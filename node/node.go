@@ -1,0 +1,271 @@
+// Package node assembles one cohort node: the store, the coordinator, the
+// topic catalog and the Kafka wire server. cmd/cohort runs it; tests and
+// benchmarks start it in-process on 127.0.0.1.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/disk"
+)
+
+// CatalogPartition is the store partition holding the topic catalog (the
+// coordinator partitions are 0..Partitions-1).
+const CatalogPartition int32 = -1
+
+var catalogKey = []byte("catalog")
+
+// Config configures a node.
+type Config struct {
+	Listen    string // TCP address for Kafka clients, e.g. "127.0.0.1:9092"
+	Advertise string // host:port given to clients; "" = the listen address
+	NodeID    int32
+	ClusterID string
+	// DataDir holds the embedded store. Ignored when Store is set.
+	DataDir string
+	// Store overrides the embedded store (tests: memstore). The node does
+	// not close a store it was given.
+	Store store.Store
+	// Partitions is the number of coordinator partitions (50).
+	Partitions int
+	Group      group.Config
+	// MaxFrameBytes caps a request frame (0 = 100 MiB).
+	MaxFrameBytes int32
+	// MetricsListen, if set, serves Prometheus metrics at /metrics.
+	MetricsListen string
+	Clock         clock.Clock
+	Rand          io.Reader
+	Logger        *slog.Logger
+	// RetentionCheckInterval is how often expired offsets are swept.
+	RetentionCheckInterval time.Duration
+}
+
+// Node is a running cohort node.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	store    store.Store
+	ownStore bool
+	coord    *coordinator.Coordinator
+	srv      *server.Server
+	topo     *server.SingleNodeTopology
+	metrics  *http.Server
+	done     chan error
+	cancel   context.CancelFunc
+}
+
+// Start opens the store, loads the catalog, starts the coordinator (its
+// partitions load in the background) and begins serving.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "cohort"
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 1)}
+	n.store = cfg.Store
+	if n.store == nil {
+		dir := cfg.DataDir
+		if dir == "" {
+			dir = "data"
+		}
+		st, err := disk.Open(disk.Options{Dir: dir, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		n.store, n.ownStore = st, true
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeStore()
+		}
+	}()
+
+	cat, err := n.loadCatalog()
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	n.coord, err = coordinator.New(coordinator.Config{
+		Partitions:             cfg.Partitions,
+		Group:                  cfg.Group,
+		Store:                  n.store,
+		Clock:                  cfg.Clock,
+		Rand:                   cfg.Rand,
+		Logger:                 cfg.Logger,
+		RetentionCheckInterval: cfg.RetentionCheckInterval,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.topo = server.SingleNode(server.Broker{NodeID: cfg.NodeID}, cfg.ClusterID)
+	n.srv, err = server.New(server.Config{
+		Listen:        cfg.Listen,
+		Groups:        groups{n.coord},
+		Topology:      n.topo,
+		Catalog:       cat,
+		MaxFrameBytes: cfg.MaxFrameBytes,
+		Logger:        cfg.Logger,
+		Registerer:    reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := n.srv.Listen(); err != nil {
+		return nil, err
+	}
+	self, err := advertised(cfg.Advertise, n.srv.Addr())
+	if err != nil {
+		n.srv.Close()
+		return nil, err
+	}
+	self.NodeID = cfg.NodeID
+	n.topo.SetSelf(self)
+
+	if cfg.MetricsListen != "" {
+		ln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			n.srv.Close()
+			return nil, fmt.Errorf("metrics listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go n.metrics.Serve(ln)
+	}
+
+	n.coord.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() { n.done <- n.srv.Serve(ctx) }()
+	ok = true
+	n.log.Info("cohort serving", "listen", n.srv.Addr().String(), "advertise", net.JoinHostPort(self.Host, strconv.Itoa(int(self.Port))),
+		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions())
+	return n, nil
+}
+
+// advertised resolves the address given to clients.
+func advertised(adv string, bound net.Addr) (server.Broker, error) {
+	tcp, _ := bound.(*net.TCPAddr)
+	if adv == "" {
+		host := tcp.IP.String()
+		if tcp.IP.IsUnspecified() {
+			h, err := os.Hostname()
+			if err != nil || h == "" {
+				h = "127.0.0.1"
+			}
+			host = h
+		}
+		return server.Broker{Host: host, Port: int32(tcp.Port)}, nil
+	}
+	host, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return server.Broker{}, fmt.Errorf("--advertise %q: %w", adv, err)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return server.Broker{}, fmt.Errorf("--advertise %q: bad port", adv)
+	}
+	if p == 0 {
+		p = tcp.Port
+	}
+	return server.Broker{Host: host, Port: int32(p)}, nil
+}
+
+func (n *Node) loadCatalog() (*catalog.Catalog, error) {
+	st := n.store
+	cat := catalog.New(catalog.Options{Persist: func(snap []byte) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return st.Append(ctx, CatalogPartition, []store.Record{{Key: catalogKey, Value: snap}})
+	}})
+	var snap []byte
+	err := st.Load(context.Background(), CatalogPartition, func(r store.Record) error {
+		if string(r.Key) == string(catalogKey) {
+			snap = append([]byte(nil), r.Value...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading the topic catalog: %w", err)
+	}
+	if snap != nil {
+		if err := cat.Restore(snap); err != nil {
+			return nil, fmt.Errorf("restoring the topic catalog: %w", err)
+		}
+	}
+	return cat, nil
+}
+
+// Addr is the address the Kafka listener is bound to.
+func (n *Node) Addr() string { return n.srv.Addr().String() }
+
+// Catalog returns the node's topic catalog.
+func (n *Node) Catalog() *catalog.Catalog { return n.srv.Catalog() }
+
+// Coordinator returns the node's coordinator.
+func (n *Node) Coordinator() *coordinator.Coordinator { return n.coord }
+
+// WaitLoaded waits until every coordinator partition has loaded.
+func (n *Node) WaitLoaded(ctx context.Context) error { return n.coord.WaitLoaded(ctx) }
+
+// Done is closed-over by Wait: it returns when the server stops.
+func (n *Node) Wait() error { return <-n.done }
+
+// Close stops the node: no new connections, parked requests answered
+// NOT_COORDINATOR, in-flight writes finished, the store closed.
+func (n *Node) Close() error {
+	n.cancel()
+	err := n.srv.Close()
+	if n.metrics != nil {
+		n.metrics.Close()
+	}
+	n.coord.Close()
+	if cerr := n.closeStore(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, server.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (n *Node) closeStore() error {
+	if n.ownStore && n.store != nil {
+		err := n.store.Close()
+		n.store = nil
+		return err
+	}
+	return nil
+}
+
+// groups adapts the coordinator to the server's Groups interface.
+type groups struct{ c *coordinator.Coordinator }
+
+func (g groups) Handle(ctx context.Context, c server.Client, req kmsg.Request) (kmsg.Response, error) {
+	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host}, req)
+}
