@@ -1,0 +1,420 @@
+// Package sticky implements Kafka's "sticky" (KIP-54, KIP-341) and
+// "cooperative-sticky" (KIP-429) partition assignors.
+//
+// Both compute the same plan. Balance comes first: the multiset of member
+// partition counts is the most even one the subscriptions allow (the sorted
+// counts are lexicographically smallest, which for members with equal
+// subscriptions means counts differing by at most one). Among all plans with
+// that balance, the assignor keeps the largest possible number of partitions
+// with their previous owner. Both goals are met exactly, not approximately:
+// the plan is a minimum-cost flow computed on a graph whose nodes are the
+// members and the classes of partitions that share a set of subscribers, so
+// its size does not grow with the number of partitions.
+//
+// Previous ownership is what a member reports in its subscription's owned
+// partitions (subscription v1+) or, when it reports none, what its sticky
+// user data says (Kafka's StickyAssignor format, readable and written by the
+// Java client, franz-go and sarama). When two members claim a partition, the
+// claim with the highest generation wins; claims tied at the highest
+// generation cancel each other, as in Kafka.
+//
+// The cooperative variant then withholds every partition that would move to
+// a new owner while another member still claims it: the old owner revokes
+// it, rejoins, and the follow-up rebalance hands it over. No partition is
+// ever assigned while another member reports owning it.
+package sticky
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/cohort-dev/cohort/consumer/assign"
+)
+
+// New returns the eager "sticky" assignor (Kafka's StickyAssignor).
+func New() assign.Assignor { return assignor{} }
+
+// NewCooperative returns the "cooperative-sticky" assignor (Kafka's
+// CooperativeStickyAssignor, KIP-429).
+func NewCooperative() assign.Assignor { return assignor{cooperative: true} }
+
+type assignor struct{ cooperative bool }
+
+func (a assignor) Name() string {
+	if a.cooperative {
+		return "cooperative-sticky"
+	}
+	return "sticky"
+}
+
+func (a assignor) Cooperative() bool { return a.cooperative }
+
+// UserData returns Kafka's sticky user data for what the member owns: the
+// assignment sorted by topic, then the generation (version 1; version 0 when
+// generation is negative). Both variants announce it so that a leader of
+// either kind, in any client, can read the previous assignment.
+func (a assignor) UserData(owned []assign.TopicPartitions, generation int32) []byte {
+	return encodeUserData(owned, generation)
+}
+
+// ErrDuplicateMember is returned by Assign when two members share an ID.
+var ErrDuplicateMember = errors.New("sticky: duplicate member ID")
+
+// Assign computes the plan; see the package documentation.
+func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic) (map[string]assign.Assignment, error) {
+	p, err := newProblem(members, topics)
+	if err != nil {
+		return nil, err
+	}
+	p.resolveOwners(a.cooperative)
+	s := p.newSolver()
+	if err := s.solve(); err != nil {
+		return nil, err
+	}
+	return p.materialize(s, a.cooperative), nil
+}
+
+// problem is the group flattened: members sorted by ID, the subscribed
+// topics sorted by name, and every partition numbered consecutively
+// (partNum = topic base + partition).
+type problem struct {
+	members []*assign.Member // sorted by ID
+	names   []string         // topic names, sorted
+	bases   []int32          // bases[t] = first partNum of topic t; bases[len] = total
+	topicOf map[string]int32
+	nparts  int
+
+	classes []class
+	classOf []int32 // topic -> class
+
+	// owner[partNum] is the previous owner after conflict resolution, if it
+	// is still subscribed to the partition's topic, else -1.
+	owner []int32
+	// Claims, for the cooperative safety check: topClaim[partNum] is the
+	// member claiming it at the highest generation, noClaim, or manyClaims
+	// when several tie (those are in tied).
+	topClaim []int32
+	topGen   []int32
+	tied     map[int32][]int32
+}
+
+// class is the set of subscribed partitions whose topics have exactly the
+// same subscribers.
+type class struct {
+	members  []int32 // member indices, ascending
+	topics   []int32 // topic indices, ascending
+	n        int     // number of partitions
+	arcStart int     // first arc; arc arcStart+k links this class to members[k]
+}
+
+const (
+	noClaim    = -1
+	manyClaims = -2
+)
+
+func newProblem(members []assign.Member, topics map[string]assign.Topic) (*problem, error) {
+	p := &problem{members: make([]*assign.Member, len(members))}
+	for i := range members {
+		p.members[i] = &members[i]
+	}
+	slices.SortFunc(p.members, func(a, b *assign.Member) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+	for i := 1; i < len(p.members); i++ {
+		if p.members[i].ID == p.members[i-1].ID {
+			return nil, fmt.Errorf("%w: %q", ErrDuplicateMember, p.members[i].ID)
+		}
+	}
+
+	// The topics that exist, have partitions and are subscribed to.
+	p.topicOf = make(map[string]int32)
+	var prev []string
+	for _, m := range p.members {
+		if slices.Equal(m.Topics, prev) {
+			continue
+		}
+		prev = m.Topics
+		for _, name := range m.Topics {
+			if t, ok := topics[name]; ok && t.Partitions > 0 {
+				p.topicOf[name] = 0
+			}
+		}
+	}
+	p.names = make([]string, 0, len(p.topicOf))
+	for name := range p.topicOf {
+		p.names = append(p.names, name)
+	}
+	slices.Sort(p.names)
+	p.bases = make([]int32, len(p.names)+1)
+	total := 0
+	for i, name := range p.names {
+		p.topicOf[name] = int32(i)
+		p.bases[i] = int32(total)
+		total += int(topics[name].Partitions)
+		if total > math.MaxInt32 {
+			return nil, errors.New("sticky: more than 2^31-1 partitions")
+		}
+	}
+	p.bases[len(p.names)] = int32(total)
+	p.nparts = total
+
+	// Subscribers of every topic, in member order, without duplicates.
+	subs := make([][]int32, len(p.names))
+	seen := make([]int32, len(p.names))
+	for i := range seen {
+		seen[i] = -1
+	}
+	var idx []int32
+	prev = nil
+	for mi, m := range p.members {
+		if mi == 0 || !slices.Equal(m.Topics, prev) {
+			prev = m.Topics
+			idx = idx[:0:0]
+			for _, name := range m.Topics {
+				if t, ok := p.topicOf[name]; ok {
+					idx = append(idx, t)
+				}
+			}
+		}
+		for _, t := range idx {
+			if seen[t] != int32(mi) {
+				seen[t] = int32(mi)
+				subs[t] = append(subs[t], int32(mi))
+			}
+		}
+	}
+
+	// Topics with identical subscriber lists form one class.
+	p.classOf = make([]int32, len(p.names))
+	classByKey := make(map[string]int32)
+	var key []byte
+	arcs := 0
+	for t, list := range subs {
+		key = key[:0]
+		for _, m := range list {
+			key = append(key, byte(m), byte(m>>8), byte(m>>16), byte(m>>24))
+		}
+		c, ok := classByKey[string(key)]
+		if !ok {
+			c = int32(len(p.classes))
+			classByKey[string(key)] = c
+			p.classes = append(p.classes, class{members: list, arcStart: arcs})
+			arcs += len(list)
+		}
+		p.classOf[t] = c
+		cl := &p.classes[c]
+		cl.topics = append(cl.topics, int32(t))
+		cl.n += int(p.bases[t+1] - p.bases[t])
+	}
+	return p, nil
+}
+
+// claims returns what a member says it owns and the generation of that.
+func claims(m *assign.Member, cooperative bool) ([]assign.TopicPartitions, int32) {
+	if len(m.Owned) > 0 {
+		gen := m.Generation
+		if gen < 0 {
+			gen = cooperativeGeneration(m.UserData)
+		}
+		return m.Owned, gen
+	}
+	if cooperative && m.Generation >= 0 {
+		// Subscription v2+ says it owns nothing in this generation.
+		return nil, m.Generation
+	}
+	owned, gen, err := decodeUserData(m.UserData)
+	if err != nil {
+		return nil, -1 // malformed: no history, as Kafka does
+	}
+	return owned, gen
+}
+
+// resolveOwners settles every partition's previous owner from the members'
+// claims (KIP-341: the highest generation wins; a tie at the highest
+// generation leaves the partition without a previous owner).
+func (p *problem) resolveOwners(cooperative bool) {
+	p.owner = make([]int32, p.nparts)
+	for i := range p.owner {
+		p.owner[i] = -1
+	}
+	claimed := false
+	for mi, m := range p.members {
+		owned, gen := claims(m, cooperative)
+		for _, tp := range owned {
+			t, ok := p.topicOf[tp.Topic]
+			if !ok {
+				continue
+			}
+			base, n := p.bases[t], p.bases[t+1]-p.bases[t]
+			for _, part := range tp.Partitions {
+				if part < 0 || part >= n {
+					continue // a partition that does not exist
+				}
+				if !claimed {
+					claimed = true
+					p.topClaim = make([]int32, p.nparts)
+					p.topGen = make([]int32, p.nparts)
+					for i := range p.topClaim {
+						p.topClaim[i] = noClaim
+					}
+				}
+				p.claim(base+part, int32(mi), gen)
+			}
+		}
+	}
+	if !claimed {
+		return
+	}
+	// The winner is the previous owner only if it may keep the partition.
+	pos := make([]int32, len(p.members))
+	for i := range pos {
+		pos[i] = -1
+	}
+	for ci := range p.classes {
+		c := &p.classes[ci]
+		for k, m := range c.members {
+			pos[m] = int32(k)
+		}
+		for _, t := range c.topics {
+			for part := p.bases[t]; part < p.bases[t+1]; part++ {
+				if w := p.topClaim[part]; w >= 0 && pos[w] >= 0 {
+					p.owner[part] = w
+				}
+			}
+		}
+		for _, m := range c.members {
+			pos[m] = -1
+		}
+	}
+}
+
+func (p *problem) claim(part, m, gen int32) {
+	switch top := p.topClaim[part]; {
+	case top == noClaim || gen > p.topGen[part]:
+		if top == manyClaims {
+			delete(p.tied, part)
+		}
+		p.topClaim[part], p.topGen[part] = m, gen
+	case gen < p.topGen[part] || top == m:
+		// stale, or a repeated claim
+	case top >= 0:
+		if p.tied == nil {
+			p.tied = make(map[int32][]int32)
+		}
+		p.tied[part] = []int32{top, m}
+		p.topClaim[part] = manyClaims
+	default: // manyClaims at the same generation
+		if !slices.Contains(p.tied[part], m) {
+			p.tied[part] = append(p.tied[part], m)
+		}
+	}
+}
+
+// heldElsewhere reports whether a member other than m claims part while m
+// does not hold it at the highest claimed generation: handing part to m now
+// could make two members consume it.
+func (p *problem) heldElsewhere(part, m int32) bool {
+	if p.topClaim == nil {
+		return false
+	}
+	switch top := p.topClaim[part]; top {
+	case noClaim, m:
+		return false
+	case manyClaims:
+		return !slices.Contains(p.tied[part], m)
+	default:
+		return true
+	}
+}
+
+// materialize turns the per-class counts of the solver into partitions:
+// each member first keeps its previously owned partitions up to its count
+// in the class, then takes the class's remaining partitions in order.
+func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Assignment {
+	nm := len(p.members)
+	offs := make([]int, nm+1)
+	for m := 0; m < nm; m++ {
+		offs[m+1] = offs[m] + int(s.load[m])
+	}
+	buf := make([]int32, p.nparts)
+	fill := slices.Clone(offs[:nm])
+	give := func(m, part int32) {
+		if cooperative && p.heldElsewhere(part, m) {
+			return // to be revoked by its owner first
+		}
+		buf[fill[m]] = part
+		fill[m]++
+	}
+
+	pos := make([]int32, nm)
+	for i := range pos {
+		pos[i] = -1
+	}
+	var keep []int32
+	var pool []int32
+	for ci := range p.classes {
+		c := &p.classes[ci]
+		for k, m := range c.members {
+			pos[m] = int32(k)
+		}
+		keep = keep[:0]
+		for k := range c.members {
+			a := c.arcStart + k
+			keep = append(keep, min(s.x[a], s.o[a]))
+		}
+		pool = pool[:0]
+		for _, t := range c.topics {
+			for part := p.bases[t]; part < p.bases[t+1]; part++ {
+				if w := p.owner[part]; w >= 0 {
+					if k := pos[w]; keep[k] > 0 {
+						keep[k]--
+						give(w, part)
+						continue
+					}
+				}
+				pool = append(pool, part)
+			}
+		}
+		next := 0
+		for k, m := range c.members {
+			a := c.arcStart + k
+			take := int(s.x[a] - min(s.x[a], s.o[a]))
+			for _, part := range pool[next : next+take] {
+				give(m, part)
+			}
+			next += take
+		}
+		for _, m := range c.members {
+			pos[m] = -1
+		}
+	}
+
+	out := make(map[string]assign.Assignment, nm)
+	for mi, m := range p.members {
+		parts := buf[offs[mi]:fill[mi]]
+		slices.Sort(parts)
+		var tps []assign.TopicPartitions
+		for len(parts) > 0 {
+			t := sort.Search(len(p.names), func(i int) bool { return p.bases[i+1] > parts[0] })
+			end := sort.Search(len(parts), func(i int) bool { return parts[i] >= p.bases[t+1] })
+			chunk := parts[:end:end]
+			base := p.bases[t]
+			for i := range chunk {
+				chunk[i] -= base
+			}
+			tps = append(tps, assign.TopicPartitions{Topic: p.names[t], Partitions: chunk})
+			parts = parts[end:]
+		}
+		out[m.ID] = assign.Assignment{Partitions: tps}
+	}
+	return out
+}
