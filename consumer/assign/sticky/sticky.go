@@ -93,12 +93,8 @@ type problem struct {
 	// owner[partNum] is the previous owner after conflict resolution, if it
 	// is still subscribed to the partition's topic, else -1.
 	owner []int32
-	// Claims, for the cooperative safety check: topClaim[partNum] is the
-	// member claiming it at the highest generation, noClaim, or manyClaims
-	// when several tie (those are in tied).
-	topClaim []int32
-	topGen   []int32
-	tied     map[int32][]int32
+	// now holds what members report owning right now (cooperative only).
+	now *claimSet
 }
 
 // class is the set of subscribed partitions whose topics have exactly the
@@ -218,37 +214,75 @@ func newProblem(members []assign.Member, topics map[string]assign.Topic) (*probl
 	return p, nil
 }
 
-// claims returns what a member says it owns and the generation of that.
-func claims(m *assign.Member, cooperative bool) ([]assign.TopicPartitions, int32) {
+// claims returns what a member says it owns, the generation of that, and
+// whether it comes from the subscription's owned partitions (which is what
+// a member owns right now) rather than from user data (which, for eager
+// members, is what they owned before revoking everything).
+func claims(m *assign.Member, cooperative bool) ([]assign.TopicPartitions, int32, bool) {
 	if len(m.Owned) > 0 {
 		gen := m.Generation
 		if gen < 0 {
 			gen = cooperativeGeneration(m.UserData)
 		}
-		return m.Owned, gen
+		return m.Owned, gen, true
 	}
 	if cooperative && m.Generation >= 0 {
 		// Subscription v2+ says it owns nothing in this generation.
-		return nil, m.Generation
+		return nil, m.Generation, true
 	}
 	owned, gen, err := decodeUserData(m.UserData)
 	if err != nil {
-		return nil, -1 // malformed: no history, as Kafka does
+		return nil, -1, false // malformed: no history, as Kafka does
 	}
-	return owned, gen
+	return owned, gen, false
 }
 
-// resolveOwners settles every partition's previous owner from the members'
-// claims (KIP-341: the highest generation wins; a tie at the highest
-// generation leaves the partition without a previous owner).
-func (p *problem) resolveOwners(cooperative bool) {
-	p.owner = make([]int32, p.nparts)
-	for i := range p.owner {
-		p.owner[i] = -1
+// claimSet records, per partition, who claims it at the highest generation.
+type claimSet struct {
+	top  []int32 // member, noClaim, or manyClaims when several tie
+	gen  []int32
+	tied map[int32][]int32 // the tied members, for manyClaims
+}
+
+func newClaimSet(n int) *claimSet {
+	c := &claimSet{top: make([]int32, n), gen: make([]int32, n)}
+	for i := range c.top {
+		c.top[i] = noClaim
 	}
-	claimed := false
+	return c
+}
+
+// add records that member m claims part at generation gen.
+func (c *claimSet) add(part, m, gen int32) {
+	switch top := c.top[part]; {
+	case top == noClaim || gen > c.gen[part]:
+		if top == manyClaims {
+			delete(c.tied, part)
+		}
+		c.top[part], c.gen[part] = m, gen
+	case gen < c.gen[part] || top == m:
+		// stale, or a repeated claim
+	case top >= 0:
+		if c.tied == nil {
+			c.tied = make(map[int32][]int32)
+		}
+		c.tied[part] = []int32{top, m}
+		c.top[part] = manyClaims
+	default: // manyClaims at the same generation
+		if !slices.Contains(c.tied[part], m) {
+			c.tied[part] = append(c.tied[part], m)
+		}
+	}
+}
+
+// eachClaim calls fn for every valid claimed partition of every member
+// whose claims pass the filter.
+func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, fn func(part, m, gen int32, now bool)) {
 	for mi, m := range p.members {
-		owned, gen := claims(m, cooperative)
+		owned, gen, now := claims(m, cooperative)
+		if !filter(now) {
+			continue
+		}
 		for _, tp := range owned {
 			t, ok := p.topicOf[tp.Topic]
 			if !ok {
@@ -259,19 +293,43 @@ func (p *problem) resolveOwners(cooperative bool) {
 				if part < 0 || part >= n {
 					continue // a partition that does not exist
 				}
-				if !claimed {
-					claimed = true
-					p.topClaim = make([]int32, p.nparts)
-					p.topGen = make([]int32, p.nparts)
-					for i := range p.topClaim {
-						p.topClaim[i] = noClaim
-					}
-				}
-				p.claim(base+part, int32(mi), gen)
+				fn(base+part, int32(mi), gen, now)
 			}
 		}
 	}
-	if !claimed {
+}
+
+// resolveOwners settles every partition's previous owner from the members'
+// claims (KIP-341: the highest generation wins; a tie at the highest
+// generation leaves the partition without a previous owner). For the
+// cooperative variant it also records what members own right now.
+func (p *problem) resolveOwners(cooperative bool) {
+	p.owner = make([]int32, p.nparts)
+	for i := range p.owner {
+		p.owner[i] = -1
+	}
+	var all *claimSet
+	fromUserData := false
+	p.eachClaim(cooperative, func(bool) bool { return true }, func(part, m, gen int32, now bool) {
+		if all == nil {
+			all = newClaimSet(p.nparts)
+		}
+		fromUserData = fromUserData || !now
+		all.add(part, m, gen)
+	})
+	if cooperative {
+		if !fromUserData {
+			p.now = all
+		} else {
+			p.eachClaim(cooperative, func(now bool) bool { return now }, func(part, m, gen int32, _ bool) {
+				if p.now == nil {
+					p.now = newClaimSet(p.nparts)
+				}
+				p.now.add(part, m, gen)
+			})
+		}
+	}
+	if all == nil {
 		return
 	}
 	// The winner is the previous owner only if it may keep the partition.
@@ -286,7 +344,7 @@ func (p *problem) resolveOwners(cooperative bool) {
 		}
 		for _, t := range c.topics {
 			for part := p.bases[t]; part < p.bases[t+1]; part++ {
-				if w := p.topClaim[part]; w >= 0 && pos[w] >= 0 {
+				if w := all.top[part]; w >= 0 && pos[w] >= 0 {
 					p.owner[part] = w
 				}
 			}
@@ -297,40 +355,18 @@ func (p *problem) resolveOwners(cooperative bool) {
 	}
 }
 
-func (p *problem) claim(part, m, gen int32) {
-	switch top := p.topClaim[part]; {
-	case top == noClaim || gen > p.topGen[part]:
-		if top == manyClaims {
-			delete(p.tied, part)
-		}
-		p.topClaim[part], p.topGen[part] = m, gen
-	case gen < p.topGen[part] || top == m:
-		// stale, or a repeated claim
-	case top >= 0:
-		if p.tied == nil {
-			p.tied = make(map[int32][]int32)
-		}
-		p.tied[part] = []int32{top, m}
-		p.topClaim[part] = manyClaims
-	default: // manyClaims at the same generation
-		if !slices.Contains(p.tied[part], m) {
-			p.tied[part] = append(p.tied[part], m)
-		}
-	}
-}
-
-// heldElsewhere reports whether a member other than m claims part while m
-// does not hold it at the highest claimed generation: handing part to m now
+// heldElsewhere reports whether a member other than m owns part now while
+// m does not own it at the highest claimed generation: handing part to m
 // could make two members consume it.
 func (p *problem) heldElsewhere(part, m int32) bool {
-	if p.topClaim == nil {
+	if p.now == nil {
 		return false
 	}
-	switch top := p.topClaim[part]; top {
+	switch top := p.now.top[part]; top {
 	case noClaim, m:
 		return false
 	case manyClaims:
-		return !slices.Contains(p.tied[part], m)
+		return !slices.Contains(p.now.tied[part], m)
 	default:
 		return true
 	}

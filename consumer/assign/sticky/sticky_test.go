@@ -91,6 +91,46 @@ func TestOptimalVsMinCostFlow(t *testing.T) {
 	}
 }
 
+// TestOptimalManySmall runs many small mixed groups against the
+// min-cost-flow reference; some need the final re-sticking phase.
+func TestOptimalManySmall(t *testing.T) {
+	seeds := 30000
+	if testing.Short() {
+		seeds = 3000
+	}
+	for seed := 0; seed < seeds; seed++ {
+		rng := rand.New(rand.NewSource(int64(seed)))
+		g := genGroup(rng, genOpts{maxMembers: 6, maxTopics: 4, maxParts: 5, mixed: true, history: true, conflicts: seed%2 == 0})
+		got := validate(t, g, assignOrFatal(t, New(), g), true)
+		wantSq, wantKept := minCostFlow(toInstance(g))
+		_, prev := refClaims(g.members)
+		if sq, k := sumSquares(loadsOf(g, got)), kept(prev, got); sq != wantSq || k != wantKept {
+			t.Fatalf("seed %d: squares %d kept %d, optimum %d %d", seed, sq, k, wantSq, wantKept)
+		}
+	}
+}
+
+// TestRestick is a group where balancing alone leaves the extra partition
+// with the wrong member: t2 only has subscriber m2, t1 has m0 and m2, t0
+// everyone. Keeping the optimum needs a balance-neutral exchange.
+func TestRestick(t *testing.T) {
+	owned := func(tps ...assign.TopicPartitions) []assign.TopicPartitions { return tps }
+	g := group{
+		topics: map[string]assign.Topic{"t0": {Name: "t0", Partitions: 4}, "t1": {Name: "t1", Partitions: 5}, "t2": {Name: "t2", Partitions: 4}},
+		members: []assign.Member{
+			{ID: "m0", Topics: []string{"t0", "t1"}, Generation: 3, Owned: owned(assign.TopicPartitions{Topic: "t0", Partitions: []int32{1, 3}}, assign.TopicPartitions{Topic: "t1", Partitions: []int32{2}})},
+			{ID: "m1", Topics: []string{"t0"}, Generation: 3, Owned: owned(assign.TopicPartitions{Topic: "t0", Partitions: []int32{0}})},
+			{ID: "m2", Topics: []string{"t0", "t1", "t2"}, Generation: 3, Owned: owned(assign.TopicPartitions{Topic: "t0", Partitions: []int32{2}}, assign.TopicPartitions{Topic: "t1", Partitions: []int32{0, 4}}, assign.TopicPartitions{Topic: "t2", Partitions: []int32{0}})},
+		},
+	}
+	got := validate(t, g, assignOrFatal(t, New(), g), true)
+	wantLoads, wantKept := bruteForce(toInstance(g))
+	_, prev := refClaims(g.members)
+	if l, k := sortedDesc(loadsOf(g, got)), kept(prev, got); !slices.Equal(l, wantLoads) || k != wantKept {
+		t.Fatalf("loads %v kept %d, optimum %v %d", l, k, wantLoads, wantKept)
+	}
+}
+
 // TestProperties runs bigger random groups through both assignors and a
 // follow-up cooperative round.
 func TestProperties(t *testing.T) {
@@ -131,7 +171,7 @@ func TestProperties(t *testing.T) {
 func checkCooperative(t *testing.T, g group, out map[string]assign.Assignment) {
 	t.Helper()
 	got := validate(t, g, out, false)
-	claimsOf, _ := refClaims(g.members)
+	claimsOf := ownedNow(g.members)
 	for k, id := range got {
 		mine, iClaim := claimsOf[id][k]
 		for other, c := range claimsOf {
@@ -160,6 +200,22 @@ func checkCooperative(t *testing.T, g group, out map[string]assign.Assignment) {
 	if a, b := sortedDesc(loadsOf(next, got2)), sortedDesc(loadsOf(g, eager)); !slices.Equal(a, b) {
 		t.Fatalf("follow-up loads %v, eager %v", a, b)
 	}
+}
+
+// ownedNow is what members report owning right now: the subscription's
+// owned partitions, with their generation.
+func ownedNow(members []assign.Member) map[string]map[tp]int32 {
+	out := map[string]map[tp]int32{}
+	for _, m := range members {
+		c := map[tp]int32{}
+		out[m.ID] = c
+		for _, t := range m.Owned {
+			for _, p := range t.Partitions {
+				c[tp{t.Topic, p}] = m.Generation
+			}
+		}
+	}
+	return out
 }
 
 // TestCooperativeRevokesFirst is the KIP-429 walk-through: a member joins,
