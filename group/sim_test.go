@@ -73,8 +73,8 @@ func simulate(t *testing.T, seed uint64, steps int) {
 		actors = append(actors, a)
 	}
 	const g = "sim"
-	leaders := map[int32]map[string]bool{}        // generation → leader ids seen in join responses
-	assigned := map[int32]map[string]string{}     // generation → member → bytes the leader set
+	leaders := map[int32]map[string]bool{}    // generation → leader ids seen in join responses
+	assigned := map[int32]map[string]string{} // generation → member → bytes the leader set
 	lastGen := int32(0)
 	parked := map[Ticket]simParked{}
 	deadline := 7 * time.Minute // ≥ new-member timeout + rebalance/session timeouts

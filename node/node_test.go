@@ -330,4 +330,3 @@ type pinned struct {
 
 func (p *pinned) SetVersion(int16)  { p.Request.SetVersion(p.v) }
 func (p *pinned) MaxVersion() int16 { return p.v }
-
