@@ -1,0 +1,228 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// buildCohort compiles cmd/cohort once per test binary run.
+var buildOnce struct {
+	sync.Once
+	path string
+	err  error
+}
+
+func cohortBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cohort-bin")
+		if err != nil {
+			buildOnce.err = err
+			return
+		}
+		buildOnce.path = filepath.Join(dir, "cohort")
+		cmd := exec.Command("go", "build", "-o", buildOnce.path, "../cmd/cohort")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildOnce.err != nil {
+		t.Fatal(buildOnce.err)
+	}
+	return buildOnce.path
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// startChild runs `cohort serve` as a child process and waits until it
+// answers.
+func startChild(t *testing.T, bin, dir, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	t.Fatalf("cohort did not start listening on %s", addr)
+	return nil
+}
+
+// TestCrashKeepsAcknowledgedCommits runs cohort as a child process, drives
+// concurrent committers over several groups and many partitions, records
+// every acknowledged commit, SIGKILLs the server mid-load several times,
+// restarts it on the same data directory, and checks that the latest
+// acknowledged offset of every partition is still there.
+func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and kills a child process")
+	}
+	bin := cohortBinary(t)
+	dir := t.TempDir()
+	addr := freePort(t)
+	child := startChild(t, bin, dir, addr)
+	defer func() { child.Process.Kill(); child.Wait() }()
+
+	const (
+		committers = 12
+		groups     = 6
+		partitions = 36
+		rounds     = 4
+	)
+	type key struct {
+		group string
+		part  int32
+	}
+	var mu sync.Mutex
+	acked := map[key]int64{}
+	var ackCount, errCount int64
+	next := int64(1) // offsets only grow, across rounds
+	// load runs committers until ctx ends. Each committer owns distinct
+	// partitions, so every partition's offsets only grow.
+	load := func(ctx context.Context, round int) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for w := 0; w < committers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(round)))
+				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second),
+					kgo.DialTimeout(500*time.Millisecond))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer cl.Close()
+				for ctx.Err() == nil {
+					g := fmt.Sprintf("crash-%d", rng.IntN(groups))
+					req := kmsg.NewPtrOffsetCommitRequest()
+					req.Group, req.Generation = g, -1
+					tp := kmsg.NewOffsetCommitRequestTopic()
+					tp.Topic = "t"
+					mu.Lock()
+					off := next
+					next++
+					mu.Unlock()
+					var parts []int32
+					per := partitions / committers
+					for i := 0; i < per; i++ {
+						p := int32(w*per + i)
+						pp := kmsg.NewOffsetCommitRequestTopicPartition()
+						pp.Partition, pp.Offset = p, off
+						tp.Partitions = append(tp.Partitions, pp)
+						parts = append(parts, p)
+					}
+					req.Topics = []kmsg.OffsetCommitRequestTopic{tp}
+					rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+					resp, err := req.RequestWith(rctx, cl)
+					rcancel()
+					mu.Lock()
+					if err != nil {
+						errCount++
+						mu.Unlock()
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					for i, p := range resp.Topics[0].Partitions {
+						if p.ErrorCode == 0 {
+							k := key{g, parts[i]}
+							if off > acked[k] {
+								acked[k] = off
+							}
+							ackCount++
+						}
+					}
+					mu.Unlock()
+				}
+			}(w)
+		}
+		return &wg
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	lost := 0
+	// verify checks, after a restart, that every offset acknowledged before
+	// the kill is stored (the latest acknowledged per partition, or later).
+	verify := func(round int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for g := 0; g < groups; g++ {
+			group := fmt.Sprintf("crash-%d", g)
+			req := kmsg.NewPtrOffsetFetchRequest()
+			req.Group = group
+			req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t"}}
+			for p := int32(0); p < partitions; p++ {
+				req.Topics[0].Partitions = append(req.Topics[0].Partitions, p)
+			}
+			var resp *kmsg.OffsetFetchResponse
+			var err error
+			for i := 0; i < 200; i++ { // partitions may still be loading
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				resp, err = req.RequestWith(rctx, cl)
+				rcancel()
+				if err == nil && resp.ErrorCode == 0 {
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if err != nil || resp.ErrorCode != 0 {
+				t.Fatalf("fetch %s: %v %v", group, err, resp)
+			}
+			for _, p := range resp.Topics[0].Partitions {
+				want, ok := acked[key{group, p.Partition}]
+				if ok && p.Offset < want {
+					lost++
+					t.Errorf("round %d: %s/%d: stored %d, acknowledged %d", round, group, p.Partition, p.Offset, want)
+				}
+			}
+		}
+	}
+	for round := 0; round < rounds; round++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		wg := load(ctx, round)
+		time.Sleep(time.Duration(400+rand.IntN(400)) * time.Millisecond)
+		child.Process.Signal(syscall.SIGKILL) // mid-load
+		child.Wait()
+		cancel()
+		wg.Wait()
+		child = startChild(t, bin, dir, addr)
+		verify(round)
+	}
+	if ackCount < 100 {
+		t.Fatalf("only %d acknowledged commits (%d errors): the load did not run", ackCount, errCount)
+	}
+	t.Logf("%d acknowledged partition commits, %d request errors across %d SIGKILLs mid-load, %d lost", ackCount, errCount, rounds, lost)
+}
