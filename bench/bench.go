@@ -1,0 +1,418 @@
+// Package bench measures a Kafka-protocol group coordinator at a bootstrap
+// address: rebalance latency of one group, heartbeat throughput, and
+// OffsetCommit throughput. It speaks raw kmsg requests through franz-go
+// clients, one client (and so its own connections) per simulated member or
+// committer, so any coordinator can be measured the same way: cohort, the
+// franz-go kfake cluster, or a Kafka broker.
+//
+// Numbers depend on the machine and on the benchmark's own clients sharing
+// it with the target; compare targets measured in the same run.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Config says what to measure and how hard.
+type Config struct {
+	// Bootstrap is the target's host:port.
+	Bootstrap string
+	// Members are the group sizes of the rebalance measurement (10, 100,
+	// 1000).
+	Members []int
+	// HeartbeatMembers heartbeat concurrently for Duration (200), spread
+	// over each count of groups in HeartbeatGroups (1 and 10).
+	HeartbeatMembers int
+	HeartbeatGroups  []int
+	// Committers × PartitionsPerCommit are the OffsetCommit cases: each
+	// committer commits to its own group, PartitionsPerCommit partitions
+	// per request, for Duration (16, 64 × 1, 50).
+	Committers          []int
+	PartitionsPerCommit []int
+	// Duration is the measured window of each throughput case (3 s); a
+	// warm-up of a tenth of it (at most 500 ms) runs first.
+	Duration time.Duration
+	// RoundTimeout bounds one rebalance round (60 s).
+	RoundTimeout time.Duration
+	// Only selects one measurement: "rebalance", "heartbeat" or "commit"
+	// ("" = all).
+	Only string
+	// Prefix starts every group name, so runs do not collide on a
+	// long-running target ("cohort-bench-<unix nanos>").
+	Prefix string
+	// Logf reports progress (nil = quiet).
+	Logf func(format string, args ...any)
+}
+
+// Defaults returns the configuration of the measurements.
+func Defaults() Config {
+	return Config{
+		Members:             []int{10, 100, 1000},
+		HeartbeatMembers:    200,
+		HeartbeatGroups:     []int{1, 10},
+		Committers:          []int{16, 64},
+		PartitionsPerCommit: []int{1, 50},
+		Duration:            3 * time.Second,
+		RoundTimeout:        60 * time.Second,
+	}
+}
+
+// Rebalance is the rebalance latency of one group of Members members.
+type Rebalance struct {
+	Members int
+	// Initial: all members pending with known ids (KIP-394 round trip
+	// done), each sends JoinGroup; from the last JoinGroup sent until
+	// every member's SyncGroup is answered with its assignment.
+	Initial     time.Duration
+	InitialGens int32 // generations the group went through
+	// Rejoin: one more member joins the stable group; from its JoinGroup
+	// sent until all Members+1 hold assignments of one generation.
+	Rejoin     time.Duration
+	RejoinGens int32
+}
+
+// Throughput is one load case: requests answered without error per second
+// of the measured window, and their latency.
+type Throughput struct {
+	Kind       string // "heartbeat" or "commit"
+	Workers    int    // members heartbeating or committers
+	Groups     int    // heartbeat: groups the members are spread over
+	Partitions int    // commit: partitions per request
+	Window     time.Duration
+	OK         int64 // requests answered without error in the window
+	Errors     int64 // requests answered with an error code
+	P50, P99   time.Duration
+}
+
+// PerSec is requests per second.
+func (t Throughput) PerSec() float64 { return float64(t.OK) / t.Window.Seconds() }
+
+// OffsetsPerSec is partition offsets committed per second (commit cases).
+func (t Throughput) OffsetsPerSec() float64 { return t.PerSec() * float64(max(t.Partitions, 1)) }
+
+// Result is everything measured against one target.
+type Result struct {
+	Target    string
+	Rebalance []Rebalance
+	Heartbeat []Throughput
+	Commit    []Throughput
+}
+
+func (c *Config) fill() error {
+	d := Defaults()
+	if c.Bootstrap == "" {
+		return errors.New("bench: no bootstrap address")
+	}
+	switch c.Only {
+	case "", "rebalance", "heartbeat", "commit":
+	default:
+		return fmt.Errorf("bench: --only %q: want rebalance, heartbeat or commit", c.Only)
+	}
+	if c.Duration <= 0 {
+		c.Duration = d.Duration
+	}
+	if c.RoundTimeout <= 0 {
+		c.RoundTimeout = d.RoundTimeout
+	}
+	if c.HeartbeatMembers <= 0 {
+		c.HeartbeatMembers = d.HeartbeatMembers
+	}
+	if c.Prefix == "" {
+		c.Prefix = fmt.Sprintf("cohort-bench-%d", time.Now().UnixNano())
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	for _, xs := range [][]int{c.Members, c.HeartbeatGroups, c.Committers, c.PartitionsPerCommit} {
+		for _, x := range xs {
+			if x <= 0 {
+				return fmt.Errorf("bench: counts must be positive, got %d", x)
+			}
+		}
+	}
+	for _, g := range c.HeartbeatGroups {
+		if g > c.HeartbeatMembers {
+			return fmt.Errorf("bench: %d heartbeat groups for %d members", g, c.HeartbeatMembers)
+		}
+	}
+	return nil
+}
+
+// Run measures the target at cfg.Bootstrap. name labels the result.
+func Run(ctx context.Context, name string, cfg Config) (*Result, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	res := &Result{Target: name}
+	want := func(s string) bool { return cfg.Only == "" || cfg.Only == s }
+	if want("rebalance") {
+		for _, n := range cfg.Members {
+			r, err := rebalanceCase(ctx, cfg, n)
+			if err != nil {
+				return res, fmt.Errorf("rebalance N=%d: %w", n, err)
+			}
+			cfg.Logf("%s: rebalance N=%d: initial %v (%d gens), rejoin %v (%d gens)", name, n, r.Initial, r.InitialGens, r.Rejoin, r.RejoinGens)
+			res.Rebalance = append(res.Rebalance, r)
+		}
+	}
+	if want("heartbeat") {
+		for _, g := range cfg.HeartbeatGroups {
+			t, err := heartbeatCase(ctx, cfg, cfg.HeartbeatMembers, g)
+			if err != nil {
+				return res, fmt.Errorf("heartbeat %d members in %d groups: %w", cfg.HeartbeatMembers, g, err)
+			}
+			cfg.Logf("%s: heartbeat %d members / %d groups: %.0f/s p50 %v p99 %v errors %d", name, t.Workers, g, t.PerSec(), t.P50, t.P99, t.Errors)
+			res.Heartbeat = append(res.Heartbeat, t)
+		}
+	}
+	if want("commit") {
+		for _, c := range cfg.Committers {
+			for _, p := range cfg.PartitionsPerCommit {
+				t, err := commitCase(ctx, cfg, c, p)
+				if err != nil {
+					return res, fmt.Errorf("commit %d committers × %d partitions: %w", c, p, err)
+				}
+				cfg.Logf("%s: commit %d committers × %d partitions: %.0f req/s p50 %v p99 %v errors %d", name, c, p, t.PerSec(), t.P50, t.P99, t.Errors)
+				res.Commit = append(res.Commit, t)
+			}
+		}
+	}
+	return res, nil
+}
+
+// rebalanceCase forms a group of n members, then adds one more.
+func rebalanceCase(ctx context.Context, cfg Config, n int) (Rebalance, error) {
+	group := fmt.Sprintf("%s-rebalance-%d", cfg.Prefix, n)
+	ms, err := newMembers(ctx, cfg.Bootstrap, group, 0, n)
+	if err != nil {
+		return Rebalance{}, err
+	}
+	defer func() { closeMembers(ms) }()
+	defer func() { leaveAll(ctx, ms) }()
+	r := Rebalance{Members: n}
+	if r.Initial, r.InitialGens, err = formGroup(ctx, ms, cfg.RoundTimeout); err != nil {
+		return r, err
+	}
+	// The newcomer's KIP-394 round trip happens now, untimed: it is
+	// pending in the stable group, which changes nothing there.
+	newcomer, err := newMember(ctx, cfg.Bootstrap, group, n)
+	if err != nil {
+		return r, err
+	}
+	existing := ms
+	ms = append(ms, newcomer)
+	r.Rejoin, r.RejoinGens, err = rejoin(ctx, existing, newcomer, cfg.RoundTimeout)
+	return r, err
+}
+
+// heartbeatCase forms groups groups of members/groups members each, then
+// every member heartbeats back to back on its own connection.
+func heartbeatCase(ctx context.Context, cfg Config, members, groups int) (Throughput, error) {
+	var all []*member
+	defer func() { closeMembers(all) }()
+	var byGroup [][]*member
+	defer func() {
+		for _, ms := range byGroup {
+			leaveAll(ctx, ms)
+		}
+	}()
+	for g := range groups {
+		n := members / groups
+		if g < members%groups {
+			n++
+		}
+		group := fmt.Sprintf("%s-heartbeat-%d-%d", cfg.Prefix, groups, g)
+		ms, err := newMembers(ctx, cfg.Bootstrap, group, len(all), n)
+		if err != nil {
+			return Throughput{}, err
+		}
+		all = append(all, ms...)
+		byGroup = append(byGroup, ms)
+		if _, _, err := formGroup(ctx, ms, cfg.RoundTimeout); err != nil {
+			return Throughput{}, err
+		}
+	}
+	t, err := load(ctx, len(all), cfg.Duration, func(ctx context.Context, w int) (bool, error) {
+		code, err := all[w].heartbeat(ctx)
+		return code == 0, err
+	})
+	t.Kind, t.Groups = "heartbeat", groups
+	return t, err
+}
+
+// commitCase: committers committers, each with its own client and group,
+// commit partitions offsets per request as simple (generation -1, no
+// member) commits.
+func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Throughput, error) {
+	cs := make([]*committer, committers)
+	errs := make([]error, committers)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range cs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cl, err := newClient(cfg.Bootstrap, fmt.Sprintf("cohort-bench-committer-%d", i))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			c := &committer{cl: cl, group: fmt.Sprintf("%s-commit-%d-%d-%d", cfg.Prefix, committers, partitions, i)}
+			r := kmsg.NewPtrOffsetCommitRequest()
+			r.Group, r.Generation, r.MemberID = c.group, -1, ""
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = benchTopic
+			t.Partitions = make([]kmsg.OffsetCommitRequestTopicPartition, partitions)
+			for p := range t.Partitions {
+				t.Partitions[p] = kmsg.NewOffsetCommitRequestTopicPartition()
+				t.Partitions[p].Partition = int32(p)
+			}
+			r.Topics = []kmsg.OffsetCommitRequestTopic{t}
+			c.req = r
+			cs[i] = c
+			// Untimed first commit: opens the connection, finds the
+			// coordinator, creates the group.
+			if ok, err := c.commit(ctx); err != nil {
+				errs[i] = err
+			} else if !ok {
+				errs[i] = fmt.Errorf("committer %d: first commit refused", i)
+			}
+		}()
+	}
+	wg.Wait()
+	defer func() {
+		var groups []string
+		for _, c := range cs {
+			if c != nil {
+				groups = append(groups, c.group)
+			}
+		}
+		for _, c := range cs {
+			if c != nil {
+				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				deleteGroups(dctx, c.cl, groups...)
+				cancel()
+				break
+			}
+		}
+		for _, c := range cs {
+			if c != nil {
+				c.cl.Close()
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		return Throughput{}, err
+	}
+	t, err := load(ctx, committers, cfg.Duration, func(ctx context.Context, w int) (bool, error) {
+		return cs[w].commit(ctx)
+	})
+	t.Kind, t.Partitions = "commit", partitions
+	return t, err
+}
+
+type committer struct {
+	cl     *kgo.Client
+	req    *kmsg.OffsetCommitRequest
+	group  string
+	offset int64
+}
+
+// commit sends one commit of increasing offsets; true if every partition
+// was accepted.
+func (c *committer) commit(ctx context.Context) (bool, error) {
+	c.offset++
+	for i := range c.req.Topics[0].Partitions {
+		c.req.Topics[0].Partitions[i].Offset = c.offset
+	}
+	resp, err := c.req.RequestWith(ctx, c.cl)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// maxOpsPerWorker bounds a load loop by count as well as by time.
+const maxOpsPerWorker = 1 << 20
+
+// load runs op back to back on workers goroutines: a warm-up of a tenth of
+// window (at most 500 ms), then the measured window. Only requests sent and
+// answered inside the window count.
+func load(ctx context.Context, workers int, window time.Duration, op func(ctx context.Context, w int) (bool, error)) (Throughput, error) {
+	warm := min(window/10, 500*time.Millisecond)
+	start := time.Now()
+	from, until := start.Add(warm), start.Add(warm+window)
+	ctx, cancel := context.WithDeadline(ctx, until.Add(30*time.Second))
+	defer cancel()
+	var (
+		ok, bad atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make([]error, workers)
+		lats    = make([][]time.Duration, workers)
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < maxOpsPerWorker; n++ {
+				t := time.Now()
+				if !t.Before(until) {
+					return
+				}
+				good, err := op(ctx, w)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				end := time.Now()
+				if t.Before(from) || end.After(until) {
+					continue
+				}
+				if good {
+					ok.Add(1)
+					lats[w] = append(lats[w], end.Sub(t))
+				} else {
+					bad.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t := Throughput{Workers: workers, Window: window, OK: ok.Load(), Errors: bad.Load()}
+	if err := errors.Join(errs...); err != nil {
+		return t, err
+	}
+	var all []time.Duration
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	t.P50, t.P99 = quantile(all, 0.50), quantile(all, 0.99)
+	return t, nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)))
+	return sorted[min(i, len(sorted)-1)]
+}

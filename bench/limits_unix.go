@@ -1,0 +1,28 @@
+//go:build unix
+
+package bench
+
+import (
+	"fmt"
+	"syscall"
+)
+
+// RaiseFileLimit raises the soft RLIMIT_NOFILE to at least need (up to the
+// hard limit) and fails if that is not enough.
+func RaiseFileLimit(need int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("reading the file descriptor limit: %w", err)
+	}
+	if lim.Cur >= uint64(need) {
+		return nil
+	}
+	if lim.Max < uint64(need) {
+		return fmt.Errorf("need %d file descriptors, the hard limit is %d (raise it with ulimit -Hn)", need, lim.Max)
+	}
+	lim.Cur = uint64(need)
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raising the file descriptor limit to %d: %w", need, err)
+	}
+	return nil
+}

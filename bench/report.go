@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// WriteMarkdown writes r as markdown tables.
+func (r *Result) WriteMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "### %s\n\n", r.Target)
+	if len(r.Rebalance) > 0 {
+		fmt.Fprintln(w, "| members | initial rebalance | generations | rejoin (+1 member) | generations |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|")
+		for _, x := range r.Rebalance {
+			fmt.Fprintf(w, "| %d | %s | %d | %s | %d |\n", x.Members, ms(x.Initial), x.InitialGens, ms(x.Rejoin), x.RejoinGens)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Heartbeat) > 0 {
+		fmt.Fprintln(w, "| heartbeating members | groups | heartbeats/s | p50 | p99 | errors |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|")
+		for _, x := range r.Heartbeat {
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %d |\n", x.Workers, x.Groups, count(x.PerSec()), ms(x.P50), ms(x.P99), x.Errors)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Commit) > 0 {
+		fmt.Fprintln(w, "| committers | partitions/commit | commits/s | offsets/s | p50 | p99 | errors |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+		for _, x := range r.Commit {
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %d |\n", x.Workers, x.Partitions, count(x.PerSec()), count(x.OffsetsPerSec()), ms(x.P50), ms(x.P99), x.Errors)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// WriteComparison writes one table with a column per result and, for each
+// result other than base, its speed-up over base (latency: base/result;
+// throughput: result/base; above 1 is better).
+func WriteComparison(w io.Writer, base *Result, rs ...*Result) {
+	var cols []*Result
+	cols = append(cols, rs...)
+	cols = append(cols, base)
+	head := []string{"measurement"}
+	for _, r := range cols {
+		head = append(head, r.Target)
+	}
+	for _, r := range rs {
+		head = append(head, r.Target+" vs "+base.Target)
+	}
+	fmt.Fprintf(w, "| %s |\n", strings.Join(head, " | "))
+	fmt.Fprintf(w, "|---|%s\n", strings.Repeat("---:|", len(head)-1))
+	row := func(name string, val func(*Result) (float64, bool), format func(float64) string, higherBetter bool) {
+		cells := []string{name}
+		for _, r := range cols {
+			v, ok := val(r)
+			if !ok {
+				cells = append(cells, "–")
+				continue
+			}
+			cells = append(cells, format(v))
+		}
+		b, bok := val(base)
+		for _, r := range rs {
+			v, ok := val(r)
+			if !ok || !bok || v == 0 || b == 0 {
+				cells = append(cells, "–")
+				continue
+			}
+			ratio := v / b
+			if !higherBetter {
+				ratio = b / v
+			}
+			cells = append(cells, fmt.Sprintf("%.2f×", ratio))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	msf := func(v float64) string { return ms(time.Duration(v)) }
+	for i, x := range base.Rebalance {
+		_ = x
+		pick := func(f func(Rebalance) time.Duration) func(*Result) (float64, bool) {
+			return func(r *Result) (float64, bool) {
+				if i >= len(r.Rebalance) {
+					return 0, false
+				}
+				return float64(f(r.Rebalance[i])), true
+			}
+		}
+		row(fmt.Sprintf("rebalance, %d members: initial", x.Members), pick(func(r Rebalance) time.Duration { return r.Initial }), msf, false)
+		row(fmt.Sprintf("rebalance, %d members: rejoin of 1 more", x.Members), pick(func(r Rebalance) time.Duration { return r.Rejoin }), msf, false)
+	}
+	for i, x := range base.Heartbeat {
+		row(fmt.Sprintf("heartbeats/s, %d members in %d group(s)", x.Workers, x.Groups), func(r *Result) (float64, bool) {
+			if i >= len(r.Heartbeat) {
+				return 0, false
+			}
+			return r.Heartbeat[i].PerSec(), true
+		}, count, true)
+	}
+	for i, x := range base.Commit {
+		row(fmt.Sprintf("commits/s, %d committers × %d partitions", x.Workers, x.Partitions), func(r *Result) (float64, bool) {
+			if i >= len(r.Commit) {
+				return 0, false
+			}
+			return r.Commit[i].PerSec(), true
+		}, count, true)
+		row(fmt.Sprintf("commit p99, %d committers × %d partitions", x.Workers, x.Partitions), func(r *Result) (float64, bool) {
+			if i >= len(r.Commit) {
+				return 0, false
+			}
+			return float64(r.Commit[i].P99), true
+		}, msf, false)
+	}
+	fmt.Fprintln(w)
+}
+
+func ms(d time.Duration) string {
+	switch {
+	case d >= 100*time.Millisecond:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	case d >= 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	}
+}
+
+func count(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e4:
+		return fmt.Sprintf("%.0fk", v/1e3)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	default:
+		return fmt.Sprintf("%.0f", v)
+	}
+}
