@@ -4,6 +4,7 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/IBM/sarama"
@@ -183,7 +184,7 @@ func TestUserDataInterop(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, gen, err = decodeUserData(sb)
-	slices.SortFunc(got, func(x, y assign.TopicPartitions) int { return len(x.Topic) - len(y.Topic) + int(x.Topic[0]) - int(y.Topic[0]) })
+	slices.SortFunc(got, func(x, y assign.TopicPartitions) int { return strings.Compare(x.Topic, y.Topic) })
 	for i := range got {
 		slices.Sort(got[i].Partitions)
 	}
