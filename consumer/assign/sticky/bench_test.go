@@ -3,6 +3,7 @@ package sticky
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,7 +15,8 @@ import (
 // shape "same": everyone subscribes to everything; "one-different": the
 // last member subscribes to the first half of the topics only;
 // "rejoin+1": everyone owns its part of a previous balanced plan (owned
-// partitions, generation and user data set) and one new member joins.
+// partitions, generation and user data set) and one new member joins;
+// "one-different+rejoin+1" combines both.
 func benchGroup(tb testing.TB, shape string, ntopics, nparts, nmembers int) group {
 	g := group{topics: map[string]assign.Topic{}}
 	var names []string
@@ -26,10 +28,10 @@ func benchGroup(tb testing.TB, shape string, ntopics, nparts, nmembers int) grou
 	for i := 0; i < nmembers; i++ {
 		g.members = append(g.members, assign.Member{ID: fmt.Sprintf("member-%05d", i), Topics: names, Generation: -1})
 	}
-	switch shape {
-	case "one-different":
+	if strings.HasPrefix(shape, "one-different") {
 		g.members[nmembers-1].Topics = names[:ntopics/2]
-	case "rejoin+1":
+	}
+	if strings.HasSuffix(shape, "rejoin+1") {
 		prev, err := New().Assign(g.members, g.topics)
 		if err != nil {
 			tb.Fatal(err)
@@ -144,7 +146,7 @@ func BenchmarkLarge(b *testing.B) {
 	if testing.Short() {
 		b.Skip("large benchmark skipped in -short mode")
 	}
-	for _, shape := range []string{"same", "one-different", "rejoin+1"} {
+	for _, shape := range []string{"same", "one-different", "rejoin+1", "one-different+rejoin+1"} {
 		b.Run(shape, func(b *testing.B) {
 			benchAssignors(b, cachedGroup(b, shape, 500, 2000, 2000), false)
 		})
