@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -43,6 +44,11 @@ type Config struct {
 	Duration time.Duration
 	// RoundTimeout bounds one rebalance round (60 s).
 	RoundTimeout time.Duration
+	// Client is what the throughput cases send with: "raw" (default), one
+	// bare connection per member or committer, a request at a time, or
+	// "kgo", the member's or committer's franz-go client. The rebalance
+	// rounds always use one kgo client per member.
+	Client string
 	// Only selects one measurement: "rebalance", "heartbeat" or "commit"
 	// ("" = all).
 	Only string
@@ -107,7 +113,8 @@ type Result struct {
 	Commit    []Throughput
 }
 
-func (c *Config) fill() error {
+// Validate fills unset fields from Defaults and checks the rest.
+func (c *Config) Validate() error {
 	d := Defaults()
 	if c.Bootstrap == "" {
 		return errors.New("bench: no bootstrap address")
@@ -116,6 +123,13 @@ func (c *Config) fill() error {
 	case "", "rebalance", "heartbeat", "commit":
 	default:
 		return fmt.Errorf("bench: --only %q: want rebalance, heartbeat or commit", c.Only)
+	}
+	switch c.Client {
+	case "":
+		c.Client = "raw"
+	case "raw", "kgo":
+	default:
+		return fmt.Errorf("bench: client %q: want raw or kgo", c.Client)
 	}
 	if c.Duration <= 0 {
 		c.Duration = d.Duration
@@ -147,46 +161,99 @@ func (c *Config) fill() error {
 	return nil
 }
 
-// Run measures the target at cfg.Bootstrap. name labels the result.
-func Run(ctx context.Context, name string, cfg Config) (*Result, error) {
-	if err := cfg.fill(); err != nil {
-		return nil, err
+// Case is one measurement of a run.
+type Case struct {
+	Kind       string // "rebalance", "heartbeat" or "commit"
+	Members    int    // rebalance: group size; heartbeat: members
+	Groups     int    // heartbeat
+	Committers int    // commit
+	Partitions int    // commit: partitions per request
+}
+
+func (c Case) String() string {
+	switch c.Kind {
+	case "rebalance":
+		return fmt.Sprintf("rebalance N=%d", c.Members)
+	case "heartbeat":
+		return fmt.Sprintf("heartbeat %d members in %d group(s)", c.Members, c.Groups)
+	default:
+		return fmt.Sprintf("commit %d committers × %d partitions", c.Committers, c.Partitions)
 	}
-	res := &Result{Target: name}
+}
+
+// Cases lists what cfg measures, in order.
+func (cfg Config) Cases() []Case {
+	var cs []Case
 	want := func(s string) bool { return cfg.Only == "" || cfg.Only == s }
 	if want("rebalance") {
 		for _, n := range cfg.Members {
-			r, err := rebalanceCase(ctx, cfg, n)
-			if err != nil {
-				return res, fmt.Errorf("rebalance N=%d: %w", n, err)
-			}
-			cfg.Logf("%s: rebalance N=%d: initial %v (%d gens), rejoin %v (%d gens)", name, n, r.Initial, r.InitialGens, r.Rejoin, r.RejoinGens)
-			res.Rebalance = append(res.Rebalance, r)
+			cs = append(cs, Case{Kind: "rebalance", Members: n})
 		}
 	}
 	if want("heartbeat") {
 		for _, g := range cfg.HeartbeatGroups {
-			t, err := heartbeatCase(ctx, cfg, cfg.HeartbeatMembers, g)
-			if err != nil {
-				return res, fmt.Errorf("heartbeat %d members in %d groups: %w", cfg.HeartbeatMembers, g, err)
-			}
-			cfg.Logf("%s: heartbeat %d members / %d groups: %.0f/s p50 %v p99 %v errors %d", name, t.Workers, g, t.PerSec(), t.P50, t.P99, t.Errors)
-			res.Heartbeat = append(res.Heartbeat, t)
+			cs = append(cs, Case{Kind: "heartbeat", Members: cfg.HeartbeatMembers, Groups: g})
 		}
 	}
 	if want("commit") {
 		for _, c := range cfg.Committers {
 			for _, p := range cfg.PartitionsPerCommit {
-				t, err := commitCase(ctx, cfg, c, p)
-				if err != nil {
-					return res, fmt.Errorf("commit %d committers × %d partitions: %w", c, p, err)
-				}
-				cfg.Logf("%s: commit %d committers × %d partitions: %.0f req/s p50 %v p99 %v errors %d", name, c, p, t.PerSec(), t.P50, t.P99, t.Errors)
-				res.Commit = append(res.Commit, t)
+				cs = append(cs, Case{Kind: "commit", Committers: c, Partitions: p})
 			}
 		}
 	}
+	return cs
+}
+
+// Run measures every case of cfg against the target at cfg.Bootstrap. name
+// labels the result.
+func Run(ctx context.Context, name string, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	res := &Result{Target: name}
+	for _, c := range cfg.Cases() {
+		if err := RunCase(ctx, cfg, c, res); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
+}
+
+// RunCase measures one case against cfg.Bootstrap and adds it to res.
+// Comparisons of several targets can run case by case, alternating the
+// targets, so that a change in the machine's load (other processes) is
+// spread over all of them.
+func RunCase(ctx context.Context, cfg Config, c Case, res *Result) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	switch c.Kind {
+	case "rebalance":
+		r, err := rebalanceCase(ctx, cfg, c.Members)
+		if err != nil {
+			return fmt.Errorf("%s: %v: %w", res.Target, c, err)
+		}
+		cfg.Logf("%s: %v: initial %v (%d gens), rejoin %v (%d gens)", res.Target, c, r.Initial, r.InitialGens, r.Rejoin, r.RejoinGens)
+		res.Rebalance = append(res.Rebalance, r)
+	case "heartbeat":
+		t, err := heartbeatCase(ctx, cfg, c.Members, c.Groups)
+		if err != nil {
+			return fmt.Errorf("%s: %v: %w", res.Target, c, err)
+		}
+		cfg.Logf("%s: %v: %.0f/s p50 %v p99 %v errors %d", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors)
+		res.Heartbeat = append(res.Heartbeat, t)
+	case "commit":
+		t, err := commitCase(ctx, cfg, c.Committers, c.Partitions)
+		if err != nil {
+			return fmt.Errorf("%s: %v: %w", res.Target, c, err)
+		}
+		cfg.Logf("%s: %v: %.0f req/s p50 %v p99 %v errors %d", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors)
+		res.Commit = append(res.Commit, t)
+	default:
+		return fmt.Errorf("bench: unknown case %q", c.Kind)
+	}
+	return nil
 }
 
 // rebalanceCase forms a group of n members, then adds one more.
@@ -241,18 +308,78 @@ func heartbeatCase(ctx context.Context, cfg Config, members, groups int) (Throug
 			return Throughput{}, err
 		}
 	}
-	t, err := load(ctx, len(all), cfg.Duration, func(ctx context.Context, w int) (bool, error) {
+	op := func(ctx context.Context, w int) (bool, error) {
 		code, err := all[w].heartbeat(ctx)
 		return code == 0, err
-	})
+	}
+	if cfg.Client == "raw" {
+		conns, err := dialMembers(ctx, byGroup)
+		defer func() {
+			for _, c := range conns {
+				if c != nil {
+					c.Close()
+				}
+			}
+		}()
+		if err != nil {
+			return Throughput{}, err
+		}
+		reqs := make([]*kmsg.HeartbeatRequest, len(all))
+		resps := make([]*kmsg.HeartbeatResponse, len(all))
+		for i, m := range all {
+			r := kmsg.NewPtrHeartbeatRequest()
+			r.Group, r.MemberID, r.Generation = m.group, m.id, m.gen
+			if r.Version, err = conns[i].version(r, 4); err != nil {
+				return Throughput{}, err
+			}
+			reqs[i], resps[i] = r, kmsg.NewPtrHeartbeatResponse()
+		}
+		op = func(ctx context.Context, w int) (bool, error) {
+			err := conns[w].do(ctx, reqs[w], resps[w])
+			return err == nil && resps[w].ErrorCode == 0, err
+		}
+	}
+	t, err := load(ctx, len(all), cfg.Duration, op)
 	t.Kind, t.Groups = "heartbeat", groups
 	return t, err
+}
+
+// dialMembers opens a bare connection from every member to its group's
+// coordinator.
+func dialMembers(ctx context.Context, byGroup [][]*member) ([]*rawConn, error) {
+	var conns []*rawConn
+	for _, ms := range byGroup {
+		addr, err := coordinatorAddr(ctx, ms[0].cl, ms[0].group)
+		if err != nil {
+			return conns, err
+		}
+		for _, m := range ms {
+			c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", m.idx))
+			if err != nil {
+				return conns, err
+			}
+			conns = append(conns, c)
+		}
+	}
+	return conns, nil
 }
 
 // commitCase: committers committers, each with its own client and group,
 // commit partitions offsets per request as simple (generation -1, no
 // member) commits.
 func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Throughput, error) {
+	topic := fmt.Sprintf("%s-commit-%d-%d", cfg.Prefix, committers, partitions)
+	admin, err := newClient(cfg.Bootstrap, "cohort-bench-admin")
+	if err != nil {
+		return Throughput{}, err
+	}
+	defer admin.Close()
+	// Coordinators that know topics (Kafka, kfake, cohort's catalog)
+	// refuse commits for unknown partitions.
+	if err := createTopic(ctx, admin, topic, partitions); err != nil {
+		return Throughput{}, err
+	}
+	defer deleteTopic(ctx, admin, topic)
 	cs := make([]*committer, committers)
 	errs := make([]error, committers)
 	var wg sync.WaitGroup
@@ -272,7 +399,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 			r := kmsg.NewPtrOffsetCommitRequest()
 			r.Group, r.Generation, r.MemberID = c.group, -1, ""
 			t := kmsg.NewOffsetCommitRequestTopic()
-			t.Topic = benchTopic
+			t.Topic = topic
 			t.Partitions = make([]kmsg.OffsetCommitRequestTopicPartition, partitions)
 			for p := range t.Partitions {
 				t.Partitions[p] = kmsg.NewOffsetCommitRequestTopicPartition()
@@ -286,7 +413,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 			if ok, err := c.commit(ctx); err != nil {
 				errs[i] = err
 			} else if !ok {
-				errs[i] = fmt.Errorf("committer %d: first commit refused", i)
+				errs[i] = fmt.Errorf("committer %d: first commit refused: %w", i, c.lastErr)
 			}
 		}()
 	}
@@ -309,11 +436,28 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 		for _, c := range cs {
 			if c != nil {
 				c.cl.Close()
+				if c.raw != nil {
+					c.raw.Close()
+				}
 			}
 		}
 	}()
 	if err := errors.Join(errs...); err != nil {
 		return Throughput{}, err
+	}
+	if cfg.Client == "raw" {
+		for i, c := range cs {
+			addr, err := coordinatorAddr(ctx, c.cl, c.group)
+			if err != nil {
+				return Throughput{}, err
+			}
+			if c.raw, err = dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i)); err != nil {
+				return Throughput{}, err
+			}
+			if c.req.Version, err = c.raw.version(c.req, 9); err != nil {
+				return Throughput{}, err
+			}
+		}
 	}
 	t, err := load(ctx, committers, cfg.Duration, func(ctx context.Context, w int) (bool, error) {
 		return cs[w].commit(ctx)
@@ -323,10 +467,12 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 }
 
 type committer struct {
-	cl     *kgo.Client
-	req    *kmsg.OffsetCommitRequest
-	group  string
-	offset int64
+	cl      *kgo.Client
+	req     *kmsg.OffsetCommitRequest
+	group   string
+	raw     *rawConn // nil: commit through cl
+	offset  int64
+	lastErr error
 }
 
 // commit sends one commit of increasing offsets; true if every partition
@@ -336,13 +482,22 @@ func (c *committer) commit(ctx context.Context) (bool, error) {
 	for i := range c.req.Topics[0].Partitions {
 		c.req.Topics[0].Partitions[i].Offset = c.offset
 	}
-	resp, err := c.req.RequestWith(ctx, c.cl)
-	if err != nil {
-		return false, err
+	var resp *kmsg.OffsetCommitResponse
+	if c.raw != nil {
+		resp = kmsg.NewPtrOffsetCommitResponse()
+		if err := c.raw.do(ctx, c.req, resp); err != nil {
+			return false, err
+		}
+	} else {
+		var err error
+		if resp, err = c.req.RequestWith(ctx, c.cl); err != nil {
+			return false, err
+		}
 	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
+				c.lastErr = kerr.ErrorForCode(p.ErrorCode)
 				return false, nil
 			}
 		}
@@ -415,4 +570,37 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(q * float64(len(sorted)))
 	return sorted[min(i, len(sorted)-1)]
+}
+
+// createTopic creates topic with partitions partitions (replication 1).
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r := kmsg.NewPtrCreateTopicsRequest()
+	r.TimeoutMillis = 15000
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = topic, int32(partitions), 1
+	r.Topics = []kmsg.CreateTopicsRequestTopic{t}
+	resp, err := r.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("creating topic %s: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code {
+			return fmt.Errorf("creating topic %s: %w", topic, kerr.ErrorForCode(t.ErrorCode))
+		}
+	}
+	return nil
+}
+
+func deleteTopic(ctx context.Context, cl *kgo.Client, topic string) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r := kmsg.NewPtrDeleteTopicsRequest()
+	r.TimeoutMillis = 5000
+	t := kmsg.NewDeleteTopicsRequestTopic()
+	t.Topic = &topic
+	r.Topics = []kmsg.DeleteTopicsRequestTopic{t}
+	r.TopicNames = []string{topic}
+	r.RequestWith(ctx, cl)
 }

@@ -71,7 +71,8 @@ var targets = []target{
 // sanity only (every round converged with everyone assigned, throughput
 // above zero); the numbers are reported, not asserted.
 //
-// COHORT_BENCH_TARGETS=cohort-mem,kfake restricts the targets (e.g. for
+// COHORT_BENCH_TARGETS=cohort-mem,kfake restricts the targets and
+// COHORT_BENCH_ONLY=rebalance|heartbeat|commit the measurements (e.g. for
 // -cpuprofile); COHORT_BENCH_OUT=file also writes the markdown there.
 // -short drops N=1000 and shortens the windows.
 func TestCompare(t *testing.T) {
@@ -84,31 +85,43 @@ func TestCompare(t *testing.T) {
 		cfg.Committers = []int{16}
 	}
 	cfg.Logf = t.Logf
+	cfg.Only = os.Getenv("COHORT_BENCH_ONLY")
 	// Clients and the in-process targets share this process's descriptors.
 	if err := RaiseFileLimit(2 * FilesNeeded(cfg)); err != nil {
 		t.Skip(err)
 	}
 	only := os.Getenv("COHORT_BENCH_TARGETS")
-	var results []*Result
+	type running struct {
+		cfg Config
+		res *Result
+	}
+	var rs []running
 	for _, tg := range targets {
 		if only != "" && !strings.Contains(","+only+",", ","+tg.name+",") {
 			continue
 		}
-		t.Run(tg.name, func(t *testing.T) {
-			addr, stop := tg.start(t)
-			defer stop()
-			c := cfg
-			c.Prefix = "bench-" + tg.name
-			c.Bootstrap = addr
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			r, err := Run(ctx, tg.name, c)
-			if err != nil {
+		addr, stop := tg.start(t)
+		t.Cleanup(stop)
+		c := cfg
+		c.Prefix = "bench-" + tg.name
+		c.Bootstrap = addr
+		rs = append(rs, running{c, &Result{Target: tg.name}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Case by case, each against every target in turn: a change in the
+	// machine's load from other processes falls on all targets alike.
+	for _, c := range cfg.Cases() {
+		for _, r := range rs {
+			if err := RunCase(ctx, r.cfg, c, r.res); err != nil {
 				t.Fatal(err)
 			}
-			check(t, c, r)
-			results = append(results, r)
-		})
+		}
+	}
+	var results []*Result
+	for _, r := range rs {
+		check(t, r.cfg, r.res)
+		results = append(results, r.res)
 	}
 	var sb strings.Builder
 	for _, r := range results {
@@ -136,6 +149,9 @@ func TestCompare(t *testing.T) {
 
 func check(t *testing.T, cfg Config, r *Result) {
 	t.Helper()
+	if cfg.Only != "" {
+		return
+	}
 	if len(r.Rebalance) != len(cfg.Members) {
 		t.Errorf("%d rebalance results for %v", len(r.Rebalance), cfg.Members)
 	}
@@ -173,7 +189,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.fill()
+	cfg.Validate()
 	check(t, cfg, r)
 	var sb strings.Builder
 	r.WriteMarkdown(&sb)

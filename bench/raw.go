@@ -1,0 +1,130 @@
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// rawConn is one bare Kafka connection: a request written, its response
+// read, one at a time, the way a member's connection is used. The
+// throughput cases use it so that the load generator, which shares the
+// machine with the target, costs as little as possible per request: a kgo
+// client spends several goroutine hand-offs per request, more CPU than the
+// coordinator it measures.
+type rawConn struct {
+	nc   net.Conn
+	f    *kmsg.RequestFormatter
+	corr int32
+	max  map[int16]int16 // the target's max version per API key
+	wbuf []byte
+	rbuf []byte
+}
+
+// dialRaw connects to addr and asks for the target's API versions
+// (ApiVersions v0, which every Kafka-protocol server answers).
+func dialRaw(ctx context.Context, addr, clientID string) (*rawConn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &rawConn{nc: nc, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), max: map[int16]int16{}}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if err := c.do(ctx, av, resp); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("ApiVersions: %w", err)
+	}
+	if resp.ErrorCode != 0 {
+		nc.Close()
+		return nil, fmt.Errorf("ApiVersions: %w", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	for _, k := range resp.ApiKeys {
+		c.max[k.ApiKey] = k.MaxVersion
+	}
+	return c, nil
+}
+
+// version is the highest version of req's API both sides speak, capped
+// at most.
+func (c *rawConn) version(req kmsg.Request, most int16) (int16, error) {
+	v, ok := c.max[req.Key()]
+	if !ok {
+		return 0, fmt.Errorf("target does not serve %s", kmsg.NameForKey(req.Key()))
+	}
+	return min(v, most, req.MaxVersion()), nil
+}
+
+// do writes req (its version already set) and reads the response into
+// resp.
+func (c *rawConn) do(ctx context.Context, req kmsg.Request, resp kmsg.Response) error {
+	if dl, ok := ctx.Deadline(); ok {
+		c.nc.SetDeadline(dl)
+	} else {
+		c.nc.SetDeadline(time.Time{})
+	}
+	c.corr++
+	c.wbuf = c.f.AppendRequest(c.wbuf[:0], req, c.corr)
+	if _, err := c.nc.Write(c.wbuf); err != nil {
+		return err
+	}
+	var size [4]byte
+	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+		return err
+	}
+	n := int(binary.BigEndian.Uint32(size[:]))
+	if n < 4 || n > 64<<20 {
+		return fmt.Errorf("response frame of %d bytes", n)
+	}
+	if cap(c.rbuf) < n {
+		c.rbuf = make([]byte, n)
+	}
+	b := c.rbuf[:n]
+	if _, err := io.ReadFull(c.nc, b); err != nil {
+		return err
+	}
+	if corr := int32(binary.BigEndian.Uint32(b)); corr != c.corr {
+		return fmt.Errorf("response correlation id %d, want %d", corr, c.corr)
+	}
+	b = b[4:]
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() && req.Key() != 18 { // ApiVersions keeps header v0
+		if len(b) == 0 || b[0] != 0 {
+			return fmt.Errorf("response header has tagged fields")
+		}
+		b = b[1:]
+	}
+	return resp.ReadFrom(b)
+}
+
+func (c *rawConn) Close() error { return c.nc.Close() }
+
+// coordinatorAddr asks for group's coordinator through cl.
+func coordinatorAddr(ctx context.Context, cl *kgo.Client, group string) (string, error) {
+	r := kmsg.NewPtrFindCoordinatorRequest()
+	r.CoordinatorKey = group
+	r.CoordinatorKeys = []string{group}
+	resp, err := r.RequestWith(ctx, cl)
+	if err != nil {
+		return "", err
+	}
+	code, host, port := resp.ErrorCode, resp.Host, resp.Port
+	if len(resp.Coordinators) > 0 {
+		c := resp.Coordinators[0]
+		code, host, port = c.ErrorCode, c.Host, c.Port
+	}
+	if code != 0 {
+		return "", fmt.Errorf("FindCoordinator %s: %w", group, kerr.ErrorForCode(code))
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
