@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -73,11 +74,13 @@ var targets = []target{
 //
 // COHORT_BENCH_TARGETS=cohort-mem,kfake restricts the targets and
 // COHORT_BENCH_ONLY=rebalance|heartbeat|commit the measurements (e.g. for
-// -cpuprofile); COHORT_BENCH_OUT=file also writes the markdown there.
+// -cpuprofile), COHORT_BENCH_MEMBERS, _GROUPS, _COMMITTERS and _PARTITIONS
+// (comma-separated counts) the cases; COHORT_BENCH_OUT=file also writes the
+// markdown there.
 // -short drops N=1000 and shortens the windows.
 func TestCompare(t *testing.T) {
 	cfg := Defaults()
-	cfg.Duration = 2 * time.Second
+	cfg.Duration = time.Second
 	cfg.RoundTimeout = 30 * time.Second
 	if testing.Short() {
 		cfg.Members = []int{10, 100}
@@ -86,16 +89,42 @@ func TestCompare(t *testing.T) {
 	}
 	cfg.Logf = t.Logf
 	cfg.Only = os.Getenv("COHORT_BENCH_ONLY")
+	for env, dst := range map[string]*[]int{
+		"COHORT_BENCH_MEMBERS":    &cfg.Members,
+		"COHORT_BENCH_GROUPS":     &cfg.HeartbeatGroups,
+		"COHORT_BENCH_COMMITTERS": &cfg.Committers,
+		"COHORT_BENCH_PARTITIONS": &cfg.PartitionsPerCommit,
+	} {
+		if v := os.Getenv(env); v != "" {
+			xs, err := ParseCounts(v)
+			if err != nil {
+				t.Fatalf("%s: %v", env, err)
+			}
+			*dst = xs
+		}
+	}
 	// Clients and the in-process targets share this process's descriptors.
 	if err := RaiseFileLimit(2 * FilesNeeded(cfg)); err != nil {
 		t.Skip(err)
 	}
 	only := os.Getenv("COHORT_BENCH_TARGETS")
-	type running struct {
-		cfg Config
-		res *Result
+	repeat := 3
+	if testing.Short() {
+		repeat = 1
 	}
-	var rs []running
+	if v := os.Getenv("COHORT_BENCH_REPEAT"); v != "" {
+		xs, err := ParseCounts(v)
+		if err != nil || len(xs) != 1 {
+			t.Fatalf("COHORT_BENCH_REPEAT=%q: want one count", v)
+		}
+		repeat = xs[0]
+	}
+	type running struct {
+		name string
+		cfg  Config
+		runs []*Result
+	}
+	var rs []*running
 	for _, tg := range targets {
 		if only != "" && !strings.Contains(","+only+",", ","+tg.name+",") {
 			continue
@@ -103,25 +132,36 @@ func TestCompare(t *testing.T) {
 		addr, stop := tg.start(t)
 		t.Cleanup(stop)
 		c := cfg
-		c.Prefix = "bench-" + tg.name
 		c.Bootstrap = addr
-		rs = append(rs, running{c, &Result{Target: tg.name}})
+		rs = append(rs, &running{name: tg.name, cfg: c})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// Case by case, each against every target in turn: a change in the
-	// machine's load from other processes falls on all targets alike.
-	for _, c := range cfg.Cases() {
+	// Case by case, each against every target in turn, the whole series
+	// repeated: a change in the machine's load from other processes falls
+	// on all targets alike, and the median run of each is reported.
+	start := time.Now()
+	for rep := range repeat {
 		for _, r := range rs {
-			if err := RunCase(ctx, r.cfg, c, r.res); err != nil {
-				t.Fatal(err)
+			r.runs = append(r.runs, &Result{Target: r.name})
+		}
+		for _, c := range cfg.Cases() {
+			for _, r := range rs {
+				rc := r.cfg
+				rc.Prefix = fmt.Sprintf("bench-%s-%d", r.name, rep)
+				if err := RunCase(ctx, rc, c, r.runs[rep]); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
+	t.Logf("%d run(s) of %d cases against %d targets in %v", repeat, len(cfg.Cases()), len(rs), time.Since(start).Round(time.Millisecond))
 	var results []*Result
 	for _, r := range rs {
-		check(t, r.cfg, r.res)
-		results = append(results, r.res)
+		for _, run := range r.runs {
+			check(t, r.cfg, run)
+		}
+		results = append(results, Median(r.runs))
 	}
 	var sb strings.Builder
 	for _, r := range results {

@@ -1,8 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -138,4 +141,65 @@ func count(v float64) string {
 	default:
 		return fmt.Sprintf("%.0f", v)
 	}
+}
+
+// ParseCounts parses a comma-separated list of positive integers ("10,100").
+func ParseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%q: empty list", s)
+	}
+	return out, nil
+}
+
+// Median combines repeated runs of the same cases against one target:
+// each measurement is the median run's (by rebalance latency, or by
+// requests per second). The runs must list the same cases in the same
+// order.
+func Median(runs []*Result) *Result {
+	if len(runs) == 0 {
+		return nil
+	}
+	out := &Result{Target: runs[0].Target}
+	for i := range runs[0].Rebalance {
+		var xs []Rebalance
+		for _, r := range runs {
+			if i < len(r.Rebalance) {
+				xs = append(xs, r.Rebalance[i])
+			}
+		}
+		slices.SortFunc(xs, func(a, b Rebalance) int { return cmp.Compare(a.Initial, b.Initial) })
+		m := xs[len(xs)/2]
+		slices.SortFunc(xs, func(a, b Rebalance) int { return cmp.Compare(a.Rejoin, b.Rejoin) })
+		m.Rejoin, m.RejoinGens = xs[len(xs)/2].Rejoin, xs[len(xs)/2].RejoinGens
+		out.Rebalance = append(out.Rebalance, m)
+	}
+	med := func(pick func(*Result) []Throughput) []Throughput {
+		var res []Throughput
+		for i := range pick(runs[0]) {
+			var xs []Throughput
+			for _, r := range runs {
+				if ts := pick(r); i < len(ts) {
+					xs = append(xs, ts[i])
+				}
+			}
+			slices.SortFunc(xs, func(a, b Throughput) int { return cmp.Compare(a.PerSec(), b.PerSec()) })
+			res = append(res, xs[len(xs)/2])
+		}
+		return res
+	}
+	out.Heartbeat = med(func(r *Result) []Throughput { return r.Heartbeat })
+	out.Commit = med(func(r *Result) []Throughput { return r.Commit })
+	return out
 }
