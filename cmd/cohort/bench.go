@@ -1,5 +1,104 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-func bench(args []string) error { return errors.New("bench: not built yet") }
+	cbench "github.com/cohort-dev/cohort/bench"
+)
+
+// bench runs package bench against a coordinator at --bootstrap and prints
+// markdown tables on stdout (progress on stderr).
+func bench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	d := cbench.Defaults()
+	bootstrap := fs.String("bootstrap", "127.0.0.1:9092", "host:port of the coordinator to measure (cohort, Kafka, kfake, …)")
+	members := fs.String("members", "10,100,1000", "group sizes of the rebalance measurement (comma-separated)")
+	hbMembers := fs.Int("heartbeat-members", d.HeartbeatMembers, "members heartbeating concurrently")
+	groups := fs.String("groups", "1,10", "numbers of groups the heartbeating members are spread over (comma-separated)")
+	committers := fs.String("committers", "16,64", "concurrent committers, each with its own group (comma-separated)")
+	partitions := fs.String("partitions-per-commit", "1,50", "partitions per OffsetCommit request (comma-separated)")
+	duration := fs.Duration("duration", d.Duration, "measured window of each throughput case")
+	roundTimeout := fs.Duration("round-timeout", d.RoundTimeout, "longest a rebalance round may take")
+	only := fs.String("only", "", "run one measurement: rebalance, heartbeat or commit (default all)")
+	client := fs.String("client", "raw", "heartbeat/commit load through raw connections or kgo clients (raw|kgo)")
+	repeat := fs.Int("repeat", 1, "run every case this many times and report the median")
+	name := fs.String("name", "", "label of the target in the output (default the bootstrap address)")
+	quiet := fs.Bool("q", false, "no progress on stderr")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: cohort bench [flags]
+
+Measures a Kafka-protocol group coordinator: rebalance latency of one group
+(initial, and after one more member joins), heartbeats per second, and
+OffsetCommit requests and offsets per second. It creates groups and topics
+named cohort-bench-<time>-… and deletes them afterwards. Cohort needs
+--initial-rebalance-delay 0 for the rebalance latency to mean anything.
+
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	}
+	if *repeat < 1 {
+		return fmt.Errorf("bench: --repeat %d: want at least 1", *repeat)
+	}
+	cfg := cbench.Config{
+		Bootstrap:        *bootstrap,
+		HeartbeatMembers: *hbMembers,
+		Duration:         *duration,
+		RoundTimeout:     *roundTimeout,
+		Only:             *only,
+		Client:           *client,
+	}
+	var err error
+	for _, l := range []struct {
+		flag, val string
+		dst       *[]int
+	}{
+		{"members", *members, &cfg.Members},
+		{"groups", *groups, &cfg.HeartbeatGroups},
+		{"committers", *committers, &cfg.Committers},
+		{"partitions-per-commit", *partitions, &cfg.PartitionsPerCommit},
+	} {
+		if *l.dst, err = cbench.ParseCounts(l.val); err != nil {
+			return fmt.Errorf("bench: --%s %w", l.flag, err)
+		}
+	}
+	if !*quiet {
+		cfg.Logf = func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := cbench.RaiseFileLimit(cbench.FilesNeeded(cfg)); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if *name == "" {
+		*name = *bootstrap
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var runs []*cbench.Result
+	for i := range *repeat {
+		c := cfg
+		c.Prefix = fmt.Sprintf("cohort-bench-%d-%d", time.Now().UnixNano(), i)
+		r, err := cbench.Run(ctx, *name, c)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
+	}
+	cbench.Median(runs).WriteMarkdown(os.Stdout)
+	return nil
+}
