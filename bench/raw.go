@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 // coordinator it measures.
 type rawConn struct {
 	nc   net.Conn
+	rd   *bufio.Reader // one read syscall for a response's size and body
 	f    *kmsg.RequestFormatter
 	corr int32
 	max  map[int16]int16 // the target's max version per API key
@@ -37,7 +39,7 @@ func dialRaw(ctx context.Context, addr, clientID string) (*rawConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &rawConn{nc: nc, f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), max: map[int16]int16{}}
+	c := &rawConn{nc: nc, rd: bufio.NewReaderSize(nc, 16<<10), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), max: map[int16]int16{}}
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.Version = 0
 	resp := kmsg.NewPtrApiVersionsResponse()
@@ -79,7 +81,7 @@ func (c *rawConn) do(ctx context.Context, req kmsg.Request, resp kmsg.Response) 
 		return err
 	}
 	var size [4]byte
-	if _, err := io.ReadFull(c.nc, size[:]); err != nil {
+	if _, err := io.ReadFull(c.rd, size[:]); err != nil {
 		return err
 	}
 	n := int(binary.BigEndian.Uint32(size[:]))
@@ -90,7 +92,7 @@ func (c *rawConn) do(ctx context.Context, req kmsg.Request, resp kmsg.Response) 
 		c.rbuf = make([]byte, n)
 	}
 	b := c.rbuf[:n]
-	if _, err := io.ReadFull(c.nc, b); err != nil {
+	if _, err := io.ReadFull(c.rd, b); err != nil {
 		return err
 	}
 	if corr := int32(binary.BigEndian.Uint32(b)); corr != c.corr {
