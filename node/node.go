@@ -239,12 +239,17 @@ func (n *Node) Wait() error { return <-n.done }
 // Close stops the node: no new connections, parked requests answered
 // NOT_COORDINATOR, in-flight writes finished, the store closed.
 func (n *Node) Close() error {
+	// The coordinator first: its loops answer every parked request
+	// NOT_COORDINATOR and finish in-flight writes; then the server writes
+	// those answers out before closing the connections.
+	n.coord.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := n.srv.Shutdown(ctx)
+	cancel()
 	n.cancel()
-	err := n.srv.Close()
 	if n.metrics != nil {
 		n.metrics.Close()
 	}
-	n.coord.Close()
 	if cerr := n.closeStore(); err == nil {
 		err = cerr
 	}
