@@ -237,6 +237,18 @@ func TestSmoke(t *testing.T) {
 	if !strings.Contains(sb.String(), "| 3 |") {
 		t.Errorf("table:\n%s", sb.String())
 	}
+	// The same load through the members' and committers' kgo clients.
+	kc := cfg
+	kc.Client, kc.Members = "kgo", nil
+	kr, err := Run(context.Background(), "smoke-kgo", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range append(kr.Heartbeat, kr.Commit...) {
+		if x.OK <= 0 || x.Errors != 0 {
+			t.Errorf("kgo client: %+v", x)
+		}
+	}
 	if _, err := Run(context.Background(), "x", Config{Bootstrap: addr, Only: "nope"}); err == nil {
 		t.Error("bad --only accepted")
 	}
