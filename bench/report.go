@@ -82,7 +82,6 @@ func WriteComparison(w io.Writer, base *Result, rs ...*Result) {
 	}
 	msf := func(v float64) string { return ms(time.Duration(v)) }
 	for i, x := range base.Rebalance {
-		_ = x
 		pick := func(f func(Rebalance) time.Duration) func(*Result) (float64, bool) {
 			return func(r *Result) (float64, bool) {
 				if i >= len(r.Rebalance) {
