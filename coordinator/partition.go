@@ -385,3 +385,7 @@ func (p *partition) unload() {
 	p.out.Reset()
 	p.queued = nil
 }
+
+// shardForTest returns the partition's shard; only for tests that inspect
+// state after the loops have stopped or while nothing else runs.
+func (p *partition) shardForTest() *group.Shard { return p.shard }
