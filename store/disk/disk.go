@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	crerrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -139,6 +140,11 @@ func Open(opts Options) (*Store, error) {
 				log.Warn("store disk slow", "file", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 			},
 			WriteStallBegin: func(info pebble.WriteStallBeginInfo) { log.Warn("store write stall", "reason", info.Reason) },
+			// pebble's default for this event is Fatalf. The reader that hit
+			// the damage gets an error naming the file (see explain).
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				log.Error("store file damaged", "file", info.Path, "err", info.Details)
+			},
 		},
 	}
 	if opts.memTableSize > 0 {
@@ -264,7 +270,23 @@ func (s *Store) openError(err error) error {
 	} else if strings.Contains(err.Error(), "does not exist") {
 		what = "is missing its MANIFEST/CURRENT files (they were deleted or the directory is incomplete)"
 	}
-	return fmt.Errorf("%w: store %s %s: %v: %s", ErrStorage, s.dir, what, err, adviceDamaged)
+	return fmt.Errorf("%w: store %s %s: %s: %s", ErrStorage, s.dir, what, explain(err), adviceDamaged)
+}
+
+// explain renders an engine error with the details pebble keeps out of its
+// message, such as which file (path or WAL number) and offset it was reading.
+func explain(err error) string {
+	// Drop the placeholder text of pebble's corruption-detail carrier.
+	msg := strings.ReplaceAll(err.Error(), "\n<corruption detail carrier>", "")
+	if info := pebble.ExtractDataCorruptionInfo(err); info != nil && !strings.Contains(msg, info.Path) {
+		msg += " (file " + info.Path + ")"
+	}
+	for _, d := range append(crerrors.GetAllHints(err), crerrors.GetAllDetails(err)...) {
+		if !strings.Contains(msg, d) {
+			msg += " (" + d + ")"
+		}
+	}
+	return msg
 }
 
 // fail latches the first storage failure: from then on every operation
@@ -428,7 +450,7 @@ func (s *Store) loadError(p int32, err error) error {
 	if errors.Is(err, pebble.ErrCorruption) {
 		what = "is damaged"
 	}
-	return fmt.Errorf("%w: load partition %d: store %s %s: %v: %s", ErrStorage, p, s.dir, what, err, adviceDamaged)
+	return fmt.Errorf("%w: load partition %d: store %s %s: %s: %s", ErrStorage, p, s.dir, what, explain(err), adviceDamaged)
 }
 
 // Compact rewrites the whole store so that overwritten values and tombstoned
@@ -481,12 +503,17 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 
-	// Wait for the operations under way, then close the engine; either
-	// may never finish if the store fails.
+	// Wait for the operations under way, flush the memtable (so that the
+	// next Open has no WAL to replay and, after a clean shutdown, no data is
+	// held only by the WAL), then close the engine. Each step may never
+	// finish if the store fails.
 	done := make(chan error, 1)
 	go func() {
 		s.inflight.Wait()
-		err := s.db.Close()
+		err := s.db.Flush()
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
 		if lerr := s.lock.Close(); err == nil {
 			err = lerr
 		}

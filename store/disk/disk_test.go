@@ -11,7 +11,7 @@ import (
 func openT(t *testing.T, opts Options) *Store {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+		opts.Logger = discard
 	}
 	s, err := Open(opts)
 	if err != nil {
@@ -30,3 +30,6 @@ func TestPersistent(t *testing.T) {
 		return func() store.Store { return openT(t, Options{Dir: dir}) }
 	})
 }
+
+// discard is the logger of stores in tests.
+var discard = slog.New(slog.DiscardHandler)
