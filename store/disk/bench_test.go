@@ -11,8 +11,11 @@ package disk
 // BenchmarkLoad builds a store of 1,000,000 offset-like and 10,000 group-like
 // records once, in a temporary directory, and measures loading it.
 //
-//	go test -run '^$' -bench 'Append' -benchtime 2000x -count 1 ./store/disk/
-//	go test -run '^$' -bench 'Load' -benchtime 5x -count 1 ./store/disk/
+//	go test -run '^$' -bench 'Append' -benchtime 1000x -count 3 ./store/disk/
+//	go test -run '^$' -bench 'Load' -benchtime 5x -count 3 -v ./store/disk/
+//
+// bbolt-batch uses bbolt's default MaxBatchDelay (10 ms), which is what
+// caps it at one appender.
 
 import (
 	"context"
@@ -204,7 +207,7 @@ func BenchmarkAppend(b *testing.B) {
 // buildLoadStore fills dir with 1,000,000 offset-like records (~40-byte
 // keys, ~30-byte values) and 10,000 group-like records (1-4 KiB values),
 // spread over 50 partitions, then compacts it as a long-running store would
-// be. It returns the number of records per partition.
+// be. It returns the number of records and their key+value bytes.
 func buildLoadStore(b *testing.B, dir string) (records int, bytes int64) {
 	s, err := Open(Options{Dir: dir, NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
