@@ -77,12 +77,15 @@ var targets = []target{
 // -cpuprofile), COHORT_BENCH_MEMBERS, _GROUPS, _COMMITTERS and _PARTITIONS
 // (comma-separated counts) the cases; COHORT_BENCH_OUT=file also writes the
 // markdown there.
-// -short drops N=1000 and shortens the windows.
+// Without COHORT_BENCH=1 (as in `go test ./...` and CI), or with -short, it
+// runs a quick sanity version: no N=1000, short windows, one series. The
+// figures in docs/benchmarks.md come from COHORT_BENCH=1.
 func TestCompare(t *testing.T) {
 	cfg := Defaults()
 	cfg.Duration = time.Second
 	cfg.RoundTimeout = 30 * time.Second
-	if testing.Short() {
+	quick := testing.Short() || os.Getenv("COHORT_BENCH") != "1"
+	if quick {
 		cfg.Members = []int{10, 100}
 		cfg.Duration = 300 * time.Millisecond
 		cfg.Committers = []int{16}
@@ -109,7 +112,7 @@ func TestCompare(t *testing.T) {
 	}
 	only := os.Getenv("COHORT_BENCH_TARGETS")
 	repeat := 3
-	if testing.Short() {
+	if quick {
 		repeat = 1
 	}
 	if v := os.Getenv("COHORT_BENCH_REPEAT"); v != "" {

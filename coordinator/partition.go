@@ -288,8 +288,9 @@ func (p *partition) flush() {
 // writer appends batches for the loop, one at a time, in order.
 func (p *partition) writer(done chan struct{}) {
 	defer close(done)
+	var recs []store.Record
 	for b := range p.batches {
-		var recs []store.Record
+		recs = recs[:0]
 		ids := make([]uint64, len(b.writes))
 		for i, w := range b.writes {
 			ids[i] = w.ID

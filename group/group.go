@@ -116,25 +116,26 @@ type Group struct {
 	// protocol, or a subscription that could not be parsed).
 	subscribed map[string]struct{}
 
-	offsets        map[topicPartition]*offset
-	pendingCommits map[topicPartition]int // commits in flight, for RequireStable
+	offsets   map[topicPartition]offset
+	inflight  map[uint64][]stagedOffset // commits being written, for RequireStable and expiry
+	commitSeq uint64
 
 	persisted bool // a GroupMetadata record exists in the store
 }
 
 func (s *Shard) newGroup(id string, now time.Time) *Group {
 	g := &Group{
-		s:              s,
-		id:             id,
-		state:          Empty,
-		stateTime:      now,
-		byID:           make(map[string]*member),
-		static:         make(map[string]string),
-		pending:        make(map[string]*timer),
-		pendingSync:    make(map[string]struct{}),
-		protoCount:     make(map[string]int),
-		offsets:        make(map[topicPartition]*offset),
-		pendingCommits: make(map[topicPartition]int),
+		s:           s,
+		id:          id,
+		state:       Empty,
+		stateTime:   now,
+		byID:        make(map[string]*member),
+		static:      make(map[string]string),
+		pending:     make(map[string]*timer),
+		pendingSync: make(map[string]struct{}),
+		protoCount:  make(map[string]int),
+		offsets:     make(map[topicPartition]offset),
+		inflight:    make(map[uint64][]stagedOffset),
 	}
 	g.joinTimer = newTimer(g.onJoinTimer)
 	g.syncTimer = newTimer(nil) // set per generation in completeJoin

@@ -12,6 +12,28 @@ type topicPartition struct {
 	partition int32
 }
 
+// stagedOffset is an offset whose commit is being written; code points at
+// its partition's error in the pending response.
+type stagedOffset struct {
+	tp   topicPartition
+	o    offset
+	code *int16
+}
+
+// commitInFlight reports whether a commit of tp is being written. Commits in
+// flight per group are few (usually one batch), so a scan beats keeping a
+// per-partition counter map on the hot path.
+func (g *Group) commitInFlight(tp topicPartition) bool {
+	for _, batch := range g.inflight {
+		for i := range batch {
+			if batch[i].tp == tp {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // offset is one committed offset.
 type offset struct {
 	offset      int64
@@ -60,13 +82,12 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	if v >= 2 && v <= 4 && req.RetentionTimeMillis != -1 {
 		expire = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
 	}
-	type pendingOffset struct {
-		tp  topicPartition
-		o   offset
-		ptr *int16
+	n := 0
+	for _, rt := range req.Topics {
+		n += len(rt.Partitions)
 	}
-	var recs []Record
-	var staged []pendingOffset
+	recs := make([]Record, 0, n)
+	staged := make([]stagedOffset, 0, n)
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			meta := strOr(rp.Metadata)
@@ -85,28 +106,25 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			o := offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitTime: ct, expireTime: expire}
 			tp := topicPartition{rt.Topic, rp.Partition}
 			recs = append(recs, offsetRecord(g.id, tp, &o))
-			staged = append(staged, pendingOffset{tp, o, &resp.Topics[i].Partitions[j].ErrorCode})
+			staged = append(staged, stagedOffset{tp, o, &resp.Topics[i].Partitions[j].ErrorCode})
 		}
 	}
 	if len(recs) == 0 {
 		out.reply(t, resp)
 		return
 	}
-	for _, p := range staged {
-		g.pendingCommits[p.tp]++
-	}
+	g.commitSeq++
+	seq := g.commitSeq
+	g.inflight[seq] = staged
 	s.write(out, recs, func(now time.Time, code int16, out *Output) {
+		delete(g.inflight, seq)
 		for _, p := range staged {
-			if g.pendingCommits[p.tp]--; g.pendingCommits[p.tp] <= 0 {
-				delete(g.pendingCommits, p.tp)
-			}
 			if code != ErrNone {
-				*p.ptr = code
+				*p.code = code
 				continue
 			}
 			if g.state != Dead {
-				o := p.o
-				g.offsets[p.tp] = &o
+				g.offsets[p.tp] = p.o
 			}
 		}
 		out.reply(t, resp)
@@ -222,11 +240,11 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 	}
 	one := func(tp topicPartition) {
 		if g != nil {
-			if requireStable && g.pendingCommits[tp] > 0 {
+			if requireStable && g.commitInFlight(tp) {
 				emit(tp.topic, tp.partition, -1, -1, "", ErrUnstableOffsetCommit)
 				return
 			}
-			if o := g.offsets[tp]; o != nil {
+			if o, ok := g.offsets[tp]; ok {
 				emit(tp.topic, tp.partition, o.offset, o.leaderEpoch, o.metadata, ErrNone)
 				return
 			}
@@ -247,6 +265,11 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 			one(topicPartition{topic, p})
 		}
 	}
+}
+
+func (g *Group) hasOffset(tp topicPartition) bool {
+	_, ok := g.offsets[tp]
+	return ok
 }
 
 func (g *Group) sortedOffsets() []topicPartition {
@@ -303,7 +326,7 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 			switch {
 			case subscribed:
 				pr.ErrorCode = ErrGroupSubscribedToTopic
-			case g.offsets[tp] != nil:
+			case g.hasOffset(tp):
 				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
 				del = append(del, tp)
 			}
@@ -340,14 +363,14 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		var expired []topicPartition
 		for _, tp := range g.sortedOffsets() {
 			o := g.offsets[tp]
-			if g.pendingCommits[tp] > 0 {
+			if g.commitInFlight(tp) {
 				continue
 			}
-			if g.offsetExpired(tp, o, now, retention) {
+			if g.offsetExpired(tp, &o, now, retention) {
 				expired = append(expired, tp)
 			}
 		}
-		removeGroup := g.state == Empty && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.pendingCommits) == 0
+		removeGroup := g.state == Empty && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.inflight) == 0
 		if len(expired) == 0 && !removeGroup {
 			continue
 		}

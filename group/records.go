@@ -53,7 +53,15 @@ func appendString(b []byte, s string) []byte {
 }
 
 func offsetRecord(group string, tp topicPartition, o *offset) Record {
-	v := make([]byte, 0, 2+8+4+binary.MaxVarintLen64+len(o.metadata)+16)
+	// Key and value share one allocation.
+	klen := 1 + 2*binary.MaxVarintLen64 + len(group) + len(tp.topic) + 4
+	buf := make([]byte, 0, klen+2+8+4+binary.MaxVarintLen64+len(o.metadata)+16)
+	buf = append(buf, keyOffset)
+	buf = appendString(buf, group)
+	buf = appendString(buf, tp.topic)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(tp.partition))
+	key := buf[:len(buf):len(buf)]
+	v := buf[len(buf):]
 	v = binary.BigEndian.AppendUint16(v, offsetValueVersion)
 	v = binary.BigEndian.AppendUint64(v, uint64(o.offset))
 	v = binary.BigEndian.AppendUint32(v, uint32(o.leaderEpoch))
@@ -64,7 +72,7 @@ func offsetRecord(group string, tp topicPartition, o *offset) Record {
 		exp = o.expireTime.UnixMilli()
 	}
 	v = binary.BigEndian.AppendUint64(v, uint64(exp))
-	return Record{Key: offsetKey(group, tp), Value: v}
+	return Record{Key: key, Value: v}
 }
 
 // metadataRecord encodes the group with each member's assignment taken from
@@ -212,7 +220,7 @@ func (s *Shard) loadOffset(group string, tp topicPartition, value []byte) error 
 		return fmt.Errorf("%w: offset of group %q %s/%d", ErrCorruptRecord, group, tp.topic, tp.partition)
 	}
 	g := s.loadedGroup(group)
-	g.offsets[tp] = &o
+	g.offsets[tp] = o
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -187,9 +188,12 @@ func (c *conn) readLoop(done chan<- struct{}) {
 	defer c.recoverBug("read")
 	defer c.cancel() // the client is gone or misbehaved: cancel what is in flight
 	maxFrame := c.s.cfg.MaxFrameBytes
+	// Buffered: a small request's size prefix and body usually arrive in
+	// one read system call instead of two.
+	br := bufio.NewReaderSize(c.nc, 16<<10)
 	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
 			if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				c.log.Debug("connection read failed", "err", err)
 			}
@@ -201,7 +205,7 @@ func (c *conn) readLoop(done chan<- struct{}) {
 			c.s.metrics.protocolError("frame_size")
 			return
 		}
-		frame, err := readFrame(c.nc, size)
+		frame, err := readFrame(br, size)
 		if err != nil {
 			if c.ctx.Err() == nil {
 				c.log.Debug("connection closed mid-frame", "size", size, "err", err)
