@@ -4,6 +4,7 @@
 //	cohort serve [flags]   run a node (see cohort serve -h)
 //	cohort bench [flags]   measure rebalance latency and throughput against
 //	                       any Kafka-protocol group coordinator
+//	cohort topics|topic|groups|group|offsets ...   admin commands (kadm)
 package main
 
 import (
@@ -22,6 +23,8 @@ func main() {
 		err = serve(os.Args[2:])
 	case "bench":
 		err = bench(os.Args[2:])
+	case "topics", "topic", "groups", "group", "offsets":
+		err = admin(os.Args[1], os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -40,8 +43,11 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage: cohort <command> [flags]
 
 commands:
-  serve   run a cohort node (Kafka-protocol group coordinator)
-  bench   benchmark a group coordinator at a bootstrap address
+  serve     run a cohort node (Kafka-protocol group coordinator)
+  bench     benchmark a group coordinator at a bootstrap address
+  topics, topic create|grow|delete NAME    the topic catalog
+  groups, group describe|delete ID         groups
+  offsets ID                               a group's committed offsets
 
 Run 'cohort <command> -h' for the command's flags.
 `)
