@@ -82,7 +82,10 @@ type Store struct {
 	failErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.MultiAppender = (*Store)(nil)
+)
 
 // Open opens the store in opts.Dir, creating it if the directory is missing
 // or empty. It fails with a clear error (wrapping ErrNotStore, ErrLocked or
@@ -340,10 +343,24 @@ func partitionBounds(p int32) (lo, hi []byte) {
 // If ctx ends first, Append returns ctx.Err() and the records may or may not
 // be durable.
 func (s *Store) Append(ctx context.Context, p int32, recs []store.Record) error {
+	return s.AppendMulti(ctx, []store.PartitionRecords{{Partition: p, Records: recs}})
+}
+
+// AppendMulti implements store.MultiAppender: the records of all batches go
+// into one pebble batch, so they are durable together (one WAL write and
+// fsync) and atomically: after a crash all of them or none are there.
+func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecords) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	if len(recs) == 0 {
+	size, n := 0, 0
+	for _, pr := range batches {
+		for _, r := range pr.Records {
+			size += 4 + len(r.Key) + len(r.Value) + 16
+			n++
+		}
+	}
+	if n == 0 {
 		s.inflight.Done()
 		return nil
 	}
@@ -351,24 +368,22 @@ func (s *Store) Append(ctx context.Context, p int32, recs []store.Record) error 
 		s.inflight.Done()
 		return err
 	}
-	size := 0
-	for _, r := range recs {
-		size += 4 + len(r.Key) + len(r.Value) + 16
-	}
 	b := s.db.NewBatchWithSize(size)
 	var key []byte
-	for _, r := range recs {
-		key = append(partitionKey(key[:0], p), r.Key...)
-		var err error
-		if r.Value == nil {
-			err = b.Delete(key, nil)
-		} else {
-			err = b.Set(key, r.Value, nil)
-		}
-		if err != nil {
-			s.inflight.Done()
-			_ = b.Close()
-			return fmt.Errorf("disk: append to partition %d: %w", p, err)
+	for _, pr := range batches {
+		for _, r := range pr.Records {
+			key = append(partitionKey(key[:0], pr.Partition), r.Key...)
+			var err error
+			if r.Value == nil {
+				err = b.Delete(key, nil)
+			} else {
+				err = b.Set(key, r.Value, nil)
+			}
+			if err != nil {
+				s.inflight.Done()
+				_ = b.Close()
+				return fmt.Errorf("disk: append to partition %d: %w", pr.Partition, err)
+			}
 		}
 	}
 	err := s.run(ctx, func() error {
@@ -376,7 +391,7 @@ func (s *Store) Append(ctx context.Context, p int32, recs []store.Record) error 
 		return s.db.Apply(b, s.wo)
 	})
 	if err != nil && !errors.Is(err, ErrStorage) && ctx.Err() == nil {
-		err = fmt.Errorf("%w: append to partition %d: %v", ErrStorage, p, err)
+		err = fmt.Errorf("%w: append: %v", ErrStorage, err)
 	}
 	return err
 }
