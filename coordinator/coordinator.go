@@ -60,6 +60,20 @@ type Coordinator struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// Group commit across partitions, when the store supports it: partitions
+	// hand their batches to one committer that writes everything pending
+	// with a single AppendMulti (one fsync) per round.
+	closeOnce  sync.Once
+	multi      store.MultiAppender
+	commits    chan commitReq
+	commitDone chan struct{}
+}
+
+// commitReq is one partition's batch for the cross-partition committer.
+type commitReq struct {
+	p *partition
+	b batch
 }
 
 // New returns a coordinator; Start begins loading and serving.
@@ -87,12 +101,65 @@ func New(cfg Config) (*Coordinator, error) {
 	for i := 0; i < cfg.Partitions; i++ {
 		c.parts = append(c.parts, newPartition(c, int32(i)))
 	}
+	if m, ok := cfg.Store.(store.MultiAppender); ok {
+		c.multi = m
+		// Each partition has at most one batch in flight, so this never
+		// blocks a loop.
+		c.commits = make(chan commitReq, cfg.Partitions)
+		c.commitDone = make(chan struct{})
+	}
 	return c, nil
+}
+
+// commitLoop writes, round after round, every batch the partitions have
+// handed in, with one AppendMulti per round. Batches that arrive during a
+// round wait for the next one, which is what amortises the fsync over all
+// partitions and all their pending requests.
+func (c *Coordinator) commitLoop() {
+	defer close(c.commitDone)
+	var (
+		reqs []commitReq
+		prs  []store.PartitionRecords
+	)
+	for {
+		first, ok := <-c.commits
+		if !ok {
+			return
+		}
+		reqs = append(reqs[:0], first)
+	drain:
+		for len(reqs) < cap(c.commits) {
+			select {
+			case r, ok := <-c.commits:
+				if !ok {
+					break drain
+				}
+				reqs = append(reqs, r)
+			default:
+				break drain
+			}
+		}
+		prs = prs[:0]
+		for _, r := range reqs {
+			prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: r.b.records()})
+		}
+		code := group.ErrNone
+		if err := c.multi.AppendMulti(context.Background(), prs); err != nil {
+			code = storeErrorCode(err)
+			c.log.Warn("coordinator: append failed", "partitions", len(prs), "err", err)
+		}
+		for _, r := range reqs {
+			r.p.appended <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
+		}
+	}
 }
 
 // Start loads every owned partition (in the background: a partition answers
 // COORDINATOR_LOAD_IN_PROGRESS until it is loaded) and starts the loops.
 func (c *Coordinator) Start() {
+	if c.multi != nil {
+		go c.commitLoop()
+	}
 	for _, p := range c.parts {
 		owned := c.cfg.Owned == nil || c.cfg.Owned(p.id)
 		c.wg.Add(1)
@@ -115,8 +182,14 @@ func (c *Coordinator) WaitLoaded(ctx context.Context) error {
 // Close stops every loop: parked requests are answered NOT_COORDINATOR and
 // in-flight writes are waited for.
 func (c *Coordinator) Close() error {
-	c.cancel()
-	c.wg.Wait()
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		if c.multi != nil {
+			close(c.commits)
+			<-c.commitDone
+		}
+	})
 	return nil
 }
 

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,9 @@ type gateStore struct {
 	mu         sync.Mutex
 	loadGate   map[int32]chan struct{}
 	appendGate chan struct{}
+	onMulti    func([]store.PartitionRecords)
 	appends    atomic.Int64
+	held       atomic.Int64 // partitions in a write held at the gate
 	records    atomic.Int64
 }
 
@@ -55,6 +58,27 @@ func (g *gateStore) Append(ctx context.Context, p int32, recs []store.Record) er
 	g.appends.Add(1)
 	g.records.Add(int64(len(recs)))
 	return g.Store.Append(ctx, p, recs)
+}
+
+func (g *gateStore) AppendMulti(ctx context.Context, batches []store.PartitionRecords) error {
+	g.mu.Lock()
+	gate := g.appendGate
+	g.mu.Unlock()
+	if gate != nil {
+		g.held.Store(int64(len(batches)))
+		<-gate
+	}
+	g.appends.Add(1)
+	for _, b := range batches {
+		g.records.Add(int64(len(b.Records)))
+	}
+	g.mu.Lock()
+	onMulti := g.onMulti
+	g.mu.Unlock()
+	if onMulti != nil {
+		onMulti(batches)
+	}
+	return g.Store.AppendMulti(ctx, batches)
 }
 
 type env struct {
@@ -126,7 +150,7 @@ func (e *env) joinOne(groupID string) (string, int32) {
 	return r.MemberID, r.Generation
 }
 
-func commitReq(groupID, member string, gen int32, topic string, off int64) *kmsg.OffsetCommitRequest {
+func commitRequest(groupID, member string, gen int32, topic string, off int64) *kmsg.OffsetCommitRequest {
 	r := kmsg.NewPtrOffsetCommitRequest()
 	r.Version = 8
 	r.Group, r.MemberID, r.Generation = groupID, member, gen
@@ -193,7 +217,7 @@ func TestC01_RequestHandlingWhileLoadingInProgress(t *testing.T) {
 	if r := e.do(joinReq("slow", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrCoordinatorLoading {
 		t.Fatalf("join %d", r.ErrorCode)
 	}
-	if r := e.do(commitReq("slow", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorLoading {
+	if r := e.do(commitRequest("slow", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorLoading {
 		t.Fatal("commit")
 	}
 	if r := e.do(fetchReq("slow", "t")).(*kmsg.OffsetFetchResponse); r.ErrorCode != group.ErrCoordinatorLoading {
@@ -255,7 +279,7 @@ func TestRepliesWaitForDurableWrites(t *testing.T) {
 	st.appendGate = gate
 	st.mu.Unlock()
 	done := make(chan *kmsg.OffsetCommitResponse, 1)
-	go func() { done <- e.do(commitReq("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
+	go func() { done <- e.do(commitRequest("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
 	// While the append is held, a heartbeat (no write) on the same
 	// partition is answered: requests that write nothing are not slowed.
 	hb := kmsg.NewPtrHeartbeatRequest()
@@ -295,7 +319,7 @@ func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			r := e.do(commitReq("g", "", -1, "t"+string(rune('A'+i%26))+string(rune('a'+i/26)), int64(i))).(*kmsg.OffsetCommitResponse)
+			r := e.do(commitRequest("g", "", -1, "t"+string(rune('A'+i%26))+string(rune('a'+i/26)), int64(i))).(*kmsg.OffsetCommitResponse)
 			if r.Topics[0].Partitions[0].ErrorCode != 0 {
 				t.Error(r.Topics[0].Partitions[0].ErrorCode)
 			}
@@ -347,7 +371,7 @@ func TestReleaseAnswersParkedAndAcquireReloads(t *testing.T) {
 	e := newEnv(t, st, nil)
 	e.c.WaitLoaded(context.Background())
 	member, gen := e.joinOne("g")
-	if r := e.do(commitReq("g", member, gen, "t", 9)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+	if r := e.do(commitRequest("g", member, gen, "t", 9)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatal("commit")
 	}
 	// A second member parks in JoinGroup (leader has not rejoined).
@@ -391,7 +415,7 @@ func TestRestartKeepsGroupsAndOffsets(t *testing.T) {
 	e := newEnv(t, st, nil)
 	e.c.WaitLoaded(context.Background())
 	member, gen := e.joinOne("g")
-	e.do(commitReq("g", member, gen, "t", 77))
+	e.do(commitRequest("g", member, gen, "t", 77))
 	e.c.Close()
 
 	e2 := newEnv(t, st, nil)
@@ -412,15 +436,105 @@ func TestStoreFailureIsRetriableError(t *testing.T) {
 	e := newEnv(t, st, nil)
 	e.c.WaitLoaded(context.Background())
 	st.FailWith(store.ErrClosed)
-	if r := e.do(commitReq("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorNotAvailable {
+	if r := e.do(commitRequest("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrCoordinatorNotAvailable {
 		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
 	}
 	st.FailWith(store.ErrNotOwner)
-	if r := e.do(commitReq("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrNotCoordinator {
+	if r := e.do(commitRequest("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != group.ErrNotCoordinator {
 		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
 	}
 	st.FailWith(nil)
 	if e.fetch("g", "t") != -1 {
 		t.Fatal("failed commit visible")
+	}
+}
+
+// TestGroupCommitAcrossPartitions: with a store that can append to several
+// partitions at once, the batches of all partitions pending during a write
+// go out together in the next one.
+func TestGroupCommitAcrossPartitions(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	var widest atomic.Int64 // most partitions in one write
+	st.mu.Lock()
+	st.onMulti = func(b []store.PartitionRecords) {
+		for {
+			w := widest.Load()
+			if int64(len(b)) <= w || widest.CompareAndSwap(w, int64(len(b))) {
+				return
+			}
+		}
+	}
+	st.mu.Unlock()
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.appendGate = gate
+	st.mu.Unlock()
+	const n = 64
+	var wg sync.WaitGroup
+	parts := map[int32]bool{}
+	for i := 0; i < n; i++ {
+		g := fmt.Sprintf("g%d", i)
+		parts[PartitionFor(g, 8)] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do(commitRequest(g, "", -1, "t", 1)).(*kmsg.OffsetCommitResponse)
+			if r.Topics[0].Partitions[0].ErrorCode != 0 {
+				t.Error(r.Topics[0].Partitions[0].ErrorCode)
+			}
+		}()
+	}
+	// Wait (bounded) until every other partition has handed its batch to
+	// the committer, which is held in the first write.
+	for i := 0; i < 5000 && int(st.held.Load())+len(e.c.commits) < len(parts); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	st.mu.Lock()
+	st.appendGate = nil
+	st.mu.Unlock()
+	close(gate)
+	wg.Wait()
+	// Held behind the first write, the other partitions' batches must go out
+	// together in the next one; one writer per partition would need at
+	// least two writes per partition.
+	a, r := st.appends.Load(), st.records.Load()
+	if r != n || widest.Load() < int64(len(parts))-st.held.Load() || a >= int64(2*len(parts)) {
+		t.Fatalf("%d records of %d partitions in %d writes, widest covering %d partitions", r, len(parts), a, widest.Load())
+	}
+}
+
+// appendOnly hides MultiAppender: the coordinator falls back to one writer
+// per partition.
+type appendOnly struct{ *gateStore }
+
+func (a appendOnly) AppendMulti() {} // shadows the promoted method with a different signature
+
+func TestPerPartitionWriterWithoutMultiAppend(t *testing.T) {
+	st := newGateStore()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	c, err := New(Config{Partitions: 8, Group: group.Defaults(), Store: appendOnly{st}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.multi != nil {
+		t.Fatal("store without AppendMulti treated as MultiAppender")
+	}
+	c.Start()
+	defer c.Close()
+	c.WaitLoaded(context.Background())
+	e := &env{t: t, c: c, st: st, clk: clk}
+	for i := 0; i < 20; i++ {
+		g := fmt.Sprintf("g%d", i)
+		if r := e.do(commitRequest(g, "", -1, "t", int64(i))).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+		}
+		if e.fetch(g, "t") != int64(i) {
+			t.Fatal("offset")
+		}
+	}
+	if st.appends.Load() != 20 {
+		t.Fatalf("%d appends", st.appends.Load())
 	}
 }

@@ -125,7 +125,11 @@ func (p *partition) run(owned bool) {
 	p.timer.Stop()
 	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
 	writerDone := make(chan struct{})
-	go p.writer(writerDone)
+	if p.c.multi == nil {
+		go p.writer(writerDone)
+	} else {
+		close(writerDone)
+	}
 	if owned {
 		p.startLoad()
 	} else {
@@ -135,6 +139,9 @@ func (p *partition) run(owned bool) {
 		p.unload()
 		close(p.batches)
 		<-writerDone
+		if p.c.multi != nil && p.inflight {
+			<-p.appended // the committer finishes our batch before Close returns
+		}
 		p.timer.Stop()
 		retention.Stop()
 	}()
@@ -271,7 +278,11 @@ func (p *partition) flush() {
 		p.inflight = true
 		b := batch{writes: p.queued, gen: p.shardGen}
 		p.queued = nil
-		p.batches <- b
+		if p.c.multi != nil {
+			p.c.commits <- commitReq{p, b}
+		} else {
+			p.batches <- b
+		}
 	}
 	p.timer.Stop()
 	if p.state == stActive {
@@ -288,16 +299,8 @@ func (p *partition) flush() {
 // writer appends batches for the loop, one at a time, in order.
 func (p *partition) writer(done chan struct{}) {
 	defer close(done)
-	var recs []store.Record
 	for b := range p.batches {
-		recs = recs[:0]
-		ids := make([]uint64, len(b.writes))
-		for i, w := range b.writes {
-			ids[i] = w.ID
-			for _, r := range w.Records {
-				recs = append(recs, store.Record(r))
-			}
-		}
+		recs, ids := b.records(), b.ids()
 		code := group.ErrNone
 		if err := p.c.cfg.Store.Append(context.Background(), p.id, recs); err != nil {
 			code = storeErrorCode(err)
@@ -311,6 +314,28 @@ func (p *partition) writer(done chan struct{}) {
 type batch struct {
 	writes []group.Write
 	gen    uint64 // the shard they belong to
+}
+
+func (b batch) records() []store.Record {
+	n := 0
+	for _, w := range b.writes {
+		n += len(w.Records)
+	}
+	recs := make([]store.Record, 0, n)
+	for _, w := range b.writes {
+		for _, r := range w.Records {
+			recs = append(recs, store.Record(r))
+		}
+	}
+	return recs
+}
+
+func (b batch) ids() []uint64 {
+	ids := make([]uint64, len(b.writes))
+	for i, w := range b.writes {
+		ids[i] = w.ID
+	}
+	return ids
 }
 
 // storeErrorCode maps a store failure to the Kafka error clients retry on.

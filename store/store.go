@@ -45,6 +45,24 @@ type Store interface {
 	Close() error
 }
 
+// MultiAppender is implemented by stores that can make the records of several
+// partitions durable with one write (one fsync, one transaction). The
+// coordinator then commits the pending batches of all its partitions
+// together: group commit across partitions.
+type MultiAppender interface {
+	// AppendMulti makes every batch durable, each batch's records in order,
+	// batches in slice order. When it returns nil all of them survive a
+	// crash; when it returns an error none may be considered written. The
+	// slices are not retained.
+	AppendMulti(ctx context.Context, batches []PartitionRecords) error
+}
+
+// PartitionRecords is one partition's records in an AppendMulti call.
+type PartitionRecords struct {
+	Partition int32
+	Records   []Record
+}
+
 // ErrClosed is returned by operations on a closed store.
 var ErrClosed = errors.New("store: closed")
 

@@ -52,6 +52,12 @@ func (s *Store) Append(_ context.Context, p int32, recs []store.Record) error {
 	if s.fail != nil {
 		return s.fail
 	}
+	s.apply(p, recs)
+	s.appends++
+	return nil
+}
+
+func (s *Store) apply(p int32, recs []store.Record) {
 	m := s.parts[p]
 	if m == nil {
 		m = make(map[string][]byte)
@@ -63,6 +69,21 @@ func (s *Store) Append(_ context.Context, p int32, recs []store.Record) error {
 			continue
 		}
 		m[string(r.Key)] = append([]byte(nil), r.Value...)
+	}
+}
+
+// AppendMulti implements store.MultiAppender: all batches or none.
+func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecords) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	if s.fail != nil {
+		return s.fail
+	}
+	for _, b := range batches {
+		s.apply(b.Partition, b.Records)
 	}
 	s.appends++
 	return nil
