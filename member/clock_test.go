@@ -88,11 +88,13 @@ func startFake(t *testing.T, cooperative bool) (*Member, *fakeCoordinator, *cloc
 	fc := &fakeCoordinator{clk: clk, hbs: make(chan time.Time, 100)}
 	ev := make(chan clockEvent, 100)
 	m, err := Start(Config{
-		Client:            fc,
-		Group:             "g",
-		ProtocolType:      "test",
-		Protocols:         func() []Protocol { return []Protocol{{Name: "p", Metadata: []byte("x")}} },
-		Assign:            func(_ context.Context, g Generation) (map[string][]byte, error) { return map[string][]byte{g.MemberID: []byte("a")}, nil },
+		Client:       fc,
+		Group:        "g",
+		ProtocolType: "test",
+		Protocols:    func() []Protocol { return []Protocol{{Name: "p", Metadata: []byte("x")}} },
+		Assign: func(_ context.Context, g Generation) (map[string][]byte, error) {
+			return map[string][]byte{g.MemberID: []byte("a")}, nil
+		},
 		Assigned:          func(ctx context.Context, g Generation) { ev <- clockEvent{kind: "assigned", at: clk.Now(), ctx: ctx} },
 		Revoked:           func(g Generation) { ev <- clockEvent{kind: "revoked", at: clk.Now()} },
 		Lost:              func(g Generation, err error) { ev <- clockEvent{kind: "lost", at: clk.Now(), err: err} },

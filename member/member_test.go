@@ -78,7 +78,9 @@ func start(t *testing.T, cl member.Requester, group, name string, mod func(*memb
 			x.events <- event{kind: "assigned", gen: g, at: time.Now(), ctx: ctx}
 		},
 		Revoked: func(g member.Generation) { x.events <- event{kind: "revoked", gen: g, at: time.Now()} },
-		Lost:    func(g member.Generation, err error) { x.events <- event{kind: "lost", gen: g, err: err, at: time.Now()} },
+		Lost: func(g member.Generation, err error) {
+			x.events <- event{kind: "lost", gen: g, err: err, at: time.Now()}
+		},
 	}
 	if mod != nil {
 		mod(&cfg)
