@@ -1,0 +1,257 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/election"
+	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/member/membertest"
+)
+
+const (
+	session   = time.Second
+	rebalance = 2 * time.Second
+)
+
+func memberConfig(t *testing.T, cl member.Requester, name string) member.Config {
+	return member.Config{
+		Client:            cl,
+		Group:             "writers",
+		SessionTimeout:    session,
+		RebalanceTimeout:  rebalance,
+		HeartbeatInterval: session / 5,
+		LostMargin:        session / 4,
+		Logger:            membertest.Logger(t).With("candidate", name),
+	}
+}
+
+type interval struct {
+	name       string
+	token      int32
+	start, end time.Time
+}
+
+// world is the shared resource the writers write to, behind a Fence, and
+// the record of who wrote when.
+type world struct {
+	fence    election.Fence
+	mu       sync.Mutex
+	writes   []int32 // tokens of the accepted writes, in order
+	rejected int
+	terms    []interval
+	active   map[string]int // index into terms of the running term
+	started  chan interval
+}
+
+func newWorld() *world {
+	return &world{active: map[string]int{}, started: make(chan interval, 100)}
+}
+
+func (w *world) writer(name string) election.Func {
+	return func(ctx context.Context, token int32) {
+		w.mu.Lock()
+		iv := interval{name: name, token: token, start: time.Now()}
+		w.terms = append(w.terms, iv)
+		w.active[name] = len(w.terms) - 1
+		w.mu.Unlock()
+		w.started <- iv
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				w.mu.Lock()
+				w.terms[w.active[name]].end = time.Now()
+				delete(w.active, name)
+				w.mu.Unlock()
+				return
+			case <-tick.C:
+			}
+			err := w.fence.Do(token, func() error {
+				w.mu.Lock()
+				w.writes = append(w.writes, token)
+				w.mu.Unlock()
+				return nil
+			})
+			var stale *election.StaleTokenError
+			if errors.As(err, &stale) {
+				w.mu.Lock()
+				w.rejected++
+				w.mu.Unlock()
+			}
+		}
+	}
+}
+
+type candidate struct {
+	name string
+	cl   *kgo.Client
+	e    *election.Election
+}
+
+func TestFiveCandidatesKillTheWriter(t *testing.T) {
+	for _, backend := range []string{"cohort", "kfake"} {
+		t.Run(backend, func(t *testing.T) {
+			var addr string
+			if backend == "cohort" {
+				addr = membertest.StartCohort(t, nil).Addr()
+			} else {
+				addr = membertest.StartKfake(t)
+			}
+			runKills(t, addr, 6)
+		})
+	}
+}
+
+func runKills(t *testing.T, addr string, kills int) {
+	w := newWorld()
+	cands := map[string]*candidate{}
+	seq := 0
+	spawn := func() {
+		seq++
+		name := fmt.Sprintf("c%d", seq)
+		cl := membertest.Client(t, addr)
+		e, err := election.Start(election.Config{Member: memberConfig(t, cl, name)}, w.writer(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Abandon)
+		cands[name] = &candidate{name: name, cl: cl, e: e}
+	}
+	for range 5 {
+		spawn()
+	}
+	nextWriter := func(d time.Duration) interval {
+		t.Helper()
+		select {
+		case iv := <-w.started:
+			return iv
+		case <-time.After(d):
+			t.Fatalf("no writer within %v", d)
+		}
+		panic("unreachable")
+	}
+	cur := nextWriter(15 * time.Second)
+	var failovers []time.Duration
+	for k := range kills {
+		c := cands[cur.name]
+		killed := time.Now()
+		switch k % 3 {
+		case 0: // crash: no LeaveGroup, nothing runs any more
+			c.e.Abandon()
+		case 1: // connections cut: the process lives on as a zombie and
+			// must stop writing by itself
+			c.cl.Close()
+		case 2: // graceful: stop writing, then LeaveGroup
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := c.e.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+		delete(cands, cur.name)
+		spawn()
+		next := nextWriter(session + rebalance + 2*time.Second)
+		if next.token <= cur.token {
+			t.Fatalf("token went from %d to %d", cur.token, next.token)
+		}
+		d := next.start.Sub(killed)
+		failovers = append(failovers, d)
+		t.Logf("kill %d (%s) of %s token %d -> %s token %d after %v", k, []string{"crash", "zombie", "close"}[k%3], cur.name, cur.token, next.name, next.token, d)
+		if k%3 != 2 && d > session+rebalance {
+			t.Fatalf("failover took %v, more than session timeout + one rebalance", d)
+		}
+		cur = next
+	}
+	// Let the last writer write for a moment, then stop everyone.
+	time.Sleep(100 * time.Millisecond)
+	for _, c := range cands {
+		c.e.Abandon()
+	}
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Writes were admitted in token order.
+	if !slices.IsSorted(w.writes) {
+		t.Fatal("a write with an older token was accepted after a newer one")
+	}
+	// Terms never overlap.
+	terms := slices.Clone(w.terms)
+	sort.Slice(terms, func(i, j int) bool { return terms[i].start.Before(terms[j].start) })
+	for i := 1; i < len(terms); i++ {
+		prev := terms[i-1]
+		if prev.end.IsZero() || terms[i].start.Before(prev.end) {
+			t.Fatalf("%s (token %d) started at %v while %s (token %d) was active until %v",
+				terms[i].name, terms[i].token, terms[i].start, prev.name, prev.token, prev.end)
+		}
+	}
+	sorted := slices.Clone(failovers)
+	slices.Sort(sorted)
+	t.Logf("%d terms, %d writes accepted, %d rejected by the fence; failover min %v median %v max %v (session %v)",
+		len(terms), len(w.writes), w.rejected, sorted[0], sorted[len(sorted)/2], sorted[len(sorted)-1], session)
+}
+
+// TestWriterKeepsRoleAcrossRebalances: candidates joining and leaving do not
+// move the role from a writer that stays.
+func TestWriterKeepsRoleAcrossRebalances(t *testing.T) {
+	addr := membertest.StartCohort(t, nil).Addr()
+	w := newWorld()
+	start := func(name string) *election.Election {
+		e, err := election.Start(election.Config{Member: memberConfig(t, membertest.Client(t, addr), name)}, w.writer(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Abandon)
+		return e
+	}
+	first := start("a")
+	iv := <-w.started
+	if iv.name != "a" {
+		t.Fatalf("writer %s", iv.name)
+	}
+	var others []*election.Election
+	for _, n := range []string{"b", "c", "d"} {
+		others = append(others, start(n))
+	}
+	// Each join rebalances the group; give them a session to settle (this
+	// window is part of what is checked: no move while members join).
+	time.Sleep(session)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	others[0].Close(ctx)
+	others[1].Abandon()
+	time.Sleep(session + rebalance) // the abandoned one expires: another rebalance
+	select {
+	case iv := <-w.started:
+		t.Fatalf("role moved to %s (token %d) although the writer stayed", iv.name, iv.token)
+	default:
+	}
+	if first.Token() != iv.token {
+		t.Fatalf("writer token %d, started with %d", first.Token(), iv.token)
+	}
+}
+
+func TestFence(t *testing.T) {
+	var f election.Fence
+	for _, tok := range []int32{3, 3, 5} {
+		if err := f.Admit(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stale *election.StaleTokenError
+	if err := f.Admit(4); !errors.As(err, &stale) || stale.Highest != 5 {
+		t.Fatalf("admit 4 after 5: %v", err)
+	}
+	if f.Highest() != 5 {
+		t.Fatal(f.Highest())
+	}
+}
