@@ -103,9 +103,9 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if m, ok := cfg.Store.(store.MultiAppender); ok {
 		c.multi = m
-		// Each partition has at most one batch in flight, so this never
-		// blocks a loop.
-		c.commits = make(chan commitReq, cfg.Partitions)
+		// Each partition has at most maxInflight batches in flight, so
+		// this never blocks a loop.
+		c.commits = make(chan commitReq, cfg.Partitions*maxInflight)
 		c.commitDone = make(chan struct{})
 	}
 	return c, nil

@@ -73,7 +73,7 @@ type partition struct {
 
 	// Group commit: one Append in flight at a time; writes produced
 	// meanwhile wait in queued and go out together as the next batch.
-	inflight bool
+	inflight int // batches handed to the writer/committer, not yet done
 	queued   []group.Write
 	batches  chan batch
 
@@ -86,7 +86,7 @@ func newPartition(c *Coordinator, id int32) *partition {
 		id:       id,
 		calls:    make(chan *call, 256),
 		ctls:     make(chan ctl, 4),
-		appended: make(chan appendResult, 1),
+		appended: make(chan appendResult, maxInflight),
 		loadedCh: make(chan loadResult, 1),
 		loaded:   make(chan struct{}),
 		waiting:  make(map[group.Ticket]*call),
@@ -139,8 +139,8 @@ func (p *partition) run(owned bool) {
 		p.unload()
 		close(p.batches)
 		<-writerDone
-		if p.c.multi != nil && p.inflight {
-			<-p.appended // the committer finishes our batch before Close returns
+		for ; p.c.multi != nil && p.inflight > 0; p.inflight-- {
+			<-p.appended // the committer finishes our batches before Close returns
 		}
 		p.timer.Stop()
 		retention.Stop()
@@ -171,7 +171,7 @@ func (p *partition) run(owned bool) {
 			}
 			retention.Reset(p.c.cfg.RetentionCheckInterval)
 		case res := <-p.appended:
-			p.inflight = false
+			p.inflight--
 			if res.gen == p.shardGen && p.state == stActive {
 				now := p.c.clock.Now()
 				for _, id := range res.ids {
@@ -274,8 +274,8 @@ func (p *partition) flush() {
 	}
 	p.queued = append(p.queued, p.out.Writes...)
 	p.out.Reset()
-	if !p.inflight && len(p.queued) > 0 {
-		p.inflight = true
+	if p.inflight < p.maxInflight() && len(p.queued) > 0 {
+		p.inflight++
 		b := batch{writes: p.queued, gen: p.shardGen}
 		p.queued = nil
 		if p.c.multi != nil {
@@ -308,6 +308,22 @@ func (p *partition) writer(done chan struct{}) {
 		}
 		p.appended <- appendResult{ids: ids, code: code, gen: b.gen}
 	}
+}
+
+// maxInflight bounds the batches a partition has in flight. With a
+// per-partition writer it is one (its appends must reach the store in order,
+// one at a time). With the cross-partition committer, which writes batches in
+// the order it receives them, a partition hands in each turn's writes at once
+// (up to this bound) instead of holding them until its previous batch is
+// durable, so every round carries everything that arrived during the last
+// one. The channels are sized so that neither side ever blocks.
+const maxInflight = 8
+
+func (p *partition) maxInflight() int {
+	if p.c.multi == nil {
+		return 1
+	}
+	return maxInflight
 }
 
 // batch is the writes of one or more loop turns, appended together.
