@@ -1,0 +1,388 @@
+// Package workers runs a pool of named resources (connectors, tasks, shards)
+// over the processes of a group, Kafka Connect style: each resource runs on
+// exactly one process, resources move as little as possible when processes
+// come and go, and a resource that moves is stopped on its old owner before
+// it starts on its new one.
+//
+// The hand-off is cooperative (incremental) and spans two rebalances. Every
+// member announces in its JoinGroup metadata the resources it runs. The
+// leader never assigns a resource that another member still announces; when
+// the balance requires a move, the first rebalance only takes the resource
+// away from its owner, which stops it and rejoins at once, and the second
+// rebalance hands it to its new owner. Resources of members that left or were
+// expired are free at once. A member that cannot reach the coordinator stops
+// its resources on its own before its session can expire (see package member),
+// so a resource never runs twice.
+//
+// The resource list comes from a callback on the leader, read at every
+// rebalance; call Pool.Rejoin to make the group pick up a change. Resources
+// may have weights; the leader balances the total weight per member.
+package workers
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/cohort-dev/cohort/member"
+)
+
+// ProtocolType and Protocol are what pool members announce in JoinGroup.
+const (
+	ProtocolType = "workers"
+	Protocol     = "incremental-v1"
+)
+
+// Resource is one unit of work.
+type Resource struct {
+	Name string
+	// Weight is the relative cost of the resource (0 counts as 1).
+	Weight int
+}
+
+// Config configures a pool member.
+type Config struct {
+	// Member holds the connection and timing settings (Client or Brokers,
+	// Group, InstanceID, timeouts, Clock, Logger). The pool sets the
+	// protocol and the callbacks itself.
+	Member member.Config
+	// Resources lists every resource; it is called on the leader at each
+	// rebalance. Every member should be able to call it.
+	Resources func(ctx context.Context) ([]Resource, error)
+	// Start is called when a resource starts on this member. ctx is
+	// cancelled when it must stop (before Stop is called); token is the
+	// generation in which this member got the resource, usable as a
+	// fencing token. Start should return promptly. Start and Stop are
+	// called one at a time and must not call the Pool's methods.
+	Start func(ctx context.Context, name string, token int32)
+	// Stop is called when the resource stops on this member (moved away,
+	// membership lost, Close). When it returns the resource must no longer
+	// run: only then may another member start it.
+	Stop func(name string)
+}
+
+// Pool is one member of a worker pool.
+type Pool struct {
+	cfg Config
+	m   *member.Member
+	log *slog.Logger
+
+	mu      sync.Mutex
+	running map[string]context.CancelFunc
+	workCtx context.Context // the member context the running resources belong to
+}
+
+// Start joins the pool.
+func Start(cfg Config) (*Pool, error) {
+	if cfg.Resources == nil || cfg.Start == nil || cfg.Stop == nil {
+		return nil, errors.New("workers: Resources, Start and Stop are required")
+	}
+	p := &Pool{cfg: cfg, running: map[string]context.CancelFunc{}}
+	mc := cfg.Member
+	p.log = mc.Logger
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	mc.ProtocolType = ProtocolType
+	mc.Protocols = func() []member.Protocol {
+		return []member.Protocol{{Name: Protocol, Metadata: encodeNames(p.Owned())}}
+	}
+	mc.Assign = p.assign
+	mc.Cooperative = true
+	mc.Assigned = p.assigned
+	mc.Revoked = func(member.Generation) { p.stopAll() }
+	mc.Lost = func(member.Generation, error) { p.stopAll() }
+	m, err := member.Start(mc)
+	if err != nil {
+		return nil, err
+	}
+	p.m = m
+	return p, nil
+}
+
+// Owned returns the resources running on this member, sorted.
+func (p *Pool) Owned() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.running))
+	for n := range p.running {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Rejoin triggers a rebalance, for example after the resource list changed.
+func (p *Pool) Rejoin() { p.m.Rejoin() }
+
+// Close stops this member's resources and leaves the group; the others take
+// them over after one rebalance.
+func (p *Pool) Close(ctx context.Context) error { return p.m.Close(ctx) }
+
+// Abandon stops as a crash would: resources are stopped, the group is not
+// told and takes them over once the session times out.
+func (p *Pool) Abandon() { p.m.Abandon() }
+
+// Done is closed when the member has stopped.
+func (p *Pool) Done() <-chan struct{} { return p.m.Done() }
+
+func (p *Pool) assigned(ctx context.Context, g member.Generation) {
+	names, err := decodeNames(g.Assignment)
+	if err != nil {
+		p.log.Error("bad assignment; rejoining", "err", err)
+		p.m.Rejoin()
+		return
+	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	p.mu.Lock()
+	if p.workCtx != ctx {
+		// A new membership: stop everything as soon as it ends, without
+		// waiting for the member's goroutine to deliver Lost.
+		p.workCtx = ctx
+		context.AfterFunc(ctx, p.stopAll)
+	}
+	revoked := false
+	for n, cancel := range p.running {
+		if !want[n] {
+			cancel()
+			p.cfg.Stop(n)
+			delete(p.running, n)
+			revoked = true
+		}
+	}
+	if ctx.Err() == nil {
+		for _, n := range names {
+			if _, ok := p.running[n]; !ok {
+				rctx, cancel := context.WithCancel(ctx)
+				p.running[n] = cancel
+				p.cfg.Start(rctx, n, g.ID)
+			}
+		}
+	}
+	p.mu.Unlock()
+	if revoked {
+		// The leader hands the revoked resources out in the next round.
+		p.m.Rejoin()
+	}
+}
+
+func (p *Pool) stopAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.running))
+	for n := range p.running {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p.running[n]()
+		p.cfg.Stop(n)
+		delete(p.running, n)
+	}
+}
+
+func (p *Pool) assign(ctx context.Context, g member.Generation) (map[string][]byte, error) {
+	res, err := p.cfg.Resources(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("workers: listing resources: %w", err)
+	}
+	owned := make(map[string][]string, len(g.Members))
+	for _, mm := range g.Members {
+		names, err := decodeNames(mm.Metadata)
+		if err != nil {
+			p.log.Warn("unreadable member metadata; treating as owning nothing", "member", mm.ID, "err", err)
+		}
+		owned[mm.ID] = names
+	}
+	plan := Plan(owned, res)
+	out := make(map[string][]byte, len(plan))
+	for id, names := range plan {
+		out[id] = encodeNames(names)
+	}
+	return out, nil
+}
+
+// Plan is the leader's assignment. owned maps every member to the resources
+// it runs now. The result maps every member to the resources it may run in
+// the new generation: everything it owns and may keep, plus free resources.
+// A resource owned by one member is never given to another; a resource the
+// balance wants elsewhere is left out (revoked) and handed over next round.
+// A resource claimed by two members is left out for both.
+//
+// Balance: free resources go, heaviest first, to the least loaded member;
+// then, while moving a resource from the most to the least loaded member
+// lowers the maximum load, the heaviest such resource moves (freely if it
+// was free this round, by revocation otherwise). With equal weights this
+// gives every member ⌊n/m⌋ or ⌈n/m⌉ resources and moves only the resources
+// that must move.
+func Plan(owned map[string][]string, resources []Resource) map[string][]string {
+	weight := make(map[string]int, len(resources))
+	for _, r := range resources {
+		weight[r.Name] = max(r.Weight, 1)
+	}
+	ids := make([]string, 0, len(owned))
+	for id := range owned {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make(map[string][]string, len(ids))
+	if len(ids) == 0 {
+		return out
+	}
+	claims := map[string]int{}
+	for _, id := range ids {
+		for _, n := range dedup(owned[id]) {
+			claims[n]++
+		}
+	}
+	type slot struct {
+		name    string
+		free    bool // assigned from the free pool this round
+		pending bool // revoked from its owner, to be handed here next round
+	}
+	have := make(map[string][]slot, len(ids))
+	load := make(map[string]int, len(ids))
+	for _, id := range ids {
+		for _, n := range dedup(owned[id]) {
+			if w, ok := weight[n]; ok && claims[n] == 1 {
+				have[id] = append(have[id], slot{name: n})
+				load[id] += w
+			}
+		}
+	}
+	var free []string
+	for _, r := range resources {
+		if claims[r.Name] == 0 {
+			free = append(free, r.Name)
+		}
+	}
+	free = dedup(free)
+	sort.SliceStable(free, func(i, j int) bool { return weight[free[i]] > weight[free[j]] })
+	minLoaded := func() string {
+		best := ids[0]
+		for _, id := range ids[1:] {
+			if load[id] < load[best] {
+				best = id
+			}
+		}
+		return best
+	}
+	maxLoaded := func() string {
+		best := ids[0]
+		for _, id := range ids[1:] {
+			if load[id] > load[best] {
+				best = id
+			}
+		}
+		return best
+	}
+	for _, n := range free {
+		id := minLoaded()
+		have[id] = append(have[id], slot{name: n, free: true})
+		load[id] += weight[n]
+	}
+	// Balancing moves; each strictly lowers the sum of squared loads, so
+	// this ends; the bound only guards against a bug.
+	for range len(resources) * len(ids) {
+		hi, lo := maxLoaded(), minLoaded()
+		gap := load[hi] - load[lo]
+		best := -1
+		for i, s := range have[hi] {
+			w := weight[s.name]
+			if w >= gap {
+				continue
+			}
+			cheap := s.free || s.pending // moving it revokes nothing more
+			if best < 0 || w > weight[have[hi][best].name] ||
+				w == weight[have[hi][best].name] && cheap && !(have[hi][best].free || have[hi][best].pending) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		s := have[hi][best]
+		have[hi] = slices.Delete(have[hi], best, best+1)
+		load[hi] -= weight[s.name]
+		load[lo] += weight[s.name]
+		if !s.free {
+			// Revoked now, free next round; counted at lo so that the plan
+			// does not take more from others meanwhile.
+			s.pending = true
+		}
+		have[lo] = append(have[lo], s)
+	}
+	for _, id := range ids {
+		names := []string{}
+		for _, s := range have[id] {
+			if !s.pending {
+				names = append(names, s.name)
+			}
+		}
+		sort.Strings(names)
+		out[id] = names
+	}
+	return out
+}
+
+func dedup(ns []string) []string {
+	seen := make(map[string]bool, len(ns))
+	out := ns[:0:0]
+	for _, n := range ns {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Metadata and assignment: version byte 0, uint32 count, then each name as
+// uint16 length + bytes.
+func encodeNames(names []string) []byte {
+	b := []byte{0}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(names)))
+	for _, n := range names {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(n)))
+		b = append(b, n...)
+	}
+	return b
+}
+
+var errMalformed = errors.New("workers: malformed names")
+
+func decodeNames(b []byte) ([]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	if len(b) < 5 || b[0] != 0 {
+		return nil, errMalformed
+	}
+	n := binary.BigEndian.Uint32(b[1:5])
+	b = b[5:]
+	if uint64(n) > uint64(len(b))/2 {
+		return nil, errMalformed
+	}
+	out := make([]string, 0, n)
+	for range n {
+		if len(b) < 2 {
+			return nil, errMalformed
+		}
+		l := int(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if len(b) < l {
+			return nil, errMalformed
+		}
+		out = append(out, string(b[:l]))
+		b = b[l:]
+	}
+	return out, nil
+}
