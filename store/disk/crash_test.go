@@ -248,6 +248,7 @@ func TestCrashDetectsSkippedSync(t *testing.T) {
 	// rounds, not all: what matters is that the check does catch skipped syncs.
 	detected := 0
 	const rounds = 6
+	for i := 0; i < rounds; i++ {
 		if errs, _ := crashRound(t, int64(2000+i), true, 0); len(errs) > 0 {
 			detected++
 			if detected == 1 {
