@@ -1,0 +1,509 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/cohort-dev/cohort/member"
+)
+
+// ProtocolType is the protocol type of consumer groups.
+const ProtocolType = "consumer"
+
+// GroupConfig configures a Group.
+type GroupConfig struct {
+	// Member holds the connection and timing settings (Brokers, Group,
+	// InstanceID, timeouts, Clock, Logger). Member.Client is ignored: the
+	// group needs a *kgo.Client, given in Client or created from Brokers.
+	Member member.Config
+	Client *kgo.Client
+	// Topics the member subscribes to.
+	Topics []string
+	// Assignors in order of preference (default: range). The coordinator
+	// picks the first one every member supports. They must all be eager or
+	// all cooperative.
+	Assignors []assign.Assignor
+	// Rack is this member's rack (subscription v3), for rack-aware
+	// assignors.
+	Rack string
+
+	// Assigned reports partitions newly assigned to this member. ctx is
+	// cancelled when the membership ends (lost, Close) and, with an eager
+	// assignor, at the next rebalance; with a cooperative assignor partial
+	// revocations are reported by Revoked only.
+	Assigned func(ctx context.Context, g member.Generation, added []assign.TopicPartitions)
+	// Revoked reports partitions taken away in an orderly way, before the
+	// group commits the offsets marked for them and moves them on. With an
+	// eager assignor this is every partition at every rebalance; with a
+	// cooperative one only those that move (KIP-429).
+	Revoked func(revoked []assign.TopicPartitions)
+	// Lost reports partitions that may already belong to another member;
+	// nothing is committed for them.
+	Lost func(lost []assign.TopicPartitions)
+}
+
+// Group is a member of a consumer group: the consumer protocol on top of
+// package member, with any assignor of package assign. It does not fetch
+// records; it decides which partitions this process owns, keeps the committed
+// offsets, and commits on revocation. Services that own partitions of a
+// resource use it, and so do tests of the assignors against real
+// coordinators.
+type Group struct {
+	cfg  GroupConfig
+	cl   *kgo.Client
+	own  bool
+	m    *member.Member
+	log  *slog.Logger
+	coop bool
+
+	mu       sync.Mutex
+	owned    map[string]map[int32]bool
+	ownedGen int32
+	// last is the last assignment, kept across an eager revocation for
+	// assignors whose user data remembers it (sticky).
+	last []assign.TopicPartitions
+	marks    map[tp]int64 // offsets marked for commit
+}
+
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// StartGroup joins the consumer group.
+func StartGroup(cfg GroupConfig) (*Group, error) {
+	if len(cfg.Topics) == 0 {
+		return nil, errors.New("consumer: no topics")
+	}
+	if len(cfg.Assignors) == 0 {
+		cfg.Assignors = []assign.Assignor{assign.Range()}
+	}
+	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}}
+	g.coop = cfg.Assignors[0].Cooperative()
+	for _, a := range cfg.Assignors[1:] {
+		if a.Cooperative() != g.coop {
+			return nil, errors.New("consumer: mixing eager and cooperative assignors")
+		}
+	}
+	g.cl = cfg.Client
+	if g.cl == nil {
+		cl, err := member.NewClient(cfg.Member.Brokers)
+		if err != nil {
+			return nil, err
+		}
+		g.cl, g.own = cl, true
+	}
+	mc := cfg.Member
+	g.log = mc.Logger
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	mc.Client = g.cl
+	mc.ProtocolType = ProtocolType
+	mc.Protocols = g.protocols
+	mc.Assign = g.assign
+	mc.Cooperative = g.coop
+	mc.Assigned = g.assigned
+	mc.Revoked = func(member.Generation) { g.revoke(nil, true) }
+	mc.Lost = func(member.Generation, error) { g.lose() }
+	m, err := member.Start(mc)
+	if err != nil {
+		if g.own {
+			g.cl.Close()
+		}
+		return nil, err
+	}
+	g.m = m
+	return g, nil
+}
+
+// Assignment returns the partitions this member owns, sorted.
+func (g *Group) Assignment() []assign.TopicPartitions {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return toList(g.owned)
+}
+
+// Generation returns the current generation and whether it is stable.
+func (g *Group) Generation() (member.Generation, bool) { return g.m.Generation() }
+
+// Mark records offset as the next offset to consume for a partition; marked
+// offsets of a partition are committed when it is revoked and on Close.
+func (g *Group) Mark(topic string, partition int32, offset int64) {
+	g.mu.Lock()
+	g.marks[tp{topic, partition}] = offset
+	g.mu.Unlock()
+}
+
+// Commit commits offsets with this member's id and generation, so the
+// coordinator refuses it (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
+// UNKNOWN_MEMBER_ID) if the partitions may have moved on.
+func (g *Group) Commit(ctx context.Context, offsets map[string]map[int32]int64) error {
+	gen, _ := g.m.Generation()
+	if gen.ID < 0 {
+		return errors.New("consumer: no generation to commit in")
+	}
+	return g.commit(ctx, gen, offsets)
+}
+
+func (g *Group) commit(ctx context.Context, gen member.Generation, offsets map[string]map[int32]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group = g.cfg.Member.Group
+	req.Generation = gen.ID
+	req.MemberID = gen.MemberID
+	if gen.InstanceID != "" {
+		inst := gen.InstanceID
+		req.InstanceID = &inst
+	}
+	topics := make([]string, 0, len(offsets))
+	for t := range offsets {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	// OffsetCommit v10+ names topics by id; kgo negotiates the version, so
+	// send both (each version encodes the field it has).
+	ids, err := g.topicIDs(ctx, topics)
+	if err != nil {
+		return err
+	}
+	names := map[[16]byte]string{}
+	for _, t := range topics {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic, rt.TopicID = t, ids[t]
+		names[ids[t]] = t
+		for p, o := range offsets[t] {
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = p, o, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.cl)
+	if err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		name := t.Topic
+		if name == "" {
+			name = names[t.TopicID]
+		}
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("consumer: commit %s/%d: %w", name, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Fetch returns the group's committed offsets (topic -> partition -> offset).
+func (g *Group) Fetch(ctx context.Context) (map[string]map[int32]int64, error) {
+	resps, err := kadm.NewClient(g.cl).FetchOffsets(ctx, g.cfg.Member.Group)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[int32]int64{}
+	var first error
+	resps.Each(func(r kadm.OffsetResponse) {
+		if r.Err != nil {
+			first = errors.Join(first, r.Err)
+			return
+		}
+		if out[r.Topic] == nil {
+			out[r.Topic] = map[int32]int64{}
+		}
+		out[r.Topic][r.Partition] = r.At
+	})
+	return out, first
+}
+
+// Close commits what is marked for the owned partitions, revokes them, and
+// leaves the group (see member.Member.Close).
+func (g *Group) Close(ctx context.Context) error {
+	err := g.m.Close(ctx)
+	if g.own {
+		g.cl.Close()
+	}
+	return err
+}
+
+// Abandon stops as a crash would (no commit, no LeaveGroup).
+func (g *Group) Abandon() {
+	g.m.Abandon()
+	if g.own {
+		g.cl.Close()
+	}
+}
+
+// Rejoin triggers a rebalance (for example after the topics changed).
+func (g *Group) Rejoin() { g.m.Rejoin() }
+
+func (g *Group) protocols() []member.Protocol {
+	g.mu.Lock()
+	owned, gen := toList(g.owned), g.ownedGen
+	prev := owned
+	if !g.coop {
+		prev = g.last
+	}
+	g.mu.Unlock()
+	out := make([]member.Protocol, 0, len(g.cfg.Assignors))
+	for _, a := range g.cfg.Assignors {
+		s := Subscription{
+			Version:    MaxVersion,
+			Topics:     g.cfg.Topics,
+			UserData:   a.UserData(prev, gen),
+			Owned:      owned,
+			Generation: gen,
+			Rack:       g.cfg.Rack,
+		}
+		b, err := s.Encode()
+		if err != nil {
+			g.log.Error("encoding subscription", "err", err)
+			continue
+		}
+		out = append(out, member.Protocol{Name: a.Name(), Metadata: b})
+	}
+	return out
+}
+
+// assign runs on the leader: decode subscriptions, read topic metadata,
+// run the chosen assignor.
+func (g *Group) assign(ctx context.Context, gen member.Generation) (map[string][]byte, error) {
+	var a assign.Assignor
+	for _, x := range g.cfg.Assignors {
+		if x.Name() == gen.Protocol {
+			a = x
+		}
+	}
+	if a == nil {
+		return nil, fmt.Errorf("consumer: chosen protocol %q is not among ours", gen.Protocol)
+	}
+	members := make([]assign.Member, 0, len(gen.Members))
+	topicSet := map[string]bool{}
+	version := MaxVersion
+	for _, mm := range gen.Members {
+		s, err := DecodeSubscription(mm.Metadata)
+		if err != nil {
+			g.log.Warn("undecodable subscription; member gets nothing", "member", mm.ID, "err", err)
+			s = Subscription{Generation: -1}
+		}
+		version = min(version, s.Version)
+		members = append(members, s.Member(mm.ID, mm.InstanceID))
+		for _, t := range s.Topics {
+			topicSet[t] = true
+		}
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].ID < members[j].ID })
+	topics, err := g.metadata(ctx, topicSet)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := a.Assign(members, topics)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(plan))
+	for id, as := range plan {
+		b, err := FromAssign(version, as).Encode()
+		if err != nil {
+			return nil, err
+		}
+		out[id] = b
+	}
+	return out, nil
+}
+
+// topicIDs looks the topics' ids up (zero when the server has none).
+func (g *Group) topicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		name := t
+		rt.Topic = &name
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.cl)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: metadata: %w", err)
+	}
+	out := map[string][16]byte{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil {
+			out[*t.Topic] = t.TopicID
+		}
+	}
+	return out, nil
+}
+
+func (g *Group) metadata(ctx context.Context, topicSet map[string]bool) (map[string]assign.Topic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for t := range topicSet {
+		rt := kmsg.NewMetadataRequestTopic()
+		name := t
+		rt.Topic = &name
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, g.cl)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: metadata: %w", err)
+	}
+	out := map[string]assign.Topic{}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue // a missing topic is simply not assigned
+		}
+		out[*t.Topic] = assign.Topic{Name: *t.Topic, Partitions: int32(len(t.Partitions))}
+	}
+	return out, nil
+}
+
+func (g *Group) assigned(ctx context.Context, gen member.Generation) {
+	a, err := DecodeAssignment(gen.Assignment)
+	if err != nil {
+		g.log.Error("undecodable assignment; rejoining", "err", err)
+		g.m.Rejoin()
+		return
+	}
+	next := map[string]map[int32]bool{}
+	for _, t := range a.Partitions {
+		for _, p := range t.Partitions {
+			if next[t.Topic] == nil {
+				next[t.Topic] = map[int32]bool{}
+			}
+			next[t.Topic][p] = true
+		}
+	}
+	var revoked []assign.TopicPartitions
+	if g.coop {
+		g.mu.Lock()
+		for t, ps := range g.owned {
+			for p := range ps {
+				if !next[t][p] {
+					revoked = addTP(revoked, t, p)
+				}
+			}
+		}
+		g.mu.Unlock()
+		if len(revoked) > 0 {
+			g.revoke(revoked, false)
+		}
+	}
+	g.mu.Lock()
+	var added []assign.TopicPartitions
+	for t, ps := range next {
+		for p := range ps {
+			if !g.owned[t][p] {
+				added = addTP(added, t, p)
+				if g.owned[t] == nil {
+					g.owned[t] = map[int32]bool{}
+				}
+				g.owned[t][p] = true
+			}
+		}
+	}
+	g.ownedGen = gen.ID
+	g.last = toList(g.owned)
+	g.mu.Unlock()
+	sortTPs(added)
+	if len(added) > 0 && g.cfg.Assigned != nil {
+		g.cfg.Assigned(ctx, gen, added)
+	}
+	if len(revoked) > 0 {
+		g.m.Rejoin() // KIP-429: the revoked partitions go out next round
+	}
+}
+
+// revoke stops partitions in an orderly way: user callback, then commit of
+// their marked offsets in the generation that owned them. nil with all=true
+// revokes everything.
+func (g *Group) revoke(parts []assign.TopicPartitions, all bool) {
+	g.mu.Lock()
+	if all {
+		parts = toList(g.owned)
+	}
+	g.mu.Unlock()
+	// Still the generation that owned the partitions: commits are accepted
+	// in it until the rebalance completes.
+	gen, _ := g.m.Generation()
+	if len(parts) == 0 {
+		return
+	}
+	if g.cfg.Revoked != nil {
+		g.cfg.Revoked(parts)
+	}
+	offsets := map[string]map[int32]int64{}
+	g.mu.Lock()
+	for _, t := range parts {
+		for _, p := range t.Partitions {
+			if o, ok := g.marks[tp{t.Topic, p}]; ok {
+				if offsets[t.Topic] == nil {
+					offsets[t.Topic] = map[int32]int64{}
+				}
+				offsets[t.Topic][p] = o
+				delete(g.marks, tp{t.Topic, p})
+			}
+			delete(g.owned[t.Topic], p)
+		}
+	}
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), max(g.cfg.Member.SessionTimeout, 5*time.Second))
+	defer cancel()
+	if err := g.commit(ctx, gen, offsets); err != nil {
+		g.log.Warn("commit on revoke failed", "err", err)
+	}
+}
+
+func (g *Group) lose() {
+	g.mu.Lock()
+	parts := toList(g.owned)
+	g.owned = map[string]map[int32]bool{}
+	g.ownedGen = -1
+	g.last = nil
+	g.marks = map[tp]int64{}
+	g.mu.Unlock()
+	if len(parts) > 0 && g.cfg.Lost != nil {
+		g.cfg.Lost(parts)
+	}
+}
+
+func addTP(l []assign.TopicPartitions, t string, p int32) []assign.TopicPartitions {
+	for i := range l {
+		if l[i].Topic == t {
+			l[i].Partitions = append(l[i].Partitions, p)
+			return l
+		}
+	}
+	return append(l, assign.TopicPartitions{Topic: t, Partitions: []int32{p}})
+}
+
+func sortTPs(l []assign.TopicPartitions) {
+	sort.Slice(l, func(i, j int) bool { return l[i].Topic < l[j].Topic })
+	for _, t := range l {
+		sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i] < t.Partitions[j] })
+	}
+}
+
+func toList(m map[string]map[int32]bool) []assign.TopicPartitions {
+	var out []assign.TopicPartitions
+	for t, ps := range m {
+		for p := range ps {
+			out = addTP(out, t, p)
+		}
+	}
+	sortTPs(out)
+	return out
+}

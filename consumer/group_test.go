@@ -1,0 +1,215 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cohort-dev/cohort/consumer"
+	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/cohort-dev/cohort/consumer/assign/sticky"
+	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/member/membertest"
+)
+
+const session = time.Second
+
+// groupBackends runs fn against cohort and kfake, each with topic "events"
+// of 6 partitions.
+func groupBackends(t *testing.T, fn func(t *testing.T, addr string)) {
+	t.Run("cohort", func(t *testing.T) {
+		n := membertest.StartCohort(t, nil)
+		if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+			t.Fatal(err)
+		}
+		fn(t, n.Addr())
+	})
+	t.Run("kfake", func(t *testing.T) { fn(t, membertest.StartKfake(t, kfake.SeedTopics(6, "events"))) })
+}
+
+// owners records which member owns which partition, from the callbacks,
+// and flags any moment where two members own the same partition.
+type owners struct {
+	mu        sync.Mutex
+	owner     map[int32]string
+	adds      map[int32]int
+	violation string
+}
+
+func newOwners() *owners { return &owners{owner: map[int32]string{}, adds: map[int32]int{}} }
+
+func (o *owners) add(name string, tps []assign.TopicPartitions) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range tps {
+		for _, p := range t.Partitions {
+			if cur := o.owner[p]; cur != "" && o.violation == "" {
+				o.violation = fmt.Sprintf("partition %d assigned to %s while %s owns it", p, name, cur)
+			}
+			o.owner[p] = name
+			o.adds[p]++
+		}
+	}
+}
+
+func (o *owners) remove(name string, tps []assign.TopicPartitions) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, t := range tps {
+		for _, p := range t.Partitions {
+			if o.owner[p] == name {
+				delete(o.owner, p)
+			}
+		}
+	}
+}
+
+// waitSplit waits until every partition is owned and each member owns want.
+func (o *owners) waitSplit(t *testing.T, members []string, want int) map[int32]string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		o.mu.Lock()
+		if o.violation != "" {
+			t.Fatal(o.violation)
+		}
+		counts := map[string]int{}
+		for _, m := range o.owner {
+			counts[m]++
+		}
+		ok := len(o.owner) == 6
+		for _, m := range members {
+			ok = ok && counts[m] == want
+		}
+		snap := map[int32]string{}
+		for p, m := range o.owner {
+			snap[p] = m
+		}
+		o.mu.Unlock()
+		if ok {
+			return snap
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("partitions not split %d each over %v: %v", want, members, o.owner)
+	return nil
+}
+
+func startGroup(t *testing.T, addr, name string, o *owners, as ...assign.Assignor) *consumer.Group {
+	t.Helper()
+	g, err := consumer.StartGroup(consumer.GroupConfig{
+		Member: member.Config{
+			Group: "cg", SessionTimeout: session, RebalanceTimeout: 3 * time.Second, HeartbeatInterval: session / 5,
+			Logger: membertest.Logger(t).With("consumer", name),
+		},
+		Client:    membertest.Client(t, addr),
+		Topics:    []string{"events"},
+		Assignors: as,
+		Assigned:  func(_ context.Context, _ member.Generation, added []assign.TopicPartitions) { o.add(name, added) },
+		Revoked:   func(tps []assign.TopicPartitions) { o.remove(name, tps) },
+		Lost:      func(tps []assign.TopicPartitions) { o.remove(name, tps) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Abandon)
+	return g
+}
+
+func TestGroupRangeCommitFetch(t *testing.T) {
+	groupBackends(t, func(t *testing.T, addr string) {
+		o := newOwners()
+		a := startGroup(t, addr, "a", o)
+		b := startGroup(t, addr, "b", o)
+		c := startGroup(t, addr, "c", o)
+		o.waitSplit(t, []string{"a", "b", "c"}, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, g := range []*consumer.Group{a, b, c} {
+			offs := map[int32]int64{}
+			for _, t := range g.Assignment() {
+				for _, p := range t.Partitions {
+					offs[p] = int64(100 + p)
+				}
+			}
+			if err := g.Commit(ctx, map[string]map[int32]int64{"events": offs}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := a.Fetch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := int32(0); p < 6; p++ {
+			if got["events"][p] != int64(100+p) {
+				t.Fatalf("partition %d committed %d", p, got["events"][p])
+			}
+		}
+	})
+}
+
+// TestGroupCooperativeSticky: members join one by one under the
+// cooperative-sticky assignor; no partition is ever owned by two members,
+// the first member keeps the partitions it may keep, and each partition
+// moves at most once per change.
+func TestGroupCooperativeSticky(t *testing.T) {
+	groupBackends(t, func(t *testing.T, addr string) {
+		o := newOwners()
+		startGroup(t, addr, "a", o, sticky.NewCooperative())
+		s1 := o.waitSplit(t, []string{"a"}, 6)
+		startGroup(t, addr, "b", o, sticky.NewCooperative())
+		s2 := o.waitSplit(t, []string{"a", "b"}, 3)
+		startGroup(t, addr, "c", o, sticky.NewCooperative())
+		s3 := o.waitSplit(t, []string{"a", "b", "c"}, 2)
+		moved := func(x, y map[int32]string) (n int) {
+			for p := range x {
+				if x[p] != y[p] {
+					n++
+				}
+			}
+			return n
+		}
+		if m12, m23 := moved(s1, s2), moved(s2, s3); m12 != 3 || m23 != 2 {
+			t.Fatalf("moved %d then %d partitions, minimum 3 then 2", m12, m23)
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		for p, n := range o.adds {
+			if n > 3 {
+				t.Fatalf("partition %d assigned %d times over two changes", p, n)
+			}
+		}
+	})
+}
+
+// TestGroupCommitOnRevoke: marked offsets are committed when the partitions
+// are revoked (here: on Close, eager range).
+func TestGroupCommitOnRevoke(t *testing.T) {
+	groupBackends(t, func(t *testing.T, addr string) {
+		o := newOwners()
+		a := startGroup(t, addr, "a", o)
+		o.waitSplit(t, []string{"a"}, 6)
+		for p := int32(0); p < 6; p++ {
+			a.Mark("events", p, int64(7+p))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := a.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := startGroup(t, addr, "b", o)
+		got, err := b.Fetch(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p := int32(0); p < 6; p++ {
+			if got["events"][p] != int64(7+p) {
+				t.Fatalf("partition %d: committed %d after revoke", p, got["events"][p])
+			}
+		}
+	})
+}
