@@ -263,61 +263,76 @@ func (c *Coordinator) one(ctx context.Context, cl group.Client, groupID string, 
 	return p.call(ctx, cl, req)
 }
 
-func (c *Coordinator) offsetFetchGroups(ctx context.Context, cl group.Client, r *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
-	byPart := map[int32]*kmsg.OffsetFetchRequest{}
+// fanOut serves a request about several groups: it splits the groups by
+// coordinator partition, sends each partition the sub-request sub(indexes)
+// built from the groups' positions in the original request, and calls
+// collect with every sub-response, in partition order of first appearance.
+func (c *Coordinator) fanOut(ctx context.Context, cl group.Client, groups []string,
+	sub func(idx []int) kmsg.Request, collect func(kmsg.Response)) error {
+	byPart := map[int32][]int{}
 	var order []int32
-	for _, g := range r.Groups {
-		p := PartitionFor(g.Group, len(c.parts))
-		sub := byPart[p]
-		if sub == nil {
-			sub = kmsg.NewPtrOffsetFetchRequest()
-			sub.Version, sub.RequireStable = r.Version, r.RequireStable
-			byPart[p] = sub
+	for i, id := range groups {
+		p := PartitionFor(id, len(c.parts))
+		if _, ok := byPart[p]; !ok {
 			order = append(order, p)
 		}
-		sub.Groups = append(sub.Groups, g)
+		byPart[p] = append(byPart[p], i)
+	}
+	for _, p := range order {
+		resp, err := c.parts[p].call(ctx, cl, sub(byPart[p]))
+		if err != nil {
+			return err
+		}
+		collect(resp)
+	}
+	return nil
+}
+
+func (c *Coordinator) offsetFetchGroups(ctx context.Context, cl group.Client, r *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
+	ids := make([]string, len(r.Groups))
+	for i, g := range r.Groups {
+		ids[i] = g.Group
+	}
+	got := map[string]kmsg.OffsetFetchResponseGroup{}
+	err := c.fanOut(ctx, cl, ids, func(idx []int) kmsg.Request {
+		sub := kmsg.NewPtrOffsetFetchRequest()
+		sub.Version, sub.RequireStable = r.Version, r.RequireStable
+		for _, i := range idx {
+			sub.Groups = append(sub.Groups, r.Groups[i])
+		}
+		return sub
+	}, func(resp kmsg.Response) {
+		for _, g := range resp.(*kmsg.OffsetFetchResponse).Groups {
+			got[g.Group] = g
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	resp := kmsg.NewPtrOffsetFetchResponse()
 	resp.Version = r.Version
-	got := map[string]kmsg.OffsetFetchResponseGroup{}
-	for _, p := range order {
-		sr, err := c.parts[p].call(ctx, cl, byPart[p])
-		if err != nil {
-			return nil, err
-		}
-		for _, g := range sr.(*kmsg.OffsetFetchResponse).Groups {
-			got[g.Group] = g
-		}
-	}
-	for _, g := range r.Groups {
-		resp.Groups = append(resp.Groups, got[g.Group])
+	for _, id := range ids {
+		resp.Groups = append(resp.Groups, got[id])
 	}
 	return resp, nil
 }
 
 func (c *Coordinator) describeGroups(ctx context.Context, cl group.Client, r *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
-	byPart := map[int32]*kmsg.DescribeGroupsRequest{}
-	var order []int32
-	for _, id := range r.Groups {
-		p := PartitionFor(id, len(c.parts))
-		sub := byPart[p]
-		if sub == nil {
-			sub = kmsg.NewPtrDescribeGroupsRequest()
-			sub.Version, sub.IncludeAuthorizedOperations = r.Version, r.IncludeAuthorizedOperations
-			byPart[p] = sub
-			order = append(order, p)
-		}
-		sub.Groups = append(sub.Groups, id)
-	}
 	got := map[string]kmsg.DescribeGroupsResponseGroup{}
-	for _, p := range order {
-		sr, err := c.parts[p].call(ctx, cl, byPart[p])
-		if err != nil {
-			return nil, err
+	err := c.fanOut(ctx, cl, r.Groups, func(idx []int) kmsg.Request {
+		sub := kmsg.NewPtrDescribeGroupsRequest()
+		sub.Version, sub.IncludeAuthorizedOperations = r.Version, r.IncludeAuthorizedOperations
+		for _, i := range idx {
+			sub.Groups = append(sub.Groups, r.Groups[i])
 		}
-		for _, g := range sr.(*kmsg.DescribeGroupsResponse).Groups {
+		return sub
+	}, func(resp kmsg.Response) {
+		for _, g := range resp.(*kmsg.DescribeGroupsResponse).Groups {
 			got[g.Group] = g
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Version = r.Version
@@ -328,28 +343,21 @@ func (c *Coordinator) describeGroups(ctx context.Context, cl group.Client, r *km
 }
 
 func (c *Coordinator) deleteGroups(ctx context.Context, cl group.Client, r *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
-	byPart := map[int32]*kmsg.DeleteGroupsRequest{}
-	var order []int32
-	for _, id := range r.Groups {
-		p := PartitionFor(id, len(c.parts))
-		sub := byPart[p]
-		if sub == nil {
-			sub = kmsg.NewPtrDeleteGroupsRequest()
-			sub.Version = r.Version
-			byPart[p] = sub
-			order = append(order, p)
-		}
-		sub.Groups = append(sub.Groups, id)
-	}
 	got := map[string]kmsg.DeleteGroupsResponseGroup{}
-	for _, p := range order {
-		sr, err := c.parts[p].call(ctx, cl, byPart[p])
-		if err != nil {
-			return nil, err
+	err := c.fanOut(ctx, cl, r.Groups, func(idx []int) kmsg.Request {
+		sub := kmsg.NewPtrDeleteGroupsRequest()
+		sub.Version = r.Version
+		for _, i := range idx {
+			sub.Groups = append(sub.Groups, r.Groups[i])
 		}
-		for _, g := range sr.(*kmsg.DeleteGroupsResponse).Groups {
+		return sub
+	}, func(resp kmsg.Response) {
+		for _, g := range resp.(*kmsg.DeleteGroupsResponse).Groups {
 			got[g.Group] = g
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = r.Version
