@@ -72,8 +72,8 @@ type Group struct {
 	ownedGen int32
 	// last is the last assignment, kept across an eager revocation for
 	// assignors whose user data remembers it (sticky).
-	last []assign.TopicPartitions
-	marks    map[tp]int64 // offsets marked for commit
+	last  []assign.TopicPartitions
+	marks map[tp]int64 // offsets marked for commit
 }
 
 type tp struct {
