@@ -1,0 +1,90 @@
+// Command consumer joins a consumer group through cohort and reports which
+// partitions it owns; it fetches no records (that stays with your Kafka
+// client). It creates the topic in cohort's catalog if it is missing.
+//
+//	go run ./examples/consumer -addr 127.0.0.1:9092 -topic events -assignor cooperative-sticky
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cohort-dev/cohort/consumer"
+	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/cohort-dev/cohort/consumer/assign/sticky"
+	"github.com/cohort-dev/cohort/member"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9092", "coordinator address")
+	group := flag.String("group", "example-consumers", "group id")
+	topic := flag.String("topic", "events", "topic to subscribe to")
+	partitions := flag.Int("partitions", 6, "partitions when creating the topic")
+	assignor := flag.String("assignor", "range", "range, roundrobin, sticky, cooperative-sticky, ...")
+	name := flag.String("name", "consumer", "name in the logs")
+	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
+	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("consumer", *name)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+
+	var a assign.Assignor
+	switch *assignor {
+	case "sticky":
+		a = sticky.New()
+	case "cooperative-sticky":
+		a = sticky.NewCooperative()
+	default:
+		var ok bool
+		if a, ok = assign.ByName(*assignor); !ok {
+			log.Error("unknown assignor", "name", *assignor)
+			os.Exit(2)
+		}
+	}
+	cl, err := member.NewClient([]string{*addr})
+	if err != nil {
+		log.Error("client", "err", err)
+		os.Exit(1)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(*partitions), 1, nil, *topic); err != nil {
+		log.Info("create topic", "result", err) // already exists is fine
+	}
+
+	g, err := consumer.StartGroup(consumer.GroupConfig{
+		Member:    member.Config{Group: *group, SessionTimeout: *session, Logger: log},
+		Client:    cl,
+		Topics:    []string{*topic},
+		Assignors: []assign.Assignor{a},
+		Assigned: func(_ context.Context, gen member.Generation, added []assign.TopicPartitions) {
+			log.Info("assigned", "generation", gen.ID, "added", added)
+		},
+		Revoked: func(tps []assign.TopicPartitions) { log.Info("revoked", "partitions", tps) },
+		Lost:    func(tps []assign.TopicPartitions) { log.Warn("lost", "partitions", tps) },
+	})
+	if err != nil {
+		log.Error("start", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	log.Info("owned at exit", "partitions", g.Assignment())
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.Close(cctx); err != nil {
+		log.Error("close", "err", err)
+	}
+	log.Info("consumer: done")
+}

@@ -1,0 +1,68 @@
+// Command election runs one candidate of a single-writer election against a
+// cohort (or Kafka) coordinator. Start several; one writes, the others stand
+// by, and killing the writer hands the role to another within a session
+// timeout.
+//
+//	go run ./examples/election -addr 127.0.0.1:9092 -name a
+package main
+
+import (
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/cohort-dev/cohort/election"
+	"github.com/cohort-dev/cohort/member"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9092", "coordinator address")
+	group := flag.String("group", "example-election", "group id")
+	name := flag.String("name", "candidate", "name in the logs")
+	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
+	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("candidate", *name)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+
+	var fence election.Fence // stands in for the resource the writer protects
+	e, err := election.Start(election.Config{Member: member.Config{
+		Brokers: []string{*addr}, Group: *group, SessionTimeout: *session, Logger: log,
+	}}, func(ctx context.Context, token int32) {
+		log.Info("writer: active", "token", token)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				log.Info("writer: stopped", "token", token, "cause", context.Cause(ctx))
+				return
+			case <-tick.C:
+				if err := fence.Admit(token); err != nil {
+					log.Warn("write refused", "err", err)
+				}
+			}
+		}
+	})
+	if err != nil {
+		log.Error("start", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Close(cctx); err != nil {
+		log.Error("close", "err", err)
+	}
+	log.Info("candidate: done")
+}

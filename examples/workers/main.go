@@ -1,0 +1,64 @@
+// Command workers runs one member of a worker pool over named resources
+// against a cohort (or Kafka) coordinator. Start several: the resources spread
+// over them, and move (stopped first, then started elsewhere) when members
+// come and go.
+//
+//	go run ./examples/workers -addr 127.0.0.1:9092 -name w1 -resources 12
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/workers"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:9092", "coordinator address")
+	group := flag.String("group", "example-workers", "group id")
+	name := flag.String("name", "worker", "name in the logs")
+	n := flag.Int("resources", 12, "number of resources (task-0 .. task-n-1)")
+	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
+	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("worker", *name)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *runFor > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *runFor)
+		defer cancel()
+	}
+
+	resources := make([]workers.Resource, *n)
+	for i := range resources {
+		resources[i] = workers.Resource{Name: fmt.Sprintf("task-%d", i)}
+	}
+	p, err := workers.Start(workers.Config{
+		Member:    member.Config{Brokers: []string{*addr}, Group: *group, SessionTimeout: *session, Logger: log},
+		Resources: func(context.Context) ([]workers.Resource, error) { return resources, nil },
+		Start: func(ctx context.Context, name string, token int32) {
+			log.Info("start", "resource", name, "token", token)
+		},
+		Stop: func(name string) { log.Info("stop", "resource", name) },
+	})
+	if err != nil {
+		log.Error("start", "err", err)
+		os.Exit(1)
+	}
+	<-ctx.Done()
+	log.Info("owned at exit", "resources", p.Owned())
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Close(cctx); err != nil {
+		log.Error("close", "err", err)
+	}
+	log.Info("worker: done")
+}
