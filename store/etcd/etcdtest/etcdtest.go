@@ -1,0 +1,156 @@
+// Package etcdtest starts etcd servers in-process (go.etcd.io/etcd/server/v3/embed)
+// on 127.0.0.1 for tests: one member, or a cluster of several whose members
+// can be stopped and restarted to take away and give back quorum.
+package etcdtest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// Cluster is a set of in-process etcd members.
+type Cluster struct {
+	t       testing.TB
+	dir     string
+	names   []string
+	peer    []string
+	client  []string
+	initial string
+
+	mu      sync.Mutex
+	members []*embed.Etcd // nil when stopped
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Start starts an n-member cluster and waits until it serves. It is stopped
+// when the test ends.
+func Start(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n)}
+	var init []string
+	for i := 0; i < n; i++ {
+		c.names = append(c.names, fmt.Sprintf("m%d", i))
+		c.peer = append(c.peer, "http://"+freePort(t))
+		c.client = append(c.client, "http://"+freePort(t))
+		init = append(init, c.names[i]+"="+c.peer[i])
+	}
+	c.initial = strings.Join(init, ",")
+	t.Cleanup(c.Close)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); errs[i] = c.start(i, "new") }(i)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *Cluster) start(i int, state string) error {
+	cfg := embed.NewConfig()
+	cfg.Name = c.names[i]
+	cfg.Dir = filepath.Join(c.dir, c.names[i])
+	pu, _ := url.Parse(c.peer[i])
+	cu, _ := url.Parse(c.client[i])
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.InitialCluster = c.initial
+	cfg.ClusterState = state
+	cfg.InitialClusterToken = "cohort-test"
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("etcdtest: starting %s: %w", cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return fmt.Errorf("etcdtest: %s: %w", cfg.Name, err)
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return fmt.Errorf("etcdtest: %s not ready after 60s", cfg.Name)
+	}
+	c.mu.Lock()
+	c.members[i] = e
+	c.mu.Unlock()
+	return nil
+}
+
+// Endpoints returns the client URLs of all members.
+func (c *Cluster) Endpoints() []string { return append([]string(nil), c.client...) }
+
+// Client returns a client of all members, closed when the test ends.
+func (c *Cluster) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Stop stops member i (its data stays for Restart).
+func (c *Cluster) Stop(i int) {
+	c.mu.Lock()
+	e := c.members[i]
+	c.members[i] = nil
+	c.mu.Unlock()
+	if e != nil {
+		e.Close()
+	}
+}
+
+// Restart starts a stopped member i again from its data. With fewer than a
+// quorum of members running it does not become ready on its own, so
+// restarting members to regain quorum must happen concurrently: use
+// RestartAll.
+func (c *Cluster) Restart(i int) error { return c.start(i, "existing") }
+
+// RestartAll restarts the given stopped members concurrently.
+func (c *Cluster) RestartAll(idx ...int) error {
+	errs := make(chan error, len(idx))
+	for _, i := range idx {
+		go func(i int) { errs <- c.start(i, "existing") }(i)
+	}
+	var first error
+	for range idx {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Close stops every member.
+func (c *Cluster) Close() {
+	for i := range c.members {
+		c.Stop(i)
+	}
+}
