@@ -1,0 +1,149 @@
+package clients
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/clients/testbed"
+)
+
+// MemberConfig is what a client-specific starter needs for one member.
+type MemberConfig struct {
+	Group, Topic string
+	ClientID     string // unique per member; the router blocks it on Kill
+	Instance     string // static membership (group.instance.id), "" = dynamic
+	Protocol     string // "range", "roundrobin", "cooperative-sticky", "sticky"
+	Seen         *testbed.Seen
+	// OnRecord, if set, is called for each processed record (partition).
+	OnRecord func(partition int32)
+}
+
+// process is a member's handling of one record: it records the delivery and
+// takes a little time, so that consumption is still under way while members
+// come and go.
+func (c MemberConfig) process(value string, partition int32) {
+	c.Seen.Add(value)
+	if c.OnRecord != nil {
+		c.OnRecord(partition)
+	}
+	time.Sleep(processTime)
+}
+
+const processTime = 2 * time.Millisecond
+
+// Member is one running group member of some client.
+type Member interface {
+	// Close commits what was processed and leaves the group (gracefully).
+	Close()
+}
+
+// Starter starts one member.
+type Starter func(t *testing.T, b *testbed.Bed, c MemberConfig) Member
+
+// Session timeouts of the members: short, but not tiny, so a slow machine
+// does not evict live members.
+const (
+	sessionTimeout   = 4 * time.Second
+	heartbeat        = 400 * time.Millisecond
+	rebalanceTimeout = 20 * time.Second
+)
+
+// kill makes a member vanish as a crashed process would: the router cuts its
+// connections and refuses its requests, so it cannot leave the group; cohort
+// evicts it when its session expires. The client object is then closed in
+// the background (its leave attempts go nowhere).
+func kill(b *testbed.Bed, m Member, clientID string, wg *sync.WaitGroup) {
+	b.Router.Block(clientID)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.Close()
+	}()
+}
+
+// waitMembers waits until a generation later than after gives assignments to
+// exactly n members, and returns it.
+func waitMembers(ctx context.Context, t *testing.T, b *testbed.Bed, grp string, after int32, n int) int32 {
+	t.Helper()
+	var gen int32
+	err := testbed.WaitFor(ctx, fmt.Sprintf("a generation > %d with %d members", after, n), func() bool {
+		g := b.Router.Journal.LastGeneration(grp)
+		if g <= after {
+			return false
+		}
+		if len(b.Router.Journal.Assignment(grp, g)) == n {
+			gen = g
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		t.Fatalf("%v (generations %v, last %v)", err, b.Router.Journal.Generations(grp),
+			b.Router.Journal.Assignment(grp, b.Router.Journal.LastGeneration(grp)))
+	}
+	return gen
+}
+
+// runChurn is test 1 for one client: K records on P partitions, consumed by a
+// group whose members are added, killed and stopped while it consumes.
+//
+//	2 members start on the first half of the records; a third joins; the
+//	first is killed (evicted at session expiry); the second half is
+//	produced; a fourth joins; the second leaves gracefully; consumption ends
+//	with the committed offsets at the log end.
+func runChurn(t *testing.T, start Starter, protocol string) {
+	const (
+		topic = "churn"
+		P     = 6
+		K     = 3000
+	)
+	b := testbed.Start(t, testbed.Options{Topics: map[string]int32{topic: P}})
+	grp := "churn-" + protocol
+	b.Produce(t, topic, P, 0, K/2)
+	seen := testbed.NewSeen()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	members := map[int]Member{}
+	defer func() {
+		for _, m := range members {
+			m.Close()
+		}
+	}()
+	add := func(i int) {
+		members[i] = start(t, b, MemberConfig{Group: grp, Topic: topic, ClientID: fmt.Sprintf("m%d", i),
+			Protocol: protocol, Seen: seen})
+	}
+	progress := func(n int) {
+		t.Helper()
+		if err := testbed.WaitFor(ctx, fmt.Sprintf("%d records processed", n), func() bool { return seen.Distinct() >= n }); err != nil {
+			t.Fatalf("%v (processed %d)", err, seen.Distinct())
+		}
+	}
+
+	add(1)
+	add(2)
+	gen := waitMembers(ctx, t, b, grp, 0, 2)
+	progress(K / 8)
+	add(3)
+	gen = waitMembers(ctx, t, b, grp, gen, 3)
+	kill(b, members[1], "m1", &bg)
+	delete(members, 1)
+	gen = waitMembers(ctx, t, b, grp, gen, 2)
+	b.Produce(t, topic, P, K/2, K/2)
+	add(4)
+	gen = waitMembers(ctx, t, b, grp, gen, 3)
+	members[2].Close()
+	delete(members, 2)
+	waitMembers(ctx, t, b, grp, gen, 2)
+	progress(K)
+	if err := b.WaitCommitted(ctx, grp, b.EndOffsets(t, topic)); err != nil {
+		t.Fatal(err)
+	}
+	b.Check(t, grp, topic, K, seen)
+}

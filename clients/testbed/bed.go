@@ -1,0 +1,359 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// Options configures a test bed.
+type Options struct {
+	// Topics to create in the data cluster: name → partitions.
+	Topics map[string]int32
+	// CohortAddr, if set, is an already running cohort (e.g. a child
+	// process); otherwise an in-process node on the memory store is started.
+	CohortAddr string
+	// MinSessionTimeout for the in-process node (default 1s, so that the
+	// tests may use short session timeouts).
+	MinSessionTimeout time.Duration
+}
+
+// Bed is kfake + cohort + the router in front of them.
+type Bed struct {
+	Data   *kfake.Cluster
+	Node   *node.Node // nil when Options.CohortAddr was given
+	Router *Router
+	admin  *kgo.Client
+}
+
+// Start starts a bed and registers its shutdown with t.Cleanup.
+func Start(t testing.TB, opts Options) *Bed {
+	t.Helper()
+	data, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("testbed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Bed{Data: data}
+	t.Cleanup(data.Close)
+	cohortAddr := opts.CohortAddr
+	if cohortAddr == "" {
+		cfg := group.Defaults()
+		cfg.InitialRebalanceDelay = 0
+		cfg.MinSessionTimeout = time.Second
+		if opts.MinSessionTimeout > 0 {
+			cfg.MinSessionTimeout = opts.MinSessionTimeout
+		}
+		n, err := node.Start(node.Config{
+			Listen:    "127.0.0.1:0",
+			Store:     memstore.New(),
+			Group:     cfg,
+			ClusterID: "cohort-testbed",
+			Logger:    slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := n.WaitLoaded(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Node, cohortAddr = n, n.Addr()
+	}
+	b.Router, err = NewRouter(data.ListenAddrs()[0], cohortAddr, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Router.Close)
+	b.admin, err = kgo.NewClient(kgo.SeedBrokers(b.Router.Addr()), kgo.ClientID("testbed-admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.admin.Close)
+	if len(opts.Topics) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for name, parts := range opts.Topics {
+			resp, err := kadm.NewClient(b.admin).CreateTopic(ctx, parts, 1, nil, name)
+			if err != nil || resp.Err != nil {
+				t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
+			}
+		}
+	}
+	return b
+}
+
+type testLog struct{ t testing.TB }
+
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Addr is the bootstrap address for clients.
+func (b *Bed) Addr() string { return b.Router.Addr() }
+
+// Admin is a kadm client through the router.
+func (b *Bed) Admin() *kadm.Client { return kadm.NewClient(b.admin) }
+
+// Produce writes n records to topic, record i to partition i % partitions
+// with value "topic/i", and waits for them to be acknowledged.
+func (b *Bed) Produce(t testing.TB, topic string, partitions int32, from, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ClientID("testbed-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, 0, n)
+	for i := from; i < from+n; i++ {
+		recs = append(recs, &kgo.Record{Partition: int32(i) % partitions, Value: []byte(topic + "/" + strconv.Itoa(i))})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+}
+
+// EndOffsets returns the log end offset of each partition of topic.
+func (b *Bed) EndOffsets(t testing.TB, topic string) map[TP]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ends, err := b.Admin().ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[TP]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		out[TP{o.Topic, o.Partition}] = o.Offset
+	})
+	return out
+}
+
+// Committed returns the group's committed offsets as cohort answers them.
+func (b *Bed) Committed(ctx context.Context, grp string) (map[TP]int64, error) {
+	resp, err := b.Admin().FetchOffsets(ctx, grp)
+	if err != nil {
+		return nil, err
+	}
+	if err := resp.Error(); err != nil {
+		return nil, err
+	}
+	out := map[TP]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.At >= 0 {
+			out[TP{o.Topic, o.Partition}] = o.At
+		}
+	})
+	return out, nil
+}
+
+// WaitCommitted waits until the group's committed offsets equal want (the
+// log end offsets) on every partition.
+func (b *Bed) WaitCommitted(ctx context.Context, grp string, want map[TP]int64) error {
+	var last map[TP]int64
+	err := WaitFor(ctx, "committed offsets at the log end", func() bool {
+		got, err := b.Committed(ctx, grp)
+		if err != nil {
+			return false
+		}
+		last = got
+		for tp, end := range want {
+			if got[tp] != end {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("%w: committed %v, want %v", err, last, want)
+	}
+	return nil
+}
+
+// Seen is a concurrency-safe set of processed records (by value) with a
+// count of deliveries, for at-least-once checks.
+type Seen struct {
+	mu    sync.Mutex
+	vals  map[string]int
+	total int
+}
+
+// NewSeen returns an empty set.
+func NewSeen() *Seen { return &Seen{vals: map[string]int{}} }
+
+// Add records one delivery.
+func (s *Seen) Add(v string) {
+	s.mu.Lock()
+	s.vals[v]++
+	s.total++
+	s.mu.Unlock()
+}
+
+// Distinct is the number of distinct values delivered.
+func (s *Seen) Distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.vals)
+}
+
+// Total is the number of deliveries, duplicates included.
+func (s *Seen) Total() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// Missing lists the values topic/i for i in [0, n) never delivered (at most
+// 10).
+func (s *Seen) Missing(topic string, n int) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for i := 0; i < n && len(out) < 10; i++ {
+		v := topic + "/" + strconv.Itoa(i)
+		if s.vals[v] == 0 {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Check runs the checks every group test ends with: every record processed
+// at least once, commits never went backwards, the final commits are the log
+// end, and no partition was given to two members in one generation.
+func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen) {
+	t.Helper()
+	if m := seen.Missing(topic, n); len(m) > 0 {
+		t.Errorf("records never processed (first %d shown): %v", len(m), m)
+	}
+	if err := b.Router.Journal.CheckCommitsMonotonic(grp); err != nil {
+		t.Error(err)
+	}
+	if err := b.Router.Journal.CheckNoOverlap(grp); err != nil {
+		t.Error(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends := b.EndOffsets(t, topic)
+	got, err := b.Committed(ctx, grp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tp, end := range ends {
+		if got[tp] != end {
+			t.Errorf("%s: committed %d, log end %d", tp, got[tp], end)
+		}
+	}
+	for _, c := range b.Router.Journal.Commits(grp) {
+		t.Logf("commit %s %d gen %d %s %s", c.TP, c.Offset, c.Gen, c.Member, c.At.Format("15:04:05.000"))
+	}
+	for _, f := range b.Router.Journal.FailedCommits(grp) {
+		t.Logf("refused commit %s", f)
+	}
+	t.Logf("group %s: %d records, %d deliveries, generations %v, %d acknowledged commits",
+		grp, n, seen.Total(), b.Router.Journal.Generations(grp), len(b.Router.Journal.Commits(grp)))
+}
+
+// Cohort is a `cohort serve` child process on a disk store.
+type Cohort struct {
+	Bin, Dir, Addr string
+	cmd            *exec.Cmd
+}
+
+var build struct {
+	sync.Once
+	path string
+	err  error
+}
+
+// BuildCohort compiles cmd/cohort once per test binary.
+func BuildCohort(t testing.TB) string {
+	t.Helper()
+	build.Do(func() {
+		dir, err := os.MkdirTemp("", "cohort-testbed-bin")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "cohort")
+		out, err := exec.Command("go", "build", "-o", build.path, "github.com/cohort-dev/cohort/cmd/cohort").CombinedOutput()
+		if err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+// StartCohort runs `cohort serve` on a free 127.0.0.1 port and data dir,
+// waiting until it accepts connections. It is killed at cleanup.
+func StartCohort(t testing.TB, dir string) *Cohort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := &Cohort{Bin: BuildCohort(t), Dir: dir, Addr: addr}
+	c.Start(t)
+	t.Cleanup(func() { c.Kill() })
+	return c
+}
+
+// Start (re)starts the process on the same address and directory.
+func (c *Cohort) Start(t testing.TB) {
+	t.Helper()
+	c.cmd = exec.Command(c.Bin, "serve", "--listen", c.Addr, "--data-dir", c.Dir,
+		"--initial-rebalance-delay", "0", "--min-session-timeout", "1s", "--log-level", "warn")
+	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		nc, err := net.DialTimeout("tcp", c.Addr, 200*time.Millisecond)
+		if err == nil {
+			nc.Close()
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	c.Kill()
+	t.Fatalf("cohort did not listen on %s", c.Addr)
+}
+
+// Kill SIGKILLs the process and reaps it.
+func (c *Cohort) Kill() {
+	if c.cmd != nil && c.cmd.Process != nil {
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+		c.cmd = nil
+	}
+}

@@ -1,0 +1,295 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TP is a topic partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TP) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
+
+// Join is one successful JoinGroup answer as the router saw it.
+type Join struct {
+	Gen        int32
+	Member     string
+	Instance   string
+	Protocol   string
+	Leader     string
+	ClientID   string
+	Version    int16
+	At         time.Time
+	Rebalanced bool // the answer carried a member list (the leader)
+}
+
+// Commit is one acknowledged partition of an OffsetCommit.
+type Commit struct {
+	TP
+	Offset int64
+	Gen    int32
+	Member string
+	At     time.Time
+}
+
+// Journal records, per group, what cohort acknowledged to the clients behind
+// the router: joins, the assignments delivered by SyncGroup, and commits.
+type Journal struct {
+	mu      sync.Mutex
+	ptype   map[string]string                         // group → protocol type
+	joins   map[string][]Join                         // group → joins in answer order
+	assign  map[string]map[int32]map[string][]TP      // group → gen → member → assignment
+	commits map[string][]Commit                       // group → acknowledged commits in answer order
+	failed  map[string][]string                       // group → refused commits
+	decode  []string                                  // assignment decoding failures
+	syncAt  map[string]map[int32]map[string]time.Time // when each member got its assignment
+}
+
+func newJournal() *Journal {
+	return &Journal{
+		ptype:   map[string]string{},
+		joins:   map[string][]Join{},
+		assign:  map[string]map[int32]map[string][]TP{},
+		commits: map[string][]Commit{},
+		failed:  map[string][]string{},
+		syncAt:  map[string]map[int32]map[string]time.Time{},
+	}
+}
+
+func (j *Journal) observe(req kmsg.Request, raw []byte) {
+	resp, err := decodeResponse(req, raw)
+	if err != nil {
+		j.mu.Lock()
+		j.decode = append(j.decode, fmt.Sprintf("decoding %T: %v", resp, err))
+		j.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch q := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		j.ptype[q.Group] = q.ProtocolType
+		p := resp.(*kmsg.JoinGroupResponse)
+		if p.ErrorCode != 0 {
+			return
+		}
+		jn := Join{Gen: p.Generation, Member: p.MemberID, Leader: p.LeaderID, Version: q.Version, At: now,
+			Rebalanced: len(p.Members) > 0}
+		if q.InstanceID != nil {
+			jn.Instance = *q.InstanceID
+		}
+		if p.Protocol != nil {
+			jn.Protocol = *p.Protocol
+		}
+		j.joins[q.Group] = append(j.joins[q.Group], jn)
+	case *kmsg.SyncGroupRequest:
+		p := resp.(*kmsg.SyncGroupResponse)
+		if p.ErrorCode != 0 {
+			return
+		}
+		var tps []TP
+		if j.ptype[q.Group] == "consumer" || (q.ProtocolType != nil && *q.ProtocolType == "consumer") {
+			var err error
+			tps, err = decodeAssignment(p.MemberAssignment)
+			if err != nil {
+				j.decode = append(j.decode, fmt.Sprintf("group %s gen %d member %s: assignment %x: %v", q.Group, q.Generation, q.MemberID, p.MemberAssignment, err))
+			}
+		}
+		g := j.assign[q.Group]
+		if g == nil {
+			g = map[int32]map[string][]TP{}
+			j.assign[q.Group] = g
+			j.syncAt[q.Group] = map[int32]map[string]time.Time{}
+		}
+		if g[q.Generation] == nil {
+			g[q.Generation] = map[string][]TP{}
+			j.syncAt[q.Group][q.Generation] = map[string]time.Time{}
+		}
+		g[q.Generation][q.MemberID] = tps
+		j.syncAt[q.Group][q.Generation][q.MemberID] = now
+	case *kmsg.OffsetCommitRequest:
+		p := resp.(*kmsg.OffsetCommitResponse)
+		for ti, t := range q.Topics {
+			if ti >= len(p.Topics) {
+				break
+			}
+			for pi, pp := range t.Partitions {
+				if pi >= len(p.Topics[ti].Partitions) {
+					continue
+				}
+				if code := p.Topics[ti].Partitions[pi].ErrorCode; code != 0 {
+					j.failed[q.Group] = append(j.failed[q.Group], fmt.Sprintf("%s/%d@%d gen %d %s: error %d", t.Topic, pp.Partition, pp.Offset, q.Generation, q.MemberID, code))
+					continue
+				}
+				j.commits[q.Group] = append(j.commits[q.Group], Commit{
+					TP: TP{t.Topic, pp.Partition}, Offset: pp.Offset, Gen: q.Generation, Member: q.MemberID, At: now,
+				})
+			}
+		}
+	}
+}
+
+// decodeAssignment reads a ConsumerProtocol assignment. Empty bytes are an
+// empty assignment.
+func decodeAssignment(b []byte) ([]TP, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(b); err != nil {
+		return nil, err
+	}
+	var out []TP
+	for _, t := range a.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, TP{t.Topic, p})
+		}
+	}
+	sortTPs(out)
+	return out, nil
+}
+
+func sortTPs(tps []TP) {
+	sort.Slice(tps, func(i, k int) bool {
+		if tps[i].Topic != tps[k].Topic {
+			return tps[i].Topic < tps[k].Topic
+		}
+		return tps[i].Partition < tps[k].Partition
+	})
+}
+
+// Joins returns the group's successful joins in the order they were answered.
+func (j *Journal) Joins(group string) []Join {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Join(nil), j.joins[group]...)
+}
+
+// Commits returns the group's acknowledged commits in answer order.
+func (j *Journal) Commits(group string) []Commit {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Commit(nil), j.commits[group]...)
+}
+
+// FailedCommits describes the group's refused commit partitions.
+func (j *Journal) FailedCommits(group string) []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.failed[group]...)
+}
+
+// Generations returns the generations in which some member received an
+// assignment, ascending.
+func (j *Journal) Generations(group string) []int32 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var gens []int32
+	for g := range j.assign[group] {
+		gens = append(gens, g)
+	}
+	sort.Slice(gens, func(a, b int) bool { return gens[a] < gens[b] })
+	return gens
+}
+
+// Assignment returns what each member received in generation gen.
+func (j *Journal) Assignment(group string, gen int32) map[string][]TP {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[string][]TP{}
+	for m, tps := range j.assign[group][gen] {
+		out[m] = append([]TP(nil), tps...)
+	}
+	return out
+}
+
+// SyncedAt returns when member received its assignment of generation gen.
+func (j *Journal) SyncedAt(group string, gen int32, member string) time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.syncAt[group][gen][member]
+}
+
+// LastGeneration returns the highest generation with an assignment, or -1.
+func (j *Journal) LastGeneration(group string) int32 {
+	gens := j.Generations(group)
+	if len(gens) == 0 {
+		return -1
+	}
+	return gens[len(gens)-1]
+}
+
+// CheckNoOverlap returns an error if a partition was assigned to two members
+// in the same generation, or an assignment could not be decoded.
+func (j *Journal) CheckNoOverlap(group string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.decode) > 0 {
+		return fmt.Errorf("undecodable responses: %s", strings.Join(j.decode, "; "))
+	}
+	for gen, members := range j.assign[group] {
+		owner := map[TP]string{}
+		for m, tps := range members {
+			for _, tp := range tps {
+				if o, ok := owner[tp]; ok {
+					return fmt.Errorf("group %s generation %d: %s assigned to both %s and %s", group, gen, tp, o, m)
+				}
+				owner[tp] = m
+			}
+		}
+	}
+	return nil
+}
+
+// CheckCommitsMonotonic returns an error if an acknowledged commit of a
+// partition was lower than an earlier acknowledged one.
+func (j *Journal) CheckCommitsMonotonic(group string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	last := map[TP]Commit{}
+	for _, c := range j.commits[group] {
+		if p, ok := last[c.TP]; ok && c.Offset < p.Offset {
+			return fmt.Errorf("group %s %s: commit went backwards from %d (gen %d, %s) to %d (gen %d, %s)",
+				group, c.TP, p.Offset, p.Gen, p.Member, c.Offset, c.Gen, c.Member)
+		}
+		last[c.TP] = c
+	}
+	return nil
+}
+
+// LastCommits returns each partition's latest acknowledged offset.
+func (j *Journal) LastCommits(group string) map[TP]int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out := map[TP]int64{}
+	for _, c := range j.commits[group] {
+		out[c.TP] = c.Offset
+	}
+	return out
+}
+
+// WaitFor polls cond until it holds or ctx ends.
+func WaitFor(ctx context.Context, what string, cond func() bool) error {
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
