@@ -58,6 +58,9 @@ type Config struct {
 	Logger        *slog.Logger
 	// RetentionCheckInterval is how often expired offsets are swept.
 	RetentionCheckInterval time.Duration
+	// Cluster, if set, runs the node in cluster mode on etcd (see
+	// cluster.go); DataDir and Store are then ignored.
+	Cluster *ClusterConfig
 }
 
 // Node is a running cohort node.
@@ -70,6 +73,7 @@ type Node struct {
 	srv      *server.Server
 	topo     *server.SingleNodeTopology
 	metrics  *http.Server
+	cl       *clusterMode // nil unless cluster mode
 	done     chan error
 	cancel   context.CancelFunc
 }
@@ -85,7 +89,11 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 1)}
 	n.store = cfg.Store
-	if n.store == nil {
+	if cfg.Cluster != nil {
+		if err := n.openCluster(); err != nil {
+			return nil, err
+		}
+	} else if n.store == nil {
 		dir := cfg.DataDir
 		if dir == "" {
 			dir = "data"
@@ -118,6 +126,7 @@ func Start(cfg Config) (*Node, error) {
 		Rand:                   cfg.Rand,
 		Logger:                 cfg.Logger,
 		RetentionCheckInterval: cfg.RetentionCheckInterval,
+		Owned:                  n.owned(),
 	})
 	if err != nil {
 		return nil, err
@@ -125,8 +134,8 @@ func Start(cfg Config) (*Node, error) {
 	n.topo = server.SingleNode(server.Broker{NodeID: cfg.NodeID}, cfg.ClusterID)
 	n.srv, err = server.New(server.Config{
 		Listen:        cfg.Listen,
-		Groups:        groups{n.coord},
-		Topology:      n.topo,
+		Groups:        groups{n.coord, n.serving()},
+		Topology:      n.topology(),
 		Catalog:       cat,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.Logger,
@@ -145,6 +154,9 @@ func Start(cfg Config) (*Node, error) {
 	}
 	self.NodeID = cfg.NodeID
 	n.topo.SetSelf(self)
+	if n.cl != nil {
+		n.cl.c.SetSelf(self)
+	}
 
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
@@ -159,6 +171,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 
 	n.coord.Start()
+	n.startCluster(cat)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- n.srv.Serve(ctx) }()
@@ -241,7 +254,9 @@ func (n *Node) Wait() error { return <-n.done }
 func (n *Node) Close() error {
 	// The coordinator first: its loops answer every parked request
 	// NOT_COORDINATOR and finish in-flight writes; then the server writes
-	// those answers out before closing the connections.
+	// those answers out before closing the connections. In cluster mode the
+	// node first hands its partitions over (see closeCluster).
+	n.closeCluster()
 	n.coord.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := n.srv.Shutdown(ctx)
@@ -260,17 +275,28 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeStore() error {
+	var err error
 	if n.ownStore && n.store != nil {
-		err := n.store.Close()
+		err = n.store.Close()
 		n.store = nil
-		return err
 	}
-	return nil
+	if n.cl != nil {
+		n.cl.closeClient()
+	}
+	return err
 }
 
 // groups adapts the coordinator to the server's Groups interface.
-type groups struct{ c *coordinator.Coordinator }
+type groups struct {
+	c *coordinator.Coordinator
+	// serving, if set, is asked first: false (cluster mode, lease presumed
+	// expired) answers NOT_COORDINATOR without touching any partition.
+	serving func() bool
+}
 
 func (g groups) Handle(ctx context.Context, c server.Client, req kmsg.Request) (kmsg.Response, error) {
+	if g.serving != nil && !g.serving() {
+		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
+	}
 	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host}, req)
 }

@@ -46,6 +46,13 @@ func serve(args []string) error {
 	partitions := str("partitions", "50", "coordinator partitions (fixed for a data directory)")
 	metrics := str("metrics-listen", "", "address for Prometheus /metrics (empty = off)")
 	logLevel := str("log-level", "info", "debug, info, warn or error")
+	etcdEndpoints := str("etcd", "", "comma-separated etcd endpoints (host:port,...): cluster mode, state in etcd instead of --data-dir")
+	etcdCA := str("etcd-ca", "", "CA certificate file to verify etcd (TLS)")
+	etcdCert := str("etcd-cert", "", "client certificate file for etcd (TLS)")
+	etcdKey := str("etcd-key", "", "client key file for etcd (TLS)")
+	etcdPrefix := str("etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
+	leaseTTL := str("lease-ttl", "10s", "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
+	rack := str("rack", "", "rack advertised in Metadata (cluster mode)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,6 +81,7 @@ func serve(args []string) error {
 	cfg.OffsetsRetention = dur("offsets-retention", *retention)
 	cfg.MaxSize = int(num("group-max-size", *maxSize, 31))
 	check := dur("offsets-retention-check-interval", *retentionCheck)
+	ttl := dur("lease-ttl", *leaseTTL)
 	id := num("node-id", *nodeID, 31)
 	frame := num("max-request-bytes", *maxFrame, 31)
 	parts := num("partitions", *partitions, 16)
@@ -85,6 +93,22 @@ func serve(args []string) error {
 	}
 	if parts == 0 {
 		return fmt.Errorf("--partitions must be at least 1")
+	}
+	var clusterCfg *node.ClusterConfig
+	if *etcdEndpoints != "" {
+		if ttl < 2*time.Second || ttl%time.Second != 0 {
+			return fmt.Errorf("--lease-ttl %v: want whole seconds, at least 2s", ttl)
+		}
+		var eps []string
+		for _, e := range strings.Split(*etcdEndpoints, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				eps = append(eps, e)
+			}
+		}
+		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: *etcdCA, CertFile: *etcdCert, KeyFile: *etcdKey,
+			Prefix: *etcdPrefix, LeaseTTL: ttl, Rack: *rack}
+	} else if *etcdCA != "" || *etcdCert != "" || *etcdKey != "" {
+		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key need --etcd")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -105,6 +129,7 @@ func serve(args []string) error {
 		MetricsListen:          *metrics,
 		Logger:                 log,
 		RetentionCheckInterval: check,
+		Cluster:                clusterCfg,
 	})
 	if err != nil {
 		return err

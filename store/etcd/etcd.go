@@ -338,3 +338,9 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// RecordKey is the etcd key under which record key k of partition p is
+// stored (for watching a key, e.g. the topic catalog).
+func (s *Store) RecordKey(p int32, k []byte) string {
+	return string(s.partPrefix(p)) + string(k)
+}

@@ -1,0 +1,232 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/server"
+	etcdstore "github.com/cohort-dev/cohort/store/etcd"
+)
+
+// ClusterConfig selects cluster mode: the node keeps its state in etcd and
+// shares the coordinator partitions with the other nodes registered under
+// the same prefix (package cluster).
+type ClusterConfig struct {
+	// Endpoints of the etcd cluster, e.g. "127.0.0.1:2379" or
+	// "https://etcd1:2379".
+	Endpoints []string
+	// CAFile, CertFile, KeyFile configure TLS to etcd (CAFile alone:
+	// server verification only; CertFile+KeyFile: client certificate).
+	CAFile, CertFile, KeyFile string
+	// Prefix of every key cohort writes (default "/cohort/"); several
+	// cohort clusters can share one etcd with different prefixes.
+	Prefix string
+	// LeaseTTL is the lease of this node's registration and partitions
+	// (default 10s): how long a dead node's partitions stay unserved.
+	LeaseTTL time.Duration
+	// Rack is advertised to clients in Metadata.
+	Rack string
+	// DialTimeout bounds the first connection to etcd (default 5s).
+	DialTimeout time.Duration
+}
+
+// clusterMode holds a node's cluster-mode parts.
+type clusterMode struct {
+	cli    *clientv3.Client
+	st     *etcdstore.Store
+	c      *cluster.Cluster
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func etcdTLS(cc *ClusterConfig) (*tls.Config, error) {
+	if cc.CAFile == "" && cc.CertFile == "" && cc.KeyFile == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cc.CAFile != "" {
+		pem, err := os.ReadFile(cc.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-ca %s: no PEM certificates", cc.CAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if (cc.CertFile == "") != (cc.KeyFile == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if cc.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// openCluster connects to etcd and makes the fenced store the node's store.
+func (n *Node) openCluster() error {
+	cc := n.cfg.Cluster
+	if len(cc.Endpoints) == 0 {
+		return errors.New("cluster mode: no etcd endpoints")
+	}
+	tlsCfg, err := etcdTLS(cc)
+	if err != nil {
+		return err
+	}
+	dial := cc.DialTimeout
+	if dial <= 0 {
+		dial = 5 * time.Second
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, err)
+	}
+	// Fail early (and clearly) when etcd is not reachable.
+	ctx, cancel := context.WithTimeout(context.Background(), dial)
+	_, err = cli.Get(ctx, "health-check-key")
+	cancel()
+	if err != nil {
+		cli.Close()
+		return fmt.Errorf("etcd %v not reachable: %w", cc.Endpoints, err)
+	}
+	m := &clusterMode{cli: cli}
+	var c *cluster.Cluster
+	m.st, err = etcdstore.New(etcdstore.Options{Client: cli, Prefix: cc.Prefix, Fenced: true,
+		Valid: func() bool { return c != nil && c.Serving() }})
+	if err != nil {
+		cli.Close()
+		return err
+	}
+	parts := n.cfg.Partitions
+	if parts <= 0 {
+		parts = 50
+	}
+	c, err = cluster.New(cluster.Config{Client: cli, Store: m.st, ClusterID: n.cfg.ClusterID, NodeID: n.cfg.NodeID,
+		Partitions: parts, LeaseTTL: cc.LeaseTTL, Logger: n.log})
+	if err != nil {
+		cli.Close()
+		return err
+	}
+	if cc.Rack != "" {
+		r := cc.Rack
+		c.SetSelf(server.Broker{Rack: &r})
+	}
+	m.c = c
+	n.cl = m
+	n.store, n.ownStore = m.st, true
+	return nil
+}
+
+// owned is the coordinator's initial ownership: nothing in cluster mode (the
+// cluster acquires partitions), everything otherwise.
+func (n *Node) owned() func(int32) bool {
+	if n.cl == nil {
+		return nil
+	}
+	return func(int32) bool { return false }
+}
+
+func (n *Node) serving() func() bool {
+	if n.cl == nil {
+		return nil
+	}
+	return n.cl.c.Serving
+}
+
+func (n *Node) topology() server.Topology {
+	if n.cl == nil {
+		return n.topo
+	}
+	return n.cl.c
+}
+
+// startCluster joins the cluster and follows catalog changes made through
+// other nodes.
+func (n *Node) startCluster(cat *catalog.Catalog) {
+	if n.cl == nil {
+		return
+	}
+	if r := n.cfg.Cluster.Rack; r != "" {
+		self := n.topo.Self()
+		self.Rack = &r
+		n.cl.c.SetSelf(self)
+	}
+	n.cl.c.Start(n.coord)
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cl.cancel, n.cl.done = cancel, make(chan struct{})
+	key := n.cl.st.RecordKey(CatalogPartition, catalogKey)
+	go func() {
+		defer close(n.cl.done)
+		for ctx.Err() == nil {
+			wc := n.cl.cli.Watch(clientv3.WithRequireLeader(ctx), key)
+			for wr := range wc {
+				for _, ev := range wr.Events {
+					if ev.Kv != nil && len(ev.Kv.Value) > 0 && string(ev.Kv.Value) != string(cat.Snapshot()) {
+						if err := cat.Restore(ev.Kv.Value); err != nil {
+							n.log.Warn("cluster: catalog update from etcd not applied", "err", err)
+						}
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				// Re-read after a broken watch so no update is missed.
+				var snap []byte
+				rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+				if r, err := n.cl.cli.Get(rctx, key); err == nil && len(r.Kvs) > 0 {
+					snap = r.Kvs[0].Value
+				}
+				rcancel()
+				if snap != nil && string(snap) != string(cat.Snapshot()) {
+					cat.Restore(snap)
+				}
+			}
+		}
+	}()
+}
+
+// Cluster returns the node's cluster membership (nil unless cluster mode).
+func (n *Node) Cluster() *cluster.Cluster {
+	if n.cl == nil {
+		return nil
+	}
+	return n.cl.c
+}
+
+// closeCluster hands the node's partitions over: each stops being served at
+// once (parked requests answered NOT_COORDINATOR) and the lease is revoked
+// so other nodes take over without waiting for it to expire.
+func (n *Node) closeCluster() {
+	if n.cl == nil {
+		return
+	}
+	n.cl.c.Close()
+	if n.cl.cancel != nil {
+		n.cl.cancel()
+		<-n.cl.done
+	}
+}
+
+func (m *clusterMode) closeClient() {
+	if m.cli != nil {
+		m.cli.Close()
+		m.cli = nil
+	}
+}
