@@ -34,12 +34,19 @@ const (
 )
 
 func startCohort(t *testing.T, kind storeKind) (string, func()) {
+	return startCohortLoops(t, kind, 0)
+}
+
+// startCohortLoops starts cohort with the given number of coordinator
+// partitions (0 = the default 50), i.e. that many event loops.
+func startCohortLoops(t *testing.T, kind storeKind, partitions int) (string, func()) {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	nc := node.Config{
-		Listen: "127.0.0.1:0",
-		Group:  cfg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Listen:     "127.0.0.1:0",
+		Partitions: partitions,
+		Group:      cfg,
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	var closeStore func() error
 	switch kind {
@@ -79,6 +86,9 @@ var targets = []target{
 	{"cohort-disk", func(t *testing.T) (string, func()) { return startCohort(t, diskStore) }},
 	// Only with COHORT_BENCH_TARGETS naming it (durability ceiling, issue 3).
 	{"cohort-disk-nosync", func(t *testing.T) (string, func()) { return startCohort(t, diskNoSync) }},
+	// Opt-in: the same coordinator with only 2 partitions, i.e. 2 event loops
+	// (the "fixed pool of loops" alternative to one loop per partition).
+	{"cohort-mem-2loops", func(t *testing.T) (string, func()) { return startCohortLoops(t, memStore, 2) }},
 	{"kfake", func(t *testing.T) (string, func()) {
 		// kfake always listens on 127.0.0.1.
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -152,8 +162,8 @@ func TestCompare(t *testing.T) {
 	}
 	var rs []*running
 	for _, tg := range targets {
-		if only == "" && tg.name == "cohort-disk-nosync" {
-			continue // opt-in target
+		if only == "" && (tg.name == "cohort-disk-nosync" || tg.name == "cohort-mem-2loops") {
+			continue // opt-in targets
 		}
 		if only != "" && !strings.Contains(","+only+",", ","+tg.name+",") {
 			continue
