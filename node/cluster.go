@@ -15,6 +15,7 @@ import (
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/cluster"
 	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 )
 
@@ -230,3 +231,6 @@ func (m *clusterMode) closeClient() {
 		m.cli = nil
 	}
 }
+
+// Store returns the node's store (cluster mode: the fenced etcd store).
+func (n *Node) Store() store.Store { return n.store }

@@ -1,0 +1,281 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+const ttl = 3 * time.Second
+
+func addrs(ns ...*node.Node) []string {
+	var out []string
+	for _, n := range ns {
+		out = append(out, n.Addr())
+	}
+	return out
+}
+
+// TestSpreadAndTopology: three nodes split the 50 partitions 17/17/16, every
+// node answers FindCoordinator with the same owner, and a node that does not
+// own a group's partition answers NOT_COORDINATOR.
+func TestSpreadAndTopology(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	took := waitSettled(t, 30*time.Second, ns...)
+	t.Logf("three nodes settled in %v", took)
+	for _, n := range ns {
+		if k := len(n.Cluster().OwnedPartitions()); k < 16 || k > 17 {
+			t.Fatalf("node %s owns %d partitions", n.Addr(), k)
+		}
+	}
+	cl := newClient(t, ns[0].Addr())
+	ctx := context.Background()
+	for _, g := range []string{"a", "b", "c", "group-42"} {
+		owner := ns[0].Cluster().Owner(coordinator.PartitionFor(g, partitions))
+		for _, n := range ns {
+			if o := n.Cluster().Owner(coordinator.PartitionFor(g, partitions)); o != owner {
+				t.Fatalf("group %s: nodes disagree on owner (%d vs %d)", g, o, owner)
+			}
+		}
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey = g
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 || resp.NodeID != owner {
+			t.Fatalf("FindCoordinator(%s): %v %+v, want node %d", g, err, resp, owner)
+		}
+		// Ask a node that is not the owner directly.
+		for _, n := range ns {
+			if n.Cluster().Owner(coordinator.PartitionFor(g, partitions)) == owner {
+				continue
+			}
+			other := newClient(t, n.Addr())
+			hb := kmsg.NewPtrOffsetFetchRequest()
+			hb.Group = g
+			r, err := other.Request(ctx, kmsg.NewPtrMetadataRequest())
+			if err != nil || len(r.(*kmsg.MetadataResponse).Brokers) != 3 {
+				t.Fatalf("metadata: %v", err)
+			}
+			var nid int32
+			for _, x := range r.(*kmsg.MetadataResponse).Brokers {
+				if x.Port == portOf(n.Addr()) {
+					nid = x.NodeID
+				}
+			}
+			fr, err := other.Broker(int(nid)).Request(ctx, hb)
+			if err != nil || fr.(*kmsg.OffsetFetchResponse).ErrorCode != 16 {
+				t.Fatalf("OffsetFetch on a non-owner: %v %+v, want NOT_COORDINATOR", err, fr)
+			}
+			break
+		}
+	}
+}
+
+// TestFailoverGracefulStop: groups of members coordinated by one node keep
+// working when that node is stopped: clients find the new owners, groups
+// come back from stored state, acknowledged commits stay.
+func TestFailoverGracefulStop(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	waitSettled(t, 30*time.Second, ns...)
+	victim := ns[0]
+	groups := groupsOn(ns[1], 1, "stop-g", 4)
+	commitGroups := groupsOn(ns[1], 1, "stop-c", 4)
+	gm := startGroups(t, addrs(ns...), groups, 3)
+	cm := startCommitter(t, addrs(ns...), commitGroups)
+	obs := newClient(t, ns[1].Addr(), ns[2].Addr())
+	gm.waitStable(t, obs, 3, 60*time.Second)
+	cm.waitAcks(t, 50, 30*time.Second)
+
+	start := time.Now()
+	if err := victim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	settled := waitSettled(t, 30*time.Second, ns[1:]...)
+	gm.waitStable(t, obs, 3, 60*time.Second)
+	stable := time.Since(start)
+	cm.waitAcks(t, 50, 30*time.Second)
+	t.Logf("graceful stop: partitions re-owned in %v; every group stable again after %v", settled, stable)
+	cm.verify(t, obs)
+}
+
+// TestFailoverKill: the node coordinating the groups is SIGKILLed (a child
+// process: nothing of its cleanup runs). Its partitions wait for its lease
+// to expire, then move; groups re-form and no acknowledged commit is lost.
+func TestFailoverKill(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	ch := startChild(t, ec, 1, ttl)
+	waitSettled(t, 30*time.Second, ns...)
+	all := append(addrs(ns...), ch.addr)
+	groups := groupsOn(ns[0], 1, "kill-g", 4)
+	commitGroups := groupsOn(ns[0], 1, "kill-c", 4)
+	gm := startGroups(t, all, groups, 3)
+	cm := startCommitter(t, all, commitGroups)
+	obs := newClient(t, addrs(ns...)...)
+	gm.waitStable(t, obs, 3, 60*time.Second)
+	cm.waitAcks(t, 50, 30*time.Second)
+
+	start := time.Now()
+	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ch.cmd.Wait()
+	settled := waitSettled(t, 30*time.Second, ns...)
+	gm.waitStable(t, obs, 3, 60*time.Second)
+	stable := time.Since(start)
+	cm.waitAcks(t, 50, 30*time.Second)
+	t.Logf("SIGKILL (lease TTL %v): partitions re-owned after %v; every group stable again after %v", ttl, settled, stable)
+	cm.verify(t, obs)
+}
+
+// TestFencingPausedNode: a node paused past its lease (keepalives stopped,
+// its clock frozen) while another node takes its partitions over: its
+// writes are rejected by etcd's compare (store.ErrNotOwner, answered
+// NOT_COORDINATOR), nothing it writes lands, and once its clock moves again
+// it answers NOT_COORDINATOR for everything before it rejoins.
+func TestFencingPausedNode(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 1, 2*time.Second), startNode(t, ec, 2, 2*time.Second), startNode(t, ec, 3, 2*time.Second)}
+	waitSettled(t, 30*time.Second, ns...)
+	a := ns[0]
+	g := groupsOn(a, 1, "fence", 1)[0]
+	p := coordinator.PartitionFor(g, partitions)
+	cl := newClient(t, ns[1].Addr())
+	ctx := context.Background()
+	commit := func(off int64, via func(kmsg.Request) (kmsg.Response, error)) int16 {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = g, -1
+		req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: off}}}}
+		r, err := via(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	viaCluster := func(r kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, r) }
+	direct := newClient(t, a.Addr())
+	viaA := func(r kmsg.Request) (kmsg.Response, error) { return direct.Broker(1).Request(ctx, r) }
+	// (a is node 1)
+	if _, err := direct.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if c := commit(100, viaA); c != 0 {
+		t.Fatalf("commit on the owner: code %d", c)
+	}
+
+	a.Cluster().PauseForTest()
+	// Another node takes p over once a's lease has expired in etcd.
+	end := time.Now().Add(30 * time.Second)
+	for o := ns[1].Cluster().Owner(p); o == 1 || o == -1; o = ns[1].Cluster().Owner(p) {
+		if time.Now().After(end) {
+			t.Fatal("partition not taken over")
+		}
+		select {
+		case <-ns[1].Cluster().Changed():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if !a.Cluster().Serving() {
+		t.Fatal("paused node must still believe it serves (its clock is frozen)")
+	}
+	// The successor serves the group; wait for its load, then commit.
+	for i := 0; i < 200; i++ {
+		if commit(200, viaCluster) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The stale owner's writes: through the wire and straight at its store.
+	if c := commit(999, viaA); c != 16 {
+		t.Fatalf("stale owner answered a commit with %d, want NOT_COORDINATOR (16)", c)
+	}
+	err := a.Store().Append(ctx, p, []store.Record{{Key: []byte("stale"), Value: []byte("x")}})
+	if !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("stale owner's append: %v, want store.ErrNotOwner", err)
+	}
+	a.Cluster().ResumeForTest()
+	if a.Cluster().Serving() {
+		t.Fatal("resumed node must know its lease has expired")
+	}
+	if c := commit(998, viaA); c != 16 {
+		t.Fatalf("resumed node answered a commit with %d, want NOT_COORDINATOR", c)
+	}
+	// Nothing of the stale node landed.
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = g
+	fetch.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	fr, err := fetch.RequestWith(ctx, cl)
+	if err != nil || fr.Topics[0].Partitions[0].Offset != 200 {
+		t.Fatalf("offset after the stale writes: %v %+v, want 200", err, fr)
+	}
+	var stale bool
+	ns[1].Store().Load(ctx, p, func(r store.Record) error { stale = stale || string(r.Key) == "stale"; return nil })
+	if stale {
+		t.Fatal("stale owner's record landed")
+	}
+	// The resumed node rejoins with a new lease and gets its share back.
+	took := waitSettled(t, 30*time.Second, ns...)
+	t.Logf("resumed node rejoined; cluster settled again after %v", took)
+}
+
+// TestEtcdMemberLossAndQuorum: losing one etcd member of three does not
+// stop commits; losing quorum stops acknowledgements (clients get retriable
+// errors); when quorum returns, service resumes and nothing acknowledged is
+// lost.
+func TestEtcdMemberLossAndQuorum(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	waitSettled(t, 30*time.Second, ns...)
+	var groups []string
+	for _, id := range []int32{1, 2, 3} {
+		groups = append(groups, groupsOn(ns[0], id, "q", 2)...)
+	}
+	cm := startCommitter(t, addrs(ns...), groups)
+	obs := newClient(t, addrs(ns...)...)
+	cm.waitAcks(t, 100, 30*time.Second)
+
+	ec.Stop(0)
+	_, e0 := cm.counts()
+	cm.waitAcks(t, 200, 30*time.Second)
+	_, e1 := cm.counts()
+	t.Logf("one etcd member down: commits continue (%d failed meanwhile)", e1-e0)
+
+	ec.Stop(1) // quorum lost
+	a0, _ := cm.counts()
+	end := time.Now().Add(30 * time.Second)
+	quiet := time.Now()
+	for time.Since(quiet) < 2*time.Second { // two seconds without an acknowledgement
+		if time.Now().After(end) {
+			t.Fatal("commits still acknowledged without etcd quorum")
+		}
+		time.Sleep(100 * time.Millisecond)
+		if a, _ := cm.counts(); a != a0 {
+			a0, quiet = a, time.Now()
+		}
+	}
+	_, eq := cm.counts()
+	if err := ec.RestartAll(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	cm.waitAcks(t, 100, 60*time.Second)
+	_, e2 := cm.counts()
+	t.Logf("quorum lost: no acknowledgement; %d retriable errors until quorum returned", e2-eq)
+	cm.verify(t, obs)
+}
+
+func portOf(addr string) int32 {
+	_, port, _ := splitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	return int32(p)
+}

@@ -1,0 +1,394 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+const (
+	partitions = 50
+	prefix     = "/cohort-test/"
+)
+
+// TestMain doubles as the child-process node: with COHORT_TEST_CHILD_NODE set
+// the test binary runs one cluster-mode node until it is killed (the SIGKILL
+// and SIGSTOP tests need a real process whose cleanup never runs).
+func TestMain(m *testing.M) {
+	if os.Getenv("COHORT_TEST_CHILD_NODE") != "" {
+		runChild()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func runChild() {
+	id, _ := strconv.Atoi(os.Getenv("COHORT_TEST_NODE_ID"))
+	ttl, _ := time.ParseDuration(os.Getenv("COHORT_TEST_TTL"))
+	n, err := node.Start(nodeConfig(int32(id), strings.Split(os.Getenv("COHORT_TEST_ETCD"), ","), ttl,
+		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(1)
+	}
+	fmt.Println("ADDR", n.Addr())
+	n.Wait()
+}
+
+func nodeConfig(id int32, eps []string, ttl time.Duration, log *slog.Logger) node.Config {
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	return node.Config{
+		Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: partitions, Group: cfg, Logger: log,
+		Cluster: &node.ClusterConfig{Endpoints: eps, Prefix: prefix, LeaseTTL: ttl},
+	}
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// startNode starts an in-process cluster-mode node, closed at the end of the
+// test (closing twice is harmless for the tests that stop it themselves).
+func startNode(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) *node.Node {
+	t.Helper()
+	log := quiet()
+	if os.Getenv("COHORT_TEST_VERBOSE") != "" {
+		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	n, err := node.Start(nodeConfig(id, ec.Endpoints(), ttl, log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { n.Close() }) })
+	return n
+}
+
+// child is a node in a child process.
+type child struct {
+	cmd  *exec.Cmd
+	addr string
+	id   int32
+}
+
+func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "COHORT_TEST_CHILD_NODE=1", fmt.Sprintf("COHORT_TEST_NODE_ID=%d", id),
+		"COHORT_TEST_TTL="+ttl.String(), "COHORT_TEST_ETCD="+strings.Join(ec.Endpoints(), ","))
+	cmd.Stderr = testWriter{t}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case line <- sc.Text():
+			default:
+			}
+		}
+	}()
+	select {
+	case l := <-line:
+		if !strings.HasPrefix(l, "ADDR ") {
+			t.Fatalf("child node: %s", l)
+		}
+		return &child{cmd: cmd, addr: strings.TrimPrefix(l, "ADDR "), id: id}
+	case <-time.After(60 * time.Second):
+		t.Fatal("child node did not start in 60s")
+	}
+	return nil
+}
+
+// waitSettled waits (bounded) until every given node sees every partition
+// held by its target owner and serves its own share.
+func waitSettled(t *testing.T, within time.Duration, nodes ...*node.Node) time.Duration {
+	t.Helper()
+	start := time.Now()
+	deadline := time.After(within)
+	for {
+		ok := true
+		for _, n := range nodes {
+			if !n.Cluster().Settled() {
+				ok = false
+				select {
+				case <-n.Cluster().Changed():
+				case <-time.After(100 * time.Millisecond):
+				case <-deadline:
+					for _, n := range nodes {
+						t.Logf("node %s: owns %v", n.Addr(), n.Cluster().OwnedPartitions())
+					}
+					t.Fatalf("cluster not settled after %v", within)
+				}
+				break
+			}
+		}
+		if ok {
+			return time.Since(start)
+		}
+	}
+}
+
+// groupsOn returns k group names whose coordinator partition is owned by
+// node id (in n's view).
+func groupsOn(n *node.Node, id int32, prefix string, k int) []string {
+	var out []string
+	for i := 0; len(out) < k && i < 100000; i++ {
+		g := fmt.Sprintf("%s-%d", prefix, i)
+		if n.Cluster().Owner(coordinator.PartitionFor(g, partitions)) == id {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func newClient(t *testing.T, addrs ...string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(30*time.Second),
+		kgo.DialTimeout(time.Second), kgo.RequestTimeoutOverhead(3*time.Second), kgo.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// groupMembers runs m members of each group with cohort's member library on
+// kgo clients, until the test ends.
+type groupMembers struct {
+	mu      sync.Mutex
+	members map[string][]*member.Member
+}
+
+func startGroups(t *testing.T, addrs []string, groups []string, m int) *groupMembers {
+	t.Helper()
+	gm := &groupMembers{members: map[string][]*member.Member{}}
+	for _, g := range groups {
+		for i := 0; i < m; i++ {
+			cl := newClient(t, addrs...)
+			mb, err := member.Start(member.Config{
+				Client: cl, Group: g, ProtocolType: "test",
+				Protocols: func() []member.Protocol { return []member.Protocol{{Name: "p", Metadata: []byte("m")}} },
+				Assign: func(_ context.Context, gen member.Generation) (map[string][]byte, error) {
+					out := map[string][]byte{}
+					for _, x := range gen.Members {
+						out[x.ID] = []byte("work-" + x.ID)
+					}
+					return out, nil
+				},
+				SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
+				Logger: quiet(),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gm.members[g] = append(gm.members[g], mb)
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				mb.Close(ctx)
+			})
+		}
+	}
+	return gm
+}
+
+// stable reports whether every group is Stable on its coordinator with all m
+// members, and every member has an assignment in the group's generation.
+func (gm *groupMembers) stable(ctx context.Context, cl *kgo.Client, m int) (bool, string) {
+	var names []string
+	for g := range gm.members {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = names
+	shards := cl.RequestSharded(ctx, req)
+	state := map[string]kmsg.DescribeGroupsResponseGroup{}
+	for _, sh := range shards {
+		if sh.Err != nil {
+			return false, sh.Err.Error()
+		}
+		for _, g := range sh.Resp.(*kmsg.DescribeGroupsResponse).Groups {
+			state[g.Group] = g
+		}
+	}
+	for _, g := range names {
+		d, ok := state[g]
+		if !ok || d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != m {
+			return false, fmt.Sprintf("group %s: code %d state %q members %d", g, d.ErrorCode, d.State, len(d.Members))
+		}
+		var gen int32 = -1
+		for _, mb := range gm.members[g] {
+			cur, ok := mb.Generation()
+			if !ok || (gen != -1 && cur.ID != gen) {
+				return false, fmt.Sprintf("group %s: member not in the group's generation", g)
+			}
+			gen = cur.ID
+		}
+	}
+	return true, ""
+}
+
+// waitStable polls (bounded) until the groups are stable; returns how long.
+func (gm *groupMembers) waitStable(t *testing.T, cl *kgo.Client, m int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var why string
+	for time.Since(start) < within {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ok, w := gm.stable(ctx, cl, m)
+		cancel()
+		if ok {
+			return time.Since(start)
+		}
+		why = w
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("groups not stable after %v: %s", within, why)
+	return 0
+}
+
+// committer commits growing offsets to groups (as simple, member-less
+// commits) and remembers what was acknowledged.
+type committer struct {
+	mu     sync.Mutex
+	acked  map[string]int64 // group -> highest acknowledged offset (partition 0 of topic "t")
+	acks   int
+	errs   int
+	stop   chan struct{}
+	done   sync.WaitGroup
+	groups []string
+}
+
+func startCommitter(t *testing.T, addrs []string, groups []string) *committer {
+	c := &committer{acked: map[string]int64{}, stop: make(chan struct{}), groups: groups}
+	for i, g := range groups {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(2*time.Second),
+			kgo.DialTimeout(500*time.Millisecond), kgo.RequestRetries(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.done.Add(1)
+		go func(i int, g string) {
+			defer c.done.Done()
+			defer cl.Close()
+			for off := int64(1); off < 1_000_000; off++ {
+				select {
+				case <-c.stop:
+					return
+				default:
+				}
+				req := kmsg.NewPtrOffsetCommitRequest()
+				req.Group, req.Generation = g, -1
+				tp := kmsg.NewOffsetCommitRequestTopic()
+				tp.Topic = "t"
+				pp := kmsg.NewOffsetCommitRequestTopicPartition()
+				pp.Partition, pp.Offset = 0, off
+				tp.Partitions = append(tp.Partitions, pp)
+				req.Topics = append(req.Topics, tp)
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				resp, err := req.RequestWith(ctx, cl)
+				cancel()
+				c.mu.Lock()
+				if err == nil && resp.Topics[0].Partitions[0].ErrorCode == 0 {
+					c.acked[g] = off
+					c.acks++
+				} else {
+					c.errs++
+				}
+				c.mu.Unlock()
+				if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}(i, g)
+	}
+	return c
+}
+
+func (c *committer) counts() (acks, errs int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.acks, c.errs
+}
+
+// waitAcks waits (bounded) until n more commits were acknowledged.
+func (c *committer) waitAcks(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	a0, _ := c.counts()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		if a, _ := c.counts(); a >= a0+n {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d commits acknowledged in %v", n, within)
+}
+
+// verify stops the committers and checks that every acknowledged offset is
+// stored (the latest acknowledged, or a later one).
+func (c *committer) verify(t *testing.T, cl *kgo.Client) {
+	t.Helper()
+	close(c.stop)
+	c.done.Wait()
+	for _, g := range c.groups {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Group = g
+		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+		var got int64 = -2
+		for i := 0; i < 100; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			resp, err := req.RequestWith(ctx, cl)
+			cancel()
+			if err == nil && resp.ErrorCode == 0 && len(resp.Topics) == 1 && resp.Topics[0].Partitions[0].ErrorCode == 0 {
+				got = resp.Topics[0].Partitions[0].Offset
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.mu.Lock()
+		want := c.acked[g]
+		c.mu.Unlock()
+		if got < want {
+			t.Errorf("group %s: stored offset %d, acknowledged %d: an acknowledged commit was lost", g, got, want)
+		}
+	}
+	a, e := c.counts()
+	t.Logf("commits: %d acknowledged, %d failed (retriable)", a, e)
+}
+
+func splitHostPort(a string) (string, string, error) { return net.SplitHostPort(a) }
