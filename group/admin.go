@@ -111,6 +111,16 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 			for _, tp := range g.sortedOffsets() {
 				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
 			}
+			// Commits still being written reach the store before these
+			// tombstones (writes are ordered); delete their keys too, or
+			// they would come back at the next load.
+			for _, batch := range g.inflight {
+				for _, so := range batch {
+					if !g.hasOffset(so.tp) {
+						recs = append(recs, Record{Key: offsetKey(g.id, so.tp)})
+					}
+				}
+			}
 			recs = append(recs, Record{Key: groupKey(g.id)})
 			g.transition(Dead, now)
 			deleting = append(deleting, g)

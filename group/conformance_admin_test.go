@@ -444,3 +444,23 @@ func TestC80_LoadRestoresGroupsAndOffsets(t *testing.T) {
 		t.Fatal("truncated group value accepted")
 	}
 }
+
+// A group deleted while a commit to it is still being written must not come
+// back from the store.
+func TestDeleteGroupWithCommitInFlight(t *testing.T) {
+	h := newH(t)
+	h.commit("g", "", -1, 9, map[string]int64{"a": 1})
+	h.hold = true
+	tc := h.commit2("g", "b", 2) // in flight
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"g"}
+	td := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+	h.release()
+	h.resp(tc)
+	if r := h.resp(td).(*kmsg.DeleteGroupsResponse); r.Groups[0].ErrorCode != 0 {
+		t.Fatal(r.Groups[0].ErrorCode)
+	}
+	if len(h.store) != 0 {
+		t.Fatalf("store still holds %d keys of the deleted group", len(h.store))
+	}
+}
