@@ -136,12 +136,27 @@ func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration)
 // held by its target owner and serves its own share.
 func waitSettled(t *testing.T, within time.Duration, nodes ...*node.Node) time.Duration {
 	t.Helper()
+	return waitSettledWithout(t, within, -1, nodes...)
+}
+
+// waitSettledWithout is waitSettled where, in addition, node gone holds no
+// partition.
+func waitSettledWithout(t *testing.T, within time.Duration, gone int32, nodes ...*node.Node) time.Duration {
+	t.Helper()
 	start := time.Now()
 	deadline := time.After(within)
+	holds := func(n *node.Node) bool {
+		for p := int32(0); p < partitions; p++ {
+			if n.Cluster().Owner(p) == gone {
+				return true
+			}
+		}
+		return false
+	}
 	for {
 		ok := true
 		for _, n := range nodes {
-			if !n.Cluster().Settled() {
+			if !n.Cluster().Settled() || (gone >= 0 && holds(n)) {
 				ok = false
 				select {
 				case <-n.Cluster().Changed():
@@ -227,7 +242,14 @@ func startGroups(t *testing.T, addrs []string, groups []string, m int) *groupMem
 
 // stable reports whether every group is Stable on its coordinator with all m
 // members, and every member has an assignment in the group's generation.
-func (gm *groupMembers) stable(ctx context.Context, cl *kgo.Client, m int) (bool, string) {
+func (gm *groupMembers) stable(ctx context.Context, seeds []string, m int) (bool, string) {
+	// A fresh client each time: a client's cached coordinator may still
+	// name the node that is gone.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(3*time.Second))
+	if err != nil {
+		return false, err.Error()
+	}
+	defer cl.Close()
 	var names []string
 	for g := range gm.members {
 		names = append(names, g)
@@ -263,13 +285,13 @@ func (gm *groupMembers) stable(ctx context.Context, cl *kgo.Client, m int) (bool
 }
 
 // waitStable polls (bounded) until the groups are stable; returns how long.
-func (gm *groupMembers) waitStable(t *testing.T, cl *kgo.Client, m int, within time.Duration) time.Duration {
+func (gm *groupMembers) waitStable(t *testing.T, seeds []string, m int, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	var why string
 	for time.Since(start) < within {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, w := gm.stable(ctx, cl, m)
+		ok, w := gm.stable(ctx, seeds, m)
 		cancel()
 		if ok {
 			return time.Since(start)
