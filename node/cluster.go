@@ -39,6 +39,12 @@ type ClusterConfig struct {
 	Rack string
 	// DialTimeout bounds the first connection to etcd (default 5s).
 	DialTimeout time.Duration
+	// MultiAppend makes the coordinator pack the batches of all its
+	// partitions into shared etcd transactions (store/etcd.Multi). Faster
+	// under load; the cost is that when one partition of a round has lost
+	// its ownership, every partition in that round answers NOT_COORDINATOR
+	// once (clients retry). Off by default.
+	MultiAppend bool
 }
 
 // clusterMode holds a node's cluster-mode parts.
@@ -131,6 +137,9 @@ func (n *Node) openCluster() error {
 	m.c = c
 	n.cl = m
 	n.store, n.ownStore = m.st, true
+	if cc.MultiAppend {
+		n.store = etcdstore.Multi{Store: m.st}
+	}
 	return nil
 }
 
