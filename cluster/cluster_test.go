@@ -286,3 +286,68 @@ func portOf(addr string) int32 {
 	p, _ := strconv.Atoi(port)
 	return int32(p)
 }
+
+// TestFencingSIGSTOP: a real process (child node 1) is stopped with SIGSTOP
+// past its lease while it coordinates a group, the others take over, then it
+// is resumed with SIGCONT: its first answer is NOT_COORDINATOR and the
+// successor's state is untouched.
+func TestFencingSIGSTOP(t *testing.T) {
+	const ttl = 2 * time.Second
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	ch := startChild(t, ec, 1, ttl)
+	waitSettled(t, 30*time.Second, ns...)
+	g := groupsOn(ns[0], 1, "sigstop", 1)[0]
+	ctx := context.Background()
+	direct := newClient(t, ch.addr)
+	if _, err := direct.Request(ctx, kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatal(err)
+	}
+	commit := func(off int64, req func(kmsg.Request) (kmsg.Response, error)) int16 {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Group, r.Generation = g, -1
+		r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: off}}}}
+		resp, err := req(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	viaChild := func(r kmsg.Request) (kmsg.Response, error) { return direct.Broker(1).Request(ctx, r) }
+	var code int16 = -1
+	for i := 0; i < 100 && code != 0; i++ { // the partition may still be loading
+		if code = commit(10, viaChild); code != 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("commit on the child owner: %d", code)
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitSettledWithout(t, 30*time.Second, 1, ns...)
+	cl := newClient(t, addrs(ns...)...)
+	code = -1
+	for i := 0; i < 200 && code != 0; i++ {
+		if code = commit(20, func(r kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, r) }); code != 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if code != 0 {
+		t.Fatalf("commit on the successor: %d", code)
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if c := commit(999, viaChild); c != 16 {
+		t.Fatalf("resumed process answered a commit with %d, want NOT_COORDINATOR (16)", c)
+	}
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Group = g
+	fetch.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+	fr, err := fetch.RequestWith(ctx, cl)
+	if err != nil || fr.Topics[0].Partitions[0].Offset != 20 {
+		t.Fatalf("offset after the resumed process's write: %v %+v, want 20", err, fr)
+	}
+}
