@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -34,8 +35,11 @@ type GroupConfig struct {
 	// picks the first one every member supports. They must all be eager or
 	// all cooperative.
 	Assignors []assign.Assignor
-	// Rack is this member's rack (subscription v3), for rack-aware
-	// assignors.
+	// Rack is this member's rack, announced in its subscription (version
+	// 3, KIP-881) for rack-aware assignors. When this member leads, the
+	// assignor also gets each partition's replica racks (assign.Topic.Racks)
+	// from the Metadata response: the racks of the brokers holding its
+	// replicas.
 	Rack string
 
 	// Assigned reports partitions newly assigned to this member. ctx is
@@ -361,14 +365,52 @@ func (g *Group) metadata(ctx context.Context, topicSet map[string]bool) (map[str
 	if err != nil {
 		return nil, fmt.Errorf("consumer: metadata: %w", err)
 	}
+	return topicsFromMetadata(resp), nil
+}
+
+// topicsFromMetadata is the assignors' view of a Metadata response: each
+// topic's partition count and, per partition, the racks of its replicas
+// (Topic.Racks, from the brokers' racks and the partition's replica node
+// ids, in replica order, without repeats), which rack-aware assignors
+// match against the members' racks. A topic with an error is left out (it
+// is not assigned). Racks is nil for a topic none of whose replicas is on a
+// broker with a known rack; a partition whose replicas have no known rack
+// gets an empty entry.
+func topicsFromMetadata(resp *kmsg.MetadataResponse) map[string]assign.Topic {
+	rackOf := map[int32]string{}
+	for _, b := range resp.Brokers {
+		if b.Rack != nil && *b.Rack != "" {
+			rackOf[b.NodeID] = *b.Rack
+		}
+	}
 	out := map[string]assign.Topic{}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || t.ErrorCode != 0 {
 			continue // a missing topic is simply not assigned
 		}
-		out[*t.Topic] = assign.Topic{Name: *t.Topic, Partitions: int32(len(t.Partitions))}
+		n := int32(len(t.Partitions))
+		topic := assign.Topic{Name: *t.Topic, Partitions: n}
+		if len(rackOf) > 0 {
+			racks := make([][]string, n)
+			known := false
+			for _, p := range t.Partitions {
+				if p.Partition < 0 || p.Partition >= n {
+					continue // not a partition id of this topic
+				}
+				for _, id := range p.Replicas {
+					if r, ok := rackOf[id]; ok && !slices.Contains(racks[p.Partition], r) {
+						racks[p.Partition] = append(racks[p.Partition], r)
+						known = true
+					}
+				}
+			}
+			if known {
+				topic.Racks = racks
+			}
+		}
+		out[*t.Topic] = topic
 	}
-	return out, nil
+	return out
 }
 
 func (g *Group) assigned(ctx context.Context, gen member.Generation) {
