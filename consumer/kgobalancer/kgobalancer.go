@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
@@ -37,7 +38,8 @@ func WithRack(rack string) Option { return func(b *balancer) { b.rack = rack } }
 func WithLogger(l *slog.Logger) Option { return func(b *balancer) { b.log = l } }
 
 // New returns a kgo.GroupBalancer that announces a.Name() and, when this
-// member leads, assigns with a. Pass it to kgo.Balancers.
+// member leads, assigns with a. Pass it to kgo.Balancers. Use one balancer per
+// client: it remembers the client's last assignment (see JoinGroupMetadata).
 func New(a assign.Assignor, opts ...Option) kgo.GroupBalancer {
 	b := &balancer{a: a, log: slog.Default()}
 	for _, o := range opts {
@@ -50,6 +52,9 @@ type balancer struct {
 	a    assign.Assignor
 	rack string
 	log  *slog.Logger
+
+	mu   sync.Mutex
+	last []assign.TopicPartitions // the last assignment received in SyncGroup
 }
 
 func (b *balancer) ProtocolName() string { return b.a.Name() }
@@ -58,12 +63,24 @@ func (b *balancer) IsCooperative() bool  { return b.a.Cooperative() }
 // JoinGroupMetadata encodes this member's subscription. kgo passes what the
 // member owns now (empty under the eager protocol, which revokes all before
 // joining).
+//
+// Under the eager protocol kgo forgets the assignment before joining, which
+// would make a sticky assignor's user data empty and lose stickiness; the
+// adapter remembers the last assignment it parsed and announces that in the
+// user data (owned partitions stay empty, as eager members own nothing while
+// they rejoin).
 func (b *balancer) JoinGroupMetadata(interests []string, current map[string][]int32, generation int32) []byte {
 	owned := toTopicPartitions(current)
+	prev := owned
+	if len(owned) == 0 && !b.a.Cooperative() {
+		b.mu.Lock()
+		prev = b.last
+		b.mu.Unlock()
+	}
 	s := consumer.Subscription{
 		Version:    consumer.MaxVersion,
 		Topics:     interests,
-		UserData:   b.a.UserData(owned, generation),
+		UserData:   b.a.UserData(prev, generation),
 		Owned:      owned,
 		Generation: generation,
 		Rack:       b.rack,
@@ -85,6 +102,9 @@ func (b *balancer) ParseSyncAssignment(raw []byte) (map[string][]int32, error) {
 	for _, tp := range a.Partitions {
 		m[tp.Topic] = append(m[tp.Topic], tp.Partitions...)
 	}
+	b.mu.Lock()
+	b.last = toTopicPartitions(m)
+	b.mu.Unlock()
 	return m, nil
 }
 
