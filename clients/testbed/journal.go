@@ -251,13 +251,76 @@ func (j *Journal) CheckNoOverlap(group string) error {
 	return nil
 }
 
+// owns reports whether member was given tp in generation gen. Commits
+// outside a generation (gen < 0, admin commits) count as owned. Under the
+// cooperative protocol a member learns in generation N which of its
+// partitions it must give up and commits them with N before rejoining
+// (KIP-429), so there what it held in its previous generation counts too.
+func (j *Journal) owns(group string, gen int32, member string, tp TP) bool {
+	if gen < 0 {
+		return true
+	}
+	has := func(g int32) bool {
+		for _, x := range j.assign[group][g][member] {
+			if x == tp {
+				return true
+			}
+		}
+		return false
+	}
+	if has(gen) {
+		return true
+	}
+	if !j.cooperative(group, gen) {
+		return false
+	}
+	prev := int32(-1)
+	for g, ms := range j.assign[group] {
+		if _, ok := ms[member]; ok && g < gen && g > prev {
+			prev = g
+		}
+	}
+	return prev >= 0 && has(prev)
+}
+
+// cooperative reports whether generation gen of group chose a cooperative
+// protocol.
+func (j *Journal) cooperative(group string, gen int32) bool {
+	for _, jn := range j.joins[group] {
+		if jn.Gen == gen {
+			return strings.Contains(jn.Protocol, "cooperative")
+		}
+	}
+	return false
+}
+
+// StrayCommits returns the acknowledged commits of partitions that the
+// committing member was not given in the generation it committed with.
+// Kafka's classic coordinator (and cohort) accepts them: it checks the
+// generation and member, not partition ownership.
+func (j *Journal) StrayCommits(group string) []Commit {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []Commit
+	for _, c := range j.commits[group] {
+		if !j.owns(group, c.Gen, c.Member, c.TP) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // CheckCommitsMonotonic returns an error if an acknowledged commit of a
-// partition was lower than an earlier acknowledged one.
-func (j *Journal) CheckCommitsMonotonic(group string) error {
+// partition was lower than an earlier acknowledged one. With ownersOnly,
+// stray commits (see StrayCommits) are left out of the comparison.
+func (j *Journal) CheckCommitsMonotonic(group string, ownersOnly bool) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	last := map[TP]Commit{}
 	for _, c := range j.commits[group] {
+		if ownersOnly && !j.owns(group, c.Gen, c.Member, c.TP) {
+			continue
+		}
 		if p, ok := last[c.TP]; ok && c.Offset < p.Offset {
 			return fmt.Errorf("group %s %s: commit went backwards from %d (gen %d, %s) to %d (gen %d, %s)",
 				group, c.TP, p.Offset, p.Gen, p.Member, c.Offset, c.Gen, c.Member)

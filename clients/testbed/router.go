@@ -133,6 +133,13 @@ func (r *Router) Block(clientID string) {
 	}
 }
 
+// Unblock lets a blocked client id connect again.
+func (r *Router) Unblock(clientID string) {
+	r.mu.Lock()
+	delete(r.blocked, clientID)
+	r.mu.Unlock()
+}
+
 // DropGroupConns closes every client connection that has talked to cohort,
 // as a crash of cohort would (used with a restart).
 func (r *Router) DropGroupConns() {
