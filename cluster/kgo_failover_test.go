@@ -23,7 +23,6 @@ type kgoGroup struct {
 	mu     sync.Mutex
 	owned  map[int]map[int32]bool // member index -> partitions
 	acked  map[int32]int64        // partition -> highest acknowledged commit
-	gens   map[int]int32          // member index -> generation of its last assignment
 	stop   chan struct{}
 	done   sync.WaitGroup
 	group  string
@@ -33,7 +32,7 @@ type kgoGroup struct {
 
 func startKgoGroup(t *testing.T, seeds []string, group, topic string, nParts int32, members int) *kgoGroup {
 	t.Helper()
-	g := &kgoGroup{owned: map[int]map[int32]bool{}, acked: map[int32]int64{}, gens: map[int]int32{},
+	g := &kgoGroup{owned: map[int]map[int32]bool{}, acked: map[int32]int64{},
 		stop: make(chan struct{}), group: group, topic: topic, nParts: nParts}
 	for i := 0; i < members; i++ {
 		i := i
