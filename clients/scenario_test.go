@@ -65,6 +65,15 @@ type killer struct {
 func (k *killer) kill(m Member, clientID string) {
 	k.b.Router.Block(clientID)
 	k.killed = append(k.killed, clientID)
+	if p, ok := m.(interface{ Kill() }); ok {
+		// A child process: SIGKILL it. The short pause lets it write
+		// out the records it had taken before the block (whose offsets
+		// it may have committed): what matters is that nothing it
+		// does after the block reaches cohort.
+		time.Sleep(300 * time.Millisecond)
+		p.Kill()
+		return
+	}
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()

@@ -120,7 +120,8 @@ func (b *Bed) Produce(t testing.TB, topic string, partitions int32, from, n int)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ClientID("testbed-producer"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // kafkajs has no snappy
 	if err != nil {
 		t.Fatal(err)
 	}
