@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -274,5 +275,34 @@ func TestFailoverKgoConsumerGroup(t *testing.T) {
 	// coordinator: the members found it and kept their membership.
 	kg.waitMoreAcks(t, kg.acks(), 30*time.Second)
 	t.Logf("kgo consumer group stable and committing again %v after its coordinator stopped", time.Since(start))
+	kg.verify(t, newClient(t, seeds...))
+}
+
+// TestFailoverKgoConsumerGroupKill: as above, but the coordinating node is a
+// child process killed with SIGKILL (nothing of its cleanup runs): the
+// partition moves when its lease expires, and kgo's group carries on.
+func TestFailoverKgoConsumerGroupKill(t *testing.T) {
+	ec := etcdtest.Start(t, 3)
+	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	ch := startChild(t, ec, 1, ttl)
+	waitSettled(t, 30*time.Second, ns...)
+	if _, err := ns[0].Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	group := groupsOn(ns[0], 1, "kgo-k", 1)[0] // coordinated by the child
+	seeds := addrs(ns...)
+	kg := startKgoGroup(t, append(addrs(ns...), ch.addr), group, "events", 6, 3)
+	kg.waitStable(t, seeds, 3, 60*time.Second)
+	kg.waitMoreAcks(t, 0, 30*time.Second)
+
+	start := time.Now()
+	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	ch.cmd.Wait()
+	waitSettledWithout(t, 30*time.Second, 1, ns...)
+	kg.waitStable(t, seeds, 3, 60*time.Second)
+	kg.waitMoreAcks(t, kg.acks(), 30*time.Second)
+	t.Logf("kgo consumer group stable and committing again %v after SIGKILL of its coordinator (lease TTL %v)", time.Since(start), ttl)
 	kg.verify(t, newClient(t, seeds...))
 }
