@@ -40,7 +40,7 @@ func startKgo(t *testing.T, b *testbed.Bed, c MemberConfig, extra ...kgo.Opt) Me
 		kgo.ConsumerGroup(c.Group),
 		kgo.ConsumeTopics(c.Topic),
 		kgo.Balancers(kgoBalancer(c.Protocol)),
-		kgo.SessionTimeout(sessionTimeout),
+		kgo.SessionTimeout(c.session()),
 		kgo.HeartbeatInterval(heartbeat),
 		kgo.RebalanceTimeout(rebalanceTimeout),
 		kgo.AutoCommitMarks(),

@@ -27,7 +27,7 @@ func rdConfig(b *testbed.Bed, c MemberConfig) *ckafka.ConfigMap {
 		"broker.address.family":         "v4",
 		"client.id":                     c.ClientID,
 		"group.id":                      c.Group,
-		"session.timeout.ms":            int(sessionTimeout.Milliseconds()),
+		"session.timeout.ms":            int(c.session().Milliseconds()),
 		"heartbeat.interval.ms":         int(heartbeat.Milliseconds()),
 		"max.poll.interval.ms":          int(rebalanceTimeout.Milliseconds()),
 		"partition.assignment.strategy": c.Protocol,

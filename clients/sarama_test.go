@@ -39,7 +39,7 @@ func saramaConfig(c MemberConfig) *sarama.Config {
 	cfg := sarama.NewConfig()
 	cfg.ClientID = c.ClientID
 	cfg.Version = sarama.V2_8_0_0
-	cfg.Consumer.Group.Session.Timeout = sessionTimeout
+	cfg.Consumer.Group.Session.Timeout = c.session()
 	cfg.Consumer.Group.Heartbeat.Interval = heartbeat
 	cfg.Consumer.Group.Rebalance.Timeout = rebalanceTimeout
 	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{saramaStrategy(c.Protocol)}

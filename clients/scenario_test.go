@@ -17,6 +17,7 @@ type MemberConfig struct {
 	Instance     string // static membership (group.instance.id), "" = dynamic
 	Protocol     string // "range", "roundrobin", "cooperative-sticky", "sticky"
 	Seen         *testbed.Seen
+	Session      time.Duration // 0 = sessionTimeout
 	// OnRecord, if set, is called for each processed record (partition).
 	OnRecord func(partition int32)
 }
@@ -33,6 +34,13 @@ func (c MemberConfig) process(value string, partition int32) {
 }
 
 const processTime = 2 * time.Millisecond
+
+func (c MemberConfig) session() time.Duration {
+	if c.Session > 0 {
+		return c.Session
+	}
+	return sessionTimeout
+}
 
 // Member is one running group member of some client.
 type Member interface {

@@ -28,7 +28,8 @@ type Join struct {
 	Leader     string
 	ClientID   string
 	Version    int16
-	At         time.Time
+	At         time.Time // when the answer came back
+	Requested  time.Time // when the request reached the router
 	Rebalanced bool // the answer carried a member list (the leader)
 }
 
@@ -65,7 +66,7 @@ func newJournal() *Journal {
 	}
 }
 
-func (j *Journal) observe(req kmsg.Request, raw []byte) {
+func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 	resp, err := decodeResponse(req, raw)
 	if err != nil {
 		j.mu.Lock()
@@ -83,7 +84,7 @@ func (j *Journal) observe(req kmsg.Request, raw []byte) {
 		if p.ErrorCode != 0 {
 			return
 		}
-		jn := Join{Gen: p.Generation, Member: p.MemberID, Leader: p.LeaderID, Version: q.Version, At: now,
+		jn := Join{Gen: p.Generation, Member: p.MemberID, Leader: p.LeaderID, Version: q.Version, At: now, Requested: requested,
 			Rebalanced: len(p.Members) > 0}
 		if q.InstanceID != nil {
 			jn.Instance = *q.InstanceID

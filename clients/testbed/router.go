@@ -372,6 +372,7 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 		return encodeResponse(h.corr, c.r.findCoordinator(req.(*kmsg.FindCoordinatorRequest))), nil
 	case IsGroupKey(h.key):
 		c.usedGroups.Store(true)
+		requested := time.Now()
 		var req kmsg.Request
 		if h.key == keyOffsetCommit || h.key == keyJoinGroup || h.key == keySyncGroup {
 			if req, err = decodeRequest(h, f); err != nil {
@@ -383,7 +384,7 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 			return nil, err
 		}
 		if req != nil {
-			c.r.Journal.observe(req, resp)
+			c.r.Journal.observe(req, resp, requested)
 		}
 		return resp, nil
 	case h.key == keyMetadata || h.key == keyDescribeCluster:
