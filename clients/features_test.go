@@ -106,16 +106,17 @@ func TestStaticMembership(t *testing.T) {
 			}()
 			cfg := func(i int, clientID string) MemberConfig {
 				return MemberConfig{Group: grp, Topic: topic, ClientID: clientID, Instance: fmt.Sprintf("instance-%d", i),
-					Protocol: "range", Seen: seen, Session: 30 * time.Second}
+					Protocol: "range", Seen: seen, Session: 15 * time.Second}
 			}
 			for i := 1; i <= 3; i++ {
 				members[i] = c.start(t, b, cfg(i, fmt.Sprintf("s%d", i)))
 			}
 			gen := waitMembers(ctx, t, b, grp, 0, 3)
 			before := b.Router.Journal.Assignment(grp, gen)
-			oldID := memberOf(before, "s2")
+			// Static members' ids are minted from the instance id.
+			oldID := memberOf(before, "instance-2")
 			if oldID == "" {
-				t.Fatalf("no member of s2 in generation %d: %v", gen, before)
+				t.Fatalf("no member of instance-2 in generation %d: %v", gen, before)
 			}
 			waitProgress(ctx, t, seen, K/4)
 			k.kill(members[2], "s2")
@@ -124,7 +125,7 @@ func TestStaticMembership(t *testing.T) {
 			var newID string
 			err := testbed.WaitFor(ctx, "the restarted static member's assignment", func() bool {
 				for _, g := range b.Router.Journal.Generations(grp) {
-					if id := memberOf(b.Router.Journal.Assignment(grp, g), "s2-restarted"); id != "" {
+					if id := memberOf(b.Router.Journal.Assignment(grp, g), "instance-2"); id != "" && id != oldID {
 						newID = id
 						return true
 					}

@@ -238,9 +238,29 @@ func (j *Journal) CheckNoOverlap(group string) error {
 	if len(j.decode) > 0 {
 		return fmt.Errorf("undecodable responses: %s", strings.Join(j.decode, "; "))
 	}
+	instance := map[string]string{} // member id → group.instance.id
+	for _, jn := range j.joins[group] {
+		if jn.Instance != "" {
+			instance[jn.Member] = jn.Instance
+		}
+	}
 	for gen, members := range j.assign[group] {
+		// A static member replaced within the generation (same instance
+		// id, new member id) is fenced from then on: only the latest
+		// holder of an instance id counts.
+		latest := map[string]string{}
+		for m := range members {
+			if in := instance[m]; in != "" {
+				if p, ok := latest[in]; !ok || j.syncAt[group][gen][m].After(j.syncAt[group][gen][p]) {
+					latest[in] = m
+				}
+			}
+		}
 		owner := map[TP]string{}
 		for m, tps := range members {
+			if in := instance[m]; in != "" && latest[in] != m {
+				continue
+			}
 			for _, tp := range tps {
 				if o, ok := owner[tp]; ok {
 					return fmt.Errorf("group %s generation %d: %s assigned to both %s and %s", group, gen, tp, o, m)
