@@ -2,7 +2,6 @@ package clients
 
 import (
 	"bufio"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -151,5 +150,3 @@ func startKcat(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
 func TestKafkajsGroupChurn(t *testing.T) { runChurn(t, startKafkajs, "roundrobin") }
 
 func TestKcatGroupChurn(t *testing.T) { runChurn(t, startKcat, "range") }
-
-var _ = fmt.Sprint
