@@ -40,6 +40,7 @@ func rdConfig(b *testbed.Bed, c MemberConfig) *ckafka.ConfigMap {
 		"reconnect.backoff.max.ms":      500,
 		"retry.backoff.ms":              100,
 		"log.connection.close":          false,
+		"enable.metrics.push":           false,
 	}
 	if c.Protocol == "" {
 		cfg.SetKey("partition.assignment.strategy", "range")

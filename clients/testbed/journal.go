@@ -30,7 +30,7 @@ type Join struct {
 	Version    int16
 	At         time.Time // when the answer came back
 	Requested  time.Time // when the request reached the router
-	Rebalanced bool // the answer carried a member list (the leader)
+	Rebalanced bool      // the answer carried a member list (the leader)
 }
 
 // Commit is one acknowledged partition of an OffsetCommit.
