@@ -247,8 +247,10 @@ func (s *Seen) Missing(topic string, n int) []string {
 type CheckOpts struct {
 	// StrayCommitsOK: the client may commit partitions it no longer owns
 	// (kafka-go's Reader flushes offsets of records fetched in the previous
-	// generation with the new generation's id). Commits by owners must
-	// still never go backwards.
+	// generation with the new generation's id), and for the same reason an
+	// owner's first commits in a new generation may be lower than its
+	// commits of the previous one. Within a generation an owner's commits
+	// must still never go backwards.
 	StrayCommitsOK bool
 }
 
