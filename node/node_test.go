@@ -91,8 +91,8 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 			Brokers:           []string{n.Addr()},
 			Topics:            []string{"events"},
 			HeartbeatInterval: 200 * time.Millisecond,
-			SessionTimeout:    6 * time.Second,
-			RebalanceTimeout:  3 * time.Second,
+			SessionTimeout:    10 * time.Second, // generous: CI runs packages in parallel on 2 cores
+			RebalanceTimeout:  10 * time.Second,
 			JoinGroupBackoff:  100 * time.Millisecond,
 			ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { t.Logf("kafka-go: "+f, a...) }),
 		})
