@@ -290,11 +290,18 @@ func (gm *groupMembers) stable(ctx context.Context, seeds []string, m int) (bool
 // waitStable polls (bounded) until the groups are stable; returns how long.
 func (gm *groupMembers) waitStable(t *testing.T, seeds []string, m int, within time.Duration) time.Duration {
 	t.Helper()
+	return pollStable(t, "groups", within, func(ctx context.Context) (bool, string) { return gm.stable(ctx, seeds, m) })
+}
+
+// pollStable calls stable (each call bounded to 5 s) until it reports true or
+// within has passed, and returns how long it took.
+func pollStable(t *testing.T, what string, within time.Duration, stable func(context.Context) (bool, string)) time.Duration {
+	t.Helper()
 	start := time.Now()
 	var why string
 	for time.Since(start) < within {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, w := gm.stable(ctx, seeds, m)
+		ok, w := stable(ctx)
 		cancel()
 		if ok {
 			return time.Since(start)
@@ -302,7 +309,7 @@ func (gm *groupMembers) waitStable(t *testing.T, seeds []string, m int, within t
 		why = w
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("groups not stable after %v: %s", within, why)
+	t.Fatalf("%s not stable after %v: %s", what, within, why)
 	return 0
 }
 

@@ -190,20 +190,7 @@ func (g *kgoGroup) stableOn(ctx context.Context, seeds []string, members int) (b
 
 func (g *kgoGroup) waitStable(t *testing.T, seeds []string, members int, within time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
-	var why string
-	for time.Since(start) < within {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ok, w := g.stableOn(ctx, seeds, members)
-		cancel()
-		if ok {
-			return time.Since(start)
-		}
-		why = w
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("kgo group %s not stable after %v: %s", g.group, within, why)
-	return 0
+	return pollStable(t, "kgo group "+g.group, within, func(ctx context.Context) (bool, string) { return g.stableOn(ctx, seeds, members) })
 }
 
 // verify stops committing and checks every acknowledged offset is stored.
