@@ -68,6 +68,11 @@ type Coordinator struct {
 	multi      store.MultiAppender
 	commits    chan commitReq
 	commitDone chan struct{}
+	// With a store.Pipeliner the committer starts a round while earlier
+	// ones sync; waitRounds reports them in order.
+	pipe       store.Pipeliner
+	rounds     chan round
+	roundsDone chan struct{}
 }
 
 // commitReq is one partition's batch for the cross-partition committer.
@@ -107,6 +112,11 @@ func New(cfg Config) (*Coordinator, error) {
 		// this never blocks a loop.
 		c.commits = make(chan commitReq, cfg.Partitions*maxInflight)
 		c.commitDone = make(chan struct{})
+		if p, ok := m.(store.Pipeliner); ok {
+			c.pipe = p
+			c.rounds = make(chan round, maxRounds-1)
+			c.roundsDone = make(chan struct{})
+		}
 	}
 	return c, nil
 }
@@ -117,6 +127,9 @@ func New(cfg Config) (*Coordinator, error) {
 // partitions and all their pending requests.
 func (c *Coordinator) commitLoop() {
 	defer close(c.commitDone)
+	if c.pipe != nil {
+		defer close(c.rounds)
+	}
 	var (
 		reqs []commitReq
 		prs  []store.PartitionRecords
@@ -143,14 +156,50 @@ func (c *Coordinator) commitLoop() {
 		for _, r := range reqs {
 			prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: r.b.records()})
 		}
-		code := group.ErrNone
-		if err := c.multi.AppendMulti(context.Background(), prs); err != nil {
-			code = storeErrorCode(err)
-			c.log.Warn("coordinator: append failed", "partitions", len(prs), "err", err)
+		if c.pipe != nil {
+			// Fix the round's place in the log, then let the waiter
+			// report it once durable while the next round starts.
+			wait, err := c.pipe.StartMulti(context.Background(), prs)
+			c.rounds <- round{reqs: reqs, wait: wait, err: err}
+			reqs = nil
+			continue
 		}
-		for _, r := range reqs {
-			r.p.appended <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
+		c.report(reqs, c.multi.AppendMulti(context.Background(), prs))
+	}
+}
+
+// round is one AppendMulti of the committer, started but not yet reported.
+type round struct {
+	reqs []commitReq
+	wait func() error // nil if starting it failed (err)
+	err  error
+}
+
+// maxRounds bounds the committer's rounds started and not yet durable.
+const maxRounds = 4
+
+// waitRounds reports the committer's rounds in the order they were started,
+// each once it is durable.
+func (c *Coordinator) waitRounds() {
+	defer close(c.roundsDone)
+	for r := range c.rounds {
+		err := r.err
+		if r.wait != nil {
+			err = r.wait()
 		}
+		c.report(r.reqs, err)
+	}
+}
+
+// report hands the result of one append to the partitions it wrote for.
+func (c *Coordinator) report(reqs []commitReq, err error) {
+	code := group.ErrNone
+	if err != nil {
+		code = storeErrorCode(err)
+		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
+	}
+	for _, r := range reqs {
+		r.p.appended <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
 	}
 }
 
@@ -159,6 +208,9 @@ func (c *Coordinator) commitLoop() {
 func (c *Coordinator) Start() {
 	if c.multi != nil {
 		go c.commitLoop()
+		if c.pipe != nil {
+			go c.waitRounds()
+		}
 	}
 	for _, p := range c.parts {
 		owned := c.cfg.Owned == nil || c.cfg.Owned(p.id)
@@ -188,6 +240,9 @@ func (c *Coordinator) Close() error {
 		if c.multi != nil {
 			close(c.commits)
 			<-c.commitDone
+			if c.pipe != nil {
+				<-c.roundsDone
+			}
 		}
 	})
 	return nil

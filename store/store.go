@@ -57,6 +57,23 @@ type MultiAppender interface {
 	AppendMulti(ctx context.Context, batches []PartitionRecords) error
 }
 
+// Pipeliner is implemented by stores that fix a write's place in the log
+// before it is durable, so the caller can start the next write while the
+// previous one is still being synced (pipelined group commit: the disk syncs
+// back to back instead of waiting for the caller between syncs).
+type Pipeliner interface {
+	MultiAppender
+	// StartMulti orders batches after every write started before it (by
+	// StartMulti, AppendMulti or Append) and returns without waiting for
+	// durability. The returned wait blocks until they are durable and
+	// returns AppendMulti's result; it must be called exactly once. If
+	// StartMulti itself fails, nothing was written and wait is nil. A
+	// write's wait may return nil only if every earlier write's wait does
+	// (a log cannot keep a later write and lose an earlier one). The
+	// slices are not retained once StartMulti returns.
+	StartMulti(ctx context.Context, batches []PartitionRecords) (wait func() error, err error)
+}
+
 // PartitionRecords is one partition's records in an AppendMulti call.
 type PartitionRecords struct {
 	Partition int32

@@ -32,6 +32,9 @@ type crashWriter struct {
 	mu    sync.Mutex
 	ops   []crashOp // ops[i] has sequence number i+1
 	acked int       // ops[:acked] returned nil
+	// pipelined writers use StartMulti, several ops in flight, instead of
+	// Append.
+	pipelined bool
 }
 
 const crashKeysPerWriter = 8
@@ -52,6 +55,12 @@ func crashParse(w int, v string) int { // sequence number in v, or -1
 }
 
 func (w *crashWriter) run(ctx context.Context, s *Store, rng *rand.Rand, onAck func()) {
+	var pending []startedOp
+	defer func() {
+		for _, op := range pending {
+			_ = op.wait() // every wait is called once
+		}
+	}()
 	for ctx.Err() == nil {
 		n := 1 + rng.Intn(4)
 		op := crashOp{}
@@ -70,14 +79,45 @@ func (w *crashWriter) run(ctx context.Context, s *Store, rng *rand.Rand, onAck f
 				recs[i].Value = crashValue(w.id, seq)
 			}
 		}
-		if err := s.Append(ctx, w.p, recs); err != nil {
-			return // ctx ended or store closed: the test is over
+		if !w.pipelined {
+			if err := s.Append(ctx, w.p, recs); err != nil {
+				return // ctx ended or store closed: the test is over
+			}
+			w.ack(seq, onAck)
+			continue
 		}
-		w.mu.Lock()
-		w.acked = seq
-		w.mu.Unlock()
-		onAck()
+		// Pipelined: start the op, and acknowledge the oldest started op
+		// once more than pipelineDepth are under way.
+		wait, err := s.StartMulti(ctx, []store.PartitionRecords{{Partition: w.p, Records: recs}})
+		if err != nil {
+			return
+		}
+		pending = append(pending, startedOp{seq, wait})
+		for len(pending) > pipelineDepth {
+			op := pending[0]
+			pending = pending[1:]
+			if err := op.wait(); err != nil {
+				return
+			}
+			w.ack(op.seq, onAck)
+		}
 	}
+}
+
+// pipelineDepth is how many StartMulti calls a pipelined crash writer keeps
+// unacknowledged.
+const pipelineDepth = 3
+
+type startedOp struct {
+	seq  int
+	wait func() error
+}
+
+func (w *crashWriter) ack(seq int, onAck func()) {
+	w.mu.Lock()
+	w.acked = seq
+	w.mu.Unlock()
+	onAck()
 }
 
 // check returns an error unless got (key index → sequence number of the
@@ -124,6 +164,12 @@ func (w *crashWriter) check(minAcked int, got map[int]int) error {
 // Appends, reopens the image and checks every writer. It returns the
 // writers' check errors and the number of sstables in the crash image.
 func crashRound(t *testing.T, seed int64, noSync bool, unsyncedPercent int) (errs []error, tables int) {
+	return crashRoundWith(t, seed, noSync, unsyncedPercent, false)
+}
+
+// crashRoundWith is crashRound; with pipelined, the writers use StartMulti
+// with several ops in flight.
+func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, pipelined bool) (errs []error, tables int) {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
@@ -144,7 +190,7 @@ func crashRound(t *testing.T, seed int64, noSync bool, unsyncedPercent int) (err
 	ws := make([]*crashWriter, writers)
 	var wg sync.WaitGroup
 	for i := range ws {
-		ws[i] = &crashWriter{id: i, p: int32(i % 5)}
+		ws[i] = &crashWriter{id: i, p: int32(i % 5), pipelined: pipelined}
 		wg.Add(1)
 		go func(w *crashWriter, seed int64) {
 			defer wg.Done()
@@ -259,5 +305,40 @@ func TestCrashDetectsSkippedSync(t *testing.T) {
 	t.Logf("losses detected in %d of %d crash rounds without sync", detected, rounds)
 	if detected < rounds/2 {
 		t.Fatalf("losses detected in only %d of %d crash rounds without sync: the check does not catch skipped syncs", detected, rounds)
+	}
+}
+
+// TestCrashKeepsAcknowledgedPipelinedAppends is the crash test for
+// StartMulti (pipelined group commit): each writer keeps several writes in
+// flight and counts one as acknowledged only when its wait returned nil.
+// Acknowledged writes must survive, and every writer's state must still be
+// a prefix of its writes (the pipeline keeps their order). Without sync the
+// same check must see losses.
+func TestCrashKeepsAcknowledgedPipelinedAppends(t *testing.T) {
+	rounds := 12
+	if testing.Short() {
+		rounds = 4
+	}
+	for i := 0; i < rounds; i++ {
+		unsynced := 0
+		if i%2 == 1 {
+			unsynced = 50
+		}
+		seed := int64(3000 + i)
+		errs, _ := crashRoundWith(t, seed, false, unsynced, true)
+		for _, err := range errs {
+			t.Errorf("seed %d, unsynced data kept %d%%: %v", seed, unsynced, err)
+		}
+	}
+	detected := 0
+	const noSyncRounds = 6
+	for i := 0; i < noSyncRounds; i++ {
+		if errs, _ := crashRoundWith(t, int64(4000+i), true, 0, true); len(errs) > 0 {
+			detected++
+		}
+	}
+	t.Logf("without sync, losses detected in %d of %d pipelined crash rounds", detected, noSyncRounds)
+	if detected < noSyncRounds/2 {
+		t.Fatalf("losses detected in only %d of %d pipelined rounds without sync: the check does not catch skipped syncs", detected, noSyncRounds)
 	}
 }

@@ -85,6 +85,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.MultiAppender = (*Store)(nil)
+	_ store.Pipeliner     = (*Store)(nil)
 )
 
 // Open opens the store in opts.Dir, creating it if the directory is missing
@@ -353,6 +354,73 @@ func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecord
 	if err := s.enter(); err != nil {
 		return err
 	}
+	b, err := s.batch(batches)
+	if b == nil || err != nil {
+		s.inflight.Done()
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		s.inflight.Done()
+		_ = b.Close()
+		return err
+	}
+	err = s.run(ctx, func() error {
+		defer b.Close()
+		return s.db.Apply(b, s.wo)
+	})
+	return s.appendError(ctx, err)
+}
+
+// StartMulti implements store.Pipeliner: the batch enters pebble's commit
+// pipeline (its place in the WAL and its sequence numbers are fixed, in call
+// order) and StartMulti returns; wait then blocks for the WAL sync that
+// covers it. Pebble syncs whatever was written during one sync with the
+// next, so a caller that starts its next round while the previous one syncs
+// keeps the disk busy without waiting in between.
+func (s *Store) StartMulti(ctx context.Context, batches []store.PartitionRecords) (func() error, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	b, err := s.batch(batches)
+	if b == nil || err != nil {
+		s.inflight.Done()
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return nil }, nil
+	}
+	if s.wo != pebble.Sync { // NoSync: nothing to wait for
+		err := s.run(ctx, func() error {
+			defer b.Close()
+			return s.db.Apply(b, s.wo)
+		})
+		if err != nil {
+			return nil, s.appendError(ctx, err)
+		}
+		return func() error { return nil }, nil
+	}
+	if err := s.run(ctx, func() error { return s.db.ApplyNoSyncWait(b, s.wo) }); err != nil {
+		// The batch may still be in pebble's hands (the store failed or
+		// ctx ended); it is not closed so that pebble never sees it freed.
+		return nil, s.appendError(ctx, err)
+	}
+	return func() error {
+		if err := s.enter(); err != nil {
+			return err
+		}
+		return s.appendError(ctx, s.run(ctx, func() error {
+			err := b.SyncWait()
+			if err == nil {
+				_ = b.Close()
+			}
+			return err
+		}))
+	}, nil
+}
+
+// batch builds one pebble batch of every record in batches; nil if there
+// are none.
+func (s *Store) batch(batches []store.PartitionRecords) (*pebble.Batch, error) {
 	size, n := 0, 0
 	for _, pr := range batches {
 		for _, r := range pr.Records {
@@ -361,12 +429,7 @@ func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecord
 		}
 	}
 	if n == 0 {
-		s.inflight.Done()
-		return nil
-	}
-	if err := ctx.Err(); err != nil {
-		s.inflight.Done()
-		return err
+		return nil, nil
 	}
 	b := s.db.NewBatchWithSize(size)
 	var key []byte
@@ -380,16 +443,16 @@ func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecord
 				err = b.Set(key, r.Value, nil)
 			}
 			if err != nil {
-				s.inflight.Done()
 				_ = b.Close()
-				return fmt.Errorf("disk: append to partition %d: %w", pr.Partition, err)
+				return nil, fmt.Errorf("disk: append to partition %d: %w", pr.Partition, err)
 			}
 		}
 	}
-	err := s.run(ctx, func() error {
-		defer b.Close()
-		return s.db.Apply(b, s.wo)
-	})
+	return b, nil
+}
+
+// appendError marks an engine failure of a write as ErrStorage.
+func (s *Store) appendError(ctx context.Context, err error) error {
 	if err != nil && !errors.Is(err, ErrStorage) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: append: %v", ErrStorage, err)
 	}
