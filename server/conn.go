@@ -112,16 +112,20 @@ func readFrame(r io.Reader, size int32) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-// conn is one client connection: a reader goroutine decoding frames into a
-// bounded queue and a processor goroutine (run) answering them in order.
+// conn is one client connection, served by one goroutine that reads a
+// request, answers it, writes the response and only then reads the next, as
+// a Kafka broker mutes a connection while it handles a request. Requests a
+// client pipelines wait in the socket and the read buffer. A request that
+// can park (JoinGroup, SyncGroup) is watched for a hang-up meanwhile, which
+// cancels it.
 type conn struct {
 	s      *Server
 	nc     net.Conn
+	br     *bufio.Reader
 	host   string
 	log    *slog.Logger
 	ctx    context.Context // cancelled on hang-up, protocol error or shutdown
 	cancel context.CancelFunc
-	queue  chan *request
 	once   sync.Once
 	wbuf   []byte
 }
@@ -134,13 +138,15 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
-		s:      s,
-		nc:     nc,
+		s:  s,
+		nc: nc,
+		// Buffered: a small request's size prefix and body usually
+		// arrive in one read system call instead of two.
+		br:     bufio.NewReaderSize(nc, 16<<10),
 		host:   host,
 		log:    s.log.With("remote", remote),
 		ctx:    ctx,
 		cancel: cancel,
-		queue:  make(chan *request, readAhead),
 	}
 }
 
@@ -152,9 +158,8 @@ func (c *conn) close() {
 	})
 }
 
-// drain stops reading new requests; the processor writes the response it
-// is working on (its context is already cancelled) and then ends the
-// connection.
+// drain stops reading new requests; the connection writes the response it
+// is working on (its context is already cancelled) and then ends.
 func (c *conn) drain() {
 	c.cancel()
 	c.nc.SetReadDeadline(time.Now())
@@ -176,56 +181,79 @@ func (c *conn) run() {
 		m.connections.Inc()
 		defer m.connections.Dec()
 	}
-	readerDone := make(chan struct{})
-	go c.readLoop(readerDone)
-	c.processLoop()
-	c.close()
-	<-readerDone
+	defer c.close()
+	defer c.recoverBug("serve")
+	for c.ctx.Err() == nil { // no new request once cancelled
+		r := c.readRequest()
+		if r == nil || !c.serveOne(r) {
+			return
+		}
+	}
 }
 
-func (c *conn) readLoop(done chan<- struct{}) {
-	defer close(done)
-	defer c.recoverBug("read")
-	defer c.cancel() // the client is gone or misbehaved: cancel what is in flight
-	maxFrame := c.s.cfg.MaxFrameBytes
-	// Buffered: a small request's size prefix and body usually arrive in
-	// one read system call instead of two.
-	br := bufio.NewReaderSize(c.nc, 16<<10)
+// readRequest reads and decodes the next request; nil (after logging why)
+// when the connection must end.
+func (c *conn) readRequest() *request {
 	var sizeBuf [4]byte
-	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
-				c.log.Debug("connection read failed", "err", err)
+	if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+		if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			c.log.Debug("connection read failed", "err", err)
+		}
+		return nil
+	}
+	maxFrame := c.s.cfg.MaxFrameBytes
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 0 || size > maxFrame {
+		c.log.Info("closing connection: bad request size", "size", size, "max", maxFrame)
+		c.s.metrics.protocolError("frame_size")
+		return nil
+	}
+	frame, err := readFrame(c.br, size)
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.log.Debug("connection closed mid-frame", "size", size, "err", err)
+		}
+		return nil
+	}
+	r, err := decodeFrame(frame)
+	if err != nil {
+		attrs := []any{"err", err}
+		if r != nil {
+			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+		}
+		c.log.Info("closing connection: bad request", attrs...)
+		c.s.metrics.protocolError(decodeReason(err))
+		return nil
+	}
+	return r
+}
+
+// longAgo is a read deadline in the past: it wakes a blocked read at once.
+var longAgo = time.Unix(1, 0)
+
+// watchHangup watches the socket while a request that can park is handled:
+// if the client hangs up (or the socket fails), the connection's context is
+// cancelled, which abandons the parked request. Bytes of a request the
+// client pipelines end the watch and stay buffered for the next read. stop
+// ends the watch and returns once the watcher no longer touches the reader.
+func (c *conn) watchHangup() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer c.recoverBug("watch")
+		if _, err := c.br.Peek(1); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return // stopped (or drained): not a hang-up
 			}
-			return
+			c.cancel()
 		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 0 || size > maxFrame {
-			c.log.Info("closing connection: bad request size", "size", size, "max", maxFrame)
-			c.s.metrics.protocolError("frame_size")
-			return
-		}
-		frame, err := readFrame(br, size)
-		if err != nil {
-			if c.ctx.Err() == nil {
-				c.log.Debug("connection closed mid-frame", "size", size, "err", err)
-			}
-			return
-		}
-		r, err := decodeFrame(frame)
-		if err != nil {
-			attrs := []any{"err", err}
-			if r != nil {
-				attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
-			}
-			c.log.Info("closing connection: bad request", attrs...)
-			c.s.metrics.protocolError(decodeReason(err))
-			return
-		}
-		select {
-		case c.queue <- r:
-		case <-c.ctx.Done():
-			return
+	}()
+	return func() {
+		c.nc.SetReadDeadline(longAgo)
+		<-done
+		if c.ctx.Err() == nil {
+			c.nc.SetReadDeadline(time.Time{})
 		}
 	}
 }
@@ -243,27 +271,17 @@ func decodeReason(err error) string {
 	}
 }
 
-func (c *conn) processLoop() {
-	defer c.recoverBug("process")
-	for {
-		if c.ctx.Err() != nil { // do not start queued requests once cancelled
-			return
-		}
-		select {
-		case <-c.ctx.Done():
-			return
-		case r := <-c.queue:
-			if !c.serveOne(r) {
-				return
-			}
-		}
-	}
-}
-
 // serveOne answers r and writes the response; false closes the connection.
 func (c *conn) serveOne(r *request) bool {
 	start := time.Now()
+	var stopWatch func()
+	if r.key == keyJoinGroup || r.key == keySyncGroup {
+		stopWatch = c.watchHangup()
+	}
 	resp, err := c.s.handle(c.ctx, Client{ID: r.clientID, Host: c.host}, r)
+	if stopWatch != nil {
+		stopWatch()
+	}
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)

@@ -19,11 +19,6 @@ import (
 // socket.request.max.bytes default (100 MiB).
 const DefaultMaxFrameBytes = 100 << 20
 
-// readAhead is how many decoded requests a connection buffers behind the one
-// being handled. Reading ahead is what lets a hang-up cancel a parked
-// request; the bound keeps a pipelining client from queueing without limit.
-const readAhead = 4
-
 // Config configures a Server.
 type Config struct {
 	// Listen is the TCP address Listen binds, e.g. ":9092" or
