@@ -325,12 +325,14 @@ func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 			}
 		}(i)
 	}
-	// Wait until all commits are queued behind the held append.
+	// Wait until all commits wait behind the held append.
 	p := e.c.parts[PartitionFor("g", 8)]
-	for i := 0; i < 10000 && len(p.calls) > 0; i++ {
+	for i := 0; i < 10000 && p.pending() < n; i++ {
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(20 * time.Millisecond) // let the loop queue the last ones (not a correctness wait)
+	if got := p.pending(); got != n {
+		t.Fatalf("%d commits waiting, want %d", got, n)
+	}
 	st.mu.Lock()
 	st.appendGate = nil
 	st.mu.Unlock()
@@ -379,10 +381,12 @@ func TestReleaseAnswersParkedAndAcquireReloads(t *testing.T) {
 	parked := make(chan *kmsg.JoinGroupResponse, 1)
 	go func() { parked <- e.do(joinReq("g", first.MemberID, 9)).(*kmsg.JoinGroupResponse) }()
 	p := PartitionFor("g", 8)
-	for i := 0; i < 1000 && len(e.c.parts[p].calls) > 0; i++ {
+	for i := 0; i < 1000 && e.c.parts[p].pending() < 1; i++ {
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(10 * time.Millisecond)
+	if got := e.c.parts[p].pending(); got != 1 {
+		t.Fatalf("%d requests parked, want the join", got)
+	}
 	e.c.Release(p)
 	if r := <-parked; r.ErrorCode != group.ErrNotCoordinator {
 		t.Fatalf("parked join: %d", r.ErrorCode)

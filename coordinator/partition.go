@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,18 +52,25 @@ type loadResult struct {
 }
 
 // partition owns one coordinator partition: its shard, timers and writes.
-// Everything below runs on the partition's loop goroutine except the
-// channels' senders.
+//
+// Requests run on the caller's goroutine under mu (no hand-off to another
+// goroutine on the hot path: a heartbeat or an in-memory commit is answered
+// by the connection's own goroutine). The partition's loop goroutine handles
+// everything else under the same mutex: timers, append results, loading,
+// ownership changes and shutdown. Either way one turn = one handler (or one
+// event) followed by flush, so the shard sees exactly the sequence of calls
+// a single-threaded loop would give it.
 type partition struct {
 	c  *Coordinator
 	id int32
 
-	calls    chan *call
 	ctls     chan ctl
 	appended chan appendResult
 	loadedCh chan loadResult
 	loaded   chan struct{} // closed once the first load ends (or if unowned)
 
+	mu       sync.Mutex // guards everything below
+	closed   bool       // the coordinator is closing: NOT_COORDINATOR
 	state    partitionState
 	shard    *group.Shard
 	shardGen uint64 // bumped on every (re)load/unload so stale results are ignored
@@ -71,20 +79,21 @@ type partition struct {
 	waiting    map[group.Ticket]*call
 	out        group.Output
 
-	// Group commit: one Append in flight at a time; writes produced
-	// meanwhile wait in queued and go out together as the next batch.
+	// Group commit: writes wait in queued while the partition has
+	// maxInflight batches in flight and go out together as the next batch.
 	inflight int // batches handed to the writer/committer, not yet done
 	queued   []group.Write
 	batches  chan batch
 
-	timer clock.Timer
+	timer   clock.Timer
+	armed   bool      // timer is set, for armedAt
+	armedAt time.Time // the shard deadline the timer is set for
 }
 
 func newPartition(c *Coordinator, id int32) *partition {
 	return &partition{
 		c:        c,
 		id:       id,
-		calls:    make(chan *call, 256),
 		ctls:     make(chan ctl, 4),
 		appended: make(chan appendResult, maxInflight),
 		loadedCh: make(chan loadResult, 1),
@@ -101,16 +110,23 @@ func (p *partition) control(x ctl) {
 	}
 }
 
-// call submits a request and waits for its response.
+// call runs a request against the partition on the caller's goroutine and
+// waits for its response: at once for most requests, after the store has
+// made its records durable for writes, or when the group answers a parked
+// JoinGroup or SyncGroup.
 func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request) (kmsg.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	cc := &call{cl: cl, req: req, done: make(chan kmsg.Response, 1)}
-	select {
-	case p.calls <- cc:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-p.c.ctx.Done():
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
+	p.dispatch(cc)
+	p.flush()
+	p.mu.Unlock()
 	select {
 	case r := <-cc.done:
 		return r, nil
@@ -119,10 +135,19 @@ func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request)
 	}
 }
 
+// pending is the number of requests the partition holds unanswered (tests).
+func (p *partition) pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiting)
+}
+
 func (p *partition) run(owned bool) {
 	defer p.c.wg.Done()
+	p.mu.Lock()
 	p.timer = p.c.clock.NewTimer(time.Hour)
 	p.timer.Stop()
+	p.mu.Unlock()
 	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
 	writerDone := make(chan struct{})
 	if p.c.multi == nil {
@@ -131,46 +156,44 @@ func (p *partition) run(owned bool) {
 		close(writerDone)
 	}
 	if owned {
+		p.mu.Lock()
 		p.startLoad()
+		p.mu.Unlock()
 	} else {
 		close(p.loaded)
 	}
 	defer func() {
+		p.mu.Lock()
+		p.closed = true
 		p.unload()
 		close(p.batches)
+		p.timer.Stop()
+		inflight := p.inflight
+		p.mu.Unlock()
 		<-writerDone
-		for ; p.c.multi != nil && p.inflight > 0; p.inflight-- {
+		for ; p.c.multi != nil && inflight > 0; inflight-- {
 			<-p.appended // the committer finishes our batches before Close returns
 		}
-		p.timer.Stop()
 		retention.Stop()
 	}()
 	for {
 		select {
 		case <-p.c.ctx.Done():
 			return
-		case cc := <-p.calls:
-			p.dispatch(cc)
-			// Drain what else is queued: one loop turn, one batch.
-			for n := 0; n < 255; n++ {
-				select {
-				case cc := <-p.calls:
-					p.dispatch(cc)
-					continue
-				default:
-				}
-				break
-			}
 		case <-p.timer.C():
+			p.mu.Lock()
+			p.armed = false
 			if p.state == stActive {
 				p.shard.Tick(p.c.clock.Now(), &p.out)
 			}
 		case <-retention.C():
+			p.mu.Lock()
 			if p.state == stActive {
 				p.shard.ExpireOffsets(p.c.clock.Now(), &p.out)
 			}
 			retention.Reset(p.c.cfg.RetentionCheckInterval)
 		case res := <-p.appended:
+			p.mu.Lock()
 			p.inflight--
 			if res.gen == p.shardGen && p.state == stActive {
 				now := p.c.clock.Now()
@@ -179,8 +202,10 @@ func (p *partition) run(owned bool) {
 				}
 			}
 		case lr := <-p.loadedCh:
+			p.mu.Lock()
 			p.finishLoad(lr)
 		case x := <-p.ctls:
+			p.mu.Lock()
 			switch x {
 			case ctlAcquire:
 				if p.state == stUnowned {
@@ -191,6 +216,7 @@ func (p *partition) run(owned bool) {
 			}
 		}
 		p.flush()
+		p.mu.Unlock()
 	}
 }
 
@@ -264,7 +290,7 @@ func loadingResponse(req kmsg.Request) kmsg.Response {
 }
 
 // flush releases the replies of this turn, queues its writes, and re-arms the
-// timer for the shard's next deadline.
+// timer for the shard's next deadline. Called with mu held.
 func (p *partition) flush() {
 	for _, r := range p.out.Replies {
 		if cc, ok := p.waiting[r.Ticket]; ok {
@@ -284,15 +310,18 @@ func (p *partition) flush() {
 			p.batches <- b
 		}
 	}
-	p.timer.Stop()
+	var at time.Time
+	ok := false
 	if p.state == stActive {
-		if at, ok := p.shard.NextDeadline(); ok {
-			d := at.Sub(p.c.clock.Now())
-			if d < 0 {
-				d = 0
-			}
-			p.timer.Reset(d)
-		}
+		at, ok = p.shard.NextDeadline()
+	}
+	if ok == p.armed && (!ok || at.Equal(p.armedAt)) {
+		return // the timer is already set for this deadline (or unset)
+	}
+	p.timer.Stop()
+	p.armed, p.armedAt = ok, at
+	if ok {
+		p.timer.Reset(max(at.Sub(p.c.clock.Now()), 0))
 	}
 }
 
