@@ -1,0 +1,372 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// floorServer is the cheapest server the throughput cases can be run
+// against: one goroutine per connection that reads a request, answers it
+// and reads the next, with no coordinator behind it. Heartbeats get a
+// prepared success response; OffsetCommit requests are decoded and every
+// partition is answered with success, nothing is stored. It is not a
+// coordinator: it measures what the load generator and the loopback
+// socket cost, the floor under any server's cost per request on this
+// machine.
+type floorServer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+}
+
+func startFloor(t testing.TB) *floorServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &floorServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer nc.Close()
+				if err := serveFloor(nc); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+					t.Errorf("floor server: %v", err)
+				}
+			}()
+		}
+	}()
+	return s
+}
+
+func (s *floorServer) addr() string { return s.ln.Addr().String() }
+
+func (s *floorServer) close() {
+	s.ln.Close()
+	s.wg.Wait()
+}
+
+// serveFloor answers ApiVersions v0 (Heartbeat and OffsetCommit only),
+// Heartbeat and OffsetCommit on nc until the client hangs up.
+func serveFloor(nc net.Conn) error {
+	br := bufio.NewReaderSize(nc, 16<<10)
+	var (
+		size [4]byte
+		buf  []byte
+		out  []byte
+	)
+	for {
+		if _, err := io.ReadFull(br, size[:]); err != nil {
+			return err
+		}
+		n := int(binary.BigEndian.Uint32(size[:]))
+		if n < 8 || n > 1<<20 {
+			return fmt.Errorf("frame of %d bytes", n)
+		}
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		frame := buf[:n]
+		if _, err := io.ReadFull(br, frame); err != nil {
+			return err
+		}
+		rd := kbin.Reader{Src: frame}
+		key, version, corr := rd.Int16(), rd.Int16(), rd.Int32()
+		rd.NullableString() // client id
+		var resp kmsg.Response
+		switch key {
+		case 18:
+			r := kmsg.NewPtrApiVersionsResponse()
+			for _, k := range []struct{ key, max int16 }{{8, 9}, {12, 4}} {
+				ak := kmsg.NewApiVersionsResponseApiKey()
+				ak.ApiKey, ak.MaxVersion = k.key, k.max
+				r.ApiKeys = append(r.ApiKeys, ak)
+			}
+			resp = r
+		case 12:
+			resp = kmsg.NewPtrHeartbeatResponse()
+		case 8:
+			req := kmsg.NewPtrOffsetCommitRequest()
+			req.Version = version
+			if req.IsFlexible() {
+				kmsg.SkipTags(&rd)
+			}
+			if err := req.ReadFrom(rd.Src); err != nil {
+				return err
+			}
+			r := kmsg.NewPtrOffsetCommitResponse()
+			for _, t := range req.Topics {
+				rt := kmsg.NewOffsetCommitResponseTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetCommitResponseTopicPartition()
+					rp.Partition = p.Partition
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				r.Topics = append(r.Topics, rt)
+			}
+			resp = r
+		default:
+			return fmt.Errorf("floor server: key %d not served", key)
+		}
+		if key != 18 {
+			resp.SetVersion(version)
+		}
+		out = appendFrame(out[:0], corr, resp)
+		if _, err := nc.Write(out); err != nil {
+			return err
+		}
+	}
+}
+
+// appendFrame frames resp (size, correlation id, header tags when
+// flexible, body).
+func appendFrame(dst []byte, corr int32, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = kbin.AppendInt32(dst, corr)
+	if resp.IsFlexible() && resp.Key() != 18 {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
+
+// floorHeartbeats runs the heartbeat load of heartbeatCase (members
+// connections, a Heartbeat at a time each) against the floor server.
+func floorHeartbeats(ctx context.Context, addr string, members int, window time.Duration) (Throughput, error) {
+	conns := make([]*rawConn, members)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close()
+			}
+		}
+	}()
+	reqs := make([]*kmsg.HeartbeatRequest, members)
+	resps := make([]*kmsg.HeartbeatResponse, members)
+	for i := range conns {
+		c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", i))
+		if err != nil {
+			return Throughput{}, err
+		}
+		conns[i] = c
+		r := kmsg.NewPtrHeartbeatRequest()
+		r.Group, r.MemberID, r.Generation = "floor", fmt.Sprintf("member-%d", i), 1
+		if r.Version, err = c.version(r, 4); err != nil {
+			return Throughput{}, err
+		}
+		reqs[i], resps[i] = r, kmsg.NewPtrHeartbeatResponse()
+	}
+	t, err := load(ctx, members, window, func(ctx context.Context, w int) (bool, error) {
+		err := conns[w].do(ctx, reqs[w], resps[w])
+		return err == nil && resps[w].ErrorCode == 0, err
+	})
+	t.Kind, t.Groups = "heartbeat", 1
+	return t, err
+}
+
+// floorCommits runs the commit load of commitCase (committers connections,
+// partitions offsets per request) against the floor server.
+func floorCommits(ctx context.Context, addr string, committers, partitions int, window time.Duration) (Throughput, error) {
+	cs := make([]*committer, committers)
+	defer func() {
+		for _, c := range cs {
+			if c != nil && c.raw != nil {
+				c.raw.Close()
+			}
+		}
+	}()
+	for i := range cs {
+		raw, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i))
+		if err != nil {
+			return Throughput{}, err
+		}
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Group, r.Generation = fmt.Sprintf("floor-%d", i), -1
+		tp := kmsg.NewOffsetCommitRequestTopic()
+		tp.Topic = "floor"
+		for p := range partitions {
+			pp := kmsg.NewOffsetCommitRequestTopicPartition()
+			pp.Partition = int32(p)
+			tp.Partitions = append(tp.Partitions, pp)
+		}
+		r.Topics = []kmsg.OffsetCommitRequestTopic{tp}
+		cs[i] = &committer{raw: raw, req: r, group: r.Group}
+		if r.Version, err = raw.version(r, 9); err != nil {
+			return Throughput{}, err
+		}
+	}
+	t, err := load(ctx, committers, window, func(ctx context.Context, w int) (bool, error) {
+		return cs[w].commit(ctx)
+	})
+	t.Kind, t.Partitions = "commit", partitions
+	return t, err
+}
+
+// TestFloor measures, in one run, the heartbeat and commit loads against
+// the floor server (no coordinator behind the socket), against kfake and
+// against cohort. floor / kfake bounds what any server can reach against
+// kfake in this benchmark on this machine: a coordinator cannot cost less
+// than nothing. With COHORT_BENCH=1 it runs the sizes (three
+// interleaved series, 1 s windows, medians) and logs the table; otherwise
+// a short sanity run checks that every target answers.
+func TestFloor(t *testing.T) {
+	full := !testing.Short() && os.Getenv("COHORT_BENCH") == "1"
+	window, repeat := 100*time.Millisecond, 1
+	committers := []int{16}
+	if full {
+		window, repeat = time.Second, 3
+		committers = []int{1, 16, 64, 256}
+	}
+	if v := os.Getenv("COHORT_BENCH_COMMITTERS"); v != "" {
+		xs, err := ParseCounts(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committers = xs
+	}
+	const members = 200
+	if err := RaiseFileLimit(4 * (members + 256)); err != nil {
+		t.Skip(err)
+	}
+	floor := startFloor(t)
+	defer floor.close()
+	type tgt struct {
+		name string
+		addr string
+	}
+	tgts := []tgt{{"floor", floor.addr()}}
+	for _, tg := range targets {
+		switch tg.name {
+		case "kfake", "cohort-mem", "cohort-disk":
+			addr, stop := tg.start(t)
+			t.Cleanup(stop)
+			tgts = append(tgts, tgt{tg.name, addr})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// results[target][case] over the series.
+	results := map[string]map[string][]float64{}
+	var caseNames []string
+	record := func(target, name string, tp Throughput) {
+		if results[target] == nil {
+			results[target] = map[string][]float64{}
+		}
+		if _, ok := results["floor"][name]; !ok && target == "floor" {
+			caseNames = append(caseNames, name)
+		}
+		if tp.OK <= 0 {
+			t.Errorf("%s %s: nothing answered: %+v", target, name, tp)
+		}
+		results[target][name] = append(results[target][name], tp.PerSec())
+	}
+	for rep := range repeat {
+		hbName := fmt.Sprintf("heartbeats/s, %d members", members)
+		for _, tg := range tgts {
+			var tp Throughput
+			var err error
+			if tg.name == "floor" {
+				tp, err = floorHeartbeats(ctx, tg.addr, members, window)
+			} else {
+				cfg := Defaults()
+				cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = tg.addr, window, 30*time.Second
+				cfg.Prefix = fmt.Sprintf("floor-%s-%d", tg.name, rep)
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				tp, err = heartbeatCase(ctx, cfg, members, 1)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tg.name, err)
+			}
+			record(tg.name, hbName, tp)
+		}
+		for _, n := range committers {
+			name := fmt.Sprintf("commits/s, %d committers × 1 partition", n)
+			for _, tg := range tgts {
+				var tp Throughput
+				var err error
+				if tg.name == "floor" {
+					tp, err = floorCommits(ctx, tg.addr, n, 1, window)
+				} else {
+					cfg := Defaults()
+					cfg.Bootstrap, cfg.Duration = tg.addr, window
+					cfg.Prefix = fmt.Sprintf("floor-%s-%d", tg.name, rep)
+					if err := cfg.Validate(); err != nil {
+						t.Fatal(err)
+					}
+					tp, err = commitCase(ctx, cfg, n, 1)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", tg.name, err)
+				}
+				record(tg.name, name, tp)
+			}
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("| measurement |")
+	for _, tg := range tgts {
+		sb.WriteString(" " + tg.name + " |")
+	}
+	sb.WriteString(" floor / kfake |")
+	for _, tg := range tgts[1:] {
+		if tg.name != "kfake" {
+			sb.WriteString(" " + tg.name + " / kfake | " + tg.name + " / floor |")
+		}
+	}
+	sb.WriteString("\n|---|")
+	for range len(tgts) + 1 + 2*(len(tgts)-2) {
+		sb.WriteString("---:|")
+	}
+	sb.WriteString("\n")
+	for _, name := range caseNames {
+		med := map[string]float64{}
+		for _, tg := range tgts {
+			med[tg.name] = median(results[tg.name][name])
+		}
+		fmt.Fprintf(&sb, "| %s |", name)
+		for _, tg := range tgts {
+			fmt.Fprintf(&sb, " %s |", count(med[tg.name]))
+		}
+		fmt.Fprintf(&sb, " %.2f× |", med["floor"]/med["kfake"])
+		for _, tg := range tgts[1:] {
+			if tg.name != "kfake" {
+				fmt.Fprintf(&sb, " %.2f× | %.2f× |", med[tg.name]/med["kfake"], med[tg.name]/med["floor"])
+			}
+		}
+		sb.WriteString("\n")
+	}
+	t.Log("\n" + sb.String())
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
