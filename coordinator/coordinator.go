@@ -1,11 +1,13 @@
 // Package coordinator is the runtime around package group: it hashes groups to
 // coordinator partitions the way Kafka hashes group ids to partitions of
-// __consumer_offsets, runs one event loop per partition (no locks inside a
-// partition), drives the partition's timers from an injected clock, loads a
-// partition's state from the store before serving it, and applies every
-// handler's result as records-then-replies: records go to the store in one
-// batch per loop turn (group commit), and replies that depend on them are
-// released only once the store says they are durable.
+// __consumer_offsets, runs each request against its partition's shard on the
+// caller's goroutine under the partition's mutex (so a shard sees one call at
+// a time and needs no locks), drives the partition's timers from an injected
+// clock on a loop goroutine per partition, loads a partition's state from the
+// store before serving it, and applies every handler's result as
+// records-then-replies: records go to the store in batches (group commit
+// across partitions, pipelined when the store allows), and replies that
+// depend on them are released only once the store says they are durable.
 package coordinator
 
 import (
@@ -133,6 +135,7 @@ func (c *Coordinator) commitLoop() {
 	var (
 		reqs []commitReq
 		prs  []store.PartitionRecords
+		flat []store.Record
 	)
 	for {
 		first, ok := <-c.commits
@@ -152,19 +155,26 @@ func (c *Coordinator) commitLoop() {
 				break drain
 			}
 		}
-		prs = prs[:0]
+		// One records buffer for the round, reused: stores do not retain
+		// the slices once AppendMulti or StartMulti returns.
+		prs, flat = prs[:0], flat[:0]
 		for _, r := range reqs {
-			prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: r.b.records()})
+			start := len(flat)
+			flat = r.b.appendRecords(flat)
+			prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: flat[start:len(flat):len(flat)]})
 		}
 		if c.pipe != nil {
 			// Fix the round's place in the log, then let the waiter
 			// report it once durable while the next round starts.
 			wait, err := c.pipe.StartMulti(context.Background(), prs)
+			clear(flat) // drop the references to the records' bytes
 			c.rounds <- round{reqs: reqs, wait: wait, err: err}
 			reqs = nil
 			continue
 		}
-		c.report(reqs, c.multi.AppendMulti(context.Background(), prs))
+		err := c.multi.AppendMulti(context.Background(), prs)
+		clear(flat)
+		c.report(reqs, err)
 	}
 }
 

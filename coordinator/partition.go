@@ -361,18 +361,16 @@ type batch struct {
 	gen    uint64 // the shard they belong to
 }
 
-func (b batch) records() []store.Record {
-	n := 0
-	for _, w := range b.writes {
-		n += len(w.Records)
-	}
-	recs := make([]store.Record, 0, n)
+func (b batch) records() []store.Record { return b.appendRecords(nil) }
+
+// appendRecords appends the batch's records to dst in order.
+func (b batch) appendRecords(dst []store.Record) []store.Record {
 	for _, w := range b.writes {
 		for _, r := range w.Records {
-			recs = append(recs, store.Record(r))
+			dst = append(dst, store.Record(r))
 		}
 	}
-	return recs
+	return dst
 }
 
 func (b batch) ids() []uint64 {

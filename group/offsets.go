@@ -39,8 +39,8 @@ type offset struct {
 	offset      int64
 	leaderEpoch int32
 	metadata    string
-	commitTime  time.Time
-	expireTime  time.Time // zero unless set explicitly (OffsetCommit v2–4 retention)
+	commitMs    int64 // commit time, unix milliseconds (what is stored)
+	expireMs    int64 // explicit expiry, unix milliseconds; 0 unless set (OffsetCommit v2–4 retention)
 }
 
 // OffsetCommit handles an OffsetCommit request (CONFORMANCE.md §4.5). The
@@ -77,16 +77,20 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 		g = s.newGroup(req.Group, now) // "simple" group, no protocol type
 	}
 
-	commitTime := now
-	var expire time.Time
+	commitMs := now.UnixMilli()
+	var expireMs int64
 	if v >= 2 && v <= 4 && req.RetentionTimeMillis != -1 {
-		expire = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+		expireMs = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond).UnixMilli()
 	}
-	n := 0
+	n, size := 0, 0
 	for _, rt := range req.Topics {
 		n += len(rt.Partitions)
+		for _, rp := range rt.Partitions {
+			size += offsetRecordSize(g.id, topicPartition{rt.Topic, rp.Partition}, &offset{metadata: strOr(rp.Metadata)})
+		}
 	}
 	recs := make([]Record, 0, n)
+	buf := make([]byte, 0, size)
 	staged := make([]stagedOffset, 0, n)
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
@@ -95,17 +99,19 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 				resp.Topics[i].Partitions[j].ErrorCode = ErrOffsetMetadataTooLarge
 				continue
 			}
-			ct := commitTime
+			ct := commitMs
 			if v == 1 && rp.Timestamp != -1 {
-				ct = time.UnixMilli(rp.Timestamp)
+				ct = rp.Timestamp
 			}
 			epoch := int32(-1)
 			if v >= 6 {
 				epoch = rp.LeaderEpoch
 			}
-			o := offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitTime: ct, expireTime: expire}
+			o := offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitMs: ct, expireMs: expireMs}
 			tp := topicPartition{rt.Topic, rp.Partition}
-			recs = append(recs, offsetRecord(g.id, tp, &o))
+			var rec Record
+			rec, buf = appendOffsetRecord(buf, g.id, tp, &o)
+			recs = append(recs, rec)
 			staged = append(staged, stagedOffset{tp, o, &resp.Topics[i].Partitions[j].ErrorCode})
 		}
 	}
@@ -407,23 +413,24 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 }
 
 func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, retention time.Duration) bool {
-	if !o.expireTime.IsZero() {
-		return !now.Before(o.expireTime)
+	if o.expireMs != 0 {
+		return now.UnixMilli() >= o.expireMs
 	}
+	commitTime := time.UnixMilli(o.commitMs)
 	var base time.Time
 	switch {
 	case g.state == Empty && g.protocolType != "":
 		base = g.stateTime // retention counts from when the group emptied
 		if base.IsZero() {
-			base = o.commitTime
+			base = commitTime
 		}
 	case g.protocolType == "":
-		base = o.commitTime // simple (standalone) group
+		base = commitTime // simple (standalone) group
 	case g.protocolType == "consumer" && g.state == Stable && g.subscribed != nil:
 		if _, ok := g.subscribed[tp.topic]; ok {
 			return false
 		}
-		base = o.commitTime
+		base = commitTime
 	default:
 		return false
 	}

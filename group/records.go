@@ -52,27 +52,29 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func offsetRecord(group string, tp topicPartition, o *offset) Record {
-	// Key and value share one allocation.
-	klen := 1 + 2*binary.MaxVarintLen64 + len(group) + len(tp.topic) + 4
-	buf := make([]byte, 0, klen+2+8+4+binary.MaxVarintLen64+len(o.metadata)+16)
+// offsetRecordSize bounds the bytes appendOffsetRecord appends.
+func offsetRecordSize(group string, tp topicPartition, o *offset) int {
+	return 1 + 3*binary.MaxVarintLen64 + len(group) + len(tp.topic) + len(o.metadata) + 4 + 2 + 8 + 4 + 8 + 8
+}
+
+// appendOffsetRecord encodes the offset record at the end of buf and
+// returns it with the grown buf: the records of one commit share one
+// allocation (their key and value slices are capped, so they never overlap).
+func appendOffsetRecord(buf []byte, group string, tp topicPartition, o *offset) (Record, []byte) {
+	start := len(buf)
 	buf = append(buf, keyOffset)
 	buf = appendString(buf, group)
 	buf = appendString(buf, tp.topic)
 	buf = binary.BigEndian.AppendUint32(buf, uint32(tp.partition))
-	key := buf[:len(buf):len(buf)]
-	v := buf[len(buf):]
-	v = binary.BigEndian.AppendUint16(v, offsetValueVersion)
-	v = binary.BigEndian.AppendUint64(v, uint64(o.offset))
-	v = binary.BigEndian.AppendUint32(v, uint32(o.leaderEpoch))
-	v = appendString(v, o.metadata)
-	v = binary.BigEndian.AppendUint64(v, uint64(o.commitTime.UnixMilli()))
-	var exp int64
-	if !o.expireTime.IsZero() {
-		exp = o.expireTime.UnixMilli()
-	}
-	v = binary.BigEndian.AppendUint64(v, uint64(exp))
-	return Record{Key: key, Value: v}
+	mid := len(buf)
+	buf = binary.BigEndian.AppendUint16(buf, offsetValueVersion)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(o.offset))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(o.leaderEpoch))
+	buf = appendString(buf, o.metadata)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(o.commitMs))
+	buf = binary.BigEndian.AppendUint64(buf, uint64(o.expireMs))
+	end := len(buf)
+	return Record{Key: buf[start:mid:mid], Value: buf[mid:end:end]}, buf
 }
 
 // metadataRecord encodes the group with each member's assignment taken from
@@ -212,10 +214,8 @@ func (s *Shard) loadOffset(group string, tp topicPartition, value []byte) error 
 	o.offset = int64(r.u64())
 	o.leaderEpoch = int32(r.u32())
 	o.metadata = r.string()
-	o.commitTime = time.UnixMilli(int64(r.u64()))
-	if exp := int64(r.u64()); exp != 0 {
-		o.expireTime = time.UnixMilli(exp)
-	}
+	o.commitMs = int64(r.u64())
+	o.expireMs = int64(r.u64())
 	if r.err {
 		return fmt.Errorf("%w: offset of group %q %s/%d", ErrCorruptRecord, group, tp.topic, tp.partition)
 	}

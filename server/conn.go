@@ -128,6 +128,7 @@ type conn struct {
 	cancel context.CancelFunc
 	once   sync.Once
 	wbuf   []byte
+	fbuf   []byte // reusable frame buffer (see frameFree)
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -208,7 +209,17 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError("frame_size")
 		return nil
 	}
-	frame, err := readFrame(c.br, size)
+	var frame []byte
+	var err error
+	if size <= reuseFrameBytes {
+		if cap(c.fbuf) < int(size) {
+			c.fbuf = make([]byte, reuseFrameBytes)
+		}
+		frame = c.fbuf[:size]
+		_, err = io.ReadFull(c.br, frame)
+	} else {
+		frame, err = readFrame(c.br, size)
+	}
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Debug("connection closed mid-frame", "size", size, "err", err)
@@ -225,7 +236,30 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
 	}
+	if size <= reuseFrameBytes && !frameFree(r.key) {
+		// The decoded request may point into the frame (kmsg keeps
+		// byte fields such as JoinGroup metadata as sub-slices), and a
+		// group may keep them: the next frame gets a new buffer.
+		c.fbuf = nil
+	}
 	return r
+}
+
+// reuseFrameBytes is the largest frame read into the connection's reusable
+// buffer.
+const reuseFrameBytes = 4 << 10
+
+// frameFree reports whether a decoded request of API key is independent of
+// its frame's bytes: kmsg copies strings, and these requests have no byte
+// fields (unknown tagged fields may point into the frame, but nothing keeps
+// them past the request). Their frames' buffer is reused for the next
+// request: the hot path (heartbeats, commits, fetches) allocates no frame.
+func frameFree(key int16) bool {
+	switch key {
+	case keyHeartbeat, keyOffsetCommit, keyOffsetFetch:
+		return true
+	}
+	return false
 }
 
 // longAgo is a read deadline in the past: it wakes a blocked read at once.

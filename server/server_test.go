@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -656,4 +657,71 @@ func TestShutdownDeadlineClosesStuckConnections(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	c.expectClosed()
+}
+
+// TestReusedFrameBufferKeepsRequestBytes: heartbeat, commit and fetch frames
+// are read into a reused buffer; requests whose decoded form points into
+// their frame (JoinGroup protocol metadata, SyncGroup assignments) must keep
+// their bytes when later requests arrive on the same connection.
+func TestReusedFrameBufferKeepsRequestBytes(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	meta := bytes.Repeat([]byte("M"), 64)
+	assignment := bytes.Repeat([]byte("A"), 64)
+	for round := range 3 {
+		join := kmsg.NewPtrJoinGroupRequest()
+		join.Version = 5
+		join.Group, join.ProtocolType, join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = "g", "consumer", 10000, 10000
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", append([]byte(nil), meta...)
+		join.Protocols = []kmsg.JoinGroupRequestProtocol{p}
+		c.roundTrip(join)
+		sync := kmsg.NewPtrSyncGroupRequest()
+		sync.Version = 3
+		sync.Group, sync.MemberID, sync.Generation = "g", "m", 1
+		a := kmsg.NewSyncGroupRequestGroupAssignment()
+		a.MemberID, a.MemberAssignment = "m", append([]byte(nil), assignment...)
+		sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{a}
+		c.roundTrip(sync)
+		// Frames of the same size as the join and sync, different bytes.
+		for i := range 4 {
+			hb := kmsg.NewPtrHeartbeatRequest()
+			hb.Version = 3
+			hb.Group, hb.MemberID = strings.Repeat("x", 100+i), strings.Repeat("y", 100)
+			c.roundTrip(hb)
+			commit := kmsg.NewPtrOffsetCommitRequest()
+			commit.Version = 7
+			commit.Group, commit.Generation = strings.Repeat("z", 90), -1
+			tp := kmsg.NewOffsetCommitRequestTopic()
+			tp.Topic = strings.Repeat("t", 60)
+			pp := kmsg.NewOffsetCommitRequestTopicPartition()
+			pp.Offset = int64(i)
+			tp.Partitions = []kmsg.OffsetCommitRequestTopicPartition{pp}
+			commit.Topics = []kmsg.OffsetCommitRequestTopic{tp}
+			c.roundTrip(commit)
+		}
+		calls := ts.groups.snapshot()
+		var joins, syncs int
+		for _, cl := range calls {
+			switch r := cl.req.(type) {
+			case *kmsg.JoinGroupRequest:
+				joins++
+				if !bytes.Equal(r.Protocols[0].Metadata, meta) {
+					t.Fatalf("round %d: JoinGroup metadata changed after later requests: %q", round, r.Protocols[0].Metadata)
+				}
+			case *kmsg.SyncGroupRequest:
+				syncs++
+				if !bytes.Equal(r.GroupAssignment[0].MemberAssignment, assignment) {
+					t.Fatalf("round %d: SyncGroup assignment changed after later requests: %q", round, r.GroupAssignment[0].MemberAssignment)
+				}
+			case *kmsg.HeartbeatRequest:
+				if !strings.HasPrefix(r.Group, "xxx") || r.MemberID != strings.Repeat("y", 100) {
+					t.Fatalf("round %d: heartbeat fields changed: %q %q", round, r.Group, r.MemberID)
+				}
+			}
+		}
+		if joins != round+1 || syncs != round+1 {
+			t.Fatalf("saw %d joins and %d syncs, want %d", joins, syncs, round+1)
+		}
+	}
 }
