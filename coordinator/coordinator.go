@@ -209,7 +209,7 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
 	}
 	for _, r := range reqs {
-		r.p.appended <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
+		r.p.appendDone(appendResult{ids: r.b.ids(), code: code, gen: r.b.gen})
 	}
 }
 

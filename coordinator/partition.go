@@ -65,7 +65,7 @@ type partition struct {
 	id int32
 
 	ctls     chan ctl
-	appended chan appendResult
+	drained  chan struct{} // closed when the partition is closed with no batch in flight
 	loadedCh chan loadResult
 	loaded   chan struct{} // closed once the first load ends (or if unowned)
 
@@ -95,7 +95,7 @@ func newPartition(c *Coordinator, id int32) *partition {
 		c:        c,
 		id:       id,
 		ctls:     make(chan ctl, 4),
-		appended: make(chan appendResult, maxInflight),
+		drained:  make(chan struct{}),
 		loadedCh: make(chan loadResult, 1),
 		loaded:   make(chan struct{}),
 		waiting:  make(map[group.Ticket]*call),
@@ -168,12 +168,12 @@ func (p *partition) run(owned bool) {
 		p.unload()
 		close(p.batches)
 		p.timer.Stop()
-		inflight := p.inflight
+		if p.inflight == 0 {
+			close(p.drained)
+		}
 		p.mu.Unlock()
 		<-writerDone
-		for ; p.c.multi != nil && inflight > 0; inflight-- {
-			<-p.appended // the committer finishes our batches before Close returns
-		}
+		<-p.drained // the writer or committer finishes our batches before Close returns
 		retention.Stop()
 	}()
 	for {
@@ -192,15 +192,6 @@ func (p *partition) run(owned bool) {
 				p.shard.ExpireOffsets(p.c.clock.Now(), &p.out)
 			}
 			retention.Reset(p.c.cfg.RetentionCheckInterval)
-		case res := <-p.appended:
-			p.mu.Lock()
-			p.inflight--
-			if res.gen == p.shardGen && p.state == stActive {
-				now := p.c.clock.Now()
-				for _, id := range res.ids {
-					p.shard.WriteDone(now, id, res.code, &p.out)
-				}
-			}
 		case lr := <-p.loadedCh:
 			p.mu.Lock()
 			p.finishLoad(lr)
@@ -217,6 +208,26 @@ func (p *partition) run(owned bool) {
 		}
 		p.flush()
 		p.mu.Unlock()
+	}
+}
+
+// appendDone applies the result of one of the partition's batches (called
+// by the writer or the committer, in the order the batches were handed
+// over): the shard releases the replies that waited for it, and the
+// partition hands over its next batch.
+func (p *partition) appendDone(res appendResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inflight--
+	if res.gen == p.shardGen && p.state == stActive {
+		now := p.c.clock.Now()
+		for _, id := range res.ids {
+			p.shard.WriteDone(now, id, res.code, &p.out)
+		}
+	}
+	p.flush()
+	if p.closed && p.inflight == 0 {
+		close(p.drained)
 	}
 }
 
@@ -300,7 +311,7 @@ func (p *partition) flush() {
 	}
 	p.queued = append(p.queued, p.out.Writes...)
 	p.out.Reset()
-	if p.inflight < p.maxInflight() && len(p.queued) > 0 {
+	if !p.closed && p.inflight < p.maxInflight() && len(p.queued) > 0 {
 		p.inflight++
 		b := batch{writes: p.queued, gen: p.shardGen}
 		p.queued = nil
@@ -335,7 +346,7 @@ func (p *partition) writer(done chan struct{}) {
 			code = storeErrorCode(err)
 			p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err)
 		}
-		p.appended <- appendResult{ids: ids, code: code, gen: b.gen}
+		p.appendDone(appendResult{ids: ids, code: code, gen: b.gen})
 	}
 }
 
