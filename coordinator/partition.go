@@ -30,11 +30,11 @@ const (
 	ctlRelease
 )
 
-// call is one request handed to a partition's loop.
+// call is one request run against a partition, waiting for its response.
 type call struct {
 	cl   group.Client
 	req  kmsg.Request
-	done chan kmsg.Response // buffered: the loop never blocks on it
+	done chan kmsg.Response // buffered: whoever answers never blocks on it
 }
 
 // appendResult reports a finished store.Append of a batch of writes.
@@ -56,10 +56,10 @@ type loadResult struct {
 // Requests run on the caller's goroutine under mu (no hand-off to another
 // goroutine on the hot path: a heartbeat or an in-memory commit is answered
 // by the connection's own goroutine). The partition's loop goroutine handles
-// everything else under the same mutex: timers, append results, loading,
-// ownership changes and shutdown. Either way one turn = one handler (or one
-// event) followed by flush, so the shard sees exactly the sequence of calls
-// a single-threaded loop would give it.
+// timers, loading, ownership changes and shutdown under the same mutex, and
+// the writer or committer applies append results under it. Every turn is one
+// handler (or one event) followed by flush, so the shard sees exactly the
+// sequence of calls a single-threaded loop would give it.
 type partition struct {
 	c  *Coordinator
 	id int32
@@ -336,7 +336,8 @@ func (p *partition) flush() {
 	}
 }
 
-// writer appends batches for the loop, one at a time, in order.
+// writer appends the partition's batches one at a time, in order (stores
+// without MultiAppender).
 func (p *partition) writer(done chan struct{}) {
 	defer close(done)
 	for b := range p.batches {
@@ -366,7 +367,7 @@ func (p *partition) maxInflight() int {
 	return maxInflight
 }
 
-// batch is the writes of one or more loop turns, appended together.
+// batch is the writes of one or more requests or events, appended together.
 type batch struct {
 	writes []group.Write
 	gen    uint64 // the shard they belong to
