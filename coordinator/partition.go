@@ -91,7 +91,10 @@ type partition struct {
 }
 
 func newPartition(c *Coordinator, id int32) *partition {
+	timer := c.clock.NewTimer(time.Hour)
+	timer.Stop()
 	return &partition{
+		timer:    timer,
 		c:        c,
 		id:       id,
 		ctls:     make(chan ctl, 4),
@@ -144,10 +147,6 @@ func (p *partition) pending() int {
 
 func (p *partition) run(owned bool) {
 	defer p.c.wg.Done()
-	p.mu.Lock()
-	p.timer = p.c.clock.NewTimer(time.Hour)
-	p.timer.Stop()
-	p.mu.Unlock()
 	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
 	writerDone := make(chan struct{})
 	if p.c.multi == nil {

@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// serveEnv names the target a re-executed test binary serves (see
+// TestMain): the isolated benchmark runs each server in its own process,
+// pinned to its own core.
+const serveEnv = "COHORT_BENCH_SERVE"
+
+func TestMain(m *testing.M) {
+	if name := os.Getenv(serveEnv); name != "" {
+		os.Exit(serveChild(name))
+	}
+	os.Exit(m.Run())
+}
+
+// serveChild starts the named target on 127.0.0.1, prints "ADDR host:port",
+// and serves until its standard input closes.
+func serveChild(name string) int {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var addr string
+	var stop func()
+	switch name {
+	case "cohort-mem", "cohort-disk":
+		cfg := group.Defaults()
+		cfg.InitialRebalanceDelay = 0
+		nc := node.Config{Listen: "127.0.0.1:0", Group: cfg, Logger: logger}
+		if name == "cohort-mem" {
+			nc.Store = memstore.New()
+		} else {
+			dir, err := os.MkdirTemp("", "cohort-bench-*")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			nc.DataDir = dir
+		}
+		n, err := node.Start(nc)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = n.WaitLoaded(ctx)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		addr, stop = n.Addr(), func() { n.Close() }
+	case "kfake":
+		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		addr, stop = c.ListenAddrs()[0], c.Close
+	case "floor":
+		f := startFloor(childTB{})
+		addr, stop = f.addr(), f.close
+	default:
+		fmt.Fprintf(os.Stderr, "unknown target %q\n", name)
+		return 2
+	}
+	fmt.Printf("ADDR %s\n", addr)
+	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	stop()
+	return 0
+}
+
+// childTB is the testing.TB the floor server needs in a child process:
+// failures go to stderr.
+type childTB struct{ testing.TB }
+
+func (childTB) Fatal(args ...any)                 { fmt.Fprintln(os.Stderr, args...); os.Exit(1) }
+func (childTB) Errorf(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+
+// childTarget is a target served by a child process pinned to one core.
+type childTarget struct {
+	name  string
+	addr  string
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+func startChild(t *testing.T, name string, cpu int) *childTarget {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveEnv+"="+name, "GOMAXPROCS=")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &childTarget{name: name, cmd: cmd, stdin: stdin}
+	t.Cleanup(c.stop)
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("%s: no address from the child: %v", name, err)
+	}
+	c.addr = strings.TrimSpace(strings.TrimPrefix(line, "ADDR "))
+	return c
+}
+
+func (c *childTarget) stop() {
+	c.stdin.Close()
+	done := make(chan struct{})
+	go func() { c.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// pinSelf restricts every thread of this process to cpu (and the runtime to
+// one P) and returns the function that undoes it.
+func pinSelf(t *testing.T, cpu int) func() {
+	t.Helper()
+	pid := strconv.Itoa(os.Getpid())
+	if out, err := exec.Command("taskset", "-a", "-p", "-c", strconv.Itoa(cpu), pid).CombinedOutput(); err != nil {
+		t.Fatalf("taskset: %v: %s", err, out)
+	}
+	procs := runtime.GOMAXPROCS(1)
+	return func() {
+		runtime.GOMAXPROCS(procs)
+		all := fmt.Sprintf("0-%d", runtime.NumCPU()-1)
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", all, pid).CombinedOutput(); err != nil {
+			t.Errorf("taskset: %v: %s", err, out)
+		}
+	}
+}
+
+// TestIsolated runs the heartbeat and commit loads with each server in its
+// own process pinned to core 0 and the load generator (this process) pinned
+// to core 1, so that the client's CPU is not taken from the server: it
+// measures what each server does with one core. Targets: the floor server,
+// cohort (memory and disk stores) and kfake; three interleaved series,
+// medians. Only with COHORT_BENCH=1 (it needs taskset and two cores).
+func TestIsolated(t *testing.T) {
+	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
+		t.Skip("COHORT_BENCH=1 runs the isolated benchmark")
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two cores")
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		t.Skip("needs taskset (util-linux)")
+	}
+	committers := []int{16, 64, 256}
+	if v := os.Getenv("COHORT_BENCH_COMMITTERS"); v != "" {
+		xs, err := ParseCounts(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		committers = xs
+	}
+	const members = 200
+	if err := RaiseFileLimit(4 * (members + 256)); err != nil {
+		t.Skip(err)
+	}
+	names := []string{"floor", "cohort-mem", "cohort-disk", "kfake"}
+	if v := os.Getenv("COHORT_BENCH_TARGETS"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	var tgts []*childTarget
+	for _, n := range names {
+		tgts = append(tgts, startChild(t, n, 0))
+	}
+	defer pinSelf(t, 1)()
+	window := time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	results := map[string]map[string][]float64{}
+	var cases []string
+	record := func(target, name string, tp Throughput) {
+		if results[target] == nil {
+			results[target] = map[string][]float64{}
+		}
+		if target == tgts[0].name && len(results[target][name]) == 0 {
+			cases = append(cases, name)
+		}
+		if tp.OK <= 0 {
+			t.Errorf("%s %s: nothing answered: %+v", target, name, tp)
+		}
+		results[target][name] = append(results[target][name], tp.PerSec())
+	}
+	for rep := range 3 {
+		for _, tg := range tgts {
+			var tp Throughput
+			var err error
+			if tg.name == "floor" {
+				tp, err = floorHeartbeats(ctx, tg.addr, members, window)
+			} else {
+				cfg := Defaults()
+				cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = tg.addr, window, 30*time.Second
+				cfg.Prefix = fmt.Sprintf("iso-%s-%d", tg.name, rep)
+				if err := cfg.Validate(); err != nil {
+					t.Fatal(err)
+				}
+				tp, err = heartbeatCase(ctx, cfg, members, 1)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tg.name, err)
+			}
+			record(tg.name, fmt.Sprintf("heartbeats/s, %d members", members), tp)
+		}
+		for _, n := range committers {
+			for _, tg := range tgts {
+				var tp Throughput
+				var err error
+				if tg.name == "floor" {
+					tp, err = floorCommits(ctx, tg.addr, n, 1, window)
+				} else {
+					cfg := Defaults()
+					cfg.Bootstrap, cfg.Duration = tg.addr, window
+					cfg.Prefix = fmt.Sprintf("iso-%s-%d", tg.name, rep)
+					if err := cfg.Validate(); err != nil {
+						t.Fatal(err)
+					}
+					tp, err = commitCase(ctx, cfg, n, 1)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", tg.name, err)
+				}
+				record(tg.name, fmt.Sprintf("commits/s, %d committers × 1 partition", n), tp)
+			}
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("| measurement |")
+	for _, tg := range tgts {
+		sb.WriteString(" " + tg.name + " |")
+	}
+	for _, tg := range tgts {
+		if tg.name != "kfake" {
+			sb.WriteString(" " + tg.name + " / kfake |")
+		}
+	}
+	sb.WriteString("\n|---|")
+	for range 2*len(tgts) - 1 {
+		sb.WriteString("---:|")
+	}
+	sb.WriteString("\n")
+	for _, name := range cases {
+		fmt.Fprintf(&sb, "| %s |", name)
+		for _, tg := range tgts {
+			fmt.Fprintf(&sb, " %s |", count(median(results[tg.name][name])))
+		}
+		base := median(results["kfake"][name])
+		for _, tg := range tgts {
+			if tg.name != "kfake" {
+				fmt.Fprintf(&sb, " %.2f× |", median(results[tg.name][name])/base)
+			}
+		}
+		sb.WriteString("\n")
+	}
+	t.Log("\n" + sb.String())
+}
