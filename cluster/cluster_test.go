@@ -267,8 +267,20 @@ func TestEtcdMemberLossAndQuorum(t *testing.T) {
 			a0, quiet = a, time.Now()
 		}
 	}
-	_, eq := cm.counts()
-	t.Logf("quorum lost for %v: no acknowledgement for 2s; %d retriable errors meanwhile", time.Since(lostAt), eq-eq0)
+	// Clients must get retriable errors, not only silence: wait (bounded)
+	// for the first, which under the race detector can come after the 2 s.
+	var eq int
+	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var a int
+		a, eq = cm.counts()
+		if a != a0 {
+			t.Fatal("a commit was acknowledged without etcd quorum")
+		}
+		if eq != eq0 || time.Now().After(wait) {
+			break
+		}
+	}
+	t.Logf("quorum lost for %v: no acknowledgement; %d retriable errors meanwhile", time.Since(lostAt), eq-eq0)
 	if eq == eq0 {
 		t.Fatal("no retriable error while quorum was lost")
 	}
