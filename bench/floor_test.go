@@ -224,6 +224,143 @@ func floorCommits(ctx context.Context, addr string, committers, partitions int, 
 	return t, err
 }
 
+// namedAddr is a throughput target: a name and a bootstrap address.
+type namedAddr struct{ name, addr string }
+
+// series holds throughput results: per case (in run order), per target, one
+// value per series.
+type series struct {
+	cases   []string
+	results map[string]map[string][]float64
+}
+
+// runSeries runs the heartbeat case (members heartbeating, one group) and
+// the commit cases (each count of committers, one partition per commit)
+// against every target, one target after the other within each case, the
+// whole sequence repeat times, so that a change in the machine's load falls
+// on all targets alike. The target named "floor" is the floor server.
+func runSeries(t *testing.T, tgts []namedAddr, members int, committers []int, window time.Duration, repeat int, prefix string) *series {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s := &series{results: map[string]map[string][]float64{}}
+	record := func(target, name string, tp Throughput) {
+		if s.results[target] == nil {
+			s.results[target] = map[string][]float64{}
+		}
+		if !slices.Contains(s.cases, name) {
+			s.cases = append(s.cases, name)
+		}
+		if tp.OK <= 0 {
+			t.Errorf("%s %s: nothing answered: %+v", target, name, tp)
+		}
+		s.results[target][name] = append(s.results[target][name], tp.PerSec())
+	}
+	config := func(tg namedAddr, rep int) Config {
+		cfg := Defaults()
+		cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = tg.addr, window, 30*time.Second
+		cfg.Prefix = fmt.Sprintf("%s-%s-%d", prefix, tg.name, rep)
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	for rep := range repeat {
+		for _, tg := range tgts {
+			var tp Throughput
+			var err error
+			if tg.name == "floor" {
+				tp, err = floorHeartbeats(ctx, tg.addr, members, window)
+			} else {
+				tp, err = heartbeatCase(ctx, config(tg, rep), members, 1)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", tg.name, err)
+			}
+			record(tg.name, fmt.Sprintf("heartbeats/s, %d members", members), tp)
+		}
+		for _, n := range committers {
+			for _, tg := range tgts {
+				var tp Throughput
+				var err error
+				if tg.name == "floor" {
+					tp, err = floorCommits(ctx, tg.addr, n, 1, window)
+				} else {
+					tp, err = commitCase(ctx, config(tg, rep), n, 1)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", tg.name, err)
+				}
+				record(tg.name, fmt.Sprintf("commits/s, %d committers × 1 partition", n), tp)
+			}
+		}
+	}
+	return s
+}
+
+// table renders the medians with every target's ratio to kfake, and to the
+// floor server when there is one.
+func (s *series) table(tgts []namedAddr) string {
+	var others []string
+	hasFloor := false
+	for _, tg := range tgts {
+		if tg.name == "floor" {
+			hasFloor = true
+		}
+		if tg.name != "kfake" {
+			others = append(others, tg.name)
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("| measurement |")
+	cols := 0
+	for _, tg := range tgts {
+		sb.WriteString(" " + tg.name + " |")
+		cols++
+	}
+	for _, o := range others {
+		sb.WriteString(" " + o + " / kfake |")
+		cols++
+		if hasFloor && o != "floor" {
+			sb.WriteString(" " + o + " / floor |")
+			cols++
+		}
+	}
+	sb.WriteString("\n|---|" + strings.Repeat("---:|", cols) + "\n")
+	for _, name := range s.cases {
+		med := map[string]float64{}
+		for _, tg := range tgts {
+			med[tg.name] = median(s.results[tg.name][name])
+		}
+		fmt.Fprintf(&sb, "| %s |", name)
+		for _, tg := range tgts {
+			fmt.Fprintf(&sb, " %s |", count(med[tg.name]))
+		}
+		for _, o := range others {
+			fmt.Fprintf(&sb, " %.2f× |", med[o]/med["kfake"])
+			if hasFloor && o != "floor" {
+				fmt.Fprintf(&sb, " %.2f× |", med[o]/med["floor"])
+			}
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String()
+}
+
+// benchCommitters is the committer counts of the floor and isolated
+// benchmarks: COHORT_BENCH_COMMITTERS, or def.
+func benchCommitters(t *testing.T, def []int) []int {
+	v := os.Getenv("COHORT_BENCH_COMMITTERS")
+	if v == "" {
+		return def
+	}
+	xs, err := ParseCounts(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return xs
+}
+
 // TestFloor measures, in one run, the heartbeat and commit loads against
 // the floor server (no coordinator behind the socket), against kfake and
 // against cohort. floor / kfake bounds what any server can reach against
@@ -239,127 +376,24 @@ func TestFloor(t *testing.T) {
 		window, repeat = time.Second, 3
 		committers = []int{1, 16, 64, 256}
 	}
-	if v := os.Getenv("COHORT_BENCH_COMMITTERS"); v != "" {
-		xs, err := ParseCounts(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		committers = xs
-	}
+	committers = benchCommitters(t, committers)
 	const members = 200
 	if err := RaiseFileLimit(4 * (members + 256)); err != nil {
 		t.Skip(err)
 	}
 	floor := startFloor(t)
 	defer floor.close()
-	type tgt struct {
-		name string
-		addr string
-	}
-	tgts := []tgt{{"floor", floor.addr()}}
+	tgts := []namedAddr{{"floor", floor.addr()}}
 	for _, tg := range targets {
 		switch tg.name {
 		case "kfake", "cohort-mem", "cohort-disk":
 			addr, stop := tg.start(t)
 			t.Cleanup(stop)
-			tgts = append(tgts, tgt{tg.name, addr})
+			tgts = append(tgts, namedAddr{tg.name, addr})
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	// results[target][case] over the series.
-	results := map[string]map[string][]float64{}
-	var caseNames []string
-	record := func(target, name string, tp Throughput) {
-		if results[target] == nil {
-			results[target] = map[string][]float64{}
-		}
-		if _, ok := results["floor"][name]; !ok && target == "floor" {
-			caseNames = append(caseNames, name)
-		}
-		if tp.OK <= 0 {
-			t.Errorf("%s %s: nothing answered: %+v", target, name, tp)
-		}
-		results[target][name] = append(results[target][name], tp.PerSec())
-	}
-	for rep := range repeat {
-		hbName := fmt.Sprintf("heartbeats/s, %d members", members)
-		for _, tg := range tgts {
-			var tp Throughput
-			var err error
-			if tg.name == "floor" {
-				tp, err = floorHeartbeats(ctx, tg.addr, members, window)
-			} else {
-				cfg := Defaults()
-				cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = tg.addr, window, 30*time.Second
-				cfg.Prefix = fmt.Sprintf("floor-%s-%d", tg.name, rep)
-				if err := cfg.Validate(); err != nil {
-					t.Fatal(err)
-				}
-				tp, err = heartbeatCase(ctx, cfg, members, 1)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", tg.name, err)
-			}
-			record(tg.name, hbName, tp)
-		}
-		for _, n := range committers {
-			name := fmt.Sprintf("commits/s, %d committers × 1 partition", n)
-			for _, tg := range tgts {
-				var tp Throughput
-				var err error
-				if tg.name == "floor" {
-					tp, err = floorCommits(ctx, tg.addr, n, 1, window)
-				} else {
-					cfg := Defaults()
-					cfg.Bootstrap, cfg.Duration = tg.addr, window
-					cfg.Prefix = fmt.Sprintf("floor-%s-%d", tg.name, rep)
-					if err := cfg.Validate(); err != nil {
-						t.Fatal(err)
-					}
-					tp, err = commitCase(ctx, cfg, n, 1)
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", tg.name, err)
-				}
-				record(tg.name, name, tp)
-			}
-		}
-	}
-	var sb strings.Builder
-	sb.WriteString("| measurement |")
-	for _, tg := range tgts {
-		sb.WriteString(" " + tg.name + " |")
-	}
-	sb.WriteString(" floor / kfake |")
-	for _, tg := range tgts[1:] {
-		if tg.name != "kfake" {
-			sb.WriteString(" " + tg.name + " / kfake | " + tg.name + " / floor |")
-		}
-	}
-	sb.WriteString("\n|---|")
-	for range len(tgts) + 1 + 2*(len(tgts)-2) {
-		sb.WriteString("---:|")
-	}
-	sb.WriteString("\n")
-	for _, name := range caseNames {
-		med := map[string]float64{}
-		for _, tg := range tgts {
-			med[tg.name] = median(results[tg.name][name])
-		}
-		fmt.Fprintf(&sb, "| %s |", name)
-		for _, tg := range tgts {
-			fmt.Fprintf(&sb, " %s |", count(med[tg.name]))
-		}
-		fmt.Fprintf(&sb, " %.2f× |", med["floor"]/med["kfake"])
-		for _, tg := range tgts[1:] {
-			if tg.name != "kfake" {
-				fmt.Fprintf(&sb, " %.2f× | %.2f× |", med[tg.name]/med["kfake"], med[tg.name]/med["floor"])
-			}
-		}
-		sb.WriteString("\n")
-	}
-	t.Log("\n" + sb.String())
+	s := runSeries(t, tgts, members, committers, window, repeat, "floor")
+	t.Log("\n" + s.table(tgts))
 }
 
 func median(xs []float64) float64 {

@@ -179,14 +179,7 @@ func TestIsolated(t *testing.T) {
 	if _, err := exec.LookPath("taskset"); err != nil {
 		t.Skip("needs taskset (util-linux)")
 	}
-	committers := []int{16, 64, 256}
-	if v := os.Getenv("COHORT_BENCH_COMMITTERS"); v != "" {
-		xs, err := ParseCounts(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		committers = xs
-	}
+	committers := benchCommitters(t, []int{16, 64, 256})
 	const members = 200
 	if err := RaiseFileLimit(4 * (members + 256)); err != nil {
 		t.Skip(err)
@@ -195,97 +188,11 @@ func TestIsolated(t *testing.T) {
 	if v := os.Getenv("COHORT_BENCH_TARGETS"); v != "" {
 		names = strings.Split(v, ",")
 	}
-	var tgts []*childTarget
+	var tgts []namedAddr
 	for _, n := range names {
-		tgts = append(tgts, startChild(t, n, 0))
+		tgts = append(tgts, namedAddr{n, startChild(t, n, 0).addr})
 	}
 	defer pinSelf(t, 1)()
-	window := time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	results := map[string]map[string][]float64{}
-	var cases []string
-	record := func(target, name string, tp Throughput) {
-		if results[target] == nil {
-			results[target] = map[string][]float64{}
-		}
-		if target == tgts[0].name && len(results[target][name]) == 0 {
-			cases = append(cases, name)
-		}
-		if tp.OK <= 0 {
-			t.Errorf("%s %s: nothing answered: %+v", target, name, tp)
-		}
-		results[target][name] = append(results[target][name], tp.PerSec())
-	}
-	for rep := range 3 {
-		for _, tg := range tgts {
-			var tp Throughput
-			var err error
-			if tg.name == "floor" {
-				tp, err = floorHeartbeats(ctx, tg.addr, members, window)
-			} else {
-				cfg := Defaults()
-				cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = tg.addr, window, 30*time.Second
-				cfg.Prefix = fmt.Sprintf("iso-%s-%d", tg.name, rep)
-				if err := cfg.Validate(); err != nil {
-					t.Fatal(err)
-				}
-				tp, err = heartbeatCase(ctx, cfg, members, 1)
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", tg.name, err)
-			}
-			record(tg.name, fmt.Sprintf("heartbeats/s, %d members", members), tp)
-		}
-		for _, n := range committers {
-			for _, tg := range tgts {
-				var tp Throughput
-				var err error
-				if tg.name == "floor" {
-					tp, err = floorCommits(ctx, tg.addr, n, 1, window)
-				} else {
-					cfg := Defaults()
-					cfg.Bootstrap, cfg.Duration = tg.addr, window
-					cfg.Prefix = fmt.Sprintf("iso-%s-%d", tg.name, rep)
-					if err := cfg.Validate(); err != nil {
-						t.Fatal(err)
-					}
-					tp, err = commitCase(ctx, cfg, n, 1)
-				}
-				if err != nil {
-					t.Fatalf("%s: %v", tg.name, err)
-				}
-				record(tg.name, fmt.Sprintf("commits/s, %d committers × 1 partition", n), tp)
-			}
-		}
-	}
-	var sb strings.Builder
-	sb.WriteString("| measurement |")
-	for _, tg := range tgts {
-		sb.WriteString(" " + tg.name + " |")
-	}
-	for _, tg := range tgts {
-		if tg.name != "kfake" {
-			sb.WriteString(" " + tg.name + " / kfake |")
-		}
-	}
-	sb.WriteString("\n|---|")
-	for range 2*len(tgts) - 1 {
-		sb.WriteString("---:|")
-	}
-	sb.WriteString("\n")
-	for _, name := range cases {
-		fmt.Fprintf(&sb, "| %s |", name)
-		for _, tg := range tgts {
-			fmt.Fprintf(&sb, " %s |", count(median(results[tg.name][name])))
-		}
-		base := median(results["kfake"][name])
-		for _, tg := range tgts {
-			if tg.name != "kfake" {
-				fmt.Fprintf(&sb, " %.2f× |", median(results[tg.name][name])/base)
-			}
-		}
-		sb.WriteString("\n")
-	}
-	t.Log("\n" + sb.String())
+	s := runSeries(t, tgts, members, committers, time.Second, 3, "iso")
+	t.Log("\n" + s.table(tgts))
 }
