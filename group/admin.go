@@ -168,19 +168,7 @@ func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		resp.Version, resp.ErrorCode = v, code
 		return resp
 	case *kmsg.OffsetCommitRequest:
-		resp := kmsg.NewPtrOffsetCommitResponse()
-		resp.Version = v
-		for _, rt := range r.Topics {
-			tr := kmsg.NewOffsetCommitResponseTopic()
-			tr.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				pr := kmsg.NewOffsetCommitResponseTopicPartition()
-				pr.Partition, pr.ErrorCode = rp.Partition, code
-				tr.Partitions = append(tr.Partitions, pr)
-			}
-			resp.Topics = append(resp.Topics, tr)
-		}
-		return resp
+		return offsetCommitResponse(r, code)
 	case *kmsg.OffsetFetchRequest:
 		resp := kmsg.NewPtrOffsetFetchResponse()
 		resp.Version = v

@@ -47,18 +47,7 @@ type offset struct {
 // response is released once the offsets are durable.
 func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequest, out *Output) {
 	v := req.Version
-	resp := kmsg.NewPtrOffsetCommitResponse()
-	resp.Version = v
-	for _, rt := range req.Topics {
-		tr := kmsg.NewOffsetCommitResponseTopic()
-		tr.Topic = rt.Topic
-		for _, rp := range rt.Partitions {
-			pr := kmsg.NewOffsetCommitResponseTopicPartition()
-			pr.Partition = rp.Partition
-			tr.Partitions = append(tr.Partitions, pr)
-		}
-		resp.Topics = append(resp.Topics, tr)
-	}
+	resp := offsetCommitResponse(req, ErrNone)
 	setAll := func(code int16) {
 		for i := range resp.Topics {
 			for j := range resp.Topics[i].Partitions {
@@ -135,6 +124,25 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 		}
 		out.reply(t, resp)
 	})
+}
+
+// offsetCommitResponse answers every partition of req with code, in
+// request order.
+func offsetCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	resp.Version = req.Version
+	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		tr := &resp.Topics[i]
+		*tr = kmsg.NewOffsetCommitResponseTopic()
+		tr.Topic = rt.Topic
+		tr.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			tr.Partitions[j] = kmsg.NewOffsetCommitResponseTopicPartition()
+			tr.Partitions[j].Partition, tr.Partitions[j].ErrorCode = rp.Partition, code
+		}
+	}
+	return resp
 }
 
 // validateCommit applies the group-level checks of OffsetCommit and re-arms
