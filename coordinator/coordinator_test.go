@@ -490,10 +490,21 @@ func TestGroupCommitAcrossPartitions(t *testing.T) {
 			}
 		}()
 	}
-	// Wait (bounded) until every other partition has handed its batch to
-	// the committer, which is held in the first write.
-	for i := 0; i < 5000 && int(st.held.Load())+len(e.c.commits) < len(parts); i++ {
+	// Wait (bounded) until every commit waits in its partition (its batch
+	// handed to the committer, which is held in the first write, or queued
+	// behind the partition's batches in flight).
+	pending := func() int {
+		n := 0
+		for _, p := range e.c.parts {
+			n += p.pending()
+		}
+		return n
+	}
+	for i := 0; i < 5000 && pending() < n; i++ {
 		time.Sleep(time.Millisecond)
+	}
+	if got := pending(); got != n {
+		t.Fatalf("%d of %d commits waiting in their partitions", got, n)
 	}
 	st.mu.Lock()
 	st.appendGate = nil

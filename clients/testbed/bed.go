@@ -255,8 +255,10 @@ type CheckOpts struct {
 }
 
 // Check runs the checks every group test ends with: every record processed
-// at least once, commits never went backwards, the final commits are the log
-// end, and no partition was given to two members in one generation.
+// at least once, a member's commits never went backwards within a
+// generation, every OffsetFetch answer reflected the commits acknowledged
+// before it, the final commits are the log end, and no partition was given
+// to two members in one generation.
 func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen, opts ...CheckOpts) {
 	var o CheckOpts
 	if len(opts) > 0 {
@@ -266,7 +268,14 @@ func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen, opts ...
 	if m := seen.Missing(topic, n); len(m) > 0 {
 		t.Errorf("records never processed (first %d shown): %v", len(m), m)
 	}
-	if err := b.Router.Journal.CheckCommitsMonotonic(grp, o.StrayCommitsOK); err != nil {
+	notes, err := b.Router.Journal.CheckCommitsMonotonic(grp, o.StrayCommitsOK)
+	if err != nil {
+		t.Error(err)
+	}
+	for _, n := range notes {
+		t.Logf("client behaviour, not cohort's: %s", n)
+	}
+	if err := b.Router.Journal.CheckFetchesSeeCommits(grp); err != nil {
 		t.Error(err)
 	}
 	if stray := b.Router.Journal.StrayCommits(grp); len(stray) > 0 {
@@ -302,7 +311,8 @@ func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen, opts ...
 		grp, n, seen.Total(), b.Router.Journal.Generations(grp), len(b.Router.Journal.Commits(grp)))
 }
 
-// Dump logs the journal of a group: generations and assignments, commits.
+// Dump logs the journal of a group: generations and assignments, commits,
+// fetched offsets.
 func (b *Bed) Dump(t testing.TB, grp string) {
 	j := b.Router.Journal
 	for _, jn := range j.Joins(grp) {
@@ -315,6 +325,9 @@ func (b *Bed) Dump(t testing.TB, grp string) {
 	}
 	for _, c := range j.Commits(grp) {
 		t.Logf("commit %s %s@%d gen %d %s", c.At.Format("15:04:05.000"), c.TP, c.Offset, c.Gen, c.Member)
+	}
+	for _, f := range j.Fetches(grp) {
+		t.Logf("fetch %s (sent %s) %s@%d", f.At.Format("15:04:05.000"), f.Requested.Format("15:04:05.000"), f.TP, f.Offset)
 	}
 }
 

@@ -2,6 +2,7 @@ package testbed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -36,20 +37,32 @@ type Join struct {
 // Commit is one acknowledged partition of an OffsetCommit.
 type Commit struct {
 	TP
-	Offset int64
-	Gen    int32
-	Member string
-	At     time.Time
+	Offset    int64
+	Gen       int32
+	Member    string
+	At        time.Time // when the answer came back
+	Requested time.Time // when the request reached the router
+}
+
+// Fetch is one partition of a successful OffsetFetch answer.
+type Fetch struct {
+	TP
+	Offset    int64
+	Requested time.Time // when the request reached the router
+	At        time.Time // when the answer came back
 }
 
 // Journal records, per group, what cohort acknowledged to the clients behind
-// the router: joins, the assignments delivered by SyncGroup, and commits.
+// the router: joins, the assignments delivered by SyncGroup, commits, and the
+// committed offsets OffsetFetch answered.
 type Journal struct {
 	mu      sync.Mutex
 	ptype   map[string]string                         // group → protocol type
 	joins   map[string][]Join                         // group → joins in answer order
 	assign  map[string]map[int32]map[string][]TP      // group → gen → member → assignment
 	commits map[string][]Commit                       // group → acknowledged commits in answer order
+	fetches map[string][]Fetch                        // group → fetched offsets in answer order
+	sent    map[string][]Commit                       // group → every commit request, answered or not (At unset)
 	failed  map[string][]string                       // group → refused commits
 	decode  []string                                  // assignment decoding failures
 	syncAt  map[string]map[int32]map[string]time.Time // when each member got its assignment
@@ -61,6 +74,8 @@ func newJournal() *Journal {
 		joins:   map[string][]Join{},
 		assign:  map[string]map[int32]map[string][]TP{},
 		commits: map[string][]Commit{},
+		fetches: map[string][]Fetch{},
+		sent:    map[string][]Commit{},
 		failed:  map[string][]string{},
 		syncAt:  map[string]map[int32]map[string]time.Time{},
 	}
@@ -118,6 +133,36 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 		}
 		g[q.Generation][q.MemberID] = tps
 		j.syncAt[q.Group][q.Generation][q.MemberID] = now
+	case *kmsg.OffsetFetchRequest:
+		p := resp.(*kmsg.OffsetFetchResponse)
+		add := func(group, topic string, part int32, off int64) {
+			j.fetches[group] = append(j.fetches[group], Fetch{TP: TP{topic, part}, Offset: off, Requested: requested, At: now})
+		}
+		if q.Version >= 8 {
+			for gi, g := range p.Groups {
+				if g.ErrorCode != 0 || gi >= len(q.Groups) {
+					continue
+				}
+				for _, t := range g.Topics {
+					for _, pp := range t.Partitions {
+						if pp.ErrorCode == 0 {
+							add(g.Group, t.Topic, pp.Partition, pp.Offset)
+						}
+					}
+				}
+			}
+			return
+		}
+		if p.ErrorCode != 0 {
+			return
+		}
+		for _, t := range p.Topics {
+			for _, pp := range t.Partitions {
+				if pp.ErrorCode == 0 {
+					add(q.Group, t.Topic, pp.Partition, pp.Offset)
+				}
+			}
+		}
 	case *kmsg.OffsetCommitRequest:
 		p := resp.(*kmsg.OffsetCommitResponse)
 		for ti, t := range q.Topics {
@@ -133,9 +178,24 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 					continue
 				}
 				j.commits[q.Group] = append(j.commits[q.Group], Commit{
-					TP: TP{t.Topic, pp.Partition}, Offset: pp.Offset, Gen: q.Generation, Member: q.MemberID, At: now,
+					TP: TP{t.Topic, pp.Partition}, Offset: pp.Offset, Gen: q.Generation, Member: q.MemberID, At: now, Requested: requested,
 				})
 			}
+		}
+	}
+}
+
+// sentCommit records an OffsetCommit request before it is forwarded: cohort
+// may apply it even if its answer never reaches the router (a connection
+// dropped by a test), and a later fetch may then show it.
+func (j *Journal) sentCommit(q *kmsg.OffsetCommitRequest, requested time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, t := range q.Topics {
+		for _, pp := range t.Partitions {
+			j.sent[q.Group] = append(j.sent[q.Group], Commit{
+				TP: TP{t.Topic, pp.Partition}, Offset: pp.Offset, Gen: q.Generation, Member: q.MemberID, Requested: requested,
+			})
 		}
 	}
 }
@@ -332,13 +392,17 @@ func (j *Journal) StrayCommits(group string) []Commit {
 }
 
 // CheckCommitsMonotonic returns an error if an acknowledged commit of a
-// partition was lower than an earlier acknowledged one. With staleOK (for
-// kafka-go's Reader), stray commits (see StrayCommits) are left out, and a
-// commit may be lower than one of an earlier generation: that client flushes,
-// with the new generation's id, offsets of records it fetched before the
-// rebalance, even for partitions it keeps. Within one generation an owner's
-// commits must still only grow.
-func (j *Journal) CheckCommitsMonotonic(group string, staleOK bool) error {
+// partition was lower than the same member's earlier acknowledged commit in
+// the same generation. With staleOK (for kafka-go's Reader), stray commits
+// (see StrayCommits) are left out.
+//
+// A commit lower than another member's, or than one of an earlier
+// generation, is the client's choice (Kafka accepts any offset; kafka-go's
+// Reader, for one, flushes with the new generation's id offsets of records
+// it fetched before the rebalance). Those are returned as notes. What is
+// cohort's part, that OffsetFetch answers reflect every acknowledged commit,
+// is checked by CheckFetchesSeeCommits.
+func (j *Journal) CheckCommitsMonotonic(group string, staleOK bool) (notes []string, err error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	last := map[TP]Commit{}
@@ -346,13 +410,65 @@ func (j *Journal) CheckCommitsMonotonic(group string, staleOK bool) error {
 		if staleOK && !j.owns(group, c.Gen, c.Member, c.TP) {
 			continue
 		}
-		if p, ok := last[c.TP]; ok && c.Offset < p.Offset && !(staleOK && c.Gen != p.Gen) {
-			return fmt.Errorf("group %s %s: commit went backwards from %d (gen %d, %s) to %d (gen %d, %s)",
+		if p, ok := last[c.TP]; ok && c.Offset < p.Offset {
+			msg := fmt.Sprintf("group %s %s: commit went backwards from %d (gen %d, %s) to %d (gen %d, %s)",
 				group, c.TP, p.Offset, p.Gen, p.Member, c.Offset, c.Gen, c.Member)
+			if c.Gen == p.Gen && c.Member == p.Member {
+				return notes, errors.New(msg)
+			}
+			notes = append(notes, msg)
 		}
 		last[c.TP] = c
 	}
+	return notes, nil
+}
+
+// CheckFetchesSeeCommits returns an error unless every committed offset that
+// OffsetFetch answered reflects the commits cohort had acknowledged before
+// the fetch was sent: it must be the offset of the last such commit of the
+// partition, or of a commit request sent after that one (a commit racing
+// the fetch, or one whose answer a test's dropped connection lost).
+func (j *Journal) CheckFetchesSeeCommits(group string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	acked := map[TP][]Commit{}
+	for _, c := range j.commits[group] {
+		acked[c.TP] = append(acked[c.TP], c)
+	}
+	sent := map[TP][]Commit{}
+	for _, c := range j.sent[group] {
+		sent[c.TP] = append(sent[c.TP], c)
+	}
+	for _, f := range j.fetches[group] {
+		var last *Commit
+		for i, c := range acked[f.TP] {
+			if c.At.Before(f.Requested) {
+				last = &acked[f.TP][i]
+			}
+		}
+		if last == nil || f.Offset == last.Offset {
+			continue
+		}
+		ok := false
+		for _, c := range sent[f.TP] {
+			if c.Offset == f.Offset && !c.Requested.Before(last.Requested) && c.Requested.Before(f.At) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return fmt.Errorf("group %s %s: OffsetFetch sent at %s answered %d, but %d (gen %d, %s) was acknowledged at %s",
+				group, f.TP, f.Requested.Format("15:04:05.000"), f.Offset, last.Offset, last.Gen, last.Member, last.At.Format("15:04:05.000"))
+		}
+	}
 	return nil
+}
+
+// Fetches returns the group's fetched offsets in answer order.
+func (j *Journal) Fetches(group string) []Fetch {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]Fetch(nil), j.fetches[group]...)
 }
 
 // LastCommits returns each partition's latest acknowledged offset.

@@ -374,10 +374,13 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 		c.usedGroups.Store(true)
 		requested := time.Now()
 		var req kmsg.Request
-		if h.key == keyOffsetCommit || h.key == keyJoinGroup || h.key == keySyncGroup {
+		if h.key == keyOffsetCommit || h.key == keyOffsetFetch || h.key == keyJoinGroup || h.key == keySyncGroup {
 			if req, err = decodeRequest(h, f); err != nil {
 				return nil, err
 			}
+		}
+		if q, ok := req.(*kmsg.OffsetCommitRequest); ok {
+			c.r.Journal.sentCommit(q, requested)
 		}
 		resp, err := c.forward(true, f, true)
 		if err != nil {

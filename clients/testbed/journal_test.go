@@ -1,0 +1,61 @@
+package testbed
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCheckFetchesSeeCommits(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tp := TP{"t", 0}
+	commit := func(off int64, sent, acked int) Commit {
+		return Commit{TP: tp, Offset: off, Gen: 1, Member: "m", Requested: at(sent), At: at(acked)}
+	}
+	fetch := func(off int64, sent, answered int) Fetch {
+		return Fetch{TP: tp, Offset: off, Requested: at(sent), At: at(answered)}
+	}
+	for _, c := range []struct {
+		name    string
+		sent    []Commit // requests (acknowledged or not)
+		acked   []Commit
+		fetches []Fetch
+		ok      bool
+	}{
+		{"sees the last acknowledged commit", []Commit{commit(10, 0, 1), commit(20, 2, 3)}, []Commit{commit(10, 0, 1), commit(20, 2, 3)}, []Fetch{fetch(20, 4, 5)}, true},
+		{"older value than acknowledged", []Commit{commit(10, 0, 1), commit(20, 2, 3)}, []Commit{commit(10, 0, 1), commit(20, 2, 3)}, []Fetch{fetch(10, 4, 5)}, false},
+		{"nothing committed yet", nil, nil, []Fetch{fetch(-1, 0, 1)}, true},
+		{"fetch before the commit was acknowledged", []Commit{commit(10, 0, 6)}, []Commit{commit(10, 0, 6)}, []Fetch{fetch(-1, 2, 3)}, true},
+		{"a commit racing the fetch", []Commit{commit(10, 0, 1), commit(30, 3, 8)}, []Commit{commit(10, 0, 1), commit(30, 3, 8)}, []Fetch{fetch(30, 4, 5)}, true},
+		{"a commit whose answer was lost", []Commit{commit(10, 0, 1), commit(40, 3, 0)}, []Commit{commit(10, 0, 1)}, []Fetch{fetch(40, 4, 5)}, true},
+		{"a value nobody committed", []Commit{commit(10, 0, 1)}, []Commit{commit(10, 0, 1)}, []Fetch{fetch(7, 4, 5)}, false},
+		{"a commit sent after the fetch was answered", []Commit{commit(10, 0, 1), commit(50, 6, 7)}, []Commit{commit(10, 0, 1), commit(50, 6, 7)}, []Fetch{fetch(50, 4, 5)}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJournal()
+			j.sent["g"], j.commits["g"], j.fetches["g"] = c.sent, c.acked, c.fetches
+			err := j.CheckFetchesSeeCommits("g")
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v, want ok = %v", err, c.ok)
+			}
+		})
+	}
+}
+
+func TestCheckCommitsMonotonic(t *testing.T) {
+	tp := TP{"t", 0}
+	j := newJournal()
+	j.commits["g"] = []Commit{
+		{TP: tp, Offset: 30, Gen: 3, Member: "a"},
+		{TP: tp, Offset: 29, Gen: 4, Member: "b"}, // another owner, later generation: a note
+		{TP: tp, Offset: 40, Gen: 4, Member: "b"},
+	}
+	notes, err := j.CheckCommitsMonotonic("g", false)
+	if err != nil || len(notes) != 1 {
+		t.Fatalf("notes %v, err %v; want one note and no error", notes, err)
+	}
+	j.commits["g"] = append(j.commits["g"], Commit{TP: tp, Offset: 35, Gen: 4, Member: "b"})
+	if _, err := j.CheckCommitsMonotonic("g", false); err == nil {
+		t.Fatal("a member's commit going backwards within its generation was not reported")
+	}
+}
