@@ -177,7 +177,7 @@ func (m *kafkaGoGroup) Close() {
 // happened), so a moved partition's committed offset can go backwards for a
 // moment; a Kafka broker accepts such commits as cohort does (ownership of
 // partitions is not the coordinator's to check). The test allows these stray
-// commits and still requires the owners' commits to be monotonic.
+// commits and ends with a fresh member that consumes to the log end.
 func TestKafkaGoReaderChurn(t *testing.T) {
 	runChurn(t, startKafkaGoReader, "range", testbed.CheckOpts{StrayCommitsOK: true})
 }
