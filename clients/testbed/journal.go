@@ -475,6 +475,34 @@ func (j *Journal) CheckFetchesSeeCommits(group string) error {
 	return nil
 }
 
+// CheckCommitFencing returns an error if cohort acknowledged a commit of
+// generation g whose request reached the router after a JoinGroup of a
+// later generation had been answered: the group had moved on by then, so
+// the commit had to be refused (ILLEGAL_GENERATION). Simple commits
+// (generation -1) are not fenced.
+func (j *Journal) CheckCommitFencing(group string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	firstJoin := map[int32]time.Time{} // generation → its first join answer
+	for _, jn := range j.joins[group] {
+		if at, ok := firstJoin[jn.Gen]; !ok || jn.At.Before(at) {
+			firstJoin[jn.Gen] = jn.At
+		}
+	}
+	for _, c := range j.commits[group] {
+		if c.Gen < 0 {
+			continue
+		}
+		for g, at := range firstJoin {
+			if g > c.Gen && at.Before(c.Requested) {
+				return fmt.Errorf("group %s: commit %s@%d of generation %d (%s) sent at %s was acknowledged, but generation %d had begun at %s",
+					group, c.TP, c.Offset, c.Gen, c.Member, c.Requested.Format("15:04:05.000000"), g, at.Format("15:04:05.000000"))
+			}
+		}
+	}
+	return nil
+}
+
 // Fetches returns the group's fetched offsets in answer order.
 func (j *Journal) Fetches(group string) []Fetch {
 	j.mu.Lock()

@@ -59,3 +59,23 @@ func TestBackwardsCommits(t *testing.T) {
 		t.Fatalf("notes %v, want the one backwards commit", notes)
 	}
 }
+
+func TestCheckCommitFencing(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tp := TP{"t", 0}
+	j := newJournal()
+	j.joins["g"] = []Join{{Gen: 6, Member: "a", At: at(0)}, {Gen: 7, Member: "a", At: at(10)}, {Gen: 7, Member: "b", At: at(11)}}
+	j.commits["g"] = []Commit{
+		{TP: tp, Offset: 1, Gen: 6, Member: "a", Requested: at(5), At: at(12)}, // sent before gen 7 began
+		{TP: tp, Offset: 2, Gen: -1, Requested: at(20), At: at(21)},            // simple commit
+		{TP: tp, Offset: 3, Gen: 7, Member: "a", Requested: at(30), At: at(31)},
+	}
+	if err := j.CheckCommitFencing("g"); err != nil {
+		t.Fatal(err)
+	}
+	j.commits["g"] = append(j.commits["g"], Commit{TP: tp, Offset: 4, Gen: 6, Member: "b", Requested: at(15), At: at(16)})
+	if err := j.CheckCommitFencing("g"); err == nil {
+		t.Fatal("a commit of generation 6 sent after generation 7 began was not reported")
+	}
+}
