@@ -224,6 +224,13 @@ func (c *Coordinator) Start() {
 	}
 	for _, p := range c.parts {
 		owned := c.cfg.Owned == nil || c.cfg.Owned(p.id)
+		if owned {
+			// Loading before the loop starts: requests run on their
+			// callers' goroutines and may arrive first.
+			p.mu.Lock()
+			p.startLoad()
+			p.mu.Unlock()
+		}
 		c.wg.Add(1)
 		go p.run(owned)
 	}

@@ -160,6 +160,10 @@ func (p *partition) pending() int {
 	return len(p.waiting)
 }
 
+// run is the partition's loop. An owned partition is already loading
+// (Coordinator.Start begins the load before the loop starts, so that a
+// request arriving first is answered COORDINATOR_LOAD_IN_PROGRESS, not
+// NOT_COORDINATOR).
 func (p *partition) run(owned bool) {
 	defer p.c.wg.Done()
 	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
@@ -169,11 +173,7 @@ func (p *partition) run(owned bool) {
 	} else {
 		close(writerDone)
 	}
-	if owned {
-		p.mu.Lock()
-		p.startLoad()
-		p.mu.Unlock()
-	} else {
+	if !owned {
 		close(p.loaded)
 	}
 	defer func() {
