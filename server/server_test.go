@@ -580,7 +580,14 @@ func TestMetrics(t *testing.T) {
 	if got := count("cohort_server_requests_total", "api", "Heartbeat"); got != 3 {
 		t.Errorf("Heartbeat requests %v, want 3", got)
 	}
-	if got := count("cohort_server_request_duration_seconds", "api", "Metadata"); got != 1 {
+	// A request is counted after its response is written, so the client
+	// can read the Metadata response first: wait (bounded) for its sample.
+	got := count("cohort_server_request_duration_seconds", "api", "Metadata")
+	for i := 0; i < 1000 && got == 0; i++ {
+		time.Sleep(time.Millisecond)
+		got = count("cohort_server_request_duration_seconds", "api", "Metadata")
+	}
+	if got != 1 {
 		t.Errorf("Metadata latency samples %v, want 1", got)
 	}
 	if got := count("cohort_server_protocol_errors_total", "reason", "unsupported_version"); got != 1 {
