@@ -28,10 +28,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cohort-dev/cohort/store"
@@ -106,8 +108,8 @@ func (e boltEngine) close() error { return e.db.Close() }
 func openEngine(b *testing.B, name string, noSync bool) appendEngine {
 	dir := b.TempDir()
 	switch name {
-	case "store":
-		s, err := Open(Options{Dir: dir, NoSync: noSync, Logger: slog.New(slog.DiscardHandler)})
+	case "store", "store-nofill":
+		s, err := Open(Options{Dir: dir, NoSync: noSync, Logger: slog.New(slog.DiscardHandler), noWALFill: name == "store-nofill"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -192,7 +194,10 @@ func runAppends(b *testing.B, e appendEngine, appenders int) {
 func BenchmarkAppend(b *testing.B) {
 	for _, sync := range []bool{true, false} {
 		for _, appenders := range []int{1, 16, 256} {
-			for _, engine := range []string{"store", "pebble", "bbolt-batch", "bbolt-update"} {
+			for _, engine := range []string{"store", "store-nofill", "pebble", "bbolt-batch", "bbolt-update"} {
+				if engine == "store-nofill" && !sync {
+					continue // the fill is for synced stores only
+				}
 				name := fmt.Sprintf("sync=%v/appenders=%d/engine=%s", sync, appenders, engine)
 				b.Run(name, func(b *testing.B) {
 					e := openEngine(b, engine, !sync)
@@ -328,4 +333,83 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		b.ReportMetric(float64(want)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 	})
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWALSync measures what one WAL write of a group-commit round
+// (3,000 bytes) followed by fdatasync costs, in wall and CPU time, in a
+// file that grows (a fresh WAL), in one preallocated with fallocate's
+// KEEP_SIZE (what pebble does), and in one whose blocks were written and
+// synced before (a recycled WAL, or one filled ahead by walFillFS).
+func BenchmarkWALSync(b *testing.B) {
+	for _, mode := range []string{"grow", "fallocate", "filled"} {
+		b.Run("file="+mode, func(b *testing.B) {
+			f, err := vfs.Default.Create(filepath.Join(b.TempDir(), "000001.log"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			size := int64(b.N+1) * 3000
+			switch mode {
+			case "fallocate":
+				if err := f.Preallocate(0, size); err != nil {
+					b.Skip("fallocate:", err)
+				}
+			case "filled":
+				z := make([]byte, 1<<20)
+				for off := int64(0); off < size; off += int64(len(z)) {
+					if _, err := f.WriteAt(z, off); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := f.SyncData(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			p := make([]byte, 3000)
+			b.ResetTimer()
+			cpu := cpuTime(b)
+			for i := 0; i < b.N; i++ {
+				if _, err := f.WriteAt(p, int64(i)*3000); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.SyncData(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cpuTime(b)-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkWALFillStep measures one step of walFillFS (zeros written and
+// synced at the end of the file), the stall the WAL writer sees once per
+// step.
+func BenchmarkWALFillStep(b *testing.B) {
+	for _, step := range []int{64 << 10, 256 << 10, 1 << 20, 4 << 20} {
+		b.Run(fmt.Sprintf("step=%dKiB", step>>10), func(b *testing.B) {
+			f, err := vfs.Default.Create(filepath.Join(b.TempDir(), "000001.log"), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			z := make([]byte, step)
+			for i := 0; i < b.N; i++ {
+				if _, err := f.WriteAt(z, int64(i)*int64(step)); err != nil {
+					b.Fatal(err)
+				}
+				if err := f.SyncData(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	randv2 "math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,14 +163,15 @@ func (w *crashWriter) check(minAcked int, got map[int]int) error {
 // crashRound runs writers against a store on a crashable in-memory
 // filesystem, takes a crash image after a random number of acknowledged
 // Appends, reopens the image and checks every writer. It returns the
-// writers' check errors and the number of sstables in the crash image.
-func crashRound(t *testing.T, seed int64, noSync bool, unsyncedPercent int) (errs []error, tables int) {
+// writers' check errors, the number of sstables in the crash image and the
+// number of its WAL files that end in zeros written ahead (walFillFS).
+func crashRound(t *testing.T, seed int64, noSync bool, unsyncedPercent int) (errs []error, tables, filled int) {
 	return crashRoundWith(t, seed, noSync, unsyncedPercent, false)
 }
 
 // crashRoundWith is crashRound; with pipelined, the writers use StartMulti
 // with several ops in flight.
-func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, pipelined bool) (errs []error, tables int) {
+func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, pipelined bool) (errs []error, tables, filled int) {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
@@ -230,6 +232,9 @@ func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, 
 		if strings.HasSuffix(n, ".sst") {
 			tables++
 		}
+		if isWAL(n) && zeroFilled(t, image, image.PathJoin(dir, n), int64(memTable)) {
+			filled++
+		}
 	}
 	r := openT(t, Options{Dir: dir, fs: image})
 	defer r.Close()
@@ -259,7 +264,31 @@ func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, 
 			errs = append(errs, err)
 		}
 	}
-	return errs, tables
+	return errs, tables, filled
+}
+
+// zeroFilled reports whether the file's size is a whole number of fill steps
+// and its last bytes are zeros, as walFillFS leaves a WAL.
+func zeroFilled(t *testing.T, fs vfs.FS, name string, step int64) bool {
+	t.Helper()
+	f, err := fs.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := info.Size()
+	if size == 0 || size%step != 0 {
+		return false
+	}
+	tail := make([]byte, 64)
+	if _, err := f.ReadAt(tail, size-int64(len(tail))); err != nil {
+		t.Fatal(err)
+	}
+	return !slices.ContainsFunc(tail, func(b byte) bool { return b != 0 })
 }
 
 // TestCrashKeepsAcknowledgedAppends crashes a store under concurrent Appends
@@ -271,19 +300,22 @@ func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 	if testing.Short() {
 		rounds = 6
 	}
-	withTables := 0
+	withTables, withFilled := 0, 0
 	for i := 0; i < rounds; i++ {
 		unsynced := 0
 		if i%2 == 1 {
 			unsynced = 50
 		}
 		seed := int64(1000 + i)
-		errs, tables := crashRound(t, seed, false, unsynced)
+		errs, tables, filled := crashRound(t, seed, false, unsynced)
 		for _, err := range errs {
 			t.Errorf("seed %d, unsynced data kept %d%%: %v", seed, unsynced, err)
 		}
 		if tables > 0 {
 			withTables++
+		}
+		if filled > 0 {
+			withFilled++
 		}
 	}
 	// The rounds must also cover crashes after memtable flushes (data in
@@ -291,7 +323,12 @@ func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 	if withTables == 0 {
 		t.Errorf("no crash image held an sstable; make the rounds write more")
 	}
-	t.Logf("%d of %d crash images held sstables", withTables, rounds)
+	// And the recovery of WALs that end in zeros written ahead of the
+	// records (walFillFS), which is every WAL a synced store creates.
+	if withFilled == 0 {
+		t.Errorf("no crash image held a zero-filled WAL")
+	}
+	t.Logf("%d of %d crash images held sstables, %d zero-filled WALs", withTables, rounds, withFilled)
 }
 
 // TestCrashDetectsSkippedSync shows that the crash test above can fail: with
@@ -304,7 +341,7 @@ func TestCrashDetectsSkippedSync(t *testing.T) {
 	detected := 0
 	const rounds = 6
 	for i := 0; i < rounds; i++ {
-		if errs, _ := crashRound(t, int64(2000+i), true, 0); len(errs) > 0 {
+		if errs, _, _ := crashRound(t, int64(2000+i), true, 0); len(errs) > 0 {
 			detected++
 			if detected == 1 {
 				t.Logf("example of a detected loss: %v", errors.Join(errs...))
@@ -334,7 +371,7 @@ func TestCrashKeepsAcknowledgedPipelinedAppends(t *testing.T) {
 			unsynced = 50
 		}
 		seed := int64(3000 + i)
-		errs, _ := crashRoundWith(t, seed, false, unsynced, true)
+		errs, _, _ := crashRoundWith(t, seed, false, unsynced, true)
 		for _, err := range errs {
 			t.Errorf("seed %d, unsynced data kept %d%%: %v", seed, unsynced, err)
 		}
@@ -342,7 +379,7 @@ func TestCrashKeepsAcknowledgedPipelinedAppends(t *testing.T) {
 	detected := 0
 	const noSyncRounds = 6
 	for i := 0; i < noSyncRounds; i++ {
-		if errs, _ := crashRoundWith(t, int64(4000+i), true, 0, true); len(errs) > 0 {
+		if errs, _, _ := crashRoundWith(t, int64(4000+i), true, 0, true); len(errs) > 0 {
 			detected++
 		}
 	}

@@ -52,6 +52,8 @@ type Options struct {
 	fs vfs.FS
 	// memTableSize overrides the memtable size (tests: force flushes).
 	memTableSize uint64
+	// noWALFill turns walFillFS off (benchmarks: its peer).
+	noWALFill bool
 }
 
 const (
@@ -106,11 +108,18 @@ func Open(opts Options) (*Store, error) {
 		base = vfs.Default
 	}
 	s := &Store{dir: opts.Dir, log: log, failed: make(chan struct{}), work: make(chan *job), stop: make(chan struct{})}
-	s.fs = &failStopFS{FS: base, onFail: s.fail}
+	memTableSize := uint64(32 << 20)
+	if opts.memTableSize > 0 {
+		memTableSize = opts.memTableSize
+	}
 	s.wo = pebble.Sync
+	wal := base
 	if opts.NoSync {
 		s.wo = pebble.NoSync
+	} else if !opts.noWALFill {
+		wal = walFillFS{FS: base, step: int64(min(walFillMax, memTableSize))}
 	}
+	s.fs = &failStopFS{FS: wal, onFail: s.fail}
 
 	if err := base.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: create directory %s: %v", ErrStorage, opts.Dir, err)
@@ -153,11 +162,7 @@ func Open(opts Options) (*Store, error) {
 			},
 		},
 	}
-	if opts.memTableSize > 0 {
-		po.MemTableSize = opts.memTableSize
-	} else {
-		po.MemTableSize = 32 << 20
-	}
+	po.MemTableSize = memTableSize
 
 	// pebble.Open runs in its own goroutine so that a fatal storage failure
 	// during recovery (which parks the failing goroutine) still returns.
