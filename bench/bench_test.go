@@ -108,8 +108,9 @@ var targets = []target{
 // COHORT_BENCH_TARGETS=cohort-mem,kfake restricts the targets and
 // COHORT_BENCH_ONLY=rebalance|heartbeat|commit the measurements (e.g. for
 // -cpuprofile), COHORT_BENCH_MEMBERS, _GROUPS, _COMMITTERS and _PARTITIONS
-// (comma-separated counts) the cases; COHORT_BENCH_OUT=file also writes the
-// markdown there.
+// (comma-separated counts) the cases, COHORT_BENCH_SECONDS the measured
+// window of each throughput case (default 1); COHORT_BENCH_OUT=file also
+// writes the markdown there.
 // Without COHORT_BENCH=1 (as in `go test ./...` and CI), or with -short, it
 // runs a quick sanity version: no N=1000, short windows, one series. The
 // figures in docs/benchmarks.md come from COHORT_BENCH=1.
@@ -142,6 +143,13 @@ func TestCompare(t *testing.T) {
 	// Clients and the in-process targets share this process's descriptors.
 	if err := RaiseFileLimit(2 * FilesNeeded(cfg)); err != nil {
 		t.Skip(err)
+	}
+	if v := os.Getenv("COHORT_BENCH_SECONDS"); v != "" {
+		xs, err := ParseCounts(v)
+		if err != nil || len(xs) != 1 || xs[0] > 60 {
+			t.Fatalf("COHORT_BENCH_SECONDS=%q: want one count of at most 60", v)
+		}
+		cfg.Duration = time.Duration(xs[0]) * time.Second
 	}
 	only := os.Getenv("COHORT_BENCH_TARGETS")
 	repeat := 3
