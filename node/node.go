@@ -63,6 +63,22 @@ type Config struct {
 	Cluster *ClusterConfig
 }
 
+// ErrStoreFailed is what Wait returns when the node's store has failed for
+// good (the embedded store's fail-stop after a failed write or sync): the
+// node cannot acknowledge anything until the process restarts and the store
+// recovers what was synced, so it reports the failure instead of refusing
+// every write for as long as it runs. Kafka brokers likewise shut down
+// when their last log directory fails.
+var ErrStoreFailed = errors.New("node: store failed")
+
+// failingStore is a store that can fail for good (disk.Store).
+type failingStore interface {
+	Failed() <-chan struct{}
+	Err() error
+}
+
+var _ failingStore = (*disk.Store)(nil)
+
 // Node is a running cohort node.
 type Node struct {
 	cfg      Config
@@ -87,7 +103,9 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = "cohort"
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 1)}
+	// done: the server's end and the store's failure, whichever comes
+	// first is what Wait returns; neither sender ever blocks.
+	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 2)}
 	n.store = cfg.Store
 	if cfg.Cluster != nil {
 		if err := n.openCluster(); err != nil {
@@ -175,6 +193,9 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- n.srv.Serve(ctx) }()
+	if fs, isFailing := n.store.(failingStore); isFailing {
+		go n.watchStore(ctx, fs)
+	}
 	ok = true
 	n.log.Info("cohort serving", "listen", n.srv.Addr().String(), "advertise", net.JoinHostPort(self.Host, strconv.Itoa(int(self.Port))),
 		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions())
@@ -246,8 +267,21 @@ func (n *Node) Coordinator() *coordinator.Coordinator { return n.coord }
 // WaitLoaded waits until every coordinator partition has loaded.
 func (n *Node) WaitLoaded(ctx context.Context) error { return n.coord.WaitLoaded(ctx) }
 
-// Done is closed-over by Wait: it returns when the server stops.
+// Wait returns when the server stops (nil after Close) or when the store
+// fails for good (an error wrapping ErrStoreFailed); call Close then. cohort
+// serve exits non-zero on the latter, so that a supervisor restarts it.
 func (n *Node) Wait() error { return <-n.done }
+
+// watchStore reports a failure of the store through Wait.
+func (n *Node) watchStore(ctx context.Context, fs failingStore) {
+	select {
+	case <-fs.Failed():
+		err := fmt.Errorf("%w: %v", ErrStoreFailed, fs.Err())
+		n.log.Error("store failed; the node stops (a restart recovers every acknowledged write)", "err", fs.Err())
+		n.done <- err
+	case <-ctx.Done():
+	}
+}
 
 // Close stops the node: no new connections, parked requests answered
 // NOT_COORDINATOR, in-flight writes finished, the store closed.

@@ -136,12 +136,13 @@ func serve(args []string) error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var stopped error // why the node stopped by itself; the exit status
 	select {
 	case s := <-sig:
 		log.Info("shutting down", "signal", s.String())
-	case err := <-waitErr(n):
-		if err != nil {
-			log.Error("server stopped", "err", err)
+	case stopped = <-waitErr(n):
+		if stopped != nil {
+			log.Error("server stopped", "err", stopped)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -150,6 +151,10 @@ func serve(args []string) error {
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
+		if stopped != nil {
+			// Close reports the same store failure again.
+			return stopped
+		}
 		if err != nil {
 			return err
 		}

@@ -311,6 +311,22 @@ func (s *Store) fail(err error) {
 	})
 }
 
+// Failed is closed when the store has failed (fail-stop, see failStopFS):
+// every operation returns ErrStorage from then on, until the process opens
+// the store again. A server watches it to stop instead of refusing every
+// write for as long as it runs (node does).
+func (s *Store) Failed() <-chan struct{} { return s.failed }
+
+// Err returns the failure that closed Failed (wrapping ErrStorage), or nil.
+func (s *Store) Err() error {
+	select {
+	case <-s.failed:
+		return s.failErr
+	default:
+		return nil
+	}
+}
+
 // enter registers an operation, failing if the store is closed or failed.
 func (s *Store) enter() error {
 	s.mu.RLock()

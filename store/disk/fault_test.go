@@ -68,6 +68,11 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error) {
 	}))
 	const dir = "/store"
 	s := openT(t, Options{Dir: dir, fs: fs, memTableSize: 64 << 10})
+	select {
+	case <-s.Failed():
+		t.Fatalf("seed %d: Failed closed before any fault: %v", seed, s.Err())
+	default:
+	}
 
 	const writers = 6
 	threshold := int64(10 + rng.Intn(300))
@@ -94,6 +99,15 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error) {
 		if !errors.Is(err, ErrStorage) {
 			t.Fatalf("seed %d: writer %d stopped with %v, want an error wrapping ErrStorage", seed, i, err)
 		}
+	}
+	// The failure is signalled to whoever watches the store (node stops).
+	select {
+	case <-s.Failed():
+	default:
+		t.Fatalf("seed %d: the store refuses writes but Failed is not closed", seed)
+	}
+	if err := s.Err(); !errors.Is(err, ErrStorage) {
+		t.Fatalf("seed %d: Err() = %v, want an error wrapping ErrStorage", seed, err)
 	}
 	ctx := context.Background()
 	if err := s.Append(ctx, 0, []store.Record{rec("after", "failure")}); !errors.Is(err, ErrStorage) {
