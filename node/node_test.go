@@ -30,7 +30,7 @@ func startNode(t testing.TB, st store.Store) *Node {
 	}
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
-	n, err := Start(Config{
+	n := startLoaded(t, Config{
 		Listen:    "127.0.0.1:0",
 		Store:     st,
 		Group:     cfg,
@@ -38,11 +38,19 @@ func startNode(t testing.TB, st store.Store) *Node {
 		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID: "test",
 	})
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+// startLoaded starts a node and waits (bounded) until its partitions have
+// loaded.
+func startLoaded(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	n, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := n.WaitLoaded(ctx); err != nil {
 		t.Fatal(err)

@@ -25,20 +25,11 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	start := func(addr string) *Node {
-		n, err := Start(Config{
+		return startLoaded(t, Config{
 			Listen: addr, DataDir: dir, Group: cfg, Clock: clk,
 			Rand:   seeded{rand.NewChaCha8([32]byte{5})},
 			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.WaitLoaded(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return n
 	}
 	n := start("127.0.0.1:0")
 	addr := n.Addr()

@@ -52,16 +52,7 @@ func TestStoreFailureStopsNode(t *testing.T) {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	start := func(st store.Store) *Node {
-		n, err := Start(Config{Listen: "127.0.0.1:0", Store: st, Group: cfg, Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.WaitLoaded(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return n
+		return startLoaded(t, Config{Listen: "127.0.0.1:0", Store: st, Group: cfg, Logger: logger})
 	}
 	commit := func(n *Node) int16 {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.RequestRetries(0))
