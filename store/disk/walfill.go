@@ -1,6 +1,7 @@
 package disk
 
 import (
+	"errors"
 	"strings"
 	"sync"
 
@@ -35,7 +36,8 @@ const walFillMax = 256 << 10
 // it documents for preallocated files): a clean end for a closed WAL, a torn
 // tail (tolerated for the newest WAL) after a crash. Zeros are only ever
 // written beyond every byte pebble has written, so no record is overwritten.
-// Reused (recycled) WAL files are already written and are not wrapped.
+// A reused (recycled) WAL file is written up to its old length, and filled
+// from there.
 type walFillFS struct {
 	vfs.FS
 	step int64
@@ -51,6 +53,21 @@ func (fs walFillFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, erro
 		return f, err
 	}
 	return &filledFile{File: f, step: fs.step}, nil
+}
+
+// ReuseForWrite wraps a recycled WAL file too: its old length is already
+// written, but pebble recycles the files of WALs of any size (the first
+// memtables are small), so a new WAL often outgrows the file it reuses.
+func (fs walFillFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil || !isWAL(newname) {
+		return f, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	return &filledFile{File: f, step: fs.step, filled: fi.Size()}, nil
 }
 
 func (fs walFillFS) Unwrap() vfs.FS { return fs.FS }

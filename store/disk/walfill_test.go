@@ -27,6 +27,14 @@ func (fs *syncCountFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, e
 	return &syncCountFile{File: f, fs: fs}, nil
 }
 
+func (fs *syncCountFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil {
+		return nil, err
+	}
+	return &syncCountFile{File: f, fs: fs}, nil
+}
+
 type syncCountFile struct {
 	vfs.File
 	fs *syncCountFS
@@ -119,6 +127,62 @@ func TestWALFillWritesZerosAheadOnly(t *testing.T) {
 	g.Close()
 	if got := readAll(t, counter, "000008.sst"); string(got) != "table" {
 		t.Fatalf("sstable holds %q", got)
+	}
+}
+
+// TestWALFillReusedFile checks that a recycled WAL file is filled too, from
+// its old length on: pebble recycles the files of small WALs (its first
+// memtables are small) for larger ones, which then outgrew them unfilled.
+func TestWALFillReusedFile(t *testing.T) {
+	const step = 4096
+	counter := &syncCountFS{FS: vfs.NewMem()}
+	fs := walFillFS{FS: counter, step: step}
+	old, err := fs.Create("000007.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Write(bytes.Repeat([]byte{7}, step+100)); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const oldSize = 2 * step // filled to whole steps
+
+	f, err := fs.ReuseForWrite("000007.log", "000009.log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Inside the old length: written as is, no fill, no sync.
+	first := bytes.Repeat([]byte{9}, step)
+	before := counter.syncs.Load()
+	if _, err := f.Write(first); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.syncs.Load() - before; got != 0 {
+		t.Fatalf("write inside the reused file's old length synced %d times", got)
+	}
+	if got := readAll(t, counter, "000009.log"); len(got) != oldSize || !bytes.Equal(got[:step], first) {
+		t.Fatalf("after a write inside the old length: %d bytes (want %d), first step rewritten: %v", len(got), oldSize, bytes.Equal(got[:step], first))
+	}
+	// Past it: filled with zeros to the next whole step, synced once.
+	second := bytes.Repeat([]byte{9}, step+10)
+	if _, err := f.Write(second); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.syncs.Load() - before; got != 1 {
+		t.Fatalf("write past the reused file's old length synced %d times, want once", got)
+	}
+	got := readAll(t, counter, "000009.log")
+	want := append(append([]byte{}, first...), second...)
+	if len(got) != oldSize+step || !bytes.Equal(got[:len(want)], want) {
+		t.Fatalf("after a write past the old length: %d bytes (want %d), data intact: %v", len(got), oldSize+step, bytes.Equal(got[:len(want)], want))
+	}
+	if bytes.ContainsFunc(got[len(want):], func(r rune) bool { return r != 0 }) {
+		t.Fatal("the tail past the old length is not all zeros")
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
