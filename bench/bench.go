@@ -97,10 +97,23 @@ type Throughput struct {
 	OK         int64 // requests answered without error in the window
 	Errors     int64 // requests answered with an error code
 	P50, P99   time.Duration
+	// CPU is the CPU time the whole process (load generator and, when
+	// in-process, the server) used during the window; 0 if not measured.
+	CPU time.Duration
 }
 
 // PerSec is requests per second.
 func (t Throughput) PerSec() float64 { return float64(t.OK) / t.Window.Seconds() }
+
+// CPUPerOp is process CPU time per request answered in the window (0 if not
+// measured): the load generator's share is the same for every target, so
+// differences between targets are differences in server work.
+func (t Throughput) CPUPerOp() time.Duration {
+	if t.OK == 0 {
+		return 0
+	}
+	return t.CPU / time.Duration(t.OK)
+}
 
 // OffsetsPerSec is partition offsets committed per second (commit cases).
 func (t Throughput) OffsetsPerSec() float64 { return t.PerSec() * float64(max(t.Partitions, 1)) }
@@ -241,14 +254,14 @@ func RunCase(ctx context.Context, cfg Config, c Case, res *Result) error {
 		if err != nil {
 			return fmt.Errorf("%s: %v: %w", res.Target, c, err)
 		}
-		cfg.Logf("%s: %v: %.0f/s p50 %v p99 %v errors %d", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors)
+		cfg.Logf("%s: %v: %.0f/s p50 %v p99 %v errors %d cpu %v/req", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors, t.CPUPerOp())
 		res.Heartbeat = append(res.Heartbeat, t)
 	case "commit":
 		t, err := commitCase(ctx, cfg, c.Committers, c.Partitions)
 		if err != nil {
 			return fmt.Errorf("%s: %v: %w", res.Target, c, err)
 		}
-		cfg.Logf("%s: %v: %.0f req/s p50 %v p99 %v errors %d", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors)
+		cfg.Logf("%s: %v: %.0f req/s p50 %v p99 %v errors %d cpu %v/req", res.Target, c, t.PerSec(), t.P50, t.P99, t.Errors, t.CPUPerOp())
 		res.Commit = append(res.Commit, t)
 	default:
 		return fmt.Errorf("bench: unknown case %q", c.Kind)
@@ -523,6 +536,18 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 		errs    = make([]error, workers)
 		lats    = make([][]time.Duration, workers)
 	)
+	// The process CPU used between the window's start and end.
+	cpu := make(chan time.Duration, 1)
+	go func() {
+		time.Sleep(time.Until(from))
+		c0, ok0 := processCPU()
+		time.Sleep(time.Until(until))
+		c1, ok1 := processCPU()
+		if !ok0 || !ok1 {
+			c1, c0 = 0, 0
+		}
+		cpu <- c1 - c0
+	}()
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -555,6 +580,7 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 	if err := errors.Join(errs...); err != nil {
 		return t, err
 	}
+	t.CPU = <-cpu
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)

@@ -254,6 +254,9 @@ func check(t *testing.T, cfg Config, r *Result) {
 		if x.OK <= 0 {
 			t.Errorf("%s: nothing answered: %+v", x.Kind, x)
 		}
+		if _, measured := processCPU(); measured && x.CPUPerOp() <= 0 {
+			t.Errorf("%s: no CPU time measured: %+v", x.Kind, x)
+		}
 	}
 }
 

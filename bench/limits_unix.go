@@ -5,7 +5,17 @@ package bench
 import (
 	"fmt"
 	"syscall"
+	"time"
 )
+
+// processCPU is the CPU time (user and system) this process has used so far.
+func processCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
 
 // RaiseFileLimit raises the soft RLIMIT_NOFILE to at least need (up to the
 // hard limit) and fails if that is not enough.

@@ -22,18 +22,18 @@ func (r *Result) WriteMarkdown(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if len(r.Heartbeat) > 0 {
-		fmt.Fprintln(w, "| heartbeating members | groups | heartbeats/s | p50 | p99 | errors |")
-		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| heartbeating members | groups | heartbeats/s | p50 | p99 | errors | CPU/request |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
 		for _, x := range r.Heartbeat {
-			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %d |\n", x.Workers, x.Groups, count(x.PerSec()), ms(x.P50), ms(x.P99), x.Errors)
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %d | %s |\n", x.Workers, x.Groups, count(x.PerSec()), ms(x.P50), ms(x.P99), x.Errors, us(x.CPUPerOp()))
 		}
 		fmt.Fprintln(w)
 	}
 	if len(r.Commit) > 0 {
-		fmt.Fprintln(w, "| committers | partitions/commit | commits/s | offsets/s | p50 | p99 | errors |")
-		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
+		fmt.Fprintln(w, "| committers | partitions/commit | commits/s | offsets/s | p50 | p99 | errors | CPU/request |")
+		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
 		for _, x := range r.Commit {
-			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %d |\n", x.Workers, x.Partitions, count(x.PerSec()), count(x.OffsetsPerSec()), ms(x.P50), ms(x.P99), x.Errors)
+			fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %d | %s |\n", x.Workers, x.Partitions, count(x.PerSec()), count(x.OffsetsPerSec()), ms(x.P50), ms(x.P99), x.Errors, us(x.CPUPerOp()))
 		}
 		fmt.Fprintln(w)
 	}
@@ -114,8 +114,22 @@ func WriteComparison(w io.Writer, base *Result, rs ...*Result) {
 			}
 			return float64(r.Commit[i].P99), true
 		}, msf, false)
+		row(fmt.Sprintf("commit CPU/request, %d committers × %d partitions", x.Workers, x.Partitions), func(r *Result) (float64, bool) {
+			if i >= len(r.Commit) || r.Commit[i].CPU == 0 {
+				return 0, false
+			}
+			return float64(r.Commit[i].CPUPerOp()), true
+		}, func(v float64) string { return us(time.Duration(v)) }, false)
 	}
 	fmt.Fprintln(w)
+}
+
+// us formats process CPU per request ("–" when not measured).
+func us(d time.Duration) string {
+	if d <= 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f µs", float64(d)/1e3)
 }
 
 func ms(d time.Duration) string {
