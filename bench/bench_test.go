@@ -182,7 +182,10 @@ func TestCompare(t *testing.T) {
 		c.Bootstrap = addr
 		rs = append(rs, &running{name: tg.name, cfg: c})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Bounded: every case of every series against every target, each well
+	// within its window plus a minute.
+	budget := 5*time.Minute + time.Duration(repeat*len(cfg.Cases())*len(rs))*(cfg.Duration+time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	// Case by case, each against every target in turn, the whole series
 	// repeated: a change in the machine's load from other processes falls
@@ -225,6 +228,18 @@ func TestCompare(t *testing.T) {
 	}
 	if base != nil && len(others) > 0 {
 		WriteComparison(&sb, base, others...)
+		if repeat > 1 {
+			byName := map[string][]*Result{}
+			var baseRuns []*Result
+			for _, r := range rs {
+				if r.name == "kfake" {
+					baseRuns = r.runs
+				} else {
+					byName[r.name] = r.runs
+				}
+			}
+			WritePaired(&sb, "kfake", baseRuns, byName)
+		}
 	}
 	t.Log("\n" + sb.String())
 	if out := os.Getenv("COHORT_BENCH_OUT"); out != "" {

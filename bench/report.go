@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,4 +217,107 @@ func Median(runs []*Result) *Result {
 	out.Heartbeat = med(func(r *Result) []Throughput { return r.Heartbeat })
 	out.Commit = med(func(r *Result) []Throughput { return r.Commit })
 	return out
+}
+
+// Paired summarises one throughput case over series measured back to back:
+// in series i, target and base ran the case one after the other, so a change
+// in the machine's load falls on both. Ratio is target's rate over base's.
+type Paired struct {
+	Case    string
+	Ratios  []float64 // one per series, in order
+	GeoMean float64
+	Low     float64 // 95% confidence interval of the geometric mean
+	High    float64
+	AtLeast int // series with a ratio of 1 or more
+}
+
+// PairSeries pairs the throughput cases of target's runs with base's
+// (runs[i] of both are series i) and summarises each case. A case missing
+// from either side in a series is left out of that series.
+func PairSeries(target, base []*Result) []Paired {
+	var out []Paired
+	add := func(name string, pick func(*Result) []Throughput) {
+		if len(base) == 0 {
+			return
+		}
+		for i, x := range pick(base[0]) {
+			p := Paired{Case: fmt.Sprintf(name, x.Workers)}
+			for s := 0; s < len(target) && s < len(base); s++ {
+				ts, bs := pick(target[s]), pick(base[s])
+				if i >= len(ts) || i >= len(bs) || bs[i].PerSec() == 0 || ts[i].PerSec() == 0 {
+					continue
+				}
+				p.Ratios = append(p.Ratios, ts[i].PerSec()/bs[i].PerSec())
+			}
+			if len(p.Ratios) == 0 {
+				continue
+			}
+			p.GeoMean, p.Low, p.High = geoMeanCI(p.Ratios)
+			for _, r := range p.Ratios {
+				if r >= 1 {
+					p.AtLeast++
+				}
+			}
+			out = append(out, p)
+		}
+	}
+	add("heartbeats/s, %d members", func(r *Result) []Throughput { return r.Heartbeat })
+	add("commits/s, %d committers", func(r *Result) []Throughput { return r.Commit })
+	return out
+}
+
+// geoMeanCI is the geometric mean of xs (all > 0) and a 95% confidence
+// interval for it: Student's t on the logarithms (the ratios of noisy rates
+// are closer to log-normal than to normal). With one value the interval is
+// that value.
+func geoMeanCI(xs []float64) (mean, low, high float64) {
+	logs := make([]float64, len(xs))
+	var sum float64
+	for i, x := range xs {
+		logs[i] = math.Log(x)
+		sum += logs[i]
+	}
+	m := sum / float64(len(xs))
+	if len(xs) < 2 {
+		return math.Exp(m), math.Exp(m), math.Exp(m)
+	}
+	var ss float64
+	for _, l := range logs {
+		ss += (l - m) * (l - m)
+	}
+	se := math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))
+	h := tQuantile975(len(xs)-1) * se
+	return math.Exp(m), math.Exp(m - h), math.Exp(m + h)
+}
+
+// tQuantile975 is the 97.5% quantile of Student's t with df degrees of
+// freedom (two-sided 95%), from the standard table; 1.96 beyond 30.
+func tQuantile975(df int) float64 {
+	table := [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+		2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+		2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+	if df >= 1 && df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96
+}
+
+// WritePaired writes, for each target, the per-series ratios of its rates
+// to base's with their geometric mean and 95% confidence interval.
+func WritePaired(w io.Writer, baseName string, base []*Result, targets map[string][]*Result) {
+	names := slices.Sorted(maps.Keys(targets))
+	fmt.Fprintf(w, "Paired series (each target and %s back to back; ratio = target / %s):\n\n", baseName, baseName)
+	fmt.Fprintln(w, "| target | case | series | geometric mean | 95% CI | series ≥ 1 | ratios |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---|")
+	for _, name := range names {
+		for _, p := range PairSeries(targets[name], base) {
+			rs := make([]string, len(p.Ratios))
+			for i, r := range p.Ratios {
+				rs[i] = fmt.Sprintf("%.2f", r)
+			}
+			fmt.Fprintf(w, "| %s | %s | %d | %.3f× | %.3f–%.3f | %d of %d | %s |\n",
+				name, p.Case, len(p.Ratios), p.GeoMean, p.Low, p.High, p.AtLeast, len(p.Ratios), strings.Join(rs, " "))
+		}
+	}
+	fmt.Fprintln(w)
 }
