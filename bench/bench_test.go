@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,14 +190,20 @@ func TestCompare(t *testing.T) {
 	defer cancel()
 	// Case by case, each against every target in turn, the whole series
 	// repeated: a change in the machine's load from other processes falls
-	// on all targets alike, and the median run of each is reported.
+	// on all targets alike, and the median run of each is reported. Every
+	// other series runs the targets in reverse order, so that none always
+	// goes first (after the previous case's connections close) or last.
 	start := time.Now()
 	for rep := range repeat {
 		for _, r := range rs {
 			r.runs = append(r.runs, &Result{Target: r.name})
 		}
+		order := slices.Clone(rs)
+		if rep%2 == 1 {
+			slices.Reverse(order)
+		}
 		for _, c := range cfg.Cases() {
-			for _, r := range rs {
+			for _, r := range order {
 				rc := r.cfg
 				rc.Prefix = fmt.Sprintf("bench-%s-%d", r.name, rep)
 				if err := RunCase(ctx, rc, c, r.runs[rep]); err != nil {
