@@ -236,12 +236,12 @@ type Paired struct {
 // from either side in a series is left out of that series.
 func PairSeries(target, base []*Result) []Paired {
 	var out []Paired
-	add := func(name string, pick func(*Result) []Throughput) {
+	add := func(name func(Throughput) string, pick func(*Result) []Throughput) {
 		if len(base) == 0 {
 			return
 		}
 		for i, x := range pick(base[0]) {
-			p := Paired{Case: fmt.Sprintf(name, x.Workers)}
+			p := Paired{Case: name(x)}
 			for s := 0; s < len(target) && s < len(base); s++ {
 				ts, bs := pick(target[s]), pick(base[s])
 				if i >= len(ts) || i >= len(bs) || bs[i].PerSec() == 0 || ts[i].PerSec() == 0 {
@@ -261,8 +261,12 @@ func PairSeries(target, base []*Result) []Paired {
 			out = append(out, p)
 		}
 	}
-	add("heartbeats/s, %d members", func(r *Result) []Throughput { return r.Heartbeat })
-	add("commits/s, %d committers", func(r *Result) []Throughput { return r.Commit })
+	add(func(x Throughput) string {
+		return fmt.Sprintf("heartbeats/s, %d members in %d group(s)", x.Workers, x.Groups)
+	}, func(r *Result) []Throughput { return r.Heartbeat })
+	add(func(x Throughput) string {
+		return fmt.Sprintf("commits/s, %d committers × %d partitions", x.Workers, x.Partitions)
+	}, func(r *Result) []Throughput { return r.Commit })
 	return out
 }
 

@@ -10,7 +10,7 @@ import (
 func commitRun(target string, rates ...int64) *Result {
 	r := &Result{Target: target}
 	for i, n := range rates {
-		r.Commit = append(r.Commit, Throughput{Kind: "commit", Workers: 16 << (4 * i), Window: time.Second, OK: n})
+		r.Commit = append(r.Commit, Throughput{Kind: "commit", Workers: 16 << (4 * i), Partitions: 1, Window: time.Second, OK: n})
 	}
 	return r
 }
@@ -27,7 +27,7 @@ func TestPairSeries(t *testing.T) {
 		t.Fatalf("%d cases, want 2: %+v", len(ps), ps)
 	}
 	p := ps[0]
-	if p.Case != "commits/s, 16 committers" || len(p.Ratios) != 3 || p.Ratios[0] != 2 || p.Ratios[1] != 0.5 || p.Ratios[2] != 1 {
+	if p.Case != "commits/s, 16 committers × 1 partitions" || len(p.Ratios) != 3 || p.Ratios[0] != 2 || p.Ratios[1] != 0.5 || p.Ratios[2] != 1 {
 		t.Fatalf("first case: %+v", p)
 	}
 	// 2 × 0.5 × 1: geometric mean 1; two of three at or above 1.
@@ -40,7 +40,7 @@ func TestPairSeries(t *testing.T) {
 		t.Fatalf("first case: interval %v–%v, want %v–%v", p.Low, p.High, math.Exp(-h), math.Exp(h))
 	}
 	q := ps[1]
-	if q.Case != "commits/s, 256 committers" || len(q.Ratios) != 2 || !near(q.GeoMean, math.Sqrt(1.1*0.9)) || q.AtLeast != 1 {
+	if q.Case != "commits/s, 256 committers × 1 partitions" || len(q.Ratios) != 2 || !near(q.GeoMean, math.Sqrt(1.1*0.9)) || q.AtLeast != 1 {
 		t.Fatalf("second case: %+v", q)
 	}
 }
@@ -71,9 +71,29 @@ func TestWritePaired(t *testing.T) {
 	var sb strings.Builder
 	WritePaired(&sb, "kfake", base, map[string][]*Result{"cohort-disk": {commitRun("cohort-disk", 110), commitRun("cohort-disk", 90)}})
 	out := sb.String()
-	for _, want := range []string{"| cohort-disk | commits/s, 16 committers | 2 | 0.995× |", "| 1 of 2 | 1.10 0.90 |"} {
+	for _, want := range []string{"| cohort-disk | commits/s, 16 committers × 1 partitions | 2 | 0.995× |", "| 1 of 2 | 1.10 0.90 |"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("missing %q in\n%s", want, out)
 		}
+	}
+}
+
+// Cases that differ only in partitions per commit (or groups) keep apart.
+func TestPairSeriesCaseNames(t *testing.T) {
+	run := func(target string) *Result {
+		return &Result{Target: target,
+			Heartbeat: []Throughput{{Workers: 200, Groups: 1, Window: time.Second, OK: 10}, {Workers: 200, Groups: 10, Window: time.Second, OK: 10}},
+			Commit:    []Throughput{{Workers: 16, Partitions: 1, Window: time.Second, OK: 10}, {Workers: 16, Partitions: 50, Window: time.Second, OK: 10}}}
+	}
+	ps := PairSeries([]*Result{run("x")}, []*Result{run("kfake")})
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if seen[p.Case] {
+			t.Fatalf("two cases named %q", p.Case)
+		}
+		seen[p.Case] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("%d cases, want 4: %v", len(seen), seen)
 	}
 }
