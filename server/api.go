@@ -25,6 +25,9 @@ import (
 type Client struct {
 	ID   string // client id from the request header ("" if null)
 	Host string // remote IP address, without port (Kafka's clientHost, shown in DescribeGroups as "/1.2.3.4")
+	// Principal is the authenticated principal of the connection, e.g.
+	// "User:alice" (Anonymous when it authenticated no one).
+	Principal string
 }
 
 // Groups serves the group-scoped APIs: OffsetCommit(8), OffsetFetch(9),

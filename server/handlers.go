@@ -41,6 +41,14 @@ const defaultPartitions = 1
 
 // handle answers one decoded request.
 func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	if s.authz != nil {
+		return s.handleAuthorized(ctx, c, r)
+	}
+	return s.handleUnchecked(ctx, c, r)
+}
+
+// handleUnchecked answers r without authorization checks.
+func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	switch r.key {
 	case keyApiVersions:
 		return apiVersions(r), nil

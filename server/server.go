@@ -42,6 +42,8 @@ type Config struct {
 	TLS *tls.Config
 	// Registerer, if set, receives the server's Prometheus metrics.
 	Registerer prometheus.Registerer
+	// Security configures authentication and authorization (nil: none).
+	Security *Security
 }
 
 // Server is a Kafka protocol front end. Create it with New.
@@ -50,6 +52,7 @@ type Server struct {
 	log     *slog.Logger
 	catalog *catalog.Catalog
 	metrics *metrics // nil when no Registerer
+	authz   Authorizer // nil: every request allowed
 
 	mu      sync.Mutex
 	ln      net.Listener
@@ -89,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.catalog == nil {
 		s.catalog = catalog.New(catalog.Options{})
+	}
+	if cfg.Security != nil {
+		s.authz = cfg.Security.Authorizer
 	}
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Registerer != nil {
