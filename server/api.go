@@ -28,6 +28,9 @@ type Client struct {
 	// Principal is the authenticated principal of the connection, e.g.
 	// "User:alice" (Anonymous when it authenticated no one).
 	Principal string
+	// Listener is the name of the listener the client connected on:
+	// Metadata and FindCoordinator answer with that listener's endpoints.
+	Listener string
 }
 
 // Groups serves the group-scoped APIs: OffsetCommit(8), OffsetFetch(9),
@@ -49,6 +52,33 @@ type Broker struct {
 	Host   string
 	Port   int32
 	Rack   *string
+	// Endpoints are the node's advertised addresses by listener name. A
+	// client is given the endpoint of the listener it connected on; a
+	// broker without one for that listener is left out, as Kafka does.
+	// Empty: Host and Port serve every listener.
+	Endpoints []Endpoint
+}
+
+// Endpoint is a broker's advertised address on one listener.
+type Endpoint struct {
+	Listener string
+	Host     string
+	Port     int32
+}
+
+// on returns the broker as a client of listener sees it: Host and Port
+// are its endpoint there. false: the broker has no such endpoint.
+func (b Broker) on(listener string) (Broker, bool) {
+	if len(b.Endpoints) == 0 || listener == "" {
+		return b, true
+	}
+	for _, e := range b.Endpoints {
+		if e.Listener == listener {
+			b.Host, b.Port = e.Host, e.Port
+			return b, true
+		}
+	}
+	return Broker{}, false
 }
 
 // Topology tells the front end which nodes exist and which one coordinates a
@@ -86,6 +116,7 @@ func (t *SingleNodeTopology) SetSelf(self Broker) {
 		r := *self.Rack
 		self.Rack = &r
 	}
+	self.Endpoints = append([]Endpoint(nil), self.Endpoints...)
 	t.self.Store(&self)
 }
 
@@ -130,10 +161,22 @@ const (
 	keyCreatePartitions int16 = 37
 	keyDeleteGroups     int16 = 42
 	keyOffsetDelete     int16 = 47
+
+	keySaslHandshake    int16 = 17
+	keySaslAuthenticate int16 = 36
+	keyDescribeACLs     int16 = 29
+	keyCreateACLs       int16 = 30
+	keyDeleteACLs       int16 = 31
+	keyDescribeSCRAM    int16 = 50
+	keyAlterSCRAM       int16 = 51
 )
 
 // supported is the one table of what cohort advertises, in key order. No
 // Produce/Fetch (cohort stores no records), no telemetry, no KIP-848 keys.
+// The SASL and security admin APIs are advertised on every listener, as
+// Kafka does: on a listener without SASL a SaslHandshake is answered
+// ILLEGAL_SASL_STATE, and without a security store the admin APIs answer
+// SECURITY_DISABLED.
 // OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era storage) are left out,
 // as Kafka 4 does. Every Max here is within kmsg's MaxVersion (checked by a
 // test).
@@ -148,16 +191,23 @@ var supported = [...]APIVersions{
 	{keySyncGroup, "SyncGroup", 0, 5},
 	{keyDescribeGroups, "DescribeGroups", 0, 6},
 	{keyListGroups, "ListGroups", 0, 5},
+	{keySaslHandshake, "SASLHandshake", 0, 1},
 	{keyApiVersions, "ApiVersions", 0, 4},
 	{keyCreateTopics, "CreateTopics", 0, 7},
 	{keyDeleteTopics, "DeleteTopics", 0, 6},
+	{keyDescribeACLs, "DescribeACLs", 0, 3},
+	{keyCreateACLs, "CreateACLs", 0, 3},
+	{keyDeleteACLs, "DeleteACLs", 0, 3},
+	{keySaslAuthenticate, "SASLAuthenticate", 0, 2},
 	{keyCreatePartitions, "CreatePartitions", 0, 3},
 	{keyDeleteGroups, "DeleteGroups", 0, 2},
 	{keyOffsetDelete, "OffsetDelete", 0, 0},
+	{keyDescribeSCRAM, "DescribeUserSCRAMCredentials", 0, 0},
+	{keyAlterSCRAM, "AlterUserSCRAMCredentials", 0, 0},
 }
 
 // maxKey bounds the per-key lookup tables.
-const maxKey = 48
+const maxKey = 52
 
 // byKey[k] points into supported, nil for unsupported keys.
 var byKey [maxKey]*APIVersions

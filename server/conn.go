@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -120,6 +121,8 @@ func readFrame(r io.Reader, size int32) ([]byte, error) {
 // cancels it.
 type conn struct {
 	s      *Server
+	l      *listener
+	auth   connAuth
 	nc     net.Conn
 	br     *bufio.Reader
 	host   string
@@ -131,15 +134,16 @@ type conn struct {
 	fbuf   []byte // reusable frame buffer (see frameFree)
 }
 
-func newConn(s *Server, nc net.Conn) *conn {
+func newConn(s *Server, nc net.Conn, l *listener) *conn {
 	remote := nc.RemoteAddr().String()
-	host := remote
-	if h, _, err := net.SplitHostPort(remote); err == nil {
-		host = h
+	host := remoteHost(nc)
+	if l.IsTLS() {
+		nc = tls.Server(nc, l.TLS)
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
 		s:  s,
+		l:  l,
 		nc: nc,
 		// Buffered: a small request's size prefix and body usually
 		// arrive in one read system call instead of two.
@@ -184,6 +188,9 @@ func (c *conn) run() {
 	}
 	defer c.close()
 	defer c.recoverBug("serve")
+	if !c.startAuth() {
+		return
+	}
 	for c.ctx.Err() == nil { // no new request once cancelled
 		r := c.readRequest()
 		if r == nil || !c.serveOne(r) {
@@ -308,11 +315,24 @@ func decodeReason(err error) string {
 // serveOne answers r and writes the response; false closes the connection.
 func (c *conn) serveOne(r *request) bool {
 	start := time.Now()
+	if !c.admit(r) {
+		return false
+	}
 	var stopWatch func()
 	if r.key == keyJoinGroup || r.key == keySyncGroup {
 		stopWatch = c.watchHangup()
 	}
-	resp, err := c.s.handle(c.ctx, Client{ID: r.clientID, Host: c.host}, r)
+	var resp kmsg.Response
+	var err error
+	closeAfter := false
+	switch r.key {
+	case keySaslHandshake:
+		resp, closeAfter = c.saslHandshake(r)
+	case keySaslAuthenticate:
+		resp, closeAfter = c.saslAuthenticate(r)
+	default:
+		resp, err = c.s.handle(c.ctx, Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r)
+	}
 	if stopWatch != nil {
 		stopWatch()
 	}
@@ -333,5 +353,11 @@ func (c *conn) serveOne(r *request) bool {
 		c.wbuf = nil
 	}
 	c.s.metrics.observe(r.key, time.Since(start))
+	if closeAfter {
+		return false
+	}
+	if c.auth.state == saslRaw {
+		return c.saslRawExchange()
+	}
 	return true
 }

@@ -120,7 +120,7 @@ func FuzzConnStream(f *testing.F) {
 		client, server := net.Pipe()
 		srv.mu.Lock()
 		srv.wg.Add(1)
-		c := newConn(srv, server)
+		c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
 		srv.conns[c] = struct{}{}
 		srv.mu.Unlock()
 		go c.run()

@@ -53,15 +53,25 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 	case keyApiVersions:
 		return apiVersions(r), nil
 	case keyMetadata:
-		return s.metadata(r.req.(*kmsg.MetadataRequest)), nil
+		return s.metadata(c, r.req.(*kmsg.MetadataRequest)), nil
 	case keyFindCoordinator:
-		return s.findCoordinator(r.req.(*kmsg.FindCoordinatorRequest)), nil
+		return s.findCoordinator(c, r.req.(*kmsg.FindCoordinatorRequest)), nil
 	case keyCreateTopics:
 		return s.createTopics(r.req.(*kmsg.CreateTopicsRequest)), nil
 	case keyDeleteTopics:
 		return s.deleteTopics(r.req.(*kmsg.DeleteTopicsRequest)), nil
 	case keyCreatePartitions:
 		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
+	case keySaslHandshake, keySaslAuthenticate:
+		// The connection answers these itself (they change its state);
+		// here only when called without one.
+		resp := r.req.ResponseKind()
+		if h, ok := resp.(*kmsg.SASLHandshakeResponse); ok {
+			h.ErrorCode = errIllegalSaslState
+		} else {
+			resp.(*kmsg.SASLAuthenticateResponse).ErrorCode = errIllegalSaslState
+		}
+		return resp, nil
 	}
 	if !isGroupKey(r.key) { // decodeFrame admits only advertised keys
 		return nil, fmt.Errorf("no handler for API key %d", r.key)
@@ -116,10 +126,10 @@ func errorMessage(code int16) *string {
 // unless the catalog gives the partition racks, in which case the replicas
 // are the brokers in those racks (so rack-aware assignors see the racks
 // through the brokers' Rack field, the way Kafka exposes them).
-func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
+func (s *Server) metadata(c Client, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	topo := s.cfg.Topology
-	brokers := topo.Brokers()
+	brokers := brokersOn(topo.Brokers(), c.Listener)
 	resp.Brokers = make([]kmsg.MetadataResponseBroker, len(brokers))
 	for i, b := range brokers {
 		mb := kmsg.NewMetadataResponseBroker()
@@ -172,6 +182,18 @@ func (s *Server) metadata(req *kmsg.MetadataRequest) kmsg.Response {
 		}
 	}
 	return resp
+}
+
+// brokersOn returns the brokers as clients of listener see them, leaving
+// out those without an endpoint there.
+func brokersOn(brokers []Broker, listener string) []Broker {
+	out := brokers[:0:0]
+	for _, b := range brokers {
+		if eb, ok := b.on(listener); ok {
+			out = append(out, eb)
+		}
+	}
+	return out
 }
 
 // placer decides which brokers Metadata names as a partition's leader and
@@ -255,13 +277,20 @@ func (p *placer) replicasInRacks(racks []string) []int32 {
 
 // findCoordinator answers FindCoordinator: groups go to the topology; there
 // is no transaction or share coordinator.
-func (s *Server) findCoordinator(req *kmsg.FindCoordinatorRequest) kmsg.Response {
+func (s *Server) findCoordinator(c Client, req *kmsg.FindCoordinatorRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
 	v := req.GetVersion()
 	locate := func(key string) (Broker, int16) {
 		switch {
 		case req.CoordinatorType == coordinatorGroup:
-			return s.cfg.Topology.Coordinator(key)
+			b, code := s.cfg.Topology.Coordinator(key)
+			if code != errNone {
+				return b, code
+			}
+			if eb, ok := b.on(c.Listener); ok {
+				return eb, errNone
+			}
+			return Broker{}, errCoordinatorNotAvailable
 		case req.CoordinatorType == coordinatorTransaction:
 			return Broker{}, errCoordinatorNotAvailable
 		case req.CoordinatorType == coordinatorShare && v >= 6:

@@ -15,6 +15,7 @@ type metrics struct {
 	requests       [maxKey]prometheus.Counter
 	latency        [maxKey]prometheus.Observer
 	protocolErrors *prometheus.CounterVec
+	auth           *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,8 +39,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "cohort", Subsystem: "server", Name: "protocol_errors_total",
 			Help: "Connections closed because of a bad request, by reason.",
 		}, []string{"reason"}),
+		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "cohort", Subsystem: "server", Name: "authentications_total",
+			Help: "Authentication attempts by mechanism (SASL mechanism, or SSL for a client certificate) and result (success, failure).",
+		}, []string{"mechanism", "result"}),
 	}
-	for _, c := range []prometheus.Collector{reqs, lat, m.connections, m.protocolErrors} {
+	for _, c := range []prometheus.Collector{reqs, lat, m.connections, m.protocolErrors, m.auth} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: registering metrics: %w", err)
 		}
@@ -66,4 +71,17 @@ func (m *metrics) protocolError(reason string) {
 		return
 	}
 	m.protocolErrors.WithLabelValues(reason).Inc()
+}
+
+// authResult counts one authentication attempt's outcome by mechanism
+// ("SSL" for a TLS client certificate).
+func (m *metrics) authResult(mechanism string, ok bool) {
+	if m == nil {
+		return
+	}
+	result := "failure"
+	if ok {
+		result = "success"
+	}
+	m.auth.WithLabelValues(mechanism, result).Inc()
 }

@@ -38,6 +38,8 @@ type Security struct {
 	// AuthTimeout bounds the TLS handshake and the SASL exchange of a new
 	// connection (default 10s).
 	AuthTimeout time.Duration
+	// Now is the clock of session lifetimes (nil: time.Now).
+	Now func() time.Time
 	// PrincipalOf maps a verified client certificate to a principal
 	// ("User:..."); nil means "User:" + the subject's CN.
 	PrincipalOf func(*x509.Certificate) (string, error)

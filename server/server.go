@@ -21,8 +21,12 @@ const DefaultMaxFrameBytes = 100 << 20
 
 // Config configures a Server.
 type Config struct {
-	// Listen is the TCP address Listen binds, e.g. ":9092" or
-	// "127.0.0.1:0".
+	// Listeners are the addresses the server accepts connections on, each
+	// with its security protocol. Empty means one listener: PLAINTEXT on
+	// Listen (or SSL when TLS is set).
+	Listeners []Listener
+	// Listen is the TCP address of the single listener used when
+	// Listeners is empty, e.g. ":9092" or "127.0.0.1:0".
 	Listen string
 	// Groups serves the group-scoped APIs. Required.
 	Groups Groups
@@ -38,12 +42,42 @@ type Config struct {
 	MaxFrameBytes int32
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
-	// TLS, if set, makes every accepted connection a TLS server connection.
+	// TLS, with Listen, makes the single listener an SSL listener.
 	TLS *tls.Config
 	// Registerer, if set, receives the server's Prometheus metrics.
 	Registerer prometheus.Registerer
 	// Security configures authentication and authorization (nil: none).
 	Security *Security
+}
+
+// Listener is one address the server accepts connections on.
+type Listener struct {
+	// Name is the listener's name, by which Metadata and FindCoordinator
+	// pick each broker's advertised endpoint (Broker.Endpoints). Default:
+	// Protocol.
+	Name string
+	// Protocol is the security protocol: ProtocolPlaintext, ProtocolSSL,
+	// ProtocolSASLPlaintext or ProtocolSASLSSL.
+	Protocol string
+	// Addr is the TCP address to bind.
+	Addr string
+	// TLS is the server TLS configuration of SSL and SASL_SSL listeners
+	// (its ClientAuth decides mTLS).
+	TLS *tls.Config
+}
+
+// IsTLS reports whether the listener's protocol runs over TLS.
+func (l Listener) IsTLS() bool { return l.Protocol == ProtocolSSL || l.Protocol == ProtocolSASLSSL }
+
+// IsSASL reports whether the listener's protocol authenticates with SASL.
+func (l Listener) IsSASL() bool {
+	return l.Protocol == ProtocolSASLPlaintext || l.Protocol == ProtocolSASLSSL
+}
+
+// listener is a bound Listener.
+type listener struct {
+	Listener
+	ln net.Listener
 }
 
 // Server is a Kafka protocol front end. Create it with New.
@@ -53,9 +87,11 @@ type Server struct {
 	catalog *catalog.Catalog
 	metrics *metrics // nil when no Registerer
 	authz   Authorizer // nil: every request allowed
+	sec     securityRuntime
 
+	lcfg    []Listener
 	mu      sync.Mutex
-	ln      net.Listener
+	lns     []*listener // bound, in lcfg order
 	conns   map[*conn]struct{}
 	closed  bool
 	serving bool
@@ -84,7 +120,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	lcfg, err := listenerConfigs(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
+		lcfg:    lcfg,
 		cfg:     cfg,
 		log:     cfg.Logger,
 		catalog: cfg.Catalog,
@@ -96,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Security != nil {
 		s.authz = cfg.Security.Authorizer
 	}
+	s.sec = newSecurityRuntime(cfg.Security)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Registerer != nil {
 		m, err := newMetrics(cfg.Registerer)
@@ -110,38 +152,62 @@ func New(cfg Config) (*Server, error) {
 // Catalog returns the catalog the server serves.
 func (s *Server) Catalog() *catalog.Catalog { return s.catalog }
 
-// Listen binds Config.Listen. Call it before Serve when the address must be
-// known first (Addr), e.g. to advertise a port picked by the kernel through
-// SingleNodeTopology.SetSelf.
+// Listen binds every listener. Call it before Serve when the addresses
+// must be known first (Addr, ListenerAddr), e.g. to advertise a port picked
+// by the kernel through SingleNodeTopology.SetSelf.
 func (s *Server) Listen() error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("server: listen: %w", err)
+	var bound []*listener
+	for _, l := range s.lcfg {
+		ln, err := net.Listen("tcp", l.Addr)
+		if err != nil {
+			for _, b := range bound {
+				b.ln.Close()
+			}
+			return fmt.Errorf("server: listen %s://%s: %w", l.Protocol, l.Addr, err)
+		}
+		bound = append(bound, &listener{Listener: l, ln: ln})
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		ln.Close()
-		return ErrServerClosed
-	}
-	if s.ln != nil {
-		ln.Close()
+	if s.closed || s.lns != nil {
+		for _, b := range bound {
+			b.ln.Close()
+		}
+		if s.closed {
+			return ErrServerClosed
+		}
 		return errors.New("server: already listening")
 	}
-	s.ln = ln
+	s.lns = bound
 	return nil
 }
 
-// Addr returns the bound address, or nil before Listen (or Serve on a
-// listener).
+// Addr returns the bound address of the first listener, or nil before
+// Listen (or Serve on a listener).
 func (s *Server) Addr() net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ln == nil {
+	if len(s.lns) == 0 {
 		return nil
 	}
-	return s.ln.Addr()
+	return s.lns[0].ln.Addr()
 }
+
+// ListenerAddr returns the bound address of the listener called name, or
+// nil.
+func (s *Server) ListenerAddr(name string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.lns {
+		if l.Name == name {
+			return l.ln.Addr()
+		}
+	}
+	return nil
+}
+
+// Listeners returns the configured listeners (names filled in).
+func (s *Server) Listeners() []Listener { return append([]Listener(nil), s.lcfg...) }
 
 // ListenAndServe is Listen followed by Serve.
 func (s *Server) ListenAndServe(ctx context.Context) error {
@@ -151,15 +217,15 @@ func (s *Server) ListenAndServe(ctx context.Context) error {
 	return s.Serve(ctx)
 }
 
-// Serve accepts connections on the listener bound by Listen (binding it
-// first if needed) until ctx is done or Close is called; either way it shuts
-// the server down gracefully (see Close) and returns nil. It returns an error
-// if the listener fails.
+// Serve accepts connections on the listeners bound by Listen (binding them
+// first if needed) until ctx is done or Close is called; either way it
+// shuts the server down gracefully (see Close) and returns nil. It returns
+// an error if a listener fails.
 func (s *Server) Serve(ctx context.Context) error {
 	s.mu.Lock()
-	ln := s.ln
+	bound := s.lns != nil
 	s.mu.Unlock()
-	if ln == nil {
+	if !bound {
 		if err := s.Listen(); err != nil {
 			return err
 		}
@@ -168,7 +234,8 @@ func (s *Server) Serve(ctx context.Context) error {
 }
 
 // ServeListener is Serve on a listener the caller created (tests use
-// 127.0.0.1:0). The server owns ln from then on and closes it.
+// 127.0.0.1:0), used as the first configured listener. The server owns ln
+// from then on and closes it.
 func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.closed {
@@ -176,11 +243,11 @@ func (s *Server) ServeListener(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 		return ErrServerClosed
 	}
-	if s.ln != nil {
+	if s.lns != nil {
 		s.mu.Unlock()
 		return errors.New("server: already listening")
 	}
-	s.ln = ln
+	s.lns = []*listener{{Listener: s.lcfg[0], ln: ln}}
 	s.mu.Unlock()
 	return s.serve(ctx)
 }
@@ -196,35 +263,48 @@ func (s *Server) serve(ctx context.Context) error {
 		return errors.New("server: already serving")
 	}
 	s.serving = true
-	ln := s.ln
+	lns := s.lns
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
 
-	s.log.Info("serving Kafka protocol", "addr", ln.Addr().String(), "tls", s.cfg.TLS != nil)
+	errs := make(chan error, len(lns))
+	for _, l := range lns {
+		go func() { errs <- s.accept(l) }()
+	}
+	var first error
+	for range lns {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	s.wg.Wait() // Close or Shutdown is finishing the connections
+	return first
+}
+
+// accept runs one listener's accept loop until the server closes (nil) or
+// the listener fails (the server stops; the error).
+func (s *Server) accept(l *listener) error {
+	s.log.Info("serving Kafka protocol", "listener", l.Name, "protocol", l.Protocol, "addr", l.ln.Addr().String())
 	var backoff time.Duration
 	for {
-		nc, err := ln.Accept()
+		nc, err := l.ln.Accept()
 		if err != nil {
 			if s.isClosed() {
-				s.wg.Wait() // Close or Shutdown is finishing the connections
 				return nil
 			}
 			if isTemporary(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "err", err, "backoff", backoff)
+				s.log.Warn("accept failed; retrying", "listener", l.Name, "err", err, "backoff", backoff)
 				time.Sleep(backoff)
 				continue
 			}
-			s.log.Error("accept failed; server stops", "err", err)
+			s.log.Error("accept failed; server stops", "listener", l.Name, "err", err)
 			s.Close()
-			return fmt.Errorf("server: accept: %w", err)
+			return fmt.Errorf("server: accept on %s: %w", l.Name, err)
 		}
 		backoff = 0
-		if s.cfg.TLS != nil {
-			nc = tls.Server(nc, s.cfg.TLS)
-		}
-		if !s.startConn(nc) {
+		if !s.startConn(nc, l) {
 			nc.Close()
 			return nil
 		}
@@ -250,13 +330,13 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn registers and starts a connection; false if the server closed.
-func (s *Server) startConn(nc net.Conn) bool {
+func (s *Server) startConn(nc net.Conn, l *listener) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false
 	}
-	c := newConn(s, nc)
+	c := newConn(s, nc, l)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	go c.run()
@@ -323,15 +403,58 @@ func (s *Server) stop() ([]*conn, error) {
 		return conns, nil
 	}
 	s.closed = true
-	ln := s.ln
+	lns := s.lns
 	s.mu.Unlock()
 
 	var err error
-	if ln != nil {
-		if err = ln.Close(); errors.Is(err, net.ErrClosed) {
-			err = nil
+	for _, l := range lns {
+		if cerr := l.ln.Close(); cerr != nil && !errors.Is(cerr, net.ErrClosed) && err == nil {
+			err = cerr
 		}
 	}
 	s.cancel()
 	return conns, err
+}
+
+// listenerConfigs checks the configured listeners (or builds the single
+// one from Listen and TLS) and fills in their names.
+func listenerConfigs(cfg Config) ([]Listener, error) {
+	ls := cfg.Listeners
+	if len(ls) == 0 {
+		l := Listener{Protocol: ProtocolPlaintext, Addr: cfg.Listen, TLS: cfg.TLS}
+		if cfg.TLS != nil {
+			l.Protocol = ProtocolSSL
+		}
+		ls = []Listener{l}
+	} else if cfg.Listen != "" || cfg.TLS != nil {
+		return nil, errors.New("server: set either Listeners or Listen/TLS, not both")
+	}
+	out := make([]Listener, len(ls))
+	names := map[string]bool{}
+	for i, l := range ls {
+		if l.Name == "" {
+			l.Name = l.Protocol
+		}
+		switch l.Protocol {
+		case ProtocolPlaintext, ProtocolSASLPlaintext:
+			if l.TLS != nil {
+				return nil, fmt.Errorf("server: listener %s: %s takes no TLS configuration", l.Name, l.Protocol)
+			}
+		case ProtocolSSL, ProtocolSASLSSL:
+			if l.TLS == nil {
+				return nil, fmt.Errorf("server: listener %s: %s needs a TLS configuration", l.Name, l.Protocol)
+			}
+		default:
+			return nil, fmt.Errorf("server: listener %s: unknown security protocol %q", l.Name, l.Protocol)
+		}
+		if l.IsSASL() && (cfg.Security == nil || len(cfg.Security.Mechanisms) == 0) {
+			return nil, fmt.Errorf("server: listener %s: %s needs at least one SASL mechanism", l.Name, l.Protocol)
+		}
+		if names[l.Name] {
+			return nil, fmt.Errorf("server: two listeners are called %s", l.Name)
+		}
+		names[l.Name] = true
+		out[i] = l
+	}
+	return out, nil
 }

@@ -1,0 +1,351 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/security/sasl"
+)
+
+// Kafka error codes of authentication.
+const (
+	errUnsupportedSaslMechanism int16 = 33
+	errIllegalSaslState         int16 = 34
+	errSaslAuthenticationFailed int16 = 58
+)
+
+// Defaults of Security's timings.
+const (
+	DefaultFailedAuthDelay = 100 * time.Millisecond // Kafka's connection.failed.authentication.delay.ms
+	DefaultAuthTimeout     = 10 * time.Second
+)
+
+// maxSaslTokenBytes bounds one SASL token (a raw v0 frame or a
+// SaslAuthenticate's AuthBytes). SCRAM messages are a few hundred bytes and
+// an OAUTHBEARER JWT a few KiB; Kafka's SASL servers refuse tokens above
+// 512 KiB before authentication for the same reason: an unauthenticated
+// client must not make the server buffer much.
+const maxSaslTokenBytes = 512 << 10
+
+// securityRuntime is the server's view of Config.Security with defaults
+// applied; a zero value means no security.
+type securityRuntime struct {
+	cfg        *Security
+	mechNames  []string // enabled mechanisms, sorted
+	failDelay  time.Duration
+	timeout    time.Duration
+	lifetime   time.Duration
+	now        func() time.Time
+	principals func(*x509.Certificate) (string, error)
+}
+
+func newSecurityRuntime(cfg *Security) securityRuntime {
+	r := securityRuntime{cfg: cfg, failDelay: DefaultFailedAuthDelay, timeout: DefaultAuthTimeout, now: time.Now,
+		principals: cnPrincipal}
+	if cfg == nil {
+		return r
+	}
+	for name := range cfg.Mechanisms {
+		r.mechNames = append(r.mechNames, name)
+	}
+	sort.Strings(r.mechNames)
+	if cfg.FailedAuthDelay > 0 {
+		r.failDelay = cfg.FailedAuthDelay
+	}
+	if cfg.AuthTimeout > 0 {
+		r.timeout = cfg.AuthTimeout
+	}
+	r.lifetime = cfg.SessionLifetime
+	if cfg.Now != nil {
+		r.now = cfg.Now
+	}
+	if cfg.PrincipalOf != nil {
+		r.principals = cfg.PrincipalOf
+	}
+	return r
+}
+
+// cnPrincipal is the default principal of a client certificate: User:<CN>.
+func cnPrincipal(cert *x509.Certificate) (string, error) {
+	if cert.Subject.CommonName == "" {
+		return "", errors.New("the client certificate's subject has no CN")
+	}
+	return "User:" + cert.Subject.CommonName, nil
+}
+
+// saslState is where a connection is in its SASL exchange.
+type saslState uint8
+
+const (
+	saslNone          saslState = iota // not a SASL listener
+	saslHandshake                      // waiting for SaslHandshake (ApiVersions allowed)
+	saslAuthenticate                   // handshake v1 done: waiting for SaslAuthenticate
+	saslRaw                            // handshake v0 done: raw tokens until done
+	saslDone                           // authenticated
+)
+
+// connAuth is a connection's authentication state, touched only by the
+// connection's goroutine.
+type connAuth struct {
+	state     saslState
+	principal string
+	mech      string
+	sess      sasl.Session
+	reauth    bool      // a KIP-368 re-authentication is under way
+	authV1    bool      // the client authenticated with SaslAuthenticate v1+ (may re-authenticate)
+	expires   time.Time // session end (KIP-368); zero: none
+	started   time.Time // when the current exchange began
+}
+
+// handshakeTLS completes the TLS handshake of a new connection within the
+// authentication timeout and sets the certificate's principal.
+func (c *conn) handshakeTLS() error {
+	tc := c.nc.(*tls.Conn)
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.sec.timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) > 0 && c.l.Protocol == ProtocolSSL {
+		p, err := c.s.sec.principals(st.PeerCertificates[0])
+		if err != nil {
+			return fmt.Errorf("client certificate %q: %w", st.PeerCertificates[0].Subject.String(), err)
+		}
+		c.auth.principal = p
+	}
+	return nil
+}
+
+// startAuth prepares a new connection: TLS handshake, and on SASL
+// listeners a deadline by which the client must have authenticated.
+// false closes the connection.
+func (c *conn) startAuth() bool {
+	c.auth.principal = Anonymous
+	if c.l.IsTLS() {
+		if err := c.handshakeTLS(); err != nil {
+			if c.ctx.Err() == nil {
+				c.log.Info("closing connection: authentication failed", "listener", c.l.Name, "reason", err.Error())
+				c.s.metrics.authResult("SSL", false)
+			}
+			return false
+		}
+		if c.l.Protocol == ProtocolSSL {
+			c.s.metrics.authResult("SSL", true)
+		}
+	}
+	if c.l.IsSASL() {
+		c.auth.state = saslHandshake
+		c.auth.started = c.s.sec.now()
+		c.nc.SetReadDeadline(time.Now().Add(c.s.sec.timeout))
+	}
+	return true
+}
+
+// admit decides whether request r may be served in the connection's
+// current authentication state: false closes the connection (Kafka closes a
+// SASL connection that sends anything but ApiVersions and the SASL requests
+// before it is authenticated, or after its session expired).
+func (c *conn) admit(r *request) bool {
+	switch c.auth.state {
+	case saslNone:
+		return true
+	case saslHandshake:
+		if r.key == keyApiVersions || r.key == keySaslHandshake {
+			return true
+		}
+	case saslAuthenticate:
+		if r.key == keySaslAuthenticate {
+			return true
+		}
+	case saslDone:
+		if r.key == keySaslHandshake {
+			return true // a re-authentication (checked in saslHandshake)
+		}
+		if c.auth.expires.IsZero() || c.s.sec.now().Before(c.auth.expires) {
+			return true
+		}
+		c.log.Info("closing connection: SASL session expired without re-authentication",
+			"principal", c.auth.principal, "expired", c.auth.expires)
+		c.s.metrics.protocolError("session_expired")
+		return false
+	}
+	c.log.Info("closing connection: request before SASL authentication completed",
+		"api", kmsg.NameForKey(r.key), "client_id", r.clientID)
+	c.s.metrics.protocolError("unauthenticated_request")
+	return false
+}
+
+// saslHandshake answers a SaslHandshake. close: the connection ends after
+// the response is written (an unsupported mechanism, as Kafka).
+func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
+	req := r.req.(*kmsg.SASLHandshakeRequest)
+	out := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	out.SupportedMechanisms = c.s.sec.mechNames
+	switch {
+	case c.auth.state == saslHandshake:
+	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:
+		if req.Mechanism != c.auth.mech {
+			c.log.Info("closing connection: re-authentication with another mechanism",
+				"principal", c.auth.principal, "was", c.auth.mech, "now", req.Mechanism)
+			out.ErrorCode = errIllegalSaslState
+			return out, true
+		}
+		c.auth.reauth = true
+	default:
+		out.ErrorCode = errIllegalSaslState
+		return out, c.auth.state != saslNone
+	}
+	m, ok := c.s.sec.cfg.Mechanisms[req.Mechanism]
+	if !ok {
+		c.log.Info("closing connection: unsupported SASL mechanism", "mechanism", req.Mechanism, "enabled", strings.Join(c.s.sec.mechNames, ","))
+		c.s.metrics.authResult(req.Mechanism, false)
+		out.ErrorCode = errUnsupportedSaslMechanism
+		return out, true
+	}
+	c.auth.mech = req.Mechanism
+	c.auth.sess = m.Start()
+	c.auth.started = c.s.sec.now()
+	if req.GetVersion() == 0 {
+		c.auth.state = saslRaw
+	} else {
+		c.auth.state = saslAuthenticate
+	}
+	if c.auth.reauth {
+		c.nc.SetReadDeadline(time.Now().Add(c.s.sec.timeout))
+	}
+	return out, false
+}
+
+// saslStep feeds one client token to the session. It returns the server's
+// token and whether the exchange succeeded (done), or an error after which
+// the connection must be closed (the failure was logged and delayed).
+func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
+	if len(token) > maxSaslTokenBytes {
+		err = fmt.Errorf("%w: a %d-byte token, the limit is %d", sasl.ErrAuthFailed, len(token), maxSaslTokenBytes)
+	} else {
+		out, done, err = c.auth.sess.Step(token)
+	}
+	if err == nil && done {
+		p := c.auth.sess.Principal()
+		if c.auth.reauth && p != c.auth.principal {
+			err = fmt.Errorf("%w: re-authentication as %s on a connection of %s (a principal cannot change)", sasl.ErrAuthFailed, p, c.auth.principal)
+		} else {
+			c.auth.principal = p
+			c.auth.state = saslDone
+			c.auth.reauth = false
+			c.auth.expires = time.Time{}
+			if life := c.s.sec.lifetime; life > 0 {
+				c.auth.expires = c.s.sec.now().Add(life)
+				if exp := c.auth.sess.Expiry(); !exp.IsZero() && exp.Before(c.auth.expires) {
+					c.auth.expires = exp
+				}
+			}
+			c.auth.sess = nil
+			c.nc.SetReadDeadline(time.Time{})
+			c.s.metrics.authResult(c.auth.mech, true)
+			c.log.Debug("authenticated", "principal", p, "mechanism", c.auth.mech)
+			return out, true, nil
+		}
+	}
+	if err != nil {
+		c.s.metrics.authResult(c.auth.mech, false)
+		c.log.Info("authentication failed", "mechanism", c.auth.mech, "listener", c.l.Name, "reason", err.Error())
+		c.failDelay()
+		return nil, false, err
+	}
+	return out, false, nil
+}
+
+// failDelay waits the failed-authentication delay (cut short by shutdown
+// or hang-up), so that a client retrying a wrong password cannot hammer the
+// server.
+func (c *conn) failDelay() {
+	t := time.NewTimer(c.s.sec.failDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.ctx.Done():
+	}
+}
+
+// saslAuthenticate answers a SaslAuthenticate; close: end the connection
+// after writing the response.
+func (c *conn) saslAuthenticate(r *request) (resp kmsg.Response, close bool) {
+	req := r.req.(*kmsg.SASLAuthenticateRequest)
+	out := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	if c.auth.state != saslAuthenticate {
+		out.ErrorCode = errIllegalSaslState
+		out.ErrorMessage = kmsg.StringPtr("SaslAuthenticate before a SaslHandshake")
+		return out, true
+	}
+	token, done, err := c.saslStep(req.SASLAuthBytes)
+	if err != nil {
+		out.ErrorCode = errSaslAuthenticationFailed
+		out.ErrorMessage = kmsg.StringPtr("Authentication failed during authentication due to invalid credentials with SASL mechanism " + c.auth.mech)
+		return out, true
+	}
+	out.SASLAuthBytes = token
+	if done {
+		if req.GetVersion() >= 1 {
+			c.auth.authV1 = true
+		}
+		if !c.auth.expires.IsZero() {
+			out.SessionLifetimeMillis = max(c.auth.expires.Sub(c.s.sec.now()).Milliseconds(), 1)
+		}
+	}
+	return out, false
+}
+
+// saslRawExchange runs the exchange that follows a v0 SaslHandshake: each
+// token travels as a 4-byte size and the bytes, with no Kafka header
+// (clients from before SaslAuthenticate). false closes the connection.
+func (c *conn) saslRawExchange() bool {
+	for c.auth.state == saslRaw {
+		var sizeBuf [4]byte
+		if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+			return false
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 0 || size > maxSaslTokenBytes {
+			c.log.Info("closing connection: bad SASL token size", "size", size, "max", maxSaslTokenBytes)
+			c.s.metrics.authResult(c.auth.mech, false)
+			c.s.metrics.protocolError("sasl_token_size")
+			return false
+		}
+		token := make([]byte, size)
+		if _, err := io.ReadFull(c.br, token); err != nil {
+			return false
+		}
+		out, _, err := c.saslStep(token)
+		if err != nil {
+			return false // Kafka closes: the v0 framing has no error field
+		}
+		c.wbuf = binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(out)))
+		c.wbuf = append(c.wbuf, out...)
+		if _, err := c.nc.Write(c.wbuf); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// remoteHost is the IP address of a connection's peer, without port.
+func remoteHost(nc net.Conn) string {
+	remote := nc.RemoteAddr().String()
+	if h, _, err := net.SplitHostPort(remote); err == nil {
+		return h
+	}
+	return remote
+}
