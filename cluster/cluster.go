@@ -112,6 +112,16 @@ type nodeInfo struct {
 	Host string  `json:"host"`
 	Port int32   `json:"port"`
 	Rack *string `json:"rack,omitempty"`
+	// Listeners are the node's advertised endpoints by listener name
+	// (absent in registrations of nodes from before listeners: Host and
+	// Port then serve every listener).
+	Listeners []endpointInfo `json:"listeners,omitempty"`
+}
+
+type endpointInfo struct {
+	Name string `json:"name"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
 }
 
 var _ server.Topology = (*Cluster)(nil)
@@ -334,7 +344,11 @@ func (c *Cluster) session() error {
 	c.deadline.Store(t0 + int64(lg.TTL)*int64(time.Second))
 
 	self := *c.self.Load()
-	val, _ := json.Marshal(nodeInfo{ID: self.NodeID, Host: self.Host, Port: self.Port, Rack: self.Rack})
+	ni := nodeInfo{ID: self.NodeID, Host: self.Host, Port: self.Port, Rack: self.Rack}
+	for _, e := range self.Endpoints {
+		ni.Listeners = append(ni.Listeners, endpointInfo{Name: e.Listener, Host: e.Host, Port: e.Port})
+	}
+	val, _ := json.Marshal(ni)
 	key := c.nodeKey(c.cfg.NodeID)
 	tctx, tcancel = c.timeout()
 	resp, err := c.cfg.Client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
@@ -488,7 +502,11 @@ func (c *Cluster) applyNode(kv *mvccpb.KeyValue, deleted bool) {
 	if json.Unmarshal(kv.Value, &ni) != nil {
 		return
 	}
-	c.nodes[int32(id)] = server.Broker{NodeID: int32(id), Host: ni.Host, Port: ni.Port, Rack: ni.Rack}
+	b := server.Broker{NodeID: int32(id), Host: ni.Host, Port: ni.Port, Rack: ni.Rack}
+	for _, e := range ni.Listeners {
+		b.Endpoints = append(b.Endpoints, server.Endpoint{Listener: e.Name, Host: e.Host, Port: e.Port})
+	}
+	c.nodes[int32(id)] = b
 }
 
 func (c *Cluster) applyOwner(kv *mvccpb.KeyValue, deleted bool) {
