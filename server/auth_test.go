@@ -1,0 +1,539 @@
+package server
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/sasl"
+)
+
+// testMech is a two-step SASL mechanism for the connection's state
+// machine: the client sends "user:password", the server answers
+// "challenge", the client sends "ok", the server answers "welcome".
+type testMech struct {
+	mu     sync.Mutex
+	users  map[string]string
+	expiry time.Time
+}
+
+func (m *testMech) Name() string { return "TEST" }
+func (m *testMech) Start() sasl.Session {
+	return &testSession{m: m}
+}
+
+func (m *testMech) setUser(u, p string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p == "" {
+		delete(m.users, u)
+	} else {
+		m.users[u] = p
+	}
+}
+
+type testSession struct {
+	m    *testMech
+	step int
+	user string
+}
+
+func (s *testSession) Step(in []byte) ([]byte, bool, error) {
+	s.step++
+	switch s.step {
+	case 1:
+		u, p, _ := strings.Cut(string(in), ":")
+		s.m.mu.Lock()
+		want, ok := s.m.users[u]
+		s.m.mu.Unlock()
+		if !ok || want != p {
+			return nil, false, fmt.Errorf("%w: bad password for %s", sasl.ErrAuthFailed, u)
+		}
+		s.user = u
+		return []byte("challenge"), false, nil
+	case 2:
+		if string(in) != "ok" {
+			return nil, false, fmt.Errorf("%w: bad second message", sasl.ErrAuthFailed)
+		}
+		return []byte("welcome"), true, nil
+	}
+	return nil, false, fmt.Errorf("%w: too many steps", sasl.ErrAuthFailed)
+}
+func (s *testSession) Principal() string { return "User:" + s.user }
+func (s *testSession) Expiry() time.Time { return s.m.expiry }
+
+// allowAll is an authorizer that allows everything.
+type allowAll struct{}
+
+func (allowAll) Authorize(string, string, acl.Operation, acl.ResourceType, string) bool { return true }
+func (allowAll) AuthorizedOperations(string, string, acl.ResourceType, string) int32    { return 0 }
+
+type authFixture struct {
+	ts   *testServer
+	mech *testMech
+	now  atomic.Int64 // unix nanos of the fake clock
+	reg  *prometheus.Registry
+}
+
+func startAuthServer(t *testing.T, protocol string, tlsCfg *tls.Config, edit func(*Security)) *authFixture {
+	t.Helper()
+	f := &authFixture{mech: &testMech{users: map[string]string{"alice": "secret", "bob": "hunter2"}},
+		reg: prometheus.NewRegistry()}
+	f.now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	sec := &Security{
+		Mechanisms:      map[string]sasl.Mechanism{"TEST": f.mech},
+		FailedAuthDelay: time.Millisecond,
+		AuthTimeout:     2 * time.Second,
+		Authorizer:      allowAll{},
+		Now:             func() time.Time { return time.Unix(0, f.now.Load()) },
+	}
+	if edit != nil {
+		edit(sec)
+	}
+	f.ts = startServer(t, func(c *Config) {
+		c.Listen = ""
+		c.Listeners = []Listener{{Protocol: protocol, Addr: "127.0.0.1:0", TLS: tlsCfg}}
+		c.Security = sec
+		c.Registerer = f.reg
+	})
+	return f
+}
+
+// lastPrincipal is the principal of the last request the coordinator saw.
+func (f *authFixture) lastPrincipal() string {
+	calls := f.ts.groups.snapshot()
+	if len(calls) == 0 {
+		return ""
+	}
+	return calls[len(calls)-1].client.Principal
+}
+
+func (f *authFixture) advance(d time.Duration) { f.now.Add(int64(d)) }
+
+func (f *authFixture) authCount(mech, result string) float64 {
+	return testutil.ToFloat64(f.ts.srv.metrics.auth.WithLabelValues(mech, result))
+}
+
+func handshake(t *testing.T, c *rawConn, v int16, mech string) *kmsg.SASLHandshakeResponse {
+	t.Helper()
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.SetVersion(v)
+	req.Mechanism = mech
+	return c.roundTrip(req).(*kmsg.SASLHandshakeResponse)
+}
+
+func authenticate(t *testing.T, c *rawConn, v int16, token string) *kmsg.SASLAuthenticateResponse {
+	t.Helper()
+	req := kmsg.NewPtrSASLAuthenticateRequest()
+	req.SetVersion(v)
+	req.SASLAuthBytes = []byte(token)
+	return c.roundTrip(req).(*kmsg.SASLAuthenticateResponse)
+}
+
+// login runs the whole v1 exchange as user.
+func login(t *testing.T, c *rawConn, user, pass string) *kmsg.SASLAuthenticateResponse {
+	t.Helper()
+	if h := handshake(t, c, 1, "TEST"); h.ErrorCode != 0 {
+		t.Fatalf("handshake: error %d", h.ErrorCode)
+	}
+	if r := authenticate(t, c, 2, user+":"+pass); r.ErrorCode != 0 || string(r.SASLAuthBytes) != "challenge" {
+		t.Fatalf("first step: error %d, bytes %q", r.ErrorCode, r.SASLAuthBytes)
+	}
+	r := authenticate(t, c, 2, "ok")
+	if r.ErrorCode != 0 || string(r.SASLAuthBytes) != "welcome" {
+		t.Fatalf("second step: error %d, bytes %q", r.ErrorCode, r.SASLAuthBytes)
+	}
+	return r
+}
+
+// heartbeat sends a Heartbeat (a request the authorizer sees) and returns
+// its error code.
+func heartbeat(t *testing.T, c *rawConn) int16 {
+	t.Helper()
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group, req.MemberID = "g", "m"
+	return c.roundTrip(req).(*kmsg.HeartbeatResponse).ErrorCode
+}
+
+func TestSASLHandshakeAndAuthenticate(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	// ApiVersions is allowed before authentication.
+	if av := c.roundTrip(kmsg.NewPtrApiVersionsRequest()).(*kmsg.ApiVersionsResponse); av.ErrorCode != 0 {
+		t.Fatalf("ApiVersions before authentication: %d", av.ErrorCode)
+	}
+	h := handshake(t, c, 1, "TEST")
+	if h.ErrorCode != 0 || len(h.SupportedMechanisms) != 1 || h.SupportedMechanisms[0] != "TEST" {
+		t.Fatalf("handshake: %+v", h)
+	}
+	login2 := func() {
+		if r := authenticate(t, c, 2, "alice:secret"); r.ErrorCode != 0 || string(r.SASLAuthBytes) != "challenge" {
+			t.Fatalf("first step: %+v", r)
+		}
+		r := authenticate(t, c, 2, "ok")
+		if r.ErrorCode != 0 || string(r.SASLAuthBytes) != "welcome" || r.SessionLifetimeMillis != 0 {
+			t.Fatalf("second step: %+v", r)
+		}
+	}
+	login2()
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat after authentication: %d", code)
+	}
+	if got := f.lastPrincipal(); got != "User:alice" {
+		t.Fatalf("principal %q, want User:alice", got)
+	}
+	if n := f.authCount("TEST", "success"); n != 1 {
+		t.Fatalf("success count %v", n)
+	}
+}
+
+func TestSASLv0RawTokens(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	if h := handshake(t, c, 0, "TEST"); h.ErrorCode != 0 {
+		t.Fatalf("handshake v0: %d", h.ErrorCode)
+	}
+	raw := func(tok string) string {
+		var b bytes.Buffer
+		b.Write([]byte{0, 0, 0, byte(len(tok))})
+		b.WriteString(tok)
+		c.writeRaw(b.Bytes())
+		var size [4]byte
+		if _, err := c.nc.Read(size[:]); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, size[3])
+		if _, err := c.nc.Read(buf); err != nil && len(buf) > 0 {
+			t.Fatal(err)
+		}
+		return string(buf)
+	}
+	if got := raw("alice:secret"); got != "challenge" {
+		t.Fatalf("raw step 1: %q", got)
+	}
+	if got := raw("ok"); got != "welcome" {
+		t.Fatalf("raw step 2: %q", got)
+	}
+	if code := heartbeat(t, c); code != 0 || f.lastPrincipal() != "User:alice" {
+		t.Fatalf("after raw authentication: code %d principal %q", code, f.lastPrincipal())
+	}
+}
+
+func TestSASLv0RawFailureCloses(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	handshake(t, c, 0, "TEST")
+	tok := "alice:wrong"
+	c.writeRaw(append([]byte{0, 0, 0, byte(len(tok))}, tok...))
+	c.expectClosed()
+	if n := f.authCount("TEST", "failure"); n != 1 {
+		t.Fatalf("failure count %v", n)
+	}
+}
+
+func TestSASLWrongPasswordAnswersThenCloses(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.FailedAuthDelay = 150 * time.Millisecond })
+	c := f.ts.dial(t)
+	handshake(t, c, 1, "TEST")
+	start := time.Now()
+	r := authenticate(t, c, 2, "alice:wrong")
+	if r.ErrorCode != errSaslAuthenticationFailed {
+		t.Fatalf("error %d, want SASL_AUTHENTICATION_FAILED", r.ErrorCode)
+	}
+	if time.Since(start) < 150*time.Millisecond {
+		t.Fatalf("answered after %v, before the failed-auth delay", time.Since(start))
+	}
+	if r.ErrorMessage == nil || strings.Contains(*r.ErrorMessage, "wrong") || strings.Contains(*r.ErrorMessage, "alice") {
+		t.Fatalf("error message %v must be Kafka's fixed text, naming no user or secret", r.ErrorMessage)
+	}
+	c.expectClosed()
+}
+
+func TestSASLUnsupportedMechanism(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	h := handshake(t, c, 1, "GSSAPI")
+	if h.ErrorCode != errUnsupportedSaslMechanism || len(h.SupportedMechanisms) != 1 {
+		t.Fatalf("handshake: %+v", h)
+	}
+	c.expectClosed()
+}
+
+func TestSASLRequestBeforeAuthenticationCloses(t *testing.T) {
+	for name, prep := range map[string]func(*rawConn){
+		"before handshake": func(*rawConn) {},
+		"after handshake": func(c *rawConn) {
+			handshake(t, c, 1, "TEST")
+		},
+		"mid exchange": func(c *rawConn) {
+			handshake(t, c, 1, "TEST")
+			authenticate(t, c, 2, "alice:secret")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+			c := f.ts.dial(t)
+			prep(c)
+			req := kmsg.NewPtrHeartbeatRequest()
+			req.Group = "g"
+			c.send(req, 1)
+			c.expectClosed()
+			if len(f.ts.groups.snapshot()) != 0 {
+				t.Fatal("an unauthenticated request reached the coordinator")
+			}
+		})
+	}
+}
+
+func TestSASLAuthenticateWithoutHandshake(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	req := kmsg.NewPtrSASLAuthenticateRequest()
+	req.SASLAuthBytes = []byte("alice:secret")
+	c.send(req, 1)
+	c.expectClosed()
+}
+
+func TestSASLHandshakeOnPlaintextListener(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	h := handshake(t, c, 1, "PLAIN")
+	if h.ErrorCode != errIllegalSaslState {
+		t.Fatalf("SaslHandshake on PLAINTEXT: error %d, want ILLEGAL_SASL_STATE", h.ErrorCode)
+	}
+	// The connection stays usable, as nothing about it changed.
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+}
+
+func TestSASLSessionLifetimeAndReauthentication(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	c := f.ts.dial(t)
+	r := login(t, c, "alice", "secret")
+	if r.SessionLifetimeMillis != 60000 {
+		t.Fatalf("SessionLifetimeMs %d, want 60000", r.SessionLifetimeMillis)
+	}
+	f.advance(50 * time.Second)
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat within the session: %d", code)
+	}
+	// Re-authenticate before expiry: a fresh lifetime.
+	if r := login(t, c, "alice", "secret"); r.SessionLifetimeMillis != 60000 {
+		t.Fatalf("re-authentication lifetime %d", r.SessionLifetimeMillis)
+	}
+	f.advance(50 * time.Second) // 100s after the first login, 50s after the second
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat after re-authentication: %d", code)
+	}
+	f.advance(11 * time.Second) // past the second session
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group = "g"
+	c.send(req, 9)
+	c.expectClosed()
+}
+
+func TestSASLSessionCappedByCredentialExpiry(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Hour })
+	f.mech.expiry = time.Unix(0, f.now.Load()).Add(90 * time.Second)
+	c := f.ts.dial(t)
+	if r := login(t, c, "alice", "secret"); r.SessionLifetimeMillis != 90000 {
+		t.Fatalf("SessionLifetimeMs %d, want the token's 90000", r.SessionLifetimeMillis)
+	}
+}
+
+func TestSASLReauthenticationCannotChangePrincipal(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	handshake(t, c, 1, "TEST")
+	authenticate(t, c, 2, "bob:hunter2")
+	r := authenticate(t, c, 2, "ok")
+	if r.ErrorCode != errSaslAuthenticationFailed {
+		t.Fatalf("re-authentication as bob: error %d, want SASL_AUTHENTICATION_FAILED", r.ErrorCode)
+	}
+	c.expectClosed()
+}
+
+func TestSASLDeletedUserCannotReauthenticate(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	f.mech.setUser("alice", "")
+	handshake(t, c, 1, "TEST")
+	if r := authenticate(t, c, 2, "alice:secret"); r.ErrorCode != errSaslAuthenticationFailed {
+		t.Fatalf("re-authentication of a deleted user: error %d", r.ErrorCode)
+	}
+	c.expectClosed()
+}
+
+func TestSASLHugeTokenFails(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	handshake(t, c, 1, "TEST")
+	r := authenticate(t, c, 2, strings.Repeat("x", maxSaslTokenBytes+1))
+	if r.ErrorCode != errSaslAuthenticationFailed {
+		t.Fatalf("huge token: error %d", r.ErrorCode)
+	}
+	c.expectClosed()
+	// v0 raw framing: the size alone is refused.
+	c2 := f.ts.dial(t)
+	handshake(t, c2, 0, "TEST")
+	c2.writeRaw([]byte{0x7f, 0, 0, 0})
+	c2.expectClosed()
+}
+
+func TestSASLStalledExchangeTimesOut(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.AuthTimeout = 200 * time.Millisecond })
+	c := f.ts.dial(t)
+	handshake(t, c, 1, "TEST")
+	// Send nothing more: the server must close within the timeout.
+	c.expectClosed()
+}
+
+func TestTLSHandshakeStallTimesOut(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "server")
+	f := startAuthServer(t, ProtocolSSL, &tls.Config{Certificates: []tls.Certificate{pair.TLS}}, func(s *Security) {
+		s.AuthTimeout = 200 * time.Millisecond
+	})
+	c := f.ts.dial(t)
+	c.writeRaw([]byte{0x16, 0x03}) // the start of a ClientHello, then nothing
+	c.expectClosed()
+}
+
+func TestPlaintextToTLSListenerAndReverse(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "server")
+	f := startAuthServer(t, ProtocolSSL, &tls.Config{Certificates: []tls.Certificate{pair.TLS}}, nil)
+	// A Kafka request in clear text to the TLS port: closed.
+	c := f.ts.dial(t)
+	c.send(kmsg.NewPtrApiVersionsRequest(), 1)
+	c.expectClosed()
+	// TLS to a PLAINTEXT port: the ClientHello's first bytes read as an
+	// absurd frame size; the TLS client's handshake fails and the server
+	// stays healthy.
+	plain := startServer(t)
+	tc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", plain.addr, ca.ClientConfig(nil))
+	if err == nil {
+		tc.Close()
+		t.Fatal("TLS handshake with a PLAINTEXT listener succeeded")
+	}
+	if code := heartbeat(t, plain.dial(t)); code != 0 {
+		t.Fatalf("PLAINTEXT listener after a TLS client: %d", code)
+	}
+}
+
+func TestMTLSPrincipal(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "server")
+	srvCfg := &tls.Config{Certificates: []tls.Certificate{pair.TLS}, ClientCAs: ca.Pool(), ClientAuth: tls.RequireAndVerifyClientCert}
+	f := startAuthServer(t, ProtocolSSL, srvCfg, nil)
+	client := ca.Client(t, pkix.Name{CommonName: "carol", OrganizationalUnit: []string{"eng"}})
+	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", f.ts.addr, ca.ClientConfig(&client))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	c := &rawConn{t: t, nc: nc}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+	if got := f.lastPrincipal(); got != "User:carol" {
+		t.Fatalf("principal %q, want User:carol", got)
+	}
+	if n := f.authCount("SSL", "success"); n != 1 {
+		t.Fatalf("SSL success count %v", n)
+	}
+	// Without a client certificate: the handshake fails.
+	nc2, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", f.ts.addr, ca.ClientConfig(nil))
+	if err == nil {
+		nc2.SetDeadline(time.Now().Add(5 * time.Second))
+		// TLS 1.3 reports the missing certificate on the first read.
+		c2 := &rawConn{t: t, nc: nc2}
+		c2.send(kmsg.NewPtrApiVersionsRequest(), 1)
+		if _, _, err := c2.recvFrame(); err == nil {
+			t.Fatal("a client without a certificate was served")
+		}
+		nc2.Close()
+	}
+}
+
+func TestSSLWithoutClientCertIsAnonymous(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "server")
+	f := startAuthServer(t, ProtocolSSL, &tls.Config{Certificates: []tls.Certificate{pair.TLS}}, nil)
+	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", f.ts.addr, ca.ClientConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	heartbeat(t, &rawConn{t: t, nc: nc})
+	if got := f.lastPrincipal(); got != Anonymous {
+		t.Fatalf("principal %q, want %s", got, Anonymous)
+	}
+}
+
+func TestListenerConfigErrors(t *testing.T) {
+	g, topo := newFakeGroups(), SingleNode(Broker{}, "c")
+	mech := map[string]sasl.Mechanism{"TEST": &testMech{}}
+	for name, cfg := range map[string]Config{
+		"SSL without TLS":        {Listeners: []Listener{{Protocol: ProtocolSSL, Addr: "127.0.0.1:0"}}},
+		"PLAINTEXT with TLS":     {Listeners: []Listener{{Protocol: ProtocolPlaintext, Addr: "127.0.0.1:0", TLS: &tls.Config{}}}},
+		"SASL without mechanism": {Listeners: []Listener{{Protocol: ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}},
+		"unknown protocol":       {Listeners: []Listener{{Protocol: "QUIC", Addr: "127.0.0.1:0"}}},
+		"duplicate names": {Listeners: []Listener{{Protocol: ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}, {Protocol: ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}},
+			Security: &Security{Mechanisms: mech}},
+		"Listen and Listeners": {Listen: "127.0.0.1:0", Listeners: []Listener{{Protocol: ProtocolPlaintext, Addr: "127.0.0.1:0"}}},
+	} {
+		cfg.Groups, cfg.Topology = g, topo
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+}
+
+func TestListenerEndpointsInMetadataAndFindCoordinator(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	f.ts.topo.SetSelf(Broker{NodeID: 0, Host: "127.0.0.1", Port: 1, Endpoints: []Endpoint{
+		{Listener: ProtocolPlaintext, Host: "plain.example", Port: 9092},
+		{Listener: ProtocolSASLPlaintext, Host: "sasl.example", Port: 9094},
+	}})
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	md := c.roundTrip(kmsg.NewPtrMetadataRequest()).(*kmsg.MetadataResponse)
+	if len(md.Brokers) != 1 || md.Brokers[0].Host != "sasl.example" || md.Brokers[0].Port != 9094 {
+		t.Fatalf("Metadata brokers %+v, want the SASL_PLAINTEXT endpoint", md.Brokers)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey = "g"
+	r := c.roundTrip(fc).(*kmsg.FindCoordinatorResponse)
+	if r.ErrorCode != 0 || r.Host != "sasl.example" || r.Port != 9094 {
+		t.Fatalf("FindCoordinator %+v", r)
+	}
+	// A node without an endpoint on this listener is not offered.
+	f.ts.topo.SetSelf(Broker{NodeID: 0, Host: "127.0.0.1", Port: 1, Endpoints: []Endpoint{{Listener: ProtocolPlaintext, Host: "p", Port: 1}}})
+	r = c.roundTrip(fc).(*kmsg.FindCoordinatorResponse)
+	if r.ErrorCode != errCoordinatorNotAvailable {
+		t.Fatalf("FindCoordinator without an endpoint: error %d", r.ErrorCode)
+	}
+	md = c.roundTrip(kmsg.NewPtrMetadataRequest()).(*kmsg.MetadataResponse)
+	if len(md.Brokers) != 0 {
+		t.Fatalf("Metadata lists %+v without an endpoint for the listener", md.Brokers)
+	}
+}
