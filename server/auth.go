@@ -88,11 +88,11 @@ func cnPrincipal(cert *x509.Certificate) (string, error) {
 type saslState uint8
 
 const (
-	saslNone          saslState = iota // not a SASL listener
-	saslHandshake                      // waiting for SaslHandshake (ApiVersions allowed)
-	saslAuthenticate                   // handshake v1 done: waiting for SaslAuthenticate
-	saslRaw                            // handshake v0 done: raw tokens until done
-	saslDone                           // authenticated
+	saslNone         saslState = iota // not a SASL listener
+	saslHandshake                     // waiting for SaslHandshake (ApiVersions allowed)
+	saslAuthenticate                  // handshake v1 done: waiting for SaslAuthenticate
+	saslRaw                           // handshake v0 done: raw tokens until done
+	saslDone                          // authenticated
 )
 
 // connAuth is a connection's authentication state, touched only by the

@@ -85,7 +85,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	catalog *catalog.Catalog
-	metrics *metrics // nil when no Registerer
+	metrics *metrics   // nil when no Registerer
 	authz   Authorizer // nil: every request allowed
 	sec     securityRuntime
 
