@@ -1,0 +1,171 @@
+package tlsconfig
+
+import (
+	"crypto/tls"
+	"crypto/x509/pkix"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/testpki"
+)
+
+// serve accepts TLS connections with cfg until the test ends and
+// completes each handshake.
+func serve(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c.(*tls.Conn).Handshake()
+				var b [1]byte
+				c.Read(b[:])
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func dial(t *testing.T, addr string, cfg *tls.Config) (*tls.Conn, error) {
+	t.Helper()
+	return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, cfg)
+}
+
+func TestReloadServesNewCertificateKeepsOpenConnections(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	first := ca.Server(t, "first")
+	second := ca.Server(t, "second")
+	s, err := New(Options{CertFile: first.CertFile, KeyFile: first.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Config().MinVersion != tls.VersionTLS12 {
+		t.Fatalf("MinVersion %x, want TLS 1.2", s.Config().MinVersion)
+	}
+	addr := serve(t, s.Config())
+	open, err := dial(t, addr, ca.ClientConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if cn := open.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "first" {
+		t.Fatalf("served %q", cn)
+	}
+	// Replace the files and reload: new handshakes get the new one.
+	for src, dst := range map[string]string{second.CertFile: first.CertFile, second.KeyFile: first.KeyFile} {
+		b, _ := os.ReadFile(src)
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dial(t, addr, ca.ClientConfig(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if cn := c.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "second" {
+		t.Fatalf("after reload served %q, want second", cn)
+	}
+	// The connection made before the reload is still usable.
+	open.SetDeadline(time.Now().Add(time.Second))
+	if _, err := open.Write([]byte("x")); err != nil {
+		t.Fatalf("connection from before the reload: %v", err)
+	}
+}
+
+func TestReloadOfBrokenFilesKeepsOldCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	p := ca.Server(t, "good")
+	s, err := New(Options{CertFile: p.CertFile, KeyFile: p.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p.KeyFile, []byte("not a key"), 0o600)
+	if err := s.Reload(); err == nil {
+		t.Fatal("reload of a broken key succeeded")
+	} else if strings.Contains(err.Error(), "not a key") {
+		t.Fatalf("error %q shows the key file's content", err)
+	}
+	if s.Certificate().Leaf.Subject.CommonName != "good" {
+		t.Fatal("the old certificate was dropped")
+	}
+}
+
+func TestClientAuthRequired(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	p := ca.Server(t, "server")
+	s, err := New(Options{CertFile: p.CertFile, KeyFile: p.KeyFile, ClientCAFile: ca.CertFile, ClientAuth: ClientAuthRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.RequiresClientCert() {
+		t.Fatal("RequiresClientCert false")
+	}
+	addr := serve(t, s.Config())
+	client := ca.Client(t, pkix.Name{CommonName: "alice"})
+	c, err := dial(t, addr, ca.ClientConfig(&client))
+	if err != nil {
+		t.Fatalf("with a certificate: %v", err)
+	}
+	c.Close()
+	// Without one the server rejects the handshake (TLS 1.3 reports it on
+	// the first read).
+	c, err = dial(t, addr, ca.ClientConfig(nil))
+	if err == nil {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		var b [1]byte
+		_, err = c.Read(b[:])
+		c.Close()
+	}
+	if err == nil {
+		t.Fatal("a client without a certificate was accepted")
+	}
+	// A certificate from another CA is refused too.
+	other := testpki.NewCA(t, "other")
+	stranger := other.Client(t, pkix.Name{CommonName: "mallory"})
+	cfg := ca.ClientConfig(nil)
+	cfg.Certificates = []tls.Certificate{stranger.TLS}
+	c, err = dial(t, addr, cfg)
+	if err == nil {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		var b [1]byte
+		_, err = c.Read(b[:])
+		c.Close()
+	}
+	if err == nil {
+		t.Fatal("a certificate of another CA was accepted")
+	}
+}
+
+func TestOptionErrors(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	p := ca.Server(t, "server")
+	for name, o := range map[string]Options{
+		"no key":              {CertFile: p.CertFile},
+		"bad client auth":     {CertFile: p.CertFile, KeyFile: p.KeyFile, ClientAuth: "maybe"},
+		"required without CA": {CertFile: p.CertFile, KeyFile: p.KeyFile, ClientAuth: ClientAuthRequired},
+		"CA without auth":     {CertFile: p.CertFile, KeyFile: p.KeyFile, ClientCAFile: ca.CertFile},
+		"CA file not PEM":     {CertFile: p.CertFile, KeyFile: p.KeyFile, ClientCAFile: p.KeyFile, ClientAuth: ClientAuthRequested},
+		"missing certificate": {CertFile: p.CertFile + ".missing", KeyFile: p.KeyFile},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+}
