@@ -1,0 +1,103 @@
+package sasl
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// userPrincipal is the principal of an authenticated user, as Kafka's
+// default principal builder names it.
+func userPrincipal(user string) string { return "User:" + user }
+
+// failf returns an authentication failure wrapping ErrAuthFailed. The
+// reason is for the server's log: callers quote client-supplied names
+// with %q and never pass a proof, password, key or token.
+func failf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrAuthFailed}, args...)...)
+}
+
+// errFinished is returned by Step once a session has succeeded or failed:
+// a session authenticates at most once.
+var errFinished = failf("the SASL exchange is already finished")
+
+// decodeSASLName decodes RFC 5802's saslname: "=2C" stands for "," and
+// "=3D" for "="; any other "=", a raw ",", a NUL, invalid UTF-8 or an empty
+// name is malformed. Kafka accepts only ASCII names here; cohort accepts
+// any UTF-8, which lets the same names work in SCRAM, PLAIN and
+// OAUTHBEARER.
+func decodeSASLName(s string) (string, bool) {
+	if s == "" || !utf8.ValidString(s) || strings.ContainsAny(s, ",\x00") {
+		return "", false
+	}
+	if !strings.Contains(s, "=") {
+		return s, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '=' {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch {
+		case strings.HasPrefix(s[i:], "=2C"):
+			b.WriteByte(',')
+		case strings.HasPrefix(s[i:], "=3D"):
+			b.WriteByte('=')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// nameField decodes a "key=saslname" field.
+func nameField(field, key string) (string, bool) {
+	v, ok := strings.CutPrefix(field, key+"=")
+	if !ok {
+		return "", false
+	}
+	return decodeSASLName(v)
+}
+
+// fakeKey keys the credentials that stand in for unknown users. It is
+// drawn once per process: an unknown user gets the same salt every time
+// within a process, as a real user does, though a new one after a
+// restart.
+var fakeKey = func() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic("sasl: no randomness for the fake credential key: " + err.Error())
+	}
+	return k
+}()
+
+// fakeCredential returns a credential for a user the store does not know,
+// so that an exchange for an unknown user shows the client a plausible
+// salt and iteration count and costs the server the same work as one for
+// a known user. Its keys are secret (keyed by fakeKey) and unrelated to
+// its salt, and the sessions fail an unknown user whatever the client
+// sends.
+func fakeCredential(mechanism string, h scramHash, user string) Credential {
+	derive := func(label string, n int) []byte {
+		m := hmac.New(sha256.New, fakeKey)
+		m.Write([]byte(label + "\x00" + mechanism + "\x00" + user))
+		out := m.Sum(nil)
+		for len(out) < n {
+			m.Write(out[len(out)-sha256.Size:])
+			out = m.Sum(out)
+		}
+		return out[:n]
+	}
+	return Credential{
+		Mechanism:  mechanism,
+		Salt:       derive("salt", saltLen),
+		Iterations: MinIterations,
+		StoredKey:  derive("stored", h.size),
+		ServerKey:  derive("server", h.size),
+	}
+}

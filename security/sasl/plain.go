@@ -1,0 +1,109 @@
+package sasl
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"time"
+	"unicode/utf8"
+)
+
+// maxPlainMessage bounds a PLAIN message; RFC 4616 asks servers to accept
+// 255 bytes for each of its three parts.
+const maxPlainMessage = 4096
+
+// NewPlain returns the server side of PLAIN (RFC 4616) checked against the
+// stored SCRAM credentials, so that cohort keeps one password store and no
+// clear passwords. The one client message is "authzid NUL authcid NUL
+// passwd"; as in Kafka's PlainSaslServer the authzid must be empty or
+// equal to authcid, and authcid and passwd must not be empty.
+//
+// The password is SASLprep-normalized and salted with the user's stored
+// salt and iteration count (SCRAM-SHA-512 if the user has that
+// credential, else SCRAM-SHA-256); the StoredKey derived from it is
+// compared in constant time. An unknown user costs the same PBKDF2 work,
+// on a fake SCRAM-SHA-512 credential of MinIterations. Nothing derived
+// from the password outlives the Step.
+//
+// One Step: done is true and out empty on success.
+func NewPlain(creds Credentials) Mechanism { return plainMechanism{creds: creds} }
+
+type plainMechanism struct{ creds Credentials }
+
+func (plainMechanism) Name() string { return Plain }
+
+func (m plainMechanism) Start() Session { return &plainSession{creds: m.creds} }
+
+type plainSession struct {
+	creds     Credentials
+	finished  bool
+	principal string
+}
+
+func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
+	if s.finished {
+		return nil, false, errFinished
+	}
+	s.finished = true
+	authzid, user, password, ok := splitPlain(in)
+	if !ok {
+		return nil, false, failf("malformed PLAIN message")
+	}
+	if authzid != "" && authzid != user {
+		return nil, false, failf("authorization id %q differs from user %q", authzid, user)
+	}
+	cred, h, known := s.lookup(user)
+	salted, err := saltPassword(h, password, cred.Salt, cred.Iterations)
+	if err != nil {
+		// SASLprep refused the password: no stored password can match.
+		salted = nil
+	}
+	var stored []byte
+	if salted != nil {
+		var server []byte
+		stored, server = deriveKeys(h, salted)
+		clear(salted)
+		clear(server)
+	}
+	switch {
+	case !known:
+		return nil, false, failf("unknown user %q", user)
+	case stored == nil || subtle.ConstantTimeCompare(stored, cred.StoredKey) != 1:
+		return nil, false, failf("invalid password for user %q", user)
+	}
+	s.principal = userPrincipal(user)
+	return nil, true, nil
+}
+
+// lookup returns the credential to check user's password against:
+// SCRAM-SHA-512's if usable, else SCRAM-SHA-256's, else a fake one (known
+// is then false).
+func (s *plainSession) lookup(user string) (cred Credential, h scramHash, known bool) {
+	for _, mech := range []string{ScramSHA512, ScramSHA256} {
+		c, ok := s.creds.Lookup(user, mech)
+		if !ok || c.Mechanism != mech {
+			continue
+		}
+		if h, err := c.validate(); err == nil {
+			return c, h, true
+		}
+	}
+	return fakeCredential(ScramSHA512, hashSHA512, user), hashSHA512, false
+}
+
+func (s *plainSession) Principal() string { return s.principal }
+
+// Expiry is zero: passwords do not expire.
+func (s *plainSession) Expiry() time.Time { return time.Time{} }
+
+// splitPlain splits "authzid NUL authcid NUL passwd": exactly two NULs,
+// valid UTF-8, authcid and passwd not empty.
+func splitPlain(in []byte) (authzid, user, password string, ok bool) {
+	if len(in) > maxPlainMessage || !utf8.Valid(in) {
+		return "", "", "", false
+	}
+	parts := bytes.Split(in, []byte{0})
+	if len(parts) != 3 || len(parts[1]) == 0 || len(parts[2]) == 0 {
+		return "", "", "", false
+	}
+	return string(parts[0]), string(parts[1]), string(parts[2]), true
+}

@@ -1,0 +1,88 @@
+package sasl
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func plainStore(t testing.TB) memCreds {
+	m := memCreds{}
+	m.add(t, "alice", ScramSHA512, "alice-512")
+	m.add(t, "alice", ScramSHA256, "alice-256")
+	m.add(t, "bob", ScramSHA256, "bob-256")
+	return m
+}
+
+func plainStep(m Mechanism, msg string) (Session, []byte, bool, error) {
+	s := m.Start()
+	out, done, err := s.Step([]byte(msg))
+	return s, out, done, err
+}
+
+func TestPlainSuccess(t *testing.T) {
+	m := NewPlain(plainStore(t))
+	if m.Name() != "PLAIN" {
+		t.Errorf("Name() = %q", m.Name())
+	}
+	for _, tc := range []struct{ msg, principal string }{
+		{"\x00alice\x00alice-512", "User:alice"},      // SCRAM-SHA-512 is preferred
+		{"alice\x00alice\x00alice-512", "User:alice"}, // authzid equal to authcid
+		{"\x00bob\x00bob-256", "User:bob"},            // only SCRAM-SHA-256
+	} {
+		s, out, done, err := plainStep(m, tc.msg)
+		if err != nil || !done || len(out) != 0 {
+			t.Errorf("%q: out %q, done %v, err %v", tc.msg, out, done, err)
+			continue
+		}
+		if s.Principal() != tc.principal || !s.Expiry().IsZero() {
+			t.Errorf("%q: principal %q, expiry %v", tc.msg, s.Principal(), s.Expiry())
+		}
+		if _, _, err := s.Step([]byte(tc.msg)); !errors.Is(err, errFinished) {
+			t.Errorf("Step after success: %v", err)
+		}
+	}
+}
+
+func TestPlainFailures(t *testing.T) {
+	m := NewPlain(plainStore(t))
+	for _, tc := range []struct{ msg, reason string }{
+		{"\x00alice\x00alice-256", `invalid password for user "alice"`}, // the SHA-256 password is not consulted
+		{"\x00alice\x00wrong", `invalid password for user "alice"`},
+		{"\x00alice\x00bell\x07", `invalid password for user "alice"`}, // SASLprep refuses it
+		{"\x00mallory\x00guess", `unknown user "mallory"`},
+		{"bob\x00alice\x00alice-512", `authorization id "bob" differs from user "alice"`},
+		{"", "malformed"},
+		{"alice", "malformed"},
+		{"alice\x00alice-512", "malformed"},
+		{"\x00\x00alice-512", "malformed"},
+		{"\x00alice\x00", "malformed"},
+		{"\x00alice\x00alice-512\x00", "malformed"},
+		{"\x00alice\x00alice-512\x00extra", "malformed"},
+		{"\x00alice\x00\xff\xfe", "malformed"},
+		{"\x00alice\x00" + strings.Repeat("p", maxPlainMessage), "malformed"},
+	} {
+		s, _, done, err := plainStep(m, tc.msg)
+		if done {
+			t.Errorf("%q: done", tc.msg)
+		}
+		wantFailure(t, err, tc.reason, "alice-512", "alice-256", "wrong", "guess")
+		if s.Principal() != "" {
+			t.Errorf("%q: principal %q after failure", tc.msg, s.Principal())
+		}
+	}
+}
+
+func TestPlainUnusableCredential(t *testing.T) {
+	c, _ := NewCredential(ScramSHA512, "pw", MinIterations)
+	c.Iterations = MaxIterations + 1
+	store := memCreds{{"carol", ScramSHA512}: c}
+	store.add(t, "carol", ScramSHA256, "pw256")
+	// The broken SHA-512 credential is skipped for the SHA-256 one.
+	if _, _, done, err := plainStep(NewPlain(store), "\x00carol\x00pw256"); err != nil || !done {
+		t.Errorf("fallback to SCRAM-SHA-256: %v", err)
+	}
+	delete(store, [2]string{"carol", ScramSHA256})
+	_, _, _, err := plainStep(NewPlain(store), "\x00carol\x00pw")
+	wantFailure(t, err, `unknown user "carol"`)
+}
