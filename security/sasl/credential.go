@@ -76,8 +76,11 @@ func hashForCode(code byte) (string, scramHash, bool) {
 // SASLprep (RFC 4013), as the xdg-go/scram client does before hashing, so
 // that clients which prepare the password and clients which send plain
 // ASCII both match; a password SASLprep rejects (control characters,
-// unassigned code points) is an error. Neither the password nor the salted
-// password is kept.
+// unassigned code points) is an error. Kafka's Java client does not
+// SASLprep, so its users whose password SASLprep changes (non-ASCII
+// spaces, some compatibility characters) cannot log in; ASCII passwords
+// are unchanged by it. Neither the password nor the salted password is
+// kept.
 func NewCredential(mechanism, password string, iterations int) (Credential, error) {
 	h, err := hashFor(mechanism)
 	if err != nil {

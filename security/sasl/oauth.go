@@ -89,8 +89,8 @@ type Reloader interface {
 // SaslAuthenticate with SASL_AUTHENTICATION_FAILED at once, which clients
 // handle as well.
 //
-// The error is about the JWKS file only; the Mechanism also implements
-// Reloader.
+// NewOAuthBearer fails if JWKSFile is empty, ClockSkew negative or the
+// JWKS file does not load. The Mechanism also implements Reloader.
 func NewOAuthBearer(cfg OAuthConfig) (Mechanism, error) {
 	if cfg.JWKSFile == "" {
 		return nil, errors.New("sasl: OAUTHBEARER needs a JWKS file")
