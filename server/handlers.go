@@ -62,6 +62,16 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.deleteTopics(r.req.(*kmsg.DeleteTopicsRequest)), nil
 	case keyCreatePartitions:
 		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
+	case keyDescribeACLs:
+		return s.describeACLs(c, r.req.(*kmsg.DescribeACLsRequest)), nil
+	case keyCreateACLs:
+		return s.createACLs(ctx, c, r.req.(*kmsg.CreateACLsRequest)), nil
+	case keyDeleteACLs:
+		return s.deleteACLs(ctx, c, r.req.(*kmsg.DeleteACLsRequest)), nil
+	case keyDescribeSCRAM:
+		return s.describeUserSCRAMCredentials(c, r.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)), nil
+	case keyAlterSCRAM:
+		return s.alterUserSCRAMCredentials(ctx, c, r.req.(*kmsg.AlterUserSCRAMCredentialsRequest)), nil
 	case keySaslHandshake, keySaslAuthenticate:
 		// The connection answers these itself (they change its state);
 		// here only when called without one.
