@@ -12,9 +12,10 @@ import (
 // make new ones); they are safe for concurrent use. A nil *Set is a valid
 // empty set.
 //
-// A Set keeps whatever bindings it is given; bindings that fail Validate
-// are listed and matched by filters, but Authorize never applies them
-// (only LITERAL and PREFIXED patterns of concrete resource types apply).
+// A Set keeps whatever bindings it is given, and filters match them all;
+// Authorize considers only those of a concrete resource type with a
+// LITERAL or PREFIXED pattern. Stores should admit only bindings that
+// pass Validate.
 type Set struct {
 	all   []Binding                        // sorted by compareBindings, unique
 	types [ResourceUser + 1]*resourceIndex // by resource type
