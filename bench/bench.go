@@ -21,12 +21,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 // Config says what to measure and how hard.
 type Config struct {
 	// Bootstrap is the target's host:port.
 	Bootstrap string
+	// Security is how every client and raw connection of the run connects:
+	// TLS and SASL (zero: plaintext). Raw connections speak it too, so the
+	// throughput cases measure the target's authenticated path.
+	Security clientconfig.Config
 	// Members are the group sizes of the rebalance measurement (10, 100,
 	// 1000).
 	Members []int
@@ -57,6 +63,8 @@ type Config struct {
 	Prefix string
 	// Logf reports progress (nil = quiet).
 	Logf func(format string, args ...any)
+
+	sec *security // Security made ready by Validate
 }
 
 // Defaults returns the configuration of the measurements.
@@ -132,6 +140,11 @@ func (c *Config) Validate() error {
 	if c.Bootstrap == "" {
 		return errors.New("bench: no bootstrap address")
 	}
+	sec, err := newSecurity(c.Security)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	c.sec = sec
 	switch c.Only {
 	case "", "rebalance", "heartbeat", "commit":
 	default:
@@ -272,7 +285,7 @@ func RunCase(ctx context.Context, cfg Config, c Case, res *Result) error {
 // rebalanceCase forms a group of n members, then adds one more.
 func rebalanceCase(ctx context.Context, cfg Config, n int) (Rebalance, error) {
 	group := fmt.Sprintf("%s-rebalance-%d", cfg.Prefix, n)
-	ms, err := newMembers(ctx, cfg.Bootstrap, group, 0, n)
+	ms, err := newMembers(ctx, cfg.Bootstrap, cfg.sec, group, 0, n)
 	if err != nil {
 		return Rebalance{}, err
 	}
@@ -284,7 +297,7 @@ func rebalanceCase(ctx context.Context, cfg Config, n int) (Rebalance, error) {
 	}
 	// The newcomer's KIP-394 round trip happens now, untimed: it is
 	// pending in the stable group, which changes nothing there.
-	newcomer, err := newMember(ctx, cfg.Bootstrap, group, n)
+	newcomer, err := newMember(ctx, cfg.Bootstrap, cfg.sec, group, n)
 	if err != nil {
 		return r, err
 	}
@@ -311,7 +324,7 @@ func heartbeatCase(ctx context.Context, cfg Config, members, groups int) (Throug
 			n++
 		}
 		group := fmt.Sprintf("%s-heartbeat-%d-%d", cfg.Prefix, groups, g)
-		ms, err := newMembers(ctx, cfg.Bootstrap, group, len(all), n)
+		ms, err := newMembers(ctx, cfg.Bootstrap, cfg.sec, group, len(all), n)
 		if err != nil {
 			return Throughput{}, err
 		}
@@ -326,7 +339,7 @@ func heartbeatCase(ctx context.Context, cfg Config, members, groups int) (Throug
 		return code == 0, err
 	}
 	if cfg.Client == "raw" {
-		conns, err := dialMembers(ctx, byGroup)
+		conns, err := dialMembers(ctx, byGroup, cfg.sec)
 		defer func() {
 			for _, c := range conns {
 				if c != nil {
@@ -359,7 +372,7 @@ func heartbeatCase(ctx context.Context, cfg Config, members, groups int) (Throug
 
 // dialMembers opens a bare connection from every member to its group's
 // coordinator.
-func dialMembers(ctx context.Context, byGroup [][]*member) ([]*rawConn, error) {
+func dialMembers(ctx context.Context, byGroup [][]*member, sec *security) ([]*rawConn, error) {
 	var conns []*rawConn
 	for _, ms := range byGroup {
 		addr, err := coordinatorAddr(ctx, ms[0].cl, ms[0].group)
@@ -367,7 +380,7 @@ func dialMembers(ctx context.Context, byGroup [][]*member) ([]*rawConn, error) {
 			return conns, err
 		}
 		for _, m := range ms {
-			c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", m.idx))
+			c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", m.idx), sec)
 			if err != nil {
 				return conns, err
 			}
@@ -382,7 +395,7 @@ func dialMembers(ctx context.Context, byGroup [][]*member) ([]*rawConn, error) {
 // member) commits.
 func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Throughput, error) {
 	topic := fmt.Sprintf("%s-commit-%d-%d", cfg.Prefix, committers, partitions)
-	admin, err := newClient(cfg.Bootstrap, "cohort-bench-admin")
+	admin, err := newClient(cfg.Bootstrap, "cohort-bench-admin", cfg.sec)
 	if err != nil {
 		return Throughput{}, err
 	}
@@ -403,7 +416,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			cl, err := newClient(cfg.Bootstrap, fmt.Sprintf("cohort-bench-committer-%d", i))
+			cl, err := newClient(cfg.Bootstrap, fmt.Sprintf("cohort-bench-committer-%d", i), cfg.sec)
 			if err != nil {
 				errs[i] = err
 				return
@@ -464,7 +477,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 			if err != nil {
 				return Throughput{}, err
 			}
-			if c.raw, err = dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i)); err != nil {
+			if c.raw, err = dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i), cfg.sec); err != nil {
 				return Throughput{}, err
 			}
 			if c.req.Version, err = c.raw.version(c.req, 9); err != nil {

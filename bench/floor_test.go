@@ -166,7 +166,7 @@ func floorHeartbeats(ctx context.Context, addr string, members int, window time.
 	reqs := make([]*kmsg.HeartbeatRequest, members)
 	resps := make([]*kmsg.HeartbeatResponse, members)
 	for i := range conns {
-		c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", i))
+		c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", i), nil)
 		if err != nil {
 			return Throughput{}, err
 		}
@@ -198,7 +198,7 @@ func floorCommits(ctx context.Context, addr string, committers, partitions int, 
 		}
 	}()
 	for i := range cs {
-		raw, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i))
+		raw, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-committer-%d", i), nil)
 		if err != nil {
 			return Throughput{}, err
 		}

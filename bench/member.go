@@ -59,15 +59,19 @@ func versions() *kversion.Versions {
 // newClient is one simulated process: its own kgo client, hence its own
 // TCP connections to the coordinator (kgo keeps join/sync on one connection
 // and everything else on another, and answers requests of one connection in
-// order, as Kafka brokers do).
-func newClient(bootstrap, clientID string) (*kgo.Client, error) {
-	return kgo.NewClient(
+// order, as Kafka brokers do). sec says how it connects (nil: plaintext).
+func newClient(bootstrap, clientID string, sec *security) (*kgo.Client, error) {
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(bootstrap),
 		kgo.ClientID(clientID),
 		kgo.MaxVersions(versions()),
-		kgo.ConnIdleTimeout(5*time.Minute),
+		kgo.ConnIdleTimeout(5 * time.Minute),
 		kgo.RequestRetries(3),
-	)
+	}
+	if sec != nil {
+		opts = append(opts, sec.opts...)
+	}
+	return kgo.NewClient(opts...)
 }
 
 // member is one simulated group member speaking raw JoinGroup/SyncGroup/
@@ -87,8 +91,8 @@ type member struct {
 // the connection used for heartbeats and looks up the coordinator) and the
 // KIP-394 JoinGroup round trip that hands out the member id (it opens the
 // join/sync connection). The member is then pending in the group.
-func newMember(ctx context.Context, bootstrap, group string, idx int) (*member, error) {
-	cl, err := newClient(bootstrap, fmt.Sprintf("cohort-bench-%d", idx))
+func newMember(ctx context.Context, bootstrap string, sec *security, group string, idx int) (*member, error) {
+	cl, err := newClient(bootstrap, fmt.Sprintf("cohort-bench-%d", idx), sec)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +119,7 @@ func newMember(ctx context.Context, bootstrap, group string, idx int) (*member, 
 
 // newMembers creates n members of group concurrently (a bounded number at
 // a time). On error the ones created are closed.
-func newMembers(ctx context.Context, bootstrap, group string, first, n int) ([]*member, error) {
+func newMembers(ctx context.Context, bootstrap string, sec *security, group string, first, n int) ([]*member, error) {
 	ms := make([]*member, n)
 	errs := make([]error, n)
 	sem := make(chan struct{}, 32)
@@ -126,7 +130,7 @@ func newMembers(ctx context.Context, bootstrap, group string, first, n int) ([]*
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ms[i], errs[i] = newMember(ctx, bootstrap, group, first+i)
+			ms[i], errs[i] = newMember(ctx, bootstrap, sec, group, first+i)
 		}()
 	}
 	wg.Wait()

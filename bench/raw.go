@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +15,37 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
+
+// security is Config.Security made ready once per run: the kgo options of
+// every client, and the TLS configuration and SASL mechanism of every raw
+// connection.
+type security struct {
+	opts []kgo.Opt
+	tls  *tls.Config    // nil: plaintext
+	mech sasl.Mechanism // nil: no SASL
+}
+
+func newSecurity(c clientconfig.Config) (*security, error) {
+	s := &security{}
+	var err error
+	if s.tls, err = c.TLSConfig(); err != nil {
+		return nil, err
+	}
+	if s.mech, err = c.SASLMechanism(); err != nil {
+		return nil, err
+	}
+	if s.tls != nil {
+		s.opts = append(s.opts, kgo.DialTLSConfig(s.tls))
+	}
+	if s.mech != nil {
+		s.opts = append(s.opts, kgo.SASL(s.mech))
+	}
+	return s, nil
+}
 
 // rawConn is one bare Kafka connection: a request written, its response
 // read, one at a time, the way a member's connection is used. The
@@ -31,13 +63,27 @@ type rawConn struct {
 	rbuf []byte
 }
 
-// dialRaw connects to addr and asks for the target's API versions
-// (ApiVersions v0, which every Kafka-protocol server answers).
-func dialRaw(ctx context.Context, addr, clientID string) (*rawConn, error) {
+// dialRaw connects to addr (with TLS if sec says so), asks for the
+// target's API versions (ApiVersions v0, which every Kafka-protocol server
+// answers, before authentication too) and authenticates with sec's SASL
+// mechanism. sec may be nil: plaintext.
+func dialRaw(ctx context.Context, addr, clientID string, sec *security) (*rawConn, error) {
 	var d net.Dialer
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if sec != nil && sec.tls != nil {
+		cfg := sec.tls.Clone()
+		if cfg.ServerName == "" { // as kgo does
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
+		}
+		nc = tc
 	}
 	c := &rawConn{nc: nc, rd: bufio.NewReaderSize(nc, 16<<10), f: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID)), max: map[int16]int16{}}
 	av := kmsg.NewPtrApiVersionsRequest()
@@ -54,7 +100,61 @@ func dialRaw(ctx context.Context, addr, clientID string) (*rawConn, error) {
 	for _, k := range resp.ApiKeys {
 		c.max[k.ApiKey] = k.MaxVersion
 	}
+	if sec != nil && sec.mech != nil {
+		if err := c.authenticate(ctx, sec.mech, addr); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// authenticate runs SaslHandshake v1 and the SaslAuthenticate exchange of
+// mech (KIP-152), as kgo does on each of its connections.
+func (c *rawConn) authenticate(ctx context.Context, mech sasl.Mechanism, addr string) error {
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Mechanism = mech.Name()
+	var err error
+	if hs.Version, err = c.version(hs, 1); err != nil {
+		return err
+	}
+	if hs.Version < 1 {
+		return errors.New("target does not serve SaslAuthenticate (SaslHandshake v1)")
+	}
+	hsr := kmsg.NewPtrSASLHandshakeResponse()
+	if err := c.do(ctx, hs, hsr); err != nil {
+		return fmt.Errorf("SaslHandshake: %w", err)
+	}
+	if hsr.ErrorCode != 0 {
+		return fmt.Errorf("SaslHandshake %s (target offers %v): %w", hs.Mechanism, hsr.SupportedMechanisms, kerr.ErrorForCode(hsr.ErrorCode))
+	}
+	session, msg, err := mech.Authenticate(ctx, addr)
+	if err != nil {
+		return err
+	}
+	// A last client message after the session is done still gets a
+	// response (KIP-152).
+	for done := false; !done || len(msg) > 0; {
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		if req.Version, err = c.version(req, 2); err != nil {
+			return err
+		}
+		req.SASLAuthBytes = msg
+		resp := kmsg.NewPtrSASLAuthenticateResponse()
+		if err := c.do(ctx, req, resp); err != nil {
+			return fmt.Errorf("SaslAuthenticate: %w", err)
+		}
+		if resp.ErrorCode != 0 {
+			return fmt.Errorf("SaslAuthenticate %s: %w", hs.Mechanism, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		msg = nil
+		if !done {
+			if done, msg, err = session.Challenge(resp.SASLAuthBytes); err != nil {
+				return fmt.Errorf("SASL %s: %w", hs.Mechanism, err)
+			}
+		}
+	}
+	return nil
 }
 
 // version is the highest version of req's API both sides speak, capped

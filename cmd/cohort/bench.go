@@ -10,6 +10,7 @@ import (
 	"time"
 
 	cbench "github.com/cohort-dev/cohort/bench"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 // bench runs package bench against a coordinator at --bootstrap and prints
@@ -30,6 +31,8 @@ func bench(args []string) error {
 	repeat := fs.Int("repeat", 1, "run every case this many times and report the median")
 	name := fs.String("name", "", "label of the target in the output (default the bootstrap address)")
 	quiet := fs.Bool("q", false, "no progress on stderr")
+	var sec clientconfig.Config
+	sec.RegisterFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: cohort bench [flags]
 
@@ -38,6 +41,8 @@ Measures a Kafka-protocol group coordinator: rebalance latency of one group
 OffsetCommit requests and offsets per second. It creates groups and topics
 named cohort-bench-<time>-… and deletes them afterwards. Cohort needs
 --initial-rebalance-delay 0 for the rebalance latency to mean anything.
+With --tls/--sasl-* every client and raw connection connects that way (the
+SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 
 `)
 		fs.PrintDefaults()
@@ -48,11 +53,15 @@ named cohort-bench-<time>-… and deletes them afterwards. Cohort needs
 	if fs.NArg() > 0 {
 		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
 	}
+	if err := sec.Resolve(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	if *repeat < 1 {
 		return fmt.Errorf("bench: --repeat %d: want at least 1", *repeat)
 	}
 	cfg := cbench.Config{
 		Bootstrap:        *bootstrap,
+		Security:         sec,
 		HeartbeatMembers: *hbMembers,
 		Duration:         *duration,
 		RoundTimeout:     *roundTimeout,
