@@ -14,6 +14,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
@@ -54,6 +55,8 @@ type clusterMode struct {
 	c      *cluster.Cluster
 	cancel context.CancelFunc
 	done   chan struct{}
+	// stopAuth stops following credential and ACL changes.
+	stopAuth func()
 }
 
 func etcdTLS(cc *ClusterConfig) (*tls.Config, error) {
@@ -212,6 +215,21 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	}()
 }
 
+// watchSecurity follows, in cluster mode, the credential and ACL changes
+// made through other nodes.
+func (n *Node) watchSecurity() {
+	if n.cl == nil || n.auth == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	n.cl.stopAuth = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		authstate.Watch(ctx, n.cl.cli, n.cl.st.RecordKey(authstate.Partition, nil), n.auth, n.log)
+	}()
+}
+
 // Cluster returns the node's cluster membership (nil unless cluster mode).
 func (n *Node) Cluster() *cluster.Cluster {
 	if n.cl == nil {
@@ -228,6 +246,9 @@ func (n *Node) closeCluster() {
 		return
 	}
 	n.cl.c.Close()
+	if n.cl.stopAuth != nil {
+		n.cl.stopAuth()
+	}
 	if n.cl.cancel != nil {
 		n.cl.cancel()
 		<-n.cl.done

@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +26,7 @@ import (
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/disk"
@@ -39,6 +42,15 @@ var catalogKey = []byte("catalog")
 type Config struct {
 	Listen    string // TCP address for Kafka clients, e.g. "127.0.0.1:9092"
 	Advertise string // host:port given to clients; "" = the listen address
+	// Listeners, if set, replace Listen: one per security protocol.
+	Listeners []server.Listener
+	// Advertised are the addresses given to clients by listener name
+	// (Kafka's advertised.listeners); a listener without one advertises
+	// its bound address. Only Name, Host and Port are used.
+	Advertised []server.Endpoint
+	// Security configures TLS, SASL and ACLs (nil: none; the listeners
+	// must then be PLAINTEXT on loopback unless AllowUnauthenticated).
+	Security  *SecurityConfig
 	NodeID    int32
 	ClusterID string
 	// DataDir holds the embedded store. Ignored when Store is set.
@@ -90,6 +102,7 @@ type Node struct {
 	topo     *server.SingleNodeTopology
 	metrics  *http.Server
 	cl       *clusterMode // nil unless cluster mode
+	auth     *authstate.State
 	done     chan error
 	cancel   context.CancelFunc
 }
@@ -149,9 +162,18 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	listeners, err := n.listeners()
+	if err != nil {
+		return nil, err
+	}
+	sec, err := n.openSecurity(listeners)
+	if err != nil {
+		return nil, err
+	}
 	n.topo = server.SingleNode(server.Broker{NodeID: cfg.NodeID}, cfg.ClusterID)
 	n.srv, err = server.New(server.Config{
-		Listen:        cfg.Listen,
+		Listeners:     listeners,
+		Security:      sec,
 		Groups:        groups{n.coord, n.serving()},
 		Topology:      n.topology(),
 		Catalog:       cat,
@@ -165,12 +187,11 @@ func Start(cfg Config) (*Node, error) {
 	if err := n.srv.Listen(); err != nil {
 		return nil, err
 	}
-	self, err := advertised(cfg.Advertise, n.srv.Addr())
+	self, err := n.advertisedBroker(listeners)
 	if err != nil {
 		n.srv.Close()
 		return nil, err
 	}
-	self.NodeID = cfg.NodeID
 	n.topo.SetSelf(self)
 	if n.cl != nil {
 		n.cl.c.SetSelf(self)
@@ -190,6 +211,7 @@ func Start(cfg Config) (*Node, error) {
 
 	n.coord.Start()
 	n.startCluster(cat)
+	n.watchSecurity()
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	go func() { n.done <- n.srv.Serve(ctx) }()
@@ -197,8 +219,13 @@ func Start(cfg Config) (*Node, error) {
 		go n.watchStore(ctx, fs)
 	}
 	ok = true
-	n.log.Info("cohort serving", "listen", n.srv.Addr().String(), "advertise", net.JoinHostPort(self.Host, strconv.Itoa(int(self.Port))),
-		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions())
+	var eps []string
+	for _, e := range self.Endpoints {
+		eps = append(eps, e.Listener+"://"+net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))))
+	}
+	n.log.Info("cohort serving", "listen", n.srv.Addr().String(), "advertised", strings.Join(eps, ","),
+		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions(),
+		"authorizer", sec.Authorizer != nil)
 	return n, nil
 }
 
@@ -230,6 +257,63 @@ func advertised(adv string, bound net.Addr) (server.Broker, error) {
 	return server.Broker{Host: host, Port: int32(p)}, nil
 }
 
+// listeners returns the configured listeners (Listen as one PLAINTEXT
+// listener by default), checked against the security settings.
+func (n *Node) listeners() ([]server.Listener, error) {
+	ls := n.cfg.Listeners
+	if len(ls) == 0 {
+		ls = []server.Listener{{Name: server.ProtocolPlaintext, Protocol: server.ProtocolPlaintext, Addr: n.cfg.Listen}}
+	}
+	sc := n.cfg.Security
+	if sc == nil {
+		sc = &SecurityConfig{}
+	}
+	return sc.checkListeners(ls)
+}
+
+// advertisedBroker is this node as clients see it: an endpoint per
+// listener (advertised, else bound), Host/Port being the first one's.
+func (n *Node) advertisedBroker(ls []server.Listener) (server.Broker, error) {
+	self := server.Broker{NodeID: n.cfg.NodeID}
+	for i, l := range ls {
+		adv := ""
+		if i == 0 {
+			adv = n.cfg.Advertise
+		}
+		for _, a := range n.cfg.Advertised {
+			if a.Listener == l.Name {
+				adv = net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port)))
+			}
+		}
+		b, err := advertised(adv, n.srv.ListenerAddr(l.Name))
+		if err != nil {
+			return self, err
+		}
+		self.Endpoints = append(self.Endpoints, server.Endpoint{Listener: l.Name, Host: b.Host, Port: b.Port})
+		if i == 0 {
+			self.Host, self.Port = b.Host, b.Port
+		}
+	}
+	for _, a := range n.cfg.Advertised {
+		if !slices.ContainsFunc(ls, func(l server.Listener) bool { return l.Name == a.Listener }) {
+			return self, fmt.Errorf("advertised listener %s has no listener of that name", a.Listener)
+		}
+	}
+	return self, nil
+}
+
+// ReloadTLS reads the TLS certificate and key files again (SIGHUP):
+// new connections get the new certificate, open ones keep theirs.
+func (n *Node) ReloadTLS() error {
+	if n.cfg.Security == nil || n.cfg.Security.TLS == nil {
+		return errors.New("no TLS configured")
+	}
+	return n.cfg.Security.TLS.Reload()
+}
+
+// Security returns the node's credentials and ACLs.
+func (n *Node) Security() *authstate.State { return n.auth }
+
 func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	st := n.store
 	cat := catalog.New(catalog.Options{Persist: func(snap []byte) error {
@@ -257,6 +341,15 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 
 // Addr is the address the Kafka listener is bound to.
 func (n *Node) Addr() string { return n.srv.Addr().String() }
+
+// ListenerAddr is the address the listener called name (its protocol, for
+// listeners from --listeners) is bound to, or "" if there is none.
+func (n *Node) ListenerAddr(name string) string {
+	if a := n.srv.ListenerAddr(name); a != nil {
+		return a.String()
+	}
+	return ""
+}
 
 // Catalog returns the node's topic catalog.
 func (n *Node) Catalog() *catalog.Catalog { return n.srv.Catalog() }

@@ -1,0 +1,345 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+const adminPassword = "admin-secret-1"
+
+// secureConfig is a node with one SASL_PLAINTEXT listener on loopback,
+// SCRAM and PLAIN, and a bootstrap super user "admin".
+func secureConfig(t testing.TB, st store.Store) Config {
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	return Config{
+		Listeners: []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}},
+		Store:     st,
+		Group:     cfg,
+		Rand:      seeded{rand.NewChaCha8([32]byte{5})},
+		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		ClusterID: "test",
+		Security: &SecurityConfig{
+			Mechanisms:        []string{sasl.ScramSHA256, sasl.ScramSHA512, sasl.Plain},
+			BootstrapUser:     "admin",
+			BootstrapPassword: adminPassword,
+			SuperUsers:        []string{"User:admin"},
+			FailedAuthDelay:   time.Millisecond,
+		},
+	}
+}
+
+func scramClient(t testing.TB, addr, user, pass string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	mech := scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	return client(t, addr, append([]kgo.Opt{kgo.SASL(mech), kgo.RequestRetries(0)}, opts...)...)
+}
+
+func TestSecureByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		listener  server.Listener
+		allow     bool
+		wantError bool
+	}{
+		{"PLAINTEXT on every interface", server.Listener{Protocol: server.ProtocolPlaintext, Addr: "0.0.0.0:0"}, false, true},
+		{"PLAINTEXT on every interface, allowed", server.Listener{Protocol: server.ProtocolPlaintext, Addr: "0.0.0.0:0"}, true, false},
+		{"PLAINTEXT on an empty host", server.Listener{Protocol: server.ProtocolPlaintext, Addr: ":0"}, false, true},
+		{"PLAINTEXT on loopback", server.Listener{Protocol: server.ProtocolPlaintext, Addr: "127.0.0.1:0"}, false, false},
+		{"SASL_PLAINTEXT on every interface", server.Listener{Protocol: server.ProtocolSASLPlaintext, Addr: "0.0.0.0:0"}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := secureConfig(t, memstore.New())
+			cfg.Listeners = []server.Listener{tc.listener}
+			cfg.Security.AllowUnauthenticated = tc.allow
+			n, err := Start(cfg)
+			if err == nil {
+				n.Close()
+			}
+			if (err != nil) != tc.wantError {
+				t.Fatalf("Start: %v, want error %v", err, tc.wantError)
+			}
+			if err != nil && (!strings.Contains(err.Error(), "--allow-unauthenticated") || strings.Contains(err.Error(), "\n")) {
+				t.Fatalf("error %q: want one line naming --allow-unauthenticated", err)
+			}
+		})
+	}
+}
+
+func TestParseListeners(t *testing.T) {
+	ls, err := ParseListeners("PLAINTEXT://127.0.0.1:9092, sasl_ssl://0.0.0.0:9094")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 2 || ls[1].Protocol != server.ProtocolSASLSSL || ls[1].Name != "SASL_SSL" || ls[1].Addr != "0.0.0.0:9094" {
+		t.Fatalf("parsed %+v", ls)
+	}
+	for _, bad := range []string{"", "127.0.0.1:9092", "HTTP://127.0.0.1:80", "PLAINTEXT://nohost", "SSL://a:1,SSL://b:2", "SSL://a:99999"} {
+		if _, err := ParseListeners(bad); err == nil {
+			t.Errorf("ParseListeners(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestSCRAMAndACLsEndToEnd: the bootstrap admin creates a user and an ACL
+// over the wire; the user authenticates with SCRAM and PLAIN, is allowed
+// exactly what the ACL grants, and a wrong password fails cleanly.
+func TestSCRAMAndACLsEndToEnd(t *testing.T) {
+	n := startLoaded(t, secureConfig(t, memstore.New()))
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, n.Addr(), "admin", adminPassword))
+	createUser(ctx, t, admin, "app", "app-password")
+	acls := kadm.NewACLs().Allow("User:app").Groups("orders").Operations(kadm.OpRead)
+	if res, err := admin.CreateACLs(ctx, acls); err != nil || res[0].Err != nil {
+		t.Fatalf("CreateACLs: %v %v", err, res)
+	}
+
+	app := kadm.NewClient(scramClient(t, n.Addr(), "app", "app-password"))
+	described, err := app.DescribeGroups(ctx, "orders", "payments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := described["orders"].Err; err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		t.Fatalf("orders (READ implies DESCRIBE): %v", err)
+	}
+	if err := described["payments"].Err; !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("payments: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	// PLAIN checks the same stored credential.
+	plain := kadm.NewClient(client(t, n.Addr(), kgo.SASL(plainMech("app", "app-password")), kgo.RequestRetries(0)))
+	if _, err := plain.ListGroups(ctx); err != nil {
+		t.Fatalf("PLAIN with the SCRAM password: %v", err)
+	}
+	// A wrong password: an authentication error, not a hang.
+	bad := kadm.NewClient(scramClient(t, n.Addr(), "app", "wrong"))
+	if _, err := bad.ListGroups(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}
+
+// createUser sets both SCRAM credentials of user, in two requests: Kafka
+// allows one change per user in one AlterUserScramCredentials.
+func createUser(ctx context.Context, t testing.TB, adm *kadm.Client, user, pass string) {
+	t.Helper()
+	for _, m := range []kadm.ScramMechanism{kadm.ScramSha512, kadm.ScramSha256} {
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: m, Iterations: 4096, Password: pass}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Error(); err != nil {
+			t.Fatalf("AlterUserSCRAMs: %v", err)
+		}
+	}
+}
+
+// TestDeletedUserCannotReauthenticate: a connection authenticated before
+// its user was deleted cannot authenticate again (KIP-368).
+func TestDeletedUserCannotReauthenticate(t *testing.T) {
+	var now atomicTime
+	now.set(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	cfg := secureConfig(t, memstore.New())
+	cfg.Security.SessionLifetime = time.Minute
+	cfg.Security.Now = now.get
+	n := startLoaded(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, n.Addr(), "admin", adminPassword))
+	createUser(ctx, t, admin, "temp", "temp-password")
+
+	c := dialRaw(t, n.Addr())
+	if life := c.scramLogin(t, "temp", "temp-password"); life != 60000 {
+		t.Fatalf("session lifetime %d ms, want 60000", life)
+	}
+	if code := c.heartbeat(t); code == 0 {
+		t.Fatalf("heartbeat of an unknown member: want an error code, got 0")
+	}
+	for _, m := range []kadm.ScramMechanism{kadm.ScramSha512, kadm.ScramSha256} {
+		res, err := admin.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: "temp", Mechanism: m}}, nil)
+		if err != nil || res.Error() != nil {
+			t.Fatalf("deleting temp: %v %v", err, res.Error())
+		}
+	}
+	// Re-authentication (before the session ends) fails and closes.
+	if err := c.scramLoginErr("temp", "temp-password"); err == nil {
+		t.Fatal("a deleted user re-authenticated")
+	}
+	c.expectClosed(t)
+	// A second connection whose session simply runs out is closed at its
+	// next request.
+	createUser(ctx, t, admin, "temp2", "pw2")
+	c2 := dialRaw(t, n.Addr())
+	c2.scramLogin(t, "temp2", "pw2")
+	now.add(61 * time.Second)
+	c2.send(t, kmsg.NewPtrListGroupsRequest())
+	c2.expectClosed(t)
+}
+
+// TestSecurityStateSurvivesSIGKILL: users and ACLs created over the wire
+// are back after the process is killed and restarted without the
+// bootstrap user.
+func TestSecurityStateSurvivesSIGKILL(t *testing.T) {
+	bin := cohortBinary(t)
+	dir := t.TempDir()
+	addr := freePort(t)
+	start := func(extra ...string) *exec.Cmd {
+		args := append([]string{"serve", "--listeners", "SASL_PLAINTEXT://" + addr, "--data-dir", dir, "--log-level", "warn",
+			"--super-users", "User:admin", "--sasl-mechanisms", "SCRAM-SHA-512"}, extra...)
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), "COHORT_BOOTSTRAP_PASSWORD="+adminPassword)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitListening(t, addr)
+		return cmd
+	}
+	cmd := start("--bootstrap-user", "admin")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, addr, "admin", adminPassword, kgo.RequestRetries(5)))
+	createUser(ctx, t, admin, "app", "app-password")
+	if res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:app").Groups("g1").Operations(kadm.OpRead)); err != nil || res[0].Err != nil {
+		t.Fatalf("CreateACLs: %v %v", err, res)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	admin.Close()
+
+	cmd = start() // no bootstrap user this time: admin must still exist
+	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+	admin2 := kadm.NewClient(scramClient(t, addr, "admin", adminPassword, kgo.RequestRetries(5)))
+	users, err := admin2.DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users["app"].CredInfos) != 2 || len(users["admin"].CredInfos) != 2 {
+		t.Fatalf("users after restart: %+v", users)
+	}
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	req.Operation, req.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	described, err := req.RequestWith(ctx, scramClient(t, addr, "admin", adminPassword, kgo.RequestRetries(5)))
+	if err != nil || described.ErrorCode != 0 {
+		t.Fatalf("DescribeACLs: %v %+v", err, described)
+	}
+	found := false
+	for _, r := range described.Resources {
+		for _, a := range r.ACLs {
+			found = found || (a.Principal == "User:app" && r.ResourceName == "g1")
+		}
+	}
+	if !found {
+		t.Fatalf("ACL of User:app on g1 lost: %+v", described.Resources)
+	}
+	app := kadm.NewClient(scramClient(t, addr, "app", "app-password", kgo.RequestRetries(5)))
+	if d, err := app.DescribeGroups(ctx, "g1"); err != nil || d["g1"].Err != nil && !errors.Is(d["g1"].Err, kerr.GroupIDNotFound) {
+		t.Fatalf("app after restart: %v %v", err, d["g1"].Err)
+	}
+}
+
+// TestClusterACLSeenByOtherNode: an ACL and a user created through one
+// node are enforced by another within 2 s.
+func TestClusterACLSeenByOtherNode(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		cfg := secureConfig(t, nil)
+		cfg.NodeID = int32(i + 1)
+		cfg.Partitions = 4
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/sec-test/", LeaseTTL: 3 * time.Second}
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes[i] = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, nodes[0].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))
+	createUser(ctx, t, admin, "app", "app-password")
+	// The user reaches node 2 (a SCRAM login works there) and, without an
+	// ACL, may not see the topic.
+	userSeen := time.Now().Add(2 * time.Second)
+	for {
+		err := describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
+		if errors.Is(err, kerr.TopicAuthorizationFailed) {
+			break
+		}
+		if err == nil {
+			t.Fatal("app sees topic t without an ACL")
+		}
+		if time.Now().After(userSeen) {
+			t.Fatalf("the user created through node 1 is not usable on node 2 after 2s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:app").Topics("t").Operations(kadm.OpDescribe)); err != nil || res[0].Err != nil {
+		t.Fatalf("CreateACLs: %v %v", err, res)
+	}
+	// Node 2 must authenticate app and let it describe topic t within 2s.
+	deadline := start.Add(2 * time.Second)
+	for {
+		err := describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
+		if err == nil {
+			t.Logf("ACL enforced by the other node after %v", time.Since(start))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v node 2 still answers %v", time.Since(start), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// describeTopicAs asks addr's Metadata for topic as user: nil when the
+// topic is visible (UNKNOWN_TOPIC_OR_PARTITION: visible but absent, as no
+// topic was created), the error otherwise.
+func describeTopicAs(ctx context.Context, addr, user, pass, topic string) error {
+	mech := scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(mech), kgo.RequestRetries(0))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 {
+		return errors.New("no topic in the answer")
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 && code != kerr.UnknownTopicOrPartition.Code {
+		return kerr.ErrorForCode(code)
+	}
+	return nil
+}
