@@ -1,0 +1,89 @@
+package server
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// authzMetrics counts what the authorizer refused, by API:
+// cohort_server_authorization_denials_total{api}. One refused request, or
+// one refused part of a request (a topic of an OffsetCommit, a group of a
+// DescribeGroups), counts one; the silent filtering of listings
+// (ListGroups, all-topics Metadata) does not count, as Kafka does not log
+// it.
+type authzMetrics struct {
+	denials [maxKey]prometheus.Counter
+}
+
+// newAuthzMetrics registers the denial counter on reg, with a child per
+// advertised API resolved up front. A counter already registered there
+// (a second server on one registry) is shared.
+//
+// It is meant for newMetrics, which would keep the result in a field of
+// metrics; until it does, countDenied registers it lazily, on a server's
+// first denial, and keeps it in authzOf.
+func newAuthzMetrics(reg prometheus.Registerer) (*authzMetrics, error) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "authorization_denials_total",
+		Help: "Requests, or topics and groups within requests, refused by the authorizer, by Kafka API.",
+	}, []string{"api"})
+	if err := reg.Register(vec); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		existing, ok := (*prometheus.CounterVec)(nil), false
+		if errors.As(err, &are) {
+			existing, ok = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+		if !ok {
+			return nil, err
+		}
+		vec = existing
+	}
+	a := &authzMetrics{}
+	for _, api := range supported {
+		a.denials[api.Key] = vec.WithLabelValues(api.Name)
+	}
+	return a, nil
+}
+
+// inc counts one denial of API key.
+func (a *authzMetrics) inc(key int16) {
+	if a == nil || key < 0 || int(key) >= maxKey || a.denials[key] == nil {
+		return
+	}
+	a.denials[key].Inc()
+}
+
+// authzOf maps a server's *metrics to its denial counters, standing in
+// for a field of metrics (metrics.go is not this file's); entries live as
+// long as the process.
+var authzOf sync.Map // *metrics -> *authzMetrics
+
+// denied counts one denial of API key; it counts nothing before
+// countDenied has registered the counters.
+func (m *metrics) denied(key int16) {
+	if m == nil {
+		return
+	}
+	if a, ok := authzOf.Load(m); ok {
+		a.(*authzMetrics).inc(key)
+	}
+}
+
+// countDenied counts one denial of API key on the server's metrics (none
+// without a Registerer), registering the counter at the first one.
+func (s *Server) countDenied(key int16) {
+	if s.metrics == nil {
+		return
+	}
+	if _, ok := authzOf.Load(s.metrics); !ok {
+		a, err := newAuthzMetrics(s.cfg.Registerer)
+		if err != nil {
+			s.log.Warn("authorization denials are not counted", "err", err)
+			a = &authzMetrics{}
+		}
+		authzOf.LoadOrStore(s.metrics, a)
+	}
+	s.metrics.denied(key)
+}
