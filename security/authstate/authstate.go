@@ -1,0 +1,599 @@
+// Package authstate is a node's durable security state: the SCRAM
+// credentials of its users and its ACL bindings, kept as records of one
+// store partition (Partition), so that they live wherever the node's other
+// state lives (the embedded disk store, or etcd in cluster mode) and survive
+// restarts.
+//
+// A State answers authentication (sasl.Credentials) and authorization
+// (server.Authorizer) from immutable snapshots published atomically, so the
+// request path never takes a lock, and serves the security admin APIs
+// (server.SecurityAdmin) with Kafka's semantics. Every change is appended to
+// the store before it becomes visible or is acknowledged.
+//
+// Record layout in Partition (a nil value is a tombstone):
+//
+//	u/<mechanism>/<user>   sasl.Credential.MarshalBinary
+//	a/<acl.Binding.Key>    acl.Binding.MarshalBinary
+//
+// In cluster mode other nodes change the same records; Watch (etcdwatch.go)
+// follows them and feeds Apply and Reload.
+package authstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store"
+)
+
+// Partition is the store partition of the security records (the topic
+// catalog uses -1, coordinator partitions are >= 0). Negative partitions
+// are not fenced in cluster mode: every node may write them.
+const Partition int32 = -2
+
+// DefaultIterations is the SCRAM iteration count of credentials cohort
+// derives itself (EnsureUser), Kafka's default for kafka-configs and
+// kafka-storage. PLAIN logins pay it on every authentication, which is why
+// it is the minimum rather than more.
+const DefaultIterations = sasl.MinIterations
+
+// Record key prefixes.
+const (
+	userPrefix = "u/"
+	aclPrefix  = "a/"
+)
+
+// mechanisms are the SCRAM mechanisms a user can have credentials for.
+var mechanisms = []string{sasl.ScramSHA256, sasl.ScramSHA512}
+
+// Options configures Open.
+type Options struct {
+	// Store holds the records (Partition). Required.
+	Store store.Store
+	// Authorizer decides requests on the current ACLs (super users,
+	// allow-everyone-if-no-acl-found).
+	Authorizer acl.Authorizer
+	// Logger receives changes applied from elsewhere and load problems
+	// (never a secret); nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// credID names one stored credential.
+type credID struct{ user, mechanism string }
+
+func (id credID) key() string { return userPrefix + id.mechanism + "/" + id.user }
+
+func aclKey(b acl.Binding) string { return aclPrefix + b.Key() }
+
+// State is a node's credentials and ACLs. It implements sasl.Credentials,
+// server.Authorizer and server.SecurityAdmin; all methods are safe for
+// concurrent use.
+type State struct {
+	store store.Store
+	authz acl.Authorizer
+	log   *slog.Logger
+
+	// mu serializes changes. A local change holds it from its Append to
+	// its publication, and Apply and Reload take it too: a change another
+	// node makes after ours reaches etcd is seen by the watch after ours,
+	// so it is applied after our publication and the state converges to
+	// etcd's order.
+	mu       sync.Mutex
+	bindings map[string]acl.Binding // by record key (guarded by mu)
+
+	// Published snapshots, replaced whole, never modified.
+	acls  atomic.Pointer[acl.Set]
+	creds atomic.Pointer[map[credID]sasl.Credential]
+}
+
+var (
+	_ sasl.Credentials     = (*State)(nil)
+	_ server.Authorizer    = (*State)(nil)
+	_ server.SecurityAdmin = (*State)(nil)
+)
+
+// Open loads the security records of opts.Store. A record it cannot
+// decode is an error: skipping it could drop a DENY binding, so the node
+// refuses to start rather than enforce less than it was told to.
+func Open(ctx context.Context, opts Options) (*State, error) {
+	if opts.Store == nil {
+		return nil, errors.New("authstate: Options.Store is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, bindings: map[string]acl.Binding{}}
+	empty := map[credID]sasl.Credential{}
+	s.creds.Store(&empty)
+	if err := s.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reload re-reads every record from the store and replaces the state with
+// them (after a broken watch in cluster mode). On error the state is left
+// as it was.
+func (s *State) Reload(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	creds := map[credID]sasl.Credential{}
+	bindings := map[string]acl.Binding{}
+	err := s.store.Load(ctx, Partition, func(r store.Record) error {
+		e, err := decode(r.Key, r.Value)
+		if err != nil {
+			return err
+		}
+		e.fold(creds, bindings)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("authstate: loading: %w", err)
+	}
+	s.bindings = bindings
+	s.creds.Store(&creds)
+	s.acls.Store(acl.NewSet(slices.Collect(maps.Values(bindings))))
+	return nil
+}
+
+// Apply applies one record changed elsewhere (another node, seen through
+// etcd): key is the record key within Partition, an empty value a
+// deletion. A record it cannot decode is logged and ignored, leaving the
+// key's previous value.
+func (s *State) Apply(key, value []byte) {
+	e, err := decode(key, value)
+	if err != nil {
+		s.log.Error("authstate: ignoring a security record from the store", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.applyLocked([]entry{e})
+	s.mu.Unlock()
+	s.log.Debug("authstate: security record applied", "key", e.key, "deleted", e.deleted())
+}
+
+// entry is one decoded record: a credential, a binding, or (neither) the
+// deletion of key.
+type entry struct {
+	key     string
+	id      credID // u/ keys
+	cred    *sasl.Credential
+	binding *acl.Binding // a/ keys with a value
+}
+
+func (e entry) deleted() bool { return e.cred == nil && e.binding == nil }
+
+// errBadRecord wraps every decoding failure.
+var errBadRecord = errors.New("malformed security record")
+
+// decode parses one record; the result shares nothing with key and value.
+func decode(key, value []byte) (entry, error) {
+	e := entry{key: string(key)}
+	switch {
+	case strings.HasPrefix(e.key, userPrefix):
+		mech, user, ok := strings.Cut(e.key[len(userPrefix):], "/")
+		if !ok || !slices.Contains(mechanisms, mech) {
+			return e, fmt.Errorf("%w: key %q", errBadRecord, e.key)
+		}
+		e.id = credID{user: user, mechanism: mech}
+		if len(value) == 0 {
+			return e, nil
+		}
+		var c sasl.Credential
+		if err := c.UnmarshalBinary(value); err != nil || c.Mechanism != mech {
+			return e, fmt.Errorf("%w: key %q: bad credential", errBadRecord, e.key)
+		}
+		e.cred = &c
+	case strings.HasPrefix(e.key, aclPrefix):
+		if len(value) == 0 {
+			return e, nil
+		}
+		var b acl.Binding
+		if err := b.UnmarshalBinary(value); err != nil {
+			return e, fmt.Errorf("%w: key %q: %v", errBadRecord, e.key, err)
+		}
+		if aclKey(b) != e.key {
+			return e, fmt.Errorf("%w: key %q does not match its binding", errBadRecord, e.key)
+		}
+		e.binding = &b
+	default:
+		return e, fmt.Errorf("%w: unknown key %q", errBadRecord, e.key)
+	}
+	return e, nil
+}
+
+// record encodes e for the store.
+func (e entry) record() (store.Record, error) {
+	r := store.Record{Key: []byte(e.key)}
+	var err error
+	switch {
+	case e.cred != nil:
+		r.Value, err = e.cred.MarshalBinary()
+	case e.binding != nil:
+		r.Value, err = e.binding.MarshalBinary()
+	}
+	return r, err
+}
+
+// fold applies e to the maps.
+func (e entry) fold(creds map[credID]sasl.Credential, bindings map[string]acl.Binding) {
+	switch {
+	case e.cred != nil:
+		creds[e.id] = *e.cred
+	case e.binding != nil:
+		bindings[e.key] = *e.binding
+	case strings.HasPrefix(e.key, userPrefix):
+		delete(creds, e.id)
+	default:
+		delete(bindings, e.key)
+	}
+}
+
+// applyLocked publishes entries: new credential and ACL snapshots. The
+// caller holds s.mu.
+func (s *State) applyLocked(es []entry) {
+	creds := maps.Clone(*s.creds.Load())
+	before := map[string]*acl.Binding{} // ACL keys touched -> binding before, nil if absent
+	for _, e := range es {
+		if strings.HasPrefix(e.key, aclPrefix) {
+			if _, seen := before[e.key]; !seen {
+				before[e.key] = nil
+				if b, ok := s.bindings[e.key]; ok {
+					before[e.key] = &b
+				}
+			}
+		}
+		e.fold(creds, s.bindings)
+	}
+	s.creds.Store(&creds)
+	if len(before) == 0 {
+		return
+	}
+	var add, del []acl.Binding
+	for k, old := range before {
+		now, ok := s.bindings[k]
+		if old != nil && (!ok || now != *old) {
+			del = append(del, *old)
+		}
+		if ok && (old == nil || now != *old) {
+			add = append(add, now)
+		}
+	}
+	if len(add)+len(del) > 0 {
+		s.acls.Store(s.acls.Load().Without(del...).With(add...))
+	}
+}
+
+// commitLocked makes es durable, then visible. The caller holds s.mu.
+func (s *State) commitLocked(ctx context.Context, es []entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	recs := make([]store.Record, len(es))
+	for i, e := range es {
+		r, err := e.record()
+		if err != nil {
+			return fmt.Errorf("authstate: encoding %q: %w", e.key, err)
+		}
+		recs[i] = r
+	}
+	if err := s.store.Append(ctx, Partition, recs); err != nil {
+		return fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+	}
+	s.applyLocked(es)
+	return nil
+}
+
+// Lookup implements sasl.Credentials: lock-free, on the current snapshot.
+func (s *State) Lookup(user, mechanism string) (sasl.Credential, bool) {
+	c, ok := (*s.creds.Load())[credID{user: user, mechanism: mechanism}]
+	return c, ok
+}
+
+// Authorize implements server.Authorizer on the current ACLs (lock-free).
+func (s *State) Authorize(principal, host string, op acl.Operation, rt acl.ResourceType, name string) bool {
+	return s.authz.Authorize(s.acls.Load(), principal, host, op, rt, name)
+}
+
+// AuthorizedOperations implements server.Authorizer.
+func (s *State) AuthorizedOperations(principal, host string, rt acl.ResourceType, name string) int32 {
+	return s.authz.AuthorizedOperations(s.acls.Load(), principal, host, rt, name)
+}
+
+// Users implements server.SecurityAdmin: each named user's credentials
+// (every user's when names is nil), mechanisms in order, without keys.
+func (s *State) Users(names []string) map[string][]server.UserCredential {
+	creds := *s.creds.Load()
+	out := map[string][]server.UserCredential{}
+	add := func(id credID, c sasl.Credential) {
+		out[id.user] = append(out[id.user], server.UserCredential{Mechanism: id.mechanism, Iterations: c.Iterations})
+	}
+	if names == nil {
+		for id, c := range creds {
+			add(id, c)
+		}
+		for _, cs := range out {
+			slices.SortFunc(cs, func(a, b server.UserCredential) int { return strings.Compare(a.Mechanism, b.Mechanism) })
+		}
+		return out
+	}
+	for _, u := range names {
+		if _, done := out[u]; done {
+			continue
+		}
+		for _, m := range mechanisms {
+			if c, ok := creds[credID{user: u, mechanism: m}]; ok {
+				add(credID{user: u, mechanism: m}, c)
+			}
+		}
+	}
+	return out
+}
+
+// userOf returns the user's stored credential IDs.
+func userOf(creds map[credID]sasl.Credential, user string) []credID {
+	var ids []credID
+	for _, m := range mechanisms {
+		if id := (credID{user: user, mechanism: m}); hasKey(creds, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// checkName is Kafka's check of every credential change's user and
+// mechanism.
+func checkName(user, mechanism string) error {
+	if user == "" {
+		return fmt.Errorf("%w: the user name must not be empty", server.ErrUnacceptableCredential)
+	}
+	if !slices.Contains(mechanisms, mechanism) {
+		return fmt.Errorf("%w %q", server.ErrUnsupportedMechanism, mechanism)
+	}
+	return nil
+}
+
+// checkUpsert is Kafka's check of a credential to store.
+func checkUpsert(user, mechanism string, iterations int) error {
+	if err := checkName(user, mechanism); err != nil {
+		return err
+	}
+	if iterations < sasl.MinIterations {
+		return fmt.Errorf("%w: too few iterations (%d, the minimum is %d)", server.ErrUnacceptableCredential, iterations, sasl.MinIterations)
+	}
+	if iterations > sasl.MaxIterations {
+		return fmt.Errorf("%w: too many iterations (%d, the maximum is %d)", server.ErrUnacceptableCredential, iterations, sasl.MaxIterations)
+	}
+	return nil
+}
+
+// AlterUsers implements server.SecurityAdmin with the rules of Kafka's
+// ScramControlManager: deletions are checked first, then upserts; a user
+// whose first change is invalid gets that error for all its changes, and a
+// user with a second change gets DUPLICATE for all of them (whatever the
+// mechanisms: Kafka allows one change per user and request). Deleting a
+// credential that does not exist is ErrAdminNotFound. The valid changes
+// are stored together in one Append; if it fails they all get its error.
+func (s *State) AlterUsers(ctx context.Context, upserts []server.UserUpsert, deletions []server.UserDeletion) []error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	creds := *s.creds.Load()
+	userErr := map[string]error{}
+	valid := map[string]entry{} // user -> its one valid change
+	// first reports whether a change of user is to be checked: not if
+	// the user failed already, nor if it has a valid change (then it is a
+	// duplicate).
+	first := func(user string) bool {
+		if _, bad := userErr[user]; bad {
+			return false
+		}
+		if _, dup := valid[user]; dup {
+			delete(valid, user)
+			userErr[user] = server.ErrAdminDuplicate
+			return false
+		}
+		return true
+	}
+	for _, d := range deletions {
+		if !first(d.User) {
+			continue
+		}
+		id := credID{user: d.User, mechanism: d.Mechanism}
+		switch err := checkName(d.User, d.Mechanism); {
+		case err != nil:
+			userErr[d.User] = err
+		case !hasKey(creds, id):
+			userErr[d.User] = fmt.Errorf("%w: user %q has no %s credential", server.ErrAdminNotFound, d.User, d.Mechanism)
+		default:
+			valid[d.User] = entry{key: id.key(), id: id}
+		}
+	}
+	for _, u := range upserts {
+		if !first(u.User) {
+			continue
+		}
+		if err := checkUpsert(u.User, u.Mechanism, u.Iterations); err != nil {
+			userErr[u.User] = err
+			continue
+		}
+		c, err := sasl.CredentialFromSalted(u.Mechanism, u.Salt, u.SaltedPassword, u.Iterations)
+		if err != nil {
+			userErr[u.User] = fmt.Errorf("%w: %v", server.ErrUnacceptableCredential, err)
+			continue
+		}
+		id := credID{user: u.User, mechanism: u.Mechanism}
+		valid[u.User] = entry{key: id.key(), id: id, cred: &c}
+	}
+	es := make([]entry, 0, len(valid))
+	for _, e := range valid {
+		es = append(es, e)
+	}
+	slices.SortFunc(es, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	if err := s.commitLocked(ctx, es); err != nil {
+		for u := range valid {
+			userErr[u] = err
+		}
+	}
+	errs := make([]error, 0, len(upserts)+len(deletions))
+	for _, u := range upserts {
+		errs = append(errs, userErr[u.User])
+	}
+	for _, d := range deletions {
+		errs = append(errs, userErr[d.User])
+	}
+	return errs
+}
+
+// SetPassword stores user's credential for mechanism, derived from
+// password (which is not kept) with a fresh salt: an operator's way to set
+// a password without a Kafka admin client.
+func (s *State) SetPassword(ctx context.Context, user, mechanism, password string, iterations int) error {
+	if err := checkUpsert(user, mechanism, iterations); err != nil {
+		return err
+	}
+	c, err := sasl.NewCredential(mechanism, password, iterations)
+	if err != nil {
+		return fmt.Errorf("%w: %v", server.ErrUnacceptableCredential, err)
+	}
+	id := credID{user: user, mechanism: mechanism}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.commitLocked(ctx, []entry{{key: id.key(), id: id, cred: &c}}); err != nil {
+		return err
+	}
+	s.log.Info("SCRAM credential set", "user", user, "mechanism", mechanism, "iterations", iterations)
+	return nil
+}
+
+// EnsureUser gives user SCRAM-SHA-256 and SCRAM-SHA-512 credentials for
+// password (DefaultIterations) unless the user has a credential already,
+// which it leaves alone: the bootstrap user of a new node, whose password
+// an operator may have changed since. created reports whether it wrote.
+func (s *State) EnsureUser(ctx context.Context, user, password string) (created bool, err error) {
+	if err := checkName(user, sasl.ScramSHA256); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(userOf(*s.creds.Load(), user)) > 0 {
+		return false, nil
+	}
+	var es []entry
+	for _, m := range mechanisms {
+		c, err := sasl.NewCredential(m, password, DefaultIterations)
+		if err != nil {
+			return false, fmt.Errorf("%w: %v", server.ErrUnacceptableCredential, err)
+		}
+		id := credID{user: user, mechanism: m}
+		es = append(es, entry{key: id.key(), id: id, cred: &c})
+	}
+	if err := s.commitLocked(ctx, es); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// DeleteUser deletes every credential of user (ErrAdminNotFound if it has
+// none). Connections it authenticated stay open until they re-authenticate
+// (KIP-368), which then fails.
+func (s *State) DeleteUser(ctx context.Context, user string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := userOf(*s.creds.Load(), user)
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: user %q has no credential", server.ErrAdminNotFound, user)
+	}
+	es := make([]entry, len(ids))
+	for i, id := range ids {
+		es[i] = entry{key: id.key(), id: id}
+	}
+	if err := s.commitLocked(ctx, es); err != nil {
+		return err
+	}
+	s.log.Info("SCRAM credentials deleted", "user", user)
+	return nil
+}
+
+// ACLs implements server.SecurityAdmin.
+func (s *State) ACLs(f acl.Filter) []acl.Binding { return s.acls.Load().Match(f) }
+
+// CreateACLs implements server.SecurityAdmin as Kafka's AclControlManager
+// does: an invalid binding is acl.ErrInvalid, one that exists (or appears
+// twice) succeeds without a write, and the new ones are stored together.
+func (s *State) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
+	errs := make([]error, len(bs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var es []entry
+	pending := map[string]bool{}
+	for i, b := range bs {
+		if err := b.Validate(); err != nil {
+			errs[i] = err // acl.ErrInvalid
+			continue
+		}
+		k := aclKey(b)
+		if hasKey(s.bindings, k) || pending[k] {
+			continue
+		}
+		pending[k] = true
+		es = append(es, entry{key: k, binding: &bs[i]})
+	}
+	if err := s.commitLocked(ctx, es); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// DeleteACLs implements server.SecurityAdmin as Kafka's AclControlManager
+// does: each valid filter reports every binding it matches in the state
+// before the request (a binding two filters match is reported by both);
+// all of them are deleted together.
+func (s *State) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.Binding, []error) {
+	deleted := make([][]acl.Binding, len(fs))
+	errs := make([]error, len(fs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.acls.Load()
+	var es []entry
+	pending := map[string]bool{}
+	for i, f := range fs {
+		if err := f.Validate(); err != nil {
+			errs[i] = err // acl.ErrInvalid
+			continue
+		}
+		deleted[i] = cur.Match(f)
+		for _, b := range deleted[i] {
+			if k := aclKey(b); !pending[k] {
+				pending[k] = true
+				es = append(es, entry{key: k})
+			}
+		}
+	}
+	if err := s.commitLocked(ctx, es); err != nil {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i], deleted[i] = err, nil
+			}
+		}
+	}
+	return deleted, errs
+}

@@ -1,0 +1,76 @@
+package authstate
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// rewatchPause is how long Watch waits after a broken watch before it
+// re-reads and watches again.
+const rewatchPause = time.Second
+
+// reloadTimeout bounds one re-read of the state.
+const reloadTimeout = 10 * time.Second
+
+// Watch keeps s up to date with the records under prefix (the etcd keys of
+// Partition, st.RecordKey(Partition, nil)) until ctx is done: changes made
+// through other nodes are applied as etcd reports them.
+//
+// It learns etcd's current revision, re-reads the whole state (Reload),
+// then watches from the next revision, so that nothing written between the
+// node's load and the watch is missed (changes that the re-read already
+// saw are applied again, which changes nothing). When the watch breaks
+// (etcd unreachable, leader lost, history compacted) it pauses and starts
+// over the same way.
+func Watch(ctx context.Context, cli *clientv3.Client, prefix string, s *State, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	for {
+		if err := watchOnce(ctx, cli, prefix, s); err != nil && ctx.Err() == nil {
+			log.Warn("authstate: watching credential and ACL changes in etcd; retrying", "err", err)
+		}
+		t := time.NewTimer(rewatchPause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchOnce re-reads the state and applies changes until the watch ends;
+// it returns why it ended.
+func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *State) error {
+	rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+	resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err == nil {
+		err = s.Reload(rctx)
+	}
+	cancel()
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer stop()
+	for wr := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			key := bytes.TrimPrefix(ev.Kv.Key, []byte(prefix))
+			if ev.Type == mvccpb.DELETE {
+				s.Apply(key, nil)
+			} else {
+				s.Apply(key, ev.Kv.Value)
+			}
+		}
+	}
+	return ctx.Err()
+}

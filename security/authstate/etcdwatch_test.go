@@ -1,0 +1,92 @@
+package authstate_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/authstate"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	etcdstore "github.com/cohort-dev/cohort/store/etcd"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// eventually polls cond until it holds or 2 s have passed: the change
+// crosses etcd, another process in production.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 2s: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchSharesChangesBetweenNodes runs two States on one etcd prefix,
+// each with its watch, as two cluster nodes do.
+func TestWatchSharesChangesBetweenNodes(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	var nodes [2]*authstate.State
+	var prefix string
+	for i := range nodes {
+		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix = st.RecordKey(authstate.Partition, nil)
+		nodes[i] = open(t, st)
+	}
+	a, b := nodes[0], nodes[1]
+	// A change made before b watches is found by the watch's first read.
+	if err := a.SetPassword(ctx, "early", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	// watch starts n's watch; the returned func stops it and waits for it.
+	watch := func(n *authstate.State) func() {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); authstate.Watch(wctx, cli, prefix, n, quiet) }()
+		return sync.OnceFunc(func() { cancel(); <-done })
+	}
+	stopA, stopB := watch(a), watch(b)
+	t.Cleanup(func() { stopA(); stopB() })
+
+	eventually(t, "b sees the user created before its watch", func() bool {
+		_, ok := b.Lookup("early", sasl.ScramSHA256)
+		return ok
+	})
+	mustNil(t, a.AlterUsers(ctx, []server.UserUpsert{upsert(t, "alice", sasl.ScramSHA512, "alice-pw", 4096)}, nil))
+	eventually(t, "b authenticates a user created through a", func() bool { return plainLogin(b, "alice", "alice-pw") == nil })
+
+	mustNil(t, b.CreateACLs(ctx, []acl.Binding{readOrders}))
+	eventually(t, "a applies an ACL created through b", func() bool {
+		return a.Authorize("User:alice", "h", acl.OpRead, acl.ResourceTopic, "orders")
+	})
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if err := a.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b drops the ACL and the user deleted through a", func() bool {
+		_, ok := b.Lookup("alice", sasl.ScramSHA512)
+		return !ok && !b.Authorize("User:alice", "h", acl.OpRead, acl.ResourceTopic, "orders")
+	})
+
+	// Changes made while b does not watch are found when it watches again.
+	stopB()
+	if err := a.SetPassword(ctx, "late", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	stopB = watch(b)
+	eventually(t, "a restarted watch catches up", func() bool {
+		_, ok := b.Lookup("late", sasl.ScramSHA256)
+		return ok
+	})
+}
