@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
@@ -725,4 +730,674 @@ func deleteTopicsReq(v int16, names ...string) *kmsg.DeleteTopicsRequest {
 		}
 	}
 	return req
+}
+
+// commitReq commits offset 7 of the partitions of each topic ("name:p,p").
+func commitReq(v int16, g string, topics ...string) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = v, g, -1
+	for _, spec := range topics {
+		name, parts, _ := strings.Cut(spec, ":")
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = name
+		for _, p := range strings.Split(parts, ",") {
+			n, _ := strconv.Atoi(p)
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = int32(n), 7
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+func commitCodes(resp *kmsg.OffsetCommitResponse) string {
+	var out []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, fmt.Sprintf("%s/%d=%d", t.Topic, p.Partition, p.ErrorCode))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// committed returns group g's committed offsets as admin sees them.
+func (e *authzEnv) committed(g string) map[string]int64 {
+	e.t.Helper()
+	_, offsets := fetchOutcome(e.as(admin, offsetFetch(9, g, nil)).(*kmsg.OffsetFetchResponse))
+	return offsets
+}
+
+func TestAuthzOffsetCommitPartialTopics(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.grant(
+		allow(alice, acl.OpRead, acl.ResourceGroup, "g"),
+		allow(alice, acl.OpRead, acl.ResourceTopic, "ok-1"),
+		binding(alice, acl.PermissionAllow, acl.OpRead, acl.ResourceTopic, acl.PatternPrefixed, "ok-"),
+		binding(alice, acl.PermissionDeny, acl.OpRead, acl.ResourceTopic, acl.PatternLiteral, "ok-denied"),
+	)
+	resp := e.as(alice, commitReq(9, "g", "no-1:0,1", "ok-1:0,1", "ok-denied:0", "ok-2:3", "no-2:0")).(*kmsg.OffsetCommitResponse)
+	want := "no-1/0=29 no-1/1=29 ok-1/0=0 ok-1/1=0 ok-denied/0=29 ok-2/3=0 no-2/0=29"
+	if got := commitCodes(resp); got != want {
+		t.Fatalf("codes %s\nwant  %s", got, want)
+	}
+	for _, name := range []string{"no-1", "no-2", "ok-denied"} {
+		if e.groups.mentions(name) {
+			t.Errorf("the coordinator saw %s", name)
+		}
+	}
+	if got := e.committed("g"); len(got) != 2 || got["ok-1"] != 7 || got["ok-2"] != 7 {
+		t.Errorf("committed %v, want ok-1 and ok-2 only", got)
+	}
+
+	// No topic left: the coordinator is not asked at all.
+	e.groups.reset()
+	resp = e.as(alice, commitReq(9, "g", "no-1:0", "no-2:0")).(*kmsg.OffsetCommitResponse)
+	if got := commitCodes(resp); got != "no-1/0=29 no-2/0=29" || e.groups.count() != 0 {
+		t.Errorf("all refused: %s, coordinator asked %d times", got, e.groups.count())
+	}
+
+	// Without the group, nothing is committed and every partition says so.
+	e.groups.reset()
+	resp = e.as(alice, commitReq(2, "other", "ok-1:0", "no-1:0")).(*kmsg.OffsetCommitResponse)
+	if got := commitCodes(resp); got != "ok-1/0=30 no-1/0=30" || e.groups.count() != 0 {
+		t.Errorf("group refused: %s, coordinator asked %d times", got, e.groups.count())
+	}
+}
+
+func TestAuthzOffsetsNeverRevealed(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.commit("private", "t1", 11)
+	e.commit("private", "t2", 12)
+	e.commit("shared", "t1", 21)
+	// alice may describe every topic and the group "shared", and even READ
+	// "private"'s prefix - but DESCRIBE on "private" itself is denied.
+	e.grant(
+		allow(alice, acl.OpDescribe, acl.ResourceTopic, acl.Wildcard),
+		allow(alice, acl.OpDescribe, acl.ResourceGroup, "shared"),
+		binding(alice, acl.PermissionAllow, acl.OpRead, acl.ResourceGroup, acl.PatternPrefixed, "priv"),
+		binding(alice, acl.PermissionDeny, acl.OpDescribe, acl.ResourceGroup, acl.PatternLiteral, "private"),
+	)
+	e.groups.reset()
+	for _, v := range versions(keyOffsetFetch) {
+		for _, topics := range [][]string{{"t1", "t2"}, nil} {
+			if topics == nil && v < 2 {
+				continue // all topics from v2
+			}
+			resp := e.as(alice, offsetFetch(v, "private", topics)).(*kmsg.OffsetFetchResponse)
+			code, offsets := fetchOutcome(resp)
+			if code != codeGroupAuthz || len(offsets) != 0 {
+				t.Errorf("OffsetFetch v%d topics %v: code %d, offsets %v", v, topics, code, offsets)
+			}
+		}
+		if v >= 8 { // both groups in one request
+			req := offsetFetch(v, "private", nil)
+			req.Groups = append(req.Groups, offsetFetch(v, "shared", nil).Groups[0])
+			resp := e.as(alice, req).(*kmsg.OffsetFetchResponse)
+			if len(resp.Groups) != 2 || resp.Groups[0].Group != "private" || resp.Groups[0].ErrorCode != codeGroupAuthz ||
+				len(resp.Groups[0].Topics) != 0 || resp.Groups[1].ErrorCode != errNone {
+				t.Fatalf("v%d: %+v", v, resp.Groups)
+			}
+			if _, offsets := fetchOutcome(&kmsg.OffsetFetchResponse{Version: v, Groups: resp.Groups[1:]}); len(offsets) != 1 || offsets["t1"] != 21 {
+				t.Errorf("v%d: shared's offsets %v", v, offsets)
+			}
+		}
+	}
+	if e.groups.mentions("private") {
+		t.Error("the coordinator was asked about private")
+	}
+
+	for _, v := range versions(keyDescribeGroups) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version, req.Groups, req.IncludeAuthorizedOperations = v, []string{"shared", "private"}, true
+		resp := e.as(alice, req).(*kmsg.DescribeGroupsResponse)
+		want := kmsg.NewDescribeGroupsResponseGroup()
+		want.Group, want.ErrorCode = "private", codeGroupAuthz
+		if len(resp.Groups) != 2 || resp.Groups[0].Group != "shared" || resp.Groups[0].ErrorCode != errNone {
+			t.Fatalf("DescribeGroups v%d: %+v", v, resp.Groups)
+		}
+		if got := resp.Groups[1]; fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+			t.Errorf("DescribeGroups v%d: refused group answered %+v, want %+v", v, got, want)
+		}
+	}
+
+	for _, v := range versions(keyListGroups) {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = v
+		resp := e.as(alice, req).(*kmsg.ListGroupsResponse)
+		if got := listed(resp); got != "shared" {
+			t.Errorf("ListGroups v%d: %s", v, got)
+		}
+	}
+}
+
+func listed(resp *kmsg.ListGroupsResponse) string {
+	var names []string
+	for _, g := range resp.Groups {
+		names = append(names, g.Group)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+func TestAuthzOffsetFetchTopics(t *testing.T) {
+	e := newAuthzEnv(t)
+	for _, topic := range []string{"pub-a", "pub-b", "hidden"} {
+		e.commit("g", topic, 5)
+	}
+	e.grant(
+		allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"),
+		binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceTopic, acl.PatternPrefixed, "pub-"),
+	)
+	e.groups.reset()
+	for _, v := range versions(keyOffsetFetch) {
+		// Listed: the hidden topic is refused in place, with no offset.
+		resp := e.as(alice, offsetFetch(v, "g", []string{"hidden", "pub-a", "missing"})).(*kmsg.OffsetFetchResponse)
+		got := fetchSummary(resp)
+		if want := "hidden/0=-1:29 pub-a/0=5:0 missing/0=-1:29"; got != want {
+			t.Errorf("v%d listed: %s, want %s", v, got, want)
+		}
+		if v < 2 {
+			continue
+		}
+		// All topics: the hidden topic is left out.
+		resp = e.as(alice, offsetFetch(v, "g", nil)).(*kmsg.OffsetFetchResponse)
+		if got, want := fetchSummary(resp), "pub-a/0=5:0 pub-b/0=5:0"; got != want {
+			t.Errorf("v%d all: %s, want %s", v, got, want)
+		}
+	}
+	if e.groups.mentions("hidden") {
+		t.Error("the coordinator was asked about the hidden topic")
+	}
+	// Only refused topics listed: the coordinator still answers for the
+	// group, with an explicit (empty) list, never "all topics".
+	resp := e.as(alice, offsetFetch(7, "g", []string{"hidden"})).(*kmsg.OffsetFetchResponse)
+	if got := fetchSummary(resp); got != "hidden/0=-1:29" {
+		t.Errorf("only hidden: %s", got)
+	}
+}
+
+// fetchSummary lists topic/partition=offset:code of a one-group answer.
+func fetchSummary(resp *kmsg.OffsetFetchResponse) string {
+	var out []string
+	add := func(topic string, p int32, o int64, code int16) {
+		out = append(out, fmt.Sprintf("%s/%d=%d:%d", topic, p, o, code))
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Offset, p.ErrorCode)
+		}
+	}
+	for _, g := range resp.Groups {
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Offset, p.ErrorCode)
+			}
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func TestAuthzListGroups(t *testing.T) {
+	e := newAuthzEnv(t)
+	for _, g := range []string{"app-1", "app-2", "other"} {
+		e.commit(g, "t", 1)
+	}
+	req := kmsg.NewPtrListGroupsRequest()
+	for _, tc := range []struct {
+		name string
+		acls []acl.Binding
+		want string
+	}{
+		{"nothing", nil, ""},
+		{"prefixed describe", []acl.Binding{binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceGroup, acl.PatternPrefixed, "app-")}, "app-1,app-2"},
+		{"read implies describe", []acl.Binding{allow(alice, acl.OpRead, acl.ResourceGroup, "other")}, "other"},
+		{"deny over allow", []acl.Binding{
+			allow(alice, acl.OpDescribe, acl.ResourceGroup, acl.Wildcard),
+			binding(alice, acl.PermissionDeny, acl.OpDescribe, acl.ResourceGroup, acl.PatternLiteral, "app-2"),
+		}, "app-1,other"},
+		// CLUSTER DESCRIBE lists every group, even one denied by name
+		// (Kafka's rule).
+		{"cluster describe", []acl.Binding{
+			allow(alice, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName),
+			binding(alice, acl.PermissionDeny, acl.OpDescribe, acl.ResourceGroup, acl.PatternLiteral, "app-2"),
+		}, "app-1,app-2,other"},
+	} {
+		e.grant(tc.acls...)
+		if got := listed(e.as(alice, req).(*kmsg.ListGroupsResponse)); got != tc.want {
+			t.Errorf("%s: listed %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestAuthzDescribeGroupsOperations(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.commit("ops", "t", 1)
+	e.grant(allow(alice, acl.OpRead, acl.ResourceGroup, "ops"), allow(alice, acl.OpDescribe, acl.ResourceGroup, "gone"))
+	wantOps := e.authz.AuthorizedOperations(alice, aliceHost, acl.ResourceGroup, "ops")
+	if wantOps&(1<<acl.OpRead) == 0 || wantOps&(1<<acl.OpDescribe) == 0 || wantOps&(1<<acl.OpDelete) != 0 {
+		t.Fatalf("the authorizer's operations %b do not fit the grants", wantOps)
+	}
+	for _, v := range versions(keyDescribeGroups) {
+		for _, include := range []bool{false, true} {
+			req := kmsg.NewPtrDescribeGroupsRequest()
+			req.Version, req.Groups, req.IncludeAuthorizedOperations = v, []string{"ops", "gone"}, include
+			resp := e.as(alice, req).(*kmsg.DescribeGroupsResponse)
+			want := opsOmitted
+			if include && v >= 3 {
+				want = wantOps
+			}
+			if got := resp.Groups[0].AuthorizedOperations; v >= 3 && got != want {
+				t.Errorf("v%d include=%v: operations %d, want %d", v, include, got, want)
+			}
+			// A group that does not exist has no operations to report
+			// when it is an error (v6 GROUP_ID_NOT_FOUND).
+			if g := resp.Groups[1]; v >= 6 && (g.ErrorCode != group.ErrGroupIDNotFound || g.AuthorizedOperations != opsOmitted) {
+				t.Errorf("v%d include=%v: missing group %+v", v, include, g)
+			}
+		}
+	}
+}
+
+func TestAuthzMetadata(t *testing.T) {
+	e := newAuthzEnv(t)
+	for _, n := range []string{"pub-a", "pub-b", "secret"} {
+		e.ensureTopic(n, 1)
+	}
+	e.grant(
+		binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceTopic, acl.PatternPrefixed, "pub-"),
+		allow(alice, acl.OpDescribe, acl.ResourceTopic, "nope"),
+	)
+	topicsOf := func(resp *kmsg.MetadataResponse) string {
+		var out []string
+		for _, t := range resp.Topics {
+			name := "<nil>"
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			out = append(out, fmt.Sprintf("%s=%d/%d", name, t.ErrorCode, len(t.Partitions)))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, v := range versions(keyMetadata) {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = v
+		if v == 0 {
+			req.Topics = []kmsg.MetadataRequestTopic{} // v0's "all topics"
+		}
+		if got := topicsOf(e.as(alice, req).(*kmsg.MetadataResponse)); got != "pub-a=0/1 pub-b=0/1" {
+			t.Errorf("v%d all topics: %s", v, got)
+		}
+		req.Topics = nil
+		for _, n := range []string{"secret", "pub-a", "nope", "ghost", "secret"} {
+			req.Topics = append(req.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(n)})
+		}
+		// A missing topic is UNKNOWN_TOPIC_OR_PARTITION only to whom may
+		// describe it; to others it is refused like an existing one.
+		if got := topicsOf(e.as(alice, req).(*kmsg.MetadataResponse)); got != "secret=29/0 pub-a=0/1 nope=3/0 ghost=29/0" {
+			t.Errorf("v%d named: %s", v, got)
+		}
+	}
+
+	// By topic ID (v12): the ID of a refused topic stays, its name does not.
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: catalog.TopicID("secret")}, {TopicID: catalog.TopicID("pub-b")}, {TopicID: [16]byte{9}}}
+	resp := e.as(alice, req).(*kmsg.MetadataResponse)
+	if got := topicsOf(resp); got != "<nil>=29/0 pub-b=0/1 <nil>=100/0" || resp.Topics[0].TopicID != catalog.TopicID("secret") {
+		t.Errorf("by id: %s, id %x", got, resp.Topics[0].TopicID)
+	}
+
+	// Authorized operations: per topic when asked (v8+), never for a
+	// refused one; the cluster's (v8-10) are 0 without CLUSTER DESCRIBE.
+	e.grant(
+		allow(alice, acl.OpRead, acl.ResourceTopic, "pub-a"),
+		allow(alice, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName),
+	)
+	for _, v := range []int16{8, 10, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.IncludeTopicAuthorizedOperations, req.IncludeClusterAuthorizedOperations = v, true, true
+		req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("pub-a")}, {Topic: kmsg.StringPtr("secret")}}
+		resp := e.as(alice, req).(*kmsg.MetadataResponse)
+		if got, want := resp.Topics[0].AuthorizedOperations, e.authz.AuthorizedOperations(alice, aliceHost, acl.ResourceTopic, "pub-a"); got != want || got&(1<<acl.OpRead) == 0 {
+			t.Errorf("v%d: pub-a operations %b, want %b", v, got, want)
+		}
+		if got := resp.Topics[1].AuthorizedOperations; got != opsOmitted {
+			t.Errorf("v%d: refused topic's operations %b", v, got)
+		}
+		if v <= 10 {
+			if got, want := resp.AuthorizedOperations, e.authz.AuthorizedOperations(alice, aliceHost, acl.ResourceCluster, acl.ClusterName); got != want || got == 0 {
+				t.Errorf("v%d: cluster operations %b, want %b", v, got, want)
+			}
+		}
+	}
+	e.grant()
+	req = kmsg.NewPtrMetadataRequest()
+	req.Version, req.IncludeClusterAuthorizedOperations = 9, true
+	if got := e.as(alice, req).(*kmsg.MetadataResponse).AuthorizedOperations; got != 0 {
+		t.Errorf("cluster operations without CLUSTER DESCRIBE: %b", got)
+	}
+	req.IncludeClusterAuthorizedOperations = false
+	if got := e.as(alice, req).(*kmsg.MetadataResponse).AuthorizedOperations; got != opsOmitted {
+		t.Errorf("cluster operations not asked for: %b", got)
+	}
+}
+
+func TestAuthzDeleteTopicsExistence(t *testing.T) {
+	e := newAuthzEnv(t)
+	describe := func(n string) acl.Binding { return allow(alice, acl.OpDescribe, acl.ResourceTopic, n) }
+	del := func(n string) acl.Binding { return allow(alice, acl.OpDelete, acl.ResourceTopic, n) }
+	for _, tc := range []struct {
+		name    string
+		acls    []acl.Binding
+		exists  bool
+		byID    bool
+		code    int16
+		named   bool // the answer names the topic
+		deleted bool
+	}{
+		{"no permission, exists", nil, true, false, codeTopicAuthz, true, false},
+		{"no permission, missing", nil, false, false, codeTopicAuthz, true, false},
+		{"describe, missing", []acl.Binding{describe("t")}, false, false, errUnknownTopicOrPartition, true, false},
+		{"describe, exists", []acl.Binding{describe("t")}, true, false, codeTopicAuthz, true, false},
+		{"delete, exists", []acl.Binding{del("t")}, true, false, errNone, true, true},
+		{"delete, missing", []acl.Binding{del("t")}, false, false, errUnknownTopicOrPartition, true, false},
+		{"cluster delete", []acl.Binding{allow(alice, acl.OpDelete, acl.ResourceCluster, acl.ClusterName)}, true, false, errNone, true, true},
+		{"by id, no permission", nil, true, true, codeTopicAuthz, false, false},
+		{"by id, describe", []acl.Binding{describe("t")}, true, true, codeTopicAuthz, true, false},
+		{"by id, delete", []acl.Binding{del("t")}, true, true, errNone, true, true},
+		{"by id, missing", []acl.Binding{del("t")}, false, true, errUnknownTopicID, false, false},
+		{"by id, missing, no permission", nil, false, true, errUnknownTopicID, false, false},
+	} {
+		e.cat.Delete("t")
+		if tc.exists {
+			e.ensureTopic("t", 1)
+		}
+		e.grant(tc.acls...)
+		req := deleteTopicsReq(6, "t")
+		if tc.byID {
+			req.Topics[0] = kmsg.DeleteTopicsRequestTopic{TopicID: catalog.TopicID("t")}
+		}
+		resp := e.as(alice, req).(*kmsg.DeleteTopicsResponse)
+		a := resp.Topics[0]
+		_, exists := e.cat.Lookup("t")
+		if a.ErrorCode != tc.code || (a.Topic != nil) != tc.named || exists != (tc.exists && !tc.deleted) {
+			t.Errorf("%s: code %d, name %v, topic exists %v", tc.name, a.ErrorCode, a.Topic, exists)
+		}
+		if !tc.byID && a.TopicID != ([16]byte{}) && !tc.deleted {
+			t.Errorf("%s: a refused topic's id is revealed", tc.name)
+		}
+	}
+
+	// Several topics, old and new shapes: each is decided alone, in order.
+	for _, v := range []int16{0, 5, 6} {
+		e.ensureTopic("mine", 1)
+		e.ensureTopic("theirs", 1)
+		e.grant(del("mine"))
+		resp := e.as(alice, deleteTopicsReq(v, "theirs", "mine", "ghost")).(*kmsg.DeleteTopicsResponse)
+		var got []string
+		for _, a := range resp.Topics {
+			got = append(got, fmt.Sprintf("%s=%d", *a.Topic, a.ErrorCode))
+		}
+		_, mine := e.cat.Lookup("mine")
+		_, theirs := e.cat.Lookup("theirs")
+		if strings.Join(got, " ") != "theirs=29 mine=0 ghost=29" || mine || !theirs {
+			t.Errorf("v%d: %v; mine exists %v, theirs exists %v", v, got, mine, theirs)
+		}
+	}
+}
+
+func TestAuthzCreateTopics(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.grant(binding(alice, acl.PermissionAllow, acl.OpCreate, acl.ResourceTopic, acl.PatternPrefixed, "mine-"))
+	req := createReq(false, newTopic("theirs", 1), newTopic("mine-1", 2), newTopic("dup", 1), newTopic("dup", 1))
+	req.Version = 7
+	resp := e.as(alice, req).(*kmsg.CreateTopicsResponse)
+	if got := createCodes(resp); got != "theirs=29,mine-1=0,dup=42,dup=42" {
+		t.Fatalf("codes %s", got)
+	}
+	if _, ok := e.cat.Lookup("theirs"); ok {
+		t.Error("a refused topic was created")
+	}
+	// Without DESCRIBE_CONFIGS the created topic's settings are withheld
+	// (v5+).
+	if a := resp.Topics[1]; a.ConfigErrorCode != codeTopicAuthz || a.NumPartitions != -1 || a.ReplicationFactor != -1 {
+		t.Errorf("without DESCRIBE_CONFIGS: %+v", a)
+	}
+	e.grant(
+		allow(alice, acl.OpCreate, acl.ResourceCluster, acl.ClusterName),
+		allow(alice, acl.OpDescribeConfigs, acl.ResourceTopic, "any-2"),
+	)
+	req = createReq(false, newTopic("any-1", 1), newTopic("any-2", 3))
+	req.Version = 7
+	resp = e.as(alice, req).(*kmsg.CreateTopicsResponse)
+	if got := createCodes(resp); got != "any-1=0,any-2=0" {
+		t.Fatalf("with CLUSTER CREATE: %s", got)
+	}
+	if a := resp.Topics[1]; a.ConfigErrorCode != errNone || a.NumPartitions != 3 {
+		t.Errorf("with DESCRIBE_CONFIGS: %+v", a)
+	}
+}
+
+func TestAuthzCreatePartitionsDuplicates(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("a", 1)
+	e.ensureTopic("b", 1)
+	e.grant(allow(alice, acl.OpAlter, acl.ResourceTopic, "b"))
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	for _, n := range []string{"a", "b", "dup", "dup"} {
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = n, 2
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := e.as(alice, req).(*kmsg.CreatePartitionsResponse)
+	var got []string
+	for _, a := range resp.Topics {
+		got = append(got, fmt.Sprintf("%s=%d", a.Topic, a.ErrorCode))
+	}
+	ta, _ := e.cat.Lookup("a")
+	tb, _ := e.cat.Lookup("b")
+	if strings.Join(got, " ") != "a=29 b=0 dup=42 dup=42" || ta.Partitions != 1 || tb.Partitions != 2 {
+		t.Errorf("%v; a has %d partitions, b %d", got, ta.Partitions, tb.Partitions)
+	}
+}
+
+func TestAuthzFindCoordinatorKeys(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "mine"))
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.Version, req.CoordinatorKeys = 4, []string{"theirs", "mine"}
+	resp := e.as(alice, req).(*kmsg.FindCoordinatorResponse)
+	if c := resp.Coordinators; len(c) != 2 || c[0].ErrorCode != codeGroupAuthz || c[0].NodeID != -1 || c[0].Host != "" ||
+		c[1].ErrorCode != errNone || c[1].NodeID != 1 || c[1].Host != "127.0.0.1" {
+		t.Errorf("%+v", c)
+	}
+	// Share coordinators (v6) are for brokers: CLUSTER_ACTION.
+	req.Version, req.CoordinatorType = 6, coordinatorShare
+	resp = e.as(alice, req).(*kmsg.FindCoordinatorResponse)
+	for _, c := range resp.Coordinators {
+		if c.ErrorCode != codeClusterAuthz {
+			t.Errorf("share key without CLUSTER_ACTION: %+v", c)
+		}
+	}
+	e.grant(allow(alice, acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName))
+	resp = e.as(alice, req).(*kmsg.FindCoordinatorResponse)
+	for _, c := range resp.Coordinators {
+		if c.ErrorCode != errCoordinatorNotAvailable {
+			t.Errorf("share key with CLUSTER_ACTION: %+v", c)
+		}
+	}
+}
+
+func TestAuthzErrorResponsesMatchKafka(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.grant()
+	for _, v := range versions(keyJoinGroup) {
+		req := joinRequest("g", v)
+		req.MemberID = "m-1"
+		resp := e.as(alice, req).(*kmsg.JoinGroupResponse)
+		wantProtocol := v < 7 // "" before v7, null from v7
+		if resp.ErrorCode != codeGroupAuthz || resp.MemberID != "" || resp.Generation != -1 || resp.LeaderID != "" ||
+			len(resp.Members) != 0 || (resp.Protocol != nil) != wantProtocol {
+			t.Errorf("JoinGroup v%d: %+v", v, resp)
+		}
+	}
+	// SyncGroup v5 without protocol type and name: Kafka answers
+	// INCONSISTENT_GROUP_PROTOCOL before it authorizes.
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version, req.Group, req.MemberID = 5, "g", "m"
+	if got := e.as(alice, req).(*kmsg.SyncGroupResponse).ErrorCode; got != group.ErrInconsistentProtocol {
+		t.Errorf("SyncGroup v5 without protocol: %d", got)
+	}
+	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	if got := e.as(alice, req).(*kmsg.SyncGroupResponse); got.ErrorCode != codeGroupAuthz || len(got.MemberAssignment) != 0 {
+		t.Errorf("SyncGroup v5: %+v", got)
+	}
+	// OffsetFetch v1 has no top-level error: each asked partition says it.
+	resp := e.as(alice, offsetFetch(1, "g", []string{"a", "b"})).(*kmsg.OffsetFetchResponse)
+	if got := fetchSummary(resp); got != "a/0=-1:30 b/0=-1:30" {
+		t.Errorf("OffsetFetch v1: %s", got)
+	}
+	if e.groups.count() != 0 {
+		t.Errorf("refused requests reached the coordinator %d times", e.groups.count())
+	}
+}
+
+// TestAuthzEveryAPIHasARule: every advertised API is either checked or
+// explicitly exempt; an API without a rule would close the connection.
+func TestAuthzEveryAPIHasARule(t *testing.T) {
+	e := newAuthzEnv(t)
+	for _, api := range SupportedAPIs() {
+		req := kmsg.RequestForKey(api.Key)
+		req.SetVersion(api.Max)
+		r := &request{key: api.Key, version: api.Max, req: req}
+		if _, err := e.srv.handleAuthorized(testCtx(t), Client{Principal: alice, Host: aliceHost}, r); err != nil && strings.Contains(err.Error(), "no authorization rule") {
+			t.Errorf("%s: %v", api.Name, err)
+		}
+	}
+	r := &request{key: 99, version: 0, req: nil}
+	if _, err := e.srv.handleAuthorized(testCtx(t), Client{Principal: admin}, r); err == nil {
+		t.Error("an API without a rule was answered")
+	}
+}
+
+// staticGroups answers every group request with a prebuilt response,
+// without allocating.
+type staticGroups map[int16]kmsg.Response
+
+func (g staticGroups) Handle(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+	return g[req.Key()], nil
+}
+
+// TestAuthzHotPathAllocations: with every permission granted, Heartbeat
+// and OffsetCommit allocate no more than without an authorizer.
+func TestAuthzHotPathAllocations(t *testing.T) {
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.Generation = 4, "g", "m", 1
+	oc := commitReq(9, "g", "t1:0,1,2", "t2:0", "t3:5")
+	groups := staticGroups{keyHeartbeat: group.ErrorResponse(hb, 0), keyOffsetCommit: group.ErrorResponse(oc, 0)}
+	az := &aclAuthorizer{}
+	az.set.Store(acl.NewSet([]acl.Binding{
+		allow(alice, acl.OpRead, acl.ResourceGroup, "g"),
+		binding(alice, acl.PermissionAllow, acl.OpRead, acl.ResourceTopic, acl.PatternPrefixed, "t"),
+	}))
+	newServer := func(sec *Security) *Server {
+		s, err := New(Config{Listen: "127.0.0.1:0", Groups: groups, Topology: SingleNode(Broker{}, "c"), Logger: discard(), Security: sec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	open, checked := newServer(nil), newServer(&Security{Authorizer: az})
+	ctx := context.Background()
+	c := Client{ID: "cli", Host: aliceHost, Principal: alice}
+	for _, req := range []kmsg.Request{hb, oc} {
+		r := &request{key: req.Key(), version: req.GetVersion(), req: req}
+		allocs := func(s *Server) float64 {
+			return testing.AllocsPerRun(200, func() {
+				resp, err := s.handle(ctx, c, r)
+				if err != nil || resp != groups[req.Key()] {
+					t.Fatalf("answer %v, %v", resp, err)
+				}
+			})
+		}
+		if a, b := allocs(open), allocs(checked); b > a {
+			t.Errorf("%s: %.1f allocations with the authorizer, %.1f without", kmsg.NameForKey(req.Key()), b, a)
+		}
+	}
+}
+
+func TestAuthzDenialsCountedAndLogged(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newAuthzEnv(t, withRegistry(reg), func(c *Config) { c.Logger = log })
+	e.grant(allow(alice, acl.OpRead, acl.ResourceGroup, "g"), allow(alice, acl.OpRead, acl.ResourceTopic, "ok"))
+
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group = "forbidden"
+	e.as(alice, hb)
+	e.as(alice, hb)
+	e.as(alice, commitReq(9, "g", "ok:0", "no-1:0", "no-2:0"))
+	e.as(alice, kmsg.NewPtrListGroupsRequest()) // filtering a listing is no denial
+
+	count := func(api string) float64 {
+		vec, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range vec {
+			if mf.GetName() != "cohort_server_authorization_denials_total" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "api" && l.GetValue() == api {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	if hb, oc, lg := count("Heartbeat"), count("OffsetCommit"), count("ListGroups"); hb != 2 || oc != 2 || lg != 0 {
+		t.Errorf("denials: Heartbeat %v, OffsetCommit %v, ListGroups %v", hb, oc, lg)
+	}
+	if n, err := testutil.GatherAndCount(reg, "cohort_server_authorization_denials_total"); err != nil || n != len(supported) {
+		t.Errorf("%d series (%v), want one per API", n, err)
+	}
+
+	mu.Lock()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	mu.Unlock()
+	var denials []string
+	for _, l := range lines {
+		if strings.Contains(l, "authorization denied") {
+			denials = append(denials, l)
+		}
+	}
+	if len(denials) != 4 {
+		t.Fatalf("%d denial lines, want 4:\n%s", len(denials), strings.Join(lines, "\n"))
+	}
+	for _, want := range []string{"level=DEBUG", "principal=User:alice", "host=127.0.0.1", "api=Heartbeat", "resource=forbidden"} {
+		if !strings.Contains(denials[0], want) {
+			t.Errorf("denial line %q lacks %q", denials[0], want)
+		}
+	}
+	if !strings.Contains(denials[3], "api=OffsetCommit") || !strings.Contains(denials[3], "resource=no-2") {
+		t.Errorf("last denial line %q", denials[3])
+	}
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
