@@ -57,7 +57,12 @@ func dialSecure(ctx context.Context, tg secTarget, client *xscram.Client) (*rawC
 		return nil, err
 	}
 	if tg.tls != nil {
-		tc := tls.Client(nc, tg.tls)
+		cfg := tg.tls
+		if cfg.ServerName == "" {
+			cfg = cfg.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(tg.addr)
+		}
+		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("TLS handshake: %w", err)
@@ -339,7 +344,9 @@ func commitSecure(ctx context.Context, tg secTarget, workers int, window time.Du
 
 // TestSecurityCompare measures what security costs (issue 13): heartbeats
 // and commits per second over SASL_SSL (SCRAM-SHA-512, TLS 1.3, ACLs)
-// against PLAINTEXT on the same node, and new authenticated connections per
+// against PLAINTEXT on the same node (which checks ACLs too: the
+// authorizer is node-wide) and against a node without any security, and
+// new authenticated connections per
 // second against kfake with SASL over TLS, in alternating order, over
 // COHORT_BENCH_REPEAT series (default 3) of COHORT_BENCH_SECONDS windows
 // (default 1). Without COHORT_BENCH=1 it is a quick sanity run. It logs a
@@ -370,6 +377,11 @@ func TestSecurityCompare(t *testing.T) {
 	ca := testpki.NewCA(t, "bench-ca")
 	plain, secure, stop := startSecureCohort(t, ca)
 	defer stop()
+	// The same coordinator with no security at all (no authorizer): what
+	// cohort costs today on loopback.
+	bareAddr, stopBare := startCohort(t, memStore)
+	defer stopBare()
+	bare := secTarget{name: "cohort bare", addr: bareAddr}
 	kf, stopKf := startSASLKfake(t, ca)
 	defer stopKf()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -386,6 +398,12 @@ func TestSecurityCompare(t *testing.T) {
 		}},
 		{"commits/s", secure, plain, func(ctx context.Context, tg secTarget, s int) (Throughput, error) {
 			return commitSecure(ctx, tg, workers, window, fmt.Sprintf("%s-%d", strings.Fields(tg.name)[1], s))
+		}},
+		{"heartbeats/s", secure, bare, func(ctx context.Context, tg secTarget, s int) (Throughput, error) {
+			return heartbeatSecure(ctx, tg, workers, window, fmt.Sprintf("%s-x%d", strings.Fields(tg.name)[1], s))
+		}},
+		{"commits/s", secure, bare, func(ctx context.Context, tg secTarget, s int) (Throughput, error) {
+			return commitSecure(ctx, tg, workers, window, fmt.Sprintf("%s-x%d", strings.Fields(tg.name)[1], s))
 		}},
 		{"new authenticated connections/s", secure, kf, func(ctx context.Context, tg secTarget, s int) (Throughput, error) {
 			return connectCase(ctx, tg, 4, window)
