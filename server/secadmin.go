@@ -83,14 +83,15 @@ func (s *Server) securityAdmin() SecurityAdmin {
 	return s.cfg.Security.Admin
 }
 
-// refusal is why a security admin request may not proceed:
+// refusal is why a security admin request (API key) may not proceed:
 // CLUSTER_AUTHORIZATION_FAILED when c lacks op on the CLUSTER resource
-// (the five APIs need ALTER to change, DESCRIBE to read, as in Kafka),
-// else SECURITY_DISABLED when there is no SecurityAdmin (Kafka checks the
-// authorization first); nil when it may.
-func (s *Server) refusal(c Client, op acl.Operation) error {
+// (the five APIs need ALTER to change, DESCRIBE to read, as in Kafka; the
+// denial is counted and logged like any other), else SECURITY_DISABLED
+// when there is no SecurityAdmin (Kafka checks the authorization first);
+// nil when it may.
+func (s *Server) refusal(c Client, key int16, op acl.Operation) error {
 	switch {
-	case s.authz != nil && !s.authz.Authorize(c.Principal, c.Host, op, acl.ResourceCluster, acl.ClusterName):
+	case s.authz != nil && !s.authorize(c, key, op, acl.ResourceCluster, acl.ClusterName):
 		return kafkaError(kerr.ClusterAuthorizationFailed.Code)
 	case s.securityAdmin() == nil:
 		return kafkaError(kerr.SecurityDisabled.Code)
@@ -129,7 +130,7 @@ func (s *Server) describeACLs(c Client, req *kmsg.DescribeACLsRequest) kmsg.Resp
 	resp := req.ResponseKind().(*kmsg.DescribeACLsResponse)
 	f := aclFilter(req.ResourceType, req.ResourceName, req.ResourcePatternType, req.Principal, req.Host,
 		req.Operation, req.PermissionType)
-	err := s.refusal(c, acl.OpDescribe)
+	err := s.refusal(c, keyDescribeACLs, acl.OpDescribe)
 	if err == nil {
 		err = f.Validate()
 	}
@@ -181,7 +182,7 @@ func (s *Server) createACLs(ctx context.Context, c Client, req *kmsg.CreateACLsR
 		}
 	}
 	var errs []error
-	if err := s.refusal(c, acl.OpAlter); err != nil {
+	if err := s.refusal(c, keyCreateACLs, acl.OpAlter); err != nil {
 		errs = refused(err, len(bs))
 	} else {
 		errs = s.securityAdmin().CreateACLs(ctx, bs)
@@ -207,7 +208,7 @@ func (s *Server) deleteACLs(ctx context.Context, c Client, req *kmsg.DeleteACLsR
 	}
 	var deleted [][]acl.Binding
 	var errs []error
-	if err := s.refusal(c, acl.OpAlter); err != nil {
+	if err := s.refusal(c, keyDeleteACLs, acl.OpAlter); err != nil {
 		errs = refused(err, len(fs))
 	} else {
 		deleted, errs = s.securityAdmin().DeleteACLs(ctx, fs)
@@ -271,7 +272,7 @@ func scramMechanismCode(name string) int8 {
 // cohort fills them in).
 func (s *Server) describeUserSCRAMCredentials(c Client, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
-	if err := s.refusal(c, acl.OpDescribe); err != nil {
+	if err := s.refusal(c, keyDescribeSCRAM, acl.OpDescribe); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = adminErrorCode(err)
 		for _, u := range req.Users {
 			r := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
@@ -348,7 +349,7 @@ func (s *Server) alterUserSCRAMCredentials(ctx context.Context, c Client, req *k
 		dels[i] = UserDeletion{User: d.Name, Mechanism: scramMechanismName(d.Mechanism)}
 	}
 	var errs []error
-	if err := s.refusal(c, acl.OpAlter); err != nil {
+	if err := s.refusal(c, keyAlterSCRAM, acl.OpAlter); err != nil {
 		errs = refused(err, len(ups)+len(dels))
 	} else {
 		errs = s.securityAdmin().AlterUsers(ctx, ups, dels)

@@ -242,7 +242,8 @@ func (e entry) fold(creds map[credID]sasl.Credential, bindings map[string]acl.Bi
 // applyLocked publishes entries: new credential and ACL snapshots. The
 // caller holds s.mu.
 func (s *State) applyLocked(es []entry) {
-	creds := maps.Clone(*s.creds.Load())
+	creds := *s.creds.Load()
+	credsCopied := false
 	before := map[string]*acl.Binding{} // ACL keys touched -> binding before, nil if absent
 	for _, e := range es {
 		if strings.HasPrefix(e.key, aclPrefix) {
@@ -252,10 +253,14 @@ func (s *State) applyLocked(es []entry) {
 					before[e.key] = &b
 				}
 			}
+		} else if !credsCopied {
+			creds, credsCopied = maps.Clone(creds), true
 		}
 		e.fold(creds, s.bindings)
 	}
-	s.creds.Store(&creds)
+	if credsCopied {
+		s.creds.Store(&creds)
+	}
 	if len(before) == 0 {
 		return
 	}
