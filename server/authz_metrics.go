@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,10 +19,6 @@ type authzMetrics struct {
 // newAuthzMetrics registers the denial counter on reg, with a child per
 // advertised API resolved up front. A counter already registered there
 // (a second server on one registry) is shared.
-//
-// It is meant for newMetrics, which would keep the result in a field of
-// metrics; until it does, countDenied registers it lazily, on a server's
-// first denial, and keeps it in authzOf.
 func newAuthzMetrics(reg prometheus.Registerer) (*authzMetrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cohort", Subsystem: "server", Name: "authorization_denials_total",
@@ -55,35 +50,14 @@ func (a *authzMetrics) inc(key int16) {
 	a.denials[key].Inc()
 }
 
-// authzOf maps a server's *metrics to its denial counters, standing in
-// for a field of metrics (metrics.go is not this file's); entries live as
-// long as the process.
-var authzOf sync.Map // *metrics -> *authzMetrics
-
-// denied counts one denial of API key; it counts nothing before
-// countDenied has registered the counters.
+// denied counts one denial of API key.
 func (m *metrics) denied(key int16) {
 	if m == nil {
 		return
 	}
-	if a, ok := authzOf.Load(m); ok {
-		a.(*authzMetrics).inc(key)
-	}
+	m.authz.inc(key)
 }
 
 // countDenied counts one denial of API key on the server's metrics (none
-// without a Registerer), registering the counter at the first one.
-func (s *Server) countDenied(key int16) {
-	if s.metrics == nil {
-		return
-	}
-	if _, ok := authzOf.Load(s.metrics); !ok {
-		a, err := newAuthzMetrics(s.cfg.Registerer)
-		if err != nil {
-			s.log.Warn("authorization denials are not counted", "err", err)
-			a = &authzMetrics{}
-		}
-		authzOf.LoadOrStore(s.metrics, a)
-	}
-	s.metrics.denied(key)
-}
+// without a Registerer).
+func (s *Server) countDenied(key int16) { s.metrics.denied(key) }

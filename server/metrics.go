@@ -16,6 +16,7 @@ type metrics struct {
 	latency        [maxKey]prometheus.Observer
 	protocolErrors *prometheus.CounterVec
 	auth           *prometheus.CounterVec
+	authz          *authzMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("server: registering metrics: %w", err)
 		}
+	}
+	var err error
+	if m.authz, err = newAuthzMetrics(reg); err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
 	for _, api := range supported {
 		m.requests[api.Key] = reqs.WithLabelValues(api.Name)
