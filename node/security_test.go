@@ -2,11 +2,15 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
@@ -347,4 +352,125 @@ func describeTopicAs(ctx context.Context, addr, user, pass, topic string) error 
 		return kerr.ErrorForCode(code)
 	}
 	return nil
+}
+
+// TestClusterListenerEndpoints: each node registers an endpoint per
+// listener, and a client is told the endpoints of the listener it
+// connected on, for every node.
+func TestClusterListenerEndpoints(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		cfg := secureConfig(t, nil)
+		cfg.NodeID = int32(i + 1)
+		cfg.Partitions = 4
+		cfg.Listeners = []server.Listener{
+			{Protocol: server.ProtocolPlaintext, Addr: "127.0.0.1:0"},
+			{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"},
+		}
+		// Port 0: the bound port, under another host name.
+		cfg.Advertised = []server.Endpoint{{Listener: server.ProtocolSASLPlaintext, Host: "localhost", Port: 0}}
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/listeners-test/", LeaseTTL: 3 * time.Second}
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes[i] = n
+	}
+	want := func(listener, host string) map[int32]string {
+		m := map[int32]string{}
+		for i, n := range nodes {
+			_, port, _ := net.SplitHostPort(n.ListenerAddr(listener))
+			m[int32(i+1)] = net.JoinHostPort(host, port)
+		}
+		return m
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		listener, host string
+		opts           []kgo.Opt
+	}{
+		{server.ProtocolSASLPlaintext, "localhost", []kgo.Opt{kgo.SASL(scram.Auth{User: "admin", Pass: adminPassword}.AsSha512Mechanism())}},
+		{server.ProtocolPlaintext, "127.0.0.1", nil},
+	} {
+		cl := client(t, nodes[0].ListenerAddr(tc.listener), tc.opts...)
+		exp := want(tc.listener, tc.host)
+		var got map[int32]string
+		for ctx.Err() == nil {
+			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = map[int32]string{}
+			for _, b := range resp.Brokers {
+				got[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+			}
+			if maps.Equal(got, exp) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if !maps.Equal(got, exp) {
+			t.Fatalf("%s: brokers %v, want %v", tc.listener, got, exp)
+		}
+	}
+}
+
+// TestSIGHUPReloadsCertificate: cohort serve reloads its TLS certificate
+// on SIGHUP; connections made before keep working.
+func TestSIGHUPReloadsCertificate(t *testing.T) {
+	bin := cohortBinary(t)
+	ca := testpki.NewCA(t, "ca")
+	first, second := ca.Server(t, "first"), ca.Server(t, "second")
+	addr := freePort(t)
+	cmd := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "warn",
+		"--tls-cert-file", first.CertFile, "--tls-key-file", first.KeyFile)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+	waitListening(t, addr)
+	served := func() (string, *tls.Conn) {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, ca.ClientConfig(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ConnectionState().PeerCertificates[0].Subject.CommonName, c
+	}
+	cn, old := served()
+	defer old.Close()
+	if cn != "first" {
+		t.Fatalf("serving %q", cn)
+	}
+	for src, dst := range map[string]string{second.CertFile: first.CertFile, second.KeyFile: first.KeyFile} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cn, c := served()
+		c.Close()
+		if cn == "second" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving %q 10s after SIGHUP", cn)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The connection from before the reload still gets answers.
+	rc := &rawSASL{nc: old}
+	old.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
+		t.Fatalf("connection from before SIGHUP: %v", err)
+	}
 }
