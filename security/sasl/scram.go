@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"crypto/hmac"
 	"encoding/base64"
 	"strings"
 	"time"
@@ -69,6 +70,10 @@ type scramSession struct {
 	user      string
 	unknown   bool
 	principal string
+	// For the legacy nonce (see legacyFinal): the client-first-bare and
+	// server-first messages, the client's nonce and the credential.
+	clientFirstBare, serverFirst, clientNonce string
+	cred                                      Credential
 }
 
 func (s *scramSession) Step(in []byte) (out []byte, done bool, err error) {
@@ -137,12 +142,16 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 	if err != nil {
 		return nil, failf("malformed %s client-first message from user %q", s.m.name, msg.user)
 	}
+	s.clientFirstBare, s.serverFirst, s.clientNonce, s.cred = msg.bare, out, msg.nonce, cred
 	return []byte(out), nil
 }
 
 func (s *scramSession) final(in []byte) ([]byte, error) {
 	if err := checkClientFinal(in, s.m.h.size); err != nil {
 		return nil, failf("malformed %s client-final message from user %q: %v", s.m.name, s.user, err)
+	}
+	if out, ok, err := s.legacyFinal(string(in)); ok {
+		return out, err
 	}
 	out, err := s.conv.Step(string(in))
 	switch {
@@ -160,8 +169,62 @@ func (s *scramSession) final(in []byte) ([]byte, error) {
 	return nil, failf("client-final message of user %q rejected", s.user)
 }
 
+// legacyFinal verifies a client-final message whose nonce is the client's
+// nonce followed by the whole combined nonce, as librdkafka before 2.6.1
+// sends it (it prepends its own nonce to the server's, which already starts
+// with it). Kafka 3 accepted that (it only checked that the nonce ended
+// with the server's), Kafka 4 refuses it; cohort accepts exactly that
+// shape, so that distributions' kcat and older librdkafka clients can
+// authenticate, and checks the proof as RFC 5802 says, over the message as
+// the client sent it: the nonce still contains the server's fresh nonce,
+// so a proof cannot be replayed. ok is false for every other message,
+// which the library checks.
+func (s *scramSession) legacyFinal(in string) (out []byte, ok bool, err error) {
+	f := strings.Split(in, ",")
+	nonce, _ := strings.CutPrefix(f[1], "r=")
+	combined := serverNonce(s.serverFirst)
+	if combined == "" || nonce != s.clientNonce+combined {
+		return nil, false, nil
+	}
+	if s.unknown {
+		return nil, true, failf("unknown user %q", s.user)
+	}
+	withoutProof := in[:strings.LastIndex(in, ",p=")]
+	proof, _ := base64.StdEncoding.DecodeString(f[len(f)-1][2:])
+	authMessage := s.clientFirstBare + "," + s.serverFirst + "," + withoutProof
+	clientSig := s.hmac(s.cred.StoredKey, authMessage)
+	clientKey := make([]byte, len(proof))
+	for i := range proof {
+		clientKey[i] = proof[i] ^ clientSig[i]
+	}
+	h := s.m.h.new()
+	h.Write(clientKey)
+	if !hmac.Equal(h.Sum(nil), s.cred.StoredKey) {
+		return nil, true, failf("invalid proof for user %q", s.user)
+	}
+	return []byte("v=" + base64.StdEncoding.EncodeToString(s.hmac(s.cred.ServerKey, authMessage))), true, nil
+}
+
+func (s *scramSession) hmac(key []byte, msg string) []byte {
+	m := hmac.New(s.m.h.new, key)
+	m.Write([]byte(msg))
+	return m.Sum(nil)
+}
+
+// serverNonce is the r= attribute of a server-first message.
+func serverNonce(serverFirst string) string {
+	for _, f := range strings.Split(serverFirst, ",") {
+		if r, ok := strings.CutPrefix(f, "r="); ok {
+			return r
+		}
+	}
+	return ""
+}
+
 // clientFirst is a parsed client-first message.
 type clientFirst struct {
+	// bare is the message without its GS2 header; nonce is the client's.
+	bare, nonce   string
 	authzid, user string
 	extensions    map[string]string
 	// forLibrary is the message as handed to xdg-go/scram. v1.1.2
@@ -202,9 +265,11 @@ func parseClientFirst(in []byte) (clientFirst, error) {
 	if msg.user, ok = nameField(f[2], "n"); !ok {
 		return msg, errString("bad user name")
 	}
-	if r, ok := strings.CutPrefix(f[3], "r="); !ok || !printable(r) {
+	r, ok := strings.CutPrefix(f[3], "r=")
+	if !ok || !printable(r) {
 		return msg, errString("bad nonce")
 	}
+	msg.nonce, msg.bare = r, strings.Join(f[2:], ",")
 	var err error
 	if msg.extensions, err = parseExtensions(f[4:]); err != nil {
 		return msg, err
