@@ -101,10 +101,12 @@ type Node struct {
 	srv      *server.Server
 	topo     *server.SingleNodeTopology
 	metrics  *http.Server
-	cl       *clusterMode // nil unless cluster mode
-	auth     *authstate.State
-	done     chan error
-	cancel   context.CancelFunc
+	// metricsAddr is the bound address of metrics.
+	metricsAddr net.Addr
+	cl          *clusterMode // nil unless cluster mode
+	auth        *authstate.State
+	done        chan error
+	cancel      context.CancelFunc
 }
 
 // Start opens the store, loads the catalog, starts the coordinator (its
@@ -206,6 +208,7 @@ func Start(cfg Config) (*Node, error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 		n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		n.metricsAddr = ln.Addr()
 		go n.metrics.Serve(ln)
 	}
 
@@ -349,6 +352,15 @@ func (n *Node) ListenerAddr(name string) string {
 		return a.String()
 	}
 	return ""
+}
+
+// MetricsAddr is the address of the Prometheus listener, or "" without
+// one.
+func (n *Node) MetricsAddr() string {
+	if n.metricsAddr == nil {
+		return ""
+	}
+	return n.metricsAddr.String()
 }
 
 // Catalog returns the node's topic catalog.

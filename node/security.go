@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -136,6 +137,13 @@ func (sc *SecurityConfig) checkListeners(ls []server.Listener) ([]server.Listene
 				return nil, fmt.Errorf("listener %s needs --tls-cert-file and --tls-key-file", l.Name)
 			}
 			l.TLS = sc.TLS.Config()
+			if l.Protocol == server.ProtocolSASLSSL && l.TLS.ClientAuth != tls.NoClientCert {
+				// Client certificates are for SSL listeners: on SASL_SSL
+				// the client is its SASL identity, and Kafka ignores
+				// ssl.client.auth there too (KIP-684).
+				l.TLS = l.TLS.Clone()
+				l.TLS.ClientAuth, l.TLS.ClientCAs = tls.NoClientCert, nil
+			}
 		}
 		if !sc.authenticates(l) && !isLoopback(l.Addr) && !sc.AllowUnauthenticated {
 			return nil, fmt.Errorf("refusing to start: listener %s://%s authenticates no one on a non-loopback address "+

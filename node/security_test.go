@@ -25,6 +25,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -472,5 +473,34 @@ func TestSIGHUPReloadsCertificate(t *testing.T) {
 	old.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := rc.roundTrip(kmsg.NewPtrApiVersionsRequest()); err != nil {
 		t.Fatalf("connection from before SIGHUP: %v", err)
+	}
+}
+
+// TestClientAuthAppliesToSSLListenersOnly: with --tls-client-auth required,
+// an SSL listener refuses a client without a certificate, while a SASL_SSL
+// listener does not ask for one (the client is its SASL identity, KIP-684).
+func TestClientAuthAppliesToSSLListenersOnly(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "cohort")
+	srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: pair.CertFile, KeyFile: pair.KeyFile, ClientCAFile: ca.CertFile, ClientAuth: tlsconfig.ClientAuthRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := secureConfig(t, memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSSL, Addr: "127.0.0.1:0"}, {Protocol: server.ProtocolSASLSSL, Addr: "127.0.0.1:0"}}
+	cfg.Security.TLS = srvTLS
+	n := startLoaded(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sasled := kadm.NewClient(scramClient(t, n.ListenerAddr(server.ProtocolSASLSSL), "admin", adminPassword, kgo.DialTLSConfig(ca.ClientConfig(nil))))
+	if _, err := sasled.ListGroups(ctx); err != nil {
+		t.Fatalf("SASL_SSL without a client certificate: %v", err)
+	}
+	certless := kadm.NewClient(client(t, n.ListenerAddr(server.ProtocolSSL), kgo.DialTLSConfig(ca.ClientConfig(nil)), kgo.RequestRetries(0)))
+	shortCtx, cancel2 := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel2()
+	if _, err := certless.ListGroups(shortCtx); err == nil {
+		t.Fatal("SSL with required client certificates served a client without one")
 	}
 }
