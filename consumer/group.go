@@ -24,9 +24,10 @@ const ProtocolType = "consumer"
 
 // GroupConfig configures a Group.
 type GroupConfig struct {
-	// Member holds the connection and timing settings (Brokers, Group,
-	// InstanceID, timeouts, Clock, Logger). Member.Client is ignored: the
-	// group needs a *kgo.Client, given in Client or created from Brokers.
+	// Member holds the connection and timing settings (Brokers,
+	// ClientOpts such as TLS and SASL, Group, InstanceID, timeouts, Clock,
+	// Logger). Member.Client is ignored: the group needs a *kgo.Client,
+	// given in Client or created from Brokers with ClientOpts.
 	Member member.Config
 	Client *kgo.Client
 	// Topics the member subscribes to.
@@ -102,7 +103,7 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g.cl = cfg.Client
 	if g.cl == nil {
-		cl, err := member.NewClient(cfg.Member.Brokers)
+		cl, err := member.NewClient(cfg.Member.Brokers, cfg.Member.ClientOpts...)
 		if err != nil {
 			return nil, err
 		}

@@ -41,9 +41,10 @@ type Func func(ctx context.Context, token int32)
 
 // Config configures a candidate.
 type Config struct {
-	// Member holds the connection and timing settings (Client or Brokers,
-	// Group, InstanceID, timeouts, Clock, Logger). The election sets the
-	// protocol and the callbacks itself.
+	// Member holds the connection and timing settings (Client, or Brokers
+	// with ClientOpts such as TLS and SASL, Group, InstanceID, timeouts,
+	// Clock, Logger). The election sets the protocol and the callbacks
+	// itself.
 	Member member.Config
 }
 

@@ -106,6 +106,11 @@ type Config struct {
 	Client Requester
 	// Brokers are the seed addresses used when Client is nil.
 	Brokers []string
+	// ClientOpts are more kgo options for the client created from Brokers
+	// (ignored with Client): above all TLS and SASL, from
+	// clientconfig.Config.Opts in package security/clientconfig. They come
+	// after NewClient's own options and so may override them.
+	ClientOpts []kgo.Opt
 
 	Group        string
 	ProtocolType string
@@ -272,7 +277,7 @@ func Start(cfg Config) (*Member, error) {
 		if len(cfg.Brokers) == 0 {
 			return nil, errors.New("member: Client or Brokers is required")
 		}
-		cl, err := NewClient(cfg.Brokers)
+		cl, err := NewClient(cfg.Brokers, cfg.ClientOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -288,6 +293,7 @@ func Start(cfg Config) (*Member, error) {
 
 // NewClient returns a kgo client suited to group membership: short retry
 // backoffs, so that a moved or restarted coordinator is found again quickly.
+// opts follow these defaults (Config.ClientOpts: TLS, SASL, ...).
 func NewClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	base := []kgo.Opt{
 		kgo.SeedBrokers(brokers...),

@@ -47,9 +47,10 @@ type Resource struct {
 
 // Config configures a pool member.
 type Config struct {
-	// Member holds the connection and timing settings (Client or Brokers,
-	// Group, InstanceID, timeouts, Clock, Logger). The pool sets the
-	// protocol and the callbacks itself.
+	// Member holds the connection and timing settings (Client, or Brokers
+	// with ClientOpts such as TLS and SASL, Group, InstanceID, timeouts,
+	// Clock, Logger). The pool sets the protocol and the callbacks
+	// itself.
 	Member member.Config
 	// Resources lists every resource; it is called on the leader at each
 	// rebalance. Every member should be able to call it.

@@ -1,0 +1,128 @@
+package member_test
+
+import (
+	"context"
+	"crypto/tls"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/consumer"
+	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/cohort-dev/cohort/election"
+	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/member/membertest"
+	"github.com/cohort-dev/cohort/security/clientconfig"
+	"github.com/cohort-dev/cohort/workers"
+)
+
+// TestClientOptsSASLSSL: a member, a consumer group, an election candidate
+// and a worker pool that create their own client from Brokers use
+// ClientOpts, so they join through a listener that requires TLS and
+// SCRAM-SHA-256. Without the options none of them could connect.
+func TestClientOptsSASLSSL(t *testing.T) {
+	ca := testpki.NewCA(t, "member-ca")
+	pair := ca.Server(t, "kfake")
+	addr := membertest.StartKfake(t, kfake.EnableSASL(),
+		kfake.Superuser(clientconfig.MechanismSCRAMSHA256, "app", "app-pw"),
+		kfake.SeedTopics(2, "events"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair.TLS}, MinVersion: tls.VersionTLS12}))
+	opts, err := clientconfig.Config{TLS: true, CAFile: ca.CertFile,
+		Mechanism: clientconfig.MechanismSCRAMSHA256, Username: "app", Password: "app-pw"}.Opts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := func(group string) member.Config {
+		return member.Config{Brokers: []string{addr}, ClientOpts: opts, Group: group,
+			SessionTimeout: 6 * time.Second, Logger: membertest.Logger(t)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wait := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("%s: not assigned over SASL_SSL", what)
+		}
+	}
+	type closer interface{ Close(context.Context) error }
+	var started []closer
+	defer func() {
+		for _, c := range started {
+			c.Close(ctx)
+		}
+	}()
+
+	memberDone := make(chan struct{})
+	cfg := mc("sec-member")
+	cfg.ProtocolType, cfg.Protocols = "sec", func() []member.Protocol { return []member.Protocol{{Name: "v1"}} }
+	cfg.Assign = func(context.Context, member.Generation) (map[string][]byte, error) { return nil, nil }
+	cfg.Assigned = func(context.Context, member.Generation) { closeOnce(memberDone) }
+	m, err := member.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = append(started, m)
+
+	groupDone := make(chan struct{})
+	g, err := consumer.StartGroup(consumer.GroupConfig{Member: mc("sec-consumers"), Topics: []string{"events"},
+		Assigned: func(_ context.Context, _ member.Generation, added []assign.TopicPartitions) {
+			if len(added) == 1 && len(added[0].Partitions) == 2 {
+				closeOnce(groupDone)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = append(started, g)
+
+	electDone := make(chan struct{})
+	e, err := election.Start(election.Config{Member: mc("sec-election")}, func(ctx context.Context, _ int32) {
+		closeOnce(electDone)
+		<-ctx.Done()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = append(started, e)
+
+	workDone := make(chan struct{})
+	p, err := workers.Start(workers.Config{Member: mc("sec-workers"),
+		Resources: func(context.Context) ([]workers.Resource, error) { return []workers.Resource{{Name: "r1"}}, nil },
+		Start:     func(_ context.Context, _ string, _ int32) { closeOnce(workDone) },
+		Stop:      func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started = append(started, p)
+
+	wait("member", memberDone)
+	wait("consumer group", groupDone)
+	wait("election", electDone)
+	wait("workers", workDone)
+}
+
+// TestNewClientOpts: NewClient applies its options after its defaults.
+func TestNewClientOpts(t *testing.T) {
+	cl, err := member.NewClient([]string{"127.0.0.1:1"}, kgo.ClientID("from-opts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if got := cl.OptValue(kgo.ClientID); got != "from-opts" {
+		t.Fatalf("client id %v", got)
+	}
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
