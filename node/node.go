@@ -121,6 +121,11 @@ func Start(cfg Config) (*Node, error) {
 	// done: the server's end and the store's failure, whichever comes
 	// first is what Wait returns; neither sender ever blocks.
 	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 2)}
+	// Refuse bad listeners before opening (and creating) the store.
+	listeners, err := n.listeners()
+	if err != nil {
+		return nil, err
+	}
 	n.store = cfg.Store
 	if cfg.Cluster != nil {
 		if err := n.openCluster(); err != nil {
@@ -161,10 +166,6 @@ func Start(cfg Config) (*Node, error) {
 		RetentionCheckInterval: cfg.RetentionCheckInterval,
 		Owned:                  n.owned(),
 	})
-	if err != nil {
-		return nil, err
-	}
-	listeners, err := n.listeners()
 	if err != nil {
 		return nil, err
 	}

@@ -93,6 +93,22 @@ func TestSecureByDefault(t *testing.T) {
 	}
 }
 
+// TestRefusedListenerCreatesNoDataDir: the listener check runs before the
+// embedded store is opened.
+func TestRefusedListenerCreatesNoDataDir(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	cfg := secureConfig(t, nil)
+	cfg.DataDir = dir
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolPlaintext, Addr: "0.0.0.0:0"}}
+	if n, err := Start(cfg); err == nil {
+		n.Close()
+		t.Fatal("Start succeeded")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory exists after a refused start: %v", err)
+	}
+}
+
 func TestParseListeners(t *testing.T) {
 	ls, err := ParseListeners("PLAINTEXT://127.0.0.1:9092, sasl_ssl://0.0.0.0:9094")
 	if err != nil {
