@@ -5,6 +5,8 @@ package examples_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/member/membertest"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 func build(t *testing.T, pkg string) string {
@@ -81,6 +87,39 @@ func TestExamples(t *testing.T) {
 			if !strings.Contains(o, "msg=assigned") || !strings.Contains(o, "consumer: done") {
 				t.Fatalf("consumer was not assigned:\n%s", o)
 			}
+		}
+	})
+}
+
+// TestExamplesSASLSSL runs the examples against kfake with TLS and
+// SCRAM-SHA-256: the security flags with the password from the
+// environment, and a Kafka client properties file (--command-config).
+func TestExamplesSASLSSL(t *testing.T) {
+	ca := testpki.NewCA(t, "examples-ca")
+	pair := ca.Server(t, "kfake")
+	addr := membertest.StartKfake(t, kfake.EnableSASL(),
+		kfake.Superuser(clientconfig.MechanismSCRAMSHA256, "app", "app-pw"),
+		kfake.TLS(&tls.Config{Certificates: []tls.Certificate{pair.TLS}, MinVersion: tls.VersionTLS12}))
+	common := []string{"-addr", addr, "-session-timeout", "1s", "-run-for", "2s"}
+
+	t.Run("election, flags and $COHORT_SASL_PASSWORD", func(t *testing.T) {
+		t.Setenv(clientconfig.PasswordEnv, "app-pw")
+		outs := runAll(t, build(t, "election"), []string{"a"}, append(common, "--tls", "--tls-ca-file", ca.CertFile,
+			"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "app")...)
+		if !strings.Contains(outs[0], "writer: active") {
+			t.Fatalf("no writer over SASL_SSL:\n%s", outs[0])
+		}
+	})
+	t.Run("consumer, command config", func(t *testing.T) {
+		props := filepath.Join(t.TempDir(), "client.properties")
+		content := "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nssl.truststore.type=PEM\n" +
+			"ssl.truststore.location=" + ca.CertFile + "\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"app\" password=\"app-pw\";\n"
+		if err := os.WriteFile(props, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		outs := runAll(t, build(t, "consumer"), []string{"c"}, append(common, "--command-config", props)...)
+		if !strings.Contains(outs[0], "msg=assigned") {
+			t.Fatalf("consumer was not assigned over SASL_SSL:\n%s", outs[0])
 		}
 	})
 }

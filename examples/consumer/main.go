@@ -19,6 +19,7 @@ import (
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/assign/sticky"
 	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 func main() {
@@ -30,8 +31,15 @@ func main() {
 	name := flag.String("name", "consumer", "name in the logs")
 	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	var sec clientconfig.Config // --tls, --sasl-*, --command-config: see cohort's client options
+	sec.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("consumer", *name)
+	clientOpts, err := sec.ResolveOpts()
+	if err != nil {
+		log.Error("security", "err", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -54,7 +62,7 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	cl, err := member.NewClient([]string{*addr})
+	cl, err := member.NewClient([]string{*addr}, clientOpts...)
 	if err != nil {
 		log.Error("client", "err", err)
 		os.Exit(1)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cohort-dev/cohort/election"
 	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 func main() {
@@ -24,8 +25,15 @@ func main() {
 	name := flag.String("name", "candidate", "name in the logs")
 	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	var sec clientconfig.Config // --tls, --sasl-*, --command-config: see cohort's client options
+	sec.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("candidate", *name)
+	clientOpts, err := sec.ResolveOpts()
+	if err != nil {
+		log.Error("security", "err", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -37,7 +45,7 @@ func main() {
 
 	var fence election.Fence // stands in for the resource the writer protects
 	e, err := election.Start(election.Config{Member: member.Config{
-		Brokers: []string{*addr}, Group: *group, SessionTimeout: *session, Logger: log,
+		Brokers: []string{*addr}, ClientOpts: clientOpts, Group: *group, SessionTimeout: *session, Logger: log,
 	}}, func(ctx context.Context, token int32) {
 		log.Info("writer: active", "token", token)
 		tick := time.NewTicker(500 * time.Millisecond)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/member"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 	"github.com/cohort-dev/cohort/workers"
 )
 
@@ -26,8 +27,15 @@ func main() {
 	n := flag.Int("resources", 12, "number of resources (task-0 .. task-n-1)")
 	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	var sec clientconfig.Config // --tls, --sasl-*, --command-config: see cohort's client options
+	sec.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("worker", *name)
+	clientOpts, err := sec.ResolveOpts()
+	if err != nil {
+		log.Error("security", "err", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -42,7 +50,7 @@ func main() {
 		resources[i] = workers.Resource{Name: fmt.Sprintf("task-%d", i)}
 	}
 	p, err := workers.Start(workers.Config{
-		Member:    member.Config{Brokers: []string{*addr}, Group: *group, SessionTimeout: *session, Logger: log},
+		Member:    member.Config{Brokers: []string{*addr}, ClientOpts: clientOpts, Group: *group, SessionTimeout: *session, Logger: log},
 		Resources: func(context.Context) ([]workers.Resource, error) { return resources, nil },
 		Start: func(ctx context.Context, name string, token int32) {
 			log.Info("start", "resource", name, "token", token)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // PasswordEnv is the environment variable Resolve takes the SASL password
@@ -43,6 +45,15 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 // SCRAM still has none, and checks the result as Validate does. Call it
 // once: it consumes standard input.
 func (c *Config) Resolve() error { return c.resolve(os.Stdin, os.LookupEnv) }
+
+// ResolveOpts is Resolve, then Opts: what a program that registered the
+// flags calls after parsing them to get its client options.
+func (c *Config) ResolveOpts() ([]kgo.Opt, error) {
+	if err := c.Resolve(); err != nil {
+		return nil, err
+	}
+	return c.Opts()
+}
 
 func (c *Config) resolve(stdin io.Reader, lookupEnv func(string) (string, bool)) error {
 	explicit := *c

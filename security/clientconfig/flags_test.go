@@ -139,3 +139,18 @@ func TestReadSecret(t *testing.T) {
 		t.Fatalf("%q %v", s, err)
 	}
 }
+
+func TestResolveOpts(t *testing.T) {
+	var none Config
+	if opts, err := none.ResolveOpts(); err != nil || len(opts) != 0 {
+		t.Fatalf("zero config: %v %v", opts, err)
+	}
+	missingCA := Config{TLS: true, CAFile: filepath.Join(t.TempDir(), "missing.pem")}
+	if _, err := missingCA.ResolveOpts(); err == nil || !strings.Contains(err.Error(), "TLS CA file") {
+		t.Fatalf("missing CA: %v", err)
+	}
+	noUser := Config{Mechanism: MechanismPlain}
+	if _, err := noUser.ResolveOpts(); err == nil || !strings.Contains(err.Error(), "username") {
+		t.Fatalf("no user: %v", err)
+	}
+}
