@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-
 	"sort"
 	"strconv"
 	"strings"
@@ -15,15 +14,66 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
+
+// conn holds the flags of every command that talks to cohort: where it is,
+// how long to wait for it, and how to connect (TLS, SASL; see package
+// security/clientconfig).
+type conn struct {
+	bootstrap string
+	timeout   time.Duration
+	sec       clientconfig.Config
+}
+
+func (c *conn) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.bootstrap, "bootstrap", envDefault("bootstrap", "127.0.0.1:9092"), "address of cohort, host:port[,host:port...] (env COHORT_BOOTSTRAP)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long to wait for cohort")
+	c.sec.RegisterFlags(fs)
+}
+
+// dial resolves the security flags and returns an admin client, a context
+// bounded by --timeout, a table writer on out, and the function that
+// flushes the table and releases the rest.
+func (c *conn) dial(out io.Writer) (*kadm.Client, context.Context, *tabwriter.Writer, func(), error) {
+	opts, err := c.sec.ResolveOpts()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(strings.Split(c.bootstrap, ",")...))...)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	return kadm.NewClient(cl), ctx, tw, func() { tw.Flush(); cancel(); cl.Close() }, nil
+}
+
+// parseArgs parses args with fs, allowing flags after positional arguments
+// (cohort topic create x --partitions 3), and returns the positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	return pos, nil
+}
 
 // admin runs the admin subcommands (topics, groups, offsets) against any
 // Kafka-protocol address, with franz-go's kadm. out receives the result.
 func admin(cmd string, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	bootstrap := fs.String("bootstrap", envDefault("bootstrap", "127.0.0.1:9092"), "address of cohort (env COHORT_BOOTSTRAP)")
+	var c conn
+	c.register(fs)
 	partitions := fs.Int("partitions", 1, "partitions of a created topic (topic create), or the new total (topic grow)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for cohort")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage:
   cohort topics                          list the topic catalog
@@ -38,26 +88,15 @@ flags:
 `)
 		fs.PrintDefaults()
 	}
-	// Allow flags after positional arguments (cohort topic create x --partitions 3).
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			pos = append(pos, args[0])
-			args = args[1:]
-		}
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(*bootstrap, ",")...))
+	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
+	adm, ctx, tw, done, err := c.dial(out)
+	if err != nil {
+		return err
+	}
+	defer done()
 	need := func(n int, what string) error {
 		if len(pos) != n {
 			fs.Usage()
@@ -65,8 +104,6 @@ flags:
 		}
 		return nil
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
 	switch cmd {
 	case "topics":
 		topics, err := adm.ListTopics(ctx)

@@ -5,6 +5,12 @@
 //	cohort bench [flags]   measure rebalance latency and throughput against
 //	                       any Kafka-protocol group coordinator
 //	cohort topics|topic|groups|group|offsets ...   admin commands (kadm)
+//	cohort user|users ...  SCRAM credentials
+//	cohort acl ...         ACLs
+//
+// Every command that connects to cohort takes --bootstrap and the client
+// security flags of package security/clientconfig (--tls, --sasl-*,
+// --command-config).
 package main
 
 import (
@@ -25,6 +31,10 @@ func main() {
 		err = bench(os.Args[2:])
 	case "topics", "topic", "groups", "group", "offsets":
 		err = admin(os.Args[1], os.Args[2:], os.Stdout)
+	case "user", "users":
+		err = users(os.Args[1], os.Args[2:], os.Stdin, os.Stdout)
+	case "acl":
+		err = acl(os.Args[2:], os.Stdout)
 	case "-h", "--help", "help":
 		usage()
 		return
@@ -48,7 +58,13 @@ commands:
   topics, topic create|grow|delete NAME    the topic catalog
   groups, group describe|delete ID         groups
   offsets ID                               a group's committed offsets
+  user set|delete NAME, users              SCRAM credentials (password from stdin)
+  acl add|list|delete                      ACLs
 
-Run 'cohort <command> -h' for the command's flags.
+Commands that connect take --bootstrap host:port and the client security
+flags: --tls, --tls-ca-file, --tls-cert-file, --tls-key-file,
+--tls-server-name, --sasl-mechanism, --sasl-username, --sasl-password-file
+(or $COHORT_SASL_PASSWORD), --oauth-token-file, --command-config FILE (Kafka
+client properties). Run 'cohort <command> -h' for the command's flags.
 `)
 }

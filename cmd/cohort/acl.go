@@ -1,0 +1,296 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// aclFlags are the flags of "cohort acl": one ACL to add, or the filter of
+// list and delete.
+type aclFlags struct {
+	principals []string
+	hosts      []string
+	operations string
+	permission string
+	topic      string
+	group      string
+	cluster    bool
+	prefixed   bool
+	pattern    string
+}
+
+func (a *aclFlags) register(fs *flag.FlagSet) {
+	fs.Func("principal", "`Type:name` of the principal, such as User:alice (repeatable)", func(s string) error {
+		a.principals = append(a.principals, s)
+		return nil
+	})
+	fs.Func("host", "`address` the principal connects from (repeatable; add: default *, any)", func(s string) error {
+		a.hosts = append(a.hosts, s)
+		return nil
+	})
+	fs.StringVar(&a.operations, "operation", "", "operations, comma-separated: read, write, create, delete, alter, describe, describe_configs, alter_configs, all, ...")
+	fs.StringVar(&a.permission, "permission", "", "allow or deny")
+	fs.StringVar(&a.topic, "topic", "", "the topic `name` (or prefix with --prefixed)")
+	fs.StringVar(&a.group, "group", "", "the group `id` (or prefix with --prefixed)")
+	fs.BoolVar(&a.cluster, "cluster", false, "the cluster resource")
+	fs.BoolVar(&a.prefixed, "prefixed", false, "the name is a prefix (pattern type PREFIXED)")
+	fs.StringVar(&a.pattern, "pattern", "", "list/delete: pattern type literal, prefixed, any or match (default literal with a resource, any without)")
+}
+
+// aclSpec is an ACL or a filter, parsed from the flags.
+type aclSpec struct {
+	principals []string
+	hosts      []string
+	ops        []kmsg.ACLOperation // nil: any (filters)
+	permission kmsg.ACLPermissionType
+	resource   kmsg.ACLResourceType // ANY: no resource given (list)
+	name       string
+	pattern    kmsg.ACLResourcePatternType
+}
+
+// parse checks the flags for action add, list or delete. As in Kafka's
+// kafka-acls, add and delete need a resource; add also a principal, an
+// operation and a permission.
+func (a *aclFlags) parse(action string) (aclSpec, error) {
+	sp := aclSpec{principals: a.principals, hosts: a.hosts}
+	adding := action == "add"
+	for _, p := range a.principals {
+		typ, name, ok := strings.Cut(p, ":")
+		if !ok || typ == "" || name == "" {
+			return sp, fmt.Errorf("--principal %q: want Type:name, such as User:alice", p)
+		}
+	}
+	for _, h := range a.hosts {
+		if h == "" {
+			return sp, errors.New("--host: empty host (use * for any)")
+		}
+	}
+	if adding && len(sp.principals) == 0 {
+		return sp, errors.New("acl add: --principal is required")
+	}
+	if adding && len(sp.hosts) == 0 {
+		sp.hosts = []string{"*"}
+	}
+	if a.operations != "" {
+		for _, o := range strings.Split(a.operations, ",") {
+			op, err := kmsg.ParseACLOperation(o)
+			if err != nil {
+				return sp, fmt.Errorf("--operation %q: want read, write, create, delete, alter, describe, cluster_action, describe_configs, alter_configs, idempotent_write, all", o)
+			}
+			if adding && op == kmsg.ACLOperationAny {
+				return sp, errors.New("acl add: operation any only filters; to grant every operation use all")
+			}
+			sp.ops = append(sp.ops, op)
+		}
+	} else if adding {
+		return sp, errors.New("acl add: --operation is required")
+	}
+	switch strings.ToLower(a.permission) {
+	case "allow":
+		sp.permission = kmsg.ACLPermissionTypeAllow
+	case "deny":
+		sp.permission = kmsg.ACLPermissionTypeDeny
+	case "":
+		if adding {
+			return sp, errors.New("acl add: --permission allow|deny is required")
+		}
+		sp.permission = kmsg.ACLPermissionTypeAny
+	default:
+		return sp, fmt.Errorf("--permission %q: want allow or deny", a.permission)
+	}
+	n := 0
+	if a.topic != "" {
+		n++
+		sp.resource, sp.name = kmsg.ACLResourceTypeTopic, a.topic
+	}
+	if a.group != "" {
+		n++
+		sp.resource, sp.name = kmsg.ACLResourceTypeGroup, a.group
+	}
+	if a.cluster {
+		n++
+		sp.resource, sp.name = kmsg.ACLResourceTypeCluster, "kafka-cluster"
+	}
+	switch {
+	case n > 1:
+		return sp, errors.New("give one resource: --topic, --group or --cluster")
+	case n == 0 && action != "list":
+		return sp, fmt.Errorf("acl %s: a resource is required: --topic, --group or --cluster", action)
+	case n == 0:
+		sp.resource = kmsg.ACLResourceTypeAny
+	}
+	switch {
+	case a.prefixed && a.pattern != "" && !strings.EqualFold(a.pattern, "prefixed"):
+		return sp, errors.New("--prefixed and --pattern disagree")
+	case a.prefixed:
+		sp.pattern = kmsg.ACLResourcePatternTypePrefixed
+	case a.pattern != "":
+		if adding {
+			return sp, errors.New("acl add: use --prefixed for a prefix (the pattern of a new ACL is literal or prefixed)")
+		}
+		p, err := kmsg.ParseACLResourcePatternType(a.pattern)
+		if err != nil || p == kmsg.ACLResourcePatternTypeUnknown {
+			return sp, fmt.Errorf("--pattern %q: want literal, prefixed, any or match", a.pattern)
+		}
+		sp.pattern = p
+	case n == 0:
+		sp.pattern = kmsg.ACLResourcePatternTypeAny
+	default:
+		sp.pattern = kmsg.ACLResourcePatternTypeLiteral
+	}
+	if sp.resource == kmsg.ACLResourceTypeCluster && sp.pattern == kmsg.ACLResourcePatternTypePrefixed {
+		return sp, errors.New("--cluster cannot be --prefixed")
+	}
+	return sp, nil
+}
+
+// builder turns the spec into kadm's builder: every principal × host ×
+// operation, allowed and/or denied as the permission says (both for a
+// filter without one).
+func (sp aclSpec) builder() *kadm.ACLBuilder {
+	b := kadm.NewACLs().ResourcePatternType(sp.pattern).Operations(sp.ops...)
+	switch sp.resource {
+	case kmsg.ACLResourceTypeTopic:
+		b.Topics(sp.name)
+	case kmsg.ACLResourceTypeGroup:
+		b.Groups(sp.name)
+	case kmsg.ACLResourceTypeCluster:
+		b.Clusters()
+	default:
+		b.AnyResource()
+	}
+	if sp.permission != kmsg.ACLPermissionTypeDeny {
+		b.Allow(sp.principals...).AllowHosts(sp.hosts...)
+	}
+	if sp.permission != kmsg.ACLPermissionTypeAllow {
+		b.Deny(sp.principals...).DenyHosts(sp.hosts...)
+	}
+	return b
+}
+
+// acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
+// DeleteAcls) and prints the ACLs added, found or deleted.
+func acl(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
+	var c conn
+	c.register(fs)
+	var af aclFlags
+	af.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage:
+  cohort acl add --principal User:NAME [--host H] --operation OP[,OP...]
+                 --permission allow|deny (--topic T | --group G | --cluster) [--prefixed]
+  cohort acl list [--principal P] [--host H] [--operation OP] [--permission allow|deny]
+                  [--topic T | --group G | --cluster] [--prefixed | --pattern literal|prefixed|any|match]
+  cohort acl delete (--topic T | --group G | --cluster) [the filters of list]
+                 deletes every ACL the filter matches
+
+An ACL lets (or forbids) a principal, connecting from a host, an operation
+on a resource: a topic or group named exactly or by prefix, or the cluster.
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || (pos[0] != "add" && pos[0] != "list" && pos[0] != "delete") {
+		fs.Usage()
+		return errors.New("acl: want add, list or delete")
+	}
+	action := pos[0]
+	sp, err := af.parse(action)
+	if err != nil {
+		return err
+	}
+	adm, ctx, tw, done, err := c.dial(out)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var rows []aclRow
+	var failed error
+	switch action {
+	case "add":
+		rs, err := adm.CreateACLs(ctx, sp.builder())
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				failed = errors.Join(failed, fmt.Errorf("%s %s %s on %s %s: %w%s", r.Principal, r.Permission, r.Operation, r.Type, r.Name, r.Err, message(r.ErrMessage)))
+				continue
+			}
+			rows = append(rows, aclRow{r.Principal, r.Host, r.Operation, r.Permission, r.Type, r.Name, r.Pattern})
+		}
+		fmt.Fprintln(tw, "ADDED")
+	case "list":
+		rs, err := adm.DescribeACLs(ctx, sp.builder())
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				failed = errors.Join(failed, fmt.Errorf("%w%s", r.Err, message(r.ErrMessage)))
+			}
+			for _, d := range r.Described {
+				rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
+			}
+		}
+	case "delete":
+		rs, err := adm.DeleteACLs(ctx, sp.builder())
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				failed = errors.Join(failed, fmt.Errorf("%w%s", r.Err, message(r.ErrMessage)))
+			}
+			for _, d := range r.Deleted {
+				if d.Err != nil {
+					failed = errors.Join(failed, fmt.Errorf("%s on %s %s: %w%s", d.Principal, d.Type, d.Name, d.Err, message(d.ErrMessage)))
+					continue
+				}
+				rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
+			}
+		}
+		fmt.Fprintln(tw, "DELETED")
+	}
+	writeACLs(tw, rows)
+	return failed
+}
+
+// aclRow is one ACL as printed.
+type aclRow struct {
+	principal, host string
+	op              kmsg.ACLOperation
+	perm            kmsg.ACLPermissionType
+	typ             kmsg.ACLResourceType
+	name            string
+	pattern         kmsg.ACLResourcePatternType
+}
+
+// writeACLs prints rows as a table, sorted by resource then principal, each
+// ACL once (filters of one request may overlap).
+func writeACLs(w io.Writer, rows []aclRow) {
+	slices.SortFunc(rows, func(a, b aclRow) int {
+		return cmp.Or(cmp.Compare(a.typ, b.typ), strings.Compare(a.name, b.name), cmp.Compare(a.pattern, b.pattern),
+			strings.Compare(a.principal, b.principal), strings.Compare(a.host, b.host), cmp.Compare(a.op, b.op), cmp.Compare(a.perm, b.perm))
+	})
+	fmt.Fprintln(w, "RESOURCE\tNAME\tPATTERN\tPRINCIPAL\tHOST\tOPERATION\tPERMISSION")
+	for i, r := range rows {
+		if i > 0 && r == rows[i-1] {
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.typ, r.name, r.pattern, r.principal, r.host, r.op, r.perm)
+	}
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
+)
+
+// SCRAM iteration bounds, Kafka's (and so kadm's): fewer make a weak
+// salted password, more only cost the broker time at every login.
+const (
+	minIterations = 4096
+	maxIterations = 16384
+)
+
+// users runs "cohort user set|delete NAME" and "cohort users [NAME...]":
+// SCRAM credentials through AlterUserScramCredentials and
+// DescribeUserScramCredentials. The new password of "user set" comes from
+// --password-file or stdin, never from a flag; the client salts and hashes
+// it (kadm), so the password itself never leaves this process.
+func users(cmd string, args []string, stdin io.Reader, out io.Writer) error {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	var c conn
+	c.register(fs)
+	mechanism := fs.String("mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
+	iterations := fs.Int("iterations", 8192, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
+	passwordFile := fs.String("password-file", "", "`file` holding the new password, - for standard input (default: standard input)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage:
+  cohort user set NAME [--mechanism M] [--iterations N] [--password-file F]
+                           set NAME's SCRAM password, read from standard input
+                           (or F) with one trailing newline dropped
+  cohort user delete NAME [--mechanism M]
+  cohort users [NAME...]   SCRAM credentials: user, mechanism, iterations
+flags:
+`)
+		fs.PrintDefaults()
+	}
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	mechs, err := scramMechanisms(*mechanism)
+	if err != nil {
+		return err
+	}
+	action, name := "", ""
+	if cmd == "user" {
+		if len(pos) != 2 || (pos[0] != "set" && pos[0] != "delete") || pos[1] == "" {
+			fs.Usage()
+			return errors.New("user: want set|delete NAME")
+		}
+		action, name = pos[0], pos[1]
+	}
+	var password string
+	if action == "set" {
+		if *iterations < minIterations || *iterations > maxIterations {
+			return fmt.Errorf("user set: --iterations %d: want %d to %d", *iterations, minIterations, maxIterations)
+		}
+		src := *passwordFile
+		if src == "" {
+			src = "-"
+		}
+		if src == "-" && c.sec.PasswordFile == "-" {
+			return errors.New("user set: standard input cannot hold both the new password and --sasl-password-file: give one of them in a file")
+		}
+		if src == "-" && isTerminal(stdin) {
+			return errors.New("user set: standard input is a terminal, which would echo the password: pipe it in or use --password-file")
+		}
+		if password, err = clientconfig.ReadSecret(src, stdin); err != nil {
+			return fmt.Errorf("user set: new password: %w", err)
+		}
+	}
+	adm, ctx, tw, done, err := c.dial(out)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch action {
+	case "set":
+		fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS\tRESULT")
+		var failed error
+		for _, m := range mechs {
+			rs, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: name, Mechanism: m, Iterations: int32(*iterations), Password: password}})
+			if err == nil {
+				err = alteredErr(rs, name)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", name, m, *iterations, result(err, "set"))
+			failed = errors.Join(failed, err)
+		}
+		return failed
+	case "delete":
+		fmt.Fprintln(tw, "USER\tMECHANISM\tRESULT")
+		var failed error
+		deleted := 0
+		for _, m := range mechs {
+			rs, err := adm.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{{User: name, Mechanism: m}}, nil)
+			if err == nil {
+				err = alteredErr(rs, name)
+			}
+			switch {
+			case err == nil:
+				deleted++
+			case len(mechs) > 1 && errors.Is(err, kerr.ResourceNotFound):
+				// "both": a mechanism the user has no password for is
+				// not an error, as long as one was deleted.
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", name, m, "none")
+				continue
+			default:
+				failed = errors.Join(failed, err)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, m, result(err, "deleted"))
+		}
+		if failed == nil && deleted == 0 {
+			return fmt.Errorf("user delete: %s has no SCRAM credentials", name)
+		}
+		return failed
+	}
+	described, err := adm.DescribeUserSCRAMs(ctx, pos...)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
+	var failed error
+	for _, d := range described.Sorted() {
+		switch {
+		case errors.Is(d.Err, kerr.ResourceNotFound):
+			fmt.Fprintf(tw, "%s\t-\t-\n", d.User)
+		case d.Err != nil:
+			failed = errors.Join(failed, fmt.Errorf("%s: %w%s", d.User, d.Err, message(d.ErrMessage)))
+		}
+		for _, ci := range d.CredInfos {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", d.User, ci.Mechanism, ci.Iterations)
+		}
+	}
+	return failed
+}
+
+// scramMechanisms parses --mechanism.
+func scramMechanisms(s string) ([]kadm.ScramMechanism, error) {
+	both := []kadm.ScramMechanism{kadm.ScramSha256, kadm.ScramSha512}
+	if strings.EqualFold(s, "both") {
+		return both, nil
+	}
+	for _, m := range both {
+		if strings.EqualFold(s, m.String()) {
+			return []kadm.ScramMechanism{m}, nil
+		}
+	}
+	return nil, fmt.Errorf("--mechanism %q: want SCRAM-SHA-256, SCRAM-SHA-512 or both", s)
+}
+
+// alteredErr is the result for user in an AlterUserScramCredentials
+// answer.
+func alteredErr(rs kadm.AlteredUserSCRAMs, user string) error {
+	r, ok := rs[user]
+	if !ok {
+		return fmt.Errorf("no result for user %s", user)
+	}
+	if r.Err != nil {
+		return fmt.Errorf("%s: %w%s", user, r.Err, message(r.ErrMessage))
+	}
+	return nil
+}
+
+// message formats a server's error message for appending to an error.
+func message(m string) string {
+	if m == "" {
+		return ""
+	}
+	return " (" + m + ")"
+}
+
+// result is the RESULT column: ok, or the error.
+func result(err error, ok string) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return ok
+}
+
+// isTerminal reports whether r is a character device (a terminal).
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
