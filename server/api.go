@@ -145,6 +145,11 @@ type APIVersions struct {
 
 // Kafka API keys cohort serves.
 const (
+	keyProduce              int16 = 0
+	keyFetch                int16 = 1
+	keyListOffsets          int16 = 2
+	keyOffsetForLeaderEpoch int16 = 23
+
 	keyOffsetCommit     int16 = 8
 	keyOffsetFetch      int16 = 9
 	keyMetadata         int16 = 3
@@ -172,7 +177,14 @@ const (
 )
 
 // supported is the one table of what cohort advertises, in key order. No
-// Produce/Fetch (cohort stores no records), no telemetry, no KIP-848 keys.
+// telemetry, no KIP-848 keys. The data-plane APIs (Produce, Fetch,
+// ListOffsets, OffsetForLeaderEpoch) present catalog topics as empty
+// topics and refuse every Produce (dataplane.go). Produce is advertised
+// although cohort takes no records: librdkafka enables Fetch v4+ (its
+// MsgVer2 feature) only when the broker also advertises Produce v3, and
+// without it spins on Fetch requests it cannot send; every Kafka broker
+// advertises it, and a producer gets a clear error either way. Produce and
+// Fetch start where Kafka 4 starts them (v3, v4).
 // The SASL and security admin APIs are advertised on every listener, as
 // Kafka does: on a listener without SASL a SaslHandshake is answered
 // ILLEGAL_SASL_STATE, and without a security store the admin APIs answer
@@ -181,6 +193,9 @@ const (
 // as Kafka 4 does. Every Max here is within kmsg's MaxVersion (checked by a
 // test).
 var supported = [...]APIVersions{
+	{keyProduce, "Produce", 3, 13},
+	{keyFetch, "Fetch", 4, 18},
+	{keyListOffsets, "ListOffsets", 0, 11},
 	{keyMetadata, "Metadata", 0, 12},
 	{keyOffsetCommit, "OffsetCommit", 2, 9},
 	{keyOffsetFetch, "OffsetFetch", 1, 9},
@@ -195,6 +210,7 @@ var supported = [...]APIVersions{
 	{keyApiVersions, "ApiVersions", 0, 4},
 	{keyCreateTopics, "CreateTopics", 0, 7},
 	{keyDeleteTopics, "DeleteTopics", 0, 6},
+	{keyOffsetForLeaderEpoch, "OffsetForLeaderEpoch", 0, 4},
 	{keyDescribeACLs, "DescribeACLs", 0, 3},
 	{keyCreateACLs, "CreateACLs", 0, 3},
 	{keyDeleteACLs, "DeleteACLs", 0, 3},

@@ -71,6 +71,14 @@ func (s *Server) handleAuthorized(ctx context.Context, c Client, r *request) (km
 		}
 	case keyOffsetCommit:
 		return s.authzOffsetCommit(ctx, c, r)
+	case keyFetch:
+		return s.authzFetch(c, r), nil
+	case keyListOffsets:
+		return s.authzListOffsets(c, r), nil
+	case keyOffsetForLeaderEpoch:
+		return s.authzOffsetForLeaderEpoch(c, r), nil
+	case keyProduce:
+		return s.authzProduce(c, r), nil
 	case keyOffsetFetch:
 		if r.version >= 8 {
 			return s.authzOffsetFetchGroups(ctx, c, r)

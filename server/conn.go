@@ -132,6 +132,8 @@ type conn struct {
 	once   sync.Once
 	wbuf   []byte
 	fbuf   []byte // reusable frame buffer (see frameFree)
+	// produceLogged: a refused Produce was logged (once per connection).
+	produceLogged bool
 }
 
 func newConn(s *Server, nc net.Conn, l *listener) *conn {
@@ -263,7 +265,7 @@ const reuseFrameBytes = 4 << 10
 // request: the hot path (heartbeats, commits, fetches) allocates no frame.
 func frameFree(key int16) bool {
 	switch key {
-	case keyHeartbeat, keyOffsetCommit, keyOffsetFetch:
+	case keyHeartbeat, keyOffsetCommit, keyOffsetFetch, keyFetch:
 		return true
 	}
 	return false
@@ -340,6 +342,9 @@ func (c *conn) serveOne(r *request) bool {
 		if c.ctx.Err() == nil {
 			c.log.Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)
 		}
+		return false
+	}
+	if !c.afterDataPlane(r, resp, start) { // Fetch hold, Produce refusal
 		return false
 	}
 	c.wbuf = appendResponse(c.wbuf[:0], r.corr, resp)

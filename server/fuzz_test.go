@@ -32,6 +32,34 @@ func seedFrames() [][]byte {
 				r.Topics = append(r.Topics, t)
 			case *kmsg.FindCoordinatorRequest:
 				r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g", "h"}
+			case *kmsg.FetchRequest: // a held fetch would wait: MaxWaitMillis stays 0
+				t := kmsg.NewFetchRequestTopic()
+				t.Topic, t.TopicID = "a", catalog.TopicID("a")
+				t.Partitions = []kmsg.FetchRequestTopicPartition{kmsg.NewFetchRequestTopicPartition(), kmsg.NewFetchRequestTopicPartition()}
+				t.Partitions[1].Partition, t.Partitions[1].FetchOffset = 5, 3
+				r.Topics = append(r.Topics, t)
+			case *kmsg.ListOffsetsRequest:
+				t := kmsg.NewListOffsetsRequestTopic()
+				t.Topic = "a"
+				t.Partitions = []kmsg.ListOffsetsRequestTopicPartition{kmsg.NewListOffsetsRequestTopicPartition(), kmsg.NewListOffsetsRequestTopicPartition()}
+				t.Partitions[0].Timestamp, t.Partitions[1].Partition, t.Partitions[1].Timestamp = -1, 1, -2
+				r.Topics = append(r.Topics, t)
+			case *kmsg.OffsetForLeaderEpochRequest:
+				t := kmsg.NewOffsetForLeaderEpochRequestTopic()
+				t.Topic = "b"
+				t.Partitions = []kmsg.OffsetForLeaderEpochRequestTopicPartition{kmsg.NewOffsetForLeaderEpochRequestTopicPartition()}
+				r.Topics = append(r.Topics, t)
+			case *kmsg.ProduceRequest:
+				t := kmsg.NewProduceRequestTopic()
+				t.Topic, t.TopicID = "a", catalog.TopicID("a")
+				t.Partitions = []kmsg.ProduceRequestTopicPartition{kmsg.NewProduceRequestTopicPartition()}
+				r.Acks, r.Topics = -1, append(r.Topics, t)
+			case *kmsg.OffsetCommitRequest: // partition 3 is not in the catalog's "a"
+				t := kmsg.NewOffsetCommitRequestTopic()
+				t.Topic = "a"
+				t.Partitions = []kmsg.OffsetCommitRequestTopicPartition{kmsg.NewOffsetCommitRequestTopicPartition(), kmsg.NewOffsetCommitRequestTopicPartition()}
+				t.Partitions[1].Partition = 3
+				r.Group, r.Topics = "g", append(r.Topics, t)
 			}
 			b := f.AppendRequest(nil, req, 42)
 			out = append(out, b[4:])

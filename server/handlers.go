@@ -72,6 +72,16 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.describeUserSCRAMCredentials(c, r.req.(*kmsg.DescribeUserSCRAMCredentialsRequest)), nil
 	case keyAlterSCRAM:
 		return s.alterUserSCRAMCredentials(ctx, c, r.req.(*kmsg.AlterUserSCRAMCredentialsRequest)), nil
+	case keyFetch:
+		return s.fetch(r.req.(*kmsg.FetchRequest), nil), nil
+	case keyListOffsets:
+		return s.listOffsets(r.req.(*kmsg.ListOffsetsRequest), nil), nil
+	case keyOffsetForLeaderEpoch:
+		return s.offsetForLeaderEpoch(r.req.(*kmsg.OffsetForLeaderEpochRequest), nil), nil
+	case keyProduce:
+		return s.produce(r.req.(*kmsg.ProduceRequest), nil), nil
+	case keyOffsetCommit:
+		return s.commitInCatalog(ctx, c, r)
 	case keySaslHandshake, keySaslAuthenticate:
 		// The connection answers these itself (they change its state);
 		// here only when called without one.
@@ -83,7 +93,12 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		}
 		return resp, nil
 	}
-	if !isGroupKey(r.key) { // decodeFrame admits only advertised keys
+	return s.groupsHandle(ctx, c, r)
+}
+
+// groupsHandle hands a group-scoped request to Groups and checks its answer.
+func (s *Server) groupsHandle(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	if !isGroupKey(r.key) { // decodeFrame admits only the keys in supported
 		return nil, fmt.Errorf("no handler for API key %d", r.key)
 	}
 	resp, err := s.cfg.Groups.Handle(ctx, c, r.req)
