@@ -1,9 +1,10 @@
 // Package server is cohort's Kafka wire front end. It accepts TCP (optionally
 // TLS) connections, frames and decodes Kafka requests with kmsg, answers the
-// cluster-level APIs itself (ApiVersions, Metadata, FindCoordinator and the
-// topic admin APIs backed by package catalog) and hands every group-scoped
-// request to a Groups implementation (the coordinator). It knows nothing about
-// group semantics.
+// cluster-level APIs itself (ApiVersions, Metadata, FindCoordinator, the
+// topic admin APIs backed by package catalog, and the data-plane APIs that
+// present catalog topics as empty topics, dataplane.go) and hands every
+// group-scoped request to a Groups implementation (the coordinator). It
+// knows nothing about group semantics.
 //
 // Like a Kafka broker, it answers the requests of one connection in order, one
 // at a time: a JoinGroup parked in the coordinator holds its connection, and

@@ -57,9 +57,9 @@ const (
 )
 
 // fetchHoldCap bounds how long a Fetch is held (its MaxWaitMillis). Stock
-// consumers ask for 0.5 s (librdkafka, Java, sarama) to 10 s (kafka-go);
-// a larger wait only delays the answer a client will get anyway, and 30 s
-// stays below the usual 30-60 s request timeouts.
+// consumers ask for 0.5 s (librdkafka, Java, sarama) to 10 s (kafka-go's
+// Reader) by default; a larger wait only delays the answer a client will
+// get anyway, and 30 s stays below the usual 30-60 s request timeouts.
 const fetchHoldCap = 30 * time.Second
 
 // produceRefusedMessage is the ErrorMessage (Produce v8+) of every
@@ -144,7 +144,7 @@ func epochCode(current int32) int16 {
 //   - fetch sessions (v7+) are declined the way a broker whose session
 //     cache is full declines them: a full fetch (session epoch 0 or -1) is
 //     answered in full with SessionID 0, which tells the client to go on
-//     without a session (franz-go, librdkafka and the Java client all do);
+//     without a session (franz-go then stops asking; librdkafka never asks);
 //     an incremental fetch (any other epoch) names a session cohort never
 //     created and is answered FETCH_SESSION_ID_NOT_FOUND, with no topics.
 //
