@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/binary"
-	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -86,20 +84,6 @@ func FuzzSASLConnStream(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		srv := saslFuzzServer(t)
-		srv.cfg.MaxFrameBytes = 1 << 16
-		client, server := net.Pipe()
-		srv.mu.Lock()
-		srv.wg.Add(1)
-		c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
-		srv.conns[c] = struct{}{}
-		srv.mu.Unlock()
-		go c.run()
-		go func() {
-			client.Write(stream)
-			client.Close()
-		}()
-		io.Copy(io.Discard, client)
-		srv.Close()
+		streamConn(saslFuzzServer(t), stream)
 	})
 }

@@ -143,21 +143,28 @@ func FuzzConnStream(f *testing.F) {
 		f.Add(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s)
 	}
 	f.Fuzz(func(t *testing.T, prefix, rest []byte) {
-		srv := fuzzServer(t)
-		srv.cfg.MaxFrameBytes = 1 << 16
-		client, server := net.Pipe()
-		srv.mu.Lock()
-		srv.wg.Add(1)
-		c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
-		srv.conns[c] = struct{}{}
-		srv.mu.Unlock()
-		go c.run()
-		go func() {
-			client.Write(prefix)
-			client.Write(rest)
-			client.Close() // hang up: whatever is pending is cancelled
-		}()
-		io.Copy(io.Discard, client)
-		srv.Close()
+		streamConn(fuzzServer(t), prefix, rest)
 	})
+}
+
+// streamConn writes the chunks to a real connection of srv's first
+// listener over an in-memory pipe, hangs up, reads until the server closes,
+// and closes the server.
+func streamConn(srv *Server, chunks ...[]byte) {
+	srv.cfg.MaxFrameBytes = 1 << 16
+	client, server := net.Pipe()
+	srv.mu.Lock()
+	srv.wg.Add(1)
+	c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
+	srv.conns[c] = struct{}{}
+	srv.mu.Unlock()
+	go c.run()
+	go func() {
+		for _, b := range chunks {
+			client.Write(b)
+		}
+		client.Close() // hang up: whatever is pending is cancelled
+	}()
+	io.Copy(io.Discard, client)
+	srv.Close()
 }
