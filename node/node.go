@@ -73,6 +73,8 @@ type Config struct {
 	// Cluster, if set, runs the node in cluster mode on etcd (see
 	// cluster.go); DataDir and Store are then ignored.
 	Cluster *ClusterConfig
+	// Tap, if set, sees every answered request (server.Config.Tap).
+	Tap func(c server.Client, req kmsg.Request, resp kmsg.Response)
 }
 
 // ErrStoreFailed is what Wait returns when the node's store has failed for
@@ -183,6 +185,7 @@ func Start(cfg Config) (*Node, error) {
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.Logger,
 		Registerer:    reg,
+		Tap:           cfg.Tap,
 	})
 	if err != nil {
 		return nil, err

@@ -358,6 +358,9 @@ func (c *conn) serveOne(r *request) bool {
 		c.wbuf = nil
 	}
 	c.s.metrics.observe(r.key, time.Since(start))
+	if tap := c.s.cfg.Tap; tap != nil && r.req != nil && r.key != keySaslHandshake && r.key != keySaslAuthenticate {
+		tap(Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r.req, resp)
+	}
 	if closeAfter {
 		return false
 	}

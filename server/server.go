@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
 )
@@ -48,6 +49,12 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Security configures authentication and authorization (nil: none).
 	Security *Security
+	// Tap, if set, is called with every request the server answered and
+	// its answer, after the answer was written to the client (SASL
+	// exchanges excluded). It runs on the connection's goroutine and must
+	// not keep or change req and resp. It exists for audit and tests: the
+	// client test bed records every generation's assignments through it.
+	Tap func(c Client, req kmsg.Request, resp kmsg.Response)
 }
 
 // Listener is one address the server accepts connections on.
