@@ -32,6 +32,9 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 	}
 	d.State = g.state.String()
 	d.ProtocolType = g.protocolType
+	if v >= 5 {
+		SetDescribeTag(&d, g.generation, g.leader)
+	}
 	stable := g.state == Stable
 	if stable {
 		d.Protocol = g.protocol
