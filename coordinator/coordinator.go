@@ -297,162 +297,49 @@ func PartitionFor(groupID string, n int) int32 {
 	return h % int32(n)
 }
 
-// Handle serves one group-scoped request: OffsetCommit, OffsetFetch,
-// JoinGroup, Heartbeat, LeaveGroup, SyncGroup, DescribeGroups, ListGroups,
-// DeleteGroups, OffsetDelete. It blocks until the answer is ready (a
-// JoinGroup parks until its rebalance completes) or ctx ends.
+// Handle serves one group-scoped request (group.LookupAPI describes which):
+// a request about one group runs on that group's partition; a request about
+// several groups is split by partition and the answers merged; ListGroups
+// asks every partition. It blocks until the answer is ready (a JoinGroup
+// parks until its rebalance completes) or ctx ends.
 func (c *Coordinator) Handle(ctx context.Context, cl group.Client, req kmsg.Request) (kmsg.Response, error) {
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.SyncGroupRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.HeartbeatRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.LeaveGroupRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.OffsetCommitRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.OffsetDeleteRequest:
-		return c.one(ctx, cl, r.Group, req)
-	case *kmsg.OffsetFetchRequest:
-		if r.Version < 8 {
-			return c.one(ctx, cl, r.Group, req)
-		}
-		return c.offsetFetchGroups(ctx, cl, r)
-	case *kmsg.DescribeGroupsRequest:
-		return c.describeGroups(ctx, cl, r)
-	case *kmsg.DeleteGroupsRequest:
-		return c.deleteGroups(ctx, cl, r)
-	case *kmsg.ListGroupsRequest:
-		return c.listGroups(ctx, cl, r)
+	api := group.LookupAPI(req.Key())
+	if api == nil {
+		return nil, fmt.Errorf("coordinator: unsupported request key %d", req.Key())
 	}
-	return nil, fmt.Errorf("coordinator: unsupported request key %d", req.Key())
-}
-
-func (c *Coordinator) one(ctx context.Context, cl group.Client, groupID string, req kmsg.Request) (kmsg.Response, error) {
-	p := c.parts[PartitionFor(groupID, len(c.parts))]
-	return p.call(ctx, cl, req)
-}
-
-// fanOut serves a request about several groups: it splits the groups by
-// coordinator partition, sends each partition the sub-request sub(indexes)
-// built from the groups' positions in the original request, and calls
-// collect with every sub-response, in partition order of first appearance.
-func (c *Coordinator) fanOut(ctx context.Context, cl group.Client, groups []string,
-	sub func(idx []int) kmsg.Request, collect func(kmsg.Response)) error {
-	byPart := map[int32][]int{}
-	var order []int32
-	for i, id := range groups {
-		p := PartitionFor(id, len(c.parts))
-		if _, ok := byPart[p]; !ok {
-			order = append(order, p)
+	ids, multi, all := api.Groups(req)
+	switch {
+	case all:
+		parts := make([]kmsg.Response, 0, len(c.parts))
+		for _, p := range c.parts {
+			resp, err := p.call(ctx, cl, req)
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, resp)
 		}
-		byPart[p] = append(byPart[p], i)
-	}
-	for _, p := range order {
-		resp, err := c.parts[p].call(ctx, cl, sub(byPart[p]))
-		if err != nil {
-			return err
+		return api.Merge(req, parts), nil
+	case multi:
+		// Split the groups by partition, in partition order of first
+		// appearance; Merge restores the request's order.
+		byPart := map[int32][]int{}
+		var order []int32
+		for i, id := range ids {
+			p := PartitionFor(id, len(c.parts))
+			if _, ok := byPart[p]; !ok {
+				order = append(order, p)
+			}
+			byPart[p] = append(byPart[p], i)
 		}
-		collect(resp)
-	}
-	return nil
-}
-
-func (c *Coordinator) offsetFetchGroups(ctx context.Context, cl group.Client, r *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
-	ids := make([]string, len(r.Groups))
-	for i, g := range r.Groups {
-		ids[i] = g.Group
-	}
-	got := map[string]kmsg.OffsetFetchResponseGroup{}
-	err := c.fanOut(ctx, cl, ids, func(idx []int) kmsg.Request {
-		sub := kmsg.NewPtrOffsetFetchRequest()
-		sub.Version, sub.RequireStable = r.Version, r.RequireStable
-		for _, i := range idx {
-			sub.Groups = append(sub.Groups, r.Groups[i])
+		parts := make([]kmsg.Response, 0, len(order))
+		for _, p := range order {
+			resp, err := c.parts[p].call(ctx, cl, api.Split(req, byPart[p]))
+			if err != nil {
+				return nil, err
+			}
+			parts = append(parts, resp)
 		}
-		return sub
-	}, func(resp kmsg.Response) {
-		for _, g := range resp.(*kmsg.OffsetFetchResponse).Groups {
-			got[g.Group] = g
-		}
-	})
-	if err != nil {
-		return nil, err
+		return api.Merge(req, parts), nil
 	}
-	resp := kmsg.NewPtrOffsetFetchResponse()
-	resp.Version = r.Version
-	for _, id := range ids {
-		resp.Groups = append(resp.Groups, got[id])
-	}
-	return resp, nil
-}
-
-func (c *Coordinator) describeGroups(ctx context.Context, cl group.Client, r *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
-	got := map[string]kmsg.DescribeGroupsResponseGroup{}
-	err := c.fanOut(ctx, cl, r.Groups, func(idx []int) kmsg.Request {
-		sub := kmsg.NewPtrDescribeGroupsRequest()
-		sub.Version, sub.IncludeAuthorizedOperations = r.Version, r.IncludeAuthorizedOperations
-		for _, i := range idx {
-			sub.Groups = append(sub.Groups, r.Groups[i])
-		}
-		return sub
-	}, func(resp kmsg.Response) {
-		for _, g := range resp.(*kmsg.DescribeGroupsResponse).Groups {
-			got[g.Group] = g
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	resp := kmsg.NewPtrDescribeGroupsResponse()
-	resp.Version = r.Version
-	for _, id := range r.Groups {
-		resp.Groups = append(resp.Groups, got[id])
-	}
-	return resp, nil
-}
-
-func (c *Coordinator) deleteGroups(ctx context.Context, cl group.Client, r *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
-	got := map[string]kmsg.DeleteGroupsResponseGroup{}
-	err := c.fanOut(ctx, cl, r.Groups, func(idx []int) kmsg.Request {
-		sub := kmsg.NewPtrDeleteGroupsRequest()
-		sub.Version = r.Version
-		for _, i := range idx {
-			sub.Groups = append(sub.Groups, r.Groups[i])
-		}
-		return sub
-	}, func(resp kmsg.Response) {
-		for _, g := range resp.(*kmsg.DeleteGroupsResponse).Groups {
-			got[g.Group] = g
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	resp := kmsg.NewPtrDeleteGroupsResponse()
-	resp.Version = r.Version
-	for _, id := range r.Groups {
-		resp.Groups = append(resp.Groups, got[id])
-	}
-	return resp, nil
-}
-
-func (c *Coordinator) listGroups(ctx context.Context, cl group.Client, r *kmsg.ListGroupsRequest) (kmsg.Response, error) {
-	resp := kmsg.NewPtrListGroupsResponse()
-	resp.Version = r.Version
-	for _, p := range c.parts {
-		sr, err := p.call(ctx, cl, r)
-		if err != nil {
-			return nil, err
-		}
-		lr := sr.(*kmsg.ListGroupsResponse)
-		// Partitions this node does not own are listed by their owners.
-		if lr.ErrorCode == group.ErrCoordinatorLoading {
-			resp.ErrorCode = lr.ErrorCode
-		}
-		resp.Groups = append(resp.Groups, lr.Groups...)
-	}
-	return resp, nil
+	return c.parts[PartitionFor(ids[0], len(c.parts))].call(ctx, cl, req)
 }

@@ -256,62 +256,18 @@ func (p *partition) dispatch(cc *call) {
 		cc.done <- loadingResponse(cc.req)
 		return
 	}
-	now := p.c.clock.Now()
-	s := p.shard
-	switch r := cc.req.(type) {
-	case *kmsg.OffsetFetchRequest:
-		cc.done <- s.OffsetFetch(r)
-		return
-	case *kmsg.DescribeGroupsRequest:
-		resp := kmsg.NewPtrDescribeGroupsResponse()
-		resp.Version = r.Version
-		for _, id := range r.Groups {
-			resp.Groups = append(resp.Groups, s.DescribeGroup(id, r.Version, r.IncludeAuthorizedOperations))
-		}
-		cc.done <- resp
-		return
-	case *kmsg.ListGroupsRequest:
-		resp := kmsg.NewPtrListGroupsResponse()
-		resp.Version = r.Version
-		resp.Groups = s.ListGroups(r)
-		cc.done <- resp
-		return
-	}
 	p.nextTicket++
 	t := p.nextTicket
 	p.waiting[t] = cc
-	switch r := cc.req.(type) {
-	case *kmsg.JoinGroupRequest:
-		s.JoinGroup(now, t, cc.cl, r, &p.out)
-	case *kmsg.SyncGroupRequest:
-		s.SyncGroup(now, t, r, &p.out)
-	case *kmsg.HeartbeatRequest:
-		s.Heartbeat(now, t, r, &p.out)
-	case *kmsg.LeaveGroupRequest:
-		s.LeaveGroup(now, t, r, &p.out)
-	case *kmsg.OffsetCommitRequest:
-		s.OffsetCommit(now, t, r, &p.out)
-	case *kmsg.OffsetDeleteRequest:
-		s.OffsetDelete(now, t, r, &p.out)
-	case *kmsg.DeleteGroupsRequest:
-		s.DeleteGroups(now, t, r, &p.out)
-	default:
+	if !p.shard.Handle(p.c.clock.Now(), t, cc.cl, cc.req, &p.out) {
 		delete(p.waiting, t)
 		cc.done <- group.ErrorResponse(cc.req, group.ErrInvalidRequest)
 	}
 }
 
-// loadingResponse is the answer while the partition loads (CONFORMANCE.md
-// §2.1): Heartbeat NONE, SyncGroup REBALANCE_IN_PROGRESS, the rest
-// COORDINATOR_LOAD_IN_PROGRESS.
+// loadingResponse is the answer while the partition loads (group.API.Loading).
 func loadingResponse(req kmsg.Request) kmsg.Response {
-	switch req.(type) {
-	case *kmsg.HeartbeatRequest:
-		return group.ErrorResponse(req, group.ErrNone)
-	case *kmsg.SyncGroupRequest:
-		return group.ErrorResponse(req, group.ErrRebalanceInProgress)
-	}
-	return group.ErrorResponse(req, group.ErrCoordinatorLoading)
+	return group.ErrorResponse(req, group.LookupAPI(req.Key()).Loading)
 }
 
 // flush releases the replies of this turn, queues its writes, and re-arms the

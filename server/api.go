@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
 )
 
 // Client identifies the sender of a request.
@@ -251,12 +253,6 @@ func lookupAPI(key int16) *APIVersions {
 	return byKey[key]
 }
 
-// isGroupKey reports whether key is served by Groups.
-func isGroupKey(key int16) bool {
-	switch key {
-	case keyOffsetCommit, keyOffsetFetch, keyJoinGroup, keyHeartbeat, keyLeaveGroup,
-		keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete:
-		return true
-	}
-	return false
-}
+// isGroupKey reports whether key is served by Groups (group.LookupAPI
+// describes every group-scoped API).
+func isGroupKey(key int16) bool { return group.LookupAPI(key) != nil }

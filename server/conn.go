@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
 )
 
 // request is one decoded request frame.
@@ -264,11 +266,11 @@ const reuseFrameBytes = 4 << 10
 // them past the request). Their frames' buffer is reused for the next
 // request: the hot path (heartbeats, commits, fetches) allocates no frame.
 func frameFree(key int16) bool {
-	switch key {
-	case keyHeartbeat, keyOffsetCommit, keyOffsetFetch, keyFetch:
+	if key == keyFetch {
 		return true
 	}
-	return false
+	a := group.LookupAPI(key)
+	return a != nil && a.FrameFree
 }
 
 // longAgo is a read deadline in the past: it wakes a blocked read at once.
@@ -321,7 +323,7 @@ func (c *conn) serveOne(r *request) bool {
 		return false
 	}
 	var stopWatch func()
-	if r.key == keyJoinGroup || r.key == keySyncGroup {
+	if a := group.LookupAPI(r.key); a != nil && a.Parks {
 		stopWatch = c.watchHangup()
 	}
 	var resp kmsg.Response
