@@ -98,7 +98,7 @@ func containsFold(list []string, s string) bool {
 func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequest, out *Output) {
 	resp := kmsg.NewPtrDeleteGroupsResponse()
 	resp.Version = req.Version
-	var recs []Record
+	var recs []rec
 	var deleting []*Group
 	var idx []int
 	for _, id := range req.Groups {
@@ -111,20 +111,7 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 		case g.state != Empty:
 			r.ErrorCode = ErrNonEmptyGroup
 		default:
-			for _, tp := range g.sortedOffsets() {
-				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
-			}
-			// Commits still being written reach the store before these
-			// tombstones (writes are ordered); delete their keys too, or
-			// they would come back at the next load.
-			for _, batch := range g.inflight {
-				for _, so := range batch {
-					if !g.hasOffset(so.tp) {
-						recs = append(recs, Record{Key: offsetKey(g.id, so.tp)})
-					}
-				}
-			}
-			recs = append(recs, Record{Key: groupKey(g.id)})
+			recs = g.appendDeletion(recs)
 			g.transition(Dead, now)
 			deleting = append(deleting, g)
 			idx = append(idx, len(resp.Groups))
@@ -135,19 +122,36 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 		out.reply(t, resp)
 		return
 	}
+	// Once durable, replaying the tombstones removed the groups.
 	s.write(out, recs, func(now time.Time, code int16, out *Output) {
+		if code == ErrNone {
+			out.reply(t, resp)
+			return
+		}
 		for i, g := range deleting {
-			if code != ErrNone {
-				resp.Groups[idx[i]].ErrorCode = code
-				if s.groups[g.id] == g {
-					g.transition(Empty, now)
-				}
-				continue
-			}
+			resp.Groups[idx[i]].ErrorCode = code
 			if s.groups[g.id] == g {
-				delete(s.groups, g.id)
+				g.transition(Empty, now)
 			}
 		}
 		out.reply(t, resp)
 	})
+}
+
+// appendDeletion appends the tombstones that delete the group: its offsets,
+// those of commits still being written (they reach the store before these
+// tombstones, since writes are ordered; without a tombstone they would come
+// back at the next load), and its metadata.
+func (g *Group) appendDeletion(recs []rec) []rec {
+	for _, tp := range g.sortedOffsets() {
+		recs = append(recs, offsetTombstone(g.id, tp))
+	}
+	for _, c := range g.inflight {
+		for _, r := range c.recs {
+			if !g.hasOffset(r.tp) {
+				recs = append(recs, offsetTombstone(g.id, r.tp))
+			}
+		}
+	}
+	return append(recs, groupTombstone(g.id))
 }

@@ -117,7 +117,7 @@ type Group struct {
 	subscribed map[string]struct{}
 
 	offsets   map[topicPartition]offset
-	inflight  map[uint64][]stagedOffset // commits being written, for RequireStable and expiry
+	inflight  []inflightCommit // commits being written, in write order, for RequireStable and expiry
 	commitSeq uint64
 
 	persisted bool // a GroupMetadata record exists in the store
@@ -135,7 +135,6 @@ func (s *Shard) newGroup(id string, now time.Time) *Group {
 		pendingSync: make(map[string]struct{}),
 		protoCount:  make(map[string]int),
 		offsets:     make(map[topicPartition]offset),
-		inflight:    make(map[uint64][]stagedOffset),
 	}
 	g.joinTimer = newTimer(g.onJoinTimer)
 	g.syncTimer = newTimer(nil) // set per generation in completeJoin

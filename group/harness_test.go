@@ -1,6 +1,8 @@
 package group
 
 import (
+	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -22,6 +24,12 @@ type h struct {
 	// session is the default session timeout (ms) of joins that set none.
 	session int32
 	held    []Write
+	// staleMeta holds the groups whose last metadata write failed: their
+	// stored image may lag their live state (Kafka only logs some of these
+	// failures), so checkReload does not compare their membership.
+	staleMeta map[string]bool
+	// completed counts the writes completed (durable or failed).
+	completed int
 }
 
 type seededReader struct{ r *rand.ChaCha8 }
@@ -41,6 +49,8 @@ func newH(t *testing.T, mod ...func(*Config)) *h {
 		now:   time.UnixMilli(1_700_000_000_000),
 		got:   make(map[Ticket]kmsg.Response),
 		store: make(map[string][]byte),
+
+		staleMeta: make(map[string]bool),
 	}
 }
 
@@ -74,6 +84,12 @@ func (h *h) settle(out *Output) {
 }
 
 func (h *h) complete(w Write, out *Output) {
+	h.completed++
+	for _, r := range w.Records {
+		if len(r.Key) > 0 && r.Key[0] == keyGroup {
+			h.staleMeta[string(r.Key[1:])] = h.fail != ErrNone
+		}
+	}
 	if h.fail == ErrNone {
 		for _, r := range w.Records {
 			if r.Value == nil {
@@ -399,4 +415,66 @@ func commitReq(group, member string, gen int32) *kmsg.OffsetCommitRequest {
 func (h *h) commitReq(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
 	return h.resp(tk).(*kmsg.OffsetCommitResponse)
+}
+
+// reload returns a new shard loaded from h's store, as a node restarting or
+// taking over the partition would build it.
+func (h *h) reload() *Shard {
+	h.t.Helper()
+	s := NewShard(h.s.cfg, seededReader{rand.NewChaCha8([32]byte{2})})
+	for k, v := range h.store {
+		if err := s.Load([]byte(k), v); err != nil {
+			h.t.Fatalf("reload: %v", err)
+		}
+	}
+	var out Output
+	s.FinishLoad(h.now, &out)
+	return s
+}
+
+// checkReload compares the live shard's answers with those of a shard
+// reloaded from the store, when no write is in flight: every group's
+// committed offsets (OffsetFetch), and for groups at rest (Stable or Empty,
+// whose last metadata write did not fail) their description (DescribeGroups
+// v5, with cohort's generation and leader tag). A group in the middle of a
+// rebalance is ahead of its stored image by design; its offsets still
+// compare. It returns a description of the first difference, or "".
+func (h *h) checkReload() string {
+	if h.s.PendingWrites() > 0 || len(h.held) > 0 {
+		return ""
+	}
+	re := h.reload()
+	ids := h.s.GroupIDs()
+	for _, id := range re.GroupIDs() {
+		if h.s.Group(id) == nil {
+			return fmt.Sprintf("group %q exists only after reload", id)
+		}
+	}
+	for _, id := range ids {
+		live := h.s.Group(id)
+		f := kmsg.NewPtrOffsetFetchRequest()
+		f.Version = 8
+		rg := kmsg.NewOffsetFetchRequestGroup()
+		rg.Group = id
+		f.Groups = append(f.Groups, rg)
+		if a, b := h.s.OffsetFetch(f).AppendTo(nil), re.OffsetFetch(f).AppendTo(nil); !bytes.Equal(a, b) {
+			return fmt.Sprintf("group %q offsets differ after reload:\nlive     %x\nreloaded %x", id, a, b)
+		}
+		if (live.state != Stable && live.state != Empty) || h.staleMeta[id] {
+			continue
+		}
+		if live.state == Empty && !live.persisted && live.generation == 0 && len(live.offsets) == 0 {
+			continue // nothing of it was ever stored
+		}
+		a, b := h.s.DescribeGroup(id, 5, false), re.DescribeGroup(id, 5, false)
+		encode := func(g kmsg.DescribeGroupsResponseGroup) []byte {
+			r := kmsg.NewPtrDescribeGroupsResponse()
+			r.Version, r.Groups = 5, []kmsg.DescribeGroupsResponseGroup{g}
+			return r.AppendTo(nil)
+		}
+		if !bytes.Equal(encode(a), encode(b)) {
+			return fmt.Sprintf("group %q described differently after reload:\nlive     %+v\nreloaded %+v", id, a, b)
+		}
+	}
+	return ""
 }

@@ -12,26 +12,35 @@ type topicPartition struct {
 	partition int32
 }
 
-// stagedOffset is an offset whose commit is being written; code points at
-// its partition's error in the pending response.
-type stagedOffset struct {
-	tp   topicPartition
-	o    offset
-	code *int16
+// inflightCommit is an offset commit being written: its records (which
+// replay applies once durable).
+type inflightCommit struct {
+	seq  uint64
+	recs []rec
 }
 
 // commitInFlight reports whether a commit of tp is being written. Commits in
 // flight per group are few (usually one batch), so a scan beats keeping a
 // per-partition counter map on the hot path.
 func (g *Group) commitInFlight(tp topicPartition) bool {
-	for _, batch := range g.inflight {
-		for i := range batch {
-			if batch[i].tp == tp {
+	for _, c := range g.inflight {
+		for i := range c.recs {
+			if c.recs[i].tp == tp {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// commitWritten forgets the commit seq (written or failed).
+func (g *Group) commitWritten(seq uint64) {
+	for i, c := range g.inflight {
+		if c.seq == seq {
+			g.inflight = append(g.inflight[:i], g.inflight[i+1:]...)
+			return
+		}
+	}
 }
 
 // offset is one committed offset.
@@ -78,9 +87,10 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			size += offsetRecordSize(g.id, topicPartition{rt.Topic, rp.Partition}, &offset{metadata: strOr(rp.Metadata)})
 		}
 	}
-	recs := make([]Record, 0, n)
+	recs := make([]rec, 0, n)
+	enc := make([]Record, 0, n)
+	codes := make([]*int16, 0, n)
 	buf := make([]byte, 0, size)
-	staged := make([]stagedOffset, 0, n)
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			meta := strOr(rp.Metadata)
@@ -96,12 +106,13 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			if v >= 6 {
 				epoch = rp.LeaderEpoch
 			}
-			o := offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitMs: ct, expireMs: expireMs}
-			tp := topicPartition{rt.Topic, rp.Partition}
-			var rec Record
-			rec, buf = appendOffsetRecord(buf, g.id, tp, &o)
-			recs = append(recs, rec)
-			staged = append(staged, stagedOffset{tp, o, &resp.Topics[i].Partitions[j].ErrorCode})
+			r := rec{kind: keyOffset, group: g.id, tp: topicPartition{rt.Topic, rp.Partition},
+				off: offset{offset: rp.Offset, leaderEpoch: epoch, metadata: meta, commitMs: ct, expireMs: expireMs}}
+			var e Record
+			e, buf = appendOffsetRecord(buf, g.id, r.tp, &r.off)
+			recs = append(recs, r)
+			enc = append(enc, e)
+			codes = append(codes, &resp.Topics[i].Partitions[j].ErrorCode)
 		}
 	}
 	if len(recs) == 0 {
@@ -110,16 +121,13 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	}
 	g.commitSeq++
 	seq := g.commitSeq
-	g.inflight[seq] = staged
-	s.write(out, recs, func(now time.Time, code int16, out *Output) {
-		delete(g.inflight, seq)
-		for _, p := range staged {
-			if code != ErrNone {
-				*p.code = code
-				continue
-			}
-			if g.state != Dead {
-				g.offsets[p.tp] = p.o
+	g.inflight = append(g.inflight, inflightCommit{seq, recs})
+	// Once durable, replaying the records set the offsets.
+	s.writeEncoded(out, recs, enc, func(now time.Time, code int16, out *Output) {
+		g.commitWritten(seq)
+		if code != ErrNone {
+			for _, c := range codes {
+				*c = code
 			}
 		}
 		out.reply(t, resp)
@@ -321,8 +329,7 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 		out.reply(t, resp)
 		return
 	}
-	var recs []Record
-	var del []topicPartition
+	var recs []rec
 	for _, rt := range req.Topics {
 		tr := kmsg.NewOffsetDeleteResponseTopic()
 		tr.Topic = rt.Topic
@@ -341,8 +348,7 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 			case subscribed:
 				pr.ErrorCode = ErrGroupSubscribedToTopic
 			case g.hasOffset(tp):
-				recs = append(recs, Record{Key: offsetKey(g.id, tp)})
-				del = append(del, tp)
+				recs = append(recs, offsetTombstone(g.id, tp))
 			}
 			tr.Partitions = append(tr.Partitions, pr)
 		}
@@ -352,14 +358,9 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 		out.reply(t, resp)
 		return
 	}
+	// Once durable, replaying the tombstones removed the offsets.
 	s.write(out, recs, func(now time.Time, code int16, out *Output) {
-		if code != ErrNone {
-			resp.ErrorCode = code
-		} else {
-			for _, tp := range del {
-				delete(g.offsets, tp)
-			}
-		}
+		resp.ErrorCode = code
 		out.reply(t, resp)
 	})
 }
@@ -388,20 +389,22 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		if len(expired) == 0 && !removeGroup {
 			continue
 		}
-		recs := make([]Record, 0, len(expired)+1)
+		recs := make([]rec, 0, len(expired)+1)
 		for _, tp := range expired {
-			recs = append(recs, Record{Key: offsetKey(g.id, tp)})
+			recs = append(recs, offsetTombstone(g.id, tp))
 		}
 		if removeGroup {
 			g.transition(Dead, now)
 			if g.persisted {
-				recs = append(recs, Record{Key: groupKey(g.id)})
+				recs = append(recs, groupTombstone(g.id))
 			}
 		}
 		if len(recs) == 0 { // a never-persisted empty group
 			delete(s.groups, g.id)
 			continue
 		}
+		// Once durable, replaying the tombstones removed the offsets
+		// (and the group, if it had a metadata record).
 		s.write(out, recs, func(now time.Time, code int16, out *Output) {
 			if code != ErrNone {
 				s.logf("group %q: expiring offsets failed: error %d", g.id, code)
@@ -410,11 +413,8 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 				}
 				return
 			}
-			for _, tp := range expired {
-				delete(g.offsets, tp)
-			}
 			if g.state == Dead && s.groups[g.id] == g {
-				delete(s.groups, g.id)
+				delete(s.groups, g.id) // never stored: no tombstone to replay
 			}
 		})
 	}

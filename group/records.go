@@ -77,28 +77,100 @@ func appendOffsetRecord(buf []byte, group string, tp topicPartition, o *offset) 
 	return Record{Key: buf[start:mid:mid], Value: buf[mid:end:end]}, buf
 }
 
-// metadataRecord encodes the group with each member's assignment taken from
-// assignment(m).
-func (g *Group) metadataRecord(assignment func(*member) []byte) Record {
-	v := make([]byte, 0, 64+len(g.members)*96)
+// rec is one record in the shard's own terms. Handlers emit recs (encoded
+// for the store by encode); replay applies them, once the write that carries
+// them is durable and, decoded from the store (decode), when a partition
+// loads. Both paths go through replay, so the state a write leaves behind
+// and the state a reload rebuilds cannot drift apart; the simulation checks
+// it by reloading shards from their stored records.
+type rec struct {
+	kind  byte // keyGroup or keyOffset
+	group string
+	del   bool           // a tombstone: the key is deleted
+	tp    topicPartition // keyOffset
+	off   offset         // keyOffset value
+	img   *groupImage    // keyGroup value
+}
+
+// groupImage is the stored form of a group: its generation and its members
+// with their assignments.
+type groupImage struct {
+	protocolType string
+	generation   int32
+	protocol     string
+	leader       string
+	stateTime    time.Time
+	members      []memberImage
+}
+
+type memberImage struct {
+	id, instanceID, clientID, clientHost string
+	session, rebalance                   time.Duration
+	metadata, assignment                 []byte // of the selected protocol
+}
+
+// image returns the group as stored, with each member's assignment taken
+// from assignment(m).
+func (g *Group) image(assignment func(*member) []byte) *groupImage {
+	img := &groupImage{protocolType: g.protocolType, generation: g.generation, protocol: g.protocol,
+		leader: g.leader, stateTime: g.stateTime, members: make([]memberImage, len(g.members))}
+	for i, m := range g.members {
+		img.members[i] = memberImage{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost,
+			session: m.sessionTimeout, rebalance: m.rebalanceTimeout,
+			metadata: m.metadataFor(g.protocol), assignment: assignment(m)}
+	}
+	return img
+}
+
+// groupRec returns the group metadata record of img.
+func (g *Group) groupRec(img *groupImage) rec { return rec{kind: keyGroup, group: g.id, img: img} }
+
+// groupTombstone and offsetTombstone delete a group's metadata record and
+// one of its offsets.
+func groupTombstone(group string) rec { return rec{kind: keyGroup, group: group, del: true} }
+
+func offsetTombstone(group string, tp topicPartition) rec {
+	return rec{kind: keyOffset, group: group, tp: tp, del: true}
+}
+
+// encode returns r's stored form.
+func (r *rec) encode() Record {
+	switch r.kind {
+	case keyGroup:
+		if r.del {
+			return Record{Key: groupKey(r.group)}
+		}
+		return Record{Key: groupKey(r.group), Value: encodeGroupImage(r.img)}
+	default:
+		if r.del {
+			return Record{Key: offsetKey(r.group, r.tp)}
+		}
+		rec, _ := appendOffsetRecord(nil, r.group, r.tp, &r.off)
+		return rec
+	}
+}
+
+func encodeGroupImage(img *groupImage) []byte {
+	v := make([]byte, 0, 64+len(img.members)*96)
 	v = binary.BigEndian.AppendUint16(v, groupValueVersion)
-	v = appendString(v, g.protocolType)
-	v = binary.BigEndian.AppendUint32(v, uint32(g.generation))
-	v = appendString(v, g.protocol)
-	v = appendString(v, g.leader)
-	v = binary.BigEndian.AppendUint64(v, uint64(g.stateTime.UnixMilli()))
-	v = binary.AppendUvarint(v, uint64(len(g.members)))
-	for _, m := range g.members {
+	v = appendString(v, img.protocolType)
+	v = binary.BigEndian.AppendUint32(v, uint32(img.generation))
+	v = appendString(v, img.protocol)
+	v = appendString(v, img.leader)
+	v = binary.BigEndian.AppendUint64(v, uint64(img.stateTime.UnixMilli()))
+	v = binary.AppendUvarint(v, uint64(len(img.members)))
+	for i := range img.members {
+		m := &img.members[i]
 		v = appendString(v, m.id)
 		v = appendString(v, m.instanceID)
 		v = appendString(v, m.clientID)
 		v = appendString(v, m.clientHost)
-		v = binary.BigEndian.AppendUint32(v, uint32(m.sessionTimeout.Milliseconds()))
-		v = binary.BigEndian.AppendUint32(v, uint32(m.rebalanceTimeout.Milliseconds()))
-		v = appendBytes(v, m.metadataFor(g.protocol))
-		v = appendBytes(v, assignment(m))
+		v = binary.BigEndian.AppendUint32(v, uint32(m.session.Milliseconds()))
+		v = binary.BigEndian.AppendUint32(v, uint32(m.rebalance.Milliseconds()))
+		v = appendBytes(v, m.metadata)
+		v = appendBytes(v, m.assignment)
 	}
-	return Record{Key: groupKey(g.id), Value: v}
+	return v
 }
 
 func appendBytes(b, p []byte) []byte {
@@ -108,13 +180,8 @@ func appendBytes(b, p []byte) []byte {
 
 // persistMetadata writes the group's current metadata and assignments.
 func (g *Group) persistMetadata(out *Output, done func(time.Time, int16, *Output)) {
-	rec := g.metadataRecord(func(m *member) []byte { return m.assignment })
-	g.s.write(out, []Record{rec}, func(now time.Time, code int16, out *Output) {
-		if code == ErrNone {
-			g.persisted = true
-		}
-		done(now, code, out)
-	})
+	img := g.image(func(m *member) []byte { return m.assignment })
+	g.s.write(out, []rec{g.groupRec(img)}, done)
 }
 
 // ErrCorruptRecord reports a stored record that cannot be decoded.
@@ -178,95 +245,157 @@ func (r *reader) u64() uint64 {
 	return v
 }
 
-// Load feeds one stored record into the shard while its partition loads.
-// Records may come in any order; only live keys (no tombstones) are expected.
-// Keys of unknown kinds are skipped. Call FinishLoad when all are in.
+// Load feeds one stored record into the shard while its partition loads
+// (decode, then replay). Records may come in any order; only live keys (no
+// tombstones) are expected. Keys of unknown kinds are skipped. Call
+// FinishLoad when all are in.
 func (s *Shard) Load(key, value []byte) error {
+	r, ok, err := decode(key, value)
+	if err != nil || !ok {
+		return err
+	}
+	s.replay(&r, true)
+	return nil
+}
+
+// decode returns the record stored under key; ok is false for keys of kinds
+// this version does not know (skipped, so that an older cohort can read a
+// newer store). A nil value is a tombstone.
+func decode(key, value []byte) (r rec, ok bool, err error) {
 	if len(key) == 0 {
-		return fmt.Errorf("%w: empty key", ErrCorruptRecord)
+		return rec{}, false, fmt.Errorf("%w: empty key", ErrCorruptRecord)
 	}
 	switch key[0] {
 	case keyGroup:
-		return s.loadGroup(string(key[1:]), value)
-	case keyOffset:
-		r := reader{b: key[1:]}
-		group, topic := r.string(), r.string()
-		p := int32(r.u32())
-		if r.err {
-			return fmt.Errorf("%w: offset key %x", ErrCorruptRecord, key)
+		r = rec{kind: keyGroup, group: string(key[1:]), del: value == nil}
+		if !r.del {
+			if r.img, err = decodeGroupImage(value); err != nil {
+				return rec{}, false, fmt.Errorf("%w: group %q", err, r.group)
+			}
 		}
-		return s.loadOffset(group, topicPartition{topic, p}, value)
+		return r, true, nil
+	case keyOffset:
+		kr := reader{b: key[1:]}
+		group, topic := kr.string(), kr.string()
+		p := int32(kr.u32())
+		if kr.err {
+			return rec{}, false, fmt.Errorf("%w: offset key %x", ErrCorruptRecord, key)
+		}
+		r = rec{kind: keyOffset, group: group, tp: topicPartition{topic, p}, del: value == nil}
+		if r.del {
+			return r, true, nil
+		}
+		vr := reader{b: value}
+		_ = vr.u16() // version: every version starts with the v0 fields
+		r.off.offset = int64(vr.u64())
+		r.off.leaderEpoch = int32(vr.u32())
+		r.off.metadata = vr.string()
+		r.off.commitMs = int64(vr.u64())
+		r.off.expireMs = int64(vr.u64())
+		if vr.err {
+			return rec{}, false, fmt.Errorf("%w: offset of group %q %s/%d", ErrCorruptRecord, group, topic, p)
+		}
+		return r, true, nil
 	}
-	return nil
+	return rec{}, false, nil
 }
 
-func (s *Shard) loadedGroup(id string) *Group {
-	if g := s.groups[id]; g != nil {
-		return g
-	}
-	return s.newGroup(id, time.Time{})
-}
-
-func (s *Shard) loadOffset(group string, tp topicPartition, value []byte) error {
-	r := reader{b: value}
-	_ = r.u16() // version: every version starts with the v0 fields
-	o := offset{}
-	o.offset = int64(r.u64())
-	o.leaderEpoch = int32(r.u32())
-	o.metadata = r.string()
-	o.commitMs = int64(r.u64())
-	o.expireMs = int64(r.u64())
-	if r.err {
-		return fmt.Errorf("%w: offset of group %q %s/%d", ErrCorruptRecord, group, tp.topic, tp.partition)
-	}
-	g := s.loadedGroup(group)
-	g.offsets[tp] = o
-	return nil
-}
-
-func (s *Shard) loadGroup(id string, value []byte) error {
+func decodeGroupImage(value []byte) (*groupImage, error) {
 	r := reader{b: value}
 	_ = r.u16()
-	ptype := r.string()
-	gen := int32(r.u32())
-	proto := r.string()
-	leader := r.string()
-	stateTime := time.UnixMilli(int64(r.u64()))
+	img := &groupImage{}
+	img.protocolType = r.string()
+	img.generation = int32(r.u32())
+	img.protocol = r.string()
+	img.leader = r.string()
+	img.stateTime = time.UnixMilli(int64(r.u64()))
 	n := r.uvarint()
 	if r.err || n > uint64(len(r.b)) {
-		return fmt.Errorf("%w: group %q", ErrCorruptRecord, id)
+		return nil, ErrCorruptRecord
 	}
-	g := s.loadedGroup(id)
-	for _, m := range g.members { // a duplicate record replaces the first
-		g.dropMember(m, &Output{})
-	}
-	g.protocolType, g.generation, g.protocol, g.leader, g.stateTime = ptype, gen, proto, "", stateTime
-	g.persisted = true
-	for i := uint64(0); i < n; i++ {
-		m := &member{}
+	img.members = make([]memberImage, n)
+	for i := range img.members {
+		m := &img.members[i]
 		m.id = r.string()
 		m.instanceID = r.string()
 		m.clientID = r.string()
 		m.clientHost = r.string()
-		m.sessionTimeout = time.Duration(r.u32()) * time.Millisecond
-		m.rebalanceTimeout = time.Duration(int32(r.u32())) * time.Millisecond
-		meta := r.bytes()
+		m.session = time.Duration(r.u32()) * time.Millisecond
+		m.rebalance = time.Duration(int32(r.u32())) * time.Millisecond
+		m.metadata = append([]byte(nil), r.bytes()...)
 		m.assignment = append([]byte(nil), r.bytes()...)
 		if r.err {
-			return fmt.Errorf("%w: group %q member %d", ErrCorruptRecord, id, i)
+			return nil, fmt.Errorf("%w: member %d", ErrCorruptRecord, i)
 		}
+	}
+	return img, nil
+}
+
+// replay applies one record to the shard: after the write carrying it is
+// durable (load false) and while the partition loads (load true).
+//
+// Offsets and tombstones apply the same way on both paths. A group metadata
+// record is a snapshot of the group when it was written: while loading it
+// rebuilds the group's members; on a live group, whose membership the
+// handlers keep and may have changed since the write was issued, it marks
+// the group as stored and, if the group is still completing the rebalance of
+// that generation, gives the members their assignments (the leader's
+// SyncGroup), which are never handed out before they are durable.
+func (s *Shard) replay(r *rec, load bool) {
+	g := s.groups[r.group]
+	switch {
+	case r.kind == keyOffset && r.del:
+		if g != nil {
+			delete(g.offsets, r.tp)
+		}
+	case r.kind == keyOffset:
+		if g == nil {
+			g = s.newGroup(r.group, time.Time{})
+		}
+		g.offsets[r.tp] = r.off
+	case r.del: // group tombstone
+		if g != nil {
+			delete(s.groups, r.group)
+		}
+	case load:
+		if g == nil {
+			g = s.newGroup(r.group, time.Time{})
+		}
+		g.restore(r.img)
+	case g != nil:
+		g.persisted = true
+		if g.generation == r.img.generation && g.state == CompletingRebalance {
+			for i := range r.img.members {
+				if m := g.byID[r.img.members[i].id]; m != nil {
+					m.assignment = r.img.members[i].assignment
+				}
+			}
+		}
+	}
+}
+
+// restore rebuilds the group's members from a stored image (loading).
+func (g *Group) restore(img *groupImage) {
+	for _, m := range g.members { // a duplicate record replaces the first
+		g.dropMember(m, &Output{})
+	}
+	g.protocolType, g.generation, g.protocol, g.leader, g.stateTime = img.protocolType, img.generation, img.protocol, "", img.stateTime
+	g.persisted = true
+	for i := range img.members {
+		mi := &img.members[i]
+		m := &member{id: mi.id, instanceID: mi.instanceID, clientID: mi.clientID, clientHost: mi.clientHost,
+			sessionTimeout: mi.session, rebalanceTimeout: mi.rebalance, assignment: mi.assignment}
 		if m.rebalanceTimeout <= 0 {
 			m.rebalanceTimeout = m.sessionTimeout
 		}
 		// A loaded member knows only the selected protocol (as in Kafka),
 		// so a rejoin with its full list counts as changed metadata.
-		m.protocols = []kmsg.JoinGroupRequestProtocol{{Name: proto, Metadata: append([]byte(nil), meta...)}}
-		g.addMember(m, ptype)
+		m.protocols = []kmsg.JoinGroupRequestProtocol{{Name: img.protocol, Metadata: mi.metadata}}
+		g.addMember(m, img.protocolType)
 	}
-	if g.byID[leader] != nil {
-		g.leader = leader
+	if g.byID[img.leader] != nil {
+		g.leader = img.leader
 	}
-	return nil
 }
 
 // FinishLoad completes loading: groups with members come back Stable with

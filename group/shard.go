@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -71,7 +72,7 @@ type Shard struct {
 	timerSeq uint64
 
 	nextWrite uint64
-	writes    map[uint64]func(now time.Time, code int16, out *Output)
+	writes    map[uint64]pendingWrite
 
 	// Logf, when set, receives diagnostic messages (invariant violations
 	// answered with an error instead of a panic, failed background writes).
@@ -85,7 +86,7 @@ func NewShard(cfg Config, rand io.Reader) *Shard {
 		cfg:    cfg.withDefaults(),
 		rand:   rand,
 		groups: make(map[string]*Group),
-		writes: make(map[uint64]func(time.Time, int16, *Output)),
+		writes: make(map[uint64]pendingWrite),
 	}
 }
 
@@ -114,25 +115,53 @@ func (s *Shard) logf(format string, args ...any) {
 	}
 }
 
-// write queues records and registers done, called from WriteDone.
-func (s *Shard) write(out *Output, recs []Record, done func(now time.Time, code int16, out *Output)) {
+// pendingWrite is a write the runtime has not reported yet: its records,
+// replayed once it is durable, and what to do then (or on failure).
+type pendingWrite struct {
+	recs []rec
+	done func(now time.Time, code int16, out *Output)
+}
+
+// write queues recs and registers done, called from WriteDone after the
+// records were replayed (when durable) or not (when the write failed).
+func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
+	enc := make([]Record, len(recs))
+	for i := range recs {
+		enc[i] = recs[i].encode()
+	}
+	s.writeEncoded(out, recs, enc, done)
+}
+
+// writeEncoded is write for a caller that encoded recs itself (enc[i] is
+// recs[i]'s stored form): the offset commit path encodes a batch into one
+// buffer.
+func (s *Shard) writeEncoded(out *Output, recs []rec, enc []Record, done func(now time.Time, code int16, out *Output)) {
 	s.nextWrite++
 	id := s.nextWrite
-	s.writes[id] = done
-	out.Writes = append(out.Writes, Write{ID: id, Records: recs})
+	s.writes[id] = pendingWrite{recs: recs, done: done}
+	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
 }
 
 // WriteDone reports the outcome of the Write with the given id: code is
 // ErrNone when it is durable, otherwise the Kafka error to give the clients
 // that waited for it (NOT_COORDINATOR when this node lost the partition,
-// COORDINATOR_NOT_AVAILABLE for a storage failure).
+// COORDINATOR_NOT_AVAILABLE for a storage failure). A durable write's
+// records are replayed onto the shard before the replies that waited for it
+// are released.
 func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
-	done, ok := s.writes[id]
+	w, ok := s.writes[id]
 	if !ok {
 		return
 	}
 	delete(s.writes, id)
-	done(now, code, out)
+	if code == ErrNone {
+		for i := range w.recs {
+			s.replay(&w.recs[i], false)
+		}
+	}
+	if w.done != nil {
+		w.done(now, code, out)
+	}
 }
 
 // PendingWrites reports how many writes await WriteDone.
@@ -176,9 +205,17 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 	for len(s.timers) > 0 {
 		heap.Pop(&s.timers)
 	}
-	for id, done := range s.writes {
+	ids := make([]uint64, 0, len(s.writes))
+	for id := range s.writes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // answer in write order, deterministically
+	for _, id := range ids {
+		w := s.writes[id]
 		delete(s.writes, id)
-		done(now, ErrNotCoordinator, out)
+		if w.done != nil {
+			w.done(now, ErrNotCoordinator, out)
+		}
 	}
 	s.groups = make(map[string]*Group)
 }

@@ -76,11 +76,15 @@ func simulate(t *testing.T, seed uint64, steps int) {
 	leaders := map[int32]map[string]bool{}    // generation → leader ids seen in join responses
 	assigned := map[int32]map[string]string{} // generation → member → bytes the leader set
 	lastGen := int32(0)
+	generations := int32(0) // the most generations one incarnation of the group reached
 	parked := map[Ticket]simParked{}
 	deadline := 7 * time.Minute // ≥ new-member timeout + rebalance/session timeouts
 	byTicket := map[Ticket]*simActor{}
 	verified := 0 // successful syncs checked against the leader's bytes
 	instanceOf := map[string]string{}
+	reloads := 0 // steps at which a reloaded shard was compared with the live one
+	checkedAt := -1
+	deleted := 0 // successful DeleteGroups
 
 	snapshot := func() string {
 		gr := h.s.Group(g)
@@ -189,6 +193,13 @@ func simulate(t *testing.T, seed uint64, steps int) {
 				t.Fatalf("seed %d: generation went back from %d to %d", seed, lastGen, gr.generation)
 			}
 			lastGen = gr.generation
+			generations = max(generations, lastGen)
+		} else {
+			// Deleted (DeleteGroups, expiry): a new group starts over;
+			// what the actors remember of the old one is stale.
+			lastGen = 0
+			clear(leaders)
+			clear(assigned)
 		}
 	}
 
@@ -287,6 +298,29 @@ func simulate(t *testing.T, seed uint64, steps int) {
 			if after := snapshot(); after != before {
 				t.Fatalf("seed %d step %d: stale request changed state\nbefore %s\nafter  %s", seed, step, before, after)
 			}
+		case x < 97: // admin: delete the group or an offset, or sweep expired offsets
+			switch rng.IntN(3) {
+			case 0:
+				req := kmsg.NewPtrDeleteGroupsRequest()
+				req.Version, req.Groups = 2, []string{g}
+				tk := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+				if r, ok := h.got[tk].(*kmsg.DeleteGroupsResponse); ok && r.Groups[0].ErrorCode == ErrNone {
+					deleted++
+				}
+			case 1:
+				req := kmsg.NewPtrOffsetDeleteRequest()
+				req.Group = g
+				rt := kmsg.NewOffsetDeleteRequestTopic()
+				rt.Topic = "t"
+				rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+				rt.Partitions = append(rt.Partitions, rp)
+				req.Topics = append(req.Topics, rt)
+				h.do(func(t Ticket, out *Output) { h.s.OffsetDelete(h.now, t, req, out) })
+			case 2:
+				var out Output
+				h.s.ExpireOffsets(h.now.Add(8*24*time.Hour), &out)
+				h.settle(&out)
+			}
 		default:
 			if h.hold {
 				h.release()
@@ -296,6 +330,15 @@ func simulate(t *testing.T, seed uint64, steps int) {
 			h.release()
 		}
 		collect()
+		// Compare with a reloaded shard after every completed write, and
+		// every few steps besides (a rebalance settles without a write).
+		if h.completed != checkedAt || step%8 == 0 {
+			if diff := h.checkReload(); diff != "" {
+				t.Fatalf("seed %d step %d: %s", seed, step, diff)
+			}
+			checkedAt = h.completed
+			reloads++
+		}
 	}
 	// Drain: release writes, let every timer run; everything parked must end.
 	h.release()
@@ -307,10 +350,13 @@ func simulate(t *testing.T, seed uint64, steps int) {
 		t.Fatalf("seed %d: %d requests never answered", seed, len(parked))
 	}
 	// The run must have exercised the protocol, or it proves nothing.
-	if lastGen < 3 || verified < 3 {
-		t.Fatalf("seed %d: only %d generations and %d verified syncs", seed, lastGen, verified)
+	if generations < 3 || verified < 3 {
+		t.Fatalf("seed %d: only %d generations and %d verified syncs", seed, generations, verified)
 	}
-	t.Logf("seed %d: %d generations, %d syncs verified, %d tickets", seed, lastGen, verified, h.tick)
+	if reloads < steps/10 {
+		t.Fatalf("seed %d: only %d reload comparisons in %d steps", seed, reloads, steps)
+	}
+	t.Logf("seed %d: %d generations, %d syncs verified, %d tickets, %d reload comparisons, %d deletions", seed, generations, verified, h.tick, reloads, deleted)
 }
 
 func instOf(a *simActor) []string {

@@ -80,8 +80,10 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	}
 	gen := g.generation
 	g.syncWriting = true
-	rec := g.metadataRecord(func(m *member) []byte { return assign[m.id] })
-	g.s.write(out, []Record{rec}, func(now time.Time, code int16, out *Output) {
+	img := g.image(func(m *member) []byte { return assign[m.id] })
+	// Once durable, replaying the record gave the members their
+	// assignments if the group is still completing this generation.
+	g.s.write(out, []rec{g.groupRec(img)}, func(now time.Time, code int16, out *Output) {
 		if g.generation != gen || g.state != CompletingRebalance {
 			return // a rebalance started meanwhile; its own path answered
 		}
@@ -96,9 +98,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 			g.prepareRebalance(now, out)
 			return
 		}
-		g.persisted = true
 		for _, m := range g.members {
-			m.assignment = assign[m.id]
 			if m.sync != nil {
 				out.reply(m.sync.t, g.syncResponse(m.sync.v, m.assignment))
 				m.sync = nil
