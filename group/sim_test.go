@@ -26,7 +26,7 @@ func TestSimulation(t *testing.T) {
 	seeds := 100
 	steps := 5000
 	if testing.Short() {
-		seeds, steps = 8, 1000
+		seeds, steps = 8, 3000
 	}
 	if n, err := strconv.Atoi(os.Getenv("COHORT_SIM_SEEDS")); err == nil && n > 0 {
 		seeds = n // longer soak runs: COHORT_SIM_SEEDS=2000 go test -run Simulation ./group/
