@@ -11,8 +11,8 @@ import (
 // (READ=3, DELETE=6, DESCRIBE=8); cohort has no ACLs, so all are allowed.
 const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8
 
-// DescribeGroup describes one group (CONFORMANCE.md §4.8). v is the request
-// version; includeOps is IncludeAuthorizedOperations.
+// DescribeGroup describes one group (docs/group-semantics.md §describe). v is
+// the request version; includeOps is IncludeAuthorizedOperations.
 func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
@@ -92,8 +92,8 @@ func containsFold(list []string, s string) bool {
 	return false
 }
 
-// DeleteGroups deletes the listed groups of this shard (CONFORMANCE.md
-// §4.10): only Empty groups can be deleted; their offsets and metadata are
+// DeleteGroups deletes the listed groups of this shard (docs/group-semantics.md
+// §delete): only Empty groups can be deleted; their offsets and metadata are
 // tombstoned and the response is released once that is durable.
 func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequest, out *Output) {
 	resp := kmsg.NewPtrDeleteGroupsResponse()

@@ -11,7 +11,7 @@ import (
 // State is a group's state. String gives Kafka's wire names.
 type State int8
 
-// Group states (CONFORMANCE.md §1).
+// Group states (docs/group-semantics.md §states).
 const (
 	Empty               State = iota // no members; may own offsets
 	PreparingRebalance               // join barrier open
@@ -350,7 +350,7 @@ func (g *Group) dropMember(m *member, out *Output) {
 	}
 }
 
-// prepareRebalance opens the join barrier (CONFORMANCE.md §2.6).
+// prepareRebalance opens the join barrier (docs/group-semantics.md §join.prepare).
 func (g *Group) prepareRebalance(now time.Time, out *Output) {
 	if g.state == CompletingRebalance {
 		for _, m := range g.members {
@@ -410,7 +410,7 @@ func (g *Group) onJoinTimer(now time.Time, out *Output) {
 	g.completeJoin(now, out)
 }
 
-// completeJoin ends the join phase (CONFORMANCE.md §2.4).
+// completeJoin ends the join phase (docs/group-semantics.md §join.barrier).
 func (g *Group) completeJoin(now time.Time, out *Output) {
 	if g.state != PreparingRebalance {
 		return

@@ -6,9 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// JoinGroup handles a JoinGroup request (CONFORMANCE.md §4.1). The reply may
-// come now (errors, MEMBER_ID_REQUIRED, an unchanged follower) or when the
-// join phase completes.
+// JoinGroup handles a JoinGroup request (docs/group-semantics.md §join). The
+// reply may come now (errors, MEMBER_ID_REQUIRED, an unchanged follower) or
+// when the join phase completes.
 func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroupRequest, out *Output) {
 	v := req.Version
 	fail := func(code int16, memberID string) { out.reply(t, joinError(v, code, memberID)) }

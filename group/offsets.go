@@ -52,8 +52,8 @@ type offset struct {
 	expireMs    int64 // explicit expiry, unix milliseconds; 0 unless set (OffsetCommit v2–4 retention)
 }
 
-// OffsetCommit handles an OffsetCommit request (CONFORMANCE.md §4.5). The
-// response is released once the offsets are durable.
+// OffsetCommit handles an OffsetCommit request (docs/group-semantics.md
+// §commit). The response is released once the offsets are durable.
 func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequest, out *Output) {
 	v := req.Version
 	resp := offsetCommitResponse(req, ErrNone)
@@ -308,8 +308,8 @@ func (g *Group) sortedOffsets() []topicPartition {
 	return tps
 }
 
-// OffsetDelete handles an OffsetDelete request (KIP-496, CONFORMANCE.md
-// §4.11). The response is released once the tombstones are durable.
+// OffsetDelete handles an OffsetDelete request (KIP-496,
+// docs/group-semantics.md §offset-delete). The response is released once the tombstones are durable.
 func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequest, out *Output) {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	resp.Version = req.Version
@@ -366,7 +366,7 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 }
 
 // ExpireOffsets removes offsets past retention and then groups that are Empty
-// with no offsets (KIP-211, CONFORMANCE.md §5.7). The coordinator calls it
+// with no offsets (KIP-211, docs/group-semantics.md §expiry). The coordinator calls it
 // periodically (Kafka: every 10 minutes).
 func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 	retention := s.cfg.OffsetsRetention

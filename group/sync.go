@@ -6,9 +6,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// SyncGroup handles a SyncGroup request (CONFORMANCE.md §4.2). Followers that
-// arrive before the leader park; the leader's assignment is persisted before
-// anyone receives it.
+// SyncGroup handles a SyncGroup request (docs/group-semantics.md §sync).
+// Followers that arrive before the leader park; the leader's assignment is
+// persisted before anyone receives it.
 func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, out *Output) {
 	v := req.Version
 	fail := func(code int16) { out.reply(t, syncError(v, code)) }
@@ -132,8 +132,8 @@ func (g *Group) syncResponse(v int16, assignment []byte) *kmsg.SyncGroupResponse
 	return r
 }
 
-// Heartbeat handles a Heartbeat request (CONFORMANCE.md §4.3). Nothing is
-// persisted.
+// Heartbeat handles a Heartbeat request (docs/group-semantics.md §heartbeat).
+// Nothing is persisted.
 func (s *Shard) Heartbeat(now time.Time, t Ticket, req *kmsg.HeartbeatRequest, out *Output) {
 	r := kmsg.NewPtrHeartbeatResponse()
 	r.Version = req.Version
@@ -172,7 +172,7 @@ func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
 }
 
 // LeaveGroup handles a LeaveGroup request, single (v0–2) or batch (v3+)
-// (CONFORMANCE.md §4.4).
+// (docs/group-semantics.md §leave).
 func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest, out *Output) {
 	r := kmsg.NewPtrLeaveGroupResponse()
 	r.Version = req.Version
