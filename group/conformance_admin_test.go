@@ -1,8 +1,10 @@
 package group
 
-// Conformance tests named after CONFORMANCE.md §8: Leave/List/Describe/Delete
-// (66–71), Offsets (72–76, 79; 77–78 are transactional offsets, which cohort
-// does not serve: it has no transaction coordinator), Load (80).
+// Conformance tests for LeaveGroup, ListGroups, DescribeGroups, DeleteGroups
+// and OffsetDelete (66–71), offsets (72–76 and 79; 77–78 are transactional
+// offsets, which cohort does not serve: it has no transaction coordinator)
+// and loading (80), numbered as in docs/group-semantics.md §tests, whose
+// sections name the tests that show each rule.
 
 import (
 	"bytes"

@@ -1,8 +1,10 @@
 package group
 
-// Conformance tests named after CONFORMANCE.md §8 (Join/admission, pending
-// members). Items 1 and 2 (loading, wrong coordinator) are coordinator
-// concerns and live in package coordinator.
+// Conformance tests for JoinGroup admission and the join barrier (03–27)
+// and KIP-394 pending members (28–32), numbered as in docs/group-semantics.md
+// §tests; the rules are in its §join sections. Numbers 01 and 02 (loading,
+// wrong coordinator) are coordinator concerns and live in package
+// coordinator.
 
 import (
 	"testing"

@@ -1,6 +1,7 @@
 package group
 
-// Conformance tests named after CONFORMANCE.md §8: static membership (51–65).
+// Conformance tests for static membership (51–65, docs/group-semantics.md
+// §static), numbered as in its §tests.
 
 import (
 	"testing"

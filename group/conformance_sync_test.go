@@ -1,7 +1,8 @@
 package group
 
-// Conformance tests named after CONFORMANCE.md §8: Sync (33–43),
-// Heartbeat/session (44–50).
+// Conformance tests for SyncGroup (33–43, docs/group-semantics.md §sync) and
+// for Heartbeat and sessions (44–50, §heartbeat and §timers), numbered as in
+// its §tests.
 
 import (
 	"testing"

@@ -15,13 +15,15 @@ import (
 // TestSimulation drives groups through thousands of random steps (joins,
 // rejoins with changed metadata, leaves, crashes that stop heartbeats, slow
 // or missing leader syncs, static restarts, stale requests, clock advances,
-// failed and delayed writes) and checks DESIGN.md's invariants after every
-// step:
+// failed and delayed writes, deleted groups and offsets, offset expiry) and
+// checks these invariants after every step:
 //   - at most one leader per generation; generations only grow;
 //   - every member synced in a generation got exactly the bytes the leader
 //     set for it (or the empty assignment if the leader left it out);
 //   - a request with a stale generation or an unknown member changes nothing;
-//   - every parked request is answered within its deadline.
+//   - every parked request is answered within its deadline;
+//   - a shard reloaded from the stored records answers OffsetFetch, and for
+//     groups at rest DescribeGroups, as the live shard does (checkReload).
 func TestSimulation(t *testing.T) {
 	seeds := 100
 	steps := 5000
