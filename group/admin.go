@@ -8,7 +8,9 @@ import (
 )
 
 // authorizedGroupOps is the bitfield of ACL operations a group supports
-// (READ=3, DELETE=6, DESCRIBE=8); cohort has no ACLs, so all are allowed.
+// (READ=3, DELETE=6, DESCRIBE=8). The shard knows no principals and reports
+// them all; when ACLs are enforced, the server replaces the value with the
+// principal's operations on the group (server/authz.go).
 const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8
 
 // DescribeGroup describes one group (docs/group-semantics.md §describe). v is

@@ -27,6 +27,7 @@
 //
 // Requests and responses are franz-go's generated kmsg types, so the state
 // machine sees exactly the fields and versions of the wire protocol; the
-// semantics follow Apache Kafka's classic group coordinator (see
-// docs/architecture.md and the conformance tests).
+// semantics follow Apache Kafka's classic group coordinator:
+// docs/group-semantics.md states each rule and names the conformance test
+// that shows it, and docs/architecture.md describes the design.
 package group

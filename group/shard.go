@@ -61,8 +61,8 @@ func (o *Output) reply(t Ticket, r kmsg.Response) {
 }
 
 // Shard is the set of groups of one coordinator partition, with their timers
-// and in-flight writes. It is not safe for concurrent use: one goroutine (the
-// partition's loop) drives it.
+// and in-flight writes. It is not safe for concurrent use: its caller makes
+// one call at a time (the coordinator holds the partition's mutex).
 type Shard struct {
 	cfg    Config
 	rand   io.Reader
@@ -185,8 +185,9 @@ func (s *Shard) Tick(now time.Time, out *Output) {
 
 // Unload answers every parked request with NOT_COORDINATOR, cancels all
 // timers and forgets all groups (the partition moved away or the node is
-// stopping). Writes in flight still get their WriteDone calls answered as
-// failures by the caller.
+// stopping). The replies waiting for writes in flight are answered
+// NOT_COORDINATOR as well, in write order; a later WriteDone for one of those
+// writes does nothing.
 func (s *Shard) Unload(now time.Time, out *Output) {
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
