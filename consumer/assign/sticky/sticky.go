@@ -377,18 +377,12 @@ func (p *problem) heldElsewhere(part, m int32) bool {
 // in the class, then takes the class's remaining partitions in order.
 func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Assignment {
 	nm := len(p.members)
-	offs := make([]int, nm+1)
-	for m := 0; m < nm; m++ {
-		offs[m+1] = offs[m] + int(s.load[m])
-	}
-	buf := make([]int32, p.nparts)
-	fill := slices.Clone(offs[:nm])
+	sl := p.newSlots(s)
 	give := func(m, part int32) {
 		if cooperative && p.heldElsewhere(part, m) {
 			return // to be revoked by its owner first
 		}
-		buf[fill[m]] = part
-		fill[m]++
+		sl.put(m, part)
 	}
 
 	pos := make([]int32, nm)
@@ -434,9 +428,37 @@ func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Ass
 		}
 	}
 
-	out := make(map[string]assign.Assignment, nm)
+	return p.output(sl)
+}
+
+// slots is the plan being built: member m holds the partition numbers
+// buf[offs[m]:fill[m]], with room up to offs[m+1] (its solver load).
+type slots struct {
+	buf        []int32
+	offs, fill []int
+}
+
+func (p *problem) newSlots(s *solver) *slots {
+	nm := len(p.members)
+	sl := &slots{buf: make([]int32, p.nparts), offs: make([]int, nm+1)}
+	for m := 0; m < nm; m++ {
+		sl.offs[m+1] = sl.offs[m] + int(s.load[m])
+	}
+	sl.fill = slices.Clone(sl.offs[:nm])
+	return sl
+}
+
+func (sl *slots) put(m, part int32) {
+	sl.buf[sl.fill[m]] = part
+	sl.fill[m]++
+}
+
+// output cuts the slots into the members' assignments, sorting each
+// member's partitions in place and renumbering them per topic.
+func (p *problem) output(sl *slots) map[string]assign.Assignment {
+	out := make(map[string]assign.Assignment, len(p.members))
 	for mi, m := range p.members {
-		parts := buf[offs[mi]:fill[mi]]
+		parts := sl.buf[sl.offs[mi]:sl.fill[mi]]
 		slices.Sort(parts)
 		var tps []assign.TopicPartitions
 		for len(parts) > 0 {
