@@ -178,8 +178,10 @@ func (sp aclSpec) builder() *kadm.ACLBuilder {
 
 // acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
 // DeleteAcls) and prints the ACLs added, found or deleted.
-func acl(args []string, out io.Writer) error {
+func acl(e env, args []string) error {
+	out := e.stdout
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
 	var c conn
 	c.register(fs)
 	var af aclFlags
@@ -204,13 +206,12 @@ flags:
 		return err
 	}
 	if len(pos) != 1 || (pos[0] != "add" && pos[0] != "list" && pos[0] != "delete") {
-		fs.Usage()
-		return errors.New("acl: want add, list or delete")
+		return usagef("acl: want add, list or delete")
 	}
 	action := pos[0]
 	sp, err := af.parse(action)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	adm, ctx, tw, done, err := c.dial(out)
 	if err != nil {

@@ -103,7 +103,7 @@ func TestACLFlagErrors(t *testing.T) {
 	}
 	// The command checks its arguments before connecting.
 	for _, args := range [][]string{nil, {"show"}, {"add", "list"}, {"add", "--topic", "t"}} {
-		if err := acl(append(args, "--bootstrap", "127.0.0.1:1"), io.Discard); err == nil {
+		if err := acl(discardEnv(), append(args, "--bootstrap", "127.0.0.1:1")); err == nil {
 			t.Errorf("acl %q: no error", args)
 		}
 	}
@@ -116,7 +116,7 @@ func TestACLCommands(t *testing.T) {
 	run := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
-		if err := acl(append(args, sc.flags...), &out); err != nil {
+		if err := acl(env{stdout: &out, stderr: io.Discard}, append(args, sc.flags...)); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out.String())
 		}
 		return table(out.String())
@@ -158,16 +158,16 @@ func TestACLCommands(t *testing.T) {
 	// kfake enforces the ACLs: alice (a SCRAM user now) is authorized for
 	// app-1's offsets (which do not exist), not for another group's.
 	var quiet bytes.Buffer
-	if err := users("user", append([]string{"set", "alice", "--iterations", "4096"}, sc.flags...), strings.NewReader("alice-pw"), &quiet); err != nil {
+	if err := users(env{stdin: strings.NewReader("alice-pw"), stdout: &quiet, stderr: io.Discard}, "user", append([]string{"set", "alice", "--iterations", "4096"}, sc.flags...)); err != nil {
 		t.Fatal(err)
 	}
 	alice := []string{"--bootstrap", sc.addr, "--tls", "--tls-ca-file", sc.ca.CertFile, "--sasl-mechanism", "SCRAM-SHA-256",
 		"--sasl-username", "alice", "--sasl-password-file", writeTemp(t, "alice", "alice-pw")}
-	err := admin("offsets", append([]string{"app-1"}, alice...), io.Discard)
+	err := offsetsCmd(discardEnv(), append([]string{"app-1"}, alice...))
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		t.Fatalf("alice may not describe app-1: %v", err)
 	}
-	err = admin("offsets", append([]string{"other"}, alice...), io.Discard)
+	err = offsetsCmd(discardEnv(), append([]string{"other"}, alice...))
 	if !errors.Is(err, kerr.GroupAuthorizationFailed) {
 		t.Fatalf("alice describing a group without an ACL: %v", err)
 	}

@@ -4,67 +4,129 @@
 //	cohort serve [flags]   run a node (see cohort serve -h)
 //	cohort bench [flags]   measure rebalance latency and throughput against
 //	                       any Kafka-protocol group coordinator
-//	cohort topics|topic|groups|group|offsets ...   admin commands (kadm)
+//	cohort topics|topic ...            the topic catalog
+//	cohort groups|group|offsets ...    groups, their members, offsets and lag
 //	cohort user|users ...  SCRAM credentials
 //	cohort acl ...         ACLs
 //
-// Every command that connects to cohort takes --bootstrap and the client
-// security flags of package security/clientconfig (--tls, --sasl-*,
-// --command-config).
+// Every command that connects to cohort takes --bootstrap, --timeout and the
+// client security flags of package security/clientconfig (--tls, --sasl-*,
+// --command-config). docs/cli.md describes every command, its output (table
+// and JSON) and the exit codes: 0 success, 1 error, 2 usage error.
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+
+	"github.com/cohort-dev/cohort/internal/clock"
 )
 
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "serve":
-		err = serve(os.Args[2:])
-	case "bench":
-		err = bench(os.Args[2:])
-	case "topics", "topic", "groups", "group", "offsets":
-		err = admin(os.Args[1], os.Args[2:], os.Stdout)
-	case "user", "users":
-		err = users(os.Args[1], os.Args[2:], os.Stdin, os.Stdout)
-	case "acl":
-		err = acl(os.Args[2:], os.Stdout)
-	case "-h", "--help", "help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "cohort: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cohort:", err)
-		os.Exit(1)
-	}
+// Exit codes: scripts can rely on them (docs/cli.md).
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError is a mistake in the command line (an unknown flag, a missing or
+// extra argument, flags that do not go together): exit code 2.
+type usageError struct{ err error }
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `usage: cohort <command> [flags]
+// env is what a command reads and writes besides its arguments, so that
+// tests run commands in-process and see their output and exit code.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	clock          clock.Clock // --by-duration counts back from its Now
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, clock: clock.Real{}}))
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit code.
+func run(args []string, e env) int {
+	if len(args) == 0 {
+		usage(e.stderr)
+		return exitUsage
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		err = serve(rest)
+	case "bench":
+		err = bench(rest)
+	case "topics", "topic":
+		err = topicsCmd(e, cmd, rest)
+	case "groups", "group":
+		err = groupsCmd(e, cmd, rest)
+	case "offsets":
+		err = offsetsCmd(e, rest)
+	case "user", "users":
+		err = users(e, cmd, rest)
+	case "acl":
+		err = acl(e, rest)
+	case "-h", "--help", "help":
+		usage(e.stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(e.stderr, "cohort: unknown command %q\n", cmd)
+		usage(e.stderr)
+		return exitUsage
+	}
+	return exitCode(err, e.stderr)
+}
+
+// exitCode prints err (if any) and maps it to the exit code: help asked for
+// is success, a usageError is 2, anything else 1.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "cohort:", err)
+	var u usageError
+	if errors.As(err, &u) {
+		return exitUsage
+	}
+	return exitError
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage: cohort <command> [flags]
 
 commands:
   serve     run a cohort node (Kafka-protocol group coordinator)
   bench     benchmark a group coordinator at a bootstrap address
-  topics, topic create|grow|delete NAME    the topic catalog
-  groups, group describe|delete ID         groups
-  offsets ID                               a group's committed offsets
-  user set|delete NAME, users              SCRAM credentials (password from stdin)
-  acl add|list|delete                      ACLs
+  topics, topic create|grow|delete NAME     the topic catalog
+  groups [--state S] [--type T]             list groups
+  group describe ID...|--all-groups         state, members, assignments, offsets, lag
+  group delete ID...                        delete empty groups and their offsets
+  offsets ID                                committed offsets and lag
+  offsets reset ID ...                      plan (default) or --execute an offset reset
+  offsets delete ID --topic T[:P,...]       delete committed offsets (OffsetDelete)
+  user set|delete NAME, users               SCRAM credentials (password from stdin)
+  acl add|list|delete                       ACLs
 
-Commands that connect take --bootstrap host:port and the client security
-flags: --tls, --tls-ca-file, --tls-cert-file, --tls-key-file,
---tls-server-name, --sasl-mechanism, --sasl-username, --sasl-password-file
-(or $COHORT_SASL_PASSWORD), --oauth-token-file, --command-config FILE (Kafka
-client properties). Run 'cohort <command> -h' for the command's flags.
+Commands that connect take --bootstrap host:port, --timeout (connection
+failures are retried until it runs out) and the client security flags:
+--tls, --tls-ca-file, --tls-cert-file, --tls-key-file, --tls-server-name,
+--sasl-mechanism, --sasl-username, --sasl-password-file (or
+$COHORT_SASL_PASSWORD), --oauth-token-file, --command-config FILE (Kafka
+client properties). Topic, group and offset commands take --output
+table|json. Exit codes: 0 success, 1 error, 2 usage error.
+Run 'cohort <command> -h' for the command's flags; docs/cli.md has it all.
 `)
 }

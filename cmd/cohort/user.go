@@ -26,8 +26,10 @@ const (
 // DescribeUserScramCredentials. The new password of "user set" comes from
 // --password-file or stdin, never from a flag; the client salts and hashes
 // it (kadm), so the password itself never leaves this process.
-func users(cmd string, args []string, stdin io.Reader, out io.Writer) error {
+func users(e env, cmd string, args []string) error {
+	stdin, out := e.stdin, e.stdout
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
 	var c conn
 	c.register(fs)
 	mechanism := fs.String("mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
@@ -50,20 +52,19 @@ flags:
 	}
 	mechs, err := scramMechanisms(*mechanism)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	action, name := "", ""
 	if cmd == "user" {
 		if len(pos) != 2 || (pos[0] != "set" && pos[0] != "delete") || pos[1] == "" {
-			fs.Usage()
-			return errors.New("user: want set|delete NAME")
+			return usagef("user: want set|delete NAME")
 		}
 		action, name = pos[0], pos[1]
 	}
 	var password string
 	if action == "set" {
 		if *iterations < minIterations || *iterations > maxIterations {
-			return fmt.Errorf("user set: --iterations %d: want %d to %d", *iterations, minIterations, maxIterations)
+			return usagef("user set: --iterations %d: want %d to %d", *iterations, minIterations, maxIterations)
 		}
 		src := *passwordFile
 		if src == "" {
@@ -169,22 +170,6 @@ func alteredErr(rs kadm.AlteredUserSCRAMs, user string) error {
 		return fmt.Errorf("%s: %w%s", user, r.Err, message(r.ErrMessage))
 	}
 	return nil
-}
-
-// message formats a server's error message for appending to an error.
-func message(m string) string {
-	if m == "" {
-		return ""
-	}
-	return " (" + m + ")"
-}
-
-// result is the RESULT column: ok, or the error.
-func result(err error, ok string) string {
-	if err != nil {
-		return "error: " + err.Error()
-	}
-	return ok
 }
 
 // isTerminal reports whether r is a character device (a terminal).

@@ -83,7 +83,7 @@ func TestUserCommands(t *testing.T) {
 	run := func(stdin string, args ...string) (string, error) {
 		t.Helper()
 		var out bytes.Buffer
-		err := users(args[0], append(args[1:], sc.flags...), strings.NewReader(stdin), &out)
+		err := users(env{stdin: strings.NewReader(stdin), stdout: &out, stderr: io.Discard}, args[0], append(args[1:], sc.flags...))
 		return table(out.String()), err
 	}
 	must := func(stdin string, args ...string) string {
@@ -176,7 +176,7 @@ func TestUserArgs(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			var out bytes.Buffer
 			fsArgs := append(tc.args[1:], "--bootstrap", "127.0.0.1:1")
-			err := users(tc.args[0], fsArgs, strings.NewReader(tc.stdin), &out)
+			err := users(env{stdin: strings.NewReader(tc.stdin), stdout: &out, stderr: io.Discard}, tc.args[0], fsArgs)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
@@ -189,19 +189,19 @@ func TestUserArgs(t *testing.T) {
 func TestAdminOverSASLSSL(t *testing.T) {
 	sc := startSecureKfake(t)
 	var out bytes.Buffer
-	if err := admin("topics", sc.flags, &out); err != nil || !strings.Contains(out.String(), "events") {
+	if err := topicsCmd(env{stdout: &out, stderr: io.Discard}, "topics", sc.flags); err != nil || !strings.Contains(out.String(), "events") {
 		t.Fatalf("topics: %v\n%s", err, out.String())
 	}
 	props := writeTemp(t, "client.properties", "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"+
 		"ssl.ca.location="+sc.ca.CertFile+"\n"+
 		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-pw";`+"\n")
 	out.Reset()
-	if err := admin("topics", []string{"--bootstrap", sc.addr, "--command-config", props}, &out); err != nil || !strings.Contains(out.String(), "events") {
+	if err := topicsCmd(env{stdout: &out, stderr: io.Discard}, "topics", []string{"--bootstrap", sc.addr, "--command-config", props}); err != nil || !strings.Contains(out.String(), "events") {
 		t.Fatalf("topics with --command-config: %v\n%s", err, out.String())
 	}
 	// Without security the listener does not answer.
 	out.Reset()
-	if err := admin("topics", []string{"--bootstrap", sc.addr, "--timeout", "2s"}, io.Discard); err == nil {
+	if err := topicsCmd(discardEnv(), "topics", []string{"--bootstrap", sc.addr, "--timeout", "2s"}); err == nil {
 		t.Fatal("plaintext admin command worked against SASL_SSL")
 	}
 }

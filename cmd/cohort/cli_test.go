@@ -1,0 +1,251 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// discardEnv is an env whose output goes nowhere.
+func discardEnv() env {
+	return env{stdin: strings.NewReader(""), stdout: io.Discard, stderr: io.Discard, clock: clock.Real{}}
+}
+
+// cli runs cohort with args in-process, as main does, and returns its
+// standard output, standard error and exit code.
+type cli struct {
+	t     *testing.T
+	clock clock.Clock
+	base  []string // appended to every command line (--bootstrap ...)
+}
+
+func (c cli) run(args ...string) (stdout, stderr string, code int) {
+	c.t.Helper()
+	var out, errOut bytes.Buffer
+	clk := c.clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	code = run(append(args, c.base...), env{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, clock: clk})
+	return out.String(), errOut.String(), code
+}
+
+// ok runs args and fails the test unless the exit code is 0; it returns
+// standard output.
+func (c cli) ok(args ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("%q: exit %d\nstdout:\n%s\nstderr:\n%s", args, code, out, errOut)
+	}
+	return out
+}
+
+// fails runs args, wants exit code want and stderr holding every one of
+// msgs, and returns stdout.
+func (c cli) fails(want int, args []string, msgs ...string) string {
+	c.t.Helper()
+	out, errOut, code := c.run(args...)
+	if code != want {
+		c.t.Fatalf("%q: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, out, errOut)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(errOut, m) {
+			c.t.Fatalf("%q: stderr lacks %q:\n%s", args, m, errOut)
+		}
+	}
+	return out
+}
+
+// jsonOf runs args with --output json and decodes the result into v.
+func (c cli) jsonOf(v any, args ...string) {
+	c.t.Helper()
+	out := c.ok(append(args, "--output", "json")...)
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		c.t.Fatalf("%q: %v\n%s", args, err, out)
+	}
+}
+
+// startNode starts an in-process cohort node on listen (127.0.0.1:0 for
+// any port).
+func startNode(t *testing.T, listen string) *node.Node {
+	t.Helper()
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	n, err := node.Start(node.Config{Listen: listen, Store: memstore.New(), Group: cfg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// dataCluster is a kfake cluster standing for the Kafka cluster that holds
+// the records.
+type dataCluster struct {
+	addr string
+	adm  *kadm.Client
+	cl   *kgo.Client
+}
+
+func startData(t *testing.T, partitions int32, topics ...string) dataCluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addr := c.ListenAddrs()[0]
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return dataCluster{addr: addr, adm: kadm.NewClient(cl), cl: cl}
+}
+
+// produce writes n records to topic's partition p, the i-th stamped
+// start+i seconds.
+func (d dataCluster) produce(t *testing.T, topic string, p int32, n int, start time.Time) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		r := &kgo.Record{Topic: topic, Partition: p, Value: []byte("v"), Timestamp: start.Add(time.Duration(i) * time.Second)}
+		if err := d.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// endOffsets is what the data cluster itself says the log ends are.
+func (d dataCluster) endOffsets(t *testing.T, topic string) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := d.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+// adminOf is an admin client of addr and a context for one call, both
+// released when the test ends.
+func adminOf(t *testing.T, addr string) (*kadm.Client, context.Context) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return kadm.NewClient(cl), ctx
+}
+
+// commit commits offsets of group on addr as an admin.
+func commit(t *testing.T, addr, grp, topic string, offsets map[int32]int64) {
+	t.Helper()
+	adm, ctx := adminOf(t, addr)
+	os := kadm.Offsets{}
+	for p, o := range offsets {
+		os.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	rs, err := adm.CommitOffsets(ctx, grp, os)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// committed reads group's committed offsets of topic on addr.
+func committed(t *testing.T, addr, grp, topic string) map[int32]int64 {
+	t.Helper()
+	adm, ctx := adminOf(t, addr)
+	rs, err := adm.FetchOffsets(ctx, grp)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	for p, r := range rs[topic] {
+		out[p] = r.At
+	}
+	return out
+}
+
+// consumer joins group on addr consuming topic, and returns once the group
+// assigned it partitions; stop it with the returned function.
+func consumer(t *testing.T, addr, grp, topic, clientID, instanceID string) func() {
+	t.Helper()
+	opts := []kgo.Opt{kgo.SeedBrokers(addr), kgo.ConsumerGroup(grp), kgo.ConsumeTopics(topic), kgo.ClientID(clientID),
+		kgo.FetchMaxWait(200 * time.Millisecond)}
+	if instanceID != "" {
+		opts = append(opts, kgo.InstanceID(instanceID))
+	}
+	assigned := make(chan struct{}, 1)
+	opts = append(opts, kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+		select {
+		case assigned <- struct{}{}:
+		default:
+		}
+	}))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for ctx.Err() == nil {
+			cl.PollFetches(ctx)
+		}
+	}()
+	select {
+	case <-assigned:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("consumer %s: no assignment", clientID)
+	}
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		<-polled
+		cl.Close() // leaves the group
+	}
+	t.Cleanup(stop)
+	return stop
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
+)
+
+// conn holds the flags of every command that talks to cohort: where it is,
+// how long to wait for it, and how to connect (TLS, SASL; see package
+// security/clientconfig).
+type conn struct {
+	bootstrap string
+	timeout   time.Duration
+	sec       clientconfig.Config
+}
+
+func (c *conn) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.bootstrap, "bootstrap", envDefault("bootstrap", "127.0.0.1:9092"), "address of cohort, host:port[,host:port...] (env COHORT_BOOTSTRAP)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long the command may take, retrying connection failures meanwhile")
+	c.sec.RegisterFlags(fs)
+}
+
+// open resolves the security flags and connects to cohort: the client, a
+// context bounded by --timeout, and the function that releases both.
+func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
+	if c.timeout <= 0 {
+		return nil, nil, nil, usagef("--timeout %s: want a positive duration", c.timeout)
+	}
+	opts, err := c.sec.ResolveOpts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	cl, err := connect(ctx, "cohort", "--bootstrap", c.bootstrap, opts)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	return cl, ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// dial is open for the commands that print one table (user, acl): an admin
+// client, the context, a table writer on out, and the function that
+// flushes the table and releases the rest.
+func (c *conn) dial(out io.Writer) (*kadm.Client, context.Context, *tabwriter.Writer, func(), error) {
+	cl, ctx, done, err := c.open()
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tw := newTable(out)
+	return kadm.NewClient(cl), ctx, tw, func() { tw.Flush(); done() }, nil
+}
+
+// cmdFlags are the flags the topic, group and offsets commands share:
+// where cohort is and how to connect, --output, and (for the commands that
+// show lag or reset offsets, after withData) the data cluster.
+type cmdFlags struct {
+	fs *flag.FlagSet
+	c  conn
+	o  outputFlag
+	d  dataConn
+}
+
+// newCmdFlags makes the flag set of command name; -h prints usage and the
+// flags on e's standard error.
+func newCmdFlags(e env, name, usage string) *cmdFlags {
+	f := &cmdFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	f.fs.SetOutput(e.stderr)
+	f.c.register(f.fs)
+	f.o.register(f.fs)
+	f.fs.Usage = func() {
+		fmt.Fprint(f.fs.Output(), usage)
+		f.fs.PrintDefaults()
+	}
+	return f
+}
+
+// parse parses args (see parseArgs) and checks the shared flags.
+func (f *cmdFlags) parse(args []string) ([]string, error) {
+	pos, err := parseArgs(f.fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.o.check(); err != nil {
+		return nil, err
+	}
+	return pos, f.d.check()
+}
+
+// dataConn is --data-bootstrap: the Kafka cluster that holds the records of
+// the topics whose offsets cohort keeps. Lag and the log-relative reset
+// modes ask it for log-start, log-end and time-indexed offsets.
+type dataConn struct {
+	bootstrap string
+	config    string // --data-command-config: Kafka client properties
+}
+
+func (d *dataConn) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.bootstrap, "data-bootstrap", "", "`host:port[,...]` of the Kafka cluster holding the records: shows log-end offsets and lag")
+	fs.StringVar(&d.config, "data-command-config", "", "Kafka client properties `file` for --data-bootstrap (security.protocol, sasl.*, ssl.*)")
+}
+
+// check rejects --data-command-config without --data-bootstrap.
+func (d *dataConn) check() error {
+	if d.config != "" && d.bootstrap == "" {
+		return usagef("--data-command-config needs --data-bootstrap")
+	}
+	return nil
+}
+
+// open connects to the data cluster; nil, nil without --data-bootstrap.
+func (d *dataConn) open(ctx context.Context) (*kadm.Client, error) {
+	if d.bootstrap == "" {
+		return nil, nil
+	}
+	sec := clientconfig.Config{PropertiesFile: d.config}
+	opts, err := sec.ResolveOpts()
+	if err != nil {
+		return nil, fmt.Errorf("--data-command-config: %w", err)
+	}
+	cl, err := connect(ctx, "the data cluster", "--data-bootstrap", d.bootstrap, opts)
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, cl.Close)
+	return kadm.NewClient(cl), nil
+}
+
+// Bounds of connect's retries (the context bounds them in time too).
+const (
+	dialBackoffMin = 50 * time.Millisecond
+	dialBackoffMax = time.Second
+	dialAttempts   = 1000
+)
+
+// connect makes a client of the cluster at bootstrap (flag names the flag
+// that gave it, what names the cluster in errors) and waits until it
+// answers: a connection that fails (refused, unreachable, timing out: a
+// node that is still starting, say) is retried with backoff until ctx ends,
+// and the error then names the addresses tried. Any other failure, such as
+// a refused authentication, is returned at once.
+func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.Opt) (*kgo.Client, error) {
+	var addrs []string
+	for _, a := range strings.Split(bootstrap, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, usagef("%s is empty: want host:port", flagName)
+	}
+	where := strings.Join(addrs, ",")
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...))...)
+	if err != nil {
+		return nil, usagef("%s %s: %v", flagName, where, err)
+	}
+	start := time.Now()
+	backoff := dialBackoffMin
+	var last error // the last connection failure
+	for attempt := 1; ; attempt++ {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{} // none: only "are you there"
+		_, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			return cl, nil
+		}
+		if isDialError(err) || last == nil && ctx.Err() != nil {
+			last = err
+		} else if ctx.Err() == nil {
+			cl.Close()
+			return nil, fmt.Errorf("%s at %s: %w", what, where, err)
+		}
+		if ctx.Err() == nil {
+			timer := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+			case <-timer.C:
+			}
+		}
+		if ctx.Err() != nil || attempt >= dialAttempts {
+			cl.Close()
+			return nil, fmt.Errorf("cannot connect to %s at %s (%d attempts in %s): %w",
+				what, where, attempt, time.Since(start).Round(time.Millisecond), last)
+		}
+		backoff = min(2*backoff, dialBackoffMax)
+	}
+}
+
+// isDialError reports whether err is a failure to open a connection.
+func isDialError(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// parseArgs parses args with fs, allowing flags after positional arguments
+// (cohort topic create x --partitions 3), and returns the positional ones.
+// A flag error is a usageError (printed once, by main, with a pointer to
+// -h); -h prints the usage on fs's output and returns flag.ErrHelp.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				fs.Usage()
+				return nil, err
+			}
+			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", err, fs.Name())}
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			pos = append(pos, args[0])
+			args = args[1:]
+		}
+	}
+	return pos, nil
+}

@@ -1,0 +1,310 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+)
+
+// groupDesc is one group as "group describe" and "offsets ID" show it; its
+// JSON form is the schema of docs/cli.md.
+type groupDesc struct {
+	Group        string       `json:"group"`
+	Coordinator  *nodeJSON    `json:"coordinator"`
+	State        string       `json:"state"`
+	ProtocolType string       `json:"protocol_type"`
+	Protocol     string       `json:"protocol"`
+	Generation   *int32       `json:"generation"` // null from a peer that is not cohort
+	Leader       *string      `json:"leader"`     // null likewise; "" without a leader
+	MemberCount  int          `json:"member_count"`
+	Members      []memberDesc `json:"members"`
+	Offsets      []offsetRow  `json:"offsets"`
+	TotalLag     *int64       `json:"total_lag"` // null without --data-bootstrap
+}
+
+// nodeJSON is the node that coordinates a group (found with FindCoordinator).
+type nodeJSON struct {
+	NodeID int32  `json:"node_id"`
+	Host   string `json:"host"`
+	Port   int32  `json:"port"`
+}
+
+func (n *nodeJSON) String() string {
+	if n == nil {
+		return "-"
+	}
+	return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) + " (node " + strconv.Itoa(int(n.NodeID)) + ")"
+}
+
+// memberDesc is one member of a group.
+type memberDesc struct {
+	MemberID   string  `json:"member_id"`
+	InstanceID *string `json:"instance_id"`
+	ClientID   string  `json:"client_id"`
+	Host       string  `json:"host"`
+	// Assignment is the decoded assignment of a consumer-protocol group
+	// (null for other protocol types, or when it does not decode);
+	// AssignmentBytes is its encoded size either way.
+	Assignment      []topicPartitions `json:"assignment"`
+	AssignmentBytes int               `json:"assignment_bytes"`
+}
+
+// topicPartitions is a topic and some of its partitions.
+type topicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// partitionCount is the PARTITIONS column: how many partitions the member
+// is assigned, "-" when the assignment is not a consumer one.
+func (m memberDesc) partitionCount() string {
+	if m.Assignment == nil {
+		return "-"
+	}
+	n := 0
+	for _, t := range m.Assignment {
+		n += len(t.Partitions)
+	}
+	return strconv.Itoa(n)
+}
+
+// assignmentText is the ASSIGNMENT column: topic(p,p) ... for a consumer
+// assignment, its size in bytes otherwise, "-" when empty.
+func (m memberDesc) assignmentText() string {
+	if m.Assignment == nil {
+		if m.AssignmentBytes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%d bytes", m.AssignmentBytes)
+	}
+	var parts []string
+	for _, t := range m.Assignment {
+		ps := make([]string, len(t.Partitions))
+		for i, p := range t.Partitions {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, t.Topic+"("+strings.Join(ps, ",")+")")
+	}
+	return strOrDash(strings.Join(parts, " "))
+}
+
+// offsetRow is one partition of a group's offsets: committed and/or assigned
+// to a member.
+type offsetRow struct {
+	Topic          string  `json:"topic"`
+	Partition      int32   `json:"partition"`
+	CurrentOffset  *int64  `json:"current_offset"` // null: nothing committed
+	LeaderEpoch    *int32  `json:"leader_epoch"`   // of the commit; null if none or unknown
+	Metadata       string  `json:"metadata"`
+	LogStartOffset *int64  `json:"log_start_offset"` // the data cluster's; null without it
+	LogEndOffset   *int64  `json:"log_end_offset"`
+	Lag            *int64  `json:"lag"`       // log end - current offset
+	MemberID       *string `json:"member_id"` // the member assigned the partition, if any
+	ClientID       string  `json:"client_id"`
+	Host           string  `json:"host"`
+}
+
+// describeGroups asks cohort for ids with DescribeGroups (each to its
+// coordinator) and returns the groups that exist, in the order of ids, and
+// an error for each that could not be described.
+func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*groupDesc, error) {
+	if len(ids) == 0 {
+		return []*groupDesc{}, nil
+	}
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = ids
+	byID := map[string]*groupDesc{}
+	errs := map[string]error{}
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			for _, id := range sh.Req.(*kmsg.DescribeGroupsRequest).Groups {
+				errs[id] = sh.Err
+			}
+			continue
+		}
+		coord := &nodeJSON{NodeID: sh.Meta.NodeID, Host: sh.Meta.Host, Port: sh.Meta.Port}
+		for i := range sh.Resp.(*kmsg.DescribeGroupsResponse).Groups {
+			rg := &sh.Resp.(*kmsg.DescribeGroupsResponse).Groups[i]
+			if err := kerr.ErrorForCode(rg.ErrorCode); err != nil {
+				if rg.ErrorMessage != nil {
+					err = withMessage(err, *rg.ErrorMessage)
+				}
+				errs[rg.Group] = err
+				continue
+			}
+			if rg.State == "Dead" {
+				errs[rg.Group] = errors.New("the group does not exist")
+				continue
+			}
+			byID[rg.Group] = newGroupDesc(rg, coord)
+		}
+	}
+	out := []*groupDesc{}
+	var failed error
+	for _, id := range ids {
+		if g, ok := byID[id]; ok {
+			out = append(out, g)
+			continue
+		}
+		err, ok := errs[id]
+		if !ok {
+			err = errors.New("no answer for the group")
+		}
+		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, err))
+	}
+	return out, failed
+}
+
+// newGroupDesc converts one group of a DescribeGroups answer. Generation
+// and leader come from cohort's tagged field (package group); other peers
+// do not send it and they stay null.
+func newGroupDesc(rg *kmsg.DescribeGroupsResponseGroup, coord *nodeJSON) *groupDesc {
+	g := &groupDesc{Group: rg.Group, Coordinator: coord, State: rg.State, ProtocolType: rg.ProtocolType,
+		Protocol: rg.Protocol, MemberCount: len(rg.Members), Members: []memberDesc{}, Offsets: []offsetRow{}}
+	if gen, leader, ok := group.DescribeTagOf(rg); ok {
+		g.Generation, g.Leader = &gen, &leader
+	}
+	for _, rm := range rg.Members {
+		m := memberDesc{MemberID: rm.MemberID, InstanceID: rm.InstanceID, ClientID: rm.ClientID,
+			Host: strings.TrimPrefix(rm.ClientHost, "/"), AssignmentBytes: len(rm.MemberAssignment)}
+		if rg.ProtocolType == "consumer" && len(rm.MemberAssignment) > 0 {
+			var a kmsg.ConsumerMemberAssignment
+			if a.ReadFrom(rm.MemberAssignment) == nil {
+				m.Assignment = []topicPartitions{}
+				for _, t := range a.Topics {
+					ps := slices.Clone(t.Partitions)
+					slices.Sort(ps)
+					m.Assignment = append(m.Assignment, topicPartitions{Topic: t.Topic, Partitions: ps})
+				}
+				slices.SortFunc(m.Assignment, func(a, b topicPartitions) int { return strings.Compare(a.Topic, b.Topic) })
+			}
+		}
+		g.Members = append(g.Members, m)
+	}
+	slices.SortFunc(g.Members, func(a, b memberDesc) int { return strings.Compare(a.MemberID, b.MemberID) })
+	return g
+}
+
+// tp is a topic partition.
+type tp struct {
+	topic     string
+	partition int32
+}
+
+// logRange is a partition's log-start and log-end offsets on the data cluster.
+type logRange struct{ start, end int64 }
+
+// addOffsets fills the offsets of descs: the committed offsets (from cohort)
+// and the partitions assigned to members, with log offsets and lag when
+// data is not nil. Problems with single partitions of the data cluster are
+// warnings on warn (their figures stay null).
+func addOffsets(ctx context.Context, adm, data *kadm.Client, descs []*groupDesc, warn io.Writer) error {
+	rows := map[*groupDesc]map[tp]*offsetRow{}
+	topics := map[string]bool{}
+	for _, g := range descs {
+		committed, err := adm.FetchOffsets(ctx, g.Group)
+		if err == nil {
+			err = committed.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("offsets of %s: %w", g.Group, err)
+		}
+		m := map[tp]*offsetRow{}
+		row := func(t string, p int32) *offsetRow {
+			k := tp{t, p}
+			if m[k] == nil {
+				m[k] = &offsetRow{Topic: t, Partition: p}
+				topics[t] = true
+			}
+			return m[k]
+		}
+		for _, o := range committed.Sorted() {
+			r := row(o.Topic, o.Partition)
+			r.CurrentOffset, r.Metadata = ptr(o.At), o.Metadata
+			if o.LeaderEpoch >= 0 {
+				r.LeaderEpoch = ptr(o.LeaderEpoch)
+			}
+		}
+		for _, mem := range g.Members {
+			for _, t := range mem.Assignment {
+				for _, p := range t.Partitions {
+					r := row(t.Topic, p)
+					r.MemberID, r.ClientID, r.Host = ptr(mem.MemberID), mem.ClientID, mem.Host
+				}
+			}
+		}
+		rows[g] = m
+	}
+	var logs map[tp]logRange
+	if data != nil && len(topics) > 0 {
+		var err error
+		if logs, err = logOffsets(ctx, data, slices.Sorted(maps.Keys(topics)), warn); err != nil {
+			return err
+		}
+	}
+	for _, g := range descs {
+		if data != nil {
+			g.TotalLag = ptr(int64(0))
+		}
+		for _, r := range rows[g] {
+			if lr, ok := logs[tp{r.Topic, r.Partition}]; ok {
+				r.LogStartOffset, r.LogEndOffset = ptr(lr.start), ptr(lr.end)
+				if r.CurrentOffset != nil {
+					r.Lag = ptr(lr.end - *r.CurrentOffset)
+					*g.TotalLag += *r.Lag
+				}
+			}
+			g.Offsets = append(g.Offsets, *r)
+		}
+		slices.SortFunc(g.Offsets, func(a, b offsetRow) int {
+			return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		})
+	}
+	return nil
+}
+
+// logOffsets asks the data cluster for the log-start and log-end offsets of
+// every partition of topics. A topic or partition it cannot answer for is a
+// warning, and has no entry.
+func logOffsets(ctx context.Context, data *kadm.Client, topics []string, warn io.Writer) (map[tp]logRange, error) {
+	starts, err := data.ListStartOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("data cluster: log-start offsets: %w", err)
+	}
+	ends, err := data.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("data cluster: log-end offsets: %w", err)
+	}
+	out := map[tp]logRange{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			if o.Partition < 0 {
+				fmt.Fprintf(warn, "cohort: warning: data cluster: topic %s: %v\n", o.Topic, o.Err)
+			} else {
+				fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: %v\n", o.Topic, o.Partition, o.Err)
+			}
+			return
+		}
+		s, ok := starts.Lookup(o.Topic, o.Partition)
+		if !ok || s.Err != nil {
+			fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: no log-start offset\n", o.Topic, o.Partition)
+			return
+		}
+		out[tp{o.Topic, o.Partition}] = logRange{start: s.Offset, end: o.Offset}
+	})
+	return out, nil
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// listedGroupJSON is one group of "cohort groups".
+type listedGroupJSON struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	Type         string `json:"type"`
+	ProtocolType string `json:"protocol_type"`
+}
+
+// deletedGroupJSON is one group of "cohort group delete".
+type deletedGroupJSON struct {
+	Group   string  `json:"group"`
+	Deleted bool    `json:"deleted"`
+	Error   *string `json:"error"`
+}
+
+// describeFlags are the flags of "group describe" and "offsets ID".
+type describeFlags struct {
+	members, offsets, state, verbose, all bool
+}
+
+const groupsUsage = `usage:
+  cohort groups [--state S[,S...]] [--type T[,T...]]
+                          list groups: state, type and protocol type
+  cohort group describe ID...|--all-groups [--state] [--members] [--offsets] [--verbose]
+                        [--data-bootstrap HOST:PORT]
+                          the state table (coordinator, state, protocol type and
+                          protocol, generation, leader, member count), the members
+                          table (client id, host, instance id, assignment) and the
+                          offsets table (committed offset, log end, lag, owner);
+                          --state/--members/--offsets pick tables (default: all)
+  cohort group delete ID...
+                          delete empty groups and their committed offsets
+flags:
+`
+
+// groupsCmd runs "cohort groups" and "cohort group describe|delete".
+func groupsCmd(e env, cmd string, args []string) error {
+	f := newCmdFlags(e, cmd, groupsUsage)
+	fs := f.fs
+	var df describeFlags
+	var states, types string
+	if cmd == "groups" {
+		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated (Empty, Stable, PreparingRebalance, CompletingRebalance; any case)")
+		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated (cohort's groups are all classic)")
+	} else {
+		f.d.register(fs)
+		fs.BoolVar(&df.members, "members", false, "describe: show the members table")
+		fs.BoolVar(&df.offsets, "offsets", false, "describe: show the offsets table (committed offsets, log end and lag)")
+		fs.BoolVar(&df.state, "state", false, "describe: show the state table")
+		fs.BoolVar(&df.verbose, "verbose", false, "describe: more columns in the offsets table (log start, leader epoch, metadata)")
+		fs.BoolVar(&df.all, "all-groups", false, "describe: every group")
+	}
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if cmd == "groups" {
+		if err := checkNoArgs(cmd, pos); err != nil {
+			return err
+		}
+		return listGroups(e, f, splitList(states), splitList(types))
+	}
+	if len(pos) == 0 {
+		return usagef("group: want describe|delete ID...")
+	}
+	action, ids := pos[0], pos[1:]
+	switch action {
+	case "describe":
+		if df.all == (len(ids) > 0) {
+			return usagef("group describe: want group ids or --all-groups (not both)")
+		}
+		return describeCmd(e, f, df, ids)
+	case "delete":
+		if len(ids) == 0 {
+			return usagef("group delete: want one or more group ids")
+		}
+		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
+			return usagef("group delete: takes group ids only (no describe flags)")
+		}
+		return deleteGroups(e, f, ids)
+	default:
+		return usagef("group: unknown action %q: want describe or delete", action)
+	}
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func listGroups(e env, f *cmdFlags, states, types []string) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	// The filters go to the server (ListGroups v4+ states, v5+ types) and
+	// are applied here too, for servers that ignore them.
+	gs, err := kadm.NewClient(cl).ListGroupsByType(ctx, types, states...)
+	if err != nil {
+		return err
+	}
+	list := []listedGroupJSON{}
+	for _, g := range gs.Sorted() {
+		if len(states) > 0 && !containsFold(states, g.State) || len(types) > 0 && !containsFold(types, g.GroupType) {
+			continue
+		}
+		list = append(list, listedGroupJSON{Group: g.Group, State: g.State, Type: g.GroupType, ProtocolType: g.ProtocolType})
+	}
+	if f.o.json() {
+		return writeJSON(e.stdout, map[string]any{"groups": list})
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE\tPROTOCOL-TYPE")
+	for _, g := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, strOrDash(g.State), strOrDash(g.Type), strOrDash(g.ProtocolType))
+	}
+	return tw.Flush()
+}
+
+func containsFold(list []string, s string) bool {
+	return slices.ContainsFunc(list, func(v string) bool { return strings.EqualFold(v, s) })
+}
+
+func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	adm := kadm.NewClient(cl)
+	if df.all {
+		gs, err := adm.ListGroups(ctx)
+		if err != nil {
+			return err
+		}
+		ids = gs.Groups()
+		slices.Sort(ids)
+	}
+	if !df.members && !df.offsets && !df.state {
+		df.members, df.offsets, df.state = true, true, true
+	}
+	needOffsets := df.offsets || f.o.json()
+	var data *kadm.Client
+	if needOffsets {
+		if data, err = f.d.open(ctx); err != nil {
+			return err
+		}
+	}
+	descs, failed := describeGroups(ctx, cl, ids)
+	if needOffsets {
+		if err := addOffsets(ctx, adm, data, descs, e.stderr); err != nil {
+			return errors.Join(err, failed)
+		}
+	}
+	if f.o.json() {
+		return errors.Join(writeJSON(e.stdout, map[string]any{"groups": descs}), failed)
+	}
+	if len(descs) == 0 && failed != nil {
+		return failed // no table of nothing
+	}
+	return errors.Join(writeDescribe(e.stdout, descs, df, data != nil), failed)
+}
+
+// writeDescribe prints the tables df selects, separated by blank lines.
+func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData bool) error {
+	sep := ""
+	if df.state {
+		tw := newTable(w)
+		fmt.Fprintln(tw, "GROUP\tCOORDINATOR\tSTATE\tPROTOCOL-TYPE\tPROTOCOL\tGENERATION\tLEADER\tMEMBERS")
+		for _, g := range descs {
+			leader := "-"
+			if g.Leader != nil {
+				leader = strOrDash(*g.Leader)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.State, strOrDash(g.ProtocolType),
+				strOrDash(g.Protocol), orDash(g.Generation), leader, g.MemberCount)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		sep = "\n"
+	}
+	if df.members {
+		fmt.Fprint(w, sep)
+		tw := newTable(w)
+		fmt.Fprintln(tw, "GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT")
+		for _, g := range descs {
+			for _, m := range g.Members {
+				inst := "-"
+				if m.InstanceID != nil {
+					inst = *m.InstanceID
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, inst, strOrDash(m.ClientID), strOrDash(m.Host),
+					m.partitionCount(), m.assignmentText())
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		sep = "\n"
+	}
+	if df.offsets {
+		fmt.Fprint(w, sep)
+		writeOffsets(w, descs, df.verbose, haveData)
+	}
+	return nil
+}
+
+// writeOffsets prints the offsets table of descs and each group's total lag.
+func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
+	tw := newTable(w)
+	head := "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tLOG-END-OFFSET\tLAG\tMEMBER-ID\tHOST\tCLIENT-ID"
+	if verbose {
+		head += "\tLOG-START-OFFSET\tLEADER-EPOCH\tMETADATA"
+	}
+	fmt.Fprintln(tw, head)
+	for _, g := range descs {
+		for _, r := range g.Offsets {
+			member, host, client := "-", "-", "-"
+			if r.MemberID != nil {
+				member, host, client = *r.MemberID, strOrDash(r.Host), strOrDash(r.ClientID)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", g.Group, r.Topic, r.Partition, orDash(r.CurrentOffset),
+				orDash(r.LogEndOffset), orDash(r.Lag), member, host, client)
+			if verbose {
+				fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(r.LogStartOffset), orDash(r.LeaderEpoch), strOrDash(r.Metadata))
+			}
+			fmt.Fprintln(tw)
+		}
+	}
+	tw.Flush()
+	for _, g := range descs {
+		switch {
+		case !haveData:
+			fmt.Fprintf(w, "total lag of %s: - (lag needs --data-bootstrap)\n", g.Group)
+		default:
+			fmt.Fprintf(w, "total lag of %s: %s\n", g.Group, orDash(g.TotalLag))
+		}
+	}
+}
+
+func deleteGroups(e env, f *cmdFlags, ids []string) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	rs, err := kadm.NewClient(cl).DeleteGroups(ctx, ids...)
+	if err != nil {
+		return err
+	}
+	var failed error
+	list := []deletedGroupJSON{}
+	for _, id := range ids {
+		err := answerErr(rs, id, func(r kadm.DeleteGroupResponse) (error, string) { return r.Err, r.ErrMessage })
+		if err != nil {
+			failed = errors.Join(failed, fmt.Errorf("delete %s: %w", id, err))
+		}
+		list = append(list, deletedGroupJSON{Group: id, Deleted: err == nil, Error: errText(err)})
+	}
+	if f.o.json() {
+		return errors.Join(writeJSON(e.stdout, map[string]any{"groups": list}), failed)
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "GROUP\tRESULT")
+	for _, g := range list {
+		res := "deleted"
+		if g.Error != nil {
+			res = "error: " + *g.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", g.Group, res)
+	}
+	return errors.Join(tw.Flush(), failed)
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type describeJSON struct {
+	Groups []groupDesc `json:"groups"`
+}
+
+// describeOne describes one group as JSON.
+func (c cli) describeOne(id string, extra ...string) groupDesc {
+	c.t.Helper()
+	var d describeJSON
+	c.jsonOf(&d, append([]string{"group", "describe", id}, extra...)...)
+	if len(d.Groups) != 1 || d.Groups[0].Group != id {
+		c.t.Fatalf("describe %s: %+v", id, d)
+	}
+	return d.Groups[0]
+}
+
+// waitStable polls until id is Stable with n members, all partitions of
+// its topics assigned, and the same generation on two polls 300ms apart
+// (cooperative consumers rebalance twice when one joins); bounded.
+func (c cli) waitStable(id string, n int) groupDesc {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var last *groupDesc
+	for {
+		g := c.describeOne(id, "--state")
+		settled := g.State == "Stable" && g.MemberCount == n
+		assigned := 0
+		for _, m := range g.Members {
+			for _, t := range m.Assignment {
+				assigned += len(t.Partitions)
+			}
+		}
+		settled = settled && assigned == 3 // the tests' topics have 3 partitions
+		if settled && last != nil && last.Generation != nil == (g.Generation != nil) &&
+			(g.Generation == nil || *last.Generation == *g.Generation) {
+			return g
+		}
+		if !settled {
+			last = nil
+		} else {
+			last = &g
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("group %s: state %s with %d members, want Stable with %d", id, g.State, g.MemberCount, n)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// TestGroupCommands: groups, group describe (state, members, assignments,
+// offsets, lag against a kfake data cluster, JSON), group delete and
+// offsets delete against a live node.
+func TestGroupCommands(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	data := startData(t, 3, "events")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "3")
+
+	start := time.Date(2024, 5, 1, 10, 0, 0, 0, time.UTC)
+	data.produce(t, "events", 0, 10, start)
+	data.produce(t, "events", 1, 5, start)
+	commit(t, n.Addr(), "idle", "events", map[int32]int64{0: 4, 1: 5})
+	commit(t, n.Addr(), "idle2", "events", map[int32]int64{2: 0})
+
+	consumer(t, n.Addr(), "live", "events", "app-a", "inst-a")
+	consumer(t, n.Addr(), "live", "events", "app-b", "")
+	c.waitStable("live", 2)
+
+	// groups: list, filters, JSON.
+	if out := table(c.ok("groups")); !strings.Contains(out, "GROUP STATE TYPE PROTOCOL-TYPE\nidle Empty classic -\nidle2 Empty classic -\nlive Stable classic consumer") {
+		t.Fatalf("groups:\n%s", out)
+	}
+	var listed struct {
+		Groups []listedGroupJSON `json:"groups"`
+	}
+	c.jsonOf(&listed, "groups", "--state", "stable")
+	if len(listed.Groups) != 1 || listed.Groups[0] != (listedGroupJSON{Group: "live", State: "Stable", Type: "classic", ProtocolType: "consumer"}) {
+		t.Fatalf("groups --state stable: %+v", listed)
+	}
+	c.jsonOf(&listed, "groups", "--state", "Empty,Stable", "--type", "classic")
+	if len(listed.Groups) != 3 {
+		t.Fatalf("groups --state Empty,Stable: %+v", listed)
+	}
+	c.jsonOf(&listed, "groups", "--type", "consumer")
+	if len(listed.Groups) != 0 {
+		t.Fatalf("groups --type consumer: %+v", listed)
+	}
+
+	// describe a live group: generation and leader (cohort's tag), the
+	// coordinator, members with client id, host, instance id and decoded
+	// assignment.
+	g := c.describeOne("live")
+	host, port, _ := net.SplitHostPort(n.Addr())
+	if g.Coordinator == nil || g.Coordinator.Host != host || strconv.Itoa(int(g.Coordinator.Port)) != port {
+		t.Fatalf("coordinator %+v, want %s", g.Coordinator, n.Addr())
+	}
+	if g.Generation == nil || *g.Generation < 1 || g.Leader == nil || g.ProtocolType != "consumer" || g.Protocol == "" || g.MemberCount != 2 || len(g.Members) != 2 {
+		t.Fatalf("live: %+v", g)
+	}
+	var ids, clients []string
+	var assigned []int32
+	for _, m := range g.Members {
+		ids = append(ids, m.MemberID)
+		clients = append(clients, m.ClientID)
+		if m.Host != "127.0.0.1" || m.AssignmentBytes == 0 || m.Assignment == nil {
+			t.Fatalf("member %+v", m)
+		}
+		if (m.ClientID == "app-a") != (m.InstanceID != nil && *m.InstanceID == "inst-a") {
+			t.Fatalf("instance id of %+v", m)
+		}
+		for _, tps := range m.Assignment {
+			if tps.Topic != "events" {
+				t.Fatalf("assignment %+v", m.Assignment)
+			}
+			assigned = append(assigned, tps.Partitions...)
+		}
+	}
+	slices.Sort(clients)
+	slices.Sort(assigned)
+	if !slices.Contains(ids, *g.Leader) || !slices.Equal(clients, []string{"app-a", "app-b"}) || !slices.Equal(assigned, []int32{0, 1, 2}) {
+		t.Fatalf("leader %s of %v, clients %v, assigned %v", *g.Leader, ids, clients, assigned)
+	}
+	// Its offsets rows are the assigned partitions, nothing committed.
+	if len(g.Offsets) != 3 || g.Offsets[0].CurrentOffset != nil || g.Offsets[0].MemberID == nil || g.TotalLag != nil {
+		t.Fatalf("live offsets %+v", g.Offsets)
+	}
+	out := table(c.ok("group", "describe", "live"))
+	for _, want := range []string{
+		"GROUP COORDINATOR STATE PROTOCOL-TYPE PROTOCOL GENERATION LEADER MEMBERS\nlive " + n.Addr() + " (node ",
+		"Stable consumer " + g.Protocol + " " + strconv.Itoa(int(*g.Generation)) + " " + *g.Leader + " 2\n",
+		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST PARTITIONS ASSIGNMENT\n",
+		" inst-a app-a 127.0.0.1 ", " - app-b 127.0.0.1 ", " events(",
+		"GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG MEMBER-ID HOST CLIENT-ID\nlive events 0 - - - ",
+		"total lag of live: - (lag needs --data-bootstrap)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("describe live lacks %q:\n%s", want, out)
+		}
+	}
+	if out := table(c.ok("group", "describe", "live", "--members")); strings.Contains(out, "GENERATION") || strings.Contains(out, "LAG") || !strings.Contains(out, "app-b") {
+		t.Fatalf("--members:\n%s", out)
+	}
+
+	// Lag: the data cluster's end offsets minus the committed ones.
+	ends := data.endOffsets(t, "events")
+	idle := c.describeOne("idle", "--data-bootstrap", data.addr)
+	if idle.State != "Empty" || idle.MemberCount != 0 || idle.Leader == nil || *idle.Leader != "" || len(idle.Offsets) != 2 {
+		t.Fatalf("idle: %+v", idle)
+	}
+	var total int64
+	for _, r := range idle.Offsets {
+		want := ends[r.Partition] - map[int32]int64{0: 4, 1: 5}[r.Partition]
+		if r.LogEndOffset == nil || *r.LogEndOffset != ends[r.Partition] || r.Lag == nil || *r.Lag != want || r.LogStartOffset == nil || *r.LogStartOffset != 0 {
+			t.Fatalf("idle partition %d: %+v, end %d", r.Partition, r, ends[r.Partition])
+		}
+		total += want
+	}
+	if total != 6 || idle.TotalLag == nil || *idle.TotalLag != total {
+		t.Fatalf("total lag %v, want %d", idle.TotalLag, total)
+	}
+	if out := table(c.ok("offsets", "idle", "--data-bootstrap", data.addr)); !strings.Contains(out,
+		"GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG MEMBER-ID HOST CLIENT-ID LOG-START-OFFSET LEADER-EPOCH METADATA\n"+
+			"idle events 0 4 10 6 - - - 0 - -\nidle events 1 5 5 0 - - - 0 - -\ntotal lag of idle: 6") {
+		t.Fatalf("offsets idle:\n%s", out)
+	}
+	if out := table(c.ok("offsets", "show", "idle")); !strings.Contains(out, "idle events 0 4 - - - - - - - -\n") {
+		t.Fatalf("offsets idle without data:\n%s", out)
+	}
+
+	// --all-groups; a missing group is an error (the server's message),
+	// the groups that exist are still shown.
+	var all describeJSON
+	c.jsonOf(&all, "group", "describe", "--all-groups", "--state")
+	if len(all.Groups) != 3 || all.Groups[0].Group != "idle" || all.Groups[2].Group != "live" {
+		t.Fatalf("--all-groups: %+v", all)
+	}
+	out = c.fails(1, []string{"group", "describe", "idle", "nope", "--state"}, "describe nope: GROUP_ID_NOT_FOUND: group nope not found")
+	if !strings.Contains(out, "idle") {
+		t.Fatalf("the group that exists is not shown:\n%s", out)
+	}
+	c.fails(1, []string{"offsets", "nope"}, "describe nope")
+
+	// A peer without cohort's tag (kfake): generation and leader unknown.
+	consumer(t, data.addr, "kg", "events", "kapp", "")
+	kc := cli{t: t, base: []string{"--bootstrap", data.addr}}
+	kc.waitStable("kg", 1)
+	if kg := kc.describeOne("kg"); kg.Generation != nil || kg.Leader != nil || kg.MemberCount != 1 {
+		t.Fatalf("kfake group: %+v", kg)
+	}
+	if out := table(kc.ok("group", "describe", "kg", "--state")); !strings.HasPrefix(out, "GROUP COORDINATOR STATE PROTOCOL-TYPE PROTOCOL GENERATION LEADER MEMBERS\nkg ") ||
+		!strings.HasSuffix(out, " Stable consumer cooperative-sticky - - 1") {
+		t.Fatalf("kfake describe:\n%s", out)
+	}
+
+	// offsets delete: one partition, then the rest of the topic; a group
+	// that consumes the topic refuses.
+	commit(t, n.Addr(), "idle3", "events", map[int32]int64{0: 1, 1: 2, 2: 3})
+	if out := table(c.ok("offsets", "delete", "idle3", "--topic", "events:1")); out != "GROUP TOPIC PARTITION RESULT\nidle3 events 1 deleted" {
+		t.Fatalf("offsets delete:\n%s", out)
+	}
+	if got := committed(t, n.Addr(), "idle3", "events"); len(got) != 2 || got[0] != 1 || got[2] != 3 {
+		t.Fatalf("after delete: %v", got)
+	}
+	var del struct {
+		Group      string              `json:"group"`
+		Partitions []deletedOffsetJSON `json:"partitions"`
+	}
+	c.jsonOf(&del, "offsets", "delete", "idle3", "--topic", "events")
+	if del.Group != "idle3" || len(del.Partitions) != 2 || !del.Partitions[0].Deleted || del.Partitions[1].Partition != 2 {
+		t.Fatalf("offsets delete json: %+v", del)
+	}
+	c.fails(1, []string{"offsets", "delete", "idle3", "--topic", "events"}, "no committed offsets for topic events")
+	c.fails(1, []string{"offsets", "delete", "live", "--topic", "events:0"}, "GROUP_SUBSCRIBED_TO_TOPIC")
+	c.fails(2, []string{"offsets", "delete", "idle3"}, "want --topic")
+
+	// group delete: several at once; a missing or busy group fails the
+	// command, the others are deleted.
+	out = c.fails(1, []string{"group", "delete", "idle", "live", "nope"}, "delete live: NON_EMPTY_GROUP", "delete nope: GROUP_ID_NOT_FOUND")
+	if !strings.Contains(table(out), "GROUP RESULT\nidle deleted\nlive error: NON_EMPTY_GROUP") {
+		t.Fatalf("group delete:\n%s", out)
+	}
+	var deleted struct {
+		Groups []deletedGroupJSON `json:"groups"`
+	}
+	c.jsonOf(&deleted, "group", "delete", "idle2", "idle3")
+	if len(deleted.Groups) != 2 || !deleted.Groups[0].Deleted || deleted.Groups[1].Error != nil {
+		t.Fatalf("group delete json: %+v", deleted)
+	}
+	c.fails(1, []string{"group", "describe", "idle"}, "describe idle")
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// TestExitCodes: -h is success for every command; usage errors exit 2
+// before connecting; a connection failure exits 1 and names the address.
+func TestExitCodes(t *testing.T) {
+	dead := closedAddr(t)
+	c := cli{t: t}
+	for _, cmd := range [][]string{{"-h"}, {"help"}, {"topics", "-h"}, {"topic", "--help"}, {"groups", "-h"}, {"group", "-h"},
+		{"group", "describe", "-h"}, {"offsets", "-h"}, {"offsets", "reset", "-h"}, {"user", "-h"}, {"users", "-h"}, {"acl", "-h"},
+		{"serve", "-h"}, {"bench", "-h"}} {
+		out, errOut, code := c.run(cmd...)
+		// (serve and bench print their usage on the process's stderr)
+		captured := cmd[0] != "serve" && cmd[0] != "bench"
+		if code != 0 || captured && !strings.Contains(out+errOut, "usage") || strings.Contains(errOut, "help requested") {
+			t.Fatalf("%q: exit %d\n%s%s", cmd, code, out, errOut)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{nil, "usage: cohort"},
+		{[]string{"frob"}, `unknown command "frob"`},
+		{[]string{"topics", "extra"}, `topics: unexpected arguments ["extra"]`},
+		{[]string{"topics", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"topics", "--output", "yaml"}, `--output "yaml": want table or json`},
+		{[]string{"topic", "create"}, "want create|grow|delete NAME"},
+		{[]string{"topic", "create", "a", "b"}, "want create|grow|delete NAME"},
+		{[]string{"topic", "shrink", "a"}, `unknown action "shrink"`},
+		{[]string{"topic", "create", "a", "--partitions", "0"}, "--partitions 0"},
+		{[]string{"groups", "x"}, "unexpected arguments"},
+		{[]string{"group"}, "want describe|delete ID"},
+		{[]string{"group", "frob", "x"}, `unknown action "frob"`},
+		{[]string{"group", "describe"}, "want group ids or --all-groups"},
+		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups"},
+		{[]string{"group", "delete"}, "want one or more group ids"},
+		{[]string{"group", "delete", "a", "--members"}, "takes group ids only"},
+		{[]string{"group", "describe", "a", "--timeout", "0s"}, "--timeout 0s"},
+		{[]string{"group", "describe", "a", "--bootstrap", " , "}, "--bootstrap is empty"},
+		{[]string{"user"}, "want set|delete NAME"},
+		{[]string{"user", "set", "a", "--iterations", "1"}, "--iterations 1"},
+		{[]string{"acl"}, "want add, list or delete"},
+		{[]string{"acl", "add", "--topic", "t"}, "--principal is required"},
+	} {
+		args := tc.args
+		if !slices.Contains(args, "--bootstrap") {
+			args = append(args, "--bootstrap", dead)
+		}
+		c.fails(2, args, tc.msg)
+	}
+	// Connection failures: retried until --timeout, then an error naming
+	// where cohort tried.
+	for _, args := range [][]string{{"topics"}, {"groups"}, {"group", "describe", "g"}, {"offsets", "g"}, {"users"}, {"acl", "list"},
+		{"offsets", "reset", "g", "--all-topics", "--to-offset", "1"}} {
+		start := time.Now()
+		c.fails(1, append(args, "--bootstrap", dead+", "+dead, "--timeout", "400ms"), "cannot connect to cohort at "+dead+","+dead+" (")
+		if el := time.Since(start); el < 350*time.Millisecond || el > 5*time.Second {
+			t.Fatalf("%q: gave up after %s, want about --timeout", args, el)
+		}
+	}
+	n := startNode(t, "127.0.0.1:0")
+	c.fails(1, []string{"offsets", "g", "--bootstrap", n.Addr(), "--data-bootstrap", dead, "--timeout", "400ms"},
+		"cannot connect to the data cluster at "+dead)
+	c.fails(2, []string{"topics", "--bootstrap", n.Addr(), "--data-bootstrap", dead}, "flag provided but not defined: -data-bootstrap")
+}
+
+// TestConnectRetry: a command run while the node is still starting (the
+// README's "serve &" then an admin command) waits for it.
+func TestConnectRetry(t *testing.T) {
+	addr := closedAddr(t)
+	started := make(chan error, 1)
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		cfg := group.Defaults()
+		n, err := node.Start(node.Config{Listen: addr, Store: memstore.New(), Group: cfg,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err == nil {
+			t.Cleanup(func() { n.Close() })
+		}
+		started <- err
+	}()
+	c := cli{t: t}
+	out := c.ok("topic", "create", "events", "--partitions", "2", "--bootstrap", addr)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if out != "created events with 2 partitions\n" {
+		t.Fatal(out)
+	}
+}
+
+// TestTopicCommands: create, grow (only upwards, saying the current
+// count), delete, JSON.
+func TestTopicCommands(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	if out := c.ok("topic", "create", "events", "--partitions", "6"); out != "created events with 6 partitions\n" {
+		t.Fatal(out)
+	}
+	c.fails(1, []string{"topic", "create", "events"}, "create events: TOPIC_ALREADY_EXISTS: ")
+	if out := c.ok("topic", "grow", "events", "--partitions", "8"); out != "events now has 8 partitions (was 6)\n" {
+		t.Fatal(out)
+	}
+	for _, p := range []string{"8", "3"} {
+		c.fails(1, []string{"topic", "grow", "events", "--partitions", p}, "grow events: it has 8 partitions and the count can only grow: give --partitions above 8")
+	}
+	c.fails(1, []string{"topic", "grow", "nope", "--partitions", "3"}, "grow nope: no topic nope")
+	var grown topicJSON
+	c.jsonOf(&grown, "topic", "grow", "events", "--partitions", "9")
+	if grown.Topic != "events" || grown.Partitions != 9 || grown.PreviousPartitions == nil || *grown.PreviousPartitions != 8 {
+		t.Fatalf("%+v", grown)
+	}
+	c.ok("topic", "create", "audit")
+	if out := table(c.ok("topics")); out != "TOPIC PARTITIONS\naudit 1\nevents 9" {
+		t.Fatal(out)
+	}
+	var list struct {
+		Topics []topicJSON `json:"topics"`
+	}
+	c.jsonOf(&list, "topics")
+	if len(list.Topics) != 2 || list.Topics[1] != (topicJSON{Topic: "events", Partitions: 9}) {
+		t.Fatalf("%+v", list)
+	}
+	if out := c.ok("topic", "delete", "audit"); out != "deleted audit\n" {
+		t.Fatal(out)
+	}
+	c.fails(1, []string{"topic", "delete", "audit"}, "delete audit: UNKNOWN_TOPIC_OR_PARTITION")
+	var deleted topicJSON
+	c.jsonOf(&deleted, "topic", "delete", "events")
+	if !deleted.Deleted || deleted.Topic != "events" {
+		t.Fatalf("%+v", deleted)
+	}
+}

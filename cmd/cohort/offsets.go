@@ -1,0 +1,468 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// resetJSON is the result of "offsets reset".
+type resetJSON struct {
+	Group string `json:"group"`
+	Mode  string `json:"mode"`
+	// Executed is true with --execute (the plan was committed), false for
+	// a dry run.
+	Executed bool `json:"executed"`
+	// ClampedToLog is true when the new offsets were checked against the
+	// data cluster's log (--data-bootstrap), false when they were not.
+	ClampedToLog bool      `json:"clamped_to_log"`
+	Partitions   []planRow `json:"partitions"`
+}
+
+// deletedOffsetJSON is one partition of "offsets delete".
+type deletedOffsetJSON struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Deleted   bool    `json:"deleted"`
+	Error     *string `json:"error"`
+}
+
+// topicFlag is the repeatable --topic T[:P,...].
+type topicFlag struct {
+	topics []string           // in the order given
+	parts  map[string][]int32 // nil entry: every partition
+}
+
+func (t *topicFlag) Set(s string) error {
+	topic, ps, err := parseTopicSpec(s)
+	if err != nil {
+		return err
+	}
+	if t.parts == nil {
+		t.parts = map[string][]int32{}
+	}
+	cur, seen := t.parts[topic]
+	switch {
+	case !seen:
+		t.topics = append(t.topics, topic)
+		t.parts[topic] = ps
+	case cur == nil || ps == nil:
+		t.parts[topic] = nil // the whole topic wins over some of its partitions
+	default:
+		for _, p := range ps {
+			if !slices.Contains(cur, p) {
+				cur = append(cur, p)
+			}
+		}
+		t.parts[topic] = cur
+	}
+	return nil
+}
+
+func (t *topicFlag) String() string { return strings.Join(t.topics, ",") }
+
+const offsetsUsage = `usage:
+  cohort offsets [show] ID... [--data-bootstrap HOST:PORT]
+                      committed offsets; with --data-bootstrap, log start, log end and
+                      lag per partition and in total ("show" is needed for a group
+                      named show, reset or delete)
+  cohort offsets reset ID (--topic T[:P,...]... | --all-topics | --from-file CSV)
+                      (--to-offset N | --shift-by N | --to-earliest | --to-latest |
+                       --to-datetime T | --by-duration D | --from-file CSV)
+                      [--data-bootstrap HOST:PORT] [--dry-run | --execute]
+                      plan (--dry-run, the default) or commit (--execute) new offsets
+                      for a group without members; with --data-bootstrap the new
+                      offsets are clamped to [log start, log end]
+  cohort offsets delete ID --topic T[:P,...]...
+                      delete committed offsets (OffsetDelete)
+flags:
+`
+
+// offsetsCmd runs "cohort offsets [show] ID...", "cohort offsets reset ID"
+// and "cohort offsets delete ID".
+func offsetsCmd(e env, args []string) error {
+	f := newCmdFlags(e, "offsets", offsetsUsage)
+	fs := f.fs
+	common := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { common[f.Name] = true })
+	f.d.register(fs)
+	var topics topicFlag
+	fs.Var(&topics, "topic", "reset, delete: `TOPIC[:PARTITION,...]` (repeatable; without partitions: all of them)")
+	allTopics := fs.Bool("all-topics", false, "reset: every topic the group has committed offsets for")
+	toOffset := fs.Int64(modeToOffset, 0, "reset to this `offset`")
+	shiftBy := fs.Int64(modeShiftBy, 0, "reset to the committed offset plus `N` (negative: back)")
+	fs.Bool(modeToEarliest, false, "reset to the log start (needs --data-bootstrap)")
+	fs.Bool(modeToLatest, false, "reset to the log end (needs --data-bootstrap)")
+	toDatetime := fs.String(modeToDatetime, "", "reset to the first offset at or after `time` YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM] (needs --data-bootstrap)")
+	byDuration := fs.String(modeByDuration, "", "reset to the first offset at or after now minus `duration` (90m, PT1H30M, P1D; needs --data-bootstrap)")
+	fromFile := fs.String(modeFromFile, "", "reset to the offsets of a CSV `file` of topic,partition,offset lines")
+	fs.Bool("dry-run", false, "reset: print the plan only (the default)")
+	execute := fs.Bool("execute", false, "reset: commit the plan")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	action := "show"
+	if len(pos) > 0 && (pos[0] == "show" || pos[0] == "reset" || pos[0] == "delete") {
+		action, pos = pos[0], pos[1:]
+	}
+	allowed := map[string][]string{
+		"show":   {"data-bootstrap", "data-command-config"},
+		"delete": {"topic"},
+		"reset": append([]string{"data-bootstrap", "data-command-config", "topic", "all-topics", "dry-run", "execute"},
+			resetModes...),
+	}[action]
+	for name := range set {
+		if !common[name] && !slices.Contains(allowed, name) {
+			return usagef("offsets %s: --%s is not one of its flags", action, name)
+		}
+	}
+	switch action {
+	case "show":
+		if len(pos) == 0 {
+			return usagef("offsets: want a group id")
+		}
+		return describeCmd(e, f, describeFlags{offsets: true, verbose: true}, pos)
+	case "delete":
+		if len(pos) != 1 {
+			return usagef("offsets delete: want one group id, got %d arguments", len(pos))
+		}
+		if len(topics.topics) == 0 {
+			return usagef("offsets delete: want --topic T[:P,...]")
+		}
+		return deleteOffsets(e, f, pos[0], &topics)
+	}
+	// reset
+	if len(pos) != 1 {
+		return usagef("offsets reset: want one group id, got %d arguments", len(pos))
+	}
+	var modes []string
+	for _, m := range resetModes {
+		if set[m] {
+			modes = append(modes, "--"+m)
+		}
+	}
+	if len(modes) != 1 {
+		return usagef("offsets reset: want one of --to-offset, --shift-by, --to-earliest, --to-latest, --to-datetime, --by-duration, --from-file (got %d: %s)",
+			len(modes), strings.Join(modes, " "))
+	}
+	mode := resetMode{name: strings.TrimPrefix(modes[0], "--"), offset: *toOffset, shift: *shiftBy}
+	if set["dry-run"] && *execute {
+		return usagef("offsets reset: --dry-run and --execute exclude each other")
+	}
+	scopes := 0
+	if len(topics.topics) > 0 {
+		scopes++
+	}
+	if *allTopics {
+		scopes++
+	}
+	if mode.name == modeFromFile {
+		if scopes > 0 {
+			return usagef("offsets reset: --from-file names its partitions: drop --topic/--all-topics")
+		}
+	} else if scopes != 1 {
+		return usagef("offsets reset: want --topic T[:P,...] or --all-topics (one of them)")
+	}
+	if needsLog(mode.name) && f.d.bootstrap == "" {
+		return usagef("offsets reset: --%s needs --data-bootstrap, the Kafka cluster that holds the records", mode.name)
+	}
+	switch mode.name {
+	case modeToOffset:
+		if mode.offset < 0 {
+			return usagef("--to-offset %d: want 0 or more", mode.offset)
+		}
+	case modeToDatetime:
+		if mode.at, err = parseDatetime(*toDatetime); err != nil {
+			return err
+		}
+	case modeByDuration:
+		dur, err := parseDuration(*byDuration)
+		if err != nil {
+			return err
+		}
+		mode.at = e.clock.Now().Add(-dur)
+	case modeFromFile:
+		if mode.file, err = readResetFile(*fromFile); err != nil {
+			return err
+		}
+	}
+	return resetOffsets(e, f, pos[0], mode, &topics, *execute)
+}
+
+// resetOffsets plans (and with execute commits) the reset of group's offsets.
+func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFlag, execute bool) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	adm := kadm.NewClient(cl)
+	data, err := f.d.open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkInactive(ctx, cl, id); err != nil {
+		return err
+	}
+	fetched, err := adm.FetchOffsets(ctx, id)
+	if err == nil {
+		err = fetched.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("offsets of %s: %w", id, err)
+	}
+	committed := map[tp]int64{}
+	fetched.Each(func(r kadm.OffsetResponse) { committed[tp{r.Topic, r.Partition}] = r.At })
+
+	var scope []tp
+	switch {
+	case mode.name == modeFromFile:
+		scope = slices.Collect(maps.Keys(mode.file))
+	case len(topics.topics) == 0: // --all-topics
+		if len(committed) == 0 {
+			return fmt.Errorf("reset %s: the group has no committed offsets, so --all-topics names nothing: use --topic", id)
+		}
+		scope = slices.Collect(maps.Keys(committed))
+	default:
+		// A topic without partitions: all of its partitions, as the
+		// data cluster has them, or cohort's catalog without one.
+		src := adm
+		if data != nil {
+			src = data
+		}
+		for _, t := range topics.topics {
+			ps := topics.parts[t]
+			if ps == nil {
+				if ps, err = partitionsOf(ctx, src, t); err != nil {
+					return fmt.Errorf("reset %s: %w", id, err)
+				}
+			}
+			for _, p := range ps {
+				scope = append(scope, tp{t, p})
+			}
+		}
+	}
+	var atTime map[tp]int64
+	var ranges map[tp]logRange
+	if data != nil {
+		names := map[string]bool{}
+		for _, k := range scope {
+			names[k.topic] = true
+		}
+		topicList := slices.Sorted(maps.Keys(names))
+		if ranges, err = logOffsets(ctx, data, topicList, e.stderr); err != nil {
+			return err
+		}
+		if ranges == nil {
+			ranges = map[tp]logRange{}
+		}
+		if !mode.at.IsZero() {
+			after, err := data.ListOffsetsAfterMilli(ctx, mode.at.UnixMilli(), topicList...)
+			if err != nil {
+				return fmt.Errorf("data cluster: offsets at %s: %w", mode.at.Format("2006-01-02T15:04:05.000Z07:00"), err)
+			}
+			atTime = map[tp]int64{}
+			after.Each(func(lo kadm.ListedOffset) {
+				if lo.Err == nil && lo.Offset >= 0 {
+					atTime[tp{lo.Topic, lo.Partition}] = lo.Offset
+				}
+			})
+		}
+	}
+	res := resetJSON{Group: id, Mode: mode.name, ClampedToLog: data != nil,
+		Partitions: planReset(mode, scope, committed, ranges, atTime)}
+	var failed error
+	if execute {
+		failed = commitPlan(ctx, adm, id, res.Partitions)
+		res.Executed = true
+	}
+	if f.o.json() {
+		return errors.Join(writeJSON(e.stdout, res), failed)
+	}
+	return errors.Join(writePlan(e.stdout, res), failed)
+}
+
+// checkInactive refuses a reset of a group that has members: as Kafka's
+// tool does, offsets are only reset while no consumer of the group could
+// commit over them. A group that does not exist is fine (the reset
+// creates its offsets).
+func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{id}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("describe %s: %w", id, err)
+	}
+	if len(resp.Groups) != 1 {
+		return fmt.Errorf("describe %s: %d groups in the answer", id, len(resp.Groups))
+	}
+	g := resp.Groups[0]
+	err = kerr.ErrorForCode(g.ErrorCode)
+	switch {
+	case errors.Is(err, kerr.GroupIDNotFound):
+		return nil
+	case err != nil:
+		if g.ErrorMessage != nil {
+			err = withMessage(err, *g.ErrorMessage)
+		}
+		return fmt.Errorf("describe %s: %w", id, err)
+	case g.State == "Empty" || g.State == "Dead":
+		return nil
+	}
+	return fmt.Errorf("reset %s: the group is %s with %d members; offsets can only be reset while it has none (stop its consumers first)",
+		id, g.State, len(g.Members))
+}
+
+// commitPlan commits the new offsets of rows as an admin (generation -1, no
+// member id) and records each partition's error in its row.
+func commitPlan(ctx context.Context, adm *kadm.Client, id string, rows []planRow) error {
+	offs := kadm.Offsets{}
+	for _, r := range rows {
+		if r.NewOffset != nil {
+			offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: *r.NewOffset, LeaderEpoch: -1})
+		}
+	}
+	if len(offs) == 0 {
+		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
+	}
+	rs, err := adm.CommitOffsets(ctx, id, offs)
+	if err != nil {
+		return fmt.Errorf("reset %s: commit: %w", id, err)
+	}
+	var failed error
+	for i := range rows {
+		r := &rows[i]
+		if r.NewOffset == nil {
+			continue
+		}
+		got, ok := rs.Lookup(r.Topic, r.Partition)
+		err := got.Err
+		if !ok {
+			err = errors.New("no answer for the partition")
+		}
+		if err != nil {
+			r.Error = errText(err)
+			failed = errors.Join(failed, fmt.Errorf("reset %s: %s partition %d: %w", id, r.Topic, r.Partition, err))
+		}
+	}
+	return failed
+}
+
+// writePlan prints a reset plan and what became of it.
+func writePlan(w io.Writer, res resetJSON) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tCURRENT-OFFSET\tNEW-OFFSET\tLOG-START-OFFSET\tLOG-END-OFFSET\tNOTE")
+	for _, r := range res.Partitions {
+		note := r.Note
+		if r.Error != nil {
+			note = strings.TrimPrefix(note+"; ", "; ") + "error: " + *r.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", res.Group, r.Topic, r.Partition, orDash(r.CurrentOffset),
+			orDash(r.NewOffset), orDash(r.LogStartOffset), orDash(r.LogEndOffset), strOrDash(note))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if res.ClampedToLog {
+		fmt.Fprintln(w, "new offsets are clamped to the data cluster's [log start, log end]")
+	} else {
+		fmt.Fprintln(w, "new offsets are not checked against the log (no --data-bootstrap)")
+	}
+	if res.Executed {
+		n := 0
+		for _, r := range res.Partitions {
+			if r.NewOffset != nil && r.Error == nil {
+				n++
+			}
+		}
+		fmt.Fprintf(w, "committed %d offsets of group %s\n", n, res.Group)
+	} else {
+		fmt.Fprintln(w, "dry run: nothing committed; run again with --execute to commit this plan")
+	}
+	return nil
+}
+
+// deleteOffsets deletes the committed offsets topics names (a topic without
+// partitions: every partition the group has an offset for).
+func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	adm := kadm.NewClient(cl)
+	set := kadm.TopicsSet{}
+	var whole []string
+	for _, t := range topics.topics {
+		if ps := topics.parts[t]; ps != nil {
+			set.Add(t, ps...)
+		} else {
+			whole = append(whole, t)
+		}
+	}
+	if len(whole) > 0 {
+		fetched, err := adm.FetchOffsetsForTopics(ctx, id, whole...)
+		if err == nil {
+			err = fetched.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("offsets of %s: %w", id, err)
+		}
+		for _, t := range whole {
+			n := 0
+			for p, r := range fetched[t] {
+				if r.At >= 0 {
+					set.Add(t, p)
+					n++
+				}
+			}
+			if n == 0 {
+				return fmt.Errorf("delete offsets of %s: the group has no committed offsets for topic %s", id, t)
+			}
+		}
+	}
+	rs, err := adm.DeleteOffsets(ctx, id, set)
+	if err != nil {
+		return fmt.Errorf("delete offsets of %s: %w", id, err)
+	}
+	var failed error
+	list := []deletedOffsetJSON{}
+	for _, t := range set.Sorted() {
+		for _, p := range t.Partitions {
+			err, ok := rs.Lookup(t.Topic, p)
+			if !ok {
+				err = errors.New("no answer for the partition")
+			}
+			if err != nil {
+				failed = errors.Join(failed, fmt.Errorf("delete offsets of %s: %s partition %d: %w", id, t.Topic, p, err))
+			}
+			list = append(list, deletedOffsetJSON{Topic: t.Topic, Partition: p, Deleted: err == nil, Error: errText(err)})
+		}
+	}
+	if f.o.json() {
+		return errors.Join(writeJSON(e.stdout, map[string]any{"group": id, "partitions": list}), failed)
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tRESULT")
+	for _, r := range list {
+		res := "deleted"
+		if r.Error != nil {
+			res = "error: " + *r.Error
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", id, r.Topic, r.Partition, res)
+	}
+	return errors.Join(tw.Flush(), failed)
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// topicJSON is one topic of "topics" and the result of "topic": its name and
+// partition count (after the change, for create and grow).
+type topicJSON struct {
+	Topic              string `json:"topic"`
+	Partitions         int    `json:"partitions"`
+	PreviousPartitions *int   `json:"previous_partitions,omitempty"` // grow only
+	Deleted            bool   `json:"deleted,omitempty"`             // delete only
+}
+
+const topicsUsage = `usage:
+  cohort topics                           list the topic catalog
+  cohort topic create NAME [--partitions N]
+  cohort topic grow NAME --partitions N   raise the partition count to N (it can only grow)
+  cohort topic delete NAME
+flags:
+`
+
+// topicsCmd runs "cohort topics" and "cohort topic create|grow|delete NAME"
+// against cohort's topic catalog.
+func topicsCmd(e env, cmd string, args []string) error {
+	f := newCmdFlags(e, cmd, topicsUsage)
+	fs, c, o := f.fs, &f.c, &f.o
+	partitions := fs.Int("partitions", 1, "partitions of a created topic (topic create), or the new, larger total (topic grow)")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	action, name := "", ""
+	if cmd == "topics" {
+		if err := checkNoArgs(cmd, pos); err != nil {
+			return err
+		}
+	} else {
+		if len(pos) != 2 || pos[1] == "" {
+			return usagef("topic: want create|grow|delete NAME")
+		}
+		action, name = pos[0], pos[1]
+		switch action {
+		case "create", "grow", "delete":
+		default:
+			return usagef("topic: unknown action %q: want create, grow or delete", action)
+		}
+		if action != "delete" && *partitions < 1 {
+			return usagef("--partitions %d: want at least 1", *partitions)
+		}
+	}
+	cl, ctx, done, err := c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	adm := kadm.NewClient(cl)
+	var res topicJSON
+	switch action {
+	case "":
+		topics, err := adm.ListTopics(ctx)
+		if err != nil {
+			return err
+		}
+		list := []topicJSON{}
+		for _, t := range topics.Sorted() {
+			list = append(list, topicJSON{Topic: t.Topic, Partitions: len(t.Partitions)})
+		}
+		if o.json() {
+			return writeJSON(e.stdout, map[string]any{"topics": list})
+		}
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "TOPIC\tPARTITIONS")
+		for _, t := range list {
+			fmt.Fprintf(tw, "%s\t%d\n", t.Topic, t.Partitions)
+		}
+		return tw.Flush()
+	case "create":
+		r, err := adm.CreateTopic(ctx, int32(*partitions), -1, nil, name)
+		if err == nil {
+			err = withMessage(r.Err, r.ErrMessage)
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		res = topicJSON{Topic: name, Partitions: *partitions}
+		if !o.json() {
+			fmt.Fprintf(e.stdout, "created %s with %d partitions\n", name, *partitions)
+		}
+	case "grow":
+		// The count only grows: say so with the current count, before
+		// asking (Kafka's code for a refused count reads "below 1").
+		cur, err := partitionCount(ctx, adm, name)
+		if err != nil {
+			return fmt.Errorf("grow %s: %w", name, err)
+		}
+		if *partitions <= cur {
+			return fmt.Errorf("grow %s: it has %d partitions and the count can only grow: give --partitions above %d", name, cur, cur)
+		}
+		rs, err := adm.UpdatePartitions(ctx, *partitions, name)
+		if err == nil {
+			err = answerErr(rs, name, func(r kadm.CreatePartitionsResponse) (error, string) { return r.Err, r.ErrMessage })
+		}
+		if err != nil {
+			return fmt.Errorf("grow %s: %w", name, err)
+		}
+		res = topicJSON{Topic: name, Partitions: *partitions, PreviousPartitions: ptr(cur)}
+		if !o.json() {
+			fmt.Fprintf(e.stdout, "%s now has %d partitions (was %d)\n", name, *partitions, cur)
+		}
+	case "delete":
+		rs, err := adm.DeleteTopics(ctx, name)
+		if err == nil {
+			err = answerErr(rs, name, func(r kadm.DeleteTopicResponse) (error, string) { return r.Err, r.ErrMessage })
+		}
+		if err != nil {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+		res = topicJSON{Topic: name, Deleted: true}
+		if !o.json() {
+			fmt.Fprintf(e.stdout, "deleted %s\n", name)
+		}
+	}
+	if o.json() {
+		return writeJSON(e.stdout, res)
+	}
+	return nil
+}
+
+// partitionCount is the number of partitions of topic, as adm's cluster
+// answers Metadata; an error if it has no such topic.
+func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	ps, err := partitionsOf(ctx, adm, topic)
+	return len(ps), err
+}
+
+// partitionsOf lists topic's partitions on adm's cluster.
+func partitionsOf(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
+	tds, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := tds[topic]
+	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return nil, fmt.Errorf("no topic %s", topic)
+	}
+	if td.Err != nil {
+		return nil, fmt.Errorf("topic %s: %w", topic, td.Err)
+	}
+	ps := make([]int32, 0, len(td.Partitions))
+	for _, p := range td.Partitions.Sorted() {
+		ps = append(ps, p.Partition)
+	}
+	return ps, nil
+}
