@@ -238,3 +238,24 @@ func TestGroupCommands(t *testing.T) {
 	}
 	c.fails(1, []string{"group", "describe", "idle"}, "describe idle")
 }
+
+// TestDataCommandConfig: the data cluster's own security settings come from
+// --data-command-config (Kafka client properties), apart from cohort's.
+func TestDataCommandConfig(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	sc := startSecureKfake(t) // SASL_SSL, topic events with 1 partition
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events")
+	commit(t, n.Addr(), "idle", "events", map[int32]int64{0: 0})
+	props := writeTemp(t, "data.properties", "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"+
+		"ssl.ca.location="+sc.ca.CertFile+"\n"+
+		`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="admin-pw";`+"\n")
+	g := c.describeOne("idle", "--data-bootstrap", sc.addr, "--data-command-config", props)
+	if len(g.Offsets) != 1 || g.Offsets[0].LogEndOffset == nil || *g.Offsets[0].LogEndOffset != 0 || g.TotalLag == nil || *g.TotalLag != 0 {
+		t.Fatalf("%+v", g)
+	}
+	// Without it the data cluster does not answer; cohort's settings are
+	// not used for it.
+	c.fails(1, []string{"group", "describe", "idle", "--data-bootstrap", sc.addr, "--timeout", "2s"}, "the data cluster at "+sc.addr)
+	c.fails(1, []string{"group", "describe", "idle", "--data-bootstrap", sc.addr, "--data-command-config", "/nonexistent.properties"}, "--data-command-config")
+}
