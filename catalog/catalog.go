@@ -84,10 +84,11 @@ type Options struct {
 
 // view is an immutable state of the catalog.
 type view struct {
-	sorted []Topic // by name
-	byName map[string]int
-	byID   map[[16]byte]int
-	byKey  map[string]int // collisionKey(name) -> index
+	version uint64  // bumped by every change
+	sorted  []Topic // by name
+	byName  map[string]int
+	byID    map[[16]byte]int
+	byKey   map[string]int // collisionKey(name) -> index
 }
 
 // Catalog is the set of topics. The zero value is not usable; call New.
@@ -357,6 +358,13 @@ func (c *Catalog) commit(next []Topic) error {
 			return fmt.Errorf("%w: %w", ErrPersist, err)
 		}
 	}
-	c.cur.Store(buildView(next))
+	v := buildView(next)
+	v.version = c.cur.Load().version + 1
+	c.cur.Store(v)
 	return nil
 }
+
+// Version returns a number that changes whenever a topic is created,
+// deleted or grown (or the catalog is replaced from a snapshot): consumer
+// groups recompute what they subscribe to only when it changes.
+func (c *Catalog) Version() uint64 { return c.cur.Load().version }

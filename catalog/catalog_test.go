@@ -299,3 +299,32 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestVersionChangesWithTopics: Version moves on every create, grow and
+// delete (consumer groups re-read their subscribed topics then) and not on
+// a refused change.
+func TestVersionChangesWithTopics(t *testing.T) {
+	c := New(Options{})
+	v0 := c.Version()
+	if _, err := c.Create("a", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	v1 := c.Version()
+	if _, err := c.Create("a", 1, nil); err == nil {
+		t.Fatal("duplicate create accepted")
+	}
+	if c.Version() != v1 {
+		t.Fatal("a refused create changed the version")
+	}
+	if _, err := c.AddPartitions("a", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	v2 := c.Version()
+	if err := c.Delete("a"); err != nil {
+		t.Fatal(err)
+	}
+	v3 := c.Version()
+	if !(v0 < v1 && v1 < v2 && v2 < v3) {
+		t.Fatalf("versions %d %d %d %d do not grow with each change", v0, v1, v2, v3)
+	}
+}

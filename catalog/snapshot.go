@@ -89,6 +89,7 @@ func (c *Catalog) Restore(data []byte) error {
 	v = buildView(topics)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	v.version = c.cur.Load().version + 1
 	c.cur.Store(v)
 	return nil
 }

@@ -240,6 +240,15 @@ func (p *partition) appendDone(res appendResult) {
 		}
 	}
 	p.flush()
+	if p.state == stActive && !p.closed && p.inflight == 0 && p.shard.NeedsReload() {
+		// A write failed after the shard had applied its records (a
+		// consumer group changes that way): what the shard shows is
+		// ahead of the store. Reload the partition from the store;
+		// clients see COORDINATOR_LOAD_IN_PROGRESS meanwhile and retry.
+		p.c.log.Warn("coordinator: a failed write left the partition ahead of the store; reloading it", "partition", p.id)
+		p.unload()
+		p.startLoad()
+	}
 	if p.closed && p.inflight == 0 {
 		close(p.drained)
 	}

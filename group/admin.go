@@ -23,7 +23,9 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 		d.AuthorizedOperations = authorizedGroupOps
 	}
 	g := s.groups[id]
-	if g == nil || g.state == Dead {
+	if g == nil || g.state == Dead || g.cg != nil {
+		// A consumer-protocol group is described by ConsumerGroupDescribe;
+		// here it answers as a missing group, as Kafka does.
 		d.State = Dead.String()
 		if v >= 6 {
 			d.ErrorCode = ErrGroupIDNotFound
@@ -69,17 +71,21 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 		if g.state == Dead {
 			continue
 		}
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, g.state.String()) {
+		state, gtype := g.state.String(), "classic"
+		if g.cg != nil {
+			state, gtype = g.cg.state(), "consumer"
+		}
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
 			continue
 		}
-		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, "classic") {
+		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, gtype) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
 		lg.Group = id
 		lg.ProtocolType = g.protocolType
-		lg.GroupState = g.state.String()
-		lg.GroupType = "classic"
+		lg.GroupState = state
+		lg.GroupType = gtype
 		out = append(out, lg)
 	}
 	return out
@@ -110,7 +116,7 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 		switch {
 		case g == nil || g.state == Dead:
 			r.ErrorCode = ErrGroupIDNotFound
-		case g.state != Empty:
+		case !g.empty():
 			r.ErrorCode = ErrNonEmptyGroup
 		default:
 			recs = g.appendDeletion(recs)
@@ -155,5 +161,19 @@ func (g *Group) appendDeletion(recs []rec) []rec {
 			}
 		}
 	}
-	return append(recs, groupTombstone(g.id))
+	if g.cg != nil {
+		recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
+	}
+	if g.persisted || g.cg == nil {
+		recs = append(recs, groupTombstone(g.id))
+	}
+	return recs
+}
+
+// empty reports whether the group has no members (of either protocol).
+func (g *Group) empty() bool {
+	if g.cg != nil {
+		return len(g.cg.members) == 0
+	}
+	return g.state == Empty
 }

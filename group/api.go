@@ -105,6 +105,56 @@ func one(id string) ([]string, bool, bool) { return []string{id}, false, false }
 
 var apiTable = []API{
 	{
+		Key:       kmsg.ConsumerGroupHeartbeat.Int16(),
+		FrameFree: true,
+		Loading:   ErrCoordinatorLoading,
+		Groups: func(r kmsg.Request) ([]string, bool, bool) {
+			return one(r.(*kmsg.ConsumerGroupHeartbeatRequest).Group)
+		},
+		Error: func(r kmsg.Request, code int16) kmsg.Response {
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			resp.Version, resp.ErrorCode = r.GetVersion(), code
+			return resp
+		},
+		Serve: func(s *Shard, now time.Time, t Ticket, c Client, r kmsg.Request, out *Output) {
+			s.ConsumerGroupHeartbeat(now, t, c, r.(*kmsg.ConsumerGroupHeartbeatRequest), out)
+		},
+	},
+	{
+		Key:     kmsg.ConsumerGroupDescribe.Int16(),
+		Loading: ErrCoordinatorLoading,
+		Groups: func(r kmsg.Request) ([]string, bool, bool) {
+			return r.(*kmsg.ConsumerGroupDescribeRequest).Groups, true, false
+		},
+		Split: func(r kmsg.Request, idx []int) kmsg.Request {
+			q := r.(*kmsg.ConsumerGroupDescribeRequest)
+			sub := *q
+			sub.Groups = subset(q.Groups, idx)
+			return &sub
+		},
+		Merge: func(r kmsg.Request, parts []kmsg.Response) kmsg.Response {
+			q := r.(*kmsg.ConsumerGroupDescribeRequest)
+			resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+			resp.Version = q.Version
+			resp.Groups = mergeByGroup(q.Groups, parts,
+				func(p kmsg.Response) []kmsg.ConsumerGroupDescribeResponseGroup {
+					return p.(*kmsg.ConsumerGroupDescribeResponse).Groups
+				},
+				func(g *kmsg.ConsumerGroupDescribeResponseGroup) string { return g.Group })
+			return resp
+		},
+		Error: consumerDescribeError,
+		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
+			q := r.(*kmsg.ConsumerGroupDescribeRequest)
+			resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+			resp.Version = q.Version
+			for _, id := range q.Groups {
+				resp.Groups = append(resp.Groups, s.DescribeConsumerGroup(id, q.Version, q.IncludeAuthorizedOperations))
+			}
+			out.reply(t, resp)
+		},
+	},
+	{
 		Key:       kmsg.OffsetCommit.Int16(),
 		FrameFree: true,
 		Loading:   ErrCoordinatorLoading,
@@ -359,6 +409,19 @@ func mergeByGroup[G any](ids []string, parts []kmsg.Response, groupsOf func(kmsg
 		out[i] = got[x]
 	}
 	return out
+}
+
+// consumerDescribeError answers a ConsumerGroupDescribe with code for every group.
+func consumerDescribeError(r kmsg.Request, code int16) kmsg.Response {
+	q := r.(*kmsg.ConsumerGroupDescribeRequest)
+	resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+	resp.Version = q.Version
+	for _, id := range q.Groups {
+		d := kmsg.NewConsumerGroupDescribeResponseGroup()
+		d.Group, d.ErrorCode = id, code
+		resp.Groups = append(resp.Groups, d)
+	}
+	return resp
 }
 
 // offsetFetchError answers an OffsetFetch with code: per group from v8, at

@@ -1,6 +1,10 @@
 package group
 
-import "time"
+import (
+	"time"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
 
 // Config holds the coordinator settings that shape group behaviour. Start from
 // Defaults (Kafka's values). A zero field means Kafka's default, except
@@ -25,6 +29,26 @@ type Config struct {
 	// OffsetsRetention is how long offsets are kept (offsets.retention.minutes,
 	// 7 days); see Shard.ExpireOffsets for which offsets expire when.
 	OffsetsRetention time.Duration
+
+	// The consumer protocol (KIP-848) groups:
+	//
+	// ConsumerSessionTimeout is how long a consumer-protocol member lives
+	// without a heartbeat (group.consumer.session.timeout.ms, 45 s); the
+	// coordinator sets it, not the client.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is the heartbeat interval given to members
+	// (group.consumer.heartbeat.interval.ms, 5 s).
+	ConsumerHeartbeatInterval time.Duration
+	// ConsumerMaxSize caps the members of a consumer group
+	// (group.consumer.max.size); 0 = unlimited.
+	ConsumerMaxSize int
+	// ConsumerAssignors are the server-side assignors members may ask for
+	// (group.consumer.assignors); the first is the default. Default
+	// uniform, range.
+	ConsumerAssignors []string
+	// Topics is the topic metadata consumer groups are assigned from (the
+	// catalog). Nil means no topics.
+	Topics Topics
 }
 
 // Defaults returns Kafka's defaults.
@@ -36,6 +60,10 @@ func Defaults() Config {
 		NewMemberJoinTimeout:   5 * time.Minute,
 		OffsetMetadataMaxBytes: 4096,
 		OffsetsRetention:       7 * 24 * time.Hour,
+
+		ConsumerSessionTimeout:    45 * time.Second,
+		ConsumerHeartbeatInterval: 5 * time.Second,
+		ConsumerAssignors:         []string{"uniform", "range"},
 	}
 }
 
@@ -60,5 +88,25 @@ func (c Config) withDefaults() Config {
 	if c.OffsetsRetention == 0 {
 		c.OffsetsRetention = d.OffsetsRetention
 	}
+	if c.ConsumerSessionTimeout == 0 {
+		c.ConsumerSessionTimeout = d.ConsumerSessionTimeout
+	}
+	if c.ConsumerHeartbeatInterval == 0 {
+		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
+	}
+	if len(c.ConsumerAssignors) == 0 {
+		c.ConsumerAssignors = d.ConsumerAssignors
+	}
+	if c.Topics == nil {
+		c.Topics = noTopics{}
+	}
 	return c
 }
+
+// noTopics is the empty topic metadata.
+type noTopics struct{}
+
+func (noTopics) Lookup(string) (catalog.Topic, bool)     { return catalog.Topic{}, false }
+func (noTopics) LookupID([16]byte) (catalog.Topic, bool) { return catalog.Topic{}, false }
+func (noTopics) Range(func(*catalog.Topic) bool)         {}
+func (noTopics) Version() uint64                         { return 0 }

@@ -121,6 +121,10 @@ type Group struct {
 	commitSeq uint64
 
 	persisted bool // a GroupMetadata record exists in the store
+
+	// cg is the consumer-protocol (KIP-848) state of a consumer group; nil
+	// for classic groups (and groups that only hold offsets).
+	cg *consumerGroup
 }
 
 func (s *Shard) newGroup(id string, now time.Time) *Group {

@@ -32,6 +32,18 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 		instanceID = *req.InstanceID
 	}
 	g := s.groups[req.Group]
+	if g != nil && g.cg != nil {
+		if len(g.cg.members) > 0 {
+			// Classic members in a consumer-protocol group (mixed
+			// groups) are not served yet: Kafka's answer under the
+			// migration policy "disabled".
+			fail(ErrInconsistentProtocol, req.MemberID)
+			return
+		}
+		// An empty consumer group becomes a classic group; its offsets stay.
+		s.write(out, []rec{cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, "")}, nil)
+		g.cg, g.protocolType = nil, ""
+	}
 	if g == nil {
 		if req.MemberID != "" {
 			fail(ErrUnknownMemberID, req.MemberID)

@@ -170,6 +170,9 @@ func (s *Shard) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) int
 	if g.state == Dead {
 		return ErrCoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return g.validateConsumerCommit(req)
+	}
 	if req.Generation < 0 && g.state == Empty {
 		return ErrNone // admin/standalone commit
 	}
@@ -201,6 +204,13 @@ func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespo
 		for _, rg := range req.Groups {
 			gr := kmsg.NewOffsetFetchResponseGroup()
 			gr.Group = rg.Group
+			if g := s.groups[rg.Group]; g != nil && g.cg != nil && req.Version >= 9 {
+				if code := g.validateConsumerFetch(rg.MemberID, rg.MemberEpoch); code != ErrNone {
+					gr.ErrorCode = code
+					resp.Groups = append(resp.Groups, gr)
+					continue
+				}
+			}
 			var topics map[string][]int32
 			all := rg.Topics == nil
 			if !all {
@@ -330,11 +340,21 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 		return
 	}
 	var recs []rec
+	var consumerSubs map[string]bool // a consumer group's subscribed topics
+	if g.cg != nil {
+		consumerSubs = map[string]bool{}
+		for _, t := range g.cg.subscribed(s.cfg.Topics) {
+			consumerSubs[t] = true
+		}
+	}
 	for _, rt := range req.Topics {
 		tr := kmsg.NewOffsetDeleteResponseTopic()
 		tr.Topic = rt.Topic
 		subscribed := false
-		if g.state != Empty {
+		switch {
+		case g.cg != nil:
+			subscribed = consumerSubs[rt.Topic]
+		case g.state != Empty:
 			_, subscribed = g.subscribed[rt.Topic]
 			if g.subscribed == nil {
 				subscribed = true // unknown subscription: everything counts
@@ -385,7 +405,7 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 				expired = append(expired, tp)
 			}
 		}
-		removeGroup := g.state == Empty && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.inflight) == 0
+		removeGroup := g.empty() && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.inflight) == 0
 		if len(expired) == 0 && !removeGroup {
 			continue
 		}
@@ -395,6 +415,9 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		}
 		if removeGroup {
 			g.transition(Dead, now)
+			if g.cg != nil {
+				recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
+			}
 			if g.persisted {
 				recs = append(recs, groupTombstone(g.id))
 			}
@@ -427,6 +450,13 @@ func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, reten
 	commitTime := time.UnixMilli(o.commitMs)
 	var base time.Time
 	switch {
+	case g.cg != nil:
+		// A consumer-protocol group: whatever its state, offsets of
+		// topics no member subscribes to expire after retention.
+		if g.cg.subscribedNow(g.s.cfg.Topics)[tp.topic] {
+			return false
+		}
+		base = commitTime
 	case g.state == Empty && g.protocolType != "":
 		base = g.stateTime // retention counts from when the group emptied
 		if base.IsZero() {

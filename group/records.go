@@ -90,6 +90,16 @@ type rec struct {
 	tp    topicPartition // keyOffset
 	off   offset         // keyOffset value
 	img   *groupImage    // keyGroup value
+	c     *crec          // consumer-group records (crecords.go)
+}
+
+// isConsumer reports whether the record belongs to a consumer-protocol group.
+func (r *rec) isConsumer() bool {
+	switch r.kind {
+	case keyCGroup, keyCMember, keyCTMeta, keyCTarget, keyCCurrent:
+		return true
+	}
+	return false
 }
 
 // groupImage is the stored form of a group: its generation and its members
@@ -135,6 +145,9 @@ func offsetTombstone(group string, tp topicPartition) rec {
 
 // encode returns r's stored form.
 func (r *rec) encode() Record {
+	if r.isConsumer() {
+		return r.encodeConsumer()
+	}
 	switch r.kind {
 	case keyGroup:
 		if r.del {
@@ -266,6 +279,9 @@ func decode(key, value []byte) (r rec, ok bool, err error) {
 		return rec{}, false, fmt.Errorf("%w: empty key", ErrCorruptRecord)
 	}
 	switch key[0] {
+	case keyCGroup, keyCMember, keyCTMeta, keyCTarget, keyCCurrent:
+		r, err = decodeConsumer(key, value)
+		return r, err == nil, err
 	case keyGroup:
 		r = rec{kind: keyGroup, group: string(key[1:]), del: value == nil}
 		if !r.del {
@@ -342,6 +358,10 @@ func decodeGroupImage(value []byte) (*groupImage, error) {
 // that generation, gives the members their assignments (the leader's
 // SyncGroup), which are never handed out before they are durable.
 func (s *Shard) replay(r *rec, load bool) {
+	if r.isConsumer() {
+		s.replayConsumer(r)
+		return
+	}
 	g := s.groups[r.group]
 	switch {
 	case r.kind == keyOffset && r.del:
@@ -353,9 +373,12 @@ func (s *Shard) replay(r *rec, load bool) {
 			g = s.newGroup(r.group, time.Time{})
 		}
 		g.offsets[r.tp] = r.off
-	case r.del: // group tombstone
+	case r.del: // group tombstone: the group goes once nothing else of it is stored
 		if g != nil {
-			delete(s.groups, r.group)
+			g.persisted = false
+			if g.cg == nil && len(g.offsets) == 0 {
+				delete(s.groups, r.group)
+			}
 		}
 	case load:
 		if g == nil {
@@ -405,6 +428,21 @@ func (g *Group) restore(img *groupImage) {
 func (s *Shard) FinishLoad(now time.Time, out *Output) {
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
+		if cg := g.cg; cg != nil {
+			// Consumer-protocol members get a full session; those
+			// revoking get a full rebalance timeout. The next heartbeat
+			// recomputes the metadata hash (topics may have changed
+			// while the partition was elsewhere).
+			cg.subsDirty = true
+			for _, mid := range cg.ids {
+				m := cg.members[mid]
+				s.arm(m.session, now.Add(s.cfg.ConsumerSessionTimeout))
+				if m.state == mUnrevoked {
+					m.rebalanceEpoch = m.epoch
+					s.arm(m.rebalance, now.Add(m.rebalanceTimeout))
+				}
+			}
+		}
 		if len(g.members) == 0 {
 			g.state = Empty
 			if g.stateTime.IsZero() {

@@ -73,6 +73,10 @@ type Shard struct {
 
 	nextWrite uint64
 	writes    map[uint64]pendingWrite
+	// needsReload: see NeedsReload.
+	needsReload bool
+	// topics is the metadata consumer groups are assigned from.
+	topics Topics
 
 	// Logf, when set, receives diagnostic messages (invariant violations
 	// answered with an error instead of a panic, failed background writes).
@@ -120,6 +124,9 @@ func (s *Shard) logf(format string, args ...any) {
 type pendingWrite struct {
 	recs []rec
 	done func(now time.Time, code int16, out *Output)
+	// applied: the records were replayed when the write was issued
+	// (consumer groups); a failure then asks for a reload.
+	applied bool
 }
 
 // write queues recs and registers done, called from WriteDone after the
@@ -154,7 +161,12 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		return
 	}
 	delete(s.writes, id)
-	if code == ErrNone {
+	switch {
+	case code != ErrNone && w.applied:
+		// The shard already shows what this write failed to store:
+		// only a reload from the store can take it back.
+		s.needsReload = true
+	case code == ErrNone && !w.applied:
 		for i := range w.recs {
 			s.replay(&w.recs[i], false)
 		}
@@ -163,6 +175,25 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		w.done(now, code, out)
 	}
 }
+
+// writeApplied queues records the shard has already replayed (consumer
+// groups change this way, see consumer.go); done is called from WriteDone.
+func (s *Shard) writeApplied(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
+	enc := make([]Record, len(recs))
+	for i := range recs {
+		enc[i] = recs[i].encode()
+	}
+	s.nextWrite++
+	id := s.nextWrite
+	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true}
+	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
+}
+
+// NeedsReload reports that a write whose records the shard had already
+// applied failed: the shard's state is ahead of the store, and the runtime
+// must reload the partition from the store (once its writes in flight are
+// done) before serving it further.
+func (s *Shard) NeedsReload() bool { return s.needsReload }
 
 // PendingWrites reports how many writes await WriteDone.
 func (s *Shard) PendingWrites() int { return len(s.writes) }

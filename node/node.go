@@ -158,9 +158,13 @@ func Start(cfg Config) (*Node, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	gcfg := cfg.Group
+	if gcfg.Topics == nil {
+		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
+	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,
-		Group:                  cfg.Group,
+		Group:                  gcfg,
 		Store:                  n.store,
 		Clock:                  cfg.Clock,
 		Rand:                   cfg.Rand,

@@ -177,10 +177,15 @@ const (
 	keyDeleteACLs       int16 = 31
 	keyDescribeSCRAM    int16 = 50
 	keyAlterSCRAM       int16 = 51
+
+	keyConsumerGroupHeartbeat int16 = 68
+	keyConsumerGroupDescribe  int16 = 69
 )
 
 // supported is the one table of what cohort advertises, in key order. No
-// telemetry, no KIP-848 keys. The data-plane APIs (Produce, Fetch,
+// telemetry. The consumer group protocol (KIP-848: ConsumerGroupHeartbeat,
+// ConsumerGroupDescribe) is advertised with the finalized feature
+// group.version 1 that clients look for (apiVersions). The data-plane APIs (Produce, Fetch,
 // ListOffsets, OffsetForLeaderEpoch) present catalog topics as empty
 // topics and refuse every Produce (dataplane.go). Produce is advertised
 // although cohort takes no records: librdkafka enables Fetch v4+ (its
@@ -223,10 +228,12 @@ var supported = [...]APIVersions{
 	{keyOffsetDelete, "OffsetDelete", 0, 0},
 	{keyDescribeSCRAM, "DescribeUserSCRAMCredentials", 0, 0},
 	{keyAlterSCRAM, "AlterUserSCRAMCredentials", 0, 0},
+	{keyConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", 0, 1},
+	{keyConsumerGroupDescribe, "ConsumerGroupDescribe", 0, 1},
 }
 
 // maxKey bounds the per-key lookup tables.
-const maxKey = 52
+const maxKey = 70
 
 // byKey[k] points into supported, nil for unsupported keys.
 var byKey [maxKey]*APIVersions

@@ -69,6 +69,20 @@ func (s *Server) handleAuthorized(ctx context.Context, c Client, r *request) (km
 		if req := r.req.(*kmsg.LeaveGroupRequest); !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group) {
 			return group.ErrorResponse(req, codeGroupAuthz), nil
 		}
+	case keyConsumerGroupHeartbeat:
+		// GROUP READ, then TOPIC DESCRIBE on every topic subscribed by
+		// name, as Kafka checks them.
+		req := r.req.(*kmsg.ConsumerGroupHeartbeatRequest)
+		if !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group) {
+			return group.ErrorResponse(req, codeGroupAuthz), nil
+		}
+		for _, t := range req.SubscribedTopicNames {
+			if !s.authorize(c, r.key, acl.OpDescribe, acl.ResourceTopic, t) {
+				return group.ErrorResponse(req, codeTopicAuthz), nil
+			}
+		}
+	case keyConsumerGroupDescribe:
+		return s.authzConsumerGroupDescribe(ctx, c, r)
 	case keyOffsetCommit:
 		return s.authzOffsetCommit(ctx, c, r)
 	case keyFetch:
@@ -434,33 +448,72 @@ func (s *Server) authzOffsetFetchGroups(ctx context.Context, c Client, r *reques
 // principal's operations on it.
 func (s *Server) authzDescribeGroups(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
-	denied := s.denials(c, r.key, acl.OpDescribe, acl.ResourceGroup, len(req.Groups), func(i int) string { return req.Groups[i] })
-	sub := *req
-	if denied != nil {
-		sub.Groups = kept(req.Groups, denied)
+	return describeAuthorized(s, ctx, c, r, req.Groups, req.Version >= 3 && req.IncludeAuthorizedOperations,
+		func(groups []string) kmsg.Request { sub := *req; sub.Groups = groups; return &sub },
+		func(resp kmsg.Response) *[]kmsg.DescribeGroupsResponseGroup {
+			return &resp.(*kmsg.DescribeGroupsResponse).Groups
+		},
+		func(g *kmsg.DescribeGroupsResponseGroup) (string, int16, *int32) {
+			return g.Group, g.ErrorCode, &g.AuthorizedOperations
+		},
+		func(id string) kmsg.DescribeGroupsResponseGroup {
+			a := kmsg.NewDescribeGroupsResponseGroup()
+			a.Group, a.ErrorCode = id, codeGroupAuthz
+			return a
+		})
+}
+
+// authzConsumerGroupDescribe: GROUP DESCRIBE per group, as DescribeGroups.
+func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
+	return describeAuthorized(s, ctx, c, r, req.Groups, req.IncludeAuthorizedOperations,
+		func(groups []string) kmsg.Request { sub := *req; sub.Groups = groups; return &sub },
+		func(resp kmsg.Response) *[]kmsg.ConsumerGroupDescribeResponseGroup {
+			return &resp.(*kmsg.ConsumerGroupDescribeResponse).Groups
+		},
+		func(g *kmsg.ConsumerGroupDescribeResponseGroup) (string, int16, *int32) {
+			return g.Group, g.ErrorCode, &g.AuthorizedOperations
+		},
+		func(id string) kmsg.ConsumerGroupDescribeResponseGroup {
+			a := kmsg.NewConsumerGroupDescribeResponseGroup()
+			a.Group, a.ErrorCode = id, codeGroupAuthz
+			return a
+		})
+}
+
+// describeAuthorized serves a request describing groups (DescribeGroups,
+// ConsumerGroupDescribe) under GROUP DESCRIBE: the groups the principal may
+// describe are forwarded (sub builds that request), the others answered
+// GROUP_AUTHORIZATION_FAILED alone (denied), in request order; with
+// includeOps each described group carries the principal's operations on it.
+// groupsOf gives the answer's groups, fields a group's id, error and
+// operations.
+func describeAuthorized[G any](s *Server, ctx context.Context, c Client, r *request, groups []string, includeOps bool,
+	sub func([]string) kmsg.Request, groupsOf func(kmsg.Response) *[]G, fields func(*G) (string, int16, *int32),
+	denied func(string) G) (kmsg.Response, error) {
+	refused := s.denials(c, r.key, acl.OpDescribe, acl.ResourceGroup, len(groups), func(i int) string { return groups[i] })
+	ask := groups
+	if refused != nil {
+		ask = kept(groups, refused)
 	}
-	got, err := s.forwardSome(ctx, c, r, &sub, len(sub.Groups) == 0)
+	resp, err := s.forwardSome(ctx, c, r, sub(ask), len(ask) == 0)
 	if err != nil {
 		return nil, err
 	}
-	resp := got.(*kmsg.DescribeGroupsResponse)
-	if req.Version >= 3 && req.IncludeAuthorizedOperations {
-		for i := range resp.Groups {
-			g := &resp.Groups[i]
-			g.AuthorizedOperations = opsOmitted
-			if g.ErrorCode == errNone {
-				g.AuthorizedOperations = s.authz.AuthorizedOperations(c.Principal, c.Host, acl.ResourceGroup, g.Group)
+	gs := groupsOf(resp)
+	if includeOps {
+		for i := range *gs {
+			id, code, ops := fields(&(*gs)[i])
+			*ops = opsOmitted
+			if code == errNone {
+				*ops = s.authz.AuthorizedOperations(c.Principal, c.Host, acl.ResourceGroup, id)
 			}
 		}
 	}
-	if denied != nil {
-		resp.Groups = merged(req.Groups, denied, resp.Groups,
-			func(id *string, a *kmsg.DescribeGroupsResponseGroup) bool { return *id == a.Group },
-			func(id *string) kmsg.DescribeGroupsResponseGroup {
-				a := kmsg.NewDescribeGroupsResponseGroup()
-				a.Group, a.ErrorCode = *id, codeGroupAuthz
-				return a
-			})
+	if refused != nil {
+		*gs = merged(groups, refused, *gs,
+			func(id *string, a *G) bool { gid, _, _ := fields(a); return *id == gid },
+			func(id *string) G { return denied(*id) })
 	}
 	return resp, nil
 }

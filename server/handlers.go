@@ -136,8 +136,21 @@ func apiVersions(r *request) kmsg.Response {
 		resp.SetVersion(r.version)
 	}
 	resp.ApiKeys = apiVersionKeys
+	if resp.Version >= 3 {
+		// KIP-584 features: group.version 1 says the consumer group
+		// protocol (KIP-848) is enabled, as Kafka 4 brokers report it.
+		// The finalized set never changes, so its epoch is constant.
+		resp.SupportedFeatures = supportedFeatures
+		resp.FinalizedFeatures = finalizedFeatures
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return resp
 }
+
+var (
+	supportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "group.version", MinVersion: 0, MaxVersion: 1}}
+	finalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "group.version", MinVersionLevel: 1, MaxVersionLevel: 1}}
+)
 
 func errorMessage(code int16) *string {
 	if e := kerr.TypedErrorForCode(code); e != nil {

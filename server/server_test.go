@@ -27,6 +27,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 		20: {0, 6}, 37: {0, 3},
 		17: {0, 1}, 36: {0, 2}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0},
 		0: {3, 13}, 1: {4, 18}, 2: {0, 11}, 23: {0, 4}, // data plane (dataplane.go)
+		68: {0, 1}, 69: {0, 1}, // the consumer group protocol (KIP-848)
 	}
 	apis := SupportedAPIs()
 	if len(apis) != len(want) {
@@ -731,6 +732,34 @@ func TestReusedFrameBufferKeepsRequestBytes(t *testing.T) {
 		}
 		if joins != round+1 || syncs != round+1 {
 			t.Fatalf("saw %d joins and %d syncs, want %d", joins, syncs, round+1)
+		}
+	}
+}
+
+// TestApiVersionsFeatures: ApiVersions v3+ reports the finalized feature
+// group.version 1 (the consumer group protocol is on), as Kafka 4 does;
+// older versions have no feature fields.
+func TestApiVersionsFeatures(t *testing.T) {
+	for v := int16(0); v <= 4; v++ {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		resp := apiVersions(&request{key: 18, version: v, req: req}).(*kmsg.ApiVersionsResponse)
+		if v < 3 {
+			continue // no feature fields before v3
+		}
+		decoded := kmsg.NewPtrApiVersionsResponse()
+		decoded.Version = v
+		if err := decoded.ReadFrom(resp.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		ok := false
+		for _, f := range decoded.FinalizedFeatures {
+			if f.Name == "group.version" && f.MaxVersionLevel >= 1 {
+				ok = true
+			}
+		}
+		if !ok || decoded.FinalizedFeaturesEpoch < 0 {
+			t.Fatalf("v%d: finalized features %+v epoch %d", v, decoded.FinalizedFeatures, decoded.FinalizedFeaturesEpoch)
 		}
 	}
 }

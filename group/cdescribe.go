@@ -1,0 +1,137 @@
+package group
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeConsumerGroup describes one consumer-protocol group
+// (ConsumerGroupDescribe): its state and epochs, the assignor, and each
+// member with its current assignment (including partitions pending
+// revocation) and its target.
+func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
+	d := kmsg.NewConsumerGroupDescribeResponseGroup()
+	d.Group = id
+	if includeOps {
+		d.AuthorizedOperations = authorizedGroupOps
+	}
+	if id == "" {
+		d.ErrorCode = ErrInvalidGroupID
+		return d
+	}
+	g := s.groups[id]
+	if g == nil || g.cg == nil || g.state == Dead {
+		d.ErrorCode = ErrGroupIDNotFound
+		msg := "Group " + id + " not found."
+		d.ErrorMessage = &msg
+		return d
+	}
+	cg := g.cg
+	d.State = cg.state()
+	d.Epoch, d.AssignmentEpoch = cg.epoch, cg.assignEpoch
+	d.AssignorName = cg.preferredAssignor(s.cfg.ConsumerAssignors)
+	for _, mid := range cg.ids {
+		m := cg.members[mid]
+		dm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+		dm.MemberID, dm.MemberEpoch = m.id, m.epoch
+		if m.instanceID != "" {
+			dm.InstanceID = kmsg.StringPtr(m.instanceID)
+		}
+		if m.rack != "" {
+			dm.RackID = kmsg.StringPtr(m.rack)
+		}
+		dm.ClientID, dm.ClientHost = m.clientID, "/"+m.clientHost
+		dm.SubscribedTopics = slices.Clone(m.names)
+		if dm.SubscribedTopics == nil {
+			dm.SubscribedTopics = []string{}
+		}
+		if m.regex != "" {
+			dm.SubscribedTopicRegex = kmsg.StringPtr(m.regex)
+		}
+		both := m.assigned.clone()
+		for t, ps := range m.pending {
+			for _, p := range ps {
+				both.add(t, p)
+			}
+		}
+		dm.Assignment = s.describeSet(both)
+		dm.TargetAssignment = s.describeSet(cg.target[m.id])
+		dm.MemberType = 1 // a consumer-protocol member (0 would be classic)
+		d.Members = append(d.Members, dm)
+	}
+	return d
+}
+
+// describeSet lists a partition set for ConsumerGroupDescribe, with topic
+// ids and names; topics that no longer exist are left out.
+func (s *Shard) describeSet(set tpset) kmsg.Assignment {
+	var a kmsg.Assignment
+	a.TopicPartitions = []kmsg.AssignmentTopicPartition{}
+	for _, name := range set.topics() {
+		t, ok := s.cfg.Topics.Lookup(name)
+		if !ok {
+			continue
+		}
+		a.TopicPartitions = append(a.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: t.ID, Topic: name,
+			Partitions: slices.Clone(set[name])})
+	}
+	return a
+}
+
+// validateConsumerCommit checks an OffsetCommit into a consumer-protocol
+// group (KIP-848 with KIP-1251's per-partition epochs). GenerationId carries
+// the member epoch. An empty group takes admin commits (epoch < 0); otherwise
+// the member must exist and commit with OffsetCommit v9+. A commit at the
+// member's epoch is accepted; a higher epoch is stale; a lower one is
+// accepted only if every partition it commits is still the member's
+// (assigned or pending) and was given to it at or before that epoch — so a
+// member whose newer epoch is still in flight can commit what it kept,
+// while commits for partitions that moved stay fenced. A rejection fails the
+// whole request. Commits do not extend a consumer member's session.
+func (g *Group) validateConsumerCommit(req *kmsg.OffsetCommitRequest) int16 {
+	cg := g.cg
+	if len(cg.members) == 0 && req.Generation < 0 {
+		return ErrNone
+	}
+	m := cg.members[req.MemberID]
+	if m == nil {
+		return ErrUnknownMemberID
+	}
+	if req.Version < 9 {
+		return ErrUnsupportedVersion
+	}
+	e := req.Generation
+	switch {
+	case e == m.epoch:
+		return ErrNone
+	case e > m.epoch:
+		return ErrStaleMemberEpoch
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			at, ok := m.assignedAt[topicPartition{t.Topic, p.Partition}]
+			if !ok || at > e {
+				return ErrStaleMemberEpoch
+			}
+		}
+	}
+	return ErrNone
+}
+
+// validateConsumerFetch checks an OffsetFetch v9+ group entry that names a
+// member of a consumer-protocol group: the member must exist and the epoch
+// match exactly. An admin fetch (no member id, epoch < 0) is always served.
+func (g *Group) validateConsumerFetch(memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return ErrNone
+	}
+	m := g.cg.members[strOr(memberID)]
+	switch {
+	case m == nil:
+		return ErrUnknownMemberID
+	case m.epoch != epoch:
+		return ErrStaleMemberEpoch
+	}
+	return ErrNone
+}

@@ -1,0 +1,427 @@
+package group
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/consumer/serverassign"
+)
+
+// Kafka error codes of the consumer protocol.
+const (
+	ErrUnsupportedVersion       int16 = 35
+	ErrFencedMemberEpoch        int16 = 110
+	ErrUnreleasedInstanceID     int16 = 111
+	ErrUnsupportedAssignor      int16 = 112
+	ErrStaleMemberEpoch         int16 = 113
+	ErrInvalidRegularExpression int16 = 128
+)
+
+// hbReq is a ConsumerGroupHeartbeat being handled, with what it changed.
+type hbReq struct {
+	req  *kmsg.ConsumerGroupHeartbeatRequest
+	c    Client
+	now  time.Time
+	recs []rec
+	// owned is the request's TopicPartitions by topic name (nil when the
+	// request sent null: "unchanged").
+	owned tpset
+	// subscriptionChanged: an existing member changed its subscription.
+	subscriptionChanged bool
+}
+
+// emit replays r at once and keeps it for the write.
+func (g *Group) emit(h *hbReq, r rec) {
+	g.s.replay(&r, false)
+	h.recs = append(h.recs, r)
+}
+
+// ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat (KIP-848): join,
+// heartbeat, reconcile, leave. See docs/kip848.md.
+func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *kmsg.ConsumerGroupHeartbeatRequest, out *Output) {
+	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+	resp.Version = req.Version
+	fail := func(code int16, msg string) {
+		resp.ErrorCode = code
+		if msg != "" {
+			resp.ErrorMessage = &msg
+		}
+		out.reply(t, resp)
+	}
+	if code, msg := s.validateHeartbeat(req); code != ErrNone {
+		fail(code, msg)
+		return
+	}
+	h := &hbReq{req: req, c: c, now: now}
+	if req.Topics != nil {
+		h.owned = tpset{}
+		for _, tp := range req.Topics {
+			if topic, ok := s.cfg.Topics.LookupID(tp.TopicID); ok {
+				for _, p := range tp.Partitions {
+					h.owned.add(topic.Name, p)
+				}
+			}
+		}
+	}
+	var code int16
+	var msg string
+	var m *cmember
+	var g *Group
+	if req.MemberEpoch == epochLeave || req.MemberEpoch == epochStatic {
+		g, m, code, msg = s.consumerLeave(h)
+	} else {
+		g, m, code, msg = s.consumerHeartbeat(h)
+	}
+	if code != ErrNone {
+		// A refused heartbeat changes nothing (the checks come before any
+		// record); a failure after records were emitted cannot happen.
+		fail(code, msg)
+		return
+	}
+	resp.MemberID = kmsg.StringPtr(m.id)
+	resp.MemberEpoch = m.epoch
+	if req.MemberEpoch == epochLeave {
+		resp.MemberEpoch = epochLeave
+	}
+	resp.HeartbeatIntervalMillis = int32(s.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	if req.MemberEpoch >= 0 && h.wantsAssignment(m) {
+		resp.Assignment = s.assignmentOf(m)
+	}
+	if len(h.recs) == 0 {
+		out.reply(t, resp)
+		return
+	}
+	_ = g
+	s.writeApplied(out, h.recs, func(_ time.Time, code int16, out *Output) {
+		if code != ErrNone {
+			resp.ErrorCode, resp.MemberEpoch, resp.Assignment, resp.MemberID = code, 0, nil, nil
+		}
+		out.reply(t, resp)
+	})
+}
+
+// wantsAssignment reports whether the response carries the member's
+// assignment: on a join, on a full request (after an error the client sends
+// everything and expects everything back), and whenever the assignment
+// changed in this heartbeat.
+func (h *hbReq) wantsAssignment(m *cmember) bool {
+	r := h.req
+	if r.MemberEpoch == epochJoining {
+		return true
+	}
+	full := r.RebalanceTimeoutMillis != -1 && (r.SubscribedTopicNames != nil || r.SubscribedTopicRegex != nil) && r.Topics != nil
+	if full {
+		return true
+	}
+	for _, x := range h.recs {
+		if x.kind == keyCCurrent && x.c.member == m.id && !x.del {
+			return true
+		}
+	}
+	return false
+}
+
+// assignmentOf returns m's usable partitions as a heartbeat answers them:
+// assigned, never those pending revocation.
+func (s *Shard) assignmentOf(m *cmember) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
+	a := &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
+	a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+	for _, name := range m.assigned.topics() {
+		topic, ok := s.cfg.Topics.Lookup(name)
+		if !ok {
+			continue
+		}
+		at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+		at.TopicID = topic.ID
+		at.Partitions = slices.Clone(m.assigned[name])
+		a.Topics = append(a.Topics, at)
+	}
+	return a
+}
+
+// validateHeartbeat applies the checks Kafka makes before looking at any
+// state (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION).
+func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	blank := func(x string) bool { return strings.TrimSpace(x) == "" }
+	switch {
+	case blank(r.Group):
+		return ErrInvalidRequest, "GroupId can't be empty."
+	case blank(r.MemberID) && (r.Version >= 1 || r.MemberEpoch > 0 || r.MemberEpoch == epochLeave):
+		return ErrInvalidRequest, "MemberId can't be empty."
+	case r.InstanceID != nil && *r.InstanceID == "":
+		return ErrInvalidRequest, "InstanceId can't be empty."
+	case r.RackID != nil && *r.RackID == "":
+		return ErrInvalidRequest, "RackId can't be empty."
+	case r.MemberEpoch < epochStatic:
+		return ErrInvalidRequest, "MemberEpoch is invalid."
+	case r.MemberEpoch == epochStatic && r.InstanceID == nil && !s.isStaticMember(r.Group, r.MemberID):
+		// Kafka requires the InstanceId of a -2 leave; franz-go omits it
+		// (it sends only the member id), so cohort accepts a -2 leave
+		// whose member id is a static member's (docs/kip848.md).
+		return ErrInvalidRequest, "InstanceId can't be null."
+	}
+	if r.MemberEpoch == epochJoining {
+		switch {
+		case r.RebalanceTimeoutMillis == -1:
+			return ErrInvalidRequest, "RebalanceTimeoutMs must be provided in first request."
+		case r.Topics == nil || len(r.Topics) > 0:
+			return ErrInvalidRequest, "TopicPartitions must be empty when (re-)joining."
+		case r.SubscribedTopicNames == nil && r.SubscribedTopicRegex == nil:
+			return ErrInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+		}
+	}
+	if r.ServerAssignor != nil && !slices.Contains(s.cfg.ConsumerAssignors, *r.ServerAssignor) {
+		return ErrUnsupportedAssignor, "ServerAssignor " + *r.ServerAssignor + " is not supported. Supported assignors: " +
+			strings.Join(s.cfg.ConsumerAssignors, ", ") + "."
+	}
+	return ErrNone, ""
+}
+
+func (s *Shard) isStaticMember(group, member string) bool {
+	g := s.groups[group]
+	if g == nil || g.cg == nil {
+		return false
+	}
+	m := g.cg.members[member]
+	return m != nil && m.instanceID != ""
+}
+
+// consumerHeartbeat handles a heartbeat with MemberEpoch >= 0.
+func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
+	r := h.req
+	g := s.groups[r.Group]
+	switch {
+	case g != nil && g.state == Dead:
+		return nil, nil, ErrCoordinatorNotAvailable, ""
+	case r.MemberEpoch > 0 && (g == nil || g.cg == nil):
+		return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " not found."
+	case g != nil && g.cg == nil && len(g.members) > 0:
+		// A classic group with members: online upgrade is not served
+		// (yet), as with Kafka's migration policy "disabled".
+		return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " is not a consumer group."
+	}
+	var cg *consumerGroup
+	if g != nil && g.cg != nil {
+		cg = g.cg
+	}
+	instance := strOr(r.InstanceID)
+	var m *cmember
+	var replaced *cmember // a static member this join takes over
+	if cg != nil {
+		if instance == "" {
+			m = cg.members[r.MemberID]
+		} else if owner, ok := cg.static[instance]; ok {
+			o := cg.members[owner]
+			switch {
+			case r.MemberEpoch == epochJoining && owner == r.MemberID:
+				m = o // a static member rejoining with its own id: in place
+			case r.MemberEpoch == epochJoining && o.epoch != epochStatic:
+				return nil, nil, ErrUnreleasedInstanceID, "Static member with instance id " + instance + " is still active."
+			case r.MemberEpoch == epochJoining:
+				replaced = o
+			case owner != r.MemberID:
+				return nil, nil, ErrFencedInstanceID, "Static member " + r.MemberID + " with instance id " + instance + " was fenced by another member."
+			default:
+				m = o
+			}
+		} else if r.MemberEpoch > 0 {
+			return nil, nil, ErrUnknownMemberID, "Static member with instance id " + instance + " is unknown."
+		}
+		if m == nil && instance != "" && r.MemberEpoch > 0 {
+			return nil, nil, ErrUnknownMemberID, ""
+		}
+	}
+	if m == nil && r.MemberEpoch > 0 {
+		return nil, nil, ErrUnknownMemberID, "Member " + r.MemberID + " is not a member of group " + r.Group + "."
+	}
+	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && cg != nil && len(cg.members) >= s.cfg.ConsumerMaxSize {
+		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+	}
+	if m != nil && r.MemberEpoch > 0 {
+		if code := checkMemberEpoch(m, r.MemberEpoch, h.owned); code != ErrNone {
+			return nil, nil, code, "The consumer group member has a smaller member epoch than expected."
+		}
+	}
+	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" && compileRegex(*r.SubscribedTopicRegex) == nil {
+		return nil, nil, ErrInvalidRegularExpression, "SubscribedTopicRegex " + *r.SubscribedTopicRegex + " is not a valid regular expression."
+	}
+
+	// Accepted: from here on, changes are records.
+	if g == nil || g.cg == nil {
+		if g == nil {
+			g = s.newGroup(r.Group, h.now)
+		}
+		// A new consumer group, or an empty classic group (perhaps only
+		// offsets) replaced by one: its offsets stay.
+		if g.persisted {
+			g.emit(h, groupTombstone(g.id))
+		}
+		g.emit(h, cGroupRec(g.id, 0, 0))
+	}
+	cg = g.cg
+	if replaced != nil {
+		m = g.replaceStaticConsumer(h, replaced)
+	}
+	isNew := m == nil
+	if isNew {
+		m = &cmember{id: r.MemberID, epoch: epochJoining, assigned: tpset{}, pending: tpset{}}
+		if m.id == "" { // v0 join: the coordinator names the member
+			m.id = s.newMemberID("")[1:]
+		}
+	}
+	bump := g.updateConsumerMember(h, m, isNew)
+	if g.refreshMetadataHash() {
+		bump = true
+	}
+	if bump {
+		g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
+	}
+	if cg.assignEpoch < cg.epoch {
+		if code := g.computeTarget(h); code != ErrNone {
+			return nil, nil, code, "Failed to compute the target assignment."
+		}
+	}
+	m = cg.members[m.id]
+	g.reconcile(h, m)
+	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
+	return g, m, ErrNone, ""
+}
+
+// checkMemberEpoch fences a heartbeat whose epoch does not match the
+// member's: a higher epoch is fenced, a lower one is accepted only as the
+// retry of a heartbeat whose answer was lost (the previous epoch, with owned
+// partitions all still assigned).
+func checkMemberEpoch(m *cmember, epoch int32, owned tpset) int16 {
+	switch {
+	case epoch == m.epoch:
+		return ErrNone
+	case epoch > m.epoch:
+		return ErrFencedMemberEpoch
+	case epoch == m.prevEpoch && owned != nil:
+		for t, ps := range owned {
+			for _, p := range ps {
+				if !m.assigned.has(t, p) {
+					return ErrFencedMemberEpoch
+				}
+			}
+		}
+		return ErrNone
+	}
+	return ErrFencedMemberEpoch
+}
+
+// updateConsumerMember applies the request's non-null fields to m (a new
+// member is created) and writes its metadata record if anything changed.
+// It reports whether the group epoch must be bumped: a new member with a
+// subscription, a changed subscription, or a changed preferred assignor.
+func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
+	r := h.req
+	cg := g.cg
+	next := *m
+	next.clientID, next.clientHost = h.c.ID, h.c.Host
+	if r.InstanceID != nil {
+		next.instanceID = *r.InstanceID
+	}
+	if r.RackID != nil {
+		next.rack = *r.RackID
+	}
+	if r.RebalanceTimeoutMillis != -1 {
+		next.rebalanceTimeout = time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if r.SubscribedTopicNames != nil {
+		names := slices.Clone(r.SubscribedTopicNames)
+		slices.Sort(names)
+		next.names = slices.Compact(names)
+	}
+	if r.SubscribedTopicRegex != nil {
+		next.regex = *r.SubscribedTopicRegex
+	}
+	if r.ServerAssignor != nil {
+		next.assignor = *r.ServerAssignor
+	}
+	subChanged := !slices.Equal(next.names, m.names) || next.regex != m.regex
+	changed := isNew || subChanged || next.instanceID != m.instanceID || next.rack != m.rack ||
+		next.rebalanceTimeout != m.rebalanceTimeout || next.assignor != m.assignor ||
+		next.clientID != m.clientID || next.clientHost != m.clientHost
+	if !changed {
+		return false
+	}
+	before := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
+	g.emit(h, cMemberRec(g.id, &next))
+	if isNew {
+		g.emit(h, cCurrentRec(g.id, next.id, &ccurrent{epoch: epochJoining, prevEpoch: epochJoining, state: mStable,
+			assigned: tpset{}, pending: tpset{}, assignedAt: map[topicPartition]int32{}}))
+	}
+	after := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
+	h.subscriptionChanged = subChanged && !isNew
+	if isNew {
+		return len(next.names) > 0 || next.regex != ""
+	}
+	return subChanged || before != after
+}
+
+// refreshMetadataHash recomputes the hash of the subscribed topics'
+// metadata when the catalog or the subscriptions may have changed; a
+// different hash needs a new target (true).
+func (g *Group) refreshMetadataHash() bool {
+	cg := g.cg
+	topics := g.s.cfg.Topics
+	v := topics.Version()
+	if v == cg.hashVersion && !cg.subsDirty {
+		return false
+	}
+	cg.hashVersion, cg.subsDirty = v, false
+	h := metadataHash(cg.subscribed(topics), topics)
+	if h == cg.hash {
+		return false
+	}
+	cg.hash = h
+	return true
+}
+
+// computeTarget runs the group's assignor and writes the new target: the
+// changed members' targets, then the target epoch.
+func (g *Group) computeTarget(h *hbReq) int16 {
+	cg := g.cg
+	topics := g.s.cfg.Topics
+	a, ok := serverassign.ByName(cg.preferredAssignor(g.s.cfg.ConsumerAssignors))
+	if !ok {
+		return ErrUnknownServer
+	}
+	members := cg.assignorMembers(topics)
+	meta := map[string]serverassign.Topic{}
+	for _, m := range members {
+		for _, name := range m.Topics {
+			if _, ok := meta[name]; !ok {
+				t, _ := topics.Lookup(name)
+				meta[name] = serverassign.Topic{Name: name, Partitions: t.Partitions, Racks: t.Racks}
+			}
+		}
+	}
+	prev := make(serverassign.Plan, len(cg.target))
+	for id, set := range cg.target {
+		prev[id] = set
+	}
+	plan, err := a.Assign(members, meta, prev)
+	if err != nil {
+		g.s.logf("group %q: assignor %s failed: %v", g.id, a.Name(), err)
+		return ErrUnknownServer
+	}
+	for _, id := range cg.ids {
+		next := tpset{}
+		for t, ps := range plan[id] {
+			if len(ps) > 0 {
+				next[t] = slices.Clone(ps)
+				slices.Sort(next[t])
+			}
+		}
+		if !next.equal(cg.target[id]) {
+			g.emit(h, cTargetRec(g.id, id, next))
+		}
+	}
+	g.emit(h, cTMetaRec(g.id, cg.epoch))
+	return ErrNone
+}

@@ -1,0 +1,735 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Consumer-protocol (KIP-848) conformance tests. Each test names the item of
+// docs/kip848.md's checklist it shows (C1...).
+
+func TestC3C5C6C7C8C9Validation(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 3})
+	str := func(s string) *string { return &s }
+	cases := []struct {
+		name string
+		o    hb
+		want int16
+	}{
+		{"C3 v1 empty member id", hb{member: "", names: []string{"a"}, owned: tpset{}}, ErrInvalidRequest},
+		{"C3 v1 blank member id", hb{member: "  ", names: []string{"a"}, owned: tpset{}}, ErrInvalidRequest},
+		{"C5 join without rebalance timeout", hb{member: "m", names: []string{"a"}, owned: tpset{}, rebalance: -1}, ErrInvalidRequest},
+		{"C6 join with null owned", hb{member: "m", names: []string{"a"}}, ErrInvalidRequest},
+		{"C6 join owning partitions", hb{member: "m", names: []string{"a"}, owned: set("a", 0)}, ErrInvalidRequest},
+		{"C7 join without subscription", hb{member: "m", owned: tpset{}}, ErrInvalidRequest},
+		{"C8 empty instance id", hb{member: "m", names: []string{"a"}, owned: tpset{}, instance: str("")}, ErrInvalidRequest},
+		{"C8 empty rack id", hb{member: "m", names: []string{"a"}, owned: tpset{}, rack: str("")}, ErrInvalidRequest},
+		{"C8 epoch -3", hb{member: "m", epoch: -3}, ErrInvalidRequest},
+		{"C9 unknown assignor", hb{member: "m", names: []string{"a"}, owned: tpset{}, assignor: str("foo")}, ErrUnsupportedAssignor},
+	}
+	for _, c := range cases {
+		r := h.cg(c.o)
+		expectCode(t, c.name, r.ErrorCode, c.want)
+		if r.ErrorMessage == nil || *r.ErrorMessage == "" {
+			t.Errorf("%s: no error message", c.name)
+		}
+	}
+	if h.s.Group("cg") != nil || len(h.store) != 0 {
+		t.Fatal("refused heartbeats created state")
+	}
+	for _, a := range []string{"uniform", "range"} {
+		expectCode(t, "C9 "+a, h.cg(hb{member: "m-" + a, names: []string{"a"}, owned: tpset{}, assignor: str(a)}).ErrorCode, ErrNone)
+	}
+	// C6/C7: an empty owned list and an empty subscription are fine.
+	expectCode(t, "C7 names []", h.cg(hb{member: "m-empty", names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
+}
+
+func TestC4C10C11C12JoinAndUnknown(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	// C4: a v0 join without a member id is given one.
+	r := h.cg(hb{member: "", v0: true, names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "C4", r.ErrorCode, ErrNone)
+	if r.MemberID == nil || *r.MemberID == "" {
+		t.Fatal("C4: no member id generated")
+	}
+	// C10: epoch 0 creates the group and answers with the same id, an
+	// epoch > 0, the heartbeat interval and an assignment.
+	r = h.cgJoin("m1", "a")
+	expectCode(t, "C10", r.ErrorCode, ErrNone)
+	if *r.MemberID != "m1" || r.MemberEpoch <= 0 || r.HeartbeatIntervalMillis != 5000 || r.Assignment == nil {
+		t.Fatalf("C10: answer %+v", r)
+	}
+	// C11: epoch > 0 on a missing group.
+	expectCode(t, "C11", h.cg(hb{group: "nope", member: "m1", epoch: 3}).ErrorCode, ErrGroupIDNotFound)
+	// C12: unknown member.
+	expectCode(t, "C12", h.cg(hb{member: "ghost", epoch: 1}).ErrorCode, ErrUnknownMemberID)
+}
+
+// TestC13C14C15Fencing: epochs above the member's, or below it other than
+// a lost-answer retry at the previous epoch, are fenced and write nothing.
+func TestC13C14C15Fencing(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r1 := h.cgJoin("m1", "a")
+	e1 := r1.MemberEpoch
+	r2 := h.cgJoin("m2", "a")
+	// m1 learns of the new epoch: it must revoke two partitions.
+	r := h.cg(hb{member: "m1", epoch: e1, owned: set("a", 0, 1, 2, 3)})
+	expectCode(t, "heartbeat", r.ErrorCode, ErrNone)
+	m1 := h.cmember("cg", "m1")
+	if m1.state != mUnrevoked || m1.pending.size() != 2 {
+		t.Fatalf("m1 should be revoking 2 partitions: state %v pending %v", m1.state, m1.pending)
+	}
+	// m1 revokes: it reaches the new epoch.
+	r = h.cg(hb{member: "m1", epoch: e1, owned: m1.assigned.clone()})
+	e2 := r.MemberEpoch
+	if e2 <= e1 {
+		t.Fatalf("m1 did not advance: epoch %d", e2)
+	}
+	writes := len(h.store)
+	expectCode(t, "C13 epoch above", h.cg(hb{member: "m1", epoch: e2 + 1}).ErrorCode, ErrFencedMemberEpoch)
+	// C15: the previous epoch with null owned is fenced.
+	expectCode(t, "C15", h.cg(hb{member: "m1", epoch: e1}).ErrorCode, ErrFencedMemberEpoch)
+	if len(h.store) != writes {
+		t.Fatal("C13: a fenced heartbeat wrote records")
+	}
+	// C14: the previous epoch with owned ⊆ assigned is a retry: accepted,
+	// answered with the current epoch.
+	r = h.cg(hb{member: "m1", epoch: e1, owned: h.cmember("cg", "m1").assigned.clone()})
+	expectCode(t, "C14", r.ErrorCode, ErrNone)
+	if r.MemberEpoch != e2 {
+		t.Fatalf("C14: epoch %d, want %d", r.MemberEpoch, e2)
+	}
+	// C13 below and not the previous epoch: a third member makes m1
+	// advance again; e1 is then two epochs back.
+	h.cgJoin("m3", "a")
+	h.cg(hb{member: "m1", epoch: e2, owned: h.cmember("cg", "m1").assigned.clone()})
+	h.cg(hb{member: "m1", epoch: e2, owned: h.cmember("cg", "m1").assigned.clone()})
+	if e3 := h.cmember("cg", "m1").epoch; e3 <= e2 {
+		t.Fatalf("m1 did not advance past %d", e2)
+	}
+	expectCode(t, "C13 epoch below, not previous", h.cg(hb{member: "m1", epoch: e1, owned: tpset{}}).ErrorCode, ErrFencedMemberEpoch)
+	_ = r2
+}
+
+// TestC16FencedRejoin: a member rejoining with its id at epoch 0 gets its
+// full assignment at its current epoch.
+func TestC16FencedRejoin(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 3})
+	r := h.cgJoin("m1", "a")
+	want := assigned(r)
+	r2 := h.cg(hb{member: "m1", names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "C16", r2.ErrorCode, ErrNone)
+	if r2.MemberEpoch != r.MemberEpoch || !assigned(r2).equal(want) {
+		t.Fatalf("C16: rejoin got epoch %d %v, want %d %v", r2.MemberEpoch, assigned(r2), r.MemberEpoch, want)
+	}
+}
+
+// TestC17C18C19Answers: a repeated full heartbeat changes nothing and gets
+// the same answer; a keepalive gets no assignment; pending partitions are
+// never in an answer.
+func TestC17C18C19Answers(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r := h.cgJoin("m1", "a")
+	e := r.MemberEpoch
+	full := hb{member: "m1", epoch: e, names: []string{"a"}, rebalance: 60000, owned: assigned(r)}
+	a := h.cg(full)
+	writes := len(h.store)
+	b := h.cg(full)
+	if len(h.store) != writes || !assigned(a).equal(assigned(b)) || a.MemberEpoch != b.MemberEpoch {
+		t.Fatalf("C17: repeated full heartbeat differs or wrote: %+v %+v", a, b)
+	}
+	if a.Assignment == nil {
+		t.Fatal("C18: a full request must carry the assignment")
+	}
+	if k := h.cg(hb{member: "m1", epoch: e}); k.Assignment != nil {
+		t.Fatalf("C18: keepalive carried an assignment: %+v", k.Assignment)
+	}
+	h.cgJoin("m2", "a")
+	r = h.cg(hb{member: "m1", epoch: e, owned: set("a", 0, 1, 2, 3)})
+	m1 := h.cmember("cg", "m1")
+	if m1.pending.size() == 0 {
+		t.Fatal("m1 has nothing to revoke")
+	}
+	if got := assigned(r); overlaps(got, m1.pending) {
+		t.Fatalf("C19: answer %v includes pending %v", got, m1.pending)
+	}
+}
+
+// TestC20C21C22C23Revocation: the second member gets the moved partitions
+// only after the first stops listing them; null owned never completes a
+// revocation; the receiver picks them up at its next heartbeat.
+func TestC20C21C22C23Revocation(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r1 := h.cgJoin("m1", "a")
+	e1 := r1.MemberEpoch
+	if got := assigned(r1); got.size() != 4 {
+		t.Fatalf("m1 alone should own 4 partitions, got %v", got)
+	}
+	r2 := h.cgJoin("m2", "a")
+	if got := assigned(r2); got.size() != 0 {
+		t.Fatalf("C20: m2 got %v while m1 holds everything", got)
+	}
+	m2 := h.cmember("cg", "m2")
+	if m2.state != mUnreleased {
+		t.Fatalf("C20: m2 state %v, want UNRELEASED", m2.state)
+	}
+	h.cg(hb{member: "m1", epoch: e1, owned: set("a", 0, 1, 2, 3)})
+	m1 := h.cmember("cg", "m1")
+	if m1.state != mUnrevoked || m1.epoch != e1 {
+		t.Fatalf("C20: m1 state %v epoch %d, want UNREVOKED at %d", m1.state, m1.epoch, e1)
+	}
+	moved := m1.pending.clone()
+	h.checkNoDoubleOwner("cg")
+	// C21: keepalives with null owned never complete the revocation.
+	for i := 0; i < 3; i++ {
+		h.cg(hb{member: "m1", epoch: e1})
+	}
+	if h.cmember("cg", "m1").state != mUnrevoked {
+		t.Fatal("C21: a null-owned heartbeat completed the revocation")
+	}
+	// m2 still waits.
+	r2 = h.cg(hb{member: "m2", epoch: r2.MemberEpoch, owned: tpset{}})
+	if got := assigned(r2); got != nil && overlaps(got, moved) {
+		t.Fatalf("C20: m2 got %v before m1 revoked", got)
+	}
+	// C22: m1 stops listing the moved partitions: it advances.
+	r := h.cg(hb{member: "m1", epoch: e1, owned: h.cmember("cg", "m1").assigned.clone()})
+	if r.MemberEpoch <= e1 || h.cmember("cg", "m1").state != mStable {
+		t.Fatalf("C22: m1 epoch %d state %v", r.MemberEpoch, h.cmember("cg", "m1").state)
+	}
+	// C23: m2 gets them at its next heartbeat.
+	r2 = h.cg(hb{member: "m2", epoch: r2.MemberEpoch, owned: tpset{}})
+	if got := assigned(r2); !got.equal(moved) || h.cmember("cg", "m2").state != mStable {
+		t.Fatalf("C23: m2 got %v (state %v), want %v", got, h.cmember("cg", "m2").state, moved)
+	}
+	h.checkNoDoubleOwner("cg")
+}
+
+// TestC25C26RebalanceTimeout: a member that does not revoke in time is
+// fenced and the epoch bumps; its keepalives do not restart the timer.
+func TestC25C26RebalanceTimeout(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r1 := h.cg(hb{member: "m1", names: []string{"a"}, owned: tpset{}, rebalance: 10000})
+	h.cgJoin("m2", "a")
+	h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+	epoch := h.cgroup("cg").epoch
+	for i := 0; i < 4; i++ { // C26: keepalives every 2 s do not extend the 10 s
+		h.advance(2 * time.Second)
+		h.cg(hb{member: "m1", epoch: r1.MemberEpoch})
+	}
+	h.advance(2500 * time.Millisecond)
+	if h.cmember("cg", "m1") != nil {
+		t.Fatal("C25: m1 still a member after its rebalance timeout")
+	}
+	if h.cgroup("cg").epoch <= epoch {
+		t.Fatal("C25: fencing did not bump the epoch")
+	}
+}
+
+// TestC27SessionTimeout: a silent member is removed after 45 s.
+func TestC27SessionTimeout(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	h.cgJoin("m1", "a")
+	r2 := h.cgJoin("m2", "a")
+	epoch := h.cgroup("cg").epoch
+	for i := 0; i < 9; i++ {
+		h.advance(5 * time.Second)
+		h.cg(hb{member: "m2", epoch: r2.MemberEpoch})
+		r2 = &kmsg.ConsumerGroupHeartbeatResponse{MemberEpoch: h.cmember("cg", "m2").epoch}
+	}
+	h.advance(1 * time.Second)
+	if h.cmember("cg", "m1") != nil {
+		t.Fatal("C27: silent m1 not removed after 45 s")
+	}
+	if h.cmember("cg", "m2") == nil {
+		t.Fatal("C27: heartbeating m2 removed")
+	}
+	if h.cgroup("cg").epoch <= epoch {
+		t.Fatal("C27: removal did not bump the epoch")
+	}
+}
+
+// TestC28Unsubscribe: unsubscribing a topic moves its partitions to pending
+// revocation at once.
+func TestC28Unsubscribe(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2, "b": 2})
+	r := h.cgJoin("m1", "a", "b")
+	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, names: []string{"a"}, owned: set("a", 0, 1).union(set("b", 0, 1))})
+	m := h.cmember("cg", "m1")
+	if !m.pending.equal(set("b", 0, 1)) || m.state != mUnrevoked {
+		t.Fatalf("C28: pending %v state %v, want b/0,1 UNREVOKED", m.pending, m.state)
+	}
+	if got := assigned(r); got.has("b", 0) {
+		t.Fatalf("C28: answer still lists b: %v", got)
+	}
+}
+
+// TestC29C30C32C33C34StaticMembers covers -2 leaves, replacement, and the
+// instance-id checks.
+func TestC29C30C32C33C34StaticMembers(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	inst := "i1"
+	r := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	held := assigned(r)
+	h.cgJoin("m2", "a")
+	epoch := h.cgroup("cg").epoch
+	// C32: another member id joining an active instance.
+	expectCode(t, "C32", h.cg(hb{member: "s2", instance: &inst, names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrUnreleasedInstanceID)
+	// C33: epoch > 0 with an instance owned by another id, or unowned.
+	other := "nobody"
+	expectCode(t, "C33 fenced", h.cg(hb{member: "s2", epoch: r.MemberEpoch, instance: &inst}).ErrorCode, ErrFencedInstanceID)
+	expectCode(t, "C33 unknown", h.cg(hb{member: "s2", epoch: r.MemberEpoch, instance: &other}).ErrorCode, ErrUnknownMemberID)
+	// C34: a keepalive without the instance id is found by member id.
+	expectCode(t, "C34", h.cg(hb{member: "s1", epoch: r.MemberEpoch}).ErrorCode, ErrNone)
+	// C29: -2 leave keeps the member, answers -2, no bump.
+	lr := h.cg(hb{member: "s1", epoch: -2, instance: &inst})
+	expectCode(t, "C29", lr.ErrorCode, ErrNone)
+	if lr.MemberEpoch != -2 || h.cmember("cg", "s1") == nil || h.cgroup("cg").epoch != epoch {
+		t.Fatalf("C29: epoch %d, member kept %v, group epoch %d (was %d)", lr.MemberEpoch, h.cmember("cg", "s1") != nil, h.cgroup("cg").epoch, epoch)
+	}
+	// C30: a new member id takes the instance over with its partitions,
+	// no bump (same subscription); the old id is gone.
+	nr := h.cg(hb{member: "s2", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "C30", nr.ErrorCode, ErrNone)
+	if h.cmember("cg", "s1") != nil || h.cgroup("cg").epoch != epoch {
+		t.Fatalf("C30: old member present %v, epoch %d (was %d)", h.cmember("cg", "s1") != nil, h.cgroup("cg").epoch, epoch)
+	}
+	if got := h.cmember("cg", "s2").assigned; !got.equal(held) && got.size() == 0 {
+		t.Fatalf("C30: s2 took over %v, s1 held %v", got, held)
+	}
+	h.checkNoDoubleOwner("cg")
+}
+
+// TestC31StaticLeaveWithoutInstance: Kafka requires the InstanceId of a -2
+// leave; cohort accepts one without it from a static member's id (franz-go
+// sends it that way) and refuses it from a dynamic member.
+func TestC31StaticLeaveWithoutInstance(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	inst := "i1"
+	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("d1", "a")
+	expectCode(t, "C31 dynamic", h.cg(hb{member: "d1", epoch: -2}).ErrorCode, ErrInvalidRequest)
+	r := h.cg(hb{member: "s1", epoch: -2})
+	expectCode(t, "C31 static", r.ErrorCode, ErrNone)
+	if h.cmember("cg", "s1").epoch != -2 {
+		t.Fatal("C31: the static member did not park at -2")
+	}
+}
+
+// TestC36C56C57Leave: -1 leaves remove and bump; unknown ones are refused.
+func TestC36C56C57Leave(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	inst := "i1"
+	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("d1", "a")
+	epoch := h.cgroup("cg").epoch
+	r := h.cg(hb{member: "d1", epoch: -1})
+	expectCode(t, "C56", r.ErrorCode, ErrNone)
+	if *r.MemberID != "d1" || r.MemberEpoch != -1 || h.cmember("cg", "d1") != nil || h.cgroup("cg").epoch <= epoch {
+		t.Fatalf("C56: %+v, member kept %v", r, h.cmember("cg", "d1") != nil)
+	}
+	expectCode(t, "C36", h.cg(hb{member: "s1", epoch: -1, instance: &inst}).ErrorCode, ErrNone)
+	if h.cmember("cg", "s1") != nil {
+		t.Fatal("C36: static -1 leave kept the member")
+	}
+	expectCode(t, "C57 unknown", h.cg(hb{member: "x", epoch: -1}).ErrorCode, ErrUnknownMemberID)
+	expectCode(t, "C57 missing group", h.cg(hb{group: "nope", member: "x", epoch: -1}).ErrorCode, ErrGroupIDNotFound)
+	// C43: the last member gone: Empty, assignment epoch = group epoch.
+	cg := h.cgroup("cg")
+	if cg.state() != "Empty" || cg.assignEpoch != cg.epoch {
+		t.Fatalf("C43: state %s, epochs %d/%d", cg.state(), cg.epoch, cg.assignEpoch)
+	}
+}
+
+// TestC37MaxSize: a full group refuses new members but takes a returning
+// static instance.
+func TestC37MaxSize(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 2 })
+	inst := "i1"
+	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("d1", "a")
+	expectCode(t, "C37 new", h.cgJoin("d2", "a").ErrorCode, ErrGroupMaxSizeReached)
+	h.cg(hb{member: "s1", epoch: -2, instance: &inst})
+	expectCode(t, "C37 static", h.cg(hb{member: "s9", instance: &inst, names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+}
+
+// TestC38C39C40C41Bumps: subscription and topic changes bump the epoch;
+// rack and timeout changes and unrelated topics do not.
+func TestC38C39C40C41Bumps(t *testing.T) {
+	h, cat := newCH(t, map[string]int32{"a": 2, "b": 2})
+	r := h.cgJoin("m1", "a")
+	e := func() int32 { return h.cgroup("cg").epoch }
+	before := e()
+	rack := "r1"
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, rack: &rack, rebalance: 1234})
+	if e() != before {
+		t.Fatal("C38: a rack or rebalance-timeout change bumped")
+	}
+	r = h.cg(hb{member: "m1", epoch: h.cmember("cg", "m1").epoch, names: []string{"a", "b"}})
+	if e() == before {
+		t.Fatal("C38: a subscription change did not bump")
+	}
+	before = e()
+	if _, err := cat.Create("other", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.cg(hb{member: "m1", epoch: h.cmember("cg", "m1").epoch})
+	if e() != before {
+		t.Fatal("C41: creating an unsubscribed topic bumped")
+	}
+	if _, err := cat.AddPartitions("a", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	r = h.cg(hb{member: "m1", epoch: h.cmember("cg", "m1").epoch, owned: h.cmember("cg", "m1").assigned.clone()})
+	if e() == before || !h.cmember("cg", "m1").assigned.has("a", 3) {
+		t.Fatalf("C39: growing a subscribed topic: epoch %d (was %d), assigned %v", e(), before, h.cmember("cg", "m1").assigned)
+	}
+	before = e()
+	if err := cat.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	h.cg(hb{member: "m1", epoch: h.cmember("cg", "m1").epoch, owned: h.cmember("cg", "m1").assigned.clone()})
+	if e() == before || h.cmember("cg", "m1").pending.size()+h.cmember("cg", "m1").assigned.size() == 0 {
+		t.Fatal("C40: deleting a subscribed topic did not bump")
+	}
+	if m := h.cmember("cg", "m1"); m.assigned.has("b", 0) {
+		t.Fatalf("C40: b still assigned: %v", m.assigned)
+	}
+}
+
+// TestC42States: Empty, Assigning (not observable between requests: the
+// target is computed in the same heartbeat), Reconciling, Stable.
+func TestC42States(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r := h.cgJoin("m1", "a")
+	if s := h.cgroup("cg").state(); s != "Stable" {
+		t.Fatalf("one member: %s", s)
+	}
+	h.cgJoin("m2", "a")
+	if s := h.cgroup("cg").state(); s != "Reconciling" {
+		t.Fatalf("after a join: %s", s)
+	}
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: h.cmember("cg", "m1").assigned.clone()})
+	h.cg(hb{member: "m2", epoch: h.cmember("cg", "m2").epoch, owned: tpset{}})
+	if s := h.cgroup("cg").state(); s != "Stable" {
+		t.Fatalf("after reconciliation: %s", s)
+	}
+}
+
+// TestC44PreferredAssignor: the group runs the assignor most members ask
+// for; uniform when none does.
+func TestC44PreferredAssignor(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	h.cgJoin("m1", "a")
+	if a := h.cgroup("cg").preferredAssignor(h.s.cfg.ConsumerAssignors); a != "uniform" {
+		t.Fatalf("no votes: %s", a)
+	}
+	rng := "range"
+	h.cg(hb{member: "m2", names: []string{"a"}, owned: tpset{}, assignor: &rng})
+	if a := h.cgroup("cg").preferredAssignor(h.s.cfg.ConsumerAssignors); a != "range" {
+		t.Fatalf("one vote for range: %s", a)
+	}
+}
+
+// TestC51C52C53C54Regex: regex subscriptions match whole names, pick up
+// later topics, and "" means none.
+func TestC51C52C53C54Regex(t *testing.T) {
+	h, cat := newCH(t, map[string]int32{"foo1": 1, "xfoo1": 1})
+	bad := "("
+	expectCode(t, "C51", h.cg(hb{member: "m1", regex: &bad, owned: tpset{}}).ErrorCode, ErrInvalidRegularExpression)
+	re := "foo.*"
+	r := h.cg(hb{member: "m1", regex: &re, owned: tpset{}})
+	if got := assigned(r); !got.equal(set("foo1", 0)) {
+		t.Fatalf("C52: assigned %v, want foo1/0 only", got)
+	}
+	if _, err := cat.Create("foo2", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("foo1", 0)})
+	if m := h.cmember("cg", "m1"); !m.assigned.has("foo2", 0) {
+		t.Fatalf("C53: foo2 not assigned: %v", m.assigned)
+	}
+	none := ""
+	expectCode(t, "C54", h.cg(hb{member: "m2", regex: &none, names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
+	if m := h.cmember("cg", "m2"); m.regex != "" {
+		t.Fatalf("C54: regex %q stored", m.regex)
+	}
+}
+
+// TestC58C59C60Describe: ConsumerGroupDescribe shows state, epochs,
+// assignor, members with assignment (pending included) and target.
+func TestC58C59C60Describe(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r := h.cgJoin("m1", "a")
+	h.cgJoin("m2", "a")
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+	d := h.s.DescribeConsumerGroup("cg", 1, false)
+	expectCode(t, "C58", d.ErrorCode, ErrNone)
+	if d.State != "Reconciling" || d.Epoch != h.cgroup("cg").epoch || d.AssignmentEpoch != h.cgroup("cg").assignEpoch || d.AssignorName != "uniform" || len(d.Members) != 2 {
+		t.Fatalf("C58: %+v", d)
+	}
+	m1 := d.Members[0]
+	n := 0
+	for _, tp := range m1.Assignment.TopicPartitions {
+		n += len(tp.Partitions)
+		if tp.Topic != "a" {
+			t.Fatalf("C58: topic name %q", tp.Topic)
+		}
+	}
+	if n != 4 || len(m1.TargetAssignment.TopicPartitions) != 1 || len(m1.TargetAssignment.TopicPartitions[0].Partitions) != 2 {
+		t.Fatalf("C58: m1 assignment (with pending) %d partitions, target %+v", n, m1.TargetAssignment)
+	}
+	if m1.MemberType != 1 {
+		t.Fatalf("C59: member type %d", m1.MemberType)
+	}
+	expectCode(t, "C60 missing", h.s.DescribeConsumerGroup("nope", 1, false).ErrorCode, ErrGroupIDNotFound)
+	expectCode(t, "C60 empty id", h.s.DescribeConsumerGroup("", 1, false).ErrorCode, ErrInvalidGroupID)
+	h.join("classic", jo{member: "", protos: protos("range", "x"), v: 3})
+	expectCode(t, "C60 classic", h.s.DescribeConsumerGroup("classic", 1, false).ErrorCode, ErrGroupIDNotFound)
+}
+
+// TestC61C62ListAndDescribeGroups: ListGroups v5 types and filters;
+// DescribeGroups answers a consumer group as missing.
+func TestC61C62ListAndDescribeGroups(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	h.cgJoin("m1", "a")
+	req := kmsg.NewPtrListGroupsRequest()
+	req.Version = 5
+	req.TypesFilter, req.StatesFilter = []string{"CONSUMER"}, []string{"stable"}
+	gs := h.s.ListGroups(req)
+	if len(gs) != 1 || gs[0].GroupType != "consumer" || gs[0].ProtocolType != "consumer" || gs[0].GroupState != "Stable" {
+		t.Fatalf("C61: %+v", gs)
+	}
+	req.TypesFilter = []string{"classic"}
+	if gs := h.s.ListGroups(req); len(gs) != 0 {
+		t.Fatalf("C61: classic filter listed %+v", gs)
+	}
+	d6 := h.s.DescribeGroup("cg", 6, false)
+	if d6.ErrorCode != ErrGroupIDNotFound || d6.State != "Dead" {
+		t.Fatalf("C62 v6: %+v", d6)
+	}
+	if d5 := h.s.DescribeGroup("cg", 5, false); d5.ErrorCode != ErrNone || d5.State != "Dead" {
+		t.Fatalf("C62 v5: %+v", d5)
+	}
+}
+
+// consumerCommit commits offset 1 for the partitions of topic, as member at
+// epoch, with OffsetCommit version v.
+func (h *h) consumerCommit(v int16, member string, epoch int32, topic string, ps ...int32) int16 {
+	h.t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.MemberID, req.Generation = v, "cg", member, epoch
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for _, p := range ps {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, 1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
+	resp := h.resp(tk).(*kmsg.OffsetCommitResponse)
+	code := resp.Topics[0].Partitions[0].ErrorCode
+	for _, p := range resp.Topics[0].Partitions {
+		if p.ErrorCode != code {
+			h.t.Fatalf("commit answered partitions differently: %+v", resp)
+		}
+	}
+	return code
+}
+
+// TestC63C64C65C66C67C68C69Commits: OffsetCommit fencing by member epoch
+// with KIP-1251's per-partition epochs.
+func TestC63C64C65C66C67C68C69Commits(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	expectCode(t, "C69", h.consumerCommit(9, "m1", 0, "a", 0), ErrGroupIDNotFound)
+	r := h.cgJoin("m1", "a")
+	e1 := r.MemberEpoch
+	expectCode(t, "C63", h.consumerCommit(8, "m1", e1, "a", 0), ErrUnsupportedVersion)
+	expectCode(t, "C64", h.consumerCommit(9, "m1", e1, "a", 0, 1, 2, 3), ErrNone)
+	expectCode(t, "C65", h.consumerCommit(9, "m1", e1+1, "a", 0), ErrStaleMemberEpoch)
+	expectCode(t, "C68 live group", h.consumerCommit(9, "", -1, "a", 0), ErrUnknownMemberID)
+	// m2 joins: m1 keeps two partitions, revokes two, then advances.
+	h.cgJoin("m2", "a")
+	h.cg(hb{member: "m1", epoch: e1, owned: set("a", 0, 1, 2, 3)})
+	kept := h.cmember("cg", "m1").assigned.clone()
+	h.cg(hb{member: "m1", epoch: e1, owned: kept})
+	e2 := h.cmember("cg", "m1").epoch
+	if e2 <= e1 {
+		t.Fatal("m1 did not advance")
+	}
+	var keptP int32 = -1
+	for _, p := range kept["a"] {
+		keptP = p
+	}
+	expectCode(t, "C66 kept at the older epoch", h.consumerCommit(9, "m1", e1, "a", keptP), ErrNone)
+	var movedP int32 = -1
+	for p := int32(0); p < 4; p++ {
+		if !kept.has("a", p) {
+			movedP = p
+		}
+	}
+	expectCode(t, "C67 moved at the older epoch", h.consumerCommit(9, "m1", e1, "a", keptP, movedP), ErrStaleMemberEpoch)
+	// m2 got partitions at e2: an older-epoch commit of them is stale.
+	r2 := h.cg(hb{member: "m2", epoch: h.cmember("cg", "m2").epoch, owned: tpset{}})
+	m2 := h.cmember("cg", "m2")
+	if m2.assigned.size() == 0 {
+		t.Fatalf("m2 got nothing: %+v", r2)
+	}
+	expectCode(t, "C66 new at an older epoch", h.consumerCommit(9, "m2", e1, "a", m2.assigned["a"][0]), ErrStaleMemberEpoch)
+	// C68: an empty group takes admin commits.
+	h.cg(hb{member: "m1", epoch: -1})
+	h.cg(hb{member: "m2", epoch: -1})
+	expectCode(t, "C68 empty group", h.consumerCommit(9, "", -1, "a", 0), ErrNone)
+}
+
+// TestC71C72C73Fetch: OffsetFetch v9 checks the member epoch exactly;
+// commits do not extend a consumer member's session.
+func TestC71C72C73Fetch(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	r := h.cgJoin("m1", "a")
+	fetch := func(member *string, epoch int32, group string) int16 {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version = 9
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group, g.MemberID, g.MemberEpoch = group, member, epoch
+		req.Groups = append(req.Groups, g)
+		return h.s.OffsetFetch(req).Groups[0].ErrorCode
+	}
+	id, ghost := "m1", "ghost"
+	expectCode(t, "C71 exact", fetch(&id, r.MemberEpoch, "cg"), ErrNone)
+	expectCode(t, "C71 other epoch", fetch(&id, r.MemberEpoch+1, "cg"), ErrStaleMemberEpoch)
+	expectCode(t, "C71 unknown member", fetch(&ghost, r.MemberEpoch, "cg"), ErrUnknownMemberID)
+	expectCode(t, "C71 admin", fetch(nil, -1, "cg"), ErrNone)
+	expectCode(t, "C72 missing group", fetch(nil, -1, "none"), ErrNone)
+	// C73: commits every 10 s for 50 s do not keep m1 alive.
+	for i := 0; i < 5; i++ {
+		h.advance(10 * time.Second)
+		if h.cmember("cg", "m1") != nil {
+			h.consumerCommit(9, "m1", r.MemberEpoch, "a", 0)
+		}
+	}
+	if h.cmember("cg", "m1") != nil {
+		t.Fatal("C73: commits kept the member's session alive")
+	}
+}
+
+// TestC74C75RetentionAndDeletes: unsubscribed topics' offsets expire while
+// the group is Stable; subscribed ones do not; a non-empty consumer group
+// cannot be deleted and a subscribed topic's offsets cannot be deleted.
+func TestC74C75RetentionAndDeletes(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1, "b": 1}, func(c *Config) { c.OffsetsRetention = time.Hour })
+	r := h.cgJoin("m1", "a")
+	h.consumerCommit(9, "m1", r.MemberEpoch, "a", 0)
+	h.consumerCommit(9, "m1", r.MemberEpoch, "b", 0)
+	for i := 0; i < 2*60*2; i++ { // two hours of heartbeats every 30 s
+		h.advance(30 * time.Second)
+		h.cg(hb{member: "m1", epoch: r.MemberEpoch})
+	}
+	var out Output
+	h.s.ExpireOffsets(h.now, &out)
+	h.settle(&out)
+	g := h.s.Group("cg")
+	if g == nil || g.cg == nil {
+		t.Fatal("group gone")
+	}
+	if !g.hasOffset(topicPartition{"a", 0}) || g.hasOffset(topicPartition{"b", 0}) {
+		t.Fatalf("C74: offsets after retention: a %v b %v", g.hasOffset(topicPartition{"a", 0}), g.hasOffset(topicPartition{"b", 0}))
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"cg"}
+	tk := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, del, out) })
+	expectCode(t, "C75 delete", h.resp(tk).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode, ErrNonEmptyGroup)
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "cg"
+	rt := kmsg.NewOffsetDeleteRequestTopic()
+	rt.Topic = "a"
+	rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}
+	od.Topics = append(od.Topics, rt)
+	tk = h.do(func(t Ticket, out *Output) { h.s.OffsetDelete(h.now, t, od, out) })
+	expectCode(t, "C75 offset delete", h.resp(tk).(*kmsg.OffsetDeleteResponse).Topics[0].Partitions[0].ErrorCode, ErrGroupSubscribedToTopic)
+}
+
+// TestC76C78C79C84ClassicInterop: a consumer join converts an empty classic
+// group (offsets stay) and is refused by a classic group with members; a
+// classic join is refused by a consumer group with members and turns an
+// empty one classic.
+func TestC76C78C79C84ClassicInterop(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 1, "a": 1})
+	h.commit("cg", "", -1, 2, map[string]int64{"t": 42})
+	expectCode(t, "C76", h.cgJoin("m1", "a").ErrorCode, ErrNone)
+	if g := h.s.Group("cg"); g.cg == nil || !g.hasOffset(topicPartition{"t", 0}) {
+		t.Fatal("C76: not converted, or the offsets were lost")
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatalf("C76 reload: %s", d)
+	}
+	// C79: classic join into a consumer group with members.
+	tk := h.join("cg", jo{member: "", protos: protos("range", "x"), v: 3})
+	expectCode(t, "C79", h.joinResp(tk).ErrorCode, ErrInconsistentProtocol)
+	// C84: once empty, a classic join makes it classic.
+	h.cg(hb{member: "m1", epoch: -1})
+	tk = h.join("cg", jo{member: "", protos: protos("range", "x"), v: 3})
+	expectCode(t, "C84", h.joinResp(tk).ErrorCode, ErrNone)
+	if g := h.s.Group("cg"); g.cg != nil || !g.hasOffset(topicPartition{"t", 0}) {
+		t.Fatal("C84: not classic, or the offsets were lost")
+	}
+	// C78: a consumer join into a classic group with members.
+	expectCode(t, "C78", h.cgJoin("m2", "a").ErrorCode, ErrGroupIDNotFound)
+}
+
+// TestC85ReplayRestores: a shard reloaded from the store has the same
+// members, epochs, states, targets and assignment epochs, and its timers
+// run again.
+func TestC85ReplayRestores(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4, "b": 2})
+	r := h.cgJoin("m1", "a", "b")
+	inst := "i"
+	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("a", 0, 1, 2, 3).union(set("b", 0, 1))})
+	if h.cmember("cg", "m1").state != mUnrevoked {
+		t.Fatal("setup: m1 should be revoking")
+	}
+	h.cg(hb{member: "s1", epoch: -2, instance: &inst})
+	live := h.cgroup("cg")
+	re := h.reload()
+	got := re.Group("cg").cg
+	if got == nil || got.epoch != live.epoch || got.assignEpoch != live.assignEpoch || len(got.ids) != len(live.ids) {
+		t.Fatalf("C85: reloaded %+v, live %+v", got, live)
+	}
+	for _, id := range live.ids {
+		a, b := live.members[id], got.members[id]
+		if b == nil || a.epoch != b.epoch || a.prevEpoch != b.prevEpoch || a.state != b.state || !a.assigned.equal(b.assigned) ||
+			!a.pending.equal(b.pending) || !live.target[id].equal(got.target[id]) || len(a.assignedAt) != len(b.assignedAt) {
+			t.Fatalf("C85: member %s reloaded %+v, live %+v", id, b, a)
+		}
+		for tp, e := range a.assignedAt {
+			if b.assignedAt[tp] != e {
+				t.Fatalf("C85: member %s %v assigned at %d, reloaded %d", id, tp, e, b.assignedAt[tp])
+			}
+		}
+	}
+	// C87: the -2 static member survived and its instance can be taken over.
+	h.s = re
+	r2 := h.cg(hb{member: "s2", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "C87", r2.ErrorCode, ErrNone)
+	// Timers came back: silence for 46 s removes everyone.
+	h.advance(46 * time.Second)
+	if len(h.cgroup("cg").members) != 0 {
+		t.Fatalf("C85: members left after the session timeout: %v", h.cgroup("cg").ids)
+	}
+}
+
+// union returns s ∪ o as a new set.
+func (s tpset) union(o tpset) tpset {
+	u := s.clone()
+	for t, ps := range o {
+		for _, p := range ps {
+			u.add(t, p)
+		}
+	}
+	return u
+}

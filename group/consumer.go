@@ -1,0 +1,391 @@
+package group
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/consumer/serverassign"
+)
+
+// This file holds the state of consumer-protocol groups (KIP-848): the group
+// type whose members send ConsumerGroupHeartbeat and get their partitions
+// from the coordinator, which computes a target assignment with a
+// server-side assignor and reconciles each member towards it. See
+// docs/kip848.md for the protocol as cohort implements it.
+//
+// Unlike a classic group, whose handlers change the live state and write
+// records that are replayed once durable, a consumer group changes only by
+// replaying records: a handler computes the records of a change and replays
+// them at once (so that the next request sees the change), then writes them.
+// If that write fails, the shard asks to be reloaded from the store
+// (Shard.NeedsReload), which drops whatever was not durable. Loading replays
+// the same records through the same function.
+
+// Topics is the topic metadata consumer groups are assigned from: cohort's
+// catalog (*catalog.Catalog implements it).
+type Topics interface {
+	Lookup(name string) (catalog.Topic, bool)
+	LookupID(id [16]byte) (catalog.Topic, bool)
+	// Range calls fn for every topic in name order until fn returns false.
+	Range(fn func(t *catalog.Topic) bool)
+	// Version changes whenever a topic is created, grown or deleted.
+	Version() uint64
+}
+
+// memberState is where a consumer-protocol member is in its reconciliation.
+type memberState int8
+
+const (
+	mStable      memberState = 0   // owns its share of the target at the assignment epoch
+	mUnrevoked   memberState = 1   // must revoke partitions before it advances
+	mUnreleased  memberState = 2   // waits for partitions another member still holds
+	mUnknown     memberState = 127 // state not known (never written by cohort)
+	epochLeave   int32       = -1  // MemberEpoch of a leaving member
+	epochStatic  int32       = -2  // MemberEpoch of a static member that left temporarily
+	epochJoining int32       = 0
+)
+
+var memberStateNames = map[memberState]string{mStable: "STABLE", mUnrevoked: "UNREVOKED_PARTITIONS",
+	mUnreleased: "UNRELEASED_PARTITIONS", mUnknown: "UNKNOWN"}
+
+func (s memberState) String() string {
+	if n, ok := memberStateNames[s]; ok {
+		return n
+	}
+	return "UNKNOWN"
+}
+
+// tpset is a set of partitions: topic name -> sorted partitions.
+type tpset map[string][]int32
+
+func (s tpset) clone() tpset {
+	if s == nil {
+		return nil
+	}
+	c := make(tpset, len(s))
+	for t, ps := range s {
+		c[t] = slices.Clone(ps)
+	}
+	return c
+}
+
+func (s tpset) topics() []string {
+	ts := make([]string, 0, len(s))
+	for t := range s {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+func (s tpset) has(t string, p int32) bool {
+	_, ok := slices.BinarySearch(s[t], p)
+	return ok
+}
+
+func (s tpset) size() int {
+	n := 0
+	for _, ps := range s {
+		n += len(ps)
+	}
+	return n
+}
+
+func (s tpset) equal(o tpset) bool {
+	if s.size() != o.size() {
+		return false
+	}
+	for t, ps := range s {
+		if !slices.Equal(ps, o[t]) {
+			return false
+		}
+	}
+	return true
+}
+
+// add puts p of topic t into s (kept sorted).
+func (s tpset) add(t string, p int32) {
+	ps := s[t]
+	i, ok := slices.BinarySearch(ps, p)
+	if !ok {
+		s[t] = slices.Insert(ps, i, p)
+	}
+}
+
+// cmember is one member of a consumer-protocol group.
+type cmember struct {
+	id         string
+	instanceID string // static membership, "" if dynamic
+	rack       string
+	clientID   string
+	clientHost string
+	// rebalanceTimeout bounds how long the member may take to revoke.
+	rebalanceTimeout time.Duration
+	names            []string // subscribed topic names, sorted
+	regex            string   // subscribed regular expression, "" if none
+	assignor         string   // the server assignor it asked for last, "" if none
+
+	epoch     int32 // member epoch
+	prevEpoch int32
+	state     memberState
+	assigned  tpset // owned partitions the member may use
+	pending   tpset // owned partitions it must revoke
+	// assignedAt holds, per assigned or pending partition, the target epoch
+	// it was given to the member at (KIP-1251: commits at an older epoch are
+	// accepted for a partition given at or before that epoch).
+	assignedAt map[topicPartition]int32
+
+	session   *timer
+	rebalance *timer
+	// rebalanceEpoch is the member epoch when the rebalance timer was armed:
+	// it fences the member only if it has not advanced since.
+	rebalanceEpoch int32
+}
+
+// consumerGroup is the consumer-protocol state of a group (Group.cg).
+type consumerGroup struct {
+	epoch       int32  // group epoch: bumped whenever a new target is needed
+	assignEpoch int32  // the group epoch the target was computed at
+	hash        uint64 // metadata hash of the subscribed topics at the last bump
+	// hashVersion is the Topics version hash was computed at; the hash is
+	// recomputed (and the epoch bumped if it changed) when it differs.
+	hashVersion uint64
+
+	members map[string]*cmember
+	ids     []string          // member ids, sorted: deterministic iteration
+	static  map[string]string // instance id -> member id
+	target  map[string]tpset  // member id -> target assignment
+	// owner maps every partition some member holds (assigned or pending)
+	// to that member: no partition goes to a new owner while held.
+	owner map[topicPartition]string
+	// subscribers counts, per topic name, the members subscribing to it by
+	// name; regexes of the members resolve into resolved.
+	subscribers map[string]int
+	regexes     map[string]int // regex -> members using it
+	// subsDirty: the subscriptions changed since the hash was computed.
+	subsDirty bool
+	// subsCache is subscribedNow's answer, valid for subsCacheVersion of
+	// the topics while subsCacheDirty is false.
+	subsCache        map[string]bool
+	subsCacheVersion uint64
+	subsCacheDirty   bool
+}
+
+func newConsumerGroup() *consumerGroup {
+	return &consumerGroup{
+		members:     map[string]*cmember{},
+		static:      map[string]string{},
+		target:      map[string]tpset{},
+		owner:       map[topicPartition]string{},
+		subscribers: map[string]int{},
+		regexes:     map[string]int{},
+	}
+}
+
+// consumerState names the group's state as Kafka reports it for consumer
+// groups: Empty (no members), Assigning (the target is behind the group
+// epoch), Reconciling (some member has not reached the target), Stable.
+func (cg *consumerGroup) state() string {
+	switch {
+	case len(cg.members) == 0:
+		return "Empty"
+	case cg.assignEpoch < cg.epoch:
+		return "Assigning"
+	}
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		if m.state != mStable || m.epoch != cg.assignEpoch {
+			return "Reconciling"
+		}
+	}
+	return "Stable"
+}
+
+// subscribed returns the topics some member subscribes to that exist, by
+// name or through a regex, sorted.
+func (cg *consumerGroup) subscribed(topics Topics) []string {
+	set := map[string]struct{}{}
+	for name := range cg.subscribers {
+		if _, ok := topics.Lookup(name); ok {
+			set[name] = struct{}{}
+		}
+	}
+	if len(cg.regexes) > 0 {
+		res := cg.compiledRegexes()
+		topics.Range(func(t *catalog.Topic) bool {
+			for _, re := range res {
+				if re.MatchString(t.Name) {
+					set[t.Name] = struct{}{}
+					break
+				}
+			}
+			return true
+		})
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// subscribedNow returns the set of subscribed existing topics (see
+// subscribed), cached until the subscriptions or the topics change.
+func (cg *consumerGroup) subscribedNow(topics Topics) map[string]bool {
+	v := topics.Version()
+	if cg.subsCache == nil || cg.subsCacheVersion != v || cg.subsCacheDirty {
+		cg.subsCache = map[string]bool{}
+		for _, t := range cg.subscribed(topics) {
+			cg.subsCache[t] = true
+		}
+		cg.subsCacheVersion, cg.subsCacheDirty = v, false
+	}
+	return cg.subsCache
+}
+
+// memberTopics returns the existing topics m subscribes to, sorted.
+func (cg *consumerGroup) memberTopics(m *cmember, topics Topics) []string {
+	var out []string
+	for _, name := range m.names {
+		if _, ok := topics.Lookup(name); ok {
+			out = append(out, name)
+		}
+	}
+	if m.regex != "" {
+		if re := compileRegex(m.regex); re != nil {
+			topics.Range(func(t *catalog.Topic) bool {
+				if re.MatchString(t.Name) {
+					if _, dup := slices.BinarySearch(m.names, t.Name); !dup {
+						out = append(out, t.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// preferredAssignor is the assignor most members asked for (ties go to the
+// one configured first), or the first configured when nobody asked.
+func (cg *consumerGroup) preferredAssignor(configured []string) string {
+	votes := map[string]int{}
+	for _, id := range cg.ids {
+		if a := cg.members[id].assignor; a != "" {
+			votes[a]++
+		}
+	}
+	best, bestVotes := configured[0], 0
+	for _, name := range configured {
+		if v := votes[name]; v > bestVotes {
+			best, bestVotes = name, v
+		}
+	}
+	return best
+}
+
+// metadataHash summarises the subscribed topics' metadata (name, id,
+// partition count, racks): a change bumps the group epoch so that the target
+// covers created, grown and deleted topics.
+func metadataHash(names []string, topics Topics) uint64 {
+	h := uint64(14695981039346656037) // FNV-1a
+	mix := func(b byte) { h ^= uint64(b); h *= 1099511628211 }
+	for _, name := range names {
+		t, ok := topics.Lookup(name)
+		if !ok {
+			continue
+		}
+		for i := 0; i < len(name); i++ {
+			mix(name[i])
+		}
+		mix(0)
+		for _, b := range t.ID {
+			mix(b)
+		}
+		for i := 0; i < 4; i++ {
+			mix(byte(t.Partitions >> (8 * i)))
+		}
+		for _, rs := range t.Racks {
+			for _, r := range rs {
+				for i := 0; i < len(r); i++ {
+					mix(r[i])
+				}
+				mix(1)
+			}
+			mix(2)
+		}
+	}
+	return h
+}
+
+// assignorMembers returns the assignor's view of the members.
+func (cg *consumerGroup) assignorMembers(topics Topics) []serverassign.Member {
+	ms := make([]serverassign.Member, 0, len(cg.ids))
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		ms = append(ms, serverassign.Member{ID: m.id, InstanceID: m.instanceID, Rack: m.rack, Topics: cg.memberTopics(m, topics)})
+	}
+	return ms
+}
+
+// indexMember adds or removes m's subscriptions from the group's counts.
+func (cg *consumerGroup) indexMember(m *cmember, delta int) {
+	cg.subsDirty, cg.subsCacheDirty = true, true
+	for _, n := range m.names {
+		cg.subscribers[n] += delta
+		if cg.subscribers[n] <= 0 {
+			delete(cg.subscribers, n)
+		}
+	}
+	if m.regex != "" {
+		cg.regexes[m.regex] += delta
+		if cg.regexes[m.regex] <= 0 {
+			delete(cg.regexes, m.regex)
+		}
+	}
+}
+
+// hold records m as the holder of its assigned and pending partitions.
+func (cg *consumerGroup) hold(m *cmember) {
+	for t, ps := range m.assigned {
+		for _, p := range ps {
+			cg.owner[topicPartition{t, p}] = m.id
+		}
+	}
+	for t, ps := range m.pending {
+		for _, p := range ps {
+			cg.owner[topicPartition{t, p}] = m.id
+		}
+	}
+}
+
+// release forgets m as the holder of its partitions.
+func (cg *consumerGroup) release(m *cmember) {
+	for _, set := range []tpset{m.assigned, m.pending} {
+		for t, ps := range set {
+			for _, p := range ps {
+				tp := topicPartition{t, p}
+				if cg.owner[tp] == m.id {
+					delete(cg.owner, tp)
+				}
+			}
+		}
+	}
+}
+
+func (cg *consumerGroup) insertID(id string) {
+	i, ok := slices.BinarySearch(cg.ids, id)
+	if !ok {
+		cg.ids = slices.Insert(cg.ids, i, id)
+	}
+}
+
+func (cg *consumerGroup) removeID(id string) {
+	if i, ok := slices.BinarySearch(cg.ids, id); ok {
+		cg.ids = slices.Delete(cg.ids, i, i+1)
+	}
+}

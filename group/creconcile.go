@@ -1,0 +1,262 @@
+package group
+
+import (
+	"maps"
+	"time"
+)
+
+// reconcile moves m towards its target, as Kafka's current-assignment
+// builder does, and writes its current assignment if it changed:
+//
+//   - a STABLE member behind the assignment epoch computes its next
+//     assignment; at the same epoch, a changed subscription only drops the
+//     partitions of topics it left (they go pending revocation);
+//   - an UNREVOKED member stays until a heartbeat no longer lists any of its
+//     pending partitions (a heartbeat that lists nothing, null, never
+//     completes a revocation), then computes its next assignment;
+//   - an UNRELEASED member computes its next assignment at every heartbeat,
+//     picking up partitions their previous holders have released.
+func (g *Group) reconcile(h *hbReq, m *cmember) {
+	cg := g.cg
+	var next *ccurrent
+	switch m.state {
+	case mStable:
+		switch {
+		case m.epoch != cg.assignEpoch:
+			next = g.computeNext(m, h.owned)
+		case h.subscriptionChanged:
+			next = g.dropUnsubscribed(m, h.owned)
+		}
+	case mUnrevoked:
+		if h.owned == nil || overlaps(h.owned, m.pending) {
+			if h.subscriptionChanged {
+				next = g.dropUnsubscribed(m, h.owned)
+			}
+		} else {
+			next = g.computeNext(m, h.owned)
+		}
+	default:
+		next = g.computeNext(m, h.owned)
+	}
+	if next == nil || (next.epoch == m.epoch && next.prevEpoch == m.prevEpoch && next.state == m.state &&
+		next.assigned.equal(m.assigned) && next.pending.equal(m.pending)) {
+		return
+	}
+	g.emit(h, cCurrentRec(g.id, m.id, next))
+	if next.state == mUnrevoked {
+		m.rebalanceEpoch = next.epoch
+		g.s.arm(m.rebalance, h.now.Add(m.rebalanceTimeout))
+	} else {
+		g.s.cancel(m.rebalance)
+	}
+}
+
+// overlaps reports whether a and b share a partition.
+func overlaps(a, b tpset) bool {
+	for t, ps := range a {
+		for _, p := range ps {
+			if b.has(t, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// computeNext is the member's next current assignment given the group's
+// target: it keeps what stays, revokes what moves away (and waits for the
+// revocation before advancing its epoch), and takes what its target adds
+// as far as no other member still holds it.
+func (g *Group) computeNext(m *cmember, owned tpset) *ccurrent {
+	cg := g.cg
+	subscribed := map[string]bool{}
+	for _, t := range cg.memberTopics(m, g.s.cfg.Topics) {
+		subscribed[t] = true
+	}
+	target := cg.target[m.id]
+	keep, revoke, add := tpset{}, tpset{}, tpset{}
+	withheld := false
+	for t, ps := range m.assigned {
+		for _, p := range ps {
+			if subscribed[t] && target.has(t, p) {
+				keep.add(t, p)
+			} else {
+				revoke.add(t, p)
+			}
+		}
+	}
+	for t, ps := range target {
+		if !subscribed[t] {
+			continue
+		}
+		for _, p := range ps {
+			if m.assigned.has(t, p) {
+				continue
+			}
+			if holder, held := cg.owner[topicPartition{t, p}]; held && holder != m.id {
+				withheld = true
+				continue
+			}
+			add.add(t, p)
+		}
+	}
+	at := make(map[topicPartition]int32, keep.size()+add.size()+revoke.size())
+	carry := func(s tpset) {
+		for t, ps := range s {
+			for _, p := range ps {
+				tp := topicPartition{t, p}
+				at[tp] = m.assignedAt[tp]
+			}
+		}
+	}
+	carry(keep)
+	if revoke.size() > 0 && (owned == nil || overlaps(owned, revoke)) {
+		carry(revoke)
+		return &ccurrent{epoch: m.epoch, prevEpoch: m.epoch, state: mUnrevoked, assigned: keep, pending: revoke, assignedAt: at}
+	}
+	for t, ps := range add {
+		for _, p := range ps {
+			keep.add(t, p)
+			at[topicPartition{t, p}] = cg.assignEpoch
+		}
+	}
+	state := mStable
+	if withheld {
+		state = mUnreleased
+	}
+	return &ccurrent{epoch: cg.assignEpoch, prevEpoch: m.epoch, state: state, assigned: keep, pending: tpset{}, assignedAt: at}
+}
+
+// dropUnsubscribed moves the partitions of topics m no longer subscribes to
+// from assigned to pending revocation, at the same epoch.
+func (g *Group) dropUnsubscribed(m *cmember, owned tpset) *ccurrent {
+	subscribed := map[string]bool{}
+	for _, t := range g.cg.memberTopics(m, g.s.cfg.Topics) {
+		subscribed[t] = true
+	}
+	keep, pending := tpset{}, m.pending.clone()
+	for t, ps := range m.assigned {
+		for _, p := range ps {
+			if subscribed[t] {
+				keep.add(t, p)
+			} else {
+				pending.add(t, p)
+			}
+		}
+	}
+	at := maps.Clone(m.assignedAt)
+	if pending.size() > 0 && (owned == nil || overlaps(owned, pending)) {
+		return &ccurrent{epoch: m.epoch, prevEpoch: m.epoch, state: mUnrevoked, assigned: keep, pending: pending, assignedAt: at}
+	}
+	for tp := range at {
+		if !keep.has(tp.topic, tp.partition) {
+			delete(at, tp)
+		}
+	}
+	return &ccurrent{epoch: m.epoch, prevEpoch: m.prevEpoch, state: m.state, assigned: keep, pending: tpset{}, assignedAt: at}
+}
+
+// consumerLeave handles MemberEpoch -1 (leave) and -2 (a static member
+// leaving for a restart: it keeps its partitions, reserved for its
+// instance, until its session expires or its instance rejoins).
+func (s *Shard) consumerLeave(h *hbReq) (*Group, *cmember, int16, string) {
+	r := h.req
+	g := s.groups[r.Group]
+	if g == nil || g.cg == nil {
+		return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " not found."
+	}
+	cg := g.cg
+	m := cg.members[r.MemberID]
+	if r.InstanceID != nil {
+		owner, ok := cg.static[*r.InstanceID]
+		switch {
+		case !ok:
+			return nil, nil, ErrUnknownMemberID, "Instance id " + *r.InstanceID + " is unknown."
+		case owner != r.MemberID:
+			return nil, nil, ErrFencedInstanceID, "Instance id " + *r.InstanceID + " belongs to another member."
+		}
+		m = cg.members[owner]
+	}
+	if m == nil {
+		return nil, nil, ErrUnknownMemberID, "Member " + r.MemberID + " is not a member of group " + r.Group + "."
+	}
+	if r.MemberEpoch == epochStatic && m.instanceID != "" {
+		at := make(map[topicPartition]int32, m.assigned.size())
+		for t, ps := range m.assigned {
+			for _, p := range ps {
+				at[topicPartition{t, p}] = 0
+			}
+		}
+		g.emit(h, cCurrentRec(g.id, m.id, &ccurrent{epoch: epochStatic, prevEpoch: m.epoch, state: mStable,
+			assigned: m.assigned.clone(), pending: tpset{}, assignedAt: at}))
+		s.cancel(m.rebalance)
+		return g, m, ErrNone, ""
+	}
+	g.fenceConsumerMember(h, m)
+	return g, m, ErrNone, ""
+}
+
+// fenceConsumerMember removes m (leave, session or rebalance timeout) and
+// bumps the group epoch so that the others take over its partitions. When
+// the group becomes empty its target epoch follows the group epoch, so it
+// reads Empty rather than Assigning.
+func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
+	cg := g.cg
+	g.emit(h, cTombstone(keyCCurrent, g.id, m.id))
+	g.emit(h, cTombstone(keyCTarget, g.id, m.id))
+	g.emit(h, cTombstone(keyCMember, g.id, m.id))
+	g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
+	if len(cg.members) == 0 {
+		g.emit(h, cTMetaRec(g.id, cg.epoch))
+	}
+}
+
+// replaceStaticConsumer hands a static member that left with epoch -2 over
+// to the member joining with its instance id: the new member id inherits
+// its subscription, target and partitions, at epoch 0.
+func (g *Group) replaceStaticConsumer(h *hbReq, old *cmember) *cmember {
+	cg := g.cg
+	next := *old
+	next.id = h.req.MemberID
+	target := cg.target[old.id].clone()
+	cur := &ccurrent{epoch: epochJoining, prevEpoch: epochJoining, state: old.state, assigned: old.assigned.clone(),
+		pending: old.pending.clone(), assignedAt: maps.Clone(old.assignedAt)}
+	g.emit(h, cTombstone(keyCCurrent, g.id, old.id))
+	g.emit(h, cTombstone(keyCTarget, g.id, old.id))
+	g.emit(h, cTombstone(keyCMember, g.id, old.id))
+	g.emit(h, cMemberRec(g.id, &next))
+	if target != nil {
+		g.emit(h, cTargetRec(g.id, next.id, target))
+	}
+	g.emit(h, cCurrentRec(g.id, next.id, cur))
+	return cg.members[next.id]
+}
+
+// onConsumerSessionExpired fences a member that stopped heartbeating.
+func (g *Group) onConsumerSessionExpired(now time.Time, m *cmember, out *Output) {
+	if g.cg == nil || g.cg.members[m.id] != m {
+		return
+	}
+	h := &hbReq{now: now}
+	g.fenceConsumerMember(h, m)
+	g.s.writeApplied(out, h.recs, g.logFailure("session expiry of "+m.id))
+}
+
+// onConsumerRebalanceExpired fences a member that did not revoke in time,
+// unless it advanced since the timer was armed.
+func (g *Group) onConsumerRebalanceExpired(now time.Time, m *cmember, out *Output) {
+	if g.cg == nil || g.cg.members[m.id] != m || m.epoch != m.rebalanceEpoch || m.state != mUnrevoked {
+		return
+	}
+	h := &hbReq{now: now}
+	g.fenceConsumerMember(h, m)
+	g.s.writeApplied(out, h.recs, g.logFailure("rebalance timeout of "+m.id))
+}
+
+func (g *Group) logFailure(what string) func(time.Time, int16, *Output) {
+	return func(_ time.Time, code int16, _ *Output) {
+		if code != ErrNone {
+			g.s.logf("group %q: writing the %s failed: error %d", g.id, what, code)
+		}
+	}
+}

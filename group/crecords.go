@@ -1,0 +1,393 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Consumer-protocol group records (version 0). Keys (after the kind byte,
+// uvarint-length-prefixed strings):
+//
+//	0x03 group metadata:        group            -> epoch int32, metadata hash uint64
+//	0x05 member metadata:       group, member    -> instance, rack, client id, client host,
+//	                                                rebalance timeout int32 ms, uvarint n + n topic
+//	                                                names, regex, server assignor
+//	0x06 target metadata:       group            -> assignment epoch int32
+//	0x07 target of a member:    group, member    -> partitions
+//	0x08 current assignment:    group, member    -> epoch int32, previous epoch int32, state int8,
+//	                                                assigned partitions with epochs, pending ditto
+//
+// Partitions: uvarint topic count, then per topic its name, a uvarint count
+// and the partitions (int32); "with epochs" adds an int32 epoch after each
+// partition. Values start with a uint16 version, as the classic records do.
+const (
+	keyCGroup   byte = 0x03
+	keyCMember  byte = 0x05
+	keyCTMeta   byte = 0x06
+	keyCTarget  byte = 0x07
+	keyCCurrent byte = 0x08
+
+	cValueVersion uint16 = 0
+)
+
+// cmeta is a member metadata record's value.
+type cmeta struct {
+	instanceID, rack, clientID, clientHost string
+	rebalanceTimeout                       time.Duration
+	names                                  []string
+	regex, assignor                        string
+}
+
+// ccurrent is a current-assignment record's value.
+type ccurrent struct {
+	epoch, prevEpoch int32
+	state            memberState
+	assigned         tpset
+	pending          tpset
+	assignedAt       map[topicPartition]int32
+}
+
+// crec carries the value of a consumer-group record (rec.c).
+type crec struct {
+	member      string
+	epoch       int32  // keyCGroup
+	hash        uint64 // keyCGroup
+	assignEpoch int32  // keyCTMeta
+	meta        *cmeta
+	target      tpset
+	cur         *ccurrent
+}
+
+func cKey(kind byte, group, member string) []byte {
+	k := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(group)+len(member))
+	k = append(k, kind)
+	k = appendString(k, group)
+	if kind == keyCMember || kind == keyCTarget || kind == keyCCurrent {
+		k = appendString(k, member)
+	}
+	return k
+}
+
+func appendSet(b []byte, s tpset, at map[topicPartition]int32) []byte {
+	ts := s.topics()
+	b = binary.AppendUvarint(b, uint64(len(ts)))
+	for _, t := range ts {
+		b = appendString(b, t)
+		b = binary.AppendUvarint(b, uint64(len(s[t])))
+		for _, p := range s[t] {
+			b = binary.BigEndian.AppendUint32(b, uint32(p))
+			if at != nil {
+				b = binary.BigEndian.AppendUint32(b, uint32(at[topicPartition{t, p}]))
+			}
+		}
+	}
+	return b
+}
+
+func (r *reader) set(at map[topicPartition]int32) tpset {
+	n := r.uvarint()
+	if r.err || n > uint64(len(r.b)) {
+		r.err = true
+		return nil
+	}
+	s := make(tpset, n)
+	for i := uint64(0); i < n && !r.err; i++ {
+		t := r.string()
+		np := r.uvarint()
+		if r.err || np > uint64(len(r.b))/4 {
+			r.err = true
+			return nil
+		}
+		ps := make([]int32, 0, np)
+		for j := uint64(0); j < np && !r.err; j++ {
+			p := int32(r.u32())
+			ps = append(ps, p)
+			if at != nil {
+				at[topicPartition{t, p}] = int32(r.u32())
+			}
+		}
+		slices.Sort(ps)
+		s[t] = slices.Compact(ps)
+	}
+	return s
+}
+
+// encodeConsumer returns the stored form of a consumer-group record.
+func (r *rec) encodeConsumer() Record {
+	key := cKey(r.kind, r.group, r.c.member)
+	if r.del {
+		return Record{Key: key}
+	}
+	v := binary.BigEndian.AppendUint16(nil, cValueVersion)
+	c := r.c
+	switch r.kind {
+	case keyCGroup:
+		v = binary.BigEndian.AppendUint32(v, uint32(c.epoch))
+		v = binary.BigEndian.AppendUint64(v, c.hash)
+	case keyCTMeta:
+		v = binary.BigEndian.AppendUint32(v, uint32(c.assignEpoch))
+	case keyCMember:
+		m := c.meta
+		v = appendString(v, m.instanceID)
+		v = appendString(v, m.rack)
+		v = appendString(v, m.clientID)
+		v = appendString(v, m.clientHost)
+		v = binary.BigEndian.AppendUint32(v, uint32(m.rebalanceTimeout.Milliseconds()))
+		v = binary.AppendUvarint(v, uint64(len(m.names)))
+		for _, n := range m.names {
+			v = appendString(v, n)
+		}
+		v = appendString(v, m.regex)
+		v = appendString(v, m.assignor)
+	case keyCTarget:
+		v = appendSet(v, c.target, nil)
+	case keyCCurrent:
+		cur := c.cur
+		v = binary.BigEndian.AppendUint32(v, uint32(cur.epoch))
+		v = binary.BigEndian.AppendUint32(v, uint32(cur.prevEpoch))
+		v = append(v, byte(cur.state))
+		v = appendSet(v, cur.assigned, cur.assignedAt)
+		v = appendSet(v, cur.pending, cur.assignedAt)
+	}
+	return Record{Key: key, Value: v}
+}
+
+// decodeConsumer decodes a consumer-group record (key[0] is its kind).
+func decodeConsumer(key, value []byte) (rec, error) {
+	kr := reader{b: key[1:]}
+	r := rec{kind: key[0], group: kr.string(), del: value == nil, c: &crec{}}
+	if r.kind == keyCMember || r.kind == keyCTarget || r.kind == keyCCurrent {
+		r.c.member = kr.string()
+	}
+	if kr.err {
+		return rec{}, fmt.Errorf("%w: consumer group key %x", ErrCorruptRecord, key)
+	}
+	if r.del {
+		return r, nil
+	}
+	vr := reader{b: value}
+	_ = vr.u16()
+	c := r.c
+	switch r.kind {
+	case keyCGroup:
+		c.epoch = int32(vr.u32())
+		c.hash = vr.u64()
+	case keyCTMeta:
+		c.assignEpoch = int32(vr.u32())
+	case keyCMember:
+		m := &cmeta{}
+		m.instanceID = vr.string()
+		m.rack = vr.string()
+		m.clientID = vr.string()
+		m.clientHost = vr.string()
+		m.rebalanceTimeout = time.Duration(vr.u32()) * time.Millisecond
+		n := vr.uvarint()
+		if n > uint64(len(vr.b)) {
+			vr.err = true
+		}
+		for i := uint64(0); i < n && !vr.err; i++ {
+			m.names = append(m.names, vr.string())
+		}
+		m.regex = vr.string()
+		m.assignor = vr.string()
+		c.meta = m
+	case keyCTarget:
+		c.target = vr.set(nil)
+	case keyCCurrent:
+		cur := &ccurrent{assignedAt: map[topicPartition]int32{}}
+		cur.epoch = int32(vr.u32())
+		cur.prevEpoch = int32(vr.u32())
+		if len(vr.b) < 1 {
+			vr.err = true
+		} else {
+			cur.state = memberState(int8(vr.b[0]))
+			vr.b = vr.b[1:]
+		}
+		cur.assigned = vr.set(cur.assignedAt)
+		cur.pending = vr.set(cur.assignedAt)
+		c.cur = cur
+	}
+	if vr.err {
+		return rec{}, fmt.Errorf("%w: consumer group %q record %#x", ErrCorruptRecord, r.group, r.kind)
+	}
+	return r, nil
+}
+
+// consumerGroupOf returns the group's consumer state, turning the group into
+// a consumer group if it is not one (a classic group being replaced, or a
+// new group).
+func (s *Shard) consumerGroupOf(id string) (*Group, *consumerGroup) {
+	g := s.groups[id]
+	if g == nil {
+		g = s.newGroup(id, time.Time{})
+	}
+	if g.cg == nil {
+		g.cg = newConsumerGroup()
+		g.protocolType = "consumer"
+	}
+	return g, g.cg
+}
+
+// replayConsumer applies a consumer-group record (see replay).
+func (s *Shard) replayConsumer(r *rec) {
+	g := s.groups[r.group]
+	if r.del && (g == nil || g.cg == nil) {
+		return
+	}
+	var cg *consumerGroup
+	if r.del {
+		cg = g.cg
+	} else {
+		g, cg = s.consumerGroupOf(r.group)
+	}
+	c := r.c
+	switch r.kind {
+	case keyCGroup:
+		if r.del {
+			g.cg = nil
+			g.protocolType = ""
+			if len(g.offsets) == 0 && len(g.inflight) == 0 {
+				delete(s.groups, r.group)
+			}
+			return
+		}
+		cg.epoch, cg.hash = c.epoch, c.hash
+	case keyCTMeta:
+		if !r.del {
+			cg.assignEpoch = c.assignEpoch
+		}
+	case keyCTarget:
+		if r.del {
+			delete(cg.target, c.member)
+		} else {
+			g.consumerMember(c.member)
+			cg.target[c.member] = c.target
+		}
+	case keyCMember:
+		if r.del {
+			if m := cg.members[c.member]; m != nil {
+				g.removeConsumerMember(m)
+			}
+			return
+		}
+		m := g.consumerMember(c.member)
+		cg.indexMember(m, -1)
+		if m.instanceID != "" && cg.static[m.instanceID] == m.id {
+			delete(cg.static, m.instanceID)
+		}
+		meta := c.meta
+		m.instanceID, m.rack, m.clientID, m.clientHost = meta.instanceID, meta.rack, meta.clientID, meta.clientHost
+		m.rebalanceTimeout, m.names, m.regex, m.assignor = meta.rebalanceTimeout, meta.names, meta.regex, meta.assignor
+		cg.indexMember(m, +1)
+		if m.instanceID != "" {
+			cg.static[m.instanceID] = m.id
+		}
+	case keyCCurrent:
+		m := cg.members[c.member]
+		if m == nil {
+			if r.del {
+				return
+			}
+			m = g.consumerMember(c.member)
+		}
+		cg.release(m)
+		if r.del {
+			m.epoch, m.prevEpoch, m.state = epochLeave, epochLeave, mStable
+			m.assigned, m.pending, m.assignedAt = tpset{}, tpset{}, map[topicPartition]int32{}
+			return
+		}
+		cur := c.cur
+		m.epoch, m.prevEpoch, m.state = cur.epoch, cur.prevEpoch, cur.state
+		m.assigned, m.pending, m.assignedAt = cur.assigned, cur.pending, cur.assignedAt
+		cg.hold(m)
+	}
+}
+
+// consumerMember returns the member id of the group, creating it (at epoch
+// 0, with nothing) if it does not exist: a member's records may load in any
+// order.
+func (g *Group) consumerMember(id string) *cmember {
+	cg := g.cg
+	if m := cg.members[id]; m != nil {
+		return m
+	}
+	m := &cmember{id: id, assigned: tpset{}, pending: tpset{}, assignedAt: map[topicPartition]int32{}}
+	m.session = newTimer(func(now time.Time, out *Output) { g.onConsumerSessionExpired(now, m, out) })
+	m.rebalance = newTimer(func(now time.Time, out *Output) { g.onConsumerRebalanceExpired(now, m, out) })
+	cg.members[id] = m
+	cg.insertID(id)
+	return m
+}
+
+// removeConsumerMember forgets m (its metadata record was tombstoned).
+func (g *Group) removeConsumerMember(m *cmember) {
+	cg := g.cg
+	cg.release(m)
+	cg.indexMember(m, -1)
+	if m.instanceID != "" && cg.static[m.instanceID] == m.id {
+		delete(cg.static, m.instanceID)
+	}
+	g.s.cancel(m.session)
+	g.s.cancel(m.rebalance)
+	delete(cg.members, m.id)
+	delete(cg.target, m.id)
+	cg.removeID(m.id)
+}
+
+// Consumer-group records, as a handler emits them.
+
+func cGroupRec(group string, epoch int32, hash uint64) rec {
+	return rec{kind: keyCGroup, group: group, c: &crec{epoch: epoch, hash: hash}}
+}
+
+func cTMetaRec(group string, epoch int32) rec {
+	return rec{kind: keyCTMeta, group: group, c: &crec{assignEpoch: epoch}}
+}
+
+func cTargetRec(group, member string, target tpset) rec {
+	return rec{kind: keyCTarget, group: group, c: &crec{member: member, target: target}}
+}
+
+func cMemberRec(group string, m *cmember) rec {
+	return rec{kind: keyCMember, group: group, c: &crec{member: m.id, meta: &cmeta{instanceID: m.instanceID, rack: m.rack,
+		clientID: m.clientID, clientHost: m.clientHost, rebalanceTimeout: m.rebalanceTimeout,
+		names: m.names, regex: m.regex, assignor: m.assignor}}}
+}
+
+func cCurrentRec(group, member string, cur *ccurrent) rec {
+	return rec{kind: keyCCurrent, group: group, c: &crec{member: member, cur: cur}}
+}
+
+func cTombstone(kind byte, group, member string) rec {
+	return rec{kind: kind, group: group, del: true, c: &crec{member: member}}
+}
+
+// compileRegex compiles a subscription regex with Kafka's semantics: the
+// whole topic name must match (Go's RE2 syntax, as Kafka's RE2/J). nil if it
+// does not compile.
+func compileRegex(expr string) *regexp.Regexp {
+	re, err := regexp.Compile("^(?:" + expr + ")$")
+	if err != nil {
+		return nil
+	}
+	return re
+}
+
+// compiledRegexes returns the group's regexes, compiled, in sorted order.
+func (cg *consumerGroup) compiledRegexes() []*regexp.Regexp {
+	exprs := make([]string, 0, len(cg.regexes))
+	for e := range cg.regexes {
+		exprs = append(exprs, e)
+	}
+	slices.Sort(exprs)
+	out := make([]*regexp.Regexp, 0, len(exprs))
+	for _, e := range exprs {
+		if re := compileRegex(e); re != nil {
+			out = append(out, re)
+		}
+	}
+	return out
+}
