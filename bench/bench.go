@@ -453,7 +453,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 		}
 		for _, c := range cs {
 			if c != nil {
-				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				deleteGroups(dctx, c.cl, groups...)
 				cancel()
 				break
@@ -468,7 +468,7 @@ func commitCase(ctx context.Context, cfg Config, committers, partitions int) (Th
 			}
 		}
 	}()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return Throughput{}, err
 	}
 	if cfg.Client == "raw" {
@@ -552,9 +552,15 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 	// The process CPU used between the window's start and end.
 	cpu := make(chan time.Duration, 1)
 	go func() {
-		time.Sleep(time.Until(from))
+		if !sleepUntil(ctx, from) {
+			cpu <- 0
+			return
+		}
 		c0, ok0 := processCPU()
-		time.Sleep(time.Until(until))
+		if !sleepUntil(ctx, until) {
+			cpu <- 0
+			return
+		}
 		c1, ok1 := processCPU()
 		if !ok0 || !ok1 {
 			c1, c0 = 0, 0
@@ -568,6 +574,12 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 			for n := 0; n < maxOpsPerWorker; n++ {
 				t := time.Now()
 				if !t.Before(until) {
+					return
+				}
+				// Raw connections do not watch ctx: an interrupted run
+				// stops here.
+				if err := ctx.Err(); err != nil {
+					errs[w] = err
 					return
 				}
 				good, err := op(ctx, w)
@@ -590,7 +602,7 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 	}
 	wg.Wait()
 	t := Throughput{Workers: workers, Window: window, OK: ok.Load(), Errors: bad.Load()}
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return t, err
 	}
 	t.CPU = <-cpu
@@ -601,6 +613,18 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 	slices.Sort(all)
 	t.P50, t.P99 = quantile(all, 0.50), quantile(all, 0.99)
 	return t, nil
+}
+
+// sleepUntil waits until t or until ctx is done; false if ctx ended first.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {
@@ -633,7 +657,7 @@ func createTopic(ctx context.Context, cl *kgo.Client, topic string, partitions i
 }
 
 func deleteTopic(ctx context.Context, cl *kgo.Client, topic string) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	r := kmsg.NewPtrDeleteTopicsRequest()
 	r.TimeoutMillis = 5000
@@ -642,4 +666,23 @@ func deleteTopic(ctx context.Context, cl *kgo.Client, topic string) {
 	r.Topics = []kmsg.DeleteTopicsRequestTopic{t}
 	r.TopicNames = []string{topic}
 	r.RequestWith(ctx, cl)
+}
+
+// firstError returns the first error of errs, counting the others: when the
+// target goes away every member fails, most often for the same reason.
+func firstError(errs []error) error {
+	var first error
+	n := 0
+	for _, err := range errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w (and %d more like it)", first, n-1)
+	}
+	return first
 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -134,7 +133,16 @@ func newMembers(ctx context.Context, bootstrap string, sec *security, group stri
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
+		// The members created are pending in the group: take them (and
+		// the group) out rather than leave them behind.
+		var joined []*member
+		for _, m := range ms {
+			if m != nil {
+				joined = append(joined, m)
+			}
+		}
+		leaveAll(ctx, joined)
 		closeMembers(ms)
 		return nil, err
 	}
@@ -356,7 +364,7 @@ func formGroup(ctx context.Context, ms []*member, timeout time.Duration) (time.D
 	}
 	close(start)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return 0, 0, err
 	}
 	if err := checkSynced(ms, r.gen); err != nil {
@@ -394,7 +402,7 @@ func rejoin(ctx context.Context, ms []*member, newcomer *member, timeout time.Du
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		return 0, 0, err
 	}
 	if err := checkSynced(all, r.gen); err != nil {
@@ -421,12 +429,13 @@ func checkSynced(ms []*member, gen int32) error {
 
 // leaveAll removes ms from their group with one batched LeaveGroup (v3+)
 // and deletes the group: best effort cleanup so a long-running target is
-// not left with the benchmark's groups.
+// not left with the benchmark's groups. It runs even when ctx is done (an
+// interrupted run cleans up too), bounded by its own timeout.
 func leaveAll(ctx context.Context, ms []*member) {
 	if len(ms) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	l := kmsg.NewPtrLeaveGroupRequest()
 	l.Group = ms[0].group

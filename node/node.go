@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,6 +131,19 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.store = cfg.Store
+	// A start that fails (a listen address in use, say) leaves no new data
+	// directory behind: created is the outermost directory this start
+	// creates, removed on failure once the store is closed.
+	var created string
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeStore()
+			if created != "" {
+				_ = os.RemoveAll(created)
+			}
+		}
+	}()
 	if cfg.Cluster != nil {
 		if err := n.openCluster(); err != nil {
 			return nil, err
@@ -138,18 +153,13 @@ func Start(cfg Config) (*Node, error) {
 		if dir == "" {
 			dir = "data"
 		}
+		created = firstMissing(dir)
 		st, err := disk.Open(disk.Options{Dir: dir, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
 		n.store, n.ownStore = st, true
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			n.closeStore()
-		}
-	}()
 
 	cat, err := n.loadCatalog()
 	if err != nil {
@@ -238,6 +248,23 @@ func Start(cfg Config) (*Node, error) {
 		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions(),
 		"authorizer", sec.Authorizer != nil)
 	return n, nil
+}
+
+// firstMissing returns the outermost directory of dir's path that does not
+// exist yet ("" if dir exists, or if that cannot be told).
+func firstMissing(dir string) string {
+	missing := ""
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			return missing
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return ""
+		}
+		missing = d
+		if filepath.Dir(d) == d {
+			return ""
+		}
+	}
 }
 
 // advertised resolves the address given to clients.

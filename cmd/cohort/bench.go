@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	cbench "github.com/cohort-dev/cohort/bench"
 	"github.com/cohort-dev/cohort/security/clientconfig"
@@ -18,7 +21,7 @@ import (
 func bench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	d := cbench.Defaults()
-	bootstrap := fs.String("bootstrap", "127.0.0.1:9092", "host:port of the coordinator to measure (cohort, Kafka, kfake, …)")
+	bootstrap := fs.String("bootstrap", envDefault("bootstrap", "127.0.0.1:9092"), "host:port of the coordinator to measure (cohort, Kafka, kfake, …) (env COHORT_BOOTSTRAP)")
 	members := fs.String("members", "10,100,1000", "group sizes of the rebalance measurement (comma-separated)")
 	hbMembers := fs.Int("heartbeat-members", d.HeartbeatMembers, "members heartbeating concurrently")
 	groups := fs.String("groups", "1,10", "numbers of groups the heartbeating members are spread over (comma-separated)")
@@ -39,7 +42,11 @@ func bench(args []string) error {
 Measures a Kafka-protocol group coordinator: rebalance latency of one group
 (initial, and after one more member joins), heartbeats per second, and
 OffsetCommit requests and offsets per second. It creates groups and topics
-named cohort-bench-<time>-… and deletes them afterwards. Cohort needs
+named cohort-bench-<time>-… and deletes them afterwards, also when
+interrupted: SIGINT or SIGTERM stops the run, removes them and exits with
+status 130 (SIGINT) or 143 (SIGTERM); a second signal exits at once,
+skipping the cleanup. A target it cannot reach is one error line and
+status 1. Cohort needs
 --initial-rebalance-delay 0 for the rebalance latency to mean anything.
 With --tls/--sasl-* every client and raw connection connects that way (the
 SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
@@ -96,13 +103,27 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 	if *name == "" {
 		*name = *bootstrap
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, interrupted := benchSignals()
+	// exitIfInterrupted ends the process after a signal: what the step
+	// that returned says is about the interruption. Run returns once the
+	// cases' cleanup (leave, delete groups and topics) has run.
+	exitIfInterrupted := func() {
+		if s := interrupted(); s != 0 {
+			fmt.Fprintf(os.Stderr, "cohort bench: stopped by %v; deleted the groups and topics it had created\n", s)
+			os.Exit(128 + int(s))
+		}
+	}
+	err = reachable(ctx, *bootstrap, sec)
+	exitIfInterrupted()
+	if err != nil {
+		return fmt.Errorf("bench: cannot reach %s: %w", *bootstrap, err)
+	}
 	var runs []*cbench.Result
 	for i := range *repeat {
 		c := cfg
 		c.Prefix = fmt.Sprintf("cohort-bench-%d-%d", time.Now().UnixNano(), i)
 		r, err := cbench.Run(ctx, *name, c)
+		exitIfInterrupted()
 		if err != nil {
 			return err
 		}
@@ -110,4 +131,40 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 	}
 	cbench.Median(runs).WriteMarkdown(os.Stdout)
 	return nil
+}
+
+// benchSignals returns a context cancelled by the first SIGINT or SIGTERM
+// and a function telling which signal that was (0: none yet). A second
+// signal exits at once with its status.
+func benchSignals() (context.Context, func() syscall.Signal) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	var got atomic.Int32
+	go func() {
+		s := (<-sigs).(syscall.Signal)
+		got.Store(int32(s))
+		fmt.Fprintf(os.Stderr, "cohort bench: %v: stopping and deleting its groups and topics (again to quit at once)\n", s)
+		cancel()
+		s = (<-sigs).(syscall.Signal)
+		os.Exit(128 + int(s))
+	}()
+	return ctx, func() syscall.Signal { return syscall.Signal(got.Load()) }
+}
+
+// reachable checks, once, that the target answers, so that a wrong address
+// is one error rather than one per simulated member.
+func reachable(ctx context.Context, bootstrap string, sec clientconfig.Config) error {
+	opts, err := sec.Opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(bootstrap))...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return cl.Ping(ctx)
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -94,146 +97,272 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 	return nil
 }
 
+// envName is the environment variable of a flag: COHORT_ and the flag's
+// name in upper case with '-' as '_'.
+func envName(flagName string) string {
+	return "COHORT_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
 // envDefault returns $COHORT_<NAME> if set, else def: every flag can also be
 // given through the environment (flags win).
 func envDefault(name, def string) string {
-	if v, ok := os.LookupEnv("COHORT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); ok {
+	if v, ok := os.LookupEnv(envName(name)); ok {
 		return v
 	}
 	return def
 }
 
-func serve(args []string) error {
+// serveFlags are the settings of cohort serve, typed, so that -h shows each
+// flag's kind and parsing rejects a malformed value with the flag's name.
+type serveFlags struct {
+	fs *flag.FlagSet
+	// order lists the flag names as -h shows them; entries starting with
+	// "#" are section headings.
+	order []string
+
+	listen, advertise, clusterID, dataDir, metrics, logLevel string
+	nodeID, maxSize, maxFrame, partitions                    int
+	minSession, maxSession, initialDelay                     time.Duration
+	retention, retentionCheck                                time.Duration
+	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack        string
+	leaseTTL                                                 time.Duration
+	listeners, advertised                                    string
+	allowUnauth, authorizer, allowNoACL                      bool
+	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules    string
+	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim  string
+	sessionLife, failDelay                                   time.Duration
+	superUsers, bootstrapUser                                string
+}
+
+func newServeFlags() *serveFlags {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	s := &serveFlags{fs: fs}
 	d := group.Defaults()
-	str := func(name, def, usage string) *string {
-		return fs.String(name, envDefault(name, def), usage+" (env COHORT_"+strings.ToUpper(strings.ReplaceAll(name, "-", "_"))+")")
+	section := func(title string) { s.order = append(s.order, "#"+title) }
+	str := func(p *string, name, def, usage string) {
+		fs.StringVar(p, name, def, usage)
+		s.order = append(s.order, name)
 	}
-	listen := str("listen", "127.0.0.1:9092", "address for Kafka clients")
-	advertise := str("advertise", "", "host:port given to clients in Metadata/FindCoordinator (default: the listen address)")
-	nodeID := str("node-id", "0", "node id advertised to clients")
-	clusterID := str("cluster-id", "cohort", "cluster id advertised to clients")
-	dataDir := str("data-dir", "./data", "directory of the embedded store")
-	minSession := str("min-session-timeout", d.MinSessionTimeout.String(), "smallest session timeout a member may ask for")
-	maxSession := str("max-session-timeout", d.MaxSessionTimeout.String(), "largest session timeout a member may ask for")
-	initialDelay := str("initial-rebalance-delay", d.InitialRebalanceDelay.String(), "wait for more members before a new group's first generation (0 disables)")
-	maxSize := str("group-max-size", "0", "most members a group may have (0 = unlimited)")
-	retention := str("offsets-retention", d.OffsetsRetention.String(), "how long committed offsets are kept (KIP-211 rules)")
-	retentionCheck := str("offsets-retention-check-interval", "10m", "how often expired offsets are removed")
-	maxFrame := str("max-request-bytes", "104857600", "largest request frame accepted")
-	partitions := str("partitions", "50", "coordinator partitions (fixed for a data directory)")
-	metrics := str("metrics-listen", "", "address for Prometheus /metrics (empty = off)")
-	logLevel := str("log-level", "info", "debug, info, warn or error")
-	etcdEndpoints := str("etcd", "", "comma-separated etcd endpoints (host:port,...): cluster mode, state in etcd instead of --data-dir")
-	etcdCA := str("etcd-ca", "", "CA certificate file to verify etcd (TLS)")
-	etcdCert := str("etcd-cert", "", "client certificate file for etcd (TLS)")
-	etcdKey := str("etcd-key", "", "client key file for etcd (TLS)")
-	etcdPrefix := str("etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
-	leaseTTL := str("lease-ttl", "10s", "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
-	rack := str("rack", "", "rack advertised in Metadata (cluster mode)")
-	listenersFlag := str("listeners", "", "comma-separated PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://<--listen>)")
-	advListeners := str("advertised-listeners", "", "PROTOCOL://HOST:PORT given to clients per listener (default: the listeners' bound addresses)")
-	allowUnauth := str("allow-unauthenticated", "false", "allow a listener that authenticates no one on a non-loopback address")
-	tlsCert := str("tls-cert-file", "", "PEM certificate of SSL and SASL_SSL listeners (reloaded on SIGHUP)")
-	tlsKey := str("tls-key-file", "", "PEM private key of --tls-cert-file")
-	tlsClientCA := str("tls-client-ca-file", "", "PEM CAs that verify client certificates (mTLS)")
-	tlsClientAuth := str("tls-client-auth", "none", "client certificates: none, requested or required")
-	tlsRules := str("tls-principal-rules", "", "Kafka ssl.principal.mapping.rules for client certificates (default: User:<CN>)")
-	saslMechs := str("sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER")
-	jwks := str("oauth-jwks-file", "", "JWKS file of the keys that sign OAUTHBEARER tokens (reloaded when it changes)")
-	oauthIssuer := str("oauth-issuer", "", "required iss claim of OAUTHBEARER tokens")
-	oauthAudience := str("oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
-	oauthClaim := str("oauth-principal-claim", "sub", "claim naming the principal of an OAUTHBEARER token")
-	sessionLife := str("sasl-session-lifetime", "0s", "KIP-368: SASL clients must re-authenticate within this (0 = never)")
-	failDelay := str("failed-auth-delay", "100ms", "wait before answering a failed authentication")
-	authorizer := str("authorizer", "false", "enforce ACLs even when no listener authenticates (they are enforced anyway once one does)")
-	superUsers := str("super-users", "", "principals that bypass ACLs, e.g. User:admin;User:ops")
-	allowNoACL := str("allow-everyone-if-no-acl-found", "false", "allow requests on resources that have no ACL at all")
-	bootstrapUser := str("bootstrap-user", "", "create this SCRAM user at start if it has no credential; its password comes from COHORT_BOOTSTRAP_PASSWORD")
-	if err := fs.Parse(args); err != nil {
-		return err
+	num := func(p *int, name string, def int, usage string) {
+		fs.IntVar(p, name, def, usage)
+		s.order = append(s.order, name)
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
+		fs.DurationVar(p, name, def, usage)
+		s.order = append(s.order, name)
 	}
-	var perr error
-	dur := func(name, v string) time.Duration {
-		x, err := time.ParseDuration(v)
-		if err != nil || x < 0 {
-			perr = fmt.Errorf("--%s %q: want a non-negative Go duration such as 3s or 10m", name, v)
+	boolean := func(p *bool, name, usage string) { fs.BoolVar(p, name, false, usage); s.order = append(s.order, name) }
+
+	section("Node")
+	str(&s.listen, "listen", "127.0.0.1:9092", "address for Kafka clients (one PLAINTEXT listener; see --listeners)")
+	str(&s.advertise, "advertise", "", "host:port given to clients in Metadata/FindCoordinator (default: the listen address)")
+	num(&s.nodeID, "node-id", 0, "node id advertised to clients")
+	str(&s.clusterID, "cluster-id", "cohort", "cluster id advertised to clients")
+	str(&s.dataDir, "data-dir", "./data", "directory of the embedded store (created at the first start)")
+	num(&s.partitions, "partitions", 50, "coordinator partitions (fixed for a data directory)")
+	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
+	str(&s.metrics, "metrics-listen", "", "address for Prometheus /metrics (default: off)")
+	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
+
+	section("Groups and offsets")
+	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for")
+	dur(&s.maxSession, "max-session-timeout", d.MaxSessionTimeout, "largest session timeout a member may ask for")
+	dur(&s.initialDelay, "initial-rebalance-delay", d.InitialRebalanceDelay, "wait for more members before a new group's first generation (0 disables)")
+	num(&s.maxSize, "group-max-size", 0, "most members a group may have (0 = unlimited)")
+	dur(&s.retention, "offsets-retention", d.OffsetsRetention, "how long committed offsets are kept (KIP-211 rules)")
+	dur(&s.retentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed")
+
+	section("Security")
+	str(&s.listeners, "listeners", "", "comma-separated PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://<--listen>)")
+	str(&s.advertised, "advertised-listeners", "", "PROTOCOL://HOST:PORT given to clients per listener (default: the listeners' bound addresses)")
+	boolean(&s.allowUnauth, "allow-unauthenticated", "allow a listener that authenticates no one on a non-loopback address")
+	str(&s.tlsCert, "tls-cert-file", "", "PEM certificate of SSL and SASL_SSL listeners (reloaded on SIGHUP)")
+	str(&s.tlsKey, "tls-key-file", "", "PEM private key of --tls-cert-file")
+	str(&s.tlsClientCA, "tls-client-ca-file", "", "PEM CAs that verify client certificates (mTLS)")
+	str(&s.tlsClientAuth, "tls-client-auth", "none", "client certificates: none, requested or required")
+	str(&s.tlsRules, "tls-principal-rules", "", "Kafka ssl.principal.mapping.rules for client certificates (default: User:<CN>)")
+	str(&s.saslMechs, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER")
+	str(&s.jwks, "oauth-jwks-file", "", "JWKS file of the keys that sign OAUTHBEARER tokens (reloaded when it changes)")
+	str(&s.oauthIssuer, "oauth-issuer", "", "required iss claim of OAUTHBEARER tokens")
+	str(&s.oauthAudience, "oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
+	str(&s.oauthClaim, "oauth-principal-claim", "sub", "claim naming the principal of an OAUTHBEARER token")
+	dur(&s.sessionLife, "sasl-session-lifetime", 0, "KIP-368: SASL clients must re-authenticate within this (0 = never)")
+	dur(&s.failDelay, "failed-auth-delay", 100*time.Millisecond, "wait before answering a failed authentication")
+	boolean(&s.authorizer, "authorizer", "enforce ACLs even when no listener authenticates (they are enforced anyway once one does)")
+	str(&s.superUsers, "super-users", "", "principals that bypass ACLs, e.g. User:admin;User:ops")
+	boolean(&s.allowNoACL, "allow-everyone-if-no-acl-found", "allow requests on resources that have no ACL at all")
+	str(&s.bootstrapUser, "bootstrap-user", "", "create this SCRAM user at start if it has no credential; its password comes from COHORT_BOOTSTRAP_PASSWORD")
+
+	section("Cluster mode (state in etcd)")
+	str(&s.etcd, "etcd", "", "comma-separated etcd endpoints (host:port,...): cluster mode, state in etcd instead of --data-dir")
+	str(&s.etcdCA, "etcd-ca", "", "CA certificate file to verify etcd (TLS)")
+	str(&s.etcdCert, "etcd-cert", "", "client certificate file for etcd (TLS)")
+	str(&s.etcdKey, "etcd-key", "", "client key file for etcd (TLS)")
+	str(&s.etcdPrefix, "etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
+	dur(&s.leaseTTL, "lease-ttl", 10*time.Second, "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
+	str(&s.rack, "rack", "", "rack advertised in Metadata (cluster mode)")
+	return s
+}
+
+// shortDuration prints d in Go syntax without zero trailing units: 30m, not
+// 30m0s; 168h, not 168h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// defaultText is how -h and the README show a flag's default: "" when it
+// has none (an empty string, or false), durations short.
+func defaultText(f *flag.Flag) string {
+	switch f.Value.(flag.Getter).Get().(type) {
+	case time.Duration:
+		d, _ := time.ParseDuration(f.DefValue)
+		return shortDuration(d)
+	case bool:
+		if f.DefValue == "false" {
+			return ""
 		}
-		return x
 	}
-	num := func(name, v string, bits int) int64 {
-		x, err := strconv.ParseInt(v, 10, bits)
-		if err != nil || x < 0 {
-			perr = fmt.Errorf("--%s %q: want a non-negative integer", name, v)
+	return f.DefValue
+}
+
+func (s *serveFlags) usage(w io.Writer) {
+	fmt.Fprint(w, `usage: cohort serve [flags]
+
+Runs a cohort node. Every flag can also be set in the environment as
+COHORT_<NAME> (upper case, '-' as '_', e.g. COHORT_DATA_DIR); the command
+line wins. Durations use Go syntax: 100ms, 3s, 10m, 168h.
+`)
+	for _, name := range s.order {
+		if title, ok := strings.CutPrefix(name, "#"); ok {
+			fmt.Fprintf(w, "\n%s:\n", title)
+			continue
 		}
-		return x
-	}
-	cfg := d
-	cfg.MinSessionTimeout = dur("min-session-timeout", *minSession)
-	cfg.MaxSessionTimeout = dur("max-session-timeout", *maxSession)
-	cfg.InitialRebalanceDelay = dur("initial-rebalance-delay", *initialDelay)
-	cfg.OffsetsRetention = dur("offsets-retention", *retention)
-	cfg.MaxSize = int(num("group-max-size", *maxSize, 31))
-	check := dur("offsets-retention-check-interval", *retentionCheck)
-	ttl := dur("lease-ttl", *leaseTTL)
-	id := num("node-id", *nodeID, 31)
-	frame := num("max-request-bytes", *maxFrame, 31)
-	parts := num("partitions", *partitions, 16)
-	boolean := func(name, v string) bool {
-		x, err := strconv.ParseBool(v)
-		if err != nil {
-			perr = fmt.Errorf("--%s %q: want true or false", name, v)
+		f := s.fs.Lookup(name)
+		kind, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if kind != "" {
+			fmt.Fprintf(w, " %s", kind)
 		}
-		return x
+		fmt.Fprintf(w, "\n    \t%s\n    \t", usage)
+		if def := defaultText(f); def != "" {
+			if kind == "string" {
+				def = strconv.Quote(def)
+			}
+			fmt.Fprintf(w, "default %s, ", def)
+		}
+		fmt.Fprintf(w, "env %s\n", envName(f.Name))
 	}
-	sec := &node.SecurityConfig{
-		SessionLifetime:           dur("sasl-session-lifetime", *sessionLife),
-		FailedAuthDelay:           dur("failed-auth-delay", *failDelay),
-		Authorizer:                boolean("authorizer", *authorizer),
-		AllowEveryoneIfNoACLFound: boolean("allow-everyone-if-no-acl-found", *allowNoACL),
-		AllowUnauthenticated:      boolean("allow-unauthenticated", *allowUnauth),
-		BootstrapUser:             *bootstrapUser,
-		OAuth: sasl.OAuthConfig{JWKSFile: *jwks, Issuer: *oauthIssuer, Audience: *oauthAudience,
-			PrincipalClaim: *oauthClaim},
-	}
-	if perr != nil {
-		return perr
-	}
-	listeners, advertisedEPs, err := parseListenerFlags(*listenersFlag, *listen, *advListeners, fs)
+}
+
+// parse applies the environment (lookupEnv) and then args, and checks the
+// ranges of numbers and durations.
+func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool)) error {
+	var err error
+	s.fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := lookupEnv(envName(f.Name)); ok && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				kind, _ := flag.UnquoteUsage(f)
+				want := map[string]string{"duration": "a duration such as 3s or 10m", "int": "an integer", "": "true or false"}[kind]
+				err = fmt.Errorf("$%s %q: want %s", envName(f.Name), v, want)
+			}
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if err := securityFlags(sec, *tlsCert, *tlsKey, *tlsClientCA, *tlsClientAuth, *tlsRules, *saslMechs, *superUsers); err != nil {
+	// Parse errors are returned (and printed once, by main); -h prints the
+	// usage.
+	s.fs.SetOutput(io.Discard)
+	if err := s.fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.MinSessionTimeout > cfg.MaxSessionTimeout {
-		return fmt.Errorf("--min-session-timeout %v is above --max-session-timeout %v", cfg.MinSessionTimeout, cfg.MaxSessionTimeout)
+	if s.fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", s.fs.Args())
 	}
-	if parts == 0 {
-		return fmt.Errorf("--partitions must be at least 1")
+	s.fs.VisitAll(func(f *flag.Flag) {
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case time.Duration:
+			if v < 0 && err == nil {
+				err = fmt.Errorf("--%s %v: want a non-negative duration", f.Name, v)
+			}
+		case int:
+			if (v < 0 || v > math.MaxInt32) && err == nil {
+				err = fmt.Errorf("--%s %d: want an integer from 0 to %d", f.Name, v, math.MaxInt32)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if s.partitions < 1 || s.partitions > math.MaxInt16 {
+		return fmt.Errorf("--partitions %d: want 1 to %d", s.partitions, math.MaxInt16)
+	}
+	if s.maxFrame < 1 {
+		return fmt.Errorf("--max-request-bytes must be at least 1")
+	}
+	if s.minSession > s.maxSession {
+		return fmt.Errorf("--min-session-timeout %s is above --max-session-timeout %s", shortDuration(s.minSession), shortDuration(s.maxSession))
+	}
+	return nil
+}
+
+func serve(args []string) error {
+	s := newServeFlags()
+	if err := s.parse(args, os.LookupEnv); errors.Is(err, flag.ErrHelp) {
+		s.usage(os.Stderr)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	cfg := group.Defaults()
+	cfg.MinSessionTimeout = s.minSession
+	cfg.MaxSessionTimeout = s.maxSession
+	cfg.InitialRebalanceDelay = s.initialDelay
+	cfg.OffsetsRetention = s.retention
+	cfg.MaxSize = s.maxSize
+	sec := &node.SecurityConfig{
+		SessionLifetime:           s.sessionLife,
+		FailedAuthDelay:           s.failDelay,
+		Authorizer:                s.authorizer,
+		AllowEveryoneIfNoACLFound: s.allowNoACL,
+		AllowUnauthenticated:      s.allowUnauth,
+		BootstrapUser:             s.bootstrapUser,
+		OAuth: sasl.OAuthConfig{JWKSFile: s.jwks, Issuer: s.oauthIssuer, Audience: s.oauthAudience,
+			PrincipalClaim: s.oauthClaim},
+	}
+	listeners, advertisedEPs, err := parseListenerFlags(s.listeners, s.listen, s.advertised, s.fs)
+	if err != nil {
+		return err
+	}
+	if err := securityFlags(sec, s.tlsCert, s.tlsKey, s.tlsClientCA, s.tlsClientAuth, s.tlsRules, s.saslMechs, s.superUsers); err != nil {
+		return err
 	}
 	var clusterCfg *node.ClusterConfig
-	if *etcdEndpoints != "" {
-		if ttl < 2*time.Second || ttl%time.Second != 0 {
-			return fmt.Errorf("--lease-ttl %v: want whole seconds, at least 2s", ttl)
+	if s.etcd != "" {
+		if s.leaseTTL < 2*time.Second || s.leaseTTL%time.Second != 0 {
+			return fmt.Errorf("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
 		}
 		var eps []string
-		for _, e := range strings.Split(*etcdEndpoints, ",") {
+		for _, e := range strings.Split(s.etcd, ",") {
 			if e = strings.TrimSpace(e); e != "" {
 				eps = append(eps, e)
 			}
 		}
-		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: *etcdCA, CertFile: *etcdCert, KeyFile: *etcdKey,
-			Prefix: *etcdPrefix, LeaseTTL: ttl, Rack: *rack}
-	} else if *etcdCA != "" || *etcdCert != "" || *etcdKey != "" {
+		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey,
+			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack}
+	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" {
 		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key need --etcd")
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %w", *logLevel, err)
+	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: %w", s.logLevel, err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
@@ -242,16 +371,16 @@ func serve(args []string) error {
 		Listeners:              listeners,
 		Advertised:             advertisedEPs,
 		Security:               sec,
-		Advertise:              *advertise,
-		NodeID:                 int32(id),
-		ClusterID:              *clusterID,
-		DataDir:                *dataDir,
-		Partitions:             int(parts),
+		Advertise:              s.advertise,
+		NodeID:                 int32(s.nodeID),
+		ClusterID:              s.clusterID,
+		DataDir:                s.dataDir,
+		Partitions:             s.partitions,
 		Group:                  cfg,
-		MaxFrameBytes:          int32(frame),
-		MetricsListen:          *metrics,
+		MaxFrameBytes:          int32(s.maxFrame),
+		MetricsListen:          s.metrics,
 		Logger:                 log,
-		RetentionCheckInterval: check,
+		RetentionCheckInterval: s.retentionCheck,
 		Cluster:                clusterCfg,
 	})
 	if err != nil {

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	crerrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
@@ -29,6 +31,32 @@ var ErrNotStore = errors.New("disk: not a cohort store")
 // ErrLocked is wrapped by Open when another process (or another Store in
 // this process) has the directory open.
 var ErrLocked = errors.New("disk: store directory is locked")
+
+// ErrNotWritable is wrapped by Open when this process may not write in the
+// directory (its permissions, or a read-only file system).
+var ErrNotWritable = errors.New("disk: store directory is not writable")
+
+// lockError explains why the lock file could not be taken. Creating the file
+// fails with a *fs.PathError (permissions, a read-only file system, an I/O
+// error); only a refused lock on a file that opened means another process
+// (or another Store of this one) holds it.
+func lockError(lockFile string, err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && notWritable(err):
+		return fmt.Errorf("%w: %v: this process needs write access to the directory "+
+			"(check its owner and permissions, and that the file system is not read-only)", ErrNotWritable, err)
+	case errors.As(err, &pe):
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+	return fmt.Errorf("%w: %s: %v: another cohort process is using this store; "+
+		"stop it, or give this process another directory", ErrLocked, lockFile, err)
+}
+
+// notWritable reports whether err means that writing is not allowed.
+func notWritable(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)
+}
 
 // Options configures Open.
 type Options struct {
@@ -122,12 +150,14 @@ func Open(opts Options) (*Store, error) {
 	s.fs = &failStopFS{FS: wal, onFail: s.fail}
 
 	if err := base.MkdirAll(opts.Dir, 0o755); err != nil {
+		if notWritable(err) {
+			return nil, fmt.Errorf("%w: create directory %s: %v", ErrNotWritable, opts.Dir, err)
+		}
 		return nil, fmt.Errorf("%w: create directory %s: %v", ErrStorage, opts.Dir, err)
 	}
 	lock, err := pebble.LockDirectory(opts.Dir, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v: another cohort process is using this store; "+
-			"stop it, or give this process another directory", ErrLocked, base.PathJoin(opts.Dir, "LOCK"), err)
+		return nil, lockError(base.PathJoin(opts.Dir, "LOCK"), err)
 	}
 	s.lock = lock
 	exists, err := s.prepareDir(base)

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// The tests that need a real cohort process (signals, exit codes) run this
+// test binary as the cohort command: with $COHORT_TEST_AS_MAIN=1 it runs
+// main with its arguments instead of the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("COHORT_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// cohortCommand returns a command that runs cohort with args in a child
+// process (this test binary as main), killed when ctx ends.
+func cohortCommand(ctx context.Context, t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs cohort as a child process")
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "COHORT_TEST_AS_MAIN=1")
+	return cmd
+}
+
+// closedAddr returns a loopback address nothing listens on (it was bound
+// and released).
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
