@@ -2,6 +2,7 @@ package clients
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -13,6 +14,59 @@ import (
 
 	"github.com/cohort-dev/cohort/clients/testbed"
 )
+
+// TestMain runs the tests, first telling what to install for the tests of
+// the external clients (kafkajs, kcat) when it is missing. Those tests skip
+// with that message, but `go test ./...` shows a passing package's output
+// only with -v, so the notice also goes to the terminal when there is one.
+func TestMain(m *testing.M) {
+	if missing := missingTools(); len(missing) > 0 && os.Getenv("CI") == "" {
+		notice := "clients: SKIPPING the tests of " + strings.Join(missing, "; ") + "\n"
+		if tty, err := os.OpenFile("/dev/tty", os.O_WRONLY, 0); err == nil {
+			tty.WriteString(notice)
+			tty.Close()
+		} else {
+			os.Stderr.WriteString(notice)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// External clients, each with what its tests need and how to get it.
+const (
+	kafkajsWhat = "node with kafkajs (clients/kafkajs/node_modules)"
+	kafkajsHint = "run `npm ci` in clients/kafkajs"
+	kcatWhat    = "kcat"
+	kcatHint    = "run `apt-get install -y kcat`"
+)
+
+func haveKafkajs() bool {
+	_, nodeErr := exec.LookPath("node")
+	_, modErr := os.Stat("kafkajs/node_modules/kafkajs/package.json")
+	return nodeErr == nil && modErr == nil
+}
+
+func haveKcat() bool {
+	_, err := exec.LookPath("kcat")
+	return err == nil
+}
+
+// missingTools describes the external clients that are not installed.
+func missingTools() []string {
+	var out []string
+	if !haveKafkajs() {
+		out = append(out, kafkajsWhat+": not installed, "+kafkajsHint)
+	}
+	if !haveKcat() {
+		out = append(out, kcatWhat+": not installed, "+kcatHint)
+	}
+	return out
+}
+
+// needKafkajs and needKcat skip a test when the client is missing (see
+// needTool).
+func needKafkajs(t *testing.T) { needTool(t, kafkajsWhat, kafkajsHint, haveKafkajs()) }
+func needKcat(t *testing.T)    { needTool(t, kcatWhat, kcatHint, haveKcat()) }
 
 // needTool skips a test when an external client is not installed, except in
 // CI (CI=true), where .ci/run installs it and its absence is a failure.
@@ -27,46 +81,74 @@ func needTool(t *testing.T, what, hint string, ok bool) {
 	t.Skipf("SKIPPED: %s is not installed; %s to run this test", what, hint)
 }
 
-// procMember is a group member running as a child process (kafkajs, kcat)
-// that prints "REC <partition> <value>" for every record it processes.
+// procMember is a child process (kafkajs, kcat, the workdist examples).
 type procMember struct {
 	t    *testing.T
 	cmd  *exec.Cmd
-	done chan struct{} // stdout drained and process reaped
+	done chan struct{} // output drained and process reaped
 	once sync.Once
 	name string
+	err  error // cmd.Wait's, once done is closed
 }
 
-func startProc(t *testing.T, c MemberConfig, name string, cmd *exec.Cmd) *procMember {
+// startChild starts cmd and calls onLine with each line it writes, on
+// stdout or (stderr true) stderr, from two goroutines.
+func startChild(t *testing.T, name string, cmd *exec.Cmd, onLine func(stderr bool, line string)) *procMember {
+	t.Helper()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = &prefixWriter{t: t, prefix: c.ClientID + " " + name + " stderr: "}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	m := &procMember{t: t, cmd: cmd, done: make(chan struct{}), name: name}
+	var wg sync.WaitGroup
+	for _, s := range []struct {
+		r   io.Reader
+		err bool
+	}{{stdout, false}, {stderr, true}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(s.r)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				onLine(s.err, sc.Text())
+			}
+		}()
+	}
 	go func() {
 		defer close(m.done)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if rest, ok := strings.CutPrefix(line, "REC "); ok {
-				p, v, _ := strings.Cut(rest, " ")
-				part, _ := strconv.Atoi(p)
-				c.Seen.Add(v)
-				if c.OnRecord != nil {
-					c.OnRecord(int32(part))
-				}
-				continue
-			}
-			t.Logf("%s %s: %s", c.ClientID, name, line)
-		}
-		cmd.Wait()
+		wg.Wait()
+		m.err = cmd.Wait()
 	}()
 	return m
+}
+
+// startProc runs a group member that prints "REC <partition> <value>" for
+// every record it processes; its other lines go to the test log.
+func startProc(t *testing.T, c MemberConfig, name string, cmd *exec.Cmd) *procMember {
+	return startChild(t, name, cmd, func(stderr bool, line string) {
+		if rest, ok := strings.CutPrefix(line, "REC "); ok && !stderr {
+			p, v, _ := strings.Cut(rest, " ")
+			part, _ := strconv.Atoi(p)
+			c.Seen.Add(v)
+			if c.OnRecord != nil {
+				c.OnRecord(int32(part))
+			}
+			return
+		}
+		if stderr {
+			t.Logf("%s %s stderr: %s", c.ClientID, name, line)
+			return
+		}
+		t.Logf("%s %s: %s", c.ClientID, name, line)
+	})
 }
 
 // Close asks the process to stop (SIGTERM: commit and leave) and waits for it,
@@ -92,6 +174,7 @@ func (m *procMember) Kill() {
 	})
 }
 
+// prefixWriter logs each line written to it with a prefix.
 type prefixWriter struct {
 	t      *testing.T
 	prefix string
@@ -110,9 +193,7 @@ func ms(d time.Duration) string { return strconv.Itoa(int(d.Milliseconds())) }
 
 // startKafkajs runs clients/kafkajs/member.js under node.
 func startKafkajs(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
-	_, nodeErr := exec.LookPath("node")
-	_, modErr := os.Stat("kafkajs/node_modules/kafkajs/package.json")
-	needTool(t, "node with kafkajs (clients/kafkajs/node_modules)", "run `npm ci` in clients/kafkajs", nodeErr == nil && modErr == nil)
+	needKafkajs(t)
 	cmd := exec.Command("node", "member.js")
 	cmd.Dir = "kafkajs"
 	cmd.Env = append(os.Environ(),
@@ -125,8 +206,7 @@ func startKafkajs(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
 // startKcat runs `kcat -G` (librdkafka's high-level consumer with
 // auto-commit) printing every record.
 func startKcat(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
-	_, err := exec.LookPath("kcat")
-	needTool(t, "kcat", "run `apt-get install -y kcat`", err == nil)
+	needKcat(t)
 	protocol := c.Protocol
 	if protocol == "" {
 		protocol = "range"

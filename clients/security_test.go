@@ -636,9 +636,7 @@ func lineWith(lines []string, prefix string) (string, bool) {
 // over SASL_SSL with SCRAM-SHA-512; the password reaches it through the
 // environment.
 func TestSecurityKafkajs(t *testing.T) {
-	_, nodeErr := exec.LookPath("node")
-	_, modErr := os.Stat("kafkajs/node_modules/kafkajs/package.json")
-	needTool(t, "node with kafkajs (clients/kafkajs/node_modules)", "run `npm ci` in clients/kafkajs", nodeErr == nil && modErr == nil)
+	needKafkajs(t)
 	s, ctx := startSecure(t)
 	const group = testbed.AppGroupPrefix + "kafkajs"
 
@@ -721,8 +719,7 @@ func kcatProps(t *testing.T, s *testbed.Secure, mechanism string, wrong bool) st
 // Kafka 4 rejects it. The SCRAM-SHA-512 case passes only if cohort accepts
 // it too.
 func TestSecurityKcat(t *testing.T) {
-	_, err := exec.LookPath("kcat")
-	needTool(t, "kcat", "run `apt-get install -y kcat`", err == nil)
+	needKcat(t)
 	s, ctx := startSecure(t)
 	kcat := func(props string, args ...string) (string, string, error) {
 		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-F", props, "-b", s.SASLAddr, "-m", "5"}, args...)...)

@@ -53,28 +53,13 @@ func Start(t testing.TB, opts Options) *Bed {
 	t.Cleanup(data.Close)
 	cohortAddr := opts.CohortAddr
 	if cohortAddr == "" {
-		cfg := group.Defaults()
-		cfg.InitialRebalanceDelay = 0
-		cfg.MinSessionTimeout = time.Second
+		minSession := time.Second
 		if opts.MinSessionTimeout > 0 {
-			cfg.MinSessionTimeout = opts.MinSessionTimeout
+			minSession = opts.MinSessionTimeout
 		}
-		n, err := node.Start(node.Config{
-			Listen:    "127.0.0.1:0",
-			Store:     memstore.New(),
-			Group:     cfg,
-			ClusterID: "cohort-testbed",
-			Logger:    slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if err := n.WaitLoaded(ctx); err != nil {
-			t.Fatal(err)
-		}
+		n := startNode(t, node.Config{
+			Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		}, minSession)
 		b.Node, cohortAddr = n, n.Addr()
 	}
 	b.Router, err = NewRouter(data.ListenAddrs()[0], cohortAddr, 0)
@@ -98,6 +83,31 @@ func Start(t testing.TB, opts Options) *Bed {
 		}
 	}
 	return b
+}
+
+// startNode starts cfg as an in-process node listening on 127.0.0.1:0, on
+// the memory store, with no initial rebalance delay and minSession as the
+// smallest session timeout, and waits until it has loaded; it is closed at
+// cleanup.
+func startNode(t testing.TB, cfg node.Config, minSession time.Duration) *node.Node {
+	t.Helper()
+	cfg.Listen, cfg.Store, cfg.Group = "127.0.0.1:0", memstore.New(), group.Defaults()
+	cfg.Group.InitialRebalanceDelay = 0
+	cfg.Group.MinSessionTimeout = minSession
+	if cfg.ClusterID == "" {
+		cfg.ClusterID = "cohort-testbed"
+	}
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 type testLog struct{ t testing.TB }
@@ -308,23 +318,7 @@ func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen, opts ...
 
 // Dump logs the journal of a group: generations and assignments, commits,
 // fetched offsets.
-func (b *Bed) Dump(t testing.TB, grp string) {
-	j := b.Router.Journal
-	for _, jn := range j.Joins(grp) {
-		t.Logf("join  %s gen %d member %s instance %q protocol %s leader=%v v%d", jn.At.Format("15:04:05.000"), jn.Gen, jn.Member, jn.Instance, jn.Protocol, jn.Rebalanced, jn.Version)
-	}
-	for _, g := range j.Generations(grp) {
-		for m, tps := range j.Assignment(grp, g) {
-			t.Logf("sync  %s gen %d member %s: %v", j.SyncedAt(grp, g, m).Format("15:04:05.000"), g, m, tps)
-		}
-	}
-	for _, c := range j.Commits(grp) {
-		t.Logf("commit %s %s@%d gen %d %s", c.At.Format("15:04:05.000"), c.TP, c.Offset, c.Gen, c.Member)
-	}
-	for _, f := range j.Fetches(grp) {
-		t.Logf("fetch %s (sent %s) %s@%d", f.At.Format("15:04:05.000"), f.Requested.Format("15:04:05.000"), f.TP, f.Offset)
-	}
-}
+func (b *Bed) Dump(t testing.TB, grp string) { b.Router.Journal.Dump(t, grp) }
 
 // Cohort is a `cohort serve` child process on a disk store.
 type Cohort struct {

@@ -3,12 +3,16 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/server"
 )
 
 // TP is a topic partition.
@@ -19,14 +23,15 @@ type TP struct {
 
 func (tp TP) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
 
-// Join is one successful JoinGroup answer as the router saw it.
+// Join is one successful JoinGroup answer as the router (or a node's Tap)
+// saw it.
 type Join struct {
 	Gen        int32
 	Member     string
 	Instance   string
 	Protocol   string
 	Leader     string
-	ClientID   string
+	ClientID   string // the JoinGroup request's client id
 	Version    int16
 	At         time.Time // when the answer came back
 	Requested  time.Time // when the request reached the router
@@ -67,7 +72,9 @@ type Journal struct {
 	syncAt  map[string]map[int32]map[string]time.Time // when each member got its assignment
 }
 
-func newJournal() *Journal {
+// NewJournal returns an empty journal. The router feeds its own; a bare
+// cohort node feeds one through its Tap (Journal.Tap).
+func NewJournal() *Journal {
 	return &Journal{
 		ptype:   map[string]string{},
 		joins:   map[string][]Join{},
@@ -80,7 +87,9 @@ func newJournal() *Journal {
 	}
 }
 
-func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
+// observe records a group request forwarded by the router and cohort's
+// raw answer.
+func (j *Journal) observe(clientID string, req kmsg.Request, raw []byte, requested time.Time) {
 	resp, err := decodeResponse(req, raw)
 	if err != nil {
 		j.mu.Lock()
@@ -88,18 +97,41 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 		j.mu.Unlock()
 		return
 	}
+	j.Observe(clientID, req, resp, requested, time.Now())
+}
+
+// Tap records a request a cohort node answered, with its answer: it is a
+// node.Config.Tap, for clients that talk to the node directly. The node
+// calls it once the answer is written, so its time stands for both the
+// request's arrival (Requested) and the answer (At): the checks that order
+// requests of different connections by time (CheckCommitFencing,
+// CheckFetchesSeeCommits) are then exact only up to the node's handling
+// time of one request.
+func (j *Journal) Tap(c server.Client, req kmsg.Request, resp kmsg.Response) {
 	now := time.Now()
+	if q, ok := req.(*kmsg.OffsetCommitRequest); ok {
+		j.sentCommit(q, now)
+	}
+	j.Observe(c.ID, req, resp, now, now)
+}
+
+// Observe records one group request (JoinGroup, SyncGroup, OffsetCommit,
+// OffsetFetch; others are ignored) of the client clientID and cohort's
+// answer to it: requested is when the request reached cohort (or the
+// router), answered when the answer came back.
+func (j *Journal) Observe(clientID string, req kmsg.Request, resp kmsg.Response, requested, answered time.Time) {
+	now := answered
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	switch q := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		j.ptype[q.Group] = q.ProtocolType
-		p := resp.(*kmsg.JoinGroupResponse)
-		if p.ErrorCode != 0 {
+		p, ok := resp.(*kmsg.JoinGroupResponse)
+		if !ok || p.ErrorCode != 0 {
 			return
 		}
 		jn := Join{Gen: p.Generation, Member: p.MemberID, Leader: p.LeaderID, Version: q.Version, At: now, Requested: requested,
-			Rebalanced: len(p.Members) > 0}
+			Rebalanced: len(p.Members) > 0, ClientID: clientID}
 		if q.InstanceID != nil {
 			jn.Instance = *q.InstanceID
 		}
@@ -108,8 +140,8 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 		}
 		j.joins[q.Group] = append(j.joins[q.Group], jn)
 	case *kmsg.SyncGroupRequest:
-		p := resp.(*kmsg.SyncGroupResponse)
-		if p.ErrorCode != 0 {
+		p, ok := resp.(*kmsg.SyncGroupResponse)
+		if !ok || p.ErrorCode != 0 {
 			return
 		}
 		var tps []TP
@@ -133,7 +165,10 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 		g[q.Generation][q.MemberID] = tps
 		j.syncAt[q.Group][q.Generation][q.MemberID] = now
 	case *kmsg.OffsetFetchRequest:
-		p := resp.(*kmsg.OffsetFetchResponse)
+		p, ok := resp.(*kmsg.OffsetFetchResponse)
+		if !ok {
+			return
+		}
 		add := func(group, topic string, part int32, off int64) {
 			j.fetches[group] = append(j.fetches[group], Fetch{TP: TP{topic, part}, Offset: off, Requested: requested, At: now})
 		}
@@ -163,7 +198,10 @@ func (j *Journal) observe(req kmsg.Request, raw []byte, requested time.Time) {
 			}
 		}
 	case *kmsg.OffsetCommitRequest:
-		p := resp.(*kmsg.OffsetCommitResponse)
+		p, ok := resp.(*kmsg.OffsetCommitResponse)
+		if !ok {
+			return
+		}
 		for ti, t := range q.Topics {
 			if ti >= len(p.Topics) {
 				break
@@ -326,6 +364,103 @@ func (j *Journal) CheckNoOverlap(group string) error {
 				}
 				owner[tp] = m
 			}
+		}
+	}
+	return nil
+}
+
+// Members returns the members that joined generation gen (successful
+// JoinGroup answers of that generation).
+func (j *Journal) Members(group string, gen int32) []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.members(group, gen)
+}
+
+func (j *Journal) members(group string, gen int32) []string {
+	var out []string
+	for _, jn := range j.joins[group] {
+		if jn.Gen == gen && !slices.Contains(out, jn.Member) {
+			out = append(out, jn.Member)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// MemberOf returns the member id of the latest join of the client with
+// this client id, or "".
+func (j *Journal) MemberOf(group, clientID string) string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	m := ""
+	for _, jn := range j.joins[group] {
+		if jn.ClientID == clientID {
+			m = jn.Member
+		}
+	}
+	return m
+}
+
+// Settled reports whether generation gen is settled: every member that
+// joined it received its assignment.
+func (j *Journal) Settled(group string, gen int32) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.settled(group, gen)
+}
+
+func (j *Journal) settled(group string, gen int32) bool {
+	ms := j.members(group, gen)
+	if len(ms) == 0 {
+		return false
+	}
+	for _, m := range ms {
+		if _, ok := j.assign[group][gen][m]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Covers reports whether the assignments of generation gen give out every
+// partition of want.
+func (j *Journal) Covers(group string, gen int32, want []TP) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.uncovered(group, gen, want) == nil
+}
+
+func (j *Journal) uncovered(group string, gen int32, want []TP) []TP {
+	given := map[TP]bool{}
+	for _, tps := range j.assign[group][gen] {
+		for _, tp := range tps {
+			given[tp] = true
+		}
+	}
+	var out []TP
+	for _, tp := range want {
+		if !given[tp] {
+			out = append(out, tp)
+		}
+	}
+	return out
+}
+
+// CheckCoverage returns an error if a settled generation (see Settled) of
+// an eager protocol left a partition of want unassigned. Under a
+// cooperative protocol a generation leaves out, on purpose, the partitions
+// being moved (they are given out in the next one, KIP-429), so only eager
+// generations are checked.
+func (j *Journal) CheckCoverage(group string, want []TP) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for gen := range j.assign[group] {
+		if !j.settled(group, gen) || j.cooperative(group, gen) {
+			continue
+		}
+		if miss := j.uncovered(group, gen, want); miss != nil {
+			return fmt.Errorf("group %s generation %d (members %v, all synced): %v assigned to no one", group, gen, j.members(group, gen), miss)
 		}
 	}
 	return nil
@@ -519,6 +654,25 @@ func (j *Journal) LastCommits(group string) map[TP]int64 {
 		out[c.TP] = c.Offset
 	}
 	return out
+}
+
+// Dump logs the journal of a group: generations and assignments, commits,
+// fetched offsets.
+func (j *Journal) Dump(t testing.TB, grp string) {
+	for _, jn := range j.Joins(grp) {
+		t.Logf("join  %s gen %d member %s instance %q protocol %s leader=%v v%d", jn.At.Format("15:04:05.000"), jn.Gen, jn.Member, jn.Instance, jn.Protocol, jn.Rebalanced, jn.Version)
+	}
+	for _, g := range j.Generations(grp) {
+		for m, tps := range j.Assignment(grp, g) {
+			t.Logf("sync  %s gen %d member %s: %v", j.SyncedAt(grp, g, m).Format("15:04:05.000"), g, m, tps)
+		}
+	}
+	for _, c := range j.Commits(grp) {
+		t.Logf("commit %s %s@%d gen %d %s", c.At.Format("15:04:05.000"), c.TP, c.Offset, c.Gen, c.Member)
+	}
+	for _, f := range j.Fetches(grp) {
+		t.Logf("fetch %s (sent %s) %s@%d", f.At.Format("15:04:05.000"), f.Requested.Format("15:04:05.000"), f.TP, f.Offset)
+	}
 }
 
 // WaitFor polls cond until it holds or ctx ends.

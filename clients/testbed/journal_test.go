@@ -3,6 +3,8 @@ package testbed
 import (
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestCheckFetchesSeeCommits(t *testing.T) {
@@ -37,7 +39,7 @@ func TestCheckFetchesSeeCommits(t *testing.T) {
 		{"a commit acknowledged before the last one was sent", []Commit{commit(16, 0, 1), commit(500, 2, 3)}, []Commit{commit(16, 0, 1), commit(500, 2, 3)}, []Fetch{fetch(16, 5, 6)}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j := newJournal()
+			j := NewJournal()
 			j.sent["g"], j.commits["g"], j.fetches["g"] = c.sent, c.acked, c.fetches
 			err := j.CheckFetchesSeeCommits("g")
 			if (err == nil) != c.ok {
@@ -49,7 +51,7 @@ func TestCheckFetchesSeeCommits(t *testing.T) {
 
 func TestBackwardsCommits(t *testing.T) {
 	tp := TP{"t", 0}
-	j := newJournal()
+	j := NewJournal()
 	j.commits["g"] = []Commit{
 		{TP: tp, Offset: 30, Gen: 3, Member: "a"},
 		{TP: tp, Offset: 29, Gen: 4, Member: "b"},
@@ -64,7 +66,7 @@ func TestCheckCommitFencing(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tp := TP{"t", 0}
-	j := newJournal()
+	j := NewJournal()
 	j.joins["g"] = []Join{{Gen: 6, Member: "a", At: at(0)}, {Gen: 7, Member: "a", At: at(10)}, {Gen: 7, Member: "b", At: at(11)}}
 	j.commits["g"] = []Commit{
 		{TP: tp, Offset: 1, Gen: 6, Member: "a", Requested: at(5), At: at(12)}, // sent before gen 7 began
@@ -77,5 +79,51 @@ func TestCheckCommitFencing(t *testing.T) {
 	j.commits["g"] = append(j.commits["g"], Commit{TP: tp, Offset: 4, Gen: 6, Member: "b", Requested: at(15), At: at(16)})
 	if err := j.CheckCommitFencing("g"); err == nil {
 		t.Fatal("a commit of generation 6 sent after generation 7 began was not reported")
+	}
+}
+
+// TestCheckCoverage: a settled eager generation must give out every
+// partition; an unsettled one (a member joined but never synced) and a
+// cooperative one need not.
+func TestCheckCoverage(t *testing.T) {
+	want := []TP{{"t", 0}, {"t", 1}, {"t", 2}}
+	now := time.Now()
+	join := func(j *Journal, client, member string, gen int32, protocol string) {
+		j.Observe(client, &kmsg.JoinGroupRequest{Group: "g", ProtocolType: "consumer"},
+			&kmsg.JoinGroupResponse{Generation: gen, MemberID: member, Protocol: &protocol}, now, now)
+	}
+	sync := func(j *Journal, member string, gen int32, parts ...int32) {
+		a := kmsg.ConsumerMemberAssignment{Topics: []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: parts}}}
+		j.Observe("", &kmsg.SyncGroupRequest{Group: "g", Generation: gen, MemberID: member},
+			&kmsg.SyncGroupResponse{MemberAssignment: a.AppendTo(nil)}, now, now)
+	}
+	j := NewJournal()
+	join(j, "c1", "a", 1, "range")
+	join(j, "c2", "b", 1, "range")
+	sync(j, "a", 1, 0, 1)
+	if j.Settled("g", 1) {
+		t.Fatal("generation 1 settled before b synced")
+	}
+	if err := j.CheckCoverage("g", want); err != nil {
+		t.Fatalf("an unsettled generation was checked: %v", err)
+	}
+	sync(j, "b", 1)
+	if err := j.CheckCoverage("g", want); err == nil {
+		t.Fatal("t/2 given to no one in a settled eager generation: not reported")
+	}
+	if j.MemberOf("g", "c2") != "b" || j.MemberOf("g", "c3") != "" {
+		t.Fatalf("MemberOf: c2 → %q, c3 → %q", j.MemberOf("g", "c2"), j.MemberOf("g", "c3"))
+	}
+
+	j = NewJournal()
+	join(j, "c1", "a", 1, "cooperative-sticky")
+	sync(j, "a", 1, 0)
+	if err := j.CheckCoverage("g", want); err != nil {
+		t.Fatalf("a cooperative generation was checked: %v", err)
+	}
+	join(j, "c1", "a", 2, "cooperative-sticky")
+	sync(j, "a", 2, 0, 1, 2)
+	if !j.Covers("g", 2, want) || j.Covers("g", 1, want) {
+		t.Fatal("Covers: want generation 2 only")
 	}
 }

@@ -86,7 +86,7 @@ func NewRouter(dataAddr, groupAddr string, nodeID int32) (*Router, error) {
 	r := &Router{
 		nodeID:   nodeID,
 		dataAddr: dataAddr,
-		Journal:  newJournal(),
+		Journal:  NewJournal(),
 		conns:    map[*rconn]struct{}{},
 		blocked:  map[string]bool{},
 	}
@@ -387,7 +387,7 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 			return nil, err
 		}
 		if req != nil {
-			c.r.Journal.observe(req, resp, requested)
+			c.r.Journal.observe(h.clientID, req, resp, requested)
 		}
 		return resp, nil
 	case h.key == keyMetadata || h.key == keyDescribeCluster:

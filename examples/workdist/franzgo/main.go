@@ -1,0 +1,103 @@
+// Command franzgo is a work-distribution worker on franz-go (kgo): the
+// partitions of a cohort catalog topic are units of work, and the group's
+// callbacks OnPartitionsAssigned, OnPartitionsRevoked and OnPartitionsLost
+// say which ones this process owns. Flags and output lines: package
+// workdist; the idea: docs/workdist.md.
+//
+//	go run ./examples/workdist/franzgo -bootstrap 127.0.0.1:9092 -group workers -topic jobs -client-id w1
+//
+// franz-go's default balancer is cooperative-sticky: a rebalance revokes
+// only the partitions that move.
+package main
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/examples/workdist"
+)
+
+func main() {
+	cfg := workdist.Flags("franzgo-worker")
+	// report prints a change of ownership (franz-go also calls the
+	// callbacks when nothing changed: those are skipped).
+	report := func(what string, cl *kgo.Client, parts []int32) bool {
+		if len(parts) == 0 {
+			return false
+		}
+		member, gen := cl.GroupMetadata()
+		workdist.Report(what, parts, "member", member, "generation", gen)
+		return true
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Bootstrap),
+		kgo.ClientID(cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
+		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, gained map[string][]int32) {
+			report("assigned", cl, gained[cfg.Topic]) // start their work here
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			// Stop their work here, then commit its position, in this
+			// generation, before the partitions move on: 0, as a
+			// catalog topic has no records. (franz-go's default
+			// callback here commits what was consumed.)
+			if report("revoked", cl, revoked[cfg.Topic]) {
+				commitZero(ctx, cl, cfg.Topic, revoked[cfg.Topic])
+			}
+		}),
+		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+			report("lost", cl, lost[cfg.Topic]) // stop their work: too late to commit
+		}),
+	)
+	if err != nil {
+		workdist.Errorf("%v", err)
+		os.Exit(1)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	for ctx.Err() == nil {
+		// The topic is empty: polling only keeps the consumer going,
+		// and returns when ctx ends (or with an error).
+		cl.PollFetches(ctx).EachError(func(t string, p int32, err error) {
+			if ctx.Err() == nil {
+				workdist.Errorf("fetch %s/%d: %v", t, p, err)
+			}
+		})
+	}
+	cl.Close() // revokes, then leaves the group
+	workdist.Stopped()
+}
+
+// commitZero commits offset 0 of the partitions. franz-go sometimes warns
+// "received an OffsetCommitResponse after our group session has ended"
+// after such a commit: by the time the answer comes back it has dropped its
+// own bookkeeping of these partitions (it consumed nothing from them). The
+// commit was acknowledged all the same.
+func commitZero(ctx context.Context, cl *kgo.Client, topic string, parts []int32) {
+	offsets := map[string]map[int32]kgo.EpochOffset{topic: {}}
+	for _, p := range parts {
+		offsets[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+	}
+	cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		for _, t := range resp.Topics { // empty if err is set
+			for _, p := range t.Partitions {
+				err = cmp.Or(err, kerr.ErrorForCode(p.ErrorCode))
+			}
+		}
+		if err != nil {
+			workdist.Errorf("commit: %v", err)
+		}
+	})
+}

@@ -1,0 +1,82 @@
+// A work-distribution worker on kafkajs: the partitions of a cohort catalog
+// topic are units of work, and the consumer's GROUP_JOIN event says which
+// ones this process owns. See docs/workdist.md.
+//
+//   npm ci --prefix clients/kafkajs     # once: kafkajs, as pinned for the tests
+//   NODE_PATH=clients/kafkajs/node_modules node examples/workdist/kafkajs/worker.js \
+//     --bootstrap 127.0.0.1:9092 --group workers --topic jobs --client-id w1
+//
+// (or `npm install kafkajs` next to this file and drop NODE_PATH).
+//
+// It prints one line per change of ownership on stdout:
+//
+//   assigned 0,2 member=<id>   the group was joined with these partitions (GROUP_JOIN)
+//   revoked 0,2 member=<id>    a rebalance began (REBALANCING) or the worker stops: all are given up
+//   stopped                    after leaving the group on SIGINT/SIGTERM
+//
+// kafkajs's protocols are eager: every rebalance revokes every partition.
+// kafkajs does not expose the generation.
+'use strict'
+const { parseArgs } = require('node:util')
+const { Kafka, logLevel } = require('kafkajs')
+
+const { values: opt } = parseArgs({
+  options: {
+    bootstrap: { type: 'string', default: '127.0.0.1:9092' },
+    group: { type: 'string', default: 'workers' },
+    topic: { type: 'string', default: 'jobs' },
+    'client-id': { type: 'string', default: 'kafkajs-worker' },
+    'session-timeout-ms': { type: 'string', default: '6000' },
+    'fetch-max-wait-ms': { type: 'string', default: '500' } // how long cohort holds each (empty) fetch
+  }
+})
+
+const kafka = new Kafka({ clientId: opt['client-id'], brokers: [opt.bootstrap], logLevel: logLevel.WARN })
+const consumer = kafka.consumer({
+  groupId: opt.group,
+  sessionTimeout: Number(opt['session-timeout-ms']),
+  maxWaitTimeInMs: Number(opt['fetch-max-wait-ms'])
+})
+
+let owned = []
+let member = ''
+const report = (what) => console.log(`${what} ${owned.length ? owned.join(',') : 'none'} member=${member}`)
+
+consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+  member = payload.memberId
+  owned = (payload.memberAssignment[opt.topic] || []).slice().sort((a, b) => a - b)
+  report('assigned') // start their work here
+  // Commit position 0 of each owned partition in this generation: a
+  // catalog topic has no records, so 0 is its only position.
+  consumer.commitOffsets(owned.map((partition) => ({ topic: opt.topic, partition, offset: '0' })))
+    .catch((err) => console.error(`error: commit: ${err.message}`))
+})
+const revokeAll = () => {
+  if (owned.length) report('revoked') // stop their work here
+  owned = []
+}
+consumer.on(consumer.events.REBALANCING, revokeAll)
+consumer.on(consumer.events.CRASH, ({ payload }) => console.error(`error: crash: ${payload.error.message}`))
+
+let stopping = false
+const stop = async () => {
+  if (stopping) return
+  stopping = true
+  await consumer.disconnect() // leaves the group
+  revokeAll()
+  console.log('stopped')
+  process.exit(0)
+}
+process.on('SIGINT', stop)
+process.on('SIGTERM', stop)
+
+async function main () {
+  await consumer.connect()
+  await consumer.subscribe({ topics: [opt.topic] })
+  // The topic is empty: eachMessage never runs, the consumer only fetches.
+  await consumer.run({ eachMessage: async () => {} })
+}
+main().catch((err) => {
+  console.error(`error: ${err.message}`)
+  process.exit(1)
+})
