@@ -221,15 +221,19 @@ func minMovedHomogeneous(g group, prev Plan) int {
 	}
 	n := len(g.members)
 	q, r := total/n, total%n
-	before := owners(prev)
+	held := map[string]int{} // valid previous partitions per member
+	subscribed := map[string]bool{}
+	for _, name := range g.members[0].Topics {
+		subscribed[name] = true
+	}
+	for k, ids := range owners(prev) {
+		if len(ids) == 1 && subscribed[k.topic] && k.part < g.topics[k.topic].Partitions {
+			held[ids[0]]++
+		}
+	}
 	kept, over := 0, 0
 	for _, m := range g.members {
-		l := 0
-		for k, ids := range before {
-			if len(ids) == 1 && ids[0] == m.ID && k.part < g.topics[k.topic].Partitions && slices.Contains(m.Topics, k.topic) {
-				l++
-			}
-		}
+		l := held[m.ID]
 		kept += min(l, q)
 		if l > q {
 			over++

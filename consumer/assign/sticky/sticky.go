@@ -25,6 +25,7 @@
 package sticky
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -131,15 +132,37 @@ func newProblem(members []assign.Member, topics map[string]assign.Topic) (*probl
 		}
 	}
 
+	// Members with the same topic list form a subscription group; topics
+	// with the same subscriber set are then exactly the topics with the
+	// same set of groups, so subscriber sets are built once per class
+	// rather than once per topic.
+	var groups [][]string // topic list of each group
+	var inGroup [][]int32 // members of each group, ascending
+	byList := make(map[string]int32)
+	var key []byte
+	g := int32(-1)
+	for mi, m := range p.members {
+		if mi == 0 || !sameList(m.Topics, p.members[mi-1].Topics) {
+			key = key[:0]
+			for _, name := range m.Topics {
+				key = binary.AppendUvarint(key, uint64(len(name)))
+				key = append(key, name...)
+			}
+			var ok bool
+			if g, ok = byList[string(key)]; !ok {
+				g = int32(len(groups))
+				byList[string(key)] = g
+				groups = append(groups, m.Topics)
+				inGroup = append(inGroup, nil)
+			}
+		}
+		inGroup[g] = append(inGroup[g], int32(mi))
+	}
+
 	// The topics that exist, have partitions and are subscribed to.
 	p.topicOf = make(map[string]int32)
-	var prev []string
-	for _, m := range p.members {
-		if slices.Equal(m.Topics, prev) {
-			continue
-		}
-		prev = m.Topics
-		for _, name := range m.Topics {
+	for _, list := range groups {
+		for _, name := range list {
 			if t, ok := topics[name]; ok && t.Partitions > 0 {
 				p.topicOf[name] = 0
 			}
@@ -163,48 +186,44 @@ func newProblem(members []assign.Member, topics map[string]assign.Topic) (*probl
 	p.bases[len(p.names)] = int32(total)
 	p.nparts = total
 
-	// Subscribers of every topic, in member order, without duplicates.
+	// Groups subscribed to every topic, ascending, without duplicates.
 	subs := make([][]int32, len(p.names))
 	seen := make([]int32, len(p.names))
 	for i := range seen {
 		seen[i] = -1
 	}
-	var idx []int32
-	prev = nil
-	for mi, m := range p.members {
-		if mi == 0 || !slices.Equal(m.Topics, prev) {
-			prev = m.Topics
-			idx = idx[:0:0]
-			for _, name := range m.Topics {
-				if t, ok := p.topicOf[name]; ok {
-					idx = append(idx, t)
-				}
-			}
-		}
-		for _, t := range idx {
-			if seen[t] != int32(mi) {
-				seen[t] = int32(mi)
-				subs[t] = append(subs[t], int32(mi))
+	for gi, list := range groups {
+		for _, name := range list {
+			if t, ok := p.topicOf[name]; ok && seen[t] != int32(gi) {
+				seen[t] = int32(gi)
+				subs[t] = append(subs[t], int32(gi))
 			}
 		}
 	}
 
-	// Topics with identical subscriber lists form one class.
+	// Topics with identical subscriber sets form one class.
 	p.classOf = make([]int32, len(p.names))
 	classByKey := make(map[string]int32)
-	var key []byte
 	arcs := 0
 	for t, list := range subs {
 		key = key[:0]
-		for _, m := range list {
-			key = append(key, byte(m), byte(m>>8), byte(m>>16), byte(m>>24))
+		for _, gi := range list {
+			key = binary.AppendUvarint(key, uint64(gi))
 		}
 		c, ok := classByKey[string(key)]
 		if !ok {
 			c = int32(len(p.classes))
 			classByKey[string(key)] = c
-			p.classes = append(p.classes, class{members: list, arcStart: arcs})
-			arcs += len(list)
+			members := inGroup[list[0]]
+			if len(list) > 1 {
+				members = nil
+				for _, gi := range list {
+					members = append(members, inGroup[gi]...)
+				}
+				slices.Sort(members)
+			}
+			p.classes = append(p.classes, class{members: members, arcStart: arcs})
+			arcs += len(members)
 		}
 		p.classOf[t] = c
 		cl := &p.classes[c]
@@ -212,6 +231,18 @@ func newProblem(members []assign.Member, topics map[string]assign.Topic) (*probl
 		cl.n += int(p.bases[t+1] - p.bases[t])
 	}
 	return p, nil
+}
+
+// sameList reports whether two topic lists are equal, without comparing
+// the names when both are the same slice.
+func sameList(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return slices.Equal(a, b)
 }
 
 // claims returns what a member says it owns, the generation of that, and
@@ -390,7 +421,11 @@ func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Ass
 		pos[i] = -1
 	}
 	var keep []int32
-	var pool []int32
+	largest := 0
+	for _, c := range p.classes {
+		largest = max(largest, c.n)
+	}
+	pool := make([]int32, 0, largest)
 	for ci := range p.classes {
 		c := &p.classes[ci]
 		for k, m := range c.members {

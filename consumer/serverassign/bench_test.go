@@ -1,0 +1,124 @@
+package serverassign
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// benchInput is a homogeneous group of ntopics x nparts partitions and
+// nmembers members; for "join" and "leave", prev is the from-scratch plan
+// of the group before one member joined (nmembers-1 members) or before one
+// left (nmembers+1 members).
+type benchInput struct {
+	g    group
+	prev Plan
+}
+
+var (
+	benchMu    sync.Mutex
+	benchCache = map[string]benchInput{}
+)
+
+func benchGroup(b *testing.B, shape string, ntopics, nparts, nmembers int) benchInput {
+	benchMu.Lock()
+	defer benchMu.Unlock()
+	key := fmt.Sprint(shape, ntopics, nparts, nmembers)
+	if in, ok := benchCache[key]; ok {
+		return in
+	}
+	clear(benchCache) // keep one large input alive at a time
+	g := group{topics: map[string]Topic{}}
+	var names []string
+	for i := 0; i < ntopics; i++ {
+		n := fmt.Sprintf("topic-%04d", i)
+		names = append(names, n)
+		g.topics[n] = Topic{Name: n, Partitions: int32(nparts)}
+	}
+	all := func(n int) []Member {
+		ms := make([]Member, n)
+		for i := range ms {
+			// Each member its own copy, as decoded from its heartbeat.
+			ms[i] = Member{ID: fmt.Sprintf("member-%05d", i), Topics: slices.Clone(names)}
+		}
+		return ms
+	}
+	in := benchInput{g: g}
+	in.g.members = all(nmembers)
+	before := g
+	switch shape {
+	case "join":
+		before.members = all(nmembers - 1)
+	case "leave":
+		before.members = all(nmembers + 1)
+		// The member that leaves is in the middle of the order.
+		in.g.members = slices.Delete(slices.Clone(before.members), nmembers/2, nmembers/2+1)
+	}
+	if shape != "scratch" {
+		var err error
+		if in.prev, err = Uniform().Assign(before.members, before.topics, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	benchCache[key] = in
+	return in
+}
+
+func benchUniform(b *testing.B, ntopics, nparts, nmembers int) {
+	for _, shape := range []string{"scratch", "join", "leave"} {
+		b.Run(shape, func(b *testing.B) {
+			in := benchGroup(b, shape, ntopics, nparts, nmembers)
+			a := Uniform()
+			var p Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if p, err = a.Assign(in.g.members, in.g.topics, in.prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var counts []int
+			for _, m := range in.g.members {
+				counts = append(counts, count(p, m.ID))
+			}
+			b.ReportMetric(float64(slices.Max(counts)-slices.Min(counts)), "spread")
+			if in.prev != nil {
+				b.ReportMetric(float64(moved(in.prev, p)), "moved")
+				b.ReportMetric(float64(minMovedHomogeneous(in.g, in.prev)), "min-moved")
+			}
+		})
+	}
+}
+
+// BenchmarkUniform1M: 1,000 topics x 1,000 partitions and 2,000 members
+// (the goal: at most 100 ms). Run with -benchtime=5x.
+func BenchmarkUniform1M(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large benchmark skipped in -short mode")
+	}
+	benchUniform(b, 1000, 1000, 2000)
+}
+
+// BenchmarkUniform100k: 100 topics x 1,000 partitions and 10,000 members
+// (the goal: at most 50 ms).
+func BenchmarkUniform100k(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large benchmark skipped in -short mode")
+	}
+	benchUniform(b, 100, 1000, 10000)
+}
+
+// BenchmarkRange1M: range on the 1M-partition group, for comparison.
+func BenchmarkRange1M(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large benchmark skipped in -short mode")
+	}
+	in := benchGroup(b, "scratch", 1000, 1000, 2000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Range().Assign(in.g.members, in.g.topics, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
