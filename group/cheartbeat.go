@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/consumer/serverassign"
 )
 
@@ -56,16 +57,6 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 		return
 	}
 	h := &hbReq{req: req, c: c, now: now}
-	if req.Topics != nil {
-		h.owned = tpset{}
-		for _, tp := range req.Topics {
-			if topic, ok := s.cfg.Topics.LookupID(tp.TopicID); ok {
-				for _, p := range tp.Partitions {
-					h.owned.add(topic.Name, p)
-				}
-			}
-		}
-	}
 	var code int16
 	var msg string
 	var m *cmember
@@ -240,6 +231,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && cg != nil && len(cg.members) >= s.cfg.ConsumerMaxSize {
 		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
 	}
+	h.owned = s.resolveOwned(r, m)
 	if m != nil && r.MemberEpoch > 0 {
 		if code := checkMemberEpoch(m, r.MemberEpoch, h.owned); code != ErrNone {
 			return nil, nil, code, "The consumer group member has a smaller member epoch than expected."
@@ -288,6 +280,42 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	g.reconcile(h, m)
 	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
 	return g, m, ErrNone, ""
+}
+
+// resolveOwned returns the request's owned partitions (TopicPartitions) by
+// topic name, nil when the request sent null ("unchanged"). A topic id the
+// catalog no longer knows (the topic was deleted) still resolves if the
+// member holds partitions of a topic with that id: cohort derives topic ids
+// from names, so a topic deleted and created again has the same id, and the
+// member must keep counting as the holder of the old partitions until it
+// stops listing them, or they could reach a new owner while it still works
+// on them.
+func (s *Shard) resolveOwned(r *kmsg.ConsumerGroupHeartbeatRequest, m *cmember) tpset {
+	if r.Topics == nil {
+		return nil
+	}
+	owned := tpset{}
+	for _, tp := range r.Topics {
+		name := ""
+		if topic, ok := s.cfg.Topics.LookupID(tp.TopicID); ok {
+			name = topic.Name
+		} else if m != nil {
+			for _, held := range []tpset{m.assigned, m.pending} {
+				for t := range held {
+					if catalog.TopicID(t) == tp.TopicID {
+						name = t
+					}
+				}
+			}
+		}
+		if name == "" {
+			continue
+		}
+		for _, p := range tp.Partitions {
+			owned.add(name, p)
+		}
+	}
+	return owned
 }
 
 // checkMemberEpoch fences a heartbeat whose epoch does not match the
