@@ -264,3 +264,38 @@ func TestC65_GroupStuckInRebalanceDueToNonJoinedStaticMember(t *testing.T) {
 		}
 	}
 }
+
+// TestStaticSessionRestartsWhenParkedSyncIsAnswered: a static follower's
+// session runs out while its SyncGroup is parked (parked members count as
+// alive); the leader then disappears, the rebalance answers the follower's
+// SyncGroup REBALANCE_IN_PROGRESS, and the follower never returns. Its
+// session must restart with that answer, as Kafka restarts every member's
+// session when it answers them: otherwise nothing ever evicts it and the
+// group stays in PreparingRebalance forever.
+func TestStaticSessionRestartsWhenParkedSyncIsAnswered(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.staticGroup(2)
+	// Both rejoin: a new generation, b syncs first and parks.
+	ta := h.join("g", jo{instance: "a", member: ids["a"], protos: protos("range", "changed")})
+	tb := h.join("g", jo{instance: "b", member: ids["b"]})
+	ra, rb := h.joinResp(ta), h.joinResp(tb)
+	sb := h.sync("g", rb.MemberID, rb.Generation, nil, "b")
+	h.notAnswered(sb)
+	// a heartbeats for a while, b waits (its 10 s session expires while
+	// parked), then a goes silent and is evicted at 15 s + 10 s.
+	for i := 0; i < 3; i++ {
+		h.advance(5 * time.Second)
+		h.heartbeat("g", ra.MemberID, ra.Generation, "a")
+	}
+	h.advance(11 * time.Second)
+	if h.resp(sb) == nil {
+		t.Fatal("b's SyncGroup was not answered")
+	}
+	// b never comes back: within its session timeout of the answer, it is
+	// evicted and the group ends Empty.
+	h.advance(11 * time.Second)
+	g := h.s.Group("g")
+	if g.State() != Empty || len(g.MemberIDs()) != 0 {
+		t.Fatalf("group %v with members %v, want Empty", g.State(), g.MemberIDs())
+	}
+}

@@ -362,6 +362,12 @@ func (g *Group) prepareRebalance(now time.Time, out *Output) {
 			if m.sync != nil {
 				out.reply(m.sync.t, syncError(m.sync.v, ErrRebalanceInProgress))
 				m.sync = nil
+				// Its session may have run out while it waited (a parked
+				// member counts as alive): it starts afresh now that it
+				// has an answer, as Kafka does, or an absent static
+				// member could hold the group in PreparingRebalance
+				// forever.
+				g.s.arm(m.session, now.Add(m.sessionTimeout))
 			}
 		}
 	}

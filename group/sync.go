@@ -93,6 +93,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 				if m.sync != nil {
 					out.reply(m.sync.t, syncError(m.sync.v, code))
 					m.sync = nil
+					g.s.arm(m.session, now.Add(m.sessionTimeout)) // see prepareRebalance
 				}
 			}
 			g.prepareRebalance(now, out)
