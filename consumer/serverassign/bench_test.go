@@ -22,9 +22,15 @@ var (
 )
 
 func benchGroup(b *testing.B, shape string, ntopics, nparts, nmembers int) benchInput {
+	return benchGroupRacks(b, shape, ntopics, nparts, nmembers, false)
+}
+
+// benchGroupRacks is benchGroup; with racks, members are spread over three
+// racks and every partition has replicas in two of them.
+func benchGroupRacks(b *testing.B, shape string, ntopics, nparts, nmembers int, racks bool) benchInput {
 	benchMu.Lock()
 	defer benchMu.Unlock()
-	key := fmt.Sprint(shape, ntopics, nparts, nmembers)
+	key := fmt.Sprint(shape, ntopics, nparts, nmembers, racks)
 	if in, ok := benchCache[key]; ok {
 		return in
 	}
@@ -34,13 +40,24 @@ func benchGroup(b *testing.B, shape string, ntopics, nparts, nmembers int) bench
 	for i := 0; i < ntopics; i++ {
 		n := fmt.Sprintf("topic-%04d", i)
 		names = append(names, n)
-		g.topics[n] = Topic{Name: n, Partitions: int32(nparts)}
+		t := Topic{Name: n, Partitions: int32(nparts)}
+		if racks {
+			pairs := [][]string{{"r0", "r1"}, {"r1", "r2"}, {"r0", "r2"}}
+			t.Racks = make([][]string, nparts)
+			for p := range t.Racks {
+				t.Racks[p] = pairs[(i+p)%3]
+			}
+		}
+		g.topics[n] = t
 	}
 	all := func(n int) []Member {
 		ms := make([]Member, n)
 		for i := range ms {
 			// Each member its own copy, as decoded from its heartbeat.
 			ms[i] = Member{ID: fmt.Sprintf("member-%05d", i), Topics: slices.Clone(names)}
+			if racks {
+				ms[i].Rack = fmt.Sprintf("r%d", i%3)
+			}
 		}
 		return ms
 	}
@@ -65,10 +82,10 @@ func benchGroup(b *testing.B, shape string, ntopics, nparts, nmembers int) bench
 	return in
 }
 
-func benchUniform(b *testing.B, ntopics, nparts, nmembers int) {
+func benchUniform(b *testing.B, ntopics, nparts, nmembers int, racks bool) {
 	for _, shape := range []string{"scratch", "join", "leave"} {
 		b.Run(shape, func(b *testing.B) {
-			in := benchGroup(b, shape, ntopics, nparts, nmembers)
+			in := benchGroupRacks(b, shape, ntopics, nparts, nmembers, racks)
 			a := Uniform()
 			var p Plan
 			b.ReportAllocs()
@@ -87,6 +104,9 @@ func benchUniform(b *testing.B, ntopics, nparts, nmembers int) {
 				b.ReportMetric(float64(moved(in.prev, p)), "moved")
 				b.ReportMetric(float64(minMovedHomogeneous(in.g, in.prev)), "min-moved")
 			}
+			if racks {
+				b.ReportMetric(float64(local(in.g, p))/float64(len(owner(p))), "local-share")
+			}
 		})
 	}
 }
@@ -97,7 +117,7 @@ func BenchmarkUniform1M(b *testing.B) {
 	if testing.Short() {
 		b.Skip("large benchmark skipped in -short mode")
 	}
-	benchUniform(b, 1000, 1000, 2000)
+	benchUniform(b, 1000, 1000, 2000, false)
 }
 
 // BenchmarkUniform100k: 100 topics x 1,000 partitions and 10,000 members
@@ -106,7 +126,17 @@ func BenchmarkUniform100k(b *testing.B) {
 	if testing.Short() {
 		b.Skip("large benchmark skipped in -short mode")
 	}
-	benchUniform(b, 100, 1000, 10000)
+	benchUniform(b, 100, 1000, 10000, false)
+}
+
+// BenchmarkUniformRacks1M: the 1M-partition group over three racks, each
+// partition with replicas in two of them (rack-local placement possible
+// for every partition).
+func BenchmarkUniformRacks1M(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large benchmark skipped in -short mode")
+	}
+	benchUniform(b, 1000, 1000, 2000, true)
 }
 
 // BenchmarkRange1M: range on the 1M-partition group, for comparison.

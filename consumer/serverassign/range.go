@@ -36,50 +36,90 @@ func (rangeAssignor) Assign(members []Member, topics map[string]Topic, _ Plan) (
 	}
 	slices.SortFunc(order, func(i, j int) int { return kafkaOrder(&members[i], &members[j]) })
 
-	// Subscribers of every existing, non-empty topic, in member order.
-	subs := make(map[string][]int)
-	for _, i := range order {
+	// Every existing, non-empty topic some member subscribes to, by name
+	// (C50: the others give no error and no assignment), with its
+	// subscribers in member order. Consecutive members with the same list
+	// share one resolution of it.
+	index := map[string]int{}
+	var names []string
+	resolved := make([][]int, len(order)) // per position in order
+	for k, i := range order {
+		if k > 0 && slices.Equal(members[i].Topics, members[order[k-1]].Topics) {
+			resolved[k] = resolved[k-1]
+			continue
+		}
+		var ts []int
 		for _, t := range members[i].Topics {
 			if md, ok := topics[t]; !ok || md.Partitions <= 0 {
-				continue // C50: no error, no assignment
-			}
-			if s := subs[t]; len(s) == 0 || s[len(s)-1] != i {
-				subs[t] = append(s, i)
-			}
-		}
-	}
-	names := make([]string, 0, len(subs))
-	total := 0
-	for t := range subs {
-		names = append(names, t)
-		total += int(topics[t].Partitions)
-	}
-	slices.Sort(names)
-
-	plan := make(Plan, len(members))
-	for _, m := range members {
-		plan[m.ID] = map[string][]int32{}
-	}
-	buf := make([]int32, 0, total)
-	for _, t := range names {
-		p, list := int(topics[t].Partitions), subs[t]
-		n := len(list)
-		per, extra := p/n, p%n
-		next := int32(0)
-		for k, i := range list {
-			size := per
-			if k < extra {
-				size++
-			}
-			if size == 0 {
 				continue
 			}
-			start := len(buf)
-			for j := 0; j < size; j++ {
-				buf = append(buf, next)
-				next++
+			x, ok := index[t]
+			if !ok {
+				x = len(names)
+				index[t] = x
+				names = append(names, t)
 			}
-			plan[members[i].ID][t] = buf[start:len(buf):len(buf)]
+			if !slices.Contains(ts, x) {
+				ts = append(ts, x)
+			}
+		}
+		resolved[k] = ts
+	}
+	nsubs := make([]int, len(names))
+	for _, ts := range resolved {
+		for _, x := range ts {
+			nsubs[x]++
+		}
+	}
+	// gets[k] counts the topics the member at position k receives
+	// partitions of, to size its map once.
+	gets := make([]int, len(order))
+	seen := make([]int, len(names))
+	parts := make([]int, len(names))
+	total := 0
+	for x, t := range names {
+		parts[x] = int(topics[t].Partitions)
+		total += parts[x]
+	}
+	for k, ts := range resolved {
+		for _, x := range ts {
+			if seen[x] < parts[x] {
+				gets[k]++
+			}
+			seen[x]++
+		}
+	}
+	plan := make(Plan, len(members))
+	byPos := make([]map[string][]int32, len(order))
+	for k, i := range order {
+		byPos[k] = make(map[string][]int32, gets[k])
+		plan[members[i].ID] = byPos[k]
+	}
+	// Contiguous ranges: subscriber j of n gets [start, start+size).
+	clear(seen)
+	buf := make([]int32, total)
+	off := 0
+	base := make([]int, len(names))
+	for x := range names {
+		base[x] = off
+		for p := range parts[x] {
+			buf[off+p] = int32(p)
+		}
+		off += parts[x]
+	}
+	for k, ts := range resolved {
+		for _, x := range ts {
+			j, n, p := seen[x], nsubs[x], parts[x]
+			seen[x]++
+			per, extra := p/n, p%n
+			start, size := per*j+min(j, extra), per
+			if j < extra {
+				size++
+			}
+			if size > 0 {
+				lo := base[x] + start
+				byPos[k][names[x]] = buf[lo : lo+size : lo+size]
+			}
 		}
 	}
 	return plan, nil

@@ -101,7 +101,7 @@ func (p *problem) materializeRacks(s *solver, racks [][][]string) map[string]ass
 				}
 			}
 		}
-		h.reset()
+		h.reset(c.n)
 		for k, m := range c.members {
 			a := c.arcStart + k
 			if take := s.x[a] - min(s.x[a], s.o[a]); take > 0 {
@@ -140,8 +140,12 @@ type handover struct {
 	masks []uint64 // parts[i]'s replica racks among the takers' racks
 }
 
-func (h *handover) reset() {
+// reset empties h for a class of n partitions.
+func (h *handover) reset(n int) {
 	h.takers, h.takes, h.rackOf, h.racks = h.takers[:0], h.takes[:0], h.rackOf[:0], h.racks[:0]
+	if cap(h.parts) < n {
+		h.parts, h.masks = make([]int32, 0, n), make([]uint64, 0, n)
+	}
 	h.parts, h.masks = h.parts[:0], h.masks[:0]
 	clear(h.index)
 }
@@ -226,7 +230,16 @@ func (h *handover) distribute(give func(m, part int32)) {
 
 	// Partitions matched to rack r, in order; then the unmatched ones.
 	bucket := make([][]int32, nr)
-	var rest []int32
+	matched := 0
+	for r := range bucket {
+		n := 0
+		for g := range gmask {
+			n += flow[g*nr+r]
+		}
+		bucket[r] = make([]int32, 0, n)
+		matched += n
+	}
+	rest := make([]int32, 0, len(h.parts)-matched)
 	for i, part := range h.parts {
 		g := group[i]
 		if g < 0 {
