@@ -11,11 +11,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cohort-dev/cohort/consumer/serverassign"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/principal"
@@ -132,6 +134,10 @@ type serveFlags struct {
 	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim  string
 	sessionLife, failDelay                                   time.Duration
 	superUsers, bootstrapUser                                string
+	consumerSession, consumerHeartbeat                       time.Duration
+	consumerAssignors                                        string
+	consumerMaxSize                                          int
+	assignors                                                []string // --consumer-assignors, checked by parse
 }
 
 func newServeFlags() *serveFlags {
@@ -171,6 +177,12 @@ func newServeFlags() *serveFlags {
 	num(&s.maxSize, "group-max-size", 0, "most members a group may have (0 = unlimited)")
 	dur(&s.retention, "offsets-retention", d.OffsetsRetention, "how long committed offsets are kept (KIP-211 rules)")
 	dur(&s.retentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed")
+
+	section("Consumer groups (KIP-848 consumer protocol)")
+	dur(&s.consumerSession, "consumer-session-timeout", d.ConsumerSessionTimeout, "how long a consumer-protocol member lives without a heartbeat (set by the coordinator; above --consumer-heartbeat-interval)")
+	dur(&s.consumerHeartbeat, "consumer-heartbeat-interval", d.ConsumerHeartbeatInterval, "heartbeat interval given to consumer-protocol members")
+	str(&s.consumerAssignors, "consumer-assignors", strings.Join(d.ConsumerAssignors, ","), "server-side assignors members may ask for, comma-separated, the first the default: "+strings.Join(serverassign.Names(), ", "))
+	num(&s.consumerMaxSize, "consumer-group-max-size", 0, "most members a consumer-protocol group may have (0 = unlimited)")
 
 	section("Security")
 	str(&s.listeners, "listeners", "", "comma-separated PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://<--listen>)")
@@ -310,7 +322,50 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if s.minSession > s.maxSession {
 		return fmt.Errorf("--min-session-timeout %s is above --max-session-timeout %s", shortDuration(s.minSession), shortDuration(s.maxSession))
 	}
+	return s.checkConsumer()
+}
+
+// checkConsumer checks the consumer-protocol flags: a heartbeat interval
+// below the session timeout (as Kafka requires), both positive, and
+// assignor names that serverassign knows, each once (kept in lower case,
+// as members name them).
+func (s *serveFlags) checkConsumer() error {
+	if s.consumerHeartbeat <= 0 || s.consumerSession <= 0 {
+		return fmt.Errorf("--consumer-session-timeout and --consumer-heartbeat-interval must be positive")
+	}
+	if s.consumerSession <= s.consumerHeartbeat {
+		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
+			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))
+	}
+	s.assignors = nil
+	for _, name := range strings.Split(s.consumerAssignors, ",") {
+		name = strings.ToLower(strings.TrimSpace(name))
+		if _, ok := serverassign.ByName(name); !ok {
+			return fmt.Errorf("--consumer-assignors %q: unknown assignor %q: want some of %s", s.consumerAssignors, name,
+				strings.Join(serverassign.Names(), ", "))
+		}
+		if slices.Contains(s.assignors, name) {
+			return fmt.Errorf("--consumer-assignors %q: %s is named twice", s.consumerAssignors, name)
+		}
+		s.assignors = append(s.assignors, name)
+	}
 	return nil
+}
+
+// groupConfig is the group coordinator's configuration from the flags
+// (after parse).
+func (s *serveFlags) groupConfig() group.Config {
+	cfg := group.Defaults()
+	cfg.MinSessionTimeout = s.minSession
+	cfg.MaxSessionTimeout = s.maxSession
+	cfg.InitialRebalanceDelay = s.initialDelay
+	cfg.OffsetsRetention = s.retention
+	cfg.MaxSize = s.maxSize
+	cfg.ConsumerSessionTimeout = s.consumerSession
+	cfg.ConsumerHeartbeatInterval = s.consumerHeartbeat
+	cfg.ConsumerAssignors = s.assignors
+	cfg.ConsumerMaxSize = s.consumerMaxSize
+	return cfg
 }
 
 func serve(args []string) error {
@@ -319,14 +374,9 @@ func serve(args []string) error {
 		s.usage(os.Stderr)
 		return nil
 	} else if err != nil {
-		return err
+		return usageError{err}
 	}
-	cfg := group.Defaults()
-	cfg.MinSessionTimeout = s.minSession
-	cfg.MaxSessionTimeout = s.maxSession
-	cfg.InitialRebalanceDelay = s.initialDelay
-	cfg.OffsetsRetention = s.retention
-	cfg.MaxSize = s.maxSize
+	cfg := s.groupConfig()
 	sec := &node.SecurityConfig{
 		SessionLifetime:           s.sessionLife,
 		FailedAuthDelay:           s.failDelay,

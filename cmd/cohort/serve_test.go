@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -105,10 +106,55 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, []string{"COHORT_MAX_SESSION_TIMEOUT", "7d"}, `$COHORT_MAX_SESSION_TIMEOUT "7d": want a duration`},
 		{nil, []string{"COHORT_GROUP_MAX_SIZE", "many"}, `$COHORT_GROUP_MAX_SIZE "many": want an integer`},
+		{[]string{"--consumer-session-timeout", "5s"}, nil, "--consumer-session-timeout 5s must be above --consumer-heartbeat-interval 5s"},
+		{[]string{"--consumer-heartbeat-interval", "1m"}, nil, "--consumer-session-timeout 45s must be above --consumer-heartbeat-interval 1m"},
+		{[]string{"--consumer-heartbeat-interval", "0s"}, nil, "must be positive"},
+		{[]string{"--consumer-assignors", "uniform,sticky"}, nil, `unknown assignor "sticky": want some of uniform, range`},
+		{[]string{"--consumer-assignors", ""}, nil, `unknown assignor ""`},
+		{[]string{"--consumer-assignors", "range,Range"}, nil, "range is named twice"},
+		{[]string{"--consumer-group-max-size", "-1"}, nil, "--consumer-group-max-size -1"},
+		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("args %q env %q: error %v, want one containing %q", c.args, c.env, err, c.want)
+		}
+	}
+}
+
+// TestServeConsumerFlags: the consumer-protocol flags reach group.Config,
+// their defaults are Kafka's, assignor names are kept in lower case in the
+// order given, and a bad combination is a usage error (exit 2) on one line.
+func TestServeConsumerFlags(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	s := newServeFlags()
+	if err := s.parse(nil, noEnv); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.groupConfig()
+	if cfg.ConsumerSessionTimeout != 45*time.Second || cfg.ConsumerHeartbeatInterval != 5*time.Second ||
+		!slices.Equal(cfg.ConsumerAssignors, []string{"uniform", "range"}) || cfg.ConsumerMaxSize != 0 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	s = newServeFlags()
+	err := s.parse([]string{"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms",
+		"--consumer-assignors", " Range , uniform", "--consumer-group-max-size", "7"}, noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = s.groupConfig()
+	if cfg.ConsumerSessionTimeout != 10*time.Second || cfg.ConsumerHeartbeatInterval != 500*time.Millisecond ||
+		!slices.Equal(cfg.ConsumerAssignors, []string{"range", "uniform"}) || cfg.ConsumerMaxSize != 7 {
+		t.Fatalf("set: %+v", cfg)
+	}
+	c := cli{t: t}
+	for _, args := range [][]string{
+		{"serve", "--consumer-session-timeout", "1s", "--consumer-heartbeat-interval", "1s"},
+		{"serve", "--consumer-assignors", "uniform,cooperative-sticky"},
+	} {
+		_, errOut, code := c.run(args...)
+		if code != exitUsage || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "cohort: --consumer-") {
+			t.Errorf("%q: exit %d, stderr %q; want exit 2 and one line about the flag", args, code, errOut)
 		}
 	}
 }
