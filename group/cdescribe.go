@@ -57,7 +57,10 @@ func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.
 		}
 		dm.Assignment = s.describeSet(both)
 		dm.TargetAssignment = s.describeSet(cg.target[m.id])
-		dm.MemberType = 1 // a consumer-protocol member (0 would be classic)
+		dm.MemberType = 1 // a consumer-protocol member
+		if m.classic != nil {
+			dm.MemberType = 0 // a classic member of a mixed group
+		}
 		d.Members = append(d.Members, dm)
 	}
 	return d
@@ -98,7 +101,12 @@ func (g *Group) validateConsumerCommit(req *kmsg.OffsetCommitRequest) int16 {
 	if m == nil {
 		return ErrUnknownMemberID
 	}
-	if req.Version < 9 {
+	stale := ErrStaleMemberEpoch
+	if m.classic != nil {
+		// A classic member commits with its generation, at any version,
+		// and is told ILLEGAL_GENERATION as in a classic group.
+		stale = ErrIllegalGeneration
+	} else if req.Version < 9 {
 		return ErrUnsupportedVersion
 	}
 	e := req.Generation
@@ -106,13 +114,13 @@ func (g *Group) validateConsumerCommit(req *kmsg.OffsetCommitRequest) int16 {
 	case e == m.epoch:
 		return ErrNone
 	case e > m.epoch:
-		return ErrStaleMemberEpoch
+		return stale
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
 			at, ok := m.assignedAt[topicPartition{t.Topic, p.Partition}]
 			if !ok || at > e {
-				return ErrStaleMemberEpoch
+				return stale
 			}
 		}
 	}

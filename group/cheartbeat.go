@@ -32,6 +32,9 @@ type hbReq struct {
 	owned tpset
 	// subscriptionChanged: an existing member changed its subscription.
 	subscriptionChanged bool
+	// out receives replies to other requests a change answers (parked
+	// classic requests of a group being converted).
+	out *Output
 }
 
 // emit replays r at once and keeps it for the write.
@@ -56,7 +59,7 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 		fail(code, msg)
 		return
 	}
-	h := &hbReq{req: req, c: c, now: now}
+	h := &hbReq{req: req, c: c, now: now, out: out}
 	var code int16
 	var msg string
 	var m *cmember
@@ -190,9 +193,14 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	case r.MemberEpoch > 0 && (g == nil || g.cg == nil):
 		return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " not found."
 	case g != nil && g.cg == nil && len(g.members) > 0:
-		// A classic group with members: online upgrade is not served
-		// (yet), as with Kafka's migration policy "disabled".
-		return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " is not a consumer group."
+		// A classic group with members: online upgrade, if allowed.
+		if why := g.upgradeRefusal(); why != "" {
+			return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " cannot become a consumer group: " + why + "."
+		}
+		if r.MemberEpoch != epochJoining {
+			return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " not found."
+		}
+		g.upgradeToConsumer(h)
 	}
 	var cg *consumerGroup
 	if g != nil && g.cg != nil {
@@ -255,7 +263,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	}
 	cg = g.cg
 	if replaced != nil {
-		m = g.replaceStaticConsumer(h, replaced)
+		m = g.replaceStaticConsumer(h, replaced, r.MemberID)
 	}
 	isNew := m == nil
 	if isNew {
@@ -280,6 +288,24 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	g.reconcile(h, m)
 	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
 	return g, m, ErrNone, ""
+}
+
+// memberUpdate is what a classic JoinGroup sets on its member.
+type memberUpdate struct {
+	instanceID, rack string
+	rebalance        time.Duration
+	names            []string
+	classic          *classicMeta
+}
+
+// applyMemberUpdate stores a classic member's JoinGroup fields (see
+// storeMember).
+func (g *Group) applyMemberUpdate(h *hbReq, m *cmember, isNew bool, u memberUpdate) bool {
+	next := *m
+	next.clientID, next.clientHost = h.c.ID, h.c.Host
+	next.instanceID, next.rack, next.rebalanceTimeout, next.names, next.classic = u.instanceID, u.rack, u.rebalance, u.names, u.classic
+	next.regex, next.assignor = "", ""
+	return g.storeMember(h, m, &next, isNew)
 }
 
 // resolveOwned returns the request's owned partitions (TopicPartitions) by
@@ -347,7 +373,6 @@ func checkMemberEpoch(m *cmember, epoch int32, owned tpset) int16 {
 // subscription, a changed subscription, or a changed preferred assignor.
 func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
 	r := h.req
-	cg := g.cg
 	next := *m
 	next.clientID, next.clientHost = h.c.ID, h.c.Host
 	if r.InstanceID != nil {
@@ -370,15 +395,25 @@ func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
 	if r.ServerAssignor != nil {
 		next.assignor = *r.ServerAssignor
 	}
+	next.classic = nil
+	return g.storeMember(h, m, &next, isNew)
+}
+
+// storeMember writes next as m's metadata if it differs (a new member also
+// gets its empty current assignment) and reports whether the group epoch
+// must be bumped: a new member with a subscription, a changed subscription,
+// or a changed preferred assignor.
+func (g *Group) storeMember(h *hbReq, m, next *cmember, isNew bool) bool {
+	cg := g.cg
 	subChanged := !slices.Equal(next.names, m.names) || next.regex != m.regex
 	changed := isNew || subChanged || next.instanceID != m.instanceID || next.rack != m.rack ||
 		next.rebalanceTimeout != m.rebalanceTimeout || next.assignor != m.assignor ||
-		next.clientID != m.clientID || next.clientHost != m.clientHost
+		next.clientID != m.clientID || next.clientHost != m.clientHost || !sameClassic(next.classic, m.classic)
 	if !changed {
 		return false
 	}
 	before := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
-	g.emit(h, cMemberRec(g.id, &next))
+	g.emit(h, cMemberRec(g.id, next))
 	if isNew {
 		g.emit(h, cCurrentRec(g.id, next.id, &ccurrent{epoch: epochJoining, prevEpoch: epochJoining, state: mStable,
 			assigned: tpset{}, pending: tpset{}, assignedAt: map[topicPartition]int32{}}))

@@ -46,6 +46,10 @@ type Config struct {
 	// (group.consumer.assignors); the first is the default. Default
 	// uniform, range.
 	ConsumerAssignors []string
+	// ConsumerMigrationPolicy decides whether groups move between the
+	// classic and the consumer protocol (group.consumer.migration.policy):
+	// bidirectional (default), upgrade, downgrade or disabled.
+	ConsumerMigrationPolicy string
 	// Topics is the topic metadata consumer groups are assigned from (the
 	// catalog). Nil means no topics.
 	Topics Topics
@@ -93,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConsumerHeartbeatInterval == 0 {
 		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
+	}
+	if c.ConsumerMigrationPolicy == "" {
+		c.ConsumerMigrationPolicy = MigrationBidirectional
 	}
 	if len(c.ConsumerAssignors) == 0 {
 		c.ConsumerAssignors = d.ConsumerAssignors

@@ -10,7 +10,7 @@ import (
 // Consumer-protocol (KIP-848) conformance tests. Each test names the item of
 // docs/kip848.md's checklist it shows (C1...).
 
-func TestC3C5C6C7C8C9Validation(t *testing.T) {
+func TestKIP848_C3C5C6C7C8C9Validation(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 3})
 	str := func(s string) *string { return &s }
 	cases := []struct {
@@ -46,7 +46,7 @@ func TestC3C5C6C7C8C9Validation(t *testing.T) {
 	expectCode(t, "C7 names []", h.cg(hb{member: "m-empty", names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
 }
 
-func TestC4C10C11C12JoinAndUnknown(t *testing.T) {
+func TestKIP848_C4C10C11C12JoinAndUnknown(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	// C4: a v0 join without a member id is given one.
 	r := h.cg(hb{member: "", v0: true, names: []string{"a"}, owned: tpset{}})
@@ -69,7 +69,7 @@ func TestC4C10C11C12JoinAndUnknown(t *testing.T) {
 
 // TestC13C14C15Fencing: epochs above the member's, or below it other than
 // a lost-answer retry at the previous epoch, are fenced and write nothing.
-func TestC13C14C15Fencing(t *testing.T) {
+func TestKIP848_C13C14C15Fencing(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r1 := h.cgJoin("m1", "a")
 	e1 := r1.MemberEpoch
@@ -115,7 +115,7 @@ func TestC13C14C15Fencing(t *testing.T) {
 
 // TestC16FencedRejoin: a member rejoining with its id at epoch 0 gets its
 // full assignment at its current epoch.
-func TestC16FencedRejoin(t *testing.T) {
+func TestKIP848_C16FencedRejoin(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 3})
 	r := h.cgJoin("m1", "a")
 	want := assigned(r)
@@ -129,7 +129,7 @@ func TestC16FencedRejoin(t *testing.T) {
 // TestC17C18C19Answers: a repeated full heartbeat changes nothing and gets
 // the same answer; a keepalive gets no assignment; pending partitions are
 // never in an answer.
-func TestC17C18C19Answers(t *testing.T) {
+func TestKIP848_C17C18C19Answers(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r := h.cgJoin("m1", "a")
 	e := r.MemberEpoch
@@ -160,7 +160,7 @@ func TestC17C18C19Answers(t *testing.T) {
 // TestC20C21C22C23Revocation: the second member gets the moved partitions
 // only after the first stops listing them; null owned never completes a
 // revocation; the receiver picks them up at its next heartbeat.
-func TestC20C21C22C23Revocation(t *testing.T) {
+func TestKIP848_C20C21C22C23Revocation(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r1 := h.cgJoin("m1", "a")
 	e1 := r1.MemberEpoch
@@ -209,7 +209,7 @@ func TestC20C21C22C23Revocation(t *testing.T) {
 
 // TestC25C26RebalanceTimeout: a member that does not revoke in time is
 // fenced and the epoch bumps; its keepalives do not restart the timer.
-func TestC25C26RebalanceTimeout(t *testing.T) {
+func TestKIP848_C25C26RebalanceTimeout(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r1 := h.cg(hb{member: "m1", names: []string{"a"}, owned: tpset{}, rebalance: 10000})
 	h.cgJoin("m2", "a")
@@ -229,7 +229,7 @@ func TestC25C26RebalanceTimeout(t *testing.T) {
 }
 
 // TestC27SessionTimeout: a silent member is removed after 45 s.
-func TestC27SessionTimeout(t *testing.T) {
+func TestKIP848_C27SessionTimeout(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	h.cgJoin("m1", "a")
 	r2 := h.cgJoin("m2", "a")
@@ -253,7 +253,7 @@ func TestC27SessionTimeout(t *testing.T) {
 
 // TestC28Unsubscribe: unsubscribing a topic moves its partitions to pending
 // revocation at once.
-func TestC28Unsubscribe(t *testing.T) {
+func TestKIP848_C28Unsubscribe(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2, "b": 2})
 	r := h.cgJoin("m1", "a", "b")
 	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, names: []string{"a"}, owned: set("a", 0, 1).union(set("b", 0, 1))})
@@ -268,7 +268,7 @@ func TestC28Unsubscribe(t *testing.T) {
 
 // TestC29C30C32C33C34StaticMembers covers -2 leaves, replacement, and the
 // instance-id checks.
-func TestC29C30C32C33C34StaticMembers(t *testing.T) {
+func TestKIP848_C29C30C32C33C34StaticMembers(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	inst := "i1"
 	r := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
@@ -305,7 +305,7 @@ func TestC29C30C32C33C34StaticMembers(t *testing.T) {
 // TestC31StaticLeaveWithoutInstance: Kafka requires the InstanceId of a -2
 // leave; cohort accepts one without it from a static member's id (franz-go
 // sends it that way) and refuses it from a dynamic member.
-func TestC31StaticLeaveWithoutInstance(t *testing.T) {
+func TestKIP848_C31StaticLeaveWithoutInstance(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	inst := "i1"
 	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
@@ -319,7 +319,7 @@ func TestC31StaticLeaveWithoutInstance(t *testing.T) {
 }
 
 // TestC36C56C57Leave: -1 leaves remove and bump; unknown ones are refused.
-func TestC36C56C57Leave(t *testing.T) {
+func TestKIP848_C36C56C57Leave(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	inst := "i1"
 	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
@@ -345,7 +345,7 @@ func TestC36C56C57Leave(t *testing.T) {
 
 // TestC37MaxSize: a full group refuses new members but takes a returning
 // static instance.
-func TestC37MaxSize(t *testing.T) {
+func TestKIP848_C37MaxSize(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 2 })
 	inst := "i1"
 	h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
@@ -357,7 +357,7 @@ func TestC37MaxSize(t *testing.T) {
 
 // TestC38C39C40C41Bumps: subscription and topic changes bump the epoch;
 // rack and timeout changes and unrelated topics do not.
-func TestC38C39C40C41Bumps(t *testing.T) {
+func TestKIP848_C38C39C40C41Bumps(t *testing.T) {
 	h, cat := newCH(t, map[string]int32{"a": 2, "b": 2})
 	r := h.cgJoin("m1", "a")
 	e := func() int32 { return h.cgroup("cg").epoch }
@@ -401,7 +401,7 @@ func TestC38C39C40C41Bumps(t *testing.T) {
 
 // TestC42States: Empty, Assigning (not observable between requests: the
 // target is computed in the same heartbeat), Reconciling, Stable.
-func TestC42States(t *testing.T) {
+func TestKIP848_C42States(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r := h.cgJoin("m1", "a")
 	if s := h.cgroup("cg").state(); s != "Stable" {
@@ -421,7 +421,7 @@ func TestC42States(t *testing.T) {
 
 // TestC44PreferredAssignor: the group runs the assignor most members ask
 // for; uniform when none does.
-func TestC44PreferredAssignor(t *testing.T) {
+func TestKIP848_C44PreferredAssignor(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	h.cgJoin("m1", "a")
 	if a := h.cgroup("cg").preferredAssignor(h.s.cfg.ConsumerAssignors); a != "uniform" {
@@ -436,7 +436,7 @@ func TestC44PreferredAssignor(t *testing.T) {
 
 // TestC51C52C53C54Regex: regex subscriptions match whole names, pick up
 // later topics, and "" means none.
-func TestC51C52C53C54Regex(t *testing.T) {
+func TestKIP848_C51C52C53C54Regex(t *testing.T) {
 	h, cat := newCH(t, map[string]int32{"foo1": 1, "xfoo1": 1})
 	bad := "("
 	expectCode(t, "C51", h.cg(hb{member: "m1", regex: &bad, owned: tpset{}}).ErrorCode, ErrInvalidRegularExpression)
@@ -461,7 +461,7 @@ func TestC51C52C53C54Regex(t *testing.T) {
 
 // TestC58C59C60Describe: ConsumerGroupDescribe shows state, epochs,
 // assignor, members with assignment (pending included) and target.
-func TestC58C59C60Describe(t *testing.T) {
+func TestKIP848_C58C59C60Describe(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	r := h.cgJoin("m1", "a")
 	h.cgJoin("m2", "a")
@@ -493,7 +493,7 @@ func TestC58C59C60Describe(t *testing.T) {
 
 // TestC61C62ListAndDescribeGroups: ListGroups v5 types and filters;
 // DescribeGroups answers a consumer group as missing.
-func TestC61C62ListAndDescribeGroups(t *testing.T) {
+func TestKIP848_C61C62ListAndDescribeGroups(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 1})
 	h.cgJoin("m1", "a")
 	req := kmsg.NewPtrListGroupsRequest()
@@ -543,7 +543,7 @@ func (h *h) consumerCommit(v int16, member string, epoch int32, topic string, ps
 
 // TestC63C64C65C66C67C68C69Commits: OffsetCommit fencing by member epoch
 // with KIP-1251's per-partition epochs.
-func TestC63C64C65C66C67C68C69Commits(t *testing.T) {
+func TestKIP848_C63C64C65C66C67C68C69Commits(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	expectCode(t, "C69", h.consumerCommit(9, "m1", 0, "a", 0), ErrGroupIDNotFound)
 	r := h.cgJoin("m1", "a")
@@ -588,7 +588,7 @@ func TestC63C64C65C66C67C68C69Commits(t *testing.T) {
 
 // TestC71C72C73Fetch: OffsetFetch v9 checks the member epoch exactly;
 // commits do not extend a consumer member's session.
-func TestC71C72C73Fetch(t *testing.T) {
+func TestKIP848_C71C72C73Fetch(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 1})
 	r := h.cgJoin("m1", "a")
 	fetch := func(member *string, epoch int32, group string) int16 {
@@ -620,7 +620,7 @@ func TestC71C72C73Fetch(t *testing.T) {
 // TestC74C75RetentionAndDeletes: unsubscribed topics' offsets expire while
 // the group is Stable; subscribed ones do not; a non-empty consumer group
 // cannot be deleted and a subscribed topic's offsets cannot be deleted.
-func TestC74C75RetentionAndDeletes(t *testing.T) {
+func TestKIP848_C74C75RetentionAndDeletes(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 1, "b": 1}, func(c *Config) { c.OffsetsRetention = time.Hour })
 	r := h.cgJoin("m1", "a")
 	h.consumerCommit(9, "m1", r.MemberEpoch, "a", 0)
@@ -653,11 +653,78 @@ func TestC74C75RetentionAndDeletes(t *testing.T) {
 	expectCode(t, "C75 offset delete", h.resp(tk).(*kmsg.OffsetDeleteResponse).Topics[0].Partitions[0].ErrorCode, ErrGroupSubscribedToTopic)
 }
 
-// TestC76C78C79C84ClassicInterop: a consumer join converts an empty classic
-// group (offsets stay) and is refused by a classic group with members; a
-// classic join is refused by a consumer group with members and turns an
-// empty one classic.
-func TestC76C78C79C84ClassicInterop(t *testing.T) {
+// subscription is a classic consumer-protocol subscription (v1) of topics
+// owning owned.
+func subscription(owned tpset, topics ...string) []byte {
+	md := kmsg.NewConsumerMemberMetadata()
+	md.Version, md.Topics = 1, topics
+	for _, t := range owned.topics() {
+		op := kmsg.NewConsumerMemberMetadataOwnedPartition()
+		op.Topic, op.Partitions = t, owned[t]
+		md.OwnedPartitions = append(md.OwnedPartitions, op)
+	}
+	return md.AppendTo(nil)
+}
+
+// classicStable forms a Stable classic consumer group "cg" of members c1,
+// c2 on topic a (4 partitions), c1 given a/0,1 and c2 a/2,3, and returns
+// their member ids and the generation.
+func (h *h) classicStable() (string, string, int32) {
+	h.t.Helper()
+	meta := string(subscription(nil, "a"))
+	r1 := h.joinResp(h.newMember("cg", jo{client: "c1", protos: protos("range", meta)}))
+	id1 := r1.MemberID
+	t2 := h.newMember("cg", jo{client: "c2", protos: protos("range", meta)})
+	t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)})
+	r1, r2 := h.joinResp(t1), h.joinResp(t2)
+	leader, gen := r1.LeaderID, r1.Generation
+	assign := map[string]string{
+		r1.MemberID: string(encodeAssignment(set("a", 0, 1), []byte(meta))),
+		r2.MemberID: string(encodeAssignment(set("a", 2, 3), []byte(meta))),
+	}
+	var ts []Ticket
+	for _, id := range []string{r1.MemberID, r2.MemberID} {
+		var a map[string]string
+		if id == leader {
+			a = assign
+		}
+		ts = append(ts, h.sync("cg", id, gen, a))
+	}
+	for _, tk := range ts {
+		expectCode(h.t, "classic sync", h.syncResp(tk).ErrorCode, ErrNone)
+	}
+	return r1.MemberID, r2.MemberID, gen
+}
+
+// classicRejoin runs a classic member's JoinGroup and SyncGroup in a
+// consumer-protocol group, owning owned, and returns the assignment it got
+// and its generation.
+func (h *h) classicRejoin(id, client string, owned tpset) (tpset, int32) {
+	h.t.Helper()
+	meta := string(subscription(owned, "a"))
+	jr := h.joinResp(h.join("cg", jo{member: id, client: client, protos: protos("range", meta)}))
+	expectCode(h.t, "classic join into consumer group", jr.ErrorCode, ErrNone)
+	if jr.LeaderID != "" || len(jr.Members) != 0 || jr.ProtocolType == nil || *jr.ProtocolType != "consumer" {
+		h.t.Fatalf("C80: join answer %+v", jr)
+	}
+	if m := h.cmember("cg", id); m == nil || jr.Generation != m.epoch {
+		h.t.Fatalf("C80: generation %d is not the member epoch", jr.Generation)
+	}
+	sr := h.syncResp(h.sync("cg", id, jr.Generation, map[string]string{id: "ignored"}))
+	if sr.ErrorCode != ErrNone {
+		return nil, jr.Generation
+	}
+	got, ok := parseAssignment(sr.MemberAssignment)
+	if !ok {
+		h.t.Fatalf("C80: SyncGroup assignment %x does not parse", sr.MemberAssignment)
+	}
+	return got, jr.Generation
+}
+
+// TestC76C84ConvertEmptyGroups: a consumer join converts an empty classic
+// group (offsets stay); a classic join turns an empty consumer group
+// classic.
+func TestKIP848_C76C84ConvertEmptyGroups(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"t": 1, "a": 1})
 	h.commit("cg", "", -1, 2, map[string]int64{"t": 42})
 	expectCode(t, "C76", h.cgJoin("m1", "a").ErrorCode, ErrNone)
@@ -667,24 +734,116 @@ func TestC76C78C79C84ClassicInterop(t *testing.T) {
 	if d := h.checkReload(); d != "" {
 		t.Fatalf("C76 reload: %s", d)
 	}
-	// C79: classic join into a consumer group with members.
-	tk := h.join("cg", jo{member: "", protos: protos("range", "x"), v: 3})
-	expectCode(t, "C79", h.joinResp(tk).ErrorCode, ErrInconsistentProtocol)
-	// C84: once empty, a classic join makes it classic.
 	h.cg(hb{member: "m1", epoch: -1})
-	tk = h.join("cg", jo{member: "", protos: protos("range", "x"), v: 3})
+	tk := h.join("cg", jo{member: "", protos: protos("range", string(subscription(nil, "a"))), v: 3})
 	expectCode(t, "C84", h.joinResp(tk).ErrorCode, ErrNone)
 	if g := h.s.Group("cg"); g.cg != nil || !g.hasOffset(topicPartition{"t", 0}) {
 		t.Fatal("C84: not classic, or the offsets were lost")
 	}
-	// C78: a consumer join into a classic group with members.
-	expectCode(t, "C78", h.cgJoin("m2", "a").ErrorCode, ErrGroupIDNotFound)
+}
+
+// TestC77C80C81C82C83OnlineMigration: a consumer-protocol member joins a
+// live classic group (upgrade): the classic members keep their partitions,
+// are told to rejoin, rejoin through JoinGroup/SyncGroup served from the
+// consumer group's state, and end up sharing the partitions with the new
+// member without any partition in two hands; when the consumer-protocol
+// member leaves, the group turns classic again and rebalances (downgrade).
+func TestKIP848_C77C80C81C82C83OnlineMigration(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	id1, id2, gen := h.classicStable()
+	h.commit("cg", id1, gen, 9, map[string]int64{"a": 7})
+	r := h.cgJoin("n1", "a")
+	expectCode(t, "C77 upgrade", r.ErrorCode, ErrNone)
+	g := h.s.Group("cg")
+	if g.cg == nil || !g.hasOffset(topicPartition{"a", 0}) {
+		t.Fatal("C77: not converted, or offsets lost")
+	}
+	if m := h.cmember("cg", id1); m == nil || m.classic == nil || !m.assigned.equal(set("a", 0, 1)) || m.epoch != gen {
+		t.Fatalf("C77: classic member after upgrade: %+v", m)
+	}
+	if got := assigned(r); got.size() != 0 {
+		t.Fatalf("C77: the new member got %v while the classic members hold everything", got)
+	}
+	h.checkNoDoubleOwner("cg")
+	// C82: the classic members are told to rejoin.
+	expectCode(t, "C82", h.heartbeat("cg", id1, gen), ErrRebalanceInProgress)
+	// C81: a SyncGroup at another generation.
+	expectCode(t, "C81", h.syncResp(h.sync("cg", id1, gen+5, nil)).ErrorCode, ErrIllegalGeneration)
+	// Both rejoin, owning what they had (cooperative): each keeps what the
+	// target leaves it and revokes the rest, then rejoins again.
+	owned := map[string]tpset{id1: set("a", 0, 1), id2: set("a", 2, 3)}
+	for round := 0; round < 3; round++ {
+		for _, id := range []string{id1, id2} {
+			got, _ := h.classicRejoin(id, "c", owned[id])
+			if got != nil {
+				owned[id] = got // it revokes what it lost; keeps and adds the rest
+			}
+			h.checkNoDoubleOwner("cg")
+		}
+		r = h.cg(hb{member: "n1", epoch: h.cmember("cg", "n1").epoch, owned: h.cmember("cg", "n1").assigned.clone()})
+		h.checkNoDoubleOwner("cg")
+	}
+	cg := h.cgroup("cg")
+	if cg.state() != "Stable" || h.cmember("cg", "n1").assigned.size() == 0 {
+		t.Fatalf("mixed group did not settle: %s, n1 %v", cg.state(), h.cmember("cg", "n1").assigned)
+	}
+	total := owned[id1].size() + owned[id2].size() + h.cmember("cg", "n1").assigned.size()
+	if total != 4 || overlaps(owned[id1], owned[id2]) || overlaps(owned[id1], h.cmember("cg", "n1").assigned) {
+		t.Fatalf("partitions: c1 %v c2 %v n1 %v", owned[id1], owned[id2], h.cmember("cg", "n1").assigned)
+	}
+	d := h.s.DescribeConsumerGroup("cg", 1, false)
+	types := map[int8]int{}
+	for _, m := range d.Members {
+		types[m.MemberType]++
+	}
+	if types[0] != 2 || types[1] != 1 {
+		t.Fatalf("C59: member types %v", types)
+	}
+	if dr := h.checkReload(); dr != "" {
+		t.Fatalf("mixed group reload: %s", dr)
+	}
+	// C83: the consumer-protocol member leaves: the group turns classic and
+	// rebalances; the classic members rejoin the classic way.
+	h.cg(hb{member: "n1", epoch: -1})
+	g = h.s.Group("cg")
+	if g.cg != nil || g.State() != PreparingRebalance || len(g.MemberIDs()) != 2 {
+		t.Fatalf("C83: after the last consumer member left: consumer %v state %v members %v", g.cg != nil, g.State(), g.MemberIDs())
+	}
+	if !g.hasOffset(topicPartition{"a", 0}) {
+		t.Fatal("C83: offsets lost")
+	}
+	meta := string(subscription(owned[id1], "a"))
+	t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)})
+	t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", string(subscription(owned[id2], "a")))})
+	r1, r2 := h.joinResp(t1), h.joinResp(t2)
+	expectCode(t, "C83 rejoin", r1.ErrorCode, ErrNone)
+	if r1.Generation <= cg.epoch-1 || r2.Generation != r1.Generation {
+		t.Fatalf("C83: classic generation %d/%d after group epoch %d", r1.Generation, r2.Generation, cg.epoch)
+	}
+}
+
+// TestC78C79MigrationRefused: upgrades and mixed joins that Kafka refuses.
+func TestKIP848_C78C79MigrationRefused(t *testing.T) {
+	for _, policy := range []string{MigrationDisabled, MigrationDowngrade} {
+		h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.ConsumerMigrationPolicy = policy })
+		h.classicStable()
+		expectCode(t, "C78 policy "+policy, h.cgJoin("n1", "a").ErrorCode, ErrGroupIDNotFound)
+	}
+	// A group whose protocol type is not consumer.
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	h.joinResp(h.newMember("cg", jo{ptype: "connect", protos: protos("x", "y")}))
+	expectCode(t, "C78 protocol type", h.cgJoin("n1", "a").ErrorCode, ErrGroupIDNotFound)
+	// C79: classic join into a consumer group with members, policy disabled.
+	h, _ = newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.ConsumerMigrationPolicy = MigrationDisabled })
+	h.cgJoin("n1", "a")
+	tk := h.join("cg", jo{member: "", protos: protos("range", string(subscription(nil, "a"))), v: 3})
+	expectCode(t, "C79", h.joinResp(tk).ErrorCode, ErrInconsistentProtocol)
 }
 
 // TestC85ReplayRestores: a shard reloaded from the store has the same
 // members, epochs, states, targets and assignment epochs, and its timers
 // run again.
-func TestC85ReplayRestores(t *testing.T) {
+func TestKIP848_C85ReplayRestores(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4, "b": 2})
 	r := h.cgJoin("m1", "a", "b")
 	inst := "i"

@@ -137,8 +137,16 @@ type cmember struct {
 	// accepted for a partition given at or before that epoch).
 	assignedAt map[topicPartition]int32
 
+	// classic is set for a member that speaks the classic protocol
+	// (JoinGroup/SyncGroup/Heartbeat) in a consumer-protocol group.
+	classic *classicMeta
+
 	session   *timer
 	rebalance *timer
+	// classicTimer fences a classic member that does not send its
+	// SyncGroup after a JoinGroup, or its JoinGroup after being told to
+	// rejoin, within its rebalance timeout.
+	classicTimer *timer
 	// rebalanceEpoch is the member epoch when the rebalance timer was armed:
 	// it fences the member only if it has not advanced since.
 	rebalanceEpoch int32

@@ -209,15 +209,36 @@ func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
 	if len(cg.members) == 0 {
 		g.emit(h, cTMetaRec(g.id, cg.epoch))
 	}
+	g.maybeDowngrade(h)
+}
+
+// onClassicTimer fences a classic member of a consumer-protocol group that
+// did not send the SyncGroup or JoinGroup it owed in time.
+func (g *Group) onClassicTimer(now time.Time, m *cmember, out *Output) {
+	if g.cg == nil || g.cg.members[m.id] != m {
+		return
+	}
+	h := &hbReq{now: now, out: out}
+	g.fenceConsumerMember(h, m)
+	g.s.writeApplied(out, h.recs, g.logFailure("rejoin timeout of "+m.id))
+}
+
+// sessionTimeout is how long m lives without a heartbeat: its own classic
+// session timeout, or the coordinator's consumer session timeout.
+func (g *Group) sessionTimeout(m *cmember) time.Duration {
+	if m.classic != nil {
+		return m.classic.session
+	}
+	return g.s.cfg.ConsumerSessionTimeout
 }
 
 // replaceStaticConsumer hands a static member that left with epoch -2 over
 // to the member joining with its instance id: the new member id inherits
 // its subscription, target and partitions, at epoch 0.
-func (g *Group) replaceStaticConsumer(h *hbReq, old *cmember) *cmember {
+func (g *Group) replaceStaticConsumer(h *hbReq, old *cmember, newID string) *cmember {
 	cg := g.cg
 	next := *old
-	next.id = h.req.MemberID
+	next.id = newID
 	target := cg.target[old.id].clone()
 	cur := &ccurrent{epoch: epochJoining, prevEpoch: epochJoining, state: old.state, assigned: old.assigned.clone(),
 		pending: old.pending.clone(), assignedAt: maps.Clone(old.assignedAt)}
@@ -237,7 +258,7 @@ func (g *Group) onConsumerSessionExpired(now time.Time, m *cmember, out *Output)
 	if g.cg == nil || g.cg.members[m.id] != m {
 		return
 	}
-	h := &hbReq{now: now}
+	h := &hbReq{now: now, out: out}
 	g.fenceConsumerMember(h, m)
 	g.s.writeApplied(out, h.recs, g.logFailure("session expiry of "+m.id))
 }
@@ -248,7 +269,7 @@ func (g *Group) onConsumerRebalanceExpired(now time.Time, m *cmember, out *Outpu
 	if g.cg == nil || g.cg.members[m.id] != m || m.epoch != m.rebalanceEpoch || m.state != mUnrevoked {
 		return
 	}
-	h := &hbReq{now: now}
+	h := &hbReq{now: now, out: out}
 	g.fenceConsumerMember(h, m)
 	g.s.writeApplied(out, h.recs, g.logFailure("rebalance timeout of "+m.id))
 }

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Consumer-protocol group records (version 0). Keys (after the kind byte,
@@ -39,6 +41,7 @@ type cmeta struct {
 	rebalanceTimeout                       time.Duration
 	names                                  []string
 	regex, assignor                        string
+	classic                                *classicMeta // nil for consumer-protocol members
 }
 
 // ccurrent is a current-assignment record's value.
@@ -142,6 +145,16 @@ func (r *rec) encodeConsumer() Record {
 		}
 		v = appendString(v, m.regex)
 		v = appendString(v, m.assignor)
+		if m.classic == nil {
+			v = binary.AppendUvarint(v, 0)
+		} else {
+			v = binary.AppendUvarint(v, uint64(len(m.classic.protocols))+1)
+			v = binary.BigEndian.AppendUint32(v, uint32(m.classic.session.Milliseconds()))
+			for _, p := range m.classic.protocols {
+				v = appendString(v, p.Name)
+				v = appendBytes(v, p.Metadata)
+			}
+		}
 	case keyCTarget:
 		v = appendSet(v, c.target, nil)
 	case keyCCurrent:
@@ -193,6 +206,18 @@ func decodeConsumer(key, value []byte) (rec, error) {
 		}
 		m.regex = vr.string()
 		m.assignor = vr.string()
+		if n := vr.uvarint(); n > 0 && !vr.err {
+			if n-1 > uint64(len(vr.b)) {
+				vr.err = true
+				break
+			}
+			m.classic = &classicMeta{session: time.Duration(vr.u32()) * time.Millisecond}
+			for i := uint64(0); i < n-1 && !vr.err; i++ {
+				name := vr.string()
+				meta := append([]byte(nil), vr.bytes()...)
+				m.classic.protocols = append(m.classic.protocols, kmsg.JoinGroupRequestProtocol{Name: name, Metadata: meta})
+			}
+		}
 		c.meta = m
 	case keyCTarget:
 		c.target = vr.set(nil)
@@ -248,6 +273,9 @@ func (s *Shard) replayConsumer(r *rec) {
 	case keyCGroup:
 		if r.del {
 			g.cg = nil
+			if len(g.members) > 0 {
+				return // turned classic (a downgrade): the classic state stays
+			}
 			g.protocolType = ""
 			if len(g.offsets) == 0 && len(g.inflight) == 0 {
 				delete(s.groups, r.group)
@@ -281,6 +309,7 @@ func (s *Shard) replayConsumer(r *rec) {
 		meta := c.meta
 		m.instanceID, m.rack, m.clientID, m.clientHost = meta.instanceID, meta.rack, meta.clientID, meta.clientHost
 		m.rebalanceTimeout, m.names, m.regex, m.assignor = meta.rebalanceTimeout, meta.names, meta.regex, meta.assignor
+		m.classic = meta.classic
 		cg.indexMember(m, +1)
 		if m.instanceID != "" {
 			cg.static[m.instanceID] = m.id
@@ -317,6 +346,7 @@ func (g *Group) consumerMember(id string) *cmember {
 	m := &cmember{id: id, assigned: tpset{}, pending: tpset{}, assignedAt: map[topicPartition]int32{}}
 	m.session = newTimer(func(now time.Time, out *Output) { g.onConsumerSessionExpired(now, m, out) })
 	m.rebalance = newTimer(func(now time.Time, out *Output) { g.onConsumerRebalanceExpired(now, m, out) })
+	m.classicTimer = newTimer(func(now time.Time, out *Output) { g.onClassicTimer(now, m, out) })
 	cg.members[id] = m
 	cg.insertID(id)
 	return m
@@ -332,6 +362,7 @@ func (g *Group) removeConsumerMember(m *cmember) {
 	}
 	g.s.cancel(m.session)
 	g.s.cancel(m.rebalance)
+	g.s.cancel(m.classicTimer)
 	delete(cg.members, m.id)
 	delete(cg.target, m.id)
 	cg.removeID(m.id)
@@ -354,7 +385,7 @@ func cTargetRec(group, member string, target tpset) rec {
 func cMemberRec(group string, m *cmember) rec {
 	return rec{kind: keyCMember, group: group, c: &crec{member: m.id, meta: &cmeta{instanceID: m.instanceID, rack: m.rack,
 		clientID: m.clientID, clientHost: m.clientHost, rebalanceTimeout: m.rebalanceTimeout,
-		names: m.names, regex: m.regex, assignor: m.assignor}}}
+		names: m.names, regex: m.regex, assignor: m.assignor, classic: m.classic}}}
 }
 
 func cCurrentRec(group, member string, cur *ccurrent) rec {

@@ -34,10 +34,8 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 	g := s.groups[req.Group]
 	if g != nil && g.cg != nil {
 		if len(g.cg.members) > 0 {
-			// Classic members in a consumer-protocol group (mixed
-			// groups) are not served yet: Kafka's answer under the
-			// migration policy "disabled".
-			fail(ErrInconsistentProtocol, req.MemberID)
+			// A classic member of a consumer-protocol group (mixed).
+			s.classicJoinToConsumer(now, t, c, req, out, g)
 			return
 		}
 		// An empty consumer group becomes a classic group; its offsets stay.

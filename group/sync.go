@@ -21,6 +21,10 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 		return
 	}
 	g := s.groups[req.Group]
+	if g != nil && g.cg != nil {
+		s.classicSyncToConsumer(now, t, req, out, g)
+		return
+	}
 	if g == nil || g.state == Empty {
 		fail(ErrUnknownMemberID)
 		return
@@ -153,6 +157,9 @@ func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
 	if g.state == Dead {
 		return ErrCoordinatorNotAvailable
 	}
+	if g.cg != nil {
+		return s.classicHeartbeatToConsumer(now, req, g)
+	}
 	m, code := g.validateMember(req.MemberID, strOr(req.InstanceID))
 	if code != ErrNone {
 		return code
@@ -194,9 +201,12 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 	for _, id := range ids {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
-		if g == nil {
+		switch {
+		case g == nil:
 			rm.ErrorCode = ErrUnknownMemberID
-		} else {
+		case g.cg != nil:
+			rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
+		default:
 			rm.ErrorCode = g.leave(now, id.MemberID, strOr(id.InstanceID), out)
 		}
 		r.Members = append(r.Members, rm)

@@ -1,0 +1,524 @@
+package group
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Migration between the classic and the consumer protocol (Kafka's
+// group.consumer.migration.policy): a consumer-protocol member joining a
+// classic consumer group converts it (upgrade); classic members joining a
+// consumer-protocol group are served from its state (mixed group); when the
+// last consumer-protocol member leaves a mixed group, it turns classic again
+// (downgrade). Offsets are never touched: they belong to the group id.
+
+// Migration policies (group.consumer.migration.policy).
+const (
+	MigrationBidirectional = "bidirectional"
+	MigrationUpgrade       = "upgrade"
+	MigrationDowngrade     = "downgrade"
+	MigrationDisabled      = "disabled"
+)
+
+func (s *Shard) upgradeAllowed() bool {
+	p := strings.ToLower(s.cfg.ConsumerMigrationPolicy)
+	return p == MigrationBidirectional || p == MigrationUpgrade
+}
+
+func (s *Shard) downgradeAllowed() bool {
+	p := strings.ToLower(s.cfg.ConsumerMigrationPolicy)
+	return p == MigrationBidirectional || p == MigrationDowngrade
+}
+
+// classicMeta is what a classic member of a consumer-protocol group keeps of
+// its JoinGroup: its session timeout and its protocols (for the SyncGroup
+// answer's format and a later downgrade).
+type classicMeta struct {
+	session   time.Duration
+	protocols []kmsg.JoinGroupRequestProtocol
+}
+
+// parseSubscription decodes a consumer-protocol subscription (JoinGroup
+// metadata): topics, owned partitions and rack.
+func parseSubscription(b []byte) (*kmsg.ConsumerMemberMetadata, bool) {
+	var md kmsg.ConsumerMemberMetadata
+	if err := md.ReadFrom(b); err != nil {
+		return nil, false
+	}
+	return &md, true
+}
+
+// parseAssignment decodes a consumer-protocol assignment into a tpset; ok is
+// false if it does not decode or carries user data (a custom assignor's
+// state, which a server-side assignor would lose: Kafka refuses to upgrade
+// such a group).
+func parseAssignment(b []byte) (tpset, bool) {
+	set := tpset{}
+	if len(b) == 0 {
+		return set, true
+	}
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(b); err != nil || len(a.UserData) > 0 {
+		return nil, false
+	}
+	for _, t := range a.Topics {
+		for _, p := range t.Partitions {
+			set.add(t.Topic, p)
+		}
+	}
+	return set, true
+}
+
+// encodeAssignment is a consumer-protocol assignment of set, in the
+// ConsumerProtocol version of the subscription metadata (at most 3).
+func encodeAssignment(set tpset, metadata []byte) []byte {
+	a := kmsg.NewConsumerMemberAssignment()
+	if md, ok := parseSubscription(metadata); ok {
+		a.Version = min(md.Version, 3)
+	}
+	for _, t := range set.topics() {
+		at := kmsg.NewConsumerMemberAssignmentTopic()
+		at.Topic, at.Partitions = t, slices.Clone(set[t])
+		a.Topics = append(a.Topics, at)
+	}
+	return a.AppendTo(nil)
+}
+
+// upgradeRefusal says why a classic group with members cannot become a
+// consumer-protocol group ("" if it can): the policy, a protocol type other
+// than consumer, too many members, or a subscription or assignment Kafka's
+// server-side assignors cannot take over.
+func (g *Group) upgradeRefusal() string {
+	s := g.s
+	switch {
+	case !s.upgradeAllowed():
+		return "the migration policy does not allow upgrades"
+	case g.protocolType != "consumer":
+		return "its protocol type is " + g.protocolType
+	case s.cfg.ConsumerMaxSize > 0 && len(g.members) >= s.cfg.ConsumerMaxSize:
+		return "it has too many members"
+	}
+	for _, m := range g.members {
+		meta := m.metadataFor(g.protocol)
+		if g.protocol == "" && len(m.protocols) > 0 {
+			meta = m.protocols[0].Metadata
+		}
+		if _, ok := parseSubscription(meta); !ok {
+			return "a member's subscription does not parse"
+		}
+		if _, ok := parseAssignment(m.assignment); !ok {
+			return "a member's assignment carries user data or does not parse"
+		}
+	}
+	return ""
+}
+
+// upgradeToConsumer turns a classic consumer group with members into a
+// consumer-protocol group: parked JoinGroup and SyncGroup requests are
+// answered REBALANCE_IN_PROGRESS; the group epoch and target epoch start at
+// the generation; each member becomes a classic member of the new group,
+// STABLE at that epoch with its last assignment as current and target, and
+// keeps its session. The joiner that triggered it then bumps the epoch, so
+// the classic members' next heartbeat tells them to rejoin.
+func (g *Group) upgradeToConsumer(h *hbReq) {
+	type snap struct {
+		m         *member
+		sub       *kmsg.ConsumerMemberMetadata
+		assigned  tpset
+		protocols []kmsg.JoinGroupRequestProtocol // dropMember forgets them
+	}
+	var members []snap
+	for _, m := range g.members {
+		meta := m.metadataFor(g.protocol)
+		if g.protocol == "" && len(m.protocols) > 0 {
+			meta = m.protocols[0].Metadata
+		}
+		sub, _ := parseSubscription(meta)
+		assigned, _ := parseAssignment(m.assignment)
+		members = append(members, snap{m, sub, assigned, cloneProtocols(m.protocols)})
+	}
+	gen := g.generation
+	for _, sn := range members {
+		m := sn.m
+		if m.join != nil {
+			h.out.reply(m.join.t, joinError(m.join.v, ErrRebalanceInProgress, m.id))
+			m.join = nil
+			g.awaiting--
+		}
+		if m.sync != nil {
+			h.out.reply(m.sync.t, syncError(m.sync.v, ErrRebalanceInProgress))
+			m.sync = nil
+		}
+		g.dropMember(m, h.out)
+	}
+	for id, pt := range g.pending {
+		g.s.cancel(pt)
+		delete(g.pending, id)
+	}
+	g.s.cancel(g.joinTimer)
+	g.s.cancel(g.syncTimer)
+	g.state, g.protocol, g.leader, g.generation = Empty, "", "", 0
+	g.emit(h, cGroupRec(g.id, gen, 0))
+	if g.persisted {
+		g.emit(h, groupTombstone(g.id))
+	}
+	g.emit(h, cTMetaRec(g.id, gen))
+	for _, sn := range members {
+		m := sn.m
+		cm := &cmember{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost,
+			rebalanceTimeout: m.rebalanceTimeout, names: subscriptionNames(sn.sub), rack: strOr(sn.sub.Rack),
+			classic: &classicMeta{session: m.sessionTimeout, protocols: sn.protocols}}
+		g.emit(h, cMemberRec(g.id, cm))
+		g.emit(h, cTargetRec(g.id, m.id, sn.assigned.clone()))
+		at := map[topicPartition]int32{}
+		for t, ps := range sn.assigned {
+			for _, p := range ps {
+				at[topicPartition{t, p}] = gen
+			}
+		}
+		g.emit(h, cCurrentRec(g.id, m.id, &ccurrent{epoch: gen, prevEpoch: gen, state: mStable,
+			assigned: sn.assigned, pending: tpset{}, assignedAt: at}))
+		g.s.arm(g.cg.members[m.id].session, h.now.Add(m.sessionTimeout))
+	}
+}
+
+func subscriptionNames(sub *kmsg.ConsumerMemberMetadata) []string {
+	if sub == nil {
+		return []string{}
+	}
+	names := slices.Clone(sub.Topics)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// classicJoinToConsumer serves a JoinGroup into a consumer-protocol group
+// with members: the classic member is kept with its subscription (from its
+// first protocol's metadata) and reconciled like a consumer-protocol member
+// (the partitions its subscription says it owns count as its owned list).
+// It is answered at once with its member epoch as generation, no leader and
+// no member list; its SyncGroup then returns its assignment.
+func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *kmsg.JoinGroupRequest, out *Output, g *Group) {
+	v := req.Version
+	fail := func(code int16, memberID string) { out.reply(t, joinError(v, code, memberID)) }
+	cg := g.cg
+	if strings.ToLower(s.cfg.ConsumerMigrationPolicy) == MigrationDisabled || req.ProtocolType != "consumer" || len(req.Protocols) == 0 {
+		fail(ErrInconsistentProtocol, req.MemberID)
+		return
+	}
+	// Every classic member must support a protocol this member lists.
+	common := false
+	for _, p := range req.Protocols {
+		ok := true
+		for _, id := range cg.ids {
+			if cm := cg.members[id]; cm.classic != nil && cm.id != req.MemberID && !hasProtocol(cm.classic.protocols, p.Name) {
+				ok = false
+			}
+		}
+		common = common || ok
+	}
+	sub, parsed := parseSubscription(req.Protocols[0].Metadata)
+	if !common || !parsed {
+		fail(ErrInconsistentProtocol, req.MemberID)
+		return
+	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
+	if session < s.cfg.MinSessionTimeout || session > s.cfg.MaxSessionTimeout {
+		fail(ErrInvalidSessionTimeout, req.MemberID)
+		return
+	}
+	instance := strOr(req.InstanceID)
+	var m, replaced *cmember
+	switch {
+	case instance != "":
+		if owner, ok := cg.static[instance]; ok {
+			if owner == req.MemberID {
+				m = cg.members[owner]
+			} else if req.MemberID != "" {
+				fail(ErrFencedInstanceID, req.MemberID)
+				return
+			} else {
+				replaced = cg.members[owner]
+			}
+		} else if req.MemberID != "" {
+			fail(ErrUnknownMemberID, req.MemberID)
+			return
+		}
+	case req.MemberID == "" && v >= 4:
+		fail(ErrMemberIDRequired, s.newMemberID(c.ID))
+		return
+	case req.MemberID != "":
+		if m = cg.members[req.MemberID]; m == nil {
+			fail(ErrUnknownMemberID, req.MemberID)
+			return
+		}
+	}
+	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && len(cg.members) >= s.cfg.ConsumerMaxSize {
+		fail(ErrGroupMaxSizeReached, "")
+		return
+	}
+	h := &hbReq{c: c, now: now, out: out, owned: tpset{}}
+	for _, op := range sub.OwnedPartitions {
+		for _, p := range op.Partitions {
+			h.owned.add(op.Topic, p)
+		}
+	}
+	if replaced != nil {
+		m = g.replaceStaticConsumer(h, replaced, req.MemberID)
+	}
+	isNew := m == nil
+	if isNew {
+		id := req.MemberID
+		if id == "" {
+			id = s.newMemberID(c.ID)
+		}
+		m = &cmember{id: id, epoch: epochJoining, assigned: tpset{}, pending: tpset{}}
+	}
+	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	if v == 0 || rebalance <= 0 {
+		rebalance = session
+	}
+	upd := memberUpdate{instanceID: instance, rack: strOr(sub.Rack), rebalance: rebalance, names: subscriptionNames(sub),
+		classic: &classicMeta{session: session, protocols: cloneProtocols(req.Protocols)}}
+	bump := g.applyMemberUpdate(h, m, isNew, upd)
+	if g.refreshMetadataHash() {
+		bump = true
+	}
+	if bump {
+		g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
+	}
+	if cg.assignEpoch < cg.epoch {
+		if code := g.computeTarget(h); code != ErrNone {
+			fail(ErrUnknownServer, req.MemberID)
+			return
+		}
+	}
+	m = cg.members[m.id]
+	g.reconcile(h, m)
+	s.arm(m.session, now.Add(session))
+	// A SyncGroup must follow within the rebalance timeout.
+	s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))
+	resp := joinError(v, ErrNone, m.id)
+	resp.Generation = m.epoch
+	ptype, proto := "consumer", req.Protocols[0].Name
+	resp.ProtocolType, resp.Protocol = &ptype, &proto
+	resp.LeaderID = ""
+	s.writeApplied(out, h.recs, func(_ time.Time, code int16, out *Output) {
+		if code != ErrNone {
+			out.reply(t, joinError(v, code, ""))
+			return
+		}
+		out.reply(t, resp)
+	})
+}
+
+// sameClassic reports whether two members' classic metadata are equal.
+func sameClassic(a, b *classicMeta) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.session != b.session || len(a.protocols) != len(b.protocols) {
+		return false
+	}
+	for i := range a.protocols {
+		if a.protocols[i].Name != b.protocols[i].Name || string(a.protocols[i].Metadata) != string(b.protocols[i].Metadata) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasProtocol(ps []kmsg.JoinGroupRequestProtocol, name string) bool {
+	for _, p := range ps {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// classicMember finds the classic member a SyncGroup, Heartbeat or
+// LeaveGroup names in a consumer-protocol group.
+func (cg *consumerGroup) classicMember(memberID, instanceID string) (*cmember, int16) {
+	if instanceID != "" {
+		owner, ok := cg.static[instanceID]
+		switch {
+		case !ok:
+			return nil, ErrUnknownMemberID
+		case owner != memberID:
+			return nil, ErrFencedInstanceID
+		}
+	}
+	m := cg.members[memberID]
+	if m == nil || m.classic == nil {
+		return nil, ErrUnknownMemberID
+	}
+	return m, ErrNone
+}
+
+// classicSyncToConsumer answers a classic member's SyncGroup in a
+// consumer-protocol group with its assignment (what it submits is
+// ignored), or REBALANCE_IN_PROGRESS when it is behind the target and has
+// nothing to revoke (it must rejoin).
+func (s *Shard) classicSyncToConsumer(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, out *Output, g *Group) {
+	cg := g.cg
+	m, code := cg.classicMember(req.MemberID, strOr(req.InstanceID))
+	switch {
+	case code != ErrNone:
+	case req.Generation != m.epoch:
+		code = ErrIllegalGeneration
+	case (req.ProtocolType != nil && *req.ProtocolType != "consumer") ||
+		(req.Protocol != nil && (len(m.classic.protocols) == 0 || *req.Protocol != m.classic.protocols[0].Name)):
+		code = ErrInconsistentProtocol
+	case cg.assignEpoch > m.epoch && m.state != mUnrevoked:
+		code = ErrRebalanceInProgress
+		s.arm(m.classicTimer, now.Add(m.rebalanceTimeout)) // it must rejoin in time
+	}
+	if code != ErrNone {
+		out.reply(t, syncError(req.Version, code))
+		return
+	}
+	s.cancel(m.classicTimer)
+	s.arm(m.session, now.Add(m.classic.session))
+	r := kmsg.NewPtrSyncGroupResponse()
+	r.Version = req.Version
+	ptype, proto := "consumer", m.classic.protocols[0].Name
+	r.ProtocolType, r.Protocol = &ptype, &proto
+	r.MemberAssignment = encodeAssignment(m.assigned, m.classic.protocols[0].Metadata)
+	out.reply(t, r)
+}
+
+// classicHeartbeatToConsumer answers a classic member's Heartbeat in a
+// consumer-protocol group: REBALANCE_IN_PROGRESS when it must rejoin (it is
+// behind the target, or must revoke, or partitions it waits for are free).
+func (s *Shard) classicHeartbeatToConsumer(now time.Time, req *kmsg.HeartbeatRequest, g *Group) int16 {
+	cg := g.cg
+	m, code := cg.classicMember(req.MemberID, strOr(req.InstanceID))
+	if code != ErrNone {
+		return code
+	}
+	if req.Generation != m.epoch {
+		return ErrIllegalGeneration
+	}
+	s.arm(m.session, now.Add(m.classic.session))
+	if m.epoch < cg.assignEpoch || m.state == mUnrevoked || (m.state == mUnreleased && g.awaitedFree(m)) {
+		if !m.classicTimer.armed() {
+			s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))
+		}
+		return ErrRebalanceInProgress
+	}
+	return ErrNone
+}
+
+// awaitedFree reports whether a partition m's target holds, that m does not
+// have yet, is now held by nobody.
+func (g *Group) awaitedFree(m *cmember) bool {
+	for t, ps := range g.cg.target[m.id] {
+		for _, p := range ps {
+			if !m.assigned.has(t, p) {
+				if _, held := g.cg.owner[topicPartition{t, p}]; !held {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// classicLeaveToConsumer removes the classic members a LeaveGroup names
+// from a consumer-protocol group (each with its own answer).
+func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID string, out *Output, g *Group) int16 {
+	cg := g.cg
+	var m *cmember
+	if memberID == "" && instanceID != "" {
+		// Admin removal by instance id.
+		if owner, ok := cg.static[instanceID]; ok {
+			m = cg.members[owner]
+		}
+		if m == nil {
+			return ErrUnknownMemberID
+		}
+	} else {
+		var code int16
+		if m, code = cg.classicMember(memberID, instanceID); code != ErrNone {
+			return code
+		}
+	}
+	h := &hbReq{now: now, out: out}
+	g.fenceConsumerMember(h, m)
+	s.writeApplied(out, h.recs, g.logFailure("leave of "+m.id))
+	return ErrNone
+}
+
+// maybeDowngrade turns a consumer-protocol group whose members are all
+// classic into a classic group, if the policy allows and the classic size
+// limit is respected: it becomes Stable at a generation equal to the group
+// epoch, with a protocol every member supports and the targets as
+// assignments, and prepares a rebalance at once so that the members rejoin
+// the classic way.
+func (g *Group) maybeDowngrade(h *hbReq) {
+	cg := g.cg
+	s := g.s
+	if cg == nil || len(cg.members) == 0 || !s.downgradeAllowed() || (s.cfg.MaxSize > 0 && len(cg.members) > s.cfg.MaxSize) {
+		return
+	}
+	for _, id := range cg.ids {
+		if cg.members[id].classic == nil {
+			return
+		}
+	}
+	// A protocol every member supports, in the first member's order.
+	first := cg.members[cg.ids[0]]
+	proto := ""
+	for _, p := range first.classic.protocols {
+		all := true
+		for _, id := range cg.ids {
+			all = all && hasProtocol(cg.members[id].classic.protocols, p.Name)
+		}
+		if all {
+			proto = p.Name
+			break
+		}
+	}
+	if proto == "" {
+		return
+	}
+	type snap struct {
+		m      *cmember
+		target tpset
+	}
+	var members []snap
+	for _, id := range cg.ids {
+		members = append(members, snap{cg.members[id], cg.target[id].clone()})
+	}
+	epoch := cg.epoch
+	for _, sn := range members {
+		g.emit(h, cTombstone(keyCCurrent, g.id, sn.m.id))
+		g.emit(h, cTombstone(keyCTarget, g.id, sn.m.id))
+		g.emit(h, cTombstone(keyCMember, g.id, sn.m.id))
+	}
+	g.emit(h, cTombstone(keyCTMeta, g.id, ""))
+	g.emit(h, cTombstone(keyCGroup, g.id, ""))
+	for _, sn := range members {
+		cm := sn.m
+		m := &member{id: cm.id, instanceID: cm.instanceID, clientID: cm.clientID, clientHost: cm.clientHost,
+			sessionTimeout: cm.classic.session, rebalanceTimeout: cm.rebalanceTimeout,
+			protocols: cloneProtocols(cm.classic.protocols)}
+		var meta []byte
+		for _, p := range cm.classic.protocols {
+			if p.Name == proto {
+				meta = p.Metadata
+			}
+		}
+		m.assignment = encodeAssignment(sn.target, meta)
+		g.addMember(m, "consumer")
+		s.arm(m.session, h.now.Add(m.sessionTimeout))
+	}
+	g.protocolType, g.protocol, g.generation, g.leader = "consumer", proto, epoch, g.members[0].id
+	g.transition(Stable, h.now)
+	g.updateSubscribed()
+	g.persistMetadata(h.out, nil)
+	g.prepareRebalance(h.now, h.out)
+}
