@@ -272,7 +272,20 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			m.id = s.newMemberID("")[1:]
 		}
 	}
-	bump := g.updateConsumerMember(h, m, isNew)
+	if code := g.bumpAndAssign(h, g.updateConsumerMember(h, m, isNew)); code != ErrNone {
+		return nil, nil, code, "Failed to compute the target assignment."
+	}
+	m = cg.members[m.id]
+	g.reconcile(h, m)
+	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
+	return g, m, ErrNone, ""
+}
+
+// bumpAndAssign bumps the group epoch if a member change asked for it
+// (bump) or the subscribed topics' metadata changed, and computes a new
+// target if the target is behind the group epoch.
+func (g *Group) bumpAndAssign(h *hbReq, bump bool) int16 {
+	cg := g.cg
 	if g.refreshMetadataHash() {
 		bump = true
 	}
@@ -280,14 +293,9 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
 	}
 	if cg.assignEpoch < cg.epoch {
-		if code := g.computeTarget(h); code != ErrNone {
-			return nil, nil, code, "Failed to compute the target assignment."
-		}
+		return g.computeTarget(h)
 	}
-	m = cg.members[m.id]
-	g.reconcile(h, m)
-	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
-	return g, m, ErrNone, ""
+	return ErrNone
 }
 
 // memberUpdate is what a classic JoinGroup sets on its member.

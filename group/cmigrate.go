@@ -282,18 +282,9 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 	}
 	upd := memberUpdate{instanceID: instance, rack: strOr(sub.Rack), rebalance: rebalance, names: subscriptionNames(sub),
 		classic: &classicMeta{session: session, protocols: cloneProtocols(req.Protocols)}}
-	bump := g.applyMemberUpdate(h, m, isNew, upd)
-	if g.refreshMetadataHash() {
-		bump = true
-	}
-	if bump {
-		g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
-	}
-	if cg.assignEpoch < cg.epoch {
-		if code := g.computeTarget(h); code != ErrNone {
-			fail(ErrUnknownServer, req.MemberID)
-			return
-		}
+	if code := g.bumpAndAssign(h, g.applyMemberUpdate(h, m, isNew, upd)); code != ErrNone {
+		fail(code, req.MemberID)
+		return
 	}
 	m = cg.members[m.id]
 	g.reconcile(h, m)

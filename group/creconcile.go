@@ -215,12 +215,18 @@ func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
 // onClassicTimer fences a classic member of a consumer-protocol group that
 // did not send the SyncGroup or JoinGroup it owed in time.
 func (g *Group) onClassicTimer(now time.Time, m *cmember, out *Output) {
+	g.fenceOnTimer(now, m, out, "rejoin timeout")
+}
+
+// fenceOnTimer fences m when one of its timers fires, if it is still a
+// member.
+func (g *Group) fenceOnTimer(now time.Time, m *cmember, out *Output, what string) {
 	if g.cg == nil || g.cg.members[m.id] != m {
 		return
 	}
 	h := &hbReq{now: now, out: out}
 	g.fenceConsumerMember(h, m)
-	g.s.writeApplied(out, h.recs, g.logFailure("rejoin timeout of "+m.id))
+	g.s.writeApplied(out, h.recs, g.logFailure(what+" of "+m.id))
 }
 
 // sessionTimeout is how long m lives without a heartbeat: its own classic
@@ -255,23 +261,16 @@ func (g *Group) replaceStaticConsumer(h *hbReq, old *cmember, newID string) *cme
 
 // onConsumerSessionExpired fences a member that stopped heartbeating.
 func (g *Group) onConsumerSessionExpired(now time.Time, m *cmember, out *Output) {
-	if g.cg == nil || g.cg.members[m.id] != m {
-		return
-	}
-	h := &hbReq{now: now, out: out}
-	g.fenceConsumerMember(h, m)
-	g.s.writeApplied(out, h.recs, g.logFailure("session expiry of "+m.id))
+	g.fenceOnTimer(now, m, out, "session expiry")
 }
 
 // onConsumerRebalanceExpired fences a member that did not revoke in time,
 // unless it advanced since the timer was armed.
 func (g *Group) onConsumerRebalanceExpired(now time.Time, m *cmember, out *Output) {
-	if g.cg == nil || g.cg.members[m.id] != m || m.epoch != m.rebalanceEpoch || m.state != mUnrevoked {
+	if m.epoch != m.rebalanceEpoch || m.state != mUnrevoked {
 		return
 	}
-	h := &hbReq{now: now, out: out}
-	g.fenceConsumerMember(h, m)
-	g.s.writeApplied(out, h.recs, g.logFailure("rebalance timeout of "+m.id))
+	g.fenceOnTimer(now, m, out, "rebalance timeout")
 }
 
 func (g *Group) logFailure(what string) func(time.Time, int16, *Output) {
