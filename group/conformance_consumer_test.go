@@ -892,3 +892,32 @@ func (s tpset) union(o tpset) tpset {
 	}
 	return u
 }
+
+// TestKIP848_C35StaticSelfRejoin: a static member rejoining at epoch 0 with
+// its own member id (a lost answer, or after FENCED_MEMBER_EPOCH) gets its
+// state back instead of UNRELEASED_INSTANCE_ID (the behaviour proposed for
+// Kafka, which kfake has too: a client keeps its member id, so the strict
+// answer would be fatal to Java and librdkafka consumers).
+func TestKIP848_C35StaticSelfRejoin(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 3})
+	inst := "i1"
+	r := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	again := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "C35", again.ErrorCode, ErrNone)
+	if again.MemberEpoch != r.MemberEpoch || !assigned(again).equal(assigned(r)) {
+		t.Fatalf("C35: rejoin got epoch %d %v, had %d %v", again.MemberEpoch, assigned(again), r.MemberEpoch, assigned(r))
+	}
+}
+
+// TestKIP848_C55FranzGoRegex: franz-go sends its regex subscriptions as
+// .*(?:(?:p1)|(?:p2)).* (substring matches): they resolve to every topic
+// containing p1 or p2.
+func TestKIP848_C55FranzGoRegex(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"xa1": 1, "b": 1, "other": 1, "c": 1})
+	re := ".*(?:(?:a)|(?:b)).*"
+	r := h.cg(hb{member: "m1", regex: &re, owned: tpset{}})
+	got := h.cmember("cg", "m1").assigned
+	if !got.has("xa1", 0) || !got.has("b", 0) || got.has("c", 0) || got.size() != 2 {
+		t.Fatalf("C55: assigned %v (answer %+v)", got, r.Assignment)
+	}
+}
