@@ -41,8 +41,17 @@ func startCohort(t *testing.T, kind storeKind) (string, func()) {
 // startCohortLoops starts cohort with the given number of coordinator
 // partitions (0 = the default 50), i.e. that many event loops.
 func startCohortLoops(t *testing.T, kind storeKind, partitions int) (string, func()) {
+	return startCohortWith(t, kind, partitions, nil)
+}
+
+// startCohortWith is startCohortLoops with tune (if not nil) adjusting the
+// group configuration.
+func startCohortWith(t *testing.T, kind storeKind, partitions int, tune func(*group.Config)) (string, func()) {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
+	if tune != nil {
+		tune(&cfg)
+	}
 	nc := node.Config{
 		Listen:     "127.0.0.1:0",
 		Partitions: partitions,

@@ -195,8 +195,17 @@ func (c *rawConn) do(ctx context.Context, req kmsg.Request, resp kmsg.Response) 
 	if _, err := io.ReadFull(c.rd, b); err != nil {
 		return err
 	}
-	if corr := int32(binary.BigEndian.Uint32(b)); corr != c.corr {
-		return fmt.Errorf("response correlation id %d, want %d", corr, c.corr)
+	return parseResponse(b, c.corr, req, resp)
+}
+
+// parseResponse decodes a response frame b (after its size: correlation
+// id, header, body) to req into resp.
+func parseResponse(b []byte, corr int32, req kmsg.Request, resp kmsg.Response) error {
+	if len(b) < 4 {
+		return fmt.Errorf("response frame of %d bytes", len(b))
+	}
+	if got := int32(binary.BigEndian.Uint32(b)); got != corr {
+		return fmt.Errorf("response correlation id %d, want %d", got, corr)
 	}
 	b = b[4:]
 	resp.SetVersion(req.GetVersion())
