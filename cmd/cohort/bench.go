@@ -54,17 +54,18 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("bench: unexpected arguments %q", fs.Args())
+	if len(pos) > 0 {
+		return usagef("bench: unexpected arguments %q", pos)
 	}
 	if err := sec.Resolve(); err != nil {
-		return fmt.Errorf("bench: %w", err)
+		return usagef("bench: %w", err)
 	}
 	if *repeat < 1 {
-		return fmt.Errorf("bench: --repeat %d: want at least 1", *repeat)
+		return usagef("bench: --repeat %d: want at least 1", *repeat)
 	}
 	cfg := cbench.Config{
 		Bootstrap:        *bootstrap,
@@ -75,7 +76,6 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 		Only:             *only,
 		Client:           *client,
 	}
-	var err error
 	for _, l := range []struct {
 		flag, val string
 		dst       *[]int
@@ -86,7 +86,7 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 		{"partitions-per-commit", *partitions, &cfg.PartitionsPerCommit},
 	} {
 		if *l.dst, err = cbench.ParseCounts(l.val); err != nil {
-			return fmt.Errorf("bench: --%s %w", l.flag, err)
+			return usagef("bench: --%s %w", l.flag, err)
 		}
 	}
 	if !*quiet {

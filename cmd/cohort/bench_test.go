@@ -187,3 +187,17 @@ func TestBenchInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchUsageErrors: a mistake on bench's command line is one line and
+// exit status 2, like every other command's; -h is status 0.
+func TestBenchUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"--bogus"}, {"--repeat", "0"}, {"--members", "x"}, {"extra"}} {
+		code, _, stderr := runBench(t, nil, args...)
+		if code != 2 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+			t.Errorf("bench %v: exit %d, stderr %q; want 2 and one line", args, code, stderr)
+		}
+	}
+	if code, _, _ := runBench(t, nil, "-h"); code != 0 {
+		t.Errorf("bench -h: exit %d, want 0", code)
+	}
+}
