@@ -296,9 +296,15 @@ func assignmentString(a kmsg.Assignment) string {
 	return strings.Join(out, ",")
 }
 
-// describeGroup848 asks for the group through cl (which finds its
-// coordinator) with a raw ConsumerGroupDescribe.
-func describeGroup848(ctx context.Context, cl *kgo.Client, group string) (describe848, error) {
+// describeGroup848 asks for the group with a raw ConsumerGroupDescribe
+// through a new client of seeds (which finds the group's coordinator: a
+// client's cached coordinator may name a node that is gone).
+func describeGroup848(ctx context.Context, seeds []string, group string) (describe848, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(3*time.Second))
+	if err != nil {
+		return describe848{}, err
+	}
+	defer cl.Close()
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
 	req.Groups = []string{group}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -330,13 +336,13 @@ func describeGroup848(ctx context.Context, cl *kgo.Client, group string) (descri
 
 // waitDescribed polls ConsumerGroupDescribe (bounded) until the group is
 // answered without error and ok accepts it.
-func waitDescribed(t *testing.T, ctx context.Context, cl *kgo.Client, group string, within time.Duration, ok func(describe848) bool) describe848 {
+func waitDescribed(t *testing.T, ctx context.Context, seeds []string, group string, within time.Duration, ok func(describe848) bool) describe848 {
 	t.Helper()
 	end := time.Now().Add(within)
 	var last describe848
 	var lastErr error
 	for time.Now().Before(end) && ctx.Err() == nil {
-		d, err := describeGroup848(ctx, cl, group)
+		d, err := describeGroup848(ctx, seeds, group)
 		if err == nil && d.code == 0 && ok(d) {
 			return d
 		}

@@ -1,0 +1,259 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+const (
+	k848Prefix = "/k848/"
+	k848Parts  = 4
+)
+
+// startCluster848 starts n in-process cluster-mode nodes (ids 1..n) on etcd
+// with a short consumer heartbeat interval, and waits until their
+// coordinator partitions have settled. Node 1 reaches etcd through
+// node1Etcd if given.
+func startCluster848(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []string) []*Node {
+	t.Helper()
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond
+	var ns []*Node
+	for i := 1; i <= n; i++ {
+		eps := ec.Endpoints()
+		if i == 1 && node1Etcd != nil {
+			eps = node1Etcd
+		}
+		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "test", Partitions: k848Parts, Group: cfg,
+			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Cluster: &ClusterConfig{Endpoints: eps, Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() }) // a second Close is harmless
+		ns = append(ns, nd)
+	}
+	waitClusterSettled(t, 20*time.Second, ns...)
+	return ns
+}
+
+// waitClusterSettled waits (bounded) until every node sees every coordinator
+// partition held by its target owner.
+func waitClusterSettled(t *testing.T, within time.Duration, ns ...*Node) {
+	t.Helper()
+	end := time.Now().Add(within)
+	for {
+		ok := true
+		for _, n := range ns {
+			ok = ok && n.Cluster().Settled()
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("cluster not settled after %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// groupOwnedBy is a group id whose coordinator partition node id holds, in
+// n's view.
+func groupOwnedBy(t *testing.T, n *Node, id int32, prefix string) string {
+	t.Helper()
+	for i := 0; i < 10000; i++ {
+		g := fmt.Sprintf("%s-%d", prefix, i)
+		if n.Cluster().Owner(coordinator.PartitionFor(g, k848Parts)) == id {
+			return g
+		}
+	}
+	t.Fatalf("no group id coordinated by node %d", id)
+	return ""
+}
+
+// clusterCase848 runs a consumer-protocol group on a three-node cluster
+// whose coordinator is node 1, on a catalog topic created through node 3
+// (the catalog reaches the other nodes through etcd: the consumers get its
+// partitions from node 1). takeDown then removes node 1 as the group's
+// coordinator; the group's partition moves to a surviving node, which
+// loads the group from etcd. The consumers follow through FindCoordinator
+// and stay the same members: same epochs and assignments
+// (ConsumerGroupDescribe through the survivors), no partition revoked,
+// lost or ever owned by two consumers (their callbacks), offsets intact and
+// their epoch-fenced commits accepted by the new coordinator.
+func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, takeDown func(ns []*Node) (alive []*Node)) {
+	ns := startCluster848(t, ec, 3, node1Etcd)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	gid := groupOwnedBy(t, ns[1], 1, "g848-cluster")
+	if _, err := ns[2].Catalog().Create("work", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, n := range ns {
+		all = append(all, n.Addr())
+	}
+	seeds := all[1:] // the survivors
+	g := start848(t, ctx, all, gid, "work", "a", "b", "c")
+	g.waitBalanced(6, 15*time.Second)
+	admin := client(t, seeds[0], kgo.RetryTimeout(20*time.Second), kgo.DialTimeout(time.Second))
+	settled := func(d describe848) bool { return d.n == 3 && d.settled }
+	before := waitDescribed(t, ctx, seeds, gid, 10*time.Second, settled)
+	committed := g.commit(100)
+	owned, ids := g.ownership(), g.memberEpochs()
+	g.watchTakeaways()
+
+	// Follow who holds the group's partition, in node 2's view.
+	p := coordinator.PartitionFor(gid, k848Parts)
+	holders := make(chan []int32, 1)
+	stopWatch := make(chan struct{})
+	go func() {
+		seen := []int32{1}
+		for i := 0; i < 6000; i++ { // 30 s at most
+			if o := ns[1].Cluster().Owner(p); o != seen[len(seen)-1] {
+				seen = append(seen, o)
+			}
+			select {
+			case <-stopWatch:
+				holders <- seen
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		holders <- seen
+	}()
+	start := time.Now()
+	alive := takeDown(ns)
+	// The group's partition reaches a survivor, then the cluster settles.
+	end := time.Now().Add(20 * time.Second)
+	for o := ns[1].Cluster().Owner(p); o != 2 && o != 3; o = ns[1].Cluster().Owner(p) {
+		if time.Now().After(end) {
+			t.Fatalf("partition %d of group %s still with node %d after %v", p, gid, o, time.Since(start))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	moved := time.Since(start)
+	waitClusterSettled(t, 20*time.Second, alive...)
+	loaded := waitDescribed(t, ctx, seeds, gid, 10*time.Second, func(describe848) bool { return true })
+	if loaded != before {
+		t.Errorf("group as the new coordinator loaded it:\n  %v\nbefore:\n  %v", loaded, before)
+	}
+	g.waitHeartbeats(g.heartbeats(), 2, 25*time.Second)
+	after := waitDescribed(t, ctx, seeds, gid, 5*time.Second, func(describe848) bool { return true })
+	if after != before {
+		t.Errorf("group after the members heartbeated to the new coordinator:\n  %v\nbefore:\n  %v", after, before)
+	}
+	if now := g.memberEpochs(); fmt.Sprint(now) != fmt.Sprint(ids) {
+		t.Errorf("consumers' member ids and epochs %v, before %v", now, ids)
+	}
+	if lost := g.takeaways(); len(lost) > 0 {
+		t.Errorf("partitions taken from consumers when the coordinator moved: %v", lost)
+	}
+	if now := g.ownership(); now != owned {
+		t.Errorf("ownership %s, before %s", now, owned)
+	}
+	g.checkExclusive()
+	g.checkOffsets(admin, committed)
+	g.checkOffsets(admin, g.commit(200))
+	close(stopWatch)
+	t.Logf("group partition with a survivor %v after node 1 went, group back as it was after %v; holders of the partition: %v",
+		moved, time.Since(start), <-holders)
+}
+
+// TestKIP848ClusterCoordinatorStops: clusterCase848 where node 1 stops
+// (node.Close: it hands its partitions over and revokes its lease).
+func TestKIP848ClusterCoordinatorStops(t *testing.T) {
+	clusterCase848(t, etcdtest.Start(t, 1), nil, func(ns []*Node) []*Node {
+		if err := ns[0].Close(); err != nil {
+			t.Fatal(err)
+		}
+		return ns[1:]
+	})
+}
+
+// TestKIP848ClusterCoordinatorLeaseExpires: clusterCase848 where node 1
+// loses etcd (its connection goes through a proxy that the test cuts) while
+// its process and Kafka listener keep running: its lease expires in etcd
+// (registration and partition ownerships gone), it presumes so itself and
+// stops serving the group, and a survivor takes the group over from the
+// stored records, as after a crash. The consumers' connections to node 1
+// still work, so they are told NOT_COORDINATOR rather than refused.
+func TestKIP848ClusterCoordinatorLeaseExpires(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	px := startTCPProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	clusterCase848(t, ec, []string{"http://" + px.addr()}, func(ns []*Node) []*Node {
+		px.cut()
+		return ns[1:]
+	})
+}
+
+// tcpProxy forwards connections to target until cut.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	isCut  bool
+}
+
+func startTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	t.Cleanup(p.cut)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.DialTimeout("tcp", target, time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			if p.isCut {
+				c.Close()
+				up.Close()
+			} else {
+				p.conns = append(p.conns, c, up)
+				go func() { io.Copy(up, c); up.Close() }()
+				go func() { io.Copy(c, up); c.Close() }()
+			}
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+// cut closes the listener and every forwarded connection.
+func (p *tcpProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = true
+	p.ln.Close()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
