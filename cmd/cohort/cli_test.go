@@ -75,19 +75,35 @@ func (c cli) fails(want int, args []string, msgs ...string) string {
 func (c cli) jsonOf(v any, args ...string) {
 	c.t.Helper()
 	out := c.ok(append(args, "--output", "json")...)
-	dec := json.NewDecoder(strings.NewReader(out))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeStrict(out, v); err != nil {
 		c.t.Fatalf("%q: %v\n%s", args, err, out)
 	}
+}
+
+// decodeStrict decodes the JSON document out into v, refusing fields v
+// does not have.
+func decodeStrict(out string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // startNode starts an in-process cohort node on listen (127.0.0.1:0 for
 // any port).
 func startNode(t *testing.T, listen string) *node.Node {
 	t.Helper()
+	return startNodeWith(t, listen, nil)
+}
+
+// startNodeWith is startNode with the group configuration changed by set
+// (when not nil).
+func startNodeWith(t *testing.T, listen string, set func(*group.Config)) *node.Node {
+	t.Helper()
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
+	if set != nil {
+		set(&cfg)
+	}
 	n, err := node.Start(node.Config{Listen: listen, Store: memstore.New(), Group: cfg,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -219,6 +235,19 @@ func consumer(t *testing.T, addr, grp, topic, clientID, instanceID string) func(
 		default:
 		}
 	}))
+	_, stop := polling(t, opts...)
+	select {
+	case <-assigned:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("consumer %s: no assignment", clientID)
+	}
+	return stop
+}
+
+// polling starts a group consumer with opts that polls until the test ends
+// or the returned function closes it (a leave).
+func polling(t *testing.T, opts ...kgo.Opt) (*kgo.Client, func()) {
+	t.Helper()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -228,24 +257,30 @@ func consumer(t *testing.T, addr, grp, topic, clientID, instanceID string) func(
 	go func() {
 		defer close(polled)
 		for ctx.Err() == nil {
-			cl.PollFetches(ctx)
+			if cl.PollFetches(ctx).IsClientClosed() {
+				return
+			}
 		}
 	}()
-	select {
-	case <-assigned:
-	case <-time.After(15 * time.Second):
-		t.Fatalf("consumer %s: no assignment", clientID)
-	}
-	var stopped bool
+	stopped := false
 	stop := func() {
-		if stopped {
-			return
+		if !stopped {
+			stopped = true
+			cancel()
+			<-polled
+			cl.Close() // leaves the group
 		}
-		stopped = true
-		cancel()
-		<-polled
-		cl.Close() // leaves the group
 	}
 	t.Cleanup(stop)
-	return stop
+	return cl, stop
+}
+
+// listGroups runs "groups" with args as JSON.
+func (c cli) listGroups(args ...string) []listedGroupJSON {
+	c.t.Helper()
+	var listed struct {
+		Groups []listedGroupJSON `json:"groups"`
+	}
+	c.jsonOf(&listed, append([]string{"groups"}, args...)...)
+	return listed.Groups
 }

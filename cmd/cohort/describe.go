@@ -23,17 +23,26 @@ import (
 // groupDesc is one group as "group describe" and "offsets ID" show it; its
 // JSON form is the schema of docs/cli.md.
 type groupDesc struct {
-	Group        string       `json:"group"`
-	Coordinator  *nodeJSON    `json:"coordinator"`
-	State        string       `json:"state"`
-	ProtocolType string       `json:"protocol_type"`
-	Protocol     string       `json:"protocol"`
-	Generation   *int32       `json:"generation"` // null from a peer that is not cohort
-	Leader       *string      `json:"leader"`     // null likewise; "" without a leader
-	MemberCount  int          `json:"member_count"`
-	Members      []memberDesc `json:"members"`
-	Offsets      []offsetRow  `json:"offsets"`
-	TotalLag     *int64       `json:"total_lag"` // null without --data-bootstrap
+	Group       string    `json:"group"`
+	Coordinator *nodeJSON `json:"coordinator"`
+	State       string    `json:"state"`
+	// Type is "classic" (described with DescribeGroups) or "consumer"
+	// (KIP-848, described with ConsumerGroupDescribe).
+	Type         string  `json:"type"`
+	ProtocolType string  `json:"protocol_type"`
+	Protocol     string  `json:"protocol"`   // classic groups; "" for consumer groups (see Assignor)
+	Generation   *int32  `json:"generation"` // null from a peer that is not cohort, and for consumer groups
+	Leader       *string `json:"leader"`     // null likewise; "" without a leader
+	// GroupEpoch, AssignmentEpoch and Assignor are a consumer group's
+	// (null for classic groups): the group epoch, the epoch of the target
+	// assignment, and the server-side assignor it uses.
+	GroupEpoch      *int32       `json:"group_epoch"`
+	AssignmentEpoch *int32       `json:"assignment_epoch"`
+	Assignor        *string      `json:"assignor"`
+	MemberCount     int          `json:"member_count"`
+	Members         []memberDesc `json:"members"`
+	Offsets         []offsetRow  `json:"offsets"`
+	TotalLag        *int64       `json:"total_lag"` // null without --data-bootstrap
 }
 
 // nodeJSON is the node that coordinates a group (found with FindCoordinator).
@@ -56,11 +65,26 @@ type memberDesc struct {
 	InstanceID *string `json:"instance_id"`
 	ClientID   string  `json:"client_id"`
 	Host       string  `json:"host"`
-	// Assignment is the decoded assignment of a consumer-protocol group
-	// (null for other protocol types, or when it does not decode);
-	// AssignmentBytes is its encoded size either way.
+	// Assignment is what the member holds: in a classic group the decoded
+	// assignment of the consumer protocol type (null for other protocol
+	// types, or when it does not decode); in a consumer group its current
+	// assignment, including the partitions it still has to revoke.
+	// AssignmentBytes is the encoded size of a classic assignment (0 in a
+	// consumer group).
 	Assignment      []topicPartitions `json:"assignment"`
 	AssignmentBytes int               `json:"assignment_bytes"`
+	// The fields of consumer-group members (null in classic groups but
+	// member_type, "classic" there): rack, member epoch, member type
+	// ("consumer", "classic", or "unknown" from a v0 answer), subscription,
+	// the partitions of Assignment not in the target (still to revoke),
+	// and the target assignment.
+	Rack                 *string           `json:"rack"`
+	MemberEpoch          *int32            `json:"member_epoch"`
+	MemberType           string            `json:"member_type"`
+	SubscribedTopics     []string          `json:"subscribed_topics"`
+	SubscribedTopicRegex *string           `json:"subscribed_topic_regex"`
+	Revoking             []topicPartitions `json:"revoking"`
+	Target               []topicPartitions `json:"target_assignment"`
 }
 
 // topicPartitions is a topic and some of its partitions.
@@ -85,14 +109,17 @@ func (m memberDesc) partitionCount() string {
 // assignmentText is the ASSIGNMENT column: topic(p,p) ... for a consumer
 // assignment, its size in bytes otherwise, "-" when empty.
 func (m memberDesc) assignmentText() string {
-	if m.Assignment == nil {
-		if m.AssignmentBytes == 0 {
-			return "-"
-		}
+	if m.Assignment == nil && m.AssignmentBytes > 0 {
 		return fmt.Sprintf("%d bytes", m.AssignmentBytes)
 	}
+	return partitionsText(m.Assignment)
+}
+
+// partitionsText shows topics and partitions as topic(p,p) ..., "-" when
+// there are none.
+func partitionsText(tps []topicPartitions) string {
 	var parts []string
-	for _, t := range m.Assignment {
+	for _, t := range tps {
 		ps := make([]string, len(t.Partitions))
 		for i, p := range t.Partitions {
 			ps[i] = strconv.Itoa(int(p))
@@ -118,17 +145,51 @@ type offsetRow struct {
 	Host           string  `json:"host"`
 }
 
-// describeGroups asks cohort for ids with DescribeGroups (each to its
-// coordinator) and returns the groups that exist, in the order of ids, and
-// an error for each that could not be described.
+// errNoGroup is the error of a group that does not exist, when the server
+// says so with state Dead rather than an error code.
+var errNoGroup = errors.New("the group does not exist")
+
+// describeGroups describes ids, each at its coordinator, as Kafka's admin
+// client does: with ConsumerGroupDescribe first (when the server has it),
+// then with DescribeGroups for the groups that are not consumer groups
+// (GROUP_ID_NOT_FOUND or UNSUPPORTED_VERSION). It returns the groups that
+// exist, in the order of ids, and an error for each that could not be
+// described.
 func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*groupDesc, error) {
 	if len(ids) == 0 {
 		return []*groupDesc{}, nil
 	}
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = ids
 	byID := map[string]*groupDesc{}
 	errs := map[string]error{}
+	classic := ids
+	if hasConsumerDescribe(ctx, cl) {
+		classic = describeConsumerGroups(ctx, cl, ids, byID, errs)
+	}
+	describeClassicGroups(ctx, cl, classic, byID, errs)
+	out := []*groupDesc{}
+	var failed error
+	for _, id := range ids {
+		if g, ok := byID[id]; ok {
+			out = append(out, g)
+			continue
+		}
+		err, ok := errs[id]
+		if !ok {
+			err = errors.New("no answer for the group")
+		}
+		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, err))
+	}
+	return out, failed
+}
+
+// describeClassicGroups describes ids with DescribeGroups into byID, or
+// their errors into errs.
+func describeClassicGroups(ctx context.Context, cl *kgo.Client, ids []string, byID map[string]*groupDesc, errs map[string]error) {
+	if len(ids) == 0 {
+		return
+	}
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = ids
 	for _, sh := range cl.RequestSharded(ctx, req) {
 		if sh.Err != nil {
 			for _, id := range sh.Req.(*kmsg.DescribeGroupsRequest).Groups {
@@ -147,50 +208,34 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 				continue
 			}
 			if rg.State == "Dead" {
-				errs[rg.Group] = errors.New("the group does not exist")
+				errs[rg.Group] = errNoGroup
 				continue
 			}
 			byID[rg.Group] = newGroupDesc(rg, coord)
 		}
 	}
-	out := []*groupDesc{}
-	var failed error
-	for _, id := range ids {
-		if g, ok := byID[id]; ok {
-			out = append(out, g)
-			continue
-		}
-		err, ok := errs[id]
-		if !ok {
-			err = errors.New("no answer for the group")
-		}
-		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, err))
-	}
-	return out, failed
 }
 
 // newGroupDesc converts one group of a DescribeGroups answer. Generation
 // and leader come from cohort's tagged field (package group); other peers
 // do not send it and they stay null.
 func newGroupDesc(rg *kmsg.DescribeGroupsResponseGroup, coord *nodeJSON) *groupDesc {
-	g := &groupDesc{Group: rg.Group, Coordinator: coord, State: rg.State, ProtocolType: rg.ProtocolType,
+	g := &groupDesc{Group: rg.Group, Coordinator: coord, State: rg.State, Type: "classic", ProtocolType: rg.ProtocolType,
 		Protocol: rg.Protocol, MemberCount: len(rg.Members), Members: []memberDesc{}, Offsets: []offsetRow{}}
 	if gen, leader, ok := group.DescribeTagOf(rg); ok {
 		g.Generation, g.Leader = &gen, &leader
 	}
 	for _, rm := range rg.Members {
 		m := memberDesc{MemberID: rm.MemberID, InstanceID: rm.InstanceID, ClientID: rm.ClientID,
-			Host: strings.TrimPrefix(rm.ClientHost, "/"), AssignmentBytes: len(rm.MemberAssignment)}
+			Host: strings.TrimPrefix(rm.ClientHost, "/"), AssignmentBytes: len(rm.MemberAssignment), MemberType: "classic"}
 		if rg.ProtocolType == "consumer" && len(rm.MemberAssignment) > 0 {
 			var a kmsg.ConsumerMemberAssignment
 			if a.ReadFrom(rm.MemberAssignment) == nil {
 				m.Assignment = []topicPartitions{}
 				for _, t := range a.Topics {
-					ps := slices.Clone(t.Partitions)
-					slices.Sort(ps)
-					m.Assignment = append(m.Assignment, topicPartitions{Topic: t.Topic, Partitions: ps})
+					m.Assignment = append(m.Assignment, topicPartitions{Topic: t.Topic, Partitions: slices.Clone(t.Partitions)})
 				}
-				slices.SortFunc(m.Assignment, func(a, b topicPartitions) int { return strings.Compare(a.Topic, b.Topic) })
+				sortTopicPartitions(m.Assignment)
 			}
 		}
 		g.Members = append(g.Members, m)

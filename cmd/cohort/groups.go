@@ -31,14 +31,19 @@ type describeFlags struct {
 }
 
 const groupsUsage = `usage:
-  cohort groups [--state S[,S...]] [--type T[,T...]]
-                          list groups: state, type and protocol type
+  cohort groups [--state S[,S...]] [--type classic|consumer[,...]]
+                          list groups: state, type (classic or consumer) and
+                          protocol type
   cohort group describe ID...|--all-groups [--state] [--members] [--offsets] [--verbose]
                         [--data-bootstrap HOST:PORT]
                           the state table (coordinator, state, protocol type and
-                          protocol, generation, leader, member count), the members
-                          table (client id, host, instance id, assignment) and the
-                          offsets table (committed offset, log end, lag, owner);
+                          protocol, generation, leader, member count; for consumer
+                          groups: type, state, assignor, group and assignment
+                          epochs), the members table (client id, host, instance id,
+                          assignment; for consumer groups also rack, member epoch,
+                          subscription, current assignment, partitions still to
+                          revoke and target assignment) and the offsets table
+                          (committed offset, log end, lag, owner);
                           --state/--members/--offsets pick tables (default: all)
   cohort group delete ID...
                           delete empty groups and their committed offsets
@@ -52,8 +57,8 @@ func groupsCmd(e env, cmd string, args []string) error {
 	var df describeFlags
 	var states, types string
 	if cmd == "groups" {
-		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated (Empty, Stable, PreparingRebalance, CompletingRebalance; any case)")
-		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated (cohort's groups are all classic)")
+		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
+		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
 	} else {
 		f.d.register(fs)
 		fs.BoolVar(&df.members, "members", false, "describe: show the members table")
@@ -181,42 +186,63 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 }
 
 // writeDescribe prints the tables df selects, separated by blank lines.
+// Classic and consumer groups have state and members tables of their own
+// (each printed when there are groups of its type; the classic ones when
+// there are none at all); the offsets table is common.
 func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData bool) error {
+	classic, consumer := byType(descs)
+	withClassic := len(classic) > 0 || len(consumer) == 0
 	sep := ""
-	if df.state {
-		tw := newTable(w)
-		fmt.Fprintln(tw, "GROUP\tCOORDINATOR\tSTATE\tPROTOCOL-TYPE\tPROTOCOL\tGENERATION\tLEADER\tMEMBERS")
-		for _, g := range descs {
-			leader := "-"
-			if g.Leader != nil {
-				leader = strOrDash(*g.Leader)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.State, strOrDash(g.ProtocolType),
-				strOrDash(g.Protocol), orDash(g.Generation), leader, g.MemberCount)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		sep = "\n"
-	}
-	if df.members {
+	table := func(head string, groups []*groupDesc, row func(tw io.Writer, g *groupDesc)) error {
 		fmt.Fprint(w, sep)
-		tw := newTable(w)
-		fmt.Fprintln(tw, "GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT")
-		for _, g := range descs {
-			for _, m := range g.Members {
-				inst := "-"
-				if m.InstanceID != nil {
-					inst = *m.InstanceID
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, inst, strOrDash(m.ClientID), strOrDash(m.Host),
-					m.partitionCount(), m.assignmentText())
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
 		sep = "\n"
+		tw := newTable(w)
+		fmt.Fprintln(tw, head)
+		for _, g := range groups {
+			row(tw, g)
+		}
+		return tw.Flush()
+	}
+	var err error
+	if df.state && withClassic {
+		err = errors.Join(err, table("GROUP\tCOORDINATOR\tSTATE\tPROTOCOL-TYPE\tPROTOCOL\tGENERATION\tLEADER\tMEMBERS", classic,
+			func(tw io.Writer, g *groupDesc) {
+				leader := "-"
+				if g.Leader != nil {
+					leader = strOrDash(*g.Leader)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.State, strOrDash(g.ProtocolType),
+					strOrDash(g.Protocol), orDash(g.Generation), leader, g.MemberCount)
+			}))
+	}
+	if df.state && len(consumer) > 0 {
+		err = errors.Join(err, table("GROUP\tCOORDINATOR\tTYPE\tSTATE\tASSIGNOR\tGROUP-EPOCH\tASSIGNMENT-EPOCH\tMEMBERS", consumer,
+			func(tw io.Writer, g *groupDesc) {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.Type, g.State, strOrDash(deref(g.Assignor)),
+					orDash(g.GroupEpoch), orDash(g.AssignmentEpoch), g.MemberCount)
+			}))
+	}
+	if df.members && withClassic {
+		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT", classic,
+			func(tw io.Writer, g *groupDesc) {
+				for _, m := range g.Members {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, strOrDash(deref(m.InstanceID)),
+						strOrDash(m.ClientID), strOrDash(m.Host), m.partitionCount(), m.assignmentText())
+				}
+			}))
+	}
+	if df.members && len(consumer) > 0 {
+		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET", consumer,
+			func(tw io.Writer, g *groupDesc) {
+				for _, m := range g.Members {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, strOrDash(deref(m.InstanceID)),
+						strOrDash(m.ClientID), strOrDash(m.Host), strOrDash(deref(m.Rack)), orDash(m.MemberEpoch), m.subscriptionText(),
+						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
+				}
+			}))
+	}
+	if err != nil {
+		return err
 	}
 	if df.offsets {
 		fmt.Fprint(w, sep)

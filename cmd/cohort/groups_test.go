@@ -80,20 +80,14 @@ func TestGroupCommands(t *testing.T) {
 	if out := table(c.ok("groups")); !strings.Contains(out, "GROUP STATE TYPE PROTOCOL-TYPE\nidle Empty classic -\nidle2 Empty classic -\nlive Stable classic consumer") {
 		t.Fatalf("groups:\n%s", out)
 	}
-	var listed struct {
-		Groups []listedGroupJSON `json:"groups"`
+	if l := c.listGroups("--state", "stable"); len(l) != 1 || l[0] != (listedGroupJSON{Group: "live", State: "Stable", Type: "classic", ProtocolType: "consumer"}) {
+		t.Fatalf("groups --state stable: %+v", l)
 	}
-	c.jsonOf(&listed, "groups", "--state", "stable")
-	if len(listed.Groups) != 1 || listed.Groups[0] != (listedGroupJSON{Group: "live", State: "Stable", Type: "classic", ProtocolType: "consumer"}) {
-		t.Fatalf("groups --state stable: %+v", listed)
+	if l := c.listGroups("--state", "Empty,Stable", "--type", "classic"); len(l) != 3 {
+		t.Fatalf("groups --state Empty,Stable: %+v", l)
 	}
-	c.jsonOf(&listed, "groups", "--state", "Empty,Stable", "--type", "classic")
-	if len(listed.Groups) != 3 {
-		t.Fatalf("groups --state Empty,Stable: %+v", listed)
-	}
-	c.jsonOf(&listed, "groups", "--type", "consumer")
-	if len(listed.Groups) != 0 {
-		t.Fatalf("groups --type consumer: %+v", listed)
+	if l := c.listGroups("--type", "consumer"); len(l) != 0 {
+		t.Fatalf("groups --type consumer: %+v", l)
 	}
 
 	// describe a live group: generation and leader (cohort's tag), the

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // resetJSON is the result of "offsets reset".
@@ -298,32 +297,23 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 // checkInactive refuses a reset of a group that has members: as Kafka's
 // tool does, offsets are only reset while no consumer of the group could
 // commit over them. A group that does not exist is fine (the reset
-// creates its offsets).
+// creates its offsets). Classic and consumer groups alike (describeGroups).
 func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = []string{id}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("describe %s: %w", id, err)
-	}
-	if len(resp.Groups) != 1 {
-		return fmt.Errorf("describe %s: %d groups in the answer", id, len(resp.Groups))
-	}
-	g := resp.Groups[0]
-	err = kerr.ErrorForCode(g.ErrorCode)
+	descs, err := describeGroups(ctx, cl, []string{id})
 	switch {
-	case errors.Is(err, kerr.GroupIDNotFound):
+	case errors.Is(err, kerr.GroupIDNotFound) || errors.Is(err, errNoGroup):
 		return nil
 	case err != nil:
-		if g.ErrorMessage != nil {
-			err = withMessage(err, *g.ErrorMessage)
-		}
-		return fmt.Errorf("describe %s: %w", id, err)
-	case g.State == "Empty" || g.State == "Dead":
+		return err
+	case len(descs) != 1:
+		return fmt.Errorf("describe %s: %d groups in the answer", id, len(descs))
+	}
+	g := descs[0]
+	if g.MemberCount == 0 {
 		return nil
 	}
-	return fmt.Errorf("reset %s: the group is %s with %d members; offsets can only be reset while it has none (stop its consumers first)",
-		id, g.State, len(g.Members))
+	return fmt.Errorf("reset %s: the %s group is %s with %d members; offsets can only be reset while it has none (stop its consumers first)",
+		id, g.Type, g.State, g.MemberCount)
 }
 
 // commitPlan commits the new offsets of rows as an admin (generation -1, no

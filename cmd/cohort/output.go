@@ -57,6 +57,15 @@ func strOrDash(s string) string {
 	return s
 }
 
+// deref is *p, or the zero value when p is nil.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
 // ptr returns a pointer to v.
 func ptr[T any](v T) *T { return &v }
 
