@@ -99,9 +99,11 @@ type Convergence struct {
 	// members are at the same epoch.
 	Elapsed time.Duration
 	// Heartbeats answered in that time, all members together; Waits of
-	// them changed nothing for their member before the group converged, so
-	// that member waited a heartbeat interval (the cost of convergence
-	// that the schedule, not the server's speed, sets).
+	// them changed nothing for a member that did not own its share yet
+	// (too few partitions, mostly ones another member still had to
+	// release), so that member waited a heartbeat interval before asking
+	// again: the part of convergence the schedule, not the server's
+	// speed, sets.
 	Heartbeats, Waits int64
 	// Epoch the members ended at; Interval the heartbeat interval the
 	// target answered.
@@ -550,7 +552,7 @@ func (f *fleet) answer(m *cmember, resp *kmsg.ConsumerGroupHeartbeatResponse, ph
 		if err := f.track.moved(prevEpoch, m.epoch, prev, m.owned, now); err != nil {
 			return false, err
 		}
-	} else if ph == phaseConverge && !f.track.converged() {
+	} else if ph == phaseConverge && !f.track.fits(len(m.owned)) && !f.track.converged() {
 		f.waits.Add(1)
 	}
 	return changed, nil

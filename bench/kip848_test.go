@@ -189,7 +189,7 @@ func writeKIP848(w io.Writer, order []string, runs map[string][]*KIP848Result) {
 				fmt: func(v float64) string { return ms(time.Duration(v)) }}
 			plain := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 			h := row{label: fmt.Sprintf("heartbeats to converge, %d members", c.Members), val: map[string]float64{}, fmt: plain}
-			wt := row{label: fmt.Sprintf("interval waits before converging, %d members", c.Members), val: map[string]float64{}, fmt: plain}
+			wt := row{label: fmt.Sprintf("interval waits short of a share, %d members", c.Members), val: map[string]float64{}, fmt: plain}
 			for name, rs := range runs {
 				var ds, hs, ws []time.Duration
 				for _, x := range rs {
