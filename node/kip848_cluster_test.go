@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -109,13 +107,7 @@ func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, take
 	}
 	seeds := all[1:] // the survivors
 	g := start848(t, ctx, all, gid, "work", "a", "b", "c")
-	g.waitBalanced(6, 15*time.Second)
-	admin := client(t, seeds[0], kgo.RetryTimeout(20*time.Second), kgo.DialTimeout(time.Second))
-	settled := func(d describe848) bool { return d.n == 3 && d.settled }
-	before := waitDescribed(t, ctx, seeds, gid, 10*time.Second, settled)
-	committed := g.commit(100)
-	owned, ids := g.ownership(), g.memberEpochs()
-	g.watchTakeaways()
+	before := g.settle(seeds, 6, 15*time.Second)
 
 	// Follow who holds the group's partition, in node 2's view.
 	p := coordinator.PartitionFor(gid, k848Parts)
@@ -148,27 +140,7 @@ func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, take
 	}
 	moved := time.Since(start)
 	waitClusterSettled(t, 20*time.Second, alive...)
-	loaded := waitDescribed(t, ctx, seeds, gid, 10*time.Second, func(describe848) bool { return true })
-	if loaded != before {
-		t.Errorf("group as the new coordinator loaded it:\n  %v\nbefore:\n  %v", loaded, before)
-	}
-	g.waitHeartbeats(g.heartbeats(), 2, 25*time.Second)
-	after := waitDescribed(t, ctx, seeds, gid, 5*time.Second, func(describe848) bool { return true })
-	if after != before {
-		t.Errorf("group after the members heartbeated to the new coordinator:\n  %v\nbefore:\n  %v", after, before)
-	}
-	if now := g.memberEpochs(); fmt.Sprint(now) != fmt.Sprint(ids) {
-		t.Errorf("consumers' member ids and epochs %v, before %v", now, ids)
-	}
-	if lost := g.takeaways(); len(lost) > 0 {
-		t.Errorf("partitions taken from consumers when the coordinator moved: %v", lost)
-	}
-	if now := g.ownership(); now != owned {
-		t.Errorf("ownership %s, before %s", now, owned)
-	}
-	g.checkExclusive()
-	g.checkOffsets(admin, committed)
-	g.checkOffsets(admin, g.commit(200))
+	g.checkUnchanged(seeds, before, 25*time.Second)
 	close(stopWatch)
 	t.Logf("group partition with a survivor %v after node 1 went, group back as it was after %v; holders of the partition: %v",
 		moved, time.Since(start), <-holders)

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"syscall"
 	"testing"
@@ -33,45 +32,15 @@ import (
 func restartCase848(t *testing.T, addr string, hb time.Duration, restart func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	seeds := []string{addr}
 	admin := client(t, addr, kgo.RetryTimeout(20*time.Second), kgo.DialTimeout(time.Second))
 	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 6, 1, nil, "work"); err != nil {
 		t.Fatal(err)
 	}
-	g := start848(t, ctx, []string{addr}, "g848-durable", "work", "a", "b", "c")
-	g.waitBalanced(6, 8*hb+10*time.Second)
-	settled := func(d describe848) bool { return d.n == 3 && d.settled }
-	before := waitDescribed(t, ctx, admin, g.group, 8*hb+10*time.Second, settled)
-	committed := g.commit(100)
-	g.checkOffsets(admin, committed)
-	owned, ids := g.ownership(), g.memberEpochs()
-	t.Logf("before: %v; consumers %v", before, ids)
-	g.watchTakeaways()
-
+	g := start848(t, ctx, seeds, "g848-durable", "work", "a", "b", "c")
+	before := g.settle(seeds, 6, 8*hb+10*time.Second)
 	restart()
-
-	loaded := waitDescribed(t, ctx, admin, g.group, 20*time.Second, func(describe848) bool { return true })
-	if loaded != before {
-		t.Errorf("group as loaded after the restart:\n  %v\nbefore:\n  %v", loaded, before)
-	}
-	g.checkOffsets(admin, committed)
-	// Every consumer heartbeats to the restarted node twice (its first
-	// answer may be a retriable error while it finds the node again).
-	g.waitHeartbeats(g.heartbeats(), 2, 4*hb+15*time.Second)
-	after := waitDescribed(t, ctx, admin, g.group, 5*time.Second, func(describe848) bool { return true })
-	if after != before {
-		t.Errorf("group after the members heartbeated again:\n  %v\nbefore:\n  %v", after, before)
-	}
-	if now := g.memberEpochs(); fmt.Sprint(now) != fmt.Sprint(ids) {
-		t.Errorf("consumers' member ids and epochs %v, before the restart %v", now, ids)
-	}
-	if lost := g.takeaways(); len(lost) > 0 {
-		t.Errorf("partitions taken from consumers across the restart: %v", lost)
-	}
-	if now := g.ownership(); now != owned {
-		t.Errorf("ownership %s, before the restart %s", now, owned)
-	}
-	g.checkExclusive()
-	g.checkOffsets(admin, g.commit(200)) // their epochs still let them commit
+	g.checkUnchanged(seeds, before, 4*hb+15*time.Second)
 }
 
 // TestKIP848GroupSurvivesSIGKILL: restartCase848 where the node is a

@@ -225,28 +225,43 @@ func (g *group848) commit(base int64) map[int32]int64 {
 }
 
 // checkOffsets fetches the group's committed offsets (as an admin, with no
-// member) and compares them with want.
-func (g *group848) checkOffsets(admin *kgo.Client, want map[int32]int64) {
+// member, through a new client of seeds each time: a client's cached
+// coordinator may name a node that is gone) and compares them with want.
+func (g *group848) checkOffsets(seeds []string, want map[int32]int64) {
 	g.t.Helper()
 	var got map[int32]int64
+	var err error
 	for i := 0; i < 100; i++ { // partitions may still be loading or moving
-		ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
-		resp, err := kadm.NewClient(admin).FetchOffsets(ctx, g.group)
-		cancel()
+		got, err = fetchOffsets848(g.ctx, seeds, g.group, g.topic)
 		if err == nil {
-			got = map[int32]int64{}
-			resp.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == g.topic && o.Err == nil {
-					got[o.Partition] = o.At
-				}
-			})
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		g.t.Fatalf("committed offsets %v, want %v", got, want)
+		g.t.Fatalf("committed offsets %v (%v), want %v", got, err, want)
 	}
+}
+
+func fetchOffsets848(ctx context.Context, seeds []string, group, topic string) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(3*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	got := map[int32]int64{}
+	resp.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			got[o.Partition] = o.At
+		}
+	})
+	return got, nil
 }
 
 // memberEpochs is each consumer's member id and epoch as the client itself
@@ -258,6 +273,62 @@ func (g *group848) memberEpochs() map[string]string {
 		out[name] = fmt.Sprintf("%s@%d", id, epoch)
 	}
 	return out
+}
+
+// state848 is what a settled group looked like before its coordinator went.
+type state848 struct {
+	desc      describe848
+	owned     string            // from the consumers' callbacks
+	ids       map[string]string // member id@epoch per consumer, as the clients know them
+	committed map[int32]int64
+}
+
+// settle waits (bounded by within) until the consumers share the topic's
+// parts partitions evenly and the group is settled, has every consumer
+// commit, and from then on records partitions taken from them.
+func (g *group848) settle(seeds []string, parts int, within time.Duration) state848 {
+	g.t.Helper()
+	g.waitBalanced(parts, within)
+	n := len(g.cls)
+	desc := waitDescribed(g.t, g.ctx, seeds, g.group, within, func(d describe848) bool { return d.n == n && d.settled })
+	committed := g.commit(100)
+	g.checkOffsets(seeds, committed)
+	s := state848{desc: desc, owned: g.ownership(), ids: g.memberEpochs(), committed: committed}
+	g.t.Logf("before: %v; consumers %v", s.desc, s.ids)
+	g.watchTakeaways()
+	return s
+}
+
+// checkUnchanged checks, once the coordinator is back or another node took
+// over, that the group is what it was: as loaded (before the members
+// heartbeat again) and after every consumer read two more heartbeat
+// answers (the first may be a retriable error) within hbWithin; that no
+// consumer had a partition revoked or lost or changed member id or epoch;
+// that the committed offsets are there and the members can still commit
+// with their epochs.
+func (g *group848) checkUnchanged(seeds []string, b state848, hbWithin time.Duration) {
+	g.t.Helper()
+	loaded := waitDescribed(g.t, g.ctx, seeds, g.group, 20*time.Second, func(describe848) bool { return true })
+	if loaded != b.desc {
+		g.t.Errorf("group as loaded by its coordinator:\n  %v\nbefore:\n  %v", loaded, b.desc)
+	}
+	g.checkOffsets(seeds, b.committed)
+	g.waitHeartbeats(g.heartbeats(), 2, hbWithin)
+	after := waitDescribed(g.t, g.ctx, seeds, g.group, 5*time.Second, func(describe848) bool { return true })
+	if after != b.desc {
+		g.t.Errorf("group after the members heartbeated again:\n  %v\nbefore:\n  %v", after, b.desc)
+	}
+	if now := g.memberEpochs(); fmt.Sprint(now) != fmt.Sprint(b.ids) {
+		g.t.Errorf("consumers' member ids and epochs %v, before %v", now, b.ids)
+	}
+	if lost := g.takeaways(); len(lost) > 0 {
+		g.t.Errorf("partitions taken from consumers: %v", lost)
+	}
+	if now := g.ownership(); now != b.owned {
+		g.t.Errorf("ownership %s, before %s", now, b.owned)
+	}
+	g.checkExclusive()
+	g.checkOffsets(seeds, g.commit(200))
 }
 
 type hbReadHook struct{ n *atomic.Int64 }
