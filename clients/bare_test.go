@@ -151,6 +151,7 @@ type ownership struct {
 	kind   string // "assigned", "revoked" or "lost"
 	parts  []int32
 	member string // "" if the library does not tell
+	at     int64  // when the worker's callback ran (Unix ns; 0 if not printed, as kcat's and kafkajs's lines)
 }
 
 // kcatRebalance is kcat's line (stderr) after each rebalance, e.g.
@@ -182,6 +183,9 @@ func parseOwnership(stderr bool, line string) (ownership, bool) {
 		for _, kv := range f[2:] {
 			if v, ok := strings.CutPrefix(kv, "member="); ok {
 				o.member = v
+			}
+			if v, ok := strings.CutPrefix(kv, "at="); ok {
+				o.at, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
 	}
@@ -233,6 +237,7 @@ type worker struct {
 
 	mu      sync.Mutex
 	owned   map[int32]bool
+	events  []ownership    // every change of ownership it printed, in order
 	member  string         // the member id it last printed, if any
 	errs    map[string]int // error line (volatile parts masked) → count
 	stopped bool           // it printed "stopped"
@@ -259,6 +264,7 @@ func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *
 		if !ok {
 			return
 		}
+		w.events = append(w.events, o)
 		if o.member != "" {
 			w.member = o.member
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/server"
 )
@@ -42,12 +43,20 @@ type FetchRequest struct {
 // topics given (name → partitions), closed at cleanup.
 func StartBare(t testing.TB, topics map[string]int32) *Bare {
 	t.Helper()
+	return StartBareTuned(t, topics, nil)
+}
+
+// StartBareTuned is StartBare with tune applied to the node's group
+// settings (e.g. the consumer protocol's session timeout and heartbeat
+// interval).
+func StartBareTuned(t testing.TB, topics map[string]int32, tune func(*group.Config)) *Bare {
+	t.Helper()
 	b := &Bare{Journal: NewJournal(), requests: map[string]map[int16]int{}}
 	n := startNode(t, node.Config{
 		ClusterID: "cohort-bare",
 		Logger:    slog.New(slog.NewTextHandler(warnLog{t, b}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Tap:       b.tap,
-	}, time.Second)
+	}, time.Second, tune)
 	b.Node = n
 	for name, parts := range topics {
 		if _, err := n.Catalog().Create(name, parts, nil); err != nil {

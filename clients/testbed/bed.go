@@ -59,7 +59,7 @@ func Start(t testing.TB, opts Options) *Bed {
 		}
 		n := startNode(t, node.Config{
 			Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		}, minSession)
+		}, minSession, nil)
 		b.Node, cohortAddr = n, n.Addr()
 	}
 	b.Router, err = NewRouter(data.ListenAddrs()[0], cohortAddr, 0)
@@ -87,13 +87,16 @@ func Start(t testing.TB, opts Options) *Bed {
 
 // startNode starts cfg as an in-process node listening on 127.0.0.1:0, on
 // the memory store, with no initial rebalance delay and minSession as the
-// smallest session timeout, and waits until it has loaded; it is closed at
-// cleanup.
-func startNode(t testing.TB, cfg node.Config, minSession time.Duration) *node.Node {
+// smallest session timeout, then tune (if not nil) on the group settings,
+// and waits until it has loaded; it is closed at cleanup.
+func startNode(t testing.TB, cfg node.Config, minSession time.Duration, tune func(*group.Config)) *node.Node {
 	t.Helper()
 	cfg.Listen, cfg.Store, cfg.Group = "127.0.0.1:0", memstore.New(), group.Defaults()
 	cfg.Group.InitialRebalanceDelay = 0
 	cfg.Group.MinSessionTimeout = minSession
+	if tune != nil {
+		tune(&cfg.Group)
+	}
 	if cfg.ClusterID == "" {
 		cfg.ClusterID = "cohort-testbed"
 	}

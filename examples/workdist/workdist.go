@@ -11,14 +11,16 @@
 //
 // and prints one line on stdout per change of ownership,
 //
-//	assigned 0,2 [member=<id>] [generation=<n>]   partitions gained: start their work
-//	revoked 0,2 [...]                             partitions given up: their work stopped
-//	lost 0,2 [...]                                partitions taken away (the session expired):
-//	                                              another worker may own them already
-//	stopped                                       after leaving the group on SIGINT or SIGTERM
+//	assigned 0,2 [member=<id>] [generation=<n>] at=<t>  partitions gained: start their work
+//	revoked 0,2 [...] at=<t>                           partitions given up: their work stopped
+//	lost 0,2 [...] at=<t>                              partitions taken away (the session expired):
+//	                                                   another worker may own them already
+//	stopped                                            after leaving the group on SIGINT or SIGTERM
 //
-// (the partitions sorted, "none" for none). Errors and the libraries' warnings
-// go to stderr, the examples' own as "error: ...".
+// (the partitions sorted, "none" for none; <t> is the wall-clock time of the
+// callback in Unix nanoseconds, taken before the callback returns, so that
+// the lines of several workers on one machine can be put in order). Errors
+// and the libraries' warnings go to stderr, the examples' own as "error: ...".
 package workdist
 
 import (
@@ -58,8 +60,10 @@ func Flags(clientID string) Config {
 }
 
 // Report prints one change of ownership: what ("assigned", "revoked",
-// "lost"), the partitions, and key=value pairs from kv (key, value, ...).
+// "lost"), the partitions, key=value pairs from kv (key, value, ...) and
+// at=<now in Unix nanoseconds>.
 func Report[P int | int32](what string, parts []P, kv ...any) {
+	at := time.Now().UnixNano()
 	s := make([]string, 0, len(parts))
 	for _, p := range slices.Sorted(slices.Values(parts)) {
 		s = append(s, fmt.Sprint(p))
@@ -71,7 +75,7 @@ func Report[P int | int32](what string, parts []P, kv ...any) {
 	for i := 0; i+1 < len(kv); i += 2 {
 		line += fmt.Sprintf(" %v=%v", kv[i], kv[i+1])
 	}
-	fmt.Println(line)
+	fmt.Println(line + fmt.Sprintf(" at=%d", at))
 }
 
 // Stopped reports that the worker left the group and stops.

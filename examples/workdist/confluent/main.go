@@ -10,9 +10,16 @@
 // rebalance revokes every partition (with partition.assignment.strategy
 // cooperative-sticky, only the moved ones). confluent-kafka-go does not
 // expose the member id or generation; the lines say the protocol instead.
+//
+// With -group-protocol consumer the worker joins with Kafka's consumer group
+// protocol (KIP-848; librdkafka 2.11 calls its support a preview): cohort
+// computes the assignment, the session timeout and heartbeat interval are the
+// server's (librdkafka refuses session.timeout.ms with this protocol, so the
+// flag is not passed on), and every rebalance is incremental.
 package main
 
 import (
+	"flag"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,14 +30,19 @@ import (
 )
 
 func main() {
+	protocol := flag.String("group-protocol", "classic", "classic, or consumer for KIP-848 (the server assigns)")
 	cfg := workdist.Flags("confluent-worker")
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{
-		"bootstrap.servers":  cfg.Bootstrap,
-		"group.id":           cfg.Group,
-		"client.id":          cfg.ClientID,
-		"session.timeout.ms": int(cfg.SessionTimeout.Milliseconds()),
-		"fetch.wait.max.ms":  int(cfg.FetchMaxWait.Milliseconds()),
-	})
+	conf := kafka.ConfigMap{
+		"bootstrap.servers": cfg.Bootstrap,
+		"group.id":          cfg.Group,
+		"client.id":         cfg.ClientID,
+		"fetch.wait.max.ms": int(cfg.FetchMaxWait.Milliseconds()),
+		"group.protocol":    *protocol,
+	}
+	if *protocol == "classic" {
+		conf["session.timeout.ms"] = int(cfg.SessionTimeout.Milliseconds())
+	}
+	c, err := kafka.NewConsumer(&conf)
 	if err != nil {
 		workdist.Errorf("%v", err)
 		os.Exit(1)

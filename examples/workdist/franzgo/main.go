@@ -8,11 +8,19 @@
 //
 // franz-go's default balancer is cooperative-sticky: a rebalance revokes
 // only the partitions that move.
+//
+// With -server-side the worker joins with Kafka's consumer group protocol
+// (KIP-848, kgo.ServerSideBalancer): cohort computes the assignment (its
+// "uniform" assignor, what franz-go asks for in place of cooperative-sticky)
+// and the worker heartbeats with ConsumerGroupHeartbeat; the lines print the
+// member epoch as the generation. Without it, the classic protocol (JoinGroup,
+// SyncGroup). Both kinds of worker may share one group.
 package main
 
 import (
 	"cmp"
 	"context"
+	"flag"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,6 +33,7 @@ import (
 )
 
 func main() {
+	serverSide := flag.Bool("server-side", false, "use the consumer group protocol (KIP-848): the server assigns")
 	cfg := workdist.Flags("franzgo-worker")
 	// report prints a change of ownership (franz-go also calls the
 	// callbacks when nothing changed: those are skipped).
@@ -36,7 +45,7 @@ func main() {
 		workdist.Report(what, parts, "member", member, "generation", gen)
 		return true
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Bootstrap),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group),
@@ -59,7 +68,14 @@ func main() {
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 			report("lost", cl, lost[cfg.Topic]) // stop their work: too late to commit
 		}),
-	)
+	}
+	if *serverSide {
+		// franz-go asks for the server's "uniform" assignor in place of
+		// a sticky balancer ("range" for the range balancer); it falls
+		// back to the classic protocol if the broker lacks KIP-848.
+		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		workdist.Errorf("%v", err)
 		os.Exit(1)
