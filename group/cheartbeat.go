@@ -80,7 +80,7 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 	if req.MemberEpoch == epochLeave {
 		resp.MemberEpoch = epochLeave
 	}
-	resp.HeartbeatIntervalMillis = int32(s.cfg.ConsumerHeartbeatInterval.Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g).Milliseconds())
 	if req.MemberEpoch >= 0 && h.wantsAssignment(m) {
 		resp.Assignment = s.assignmentOf(m)
 	}
@@ -95,6 +95,22 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 		}
 		out.reply(t, resp)
 	})
+}
+
+// heartbeatInterval is the interval a heartbeat answer gives: the
+// configured one, or the shorter rebalance interval while the group is not
+// Stable. A member learns that it must give up or may take partitions only
+// from a heartbeat answer, so during a rebalance a shorter interval lets
+// the members converge in a few short rounds instead of a few full
+// intervals; once the group is Stable they heartbeat at the normal pace
+// again. Clients take the interval from every answer (a deliberate
+// difference from Kafka, whose interval is fixed; docs/kip848.md).
+func (s *Shard) heartbeatInterval(g *Group) time.Duration {
+	d := s.cfg.ConsumerHeartbeatInterval
+	if r := s.cfg.ConsumerRebalanceHeartbeatInterval; r > 0 && r < d && g != nil && g.cg != nil && g.cg.state() != "Stable" {
+		return r
+	}
+	return d
 }
 
 // wantsAssignment reports whether the response carries the member's

@@ -39,6 +39,10 @@ type Config struct {
 	// ConsumerHeartbeatInterval is the heartbeat interval given to members
 	// (group.consumer.heartbeat.interval.ms, 5 s).
 	ConsumerHeartbeatInterval time.Duration
+	// ConsumerRebalanceHeartbeatInterval is the interval given instead while
+	// a member's group is not Stable (default 500 ms; 0 or a value not
+	// below ConsumerHeartbeatInterval disables it): see heartbeatInterval.
+	ConsumerRebalanceHeartbeatInterval time.Duration
 	// ConsumerMaxSize caps the members of a consumer group
 	// (group.consumer.max.size); 0 = unlimited.
 	ConsumerMaxSize int
@@ -65,9 +69,10 @@ func Defaults() Config {
 		OffsetMetadataMaxBytes: 4096,
 		OffsetsRetention:       7 * 24 * time.Hour,
 
-		ConsumerSessionTimeout:    45 * time.Second,
-		ConsumerHeartbeatInterval: 5 * time.Second,
-		ConsumerAssignors:         []string{"uniform", "range"},
+		ConsumerSessionTimeout:             45 * time.Second,
+		ConsumerHeartbeatInterval:          5 * time.Second,
+		ConsumerRebalanceHeartbeatInterval: 500 * time.Millisecond,
+		ConsumerAssignors:                  []string{"uniform", "range"},
 	}
 }
 

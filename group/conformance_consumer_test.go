@@ -55,8 +55,9 @@ func TestKIP848_C4C10C11C12JoinAndUnknown(t *testing.T) {
 		t.Fatal("C4: no member id generated")
 	}
 	// C10: epoch 0 creates the group and answers with the same id, an
-	// epoch > 0, the heartbeat interval and an assignment.
-	r = h.cgJoin("m1", "a")
+	// epoch > 0, the heartbeat interval and an assignment (a group of its
+	// own, Stable at once: a group rebalancing answers a shorter interval).
+	r = h.cg(hb{group: "solo", member: "m1", names: []string{"a"}, owned: tpset{}})
 	expectCode(t, "C10", r.ErrorCode, ErrNone)
 	if *r.MemberID != "m1" || r.MemberEpoch <= 0 || r.HeartbeatIntervalMillis != 5000 || r.Assignment == nil {
 		t.Fatalf("C10: answer %+v", r)
@@ -64,7 +65,7 @@ func TestKIP848_C4C10C11C12JoinAndUnknown(t *testing.T) {
 	// C11: epoch > 0 on a missing group.
 	expectCode(t, "C11", h.cg(hb{group: "nope", member: "m1", epoch: 3}).ErrorCode, ErrGroupIDNotFound)
 	// C12: unknown member.
-	expectCode(t, "C12", h.cg(hb{member: "ghost", epoch: 1}).ErrorCode, ErrUnknownMemberID)
+	expectCode(t, "C12", h.cg(hb{group: "solo", member: "ghost", epoch: 1}).ErrorCode, ErrUnknownMemberID)
 }
 
 // TestC13C14C15Fencing: epochs above the member's, or below it other than
@@ -919,5 +920,30 @@ func TestKIP848_C55FranzGoRegex(t *testing.T) {
 	got := h.cmember("cg", "m1").assigned
 	if !got.has("xa1", 0) || !got.has("b", 0) || got.has("c", 0) || got.size() != 2 {
 		t.Fatalf("C55: assigned %v (answer %+v)", got, r.Assignment)
+	}
+}
+
+// TestKIP848RebalanceHeartbeatInterval: while the group is not Stable, the
+// answers give the shorter rebalance interval, so that the members learn
+// what to give up and take in short rounds; once it is Stable, the normal
+// interval again.
+func TestKIP848RebalanceHeartbeatInterval(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	r1 := h.cgJoin("m1", "a")
+	if r1.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("stable group: interval %d", r1.HeartbeatIntervalMillis)
+	}
+	r2 := h.cgJoin("m2", "a")
+	if r2.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("reconciling group: interval %d, want 500", r2.HeartbeatIntervalMillis)
+	}
+	r := h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+	if r.HeartbeatIntervalMillis != 500 {
+		t.Fatalf("revoking member: interval %d, want 500", r.HeartbeatIntervalMillis)
+	}
+	h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: h.cmember("cg", "m1").assigned.clone()})
+	r = h.cg(hb{member: "m2", epoch: h.cmember("cg", "m2").epoch, owned: tpset{}})
+	if h.cgroup("cg").state() != "Stable" || r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("settled: state %s interval %d", h.cgroup("cg").state(), r.HeartbeatIntervalMillis)
 	}
 }
