@@ -57,9 +57,10 @@ func freePort(t *testing.T) string {
 
 // startChild runs `cohort serve` as a child process and waits until it
 // answers.
-func startChild(t *testing.T, bin, dir, addr string) *exec.Cmd {
+func startChild(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn")
+	args := append([]string{"serve", "--listen", addr, "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn"}, extra...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

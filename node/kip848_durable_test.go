@@ -45,8 +45,8 @@ func restartCase848(t *testing.T, addr string, hb time.Duration, restart func())
 
 // TestKIP848GroupSurvivesSIGKILL: restartCase848 where the node is a
 // `cohort serve` child process on a disk store, killed with SIGKILL and
-// started again on its data directory (the binary's default consumer
-// heartbeat interval, 5 s, applies).
+// started again on its data directory (with a 250 ms consumer heartbeat
+// interval, so that the test takes seconds).
 func TestKIP848GroupSurvivesSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills a child process")
@@ -54,14 +54,16 @@ func TestKIP848GroupSurvivesSIGKILL(t *testing.T) {
 	bin := cohortBinary(t)
 	dir := t.TempDir()
 	addr := freePort(t)
-	child := startChild(t, bin, dir, addr)
+	const interval = 250 * time.Millisecond
+	flags := []string{"--consumer-heartbeat-interval", interval.String()}
+	child := startChild(t, bin, dir, addr, flags...)
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	restartCase848(t, addr, group.Defaults().ConsumerHeartbeatInterval, func() {
+	restartCase848(t, addr, interval, func() {
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		child.Wait()
-		child = startChild(t, bin, dir, addr)
+		child = startChild(t, bin, dir, addr, flags...)
 	})
 }
 
