@@ -150,7 +150,10 @@ type nextRun struct {
 	workers []*worker
 	killed  map[*worker]int64 // when the test SIGKILLed it (Unix ns)
 	noisy   map[*worker]bool  // expected to repeat an error line
-	begin   time.Time
+	// expectOverlap: the target is known to give a partition to two
+	// members at once in this scenario (kfake); finish then requires it.
+	expectOverlap bool
+	begin         time.Time
 }
 
 func newNextRun(t *testing.T, target, group string) *nextRun {
@@ -409,6 +412,23 @@ func (r *nextRun) checkLedger(when string) {
 	}
 }
 
+// checkNextGen checks, on cohort (whose tap counts requests), that the
+// workers used only the consumer group protocol.
+func (r *nextRun) checkNextGen(workers ...*worker) {
+	r.t.Helper()
+	if r.tg.bare == nil {
+		return
+	}
+	for _, w := range workers {
+		if n := r.tg.bare.Requests(w.clientID, kmsg.ConsumerGroupHeartbeat.Int16()); n == 0 {
+			r.t.Errorf("%s sent no ConsumerGroupHeartbeat", w.clientID)
+		}
+		if n := r.tg.bare.Requests(w.clientID, kmsg.JoinGroup.Int16()); n != 0 {
+			r.t.Errorf("%s sent %d JoinGroup requests", w.clientID, n)
+		}
+	}
+}
+
 // stop sends SIGTERM and checks the worker left cleanly.
 func (r *nextRun) stop(w *worker) {
 	r.t.Helper()
@@ -429,8 +449,13 @@ func (r *nextRun) finish() {
 	for _, w := range r.workers {
 		w.p.Close()
 	}
-	if err := checkExclusive(r.workers, r.killed, nextSession, nextHeartbeat); err != nil {
+	switch err := checkExclusive(r.workers, r.killed, nextSession, nextHeartbeat); {
+	case err != nil && r.expectOverlap:
+		r.t.Logf("%s, as expected: %v", r.tg.name, err)
+	case err != nil:
 		r.t.Errorf("%s: %v", r.tg.name, err)
+	case r.expectOverlap:
+		r.t.Errorf("%s: no partition had two owners; the scenario expected %s to give one to two", r.tg.name, r.tg.name)
 	}
 	for _, w := range r.workers {
 		w.mu.Lock()
@@ -488,9 +513,13 @@ func checkExclusive(workers []*worker, killed map[*worker]int64, session, interv
 				owner[p] = e.w
 			default:
 				k, wasKilled := killed[cur]
-				if !wasKilled || e.at < k+expire {
-					errs = append(errs, fmt.Sprintf("partition %d printed assigned by %s at %d while %s owned it (killed: %v, %v after the kill)",
-						p, e.w.clientID, e.at, cur.clientID, wasKilled, time.Duration(e.at-k)))
+				switch {
+				case !wasKilled:
+					errs = append(errs, fmt.Sprintf("partition %d printed assigned by %s at %d while %s owned it",
+						p, e.w.clientID, e.at, cur.clientID))
+				case e.at < k+expire:
+					errs = append(errs, fmt.Sprintf("partition %d printed assigned by %s %v after %s, its owner, was SIGKILLed",
+						p, e.w.clientID, time.Duration(e.at-k), cur.clientID))
 				}
 				owner[p] = e.w
 			}
@@ -536,16 +565,7 @@ func TestKIP848Churn(t *testing.T) {
 					t.Errorf("%s: member %s has type %d, want 1 (consumer)", target, m.ClientID, m.MemberType)
 				}
 			}
-			if r.tg.bare != nil {
-				for _, w := range r.workers {
-					if n := r.tg.bare.Requests(w.clientID, kmsg.ConsumerGroupHeartbeat.Int16()); n == 0 {
-						t.Errorf("%s sent no ConsumerGroupHeartbeat", w.clientID)
-					}
-					if n := r.tg.bare.Requests(w.clientID, kmsg.JoinGroup.Int16()); n != 0 {
-						t.Errorf("%s sent %d JoinGroup requests", w.clientID, n)
-					}
-				}
-			}
+			r.checkNextGen(r.workers...)
 			r.finish()
 		})
 	}
@@ -702,4 +722,88 @@ func TestKIP848DowngradeBUGIllegalGeneration(t *testing.T) {
 		}
 	}
 	r.finish()
+}
+
+// TestKIP848Librdkafka: confluent-kafka-go (librdkafka 2.11.1) with
+// group.protocol=consumer: two members join and share the topic, one
+// leaves on SIGTERM, the other takes everything, on cohort and on kfake.
+func TestKIP848Librdkafka(t *testing.T) {
+	for _, target := range nextTargets {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			r := newNextRun(t, target, "kip848-librdkafka")
+			w1, w2 := r.start(confluentNext, "rdk-1"), r.start(confluentNext, "rdk-2")
+			r.settleConsumer(w1, w2)
+			r.step("two members settled")
+			r.wantType("consumer")
+			stopped := time.Now()
+			r.stop(w1)
+			r.settleConsumer(w2)
+			if d := time.Since(stopped); d > nextSession/2 {
+				t.Errorf("the stopped member's partitions moved %v after SIGTERM: it did not leave the group", d)
+			}
+			r.step("the stopped member gone")
+			r.checkNextGen(w1, w2)
+			r.finish()
+		})
+	}
+}
+
+// TestKIP848ClassicJoinsConsumerGroup: a classic franz-go member joins a
+// consumer group of one next-gen member, then leaves again. cohort is to
+// serve it from the consumer group's state (a mixed group, member types 1
+// and 0) — skipped, see the BUG message; COHORT_KNOWN_BUGS=1 runs it. kfake
+// gives it a classic generation of its own with every partition, which the
+// next-gen member still owns, then refuses its OffsetFetch
+// (UNKNOWN_MEMBER_ID): franz-go drops the partitions as lost and rejoins, in
+// a loop (docs/compatibility.md).
+func TestKIP848ClassicJoinsConsumerGroup(t *testing.T) {
+	for _, target := range nextTargets {
+		t.Run(target, func(t *testing.T) {
+			if target == "cohort" && os.Getenv("COHORT_KNOWN_BUGS") == "" {
+				t.Skip("BUG: a classic JoinGroup (v4+) into a non-empty consumer group is answered MEMBER_ID_REQUIRED with a " +
+					"new member id, and the rejoin with that id UNKNOWN_MEMBER_ID (group/cmigrate.go classicJoinToConsumer " +
+					"looks the id up among the members; Kafka creates the member), so no classic client of JoinGroup v4+ " +
+					"can join and franz-go loops on JoinGroup (about 7000 requests/s); COHORT_KNOWN_BUGS=1 runs it")
+			}
+			t.Parallel()
+			r := newNextRun(t, target, "kip848-classic-joins")
+			n1 := r.start(franzgoNext(true), "next-1")
+			r.settleConsumer(n1)
+			r.step("one next-gen member settled")
+			c2 := r.start(franzgoNext(false), "classic-2")
+			if target == "kfake" {
+				err := testbed.WaitFor(r.ctx, c2.clientID+" refused", func() bool { return c2.printedError("UNKNOWN_MEMBER_ID") })
+				if err != nil {
+					t.Fatalf("kfake: %v", err)
+				}
+				r.step("the classic member refused")
+				g := r.settleConsumer(n1) // the consumer group does not know the classic member
+				if len(g.Members) != 1 {
+					t.Errorf("kfake: members %s", memberLines(g))
+				}
+				r.noisy[c2] = true
+				r.expectOverlap = true // the classic member printed every partition assigned
+				r.finish()
+				return
+			}
+			g := r.settleConsumer(n1, c2)
+			r.step("mixed group settled")
+			for _, m := range g.Members {
+				want := int8(1)
+				if m.ClientID == c2.clientID {
+					want = 0
+				}
+				if m.MemberType != want {
+					t.Errorf("member %s has type %d, want %d", m.ClientID, m.MemberType, want)
+				}
+			}
+			r.wantType("consumer")
+			r.stop(c2)
+			r.settleConsumer(n1)
+			r.wantType("consumer")
+			r.step("the classic member gone")
+			r.finish()
+		})
+	}
 }
