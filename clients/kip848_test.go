@@ -24,9 +24,9 @@ package clients
 //     committed before the first member joined are unchanged throughout.
 //     kfake refuses the next-gen member instead (docs/compatibility.md).
 //   - TestKIP848ClassicJoinsConsumerGroup: a classic member joins a
-//     consumer group (cohort: a known bug, skipped; kfake: two owners).
-//   - TestKIP848DowngradeBUGIllegalGeneration: the classic members must
-//     keep their partitions through the downgrade (a known bug, skipped).
+//     consumer group (cohort: a mixed group; kfake: two owners).
+//   - TestKIP848DowngradeKeepsPartitions: the classic members keep their
+//     partitions through the downgrade (no lost, no ILLEGAL_GENERATION).
 //
 // Exclusive ownership is checked over time from the clients' own callback
 // lines (checkExclusive): each line carries the wall-clock time its
@@ -47,7 +47,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"slices"
 	"sort"
@@ -704,17 +703,14 @@ func (w *worker) printedError(s string) bool {
 	return false
 }
 
-// TestKIP848DowngradeBUGIllegalGeneration: when the last consumer-protocol
-// member leaves a mixed group, the classic members must rejoin with the
-// partitions they own, as with Kafka, not lose them. Skipped: see the BUG
-// message; COHORT_KNOWN_BUGS=1 runs it.
-func TestKIP848DowngradeBUGIllegalGeneration(t *testing.T) {
-	if os.Getenv("COHORT_KNOWN_BUGS") == "" {
-		t.Skip("BUG: on the downgrade cohort gives the classic group the group epoch already bumped for the leaving member, " +
-			"one more than the generation the classic members know, so their next Heartbeat is answered ILLEGAL_GENERATION " +
-			"and franz-go reports their partitions lost and rejoins without them (Kafka converts at the epoch before the " +
-			"leave: the members get REBALANCE_IN_PROGRESS and rejoin with their partitions); COHORT_KNOWN_BUGS=1 runs it")
-	}
+// TestKIP848DowngradeKeepsPartitions: when the last consumer-protocol
+// member leaves a mixed group, the classic members rejoin with the
+// partitions they own, as with Kafka, rather than losing them: the classic
+// group takes the epoch from before the leave, so their Heartbeat is
+// answered REBALANCE_IN_PROGRESS, never ILLEGAL_GENERATION. (Until
+// 2026-12-01 cohort gave the bumped epoch; group's
+// TestKIP848_C77C80C81C82C83OnlineMigration checks the generation.)
+func TestKIP848DowngradeKeepsPartitions(t *testing.T) {
 	r, classic := runMixed(t, "cohort")
 	for _, w := range classic {
 		w.mu.Lock()
@@ -764,7 +760,8 @@ func TestKIP848Librdkafka(t *testing.T) {
 // TestKIP848ClassicJoinsConsumerGroup: a classic franz-go member joins a
 // consumer group of one next-gen member, then leaves again. cohort is to
 // serve it from the consumer group's state (a mixed group, member types 1
-// and 0) — skipped, see the BUG message; COHORT_KNOWN_BUGS=1 runs it. kfake
+// and 0; its JoinGroup with the id MEMBER_ID_REQUIRED gave creates the
+// member, group's TestKIP848_C80ClassicJoinsWithGivenID). kfake
 // gives it a classic generation of its own with every partition, which the
 // next-gen member still owns, then refuses its OffsetFetch
 // (UNKNOWN_MEMBER_ID): franz-go drops the partitions as lost and rejoins, in
@@ -772,12 +769,6 @@ func TestKIP848Librdkafka(t *testing.T) {
 func TestKIP848ClassicJoinsConsumerGroup(t *testing.T) {
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
-			if target == "cohort" && os.Getenv("COHORT_KNOWN_BUGS") == "" {
-				t.Skip("BUG: a classic JoinGroup (v4+) into a non-empty consumer group is answered MEMBER_ID_REQUIRED with a " +
-					"new member id, and the rejoin with that id UNKNOWN_MEMBER_ID (group/cmigrate.go classicJoinToConsumer " +
-					"looks the id up among the members; Kafka creates the member), so no classic client of JoinGroup v4+ " +
-					"can join and franz-go loops on JoinGroup (about 7000 requests/s); COHORT_KNOWN_BUGS=1 runs it")
-			}
 			t.Parallel()
 			r := newNextRun(t, target, "kip848-classic-joins")
 			n1 := r.start(franzgoNext(true), "next-1")

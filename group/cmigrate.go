@@ -250,10 +250,10 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		fail(ErrMemberIDRequired, s.newMemberID(c.ID))
 		return
 	case req.MemberID != "":
-		if m = cg.members[req.MemberID]; m == nil {
-			fail(ErrUnknownMemberID, req.MemberID)
-			return
-		}
+		// An id the group does not know is the one MEMBER_ID_REQUIRED gave
+		// out (or a member fenced since): as Kafka does, the join creates
+		// the member with that id.
+		m = cg.members[req.MemberID]
 	}
 	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && len(cg.members) >= s.cfg.ConsumerMaxSize {
 		fail(ErrGroupMaxSizeReached, "")
@@ -449,7 +449,12 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 // epoch, with a protocol every member supports and the targets as
 // assignments, and prepares a rebalance at once so that the members rejoin
 // the classic way.
-func (g *Group) maybeDowngrade(h *hbReq) {
+//
+// epoch is the group epoch before the leave that emptied the group of
+// consumer-protocol members: the classic members last learned that epoch as
+// their generation, so the classic group takes it (as Kafka does) and their
+// next Heartbeat is answered REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION.
+func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	cg := g.cg
 	s := g.s
 	if cg == nil || len(cg.members) == 0 || !s.downgradeAllowed() || (s.cfg.MaxSize > 0 && len(cg.members) > s.cfg.MaxSize) {
@@ -484,7 +489,6 @@ func (g *Group) maybeDowngrade(h *hbReq) {
 	for _, id := range cg.ids {
 		members = append(members, snap{cg.members[id], cg.target[id].clone()})
 	}
-	epoch := cg.epoch
 	for _, sn := range members {
 		g.emit(h, cTombstone(keyCCurrent, g.id, sn.m.id))
 		g.emit(h, cTombstone(keyCTarget, g.id, sn.m.id))

@@ -722,6 +722,38 @@ func (h *h) classicRejoin(id, client string, owned tpset) (tpset, int32) {
 	return got, jr.Generation
 }
 
+// TestKIP848_C80ClassicJoinsWithGivenID: a classic member (JoinGroup v4+)
+// joining a consumer-protocol group that has members is first answered
+// MEMBER_ID_REQUIRED with an id; its JoinGroup with that id creates the
+// member, which is then served like the others and gets partitions once the
+// next-gen member has given them up.
+func TestKIP848_C80ClassicJoinsWithGivenID(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	expectCode(t, "next-gen join", h.cgJoin("n1", "a").ErrorCode, ErrNone)
+	n1 := h.cmember("cg", "n1")
+	h.cg(hb{member: "n1", epoch: n1.epoch, owned: n1.assigned.clone()})
+	meta := string(subscription(tpset{}, "a"))
+	jr := h.joinResp(h.join("cg", jo{client: "c1", protos: protos("range", meta)}))
+	expectCode(t, "C80 first join", jr.ErrorCode, ErrMemberIDRequired)
+	if jr.MemberID == "" {
+		t.Fatal("C80: MEMBER_ID_REQUIRED without an id")
+	}
+	id := jr.MemberID
+	owned := tpset{}
+	for round := 0; round < 4; round++ {
+		got, _ := h.classicRejoin(id, "c1", owned)
+		if got != nil {
+			owned = got
+		}
+		m := h.cmember("cg", "n1")
+		h.cg(hb{member: "n1", epoch: m.epoch, owned: m.assigned.clone()})
+		h.checkNoDoubleOwner("cg")
+	}
+	if owned.size() != 2 || h.cmember("cg", "n1").assigned.size() != 2 || overlaps(owned, h.cmember("cg", "n1").assigned) {
+		t.Fatalf("C80: classic member owns %v, next-gen member %v", owned, h.cmember("cg", "n1").assigned)
+	}
+}
+
 // TestC76C84ConvertEmptyGroups: a consumer join converts an empty classic
 // group (offsets stay); a classic join turns an empty consumer group
 // classic.
@@ -804,12 +836,20 @@ func TestKIP848_C77C80C81C82C83OnlineMigration(t *testing.T) {
 		t.Fatalf("mixed group reload: %s", dr)
 	}
 	// C83: the consumer-protocol member leaves: the group turns classic and
-	// rebalances; the classic members rejoin the classic way.
+	// rebalances; the classic members rejoin the classic way. The classic
+	// group takes the epoch from before the leave, the generation the
+	// classic members know, so their Heartbeat is told to rejoin rather
+	// than fenced as ILLEGAL_GENERATION.
+	before, known := cg.epoch, h.cmember("cg", id1).epoch
 	h.cg(hb{member: "n1", epoch: -1})
 	g = h.s.Group("cg")
 	if g.cg != nil || g.State() != PreparingRebalance || len(g.MemberIDs()) != 2 {
 		t.Fatalf("C83: after the last consumer member left: consumer %v state %v members %v", g.cg != nil, g.State(), g.MemberIDs())
 	}
+	if g.generation != before {
+		t.Fatalf("C83: classic generation %d after the downgrade, want the epoch before the leave %d", g.generation, before)
+	}
+	expectCode(t, "C83 heartbeat after downgrade", h.heartbeat("cg", id1, known), ErrRebalanceInProgress)
 	if !g.hasOffset(topicPartition{"a", 0}) {
 		t.Fatal("C83: offsets lost")
 	}

@@ -202,6 +202,7 @@ func (s *Shard) consumerLeave(h *hbReq) (*Group, *cmember, int16, string) {
 // reads Empty rather than Assigning.
 func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
 	cg := g.cg
+	before := cg.epoch
 	g.emit(h, cTombstone(keyCCurrent, g.id, m.id))
 	g.emit(h, cTombstone(keyCTarget, g.id, m.id))
 	g.emit(h, cTombstone(keyCMember, g.id, m.id))
@@ -209,7 +210,7 @@ func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
 	if len(cg.members) == 0 {
 		g.emit(h, cTMetaRec(g.id, cg.epoch))
 	}
-	g.maybeDowngrade(h)
+	g.maybeDowngrade(h, before)
 }
 
 // onClassicTimer fences a classic member of a consumer-protocol group that
