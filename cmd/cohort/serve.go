@@ -137,6 +137,7 @@ type serveFlags struct {
 	consumerSession, consumerHeartbeat                       time.Duration
 	consumerAssignors                                        string
 	consumerMaxSize                                          int
+	migrationPolicy                                          string
 	assignors                                                []string // --consumer-assignors, checked by parse
 }
 
@@ -183,6 +184,7 @@ func newServeFlags() *serveFlags {
 	dur(&s.consumerHeartbeat, "consumer-heartbeat-interval", d.ConsumerHeartbeatInterval, "heartbeat interval given to consumer-protocol members")
 	str(&s.consumerAssignors, "consumer-assignors", strings.Join(d.ConsumerAssignors, ","), "server-side assignors members may ask for, comma-separated, the first the default: "+strings.Join(serverassign.Names(), ", "))
 	num(&s.consumerMaxSize, "consumer-group-max-size", 0, "most members a consumer-protocol group may have (0 = unlimited)")
+	str(&s.migrationPolicy, "consumer-migration-policy", group.MigrationBidirectional, "whether groups move between the classic and consumer protocols while they have members: bidirectional, upgrade, downgrade or disabled")
 
 	section("Security")
 	str(&s.listeners, "listeners", "", "comma-separated PROTOCOL://HOST:PORT, PROTOCOL one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL (default: PLAINTEXT://<--listen>)")
@@ -337,6 +339,12 @@ func (s *serveFlags) checkConsumer() error {
 		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
 			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))
 	}
+	s.migrationPolicy = strings.ToLower(strings.TrimSpace(s.migrationPolicy))
+	switch s.migrationPolicy {
+	case group.MigrationBidirectional, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationDisabled:
+	default:
+		return fmt.Errorf("--consumer-migration-policy %q: want bidirectional, upgrade, downgrade or disabled", s.migrationPolicy)
+	}
 	s.assignors = nil
 	for _, name := range strings.Split(s.consumerAssignors, ",") {
 		name = strings.ToLower(strings.TrimSpace(name))
@@ -365,6 +373,7 @@ func (s *serveFlags) groupConfig() group.Config {
 	cfg.ConsumerHeartbeatInterval = s.consumerHeartbeat
 	cfg.ConsumerAssignors = s.assignors
 	cfg.ConsumerMaxSize = s.consumerMaxSize
+	cfg.ConsumerMigrationPolicy = s.migrationPolicy
 	return cfg
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"flag"
+	"github.com/cohort-dev/cohort/group"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,6 +114,7 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--consumer-assignors", ""}, nil, `unknown assignor ""`},
 		{[]string{"--consumer-assignors", "range,Range"}, nil, "range is named twice"},
 		{[]string{"--consumer-group-max-size", "-1"}, nil, "--consumer-group-max-size -1"},
+		{[]string{"--consumer-migration-policy", "sideways"}, nil, `--consumer-migration-policy "sideways": want bidirectional, upgrade, downgrade or disabled`},
 		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
@@ -133,18 +135,20 @@ func TestServeConsumerFlags(t *testing.T) {
 	}
 	cfg := s.groupConfig()
 	if cfg.ConsumerSessionTimeout != 45*time.Second || cfg.ConsumerHeartbeatInterval != 5*time.Second ||
-		!slices.Equal(cfg.ConsumerAssignors, []string{"uniform", "range"}) || cfg.ConsumerMaxSize != 0 {
+		!slices.Equal(cfg.ConsumerAssignors, []string{"uniform", "range"}) || cfg.ConsumerMaxSize != 0 ||
+		cfg.ConsumerMigrationPolicy != group.MigrationBidirectional {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	s = newServeFlags()
 	err := s.parse([]string{"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms",
-		"--consumer-assignors", " Range , uniform", "--consumer-group-max-size", "7"}, noEnv)
+		"--consumer-assignors", " Range , uniform", "--consumer-group-max-size", "7", "--consumer-migration-policy", "Upgrade"}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg = s.groupConfig()
 	if cfg.ConsumerSessionTimeout != 10*time.Second || cfg.ConsumerHeartbeatInterval != 500*time.Millisecond ||
-		!slices.Equal(cfg.ConsumerAssignors, []string{"range", "uniform"}) || cfg.ConsumerMaxSize != 7 {
+		!slices.Equal(cfg.ConsumerAssignors, []string{"range", "uniform"}) || cfg.ConsumerMaxSize != 7 ||
+		cfg.ConsumerMigrationPolicy != group.MigrationUpgrade {
 		t.Fatalf("set: %+v", cfg)
 	}
 	c := cli{t: t}
