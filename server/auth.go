@@ -137,12 +137,12 @@ func (c *conn) startAuth() bool {
 		if err := c.handshakeTLS(); err != nil {
 			if c.ctx.Err() == nil {
 				c.log.Info("closing connection: authentication failed", "listener", c.l.Name, "reason", err.Error())
-				c.s.metrics.authResult("SSL", false)
+				c.lm.authResult("SSL", false)
 			}
 			return false
 		}
 		if c.l.Protocol == ProtocolSSL {
-			c.s.metrics.authResult("SSL", true)
+			c.lm.authResult("SSL", true)
 		}
 	}
 	if c.l.IsSASL() {
@@ -210,7 +210,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	m, ok := c.s.sec.cfg.Mechanisms[req.Mechanism]
 	if !ok {
 		c.log.Info("closing connection: unsupported SASL mechanism", "mechanism", req.Mechanism, "enabled", strings.Join(c.s.sec.mechNames, ","))
-		c.s.metrics.authResult(req.Mechanism, false)
+		c.lm.authResult(req.Mechanism, false)
 		out.ErrorCode = errUnsupportedSaslMechanism
 		return out, true
 	}
@@ -254,13 +254,13 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 			}
 			c.auth.sess = nil
 			c.nc.SetReadDeadline(time.Time{})
-			c.s.metrics.authResult(c.auth.mech, true)
+			c.lm.authResult(c.auth.mech, true)
 			c.log.Debug("authenticated", "principal", p, "mechanism", c.auth.mech)
 			return out, true, nil
 		}
 	}
 	if err != nil {
-		c.s.metrics.authResult(c.auth.mech, false)
+		c.lm.authResult(c.auth.mech, false)
 		c.log.Info("authentication failed", "mechanism", c.auth.mech, "listener", c.l.Name, "reason", err.Error())
 		c.failDelay()
 		return nil, false, err
@@ -320,7 +320,7 @@ func (c *conn) saslRawExchange() bool {
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 0 || size > maxSaslTokenBytes {
 			c.log.Info("closing connection: bad SASL token size", "size", size, "max", maxSaslTokenBytes)
-			c.s.metrics.authResult(c.auth.mech, false)
+			c.lm.authResult(c.auth.mech, false)
 			c.s.metrics.protocolError("sasl_token_size")
 			return false
 		}

@@ -124,7 +124,11 @@ func (f *authFixture) lastPrincipal() string {
 func (f *authFixture) advance(d time.Duration) { f.now.Add(int64(d)) }
 
 func (f *authFixture) authCount(mech, result string) float64 {
-	return testutil.ToFloat64(f.ts.srv.metrics.auth.WithLabelValues(mech, result))
+	var n float64
+	for l := range f.ts.srv.metrics.listeners {
+		n += testutil.ToFloat64(f.ts.srv.metrics.auth.WithLabelValues(l, mech, result))
+	}
+	return n
 }
 
 func handshake(t *testing.T, c *rawConn, v int16, mech string) *kmsg.SASLHandshakeResponse {

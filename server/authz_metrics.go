@@ -1,10 +1,6 @@
 package server
 
-import (
-	"errors"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // authzMetrics counts what the authorizer refused, by API:
 // cohort_server_authorization_denials_total{api}. One refused request, or
@@ -24,16 +20,9 @@ func newAuthzMetrics(reg prometheus.Registerer) (*authzMetrics, error) {
 		Namespace: "cohort", Subsystem: "server", Name: "authorization_denials_total",
 		Help: "Requests, or topics and groups within requests, refused by the authorizer, by Kafka API.",
 	}, []string{"api"})
-	if err := reg.Register(vec); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		existing, ok := (*prometheus.CounterVec)(nil), false
-		if errors.As(err, &are) {
-			existing, ok = are.ExistingCollector.(*prometheus.CounterVec)
-		}
-		if !ok {
-			return nil, err
-		}
-		vec = existing
+	vec, err := register(reg, vec)
+	if err != nil {
+		return nil, err
 	}
 	a := &authzMetrics{}
 	for _, api := range supported {

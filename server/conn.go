@@ -124,6 +124,7 @@ func readFrame(r io.Reader, size int32) ([]byte, error) {
 type conn struct {
 	s      *Server
 	l      *listener
+	lm     *listenerMetrics // the listener's metrics (nil: none)
 	auth   connAuth
 	nc     net.Conn
 	br     *bufio.Reader
@@ -153,6 +154,7 @@ func newConn(s *Server, nc net.Conn, l *listener) *conn {
 		// arrive in one read system call instead of two.
 		br:     bufio.NewReaderSize(nc, 16<<10),
 		host:   host,
+		lm:     s.metrics.listener(l.Name),
 		log:    s.log.With("remote", remote),
 		ctx:    ctx,
 		cancel: cancel,
@@ -186,10 +188,8 @@ func (c *conn) recoverBug(where string) {
 func (c *conn) run() {
 	defer c.s.wg.Done()
 	defer c.s.removeConn(c)
-	if m := c.s.metrics; m != nil {
-		m.connections.Inc()
-		defer m.connections.Dec()
-	}
+	c.lm.connOpened()
+	defer c.lm.connClosed()
 	defer c.close()
 	defer c.recoverBug("serve")
 	if !c.startAuth() {
@@ -359,7 +359,7 @@ func (c *conn) serveOne(r *request) bool {
 	if cap(c.wbuf) > 1<<20 { // do not keep a large Metadata buffer per idle connection
 		c.wbuf = nil
 	}
-	c.s.metrics.observe(r.key, time.Since(start))
+	c.s.metrics.observe(r.key, resp, time.Since(start))
 	if tap := c.s.cfg.Tap; tap != nil && r.req != nil && r.key != keySaslHandshake && r.key != keySaslAuthenticate {
 		tap(Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r.req, resp)
 	}

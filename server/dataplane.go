@@ -287,7 +287,7 @@ func (c *conn) afterDataPlane(r *request, resp kmsg.Response, start time.Time) b
 			// The producer reads no answer: Kafka closes the
 			// connection when an acks=0 produce fails, so that the
 			// client notices.
-			c.s.metrics.observe(r.key, time.Since(start))
+			c.s.metrics.observe(r.key, resp, time.Since(start))
 			return false
 		}
 	}

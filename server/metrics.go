@@ -1,56 +1,128 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// metrics holds the server's Prometheus collectors. Per-API children are
-// resolved once at start-up so the hot path does no label lookups. A nil
-// *metrics records nothing.
+// metrics holds the server's Prometheus collectors (names and labels are
+// documented in docs/operations.md). Children whose labels are known at
+// start-up (API, listener, mechanism) are resolved once, so the request path
+// does no label lookup and no allocation; error-code children are resolved
+// on first use and cached. A nil *metrics records nothing.
 type metrics struct {
-	connections    prometheus.Gauge
 	requests       [maxKey]prometheus.Counter
 	latency        [maxKey]prometheus.Observer
+	errVec         *prometheus.CounterVec
+	errs           [maxKey][numCodes]atomic.Pointer[prometheus.Counter]
+	offsets        prometheus.Counter
 	protocolErrors *prometheus.CounterVec
 	auth           *prometheus.CounterVec
+	listeners      map[string]*listenerMetrics
 	authz          *authzMetrics
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
+// listenerMetrics are one listener's children: its open connections and
+// its authentication outcomes by mechanism.
+type listenerMetrics struct {
+	connections prometheus.Gauge
+	mechs       []mechMetrics // the enabled mechanisms and SSL
+	other       mechMetrics   // a mechanism the server does not offer
+}
+
+type mechMetrics struct {
+	name              string
+	success, failures prometheus.Counter
+}
+
+// numCodes bounds the error codes with a cached child: -1 (UNKNOWN_SERVER_ERROR)
+// to numCodes-2; any other code is counted as -1.
+const numCodes = 160
+
+// LatencyBuckets are the bounds of the request latency histogram: 1, 2.5
+// and 5 times each power of ten from 10µs to 10s, then 30s. They resolve a
+// heartbeat answered from memory (tens of µs), a commit waiting for an
+// fsync (ms) and a JoinGroup parked for a rebalance (s).
+var LatencyBuckets = []float64{
+	10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+}
+
+// register registers c on reg; a collector of the same description already
+// there (a second server on one registry) is returned instead.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, fmt.Errorf("server: registering metrics: %w", err)
+	}
+	return c, nil
+}
+
+// newMetrics registers the server's collectors. listeners are the listener
+// names and mechs the enabled SASL mechanisms: their children are made up
+// front, so a client cannot add series by naming a mechanism.
+func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string) (*metrics, error) {
+	var err error
+	m := &metrics{listeners: map[string]*listenerMetrics{}}
+	reqs, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cohort", Subsystem: "server", Name: "requests_total",
 		Help: "Requests answered, by Kafka API.",
-	}, []string{"api"})
-	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	}, []string{"api"}))
+	if err != nil {
+		return nil, err
+	}
+	lat, err := register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "cohort", Subsystem: "server", Name: "request_duration_seconds",
-		Help: "Time from starting to handle a request to writing its response, by Kafka API (parked JoinGroups included).",
-		// 50µs .. ~7min: heartbeats are sub-millisecond, parked joins last
-		// up to a rebalance timeout.
-		Buckets: prometheus.ExponentialBuckets(50e-6, 4, 12),
-	}, []string{"api"})
-	m := &metrics{
-		connections: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "cohort", Subsystem: "server", Name: "connections",
-			Help: "Open client connections.",
-		}),
-		protocolErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "cohort", Subsystem: "server", Name: "protocol_errors_total",
-			Help: "Connections closed because of a bad request, by reason.",
-		}, []string{"reason"}),
-		auth: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "cohort", Subsystem: "server", Name: "authentications_total",
-			Help: "Authentication attempts by mechanism (SASL mechanism, or SSL for a client certificate) and result (success, failure).",
-		}, []string{"mechanism", "result"}),
+		Help:    "Time from starting to handle a request to writing its response, by Kafka API (parked JoinGroups and SyncGroups included).",
+		Buckets: LatencyBuckets,
+	}, []string{"api"}))
+	if err != nil {
+		return nil, err
 	}
-	for _, c := range []prometheus.Collector{reqs, lat, m.connections, m.protocolErrors, m.auth} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("server: registering metrics: %w", err)
-		}
+	if m.errVec, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "request_errors_total",
+		Help: "Error codes answered, by Kafka API and error: one per response, or per part of a response (a partition of an OffsetCommit, a group of a DescribeGroups), that carries a non-zero code.",
+	}, []string{"api", "error"})); err != nil {
+		return nil, err
 	}
-	var err error
+	if m.offsets, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "cohort", Name: "offsets_committed_total",
+		Help: "Partition offsets committed (answered without error in OffsetCommit).",
+	})); err != nil {
+		return nil, err
+	}
+	if m.protocolErrors, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "protocol_errors_total",
+		Help: "Connections closed because of a bad request, by reason.",
+	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	conns, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "connections",
+		Help: "Open client connections, by listener.",
+	}, []string{"listener"}))
+	if err != nil {
+		return nil, err
+	}
+	m.auth, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "authentications_total",
+		Help: "Authentication attempts by listener, mechanism (an enabled SASL mechanism, SSL for a client certificate, other for a mechanism not offered) and result (success, failure).",
+	}, []string{"listener", "mechanism", "result"}))
+	if err != nil {
+		return nil, err
+	}
 	if m.authz, err = newAuthzMetrics(reg); err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
@@ -58,16 +130,101 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.requests[api.Key] = reqs.WithLabelValues(api.Name)
 		m.latency[api.Key] = lat.WithLabelValues(api.Name)
 	}
+	mech := func(l, name string) mechMetrics {
+		return mechMetrics{name: name, success: m.auth.WithLabelValues(l, name, "success"), failures: m.auth.WithLabelValues(l, name, "failure")}
+	}
+	for _, l := range listeners {
+		lm := &listenerMetrics{connections: conns.WithLabelValues(l.Name), other: mech(l.Name, "other")}
+		if l.IsTLS() {
+			lm.mechs = append(lm.mechs, mech(l.Name, "SSL"))
+		}
+		if l.IsSASL() {
+			for _, name := range mechs {
+				lm.mechs = append(lm.mechs, mech(l.Name, name))
+			}
+		}
+		m.listeners[l.Name] = lm
+	}
 	return m, nil
 }
 
-// observe counts one answered request of API key and its duration.
-func (m *metrics) observe(key int16, d time.Duration) {
+// listener returns the children of the listener called name (nil without
+// metrics).
+func (m *metrics) listener(name string) *listenerMetrics {
+	if m == nil {
+		return nil
+	}
+	return m.listeners[name]
+}
+
+// connOpened and connClosed move the listener's open connections.
+func (lm *listenerMetrics) connOpened() {
+	if lm != nil {
+		lm.connections.Inc()
+	}
+}
+
+func (lm *listenerMetrics) connClosed() {
+	if lm != nil {
+		lm.connections.Dec()
+	}
+}
+
+// authResult counts one authentication attempt's outcome by mechanism
+// ("SSL" for a TLS client certificate).
+func (lm *listenerMetrics) authResult(mechanism string, ok bool) {
+	if lm == nil {
+		return
+	}
+	mm := &lm.other
+	for i := range lm.mechs {
+		if lm.mechs[i].name == mechanism {
+			mm = &lm.mechs[i]
+			break
+		}
+	}
+	if ok {
+		mm.success.Inc()
+	} else {
+		mm.failures.Inc()
+	}
+}
+
+// observe counts one answered request of API key, its duration, the error
+// codes of its response and, for an OffsetCommit, the offsets committed.
+func (m *metrics) observe(key int16, resp kmsg.Response, d time.Duration) {
 	if m == nil || key < 0 || int(key) >= maxKey || m.requests[key] == nil {
 		return
 	}
 	m.requests[key].Inc()
 	m.latency[key].Observe(d.Seconds())
+	if resp != nil {
+		m.countErrors(key, resp)
+	}
+}
+
+// errorCode counts one non-zero error code in an answer of API key.
+func (m *metrics) errorCode(key int16, code int16) {
+	if code == 0 {
+		return
+	}
+	i := int(code) + 1
+	if i < 0 || i >= numCodes {
+		code, i = -1, 0
+	}
+	slot := &m.errs[key][i]
+	c := slot.Load()
+	if c == nil {
+		name := "UNKNOWN_SERVER_ERROR"
+		var ke *kerr.Error
+		if errors.As(kerr.ErrorForCode(code), &ke) && ke.Code == code {
+			name = ke.Message
+		}
+		child := m.errVec.WithLabelValues(byKey[key].Name, name)
+		slot.CompareAndSwap(nil, &child)
+		c = slot.Load()
+	}
+	(*c).Inc()
 }
 
 // protocolError counts a connection closed for reason.
@@ -76,17 +233,4 @@ func (m *metrics) protocolError(reason string) {
 		return
 	}
 	m.protocolErrors.WithLabelValues(reason).Inc()
-}
-
-// authResult counts one authentication attempt's outcome by mechanism
-// ("SSL" for a TLS client certificate).
-func (m *metrics) authResult(mechanism string, ok bool) {
-	if m == nil {
-		return
-	}
-	result := "failure"
-	if ok {
-		result = "success"
-	}
-	m.auth.WithLabelValues(mechanism, result).Inc()
 }

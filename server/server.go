@@ -147,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	s.sec = newSecurityRuntime(cfg.Security)
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Registerer != nil {
-		m, err := newMetrics(cfg.Registerer)
+		m, err := newMetrics(cfg.Registerer, lcfg, s.sec.mechNames)
 		if err != nil {
 			return nil, err
 		}
