@@ -180,7 +180,11 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		self.Rack = &r
 		n.cl.c.SetSelf(self)
 	}
-	n.cl.c.Start(n.coord)
+	if n.cm != nil {
+		n.cl.c.Start(observedPartitions{n.coord, n.cm})
+	} else {
+		n.cl.c.Start(n.coord)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cl.cancel, n.cl.done = cancel, make(chan struct{})
 	key := n.cl.st.RecordKey(CatalogPartition, catalogKey)

@@ -4,6 +4,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,8 +21,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
@@ -65,8 +64,19 @@ type Config struct {
 	Group      group.Config
 	// MaxFrameBytes caps a request frame (0 = 100 MiB).
 	MaxFrameBytes int32
-	// MetricsListen, if set, serves Prometheus metrics at /metrics.
+	// HTTPListen, if set, is the address of the HTTP listener: Prometheus
+	// metrics at /metrics, /healthz, /readyz, and what HTTPHandlers adds.
+	HTTPListen string
+	// MetricsListen is HTTPListen's deprecated name, used when HTTPListen
+	// is empty.
 	MetricsListen string
+	// HTTPHandlers, if set, adds handlers to the HTTP listener's mux when
+	// it is built (the web console); the node is started but not yet
+	// serving Kafka clients.
+	HTTPHandlers func(mux *http.ServeMux, n *Node)
+	// DisableMetrics records no metrics at all (benchmarks measure what
+	// they cost); /metrics then serves nothing.
+	DisableMetrics bool
 	Clock         clock.Clock
 	Rand          io.Reader
 	Logger        *slog.Logger
@@ -104,13 +114,15 @@ type Node struct {
 	coord    *coordinator.Coordinator
 	srv      *server.Server
 	topo     *server.SingleNodeTopology
-	metrics  *http.Server
-	// metricsAddr is the bound address of metrics.
-	metricsAddr net.Addr
-	cl          *clusterMode // nil unless cluster mode
-	auth        *authstate.State
-	done        chan error
-	cancel      context.CancelFunc
+	http     *http.Server
+	mux      *http.ServeMux
+	// httpAddr is the bound address of http.
+	httpAddr net.Addr
+	cl       *clusterMode // nil unless cluster mode
+	cm       *clusterMetrics
+	auth     *authstate.State
+	done     chan error
+	cancel   context.CancelFunc
 }
 
 // Start opens the store, loads the catalog, starts the coordinator (its
@@ -165,8 +177,17 @@ func Start(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var reg *prometheus.Registry
+	var sm *storeMetrics
+	var registerer prometheus.Registerer // nil: the server records nothing
+	if !cfg.DisableMetrics {
+		reg = newRegistry()
+		registerer = reg
+		sm = newStoreMetrics(reg)
+		if n.cl != nil {
+			n.cm = newClusterMetrics(reg)
+		}
+	}
 
 	gcfg := cfg.Group
 	if gcfg.Topics == nil {
@@ -175,7 +196,7 @@ func Start(cfg Config) (*Node, error) {
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,
 		Group:                  gcfg,
-		Store:                  n.store,
+		Store:                  sm.meter(n.store),
 		Clock:                  cfg.Clock,
 		Rand:                   cfg.Rand,
 		Logger:                 cfg.Logger,
@@ -198,7 +219,7 @@ func Start(cfg Config) (*Node, error) {
 		Catalog:       cat,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 		Logger:        cfg.Logger,
-		Registerer:    reg,
+		Registerer:    registerer,
 		Tap:           cfg.Tap,
 	})
 	if err != nil {
@@ -217,17 +238,14 @@ func Start(cfg Config) (*Node, error) {
 		n.cl.c.SetSelf(self)
 	}
 
-	if cfg.MetricsListen != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
+	if reg != nil {
+		reg.MustRegister(newNodeCollector(n))
+	}
+	if addr := cmp.Or(cfg.HTTPListen, cfg.MetricsListen); addr != "" {
+		if err := n.startHTTP(addr, reg); err != nil {
 			n.srv.Close()
-			return nil, fmt.Errorf("metrics listener: %w", err)
+			return nil, err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		n.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		n.metricsAddr = ln.Addr()
-		go n.metrics.Serve(ln)
 	}
 
 	n.coord.Start()
@@ -389,14 +407,6 @@ func (n *Node) ListenerAddr(name string) string {
 	return ""
 }
 
-// MetricsAddr is the address of the Prometheus listener, or "" without
-// one.
-func (n *Node) MetricsAddr() string {
-	if n.metricsAddr == nil {
-		return ""
-	}
-	return n.metricsAddr.String()
-}
 
 // Catalog returns the node's topic catalog.
 func (n *Node) Catalog() *catalog.Catalog { return n.srv.Catalog() }
@@ -436,8 +446,8 @@ func (n *Node) Close() error {
 	err := n.srv.Shutdown(ctx)
 	cancel()
 	n.cancel()
-	if n.metrics != nil {
-		n.metrics.Close()
+	if n.http != nil {
+		n.http.Close()
 	}
 	if cerr := n.closeStore(); err == nil {
 		err = cerr

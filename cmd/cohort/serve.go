@@ -122,7 +122,7 @@ type serveFlags struct {
 	// "#" are section headings.
 	order []string
 
-	listen, advertise, clusterID, dataDir, metrics, logLevel string
+	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
 	nodeID, maxSize, maxFrame, partitions                    int
 	minSession, maxSession, initialDelay                     time.Duration
 	retention, retentionCheck                                time.Duration
@@ -168,7 +168,8 @@ func newServeFlags() *serveFlags {
 	str(&s.dataDir, "data-dir", "./data", "directory of the embedded store (created at the first start)")
 	num(&s.partitions, "partitions", 50, "coordinator partitions (fixed for a data directory)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
-	str(&s.metrics, "metrics-listen", "", "address for Prometheus /metrics (default: off)")
+	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz (default: off)")
+	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 
 	section("Groups and offsets")
@@ -321,6 +322,12 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if s.maxFrame < 1 {
 		return fmt.Errorf("--max-request-bytes must be at least 1")
 	}
+	if s.metrics != "" {
+		if s.httpListen != "" && s.httpListen != s.metrics {
+			return fmt.Errorf("--metrics-listen %s and --http-listen %s: --metrics-listen is the old name of --http-listen; set only --http-listen", s.metrics, s.httpListen)
+		}
+		s.httpListen = s.metrics
+	}
 	if s.minSession > s.maxSession {
 		return fmt.Errorf("--min-session-timeout %s is above --max-session-timeout %s", shortDuration(s.minSession), shortDuration(s.maxSession))
 	}
@@ -426,6 +433,9 @@ func serve(args []string) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 
+	if s.metrics != "" {
+		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
+	}
 	n, err := node.Start(node.Config{
 		Listeners:              listeners,
 		Advertised:             advertisedEPs,
@@ -437,7 +447,7 @@ func serve(args []string) error {
 		Partitions:             s.partitions,
 		Group:                  cfg,
 		MaxFrameBytes:          int32(s.maxFrame),
-		MetricsListen:          s.metrics,
+		HTTPListen:             s.httpListen,
 		Logger:                 log,
 		RetentionCheckInterval: s.retentionCheck,
 		Cluster:                clusterCfg,

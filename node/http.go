@@ -1,0 +1,134 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cohort-dev/cohort/coordinator"
+)
+
+// newHTTPMux builds the handlers of the HTTP listener (--http-listen):
+// /metrics, /healthz, /readyz, then whatever Config.HTTPHandlers adds (the
+// web console).
+func (n *Node) newHTTPMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	mux.Handle("GET /readyz", readyHandler(n.Ready))
+	if n.cfg.HTTPHandlers != nil {
+		n.cfg.HTTPHandlers(mux, n)
+	}
+	return mux
+}
+
+// startHTTP listens on addr and serves the node's HTTP handlers.
+func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("http listener: %w", err)
+	}
+	n.mux = n.newHTTPMux(reg)
+	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second}
+	n.httpAddr = ln.Addr()
+	go n.http.Serve(ln)
+	return nil
+}
+
+// HTTPMux returns the HTTP listener's mux (nil without --http-listen), to
+// which more handlers can be added while the node runs.
+func (n *Node) HTTPMux() *http.ServeMux { return n.mux }
+
+// HTTPAddr is the address of the HTTP listener (/metrics, /healthz,
+// /readyz), or "" without one.
+func (n *Node) HTTPAddr() string {
+	if n.httpAddr == nil {
+		return ""
+	}
+	return n.httpAddr.String()
+}
+
+// MetricsAddr is HTTPAddr (its older name).
+func (n *Node) MetricsAddr() string { return n.HTTPAddr() }
+
+// Ready reports whether the node serves every coordinator partition it
+// owns, and if not, why not in a few words: in cluster mode it must hold
+// its etcd lease and have loaded every partition the cluster gave it;
+// alone, it must have loaded every partition.
+func (n *Node) Ready() (bool, string) {
+	states := n.coord.PartitionStates(nil)
+	owned := func(p int32) bool { return true }
+	if n.cl != nil {
+		if !n.cl.c.Serving() {
+			return false, "no valid etcd lease"
+		}
+		mine := map[int32]bool{}
+		for _, p := range n.cl.c.OwnedPartitions() {
+			mine[p] = true
+		}
+		owned = func(p int32) bool { return mine[p] }
+	}
+	var loading, down []string
+	total := 0
+	for i, st := range states {
+		p := int32(i)
+		if !owned(p) {
+			continue
+		}
+		total++
+		switch st {
+		case coordinator.PartitionLoading:
+			loading = append(loading, fmt.Sprint(p))
+		case coordinator.PartitionUnowned:
+			down = append(down, fmt.Sprint(p))
+		}
+	}
+	var why []string
+	if len(loading) > 0 {
+		why = append(why, fmt.Sprintf("loading %d of %d coordinator partitions (%s)", len(loading), total, short(loading)))
+	}
+	if len(down) > 0 {
+		why = append(why, fmt.Sprintf("%d coordinator partitions not served (%s)", len(down), short(down)))
+	}
+	if len(why) > 0 {
+		return false, strings.Join(why, "; ")
+	}
+	return true, "ok"
+}
+
+// short lists at most 5 items.
+func short(items []string) string {
+	if len(items) > 5 {
+		return strings.Join(items[:5], ",") + ",…"
+	}
+	return strings.Join(items, ",")
+}
+
+// readyHandler answers 200 "ok" when ready says so, 503 with its reason
+// otherwise.
+func readyHandler(ready func() (bool, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := ready()
+		code := http.StatusOK
+		if !ok {
+			code = http.StatusServiceUnavailable
+		}
+		writeText(w, code, why)
+	})
+}
+
+func writeText(w http.ResponseWriter, code int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, body)
+}

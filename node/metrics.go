@@ -1,0 +1,147 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/cohort-dev/cohort/coordinator"
+)
+
+// groupStates are the states reported for each group type, so that every
+// series of cohort_groups exists (at 0) from the first scrape.
+var groupStates = []struct {
+	typ    string
+	states []string
+}{
+	{"classic", []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable"}},
+	{"consumer", []string{"Empty", "Assigning", "Reconciling", "Stable"}},
+}
+
+// nodeCollector computes the gauges that describe the node's state at
+// scrape time, from the coordinator (groups, members, partitions) and, in
+// cluster mode, the cluster membership (lease, nodes, partitions served):
+// nothing is counted on the request path.
+type nodeCollector struct {
+	n *Node
+
+	groups, members, owned, loading *prometheus.Desc
+	leaseValid, leaseSessions       *prometheus.Desc
+	clusterNodes                    *prometheus.Desc
+}
+
+func newNodeCollector(n *Node) *nodeCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &nodeCollector{
+		n:       n,
+		groups:  d("cohort_groups", "Groups this node coordinates, by type (classic, consumer) and state.", "type", "state"),
+		members: d("cohort_group_members", "Members of the groups this node coordinates, by group type.", "type"),
+		owned:   d("cohort_coordinator_partitions_owned", "Coordinator partitions this node serves or is loading."),
+		loading: d("cohort_coordinator_partitions_loading", "Coordinator partitions this node is loading (answering COORDINATOR_LOAD_IN_PROGRESS)."),
+		leaseValid: d("cohort_cluster_lease_valid",
+			"Cluster mode: 1 while this node holds a valid etcd lease by its own clock (it serves its partitions), 0 otherwise."),
+		leaseSessions: d("cohort_cluster_lease_sessions_total",
+			"Cluster mode: etcd leases this node was granted (one per session; each one after the first follows a lost lease)."),
+		clusterNodes: d("cohort_cluster_nodes", "Cluster mode: live nodes registered in etcd, this one included."),
+	}
+}
+
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.groups
+	ch <- c.members
+	ch <- c.owned
+	ch <- c.loading
+	if c.n.cl != nil {
+		ch <- c.leaseValid
+		ch <- c.leaseSessions
+		ch <- c.clusterNodes
+	}
+}
+
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	type key struct{ typ, state string }
+	counts := map[key]int{}
+	members := map[string]int{}
+	c.n.coord.GroupStats(func(typ, state string, m int) {
+		counts[key{typ, state}]++
+		members[typ] += m
+	})
+	for _, g := range groupStates {
+		for _, s := range g.states {
+			ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(counts[key{g.typ, s}]), g.typ, s)
+			delete(counts, key{g.typ, s})
+		}
+		ch <- prometheus.MustNewConstMetric(c.members, prometheus.GaugeValue, float64(members[g.typ]), g.typ)
+	}
+	for k, v := range counts { // a state not listed above
+		ch <- prometheus.MustNewConstMetric(c.groups, prometheus.GaugeValue, float64(v), k.typ, k.state)
+	}
+	owned, loading := 0, 0
+	for _, st := range c.n.coord.PartitionStates(nil) {
+		switch st {
+		case coordinator.PartitionLoading:
+			loading++
+			owned++
+		case coordinator.PartitionActive:
+			owned++
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, float64(owned))
+	ch <- prometheus.MustNewConstMetric(c.loading, prometheus.GaugeValue, float64(loading))
+	if cl := c.n.cl; cl != nil {
+		valid := 0.0
+		if cl.c.Serving() {
+			valid = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.leaseValid, prometheus.GaugeValue, valid)
+		ch <- prometheus.MustNewConstMetric(c.leaseSessions, prometheus.CounterValue, float64(cl.c.Sessions()))
+		ch <- prometheus.MustNewConstMetric(c.clusterNodes, prometheus.GaugeValue, float64(len(cl.c.Brokers())))
+	}
+}
+
+// clusterMetrics count the partitions the cluster hands to and takes from
+// this node's coordinator.
+type clusterMetrics struct {
+	acquired, released prometheus.Counter
+}
+
+func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
+	m := &clusterMetrics{
+		acquired: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cohort", Subsystem: "cluster", Name: "partitions_acquired_total",
+			Help: "Cluster mode: coordinator partitions this node took over (each then loads).",
+		}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cohort", Subsystem: "cluster", Name: "partitions_released_total",
+			Help: "Cluster mode: coordinator partitions this node stopped serving (handed over to another node, or dropped when its lease was lost or it closed).",
+		}),
+	}
+	reg.MustRegister(m.acquired, m.released)
+	return m
+}
+
+// observedPartitions is the coordinator as the cluster drives it, counting
+// hand-overs.
+type observedPartitions struct {
+	c *coordinator.Coordinator
+	m *clusterMetrics
+}
+
+func (o observedPartitions) Acquire(p int32) {
+	o.m.acquired.Inc()
+	o.c.Acquire(p)
+}
+
+func (o observedPartitions) Release(p int32) {
+	o.m.released.Inc()
+	o.c.Release(p)
+}
+
+// newRegistry returns the node's registry with the Go runtime and process
+// collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
