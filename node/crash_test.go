@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/testport"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -44,16 +45,10 @@ func cohortBinary(t *testing.T) string {
 	return buildOnce.path
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
+// freePort is an address for a child that is killed and started again on
+// it: below the ephemeral range, so no outgoing connection takes it in
+// between (internal/testport).
+func freePort(t *testing.T) string { return testport.Reserve(t) }
 
 // startChild runs `cohort serve` as a child process and waits until it
 // answers.

@@ -5,7 +5,6 @@ package etcdtest
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/cohort-dev/cohort/internal/testport"
 )
 
 // Cluster is a set of in-process etcd members.
@@ -31,15 +32,11 @@ type Cluster struct {
 	members []*embed.Etcd // nil when stopped
 }
 
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freePort is an address below the ephemeral port range: a stopped member
+// restarts on the same peer and client URLs, and a port from the kernel's
+// ephemeral range may meanwhile be taken as the local port of some outgoing
+// connection (internal/testport).
+func freePort(t testing.TB) string { return testport.Reserve(t) }
 
 // Start starts an n-member cluster and waits until it serves. It is stopped
 // when the test ends.
