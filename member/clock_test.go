@@ -3,34 +3,25 @@ package member
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/cohort-dev/cohort/internal/clock"
 )
 
-// fakeCoordinator answers a single member's requests in memory: the
-// MEMBER_ID_REQUIRED round trip, generation 1 with the member as leader, and
-// heartbeats that succeed or fail on demand. It records the fake time of
-// every heartbeat.
+// These tests drive a Machine directly on simulated time: no goroutines, no
+// sleeps, no polling. fakeCoordinator answers a single member: the
+// MEMBER_ID_REQUIRED round trip, a new generation with the member as leader
+// on each join, and heartbeats that succeed, fail or report a rebalance on
+// demand.
 type fakeCoordinator struct {
-	clk *clock.Fake
-	mu  sync.Mutex
-	// failHB makes heartbeats fail as a network error would.
-	failHB bool
-	// rebalance makes heartbeats answer REBALANCE_IN_PROGRESS.
-	rebalance bool
+	failHB    bool // heartbeats get no answer (a transport error)
+	rebalance bool // heartbeats answer REBALANCE_IN_PROGRESS
 	gen       int32
-	hbs       chan time.Time
 }
 
-func (f *fakeCoordinator) Request(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest:
 		resp := r.ResponseKind().(*kmsg.JoinGroupResponse)
@@ -54,7 +45,6 @@ func (f *fakeCoordinator) Request(ctx context.Context, req kmsg.Request) (kmsg.R
 		}
 		return resp, nil
 	case *kmsg.HeartbeatRequest:
-		f.hbs <- f.clk.Now()
 		if f.failHB {
 			return nil, errors.New("network down")
 		}
@@ -69,237 +59,312 @@ func (f *fakeCoordinator) Request(ctx context.Context, req kmsg.Request) (kmsg.R
 	return nil, errors.New("unexpected request")
 }
 
-func (f *fakeCoordinator) set(fn func()) {
-	f.mu.Lock()
-	fn()
-	f.mu.Unlock()
-}
-
 type clockEvent struct {
 	kind string
 	at   time.Time
+	gen  int32
 	err  error
-	ctx  context.Context
+	work uint64
 }
 
-func startFake(t *testing.T, cooperative bool) (*Member, *fakeCoordinator, *clock.Fake, chan clockEvent) {
+// driver runs a Machine against a fakeCoordinator. Requests are answered at
+// once; callbacks return at once unless holdAssigned is set, in which case
+// Assigned callbacks stay running (a slow callback) until release.
+type driver struct {
+	t            *testing.T
+	m            *Machine
+	fc           *fakeCoordinator
+	now          time.Time
+	events       []clockEvent
+	hbs          []time.Time
+	cancelled    map[uint64]error
+	holdAssigned bool
+	held         []Callback // the held Assigned and every callback after it
+}
+
+func newDriver(t *testing.T, cooperative bool, mod func(*Config)) *driver {
 	t.Helper()
-	clk := clock.NewFake(time.Unix(1000, 0))
-	fc := &fakeCoordinator{clk: clk, hbs: make(chan time.Time, 100)}
-	ev := make(chan clockEvent, 100)
-	m, err := Start(Config{
-		Client:       fc,
+	cfg := Config{
 		Group:        "g",
 		ProtocolType: "test",
 		Protocols:    func() []Protocol { return []Protocol{{Name: "p", Metadata: []byte("x")}} },
 		Assign: func(_ context.Context, g Generation) (map[string][]byte, error) {
 			return map[string][]byte{g.MemberID: []byte("a")}, nil
 		},
-		Assigned:          func(ctx context.Context, g Generation) { ev <- clockEvent{kind: "assigned", at: clk.Now(), ctx: ctx} },
-		Revoked:           func(g Generation) { ev <- clockEvent{kind: "revoked", at: clk.Now()} },
-		Lost:              func(g Generation, err error) { ev <- clockEvent{kind: "lost", at: clk.Now(), err: err} },
 		Cooperative:       cooperative,
 		SessionTimeout:    10 * time.Second,
 		RebalanceTimeout:  30 * time.Second,
 		HeartbeatInterval: time.Second,
 		LostMargin:        2 * time.Second,
-		Clock:             clk,
-	})
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	d := &driver{t: t, fc: &fakeCoordinator{}, now: time.Unix(1000, 0), cancelled: map[uint64]error{}}
+	m, err := NewMachine(cfg, d.now, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(m.Abandon)
-	return m, fc, clk, ev
+	d.m = m
+	d.settle()
+	return d
 }
 
-func waitEvent(t *testing.T, ev chan clockEvent, kind string) clockEvent {
-	t.Helper()
-	select {
-	case e := <-ev:
-		if e.kind != kind {
-			t.Fatalf("got %s (%v), want %s", e.kind, e.err, kind)
+// settle handles everything the machine produced until it is quiet.
+func (d *driver) settle() {
+	for i := 0; ; i++ {
+		if i > 1000 {
+			d.t.Fatal("machine does not settle")
 		}
-		return e
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no %s event", kind)
-	}
-	panic("unreachable")
-}
-
-// waitFor polls cond (bounded) — used to wait for the member's goroutines to
-// settle between fake clock steps.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+		rd := d.m.Ready()
+		if len(rd.Requests)+len(rd.Cancels)+len(rd.Callbacks) == 0 {
+			return
 		}
-		time.Sleep(time.Millisecond)
+		for _, c := range rd.Cancels {
+			d.cancelled[c.Work] = c.Cause
+			d.events = append(d.events, clockEvent{kind: "cancel", at: d.now, work: c.Work, err: c.Cause})
+		}
+		for _, cb := range rd.Callbacks {
+			if len(d.held) > 0 { // callbacks run one at a time, in order
+				d.held = append(d.held, cb)
+				continue
+			}
+			d.run(cb)
+		}
+		for _, r := range rd.Requests {
+			if jr, ok := r.Req.(*kmsg.JoinGroupRequest); ok {
+				for _, p := range d.m.cfg.Protocols() {
+					jr.Protocols = append(jr.Protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: p.Metadata})
+				}
+			}
+			if r.Kind == Heartbeat {
+				d.hbs = append(d.hbs, d.now)
+			}
+			resp, err := d.fc.answer(r.Req)
+			d.m.Step(d.now, r.ID, resp, err)
+		}
 	}
 }
 
-// TestHeartbeatScheduleAndLostDeadline checks on a fake clock that
-// heartbeats go out every interval and that the member declares itself lost
-// exactly at (send time of the last confirmed heartbeat) + session - margin.
+func (d *driver) run(cb Callback) {
+	var as map[string][]byte
+	switch cb.Kind {
+	case CallAssign:
+		as, _ = d.m.cfg.Assign(context.Background(), cb.Gen)
+	case CallAssigned:
+		d.events = append(d.events, clockEvent{kind: "assigned", at: d.now, gen: cb.Gen.ID, work: cb.Work})
+		if d.holdAssigned {
+			d.held = append(d.held, cb)
+			return
+		}
+	case CallRevoked:
+		d.events = append(d.events, clockEvent{kind: "revoked", at: d.now, gen: cb.Gen.ID})
+	case CallLost:
+		d.events = append(d.events, clockEvent{kind: "lost", at: d.now, gen: cb.Gen.ID, err: cb.Err})
+	}
+	d.m.CallbackDone(d.now, cb.ID, as, nil)
+}
+
+// advance moves simulated time to t, ticking the machine at each of its
+// deadlines on the way.
+func (d *driver) advance(to time.Time) {
+	for {
+		dl := d.m.Ready().Deadline
+		if dl.IsZero() || dl.After(to) {
+			break
+		}
+		d.now = dl
+		d.m.Tick(d.now)
+		d.settle()
+	}
+	d.now = to
+	d.m.Tick(d.now)
+	d.settle()
+}
+
+func (d *driver) release() {
+	d.holdAssigned = false
+	held := d.held
+	d.held = nil
+	d.m.CallbackDone(d.now, held[0].ID, nil, nil)
+	for _, cb := range held[1:] {
+		d.run(cb)
+	}
+	d.settle()
+}
+
+// take returns the events so far and forgets them.
+func (d *driver) take() []clockEvent {
+	ev := d.events
+	d.events = nil
+	return ev
+}
+
+func kinds(ev []clockEvent) []string {
+	var out []string
+	for _, e := range ev {
+		out = append(out, e.kind)
+	}
+	return out
+}
+
+func wantKinds(t *testing.T, ev []clockEvent, want ...string) {
+	t.Helper()
+	got := kinds(ev)
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+}
+
+// TestHeartbeatScheduleAndLostDeadline checks that heartbeats go out every
+// interval and that the member declares itself lost exactly at (send time of
+// the last confirmed heartbeat) + session - margin.
 func TestHeartbeatScheduleAndLostDeadline(t *testing.T) {
-	m, fc, clk, ev := startFake(t, false)
-	t0 := clk.Now()
-	a := waitEvent(t, ev, "assigned")
+	d := newDriver(t, false, nil)
+	t0 := d.now
+	ev := d.take()
+	wantKinds(t, ev, "assigned")
+	work := ev[0].work
 
-	for k := 1; k <= 3; k++ {
-		waitFor(t, "heartbeat timer armed", func() bool {
-			d, ok := clk.NextDeadline()
-			return ok && d.Equal(t0.Add(time.Duration(k)*time.Second))
-		})
-		clk.Advance(time.Second)
-		if at := recvHB(t, fc); !at.Equal(t0.Add(time.Duration(k) * time.Second)) {
-			t.Fatalf("heartbeat %d at %v, want t0+%ds", k, at.Sub(t0), k)
+	d.advance(t0.Add(3 * time.Second))
+	if len(d.hbs) != 3 {
+		t.Fatalf("%d heartbeats in 3s, want 3", len(d.hbs))
+	}
+	for k, at := range d.hbs {
+		if !at.Equal(t0.Add(time.Duration(k+1) * time.Second)) {
+			t.Fatalf("heartbeat %d at t0+%v, want t0+%ds", k+1, at.Sub(t0), k+1)
 		}
 	}
 	lastOK := t0.Add(3 * time.Second)
-	waitFor(t, "heartbeat confirmed", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.aliveUntil.Equal(lastOK.Add(10 * time.Second))
-	})
-
-	fc.set(func() { fc.failHB = true })
-	deadline := lastOK.Add(10*time.Second - 2*time.Second)
-	clk.Set(deadline.Add(-time.Millisecond))
-	select {
-	case e := <-ev:
-		t.Fatalf("%s at t0+%v, before the deadline", e.kind, e.at.Sub(t0))
-	case <-time.After(100 * time.Millisecond):
+	if got := d.m.aliveUntil; !got.Equal(lastOK.Add(10 * time.Second)) {
+		t.Fatalf("session confirmed until t0+%v, want t0+13s", got.Sub(t0))
 	}
-	if a.ctx.Err() != nil {
+
+	d.fc.failHB = true
+	deadline := lastOK.Add(10*time.Second - 2*time.Second)
+	d.advance(deadline.Add(-time.Millisecond))
+	if ev := d.take(); len(ev) != 0 {
+		t.Fatalf("%v before the deadline", kinds(ev))
+	}
+	if _, ok := d.cancelled[work]; ok {
 		t.Fatal("work cancelled before the deadline")
 	}
-	clk.Set(deadline)
-	lost := waitEvent(t, ev, "lost")
-	if !lost.at.Equal(deadline) || !errors.Is(lost.err, ErrSessionLost) {
-		t.Fatalf("lost at t0+%v with %v, want t0+%v", lost.at.Sub(t0), lost.err, deadline.Sub(t0))
+	d.advance(deadline)
+	// The work stops, Lost runs, and the member rejoins at once (joins
+	// still get through).
+	ev = d.take()
+	wantKinds(t, ev, "cancel", "lost", "assigned")
+	if !ev[1].at.Equal(deadline) || !errors.Is(ev[1].err, ErrSessionLost) {
+		t.Fatalf("lost at t0+%v with %v, want t0+%v", ev[1].at.Sub(t0), ev[1].err, deadline.Sub(t0))
 	}
-	if !errors.Is(context.Cause(a.ctx), ErrSessionLost) {
-		t.Fatalf("work context cause %v", context.Cause(a.ctx))
+	if !errors.Is(d.cancelled[work], ErrSessionLost) {
+		t.Fatalf("work context cause %v", d.cancelled[work])
 	}
-
-	// The coordinator answers again: the member rejoins and is assigned.
-	fc.set(func() { fc.failHB = false })
-	waitEvent(t, ev, "assigned")
+	if ev[2].work == work || ev[2].gen != 2 {
+		t.Fatalf("rejoined in work %d generation %d", ev[2].work, ev[2].gen)
+	}
 }
 
 // TestEagerRevokeBeforeRejoin: REBALANCE_IN_PROGRESS cancels the work
-// context, calls Revoked, and only then rejoins (generation 2).
+// context, calls Revoked, and only then rejoins (generation 2) in a new
+// context.
 func TestEagerRevokeBeforeRejoin(t *testing.T) {
-	_, fc, clk, ev := startFake(t, false)
-	a := waitEvent(t, ev, "assigned")
-	fc.set(func() { fc.rebalance = true })
-	nextHeartbeat(t, clk)
-	waitEvent(t, ev, "revoked")
-	if !errors.Is(context.Cause(a.ctx), ErrRevoked) {
-		t.Fatalf("cause %v", context.Cause(a.ctx))
+	d := newDriver(t, false, nil)
+	a := d.take()[0]
+	d.fc.rebalance = true
+	d.advance(d.now.Add(time.Second))
+	ev := d.take()
+	wantKinds(t, ev, "cancel", "revoked", "assigned")
+	if !errors.Is(d.cancelled[a.work], ErrRevoked) {
+		t.Fatalf("cause %v", d.cancelled[a.work])
 	}
-	b := waitEvent(t, ev, "assigned")
-	if b.ctx == a.ctx || b.ctx.Err() != nil {
-		t.Fatal("eager generation reused the revoked context")
+	if b := ev[2]; b.work == a.work || b.gen != 2 {
+		t.Fatalf("generation %d in work %d after work %d: eager generation reused the revoked context", b.gen, b.work, a.work)
 	}
-	fc.set(func() {
-		if fc.gen != 2 {
-			t.Errorf("generation %d, want 2", fc.gen)
-		}
-	})
 }
 
 // TestCooperativeKeepsContext: in cooperative mode a rebalance neither
 // revokes nor cancels the work context.
 func TestCooperativeKeepsContext(t *testing.T) {
-	_, fc, clk, ev := startFake(t, true)
-	a := waitEvent(t, ev, "assigned")
-	fc.set(func() { fc.rebalance = true })
-	nextHeartbeat(t, clk)
-	b := waitEvent(t, ev, "assigned")
-	if b.ctx != a.ctx || a.ctx.Err() != nil {
-		t.Fatal("cooperative rebalance cancelled the work context")
+	d := newDriver(t, true, nil)
+	a := d.take()[0]
+	d.fc.rebalance = true
+	d.advance(d.now.Add(time.Second))
+	ev := d.take()
+	wantKinds(t, ev, "assigned")
+	if ev[0].work != a.work || ev[0].gen != 2 {
+		t.Fatalf("work %d generation %d, want work %d generation 2", ev[0].work, ev[0].gen, a.work)
 	}
 }
 
 // TestCooperativeRejoinDeadline: a cooperative member that detects a
-// rebalance but cannot rejoin (its main loop is stuck in a callback) stops its
-// work by the rebalance timeout, measured from the last confirmed heartbeat
-// before the rebalance, less the margin.
+// rebalance but cannot rejoin (its Assigned callback is still running) stops
+// its work by the rebalance timeout, measured from the last confirmed
+// heartbeat before the rebalance, less the margin.
 func TestCooperativeRejoinDeadline(t *testing.T) {
-	clk := clock.NewFake(time.Unix(1000, 0))
-	fc := &fakeCoordinator{clk: clk, hbs: make(chan time.Time, 100)}
-	release := make(chan struct{})
-	var first sync.Once
-	lost := make(chan time.Time, 1)
-	var work context.Context
-	m, err := Start(Config{
-		Client:       fc,
-		Group:        "g",
-		ProtocolType: "test",
-		Protocols:    func() []Protocol { return []Protocol{{Name: "p"}} },
-		Assign:       func(_ context.Context, g Generation) (map[string][]byte, error) { return nil, nil },
-		Assigned: func(ctx context.Context, g Generation) {
-			first.Do(func() {
-				work = ctx
-				context.AfterFunc(ctx, func() { lost <- clk.Now() })
-				<-release // a slow callback blocks the main loop
-			})
-		},
-		Cooperative:       true,
-		SessionTimeout:    10 * time.Second,
-		RebalanceTimeout:  4 * time.Second,
-		HeartbeatInterval: time.Second,
-		LostMargin:        time.Second,
-		Clock:             clk,
+	d := newDriver(t, true, func(c *Config) {
+		c.RebalanceTimeout = 4 * time.Second
+		c.LostMargin = time.Second
 	})
-	if err != nil {
-		t.Fatal(err)
+	t0 := d.now
+	// The first Assigned already returned; hold the callbacks from now on by
+	// asking for a rebalance whose Assigned blocks.
+	wantKinds(t, d.take(), "assigned")
+	d.holdAssigned = true
+	d.m.Rejoin(d.now)
+	d.settle()
+	a := d.take()
+	wantKinds(t, a, "assigned")    // generation 2, callback still running
+	d.advance(t0.Add(time.Second)) // heartbeat OK at t0+1
+	if !d.m.lastOK.Equal(t0.Add(time.Second)) {
+		t.Fatalf("lastOK t0+%v, want t0+1s", d.m.lastOK.Sub(t0))
 	}
-	defer func() { close(release); m.Abandon() }()
-	t0 := clk.Now()
-	waitFor(t, "assigned", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.stable })
-	nextHeartbeat(t, clk) // heartbeat OK at t0+1
-	recvHB(t, fc)
-	waitFor(t, "heartbeat confirmed", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.lastOK.Equal(t0.Add(time.Second)) })
-	fc.set(func() { fc.rebalance = true })
-	for k := 2; k <= 3; k++ { // REBALANCE_IN_PROGRESS keeps the session alive
-		nextHeartbeat(t, clk)
-		recvHB(t, fc)
+	d.fc.rebalance = true
+	d.advance(t0.Add(4*time.Second - time.Millisecond))
+	if ev := d.take(); len(ev) != 0 {
+		t.Fatalf("%v before the rebalance deadline (rejoined while the callback runs?)", kinds(ev))
 	}
-	nextHeartbeat(t, clk) // t0+4
 	// limit = lastOK + rebalance timeout - margin = t0+1+4-1 = t0+4.
-	select {
-	case at := <-lost:
-		if !at.Equal(t0.Add(4 * time.Second)) {
-			t.Fatalf("work stopped at t0+%v, want t0+4s", at.Sub(t0))
+	d.advance(t0.Add(4 * time.Second))
+	ev := d.take()
+	wantKinds(t, ev, "cancel")
+	if !ev[0].at.Equal(t0.Add(4*time.Second)) || !errors.Is(d.cancelled[a[0].work], ErrSessionLost) {
+		t.Fatalf("work stopped at t0+%v with %v, want t0+4s, ErrSessionLost", ev[0].at.Sub(t0), d.cancelled[a[0].work])
+	}
+	// Lost runs after the slow callback returns; then the member rejoins.
+	d.release()
+	wantKinds(t, d.take(), "lost", "assigned")
+}
+
+// TestActionTable pins the one table from error code to action.
+func TestActionTable(t *testing.T) {
+	for _, c := range []struct {
+		err  *kerr.Error
+		want Action
+	}{
+		{kerr.MemberIDRequired, ActRetry},
+		{kerr.RebalanceInProgress, ActRejoin},
+		{kerr.IllegalGeneration, ActResetGeneration},
+		{kerr.UnknownMemberID, ActResetMemberID},
+		{kerr.NotCoordinator, ActRediscover},
+		{kerr.CoordinatorNotAvailable, ActRediscover},
+		{kerr.CoordinatorLoadInProgress, ActBackoff},
+		{kerr.FencedInstanceID, ActFatal},
+		{kerr.InconsistentGroupProtocol, ActFatal},
+		{kerr.GroupMaxSizeReached, ActFatal},
+		{kerr.GroupAuthorizationFailed, ActFatal},
+		{kerr.UnknownServerError, ActBackoff},
+	} {
+		if got := ActionFor(c.err.Code); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("work not stopped at the rebalance deadline")
 	}
-	if !errors.Is(context.Cause(work), ErrSessionLost) {
-		t.Fatalf("cause %v", context.Cause(work))
+	if ActionFor(0) != ActNone {
+		t.Error("NONE is not ActNone")
 	}
-}
-
-// nextHeartbeat waits until the heartbeat timer (the earliest timer) is armed
-// for one interval (1s) ahead and moves the clock there.
-func nextHeartbeat(t *testing.T, clk *clock.Fake) {
-	t.Helper()
-	want := clk.Now().Add(time.Second)
-	waitFor(t, "heartbeat timer", func() bool { d, ok := clk.NextDeadline(); return ok && d.Equal(want) })
-	clk.Set(want)
-}
-
-func recvHB(t *testing.T, fc *fakeCoordinator) time.Time {
-	t.Helper()
-	select {
-	case at := <-fc.hbs:
-		return at
-	case <-time.After(5 * time.Second):
-		t.Fatal("no heartbeat")
-	}
-	panic("unreachable")
 }

@@ -50,7 +50,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -189,88 +188,58 @@ type FatalError struct {
 func (e *FatalError) Error() string { return fmt.Sprintf("member: %s: %v", e.Request, e.Err) }
 func (e *FatalError) Unwrap() error { return e.Err }
 
-// Member is one running group member. Create it with Start.
+// Member is one running group member. Create it with Start. It is a small
+// loop around a Machine: it sends the machine's requests (each on its own
+// goroutine, bounded by the request's timeout), runs the callbacks one at a
+// time on one goroutine, cancels work contexts, arms one timer for the next
+// deadline and feeds every result back into the machine.
 type Member struct {
 	cfg  Config
 	cl   Requester
 	own  *kgo.Client
 	clk  clock.Clock
-	log  *slog.Logger
-	ctx  context.Context // cancelled by Close/Abandon: aborts joins and backoffs
+	ctx  context.Context // cancelled by Close/Abandon: aborts joins, syncs and Assign
 	stop context.CancelFunc
 
-	wake     chan struct{} // main loop: something in state changed
-	wdWake   chan struct{} // watchdog: holding or deadlines changed
-	hbDone   chan struct{} // closed to stop the heartbeat loop
-	done     chan struct{} // closed when the member has stopped
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closing  bool
-	abandon  bool
+	wake    chan struct{} // a user call changed the machine
+	results chan result
+	done    chan struct{} // closed when the member has stopped
+	closeMu sync.Mutex
+	closing bool
+	abandon bool
+	// leaveCtx bounds the LeaveGroup (Close's context).
 	leaveCtx context.Context
 
-	mu         sync.Mutex
-	memberID   string
-	gen        Generation // gen.ID < 0: no generation
-	stable     bool       // synced and not yet rejoining
-	rejoin     bool       // rejoin requested (rebalance seen, or Rejoin)
-	holding    bool       // a work context is live
-	workCancel context.CancelCauseFunc
-	workCtx    context.Context
-	aliveUntil time.Time // coordinator keeps our session at least until then
-	lastOK     time.Time // send time of the last NONE heartbeat or sync in the stable phase
-	phaseLimit time.Time // while rebalancing: removal possible from then (zero: none)
-	lost       *lostEvent
-	fatal      error
+	mu sync.Mutex
+	mc *Machine
 }
 
-type lostEvent struct {
-	gen Generation
-	err error
+// result is a response or a callback's return, for the loop.
+type result struct {
+	callback    bool
+	id          uint64
+	resp        kmsg.Response
+	assignments map[string][]byte
+	err         error
 }
 
 // Start validates cfg and starts the member in the background. It returns at
 // once; Assigned reports the first generation.
 func Start(cfg Config) (*Member, error) {
-	if cfg.Group == "" || cfg.ProtocolType == "" || cfg.Protocols == nil || cfg.Assign == nil {
-		return nil, errors.New("member: Group, ProtocolType, Protocols and Assign are required")
-	}
-	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
-	}
-	if cfg.RebalanceTimeout <= 0 {
-		cfg.RebalanceTimeout = 30 * time.Second
-	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = cfg.SessionTimeout / 3
-	}
-	if cfg.LostMargin <= 0 {
-		cfg.LostMargin = cfg.SessionTimeout / 5
-	}
-	if cfg.HeartbeatInterval >= cfg.SessionTimeout-cfg.LostMargin {
-		return nil, errors.New("member: HeartbeatInterval must be well below SessionTimeout-LostMargin")
-	}
-	if cfg.RetryBackoff <= 0 {
-		cfg.RetryBackoff = 100 * time.Millisecond
-	}
-	if cfg.MaxRetryBackoff < cfg.RetryBackoff {
-		cfg.MaxRetryBackoff = max(2*time.Second, cfg.RetryBackoff)
-	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	mc, err := NewMachine(cfg, cfg.Clock.Now(), rand.Uint64())
+	if err != nil {
+		return nil, err
 	}
 	m := &Member{
-		cfg:    cfg,
-		clk:    cfg.Clock,
-		log:    cfg.Logger.With("group", cfg.Group),
-		wake:   make(chan struct{}, 1),
-		wdWake: make(chan struct{}, 1),
-		hbDone: make(chan struct{}),
-		done:   make(chan struct{}),
-		gen:    Generation{ID: -1},
+		cfg:     mc.cfg,
+		clk:     cfg.Clock,
+		mc:      mc,
+		wake:    make(chan struct{}, 1),
+		results: make(chan result, 16),
+		done:    make(chan struct{}),
 	}
 	m.cl = cfg.Client
 	if m.cl == nil {
@@ -284,9 +253,6 @@ func Start(cfg Config) (*Member, error) {
 		m.cl, m.own = cl, cl
 	}
 	m.ctx, m.stop = context.WithCancel(context.Background())
-	m.wg.Add(2)
-	go m.heartbeatLoop()
-	go m.watchdog()
 	go m.run()
 	return m, nil
 }
@@ -310,7 +276,7 @@ func NewClient(brokers []string, opts ...kgo.Opt) (*kgo.Client, error) {
 func (m *Member) Generation() (Generation, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.gen, m.stable
+	return m.mc.Generation()
 }
 
 // Rejoin asks for a rebalance: the member rejoins the group (cooperative
@@ -318,9 +284,7 @@ func (m *Member) Generation() (Generation, bool) {
 // member is already rejoining.
 func (m *Member) Rejoin() {
 	m.mu.Lock()
-	if m.stable {
-		m.rejoin = true
-	}
+	m.mc.Rejoin(m.clk.Now())
 	m.mu.Unlock()
 	m.poke()
 }
@@ -333,7 +297,7 @@ func (m *Member) Done() <-chan struct{} { return m.done }
 func (m *Member) Err() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.fatal
+	return m.mc.Err()
 }
 
 // Close stops the member gracefully: the work context is cancelled, Revoked is
@@ -353,7 +317,6 @@ func (m *Member) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	m.wg.Wait()
 	return nil
 }
 
@@ -370,7 +333,6 @@ func (m *Member) Abandon() {
 	}
 	m.closeMu.Unlock()
 	<-m.done
-	m.wg.Wait()
 }
 
 func (m *Member) poke() {
@@ -380,248 +342,165 @@ func (m *Member) poke() {
 	}
 }
 
-func (m *Member) pokeWatchdog() {
-	select {
-	case m.wdWake <- struct{}{}:
-	default:
-	}
-}
-
-// run is the member's main loop: join, sync, report, wait, repeat.
+// run is the I/O loop around the machine.
 func (m *Member) run() {
+	stopped := make(chan struct{}) // tells senders the loop is gone
 	defer func() {
-		m.mu.Lock()
-		m.stable = false
-		m.mu.Unlock()
-		close(m.hbDone)
+		close(stopped)
 		if m.own != nil {
 			m.own.Close()
 		}
 		close(m.done)
 	}()
-	backoff := newBackoff(m.cfg.RetryBackoff, m.cfg.MaxRetryBackoff)
+	works := map[uint64]context.Context{}
+	cancels := map[uint64]context.CancelCauseFunc{}
+	queue := make(chan Callback, 64)
+	var backlog []Callback // callbacks not yet handed to the queue
+	go m.callbacks(queue, works, stopped)
+	var timer clock.Timer
+	closed := m.ctx.Done()
 	for {
-		m.deliverLost()
-		if m.ctx.Err() != nil {
-			m.shutdown()
-			return
-		}
-		g, err := m.joinAndSync(backoff)
-		if err != nil {
-			var fe *FatalError
-			if errors.As(err, &fe) {
-				m.log.Error("member stopped", "err", err)
-				m.mu.Lock()
-				m.fatal = err
-				m.mu.Unlock()
-				m.mu.Lock()
-				m.loseLocked(err, false)
-				m.mu.Unlock()
-				m.deliverLost()
-				m.stop()
-			}
-			continue // closing or fatal: the loop top shuts down
-		}
-		m.deliverLost()
-		if m.ctx.Err() != nil {
-			continue
-		}
-		m.startWork(g)
-		m.waitForChange()
-	}
-}
-
-// waitForChange blocks while the generation is stable and handles what ends
-// it: a rebalance (revoke if eager, then rejoin), a loss, or Close.
-func (m *Member) waitForChange() {
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-m.wake:
-		}
 		m.mu.Lock()
-		lost, rejoin := m.lost != nil, m.rejoin
-		g := m.gen
-		if rejoin && !lost {
-			m.beginRebalanceLocked()
-		}
+		rd := m.mc.Ready()
+		done := m.mc.Done()
 		m.mu.Unlock()
-		switch {
-		case lost:
-			return
-		case rejoin:
-			if !m.cfg.Cooperative {
-				m.dropWork(ErrRevoked)
-				if m.cfg.Revoked != nil {
-					m.cfg.Revoked(g)
+		for _, cb := range rd.Callbacks {
+			if cb.Kind == CallAssigned {
+				m.mu.Lock()
+				if _, ok := works[cb.Work]; !ok {
+					works[cb.Work], cancels[cb.Work] = context.WithCancelCause(context.Background())
 				}
+				m.mu.Unlock()
 			}
+		}
+		for _, c := range rd.Cancels {
+			if cancel := cancels[c.Work]; cancel != nil {
+				cancel(c.Cause)
+				delete(cancels, c.Work)
+			}
+		}
+		for _, r := range rd.Requests {
+			go m.send(r, stopped)
+		}
+		backlog = append(backlog, rd.Callbacks...)
+		for len(backlog) > 0 {
+			select {
+			case queue <- backlog[0]:
+				backlog = backlog[1:]
+				continue
+			default:
+			}
+			break
+		}
+		if done {
+			close(queue)
+			return
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		var tc <-chan time.Time
+		if !rd.Deadline.IsZero() {
+			timer = m.clk.NewTimer(max(rd.Deadline.Sub(m.clk.Now()), 0))
+			tc = timer.C()
+		}
+		var qc chan Callback
+		var next Callback
+		if len(backlog) > 0 {
+			qc, next = queue, backlog[0]
+		}
+		select {
+		case r := <-m.results:
+			m.mu.Lock()
+			if r.callback {
+				m.mc.CallbackDone(m.clk.Now(), r.id, r.assignments, r.err)
+			} else {
+				m.mc.Step(m.clk.Now(), r.id, r.resp, r.err)
+			}
+			m.mu.Unlock()
+		case <-tc:
+			m.mu.Lock()
+			m.mc.Tick(m.clk.Now())
+			m.mu.Unlock()
+		case <-m.wake:
+		case qc <- next:
+			backlog = backlog[1:]
+		case <-closed:
+			closed = nil
+			m.closeMu.Lock()
+			abandon := m.abandon
+			m.closeMu.Unlock()
+			m.mu.Lock()
+			if abandon {
+				m.mc.Abandon(m.clk.Now())
+			} else {
+				m.mc.Close(m.clk.Now())
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// send sends one request and reports its response to the loop.
+func (m *Member) send(r Request, stopped chan struct{}) {
+	parent := context.Background()
+	switch r.Kind {
+	case JoinGroup, SyncGroup:
+		parent = m.ctx
+	case LeaveGroup:
+		m.closeMu.Lock()
+		if m.leaveCtx != nil {
+			parent = m.leaveCtx
+		}
+		m.closeMu.Unlock()
+	}
+	if jr, ok := r.Req.(*kmsg.JoinGroupRequest); ok {
+		for _, p := range m.cfg.Protocols() {
+			jp := kmsg.NewJoinGroupRequestProtocol()
+			jp.Name, jp.Metadata = p.Name, p.Metadata
+			jr.Protocols = append(jr.Protocols, jp)
+		}
+	}
+	ctx, cancel := context.WithTimeout(parent, r.Timeout)
+	defer cancel()
+	resp, err := m.cl.Request(ctx, r.Req)
+	select {
+	case m.results <- result{id: r.ID, resp: resp, err: err}:
+	case <-stopped:
+	}
+}
+
+// callbacks runs the user's callbacks one at a time.
+func (m *Member) callbacks(queue <-chan Callback, works map[uint64]context.Context, stopped chan struct{}) {
+	for cb := range queue {
+		res := result{callback: true, id: cb.ID}
+		switch cb.Kind {
+		case CallAssign:
+			ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RebalanceTimeout)
+			res.assignments, res.err = m.cfg.Assign(ctx, cb.Gen)
+			cancel()
+		case CallAssigned:
+			m.mu.Lock()
+			ctx := works[cb.Work]
+			m.mu.Unlock()
+			if m.cfg.Assigned != nil {
+				m.cfg.Assigned(ctx, cb.Gen)
+			}
+		case CallRevoked:
+			if m.cfg.Revoked != nil {
+				m.cfg.Revoked(cb.Gen)
+			}
+		case CallLost:
+			m.mc.log.Warn("membership lost", "generation", cb.Gen.ID, "member", cb.Gen.MemberID, "err", cb.Err)
+			if m.cfg.Lost != nil {
+				m.cfg.Lost(cb.Gen, cb.Err)
+			}
+		}
+		select {
+		case m.results <- res:
+		case <-stopped:
 			return
 		}
 	}
 }
-
-// beginRebalanceLocked leaves the stable phase. From now on the coordinator
-// may drop this member once the rebalance timeout has passed since the
-// rebalance began, which is no earlier than lastOK.
-func (m *Member) beginRebalanceLocked() {
-	m.stable = false
-	m.rejoin = false
-	if m.phaseLimit.IsZero() && !m.lastOK.IsZero() {
-		m.phaseLimit = m.lastOK.Add(m.cfg.RebalanceTimeout)
-	}
-	m.pokeWatchdog()
-}
-
-// startWork records the new generation and calls Assigned.
-func (m *Member) startWork(g Generation) {
-	m.mu.Lock()
-	if !m.holding || m.workCtx == nil || !m.cfg.Cooperative {
-		if m.workCancel != nil {
-			m.workCancel(ErrRevoked)
-		}
-		m.workCtx, m.workCancel = context.WithCancelCause(context.Background())
-	}
-	m.holding = true
-	m.stable = true
-	m.phaseLimit = time.Time{}
-	ctx := m.workCtx
-	m.mu.Unlock()
-	m.pokeWatchdog()
-	m.log.Debug("assigned", "generation", g.ID, "member", g.MemberID, "leader", g.Leader)
-	if m.cfg.Assigned != nil {
-		m.cfg.Assigned(ctx, g)
-	}
-}
-
-// dropWork cancels the work context with cause.
-func (m *Member) dropWork(cause error) {
-	m.mu.Lock()
-	m.dropWorkLocked(cause)
-	m.mu.Unlock()
-}
-
-func (m *Member) dropWorkLocked(cause error) {
-	if m.workCancel != nil {
-		m.workCancel(cause)
-	}
-	m.workCtx, m.workCancel = nil, nil
-	m.holding = false
-	m.pokeWatchdog()
-}
-
-// loseLocked records a loss of membership: the work stops now, Lost is
-// called by the main loop, and the next join starts without a generation
-// (and without a member id when the coordinator no longer knows it).
-func (m *Member) loseLocked(err error, resetID bool) {
-	if m.holding && m.lost == nil {
-		m.lost = &lostEvent{gen: m.gen, err: err}
-	}
-	m.dropWorkLocked(err)
-	m.stable = false
-	m.phaseLimit = time.Time{}
-	m.gen = Generation{ID: -1}
-	if resetID && m.cfg.InstanceID == "" {
-		m.memberID = ""
-	}
-	m.poke()
-}
-
-// deliverLost calls Lost for a pending loss.
-func (m *Member) deliverLost() {
-	m.mu.Lock()
-	ev := m.lost
-	m.lost = nil
-	m.mu.Unlock()
-	if ev != nil {
-		m.log.Warn("membership lost", "generation", ev.gen.ID, "member", ev.gen.MemberID, "err", ev.err)
-		if m.cfg.Lost != nil {
-			m.cfg.Lost(ev.gen, ev.err)
-		}
-	}
-}
-
-// shutdown ends the member after Close or Abandon (or a fatal error).
-func (m *Member) shutdown() {
-	m.closeMu.Lock()
-	abandon, leaveCtx := m.abandon, m.leaveCtx
-	m.closeMu.Unlock()
-	m.mu.Lock()
-	g, holding, id := m.gen, m.holding, m.memberID
-	fatal := m.fatal != nil
-	m.mu.Unlock()
-	if fatal {
-		return
-	}
-	if abandon {
-		m.dropWork(ErrAbandoned)
-		if holding && m.cfg.Lost != nil {
-			m.cfg.Lost(g, ErrAbandoned)
-		}
-		return
-	}
-	m.dropWork(ErrClosed)
-	if holding && m.cfg.Revoked != nil {
-		m.cfg.Revoked(g)
-	}
-	if m.cfg.InstanceID != "" || id == "" {
-		return
-	}
-	if leaveCtx == nil {
-		leaveCtx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(leaveCtx, m.cfg.SessionTimeout)
-	defer cancel()
-	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Group = m.cfg.Group
-	req.MemberID = id
-	lm := kmsg.NewLeaveGroupRequestMember()
-	lm.MemberID = id
-	reason := "closing"
-	lm.Reason = &reason
-	req.Members = []kmsg.LeaveGroupRequestMember{lm}
-	resp, err := m.cl.Request(ctx, req)
-	if err == nil {
-		r := resp.(*kmsg.LeaveGroupResponse)
-		err = kerr.ErrorForCode(r.ErrorCode)
-		if err == nil && len(r.Members) > 0 {
-			err = kerr.ErrorForCode(r.Members[0].ErrorCode)
-		}
-	}
-	if err != nil {
-		m.log.Warn("LeaveGroup failed; the coordinator will expire the session", "member", id, "err", err)
-	} else {
-		m.log.Debug("left group", "member", id)
-	}
-}
-
-// wait sleeps for d on the member's clock, or until the member closes.
-func (m *Member) wait(d time.Duration) bool {
-	t := m.clk.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return true
-	case <-m.ctx.Done():
-		return false
-	}
-}
-
-type backoff struct {
-	base, maxD, cur time.Duration
-}
-
-func newBackoff(base, maxD time.Duration) *backoff { return &backoff{base: base, maxD: maxD} }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.base
-	} else {
-		b.cur = min(2*b.cur, b.maxD)
-	}
-	// Up to 20% jitter so that members do not retry in lockstep.
-	return b.cur - time.Duration(rand.Int64N(int64(b.cur)/5+1))
-}
-
-func (b *backoff) reset() { b.cur = 0 }
