@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -150,25 +151,33 @@ func expectCode(t *testing.T, what string, got, want int16) {
 
 func (h *h) checkNoDoubleOwner(group string) {
 	h.t.Helper()
-	cg := h.cgroup(group)
+	if d := doubleOwner(h.cgroup(group)); d != "" {
+		h.t.Fatal(d)
+	}
+}
+
+// doubleOwner describes a partition of cg held (assigned or pending) by two
+// members, or returns "" when there is none.
+func doubleOwner(cg *consumerGroup) string {
 	if cg == nil {
-		return
+		return ""
 	}
 	seen := map[topicPartition]string{}
 	for _, id := range cg.ids {
 		m := cg.members[id]
 		for _, s := range []tpset{m.assigned, m.pending} {
-			for t, ps := range s {
-				for _, p := range ps {
+			for _, t := range s.topics() {
+				for _, p := range s[t] {
 					tp := topicPartition{t, p}
 					if o, ok := seen[tp]; ok && o != id {
-						h.t.Fatalf("%s/%d held by %s and %s", t, p, o, id)
+						return fmt.Sprintf("%s/%d held by %s and %s", t, p, o, id)
 					}
 					seen[tp] = id
 				}
 			}
 		}
 	}
+	return ""
 }
 
 var _ = time.Second

@@ -91,15 +91,21 @@ func (h *h) complete(w Write, out *Output) {
 		}
 	}
 	if h.fail == ErrNone {
-		for _, r := range w.Records {
-			if r.Value == nil {
-				delete(h.store, string(r.Key))
-			} else {
-				h.store[string(r.Key)] = r.Value
-			}
-		}
+		storeRecords(h.store, w.Records)
 	}
 	h.s.WriteDone(h.now, w.ID, h.fail, out)
+}
+
+// storeRecords applies durable records to an in-memory store (a nil
+// value deletes the key).
+func storeRecords(store map[string][]byte, recs []Record) {
+	for _, r := range recs {
+		if r.Value == nil {
+			delete(store, string(r.Key))
+		} else {
+			store[string(r.Key)] = r.Value
+		}
+	}
 }
 
 // release completes held writes.

@@ -1,0 +1,1234 @@
+package group
+
+// Scenario files: group/testdata/*.txt drive a Shard with requests written
+// as text and compare what it answers and writes with the expected text in
+// the file. The format is described in group/testdata/README.md. To accept
+// new or changed output after reviewing the diff:
+//
+//	go test ./group/ -run TestScenarios -rewrite
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of group/testdata/*.txt scenario files")
+
+func TestScenarios(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no scenario files in testdata")
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScenarioFile(t, f) })
+	}
+}
+
+// scenarioStep is one command of a file with the text around it.
+type scenarioStep struct {
+	pre  []string // comment and blank lines before the command, verbatim
+	line int      // 1-based line of the command
+	cmd  string
+	want []string // expected output lines
+}
+
+// parseScenario splits a file into steps. A command line is followed by a
+// line "----" and its expected output, which ends at the first blank line
+// (or the end of the file). Lines starting with '#' and blank lines between
+// steps are comments. trailer holds the lines after the last step.
+func parseScenario(text string) (steps []scenarioStep, trailer []string, err error) {
+	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
+	var pre []string
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			pre = append(pre, l)
+			continue
+		}
+		st := scenarioStep{pre: pre, line: i + 1, cmd: strings.TrimSpace(l)}
+		pre = nil
+		if i+1 >= len(lines) || lines[i+1] != "----" {
+			return nil, nil, fmt.Errorf("line %d: command %q not followed by ----", i+1, l)
+		}
+		i += 2
+		for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+			st.want = append(st.want, lines[i])
+		}
+		i-- // the blank line (if any) is the next step's pre
+		steps = append(steps, st)
+	}
+	return steps, pre, nil
+}
+
+func runScenarioFile(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, trailer, err := parseScenario(string(data))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	sc := newScenario(t)
+	var b strings.Builder
+	for i := range steps {
+		st := &steps[i]
+		got := sc.run(st.cmd)
+		for _, l := range got {
+			if strings.HasPrefix(l, "error:") {
+				t.Errorf("%s:%d: %s: %s", path, st.line, st.cmd, l)
+			}
+		}
+		if *rewrite {
+			st.want = got
+		} else if !slices.Equal(got, st.want) {
+			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, st.line, st.cmd, strings.Join(got, "\n"), strings.Join(st.want, "\n"))
+		}
+		for _, l := range st.pre {
+			b.WriteString(l + "\n")
+		}
+		b.WriteString(st.cmd + "\n----\n")
+		for _, l := range st.want {
+			b.WriteString(l + "\n")
+		}
+	}
+	for _, l := range trailer {
+		b.WriteString(l + "\n")
+	}
+	if *rewrite && b.String() != string(data) {
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// scenario is the state of one file's run: a shard on a fake clock whose
+// writes complete at once into an in-memory store (unless held or failed),
+// and the names the file gives to member ids.
+type scenario struct {
+	t     *testing.T
+	cfg   Config
+	cat   *catalog.Catalog
+	s     *Shard
+	start time.Time
+	now   time.Time
+
+	tick   Ticket
+	label  map[Ticket]string // "join m1": what the reply is printed as
+	alias  map[Ticket]string // the member name a join was sent for
+	store  map[string][]byte
+	hold   bool
+	held   []Write
+	fail   int16
+	loaded int // reloads so far (seeds the reloaded shard's ids)
+	// staleMeta: the groups whose last metadata write failed (see
+	// h.staleMeta).
+	staleMeta map[string]bool
+
+	names map[string]string   // member id -> printed name
+	ids   map[string][]string // member name -> its ids, latest last
+	gen   map[string]int32    // member name -> generation of its last successful join
+	epoch map[string]int32    // consumer member -> epoch of its last answer
+	last  map[string]tpset    // consumer member -> assignment of its last answer carrying one
+
+	out []string
+}
+
+func newScenario(t *testing.T) *scenario {
+	cfg := Defaults()
+	cfg.InitialRebalanceDelay = 0
+	sc := &scenario{
+		t: t, cfg: cfg,
+		start: time.UnixMilli(1_700_000_000_000),
+		label: map[Ticket]string{}, alias: map[Ticket]string{},
+		store: map[string][]byte{}, staleMeta: map[string]bool{},
+		names: map[string]string{}, ids: map[string][]string{},
+		gen: map[string]int32{}, epoch: map[string]int32{}, last: map[string]tpset{},
+	}
+	sc.now = sc.start
+	return sc
+}
+
+// shard returns the shard, creating it on first use: config and topics
+// commands come before it.
+func (sc *scenario) shard() *Shard {
+	if sc.s == nil {
+		if sc.cat != nil {
+			sc.cfg.Topics = sc.cat
+		}
+		sc.s = NewShard(sc.cfg, seededReader{rand.NewChaCha8([32]byte{1})})
+	}
+	return sc.s
+}
+
+func (sc *scenario) printf(format string, args ...any) {
+	sc.out = append(sc.out, fmt.Sprintf(format, args...))
+}
+
+// args is a command's key=value arguments (a bare word is a key with an
+// empty value).
+type args struct {
+	kv   map[string]string
+	used map[string]bool
+	err  []string
+}
+
+func parseArgs(fields []string) *args {
+	a := &args{kv: map[string]string{}, used: map[string]bool{}}
+	for _, f := range fields {
+		k, v, _ := strings.Cut(f, "=")
+		a.kv[k] = v
+	}
+	return a
+}
+
+func (a *args) has(k string) bool { a.used[k] = true; _, ok := a.kv[k]; return ok }
+
+func (a *args) str(k, def string) string {
+	a.used[k] = true
+	if v, ok := a.kv[k]; ok {
+		return v
+	}
+	return def
+}
+
+func (a *args) int(k string, def int64) int64 {
+	a.used[k] = true
+	v, ok := a.kv[k]
+	if !ok {
+		return def
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		a.err = append(a.err, fmt.Sprintf("%s=%q: not a number", k, v))
+	}
+	return n
+}
+
+func (a *args) dur(k string, def time.Duration) time.Duration {
+	a.used[k] = true
+	v, ok := a.kv[k]
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		a.err = append(a.err, fmt.Sprintf("%s=%q: %v", k, v, err))
+	}
+	return d
+}
+
+// list splits a comma-separated value; absent gives nil, empty gives [].
+func (a *args) list(k string) []string {
+	a.used[k] = true
+	v, ok := a.kv[k]
+	if !ok {
+		return nil
+	}
+	if v == "" || v == "[]" {
+		return []string{}
+	}
+	return strings.Split(v, ",")
+}
+
+func (a *args) unused() []string {
+	var out []string
+	for k := range a.kv {
+		if !a.used[k] {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// run executes one command line and returns its output lines.
+func (sc *scenario) run(line string) []string {
+	sc.out = nil
+	fields := strings.Fields(line)
+	cmd := fields[0]
+	a := parseArgs(fields[1:])
+	switch cmd {
+	case "config":
+		sc.config(a)
+	case "topics":
+		sc.topics(a)
+	case "join":
+		sc.join(a)
+	case "sync":
+		sc.sync(a)
+	case "heartbeat":
+		sc.heartbeat(a)
+	case "leave":
+		sc.leave(a)
+	case "commit":
+		sc.commit(a)
+	case "fetch":
+		sc.fetch(a)
+	case "cgheartbeat":
+		sc.cgheartbeat(a)
+	case "delete-groups":
+		sc.deleteGroups(a)
+	case "describe":
+		sc.describe(a, fields[1:])
+	case "advance":
+		sc.advance(a, fields[1:])
+	case "reload":
+		sc.reload()
+	case "store":
+		sc.storeMode(a)
+	default:
+		return []string{fmt.Sprintf("error: unknown command %q", cmd)}
+	}
+	if u := a.unused(); len(u) > 0 && cmd != "describe" && cmd != "advance" {
+		sc.printf("error: unknown arguments %v", u)
+	}
+	for _, e := range a.err {
+		sc.printf("error: %s", e)
+	}
+	sc.checkInvariants()
+	out := sc.out
+	for i := range out {
+		out[i] = sc.rename(out[i])
+	}
+	return out
+}
+
+// checkInvariants runs after every command: no partition of a consumer
+// group is held by two members, and, with no write in flight, a shard
+// reloaded from the store answers as the live one does (h.checkReload).
+// A violation is printed as an error line, which fails the test.
+func (sc *scenario) checkInvariants() {
+	if sc.s == nil {
+		return
+	}
+	for _, id := range sc.s.GroupIDs() {
+		if d := doubleOwner(sc.s.Group(id).cg); d != "" {
+			sc.printf("error: group %s: %s", id, d)
+		}
+	}
+	hh := &h{t: sc.t, s: sc.s, store: sc.store, staleMeta: sc.staleMeta, held: sc.held}
+	if d := hh.checkReload(); d != "" {
+		sc.printf("error: %s", strings.ReplaceAll(d, "\n", " / "))
+	}
+}
+
+// rename replaces the member ids the shard generated with their names;
+// a generated id no request was answered with (say, one whose write
+// failed) prints as PREFIX-?.
+func (sc *scenario) rename(s string) string {
+	for id, name := range sc.names {
+		if id != name && strings.Contains(s, id) {
+			s = strings.ReplaceAll(s, id, name)
+		}
+	}
+	return unnamedID.ReplaceAllString(s, "-?")
+}
+
+// unnamedID matches the random part of a generated member id.
+var unnamedID = regexp.MustCompile(`-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}`)
+
+// bind records that the member called name has the id id.
+func (sc *scenario) bind(name, id string) {
+	if name == "" || id == "" {
+		return
+	}
+	if _, ok := sc.names[id]; ok {
+		return
+	}
+	ids := sc.ids[name]
+	printed := name
+	if len(ids) > 0 {
+		printed = fmt.Sprintf("%s#%d", name, len(ids)+1)
+	}
+	sc.ids[name] = append(ids, id)
+	sc.names[id] = printed
+}
+
+// memberID is the id to send for member name: its latest id, or "" if it
+// has none yet. id= overrides: a printed name (m1, m1#2) or a literal id.
+func (sc *scenario) memberID(a *args, name string) string {
+	if a.has("id") {
+		v := a.str("id", "")
+		for id, n := range sc.names {
+			if n == v {
+				return id
+			}
+		}
+		return v
+	}
+	if ids := sc.ids[name]; len(ids) > 0 {
+		return ids[len(ids)-1]
+	}
+	return ""
+}
+
+func (sc *scenario) config(a *args) {
+	if sc.s != nil {
+		sc.printf("error: config must come before the first request")
+		return
+	}
+	c := &sc.cfg
+	c.InitialRebalanceDelay = a.dur("initial-delay", c.InitialRebalanceDelay)
+	c.MaxSize = int(a.int("max-size", int64(c.MaxSize)))
+	c.ConsumerMaxSize = int(a.int("consumer-max-size", int64(c.ConsumerMaxSize)))
+	c.ConsumerSessionTimeout = a.dur("consumer-session", c.ConsumerSessionTimeout)
+	c.ConsumerRebalanceHeartbeatInterval = a.dur("consumer-rebalance-interval", c.ConsumerRebalanceHeartbeatInterval)
+	c.OffsetsRetention = a.dur("retention", c.OffsetsRetention)
+	c.ConsumerMigrationPolicy = a.str("migration", c.ConsumerMigrationPolicy)
+}
+
+// topics creates topics in the catalog consumer groups are assigned from:
+// topics a=4 b=2.
+func (sc *scenario) topics(a *args) {
+	if sc.cat == nil {
+		if sc.s != nil {
+			sc.printf("error: the first topics command must come before the first request")
+			return
+		}
+		sc.cat = catalog.New(catalog.Options{})
+	}
+	names := make([]string, 0, len(a.kv))
+	for k := range a.kv {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if _, err := sc.cat.Create(n, int32(a.int(n, 1)), nil); err != nil {
+			sc.printf("error: %v", err)
+		}
+	}
+}
+
+// send runs one request through the shard, labelled for its reply, and
+// settles the output; a request that parks prints "<label>: parked".
+func (sc *scenario) send(label, name string, fn func(now time.Time, t Ticket, out *Output)) {
+	sc.shard()
+	sc.tick++
+	t := sc.tick
+	sc.label[t], sc.alias[t] = label, name
+	var out Output
+	fn(sc.now, t, &out)
+	answered := false
+	for _, r := range out.Replies {
+		answered = answered || r.Ticket == t
+	}
+	sc.settle(&out, func(tk Ticket) { answered = answered || tk == t })
+	if !answered {
+		sc.printf("%s: parked", label)
+	}
+}
+
+// settle prints the replies and records of out, completing writes (and
+// what they release) until nothing is left. seen is told of each ticket
+// answered.
+func (sc *scenario) settle(out *Output, seen func(Ticket)) {
+	for len(out.Replies)+len(out.Writes) > 0 {
+		for _, r := range out.Replies {
+			if seen != nil {
+				seen(r.Ticket)
+			}
+			sc.reply(r)
+		}
+		writes := out.Writes
+		out = &Output{}
+		for _, w := range writes {
+			sc.printWrite(w)
+			if sc.hold {
+				sc.printf("write %d held", w.ID)
+				sc.held = append(sc.held, w)
+				continue
+			}
+			sc.complete(w, out)
+		}
+	}
+}
+
+func (sc *scenario) complete(w Write, out *Output) {
+	for _, r := range w.Records {
+		if len(r.Key) > 0 && r.Key[0] == keyGroup {
+			sc.staleMeta[string(r.Key[1:])] = sc.fail != ErrNone
+		}
+	}
+	if sc.fail != ErrNone {
+		sc.printf("write %d failed: %s", w.ID, codeName(sc.fail))
+	} else {
+		storeRecords(sc.store, w.Records)
+	}
+	sc.s.WriteDone(sc.now, w.ID, sc.fail, out)
+}
+
+// storeMode: "store hold" keeps writes in flight, "store fail=16" fails
+// them with that code, "store ok" makes them succeed again, "store release"
+// completes the held ones (in the current mode).
+func (sc *scenario) storeMode(a *args) {
+	sc.shard()
+	switch {
+	case a.has("hold"):
+		sc.hold = true
+	case a.has("fail"):
+		sc.fail = int16(a.int("fail", 0))
+	case a.has("ok"):
+		sc.fail = ErrNone
+		sc.hold = false
+	case a.has("release"):
+		sc.hold = false
+		held := sc.held
+		sc.held = nil
+		var out Output
+		for _, w := range held {
+			if sc.fail == ErrNone {
+				sc.printf("write %d done", w.ID)
+			}
+			sc.complete(w, &out)
+		}
+		sc.settle(&out, nil)
+	default:
+		sc.printf("error: store hold|fail=CODE|ok|release")
+	}
+}
+
+func (sc *scenario) advance(a *args, fields []string) {
+	if len(fields) != 1 {
+		sc.printf("error: advance DURATION")
+		return
+	}
+	d, err := time.ParseDuration(fields[0])
+	if err != nil {
+		sc.printf("error: %v", err)
+		return
+	}
+	a.used[fields[0]] = true
+	s := sc.shard()
+	target := sc.now.Add(d)
+	for {
+		at, ok := s.NextDeadline()
+		if !ok || at.After(target) {
+			break
+		}
+		if at.After(sc.now) {
+			sc.now = at
+		}
+		var out Output
+		s.Tick(sc.now, &out)
+		sc.settle(&out, nil)
+	}
+	sc.now = target
+}
+
+// reload replaces the shard by one loaded from the store, as a node taking
+// the partition over builds it. Requests still parked are lost (their
+// connections were to the old node); writes in flight are dropped.
+func (sc *scenario) reload() {
+	sc.shard()
+	sc.loaded++
+	s := NewShard(sc.s.cfg, seededReader{rand.NewChaCha8([32]byte{1, byte(sc.loaded)})})
+	keys := make([]string, 0, len(sc.store))
+	for k := range sc.store {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if err := s.Load([]byte(k), sc.store[k]); err != nil {
+			sc.printf("error: load: %v", err)
+		}
+	}
+	var out Output
+	s.FinishLoad(sc.now, &out)
+	sc.s, sc.held, sc.hold = s, nil, false
+	sc.settle(&out, nil)
+	sc.printf("reloaded %d records", len(keys))
+}
+
+// ---- requests
+
+func (sc *scenario) join(a *args) {
+	group := a.str("group", "g")
+	name := a.str("member", "")
+	req := kmsg.NewPtrJoinGroupRequest()
+	req.Version = int16(a.int("v", 9))
+	req.Group = group
+	req.MemberID = sc.memberID(a, name)
+	if a.has("instance") {
+		inst := a.str("instance", "")
+		req.InstanceID = &inst
+	}
+	req.SessionTimeoutMillis = int32(a.dur("session", 10*time.Second).Milliseconds())
+	req.RebalanceTimeoutMillis = int32(a.dur("rebalance", 30*time.Second).Milliseconds())
+	req.ProtocolType = a.str("type", "consumer")
+	req.Protocols = protos("range", "m")
+	if ps := a.list("protocols"); ps != nil {
+		req.Protocols = nil
+		for _, p := range ps {
+			n, m, _ := strings.Cut(p, ":")
+			req.Protocols = append(req.Protocols, kmsg.JoinGroupRequestProtocol{Name: n, Metadata: []byte(m)})
+		}
+	}
+	client := Client{ID: a.str("client", "cli"), Host: "127.0.0.1"}
+	t := sc.tick + 1
+	sc.send("join "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.JoinGroup(now, t, client, req, out) })
+	// Before v4 a new member gets its id only in the (parked) answer:
+	// name it now, from the shard's member parked on this request.
+	if g := sc.s.Group(group); g != nil {
+		for _, m := range g.members {
+			if m.join != nil && m.join.t == t {
+				sc.bind(name, m.id)
+			}
+		}
+	}
+}
+
+// gen is the generation to send for member name: gen= or that of its last
+// successful join.
+func (sc *scenario) genArg(a *args, name string) int32 {
+	if g, ok := sc.gen[name]; ok {
+		return int32(a.int("gen", int64(g)))
+	}
+	return int32(a.int("gen", -1))
+}
+
+func (sc *scenario) sync(a *args) {
+	name := a.str("member", "")
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = int16(a.int("v", 5))
+	req.Group, req.MemberID, req.Generation = a.str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
+	if a.has("instance") {
+		inst := a.str("instance", "")
+		req.InstanceID = &inst
+	}
+	if req.Version >= 5 {
+		pt, p := a.str("type", "consumer"), a.str("protocol", "range")
+		req.ProtocolType, req.Protocol = &pt, &p
+	}
+	// assign=m1:x,m2:y gives member m1 the bytes "x".
+	for _, e := range a.list("assign") {
+		n, v, _ := strings.Cut(e, ":")
+		id := n
+		if ids := sc.ids[n]; len(ids) > 0 {
+			id = ids[len(ids)-1]
+		}
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(v)})
+	}
+	sc.send("sync "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.SyncGroup(now, t, req, out) })
+}
+
+func (sc *scenario) heartbeat(a *args) {
+	name := a.str("member", "")
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Version = 4
+	req.Group, req.MemberID, req.Generation = a.str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
+	if a.has("instance") {
+		inst := a.str("instance", "")
+		req.InstanceID = &inst
+	}
+	sc.send("heartbeat "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.Heartbeat(now, t, req, out) })
+}
+
+// leave sends a LeaveGroup v5 for members=m1,/b,m2/a (member[/instance])
+// or, with v=1..2, a single member=m1.
+func (sc *scenario) leave(a *args) {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Version = int16(a.int("v", 5))
+	req.Group = a.str("group", "g")
+	label := "leave"
+	if req.Version < 3 {
+		name := a.str("member", "")
+		req.MemberID = sc.memberID(a, name)
+		label += " " + name
+	}
+	for _, e := range a.list("members") {
+		n, inst, static := strings.Cut(e, "/")
+		m := kmsg.NewLeaveGroupRequestMember()
+		if ids := sc.ids[n]; len(ids) > 0 {
+			m.MemberID = ids[len(ids)-1]
+		} else {
+			m.MemberID = n
+		}
+		if static {
+			m.InstanceID = &inst
+		}
+		req.Members = append(req.Members, m)
+	}
+	sc.send(label, "", func(now time.Time, t Ticket, out *Output) { sc.s.LeaveGroup(now, t, req, out) })
+}
+
+// commit sends an OffsetCommit: offsets=t/0=5,t/1=7; member= and gen= (the
+// member's last generation by default; -1 without a member).
+func (sc *scenario) commit(a *args) {
+	name := a.str("member", "")
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version = int16(a.int("v", 9))
+	req.Group, req.MemberID = a.str("group", "g"), sc.memberID(a, name)
+	req.Generation = sc.genArg(a, name)
+	if e, ok := sc.epoch[name]; ok && !a.has("gen") {
+		req.Generation = e
+	}
+	if a.has("instance") {
+		inst := a.str("instance", "")
+		req.InstanceID = &inst
+	}
+	var meta *string
+	if a.has("meta") {
+		m := a.str("meta", "")
+		meta = &m
+	}
+	for _, e := range a.list("offsets") {
+		tp, off, _ := strings.Cut(e, "=")
+		topic, ps, _ := strings.Cut(tp, "/")
+		p, _ := strconv.Atoi(ps)
+		o, _ := strconv.ParseInt(off, 10, 64)
+		i := slices.IndexFunc(req.Topics, func(t kmsg.OffsetCommitRequestTopic) bool { return t.Topic == topic })
+		if i < 0 {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			req.Topics = append(req.Topics, rt)
+			i = len(req.Topics) - 1
+		}
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.Metadata = int32(p), o, meta
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	label := "commit"
+	if name != "" {
+		label += " " + name
+	}
+	sc.send(label, name, func(now time.Time, t Ticket, out *Output) { sc.s.OffsetCommit(now, t, req, out) })
+}
+
+// fetch asks OffsetFetch v8 for a group's offsets: all of them, or
+// topics=t/0,t/1; stable sets RequireStable.
+func (sc *scenario) fetch(a *args) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 8
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = a.str("group", "g")
+	if tps := a.list("topics"); tps != nil {
+		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
+		for _, e := range tps {
+			topic, ps, _ := strings.Cut(e, "/")
+			p, _ := strconv.Atoi(ps)
+			i := slices.IndexFunc(rg.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool { return t.Topic == topic })
+			if i < 0 {
+				rg.Topics = append(rg.Topics, kmsg.OffsetFetchRequestGroupTopic{Topic: topic})
+				i = len(rg.Topics) - 1
+			}
+			rg.Topics[i].Partitions = append(rg.Topics[i].Partitions, int32(p))
+		}
+	}
+	req.RequireStable = a.has("stable")
+	req.Groups = append(req.Groups, rg)
+	sc.send("fetch "+rg.Group, "", func(now time.Time, t Ticket, out *Output) { out.reply(t, sc.s.OffsetFetch(req)) })
+}
+
+func (sc *scenario) deleteGroups(a *args) {
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version = 2
+	req.Groups = a.list("groups")
+	sc.send("delete-groups", "", func(now time.Time, t Ticket, out *Output) { sc.s.DeleteGroups(now, t, req, out) })
+}
+
+// cgheartbeat sends a ConsumerGroupHeartbeat (v1; v=0 for version 0).
+// Absent fields are sent as null (unchanged): subscribe=a,b (subscribe=[]
+// is the empty list), owned=a/0,1;b/0 or owned=[] or owned=last (what the
+// member's last answer assigned it). epoch defaults to the member's epoch
+// from its last answer (0 before any); rebalance defaults to 60s on a join
+// (epoch 0) and to -1 (unchanged) otherwise.
+func (sc *scenario) cgheartbeat(a *args) {
+	name := a.str("member", "")
+	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	req.Version = int16(a.int("v", 1))
+	req.Group = a.str("group", "cg")
+	req.MemberID = name
+	if a.has("id") {
+		req.MemberID = a.str("id", "")
+	}
+	req.MemberEpoch = int32(a.int("epoch", int64(sc.epoch[name])))
+	opt := func(k string) *string {
+		if !a.has(k) {
+			return nil
+		}
+		v := a.str(k, "")
+		return &v
+	}
+	req.InstanceID, req.RackID, req.SubscribedTopicRegex, req.ServerAssignor = opt("instance"), opt("rack"), opt("regex"), opt("assignor")
+	req.SubscribedTopicNames = a.list("subscribe")
+	switch {
+	case a.str("rebalance", "") == "-1":
+		req.RebalanceTimeoutMillis = -1
+	case a.has("rebalance"):
+		req.RebalanceTimeoutMillis = int32(a.dur("rebalance", 0).Milliseconds())
+	case req.MemberEpoch == 0:
+		req.RebalanceTimeoutMillis = 60000
+	default:
+		req.RebalanceTimeoutMillis = -1
+	}
+	if a.has("owned") {
+		v := a.str("owned", "")
+		owned := tpset{}
+		if v == "last" {
+			owned = sc.last[name].clone()
+			if owned == nil {
+				owned = tpset{}
+			}
+		} else {
+			var err error
+			if owned, err = parseTPSet(v); err != nil {
+				sc.printf("error: owned=%s: %v", v, err)
+			}
+		}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		for _, t := range owned.topics() {
+			rt := kmsg.NewConsumerGroupHeartbeatRequestTopic()
+			rt.TopicID, rt.Partitions = catalog.TopicID(t), owned[t]
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	client := Client{ID: "client-" + name, Host: "127.0.0.1"}
+	sc.send("cgheartbeat "+name, name, func(now time.Time, t Ticket, out *Output) {
+		sc.s.ConsumerGroupHeartbeat(now, t, client, req, out)
+	})
+}
+
+// parseTPSet reads "a/0,1;b/2" ("[]" or "" is the empty set).
+func parseTPSet(v string) (tpset, error) {
+	s := tpset{}
+	if v == "" || v == "[]" {
+		return s, nil
+	}
+	for _, part := range strings.Split(v, ";") {
+		topic, ps, ok := strings.Cut(part, "/")
+		if !ok {
+			return nil, fmt.Errorf("%q: want topic/p,p", part)
+		}
+		for _, p := range strings.Split(ps, ",") {
+			n, err := strconv.Atoi(p)
+			if err != nil {
+				return nil, err
+			}
+			s.add(topic, int32(n))
+		}
+	}
+	return s, nil
+}
+
+// fmtTPSet prints a set as parseTPSet reads it; at, when set, adds
+// "@epoch" to the partitions given at an epoch other than epoch.
+func fmtTPSet(s tpset, at map[topicPartition]int32, epoch int32) string {
+	if len(s) == 0 {
+		return "[]"
+	}
+	var parts []string
+	for _, t := range s.topics() {
+		if len(s[t]) == 0 {
+			continue
+		}
+		ps := make([]string, len(s[t]))
+		for i, p := range s[t] {
+			ps[i] = strconv.Itoa(int(p))
+			if e, ok := at[topicPartition{t, p}]; ok && at != nil && e != epoch {
+				ps[i] += "@" + strconv.Itoa(int(e))
+			}
+		}
+		parts = append(parts, t+"/"+strings.Join(ps, ","))
+	}
+	if len(parts) == 0 {
+		return "[]"
+	}
+	return strings.Join(parts, ";")
+}
+
+// ---- printing
+
+func codeName(c int16) string {
+	if c == 0 {
+		return "ok"
+	}
+	if e := kerr.ErrorForCode(c); e != nil {
+		if ke, ok := e.(*kerr.Error); ok {
+			return ke.Message
+		}
+	}
+	return fmt.Sprintf("error(%d)", c)
+}
+
+// bytesText prints opaque bytes (metadata, assignments) as text when they
+// are printable without spaces, else quoted.
+func bytesText(b []byte) string {
+	if len(b) == 0 {
+		return `""`
+	}
+	for _, c := range b {
+		if c <= ' ' || c > '~' || c == '"' {
+			return strconv.Quote(string(b))
+		}
+	}
+	return string(b)
+}
+
+func (sc *scenario) topicName(id [16]byte) string {
+	if tp, ok := sc.shard().cfg.Topics.LookupID(id); ok {
+		return tp.Name
+	}
+	return fmt.Sprintf("%x", id)
+}
+
+func (sc *scenario) reply(r Reply) {
+	label := sc.label[r.Ticket]
+	name := sc.alias[r.Ticket]
+	var b strings.Builder
+	b.WriteString(label + ": ")
+	switch resp := r.Resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		if resp.ErrorCode == 0 || resp.ErrorCode == ErrMemberIDRequired {
+			sc.bind(name, resp.MemberID)
+		}
+		b.WriteString(codeName(resp.ErrorCode))
+		if resp.ErrorCode == 0 {
+			sc.gen[name] = resp.Generation
+			fmt.Fprintf(&b, " gen=%d", resp.Generation)
+		}
+		ptype := resp.ProtocolType
+		if resp.Version < 7 {
+			ptype = nil // not in the answer before v7
+		}
+		b.WriteString(protocolText(ptype, resp.Protocol))
+		if resp.ErrorCode == 0 {
+			fmt.Fprintf(&b, " leader=%s", resp.LeaderID)
+		}
+		if resp.SkipAssignment {
+			b.WriteString(" skip-assignment")
+		}
+		if resp.MemberID != "" {
+			fmt.Fprintf(&b, " member=%s", resp.MemberID)
+		}
+		if len(resp.Members) > 0 {
+			var ms []string
+			for _, m := range resp.Members {
+				s := m.MemberID
+				if m.InstanceID != nil {
+					s += "/" + *m.InstanceID
+				}
+				ms = append(ms, s)
+			}
+			fmt.Fprintf(&b, " members=%s", strings.Join(ms, ","))
+		}
+	case *kmsg.SyncGroupResponse:
+		b.WriteString(codeName(resp.ErrorCode))
+		if resp.Version >= 5 { // not in the answer before v5
+			b.WriteString(protocolText(resp.ProtocolType, resp.Protocol))
+		}
+		if resp.ErrorCode == 0 {
+			fmt.Fprintf(&b, " assignment=%s", bytesText(resp.MemberAssignment))
+		}
+	case *kmsg.HeartbeatResponse:
+		b.WriteString(codeName(resp.ErrorCode))
+	case *kmsg.LeaveGroupResponse:
+		b.WriteString(codeName(resp.ErrorCode))
+		for _, m := range resp.Members {
+			id := m.MemberID
+			if m.InstanceID != nil {
+				id += "/" + *m.InstanceID
+			}
+			fmt.Fprintf(&b, " %s=%s", id, codeName(m.ErrorCode))
+		}
+	case *kmsg.OffsetCommitResponse:
+		var ps []string
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				ps = append(ps, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, codeName(p.ErrorCode)))
+			}
+		}
+		b.WriteString(strings.Join(ps, " "))
+	case *kmsg.OffsetFetchResponse:
+		for _, g := range resp.Groups {
+			b.WriteString(codeName(g.ErrorCode))
+			for _, t := range g.Topics {
+				for _, p := range t.Partitions {
+					fmt.Fprintf(&b, " %s/%d=%d", t.Topic, p.Partition, p.Offset)
+					if p.Metadata != nil && *p.Metadata != "" {
+						fmt.Fprintf(&b, "(meta=%s)", bytesText([]byte(*p.Metadata)))
+					}
+					if p.ErrorCode != 0 {
+						fmt.Fprintf(&b, "(%s)", codeName(p.ErrorCode))
+					}
+				}
+			}
+		}
+	case *kmsg.DeleteGroupsResponse:
+		var gs []string
+		for _, g := range resp.Groups {
+			gs = append(gs, g.Group+"="+codeName(g.ErrorCode))
+		}
+		b.WriteString(strings.Join(gs, " "))
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		b.WriteString(codeName(resp.ErrorCode))
+		if resp.ErrorCode != 0 {
+			if resp.ErrorMessage != nil {
+				fmt.Fprintf(&b, " (%s)", *resp.ErrorMessage)
+			}
+			break
+		}
+		if resp.MemberID != nil && *resp.MemberID != name {
+			sc.bind(name, *resp.MemberID)
+			fmt.Fprintf(&b, " member=%s", *resp.MemberID)
+		}
+		sc.epoch[name] = resp.MemberEpoch
+		fmt.Fprintf(&b, " epoch=%d interval=%s", resp.MemberEpoch, time.Duration(resp.HeartbeatIntervalMillis)*time.Millisecond)
+		if resp.Assignment != nil {
+			s := tpset{}
+			for _, t := range resp.Assignment.Topics {
+				for _, p := range t.Partitions {
+					s.add(sc.topicName(t.TopicID), p)
+				}
+			}
+			sc.last[name] = s
+			fmt.Fprintf(&b, " assignment=%s", fmtTPSet(s, nil, 0))
+		}
+	default:
+		fmt.Fprintf(&b, "%T", resp)
+	}
+	sc.out = append(sc.out, b.String())
+}
+
+// protocolText prints a JoinGroup or SyncGroup answer's protocol type and
+// name as " protocol=TYPE/NAME" (null for a null field), or nothing when
+// both are null.
+func protocolText(ptype, name *string) string {
+	if ptype == nil && name == nil {
+		return ""
+	}
+	f := func(p *string) string {
+		if p == nil {
+			return "null"
+		}
+		return bytesText([]byte(*p))
+	}
+	return " protocol=" + f(ptype) + "/" + f(name)
+}
+
+// since prints a time as the duration since the scenario started.
+func (sc *scenario) since(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(sc.start).String()
+}
+
+func (sc *scenario) sinceMs(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return sc.since(time.UnixMilli(ms))
+}
+
+// printWrite prints each record of w on a line starting with "rec".
+// Records of a kind this printer does not know print their kind and key.
+func (sc *scenario) printWrite(w Write) {
+	for _, raw := range w.Records {
+		r, ok, err := decode(raw.Key, raw.Value)
+		switch {
+		case err != nil:
+			sc.printf("rec undecodable kind=0x%02x key=%q: %v", raw.Key[0], raw.Key[1:], err)
+			continue
+		case !ok:
+			sc.printf("rec kind=0x%02x key=%q value=%dB", raw.Key[0], raw.Key[1:], len(raw.Value))
+			continue
+		}
+		sc.printRec(&r, raw)
+	}
+}
+
+func (sc *scenario) printRec(r *rec, raw Record) {
+	del := ""
+	if r.del {
+		del = " deleted"
+	}
+	member := ""
+	if r.c != nil {
+		member = " " + r.c.member
+	}
+	switch r.kind {
+	case keyGroup:
+		if r.del {
+			sc.printf("rec group %s deleted", r.group)
+			return
+		}
+		img := r.img
+		sc.printf("rec group %s gen=%d type=%s protocol=%s leader=%s members=%d", r.group, img.generation,
+			img.protocolType, img.protocol, img.leader, len(img.members))
+		for _, m := range img.members {
+			inst := ""
+			if m.instanceID != "" {
+				inst = " instance=" + m.instanceID
+			}
+			sc.printf("rec   member %s%s session=%s rebalance=%s meta=%s assignment=%s", m.id, inst, m.session,
+				m.rebalance, bytesText(m.metadata), bytesText(m.assignment))
+		}
+	case keyOffset:
+		if r.del {
+			sc.printf("rec offset %s %s/%d deleted", r.group, r.tp.topic, r.tp.partition)
+			return
+		}
+		o := r.off
+		sc.printf("rec offset %s %s/%d offset=%d epoch=%d meta=%s commit=%s expire=%s", r.group, r.tp.topic,
+			r.tp.partition, o.offset, o.leaderEpoch, bytesText([]byte(o.metadata)), sc.sinceMs(o.commitMs), sc.sinceMs(o.expireMs))
+	case keyCGroup:
+		if r.del {
+			sc.printf("rec cgroup %s deleted", r.group)
+			return
+		}
+		sc.printf("rec cgroup %s epoch=%d hash=%016x", r.group, r.c.epoch, r.c.hash)
+	case keyCTMeta:
+		if r.del {
+			sc.printf("rec ctarget-epoch %s deleted", r.group)
+			return
+		}
+		sc.printf("rec ctarget-epoch %s %d", r.group, r.c.assignEpoch)
+	case keyCMember:
+		if r.del {
+			sc.printf("rec cmember %s%s deleted", r.group, member)
+			return
+		}
+		m := r.c.meta
+		var b strings.Builder
+		fmt.Fprintf(&b, "rec cmember %s%s", r.group, member)
+		for _, kv := range [][2]string{{"instance", m.instanceID}, {"rack", m.rack}, {"regex", m.regex}, {"assignor", m.assignor}} {
+			if kv[1] != "" {
+				fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
+			}
+		}
+		fmt.Fprintf(&b, " subscribe=%s rebalance=%s client=%s", strings.Join(m.names, ","), m.rebalanceTimeout, m.clientID)
+		if m.classic != nil {
+			var ps []string
+			for _, p := range m.classic.protocols {
+				ps = append(ps, p.Name)
+			}
+			fmt.Fprintf(&b, " classic(session=%s protocols=%s)", m.classic.session, strings.Join(ps, ","))
+		}
+		sc.out = append(sc.out, b.String())
+	case keyCTarget:
+		if r.del {
+			sc.printf("rec ctarget %s%s deleted", r.group, member)
+			return
+		}
+		sc.printf("rec ctarget %s%s %s", r.group, member, fmtTPSet(r.c.target, nil, 0))
+	case keyCCurrent:
+		if r.del {
+			sc.printf("rec ccurrent %s%s deleted", r.group, member)
+			return
+		}
+		c := r.c.cur
+		sc.printf("rec ccurrent %s%s epoch=%d prev=%d state=%s assigned=%s pending=%s", r.group, member, c.epoch,
+			c.prevEpoch, c.state, fmtTPSet(c.assigned, c.assignedAt, c.epoch), fmtTPSet(c.pending, c.assignedAt, c.epoch))
+	default:
+		sc.printf("rec kind=0x%02x group=%s%s key=%q%s", r.kind, r.group, member, raw.Key[1:], del)
+	}
+}
+
+// describe prints the shard's view of groups (all of them without an
+// argument): state, generation or epoch, members and what they hold.
+func (sc *scenario) describe(a *args, fields []string) {
+	s := sc.shard()
+	ids := fields
+	for _, f := range fields {
+		a.used[f] = true
+	}
+	if len(ids) == 0 {
+		ids = s.GroupIDs()
+		if len(ids) == 0 {
+			sc.printf("no groups")
+		}
+	}
+	for _, id := range ids {
+		g := s.Group(id)
+		if g == nil {
+			sc.printf("%s: none", id)
+			continue
+		}
+		if cg := g.cg; cg != nil {
+			sc.describeConsumer(g, cg)
+			continue
+		}
+		line := fmt.Sprintf("%s: %s gen=%d", id, g.State(), g.Generation())
+		if g.protocolType != "" {
+			line += " type=" + g.protocolType
+		}
+		if g.protocol != "" {
+			line += " protocol=" + g.protocol
+		}
+		if g.leader != "" {
+			line += " leader=" + g.leader
+		}
+		if n := g.NumPending(); n > 0 {
+			line += fmt.Sprintf(" pending=%d", n)
+		}
+		if n := g.NumOffsets(); n > 0 {
+			line += fmt.Sprintf(" offsets=%d", n)
+		}
+		sc.printf("%s", line)
+		for _, m := range g.members {
+			line := "  member " + m.id
+			if m.instanceID != "" {
+				line += " instance=" + m.instanceID
+			}
+			switch {
+			case m.join != nil:
+				line += " joining"
+			case m.sync != nil:
+				line += " syncing"
+			}
+			if m.isNew {
+				line += " new"
+			}
+			line += fmt.Sprintf(" session=%s rebalance=%s", m.sessionTimeout, m.rebalanceTimeout)
+			if len(m.assignment) > 0 {
+				line += " assignment=" + bytesText(m.assignment)
+			}
+			sc.printf("%s", line)
+		}
+	}
+}
+
+func (sc *scenario) describeConsumer(g *Group, cg *consumerGroup) {
+	line := fmt.Sprintf("%s: consumer %s epoch=%d assignment-epoch=%d", g.id, cg.state(), cg.epoch, cg.assignEpoch)
+	if len(g.members) > 0 {
+		line += fmt.Sprintf(" classic-members=%d", len(g.members))
+	}
+	if n := g.NumOffsets(); n > 0 {
+		line += fmt.Sprintf(" offsets=%d", n)
+	}
+	sc.printf("%s", line)
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		line := fmt.Sprintf("  member %s epoch=%d state=%s", id, m.epoch, m.state)
+		if m.instanceID != "" {
+			line += " instance=" + m.instanceID
+		}
+		if m.classic != nil {
+			line += " classic"
+		}
+		line += " assigned=" + fmtTPSet(m.assigned, nil, 0)
+		if len(m.pending) > 0 {
+			line += " revoking=" + fmtTPSet(m.pending, nil, 0)
+		}
+		line += " target=" + fmtTPSet(cg.target[id], nil, 0)
+		sc.printf("%s", line)
+	}
+}
