@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -47,6 +48,12 @@ func startCohortLoops(t *testing.T, kind storeKind, partitions int) (string, fun
 // startCohortWith is startCohortLoops with tune (if not nil) adjusting the
 // group configuration.
 func startCohortWith(t *testing.T, kind storeKind, partitions int, tune func(*group.Config)) (string, func()) {
+	return startCohortNode(t, kind, partitions, tune, false)
+}
+
+// startCohortNode is startCohortWith, with every metric off if noMetrics
+// (node.Config.DisableMetrics): the peer that measures what metrics cost.
+func startCohortNode(t *testing.T, kind storeKind, partitions int, tune func(*group.Config), noMetrics bool) (string, func()) {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	if tune != nil {
@@ -57,6 +64,8 @@ func startCohortWith(t *testing.T, kind storeKind, partitions int, tune func(*gr
 		Partitions: partitions,
 		Group:      cfg,
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// DisableMetrics: see startCohortNode.
+		DisableMetrics: noMetrics,
 	}
 	var closeStore func() error
 	switch kind {
@@ -99,6 +108,10 @@ var targets = []target{
 	// Opt-in: the same coordinator with only 2 partitions, i.e. 2 event loops
 	// (the "fixed pool of loops" alternative to one loop per partition).
 	{"cohort-mem-2loops", func(t *testing.T) (string, func()) { return startCohortLoops(t, memStore, 2) }},
+	// Opt-in: cohort with no metrics recorded, the peer of cohort-mem and
+	// cohort-disk for the cost of metrics (COHORT_BENCH_BASE=cohort-mem-nometrics).
+	{"cohort-mem-nometrics", func(t *testing.T) (string, func()) { return startCohortNode(t, memStore, 0, nil, true) }},
+	{"cohort-disk-nometrics", func(t *testing.T) (string, func()) { return startCohortNode(t, diskStore, 0, nil, true) }},
 	{"kfake", func(t *testing.T) (string, func()) {
 		// kfake always listens on 127.0.0.1.
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -120,7 +133,8 @@ var targets = []target{
 // -cpuprofile), COHORT_BENCH_MEMBERS, _GROUPS, _COMMITTERS and _PARTITIONS
 // (comma-separated counts) the cases, COHORT_BENCH_SECONDS the measured
 // window of each throughput case (default 1); COHORT_BENCH_OUT=file also
-// writes the markdown there.
+// writes the markdown there; COHORT_BENCH_BASE=<target> compares against
+// that target instead of kfake (cohort-mem-nometrics: the cost of metrics).
 // Without COHORT_BENCH=1 (as in `go test ./...` and CI), or with -short, it
 // runs a quick sanity version: no N=1000, short windows, one series. The
 // figures in docs/benchmarks.md come from COHORT_BENCH=1.
@@ -180,7 +194,7 @@ func TestCompare(t *testing.T) {
 	}
 	var rs []*running
 	for _, tg := range targets {
-		if only == "" && (tg.name == "cohort-disk-nosync" || tg.name == "cohort-mem-2loops") {
+		if only == "" && (tg.name == "cohort-disk-nosync" || tg.name == "cohort-mem-2loops" || strings.HasSuffix(tg.name, "-nometrics")) {
 			continue // opt-in targets
 		}
 		if only != "" && !strings.Contains(","+only+",", ","+tg.name+",") {
@@ -233,10 +247,12 @@ func TestCompare(t *testing.T) {
 	for _, r := range results {
 		r.WriteMarkdown(&sb)
 	}
+	// The comparison's base: kfake, or the target COHORT_BENCH_BASE names.
+	baseName := cmp.Or(os.Getenv("COHORT_BENCH_BASE"), "kfake")
 	var base *Result
 	var others []*Result
 	for _, r := range results {
-		if r.Target == "kfake" {
+		if r.Target == baseName {
 			base = r
 		} else {
 			others = append(others, r)
@@ -248,13 +264,13 @@ func TestCompare(t *testing.T) {
 			byName := map[string][]*Result{}
 			var baseRuns []*Result
 			for _, r := range rs {
-				if r.name == "kfake" {
+				if r.name == baseName {
 					baseRuns = r.runs
 				} else {
 					byName[r.name] = r.runs
 				}
 			}
-			WritePaired(&sb, "kfake", baseRuns, byName)
+			WritePaired(&sb, baseName, baseRuns, byName)
 		}
 	}
 	t.Log("\n" + sb.String())
