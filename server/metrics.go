@@ -126,6 +126,9 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 	if m.authz, err = newAuthzMetrics(reg); err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
+	for _, reason := range protocolErrorReasons {
+		m.protocolErrors.WithLabelValues(reason) // exported at 0 from the start
+	}
 	for _, api := range supported {
 		m.requests[api.Key] = reqs.WithLabelValues(api.Name)
 		m.latency[api.Key] = lat.WithLabelValues(api.Name)
@@ -226,6 +229,10 @@ func (m *metrics) errorCode(key int16, code int16) {
 	}
 	(*c).Inc()
 }
+
+// protocolErrorReasons are the reasons protocolError is called with.
+var protocolErrorReasons = []string{"frame_size", "truncated_header", "unknown_api", "unsupported_version",
+	"malformed_body", "session_expired", "unauthenticated_request", "sasl_token_size"}
 
 // protocolError counts a connection closed for reason.
 func (m *metrics) protocolError(reason string) {
