@@ -4,7 +4,8 @@ package group
 // and OffsetDelete (66–71), offsets (72–76 and 79; 77–78 are transactional
 // offsets, which cohort does not serve: it has no transaction coordinator)
 // and loading (80), numbered as in docs/group-semantics.md §tests, whose
-// sections name the tests that show each rule.
+// sections name the tests that show each rule. Offset commit fencing (72–75)
+// and durability are scenario files in testdata/.
 
 import (
 	"bytes"
@@ -186,68 +187,6 @@ func TestC71_OffsetDelete(t *testing.T) {
 	}
 }
 
-func TestC72_CommitOffsetFromUnknownGroupAndDefaultGeneration(t *testing.T) {
-	h := newH(t)
-	if c := commitCodes(h.commit("g", "m", 1, 8, map[string]int64{"t": 1})); c[0] != ErrIllegalGeneration {
-		t.Fatal(c)
-	}
-	if c := commitCodes(h.commit("g", "m", 1, 9, map[string]int64{"t": 1})); c[0] != ErrGroupIDNotFound {
-		t.Fatal(c)
-	}
-	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 7})); c[0] != 0 {
-		t.Fatal(c)
-	}
-	if o, _ := h.fetch("g", "t", 0); o != 7 {
-		t.Fatal(o)
-	}
-	if g := h.s.Group("g"); g.State() != Empty || g.ProtocolType() != "" {
-		t.Fatal("simple group expected")
-	}
-}
-
-func TestC73_CommitOffsetsAfterGroupIsEmpty(t *testing.T) {
-	h := newH(t)
-	ids, _ := h.stableGroup("g", 1)
-	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 1})); c[0] != ErrUnknownMemberID {
-		t.Fatal("anonymous commit to an active group must fail:", c)
-	}
-	h.leave("g", lm(ids[0]))
-	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 1})); c[0] != 0 {
-		t.Fatal(c)
-	}
-}
-
-func TestC74_CommitOffsetInCompletingRebalanceUnknownMemberIllegalGeneration(t *testing.T) {
-	h := newH(t)
-	l, _, gen := h.twoJoined()
-	if c := commitCodes(h.commit("g", l, gen, 9, map[string]int64{"t": 1})); c[0] != ErrRebalanceInProgress {
-		t.Fatal(c)
-	}
-	if c := commitCodes(h.commit("g", "x", gen, 9, map[string]int64{"t": 1})); c[0] != ErrUnknownMemberID {
-		t.Fatal(c)
-	}
-	if c := commitCodes(h.commit("g", l, gen-1, 9, map[string]int64{"t": 1})); c[0] != ErrIllegalGeneration {
-		t.Fatal(c)
-	}
-	// In PreparingRebalance commits still succeed (KAFKA-9246).
-	h.join("g", jo{member: l, protos: protos("range", "changed")})
-	if h.s.Group("g").State() != PreparingRebalance {
-		t.Fatal("no rebalance")
-	}
-	if c := commitCodes(h.commit("g", l, gen, 9, map[string]int64{"t": 1})); c[0] != 0 {
-		t.Fatal(c)
-	}
-}
-
-func TestC75_ManualCommitOffsetShouldNotValidateMemberIDAndInstanceID(t *testing.T) {
-	h := newH(t)
-	req := commitReq("g", "whoever", -1)
-	req.InstanceID = strp("who")
-	if c := commitCodes(h.commitReq(req)); c[0] != 0 {
-		t.Fatal(c)
-	}
-}
-
 func TestC76_CommitAndFetchOffsetsWithEmptyGroupID(t *testing.T) {
 	h := newH(t)
 	if c := commitCodes(h.commit("", "", -1, 9, map[string]int64{"t": 3})); c[0] != 0 {
@@ -319,25 +258,6 @@ func (h *h) commit2(group, topic string, off int64) Ticket {
 	req.Topics[0].Topic = topic
 	req.Topics[0].Partitions[0].Offset = off
 	return h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
-}
-
-func TestOffsetCommitWaitsForDurability(t *testing.T) {
-	h := newH(t)
-	h.hold = true
-	tk := h.commit2("g", "t", 5)
-	h.notAnswered(tk)
-	h.release()
-	if c := commitCodes(h.resp(tk).(*kmsg.OffsetCommitResponse)); c[0] != 0 {
-		t.Fatal(c)
-	}
-	// A failed write is reported on every partition and not applied.
-	h.fail = ErrCoordinatorNotAvailable
-	if c := commitCodes(h.commit("g", "", -1, 9, map[string]int64{"t": 9})); c[0] != ErrCoordinatorNotAvailable {
-		t.Fatal(c)
-	}
-	if o, _ := h.fetch("g", "t", 0); o != 5 {
-		t.Fatal("failed commit applied")
-	}
 }
 
 func TestOffsetRetentionAndEmptyGroupExpiry(t *testing.T) {

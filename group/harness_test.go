@@ -403,8 +403,6 @@ func (h *h) syncAll(group, leader string, ids []string, gen int32) {
 	}
 }
 
-func strp(s string) *string { return &s }
-
 func commitReq(group, member string, gen int32) *kmsg.OffsetCommitRequest {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Version = 9

@@ -1008,19 +1008,18 @@ func (sc *scenario) reply(r Reply) {
 }
 
 // protocolText prints a JoinGroup or SyncGroup answer's protocol type and
-// name as " protocol=TYPE/NAME" (null for a null field), or nothing when
-// both are null.
+// name as " protocol=TYPE/NAME", " protocol=NAME" when the type is null (or
+// not in the version), nothing when both are null.
 func protocolText(ptype, name *string) string {
-	if ptype == nil && name == nil {
+	switch {
+	case ptype == nil && name == nil:
 		return ""
+	case ptype == nil:
+		return " protocol=" + bytesText([]byte(*name))
+	case name == nil:
+		return " protocol=" + bytesText([]byte(*ptype)) + "/null"
 	}
-	f := func(p *string) string {
-		if p == nil {
-			return "null"
-		}
-		return bytesText([]byte(*p))
-	}
-	return " protocol=" + f(ptype) + "/" + f(name)
+	return " protocol=" + bytesText([]byte(*ptype)) + "/" + bytesText([]byte(*name))
 }
 
 // since prints a time as the duration since the scenario started.
