@@ -7,7 +7,6 @@ package group
 
 import (
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -62,40 +61,5 @@ func TestC44_HeartbeatUnknownGroupDeadGroupEmptyGroupUnknownMember(t *testing.T)
 	h.s.Group("g").state = Dead
 	if c := h.heartbeat("g", ids[0], gen); c != ErrCoordinatorNotAvailable {
 		t.Fatal(c)
-	}
-}
-
-func TestC50_RebalanceCompletesBeforeMemberJoins(t *testing.T) {
-	h := newH(t)
-	ta := h.join("g", jo{instance: "a", session: 60_000, rebalance: 10_000})
-	h.advance(0)
-	ra := h.joinResp(ta)
-	tb := h.join("g", jo{instance: "b", session: 60_000, rebalance: 10_000})
-	h.joinResp(ta) // a is leader; b's join rebalances; a must rejoin
-	// b joined into PreparingRebalance; a (static) does not rejoin in time.
-	h.advance(10 * time.Second)
-	rb := h.joinResp(tb)
-	if rb.LeaderID != rb.MemberID || len(rb.Members) != 2 {
-		t.Fatalf("b should lead (a absent) and see both members: %+v", rb)
-	}
-	g := h.s.Group("g")
-	if g.byID[ra.MemberID] == nil {
-		t.Fatal("absent static member dropped at join completion")
-	}
-	if c := h.heartbeat("g", ra.MemberID, ra.Generation, "a"); c != ErrIllegalGeneration {
-		t.Fatalf("old-generation heartbeat %d", c)
-	}
-	genAfter := g.Generation()
-	h.sync("g", rb.MemberID, rb.Generation, map[string]string{rb.MemberID: "B"})
-	// a's session (60 s) expires: another rebalance without it.
-	for i := 0; i < 7; i++ {
-		h.advance(9 * time.Second)
-		h.heartbeat("g", rb.MemberID, g.Generation(), "b")
-	}
-	if g.byID[ra.MemberID] != nil {
-		t.Fatal("absent static member never evicted")
-	}
-	if g.State() != PreparingRebalance && g.Generation() == genAfter {
-		t.Fatalf("eviction did not rebalance: %v gen %d", g.State(), g.Generation())
 	}
 }

@@ -395,8 +395,9 @@ func (sc *scenario) config(a *args) {
 	c.ConsumerMigrationPolicy = a.str("migration", c.ConsumerMigrationPolicy)
 }
 
-// topics creates topics in the catalog consumer groups are assigned from:
-// topics a=4 b=2.
+// topics creates topics in the catalog consumer groups are assigned from
+// (topics a=4 b=2), grows an existing one to the count given, or deletes
+// them (topics delete=b,c).
 func (sc *scenario) topics(a *args) {
 	if sc.cat == nil {
 		if sc.s != nil {
@@ -411,7 +412,21 @@ func (sc *scenario) topics(a *args) {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if _, err := sc.cat.Create(n, int32(a.int(n, 1)), nil); err != nil {
+		if n == "delete" {
+			for _, d := range a.list("delete") {
+				if err := sc.cat.Delete(d); err != nil {
+					sc.printf("error: %v", err)
+				}
+			}
+			continue
+		}
+		var err error
+		if _, ok := sc.cat.Lookup(n); ok {
+			_, err = sc.cat.AddPartitions(n, int32(a.int(n, 1)), nil)
+		} else {
+			_, err = sc.cat.Create(n, int32(a.int(n, 1)), nil)
+		}
+		if err != nil {
 			sc.printf("error: %v", err)
 		}
 	}
