@@ -11,8 +11,31 @@
 // away from its owner, which stops it and rejoins at once, and the second
 // rebalance hands it to its new owner. Resources of members that left or were
 // expired are free at once. A member that cannot reach the coordinator stops
-// its resources on its own before its session can expire (see package member),
-// so a resource never runs twice.
+// its resources on its own before its session can expire (see package member).
+//
+// # Validity and fencing
+//
+// That local stop protects from a process that keeps running; it cannot
+// protect from one that does not run. A process frozen past its session (a
+// SIGSTOP, a long GC or swap pause, a suspended VM) has its resources handed
+// to other members while it is stopped, and when it resumes its resource
+// loops can run before its member has noticed (no timer has run yet).
+//
+// Each resource run therefore carries a Lease (LeaseOf on the context given
+// to Config.Start): its Token, the resource and the generation in which this
+// member got it, and a deadline on this process's monotonic clock, LostMargin
+// before the coordinator could expire the member (the session timeout after
+// the send time of the last confirmed heartbeat). Call Lease.Check before each
+// unit of work: it refuses once the deadline has passed, reading the clock
+// itself, so a resumed process refuses before any of its timers has run.
+//
+// The check narrows the window but cannot close it: a process can be frozen
+// between a successful Check and the write that follows, and resume after
+// another member has started the resource with a newer token. The token is
+// the only protection from a process frozen past its deadline: the store the
+// resource writes to must keep the highest generation per resource and refuse
+// older tokens in the same atomic step as the write (Fence shows the rule).
+// Without such a store, a resource can run twice for a moment.
 //
 // The resource list comes from a callback on the leader, read at every
 // rebalance; call Pool.Rejoin to make the group pick up a change. Resources
@@ -29,6 +52,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/member"
 )
 
@@ -56,10 +80,12 @@ type Config struct {
 	// rebalance. Every member should be able to call it.
 	Resources func(ctx context.Context) ([]Resource, error)
 	// Start is called when a resource starts on this member. ctx is
-	// cancelled when it must stop (before Stop is called); token is the
-	// generation in which this member got the resource, usable as a
-	// fencing token. Start should return promptly. Start and Stop are
-	// called one at a time and must not call the Pool's methods.
+	// cancelled when it must stop (before Stop is called) and carries the
+	// resource's Lease (LeaseOf): check it before each unit of work. token
+	// is the generation in which this member got the resource (the
+	// Generation of the lease's Token). Start should return promptly.
+	// Start and Stop are called one at a time and must not call the Pool's
+	// methods.
 	Start func(ctx context.Context, name string, token int32)
 	// Stop is called when the resource stops on this member (moved away,
 	// membership lost, Close). When it returns the resource must no longer
@@ -69,12 +95,14 @@ type Config struct {
 
 // Pool is one member of a worker pool.
 type Pool struct {
-	cfg Config
-	m   *member.Member
-	log *slog.Logger
+	cfg   Config
+	m     *member.Member
+	ready chan struct{} // closed once m is set
+	clk   clock.Clock
+	log   *slog.Logger
 
 	mu      sync.Mutex
-	running map[string]context.CancelFunc
+	running map[string]context.CancelCauseFunc
 	workCtx context.Context // the member context the running resources belong to
 }
 
@@ -83,11 +111,15 @@ func Start(cfg Config) (*Pool, error) {
 	if cfg.Resources == nil || cfg.Start == nil || cfg.Stop == nil {
 		return nil, errors.New("workers: Resources, Start and Stop are required")
 	}
-	p := &Pool{cfg: cfg, running: map[string]context.CancelFunc{}}
+	p := &Pool{cfg: cfg, running: map[string]context.CancelCauseFunc{}, ready: make(chan struct{})}
 	mc := cfg.Member
 	p.log = mc.Logger
 	if p.log == nil {
 		p.log = slog.Default()
+	}
+	p.clk = mc.Clock
+	if p.clk == nil {
+		p.clk = clock.Real{}
 	}
 	mc.ProtocolType = ProtocolType
 	mc.Protocols = func() []member.Protocol {
@@ -103,7 +135,14 @@ func Start(cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p.m = m
+	close(p.ready)
 	return p, nil
+}
+
+// member returns the member once Start has set it (callbacks may run before).
+func (p *Pool) member() *member.Member {
+	<-p.ready
+	return p.m
 }
 
 // Owned returns the resources running on this member, sorted.
@@ -117,6 +156,13 @@ func (p *Pool) Owned() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Causes of a resource context's cancellation (membership causes, such as
+// member.ErrSessionLost, come from the member's context).
+var (
+	errMovedAway = errors.New("workers: resource no longer assigned to this member")
+	errStopping  = errors.New("workers: member stopping its resources")
+)
 
 // Rejoin triggers a rebalance, for example after the resource list changed.
 func (p *Pool) Rejoin() { p.m.Rejoin() }
@@ -136,7 +182,7 @@ func (p *Pool) assigned(ctx context.Context, g member.Generation) {
 	names, err := decodeNames(g.Assignment)
 	if err != nil {
 		p.log.Error("bad assignment; rejoining", "err", err)
-		p.m.Rejoin()
+		p.member().Rejoin()
 		return
 	}
 	want := make(map[string]bool, len(names))
@@ -153,7 +199,7 @@ func (p *Pool) assigned(ctx context.Context, g member.Generation) {
 	revoked := false
 	for n, cancel := range p.running {
 		if !want[n] {
-			cancel()
+			cancel(errMovedAway)
 			p.cfg.Stop(n)
 			delete(p.running, n)
 			revoked = true
@@ -162,7 +208,8 @@ func (p *Pool) assigned(ctx context.Context, g member.Generation) {
 	if ctx.Err() == nil {
 		for _, n := range names {
 			if _, ok := p.running[n]; !ok {
-				rctx, cancel := context.WithCancel(ctx)
+				rctx, cancel := context.WithCancelCause(ctx)
+				rctx, _ = newLease(rctx, Token{Resource: n, Generation: g.ID}, p.clk, p.member().ValidUntil)
 				p.running[n] = cancel
 				p.cfg.Start(rctx, n, g.ID)
 			}
@@ -171,7 +218,7 @@ func (p *Pool) assigned(ctx context.Context, g member.Generation) {
 	p.mu.Unlock()
 	if revoked {
 		// The leader hands the revoked resources out in the next round.
-		p.m.Rejoin()
+		p.member().Rejoin()
 	}
 }
 
@@ -184,7 +231,7 @@ func (p *Pool) stopAll() {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.running[n]()
+		p.running[n](errStopping)
 		p.cfg.Stop(n)
 		delete(p.running, n)
 	}

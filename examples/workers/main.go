@@ -27,6 +27,7 @@ func main() {
 	n := flag.Int("resources", 12, "number of resources (task-0 .. task-n-1)")
 	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
+	unit := flag.Duration("unit", time.Second, "how often each resource does a unit of work")
 	var sec clientconfig.Config // --tls, --sasl-*, --command-config: see cohort's client options
 	sec.RegisterFlags(flag.CommandLine)
 	flag.Parse()
@@ -54,6 +55,7 @@ func main() {
 		Resources: func(context.Context) ([]workers.Resource, error) { return resources, nil },
 		Start: func(ctx context.Context, name string, token int32) {
 			log.Info("start", "resource", name, "token", token)
+			go work(ctx, log, *unit)
 		},
 		Stop: func(name string) { log.Info("stop", "resource", name) },
 	})
@@ -69,4 +71,28 @@ func main() {
 		log.Error("close", "err", err)
 	}
 	log.Info("worker: done")
+}
+
+// work is a resource's loop. Before each unit it checks its lease: that
+// refuses once the resource was stopped here, and also when this process was
+// frozen (SIGSTOP, a long pause) past its session, before the member's own
+// timers have noticed. A store the units write to should still check the
+// token (lease.Token()) and refuse older ones: that alone also covers a
+// freeze between the check and the write.
+func work(ctx context.Context, log *slog.Logger, every time.Duration) {
+	lease := workers.LeaseOf(ctx)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := lease.Check(); err != nil {
+			log.Info("refused", "token", lease.Token().String(), "err", err)
+			return
+		}
+		log.Debug("unit", "token", lease.Token().String())
+	}
 }
