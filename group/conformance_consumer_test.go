@@ -48,28 +48,6 @@ func TestKIP848_C3C5C6C7C8C9Validation(t *testing.T) {
 	expectCode(t, "C7 names []", h.cg(hb{member: "m-empty", names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
 }
 
-func TestKIP848_C4C10C11C12JoinAndUnknown(t *testing.T) {
-	h, _ := newCH(t, map[string]int32{"a": 4})
-	// C4: a v0 join without a member id is given one.
-	r := h.cg(hb{member: "", v0: true, names: []string{"a"}, owned: tpset{}})
-	expectCode(t, "C4", r.ErrorCode, ErrNone)
-	if r.MemberID == nil || *r.MemberID == "" {
-		t.Fatal("C4: no member id generated")
-	}
-	// C10: epoch 0 creates the group and answers with the same id, an
-	// epoch > 0, the heartbeat interval and an assignment (a group of its
-	// own, Stable at once: a group rebalancing answers a shorter interval).
-	r = h.cg(hb{group: "solo", member: "m1", names: []string{"a"}, owned: tpset{}})
-	expectCode(t, "C10", r.ErrorCode, ErrNone)
-	if *r.MemberID != "m1" || r.MemberEpoch <= 0 || r.HeartbeatIntervalMillis != 5000 || r.Assignment == nil {
-		t.Fatalf("C10: answer %+v", r)
-	}
-	// C11: epoch > 0 on a missing group.
-	expectCode(t, "C11", h.cg(hb{group: "nope", member: "m1", epoch: 3}).ErrorCode, ErrGroupIDNotFound)
-	// C12: unknown member.
-	expectCode(t, "C12", h.cg(hb{group: "solo", member: "ghost", epoch: 1}).ErrorCode, ErrUnknownMemberID)
-}
-
 // TestC44PreferredAssignor: the group runs the assignor most members ask
 // for; uniform when none does.
 func TestKIP848_C44PreferredAssignor(t *testing.T) {
@@ -82,31 +60,6 @@ func TestKIP848_C44PreferredAssignor(t *testing.T) {
 	h.cg(hb{member: "m2", names: []string{"a"}, owned: tpset{}, assignor: &rng})
 	if a := h.cgroup("cg").preferredAssignor(h.s.cfg.ConsumerAssignors); a != "range" {
 		t.Fatalf("one vote for range: %s", a)
-	}
-}
-
-// TestC51C52C53C54Regex: regex subscriptions match whole names, pick up
-// later topics, and "" means none.
-func TestKIP848_C51C52C53C54Regex(t *testing.T) {
-	h, cat := newCH(t, map[string]int32{"foo1": 1, "xfoo1": 1})
-	bad := "("
-	expectCode(t, "C51", h.cg(hb{member: "m1", regex: &bad, owned: tpset{}}).ErrorCode, ErrInvalidRegularExpression)
-	re := "foo.*"
-	r := h.cg(hb{member: "m1", regex: &re, owned: tpset{}})
-	if got := assigned(r); !got.equal(set("foo1", 0)) {
-		t.Fatalf("C52: assigned %v, want foo1/0 only", got)
-	}
-	if _, err := cat.Create("foo2", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("foo1", 0)})
-	if m := h.cmember("cg", "m1"); !m.assigned.has("foo2", 0) {
-		t.Fatalf("C53: foo2 not assigned: %v", m.assigned)
-	}
-	none := ""
-	expectCode(t, "C54", h.cg(hb{member: "m2", regex: &none, names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
-	if m := h.cmember("cg", "m2"); m.regex != "" {
-		t.Fatalf("C54: regex %q stored", m.regex)
 	}
 }
 
@@ -582,35 +535,6 @@ func (s tpset) union(o tpset) tpset {
 		}
 	}
 	return u
-}
-
-// TestKIP848_C35StaticSelfRejoin: a static member rejoining at epoch 0 with
-// its own member id (a lost answer, or after FENCED_MEMBER_EPOCH) gets its
-// state back instead of UNRELEASED_INSTANCE_ID (the behaviour proposed for
-// Kafka, which kfake has too: a client keeps its member id, so the strict
-// answer would be fatal to Java and librdkafka consumers).
-func TestKIP848_C35StaticSelfRejoin(t *testing.T) {
-	h, _ := newCH(t, map[string]int32{"a": 3})
-	inst := "i1"
-	r := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
-	again := h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}})
-	expectCode(t, "C35", again.ErrorCode, ErrNone)
-	if again.MemberEpoch != r.MemberEpoch || !assigned(again).equal(assigned(r)) {
-		t.Fatalf("C35: rejoin got epoch %d %v, had %d %v", again.MemberEpoch, assigned(again), r.MemberEpoch, assigned(r))
-	}
-}
-
-// TestKIP848_C55FranzGoRegex: franz-go sends its regex subscriptions as
-// .*(?:(?:p1)|(?:p2)).* (substring matches): they resolve to every topic
-// containing p1 or p2.
-func TestKIP848_C55FranzGoRegex(t *testing.T) {
-	h, _ := newCH(t, map[string]int32{"xa1": 1, "b": 1, "other": 1, "c": 1})
-	re := ".*(?:(?:a)|(?:b)).*"
-	r := h.cg(hb{member: "m1", regex: &re, owned: tpset{}})
-	got := h.cmember("cg", "m1").assigned
-	if !got.has("xa1", 0) || !got.has("b", 0) || got.has("c", 0) || got.size() != 2 {
-		t.Fatalf("C55: assigned %v (answer %+v)", got, r.Assignment)
-	}
 }
 
 // TestKIP848RebalanceHeartbeatInterval: while the group is not Stable, the

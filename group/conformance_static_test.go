@@ -51,13 +51,6 @@ func TestC51_StaticMemberJoinAsFirstMemberAndRejoinWithExplicitUnknownMemberID(t
 	h.wantCode(h.join("g", jo{instance: "a", member: "a-stale"}), ErrFencedInstanceID)
 }
 
-func TestC54_FenceDuplicateRejoiningFollowerAfterMemberIDChanged(t *testing.T) {
-	h := newH(t)
-	ids, _ := h.staticGroup(2)
-	h.wantCode(h.join("g", jo{instance: "b"}), ErrNone)
-	h.wantCode(h.join("g", jo{instance: "b", member: ids["b"]}), ErrFencedInstanceID)
-}
-
 func TestC63_StaticMemberGetsDifferentMemberIDAfterEachRejoin(t *testing.T) {
 	h := newH(t)
 	ids, _ := h.staticGroup(1)

@@ -628,9 +628,15 @@ func (sc *scenario) sync(a *args) {
 		inst := a.str("instance", "")
 		req.InstanceID = &inst
 	}
-	if req.Version >= 5 {
+	if req.Version >= 5 { // type=null or protocol=null sends a null field
 		pt, p := a.str("type", "consumer"), a.str("protocol", "range")
 		req.ProtocolType, req.Protocol = &pt, &p
+		if pt == "null" {
+			req.ProtocolType = nil
+		}
+		if p == "null" {
+			req.Protocol = nil
+		}
 	}
 	// assign=m1:x,m2:y gives member m1 the bytes "x".
 	for _, e := range a.list("assign") {
