@@ -31,36 +31,6 @@ func TestC66_LeaveGroupUnknownGroupAndDeadGroup(t *testing.T) {
 	}
 }
 
-func TestC67_LeaveGroupWithFencedInstanceIDAndAdminRemoval(t *testing.T) {
-	h := newH(t)
-	ids, _ := h.staticGroup(2)
-	if r := h.leave("g", lm("bogus", "a")); r.Members[0].ErrorCode != ErrFencedInstanceID {
-		t.Fatal(r.Members[0].ErrorCode)
-	}
-	if r := h.leave("g", lm("", "b")); r.Members[0].ErrorCode != ErrNone {
-		t.Fatal(r.Members[0].ErrorCode)
-	}
-	if h.s.Group("g").byID[ids["b"]] != nil {
-		t.Fatal("b not removed")
-	}
-}
-
-func TestC68_StaticMembersBatchLeaveGroup(t *testing.T) {
-	h := newH(t)
-	ids, _ := h.staticGroup(3)
-	r := h.leave("g", lm(ids["a"], "a"), lm("bogus", "b"), lm("", "zz"))
-	want := []int16{ErrNone, ErrFencedInstanceID, ErrUnknownMemberID}
-	for i, w := range want {
-		if r.Members[i].ErrorCode != w {
-			t.Fatalf("member %d: %d want %d", i, r.Members[i].ErrorCode, w)
-		}
-	}
-	g := h.s.Group("g")
-	if g.byID[ids["a"]] != nil || g.byID[ids["b"]] == nil || g.byID[ids["c"]] == nil {
-		t.Fatal("wrong members removed")
-	}
-}
-
 func TestC69_ListGroupsAndDescribeGroups(t *testing.T) {
 	h := newH(t)
 	ids, _ := h.stableGroup("g", 2)
