@@ -99,7 +99,8 @@ func runScenarioFile(t *testing.T, path string) {
 		if *rewrite {
 			st.want = got
 		} else if !slices.Equal(got, st.want) {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, st.line, st.cmd, strings.Join(got, "\n"), strings.Join(st.want, "\n"))
+			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s\n(if the change is intended: go test ./group/ -run TestScenarios -rewrite, then review git diff %s)",
+				path, st.line, st.cmd, strings.Join(got, "\n"), strings.Join(st.want, "\n"), path)
 		}
 		for _, l := range st.pre {
 			b.WriteString(l + "\n")
