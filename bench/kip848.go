@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -60,15 +62,10 @@ func (c *KIP848Config) validate() error {
 	if len(c.Members) == 0 {
 		c.Members = []int{10, 100, 1000}
 	}
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.Partitions, 1000)
-	def(&c.Conns, 8)
-	def(&c.HeartbeatMembers, 200)
-	def(&c.HeartbeatConns, 4)
+	defInt(&c.Partitions, 1000)
+	defInt(&c.Conns, 8)
+	defInt(&c.HeartbeatMembers, 200)
+	defInt(&c.HeartbeatConns, 4)
 	if c.Duration <= 0 {
 		c.Duration = time.Second
 	}
@@ -87,6 +84,13 @@ func (c *KIP848Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// defInt sets *v to d when it is not positive.
+func defInt(v *int, d int) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // Convergence is one round: Members new members join an empty group at
@@ -558,13 +562,48 @@ func (f *fleet) answer(m *cmember, resp *kmsg.ConsumerGroupHeartbeatResponse, ph
 	return changed, nil
 }
 
-// describe checks the group with ConsumerGroupDescribe: Stable, the group,
-// assignment and every member's epoch equal, and every member's assignment
-// and target what the member owns.
+// describe checks the group with ConsumerGroupDescribe (see
+// describeConverged).
 func (f *fleet) describe(ctx context.Context) error {
+	views := make(map[string]memberView, len(f.members))
+	for _, m := range f.members {
+		v := memberView{epoch: m.epoch}
+		for _, p := range m.owned {
+			v.owned = append(v.owned, tpart{f.topicID, p})
+		}
+		views[m.id] = v
+	}
+	return describeConverged(ctx, f.admin, f.group, views)
+}
+
+// tpart is one partition of a topic named by its ID.
+type tpart struct {
+	topic [16]byte
+	p     int32
+}
+
+func compareTpart(a, b tpart) int {
+	if c := bytes.Compare(a.topic[:], b.topic[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.p, b.p)
+}
+
+// memberView is what a simulated member believes: its epoch and the
+// partitions it owns, sorted by compareTpart.
+type memberView struct {
+	epoch int32
+	owned []tpart
+}
+
+// describeConverged checks group with ConsumerGroupDescribe: Stable, the
+// group, assignment and every member's epoch equal (and equal to the
+// member's own view), exactly the members of views, and every member's
+// assignment and target what the member owns.
+func describeConverged(ctx context.Context, admin *kgo.Client, group string, views map[string]memberView) error {
 	req := kmsg.NewPtrConsumerGroupDescribeRequest()
-	req.Groups = []string{f.group}
-	resp, err := req.RequestWith(ctx, f.admin)
+	req.Groups = []string{group}
+	resp, err := req.RequestWith(ctx, admin)
 	if err != nil {
 		return fmt.Errorf("ConsumerGroupDescribe: %w", err)
 	}
@@ -575,31 +614,29 @@ func (f *fleet) describe(ctx context.Context) error {
 	if g.ErrorCode != 0 {
 		return fmt.Errorf("ConsumerGroupDescribe: %w", kerr.ErrorForCode(g.ErrorCode))
 	}
-	if g.State != "Stable" || g.Epoch != g.AssignmentEpoch || len(g.Members) != len(f.members) {
+	if g.State != "Stable" || g.Epoch != g.AssignmentEpoch || len(g.Members) != len(views) {
 		return fmt.Errorf("ConsumerGroupDescribe: state %s, epoch %d, assignment epoch %d, %d members (want Stable, equal epochs, %d members)",
-			g.State, g.Epoch, g.AssignmentEpoch, len(g.Members), len(f.members))
+			g.State, g.Epoch, g.AssignmentEpoch, len(g.Members), len(views))
 	}
-	byID := map[string]*cmember{}
-	for _, m := range f.members {
-		byID[m.id] = m
-	}
-	flat := func(a kmsg.Assignment) []int32 {
-		var ps []int32
+	flat := func(a kmsg.Assignment) []tpart {
+		var ps []tpart
 		for _, t := range a.TopicPartitions {
-			ps = append(ps, t.Partitions...)
+			for _, p := range t.Partitions {
+				ps = append(ps, tpart{t.TopicID, p})
+			}
 		}
-		slices.Sort(ps)
+		slices.SortFunc(ps, compareTpart)
 		return ps
 	}
 	for _, dm := range g.Members {
-		m := byID[dm.MemberID]
+		v, ok := views[dm.MemberID]
 		switch {
-		case m == nil:
+		case !ok:
 			return fmt.Errorf("ConsumerGroupDescribe: unknown member %s", dm.MemberID)
-		case dm.MemberEpoch != g.Epoch || m.epoch != g.Epoch:
-			return fmt.Errorf("ConsumerGroupDescribe: member %s at epoch %d (own view %d), group at %d", m.id, dm.MemberEpoch, m.epoch, g.Epoch)
-		case !slices.Equal(flat(dm.Assignment), m.owned) || !slices.Equal(flat(dm.TargetAssignment), m.owned):
-			return fmt.Errorf("ConsumerGroupDescribe: member %s assigned %v, target %v, owns %v", m.id, flat(dm.Assignment), flat(dm.TargetAssignment), m.owned)
+		case dm.MemberEpoch != g.Epoch || v.epoch != g.Epoch:
+			return fmt.Errorf("ConsumerGroupDescribe: member %s at epoch %d (own view %d), group at %d", dm.MemberID, dm.MemberEpoch, v.epoch, g.Epoch)
+		case !slices.Equal(flat(dm.Assignment), v.owned) || !slices.Equal(flat(dm.TargetAssignment), v.owned):
+			return fmt.Errorf("ConsumerGroupDescribe: member %s assigned %v, target %v, owns %v", dm.MemberID, flat(dm.Assignment), flat(dm.TargetAssignment), v.owned)
 		}
 	}
 	return nil

@@ -251,3 +251,151 @@ func writeKIP848(w io.Writer, order []string, runs map[string][]*KIP848Result) {
 		fmt.Fprintln(w)
 	}
 }
+
+// TestKIP848Moves applies the same seeded sequence of membership changes
+// (MoveSequence: one member joins or one leaves gracefully, at random) to
+// a stable consumer group on cohort and on kfake, both with the `uniform`
+// server-side assignor, and counts after every change the partitions that
+// changed owner (RunMoves). Two variants: every member subscribed to every
+// topic, and heterogeneous subscriptions (each member a random subset).
+//
+// It checks, at every step: homogeneous: cohort's plan within one
+// partition per member and moving exactly the minimum for its previous
+// layout (at least the minimum when COHORT_BENCH_MAXCHANGE makes a step
+// change several members); kfake's plan, when within one, at or above its
+// minimum, and cohort's moves at or below kfake's when both had the same
+// minimum (the layouts before a step may differ between the two, and with
+// them the minimum); kfake's steps with a wider spread are reported, not
+// compared. Heterogeneous: cohort's sum of squared per-member counts at or
+// below kfake's (cohort's is the optimum); moves are reported, not
+// compared.
+//
+// With COHORT_BENCH=1: 100 members, 20 steps, one 1,000-partition topic,
+// and 100 members on ten 100-partition topics for the heterogeneous
+// variant. Otherwise a quick run: 10 members and one 100-partition topic,
+// 8 members on three 20-partition topics. COHORT_BENCH_MEMBERS (one count),
+// COHORT_BENCH_STEPS, COHORT_BENCH_MAXCHANGE (members per step, 1..n),
+// COHORT_BENCH_SEED and COHORT_BENCH_OUT override.
+func TestKIP848Moves(t *testing.T) {
+	type variant struct {
+		name string
+		cfg  MovesConfig
+	}
+	vs := []variant{
+		{"homogeneous", MovesConfig{Members: 10, Topics: 1, Partitions: 100}},
+		{"heterogeneous", MovesConfig{Members: 8, Topics: 3, Partitions: 20, Hetero: true}},
+	}
+	if os.Getenv("COHORT_BENCH") == "1" && !testing.Short() {
+		vs[0].cfg = MovesConfig{Members: 100, Topics: 1, Partitions: 1000}
+		vs[1].cfg = MovesConfig{Members: 100, Topics: 10, Partitions: 100, Hetero: true}
+	}
+	seed := uint64(848)
+	for _, v := range []struct {
+		env string
+		set func(n int)
+	}{
+		{"COHORT_BENCH_MEMBERS", func(n int) { vs[0].cfg.Members, vs[1].cfg.Members = n, n }},
+		{"COHORT_BENCH_STEPS", func(n int) { vs[0].cfg.Steps, vs[1].cfg.Steps = n, n }},
+		{"COHORT_BENCH_MAXCHANGE", func(n int) { vs[0].cfg.MaxChange, vs[1].cfg.MaxChange = n, n }},
+		{"COHORT_BENCH_SEED", func(n int) { seed = uint64(n) }},
+	} {
+		if s := os.Getenv(v.env); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 {
+				t.Fatalf("%s=%q: want a positive count", v.env, s)
+			}
+			v.set(n)
+		}
+	}
+	var addrs [2]string
+	for i, name := range []string{"cohort-mem", "kfake"} {
+		for _, tg := range kip848Targets {
+			if tg.name == name {
+				addr, stop := tg.start(t, 5*time.Second)
+				t.Cleanup(stop)
+				addrs[i] = addr
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	var sb strings.Builder
+	for _, v := range vs {
+		var res [2]*MovesResult
+		for i, name := range []string{"cohort", "kfake"} {
+			c := v.cfg
+			c.Bootstrap, c.Seed, c.Logf = addrs[i], seed, t.Logf
+			c.Prefix = fmt.Sprintf("moves-%s-%s", v.name, name)
+			start := time.Now()
+			r, err := RunMoves(ctx, name, c)
+			if err != nil {
+				t.Fatalf("%s: %v", v.name, err)
+			}
+			t.Logf("%s, %s: %d steps in %v", v.name, name, len(r.Steps), time.Since(start).Round(time.Millisecond))
+			res[i] = r
+		}
+		co, kf := res[0], res[1]
+		for i := range co.Steps {
+			cs, ks := co.Steps[i], kf.Steps[i]
+			if v.cfg.Hetero {
+				if cs.SumSq > ks.SumSq {
+					t.Errorf("%s step %d: cohort's Σcount² %d above kfake's %d", v.name, i+1, cs.SumSq, ks.SumSq)
+				}
+				continue
+			}
+			single := cs.Joined+cs.Left == 1
+			if cs.Spread > 1 || cs.Moves < cs.Min || single && cs.Moves != cs.Min {
+				t.Errorf("%s step %d: cohort spread %d, moved %d, minimum %d", v.name, i+1, cs.Spread, cs.Moves, cs.Min)
+			}
+			switch {
+			case ks.Spread > 1:
+				t.Logf("%s step %d: kfake's plan has spread %d: not compared", v.name, i+1, ks.Spread)
+			case ks.Moves < ks.Min:
+				t.Errorf("%s step %d: kfake moved %d, below its minimum %d: the minimum is wrong", v.name, i+1, ks.Moves, ks.Min)
+			case cs.Min == ks.Min && cs.Moves > ks.Moves:
+				t.Errorf("%s step %d: cohort moved %d, kfake %d", v.name, i+1, cs.Moves, ks.Moves)
+			}
+		}
+		fmt.Fprintf(&sb, "%s: %d members to start, %d topic(s) × %d partitions, seed %d\n\n", v.name, v.cfg.Members, v.cfg.Topics, v.cfg.Partitions, seed)
+		writeMoves(&sb, co, kf)
+		fmt.Fprintln(&sb)
+	}
+	t.Log("\n" + sb.String())
+	if out := os.Getenv("COHORT_BENCH_OUT"); out != "" {
+		if err := os.WriteFile(out, []byte(sb.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// writeMoves writes a moves run of cohort and kfake as a markdown table,
+// one row per step and a total.
+func writeMoves(w io.Writer, co, kf *MovesResult) {
+	minStr := func(n int) string {
+		if n < 0 {
+			return "–"
+		}
+		return strconv.Itoa(n)
+	}
+	fmt.Fprintln(w, "| step | change | members | cohort moved | kfake moved | minimum (cohort / kfake) | spread (cohort / kfake) | Σcount² (cohort / kfake) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|")
+	for i := range co.Steps {
+		cs, ks := co.Steps[i], kf.Steps[i]
+		change := fmt.Sprintf("+%d", cs.Joined)
+		if cs.Left > 0 {
+			change = fmt.Sprintf("−%d", cs.Left)
+		}
+		fmt.Fprintf(w, "| %d | %s | %d | %d | %d | %s / %s | %d / %d | %d / %d |\n", i+1, change, cs.Members, cs.Moves, ks.Moves,
+			minStr(cs.Min), minStr(ks.Min), cs.Spread, ks.Spread, cs.SumSq, ks.SumSq)
+	}
+	cm, cmin := co.Total()
+	km, kmin := kf.Total()
+	maxSpread := func(r *MovesResult) int {
+		s := 0
+		for _, st := range r.Steps {
+			s = max(s, st.Spread)
+		}
+		return s
+	}
+	fmt.Fprintf(w, "| total | | | %d | %d | %s / %s | max %d / %d | |\n", cm, km, minStr(cmin), minStr(kmin), maxSpread(co), maxSpread(kf))
+}
