@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cohort-dev/cohort/console"
 	"github.com/cohort-dev/cohort/consumer/serverassign"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
@@ -168,7 +169,7 @@ func newServeFlags() *serveFlags {
 	str(&s.dataDir, "data-dir", "./data", "directory of the embedded store (created at the first start)")
 	num(&s.partitions, "partitions", 50, "coordinator partitions (fixed for a data directory)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
-	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz (default: off)")
+	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 
@@ -448,6 +449,7 @@ func serve(args []string) error {
 		Group:                  cfg,
 		MaxFrameBytes:          int32(s.maxFrame),
 		HTTPListen:             s.httpListen,
+		HTTPHandlers:           console.Register,
 		Logger:                 log,
 		RetentionCheckInterval: s.retentionCheck,
 		Cluster:                clusterCfg,

@@ -1,0 +1,297 @@
+// Package console is cohort's read-only web console, served on the node's
+// HTTP listener (--http-listen) under /console/: the groups, a page per
+// group (members, assignments, committed offsets, the rebalance timeline),
+// the catalog's topics and, in cluster mode, the nodes and the coordinator
+// partitions each owns.
+//
+// The console is a Kafka client of its own node: every page is built from
+// ListGroups, DescribeGroups, ConsumerGroupDescribe, OffsetFetch and
+// Metadata answers, sent over in-memory connections the node serves like
+// its SASL listener. When the node authenticates clients, the console asks
+// the person for a SCRAM user name and password (HTTP basic
+// authentication), authenticates to the node with them, and therefore shows
+// exactly what that principal's ACLs let it describe.
+package console
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cohort-dev/cohort/node"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Prefix is where the console is served.
+const Prefix = "/console/"
+
+// Node is what the console needs of a node (node.Node).
+type Node interface {
+	ConsoleListener() (name string, sasl bool)
+	ServeInternal(nc net.Conn) error
+	SelfAddrs() []string
+}
+
+// Console serves the pages.
+type Console struct {
+	n       Node
+	cluster func() *ClusterView // nil: not cluster mode
+	tmpl    map[string]*template.Template
+	log     *slog.Logger
+	now     func() time.Time
+	timeout time.Duration
+	mu      sync.Mutex
+}
+
+// Register adds the console to mux (node.Config.HTTPHandlers).
+func Register(mux *http.ServeMux, n *node.Node) {
+	c := New(n, clusterOf(n), slog.Default())
+	mux.Handle(Prefix, c)
+	mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusFound))
+}
+
+// New returns the console of n. cluster, if not nil, describes the
+// cluster's nodes and partition owners.
+func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
+	funcs := template.FuncMap{
+		"since": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+		},
+		"dur": func(d time.Duration) string {
+			if d == 0 {
+				return "—"
+			}
+			return d.Round(time.Millisecond).String()
+		},
+		"parts": func(ps []int32) string {
+			s := make([]string, len(ps))
+			for i, p := range ps {
+				s[i] = strconv.Itoa(int(p))
+			}
+			return strings.Join(s, ",")
+		},
+		"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
+		"lower": strings.ToLower,
+		"sortlink": func(q groupsQuery, key string) string {
+			v := q.values()
+			v.Set("sort", key)
+			v.Del("desc")
+			if q.Sort == key && !q.Desc {
+				v.Set("desc", "1")
+			}
+			return "?" + v.Encode()
+		},
+		"short": func(s string) string {
+			if len(s) > 24 {
+				return s[:24] + "…"
+			}
+			return s
+		},
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Console{n: n, cluster: cluster, log: log, now: time.Now, timeout: 10 * time.Second, tmpl: map[string]*template.Template{}}
+	for _, page := range []string{"groups", "group", "topics", "cluster", "error"} {
+		c.tmpl[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
+	}
+	return c
+}
+
+// ServeHTTP serves everything under Prefix.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		http.Error(w, "the console is read-only", http.StatusMethodNotAllowed)
+		return
+	}
+	path := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(Prefix, "/"))
+	if strings.HasPrefix(path, "/static/") {
+		sub, _ := fs.Sub(staticFS, "static")
+		w.Header().Set("Cache-Control", "max-age=300")
+		http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)).ServeHTTP(w, r)
+		return
+	}
+	_, needAuth := c.n.ConsoleListener()
+	loopback := localIsLoopback(r)
+	if !needAuth && !loopback {
+		c.fail(w, r, http.StatusForbidden, "The console answers only on a loopback HTTP listener when the node authenticates no one: bind --http-listen to 127.0.0.1 (or ::1), or configure SASL users.")
+		return
+	}
+	var user, pass string
+	if needAuth {
+		if r.TLS == nil && !loopback {
+			c.fail(w, r, http.StatusForbidden, "The node authenticates clients, and passwords are not taken over plain HTTP on a non-loopback listener: bind --http-listen to loopback and put a TLS-terminating proxy on the same host in front of it.")
+			return
+		}
+		var ok bool
+		user, pass, ok = r.BasicAuth()
+		if !ok || user == "" {
+			askAuth(w)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
+	defer cancel()
+	cl, err := c.client(ctx, r, user, pass, needAuth)
+	if err != nil {
+		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism) {
+			askAuth(w)
+			return
+		}
+		c.fail(w, r, http.StatusBadGateway, "The node did not answer: "+err.Error())
+		return
+	}
+	defer cl.Close()
+	d := pageData{User: user, Cluster: c.cluster != nil, Path: r.URL.Path}
+	switch {
+	case path == "/" || path == "":
+		c.groups(ctx, w, r, cl, d)
+	case strings.HasPrefix(path, "/groups/"):
+		c.group(ctx, w, r, cl, d, strings.TrimPrefix(path, "/groups/"))
+	case path == "/topics":
+		c.topics(ctx, w, r, cl, d)
+	case path == "/cluster" && c.cluster != nil:
+		d.Title, d.Body = "Cluster", c.cluster()
+		c.render(w, "cluster", http.StatusOK, d)
+	default:
+		c.fail(w, r, http.StatusNotFound, "No such page.")
+	}
+}
+
+func askAuth(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="cohort", charset="UTF-8"`)
+	http.Error(w, "authentication required: a SCRAM user of this cohort node", http.StatusUnauthorized)
+}
+
+// localIsLoopback reports whether the request arrived on a loopback address.
+func localIsLoopback(r *http.Request) bool {
+	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// pageData is what every template gets.
+type pageData struct {
+	Title   string
+	User    string
+	Cluster bool
+	Path    string
+	Body    any
+}
+
+func (c *Console) render(w http.ResponseWriter, page string, status int, d pageData) {
+	var b strings.Builder
+	if err := c.tmpl[page].Execute(&b, d); err != nil {
+		c.log.Error("console: rendering failed", "page", page, "err", err)
+		http.Error(w, "rendering failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprint(w, b.String())
+}
+
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	c.render(w, "error", status, pageData{Title: http.StatusText(status), Path: r.URL.Path, Body: msg})
+}
+
+// client connects to the node as the person using the console: every
+// connection kgo opens to this node is an in-memory pipe the node serves;
+// other nodes (cluster mode) are dialed over TCP. SCRAM-SHA-512 is tried
+// first, then SCRAM-SHA-256 (a user may have only one credential).
+func (c *Console) client(ctx context.Context, r *http.Request, user, pass string, auth bool) (*kgo.Client, error) {
+	self := map[string]bool{}
+	for _, a := range c.n.SelfAddrs() {
+		self[a] = true
+	}
+	remote := r.RemoteAddr
+	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
+		if host != selfSeed && !self[host] {
+			var d net.Dialer
+			return d.DialContext(ctx, network, host)
+		}
+		a, b := net.Pipe()
+		if err := c.n.ServeInternal(&peerConn{Conn: b, remote: remote}); err != nil {
+			a.Close()
+			return nil, err
+		}
+		return a, nil
+	}
+	mechs := []sasl.Mechanism{nil}
+	if auth {
+		sc := scram.Auth{User: user, Pass: pass}
+		mechs = []sasl.Mechanism{sc.AsSha512Mechanism(), sc.AsSha256Mechanism()}
+	}
+	var last error
+	for _, m := range mechs {
+		opts := []kgo.Opt{kgo.SeedBrokers(selfSeed), kgo.Dialer(dial), kgo.ClientID("cohort-console"), kgo.RequestRetries(1),
+			kgo.WithLogger(nil)}
+		if m != nil {
+			opts = append(opts, kgo.SASL(m))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		// Authenticate now: a wrong password is a 401, not a broken page.
+		if err := cl.Ping(ctx); err != nil {
+			cl.Close()
+			last = err
+			continue
+		}
+		return cl, nil
+	}
+	return nil, last
+}
+
+// selfSeed is the seed address that always means this node.
+const selfSeed = "console.cohort.internal:1"
+
+// peerConn gives an in-memory connection the HTTP client's address, so
+// the node's logs and host-based ACLs see who is behind the console.
+type peerConn struct {
+	net.Conn
+	remote string
+}
+
+func (p *peerConn) RemoteAddr() net.Addr {
+	if ap, err := net.ResolveTCPAddr("tcp", p.remote); err == nil {
+		return ap
+	}
+	return p.Conn.RemoteAddr()
+}
+
+func hostPort(host string, port int32) string { return net.JoinHostPort(host, strconv.Itoa(int(port))) }

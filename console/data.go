@@ -1,0 +1,439 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+)
+
+// GroupRow is one line of the groups page.
+type GroupRow struct {
+	ID, State, Type, ProtocolType, Protocol string
+	Members                                 int
+	Generation                              int32 // -1: unknown
+	LastRebalance                           time.Time
+	RebalancesPerHour                       float64
+	HasHistory                              bool
+	Storm                                   bool
+	Err                                     string
+}
+
+// Member is one member on the group page.
+type Member struct {
+	ID, InstanceID, ClientID, Host string
+	Leader                         bool
+	Subscribed                     []string
+	Assigned                       []TopicParts
+	AssignmentBytes                int // other protocol types: the raw size
+	Decoded                        bool
+	Epoch                          int32 // KIP-848 member epoch
+}
+
+// TopicParts is a topic and partitions.
+type TopicParts struct {
+	Topic      string
+	Partitions []int32
+	id         [16]byte
+}
+
+// Offset is one committed offset.
+type Offset struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Metadata  string
+	Err       string
+}
+
+// GroupDetail is the group page.
+type GroupDetail struct {
+	GroupRow
+	Leader      string
+	Epoch       int32 // KIP-848 group epoch
+	Assignor    string
+	Members     []Member
+	Offsets     []Offset
+	Timeline    []Event
+	HistoryNote string
+}
+
+// Topic is one line of the topics page.
+type Topic struct {
+	Name       string
+	ID         string
+	Partitions int
+	Internal   bool
+}
+
+// kafkaErr turns a Kafka error code into an error (nil for 0).
+func kafkaErr(code int16) error { return kerr.ErrorForCode(code) }
+
+// listGroups lists the groups the principal may describe, with their
+// details, from every node (kgo sends ListGroups to each broker and
+// DescribeGroups / ConsumerGroupDescribe to each group's coordinator).
+func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow, error) {
+	lreq := kmsg.NewPtrListGroupsRequest()
+	resp, err := lreq.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kafkaErr(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	var rows []GroupRow
+	var classic, consumer []string
+	idx := map[string]int{}
+	for _, g := range resp.Groups {
+		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
+		if r.Type == "" {
+			r.Type = "classic"
+		}
+		idx[g.Group] = len(rows)
+		rows = append(rows, r)
+		if r.Type == "consumer" {
+			consumer = append(consumer, g.Group)
+		} else {
+			classic = append(classic, g.Group)
+		}
+	}
+	// row is the line of a described group, nil when the description is
+	// an error (noted on the line) or of a group not listed.
+	row := func(id string, code int16) *GroupRow {
+		j, ok := idx[id]
+		if !ok {
+			return nil
+		}
+		if err := kafkaErr(code); err != nil {
+			rows[j].Err = err.Error()
+			return nil
+		}
+		return &rows[j]
+	}
+	if len(classic) > 0 {
+		dreq := kmsg.NewPtrDescribeGroupsRequest()
+		dreq.Groups = classic
+		requestHistory(dreq)
+		dresp, err := dreq.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		for i := range dresp.Groups {
+			d := &dresp.Groups[i]
+			r := row(d.Group, d.ErrorCode)
+			if r == nil {
+				continue
+			}
+			r.State, r.ProtocolType, r.Protocol, r.Members = d.State, d.ProtocolType, d.Protocol, len(d.Members)
+			if gen, _, ok := group.DescribeTagOf(d); ok {
+				r.Generation = gen
+			}
+			evs, _ := historyOf(d)
+			summarize(r, evs, now)
+		}
+	}
+	if len(consumer) > 0 {
+		creq := kmsg.NewPtrConsumerGroupDescribeRequest()
+		creq.Groups = consumer
+		cresp, err := creq.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		for i := range cresp.Groups {
+			d := &cresp.Groups[i]
+			r := row(d.Group, d.ErrorCode)
+			if r == nil {
+				continue
+			}
+			r.State, r.Members, r.Generation, r.Protocol = d.State, len(d.Members), d.Epoch, d.AssignorName
+			r.ProtocolType = "consumer"
+		}
+	}
+	return rows, nil
+}
+
+// describeGroup fetches one group's page. A group the principal may not
+// describe is errForbidden; a group that does not exist errNotFound.
+func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time) (*GroupDetail, error) {
+	g := &GroupDetail{GroupRow: GroupRow{ID: id, Generation: -1, Type: "classic"}}
+	dreq := kmsg.NewPtrDescribeGroupsRequest()
+	dreq.Groups = []string{id}
+	requestHistory(dreq)
+	dresp, err := dreq.RequestWith(ctx, cl)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) {
+		return nil, errForbidden
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(dresp.Groups) != 1 {
+		return nil, fmt.Errorf("DescribeGroups answered %d groups", len(dresp.Groups))
+	}
+	d := &dresp.Groups[0]
+	switch code := d.ErrorCode; {
+	case code == kerr.GroupAuthorizationFailed.Code:
+		return nil, errForbidden
+	case code == kerr.GroupIDNotFound.Code:
+		return nil, errNotFound
+	case code != 0:
+		return nil, kafkaErr(code)
+	}
+	if d.State == "Dead" && len(d.Members) == 0 && d.ProtocolType == "" {
+		// Kafka's answer for an unknown group, or a consumer-protocol one.
+		return describeConsumerGroup(ctx, cl, g)
+	}
+	g.State, g.ProtocolType, g.Protocol = d.State, d.ProtocolType, d.Protocol
+	if gen, leader, ok := group.DescribeTagOf(d); ok {
+		g.Generation, g.Leader = gen, leader
+	}
+	g.Timeline, g.HistoryNote = historyOf(d)
+	for _, m := range d.Members {
+		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Leader: m.MemberID == g.Leader}
+		if m.InstanceID != nil {
+			mm.InstanceID = *m.InstanceID
+		}
+		mm.AssignmentBytes = len(m.MemberAssignment)
+		if d.ProtocolType == "consumer" {
+			var meta kmsg.ConsumerMemberMetadata
+			if meta.ReadFrom(m.ProtocolMetadata) == nil {
+				mm.Subscribed = meta.Topics
+			}
+			var a kmsg.ConsumerMemberAssignment
+			if len(m.MemberAssignment) > 0 && a.ReadFrom(m.MemberAssignment) == nil {
+				mm.Decoded = true
+				for _, t := range a.Topics {
+					mm.Assigned = append(mm.Assigned, TopicParts{Topic: t.Topic, Partitions: sorted(t.Partitions)})
+				}
+			}
+		}
+		g.Members = append(g.Members, mm)
+	}
+	g.GroupRow.Members = len(g.Members)
+	summarize(&g.GroupRow, g.Timeline, now)
+	sortMembers(g.Members)
+	g.Offsets, err = fetchOffsets(ctx, cl, id)
+	return g, err
+}
+
+func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail) (*GroupDetail, error) {
+	creq := kmsg.NewPtrConsumerGroupDescribeRequest()
+	creq.Groups = []string{g.ID}
+	cresp, err := creq.RequestWith(ctx, cl)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) {
+		return nil, errForbidden
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(cresp.Groups) != 1 {
+		return nil, errNotFound
+	}
+	d := &cresp.Groups[0]
+	switch code := d.ErrorCode; {
+	case code == kerr.GroupAuthorizationFailed.Code:
+		return nil, errForbidden
+	case code == kerr.GroupIDNotFound.Code, code == kerr.UnsupportedVersion.Code:
+		return nil, errNotFound
+	case code != 0:
+		return nil, kafkaErr(code)
+	}
+	g.Type, g.ProtocolType, g.State, g.Epoch, g.Assignor = "consumer", "consumer", d.State, d.Epoch, d.AssignorName
+	g.Generation, g.Protocol = d.Epoch, d.AssignorName
+	byID := false
+	for _, m := range d.Members {
+		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, Decoded: true,
+			Subscribed: m.SubscribedTopics}
+		if m.InstanceID != nil {
+			mm.InstanceID = *m.InstanceID
+		}
+		for _, t := range m.Assignment.TopicPartitions {
+			mm.Assigned = append(mm.Assigned, TopicParts{Topic: t.Topic, id: t.TopicID, Partitions: sorted(t.Partitions)})
+			byID = byID || t.Topic == ""
+		}
+		g.Members = append(g.Members, mm)
+	}
+	g.GroupRow.Members = len(g.Members)
+	// An assignment may name topics only by id; Metadata names them.
+	if byID {
+		names, _ := topicNames(ctx, cl)
+		for i := range g.Members {
+			for j := range g.Members[i].Assigned {
+				tp := &g.Members[i].Assigned[j]
+				if tp.Topic == "" {
+					tp.Topic = names[tp.id]
+				}
+				if tp.Topic == "" {
+					tp.Topic = fmt.Sprintf("topic id %x", tp.id)
+				}
+			}
+		}
+	}
+	sortMembers(g.Members)
+	var err2 error
+	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)
+	return g, err2
+}
+
+func sorted(ps []int32) []int32 {
+	out := slices.Clone(ps)
+	slices.Sort(out)
+	return out
+}
+
+func sortMembers(ms []Member) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].ClientID != ms[j].ClientID {
+			return ms[i].ClientID < ms[j].ClientID
+		}
+		return ms[i].ID < ms[j].ID
+	})
+}
+
+// fetchOffsets reads the group's committed offsets (all topics).
+func fetchOffsets(ctx context.Context, cl *kgo.Client, id string) ([]Offset, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = id
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = id
+	req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kafkaErr(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	var out []Offset
+	add := func(topic string, p int32, off int64, meta *string, code int16) {
+		o := Offset{Topic: topic, Partition: p, Offset: off}
+		if meta != nil {
+			o.Metadata = *meta
+		}
+		if err := kafkaErr(code); err != nil {
+			o.Err = err.Error()
+		}
+		out = append(out, o)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+		}
+	}
+	for _, g := range resp.Groups {
+		if err := kafkaErr(g.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
+
+// listTopics lists the topics the principal may describe.
+func listTopics(ctx context.Context, cl *kgo.Client) ([]Topic, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = nil // every topic
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var out []Topic
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode == kerr.TopicAuthorizationFailed.Code {
+			continue
+		}
+		tp := Topic{Name: *t.Topic, Partitions: len(t.Partitions), Internal: t.IsInternal}
+		if t.TopicID != ([16]byte{}) {
+			tp.ID = fmt.Sprintf("%x", t.TopicID)
+		}
+		out = append(out, tp)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func topicNames(ctx context.Context, cl *kgo.Client) (map[[16]byte]string, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	out := map[[16]byte]string{}
+	for _, t := range resp.Topics {
+		if t.Topic != nil {
+			out[t.TopicID] = *t.Topic
+		}
+	}
+	return out, nil
+}
+
+var (
+	errForbidden = errors.New("not authorized")
+	errNotFound  = errors.New("no such group")
+)
+
+// filterSort applies the groups page's query: state and type filters
+// (case-insensitive, "" = all) and a sort key, descending when desc.
+func filterSort(rows []GroupRow, state, typ, key string, desc bool) []GroupRow {
+	var out []GroupRow
+	for _, r := range rows {
+		if state != "" && !strings.EqualFold(r.State, state) {
+			continue
+		}
+		if typ != "" && !strings.EqualFold(r.Type, typ) {
+			continue
+		}
+		out = append(out, r)
+	}
+	less := func(a, b GroupRow) int {
+		switch key {
+		case "state":
+			return strings.Compare(a.State, b.State)
+		case "type":
+			return strings.Compare(a.Type, b.Type)
+		case "members":
+			return a.Members - b.Members
+		case "generation":
+			return int(a.Generation) - int(b.Generation)
+		case "rebalance":
+			return a.LastRebalance.Compare(b.LastRebalance)
+		case "rate":
+			switch {
+			case a.RebalancesPerHour < b.RebalancesPerHour:
+				return -1
+			case a.RebalancesPerHour > b.RebalancesPerHour:
+				return 1
+			}
+		}
+		return 0
+	}
+	slices.SortStableFunc(out, func(a, b GroupRow) int {
+		c := less(a, b)
+		if c == 0 {
+			c = strings.Compare(a.ID, b.ID)
+		}
+		if desc {
+			c = -c
+		}
+		return c
+	})
+	return out
+}

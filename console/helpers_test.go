@@ -1,0 +1,124 @@
+package console
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+const adminPassword = "admin-secret-1"
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// startNode runs a node on loopback with the console on its HTTP listener;
+// secure adds a SASL_PLAINTEXT listener, SCRAM and a super user "admin".
+func startNode(t testing.TB, secure bool) *node.Node {
+	t.Helper()
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	cfg := node.Config{
+		Listen:       "127.0.0.1:0",
+		Store:        memstore.New(),
+		Group:        gcfg,
+		HTTPListen:   "127.0.0.1:0",
+		HTTPHandlers: Register,
+		ClusterID:    "console-test",
+		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if secure {
+		cfg.Listen = ""
+		cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+		cfg.Security = &node.SecurityConfig{
+			Mechanisms:        []string{sasl.ScramSHA256, sasl.ScramSHA512},
+			BootstrapUser:     "admin",
+			BootstrapPassword: adminPassword,
+			SuperUsers:        []string{"User:admin"},
+			FailedAuthDelay:   time.Millisecond,
+		}
+	}
+	n, err := node.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// kafkaClient is a client of n (as admin when the node is secure).
+func kafkaClient(t testing.TB, n *node.Node, secure bool, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(n.Addr())}, opts...)
+	if secure {
+		opts = append(opts, kgo.SASL(scram.Auth{User: "admin", Pass: adminPassword}.AsSha512Mechanism()))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// commit creates topic (partitions) and commits offsets for group on it.
+func commit(ctx context.Context, t testing.TB, adm *kadm.Client, grp, topic string, partitions int32) {
+	t.Helper()
+	if _, err := adm.CreateTopic(ctx, partitions, 1, nil, topic); err != nil && !strings.Contains(err.Error(), "TOPIC_ALREADY_EXISTS") {
+		t.Fatalf("CreateTopic %s: %v", topic, err)
+	}
+	var os kadm.Offsets
+	for p := int32(0); p < partitions; p++ {
+		os.AddOffset(topic, p, int64(100+p), -1)
+	}
+	res, err := adm.CommitOffsets(ctx, grp, os)
+	if err != nil {
+		t.Fatalf("CommitOffsets: %v", err)
+	}
+	if err := res.Error(); err != nil {
+		t.Fatalf("CommitOffsets: %v", err)
+	}
+}
+
+// get fetches url with optional basic credentials; it returns the status
+// and body.
+func get(t testing.TB, url, user, pass string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	cl := &http.Client{Timeout: 20 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

@@ -1,0 +1,158 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/node"
+)
+
+// groupsQuery is the groups page's filter and sort (query parameters, so
+// they work from a plain form without scripts).
+type groupsQuery struct {
+	State, Type, Sort string
+	Desc              bool
+}
+
+func (q groupsQuery) values() url.Values {
+	v := url.Values{}
+	if q.State != "" {
+		v.Set("state", q.State)
+	}
+	if q.Type != "" {
+		v.Set("type", q.Type)
+	}
+	if q.Sort != "" {
+		v.Set("sort", q.Sort)
+	}
+	if q.Desc {
+		v.Set("desc", "1")
+	}
+	return v
+}
+
+type groupsPage struct {
+	Query         groupsQuery
+	Groups        []GroupRow
+	Total         int
+	States, Types []string
+}
+
+func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
+	rows, err := listGroups(ctx, cl, c.now())
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
+		return
+	}
+	q := r.URL.Query()
+	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1"}
+	p := groupsPage{Query: gq, Total: len(rows), Groups: filterSort(rows, gq.State, gq.Type, gq.Sort, gq.Desc),
+		States: []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling"},
+		Types:  []string{"classic", "consumer"}}
+	for _, g := range rows {
+		if g.State != "" && !slices.Contains(p.States, g.State) {
+			p.States = append(p.States, g.State)
+		}
+	}
+	d.Title, d.Body = "Groups", p
+	c.render(w, "groups", http.StatusOK, d)
+}
+
+func (c *Console) group(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData, id string) {
+	g, err := describeGroup(ctx, cl, id, c.now())
+	switch {
+	case errors.Is(err, errForbidden):
+		c.fail(w, r, http.StatusForbidden, "You may not describe group "+id+".")
+		return
+	case errors.Is(err, errNotFound):
+		c.fail(w, r, http.StatusNotFound, "There is no group "+id+".")
+		return
+	case err != nil && g == nil:
+		c.fail(w, r, http.StatusBadGateway, "Describing group "+id+" failed: "+err.Error())
+		return
+	}
+	type page struct {
+		G         *GroupDetail
+		OffsetErr string
+	}
+	p := page{G: g}
+	if err != nil {
+		p.OffsetErr = err.Error()
+	}
+	d.Title, d.Body = "Group "+id, p
+	c.render(w, "group", http.StatusOK, d)
+}
+
+func (c *Console) topics(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
+	ts, err := listTopics(ctx, cl)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, "Listing the topics failed: "+err.Error())
+		return
+	}
+	d.Title, d.Body = "Topics", ts
+	c.render(w, "topics", http.StatusOK, d)
+}
+
+// ClusterView is the cluster page: each node and the coordinator
+// partitions it owns.
+type ClusterView struct {
+	Self       int32
+	Partitions int
+	Nodes      []ClusterNode
+	Unowned    []int32
+}
+
+// ClusterNode is one node of the cluster page.
+type ClusterNode struct {
+	ID    int32
+	Addr  string
+	Owned []int32
+	Self  bool
+}
+
+// clusterOf describes n's cluster (nil unless cluster mode).
+func clusterOf(n *node.Node) func() *ClusterView {
+	if n.Cluster() == nil {
+		return nil
+	}
+	return func() *ClusterView {
+		cl := n.Cluster()
+		v := cl.View()
+		cv := &ClusterView{Self: v.Self, Partitions: v.Partitions}
+		byID := map[int32]*ClusterNode{}
+		get := func(id int32) *ClusterNode {
+			if cn, ok := byID[id]; ok {
+				return cn
+			}
+			cn := &ClusterNode{ID: id, Self: id == v.Self}
+			byID[id] = cn
+			return cn
+		}
+		for _, id := range v.Nodes {
+			get(id)
+		}
+		for _, b := range cl.Brokers() {
+			get(b.NodeID).Addr = hostPort(b.Host, b.Port)
+		}
+		for p := int32(0); p < int32(v.Partitions); p++ {
+			h, ok := v.Owners[p]
+			if !ok {
+				cv.Unowned = append(cv.Unowned, p)
+				continue
+			}
+			cn := get(h.Node)
+			cn.Owned = append(cn.Owned, p)
+		}
+		for _, cn := range byID {
+			cv.Nodes = append(cv.Nodes, *cn)
+		}
+		sort.Slice(cv.Nodes, func(i, j int) bool { return cv.Nodes[i].ID < cv.Nodes[j].ID })
+		return cv
+	}
+}
