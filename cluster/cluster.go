@@ -18,7 +18,13 @@
 // lease before that moment, so when the deadline passes the node stops
 // serving every partition (Serving turns false, which the request path
 // checks before anything else) before any other node can acquire one. It
-// then starts a new session (new lease) and rejoins.
+// then starts a new session (new lease) and rejoins. A safety margin
+// (Config.SafetyMargin) is kept before the deadline, for clocks that run at
+// slightly different rates.
+//
+// The decisions are a pure function, Decide(View) Actions; the etcd calls go
+// through a LeaseStore (EtcdLeases; MemLeases in tests) and time through an
+// injected clock, so many-node scenarios run deterministically in tests.
 package cluster
 
 import (
@@ -27,18 +33,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/server"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 )
@@ -49,12 +53,24 @@ type Partitions interface {
 	Release(p int32)
 }
 
+// Fence is told which ownership key each served partition goes through, so
+// that writes can compare it (store/etcd.Store).
+type Fence interface {
+	SetOwner(p int32, createRev int64)
+	ClearOwner(p int32)
+}
+
 // Config configures a Cluster.
 type Config struct {
 	Client *clientv3.Client
 	// Store is the fenced etcd store the coordinator writes to; the
 	// cluster tells it which partitions this node owns.
-	Store     *etcdstore.Store
+	Store *etcdstore.Store
+	// Leases, if set, replaces the etcd lease store made of Client and
+	// Store's prefix (tests: MemLeases); Client and Store are then optional.
+	Leases LeaseStore
+	// Fence, if set, replaces Store as the fence told about ownership.
+	Fence     Fence
 	ClusterID string
 	NodeID    int32
 	// Partitions is the number of coordinator partitions; every node must
@@ -63,7 +79,14 @@ type Config struct {
 	// LeaseTTL is the etcd lease TTL (default 10s, whole seconds, at least
 	// 2s): how long a dead node keeps its partitions.
 	LeaseTTL time.Duration
-	Logger   *slog.Logger
+	// SafetyMargin is how long before its local lease deadline a node stops
+	// serving (default LeaseTTL/10): it covers a local clock that runs
+	// slower than etcd's by up to SafetyMargin/LeaseTTL. Negative: none.
+	SafetyMargin time.Duration
+	// Clock is the node's clock (default the wall clock; its monotonic
+	// reading is what deadlines use).
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Cluster is one node's view of and part in the cluster. It implements
@@ -71,40 +94,33 @@ type Config struct {
 type Cluster struct {
 	cfg    Config
 	log    *slog.Logger
-	prefix string
+	ls     LeaseStore
+	fence  Fence
+	clk    clock.Clock
 	ttl    time.Duration
-	base   time.Time // monotonic origin of deadline
+	margin time.Duration
+	base   time.Time // origin of deadline
 
 	self  atomic.Pointer[server.Broker]
 	coord Partitions
 
 	// deadline is the local lease deadline in ns since base; 0 = no lease.
 	deadline atomic.Int64
-	// paused (tests): keepalives stop and the local clock seems frozen.
 	started  atomic.Bool
 	sessions atomic.Int64 // leases granted (Sessions)
-	paused   atomic.Bool
-	pausedAt atomic.Int64
 
 	mu      sync.Mutex
 	nodes   map[int32]server.Broker
-	owners  map[int32]owner // partition -> holder, as etcd says
-	ownRev  map[int32]int64 // partition -> etcd revision owners[p] reflects (older events are skipped)
-	mine    map[int32]int64 // partitions this node serves -> create revision of its key
-	lease   clientv3.LeaseID
-	leases  []clientv3.LeaseID // earlier sessions' leases to revoke
-	changed chan struct{}      // closed and replaced on every ownership change
+	owners  map[int32]Holder // partition -> holder, as etcd says
+	ownRev  map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
+	mine    map[int32]int64  // partitions this node serves -> create revision of its key
+	lease   LeaseID
+	leases  []LeaseID     // earlier sessions' leases to revoke
+	changed chan struct{} // closed and replaced on every ownership change
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-	kick   chan struct{}
-}
-
-type owner struct {
-	node      int32
-	createRev int64
-	lease     clientv3.LeaseID
 }
 
 // nodeInfo is the value of a node's registration key.
@@ -125,12 +141,17 @@ type endpointInfo struct {
 	Port int32  `json:"port"`
 }
 
+type noFence struct{}
+
+func (noFence) SetOwner(int32, int64) {}
+func (noFence) ClearOwner(int32)      {}
+
 var _ server.Topology = (*Cluster)(nil)
 
 // New returns a cluster member; SetSelf and Start make it join.
 func New(cfg Config) (*Cluster, error) {
-	if cfg.Client == nil || cfg.Store == nil {
-		return nil, errors.New("cluster: Client and Store are required")
+	if cfg.Leases == nil && (cfg.Client == nil || cfg.Store == nil) {
+		return nil, errors.New("cluster: Client and Store (or Leases) are required")
 	}
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 50
@@ -142,13 +163,33 @@ func New(cfg Config) (*Cluster, error) {
 		cfg.LeaseTTL = 2 * time.Second
 	}
 	cfg.LeaseTTL = cfg.LeaseTTL.Round(time.Second)
+	if cfg.SafetyMargin == 0 {
+		cfg.SafetyMargin = cfg.LeaseTTL / 10
+	}
+	if cfg.SafetyMargin < 0 {
+		cfg.SafetyMargin = 0
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	c := &Cluster{
-		cfg: cfg, log: cfg.Logger, prefix: cfg.Store.Prefix(), ttl: cfg.LeaseTTL, base: time.Now(),
-		nodes: map[int32]server.Broker{}, owners: map[int32]owner{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
-		changed: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1),
+		cfg: cfg, log: cfg.Logger, ls: cfg.Leases, fence: cfg.Fence, clk: cfg.Clock, ttl: cfg.LeaseTTL,
+		margin: cfg.SafetyMargin, base: cfg.Clock.Now(),
+		nodes: map[int32]server.Broker{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
+		changed: make(chan struct{}), done: make(chan struct{}),
+	}
+	if c.ls == nil {
+		c.ls = EtcdLeases{Client: cfg.Client, Prefix: cfg.Store.Prefix()}
+	}
+	if c.fence == nil {
+		if cfg.Store != nil {
+			c.fence = cfg.Store
+		} else {
+			c.fence = noFence{}
+		}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.self.Store(&server.Broker{NodeID: cfg.NodeID})
@@ -169,18 +210,22 @@ func (c *Cluster) Start(p Partitions) {
 	go c.run()
 }
 
-func (c *Cluster) now() int64 {
-	if c.paused.Load() {
-		return c.pausedAt.Load()
+func (c *Cluster) now() int64 { return int64(c.clk.Now().Sub(c.base)) }
+
+// deadlineTime is the local lease deadline (zero time: no lease).
+func (c *Cluster) deadlineTime() time.Time {
+	d := c.deadline.Load()
+	if d == 0 {
+		return time.Time{}
 	}
-	return int64(time.Since(c.base))
+	return c.base.Add(time.Duration(d))
 }
 
-// Serving reports whether this node's lease is still valid by its own clock:
-// false means it must not answer for any partition.
+// Serving reports whether this node's lease is still valid by its own clock
+// (with the safety margin): false means it must not answer for any
+// partition.
 func (c *Cluster) Serving() bool {
-	d := c.deadline.Load()
-	return d != 0 && c.now() < d
+	return LeaseValid(c.clk.Now(), c.deadlineTime(), c.margin)
 }
 
 // Sessions returns how many etcd leases this node has been granted: one
@@ -212,7 +257,7 @@ func (c *Cluster) Owner(p int32) int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if o, ok := c.owners[p]; ok {
-		return o.node
+		return o.Node
 	}
 	return -1
 }
@@ -230,19 +275,17 @@ func (c *Cluster) notifyLocked() {
 	c.changed = make(chan struct{})
 }
 
+func (c *Cluster) liveLocked() []int32 { return sortedKeys(c.nodes) }
+
 // Settled reports whether, in this node's view, every partition is held by
 // its target under the current live set, and this node serves its share.
 func (c *Cluster) Settled() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ids := make([]int32, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
-	}
-	target := Assign(c.cfg.Partitions, ids)
+	target := Assign(c.cfg.Partitions, c.liveLocked())
 	for p, t := range target {
 		o, ok := c.owners[int32(p)]
-		if !ok || o.node != t {
+		if !ok || o.Node != t {
 			return false
 		}
 		if t == c.cfg.NodeID {
@@ -291,15 +334,24 @@ func (c *Cluster) Coordinator(groupID string) (server.Broker, int16) {
 	if !ok {
 		return server.Broker{}, 15
 	}
-	b, ok := c.nodes[o.node]
+	b, ok := c.nodes[o.Node]
 	if !ok {
 		return server.Broker{}, 15
 	}
 	return b, 0
 }
 
-func (c *Cluster) nodeKey(id int32) string { return c.prefix + "nodes/" + strconv.Itoa(int(id)) }
-func (c *Cluster) ownKey(p int32) string   { return etcdstore.OwnerKey(c.prefix, p) }
+// sleep waits d on the node's clock (false: the cluster is closing).
+func (c *Cluster) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
 
 // run keeps a session alive, starting a new one whenever one ends.
 func (c *Cluster) run() {
@@ -313,10 +365,8 @@ func (c *Cluster) run() {
 		}
 		c.log.Warn("cluster: session ended; rejoining", "node_id", c.cfg.NodeID, "err", err, "backoff", backoff)
 		c.revokeOld()
-		select {
-		case <-c.ctx.Done():
+		if !c.sleep(c.ctx, backoff) {
 			return
-		case <-time.After(backoff):
 		}
 		if backoff *= 2; backoff > 2*time.Second {
 			backoff = 2 * time.Second
@@ -324,8 +374,8 @@ func (c *Cluster) run() {
 	}
 }
 
-func (c *Cluster) timeout() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(c.ctx, 3*time.Second)
+func (c *Cluster) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, 3*time.Second)
 }
 
 var errLeaseExpired = errors.New("cluster: lease expired (local deadline passed)")
@@ -335,41 +385,11 @@ var errLeaseExpired = errors.New("cluster: lease expired (local deadline passed)
 func (c *Cluster) session() error {
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	t0 := c.now()
-	tctx, tcancel := c.timeout()
-	lg, err := c.cfg.Client.Grant(tctx, int64(c.ttl/time.Second))
-	tcancel()
-	if err != nil {
-		return fmt.Errorf("grant: %w", err)
+	if err := c.join(ctx); err != nil {
+		return err
 	}
-	c.sessions.Add(1)
-	c.mu.Lock()
-	c.lease = lg.ID
-	c.leases = append(c.leases, lg.ID)
-	c.mu.Unlock()
-	c.deadline.Store(t0 + int64(lg.TTL)*int64(time.Second))
-
-	self := *c.self.Load()
-	ni := nodeInfo{ID: self.NodeID, Host: self.Host, Port: self.Port, Rack: self.Rack}
-	for _, e := range self.Endpoints {
-		ni.Listeners = append(ni.Listeners, endpointInfo{Name: e.Listener, Host: e.Host, Port: e.Port})
-	}
-	val, _ := json.Marshal(ni)
-	key := c.nodeKey(c.cfg.NodeID)
-	tctx, tcancel = c.timeout()
-	resp, err := c.cfg.Client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lg.ID))).Commit()
-	tcancel()
-	if err != nil {
-		return fmt.Errorf("register: %w", err)
-	}
-	if !resp.Succeeded {
-		return fmt.Errorf("register: node id %d is registered by another live process (or a previous run's lease has not expired yet)", c.cfg.NodeID)
-	}
-
 	lost := make(chan error, 1)
-	go c.keepAlive(ctx, lg.ID, lost)
-
+	go c.keepAlive(ctx, lost)
 	for ctx.Err() == nil {
 		err := c.watchLoop(ctx, lost)
 		if err != nil {
@@ -379,255 +399,253 @@ func (c *Cluster) session() error {
 	return ctx.Err()
 }
 
-// keepAlive renews the lease every TTL/3 and moves the local deadline to
-// (time the request was sent + TTL) on each success.
-func (c *Cluster) keepAlive(ctx context.Context, id clientv3.LeaseID, lost chan<- error) {
+// join starts a session: a new lease (the local deadline starts at the time
+// the grant was sent), then this node's registration on it.
+func (c *Cluster) join(ctx context.Context) error {
+	t0 := c.now()
+	tctx, tcancel := c.timeout(ctx)
+	id, ttl, err := c.ls.Grant(tctx, c.ttl)
+	tcancel()
+	if err != nil {
+		return fmt.Errorf("grant: %w", err)
+	}
+	c.sessions.Add(1)
+	c.mu.Lock()
+	c.lease = id
+	c.leases = append(c.leases, id)
+	c.mu.Unlock()
+	c.deadline.Store(t0 + int64(ttl))
+
+	self := *c.self.Load()
+	ni := nodeInfo{ID: self.NodeID, Host: self.Host, Port: self.Port, Rack: self.Rack}
+	for _, e := range self.Endpoints {
+		ni.Listeners = append(ni.Listeners, endpointInfo{Name: e.Listener, Host: e.Host, Port: e.Port})
+	}
+	val, _ := json.Marshal(ni)
+	tctx, tcancel = c.timeout(ctx)
+	ok, err := c.ls.Register(tctx, c.cfg.NodeID, val, id)
+	tcancel()
+	if err != nil {
+		return fmt.Errorf("register: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("register: node id %d is registered by another live process (or a previous run's lease has not expired yet)", c.cfg.NodeID)
+	}
+	return nil
+}
+
+// keepAlive renews the lease every TTL/3 until the session ends.
+func (c *Cluster) keepAlive(ctx context.Context, lost chan<- error) {
 	every := c.ttl / 3
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if c.paused.Load() {
-			continue
-		}
-		sent := c.now()
+	for c.sleep(ctx, every) {
 		kctx, cancel := context.WithTimeout(ctx, every)
-		r, err := c.cfg.Client.KeepAliveOnce(kctx, id)
+		err := c.renew(kctx)
 		cancel()
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		if errors.Is(err, ErrLeaseNotFound) {
 			lost <- fmt.Errorf("keepalive: %w", err)
 			return
 		}
 		if err != nil {
 			c.log.Debug("cluster: keepalive failed", "err", err)
-			continue
-		}
-		if c.paused.Load() {
-			continue
-		}
-		if d := sent + r.TTL*int64(time.Second); d > c.deadline.Load() {
-			c.deadline.Store(d)
 		}
 	}
+}
+
+// renew sends one keepalive and, if etcd answers, moves the local deadline
+// to (time the request was sent + TTL).
+func (c *Cluster) renew(ctx context.Context) error {
+	c.mu.Lock()
+	id := c.lease
+	c.mu.Unlock()
+	if id == 0 {
+		return ErrLeaseNotFound
+	}
+	sent := c.now()
+	ttl, err := c.ls.KeepAlive(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d := sent + int64(ttl); d > c.deadline.Load() {
+		c.deadline.Store(d)
+	}
+	return nil
 }
 
 // watchLoop reads the registry and ownership keys, then follows their
 // changes and reconciles, until an error that needs a fresh read (nil
 // return) or the end of the session (error).
 func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
-	tctx, tcancel := c.timeout()
-	nresp, err := c.cfg.Client.Get(tctx, c.prefix+"nodes/", clientv3.WithPrefix())
-	var oresp *clientv3.GetResponse
-	if err == nil {
-		oresp, err = c.cfg.Client.Get(tctx, etcdstore.OwnerPrefix(c.prefix), clientv3.WithPrefix(), clientv3.WithRev(nresp.Header.Revision))
-	}
-	tcancel()
+	rev, err := c.load(ctx)
 	if err != nil {
 		if !c.Serving() {
 			return errLeaseExpired
 		}
 		c.log.Debug("cluster: reading state", "err", err)
 		select {
-		case <-ctx.Done():
 		case err := <-lost:
 			return err
-		case <-time.After(200 * time.Millisecond):
+		default:
 		}
+		c.sleep(ctx, 200*time.Millisecond)
 		return nil
 	}
-	c.mu.Lock()
-	c.nodes = map[int32]server.Broker{}
-	c.owners = map[int32]owner{}
-	c.ownRev = map[int32]int64{}
-	for _, kv := range nresp.Kvs {
-		c.applyNode(kv, false)
-	}
-	for _, kv := range oresp.Kvs {
-		c.applyOwner(kv, false)
-	}
-	c.notifyLocked()
-	c.mu.Unlock()
-	rev := nresp.Header.Revision + 1
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	wn := c.cfg.Client.Watch(wctx, c.prefix+"nodes/", clientv3.WithPrefix(), clientv3.WithRev(rev))
-	wo := c.cfg.Client.Watch(wctx, etcdstore.OwnerPrefix(c.prefix), clientv3.WithPrefix(), clientv3.WithRev(rev))
-	tick := time.NewTicker(250 * time.Millisecond)
+	wch := c.ls.Watch(wctx, rev+1)
+	tick := c.clk.NewTimer(250 * time.Millisecond)
 	defer tick.Stop()
-	c.reconcile(ctx)
+	if c.reconcile(ctx) {
+		return errLeaseExpired
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case err := <-lost:
 			return err
-		case <-c.kick:
-		case <-tick.C:
-		case wr, ok := <-wn:
-			if !ok || wr.Err() != nil {
+		case <-tick.C():
+			tick.Reset(250 * time.Millisecond)
+		case b, ok := <-wch:
+			if !ok || b.Err != nil {
 				return nil // re-read and re-watch
 			}
-			c.mu.Lock()
-			for _, ev := range wr.Events {
-				c.applyNode(ev.Kv, ev.Type == mvccpb.DELETE)
-			}
-			c.notifyLocked()
-			c.mu.Unlock()
-		case wr, ok := <-wo:
-			if !ok || wr.Err() != nil {
-				return nil
-			}
-			c.mu.Lock()
-			for _, ev := range wr.Events {
-				c.applyOwner(ev.Kv, ev.Type == mvccpb.DELETE)
-			}
-			c.notifyLocked()
-			c.mu.Unlock()
+			c.apply(b)
 		}
-		if !c.paused.Load() && !c.Serving() {
+		if c.reconcile(ctx) {
 			return errLeaseExpired
 		}
-		c.reconcile(ctx)
 	}
 }
 
-func (c *Cluster) applyNode(kv *mvccpb.KeyValue, deleted bool) {
-	id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), c.prefix+"nodes/"))
+// load replaces the view with the store's registry and ownership keys;
+// it returns their revision.
+func (c *Cluster) load(ctx context.Context) (int64, error) {
+	tctx, tcancel := c.timeout(ctx)
+	s, err := c.ls.Load(tctx)
+	tcancel()
 	if err != nil {
-		return
+		return 0, err
 	}
-	if deleted {
-		delete(c.nodes, int32(id))
+	c.mu.Lock()
+	c.nodes = map[int32]server.Broker{}
+	c.owners = map[int32]Holder{}
+	c.ownRev = map[int32]int64{}
+	c.applyLocked(WatchBatch{Nodes: s.Nodes, Owners: s.Owners})
+	c.mu.Unlock()
+	return s.Rev, nil
+}
+
+// apply updates the view with watched changes.
+func (c *Cluster) apply(b WatchBatch) {
+	c.mu.Lock()
+	c.applyLocked(b)
+	c.mu.Unlock()
+}
+
+func (c *Cluster) applyLocked(b WatchBatch) {
+	for _, n := range b.Nodes {
+		c.applyNodeLocked(n)
+	}
+	for _, o := range b.Owners {
+		c.applyOwnerLocked(o)
+	}
+	c.notifyLocked()
+}
+
+func (c *Cluster) applyNodeLocked(n NodeKV) {
+	if n.Deleted {
+		delete(c.nodes, n.ID)
 		return
 	}
 	var ni nodeInfo
-	if json.Unmarshal(kv.Value, &ni) != nil {
+	if json.Unmarshal(n.Info, &ni) != nil {
 		return
 	}
-	b := server.Broker{NodeID: int32(id), Host: ni.Host, Port: ni.Port, Rack: ni.Rack}
+	b := server.Broker{NodeID: n.ID, Host: ni.Host, Port: ni.Port, Rack: ni.Rack}
 	for _, e := range ni.Listeners {
 		b.Endpoints = append(b.Endpoints, server.Endpoint{Listener: e.Name, Host: e.Host, Port: e.Port})
 	}
-	c.nodes[int32(id)] = b
+	c.nodes[n.ID] = b
 }
 
-func (c *Cluster) applyOwner(kv *mvccpb.KeyValue, deleted bool) {
-	p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(c.prefix)))
-	if err != nil || p < 0 || p >= c.cfg.Partitions {
+func (c *Cluster) applyOwnerLocked(o OwnerKV) {
+	if o.P < 0 || int(o.P) >= c.cfg.Partitions {
 		return
 	}
 	// Our own acquisitions and hand-overs update the view before their
 	// watch events arrive; skip events older than what we know.
-	if kv.ModRevision <= c.ownRev[int32(p)] {
+	if o.ModRev <= c.ownRev[o.P] {
 		return
 	}
-	c.ownRev[int32(p)] = kv.ModRevision
-	if deleted {
-		delete(c.owners, int32(p))
+	c.ownRev[o.P] = o.ModRev
+	if o.Deleted {
+		delete(c.owners, o.P)
 		return
 	}
-	id, err := strconv.Atoi(string(kv.Value))
-	if err != nil {
-		return
-	}
-	c.owners[int32(p)] = owner{node: int32(id), createRev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+	c.owners[o.P] = o.Holder
 }
 
-// reconcile releases the partitions this node should no longer serve and
-// acquires free ones it should. Each etcd call is bounded; failures are
-// retried on the next tick.
-func (c *Cluster) reconcile(ctx context.Context) {
-	if c.paused.Load() || !c.Serving() {
-		return
-	}
+// View returns what this node decides from, at its clock's now.
+func (c *Cluster) View() View {
 	c.mu.Lock()
-	me := c.cfg.NodeID
-	_, registered := c.nodes[me]
-	ids := make([]int32, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
+	defer c.mu.Unlock()
+	return View{
+		Self: c.cfg.NodeID, Partitions: c.cfg.Partitions, Nodes: c.liveLocked(),
+		Owners: maps.Clone(c.owners), Mine: maps.Clone(c.mine), Lease: c.lease,
+		Now: c.clk.Now(), Deadline: c.deadlineTime(), Margin: c.margin,
 	}
-	target := Assign(c.cfg.Partitions, ids)
-	var release, acquire []int32
-	var lostKeys []int32
-	for p, rev := range c.mine {
-		o, ok := c.owners[p]
-		if ok && o.createRev != rev {
-			lostKeys = append(lostKeys, p) // someone else holds it now
-		} else if target[p] != me || !registered {
-			release = append(release, p)
-		}
-	}
-	var adopt, stray []int32
-	if registered {
-		for p, t := range target {
-			if _, mine := c.mine[int32(p)]; t == me && !mine {
-				o, held := c.owners[int32(p)]
-				switch {
-				case !held:
-					acquire = append(acquire, int32(p))
-				case o.lease == c.lease && o.node == me:
-					adopt = append(adopt, int32(p)) // our key, not served (e.g. an acquire whose answer was lost)
-				}
-			}
-		}
-	}
-	for p, o := range c.owners {
-		if _, mine := c.mine[p]; !mine && o.lease == c.lease && o.node == me && target[p] != me {
-			stray = append(stray, p)
-		}
-	}
-	lease := c.lease
-	c.mu.Unlock()
+}
 
-	for _, p := range lostKeys {
+// reconcile decides (Decide) and carries the actions out; it reports true
+// when the lease is no longer valid (the session must end). Each store
+// call is bounded; failures are retried on the next round.
+func (c *Cluster) reconcile(ctx context.Context) (expired bool) {
+	v := c.View()
+	a := Decide(v)
+	if a.Expired {
+		return true
+	}
+	for _, p := range a.Lost {
 		c.drop(p)
 		c.log.Warn("cluster: lost ownership", "partition", p)
 	}
-	for _, p := range adopt {
+	for _, p := range a.Adopt {
+		rev := v.Owners[p].CreateRev
 		c.mu.Lock()
-		rev := c.owners[p].createRev
 		c.mine[p] = rev
 		c.notifyLocked()
 		c.mu.Unlock()
-		c.cfg.Store.SetOwner(p, rev)
+		c.fence.SetOwner(p, rev)
 		c.coord.Acquire(p)
 	}
-	for _, p := range stray {
-		c.mu.Lock()
-		rev := c.owners[p].createRev
-		c.mu.Unlock()
-		c.handOver(p, rev)
+	for _, p := range a.Stray {
+		c.handOver(ctx, p, v.Owners[p].CreateRev)
 	}
-	for _, p := range release {
-		c.handOver(p, c.drop(p))
+	for _, p := range a.Release {
+		c.handOver(ctx, p, c.drop(p))
 		c.log.Debug("cluster: released", "partition", p)
 	}
-	if len(acquire) > 0 {
-		c.acquire(ctx, acquire, lease)
+	if len(a.Acquire) > 0 {
+		c.acquire(ctx, a.Acquire, v.Lease)
 	}
+	return false
 }
 
 // handOver deletes p's ownership key if it is still the one created at rev,
 // so that p's next owner can take it at once.
-func (c *Cluster) handOver(p int32, rev int64) {
-	tctx, cancel := c.timeout()
-	resp, err := c.cfg.Client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(c.ownKey(p)), "=", rev)).
-		Then(clientv3.OpDelete(c.ownKey(p))).Commit()
+func (c *Cluster) handOver(ctx context.Context, p int32, rev int64) {
+	tctx, cancel := c.timeout(ctx)
+	drev, ok, err := c.ls.Release(tctx, p, rev)
 	cancel()
 	if err != nil {
 		c.log.Warn("cluster: handing over partition (its key stays until the lease ends)", "partition", p, "err", err)
 		return
 	}
-	if resp.Succeeded {
+	if ok {
 		c.mu.Lock()
-		if resp.Header.Revision > c.ownRev[p] {
+		if drev > c.ownRev[p] {
 			delete(c.owners, p)
-			c.ownRev[p] = resp.Header.Revision
+			c.ownRev[p] = drev
 			c.notifyLocked()
 		}
 		c.mu.Unlock()
@@ -641,53 +659,53 @@ func (c *Cluster) drop(p int32) int64 {
 	delete(c.mine, p)
 	c.notifyLocked()
 	c.mu.Unlock()
-	c.cfg.Store.ClearOwner(p)
+	c.fence.ClearOwner(p)
 	c.coord.Release(p)
 	return rev
 }
 
 // acquire takes free partitions: one transaction per partition (so that
 // one taken meanwhile by another node does not fail the others).
-func (c *Cluster) acquire(ctx context.Context, ps []int32, lease clientv3.LeaseID) {
-	val := strconv.Itoa(int(c.cfg.NodeID))
+func (c *Cluster) acquire(ctx context.Context, ps []int32, lease LeaseID) {
 	for _, p := range ps {
 		if ctx.Err() != nil || !c.Serving() {
 			return
 		}
-		k := c.ownKey(p)
-		tctx, cancel := c.timeout()
-		resp, err := c.cfg.Client.Txn(tctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, val, clientv3.WithLease(lease))).Commit()
+		tctx, cancel := c.timeout(ctx)
+		rev, ok, err := c.ls.Acquire(tctx, p, c.cfg.NodeID, lease)
 		cancel()
 		if err != nil {
 			c.log.Debug("cluster: acquiring", "partition", p, "err", err)
 			return
 		}
-		if !resp.Succeeded {
+		if !ok {
 			continue
 		}
-		rev := resp.Header.Revision
 		c.mu.Lock()
 		c.mine[p] = rev
 		if rev > c.ownRev[p] {
-			c.owners[p] = owner{node: c.cfg.NodeID, createRev: rev, lease: lease}
+			c.owners[p] = Holder{Node: c.cfg.NodeID, CreateRev: rev, Lease: lease}
 			c.ownRev[p] = rev
 		}
 		c.notifyLocked()
 		c.mu.Unlock()
-		c.cfg.Store.SetOwner(p, rev)
+		c.fence.SetOwner(p, rev)
 		c.coord.Acquire(p)
 		c.log.Debug("cluster: acquired", "partition", p, "rev", rev)
 	}
 }
 
-// releaseAll stops serving everything (lease lost or closing).
+// releaseAll stops serving everything and ends the session's lease locally
+// (lease lost or closing).
 func (c *Cluster) releaseAll(why string) {
 	ps := c.OwnedPartitions()
 	for _, p := range ps {
 		c.drop(p)
 	}
 	c.deadline.Store(0)
+	c.mu.Lock()
+	c.lease = 0
+	c.mu.Unlock()
 	if len(ps) > 0 {
 		c.log.Warn("cluster: stopped serving all partitions", "why", why, "partitions", len(ps))
 	}
@@ -700,12 +718,12 @@ func (c *Cluster) revokeOld() {
 	old := c.leases
 	c.leases = nil
 	c.mu.Unlock()
-	var keep []clientv3.LeaseID
+	var keep []LeaseID
 	for _, id := range old {
 		ctx, cancel := context.WithTimeout(c.ctx, time.Second)
-		_, err := c.cfg.Client.Revoke(ctx, id)
+		err := c.ls.Revoke(ctx, id)
 		cancel()
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		if err != nil && !errors.Is(err, ErrLeaseNotFound) {
 			keep = append(keep, id)
 		}
 	}
@@ -722,14 +740,20 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	<-c.done
+	c.leave()
+	return nil
+}
+
+// leave stops serving every partition and revokes every lease (bounded).
+func (c *Cluster) leave() {
 	c.releaseAll("closing")
 	c.mu.Lock()
 	leases := c.leases
+	c.leases = nil
 	c.mu.Unlock()
 	for _, id := range leases {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c.cfg.Client.Revoke(ctx, id)
+		c.ls.Revoke(ctx, id)
 		cancel()
 	}
-	return nil
 }

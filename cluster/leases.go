@@ -1,0 +1,266 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	etcdstore "github.com/cohort-dev/cohort/store/etcd"
+)
+
+// LeaseID names a lease granted by a LeaseStore (0: none).
+type LeaseID int64
+
+// ErrLeaseNotFound: the lease has expired or was revoked.
+var ErrLeaseNotFound = errors.New("cluster: lease not found")
+
+// LeaseStore is what the cluster needs from etcd: leases, node registrations
+// and ownership keys attached to leases, with create-if-absent and
+// compare-and-delete, read at one revision and followed by a watch. EtcdLeases
+// is the real one; MemLeases is a deterministic one for tests, driven by a
+// fake clock.
+type LeaseStore interface {
+	// Grant creates a lease of ttl (whole seconds) and returns the TTL the
+	// store granted.
+	Grant(ctx context.Context, ttl time.Duration) (LeaseID, time.Duration, error)
+	// KeepAlive renews the lease once and returns its TTL from now;
+	// ErrLeaseNotFound if it is gone.
+	KeepAlive(ctx context.Context, id LeaseID) (time.Duration, error)
+	// Revoke ends the lease and deletes its keys (ErrLeaseNotFound if it
+	// is gone already).
+	Revoke(ctx context.Context, id LeaseID) error
+	// Register creates node id's registration with value info, attached to
+	// lease, if no registration of id exists (false otherwise).
+	Register(ctx context.Context, id int32, info []byte, lease LeaseID) (bool, error)
+	// Acquire creates partition p's ownership key for node, attached to
+	// lease, if no key exists; it returns the key's create revision.
+	Acquire(ctx context.Context, p, node int32, lease LeaseID) (createRev int64, ok bool, err error)
+	// Release deletes p's ownership key if it is the one created at
+	// createRev; it returns the revision of the delete.
+	Release(ctx context.Context, p int32, createRev int64) (rev int64, ok bool, err error)
+	// Load reads every registration and ownership key at one revision.
+	Load(ctx context.Context) (Snapshot, error)
+	// Watch follows changes after revision rev. A batch with Err set, or
+	// the channel closing, means the watch is over: Load again.
+	Watch(ctx context.Context, rev int64) <-chan WatchBatch
+}
+
+// Snapshot is the registry and the ownership keys at revision Rev.
+type Snapshot struct {
+	Rev    int64
+	Nodes  []NodeKV
+	Owners []OwnerKV
+}
+
+// NodeKV is a node registration (or its deletion, in a watch).
+type NodeKV struct {
+	ID      int32
+	Info    []byte
+	Deleted bool
+}
+
+// OwnerKV is a partition's ownership key (or its deletion, in a watch).
+type OwnerKV struct {
+	P int32
+	Holder
+	ModRev  int64
+	Deleted bool
+}
+
+// Holder is who holds an ownership key: the node, the key's create revision
+// (what fenced writes compare) and the lease it is attached to.
+type Holder struct {
+	Node      int32
+	CreateRev int64
+	Lease     LeaseID
+}
+
+// WatchBatch is one batch of watched changes.
+type WatchBatch struct {
+	Nodes  []NodeKV
+	Owners []OwnerKV
+	Err    error
+}
+
+// EtcdLeases is the LeaseStore on etcd, under prefix: registrations at
+// <prefix>nodes/<id>, ownership keys at <prefix>own/<p> (store/etcd's
+// OwnerKey, which its fenced writes compare).
+type EtcdLeases struct {
+	Client *clientv3.Client
+	Prefix string
+}
+
+var _ LeaseStore = EtcdLeases{}
+
+func (e EtcdLeases) nodeKey(id int32) string { return e.Prefix + "nodes/" + strconv.Itoa(int(id)) }
+func (e EtcdLeases) nodePrefix() string      { return e.Prefix + "nodes/" }
+
+func etcdErr(err error) error {
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return ErrLeaseNotFound
+	}
+	return err
+}
+
+// Grant implements LeaseStore.
+func (e EtcdLeases) Grant(ctx context.Context, ttl time.Duration) (LeaseID, time.Duration, error) {
+	r, err := e.Client.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, 0, err
+	}
+	return LeaseID(r.ID), time.Duration(r.TTL) * time.Second, nil
+}
+
+// KeepAlive implements LeaseStore.
+func (e EtcdLeases) KeepAlive(ctx context.Context, id LeaseID) (time.Duration, error) {
+	r, err := e.Client.KeepAliveOnce(ctx, clientv3.LeaseID(id))
+	if err != nil {
+		return 0, etcdErr(err)
+	}
+	return time.Duration(r.TTL) * time.Second, nil
+}
+
+// Revoke implements LeaseStore.
+func (e EtcdLeases) Revoke(ctx context.Context, id LeaseID) error {
+	_, err := e.Client.Revoke(ctx, clientv3.LeaseID(id))
+	return etcdErr(err)
+}
+
+func (e EtcdLeases) createIfAbsent(ctx context.Context, key, val string, lease LeaseID) (int64, bool, error) {
+	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.Header.Revision, resp.Succeeded, nil
+}
+
+// Register implements LeaseStore.
+func (e EtcdLeases) Register(ctx context.Context, id int32, info []byte, lease LeaseID) (bool, error) {
+	_, ok, err := e.createIfAbsent(ctx, e.nodeKey(id), string(info), lease)
+	return ok, err
+}
+
+// Acquire implements LeaseStore.
+func (e EtcdLeases) Acquire(ctx context.Context, p, node int32, lease LeaseID) (int64, bool, error) {
+	return e.createIfAbsent(ctx, etcdstore.OwnerKey(e.Prefix, p), strconv.Itoa(int(node)), lease)
+}
+
+// Release implements LeaseStore.
+func (e EtcdLeases) Release(ctx context.Context, p int32, createRev int64) (int64, bool, error) {
+	k := etcdstore.OwnerKey(e.Prefix, p)
+	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", createRev)).
+		Then(clientv3.OpDelete(k)).Commit()
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.Header.Revision, resp.Succeeded, nil
+}
+
+// Load implements LeaseStore.
+func (e EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
+	nresp, err := e.Client.Get(ctx, e.nodePrefix(), clientv3.WithPrefix())
+	if err != nil {
+		return Snapshot{}, err
+	}
+	oresp, err := e.Client.Get(ctx, etcdstore.OwnerPrefix(e.Prefix), clientv3.WithPrefix(), clientv3.WithRev(nresp.Header.Revision))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s := Snapshot{Rev: nresp.Header.Revision}
+	for _, kv := range nresp.Kvs {
+		if n, ok := e.node(kv, false); ok {
+			s.Nodes = append(s.Nodes, n)
+		}
+	}
+	for _, kv := range oresp.Kvs {
+		if o, ok := e.owner(kv, false); ok {
+			s.Owners = append(s.Owners, o)
+		}
+	}
+	return s, nil
+}
+
+func (e EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
+	id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), e.nodePrefix()))
+	if err != nil {
+		return NodeKV{}, false
+	}
+	return NodeKV{ID: int32(id), Info: kv.Value, Deleted: deleted}, true
+}
+
+func (e EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
+	p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix)))
+	if err != nil {
+		return OwnerKV{}, false
+	}
+	o := OwnerKV{P: int32(p), ModRev: kv.ModRevision, Deleted: deleted}
+	if !deleted {
+		id, err := strconv.Atoi(string(kv.Value))
+		if err != nil {
+			return OwnerKV{}, false
+		}
+		o.Holder = Holder{Node: int32(id), CreateRev: kv.CreateRevision, Lease: LeaseID(kv.Lease)}
+	}
+	return o, true
+}
+
+// Watch implements LeaseStore: one etcd watch on the registrations and one on
+// the ownership keys, merged.
+func (e EtcdLeases) Watch(ctx context.Context, rev int64) <-chan WatchBatch {
+	out := make(chan WatchBatch)
+	go func() {
+		defer close(out)
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wn := e.Client.Watch(wctx, e.nodePrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+		wo := e.Client.Watch(wctx, etcdstore.OwnerPrefix(e.Prefix), clientv3.WithPrefix(), clientv3.WithRev(rev))
+		for {
+			var b WatchBatch
+			select {
+			case <-ctx.Done():
+				return
+			case wr, ok := <-wn:
+				b.Err = watchErr("registry", wr, ok, func(ev *clientv3.Event) {
+					if n, ok := e.node(ev.Kv, ev.Type == mvccpb.DELETE); ok {
+						b.Nodes = append(b.Nodes, n)
+					}
+				})
+			case wr, ok := <-wo:
+				b.Err = watchErr("ownership", wr, ok, func(ev *clientv3.Event) {
+					if o, ok := e.owner(ev.Kv, ev.Type == mvccpb.DELETE); ok {
+						b.Owners = append(b.Owners, o)
+					}
+				})
+			}
+			select {
+			case out <- b:
+			case <-ctx.Done():
+				return
+			}
+			if b.Err != nil {
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// watchErr passes a watch response's events to each, or says why the watch
+// (of what) has ended.
+func watchErr(what string, wr clientv3.WatchResponse, ok bool, each func(*clientv3.Event)) error {
+	if !ok || wr.Err() != nil {
+		return errors.Join(fmt.Errorf("cluster: %s watch ended", what), wr.Err())
+	}
+	for _, ev := range wr.Events {
+		each(ev)
+	}
+	return nil
+}
