@@ -272,8 +272,9 @@ func (s *Secure) AuthFailures(t testing.TB, mechanism string) int {
 }
 
 // Counter reads the counter name{labels} (labels may be a subset of the
-// series' labels; the first matching series counts) from the node's
-// /metrics: 0 when no series matches, as before its first increment.
+// series' labels; the matching series are summed, e.g. over listeners) from
+// the node's /metrics: 0 when no series matches, as before its first
+// increment.
 func (s *Secure) Counter(t testing.TB, name string, labels map[string]string) int {
 	t.Helper()
 	hc := http.Client{Timeout: 5 * time.Second}
@@ -287,6 +288,7 @@ func (s *Secure) Counter(t testing.TB, name string, labels map[string]string) in
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sum := 0.0
 	for sc.Scan() {
 		rest, ok := strings.CutPrefix(sc.Text(), name+"{")
 		if !ok {
@@ -307,12 +309,12 @@ func (s *Secure) Counter(t testing.TB, name string, labels map[string]string) in
 		if err != nil {
 			t.Fatalf("metric %s: %v", sc.Text(), err)
 		}
-		return int(f)
+		sum += f
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatalf("reading metrics: %v", err)
 	}
-	return 0
+	return int(sum)
 }
 
 // freePort returns a loopback address whose port was free a moment ago.
