@@ -79,7 +79,21 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	defer cn.Close()
 	waitMetric(t, cn.HTTPAddr(), 20*time.Second, eq(4), "cohort_cluster_partitions_acquired_total")
-	add(scrapeMetrics(t, cn.HTTPAddr()))
+	waitMetric(t, cn.HTTPAddr(), 20*time.Second, eq(0), "cohort_coordinator_partitions_loading")
+	cs := scrapeMetrics(t, cn.HTTPAddr())
+	for _, want := range []struct {
+		name string
+		v    float64
+	}{{"cohort_cluster_lease_valid", 1}, {"cohort_cluster_lease_sessions_total", 1}, {"cohort_cluster_nodes", 1},
+		{"cohort_coordinator_partitions_owned", 4}, {"cohort_cluster_partitions_released_total", 0}} {
+		if v := cs.value(want.name); v != want.v {
+			t.Errorf("cluster node: %s %v, want %v", want.name, v, want.v)
+		}
+	}
+	if code, body := httpGet(t, cn.HTTPAddr(), "/readyz"); code != 200 {
+		t.Errorf("cluster node /readyz with its 4 partitions loaded: %d %q", code, body)
+	}
+	add(cs)
 
 	name := regexp.MustCompile(`\bcohort_[a-z0-9_]+`)
 	used := map[string]bool{}
