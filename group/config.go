@@ -57,6 +57,25 @@ type Config struct {
 	// Topics is the topic metadata consumer groups are assigned from (the
 	// catalog). Nil means no topics.
 	Topics Topics
+
+	// The rebalance history (docs/history.md):
+	//
+	// HistorySize is how many rebalance events are kept per group (default
+	// 100; negative: none are recorded).
+	HistorySize int
+	// StormThreshold and StormWindow: a group that started more than
+	// StormThreshold rebalances within StormWindow is flagged as storming
+	// (default 10 in 5 minutes; a negative threshold disables the
+	// detector).
+	StormThreshold int
+	StormWindow    time.Duration
+	// OnRebalance, when set, is called by the shard (on the caller's
+	// goroutine, with the partition's lock held: it must be cheap and never
+	// block) with each rebalance event as it completes.
+	OnRebalance func(RebalanceEvent)
+	// OnStorm, when set, is called the same way when a group is flagged as
+	// storming or unflagged.
+	OnStorm func(StormStatus)
 }
 
 // Defaults returns Kafka's defaults.
@@ -73,6 +92,10 @@ func Defaults() Config {
 		ConsumerHeartbeatInterval:          5 * time.Second,
 		ConsumerRebalanceHeartbeatInterval: 500 * time.Millisecond,
 		ConsumerAssignors:                  []string{"uniform", "range"},
+
+		HistorySize:    100,
+		StormThreshold: 10,
+		StormWindow:    5 * time.Minute,
 	}
 }
 
@@ -111,6 +134,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Topics == nil {
 		c.Topics = noTopics{}
+	}
+	if c.HistorySize == 0 {
+		c.HistorySize = d.HistorySize
+	}
+	if c.StormThreshold == 0 {
+		c.StormThreshold = d.StormThreshold
+	}
+	if c.StormWindow <= 0 {
+		c.StormWindow = d.StormWindow
 	}
 	return c
 }

@@ -1,0 +1,251 @@
+package group
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The rebalance history: the shard records every rebalance of a group as one
+// RebalanceEvent (what started it, how it went, what it did), stores it as a
+// record of its own kind (keyHistory, records-then-replay like every other
+// record, so it survives a restart and a failover), keeps the last
+// Config.HistorySize per group, and flags groups that rebalance too often
+// (StormStatus). docs/history.md describes the schema, the causes, the storm
+// rule and the wire tag; the JSON below is a stable interface (the CLI and
+// the console read it): fields are only ever added.
+
+// HistoryTag is the tagged field number, in flexible versions (v5+) of
+// DescribeGroups, of cohort's rebalance history. In a request its value is an
+// int32: how many of the latest events to return (0 = none, but still the
+// storm and waiting views; negative = all kept). In the answer, each group
+// that exists carries it with a JSON HistoryDoc. Clients that do not send it
+// get no extra bytes.
+const HistoryTag = 10001
+
+// HistoryDocVersion is HistoryDoc.Version.
+const HistoryDocVersion = 1
+
+// CauseKind names what started (or joined) a rebalance.
+type CauseKind string
+
+// The causes. Classic groups: MemberJoined .. LeaderNotSynced, Admin,
+// Loaded; consumer-protocol groups: MemberJoined, SubscriptionChanged,
+// MemberLeft, SessionTimeout, RebalanceTimeout, StaticReplaced, Admin,
+// TopicsChanged, Loaded.
+const (
+	CauseMemberJoined        CauseKind = "member_joined"        // a new member joined (its KIP-800 reason)
+	CauseMetadataChanged     CauseKind = "metadata_changed"     // a known member rejoined with other metadata (classic)
+	CauseSubscriptionChanged CauseKind = "subscription_changed" // a member's subscription or assignor changed (consumer)
+	CauseMemberLeft          CauseKind = "member_left"          // LeaveGroup (its reason)
+	CauseSessionTimeout      CauseKind = "session_timeout"      // no heartbeat within the session timeout
+	CauseRebalanceTimeout    CauseKind = "rebalance_timeout"    // did not rejoin (classic) or revoke (consumer) in time
+	CauseSyncTimeout         CauseKind = "sync_timeout"         // followers did not SyncGroup in time
+	CauseLeaderNotSynced     CauseKind = "leader_not_synced"    // the leader never sent SyncGroup with the assignment
+	CauseStaticReplaced      CauseKind = "static_replaced"      // a new process took a static member's instance id
+	CauseAdmin               CauseKind = "admin"                // an operator (Detail: remove_members, delete, ...)
+	CauseLoaded              CauseKind = "loaded"               // the group was loaded (restart or failover)
+	CauseTopicsChanged       CauseKind = "topics_changed"       // subscribed topics' partitions changed (consumer)
+	CauseOther               CauseKind = "other"                // anything else (Detail says what)
+)
+
+// Cause is one trigger of a rebalance.
+type Cause struct {
+	Kind CauseKind `json:"kind"`
+	At   time.Time `json:"at"`
+	// The member concerned, when there is one.
+	MemberID   string `json:"member_id,omitempty"`
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id,omitempty"`
+	ClientHost string `json:"client_host,omitempty"`
+	// Reason is the client's reason (KIP-800 JoinGroup/LeaveGroup reason).
+	Reason string `json:"reason,omitempty"`
+	// LastHeartbeat is the member's last heartbeat (session timeouts).
+	LastHeartbeat *time.Time `json:"last_heartbeat,omitempty"`
+	// Topics are the topics whose metadata changed (TopicsChanged).
+	Topics []string `json:"topics,omitempty"`
+	// Detail is free text: the admin action, the previous instance's
+	// member id of a static replacement, ...
+	Detail string `json:"detail,omitempty"`
+}
+
+// Wait is one member the rebalance waited for, and how long.
+type Wait struct {
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"`
+	// Phase: "join", "sync" (classic), "revoke", "assign" (consumer).
+	Phase    string `json:"phase"`
+	WaitedMs int64  `json:"waited_ms"`
+	// Evicted: the member never came and was removed.
+	Evicted bool `json:"evicted,omitempty"`
+}
+
+// TopicPartitions is a set of partitions of one topic.
+type TopicPartitions struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+// MemberChange is what the rebalance did to one member's assignment.
+type MemberChange struct {
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id,omitempty"`
+	ClientHost string `json:"client_host,omitempty"`
+	// Decoded: the assignment was understood (consumer-protocol groups and
+	// classic groups of protocol type "consumer"), so Added, Removed and
+	// Partitions are meaningful; otherwise only the sizes are.
+	Decoded    bool              `json:"decoded"`
+	Partitions int               `json:"partitions,omitempty"` // partitions owned after
+	Added      []TopicPartitions `json:"added,omitempty"`
+	Removed    []TopicPartitions `json:"removed,omitempty"`
+	// AssignmentBytes is the size of the assignment (classic groups);
+	// Changed says whether its bytes differ from before.
+	AssignmentBytes int  `json:"assignment_bytes"`
+	Changed         bool `json:"changed"`
+	// New: the member was not in the group before this rebalance.
+	New bool `json:"new,omitempty"`
+}
+
+// RebalanceEvent is one rebalance of one group, from the first trigger to
+// the group being Stable (or Empty) again.
+type RebalanceEvent struct {
+	// Seq numbers a group's events (1, 2, ...); it survives reloads.
+	Seq   uint64 `json:"seq"`
+	Group string `json:"group"`
+	// Type is "classic" or "consumer".
+	Type         string `json:"type"`
+	ProtocolType string `json:"protocol_type,omitempty"`
+	// Generation is the generation (classic) or group epoch (consumer)
+	// the rebalance produced; FromGeneration the one before.
+	FromGeneration int32     `json:"from_generation"`
+	Generation     int32     `json:"generation"`
+	Start          time.Time `json:"start"`
+	End            time.Time `json:"end"`
+	// Outcome: "stable" (a new assignment is in force), "empty" (every
+	// member left), "superseded" (another rebalance started before this one
+	// completed; consumer groups), "failed" (a write failed).
+	Outcome string `json:"outcome"`
+	// Cause is what started the rebalance; MoreCauses what happened while
+	// it was in progress (they did not start another one), in order.
+	Cause      Cause   `json:"cause"`
+	MoreCauses []Cause `json:"more_causes,omitempty"`
+	// JoinMs and SyncMs are the phases (classic: join barrier, then until
+	// the assignment is stored; consumer: JoinMs is until the target
+	// assignment was computed (0), SyncMs until every member converged).
+	DurationMs int64  `json:"duration_ms"`
+	JoinMs     int64  `json:"join_ms"`
+	SyncMs     int64  `json:"sync_ms"`
+	Leader     string `json:"leader,omitempty"`
+	Protocol   string `json:"protocol,omitempty"`
+	// WaitedFor lists the members the rebalance waited for, slowest first.
+	WaitedFor []Wait `json:"waited_for,omitempty"`
+	// Evicted are the members removed during the rebalance.
+	Evicted []string `json:"evicted,omitempty"`
+	// Members is the assignment change per member (sorted by member id).
+	Members []MemberChange `json:"members,omitempty"`
+}
+
+// StormStatus is the storm detector's view of a group: flagged when it
+// rebalanced more than Threshold times within Window.
+type StormStatus struct {
+	Group     string `json:"group"`
+	Flagged   bool   `json:"flagged"`
+	Count     int    `json:"count"` // rebalances that started within the window
+	Threshold int    `json:"threshold"`
+	WindowMs  int64  `json:"window_ms"`
+	// Since is when the group was flagged (nil when not flagged).
+	Since *time.Time `json:"since,omitempty"`
+	// Causes counts the causes of the rebalances in the window (each
+	// event's Cause and MoreCauses).
+	Causes map[CauseKind]int `json:"causes,omitempty"`
+}
+
+// WaitingMember is a member a rebalance in progress waits for.
+type WaitingMember struct {
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id,omitempty"`
+	ClientHost string `json:"client_host,omitempty"`
+	// Phase: "join" (has not rejoined), "sync" (has not sent SyncGroup;
+	// for the leader: the assignment), "revoke" (consumer: still owns
+	// partitions it must give up), "assign" (consumer: has not
+	// acknowledged its new epoch).
+	Phase string    `json:"phase"`
+	Since time.Time `json:"since"`
+	// Deadline is when the timeout (rebalance or session) evicts it; nil
+	// when nothing will.
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// Waiting is the "now" view of a group that is not Stable.
+type Waiting struct {
+	State string `json:"state"`
+	// Since is when the rebalance in progress started.
+	Since time.Time `json:"since"`
+	// Cause is what started it (nil if unknown, e.g. right after a load).
+	Cause   *Cause          `json:"cause,omitempty"`
+	Members []WaitingMember `json:"members"`
+}
+
+// HistoryDoc is the value of HistoryTag in a DescribeGroups answer.
+type HistoryDoc struct {
+	Version int    `json:"version"`
+	Group   string `json:"group"`
+	Type    string `json:"type"` // classic or consumer
+	State   string `json:"state"`
+	// History holds the latest events, oldest first.
+	History []RebalanceEvent `json:"history"`
+	Storm   StormStatus      `json:"storm"`
+	// Waiting is set when the group is not Stable (nor Empty).
+	Waiting *Waiting `json:"waiting,omitempty"`
+}
+
+// RequestHistory asks, in req, for the history of each group: at most n of
+// the latest events (n < 0: all kept). It needs a flexible version (v5+).
+func RequestHistory(req *kmsg.DescribeGroupsRequest, n int32) {
+	req.UnknownTags.Set(HistoryTag, kbin.AppendInt32(nil, n))
+}
+
+// HistoryRequested reports whether req asks for the history, and how many
+// events.
+func HistoryRequested(req *kmsg.DescribeGroupsRequest) (n int32, ok bool) {
+	if req.Version < 5 {
+		return 0, false
+	}
+	req.UnknownTags.Each(func(key uint32, val []byte) {
+		if key != HistoryTag || len(val) != 4 {
+			return
+		}
+		n, ok = int32(binary.BigEndian.Uint32(val)), true
+	})
+	return n, ok
+}
+
+// SetHistoryTag puts doc into d's HistoryTag.
+func SetHistoryTag(d *kmsg.DescribeGroupsResponseGroup, doc *HistoryDoc) error {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	d.UnknownTags.Set(HistoryTag, b)
+	return nil
+}
+
+// HistoryTagOf reads the HistoryDoc of d; ok is false when d has no such tag
+// (not asked for, not cohort, a version before v5) or it does not decode.
+func HistoryTagOf(d *kmsg.DescribeGroupsResponseGroup) (doc *HistoryDoc, ok bool) {
+	d.UnknownTags.Each(func(key uint32, val []byte) {
+		if key != HistoryTag {
+			return
+		}
+		var hd HistoryDoc
+		if json.Unmarshal(val, &hd) == nil {
+			doc, ok = &hd, true
+		}
+	})
+	return doc, ok
+}
