@@ -79,66 +79,6 @@ func TestSpreadAndTopology(t *testing.T) {
 	}
 }
 
-// TestFailoverGracefulStop: groups of members coordinated by one node keep
-// working when that node is stopped: clients find the new owners, groups
-// come back from stored state, acknowledged commits stay.
-func TestFailoverGracefulStop(t *testing.T) {
-	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
-	waitSettled(t, 30*time.Second, ns...)
-	victim := ns[0]
-	groups := groupsOn(ns[1], 1, "stop-g", 4)
-	commitGroups := groupsOn(ns[1], 1, "stop-c", 4)
-	gm := startGroups(t, addrs(ns...), groups, 3)
-	cm := startCommitter(t, addrs(ns...), commitGroups)
-	seeds := addrs(ns[1:]...)
-	obs := newClient(t, seeds...)
-	gm.waitStable(t, seeds, 3, 60*time.Second)
-	cm.waitAcks(t, 50, 30*time.Second)
-
-	start := time.Now()
-	if err := victim.Close(); err != nil {
-		t.Fatal(err)
-	}
-	settled := waitSettledWithout(t, 30*time.Second, 1, ns[1:]...)
-	gm.waitStable(t, seeds, 3, 60*time.Second)
-	stable := time.Since(start)
-	cm.waitAcks(t, 50, 30*time.Second)
-	t.Logf("graceful stop: partitions re-owned in %v; every group stable again after %v", settled, stable)
-	cm.verify(t, obs)
-}
-
-// TestFailoverKill: the node coordinating the groups is SIGKILLed (a child
-// process: nothing of its cleanup runs). Its partitions wait for its lease
-// to expire, then move; groups re-form and no acknowledged commit is lost.
-func TestFailoverKill(t *testing.T) {
-	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
-	ch := startChild(t, ec, 1, ttl)
-	waitSettled(t, 30*time.Second, ns...)
-	all := append(addrs(ns...), ch.addr)
-	groups := groupsOn(ns[0], 1, "kill-g", 4)
-	commitGroups := groupsOn(ns[0], 1, "kill-c", 4)
-	gm := startGroups(t, all, groups, 3)
-	cm := startCommitter(t, all, commitGroups)
-	seeds := addrs(ns...)
-	obs := newClient(t, seeds...)
-	gm.waitStable(t, seeds, 3, 60*time.Second)
-	cm.waitAcks(t, 50, 30*time.Second)
-
-	start := time.Now()
-	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ch.cmd.Wait()
-	settled := waitSettledWithout(t, 30*time.Second, 1, ns...)
-	gm.waitStable(t, seeds, 3, 60*time.Second)
-	stable := time.Since(start)
-	cm.waitAcks(t, 50, 30*time.Second)
-	t.Logf("SIGKILL (lease TTL %v): partitions re-owned after %v; every group stable again after %v", ttl, settled, stable)
-	cm.verify(t, obs)
-}
-
 // TestEtcdMemberLossAndQuorum: losing one etcd member of three does not
 // stop commits; losing quorum stops acknowledgements (clients get retriable
 // errors); when quorum returns, service resumes and nothing acknowledged is

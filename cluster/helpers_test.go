@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
-	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -201,96 +199,6 @@ func newClient(t *testing.T, addrs ...string) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
-}
-
-// groupMembers runs m members of each group with cohort's member library on
-// kgo clients, until the test ends.
-type groupMembers struct {
-	mu      sync.Mutex
-	members map[string][]*member.Member
-}
-
-func startGroups(t *testing.T, addrs []string, groups []string, m int) *groupMembers {
-	t.Helper()
-	gm := &groupMembers{members: map[string][]*member.Member{}}
-	for _, g := range groups {
-		for i := 0; i < m; i++ {
-			cl := newClient(t, addrs...)
-			mb, err := member.Start(member.Config{
-				Client: cl, Group: g, ProtocolType: "test",
-				Protocols: func() []member.Protocol { return []member.Protocol{{Name: "p", Metadata: []byte("m")}} },
-				Assign: func(_ context.Context, gen member.Generation) (map[string][]byte, error) {
-					out := map[string][]byte{}
-					for _, x := range gen.Members {
-						out[x.ID] = []byte("work-" + x.ID)
-					}
-					return out, nil
-				},
-				SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, HeartbeatInterval: 500 * time.Millisecond,
-				Logger: quiet(),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gm.members[g] = append(gm.members[g], mb)
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				mb.Close(ctx)
-			})
-		}
-	}
-	return gm
-}
-
-// stable reports whether every group is Stable on its coordinator with all m
-// members, and every member has an assignment in the group's generation.
-func (gm *groupMembers) stable(ctx context.Context, seeds []string, m int) (bool, string) {
-	// A fresh client each time: a client's cached coordinator may still
-	// name the node that is gone.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(3*time.Second))
-	if err != nil {
-		return false, err.Error()
-	}
-	defer cl.Close()
-	var names []string
-	for g := range gm.members {
-		names = append(names, g)
-	}
-	sort.Strings(names)
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = names
-	shards := cl.RequestSharded(ctx, req)
-	state := map[string]kmsg.DescribeGroupsResponseGroup{}
-	for _, sh := range shards {
-		if sh.Err != nil {
-			return false, sh.Err.Error()
-		}
-		for _, g := range sh.Resp.(*kmsg.DescribeGroupsResponse).Groups {
-			state[g.Group] = g
-		}
-	}
-	for _, g := range names {
-		d, ok := state[g]
-		if !ok || d.ErrorCode != 0 || d.State != "Stable" || len(d.Members) != m {
-			return false, fmt.Sprintf("group %s: code %d state %q members %d", g, d.ErrorCode, d.State, len(d.Members))
-		}
-		var gen int32 = -1
-		for _, mb := range gm.members[g] {
-			cur, ok := mb.Generation()
-			if !ok || (gen != -1 && cur.ID != gen) {
-				return false, fmt.Sprintf("group %s: member not in the group's generation", g)
-			}
-			gen = cur.ID
-		}
-	}
-	return true, ""
-}
-
-// waitStable polls (bounded) until the groups are stable; returns how long.
-func (gm *groupMembers) waitStable(t *testing.T, seeds []string, m int, within time.Duration) time.Duration {
-	t.Helper()
-	return pollStable(t, "groups", within, func(ctx context.Context) (bool, string) { return gm.stable(ctx, seeds, m) })
 }
 
 // pollStable calls stable (each call bounded to 5 s) until it reports true or

@@ -385,6 +385,25 @@ func TestSimJoinHandOver(t *testing.T) {
 	})
 }
 
+// TestSimGracefulLeave: a node that leaves (Close: stop serving, revoke the
+// lease) has its partitions re-owned within a round or two, long before its
+// lease would have expired.
+func TestSimGracefulLeave(t *testing.T) {
+	forSizes(t, 3, 7, func(t *testing.T, n int, s *sim) {
+		v := s.node(2)
+		v.c.leave()
+		v.left = true
+		s.check("leave")
+		if len(v.c.OwnedPartitions()) != 0 || v.c.Serving() {
+			t.Fatal("a node that left still serves")
+		}
+		took := s.settle(250*time.Millisecond, 10*time.Second)
+		if took > 500*time.Millisecond {
+			t.Fatalf("re-owned after %v, want within two rounds", took)
+		}
+	})
+}
+
 // TestSimCrashFailover: a node that crashes (no cleanup) keeps its
 // partitions until its lease expires in the store; then the others take
 // them over within a round. Nobody acts on them before (the invariant),
