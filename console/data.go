@@ -58,13 +58,12 @@ type Offset struct {
 // GroupDetail is the group page.
 type GroupDetail struct {
 	GroupRow
-	Leader      string
-	Epoch       int32 // KIP-848 group epoch
-	Assignor    string
-	Members     []Member
-	Offsets     []Offset
-	Timeline    []Event
-	HistoryNote string
+	Leader   string
+	Epoch    int32 // KIP-848 group epoch
+	Assignor string
+	Members  []Member
+	Offsets  []Offset
+	History  History
 }
 
 // Topic is one line of the topics page.
@@ -119,9 +118,11 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 		}
 		return &rows[j]
 	}
-	if len(classic) > 0 {
+	if len(rows) > 0 {
+		// Every group: the history of consumer-protocol groups comes
+		// from DescribeGroups too; their other columns do not.
 		dreq := kmsg.NewPtrDescribeGroupsRequest()
-		dreq.Groups = classic
+		dreq.Groups = append(slices.Clone(classic), consumer...)
 		requestHistory(dreq)
 		dresp, err := dreq.RequestWith(ctx, cl)
 		if err != nil {
@@ -129,6 +130,12 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 		}
 		for i := range dresp.Groups {
 			d := &dresp.Groups[i]
+			if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
+				if d.ErrorCode == 0 {
+					summarize(&rows[j], historyOf(d), now)
+				}
+				continue
+			}
 			r := row(d.Group, d.ErrorCode)
 			if r == nil {
 				continue
@@ -137,8 +144,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 			if gen, _, ok := group.DescribeTagOf(d); ok {
 				r.Generation = gen
 			}
-			evs, _ := historyOf(d)
-			summarize(r, evs, now)
+			summarize(r, historyOf(d), now)
 		}
 	}
 	if len(consumer) > 0 {
@@ -187,15 +193,15 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	case code != 0:
 		return nil, kafkaErr(code)
 	}
+	g.History = historyOf(d)
 	if d.State == "Dead" && len(d.Members) == 0 && d.ProtocolType == "" {
 		// Kafka's answer for an unknown group, or a consumer-protocol one.
-		return describeConsumerGroup(ctx, cl, g)
+		return describeConsumerGroup(ctx, cl, g, now)
 	}
 	g.State, g.ProtocolType, g.Protocol = d.State, d.ProtocolType, d.Protocol
 	if gen, leader, ok := group.DescribeTagOf(d); ok {
 		g.Generation, g.Leader = gen, leader
 	}
-	g.Timeline, g.HistoryNote = historyOf(d)
 	for _, m := range d.Members {
 		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Leader: m.MemberID == g.Leader}
 		if m.InstanceID != nil {
@@ -207,9 +213,10 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 			if meta.ReadFrom(m.ProtocolMetadata) == nil {
 				mm.Subscribed = meta.Topics
 			}
+			// Empty while the group rebalances: "none".
+			mm.Decoded = true
 			var a kmsg.ConsumerMemberAssignment
 			if len(m.MemberAssignment) > 0 && a.ReadFrom(m.MemberAssignment) == nil {
-				mm.Decoded = true
 				for _, t := range a.Topics {
 					mm.Assigned = append(mm.Assigned, TopicParts{Topic: t.Topic, Partitions: sorted(t.Partitions)})
 				}
@@ -218,13 +225,13 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 		g.Members = append(g.Members, mm)
 	}
 	g.GroupRow.Members = len(g.Members)
-	summarize(&g.GroupRow, g.Timeline, now)
+	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
 	g.Offsets, err = fetchOffsets(ctx, cl, id)
 	return g, err
 }
 
-func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail) (*GroupDetail, error) {
+func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, now time.Time) (*GroupDetail, error) {
 	creq := kmsg.NewPtrConsumerGroupDescribeRequest()
 	creq.Groups = []string{g.ID}
 	cresp, err := creq.RequestWith(ctx, cl)
@@ -277,6 +284,7 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail) 
 			}
 		}
 	}
+	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
 	var err2 error
 	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)

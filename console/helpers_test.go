@@ -35,6 +35,7 @@ func startNode(t testing.TB, secure bool) *node.Node {
 	t.Helper()
 	gcfg := group.Defaults()
 	gcfg.InitialRebalanceDelay = 0
+	gcfg.MinSessionTimeout = 500 * time.Millisecond
 	cfg := node.Config{
 		Listen:       "127.0.0.1:0",
 		Store:        memstore.New(),

@@ -1,17 +1,27 @@
 package console
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
 )
 
 // Event is one rebalance on a group page's timeline.
 type Event struct {
+	Seq        uint64
 	Time       time.Time
 	Generation int32
+	Outcome    string
 	Cause      string // what started it, in a few words
+	Kind       string // the cause's kind as the history names it
 	Detail     string // who and why
+	More       []string
+	Duration   time.Duration
 	Join, Sync time.Duration
 	Waited     []string // members waited for, slowest first
 	Evicted    []string
@@ -24,25 +34,168 @@ type Move struct {
 	Added, Removed []TopicParts
 	Changed        bool // other protocol types: the assignment bytes changed
 	Bytes          int
+	New            bool
 }
 
-// historyOf reads the rebalance history from a DescribeGroups answer, with
-// a note for the page when there is none.
-func historyOf(d *kmsg.DescribeGroupsResponseGroup) ([]Event, string) {
-	return nil, "This node records no rebalance history yet."
+// History is what a DescribeGroups answer says of a group's past
+// rebalances, its storm flag and what a rebalance in progress waits for.
+type History struct {
+	Events  []Event // newest first
+	Storm   bool
+	StormOf string // "12 rebalances in 5m0s (session timeout 8, ...)"
+	Waiting []string
+	Note    string // why there is no timeline
 }
 
-// requestHistory asks DescribeGroups for the rebalance history.
-func requestHistory(req *kmsg.DescribeGroupsRequest) {}
+// requestHistory asks DescribeGroups for every kept event.
+func requestHistory(req *kmsg.DescribeGroupsRequest) { group.RequestHistory(req, -1) }
 
-// summarize fills the groups-page columns that come from the history.
-func summarize(r *GroupRow, evs []Event, now time.Time) {
-	if len(evs) == 0 {
+// causeWords are the cause kinds as a person reads them.
+var causeWords = map[group.CauseKind]string{
+	group.CauseMemberJoined:        "member joined",
+	group.CauseMetadataChanged:     "metadata changed",
+	group.CauseSubscriptionChanged: "subscription changed",
+	group.CauseMemberLeft:          "member left",
+	group.CauseSessionTimeout:      "session timeout",
+	group.CauseRebalanceTimeout:    "rebalance timeout",
+	group.CauseSyncTimeout:         "sync timeout",
+	group.CauseLeaderNotSynced:     "leader never synced",
+	group.CauseStaticReplaced:      "static member replaced",
+	group.CauseAdmin:               "admin action",
+	group.CauseLoaded:              "group loaded",
+	group.CauseTopicsChanged:       "topics changed",
+	group.CauseOther:               "other",
+}
+
+func causeWord(k group.CauseKind) string {
+	if w, ok := causeWords[k]; ok {
+		return w
+	}
+	return strings.ReplaceAll(string(k), "_", " ")
+}
+
+// who names a member: client id, host, instance id, member id.
+func who(memberID, instanceID, clientID, host string) string {
+	var parts []string
+	if clientID != "" {
+		parts = append(parts, clientID)
+	}
+	if host != "" {
+		parts = append(parts, "on "+host)
+	}
+	if instanceID != "" {
+		parts = append(parts, "instance "+instanceID)
+	}
+	if memberID != "" {
+		parts = append(parts, "("+memberID+")")
+	}
+	return strings.Join(parts, " ")
+}
+
+func causeDetail(c group.Cause) string {
+	var parts []string
+	if w := who(c.MemberID, c.InstanceID, c.ClientID, c.ClientHost); w != "" {
+		parts = append(parts, w)
+	}
+	if c.Reason != "" {
+		parts = append(parts, "reason: "+c.Reason)
+	}
+	if c.LastHeartbeat != nil {
+		parts = append(parts, "last heartbeat "+c.LastHeartbeat.UTC().Format("15:04:05.000")+" UTC")
+	}
+	if len(c.Topics) > 0 {
+		parts = append(parts, "topics "+strings.Join(c.Topics, ", "))
+	}
+	if c.Detail != "" {
+		parts = append(parts, c.Detail)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func topicParts(tps []group.TopicPartitions) []TopicParts {
+	out := make([]TopicParts, 0, len(tps))
+	for _, tp := range tps {
+		out = append(out, TopicParts{Topic: tp.Topic, Partitions: sorted(tp.Partitions)})
+	}
+	return out
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// historyOf reads the history from a DescribeGroups answer.
+func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
+	doc, ok := group.HistoryTagOf(d)
+	if !ok {
+		return History{Note: "This node recorded no rebalance history for this group (a node without history, or an older version)."}
+	}
+	h := History{Storm: doc.Storm.Flagged}
+	if doc.Storm.Flagged {
+		var cs []string
+		for k, n := range doc.Storm.Causes {
+			cs = append(cs, fmt.Sprintf("%s %d", causeWord(k), n))
+		}
+		slices.Sort(cs)
+		h.StormOf = fmt.Sprintf("%d rebalances within %v (more than %d): %s", doc.Storm.Count, ms(doc.Storm.WindowMs), doc.Storm.Threshold, strings.Join(cs, ", "))
+	}
+	if w := doc.Waiting; w != nil {
+		for _, m := range w.Members {
+			line := fmt.Sprintf("%s has not completed %s since %s", who(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), m.Phase, m.Since.UTC().Format("15:04:05"))
+			if m.Deadline != nil {
+				line += "; evicted at " + m.Deadline.UTC().Format("15:04:05") + " if it does not"
+			}
+			h.Waiting = append(h.Waiting, line)
+		}
+	}
+	for i := len(doc.History) - 1; i >= 0; i-- {
+		e := doc.History[i]
+		ev := Event{Seq: e.Seq, Time: e.Start, Generation: e.Generation, Outcome: e.Outcome,
+			Cause: causeWord(e.Cause.Kind), Kind: string(e.Cause.Kind), Detail: causeDetail(e.Cause),
+			Duration: ms(e.DurationMs), Join: ms(e.JoinMs), Sync: ms(e.SyncMs), Evicted: e.Evicted}
+		for _, c := range e.MoreCauses {
+			ev.More = append(ev.More, causeWord(c.Kind)+": "+causeDetail(c))
+		}
+		for _, w := range e.WaitedFor {
+			s := fmt.Sprintf("%s (%s, %v)", w.MemberID, w.Phase, ms(w.WaitedMs))
+			if w.InstanceID != "" {
+				s = w.InstanceID + " " + s
+			}
+			if w.Evicted {
+				s += " evicted"
+			}
+			ev.Waited = append(ev.Waited, s)
+		}
+		for _, m := range e.Members {
+			if m.Decoded && len(m.Added) == 0 && len(m.Removed) == 0 && !m.New {
+				continue
+			}
+			if !m.Decoded && !m.Changed && !m.New {
+				continue
+			}
+			name := m.MemberID
+			if m.ClientID != "" {
+				name = m.ClientID + " " + m.MemberID
+			}
+			ev.Moves = append(ev.Moves, Move{Member: name, Added: topicParts(m.Added), Removed: topicParts(m.Removed),
+				Changed: !m.Decoded && m.Changed, Bytes: m.AssignmentBytes, New: m.New})
+		}
+		h.Events = append(h.Events, ev)
+	}
+	if len(h.Events) == 0 {
+		h.Note = "No rebalance recorded yet."
+	}
+	return h
+}
+
+// summarize fills the groups-page columns that come from the history:
+// the last rebalance and how many started within the last hour.
+func summarize(r *GroupRow, h History, now time.Time) {
+	r.Storm = h.Storm
+	if len(h.Events) == 0 {
 		return
 	}
 	r.HasHistory = true
 	n := 0
-	for _, e := range evs {
+	for _, e := range h.Events {
 		if e.Time.After(r.LastRebalance) {
 			r.LastRebalance = e.Time
 		}

@@ -1,0 +1,303 @@
+package console
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/internal/testchild"
+)
+
+// chromiumPath finds the browser: the Debian package's chromium (installed
+// by .ci/run). Under CI=true a missing browser fails the test; elsewhere
+// it skips with a message saying how to install it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (CI=true: the browser test must run); .ci/run installs the Debian package chromium")
+	}
+	t.Skip("chromium is not installed; apt-get install -y chromium to run the browser test")
+	return ""
+}
+
+// artifactDir is where screenshots go: $COHORT_ARTIFACTS, else a directory
+// under the system temporary directory; the path is logged.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("COHORT_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "cohort-artifacts")
+	}
+	dir = filepath.Join(dir, "console", t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// browser is one headless Chromium tab with the errors it reported.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	dir  string
+	mu   sync.Mutex
+	errs []string
+}
+
+// newBrowser starts Chromium; scripts false disables JavaScript in the tab.
+func newBrowser(t *testing.T, ctx context.Context, path, dir string, scripts bool) *browser {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox)
+	}
+	actx, cancelA := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelB := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelB(); cancelA() })
+	b := &browser{t: t, ctx: bctx, dir: dir}
+	// Console starts the browser and subscribes before any page loads:
+	// calls of console.error, uncaught exceptions and browser log errors
+	// (a refused script or style, a failed load) are all recorded.
+	msgs := chromedp.Console(bctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError {
+				b.mu.Lock()
+				b.errs = append(b.errs, m.String()+" "+m.URL)
+				b.mu.Unlock()
+			}
+		}
+	}()
+	if !scripts {
+		if _, err := chromedp.Call(bctx, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true}); err != nil {
+			t.Fatalf("disabling scripts: %v", err)
+		}
+	}
+	return b
+}
+
+// html loads url and returns the page's HTML as the browser built it.
+func (b *browser) html(url string) string {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(url)); err != nil {
+		b.t.Fatalf("loading %s: %v", url, err)
+	}
+	s, err := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		b.t.Fatalf("reading %s: %v", url, err)
+	}
+	return s
+}
+
+// text is what a person reads in the element matching sel.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("reading %s: %v", sel, err)
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// until reloads url until ok accepts the page's HTML, for at most 20 s.
+func (b *browser) until(what, url string, ok func(html string) bool) string {
+	b.t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(150 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		h := b.html(url)
+		if ok(h) {
+			return h
+		}
+		select {
+		case <-deadline.C:
+			b.screenshot("timeout")
+			b.t.Fatalf("waiting for %s on %s: none in 20s; last page:\n%s", what, url, h)
+		case <-tick.C:
+		}
+	}
+}
+
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	p := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", p)
+}
+
+func (b *browser) noErrors() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.errs {
+		b.t.Errorf("browser reported an error: %s", e)
+	}
+}
+
+// TestBrowserDuringRebalance drives headless Chromium against a live node
+// while a group of three franz-go consumers rebalances: one consumer is a
+// child process that is SIGKILLed (it never leaves), and one survivor holds
+// the rebalance open in its revoke callback until the test has looked. A
+// person sees the group Stable with 3 members, then PreparingRebalance
+// after the kill, then Stable with the 2 survivors holding all 6
+// partitions; the same pages are read with scripts disabled, and neither
+// tab reports an error.
+func TestBrowserDuringRebalance(t *testing.T) {
+	path := chromiumPath(t)
+	dir := artifactDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n := startNode(t, false)
+	adm := kadm.NewClient(kafkaClient(t, n, false))
+	if _, err := adm.CreateTopic(ctx, 6, 1, nil, "events"); err != nil {
+		t.Fatal(err)
+	}
+	const grp = "web-app"
+	// The victim: a child process with a short session.
+	child, out := testchild.Start(t, childEnv+"="+strings.Join([]string{n.Addr(), grp, "events", "victim", "1500ms"}, ","))
+	// The survivors: long sessions so only the victim expires; "slow"
+	// holds the next rebalance open until release is closed.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	var armed atomic.Bool // hold only the rebalance that follows the kill
+	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
+	for _, id := range []string{"fast", "slow"} {
+		opts := []kgo.Opt{kgo.ConsumerGroup(grp), kgo.ConsumeTopics("events"), kgo.ClientID(id),
+			kgo.SessionTimeout(30 * time.Second), kgo.HeartbeatInterval(200 * time.Millisecond),
+			kgo.Balancers(kgo.RangeBalancer())}
+		if id == "slow" {
+			opts = append(opts, kgo.OnPartitionsRevoked(func(context.Context, *kgo.Client, map[string][]int32) {
+				if !armed.Load() {
+					return
+				}
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}))
+		}
+		cl := kafkaClient(t, n, false, opts...)
+		go func() {
+			for ctx.Err() == nil {
+				if cl.PollFetches(ctx).IsClientClosed() {
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		for out.Scan() {
+			t.Logf("victim: %s", out.Text())
+		}
+	}()
+
+	js := newBrowser(t, ctx, path, dir, true)
+	nojs := newBrowser(t, ctx, path, dir, false)
+	base := "http://" + n.HTTPAddr() + "/console/"
+	groupURL := base + "groups/" + grp
+
+	// 1. Three members, Stable.
+	js.until("3 members, Stable", groupURL, func(h string) bool {
+		return strings.Contains(h, `id="state">Stable<`) && strings.Contains(h, `id="member-count">3<`)
+	})
+	if got := js.text("#state"); got != "Stable" {
+		t.Errorf("state reads %q", got)
+	}
+	for _, id := range []string{"victim", "fast", "slow"} {
+		if !strings.Contains(js.text("#members"), id) {
+			t.Errorf("members table lacks client %s", id)
+		}
+	}
+	js.screenshot("1-group-stable-3-members")
+	js.html(base)
+	row := js.text(`#groups tr[data-group="` + grp + `"]`)
+	if !strings.Contains(row, "Stable") || !strings.Contains(row, " 3 ") {
+		t.Errorf("groups page row: %q, want Stable with 3 members", row)
+	}
+	js.screenshot("1-groups-stable")
+
+	// 2. SIGKILL the victim: its session expires, the group rebalances and
+	// "slow" holds it open.
+	armed.Store(true)
+	child.Kill()
+	js.until("PreparingRebalance", groupURL, func(h string) bool {
+		return strings.Contains(h, `id="state">PreparingRebalance<`)
+	})
+	js.screenshot("2-group-rebalancing")
+	if m := js.text("#members"); strings.Contains(m, "victim") {
+		t.Errorf("the killed member is still listed during the rebalance: %q", m)
+	}
+	h := nojs.html(groupURL)
+	if !strings.Contains(h, `id="state">PreparingRebalance<`) {
+		t.Errorf("without scripts, the group page does not show PreparingRebalance:\n%s", h)
+	}
+	nojs.screenshot("2-group-rebalancing-noscript")
+	js.html(base + "?state=PreparingRebalance")
+	if row := js.text(`#groups tr[data-group="` + grp + `"]`); !strings.Contains(row, "PreparingRebalance") {
+		t.Errorf("groups page filtered on PreparingRebalance: %q", row)
+	}
+	js.screenshot("2-groups-rebalancing")
+
+	// 3. Release: Stable with the two survivors holding all 6 partitions.
+	releaseOnce.Do(func() { close(release) })
+	js.until("Stable with 2 members", groupURL, func(h string) bool {
+		return strings.Contains(h, `id="state">Stable<`) && strings.Contains(h, `id="member-count">2<`) &&
+			strings.Count(h, "<b>events</b>") == 2
+	})
+	members := js.text("#members")
+	if !strings.Contains(members, "fast") || !strings.Contains(members, "slow") || strings.Contains(members, "victim") {
+		t.Errorf("members after the rebalance: %q", members)
+	}
+	js.screenshot("3-group-stable-2-members")
+	checkTimeline(t, js, groupURL, "victim")
+	js.screenshot("3-group-timeline")
+
+	// The same pages without scripts: everything is in the HTML, and the
+	// script-made refresh control is absent.
+	for _, u := range []string{base, groupURL, base + "topics", base + "?state=Stable&sort=members&desc=1"} {
+		h := nojs.html(u)
+		if strings.Contains(h, `id="auto-refresh"`) {
+			t.Errorf("%s: the refresh control exists with scripts disabled", u)
+		}
+		if !strings.Contains(h, grp) && !strings.Contains(u, "topics") {
+			t.Errorf("%s without scripts lacks the group:\n%s", u, h)
+		}
+	}
+	if !strings.Contains(nojs.html(groupURL), `id="member-count">2<`) {
+		t.Errorf("without scripts, the group page does not show 2 members")
+	}
+	nojs.screenshot("3-group-noscript")
+	if !strings.Contains(js.html(groupURL), `id="auto-refresh"`) {
+		t.Errorf("with scripts, the progressive refresh control is missing (script blocked?)")
+	}
+	js.noErrors()
+	nojs.noErrors()
+}

@@ -1,0 +1,110 @@
+package console
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+)
+
+// checkTimeline asserts the group page's rebalance timeline after the
+// kill of the consumer whose client id is victim (see
+// TestBrowserDuringRebalance): the newest entry that names the victim
+// is a session timeout. A node that records no history says so on the
+// page, and then only that note is checked.
+func checkTimeline(t *testing.T, b *browser, url, victim string) {
+	t.Helper()
+	h := b.html(url)
+	if strings.Contains(h, `id="timeline-empty"`) && strings.Contains(h, "recorded no rebalance history") {
+		t.Logf("the node records no rebalance history yet: the timeline shows the note %q", b.text("#timeline-empty"))
+		return
+	}
+	h = b.until("the kill on the timeline", url, func(h string) bool {
+		return strings.Contains(h, `data-cause="session_timeout"`)
+	})
+	entry := b.text(`#timeline li[data-cause="session_timeout"]`)
+	if !strings.Contains(entry, "session timeout") || !strings.Contains(entry, victim) {
+		t.Errorf("the timeline entry of the kill reads %q; want the cause session timeout naming %s", entry, victim)
+	}
+	if first := b.text(`#timeline > li`); !strings.Contains(first, "session timeout") {
+		t.Errorf("the newest timeline entry is %q, want the kill's session timeout", first)
+	}
+	if strings.Contains(h, `id="timeline-empty"`) {
+		t.Errorf("the page has both a timeline and the no-history note")
+	}
+}
+
+// TestTimelineRendering: a HistoryDoc as the node sends it becomes the
+// group page's timeline: newest first, the cause in words with the member,
+// its last heartbeat, the phases, who was waited for, the evicted member
+// and the partitions each member gained and lost; a storm is flagged and
+// what a rebalance in progress waits for is listed.
+func TestTimelineRendering(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	hb := t0.Add(-2 * time.Second)
+	deadline := t0.Add(time.Minute)
+	doc := &group.HistoryDoc{Version: group.HistoryDocVersion, Group: "g", Type: "classic", State: "PreparingRebalance",
+		History: []group.RebalanceEvent{
+			{Seq: 1, Generation: 1, Start: t0.Add(-time.Minute), Outcome: "stable", Cause: group.Cause{Kind: group.CauseMemberJoined, ClientID: "a", MemberID: "a-1", Reason: "need to re-join"},
+				Members: []group.MemberChange{{MemberID: "a-1", ClientID: "a", Decoded: true, New: true, Added: []group.TopicPartitions{{Topic: "t", Partitions: []int32{1, 0}}}}}},
+			{Seq: 2, Generation: 2, Start: t0, Outcome: "stable", DurationMs: 1500, JoinMs: 1200, SyncMs: 300,
+				Cause:     group.Cause{Kind: group.CauseSessionTimeout, ClientID: "victim", ClientHost: "/10.0.0.7", MemberID: "victim-1", LastHeartbeat: &hb},
+				WaitedFor: []group.Wait{{MemberID: "slow-1", Phase: "join", WaitedMs: 1200}},
+				Evicted:   []string{"victim-1"},
+				Members: []group.MemberChange{
+					{MemberID: "a-1", ClientID: "a", Decoded: true, Added: []group.TopicPartitions{{Topic: "t", Partitions: []int32{2}}}},
+					{MemberID: "b-1", ClientID: "b", Decoded: true}, // unchanged: not listed
+				}},
+		},
+		Storm:   group.StormStatus{Flagged: true, Count: 12, Threshold: 10, WindowMs: 300000, Causes: map[group.CauseKind]int{group.CauseSessionTimeout: 12}},
+		Waiting: &group.Waiting{State: "PreparingRebalance", Since: t0, Members: []group.WaitingMember{{MemberID: "slow-1", ClientID: "slow", Phase: "join", Since: t0, Deadline: &deadline}}},
+	}
+	var d kmsg.DescribeGroupsResponseGroup
+	if err := group.SetHistoryTag(&d, doc); err != nil {
+		t.Fatal(err)
+	}
+	h := historyOf(&d)
+	if len(h.Events) != 2 || h.Events[0].Seq != 2 || !h.Storm || len(h.Waiting) != 1 {
+		t.Fatalf("history %+v", h)
+	}
+	var row GroupRow
+	summarize(&row, h, t0.Add(30*time.Minute))
+	if !row.HasHistory || !row.LastRebalance.Equal(t0) || row.RebalancesPerHour != 2 || !row.Storm {
+		t.Errorf("summary %+v", row)
+	}
+	c := New(nil, nil, nil)
+	var b strings.Builder
+	g := &GroupDetail{GroupRow: GroupRow{ID: "g", State: "PreparingRebalance", Type: "classic", Generation: 2}, History: h}
+	if err := c.tmpl["group"].Execute(&b, pageData{Title: "Group g", Body: struct {
+		G         *GroupDetail
+		OffsetErr string
+	}{G: g}}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	first := page[strings.Index(page, `<ol class="timeline"`):]
+	first = first[:strings.Index(first, "</li>\n")]
+	for _, want := range []string{`data-cause="session_timeout"`, "#2", "generation 2", "session timeout", "victim on /10.0.0.7 (victim-1)",
+		"last heartbeat 17:59:58.000 UTC", "took 1.5s (join 1.2s, sync 300ms)", "waited for slow-1 (join, 1.2s)", "evicted victim-1",
+		`<span class="added">+t 2</span>`} {
+		if !strings.Contains(first, want) {
+			t.Errorf("the newest timeline entry lacks %q:\n%s", want, first)
+		}
+	}
+	if strings.Contains(first, "b b-1") {
+		t.Errorf("an unchanged member is listed as moved")
+	}
+	for _, want := range []string{`id="storm"`, "12 rebalances within 5m0s (more than 10): session timeout 12", `id="waiting"`,
+		"slow (slow-1) has not completed join since 18:00:00; evicted at 18:01:00", "member joined", "reason: need to re-join", "+t 0,1"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the group page lacks %q", want)
+		}
+	}
+	// No history tag: the note says so.
+	if h := historyOf(&kmsg.DescribeGroupsResponseGroup{}); len(h.Events) != 0 || !strings.Contains(h.Note, "no rebalance history") {
+		t.Errorf("without the tag: %+v", h)
+	}
+}
