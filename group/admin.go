@@ -167,7 +167,7 @@ func (g *Group) appendDeletion(recs []rec) []rec {
 	if g.persisted || g.cg == nil {
 		recs = append(recs, groupTombstone(g.id))
 	}
-	return recs
+	return g.s.historyTombstones(g.id, recs)
 }
 
 // empty reports whether the group has no members (of either protocol).

@@ -292,12 +292,23 @@ var apiTable = []API{
 			}
 			return resp
 		},
-		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
+		Serve: func(s *Shard, now time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
 			q := r.(*kmsg.DescribeGroupsRequest)
 			resp := kmsg.NewPtrDescribeGroupsResponse()
 			resp.Version = q.Version
+			n, hist := HistoryRequested(q)
 			for _, id := range q.Groups {
-				resp.Groups = append(resp.Groups, s.DescribeGroup(id, q.Version, q.IncludeAuthorizedOperations))
+				d := s.DescribeGroup(id, q.Version, q.IncludeAuthorizedOperations)
+				if hist {
+					// HistoryTag: asked for; consumer-protocol groups
+					// carry it too (they answer as missing otherwise).
+					if doc, ok := s.HistoryDoc(id, int(n), now); ok {
+						if err := SetHistoryTag(&d, doc); err != nil {
+							s.logf("group %q: history: %v", id, err)
+						}
+					}
+				}
+				resp.Groups = append(resp.Groups, d)
 			}
 			out.reply(t, resp)
 		},

@@ -125,6 +125,11 @@ type Group struct {
 	// cg is the consumer-protocol (KIP-848) state of a consumer group; nil
 	// for classic groups (and groups that only hold offsets).
 	cg *consumerGroup
+
+	// rb follows the rebalance in progress (historyrec.go); loaded: the
+	// group was restored from the store and has not rebalanced since.
+	rb     *rbTracker
+	loaded bool
 }
 
 func (s *Shard) newGroup(id string, now time.Time) *Group {
@@ -356,6 +361,7 @@ func (g *Group) dropMember(m *member, out *Output) {
 
 // prepareRebalance opens the join barrier (docs/group-semantics.md §join.prepare).
 func (g *Group) prepareRebalance(now time.Time, out *Output) {
+	g.rbPrepare(now)
 	if g.state == CompletingRebalance {
 		for _, m := range g.members {
 			m.assignment = nil
@@ -431,6 +437,8 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 	for i := 0; i < len(g.members); {
 		m := g.members[i]
 		if m.join == nil && m.instanceID == "" {
+			g.note(causeOf(CauseRebalanceTimeout, now, m))
+			g.rbEvict(m, "join", now)
 			g.dropMember(m, out)
 			continue
 		}
@@ -461,6 +469,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		g.leader = ""
 		g.transition(Empty, now)
 		g.subscribed = nil
+		g.rbFinish(now, "empty", out)
 		// Persist the empty generation; a failure is only logged (Kafka).
 		g.persistMetadata(out, func(_ time.Time, code int16, _ *Output) {
 			if code != ErrNone {
@@ -473,6 +482,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 	g.protocol = g.selectProtocol()
 	g.transition(CompletingRebalance, now)
 	g.updateSubscribed()
+	g.rbJoinDone(now)
 
 	var leaderMembers []kmsg.JoinGroupResponseMember
 	for _, m := range g.members {
@@ -505,6 +515,12 @@ func (g *Group) onSyncTimeout(now time.Time, gen int32, out *Output) {
 	}
 	for _, m := range append([]*member(nil), g.members...) {
 		if _, ok := g.pendingSync[m.id]; ok {
+			kind := CauseSyncTimeout
+			if m.id == g.leader {
+				kind = CauseLeaderNotSynced
+			}
+			g.note(causeOf(kind, now, m))
+			g.rbEvict(m, "sync", now)
 			g.dropMember(m, out)
 		}
 	}
@@ -520,6 +536,18 @@ func (g *Group) onSessionExpired(now time.Time, m *member, out *Output) {
 		// Parked members count as alive; join completion or the sync
 		// timer re-arms or evicts them.
 		return
+	}
+	c := causeOf(CauseSessionTimeout, now, m)
+	timeout := m.sessionTimeout
+	if m.isNew {
+		timeout = g.s.cfg.NewMemberJoinTimeout
+		c.Detail = "new member did not complete its join"
+	}
+	last := now.Add(-timeout)
+	c.LastHeartbeat = &last
+	g.note(c)
+	if g.state == PreparingRebalance || g.state == CompletingRebalance {
+		g.rbEvict(m, "session", now)
 	}
 	g.removeMember(now, m, out)
 }

@@ -53,6 +53,9 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 		// KIP-389: over group.max.size. A known member is evicted so that
 		// a group above a lowered limit shrinks (KAFKA-9885).
 		if m := g.byID[req.MemberID]; m != nil {
+			c := causeOf(CauseOther, now, m)
+			c.Detail = "evicted: group.max.size"
+			g.note(c)
 			g.removeMember(now, m, out)
 		} else if pt, ok := g.pending[req.MemberID]; ok {
 			s.cancel(pt)
@@ -216,7 +219,11 @@ func (g *Group) addMemberAndRebalance(now time.Time, j *joinReq, id string, out 
 		isNew:            true,
 	}
 	g.addMember(m, j.req.ProtocolType)
+	c := causeOf(CauseMemberJoined, now, m)
+	c.Reason = reasonOf(j.req.Reason)
+	g.note(c)
 	g.park(m, j.t, j.v, out)
+	g.rbJoined(now, m)
 	g.s.arm(m.session, now.Add(g.s.cfg.NewMemberJoinTimeout))
 	if g.state == PreparingRebalance && g.initialDelay {
 		g.newMemberAdded = true
@@ -229,10 +236,30 @@ func (g *Group) addMemberAndRebalance(now time.Time, j *joinReq, id string, out 
 }
 
 func (g *Group) updateMemberAndRebalance(now time.Time, m *member, j *joinReq, out *Output) {
+	g.updateMemberAndRebalanceFor(now, m, j, nil, out)
+}
+
+// updateMemberAndRebalanceFor is updateMemberAndRebalance with the cause to
+// record (nil: the member's rejoin, a cause unless the group is already
+// preparing a rebalance and its metadata did not change).
+func (g *Group) updateMemberAndRebalanceFor(now time.Time, m *member, j *joinReq, cause *Cause, out *Output) {
+	changed := !m.matches(j.req.Protocols)
 	g.setProtocols(m, cloneProtocols(j.req.Protocols))
 	m.sessionTimeout, m.rebalanceTimeout = j.session, j.rebalance
 	m.clientID, m.clientHost = j.c.ID, j.c.Host
+	switch {
+	case cause != nil:
+		g.note(*cause)
+	case g.state != PreparingRebalance || changed:
+		c := causeOf(CauseMetadataChanged, now, m)
+		c.Reason = reasonOf(j.req.Reason)
+		if !changed {
+			c.Detail = "the leader rejoined"
+		}
+		g.note(c)
+	}
 	g.park(m, j.t, j.v, out)
+	g.rbJoined(now, m)
 	if g.canRebalance() {
 		g.prepareRebalance(now, out)
 	} else {
@@ -274,10 +301,12 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 	m.clientID, m.clientHost = j.c.ID, j.c.Host
 	g.s.arm(m.session, now.Add(m.sessionTimeout))
 
+	sc := causeOf(CauseStaticReplaced, now, m)
+	sc.Reason, sc.Detail = reasonOf(j.req.Reason), "replaced member "+oldID
 	switch g.state {
 	case Stable:
 		if g.selectProtocol() != oldProtocol {
-			g.updateMemberAndRebalance(now, m, j, out)
+			g.updateMemberAndRebalanceFor(now, m, j, &sc, out)
 			return
 		}
 		// Same protocol: no rebalance, but the new id must be durable
@@ -311,9 +340,9 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 		})
 	case CompletingRebalance:
 		// The leader may hold the old id: start over.
-		g.updateMemberAndRebalance(now, m, j, out)
+		g.updateMemberAndRebalanceFor(now, m, j, &sc, out)
 	default: // PreparingRebalance
-		g.updateMemberAndRebalance(now, m, j, out)
+		g.updateMemberAndRebalanceFor(now, m, j, &sc, out)
 	}
 }
 

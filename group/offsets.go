@@ -421,6 +421,7 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			if g.persisted {
 				recs = append(recs, groupTombstone(g.id))
 			}
+			recs = s.historyTombstones(g.id, recs)
 		}
 		if len(recs) == 0 { // a never-persisted empty group
 			delete(s.groups, g.id)

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -91,6 +93,8 @@ type rec struct {
 	off   offset         // keyOffset value
 	img   *groupImage    // keyGroup value
 	c     *crec          // consumer-group records (crecords.go)
+	ev    *RebalanceEvent // keyHistory value (historyrec.go)
+	seq   uint64          // keyHistory: the event's number
 }
 
 // isConsumer reports whether the record belongs to a consumer-protocol group.
@@ -149,6 +153,8 @@ func (r *rec) encode() Record {
 		return r.encodeConsumer()
 	}
 	switch r.kind {
+	case keyHistory:
+		return r.encodeHistory()
 	case keyGroup:
 		if r.del {
 			return Record{Key: groupKey(r.group)}
@@ -282,6 +288,9 @@ func decode(key, value []byte) (r rec, ok bool, err error) {
 	case keyCGroup, keyCMember, keyCTMeta, keyCTarget, keyCCurrent:
 		r, err = decodeConsumer(key, value)
 		return r, err == nil, err
+	case keyHistory:
+		r, err = decodeHistory(key, value)
+		return r, err == nil, err
 	case keyGroup:
 		r = rec{kind: keyGroup, group: string(key[1:]), del: value == nil}
 		if !r.del {
@@ -362,6 +371,10 @@ func (s *Shard) replay(r *rec, load bool) {
 		s.replayConsumer(r)
 		return
 	}
+	if r.kind == keyHistory {
+		s.replayHistory(r)
+		return
+	}
 	g := s.groups[r.group]
 	switch {
 	case r.kind == keyOffset && r.del:
@@ -385,6 +398,7 @@ func (s *Shard) replay(r *rec, load bool) {
 			g = s.newGroup(r.group, time.Time{})
 		}
 		g.restore(r.img)
+		g.loaded = true
 	case g != nil:
 		g.persisted = true
 		if g.generation == r.img.generation && g.state == CompletingRebalance {
@@ -426,6 +440,9 @@ func (g *Group) restore(img *groupImage) {
 // evicted), groups without members Empty; a group above the size limit
 // rebalances.
 func (s *Shard) FinishLoad(now time.Time, out *Output) {
+	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
+		s.evalStorm(id, now)
+	}
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
 		if cg := g.cg; cg != nil {
@@ -456,6 +473,9 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 			s.arm(m.session, now.Add(m.sessionTimeout))
 		}
 		if s.cfg.MaxSize > 0 && len(g.members) > s.cfg.MaxSize {
+			c := causeOf(CauseLoaded, now, nil)
+			c.Detail = "loaded above group.max.size"
+			g.note(c)
 			g.prepareRebalance(now, out)
 		}
 	}

@@ -67,6 +67,8 @@ type Shard struct {
 	cfg    Config
 	rand   io.Reader
 	groups map[string]*Group
+	// hist holds the rebalance history of groups (historyrec.go).
+	hist map[string]*ghist
 
 	timers   timerHeap
 	timerSeq uint64
@@ -90,6 +92,7 @@ func NewShard(cfg Config, rand io.Reader) *Shard {
 		cfg:    cfg.withDefaults(),
 		rand:   rand,
 		groups: make(map[string]*Group),
+		hist:   make(map[string]*ghist),
 		writes: make(map[uint64]pendingWrite),
 	}
 }
@@ -250,6 +253,7 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		}
 	}
 	s.groups = make(map[string]*Group)
+	s.hist = make(map[string]*ghist)
 }
 
 // timer is one armed deadline. Timers are owned by groups and members and

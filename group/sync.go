@@ -59,6 +59,7 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 		}
 		m.sync = &parked{t, v}
 		delete(g.pendingSync, m.id)
+		g.rbSynced(now, m)
 		if m.id == g.leader && !g.syncWriting {
 			g.takeAssignment(now, req.GroupAssignment, out)
 		}
@@ -100,6 +101,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 					g.s.arm(m.session, now.Add(m.sessionTimeout)) // see prepareRebalance
 				}
 			}
+			g.note(Cause{Kind: CauseOther, At: now, Detail: "storing the assignment failed"})
 			g.prepareRebalance(now, out)
 			return
 		}
@@ -113,6 +115,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 		for _, m := range g.members {
 			g.s.arm(m.session, now.Add(m.sessionTimeout))
 		}
+		g.rbFinish(now, "stable", out)
 	})
 }
 
@@ -207,7 +210,7 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		case g.cg != nil:
 			rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
 		default:
-			rm.ErrorCode = g.leave(now, id.MemberID, strOr(id.InstanceID), out)
+			rm.ErrorCode = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
 		}
 		r.Members = append(r.Members, rm)
 	}
@@ -217,13 +220,16 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 	}
 }
 
-func (g *Group) leave(now time.Time, memberID, instanceID string, out *Output) int16 {
+func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) int16 {
 	if memberID == "" && instanceID != "" {
 		// Admin removal of a static member by instance id: no fencing check.
 		id, ok := g.static[instanceID]
 		if !ok {
 			return ErrUnknownMemberID
 		}
+		c := causeOf(CauseAdmin, now, g.byID[id])
+		c.Detail, c.Reason = "remove_members", reason
+		g.note(c)
 		g.removeMember(now, g.byID[id], out)
 		return ErrNone
 	}
@@ -237,6 +243,9 @@ func (g *Group) leave(now time.Time, memberID, instanceID string, out *Output) i
 	if code != ErrNone {
 		return code
 	}
+	c := causeOf(CauseMemberLeft, now, m)
+	c.Reason = reason
+	g.note(c)
 	g.removeMember(now, m, out)
 	return ErrNone
 }

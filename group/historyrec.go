@@ -1,0 +1,563 @@
+package group
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// How the shard records rebalances (docs/history.md).
+//
+// A classic group's rebalance starts when the group leaves Stable, Empty or
+// CompletingRebalance for PreparingRebalance and ends when it is Stable again
+// (the leader's assignment is durable) or Empty: one RebalanceEvent, however
+// many times the join phase restarts on the way. The first trigger is its
+// Cause; triggers while it is in progress (a member leaving, timing out or
+// changing its metadata) are MoreCauses. The tracker below is memory only: a
+// rebalance cut short by an unload is not recorded (the group is loaded
+// Stable, and a rebalance it then starts names CauseLoaded).
+//
+// The completed event is a record of its own kind (keyHistory), written like
+// any other record and applied by replay once durable and on load, so the
+// history survives a restart and a failover. The shard keeps the history
+// apart from the groups (Shard.hist), so that a record of history never makes
+// a group exist.
+
+// keyHistory: 0x09, uvarint len + group id, uint64 seq (big endian). Value:
+// uint16 version (0), then the RebalanceEvent as JSON.
+const (
+	keyHistory          byte   = 0x09
+	historyValueVersion uint16 = 0
+)
+
+func historyKey(group string, seq uint64) []byte {
+	k := make([]byte, 0, 1+binary.MaxVarintLen64+len(group)+8)
+	k = append(k, keyHistory)
+	k = appendString(k, group)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// ghist is one group's history: events sorted by Seq, at most HistorySize.
+type ghist struct {
+	events  []RebalanceEvent
+	nextSeq uint64 // every stored seq is below it
+	flagged bool   // the storm flag last reported (OnStorm)
+	timer   *timer // re-evaluates the storm flag when the window slides
+}
+
+// rbTracker follows the rebalance in progress of a classic group.
+type rbTracker struct {
+	start      time.Time
+	fromGen    int32
+	cause      Cause
+	more       []Cause
+	phaseStart time.Time // start of the current join or sync phase
+	syncing    bool      // in the sync phase
+	joinMs     int64
+	syncMs     int64
+	joinedAt   map[string]time.Time // first JoinGroup of each member this phase
+	syncedAt   map[string]time.Time
+	joinWaits  map[string]Wait // the last join phase's waits
+	syncWaits  map[string]Wait
+	evicted    []string
+	before     map[string][]byte // member id -> assignment before
+	beforeInst map[string]string // instance id -> member id before (static renames)
+}
+
+// cause builds a Cause about member m (nil: none).
+func causeOf(kind CauseKind, now time.Time, m *member) Cause {
+	c := Cause{Kind: kind, At: now}
+	if m != nil {
+		c.MemberID, c.InstanceID, c.ClientID, c.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+	}
+	return c
+}
+
+// note records a trigger: it starts the group's rebalance event if none is in
+// progress, else it is one more cause of the one in progress.
+func (g *Group) note(c Cause) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	if g.rb != nil {
+		if len(g.rb.more) < 64 {
+			g.rb.more = append(g.rb.more, c)
+		}
+		return
+	}
+	if g.loaded && c.Kind == CauseMetadataChanged {
+		// The first rejoin after a load: a loaded member knows only the
+		// selected protocol, so its full list reads as a change.
+		c.Kind, c.Detail = CauseLoaded, "member rejoined after the group was loaded"
+	}
+	g.loaded = false
+	rb := &rbTracker{start: c.At, fromGen: g.generation, cause: c, phaseStart: c.At,
+		joinedAt: map[string]time.Time{}, syncedAt: map[string]time.Time{},
+		before: make(map[string][]byte, len(g.members)), beforeInst: map[string]string{}}
+	for _, m := range g.members {
+		rb.before[m.id] = m.assignment
+		if m.instanceID != "" {
+			rb.beforeInst[m.instanceID] = m.id
+		}
+	}
+	g.rb = rb
+}
+
+// rbJoined records a member's JoinGroup during the join phase.
+func (g *Group) rbJoined(now time.Time, m *member) {
+	if rb := g.rb; rb != nil && !rb.syncing {
+		if _, ok := rb.joinedAt[m.id]; !ok {
+			rb.joinedAt[m.id] = now
+		}
+	}
+}
+
+// rbSynced records a member's SyncGroup during the sync phase.
+func (g *Group) rbSynced(now time.Time, m *member) {
+	if rb := g.rb; rb != nil && rb.syncing {
+		if _, ok := rb.syncedAt[m.id]; !ok {
+			rb.syncedAt[m.id] = now
+		}
+	}
+}
+
+// rbEvict records members removed during the rebalance.
+func (g *Group) rbEvict(m *member, phase string, now time.Time) {
+	rb := g.rb
+	if rb == nil {
+		return
+	}
+	rb.evicted = append(rb.evicted, m.id)
+	w := Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: now.Sub(rb.phaseStart).Milliseconds(), Evicted: true}
+	if phase == "sync" {
+		if rb.syncWaits == nil {
+			rb.syncWaits = map[string]Wait{}
+		}
+		rb.syncWaits[m.id] = w
+	} else {
+		if rb.joinWaits == nil {
+			rb.joinWaits = map[string]Wait{}
+		}
+		rb.joinWaits[m.id] = w
+	}
+}
+
+// rbPrepare: the join phase (re)starts (prepareRebalance).
+func (g *Group) rbPrepare(now time.Time) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	if g.rb == nil {
+		g.note(Cause{Kind: CauseOther, At: now})
+	}
+	rb := g.rb
+	if rb.syncing {
+		rb.syncMs += now.Sub(rb.phaseStart).Milliseconds()
+		rb.syncing = false
+	}
+	rb.phaseStart = now
+	clear(rb.joinedAt)
+	rb.joinWaits = nil
+	for _, m := range g.members {
+		if m.join != nil { // already parked (the member whose join started it)
+			rb.joinedAt[m.id] = now
+		}
+	}
+}
+
+// rbJoinDone: the join barrier completed with members (CompletingRebalance).
+func (g *Group) rbJoinDone(now time.Time) {
+	rb := g.rb
+	if rb == nil {
+		return
+	}
+	rb.joinMs += now.Sub(rb.phaseStart).Milliseconds()
+	rb.joinWaits = g.phaseWaits(rb.phaseStart, now, "join", rb.joinedAt, rb.joinWaits)
+	rb.syncing = true
+	rb.phaseStart = now
+	clear(rb.syncedAt)
+	rb.syncWaits = map[string]Wait{}
+}
+
+// phaseWaits adds to waits how long the phase that ends at now waited for
+// each member (arrived: when each came; a member that did not, all of it).
+func (g *Group) phaseWaits(start, now time.Time, phase string, arrived map[string]time.Time, waits map[string]Wait) map[string]Wait {
+	if waits == nil {
+		waits = map[string]Wait{}
+	}
+	for _, m := range g.members {
+		at, ok := arrived[m.id]
+		if !ok {
+			at = now
+		}
+		waits[m.id] = Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: at.Sub(start).Milliseconds()}
+	}
+	return waits
+}
+
+// rbFinish completes the event: the group is Stable (or Empty).
+func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
+	rb := g.rb
+	if rb == nil {
+		return
+	}
+	g.rb = nil
+	if rb.syncing {
+		rb.syncMs += now.Sub(rb.phaseStart).Milliseconds()
+		rb.syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, rb.syncWaits)
+	} else {
+		rb.joinMs += now.Sub(rb.phaseStart).Milliseconds()
+	}
+	ev := RebalanceEvent{Group: g.id, Type: "classic", ProtocolType: g.protocolType,
+		FromGeneration: rb.fromGen, Generation: g.generation, Start: rb.start, End: now, Outcome: outcome,
+		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
+		JoinMs: rb.joinMs, SyncMs: rb.syncMs, Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted}
+	for _, ws := range []map[string]Wait{rb.joinWaits, rb.syncWaits} {
+		for _, w := range ws {
+			ev.WaitedFor = append(ev.WaitedFor, w)
+		}
+	}
+	sort.Slice(ev.WaitedFor, func(i, j int) bool {
+		a, b := ev.WaitedFor[i], ev.WaitedFor[j]
+		if a.WaitedMs != b.WaitedMs {
+			return a.WaitedMs > b.WaitedMs
+		}
+		if a.Phase != b.Phase {
+			return a.Phase < b.Phase
+		}
+		return a.MemberID < b.MemberID
+	})
+	decode := g.protocolType == "consumer"
+	for _, m := range g.members {
+		prevID := m.id
+		prev, had := rb.before[m.id]
+		if !had && m.instanceID != "" {
+			if id, ok := rb.beforeInst[m.instanceID]; ok {
+				prevID = id
+				prev, had = rb.before[id]
+			}
+		}
+		_ = prevID
+		mc := MemberChange{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			AssignmentBytes: len(m.assignment), Changed: !bytes.Equal(prev, m.assignment), New: !had}
+		if decode {
+			after, ok1 := parseAssignment(m.assignment)
+			before, ok2 := tpset{}, true
+			if len(prev) > 0 {
+				before, ok2 = parseAssignment(prev)
+			}
+			if ok1 && ok2 {
+				mc.Decoded = true
+				mc.Partitions = after.size()
+				mc.Added, mc.Removed = diffSets(before, after), diffSets(after, before)
+			}
+		}
+		ev.Members = append(ev.Members, mc)
+	}
+	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].MemberID < ev.Members[j].MemberID })
+	g.s.recordEvent(ev, out)
+}
+
+// diffSets returns the partitions of a that are not in b, by topic.
+func diffSets(a, b tpset) []TopicPartitions {
+	var out []TopicPartitions
+	for _, t := range a.topics() {
+		var ps []int32
+		for _, p := range a[t] {
+			if !b.has(t, p) {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) > 0 {
+			slices.Sort(ps)
+			out = append(out, TopicPartitions{Topic: t, Partitions: ps})
+		}
+	}
+	return out
+}
+
+// histOf returns the group's history, creating it.
+func (s *Shard) histOf(group string) *ghist {
+	h := s.hist[group]
+	if h == nil {
+		h = &ghist{}
+		h.timer = newTimer(func(now time.Time, out *Output) { s.evalStorm(group, now) })
+		s.hist[group] = h
+	}
+	return h
+}
+
+// recordEvent numbers ev, tells the observer, and writes it (with the
+// tombstone of the event it pushes out); replay adds it to the history once
+// durable.
+func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
+	if s.cfg.HistorySize < 0 {
+		return
+	}
+	h := s.histOf(ev.Group)
+	ev.Seq = h.nextSeq + 1
+	h.nextSeq = ev.Seq
+	if s.cfg.OnRebalance != nil {
+		s.cfg.OnRebalance(ev)
+	}
+	recs := []rec{{kind: keyHistory, group: ev.Group, ev: &ev}}
+	if old := int64(ev.Seq) - int64(s.cfg.HistorySize); old > 0 {
+		recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: uint64(old), del: true})
+	}
+	group := ev.Group
+	s.write(out, recs, func(now time.Time, code int16, _ *Output) {
+		if code != ErrNone {
+			s.logf("group %q: storing rebalance event %d failed: error %d", group, ev.Seq, code)
+			return
+		}
+		s.evalStorm(group, now)
+	})
+}
+
+// historyTombstones appends the tombstones of a group's stored history.
+func (s *Shard) historyTombstones(group string, recs []rec) []rec {
+	if h := s.hist[group]; h != nil {
+		for _, e := range h.events {
+			recs = append(recs, rec{kind: keyHistory, group: group, seq: e.Seq, del: true})
+		}
+	}
+	return recs
+}
+
+// replayHistory applies a history record.
+func (s *Shard) replayHistory(r *rec) {
+	if r.del {
+		h := s.hist[r.group]
+		if h == nil {
+			return
+		}
+		h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
+		if len(h.events) == 0 && s.groups[r.group] == nil {
+			s.cancel(h.timer)
+			delete(s.hist, r.group)
+		}
+		return
+	}
+	h := s.histOf(r.group)
+	ev := *r.ev
+	i, found := slices.BinarySearchFunc(h.events, ev.Seq, func(e RebalanceEvent, seq uint64) int {
+		switch {
+		case e.Seq < seq:
+			return -1
+		case e.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		h.events[i] = ev
+	} else {
+		h.events = slices.Insert(h.events, i, ev)
+	}
+	if ev.Seq > h.nextSeq {
+		h.nextSeq = ev.Seq
+	}
+	if n := s.cfg.HistorySize; n > 0 && len(h.events) > n {
+		h.events = slices.Delete(h.events, 0, len(h.events)-n)
+	}
+}
+
+func (r *rec) encodeHistory() Record {
+	k := historyKey(r.group, r.seq)
+	if r.del {
+		return Record{Key: k}
+	}
+	k = historyKey(r.group, r.ev.Seq)
+	v := binary.BigEndian.AppendUint16(nil, historyValueVersion)
+	b, err := json.Marshal(r.ev)
+	if err != nil { // cannot happen: the event holds only plain values
+		b = []byte("{}")
+	}
+	return Record{Key: k, Value: append(v, b...)}
+}
+
+func decodeHistory(key, value []byte) (rec, error) {
+	kr := reader{b: key[1:]}
+	group := kr.string()
+	seq := kr.u64()
+	if kr.err {
+		return rec{}, fmt.Errorf("%w: history key %x", ErrCorruptRecord, key)
+	}
+	r := rec{kind: keyHistory, group: group, seq: seq, del: value == nil}
+	if r.del {
+		return r, nil
+	}
+	if len(value) < 2 {
+		return rec{}, fmt.Errorf("%w: history of group %q", ErrCorruptRecord, group)
+	}
+	var ev RebalanceEvent
+	if err := json.Unmarshal(value[2:], &ev); err != nil {
+		return rec{}, fmt.Errorf("%w: history of group %q: %v", ErrCorruptRecord, group, err)
+	}
+	ev.Seq, ev.Group = seq, group
+	r.ev = &ev
+	return r, nil
+}
+
+// storm computes the storm status of a group's history at now: the
+// rebalances that started within (now-window, now]; flagged above the
+// threshold, since the start of the rebalance that took the count in the
+// current window above it.
+func (s *Shard) storm(group string, now time.Time) StormStatus {
+	st := StormStatus{Group: group, Threshold: s.cfg.StormThreshold, WindowMs: s.cfg.StormWindow.Milliseconds()}
+	h := s.hist[group]
+	if h == nil || s.cfg.StormThreshold < 0 {
+		return st
+	}
+	from := now.Add(-s.cfg.StormWindow)
+	var in []RebalanceEvent
+	for _, e := range h.events {
+		if e.Start.After(from) && !e.Start.After(now) {
+			in = append(in, e)
+		}
+	}
+	st.Count = len(in)
+	if st.Count > 0 {
+		st.Causes = map[CauseKind]int{}
+		for _, e := range in {
+			st.Causes[e.Cause.Kind]++
+			for _, c := range e.MoreCauses {
+				st.Causes[c.Kind]++
+			}
+		}
+	}
+	if st.Count > st.Threshold {
+		st.Flagged = true
+		since := in[st.Threshold].Start
+		st.Since = &since
+	}
+	return st
+}
+
+// evalStorm re-evaluates a group's storm flag at now, tells OnStorm when it
+// changes, and arms the timer that unflags it when the window slides.
+func (s *Shard) evalStorm(group string, now time.Time) {
+	h := s.hist[group]
+	if h == nil || s.cfg.StormThreshold < 0 {
+		return
+	}
+	st := s.storm(group, now)
+	if st.Flagged != h.flagged {
+		h.flagged = st.Flagged
+		if s.cfg.OnStorm != nil {
+			s.cfg.OnStorm(st)
+		}
+	}
+	s.cancel(h.timer)
+	if st.Flagged {
+		// The count drops to the threshold when the oldest event that
+		// keeps it above leaves the window.
+		from := now.Add(-s.cfg.StormWindow)
+		for _, e := range h.events {
+			if e.Start.After(from) {
+				s.arm(h.timer, e.Start.Add(s.cfg.StormWindow).Add(time.Millisecond))
+				break
+			}
+		}
+	}
+}
+
+// waiting is the "now" view of a classic group that is not Stable.
+func (g *Group) waiting() *Waiting {
+	if g.state != PreparingRebalance && g.state != CompletingRebalance {
+		return nil
+	}
+	w := &Waiting{State: g.state.String(), Since: g.stateTime, Members: []WaitingMember{}}
+	if g.rb != nil {
+		w.Since = g.rb.start
+		c := g.rb.cause
+		w.Cause = &c
+	}
+	for _, m := range g.members {
+		wm := WaitingMember{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost, Since: g.stateTime}
+		switch g.state {
+		case PreparingRebalance:
+			if m.join != nil {
+				continue
+			}
+			wm.Phase = "join"
+			if g.rb != nil {
+				wm.Since = g.rb.phaseStart
+			}
+			if m.instanceID == "" && g.joinTimer.armed() && !g.initialDelay {
+				at := g.joinTimer.at
+				wm.Deadline = &at
+			} else if m.session.armed() {
+				at := m.session.at
+				wm.Deadline = &at
+			}
+		case CompletingRebalance:
+			if _, ok := g.pendingSync[m.id]; !ok {
+				continue
+			}
+			wm.Phase = "sync"
+			if g.syncTimer.armed() {
+				at := g.syncTimer.at
+				wm.Deadline = &at
+			}
+		}
+		w.Members = append(w.Members, wm)
+	}
+	return w
+}
+
+// HistoryDoc returns the history document of a group: at most n of its
+// latest events (n < 0: all kept), its storm status and, when it is
+// rebalancing, what it waits for. ok is false when the shard knows nothing
+// of the group.
+func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc, ok bool) {
+	g := s.groups[group]
+	h := s.hist[group]
+	if (g == nil || g.state == Dead) && h == nil {
+		return nil, false
+	}
+	doc = &HistoryDoc{Version: HistoryDocVersion, Group: group, Type: "classic", State: Dead.String(), History: []RebalanceEvent{}}
+	if g != nil && g.state != Dead {
+		doc.State = g.state.String()
+		if g.cg != nil {
+			doc.Type, doc.State = "consumer", g.cg.state()
+		} else {
+			doc.Waiting = g.waiting()
+		}
+	}
+	if h != nil {
+		evs := h.events
+		if n >= 0 && len(evs) > n {
+			evs = evs[len(evs)-n:]
+		}
+		doc.History = append(doc.History, evs...)
+	}
+	doc.Storm = s.storm(group, now)
+	return doc, true
+}
+
+// History returns the stored events of a group, oldest first.
+func (s *Shard) History(group string) []RebalanceEvent {
+	if h := s.hist[group]; h != nil {
+		return slices.Clone(h.events)
+	}
+	return nil
+}
+
+// reasonOf returns a client's reason, trimmed to a sane length.
+func reasonOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	r := *p
+	if len(r) > 512 {
+		r = r[:512]
+	}
+	return strings.ToValidUTF8(r, "?")
+}
+
