@@ -188,13 +188,11 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	switch code := d.ErrorCode; {
 	case code == kerr.GroupAuthorizationFailed.Code:
 		return nil, errForbidden
-	case code == kerr.GroupIDNotFound.Code:
-		return nil, errNotFound
-	case code != 0:
+	case code != 0 && code != kerr.GroupIDNotFound.Code:
 		return nil, kafkaErr(code)
 	}
 	g.History = historyOf(d)
-	if d.State == "Dead" && len(d.Members) == 0 && d.ProtocolType == "" {
+	if d.ErrorCode == kerr.GroupIDNotFound.Code || d.State == "Dead" && len(d.Members) == 0 && d.ProtocolType == "" {
 		// Kafka's answer for an unknown group, or a consumer-protocol one.
 		return describeConsumerGroup(ctx, cl, g, now)
 	}

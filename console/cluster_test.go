@@ -1,0 +1,160 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// waitPage fetches url until ok accepts the body (bounded).
+func waitPage(t *testing.T, what, url string, ok func(string) bool) string {
+	t.Helper()
+	end := time.Now().Add(20 * time.Second)
+	for {
+		code, body := get(t, url, "", "")
+		if code == http.StatusOK && ok(body) {
+			return body
+		}
+		if time.Now().After(end) {
+			t.Fatalf("waiting for %s on %s: %d\n%s", what, url, code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestConsumerProtocolGroup: a KIP-848 group of two franz-go consumers
+// (server-side assignment) is listed as type consumer, and its page shows
+// both members with their assignments decoded to topic names.
+func TestConsumerProtocolGroup(t *testing.T) {
+	n := startNode(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, n, false))
+	if _, err := adm.CreateTopic(ctx, 4, 1, nil, "jobs"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"worker-a", "worker-b"} {
+		cl := kafkaClient(t, n, false, kgo.ClientID(id), kgo.ConsumerGroup("jobs-app"), kgo.ConsumeTopics("jobs"),
+			kgo.ServerSideBalancer(), kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.DisableAutoCommit())
+		go func() {
+			for ctx.Err() == nil {
+				if cl.PollFetches(ctx).IsClientClosed() {
+					return
+				}
+			}
+		}()
+	}
+	base := "http://" + n.HTTPAddr() + "/console/"
+	assigned := regexp.MustCompile(`<b>jobs</b> ([0-9,]+)`)
+	body := waitPage(t, "two members holding the 4 partitions", base+"groups/jobs-app", func(b string) bool {
+		parts := 0
+		for _, m := range assigned.FindAllStringSubmatch(b, -1) {
+			parts += len(strings.Split(m[1], ","))
+		}
+		return strings.Contains(b, `id="member-count">2<`) && parts == 4 && strings.Contains(b, `id="state">Stable<`)
+	})
+	for _, want := range []string{"<dd>consumer</dd>", "Group epoch", "worker-a", "worker-b", `id="state">Stable<`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("group page lacks %q:\n%s", want, body)
+		}
+	}
+	_, body = get(t, base+"?type=consumer", "", "")
+	if !strings.Contains(body, `data-group="jobs-app"`) || !strings.Contains(body, "1 of 1 groups") {
+		t.Errorf("groups page filtered on type=consumer:\n%s", body)
+	}
+	if _, body = get(t, base+"?type=classic", "", ""); strings.Contains(body, `data-group="jobs-app"`) {
+		t.Errorf("type=classic lists the consumer group")
+	}
+}
+
+// TestClusterPage: in cluster mode each node's console lists both nodes
+// and every coordinator partition exactly once, and its groups page lists
+// groups coordinated by either node.
+func TestClusterPage(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	const parts = 4
+	var ns []*node.Node
+	for i := 1; i <= 2; i++ {
+		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: parts, Group: gcfg,
+			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console/", LeaseTTL: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		ns = append(ns, nd)
+	}
+	end := time.Now().Add(20 * time.Second)
+	for !ns[0].Cluster().Settled() || !ns[1].Cluster().Settled() {
+		if time.Now().After(end) {
+			t.Fatal("cluster not settled")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	body := waitPage(t, "both nodes owning partitions", "http://"+ns[0].HTTPAddr()+"/console/cluster", func(b string) bool {
+		return strings.Count(b, "<tr><td class=\"num\">") == 2 && !strings.Contains(b, "Not owned")
+	})
+	owned := regexp.MustCompile(`<td class="num">(\d+)</td><td>([0-9,]*)</td></tr>`)
+	seen := map[string]int{}
+	for _, m := range owned.FindAllStringSubmatch(body, -1) {
+		for _, p := range strings.Split(m[2], ",") {
+			if p != "" {
+				seen[p]++
+			}
+		}
+	}
+	if len(seen) != parts {
+		t.Errorf("partitions listed %v, want each of %d once:\n%s", seen, parts, body)
+	}
+	for p, c := range seen {
+		if c != 1 {
+			t.Errorf("partition %s listed %d times", p, c)
+		}
+	}
+	if !strings.Contains(body, "this node") || !strings.Contains(body, ns[1].Addr()) && !strings.Contains(body, "127.0.0.1") {
+		t.Errorf("cluster page:\n%s", body)
+	}
+
+	// Groups on both nodes' partitions: node 1's console lists them all.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, ns[0], false))
+	var ids []string
+	for i := 0; i < 8; i++ {
+		id := fmt.Sprintf("app-%d", i)
+		ids = append(ids, id)
+		commit(ctx, t, adm, id, "orders", 1)
+	}
+	byNode := map[int32]bool{}
+	for _, id := range ids {
+		b, _ := ns[0].Cluster().Coordinator(id)
+		byNode[b.NodeID] = true
+	}
+	if len(byNode) != 2 {
+		t.Logf("the 8 groups landed on one node only (%v); the cross-node part is not exercised", byNode)
+	}
+	_, body = get(t, "http://"+ns[0].HTTPAddr()+"/console/", "", "")
+	for _, id := range ids {
+		if !strings.Contains(body, `data-group="`+id+`"`) {
+			t.Errorf("node 1's groups page lacks %s", id)
+		}
+	}
+	if code, body := get(t, "http://"+ns[1].HTTPAddr()+"/console/groups/app-3", "", ""); code != http.StatusOK || !strings.Contains(body, "<td>orders</td>") {
+		t.Errorf("node 2's page of app-3: %d\n%s", code, body)
+	}
+}
