@@ -121,15 +121,12 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 	if len(rows) > 0 {
 		// Every group: the history of consumer-protocol groups comes
 		// from DescribeGroups too; their other columns do not.
-		dreq := kmsg.NewPtrDescribeGroupsRequest()
-		dreq.Groups = append(slices.Clone(classic), consumer...)
-		requestHistory(dreq)
-		dresp, err := dreq.RequestWith(ctx, cl)
+		described, err := describeGroups(ctx, cl, append(slices.Clone(classic), consumer...))
 		if err != nil {
 			return nil, err
 		}
-		for i := range dresp.Groups {
-			d := &dresp.Groups[i]
+		for i := range described {
+			d := &described[i]
 			if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
 				if d.ErrorCode == 0 {
 					summarize(&rows[j], historyOf(d), now)
@@ -171,20 +168,17 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 // describe is errForbidden; a group that does not exist errNotFound.
 func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time) (*GroupDetail, error) {
 	g := &GroupDetail{GroupRow: GroupRow{ID: id, Generation: -1, Type: "classic"}}
-	dreq := kmsg.NewPtrDescribeGroupsRequest()
-	dreq.Groups = []string{id}
-	requestHistory(dreq)
-	dresp, err := dreq.RequestWith(ctx, cl)
+	described, err := describeGroups(ctx, cl, []string{id})
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(dresp.Groups) != 1 {
-		return nil, fmt.Errorf("DescribeGroups answered %d groups", len(dresp.Groups))
+	if len(described) != 1 {
+		return nil, fmt.Errorf("DescribeGroups answered %d groups", len(described))
 	}
-	d := &dresp.Groups[0]
+	d := &described[0]
 	switch code := d.ErrorCode; {
 	case code == kerr.GroupAuthorizationFailed.Code:
 		return nil, errForbidden
