@@ -252,6 +252,13 @@ func TestBrowserDuringRebalance(t *testing.T) {
 		return strings.Contains(h, `id="state">PreparingRebalance<`)
 	})
 	js.screenshot("2-group-rebalancing")
+	// What the rebalance waits for, and what started it: the kill.
+	if w := js.text("#waiting"); !strings.Contains(w, "slow") || !strings.Contains(w, "join") {
+		t.Errorf("during the rebalance the page should say it waits for slow to join; it reads %q", w)
+	}
+	if p := js.text("#in-progress"); !strings.Contains(p, "session timeout") || !strings.Contains(p, "victim") {
+		t.Errorf("during the rebalance the page should say the victim's session timeout started it; it reads %q", p)
+	}
 	if m := js.text("#members"); strings.Contains(m, "victim") {
 		t.Errorf("the killed member is still listed during the rebalance: %q", m)
 	}

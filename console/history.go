@@ -44,7 +44,13 @@ type History struct {
 	Storm   bool
 	StormOf string // "12 rebalances in 5m0s (session timeout 8, ...)"
 	Waiting []string
-	Note    string // why there is no timeline
+	// InProgress is set while a rebalance is in progress: what started
+	// it (cause in words, who) and when.
+	InProgress       bool
+	InProgressCause  string
+	InProgressDetail string
+	InProgressSince  time.Time
+	Note             string // why there is no timeline
 }
 
 // requestHistory asks DescribeGroups for every kept event.
@@ -138,6 +144,10 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		h.StormOf = fmt.Sprintf("%d rebalances within %v (more than %d): %s", doc.Storm.Count, ms(doc.Storm.WindowMs), doc.Storm.Threshold, strings.Join(cs, ", "))
 	}
 	if w := doc.Waiting; w != nil {
+		h.InProgress, h.InProgressSince = true, w.Since
+		if w.Cause != nil {
+			h.InProgressCause, h.InProgressDetail = causeWord(w.Cause.Kind), causeDetail(*w.Cause)
+		}
 		for _, m := range w.Members {
 			line := fmt.Sprintf("%s has not completed %s since %s", who(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), m.Phase, m.Since.UTC().Format("15:04:05"))
 			if m.Deadline != nil {
@@ -155,6 +165,9 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 			ev.More = append(ev.More, causeWord(c.Kind)+": "+causeDetail(c))
 		}
 		for _, w := range e.WaitedFor {
+			if w.WaitedMs == 0 && !w.Evicted {
+				continue // came at once: not worth a mention
+			}
 			s := fmt.Sprintf("%s (%s, %v)", w.MemberID, w.Phase, ms(w.WaitedMs))
 			if w.InstanceID != "" {
 				s = w.InstanceID + " " + s

@@ -13,8 +13,8 @@ import (
 // checkTimeline asserts the group page's rebalance timeline after the
 // kill of the consumer whose client id is victim (see
 // TestBrowserDuringRebalance): the newest entry that names the victim
-// is a session timeout. A node that records no history says so on the
-// page, and then only that note is checked.
+// is a session timeout. A node that records no history says so on the page, and
+// then only that note is checked.
 func checkTimeline(t *testing.T, b *browser, url, victim string) {
 	t.Helper()
 	h := b.html(url)
@@ -60,7 +60,7 @@ func TestTimelineRendering(t *testing.T) {
 				}},
 		},
 		Storm:   group.StormStatus{Flagged: true, Count: 12, Threshold: 10, WindowMs: 300000, Causes: map[group.CauseKind]int{group.CauseSessionTimeout: 12}},
-		Waiting: &group.Waiting{State: "PreparingRebalance", Since: t0, Members: []group.WaitingMember{{MemberID: "slow-1", ClientID: "slow", Phase: "join", Since: t0, Deadline: &deadline}}},
+		Waiting: &group.Waiting{State: "PreparingRebalance", Since: t0, Cause: &group.Cause{Kind: group.CauseMemberLeft, ClientID: "c", MemberID: "c-1", Reason: "shutting down"}, Members: []group.WaitingMember{{MemberID: "slow-1", ClientID: "slow", Phase: "join", Since: t0, Deadline: &deadline}}},
 	}
 	var d kmsg.DescribeGroupsResponseGroup
 	if err := group.SetHistoryTag(&d, doc); err != nil {
@@ -98,7 +98,8 @@ func TestTimelineRendering(t *testing.T) {
 		t.Errorf("an unchanged member is listed as moved")
 	}
 	for _, want := range []string{`id="storm"`, "12 rebalances within 5m0s (more than 10): session timeout 12", `id="waiting"`,
-		"slow (slow-1) has not completed join since 18:00:00; evicted at 18:01:00", "member joined", "reason: need to re-join", "+t 0,1"} {
+		"slow (slow-1) has not completed join since 18:00:00; evicted at 18:01:00",
+		`started by <span class="tag cause">member left</span> c (c-1); reason: shutting down`, "member joined", "reason: need to re-join", "+t 0,1"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the group page lacks %q", want)
 		}
