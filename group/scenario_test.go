@@ -1158,6 +1158,26 @@ func (sc *scenario) printRec(r *rec, raw Record) {
 		c := r.c.cur
 		sc.printf("rec ccurrent %s%s epoch=%d prev=%d state=%s assigned=%s pending=%s", r.group, member, c.epoch,
 			c.prevEpoch, c.state, fmtTPSet(c.assigned, c.assignedAt, c.epoch), fmtTPSet(c.pending, c.assignedAt, c.epoch))
+	case keyHistory:
+		if r.del || r.ev == nil {
+			sc.printf("rec history %s #%d deleted", r.group, r.seq)
+			return
+		}
+		ev := r.ev
+		cause := fmt.Sprint(ev.Cause.Kind)
+		if ev.Cause.MemberID != "" {
+			cause += "(" + ev.Cause.MemberID + ")"
+		}
+		line := fmt.Sprintf("rec history %s #%d gen=%d->%d outcome=%s cause=%s join=%s sync=%s", r.group, r.seq,
+			ev.FromGeneration, ev.Generation, ev.Outcome, cause,
+			time.Duration(ev.JoinMs)*time.Millisecond, time.Duration(ev.SyncMs)*time.Millisecond)
+		if len(ev.MoreCauses) > 0 {
+			line += fmt.Sprintf(" more-causes=%d", len(ev.MoreCauses))
+		}
+		if len(ev.Evicted) > 0 {
+			line += " evicted=" + strings.Join(ev.Evicted, ",")
+		}
+		sc.out = append(sc.out, line)
 	default:
 		sc.printf("rec kind=0x%02x group=%s%s key=%q%s", r.kind, r.group, member, raw.Key[1:], del)
 	}
