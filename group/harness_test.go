@@ -2,6 +2,7 @@ package group
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -452,6 +453,13 @@ func (h *h) checkReload() string {
 	for _, id := range re.GroupIDs() {
 		if h.s.Group(id) == nil {
 			return fmt.Sprintf("group %q exists only after reload", id)
+		}
+	}
+	for id := range h.s.hist { // the rebalance history (docs/history.md)
+		a, _ := json.Marshal(h.s.History(id))
+		b, _ := json.Marshal(re.History(id))
+		if !bytes.Equal(a, b) {
+			return fmt.Sprintf("group %q history differs after reload:\nlive     %s\nreloaded %s", id, a, b)
 		}
 	}
 	for _, id := range ids {

@@ -254,7 +254,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 			if ok1 && ok2 {
 				mc.Decoded = true
 				mc.Partitions = after.size()
-				mc.Added, mc.Removed = diffSets(before, after), diffSets(after, before)
+				mc.Added, mc.Removed = diffSets(after, before), diffSets(before, after)
 			}
 		}
 		ev.Members = append(ev.Members, mc)
@@ -560,4 +560,3 @@ func reasonOf(p *string) string {
 	}
 	return strings.ToValidUTF8(r, "?")
 }
-

@@ -218,10 +218,10 @@ func (g *Group) addMemberAndRebalance(now time.Time, j *joinReq, id string, out 
 		protocols:        cloneProtocols(j.req.Protocols),
 		isNew:            true,
 	}
-	g.addMember(m, j.req.ProtocolType)
 	c := causeOf(CauseMemberJoined, now, m)
 	c.Reason = reasonOf(j.req.Reason)
-	g.note(c)
+	g.note(c) // before adding: the member is new to the event
+	g.addMember(m, j.req.ProtocolType)
 	g.park(m, j.t, j.v, out)
 	g.rbJoined(now, m)
 	g.s.arm(m.session, now.Add(g.s.cfg.NewMemberJoinTimeout))

@@ -88,11 +88,11 @@ func appendOffsetRecord(buf []byte, group string, tp topicPartition, o *offset) 
 type rec struct {
 	kind  byte // keyGroup or keyOffset
 	group string
-	del   bool           // a tombstone: the key is deleted
-	tp    topicPartition // keyOffset
-	off   offset         // keyOffset value
-	img   *groupImage    // keyGroup value
-	c     *crec          // consumer-group records (crecords.go)
+	del   bool            // a tombstone: the key is deleted
+	tp    topicPartition  // keyOffset
+	off   offset          // keyOffset value
+	img   *groupImage     // keyGroup value
+	c     *crec           // consumer-group records (crecords.go)
 	ev    *RebalanceEvent // keyHistory value (historyrec.go)
 	seq   uint64          // keyHistory: the event's number
 }

@@ -1,0 +1,423 @@
+package group
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// events returns g's stored history, failing when it does not have n events.
+func (h *h) events(group string, n int) []RebalanceEvent {
+	h.t.Helper()
+	evs := h.s.History(group)
+	if len(evs) != n {
+		b, _ := json.MarshalIndent(evs, "", " ")
+		h.t.Fatalf("%d events, want %d: %s", len(evs), n, b)
+	}
+	return evs
+}
+
+// rejoinAndSync has the listed members rejoin (the first is expected to
+// lead) and sync the generation.
+func (h *h) rejoinAndSync(group string, ids ...string) int32 {
+	h.t.Helper()
+	var ts []Ticket
+	for _, id := range ids {
+		ts = append(ts, h.join(group, jo{member: id}))
+	}
+	r := h.joinResp(ts[0])
+	if r.ErrorCode != 0 {
+		h.t.Fatalf("rejoin: %d", r.ErrorCode)
+	}
+	h.syncAll(group, r.LeaderID, ids, r.Generation)
+	return r.Generation
+}
+
+// The group's first generation is one event started by the first member's
+// join; the second member's join is one more cause of the same event. Every
+// member is new, and each is named with its client id.
+func TestHistoryNewMembers(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	ev := h.events("g", 1)[0]
+	if ev.Cause.Kind != CauseMemberJoined || ev.Cause.ClientID != "cli" || ev.Cause.ClientHost != "127.0.0.1" {
+		t.Fatalf("cause %+v", ev.Cause)
+	}
+	if len(ev.MoreCauses) != 1 || ev.MoreCauses[0].Kind != CauseMemberJoined {
+		t.Fatalf("more causes %+v", ev.MoreCauses)
+	}
+	if ev.Outcome != "stable" || ev.Generation != gen || ev.FromGeneration != 0 || ev.Leader != ids[0] || ev.Protocol != "range" || ev.Seq != 1 {
+		t.Fatalf("event %+v", ev)
+	}
+	if len(ev.Members) != 2 || !ev.Members[0].New || !ev.Members[1].New || !ev.Members[0].Changed {
+		t.Fatalf("members %+v", ev.Members)
+	}
+	if ev.JoinMs+ev.SyncMs != ev.DurationMs || ev.JoinMs <= 0 {
+		t.Fatalf("durations join %d sync %d total %d", ev.JoinMs, ev.SyncMs, ev.DurationMs)
+	}
+}
+
+// A LeaveGroup starts one event naming the member and its KIP-800 reason;
+// the join phase lasts until the remaining member rejoined, and the wait
+// for it is recorded.
+func TestHistoryLeave(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	m := lm(ids[1])
+	reason := "shutting down"
+	m.Reason = &reason
+	h.leave("g", m)
+	h.advance(2 * time.Second)
+	h.rejoinAndSync("g", ids[0])
+	ev := h.events("g", 2)[1]
+	if ev.Cause.Kind != CauseMemberLeft || ev.Cause.MemberID != ids[1] || ev.Cause.Reason != reason || len(ev.MoreCauses) != 0 {
+		t.Fatalf("cause %+v more %+v", ev.Cause, ev.MoreCauses)
+	}
+	if ev.JoinMs != 2000 || ev.SyncMs != 0 || ev.DurationMs != 2000 {
+		t.Fatalf("join %d sync %d total %d", ev.JoinMs, ev.SyncMs, ev.DurationMs)
+	}
+	if len(ev.WaitedFor) != 2 || ev.WaitedFor[0].MemberID != ids[0] || ev.WaitedFor[0].Phase != "join" || ev.WaitedFor[0].WaitedMs != 2000 {
+		t.Fatalf("waited %+v", ev.WaitedFor)
+	}
+	if len(ev.Members) != 1 || ev.Members[0].New || ev.Members[0].Changed {
+		t.Fatalf("members %+v", ev.Members) // syncAll gives the same bytes again
+	}
+}
+
+// A member that stops heartbeating starts one event of cause session
+// timeout, with its last heartbeat.
+func TestHistorySessionTimeout(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	hb := h.now
+	for i := 0; i < 4; i++ { // the leader heartbeats, the follower does not
+		h.advance(3 * time.Second)
+		h.heartbeat("g", ids[0], gen)
+	}
+	if h.s.Group("g").State() != PreparingRebalance {
+		t.Fatalf("state %v", h.s.Group("g").State())
+	}
+	h.rejoinAndSync("g", ids[0])
+	ev := h.events("g", 2)[1]
+	if ev.Cause.Kind != CauseSessionTimeout || ev.Cause.MemberID != ids[1] || ev.Cause.LastHeartbeat == nil || !ev.Cause.LastHeartbeat.Equal(hb) {
+		t.Fatalf("cause %+v (last heartbeat %v, want %v)", ev.Cause, ev.Cause.LastHeartbeat, hb)
+	}
+}
+
+// A member that does not rejoin within the rebalance timeout is evicted:
+// one more cause of the event in progress, listed as evicted and as the
+// slowest wait.
+func TestHistoryRebalanceTimeout(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	tk := h.join("g", jo{member: ids[0]}) // the leader rejoins: a rebalance
+	for i := 0; i < 7; i++ {              // the follower heartbeats but never rejoins
+		h.advance(5 * time.Second)
+		h.heartbeat("g", ids[1], gen)
+	}
+	r := h.joinResp(tk)
+	if r.ErrorCode != 0 {
+		t.Fatalf("join %d", r.ErrorCode)
+	}
+	h.syncAll("g", ids[0], ids[:1], r.Generation)
+	ev := h.events("g", 2)[1]
+	if ev.Cause.Kind != CauseMetadataChanged || ev.Cause.MemberID != ids[0] || ev.Cause.Detail == "" {
+		t.Fatalf("cause %+v", ev.Cause)
+	}
+	if len(ev.MoreCauses) != 1 || ev.MoreCauses[0].Kind != CauseRebalanceTimeout || ev.MoreCauses[0].MemberID != ids[1] {
+		t.Fatalf("more causes %+v", ev.MoreCauses)
+	}
+	if len(ev.Evicted) != 1 || ev.Evicted[0] != ids[1] {
+		t.Fatalf("evicted %v", ev.Evicted)
+	}
+	if w := ev.WaitedFor[0]; w.MemberID != ids[1] || !w.Evicted || w.WaitedMs != 30_000 || ev.JoinMs != 30_000 {
+		t.Fatalf("waited %+v join %d", ev.WaitedFor, ev.JoinMs)
+	}
+}
+
+// A follower that never sends SyncGroup is removed by the sync timeout: the
+// generation was already Stable (the leader synced), so it is a new event.
+// A leader that never syncs is recorded as such.
+func TestHistorySyncTimeouts(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	a, b := h.join("g", jo{member: ids[0]}), h.join("g", jo{member: ids[1]})
+	gen := h.joinResp(a).Generation
+	_ = h.joinResp(b)
+	h.sync("g", ids[0], gen, map[string]string{ids[0]: "x", ids[1]: "y"})
+	for i := 0; i < 7; i++ {
+		h.advance(5 * time.Second)
+		h.heartbeat("g", ids[0], gen)
+		h.heartbeat("g", ids[1], gen)
+	}
+	h.rejoinAndSync("g", ids[0])
+	evs := h.events("g", 3)
+	if evs[1].Outcome != "stable" || evs[2].Cause.Kind != CauseSyncTimeout || evs[2].Cause.MemberID != ids[1] {
+		t.Fatalf("events %+v / %+v", evs[1], evs[2].Cause)
+	}
+
+	// The leader never syncs: every member is removed in the same event.
+	h2 := newH(t)
+	h2.session = 60_000 // the sync timeout (30 s) comes first
+	ids, _ = h2.stableGroup("g", 2)
+	a, b = h2.join("g", jo{member: ids[0]}), h2.join("g", jo{member: ids[1]})
+	_, _ = h2.joinResp(a), h2.joinResp(b)
+	h2.sync("g", ids[1], h2.joinResp(a).Generation, nil)
+	h2.advance(31 * time.Second)
+	h2.rejoinAndSync("g", ids[1])
+	ev := h2.events("g", 2)[1]
+	if ev.Outcome != "stable" || ev.Evicted[0] != ids[0] || len(ev.MoreCauses) != 1 || ev.MoreCauses[0].Kind != CauseLeaderNotSynced || ev.MoreCauses[0].MemberID != ids[0] {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+// A static member replaced by a new process with other metadata starts one
+// event naming the new member id and the old; an admin removal by instance
+// id is an admin cause.
+func TestHistoryStaticReplaceAndAdmin(t *testing.T) {
+	h := newH(t)
+	j1 := h.join("g", jo{instance: "i1"})
+	h.advance(0)
+	r := h.joinResp(j1)
+	h.syncAll("g", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.join("g", jo{member: r.MemberID, instance: "i1"}) // the leader rejoins: CompletingRebalance
+	j2 := h.join("g", jo{instance: "i1", protos: protos("range", "other")})
+	r2 := h.joinResp(j2)
+	if r2.ErrorCode != 0 {
+		t.Fatalf("replacement join %d", r2.ErrorCode)
+	}
+	h.syncAll("g", r2.LeaderID, []string{r2.MemberID}, r2.Generation)
+	ev := h.events("g", 2)[1]
+	if ev.Cause.Kind != CauseMetadataChanged || len(ev.MoreCauses) != 1 {
+		t.Fatalf("cause %+v more %+v", ev.Cause, ev.MoreCauses)
+	}
+	if c := ev.MoreCauses[0]; c.Kind != CauseStaticReplaced || c.MemberID != r2.MemberID || c.InstanceID != "i1" || c.Detail != "replaced member "+r.MemberID {
+		t.Fatalf("more cause %+v", c)
+	}
+	if len(ev.Members) != 1 || ev.Members[0].New { // the same instance: not a new member
+		t.Fatalf("members %+v", ev.Members)
+	}
+	h.leave("g", kmsg.LeaveGroupRequestMember{InstanceID: kmsg.StringPtr("i1")})
+	ev = h.events("g", 3)[2]
+	if ev.Cause.Kind != CauseAdmin || ev.Cause.Detail != "remove_members" || ev.Outcome != "empty" {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+// consumerAssignment encodes a classic consumer protocol assignment.
+func consumerAssignment(topic string, ps ...int32) string {
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: topic, Partitions: ps})
+	return string(a.AppendTo(nil))
+}
+
+// For protocol type consumer the assignments are decoded: each member's
+// partitions added and removed.
+func TestHistoryConsumerAssignmentDiff(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	a, b := h.join("g", jo{member: ids[0]}), h.join("g", jo{member: ids[1]})
+	gen := h.joinResp(a).Generation
+	_ = h.joinResp(b)
+	// First a known assignment, then move partition 1.
+	h.sync("g", ids[1], gen, nil)
+	h.sync("g", ids[0], gen, map[string]string{ids[0]: consumerAssignment("t", 0, 1), ids[1]: consumerAssignment("t", 2)})
+	a, b = h.join("g", jo{member: ids[0]}), h.join("g", jo{member: ids[1]})
+	gen = h.joinResp(a).Generation
+	_ = h.joinResp(b)
+	h.sync("g", ids[1], gen, nil)
+	h.sync("g", ids[0], gen, map[string]string{ids[0]: consumerAssignment("t", 0), ids[1]: consumerAssignment("t", 1, 2)})
+	ev := h.events("g", 3)[2]
+	byID := map[string]MemberChange{}
+	for _, m := range ev.Members {
+		byID[m.MemberID] = m
+	}
+	l, f := byID[ids[0]], byID[ids[1]]
+	if !l.Decoded || l.Partitions != 1 || len(l.Removed) != 1 || l.Removed[0].Topic != "t" || len(l.Removed[0].Partitions) != 1 || l.Removed[0].Partitions[0] != 1 || len(l.Added) != 0 {
+		t.Fatalf("leader %+v", l)
+	}
+	if !f.Decoded || f.Partitions != 2 || len(f.Added) != 1 || f.Added[0].Partitions[0] != 1 || len(f.Removed) != 0 || !f.Changed {
+		t.Fatalf("follower %+v", f)
+	}
+}
+
+// A group rebalancing more than the threshold within the window is flagged
+// (OnStorm), with its causes counted, and unflagged when the window slides
+// past; OnRebalance sees every event.
+func TestHistoryStorm(t *testing.T) {
+	var storms []StormStatus
+	var seen []RebalanceEvent
+	h := newH(t, func(c *Config) {
+		c.StormThreshold, c.StormWindow = 2, time.Minute
+		c.OnStorm = func(s StormStatus) { storms = append(storms, s) }
+		c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+	})
+	ids, _ := h.stableGroup("g", 1)
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0])
+	if len(storms) != 0 {
+		t.Fatalf("flagged after 2: %+v", storms)
+	}
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0])
+	if len(storms) != 1 || !storms[0].Flagged || storms[0].Count != 3 || storms[0].Causes[CauseMetadataChanged] != 2 || storms[0].Causes[CauseMemberJoined] != 1 {
+		t.Fatalf("storms %+v", storms)
+	}
+	doc, ok := h.s.HistoryDoc("g", -1, h.now)
+	if !ok || !doc.Storm.Flagged || doc.Storm.Since == nil || len(doc.History) != 3 || doc.Waiting != nil {
+		t.Fatalf("doc %+v", doc)
+	}
+	for i := 0; i < 20; i++ {
+		h.advance(5 * time.Second)
+		h.heartbeat("g", ids[0], 3)
+	}
+	if len(storms) != 2 || storms[1].Flagged {
+		t.Fatalf("storms %+v", storms)
+	}
+	if len(seen) != 3 || seen[2].Seq != 3 {
+		t.Fatalf("OnRebalance saw %d events", len(seen))
+	}
+}
+
+// The history keeps the last HistorySize events, in the shard and in the
+// store, and a reloaded shard has the same history.
+func TestHistoryBoundedAndReloaded(t *testing.T) {
+	h := newH(t, func(c *Config) { c.HistorySize = 3 })
+	ids, _ := h.stableGroup("g", 1)
+	for i := 0; i < 4; i++ {
+		h.advance(time.Second)
+		h.rejoinAndSync("g", ids[0])
+	}
+	evs := h.events("g", 3)
+	if evs[0].Seq != 3 || evs[2].Seq != 5 {
+		t.Fatalf("seqs %d..%d", evs[0].Seq, evs[2].Seq)
+	}
+	n := 0
+	for k := range h.store {
+		if k[0] == keyHistory {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d history records stored", n)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+	re := h.reload()
+	a, _ := json.Marshal(h.s.History("g"))
+	b, _ := json.Marshal(re.History("g"))
+	if !bytes.Equal(a, b) {
+		t.Fatalf("live %s\nreloaded %s", a, b)
+	}
+	// The next event after a reload continues the numbering.
+	h.s = re
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0])
+	if evs := h.events("g", 3); evs[2].Seq != 6 || evs[2].Cause.Kind != CauseLoaded {
+		t.Fatalf("after reload: seq %d cause %+v", evs[2].Seq, evs[2].Cause)
+	}
+	// Deleting the group deletes its history.
+	h.leave("g", lm(ids[0]))
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version = 2
+	req.Groups = []string{"g"}
+	h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+	for k := range h.store {
+		if k[0] == keyHistory {
+			t.Fatalf("history record %x left after delete", k)
+		}
+	}
+	if h.s.History("g") != nil {
+		t.Fatal("history left after delete")
+	}
+}
+
+// The "now" view names the members a rebalance waits for, and when they are
+// evicted.
+func TestHistoryWaiting(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	start := h.now
+	tk := h.join("g", jo{member: ids[0]})
+	h.advance(time.Second)
+	doc, _ := h.s.HistoryDoc("g", 0, h.now)
+	w := doc.Waiting
+	if w == nil || w.State != "PreparingRebalance" || !w.Since.Equal(start) || w.Cause == nil || len(w.Members) != 1 {
+		t.Fatalf("waiting %+v", w)
+	}
+	if m := w.Members[0]; m.MemberID != ids[1] || m.Phase != "join" || m.Deadline == nil || !m.Deadline.Equal(start.Add(30*time.Second)) {
+		t.Fatalf("member %+v", m)
+	}
+	b := h.join("g", jo{member: ids[1]})
+	gen := h.joinResp(tk).Generation
+	_ = h.joinResp(b)
+	h.sync("g", ids[1], gen, nil)
+	doc, _ = h.s.HistoryDoc("g", 0, h.now)
+	if w := doc.Waiting; w == nil || w.State != "CompletingRebalance" || len(w.Members) != 1 || w.Members[0].MemberID != ids[0] || w.Members[0].Phase != "sync" || w.Members[0].Deadline == nil {
+		t.Fatalf("waiting %+v", doc.Waiting)
+	}
+	if len(doc.History) != 0 {
+		t.Fatalf("asked for 0 events, got %d", len(doc.History))
+	}
+}
+
+// The history travels in tag 10001 of DescribeGroups v5+ only when asked
+// for, survives kmsg's encoding, and older versions or clients that do not
+// ask see exactly the answer they saw before.
+func TestHistoryTag(t *testing.T) {
+	h := newH(t)
+	h.stableGroup("g", 2)
+	serve := func(v int16, n int32, ask bool) *kmsg.DescribeGroupsResponse {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version = v
+		req.Groups = []string{"g", "missing"}
+		if ask {
+			RequestHistory(req, n)
+		}
+		// The request as a client sends it.
+		back := kmsg.NewPtrDescribeGroupsRequest()
+		back.Version = v
+		if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, back, out) })
+		resp := h.resp(tk).(*kmsg.DescribeGroupsResponse)
+		dec := kmsg.NewPtrDescribeGroupsResponse()
+		dec.Version = v
+		if err := dec.ReadFrom(resp.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		return dec
+	}
+	plain := serve(5, 0, false)
+	if _, ok := HistoryTagOf(&plain.Groups[0]); ok {
+		t.Fatal("history without asking")
+	}
+	asked := serve(5, 10, true)
+	doc, ok := HistoryTagOf(&asked.Groups[0])
+	if !ok || doc.Version != HistoryDocVersion || doc.Group != "g" || doc.Type != "classic" || doc.State != "Stable" || len(doc.History) != 1 {
+		t.Fatalf("doc %+v", doc)
+	}
+	if _, ok := HistoryTagOf(&asked.Groups[1]); ok {
+		t.Fatal("a missing group carries history")
+	}
+	// Everything else is what a client that does not ask sees.
+	asked.Groups[0].UnknownTags = plain.Groups[0].UnknownTags
+	if !bytes.Equal(asked.AppendTo(nil), plain.AppendTo(nil)) {
+		t.Fatal("asking changed the rest of the answer")
+	}
+	old := serve(4, 10, true) // no tagged fields before v5
+	if _, ok := HistoryTagOf(&old.Groups[0]); ok {
+		t.Fatal("history in v4")
+	}
+	// A value that is not JSON is not trusted.
+	d := kmsg.NewDescribeGroupsResponseGroup()
+	d.UnknownTags.Set(HistoryTag, []byte("{"))
+	if _, ok := HistoryTagOf(&d); ok {
+		t.Fatal("garbage decoded")
+	}
+}
