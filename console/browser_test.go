@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -225,7 +226,7 @@ func TestBrowserDuringRebalance(t *testing.T) {
 	groupURL := base + "groups/" + grp
 
 	// 1. Three members, Stable.
-	js.until("3 members, Stable", groupURL, func(h string) bool {
+	stable3 := js.until("3 members, Stable", groupURL, func(h string) bool {
 		return strings.Contains(h, `id="state">Stable<`) && strings.Contains(h, `id="member-count">3<`)
 	})
 	if got := js.text("#state"); got != "Stable" {
@@ -237,6 +238,10 @@ func TestBrowserDuringRebalance(t *testing.T) {
 		}
 	}
 	js.screenshot("1-group-stable-3-members")
+	victimParts := regexp.MustCompile(`(?s)<td>victim</td>.*?<b>events</b> ([0-9,]+)`).FindStringSubmatch(stable3)
+	if victimParts == nil {
+		t.Fatalf("the victim's assignment is not on the page:\n%s", stable3)
+	}
 	js.html(base)
 	row := js.text(`#groups tr[data-group="` + grp + `"]`)
 	if !strings.Contains(row, "Stable") || !strings.Contains(row, " 3 ") {
@@ -284,7 +289,7 @@ func TestBrowserDuringRebalance(t *testing.T) {
 		t.Errorf("members after the rebalance: %q", members)
 	}
 	js.screenshot("3-group-stable-2-members")
-	checkTimeline(t, js, groupURL, "victim")
+	checkTimeline(t, js, groupURL, "victim", strings.Split(victimParts[1], ","))
 	js.screenshot("3-group-timeline")
 
 	// The same pages without scripts: everything is in the HTML, and the

@@ -1,10 +1,12 @@
 package console
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
@@ -13,9 +15,10 @@ import (
 // checkTimeline asserts the group page's rebalance timeline after the
 // kill of the consumer whose client id is victim (see
 // TestBrowserDuringRebalance): the newest entry that names the victim
-// is a session timeout. A node that records no history says so on the page, and
+// is a session timeout, and the survivors gained the partitions the victim
+// held (moved). A node that records no history says so on the page, and
 // then only that note is checked.
-func checkTimeline(t *testing.T, b *browser, url, victim string) {
+func checkTimeline(t *testing.T, b *browser, url, victim string, victimParts []string) {
 	t.Helper()
 	h := b.html(url)
 	if strings.Contains(h, `id="timeline-empty"`) && strings.Contains(h, "recorded no rebalance history") {
@@ -34,6 +37,21 @@ func checkTimeline(t *testing.T, b *browser, url, victim string) {
 	}
 	if strings.Contains(h, `id="timeline-empty"`) {
 		t.Errorf("the page has both a timeline and the no-history note")
+	}
+	kill, err := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS(`#timeline li[data-cause="session_timeout"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gained := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<span class="added">\+events ([0-9,]+)</span>`).FindAllStringSubmatch(kill, -1) {
+		for _, p := range strings.Split(m[1], ",") {
+			gained[p] = true
+		}
+	}
+	for _, p := range victimParts {
+		if !gained[p] {
+			t.Errorf("the kill's entry does not show partition %s (the victim's) moving to a survivor: %q", p, b.text(`#timeline li[data-cause="session_timeout"] .moves`))
+		}
 	}
 }
 
