@@ -140,6 +140,10 @@ type serveFlags struct {
 	consumerMaxSize                                          int
 	migrationPolicy                                          string
 	assignors                                                []string // --consumer-assignors, checked by parse
+	historySize                                              int
+	rebalanceStorm                                           string // --rebalance-storm N/DURATION
+	stormN                                                   int
+	stormWindow                                              time.Duration
 }
 
 func newServeFlags() *serveFlags {
@@ -180,6 +184,8 @@ func newServeFlags() *serveFlags {
 	num(&s.maxSize, "group-max-size", 0, "most members a group may have (0 = unlimited)")
 	dur(&s.retention, "offsets-retention", d.OffsetsRetention, "how long committed offsets are kept (KIP-211 rules)")
 	dur(&s.retentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed")
+	num(&s.historySize, "group-history", d.HistorySize, "rebalances kept per group in its history (docs/history.md; negative: none recorded)")
+	str(&s.rebalanceStorm, "rebalance-storm", fmt.Sprintf("%d/%s", d.StormThreshold, shortDur(d.StormWindow)), "flag a group that rebalances more than N times in a window, as N/DURATION (docs/history.md)")
 
 	section("Consumer groups (KIP-848 consumer protocol)")
 	dur(&s.consumerSession, "consumer-session-timeout", d.ConsumerSessionTimeout, "how long a consumer-protocol member lives without a heartbeat (set by the coordinator; above --consumer-heartbeat-interval)")
@@ -365,7 +371,24 @@ func (s *serveFlags) checkConsumer() error {
 		}
 		s.assignors = append(s.assignors, name)
 	}
+	n, w, ok := strings.Cut(s.rebalanceStorm, "/")
+	var perr error
+	if ok {
+		if s.stormN, perr = strconv.Atoi(strings.TrimSpace(n)); perr == nil {
+			s.stormWindow, perr = time.ParseDuration(strings.TrimSpace(w))
+		}
+	}
+	if !ok || perr != nil || s.stormN < 1 || s.stormWindow <= 0 {
+		return fmt.Errorf("--rebalance-storm %q: want N/DURATION, e.g. 10/5m", s.rebalanceStorm)
+	}
 	return nil
+}
+
+// shortDur prints 5m0s as 5m.
+func shortDur(d time.Duration) string {
+	str := d.String()
+	str = strings.TrimSuffix(str, "0s")
+	return strings.TrimSuffix(str, "0m")
 }
 
 // groupConfig is the group coordinator's configuration from the flags
@@ -382,6 +405,11 @@ func (s *serveFlags) groupConfig() group.Config {
 	cfg.ConsumerAssignors = s.assignors
 	cfg.ConsumerMaxSize = s.consumerMaxSize
 	cfg.ConsumerMigrationPolicy = s.migrationPolicy
+	cfg.HistorySize = s.historySize
+	if s.historySize == 0 {
+		cfg.HistorySize = -1 // 0 keeps none
+	}
+	cfg.StormThreshold, cfg.StormWindow = s.stormN, s.stormWindow
 	return cfg
 }
 
