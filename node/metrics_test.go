@@ -270,6 +270,9 @@ func TestMetricsChurn(t *testing.T) {
 	waitMetric(t, addr, 30*time.Second, eq(1), "cohort_groups", "type", "classic", "state", "Stable")
 	waitMetric(t, addr, 10*time.Second, above(max(rebalBefore, 0)), "cohort_server_request_errors_total",
 		"api", "Heartbeat", "error", "REBALANCE_IN_PROGRESS")
+	// The group reports the rebalance the leave started, with its phases.
+	waitMetric(t, addr, 10*time.Second, above(0), "cohort_rebalances_total", "type", "classic", "cause", "member_left")
+	waitMetric(t, addr, 10*time.Second, above(0), "cohort_rebalance_sync_duration_seconds", "type", "classic")
 	if v := scrapeMetrics(t, addr).value("cohort_server_requests_total", "api", "LeaveGroup"); v < 1 {
 		t.Errorf("LeaveGroup requests %v, want at least 1", v)
 	}

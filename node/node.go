@@ -193,6 +193,9 @@ func Start(cfg Config) (*Node, error) {
 	if gcfg.Topics == nil {
 		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
 	}
+	if reg != nil {
+		newRebalanceMetrics(reg).hook(&gcfg)
+	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,
 		Group:                  gcfg,

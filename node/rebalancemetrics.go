@@ -1,0 +1,98 @@
+package node
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cohort-dev/cohort/group"
+)
+
+// rebalanceCauses are the causes with a series from the start; any other
+// counts as "other".
+var rebalanceCauses = []group.CauseKind{group.CauseMemberJoined, group.CauseMetadataChanged,
+	group.CauseSubscriptionChanged, group.CauseMemberLeft, group.CauseSessionTimeout, group.CauseRebalanceTimeout,
+	group.CauseSyncTimeout, group.CauseLeaderNotSynced, group.CauseStaticReplaced, group.CauseAdmin,
+	group.CauseLoaded, group.CauseTopicsChanged, group.CauseOther}
+
+type rebalanceKey struct {
+	typ   string
+	cause group.CauseKind
+}
+
+// rebalanceMetrics count the rebalances the groups report (group.Config
+// OnRebalance, OnStorm): by type and cause, with their phase durations.
+// Children are resolved up front: the callback runs under a partition's
+// lock.
+type rebalanceMetrics struct {
+	count      map[rebalanceKey]prometheus.Counter
+	join, sync map[string]prometheus.Observer
+	storms     prometheus.Counter
+}
+
+func newRebalanceMetrics(reg prometheus.Registerer) *rebalanceMetrics {
+	count := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Name: "rebalances_total",
+		Help: "Rebalances completed (or ended) by groups this node coordinates, by group type and the cause that started them.",
+	}, []string{"type", "cause"})
+	buckets := prometheus.ExponentialBuckets(1e-3, 4, 10) // 1ms .. 262s
+	join := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "cohort", Name: "rebalance_join_duration_seconds",
+		Help:    "Join phase of each rebalance (classic: the join barrier; consumer: until the target assignment was computed), by group type.",
+		Buckets: buckets,
+	}, []string{"type"})
+	sync := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "cohort", Name: "rebalance_sync_duration_seconds",
+		Help:    "Sync phase of each rebalance (classic: until the assignment was stored; consumer: until every member converged), by group type.",
+		Buckets: buckets,
+	}, []string{"type"})
+	storms := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "cohort", Name: "rebalance_storms_total",
+		Help: "Times a group was flagged as rebalancing too often (--rebalance-storm).",
+	})
+	reg.MustRegister(count, join, sync, storms)
+	m := &rebalanceMetrics{count: map[rebalanceKey]prometheus.Counter{}, join: map[string]prometheus.Observer{},
+		sync: map[string]prometheus.Observer{}, storms: storms}
+	for _, typ := range []string{"classic", "consumer"} {
+		for _, c := range rebalanceCauses {
+			m.count[rebalanceKey{typ, c}] = count.WithLabelValues(typ, string(c))
+		}
+		m.join[typ] = join.WithLabelValues(typ)
+		m.sync[typ] = sync.WithLabelValues(typ)
+	}
+	return m
+}
+
+func (m *rebalanceMetrics) observe(ev group.RebalanceEvent) {
+	typ := "classic"
+	if ev.Type == "consumer" {
+		typ = "consumer"
+	}
+	c, ok := m.count[rebalanceKey{typ, ev.Cause.Kind}]
+	if !ok {
+		c = m.count[rebalanceKey{typ, group.CauseOther}]
+	}
+	c.Inc()
+	m.join[typ].Observe((time.Duration(ev.JoinMs) * time.Millisecond).Seconds())
+	m.sync[typ].Observe((time.Duration(ev.SyncMs) * time.Millisecond).Seconds())
+}
+
+func (m *rebalanceMetrics) storm(st group.StormStatus) {
+	if st.Flagged {
+		m.storms.Inc()
+	}
+}
+
+// hook adds the metrics to cfg's callbacks, keeping any already set.
+func (m *rebalanceMetrics) hook(cfg *group.Config) {
+	if prev := cfg.OnRebalance; prev != nil {
+		cfg.OnRebalance = func(ev group.RebalanceEvent) { prev(ev); m.observe(ev) }
+	} else {
+		cfg.OnRebalance = m.observe
+	}
+	if prev := cfg.OnStorm; prev != nil {
+		cfg.OnStorm = func(st group.StormStatus) { prev(st); m.storm(st) }
+	} else {
+		cfg.OnStorm = m.storm
+	}
+}
