@@ -29,6 +29,8 @@ func TestSimulation(t *testing.T) {
 	steps := 5000
 	if testing.Short() {
 		seeds, steps = 8, 3000
+	} else if raceEnabled {
+		seeds = 20
 	}
 	if n, err := strconv.Atoi(os.Getenv("COHORT_SIM_SEEDS")); err == nil && n > 0 {
 		seeds = n // longer soak runs: COHORT_SIM_SEEDS=2000 go test -run Simulation ./group/
@@ -63,6 +65,11 @@ func simulate(t *testing.T, seed uint64, steps int) {
 		if rng.IntN(3) == 0 {
 			c.MaxSize = 3 + rng.IntN(3)
 		}
+		// A short history bound: the reload check decodes every stored
+		// event after each write, and a small random bound also exercises
+		// trimming (the bound's default, 100, made the package time out
+		// under -race).
+		c.HistorySize = 1 + rng.IntN(8)
 	})
 	h.s.rand = seededReader{rand.NewChaCha8([32]byte{byte(seed), 9})}
 

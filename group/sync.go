@@ -51,7 +51,11 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 	case PreparingRebalance:
 		fail(ErrRebalanceInProgress)
 	case Stable:
+		// Answered at once with the member's assignment; like a heartbeat,
+		// the answer restarts the member's session (Kafka does the same), so
+		// a member that synced late is not expired on the clock of its join.
 		delete(g.pendingSync, m.id)
+		s.arm(m.session, now.Add(m.sessionTimeout))
 		out.reply(t, g.syncResponse(v, m.assignment))
 	case CompletingRebalance:
 		if m.sync != nil {

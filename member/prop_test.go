@@ -186,7 +186,6 @@ type sim struct {
 	faults     []fault
 	terms      []term
 	noGenCheck bool
-	cohortSync bool
 	stats      map[string]int
 	trace      []string
 	failure    string
@@ -217,7 +216,6 @@ func newSim(t *testing.T, r recipe, seed uint64) *sim {
 		// the recipe's own property (two writers, a resource on two
 		// workers) catch a broken member by itself.
 		noGenCheck: os.Getenv("MEMBER_PROP_NO_GEN") == "1",
-		cohortSync: os.Getenv("MEMBER_PROP_COHORT_SYNC") == "1",
 	}
 	s.end = s.now.Add(propDuration)
 	s.gcfg = group.Defaults()
@@ -598,26 +596,6 @@ func (s *sim) send(i int, r member.Request) {
 	var out group.Output
 	s.shard.Handle(s.now, s.ticket, group.Client{ID: sm.name, Host: "sim"}, r.Req, &out)
 	s.settle(&out)
-	if sr, ok := r.Req.(*kmsg.SyncGroupRequest); ok && !s.cohortSync {
-		// Kafka re-arms the session of a member whose SyncGroup finds the
-		// group Stable (it answers at once with the assignment); cohort's
-		// shard does not, which the member's lost deadline assumes (it
-		// counts the session from the SyncGroup's send time). Until the
-		// shard does, the simulation re-arms it as Kafka would with a
-		// heartbeat nobody waits for. MEMBER_PROP_COHORT_SYNC=1 leaves it
-		// out and the properties fail (e.g. plain seed 150: a member
-		// frozen between its JoinGroup and its SyncGroup acts on its
-		// assignment after the coordinator expired it).
-		if s.shard.DescribeGroup("g", 5, false).State == "Stable" {
-			hb := kmsg.NewPtrHeartbeatRequest()
-			hb.SetVersion(hb.MaxVersion())
-			hb.Group, hb.Generation, hb.MemberID = sr.Group, sr.Generation, sr.MemberID
-			s.ticket++
-			var out group.Output
-			s.shard.Handle(s.now, s.ticket, group.Client{ID: sm.name, Host: "sim"}, hb, &out)
-			s.settle(&out)
-		}
-	}
 }
 
 func describeReq(r kmsg.Request) string {
