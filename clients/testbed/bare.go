@@ -28,6 +28,7 @@ type Bare struct {
 	fetches  []FetchRequest
 	requests map[string]map[int16]int // client id → API key → answered requests
 	warns    []string
+	also     []func(server.Client, kmsg.Request, kmsg.Response)
 }
 
 // FetchRequest is one Fetch the node answered.
@@ -69,6 +70,14 @@ func StartBareTuned(t testing.TB, topics map[string]int32, tune func(*group.Conf
 // Addr is the node's address, the bootstrap address for clients.
 func (b *Bare) Addr() string { return b.Node.Addr() }
 
+// OnAnswered adds f to what sees every request the node answers (after the
+// journal), e.g. to keep a field the journal does not.
+func (b *Bare) OnAnswered(f func(c server.Client, req kmsg.Request, resp kmsg.Response)) {
+	b.mu.Lock()
+	b.also = append(b.also, f)
+	b.mu.Unlock()
+}
+
 func (b *Bare) tap(c server.Client, req kmsg.Request, resp kmsg.Response) {
 	b.Journal.Tap(c, req, resp)
 	b.mu.Lock()
@@ -76,7 +85,11 @@ func (b *Bare) tap(c server.Client, req kmsg.Request, resp kmsg.Response) {
 		b.requests[c.ID] = map[int16]int{}
 	}
 	b.requests[c.ID][req.Key()]++
+	also := b.also
 	b.mu.Unlock()
+	for _, f := range also {
+		f(c, req, resp)
+	}
 	q, ok := req.(*kmsg.FetchRequest)
 	if !ok {
 		return
