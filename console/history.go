@@ -53,9 +53,6 @@ type History struct {
 	Note             string // why there is no timeline
 }
 
-// requestHistory asks DescribeGroups for every kept event.
-func requestHistory(req *kmsg.DescribeGroupsRequest) { group.RequestHistory(req, -1) }
-
 // causeWords are the cause kinds as a person reads them.
 var causeWords = map[group.CauseKind]string{
 	group.CauseMemberJoined:        "member joined",

@@ -104,8 +104,16 @@ func startNodeWith(t *testing.T, listen string, set func(*group.Config)) *node.N
 	if set != nil {
 		set(&cfg)
 	}
-	n, err := node.Start(node.Config{Listen: listen, Store: memstore.New(), Group: cfg,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	return startNodeConfig(t, node.Config{Listen: listen, Group: cfg})
+}
+
+// startNodeConfig starts an in-process node with cfg, on a memory store
+// and without logs, and waits until it is loaded.
+func startNodeConfig(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
+	cfg.Store = memstore.New()
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -47,6 +48,14 @@ const groupsUsage = `usage:
                           --state/--members/--offsets pick tables (default: all)
   cohort group delete ID...
                           delete empty groups and their committed offsets
+  cohort group history ID [--last N]
+                          the group's rebalances, one row each: start, generations,
+                          outcome, cause and its member, join and sync durations,
+                          members waited for, evictions, partitions moved; then
+                          the storm flag (--output json: the history document)
+  cohort group why ID [--last N]
+                          the last rebalances (default 3) in sentences, the storm
+                          flag, and what a rebalance in progress waits for now
 flags:
 `
 
@@ -55,6 +64,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 	f := newCmdFlags(e, cmd, groupsUsage)
 	fs := f.fs
 	var df describeFlags
+	var hf historyFlags
 	var states, types string
 	if cmd == "groups" {
 		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
@@ -66,11 +76,13 @@ func groupsCmd(e env, cmd string, args []string) error {
 		fs.BoolVar(&df.state, "state", false, "describe: show the state table")
 		fs.BoolVar(&df.verbose, "verbose", false, "describe: more columns in the offsets table (log start, leader epoch, metadata)")
 		fs.BoolVar(&df.all, "all-groups", false, "describe: every group")
+		fs.IntVar(&hf.last, "last", 0, "history, why: only the `N` latest rebalances (default: history all kept, why 3)")
 	}
 	pos, err := f.parse(args)
 	if err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) { hf.lastSet = hf.lastSet || fl.Name == "last" })
 	if cmd == "groups" {
 		if err := checkNoArgs(cmd, pos); err != nil {
 			return err
@@ -78,10 +90,18 @@ func groupsCmd(e env, cmd string, args []string) error {
 		return listGroups(e, f, splitList(states), splitList(types))
 	}
 	if len(pos) == 0 {
-		return usagef("group: want describe|delete ID...")
+		return usagef("group: want describe|delete|history|why ID...")
 	}
 	action, ids := pos[0], pos[1:]
+	if hf.lastSet && action != "history" && action != "why" {
+		return usagef("group %s: --last is for history and why", action)
+	}
 	switch action {
+	case "history", "why":
+		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
+			return usagef("group %s: takes one group id, --last and --output only", action)
+		}
+		return historyCmd(e, f, hf, action == "why", ids)
 	case "describe":
 		if df.all == (len(ids) > 0) {
 			return usagef("group describe: want group ids or --all-groups (not both)")
@@ -96,7 +116,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 		}
 		return deleteGroups(e, f, ids)
 	default:
-		return usagef("group: unknown action %q: want describe or delete", action)
+		return usagef("group: unknown action %q: want describe, delete, history or why", action)
 	}
 }
 

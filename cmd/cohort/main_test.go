@@ -42,7 +42,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"topic", "shrink", "a"}, `unknown action "shrink"`},
 		{[]string{"topic", "create", "a", "--partitions", "0"}, "--partitions 0"},
 		{[]string{"groups", "x"}, "unexpected arguments"},
-		{[]string{"group"}, "want describe|delete ID"},
+		{[]string{"group"}, "want describe|delete|history|why ID"},
 		{[]string{"group", "frob", "x"}, `unknown action "frob"`},
 		{[]string{"group", "describe"}, "want group ids or --all-groups"},
 		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups"},

@@ -1,0 +1,575 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/grouphistory"
+)
+
+// "cohort group history ID" and "cohort group why ID": the rebalance history
+// cohort records for a group (package group, docs/history.md), as a table,
+// as JSON (the HistoryDoc itself) or as plain sentences. Both ask the
+// group's coordinator with DescribeGroups and the history tag (package
+// grouphistory), which classic and consumer-protocol groups answer alike.
+
+// whyDefaultLast is how many rebalances "group why" explains by default.
+const whyDefaultLast = 3
+
+// historyFlags are the flags of "group history" and "group why".
+type historyFlags struct {
+	last    int
+	lastSet bool // --last was given
+}
+
+// fetchHistory asks cohort for the history of id: the last n events (n < 0:
+// every event kept), the storm and waiting views, and the group's leader
+// when cohort says who it is (tag 10000; "" otherwise).
+func fetchHistory(f *cmdFlags, id string, n int32) (*group.HistoryDoc, string, error) {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return nil, "", err
+	}
+	defer done()
+	return historyOf(ctx, cl, id, n)
+}
+
+// historyOf reads the history of id from its coordinator's DescribeGroups
+// answer. A group that does not exist is an error (with the server's
+// message); so is a server that sends no history (not cohort, or a cohort
+// without it). A consumer-protocol group answers DescribeGroups as missing
+// but still carries its history, which is used.
+func historyOf(ctx context.Context, cl *kgo.Client, id string, n int32) (*group.HistoryDoc, string, error) {
+	ds, err := grouphistory.Describe(ctx, cl, []string{id}, n)
+	if err != nil {
+		return nil, "", fmt.Errorf("history of %s: %w", id, err)
+	}
+	for i := range ds {
+		d := &ds[i]
+		if d.Group != id {
+			continue
+		}
+		if doc, ok := group.HistoryTagOf(d); ok {
+			_, leader, _ := group.DescribeTagOf(d)
+			return doc, leader, nil
+		}
+		if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+			return nil, "", fmt.Errorf("history of %s: %w", id, withMessage(err, deref(d.ErrorMessage)))
+		}
+		if d.State == "Dead" {
+			return nil, "", fmt.Errorf("history of %s: %w", id, errNoGroup)
+		}
+		return nil, "", fmt.Errorf("history of %s: the server sent no rebalance history (it is not cohort, or a version without history)", id)
+	}
+	return nil, "", fmt.Errorf("history of %s: no answer for the group", id)
+}
+
+// historyCmd runs "group history ID" (why false) or "group why ID".
+func historyCmd(e env, f *cmdFlags, hf historyFlags, why bool, ids []string) error {
+	name := "group history"
+	if why {
+		name = "group why"
+	}
+	if len(ids) != 1 {
+		return usagef("%s: want exactly one group id, got %d", name, len(ids))
+	}
+	if hf.last < 0 {
+		return usagef("%s: --last %d: want 0 or more", name, hf.last)
+	}
+	if why && f.o.json() {
+		return usagef("group why prints sentences only: use group history --output json for the data")
+	}
+	n := int32(-1) // every event kept
+	switch {
+	case hf.lastSet:
+		n = int32(min(hf.last, 1<<30))
+	case why:
+		n = whyDefaultLast
+	}
+	doc, leader, err := fetchHistory(f, ids[0], n)
+	if err != nil {
+		return err
+	}
+	if why {
+		writeWhy(e.stdout, doc, leader, e.clock.Now())
+		return nil
+	}
+	if f.o.json() {
+		return writeJSON(e.stdout, doc)
+	}
+	return writeHistoryTable(e.stdout, doc)
+}
+
+// writeHistoryTable prints one row per rebalance, oldest first, then the
+// storm line and, during a rebalance, a pointer to "group why".
+func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
+	tw := newTable(w)
+	gen := "GENERATIONS"
+	if doc.Type == "consumer" {
+		gen = "EPOCHS"
+	}
+	fmt.Fprintf(tw, "SEQ\tSTART\t%s\tOUTCOME\tCAUSE\tMEMBER\tCLIENT\tJOIN\tSYNC\tWAITED-FOR\tEVICTED\tMOVED\n", gen)
+	for _, ev := range doc.History {
+		cause := string(ev.Cause.Kind)
+		if len(ev.MoreCauses) > 0 {
+			cause += fmt.Sprintf("(+%d)", len(ev.MoreCauses))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
+			ev.FromGeneration, ev.Generation, ev.Outcome, cause, strOrDash(ev.Cause.MemberID),
+			strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost)), compactDur(ev.JoinMs), compactDur(ev.SyncMs),
+			waitsText(ev.WaitedFor), strOrDash(strings.Join(ev.Evicted, ",")), movesText(ev.Members))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, stormSentence(doc.Storm))
+	if doc.Waiting != nil {
+		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", doc.Group, doc.State,
+			doc.Waiting.Since.UTC().Format(tableTime), doc.Group)
+	}
+	return nil
+}
+
+// tableTime is how the history table shows instants (UTC).
+const tableTime = "2006-01-02T15:04:05.000Z"
+
+// clientText is CLIENT: client id and host, client@host.
+func clientText(client, host string) string {
+	host = strings.TrimPrefix(host, "/")
+	switch {
+	case client == "" || host == "":
+		return client + host
+	default:
+		return client + "@" + host
+	}
+}
+
+// waitsText is WAITED-FOR: member(phase duration), slowest first, leaving
+// out the members that came at once; "evicted" marks those that never came.
+func waitsText(ws []group.Wait) string {
+	var parts []string
+	for _, w := range ws {
+		if w.WaitedMs == 0 && !w.Evicted {
+			continue
+		}
+		s := fmt.Sprintf("%s(%s %s", w.MemberID, w.Phase, compactDur(w.WaitedMs))
+		if w.Evicted {
+			s += " evicted"
+		}
+		parts = append(parts, s+")")
+	}
+	return strOrDash(strings.Join(parts, " "))
+}
+
+// movesText is MOVED: for each member whose assignment changed, its member
+// id and the partitions it gained (+) and lost (-) when the assignment was
+// decoded, or "changed(N B)" with the new size when it was not; members
+// separated by "; ".
+func movesText(ms []group.MemberChange) string {
+	var parts []string
+	for _, m := range ms {
+		var what string
+		switch {
+		case m.Decoded && (len(m.Added) > 0 || len(m.Removed) > 0):
+			what = strings.TrimSpace(tpsText("+", m.Added) + " " + tpsText("-", m.Removed))
+		case !m.Decoded && (m.Changed || m.New):
+			what = fmt.Sprintf("changed(%d B)", m.AssignmentBytes)
+		default:
+			continue
+		}
+		parts = append(parts, m.MemberID+" "+what)
+	}
+	return strOrDash(strings.Join(parts, "; "))
+}
+
+// tpsText shows partitions as sign+topic(p,p) ..., "" when there are none.
+func tpsText(sign string, tps []group.TopicPartitions) string {
+	var parts []string
+	for _, t := range tps {
+		ps := make([]string, len(t.Partitions))
+		for i, p := range slices.Sorted(slices.Values(t.Partitions)) {
+			ps[i] = strconv.Itoa(int(p))
+		}
+		parts = append(parts, sign+t.Topic+"("+strings.Join(ps, ",")+")")
+	}
+	return strings.Join(parts, " ")
+}
+
+// compactDur is a duration in milliseconds for a table: 350ms, 2.1s, 45s.
+func compactDur(ms int64) string { return durText(ms, "") }
+
+// proseDur is a duration in milliseconds for a sentence: 350 ms, 2.1 s.
+func proseDur(ms int64) string { return durText(ms, " ") }
+
+func durText(ms int64, sep string) string {
+	if ms < 1000 {
+		return strconv.FormatInt(ms, 10) + sep + "ms"
+	}
+	tenths := (ms + 50) / 100
+	return strconv.FormatFloat(float64(tenths)/10, 'f', -1, 64) + sep + "s"
+}
+
+// stormSentence says whether the group is flagged as rebalancing too often,
+// and the causes counted.
+func stormSentence(s group.StormStatus) string {
+	window := time.Duration(s.WindowMs) * time.Millisecond
+	if !s.Flagged {
+		return fmt.Sprintf("No rebalance storm: %s started within the last %v (a storm is more than %d).",
+			plural(s.Count, "rebalance"), window, s.Threshold)
+	}
+	since := ""
+	if s.Since != nil {
+		since = " since " + s.Since.UTC().Format(tableTime)
+	}
+	return fmt.Sprintf("Rebalance storm%s: %s started within the last %v, more than %d; causes: %s.",
+		since, plural(s.Count, "rebalance"), window, s.Threshold, causeCounts(s.Causes))
+}
+
+// plural is "1 rebalance", "2 rebalances".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// causeCounts lists causes with their counts, most frequent first.
+func causeCounts(cs map[group.CauseKind]int) string {
+	type kc struct {
+		k group.CauseKind
+		n int
+	}
+	var list []kc
+	for k, n := range cs {
+		list = append(list, kc{k, n})
+	}
+	slices.SortFunc(list, func(a, b kc) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(string(a.k), string(b.k))
+	})
+	var parts []string
+	for _, c := range list {
+		parts = append(parts, fmt.Sprintf("%s %d", c.k, c.n))
+	}
+	if len(parts) == 0 {
+		return "none recorded"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeWhy explains the rebalances of doc, oldest first, one paragraph
+// each, then the storm flag and, when the group is rebalancing, what it
+// waits for. leader is the group's leader ("" when unknown); now dates
+// the instants (the date is shown when it is not now's).
+func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time) {
+	t := timeFmt{now: now.UTC()}
+	if len(doc.History) == 0 {
+		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", doc.Group)
+	}
+	for _, ev := range doc.History {
+		fmt.Fprintln(w, explainEvent(ev, t))
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, stormSentence(doc.Storm))
+	fmt.Fprintln(w, nowSentence(doc, leader, t))
+}
+
+// timeFmt formats instants in UTC for sentences, with the date when it
+// differs from now's.
+type timeFmt struct{ now time.Time }
+
+func (f timeFmt) at(t time.Time) string {
+	t = t.UTC()
+	if y, m, d := t.Date(); y == f.now.Year() && m == f.now.Month() && d == f.now.Day() {
+		return t.Format("15:04:05.000")
+	}
+	return t.Format("2006-01-02 15:04:05.000")
+}
+
+// memberText names a member in a sentence: member ID (client C, host H,
+// instance I), leaving out what is unknown.
+func memberText(id, instance, client, host string) string {
+	var parts []string
+	if client != "" {
+		parts = append(parts, "client "+client)
+	}
+	if host = strings.TrimPrefix(host, "/"); host != "" {
+		parts = append(parts, "host "+host)
+	}
+	if instance != "" {
+		parts = append(parts, "instance "+instance)
+	}
+	s := "member " + strOrDash(id)
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
+}
+
+// causeText says what a cause is, as the end of "started because ...".
+func causeText(c group.Cause, groupType string, t timeFmt) string {
+	who := memberText(c.MemberID, c.InstanceID, c.ClientID, c.ClientHost)
+	reason := ""
+	if c.Reason != "" {
+		reason = fmt.Sprintf(" (reason: %q)", c.Reason)
+	}
+	detail := ""
+	if c.Detail != "" {
+		detail = " (" + c.Detail + ")"
+	}
+	switch c.Kind {
+	case group.CauseMemberJoined:
+		return "a new " + who + " joined" + reason
+	case group.CauseMetadataChanged:
+		return who + " rejoined with changed metadata" + detail + reason
+	case group.CauseSubscriptionChanged:
+		s := who + " changed its subscription"
+		if len(c.Topics) > 0 {
+			s += " (topics " + strings.Join(c.Topics, ", ") + ")"
+		}
+		return s + detail
+	case group.CauseMemberLeft:
+		return who + " left the group" + reason
+	case group.CauseSessionTimeout:
+		s := who + " stopped heartbeating" + detail
+		if c.LastHeartbeat != nil {
+			s += fmt.Sprintf(": its last heartbeat was at %s, %s before the coordinator timed it out at %s",
+				t.at(*c.LastHeartbeat), proseDur(c.At.Sub(*c.LastHeartbeat).Milliseconds()), t.at(c.At))
+		}
+		return s
+	case group.CauseRebalanceTimeout:
+		if groupType == "consumer" {
+			return who + " did not revoke its partitions within the rebalance timeout and was evicted" + detail
+		}
+		return who + " did not rejoin within the rebalance timeout and was evicted" + detail
+	case group.CauseSyncTimeout:
+		return who + " did not send SyncGroup within the rebalance timeout" + detail
+	case group.CauseLeaderNotSynced:
+		return "the leader, " + who + ", never sent the assignment (SyncGroup) within the rebalance timeout" + detail
+	case group.CauseStaticReplaced:
+		return "a new process, " + who + ", took over the static member's instance id" + detail
+	case group.CauseAdmin:
+		s := "an operator acted" + detail
+		if c.MemberID != "" || c.InstanceID != "" {
+			s += " on " + who
+		}
+		return s + reason
+	case group.CauseLoaded:
+		return "the coordinator loaded the group (a restart or a failover) and a member then rejoined" + detail
+	case group.CauseTopicsChanged:
+		s := "the partitions of subscribed topics changed"
+		if len(c.Topics) > 0 {
+			s += " (" + strings.Join(c.Topics, ", ") + ")"
+		}
+		return s + detail
+	default:
+		s := "of " + strings.ReplaceAll(string(c.Kind), "_", " ")
+		if c.MemberID != "" {
+			s += " concerning " + who
+		}
+		return s + detail + reason
+	}
+}
+
+// explainEvent is one rebalance in sentences: what started it, what
+// happened meanwhile, how long each phase took and whom it waited for, and
+// how it ended, with the partitions it moved.
+func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Rebalance #%d at %s started because %s.", ev.Seq, t.at(ev.Start), causeText(ev.Cause, ev.Type, t))
+	if len(ev.MoreCauses) > 0 {
+		var more []string
+		for _, c := range ev.MoreCauses {
+			more = append(more, fmt.Sprintf("at %s %s", t.at(c.At), causeText(c, ev.Type, t)))
+		}
+		fmt.Fprintf(&b, " While it was in progress, %s.", strings.Join(more, "; "))
+	}
+	if ev.Type == "consumer" {
+		fmt.Fprintf(&b, " It took %s until every member had the new assignment%s.", proseDur(ev.DurationMs),
+			waitingFor(ev.WaitedFor, ""))
+	} else if ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
+		b.WriteString(" The join and sync phases completed at once.")
+	} else {
+		fmt.Fprintf(&b, " The join phase took %s%s; the sync phase took %s%s.", proseDur(ev.JoinMs),
+			waitingFor(ev.WaitedFor, "join"), proseDur(ev.SyncMs), waitingFor(ev.WaitedFor, "sync"))
+	}
+	if others := waitingFor(otherWaits(ev.WaitedFor), ""); others != "" && ev.Type != "consumer" {
+		fmt.Fprintf(&b, " Besides%s.", others)
+	}
+	if len(ev.Evicted) > 0 {
+		fmt.Fprintf(&b, " It evicted %s.", strings.Join(ev.Evicted, ", "))
+	}
+	b.WriteString(" " + outcomeText(ev, t))
+	if moves := movesProse(ev.Members); moves != "" {
+		b.WriteString(" " + moves)
+	}
+	return b.String()
+}
+
+// waitingFor is ", waiting for A (2.1 s), B (0.3 s, then evicted)" for the
+// waits of phase ("": every phase, each then named), slowest first as
+// recorded; members that came at once are left out, and it is "" when none
+// is left.
+func waitingFor(ws []group.Wait, phase string) string {
+	var parts []string
+	for _, w := range ws {
+		if phase != "" && w.Phase != phase || w.WaitedMs == 0 && !w.Evicted {
+			continue
+		}
+		name := w.MemberID
+		if w.InstanceID != "" {
+			name += " (instance " + w.InstanceID + ")"
+		}
+		what := proseDur(w.WaitedMs)
+		if phase == "" {
+			what = w.Phase + ", " + what
+		}
+		if w.Evicted {
+			what += ", then evicted"
+		}
+		parts = append(parts, name+" ("+what+")")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ", waiting for " + strings.Join(parts, ", ")
+}
+
+// otherWaits are the waits of a classic rebalance in neither the join nor
+// the sync phase.
+func otherWaits(ws []group.Wait) []group.Wait {
+	var out []group.Wait
+	for _, w := range ws {
+		if w.Phase != "join" && w.Phase != "sync" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// notYet says what a member waited for has not done yet.
+func notYet(phase string) string {
+	switch phase {
+	case "join":
+		return "has not rejoined"
+	case "sync":
+		return "has not sent SyncGroup"
+	case "revoke":
+		return "has not revoked the partitions it must give up"
+	case "assign":
+		return "has not acknowledged its new assignment"
+	default:
+		return "has not completed the " + phase + " phase"
+	}
+}
+
+// outcomeText says how a rebalance ended.
+func outcomeText(ev group.RebalanceEvent, t timeFmt) string {
+	gen := "generation"
+	if ev.Type == "consumer" {
+		gen = "group epoch"
+	}
+	switch ev.Outcome {
+	case "stable":
+		s := fmt.Sprintf("It ended at %s with %s %d", t.at(ev.End), gen, ev.Generation)
+		var with []string
+		if ev.Leader != "" {
+			with = append(with, "leader "+ev.Leader)
+		}
+		if ev.Protocol != "" {
+			with = append(with, "protocol "+ev.Protocol)
+		}
+		if len(with) > 0 {
+			s += " (" + strings.Join(with, ", ") + ")"
+		}
+		return s + "."
+	case "empty":
+		return fmt.Sprintf("It ended at %s with the group empty (%s %d).", t.at(ev.End), gen, ev.Generation)
+	case "superseded":
+		return fmt.Sprintf("Another rebalance started at %s before this one completed.", t.at(ev.End))
+	case "failed":
+		return fmt.Sprintf("It failed at %s: the new assignment could not be stored.", t.at(ev.End))
+	default:
+		return fmt.Sprintf("It ended at %s (%s), %s %d.", t.at(ev.End), ev.Outcome, gen, ev.Generation)
+	}
+}
+
+// movesProse says which partitions the rebalance moved, or which members'
+// assignments changed when they are not decoded.
+func movesProse(ms []group.MemberChange) string {
+	var parts []string
+	for _, m := range ms {
+		var got []string
+		if m.Decoded {
+			if len(m.Added) > 0 {
+				got = append(got, "gained "+tpsText("", m.Added))
+			}
+			if len(m.Removed) > 0 {
+				got = append(got, "lost "+tpsText("", m.Removed))
+			}
+		} else if m.Changed || m.New {
+			got = append(got, fmt.Sprintf("got a new assignment of %d bytes", m.AssignmentBytes))
+		}
+		if len(got) == 0 {
+			continue
+		}
+		name := m.MemberID
+		if m.New {
+			name += " (new)"
+		}
+		parts = append(parts, name+" "+strings.Join(got, " and "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "Moved: " + strings.Join(parts, "; ") + "."
+}
+
+// nowSentence says what the group is doing now: settled, or what the
+// rebalance in progress waits for, since when, and when the timeout
+// evicts each member it waits for.
+func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
+	w := doc.Waiting
+	if w == nil {
+		switch {
+		case doc.Type == "consumer" && doc.State != "Stable" && doc.State != "Empty":
+			return fmt.Sprintf("Now the group is %s; cohort does not yet say what a consumer-protocol group waits for.", doc.State)
+		default:
+			return fmt.Sprintf("Now the group is %s: no rebalance is in progress.", doc.State)
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Now the group is %s: a rebalance is in progress since %s", w.State, t.at(w.Since))
+	if w.Cause != nil {
+		fmt.Fprintf(&b, ", started because %s", causeText(*w.Cause, doc.Type, t))
+	}
+	b.WriteString(".")
+	if len(w.Members) == 0 {
+		b.WriteString(" It waits for no member: it completes as soon as the coordinator has done its part.")
+		return b.String()
+	}
+	for _, m := range w.Members {
+		what := notYet(m.Phase)
+		if m.Phase == "sync" && leader != "" && m.MemberID == leader {
+			what = "is the leader and has not sent the assignment (SyncGroup)"
+		}
+		fmt.Fprintf(&b, " It waits for %s, which %s since %s", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), what, t.at(m.Since))
+		if m.Deadline != nil {
+			fmt.Fprintf(&b, "; the timeout evicts it at %s unless it does so before.", t.at(*m.Deadline))
+		} else {
+			b.WriteString("; no timeout will evict it.")
+		}
+	}
+	return b.String()
+}

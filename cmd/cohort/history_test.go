@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/node"
+)
+
+// rawMember is a classic consumer-group member driven request by request
+// (JoinGroup, SyncGroup, LeaveGroup), so that the test decides when each
+// step happens on the node's fake clock, and a member can simply stop.
+type rawMember struct {
+	t       *testing.T
+	cl      *kgo.Client
+	id      string
+	session int32 // ms
+}
+
+func newRawMember(t *testing.T, addr, clientID string, session time.Duration) *rawMember {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(clientID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &rawMember{t: t, cl: cl, session: int32(session.Milliseconds())}
+}
+
+// rawCtx bounds one request of a raw member.
+func rawCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// join sends JoinGroup (twice for a new member: KIP-394's member id round
+// trip) and returns the answer; it blocks while the join phase lasts.
+func (m *rawMember) join(grp string) (*kmsg.JoinGroupResponse, error) {
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"events"}
+	for {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Group, req.MemberID, req.ProtocolType = grp, m.id, "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = m.session, 30000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: meta.AppendTo(nil)}}
+		resp, err := req.RequestWith(rawCtx(m.t), m.cl)
+		if err != nil {
+			return nil, err
+		}
+		if resp.ErrorCode == kerr.MemberIDRequired.Code && m.id == "" {
+			m.id = resp.MemberID
+			continue
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			return nil, err
+		}
+		m.id = resp.MemberID
+		return resp, nil
+	}
+}
+
+// sync sends SyncGroup for generation gen; a leader gives the assignment
+// (member id -> partitions of "events").
+func (m *rawMember) sync(grp string, gen int32, assign map[string][]int32) error {
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Group, req.MemberID, req.Generation = grp, m.id, gen
+	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	for id, ps := range assign {
+		a := kmsg.NewConsumerMemberAssignment()
+		a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "events", Partitions: ps}}
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: a.AppendTo(nil)})
+	}
+	resp, err := req.RequestWith(rawCtx(m.t), m.cl)
+	if err != nil {
+		return err
+	}
+	return kerr.ErrorForCode(resp.ErrorCode)
+}
+
+// leave sends LeaveGroup with reason.
+func (m *rawMember) leave(grp, reason string) error {
+	req := kmsg.NewPtrLeaveGroupRequest()
+	req.Group = grp
+	req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: m.id, Reason: kmsg.StringPtr(reason)}}
+	resp, err := req.RequestWith(rawCtx(m.t), m.cl)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	for _, r := range resp.Members {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// async runs f in a goroutine; receive its error from the channel.
+func async(f func() error) <-chan error {
+	c := make(chan error, 1)
+	go func() { c <- f() }()
+	return c
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// historyDoc runs "group history ID" with --output json and extra.
+func (c cli) historyDoc(id string, extra ...string) group.HistoryDoc {
+	c.t.Helper()
+	var doc group.HistoryDoc
+	c.jsonOf(&doc, append([]string{"group", "history", id}, extra...)...)
+	return doc
+}
+
+// awaitHistory waits until the history of id satisfies cond (the node
+// writes an event after the answer that completes the rebalance).
+func (c cli) awaitHistory(id, what string, cond func(group.HistoryDoc) bool) group.HistoryDoc {
+	c.t.Helper()
+	var doc group.HistoryDoc
+	testwait.For(c.t, 10*time.Second, what, func() bool {
+		doc = c.historyDoc(id)
+		return cond(doc)
+	})
+	return doc
+}
+
+// wantIn fails the test unless out holds every one of parts.
+func wantIn(t *testing.T, what, out string, parts ...string) {
+	t.Helper()
+	for _, p := range parts {
+		if !strings.Contains(out, p) {
+			t.Fatalf("%s lacks %q:\n%s", what, p, out)
+		}
+	}
+}
+
+// TestGroupHistoryAndWhy: a classic group goes through a known sequence on
+// the node's fake clock (c-1 joins; c-2 joins while c-1 takes 2.1 s to
+// rejoin and 0.3 s to send the assignment; c-2 leaves; c-3 joins and stops,
+// and its session times out). "group why" during the second rebalance
+// names the member the group waits for and when the timeout evicts it,
+// in PreparingRebalance and in CompletingRebalance; afterwards "group
+// history" (table and JSON, --last) and "group why" tell the five
+// rebalances with their causes, members, durations and moved partitions.
+func TestGroupHistoryAndWhy(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	cfg.StormThreshold = 3 // the fifth rebalance keeps the group flagged
+	// Seeded member ids: the outputs logged under -v are docs/cli.md's
+	// examples.
+	n := startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", Group: cfg, Clock: clk, Rand: rand.NewChaCha8([32]byte{16})})
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}, clock: clk}
+	const g = "hg"
+	m1 := newRawMember(t, n.Addr(), "c-1", 45*time.Second)
+	m2 := newRawMember(t, n.Addr(), "c-2", 45*time.Second)
+	m3 := newRawMember(t, n.Addr(), "c-3", 10*time.Second)
+
+	// #1: c-1 joins an empty group and takes every partition.
+	j1, err := m1.join(g)
+	must(t, err)
+	must(t, m1.sync(g, j1.Generation, map[string][]int32{m1.id: {0, 1, 2}}))
+	c.awaitHistory(g, "event 1", func(d group.HistoryDoc) bool { return len(d.History) == 1 })
+
+	// #2: c-2 joins at +1 s; the group waits for c-1 to rejoin.
+	clk.Advance(time.Second)
+	var j2 *kmsg.JoinGroupResponse
+	joined2 := async(func() (err error) { j2, err = m2.join(g); return err })
+	c.awaitHistory(g, "c-2 waiting", func(d group.HistoryDoc) bool {
+		return d.Waiting != nil && d.State == "PreparingRebalance" && d.Waiting.Cause != nil && len(d.Waiting.Members) == 1
+	})
+	clk.Advance(2100 * time.Millisecond)
+	why := c.ok("group", "why", g)
+	t.Logf("cohort group why %s (during rebalance #2)\n%s", g, why)
+	wantIn(t, "why in PreparingRebalance", why,
+		"Now the group is PreparingRebalance: a rebalance is in progress since 10:00:01.000, started because a new member "+m2.id+" (client c-2, host 127.0.0.1) joined.",
+		"It waits for member "+m1.id+" (client c-1, host 127.0.0.1), which has not rejoined since 10:00:01.000; the timeout evicts it at 10:00:31.000 unless it does so before.")
+	if tbl := c.ok("group", "history", g); !strings.Contains(tbl, "hg is PreparingRebalance: a rebalance is in progress since 2026-05-01T10:00:01.000Z (see cohort group why hg)") {
+		t.Fatalf("history during the rebalance:\n%s", tbl)
+	}
+	j1, err = m1.join(g)
+	must(t, err)
+	must(t, <-joined2)
+	if j1.LeaderID != m1.id || j2.Generation != j1.Generation {
+		t.Fatalf("leader %s (c-1 is %s), generations %d %d", j1.LeaderID, m1.id, j1.Generation, j2.Generation)
+	}
+	synced2 := async(func() error { return m2.sync(g, j2.Generation, nil) })
+	c.awaitHistory(g, "c-2 synced", func(d group.HistoryDoc) bool {
+		return d.Waiting != nil && d.State == "CompletingRebalance" && len(d.Waiting.Members) == 1 && d.Waiting.Members[0].MemberID == m1.id
+	})
+	why = c.ok("group", "why", g)
+	wantIn(t, "why in CompletingRebalance", why,
+		"It waits for member "+m1.id+" (client c-1, host 127.0.0.1), which is the leader and has not sent the assignment (SyncGroup) since 10:00:03.100; the timeout evicts it at 10:00:33.100 unless it does so before.")
+	clk.Advance(300 * time.Millisecond)
+	must(t, m1.sync(g, j1.Generation, map[string][]int32{m1.id: {0, 1}, m2.id: {2}}))
+	must(t, <-synced2)
+	c.awaitHistory(g, "event 2", func(d group.HistoryDoc) bool { return len(d.History) == 2 })
+
+	// #3: c-2 leaves at +4.4 s; c-1 rejoins at once and takes all.
+	clk.Advance(time.Second)
+	must(t, m2.leave(g, "shutting down"))
+	j1, err = m1.join(g)
+	must(t, err)
+	must(t, m1.sync(g, j1.Generation, map[string][]int32{m1.id: {0, 1, 2}}))
+	c.awaitHistory(g, "event 3", func(d group.HistoryDoc) bool { return len(d.History) == 3 })
+
+	// #4: c-3 joins at +5.4 s; #5: it stops, and its 10 s session runs
+	// out at +15.4 s.
+	clk.Advance(time.Second)
+	var j3 *kmsg.JoinGroupResponse
+	joined3 := async(func() (err error) { j3, err = m3.join(g); return err })
+	c.awaitHistory(g, "c-3 waiting", func(d group.HistoryDoc) bool { return d.Waiting != nil && d.Waiting.Cause != nil })
+	j1, err = m1.join(g)
+	must(t, err)
+	must(t, <-joined3)
+	synced3 := async(func() error { return m3.sync(g, j3.Generation, nil) })
+	must(t, m1.sync(g, j1.Generation, map[string][]int32{m1.id: {0, 1}, m3.id: {2}}))
+	must(t, <-synced3)
+	c.awaitHistory(g, "event 4", func(d group.HistoryDoc) bool { return len(d.History) == 4 })
+	clk.Advance(10 * time.Second)
+	c.awaitHistory(g, "c-3 timed out", func(d group.HistoryDoc) bool { return d.Waiting != nil && d.State == "PreparingRebalance" })
+	j1, err = m1.join(g)
+	must(t, err)
+	must(t, m1.sync(g, j1.Generation, map[string][]int32{m1.id: {0, 1, 2}}))
+	doc := c.awaitHistory(g, "event 5", func(d group.HistoryDoc) bool { return len(d.History) == 5 })
+
+	// JSON: the history document, decoded strictly.
+	if doc.Version != group.HistoryDocVersion || doc.Group != g || doc.Type != "classic" || doc.State != "Stable" || doc.Waiting != nil {
+		t.Fatalf("document: %+v", doc)
+	}
+	if s := doc.Storm; !s.Flagged || s.Count != 5 || s.Threshold != 3 || s.Causes[group.CauseMemberJoined] != 3 || s.Causes[group.CauseSessionTimeout] != 1 {
+		t.Fatalf("storm: %+v", s)
+	}
+	type want struct {
+		kind           group.CauseKind
+		member, client string
+		join, sync     int64
+		from, gen      int32
+	}
+	wants := []want{
+		{group.CauseMemberJoined, m1.id, "c-1", 0, 0, 0, 1},
+		{group.CauseMemberJoined, m2.id, "c-2", 2100, 300, 1, 2},
+		{group.CauseMemberLeft, m2.id, "c-2", 0, 0, 2, 3},
+		{group.CauseMemberJoined, m3.id, "c-3", 0, 0, 3, 4},
+		{group.CauseSessionTimeout, m3.id, "c-3", 0, 0, 4, 5},
+	}
+	for i, w := range wants {
+		ev := doc.History[i]
+		if ev.Seq != uint64(i+1) || ev.Cause.Kind != w.kind || ev.Cause.MemberID != w.member || ev.Cause.ClientID != w.client ||
+			ev.JoinMs != w.join || ev.SyncMs != w.sync || ev.FromGeneration != w.from || ev.Generation != w.gen || ev.Outcome != "stable" {
+			t.Fatalf("event %d: %+v, want %+v", i+1, ev, w)
+		}
+	}
+	if w := doc.History[1].WaitedFor; len(w) < 2 || w[0] != (group.Wait{MemberID: m1.id, Phase: "join", WaitedMs: 2100}) ||
+		!slices.Contains(w, group.Wait{MemberID: m1.id, Phase: "sync", WaitedMs: 300}) {
+		t.Fatalf("event 2 waited for %+v", w)
+	}
+	if r := doc.History[2].Cause.Reason; r != "shutting down" {
+		t.Fatalf("leave reason %q", r)
+	}
+	if hb := doc.History[4].Cause.LastHeartbeat; hb == nil || !hb.Equal(t0.Add(5400*time.Millisecond)) {
+		t.Fatalf("last heartbeat %v", hb)
+	}
+
+	// The table: one row per rebalance with the same facts.
+	tbl := c.ok("group", "history", g)
+	t.Logf("cohort group history %s\n%s", g, tbl)
+	rows := strings.Split(strings.TrimSpace(tbl), "\n")
+	if len(rows) != 7 || !strings.HasPrefix(table(rows[0]), "SEQ START GENERATIONS OUTCOME CAUSE MEMBER CLIENT JOIN SYNC WAITED-FOR EVICTED MOVED") {
+		t.Fatalf("table:\n%s", strings.Join(rows, "\n"))
+	}
+	wantRows := [][]string{
+		{"1", "2026-05-01T10:00:00.000Z", "0->1", "stable", "member_joined", m1.id, "c-1@127.0.0.1", "0ms", "0ms"},
+		{"2", "2026-05-01T10:00:01.000Z", "1->2", "stable", "member_joined", m2.id, "c-2@127.0.0.1", "2.1s", "300ms"},
+		{"3", "2026-05-01T10:00:04.400Z", "2->3", "stable", "member_left", m2.id, "c-2@127.0.0.1", "0ms", "0ms"},
+		{"4", "2026-05-01T10:00:05.400Z", "3->4", "stable", "member_joined", m3.id, "c-3@127.0.0.1", "0ms", "0ms"},
+		{"5", "2026-05-01T10:00:15.400Z", "4->5", "stable", "session_timeout", m3.id, "c-3@127.0.0.1", "0ms", "0ms"},
+	}
+	for i, w := range wantRows {
+		if f := strings.Fields(rows[i+1]); len(f) < len(w) || !slices.Equal(f[:len(w)], w) {
+			t.Fatalf("row %d: %q, want it to start %q", i+1, rows[i+1], w)
+		}
+	}
+	wantIn(t, "row 2", rows[2], m1.id+"(join 2.1s)", m1.id+"(sync 300ms)", m1.id+" -events(2); "+m2.id+" +events(2)")
+	wantIn(t, "row 3", rows[3], m1.id+" +events(2)")
+	const storm = "Rebalance storm since 2026-05-01T10:00:05.400Z: 5 rebalances started within the last 5m0s, more than 3; causes: member_joined 3, member_left 1, session_timeout 1."
+	if rows[6] != storm {
+		t.Fatalf("storm line %q", rows[6])
+	}
+
+	// --last.
+	if d := c.historyDoc(g, "--last", "2"); len(d.History) != 2 || d.History[0].Seq != 4 || d.History[1].Seq != 5 {
+		t.Fatalf("--last 2: %+v", d.History)
+	}
+
+	// why: the last three rebalances in sentences.
+	why = c.ok("group", "why", g)
+	if strings.Contains(why, "Rebalance #2 ") || !strings.Contains(why, "Rebalance #3 ") {
+		t.Fatalf("why shows other than the last 3:\n%s", why)
+	}
+	wantIn(t, "why", why,
+		"Rebalance #3 at 10:00:04.400 started because member "+m2.id+` (client c-2, host 127.0.0.1) left the group (reason: "shutting down").`,
+		"Rebalance #4 at 10:00:05.400 started because a new member "+m3.id+" (client c-3, host 127.0.0.1) joined.",
+		"Rebalance #5 at 10:00:15.400 started because member "+m3.id+" (client c-3, host 127.0.0.1) stopped heartbeating: its last heartbeat was at 10:00:05.400, 10 s before the coordinator timed it out at 10:00:15.400.",
+		"10 s before the coordinator timed it out at 10:00:15.400. The join and sync phases completed at once. It ended at 10:00:15.400 with generation 5",
+		"Moved: "+m1.id+" gained events(2).",
+		storm,
+		"Now the group is Stable: no rebalance is in progress.")
+	why = c.ok("group", "why", g, "--last", "5")
+	t.Logf("cohort group why %s --last 5\n%s", g, why)
+	wantIn(t, "why --last 5", why,
+		"Rebalance #2 at 10:00:01.000 started because a new member "+m2.id+" (client c-2, host 127.0.0.1) joined. The join phase took 2.1 s, waiting for "+m1.id+" (2.1 s); the sync phase took 300 ms, waiting for "+m1.id+" (300 ms).",
+		"It ended at 10:00:03.400 with generation 2 (leader "+m1.id+", protocol range).",
+		"Moved: "+m1.id+" lost events(2); "+m2.id+" (new) gained events(2).")
+}
+
+// TestGroupHistoryErrors: a missing group is an error naming it (exit 1),
+// usage mistakes exit 2, -h exits 0, and a node that is not there is
+// named.
+func TestGroupHistoryErrors(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	for _, action := range []string{"history", "why"} {
+		c.fails(1, []string{"group", action, "nope"}, "history of nope: GROUP_ID_NOT_FOUND: group nope not found")
+		for _, tc := range []struct {
+			args []string
+			msg  string
+		}{
+			{[]string{"group", action}, "want exactly one group id, got 0"},
+			{[]string{"group", action, "a", "b"}, "want exactly one group id, got 2"},
+			{[]string{"group", action, "a", "--last", "-1"}, "--last -1: want 0 or more"},
+			{[]string{"group", action, "a", "--last", "x"}, `invalid value "x" for flag -last`},
+			{[]string{"group", action, "a", "--members"}, "takes one group id, --last and --output only"},
+			{[]string{"group", action, "a", "--data-bootstrap", "127.0.0.1:1"}, "takes one group id, --last and --output only"},
+		} {
+			c.fails(2, tc.args, tc.msg)
+		}
+		if out, errOut, code := c.run("group", action, "-h"); code != 0 || !strings.Contains(out+errOut, "cohort group "+action+" ID [--last N]") {
+			t.Fatalf("%s -h: exit %d\n%s%s", action, code, out, errOut)
+		}
+	}
+	c.fails(2, []string{"group", "why", "a", "--output", "json"}, "group why prints sentences only")
+	c.fails(2, []string{"group", "describe", "a", "--last", "2"}, "--last is for history and why")
+	dead := closedAddr(t)
+	start := time.Now()
+	cli{t: t}.fails(1, []string{"group", "history", "g", "--bootstrap", dead, "--timeout", "400ms"}, "cannot connect to cohort at "+dead+" (")
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("gave up after %s", el)
+	}
+	// An empty group with no rebalance: history has no rows, why says so.
+	c.ok("topic", "create", "events")
+	commit(t, n.Addr(), "idle", "events", map[int32]int64{0: 1})
+	if d := c.historyDoc("idle"); d.State != "Empty" || len(d.History) != 0 || d.History == nil {
+		t.Fatalf("idle: %+v", d)
+	}
+	wantIn(t, "why idle", c.ok("group", "why", "idle"), "Group idle has no recorded rebalance.", "No rebalance storm: 0 rebalances started within the last 5m0s (a storm is more than 10).", "Now the group is Empty: no rebalance is in progress.")
+}

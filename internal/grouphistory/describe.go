@@ -1,0 +1,60 @@
+// Package grouphistory asks cohort for groups' rebalance histories: it sends
+// DescribeGroups, with the history tag of package group (10001), to each
+// group's coordinator itself. The console and the cohort command share it.
+//
+// Why not kgo's own routing: kgo shards DescribeGroups by coordinator and
+// rebuilds the request for each broker, which drops the request's tagged
+// fields, so the history would never be asked for. Describe therefore finds
+// the coordinators (FindCoordinator) and addresses each broker directly.
+package grouphistory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+)
+
+// Describe sends DescribeGroups for ids to each group's coordinator, asking
+// for the last n rebalance events of each (n < 0: every event kept; 0: none,
+// but still the storm and waiting views). Read each answer's history with
+// group.HistoryTagOf. A group whose coordinator is not found answers with
+// FindCoordinator's error code (and message). The answers are grouped by
+// coordinator, in the order the coordinators were first named.
+func Describe(ctx context.Context, cl *kgo.Client, ids []string, n int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = ids
+	fresp, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	var out []kmsg.DescribeGroupsResponseGroup
+	byNode := map[int32][]string{}
+	var order []int32
+	for _, c := range fresp.Coordinators {
+		if c.ErrorCode != 0 {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode, d.ErrorMessage = c.Key, c.ErrorCode, c.ErrorMessage
+			out = append(out, d)
+			continue
+		}
+		if _, ok := byNode[c.NodeID]; !ok {
+			order = append(order, c.NodeID)
+		}
+		byNode[c.NodeID] = append(byNode[c.NodeID], c.Key)
+	}
+	for _, node := range order {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = byNode[node]
+		group.RequestHistory(req, n)
+		resp, err := cl.Broker(int(node)).Request(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeGroups at the coordinator (node %d): %w", node, err)
+		}
+		out = append(out, resp.(*kmsg.DescribeGroupsResponse).Groups...)
+	}
+	return out, nil
+}
