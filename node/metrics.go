@@ -124,8 +124,9 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 // observedPartitions is the coordinator as the cluster drives it, counting
 // hand-overs.
 type observedPartitions struct {
-	c *coordinator.Coordinator
-	m *clusterMetrics
+	c  *coordinator.Coordinator
+	m  *clusterMetrics
+	rm *rebalanceMetrics // nil with DisableMetrics
 }
 
 func (o observedPartitions) Acquire(p int32) {
@@ -136,6 +137,9 @@ func (o observedPartitions) Acquire(p int32) {
 func (o observedPartitions) Release(p int32) {
 	o.m.released.Inc()
 	o.c.Release(p)
+	if o.rm != nil {
+		o.rm.released(p)
+	}
 }
 
 // newRegistry returns the node's registry with the Go runtime and process

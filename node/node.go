@@ -120,6 +120,7 @@ type Node struct {
 	httpAddr net.Addr
 	cl       *clusterMode // nil unless cluster mode
 	cm       *clusterMetrics
+	rm       *rebalanceMetrics // nil with DisableMetrics
 	auth     *authstate.State
 	done     chan error
 	cancel   context.CancelFunc
@@ -194,7 +195,8 @@ func Start(cfg Config) (*Node, error) {
 		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
 	}
 	if reg != nil {
-		newRebalanceMetrics(reg).hook(&gcfg)
+		n.rm = newRebalanceMetrics(reg, func() int { return n.coord.Partitions() })
+		n.rm.hook(&gcfg)
 	}
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,

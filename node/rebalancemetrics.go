@@ -1,10 +1,12 @@
 package node
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 )
 
@@ -28,9 +30,17 @@ type rebalanceMetrics struct {
 	count      map[rebalanceKey]prometheus.Counter
 	join, sync map[string]prometheus.Observer
 	storms     prometheus.Counter
+
+	// flagged are the groups flagged as storming now (OnStorm): the gauge
+	// cohort_groups_storming.
+	mu      sync.Mutex
+	flagged map[string]bool
+	parts   func() int // the coordinator's partition count
 }
 
-func newRebalanceMetrics(reg prometheus.Registerer) *rebalanceMetrics {
+// newRebalanceMetrics registers the metrics; parts tells the number of
+// coordinator partitions (called only once partitions are released).
+func newRebalanceMetrics(reg prometheus.Registerer, parts func() int) *rebalanceMetrics {
 	count := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cohort", Name: "rebalances_total",
 		Help: "Rebalances completed (or ended) by groups this node coordinates, by group type and the cause that started them.",
@@ -50,9 +60,17 @@ func newRebalanceMetrics(reg prometheus.Registerer) *rebalanceMetrics {
 		Namespace: "cohort", Name: "rebalance_storms_total",
 		Help: "Times a group was flagged as rebalancing too often (--rebalance-storm).",
 	})
-	reg.MustRegister(count, join, sync, storms)
 	m := &rebalanceMetrics{count: map[rebalanceKey]prometheus.Counter{}, join: map[string]prometheus.Observer{},
-		sync: map[string]prometheus.Observer{}, storms: storms}
+		sync: map[string]prometheus.Observer{}, storms: storms, flagged: map[string]bool{}, parts: parts}
+	storming := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "cohort", Name: "groups_storming",
+		Help: "Groups this node coordinates that are flagged now as rebalancing too often (--rebalance-storm).",
+	}, func() float64 {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return float64(len(m.flagged))
+	})
+	reg.MustRegister(count, join, sync, storms, storming)
 	for _, typ := range []string{"classic", "consumer"} {
 		for _, c := range rebalanceCauses {
 			m.count[rebalanceKey{typ, c}] = count.WithLabelValues(typ, string(c))
@@ -78,8 +96,32 @@ func (m *rebalanceMetrics) observe(ev group.RebalanceEvent) {
 }
 
 func (m *rebalanceMetrics) storm(st group.StormStatus) {
-	if st.Flagged {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !st.Flagged {
+		delete(m.flagged, st.Group)
+		return
+	}
+	if !m.flagged[st.Group] {
 		m.storms.Inc()
+	}
+	m.flagged[st.Group] = true
+}
+
+// released forgets the storm flags of the groups of coordinator partition
+// p, which this node no longer serves (cluster mode): the shard that loads
+// it again flags them anew if they still storm.
+func (m *rebalanceMetrics) released(p int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.flagged) == 0 {
+		return
+	}
+	n := m.parts()
+	for g := range m.flagged {
+		if coordinator.PartitionFor(g, n) == p {
+			delete(m.flagged, g)
+		}
 	}
 }
 
