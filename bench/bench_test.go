@@ -100,6 +100,9 @@ func startCohortNode(t *testing.T, kind storeKind, partitions int, tune func(*gr
 	}
 }
 
+// noHistory turns the rebalance history off (docs/history.md).
+func noHistory(c *group.Config) { c.HistorySize = -1 }
+
 var targets = []target{
 	{"cohort-mem", func(t *testing.T) (string, func()) { return startCohort(t, memStore) }},
 	{"cohort-disk", func(t *testing.T) (string, func()) { return startCohort(t, diskStore) }},
@@ -112,6 +115,14 @@ var targets = []target{
 	// cohort-disk for the cost of metrics (COHORT_BENCH_BASE=cohort-mem-nometrics).
 	{"cohort-mem-nometrics", func(t *testing.T) (string, func()) { return startCohortNode(t, memStore, 0, nil, true) }},
 	{"cohort-disk-nometrics", func(t *testing.T) (string, func()) { return startCohortNode(t, diskStore, 0, nil, true) }},
+	// Opt-in: cohort with no rebalance history recorded (group.Config
+	// HistorySize negative), metrics on: the peer of cohort-mem and
+	// cohort-disk for the cost of history (COHORT_BENCH_BASE=cohort-mem-nohistory).
+	{"cohort-mem-nohistory", func(t *testing.T) (string, func()) { return startCohortNode(t, memStore, 0, noHistory, false) }},
+	{"cohort-disk-nohistory", func(t *testing.T) (string, func()) { return startCohortNode(t, diskStore, 0, noHistory, false) }},
+	// Opt-in: neither history nor metrics, the peer for their joint cost.
+	{"cohort-mem-plain", func(t *testing.T) (string, func()) { return startCohortNode(t, memStore, 0, noHistory, true) }},
+	{"cohort-disk-plain", func(t *testing.T) (string, func()) { return startCohortNode(t, diskStore, 0, noHistory, true) }},
 	{"kfake", func(t *testing.T) (string, func()) {
 		// kfake always listens on 127.0.0.1.
 		c, err := kfake.NewCluster(kfake.NumBrokers(1))
@@ -134,7 +145,8 @@ var targets = []target{
 // (comma-separated counts) the cases, COHORT_BENCH_SECONDS the measured
 // window of each throughput case (default 1); COHORT_BENCH_OUT=file also
 // writes the markdown there; COHORT_BENCH_BASE=<target> compares against
-// that target instead of kfake (cohort-mem-nometrics: the cost of metrics).
+// that target instead of kfake (cohort-mem-nometrics: the cost of metrics;
+// cohort-mem-nohistory: of rebalance history; cohort-mem-plain: of both).
 // Without COHORT_BENCH=1 (as in `go test ./...` and CI), or with -short, it
 // runs a quick sanity version: no N=1000, short windows, one series. The
 // figures in docs/benchmarks.md come from COHORT_BENCH=1.
@@ -194,7 +206,8 @@ func TestCompare(t *testing.T) {
 	}
 	var rs []*running
 	for _, tg := range targets {
-		if only == "" && (tg.name == "cohort-disk-nosync" || tg.name == "cohort-mem-2loops" || strings.HasSuffix(tg.name, "-nometrics")) {
+		if only == "" && (tg.name == "cohort-disk-nosync" || tg.name == "cohort-mem-2loops" || strings.HasSuffix(tg.name, "-nometrics") ||
+			strings.HasSuffix(tg.name, "-nohistory") || strings.HasSuffix(tg.name, "-plain")) {
 			continue // opt-in targets
 		}
 		if only != "" && !strings.Contains(","+only+",", ","+tg.name+",") {
