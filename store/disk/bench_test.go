@@ -37,6 +37,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/memstore"
 )
 
 const benchPartitions = 50
@@ -412,4 +413,88 @@ func BenchmarkWALFillStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAppendWide measures what a durable commit of many partitions
+// costs the store: each appender is one consumer group committing all 50
+// partitions of its topic at once, again and again (the same keys
+// overwritten), as franz-go and Kafka's Java consumer do. Engines: `store`
+// (this store: one record log entry per Append, folded in the background),
+// `pebble` (raw pebble with one key per offset: the store's layout before
+// the record log, in the same run) and `memstore` (the in-memory store,
+// no disk: the floor). cpu-µs/op is the process's CPU per Append, the
+// figure the record log is about.
+//
+//	go test -run '^$' -bench 'AppendWide' -benchtime 3s -count 3 ./store/disk/
+func BenchmarkAppendWide(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		for _, appenders := range []int{16, 64} {
+			for _, engine := range []string{"store", "pebble", "memstore"} {
+				if engine == "memstore" && sync {
+					continue
+				}
+				b.Run(fmt.Sprintf("sync=%v/appenders=%d/engine=%s", sync, appenders, engine), func(b *testing.B) {
+					var e appendEngine
+					if engine == "memstore" {
+						e = memEngine{memstore.New()}
+					} else {
+						e = openEngine(b, engine, !sync)
+					}
+					defer e.close()
+					runWide(b, e, appenders, 50)
+				})
+			}
+		}
+	}
+}
+
+type memEngine struct{ s *memstore.Store }
+
+func (e memEngine) append(p int32, recs []store.Record) error {
+	return e.s.Append(context.Background(), p, recs)
+}
+func (e memEngine) close() error { return e.s.Close() }
+
+// runWide drives b.N appends of `width` records (one group's commit of
+// `width` partitions) from `appenders` goroutines, each its own group, and
+// reports appends/s, offsets/s and CPU per append.
+func runWide(b *testing.B, e appendEngine, appenders, width int) {
+	var next atomic.Int64
+	errs := make(chan error, appenders)
+	var wg sync.WaitGroup
+	cpu0 := cpuTime(b)
+	b.ResetTimer()
+	for g := 0; g < appenders; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			recs := make([]store.Record, width)
+			keys := make([][]byte, width)
+			for i := range keys {
+				keys[i] = fmt.Appendf(nil, "\x00\x01group-%06d/topic-0001/%06d", g, i)
+			}
+			value := make([]byte, 0, 32)
+			for n := next.Add(1); n <= int64(b.N); n = next.Add(1) {
+				for i := range recs {
+					value = fmt.Appendf(value[:0], "\x00\x03%016d%012d", n, 1_700_000_000_000+n)
+					recs[i] = store.Record{Key: keys[i], Value: value}
+				}
+				if err := e.append(int32(g%benchPartitions), recs); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	b.StopTimer()
+	cpu := cpuTime(b) - cpu0
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(b.N)/secs, "appends/s")
+	b.ReportMetric(float64(b.N*width)/secs, "offsets/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
 }

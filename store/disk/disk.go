@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	crerrors "github.com/cockroachdb/errors"
@@ -82,11 +83,19 @@ type Options struct {
 	memTableSize uint64
 	// noWALFill turns walFillFS off (benchmarks: its peer).
 	noWALFill bool
+	// foldAt overrides the log size that starts a fold (tests).
+	foldAt int
 }
 
 const (
 	markerName    = "COHORT-STORE"
-	markerContent = "cohort store, format 1 (pebble)\n"
+	markerContent = "cohort store, format 2 (pebble, record log)\n"
+	// markerFormat1 marks a store written before the record log: the same
+	// layout without log entries. Open upgrades its marker, so that an older
+	// cohort (which would ignore the log) refuses the store.
+	markerFormat1 = "cohort store, format 1 (pebble)\n"
+	// foldAtMax is the size of the record log that starts a fold.
+	foldAtMax = 4 << 20
 	// adviceDamaged is the operator's way out of a store that cannot be read.
 	adviceDamaged = "restore the directory from a backup, or move it aside to start empty " +
 		"(the groups' committed offsets and metadata stored in it are then lost)"
@@ -106,6 +115,18 @@ type Store struct {
 	inflight sync.WaitGroup // pebble calls under way
 	work     chan *job      // unbuffered: hands a call to an idle worker
 	stop     chan struct{}  // closed by Close: idle workers exit
+
+	// The record log (log.go). seqMu orders the log: an entry's sequence
+	// number is fixed and the entry enters the engine's commit pipeline
+	// under it, so entries are in the engine in sequence order.
+	seqMu    sync.Mutex
+	seq      uint64 // the next entry's sequence number
+	pending  int    // bytes logged since the last fold started
+	foldAt   int
+	folding  bool          // a background fold is under way
+	foldDone chan struct{} // closed when it ends
+	foldMu   sync.Mutex    // one fold at a time
+	folded   atomic.Uint64 // entries below it are folded (and deleted)
 
 	failOnce sync.Once
 	failed   chan struct{} // closed when failErr is set
@@ -139,6 +160,10 @@ func Open(opts Options) (*Store, error) {
 	memTableSize := uint64(32 << 20)
 	if opts.memTableSize > 0 {
 		memTableSize = opts.memTableSize
+	}
+	s.foldAt = min(foldAtMax, int(memTableSize/2))
+	if opts.foldAt > 0 {
+		s.foldAt = opts.foldAt
 	}
 	s.wo = pebble.Sync
 	wal := base
@@ -218,6 +243,11 @@ func Open(opts Options) (*Store, error) {
 		return nil, s.openError(r.err)
 	}
 	s.db = r.db
+	if err := s.openLog(); err != nil {
+		_ = s.db.Close()
+		_ = lock.Close()
+		return nil, s.openError(err)
+	}
 	s.fs.armed.Store(true)
 	log.Debug("store opened", "created", !exists)
 	return s, nil
@@ -242,6 +272,11 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 	case err == nil && string(content) == markerContent:
 		// A store. If the marker is all there is, the first Open was
 		// interrupted before the engine wrote anything: create it now.
+		return len(others) > 0, nil
+	case err == nil && string(content) == markerFormat1:
+		if err := writeFileDurably(fs, s.dir, markerName, []byte(markerContent)); err != nil {
+			return false, fmt.Errorf("%w: upgrade %s: %v", ErrStorage, marker, err)
+		}
 		return len(others) > 0, nil
 	case err == nil:
 		return false, fmt.Errorf("%w: %s has unexpected contents %.40q; it was written by another program "+
@@ -398,31 +433,42 @@ func (s *Store) Append(ctx context.Context, p int32, recs []store.Record) error 
 	return s.AppendMulti(ctx, []store.PartitionRecords{{Partition: p, Records: recs}})
 }
 
-// AppendMulti implements store.MultiAppender: the records of all batches go
-// into one pebble batch, so they are durable together (one WAL write and
-// fsync) and atomically: after a crash all of them or none are there.
+// AppendMulti implements store.MultiAppender: the records of all batches are
+// one record log entry (one engine key, see log.go), so they are durable
+// together (one WAL write and fsync) and atomically: after a crash all of
+// them or none are there.
 func (s *Store) AppendMulti(ctx context.Context, batches []store.PartitionRecords) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
-	b, err := s.batch(batches)
-	if b == nil || err != nil {
+	e, err := s.entry(batches)
+	if e == nil || err != nil {
 		s.inflight.Done()
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		s.inflight.Done()
-		_ = b.Close()
+		_ = e.b.Close()
 		return err
 	}
 	err = s.run(ctx, func() error {
-		defer b.Close()
-		return s.db.Apply(b, s.wo)
+		if s.wo != pebble.Sync {
+			defer e.b.Close()
+			return s.commit(e, s.db.Apply)
+		}
+		if err := s.commit(e, s.db.ApplyNoSyncWait); err != nil {
+			return err // the batch is not closed: it may be in pebble's hands
+		}
+		err := e.b.SyncWait()
+		if err == nil {
+			_ = e.b.Close()
+		}
+		return err
 	})
 	return s.appendError(ctx, err)
 }
 
-// StartMulti implements store.Pipeliner: the batch enters pebble's commit
+// StartMulti implements store.Pipeliner: the entry enters pebble's commit
 // pipeline (its place in the WAL and its sequence numbers are fixed, in call
 // order) and StartMulti returns; wait then blocks for the WAL sync that
 // covers it. Pebble syncs whatever was written during one sync with the
@@ -432,8 +478,8 @@ func (s *Store) StartMulti(ctx context.Context, batches []store.PartitionRecords
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
-	b, err := s.batch(batches)
-	if b == nil || err != nil {
+	e, err := s.entry(batches)
+	if e == nil || err != nil {
 		s.inflight.Done()
 		if err != nil {
 			return nil, err
@@ -442,15 +488,15 @@ func (s *Store) StartMulti(ctx context.Context, batches []store.PartitionRecords
 	}
 	if s.wo != pebble.Sync { // NoSync: nothing to wait for
 		err := s.run(ctx, func() error {
-			defer b.Close()
-			return s.db.Apply(b, s.wo)
+			defer e.b.Close()
+			return s.commit(e, s.db.Apply)
 		})
 		if err != nil {
 			return nil, s.appendError(ctx, err)
 		}
 		return func() error { return nil }, nil
 	}
-	if err := s.run(ctx, func() error { return s.db.ApplyNoSyncWait(b, s.wo) }); err != nil {
+	if err := s.run(ctx, func() error { return s.commit(e, s.db.ApplyNoSyncWait) }); err != nil {
 		// The batch may still be in pebble's hands (the store failed or
 		// ctx ended); it is not closed so that pebble never sees it freed.
 		return nil, s.appendError(ctx, err)
@@ -460,46 +506,75 @@ func (s *Store) StartMulti(ctx context.Context, batches []store.PartitionRecords
 			return err
 		}
 		return s.appendError(ctx, s.run(ctx, func() error {
-			err := b.SyncWait()
+			err := e.b.SyncWait()
 			if err == nil {
-				_ = b.Close()
+				_ = e.b.Close()
 			}
 			return err
 		}))
 	}, nil
 }
 
-// batch builds one pebble batch of every record in batches; nil if there
-// are none.
-func (s *Store) batch(batches []store.PartitionRecords) (*pebble.Batch, error) {
-	size, n := 0, 0
-	for _, pr := range batches {
-		for _, r := range pr.Records {
-			size += 4 + len(r.Key) + len(r.Value) + 16
-			n++
-		}
+// logEntry is an encoded record log entry in its engine batch, waiting for
+// its sequence number.
+type logEntry struct {
+	b    *pebble.Batch
+	op   *pebble.DeferredBatchOp // its Key is filled in by commit
+	size int
+}
+
+// entry encodes every record in batches as one record log entry in a
+// pebble batch; nil if there are none.
+func (s *Store) entry(batches []store.PartitionRecords) (*logEntry, error) {
+	var buf [64]int
+	sizes, size, err := sectionSizes(buf[:0], batches)
+	if size == 0 || err != nil {
+		return nil, err
 	}
-	if n == 0 {
-		return nil, nil
+	b := s.db.NewBatchWithSize(logKeyLen + size + 32)
+	op := b.SetDeferred(logKeyLen, size)
+	encodeEntry(op.Value, batches, sizes)
+	return &logEntry{b: b, op: op, size: size}, nil
+}
+
+// commit gives e the next sequence number and applies it with apply
+// (Apply, or ApplyNoSyncWait which returns once the entry is in the
+// memtable and its WAL write is queued), under seqMu so that the log's
+// order is the engine's.
+func (s *Store) commit(e *logEntry, apply func(*pebble.Batch, *pebble.WriteOptions) error) error {
+	s.seqMu.Lock()
+	putLogKey(e.op.Key, s.seq)
+	if err := e.op.Finish(); err != nil {
+		s.seqMu.Unlock()
+		return err
 	}
-	b := s.db.NewBatchWithSize(size)
-	var key []byte
-	for _, pr := range batches {
-		for _, r := range pr.Records {
-			key = append(partitionKey(key[:0], pr.Partition), r.Key...)
-			var err error
-			if r.Value == nil {
-				err = b.Delete(key, nil)
-			} else {
-				err = b.Set(key, r.Value, nil)
-			}
-			if err != nil {
-				_ = b.Close()
-				return nil, fmt.Errorf("disk: append to partition %d: %w", pr.Partition, err)
-			}
-		}
+	if err := apply(e.b, s.wo); err != nil {
+		s.seqMu.Unlock()
+		return err
 	}
-	return b, nil
+	s.seq++
+	s.pending += e.size
+	wait := s.maybeFold()
+	s.seqMu.Unlock()
+	if wait != nil {
+		<-wait // the log outgrew the fold: wait for it (backpressure)
+	}
+	return nil
+}
+
+// openLog finds the record log's first and next sequence numbers.
+func (s *Store) openLog() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logPrefix, UpperBound: logEnd})
+	if err != nil {
+		return err
+	}
+	if it.First() {
+		s.folded.Store(logSeq(it.Key()))
+	}
+	if it.Last() {
+		s.seq = logSeq(it.Key()) + 1
+	}
+	return it.Close()
 }
 
 // appendError marks an engine failure of a write as ErrStorage.
@@ -556,15 +631,32 @@ func (s *Store) worker(j *job) {
 	}
 }
 
-// Load implements store.Store with one scan of partition p's key prefix.
-// It may report records of an Append to p that has not returned yet.
+// Load implements store.Store: one scan of partition p's key prefix, with
+// the record log entries not yet folded laid over it, both read from one
+// engine snapshot. It may report records of an Append to p that has not
+// returned yet.
 func (s *Store) Load(ctx context.Context, p int32, fn func(store.Record) error) error {
+	if p == logPartition {
+		return errLogPartition
+	}
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.inflight.Done()
+	// Read before the snapshot: a fold that ends after this read leaves
+	// the entries below its end in the snapshot or has folded them into it.
+	from := s.folded.Load()
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	tail, err := s.loadTail(ctx, snap, p, from)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return s.loadError(p, err)
+	}
 	lo, hi := partitionBounds(p)
-	it, err := s.db.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	it, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return s.loadError(p, err)
 	}
@@ -574,6 +666,11 @@ func (s *Store) Load(ctx context.Context, p int32, fn func(store.Record) error) 
 			if err := ctx.Err(); err != nil {
 				_ = it.Close()
 				return err
+			}
+		}
+		if len(tail.recs) > 0 {
+			if _, ok := tail.idx[string(it.Key()[4:])]; ok {
+				continue // the log has a later value, or deleted it
 			}
 		}
 		v, err := it.ValueAndErr()
@@ -592,6 +689,14 @@ func (s *Store) Load(ctx context.Context, p int32, fn func(store.Record) error) 
 	if err := it.Close(); err != nil {
 		return s.loadError(p, err)
 	}
+	for _, r := range tail.recs {
+		if r.Value == nil {
+			continue
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
 	select {
 	case <-s.failed:
 		// What was read may include writes that were never acknowledged.
@@ -609,8 +714,9 @@ func (s *Store) loadError(p int32, err error) error {
 	return fmt.Errorf("%w: load partition %d: store %s %s: %s: %s", ErrStorage, p, s.dir, what, explain(err), adviceDamaged)
 }
 
-// Compact rewrites the whole store so that overwritten values and tombstoned
-// keys are dropped from disk now. The engine also does this on its own as
+// Compact folds the record log, then rewrites the whole store so that
+// overwritten values, tombstoned keys and folded log entries are dropped
+// from disk now. The engine also does this on its own as
 // data accumulates; Compact is for tests, benchmarks and operators who want
 // the space back at once. It blocks until done or ctx ends.
 func (s *Store) Compact(ctx context.Context) error {
@@ -618,6 +724,9 @@ func (s *Store) Compact(ctx context.Context) error {
 		return err
 	}
 	err := s.run(ctx, func() error {
+		if err := s.fold(); err != nil {
+			return err
+		}
 		if err := s.db.Flush(); err != nil {
 			return err
 		}
@@ -659,7 +768,8 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.mu.Unlock()
 
-	// Wait for the operations under way, flush the memtable (so that the
+	// Wait for the operations under way, fold the record log (so that the
+	// next Open loads without replaying it), flush the memtable (so that the
 	// next Open has no WAL to replay and, after a clean shutdown, no data is
 	// held only by the WAL), then close the engine. Each step may never
 	// finish if the store fails.
@@ -667,7 +777,10 @@ func (s *Store) Close() error {
 	go func() {
 		s.inflight.Wait()
 		close(s.stop)
-		err := s.db.Flush()
+		err := s.fold()
+		if ferr := s.db.Flush(); err == nil {
+			err = ferr
+		}
 		if cerr := s.db.Close(); err == nil {
 			err = cerr
 		}

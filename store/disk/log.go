@@ -1,0 +1,350 @@
+package disk
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/cohort-dev/cohort/store"
+)
+
+// The record log (see doc.go, "Record log and folding").
+//
+// An Append (or AppendMulti, StartMulti) of any number of records is one
+// engine key, logKey(seq), whose value encodes every record of every
+// partition in the call:
+//
+//	entry   = section*
+//	section = uvarint(partition) uvarint(byte length of records) records
+//	record  = uvarint(len(key)) key uvarint(len(value)+1 or 0 for a tombstone) value
+//
+// A fold reads the entries below a sequence number, keeps the latest value
+// of every key they touch, writes those into the partitions' key ranges and
+// deletes the entries, in one engine batch. Load reads a partition's key
+// range and lays the entries not yet folded over it.
+
+// logPartition is the partition whose key range holds the log: it is not
+// available to callers (Append and Load refuse it). Partition keys start with
+// the partition's 4 bytes big-endian, so the log is one contiguous range.
+const logPartition = math.MinInt32
+
+// logPrefix starts every log key.
+var logPrefix = []byte{0x80, 0, 0, 0, 'L'}
+
+const logKeyLen = 5 + 8
+
+// putLogKey writes the log key of seq into dst (logKeyLen bytes).
+func putLogKey(dst []byte, seq uint64) {
+	copy(dst, logPrefix)
+	binary.BigEndian.PutUint64(dst[5:], seq)
+}
+
+// logSeq is the sequence number of log key k.
+func logSeq(k []byte) uint64 { return binary.BigEndian.Uint64(k[5:]) }
+
+// errLogPartition is returned for the partition reserved for the log.
+var errLogPartition = fmt.Errorf("disk: partition %d is reserved for the store's record log", logPartition)
+
+func logKey(seq uint64) []byte {
+	k := make([]byte, logKeyLen)
+	putLogKey(k, seq)
+	return k
+}
+
+// logEnd bounds the log's key range from above.
+var logEnd = []byte{0x80, 0, 0, 0, 'L' + 1}
+
+// sectionSizes appends the byte length of each non-empty batch's records
+// to dst and returns it with the entry's size.
+func sectionSizes(dst []int, batches []store.PartitionRecords) (_ []int, size int, err error) {
+	for _, pr := range batches {
+		if len(pr.Records) == 0 {
+			continue
+		}
+		if pr.Partition == logPartition {
+			return nil, 0, errLogPartition
+		}
+		body := 0
+		for _, r := range pr.Records {
+			vl := 0
+			if r.Value != nil {
+				vl = len(r.Value) + 1
+			}
+			body += uvarintLen(uint64(len(r.Key))) + len(r.Key) + uvarintLen(uint64(vl)) + len(r.Value)
+		}
+		size += uvarintLen(uint64(uint32(pr.Partition))) + uvarintLen(uint64(body)) + body
+		dst = append(dst, body)
+	}
+	return dst, size, nil
+}
+
+// encodeEntry writes batches into dst, which has exactly the entry's size;
+// sizes are their sections' lengths (sectionSizes).
+func encodeEntry(dst []byte, batches []store.PartitionRecords, sizes []int) {
+	i := 0
+	for _, pr := range batches {
+		if len(pr.Records) == 0 {
+			continue
+		}
+		i += binary.PutUvarint(dst[i:], uint64(uint32(pr.Partition)))
+		i += binary.PutUvarint(dst[i:], uint64(sizes[0]))
+		sizes = sizes[1:]
+		for _, r := range pr.Records {
+			i += binary.PutUvarint(dst[i:], uint64(len(r.Key)))
+			i += copy(dst[i:], r.Key)
+			if r.Value == nil {
+				dst[i] = 0
+				i++
+				continue
+			}
+			i += binary.PutUvarint(dst[i:], uint64(len(r.Value))+1)
+			i += copy(dst[i:], r.Value)
+		}
+	}
+}
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+// errBadEntry is wrapped by decodeEntry's errors: a log entry that does not
+// parse (damage that the engine's checksums did not catch).
+var errBadEntry = errors.New("malformed record log entry")
+
+// decodeEntry calls fn for every record of partition want (every partition
+// if want is logPartition) in entry, in order. A nil Value is a tombstone. The slices
+// point into entry (their capacity runs to its end: see rebase).
+func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) error {
+	i := 0
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(entry[i:])
+		if n <= 0 {
+			return 0, false
+		}
+		i += n
+		return v, true
+	}
+	for i < len(entry) {
+		p, ok1 := next()
+		n, ok2 := next()
+		if !ok1 || !ok2 || p > 1<<32-1 || n > uint64(len(entry)-i) {
+			return errBadEntry
+		}
+		end := i + int(n)
+		if want != logPartition && int32(uint32(p)) != want {
+			i = end // another partition's section
+			continue
+		}
+		for i < end {
+			kl, ok := next()
+			if !ok || kl > uint64(end-i) {
+				return errBadEntry
+			}
+			key := entry[i : i+int(kl)]
+			i += int(kl)
+			vl, ok := next()
+			if !ok || vl > uint64(end-i)+1 {
+				return errBadEntry
+			}
+			var value []byte
+			if vl > 0 {
+				value = entry[i : i+int(vl-1)]
+				i += int(vl - 1)
+			}
+			fn(int32(uint32(p)), store.Record{Key: key, Value: value})
+		}
+		if i != end {
+			return errBadEntry
+		}
+	}
+	return nil
+}
+
+// latest collects the last value written to each key (nil: deleted).
+type latest struct {
+	idx  map[string]int
+	recs []store.Record
+}
+
+func (l *latest) put(r store.Record) {
+	if i, ok := l.idx[string(r.Key)]; ok {
+		l.recs[i].Value = r.Value
+		return
+	}
+	if l.idx == nil {
+		l.idx = make(map[string]int)
+	}
+	l.idx[string(r.Key)] = len(l.recs)
+	l.recs = append(l.recs, r)
+}
+
+// maybeFold starts a background fold when the log has grown past foldAt.
+// When the log has grown past 4×foldAt during a fold (appends outrun it), it
+// returns the fold's done channel: the appender waits for it, so that the
+// log stays bounded. s.seqMu is held.
+func (s *Store) maybeFold() (wait <-chan struct{}) {
+	if s.pending < s.foldAt {
+		return nil
+	}
+	if s.folding {
+		if s.pending >= 4*s.foldAt {
+			return s.foldDone
+		}
+		return nil
+	}
+	if s.enter() != nil {
+		return nil
+	}
+	s.folding = true
+	done := make(chan struct{})
+	s.foldDone = done
+	go func() {
+		defer s.inflight.Done()
+		if err := s.fold(); err != nil {
+			s.log.Warn("store record log fold failed (retried at the next fold)", "err", err)
+		}
+		s.seqMu.Lock()
+		s.folding = false
+		s.seqMu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+// fold moves every log entry written so far into the partitions' key
+// ranges: one engine batch sets or deletes each key the entries touched to
+// its latest value and deletes the entries, so after a crash either the
+// entries or the folded keys are there (and replaying an entry over keys it
+// was folded into changes nothing). The batch is not synced: if it is lost,
+// the entries it replaced are still in the log. Entries appended meanwhile
+// stay in the log, which Load lays over the folded keys.
+func (s *Store) fold() error {
+	s.foldMu.Lock()
+	defer s.foldMu.Unlock()
+	s.seqMu.Lock()
+	upto := s.seq // every entry below upto is in the memtable
+	s.pending = 0
+	s.seqMu.Unlock()
+	from := s.folded.Load()
+	if from >= upto {
+		return nil
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: logKey(from), UpperBound: logKey(upto)})
+	if err != nil {
+		return err
+	}
+	parts := map[int32]*latest{}
+	var last *latest
+	lastP := int32(logPartition)
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return err
+		}
+		v = append([]byte(nil), v...) // the records below point into it
+		err = decodeEntry(v, logPartition, func(p int32, r store.Record) {
+			if p != lastP || last == nil {
+				if last = parts[p]; last == nil {
+					last = &latest{}
+					parts[p] = last
+				}
+				lastP = p
+			}
+			last.put(r)
+		})
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("log entry %x: %w", it.Key(), err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	size := 64
+	for _, l := range parts {
+		for _, r := range l.recs {
+			size += 4 + len(r.Key) + len(r.Value) + 16
+		}
+	}
+	b := s.db.NewBatchWithSize(size)
+	defer b.Close()
+	var key []byte
+	for p, l := range parts {
+		for _, r := range l.recs {
+			key = append(partitionKey(key[:0], p), r.Key...)
+			if r.Value == nil {
+				err = b.Delete(key, nil)
+			} else {
+				err = b.Set(key, r.Value, nil)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.DeleteRange(logKey(from), logKey(upto), nil); err != nil {
+		return err
+	}
+	if err := s.db.Apply(b, pebble.NoSync); err != nil {
+		return err
+	}
+	s.folded.Store(upto)
+	return nil
+}
+
+// loadTail returns partition p's records in the log entries of snap from
+// seq from on, latest value per key (nil Value: deleted).
+func (s *Store) loadTail(ctx context.Context, snap *pebble.Snapshot, p int32, from uint64) (*latest, error) {
+	it, err := snap.NewIterWithContext(ctx, &pebble.IterOptions{LowerBound: logKey(from), UpperBound: logEnd})
+	if err != nil {
+		return nil, err
+	}
+	tail := &latest{}
+	for valid := it.First(); valid; valid = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			_ = it.Close()
+			return nil, err
+		}
+		var owned []byte // v copied once if it holds p's records
+		err = decodeEntry(v, p, func(_ int32, r store.Record) {
+			if owned == nil {
+				owned = append([]byte(nil), v...)
+			}
+			// Re-point r into owned, at the same offsets.
+			r.Key = rebase(owned, v, r.Key)
+			if r.Value != nil {
+				r.Value = rebase(owned, v, r.Value)
+			}
+			tail.put(r)
+		})
+		if err != nil {
+			key := fmt.Sprintf("%x", it.Key())
+			_ = it.Close()
+			return nil, fmt.Errorf("%w: log entry %s", pebble.ErrCorruption, key)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	return tail, nil
+}
+
+// rebase returns the slice of owned at the offset at which sub lies in orig.
+func rebase(owned, orig, sub []byte) []byte {
+	if len(sub) == 0 {
+		return owned[:0:0]
+	}
+	off := cap(orig) - cap(sub)
+	return owned[off : off+len(sub) : off+len(sub)]
+}
