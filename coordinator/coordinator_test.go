@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -327,11 +328,8 @@ func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 	}
 	// Wait until all commits wait behind the held append.
 	p := e.c.parts[PartitionFor("g", 8)]
-	for i := 0; i < 10000 && p.pending() < n; i++ {
-		time.Sleep(time.Millisecond)
-	}
-	if got := p.pending(); got != n {
-		t.Fatalf("%d commits waiting, want %d", got, n)
+	if !testwait.Until(10*time.Second, func() bool { return p.pending() >= n }) || p.pending() != n {
+		t.Fatalf("%d commits waiting, want %d", p.pending(), n)
 	}
 	st.mu.Lock()
 	st.appendGate = nil
@@ -358,12 +356,8 @@ func TestSessionTimeoutDrivenByInjectedClock(t *testing.T) {
 	}
 	e.clk.Advance(2 * time.Second) // past the 10 s session
 	// The loop processes the timer asynchronously; wait for it (bounded).
-	state := describe()
-	for i := 0; i < 1000 && state != "Empty"; i++ {
-		time.Sleep(time.Millisecond)
-		state = describe()
-	}
-	if state != "Empty" {
+	var state string
+	if !testwait.Until(5*time.Second, func() bool { state = describe(); return state == "Empty" }) {
 		t.Fatalf("state %s: member not expired", state)
 	}
 }
@@ -381,9 +375,7 @@ func TestReleaseAnswersParkedAndAcquireReloads(t *testing.T) {
 	parked := make(chan *kmsg.JoinGroupResponse, 1)
 	go func() { parked <- e.do(joinReq("g", first.MemberID, 9)).(*kmsg.JoinGroupResponse) }()
 	p := PartitionFor("g", 8)
-	for i := 0; i < 1000 && e.c.parts[p].pending() < 1; i++ {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(5*time.Second, func() bool { return e.c.parts[p].pending() >= 1 })
 	if got := e.c.parts[p].pending(); got != 1 {
 		t.Fatalf("%d requests parked, want the join", got)
 	}
@@ -396,14 +388,13 @@ func TestReleaseAnswersParkedAndAcquireReloads(t *testing.T) {
 	}
 	e.c.Acquire(p)
 	var off int64 = -2
-	for i := 0; i < 1000; i++ {
+	testwait.Until(5*time.Second, func() bool {
 		r := e.do(fetchReq("g", "t")).(*kmsg.OffsetFetchResponse)
 		if r.ErrorCode == 0 {
 			off = r.Topics[0].Partitions[0].Offset
-			break
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return r.ErrorCode == 0
+	})
 	if off != 9 {
 		t.Fatalf("offset after reload: %d", off)
 	}
@@ -500,9 +491,7 @@ func TestGroupCommitAcrossPartitions(t *testing.T) {
 		}
 		return n
 	}
-	for i := 0; i < 5000 && pending() < n; i++ {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(10*time.Second, func() bool { return pending() >= n })
 	if got := pending(); got != n {
 		t.Fatalf("%d of %d commits waiting in their partitions", got, n)
 	}

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/node"
@@ -227,12 +229,14 @@ func TestStaticMembershipRestart(t *testing.T) {
 		}
 		// b saw no rebalance: it is still in g1 and stays there for
 		// longer than a session timeout.
-		deadline := time.Now().Add(2 * session)
-		for time.Now().Before(deadline) {
+		// The window is the behaviour under test: b is checked on the wall
+		// clock, every 50ms, for two session timeouts.
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for deadline := time.Now().Add(2 * session); time.Now().Before(deadline); <-tick.C {
 			if g, ok := b.m.Generation(); !ok || g.ID != g1 {
 				t.Fatalf("b left generation %d: %+v ok=%v", g1, g, ok)
 			}
-			time.Sleep(50 * time.Millisecond)
 		}
 		b.none(t, func(e event) bool { return e.kind != "assigned" || e.gen.ID != g1 })
 	})
@@ -251,28 +255,21 @@ func TestCoordinatorRestart(t *testing.T) {
 
 	t0 := time.Now()
 	n.Close()
-	time.Sleep(session / 2) // down for half a session timeout
+	time.Sleep(session / 2) // the behaviour under test: down for half a session timeout
 	var n2 *node.Node
-	for i := 0; ; i++ { // the port may be briefly unavailable
-		var err error
+	if err := testwait.Err(5*time.Second, func() (err error) { // the port may be briefly unavailable
 		n2, err = node.Start(membertest.CohortConfig(t, addr, st))
-		if err == nil {
-			break
-		}
-		if i == 50 {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { n2.Close() })
 	t.Logf("coordinator down for %v", time.Since(t0))
 
 	// Both members are confirmed by the new coordinator: their generation
-	// is reported stable for two session timeouts without any loss.
-	deadline := time.Now().Add(2 * session)
-	for time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// is reported stable for two session timeouts without any loss (an
+	// observation window on the wall clock: the behaviour under test).
+	time.Sleep(2 * session)
 	ga, oka := a.m.Generation()
 	gb, okb := b.m.Generation()
 	if !oka || !okb || ga.ID != gb.ID || ga.ID < g1 {
@@ -300,13 +297,12 @@ func TestCoordinatorUnreachable(t *testing.T) {
 		g1 := stable(t, a, b)
 
 		// Shorter than the session timeout: nothing happens.
+		// Both waits are the behaviour under test: a cut of a third of the
+		// session, then two session timeouts in which nothing may happen.
 		p.Cut()
 		time.Sleep(session / 3)
 		p.Restore()
-		deadline := time.Now().Add(2 * session)
-		for time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		time.Sleep(2 * session)
 		if g, ok := a.m.Generation(); !ok || g.ID != g1 {
 			t.Fatalf("a after a short cut: %d/%v, want %d", g.ID, ok, g1)
 		}
@@ -372,12 +368,12 @@ func TestSlowCallbacks(t *testing.T) {
 		slowAssign := func(c *member.Config) {
 			inner := c.Assigned
 			c.Assigned = func(ctx context.Context, g member.Generation) {
-				slow.Do(func() { time.Sleep(2 * session) })
+				slow.Do(func() { time.Sleep(2 * session) }) // a slow callback is the behaviour under test
 				inner(ctx, g)
 			}
 			innerR := c.Revoked
 			c.Revoked = func(g member.Generation) {
-				time.Sleep(3 * session / 2) // under the rebalance timeout
+				time.Sleep(3 * session / 2) // the behaviour under test: slow, but under the rebalance timeout
 				innerR(g)
 			}
 		}
@@ -404,8 +400,15 @@ func TestUnknownMemberResets(t *testing.T) {
 	first := a.next(t, 10*time.Second, isKind("assigned"))
 	f.SetBlock(membertest.All)
 	a.next(t, 2*session, isKind("lost"))
-	// Wait past the session so the coordinator expires the member.
-	time.Sleep(session + session/2)
+	// The coordinator expires the member after its session: the group is
+	// left with no members.
+	adm := kadm.NewClient(membertest.Client(t, addr))
+	testwait.For(t, 10*time.Second, "the coordinator expiring the paused member", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		gs, err := adm.DescribeGroups(ctx, "g")
+		return err == nil && gs.Error() == nil && len(gs["g"].Members) == 0
+	})
 	f.SetBlock(nil)
 	second := a.next(t, 10*time.Second, isKind("assigned"))
 	if second.gen.MemberID == first.gen.MemberID {

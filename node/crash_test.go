@@ -3,9 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,14 +61,8 @@ func startChild(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return cmd
-		}
-		time.Sleep(20 * time.Millisecond)
+	if testwait.Until(20*time.Second, func() bool { return testwait.Dials(addr) }) {
+		return cmd
 	}
 	cmd.Process.Kill()
 	t.Fatalf("cohort did not start listening on %s", addr)
@@ -146,7 +141,12 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 					if err != nil {
 						errCount++
 						mu.Unlock()
-						time.Sleep(20 * time.Millisecond)
+						// Retry pacing while the node is down (it is killed
+						// under this load), ended by the round's end.
+						select {
+						case <-ctx.Done():
+						case <-time.After(20 * time.Millisecond):
+						}
 						continue
 					}
 					for i, p := range resp.Topics[0].Partitions {
@@ -177,26 +177,7 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 		defer mu.Unlock()
 		for g := 0; g < groups; g++ {
 			group := fmt.Sprintf("crash-%d", g)
-			req := kmsg.NewPtrOffsetFetchRequest()
-			req.Group = group
-			req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t"}}
-			for p := int32(0); p < partitions; p++ {
-				req.Topics[0].Partitions = append(req.Topics[0].Partitions, p)
-			}
-			var resp *kmsg.OffsetFetchResponse
-			var err error
-			for i := 0; i < 200; i++ { // partitions may still be loading
-				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				resp, err = req.RequestWith(rctx, cl)
-				rcancel()
-				if err == nil && resp.ErrorCode == 0 {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if err != nil || resp.ErrorCode != 0 {
-				t.Fatalf("fetch %s: %v %v", group, err, resp)
-			}
+			resp := testkafka.FetchOffsets(t, cl, group, "t", partitions, 20*time.Second) // partitions may still be loading
 			for _, p := range resp.Topics[0].Partitions {
 				want, ok := acked[key{group, p.Partition}]
 				if ok && p.Offset < want {
@@ -209,6 +190,8 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 	for round := 0; round < rounds; round++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		wg := load(ctx, round)
+		// The behaviour under test: the SIGKILL lands at a random point of
+		// the load.
 		time.Sleep(time.Duration(400+rand.IntN(400)) * time.Millisecond)
 		child.Process.Signal(syscall.SIGKILL) // mid-load
 		child.Wait()

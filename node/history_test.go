@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -12,24 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // TestHistorySurvivesRestart: a group's rebalance history, asked for with
 // DescribeGroups tag 10001, is the same after the node restarts on its disk
 // store, and the next rebalance continues its numbering.
 func TestHistorySurvivesRestart(t *testing.T) {
-	dir := t.TempDir()
-	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-	cfg := group.Defaults()
-	cfg.InitialRebalanceDelay = 0
-	start := func(addr string) *Node {
-		return startLoaded(t, Config{
-			Listen: addr, DataDir: dir, Group: cfg, Clock: clk,
-			Rand:   seeded{rand.NewChaCha8([32]byte{6})},
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-	}
+	clk, start := restartable(t, 6)
 	n := start("127.0.0.1:0")
 	addr := n.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -39,18 +27,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	do := func(req kmsg.Request) kmsg.Response {
-		t.Helper()
-		for i := 0; i < 100; i++ {
-			resp, err := cl.Request(ctx, req)
-			if err == nil {
-				return resp
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("%T: no answer", req)
-		return nil
-	}
+	do := func(req kmsg.Request) kmsg.Response { t.Helper(); return answered(t, ctx, cl, req) }
 	rebalance := func(member string) string {
 		j := kmsg.NewPtrJoinGroupRequest()
 		j.Group, j.MemberID, j.ProtocolType = "h", member, "consumer"
@@ -76,15 +53,16 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		d.Groups = []string{"h"}
 		d.Version = 5
 		group.RequestHistory(d, -1)
-		for i := 0; i < 100; i++ {
+		var doc *group.HistoryDoc
+		testwait.For(t, 5*time.Second, "the history", func() bool { // the event is written after the sync answer
 			r := do(&pinned{d, 5}).(*kmsg.DescribeGroupsResponse)
-			if doc, ok := group.HistoryTagOf(&r.Groups[0]); ok && len(doc.History) >= want {
-				return doc
+			got, ok := group.HistoryTagOf(&r.Groups[0])
+			if ok && len(got.History) >= want {
+				doc = got
 			}
-			time.Sleep(20 * time.Millisecond) // the event is written after the sync answer
-		}
-		t.Fatal("no history")
-		return nil
+			return doc != nil
+		})
+		return doc
 	}
 	m := rebalance("")
 	clk.Advance(time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -53,20 +54,14 @@ func startCluster848(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []stri
 // partition held by its target owner.
 func waitClusterSettled(t *testing.T, within time.Duration, ns ...*Node) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for {
-		ok := true
+	testwait.For(t, within, "cluster settled", func() bool {
 		for _, n := range ns {
-			ok = ok && n.Cluster().Settled()
+			if !n.Cluster().Settled() {
+				return false
+			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("cluster not settled after %v", within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true
+	})
 }
 
 // groupOwnedBy is a group id whose coordinator partition node id holds, in
@@ -131,12 +126,9 @@ func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, take
 	start := time.Now()
 	alive := takeDown(ns)
 	// The group's partition reaches a survivor, then the cluster settles.
-	end := time.Now().Add(20 * time.Second)
-	for o := ns[1].Cluster().Owner(p); o != 2 && o != 3; o = ns[1].Cluster().Owner(p) {
-		if time.Now().After(end) {
-			t.Fatalf("partition %d of group %s still with node %d after %v", p, gid, o, time.Since(start))
-		}
-		time.Sleep(5 * time.Millisecond)
+	var o int32
+	if !testwait.Until(20*time.Second, func() bool { o = ns[1].Cluster().Owner(p); return o == 2 || o == 3 }) {
+		t.Fatalf("partition %d of group %s still with node %d after %v", p, gid, o, time.Since(start))
 	}
 	moved := time.Since(start)
 	waitClusterSettled(t, 20*time.Second, alive...)

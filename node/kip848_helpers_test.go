@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // Helpers of the KIP-848 durability and cluster tests
@@ -138,17 +140,15 @@ func (g *group848) waitBalanced(parts int, within time.Duration) {
 	for name := range g.cls {
 		want[name] = parts / len(g.cls)
 	}
-	end := time.Now().Add(within)
-	for {
+	var got map[string]int
+	balanced := func() bool { return fmt.Sprint(got) == fmt.Sprint(want) }
+	testwait.Until(within, func() bool {
 		g.checkExclusive()
-		got := g.o.count()
-		if fmt.Sprint(got) == fmt.Sprint(want) {
-			return
-		}
-		if time.Now().After(end) || g.ctx.Err() != nil {
-			g.t.Fatalf("ownership %v after %v, want %v", got, within, want)
-		}
-		time.Sleep(20 * time.Millisecond)
+		got = g.o.count()
+		return balanced() || g.ctx.Err() != nil
+	})
+	if !balanced() {
+		g.t.Fatalf("ownership %v after %v, want %v", got, within, want)
 	}
 }
 
@@ -166,22 +166,17 @@ func (g *group848) heartbeats() map[string]int64 {
 // answers than in from.
 func (g *group848) waitHeartbeats(from map[string]int64, n int64, within time.Duration) {
 	g.t.Helper()
-	end := time.Now().Add(within)
-	for {
-		now := g.heartbeats()
-		ok := true
+	var now map[string]int64
+	if !testwait.Until(within, func() bool {
+		now = g.heartbeats()
 		for name, c := range now {
 			if c < from[name]+n {
-				ok = false
+				return false
 			}
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(end) {
-			g.t.Fatalf("heartbeat answers read %v, want %d more than %v within %v", now, n, from, within)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return true
+	}) {
+		g.t.Fatalf("heartbeat answers read %v, want %d more than %v within %v", now, n, from, within)
 	}
 }
 
@@ -231,13 +226,10 @@ func (g *group848) checkOffsets(seeds []string, want map[int32]int64) {
 	g.t.Helper()
 	var got map[int32]int64
 	var err error
-	for i := 0; i < 100; i++ { // partitions may still be loading or moving
+	err = testwait.Err(10*time.Second, func() (err error) { // partitions may still be loading or moving
 		got, err = fetchOffsets848(g.ctx, seeds, g.group, g.topic)
-		if err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		g.t.Fatalf("committed offsets %v (%v), want %v", got, err, want)
 	}
@@ -409,16 +401,13 @@ func describeGroup848(ctx context.Context, seeds []string, group string) (descri
 // answered without error and ok accepts it.
 func waitDescribed(t *testing.T, ctx context.Context, seeds []string, group string, within time.Duration, ok func(describe848) bool) describe848 {
 	t.Helper()
-	end := time.Now().Add(within)
 	var last describe848
 	var lastErr error
-	for time.Now().Before(end) && ctx.Err() == nil {
-		d, err := describeGroup848(ctx, seeds, group)
-		if err == nil && d.code == 0 && ok(d) {
-			return d
-		}
-		last, lastErr = d, err
-		time.Sleep(50 * time.Millisecond)
+	if testwait.Until(within, func() bool {
+		last, lastErr = describeGroup848(ctx, seeds, group)
+		return (lastErr == nil && last.code == 0 && ok(last)) || ctx.Err() != nil
+	}) && lastErr == nil && last.code == 0 && ok(last) {
+		return last
 	}
 	t.Fatalf("ConsumerGroupDescribe %s after %v: %v (code %d, err %v)", group, within, last, last.code, lastErr)
 	return describe848{}

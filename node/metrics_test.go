@@ -11,13 +11,14 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -96,17 +97,14 @@ func (s scrape) value(name string, labels ...string) float64 {
 // name{labels}; it fails the test with the last value otherwise.
 func waitMetric(t *testing.T, addr string, within time.Duration, ok func(float64) bool, name string, labels ...string) float64 {
 	t.Helper()
-	end := time.Now().Add(within)
-	for {
-		v := scrapeMetrics(t, addr).value(name, labels...)
-		if ok(v) {
-			return v
-		}
-		if time.Now().After(end) {
-			t.Fatalf("%s%v stayed at %v for %v", name, labels, v, within)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var v float64
+	if !testwait.Until(within, func() bool {
+		v = scrapeMetrics(t, addr).value(name, labels...)
+		return ok(v)
+	}) {
+		t.Fatalf("%s%v stayed at %v for %v", name, labels, v, within)
 	}
+	return v
 }
 
 func eq(want float64) func(float64) bool { return func(v float64) bool { return v == want } }

@@ -12,7 +12,45 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
+
+// restartable returns a fake clock and a function that starts a node on one
+// disk store (in t's temporary directory) with it, a random source seeded
+// with seed and the group defaults with no initial rebalance delay: for
+// tests that stop a node and start it again on its store.
+func restartable(t *testing.T, seed byte) (*clock.Fake, func(addr string) *Node) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	return clk, func(addr string) *Node {
+		return startLoaded(t, Config{
+			Listen: addr, DataDir: dir, Group: cfg, Clock: clk,
+			Rand:   seeded{rand.NewChaCha8([32]byte{seed})},
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+	}
+}
+
+// answered sends req through cl again until it is answered (bounded: 10 s),
+// as through a restart the node may not listen yet; it fails the test
+// otherwise.
+func answered(t *testing.T, ctx context.Context, cl *kgo.Client, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	var resp kmsg.Response
+	logged := false
+	if err := testwait.Err(10*time.Second, func() (err error) {
+		if resp, err = cl.Request(ctx, req); err != nil && !logged {
+			t.Logf("%T: %v (retrying)", req, err) // e.g. while the node restarts
+			logged = true
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("%T: no answer: %v", req, err)
+	}
+	return resp
+}
 
 // TestRestartKeepsStateAndEvictsSilentMembers restarts a node on its disk
 // store (clean shutdown) and checks that groups, assignments and offsets
@@ -20,17 +58,7 @@ import (
 // generation; and that a member that stays silent is evicted and the group
 // rebalances. Session timeouts run on an injected fake clock.
 func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
-	dir := t.TempDir()
-	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
-	cfg := group.Defaults()
-	cfg.InitialRebalanceDelay = 0
-	start := func(addr string) *Node {
-		return startLoaded(t, Config{
-			Listen: addr, DataDir: dir, Group: cfg, Clock: clk,
-			Rand:   seeded{rand.NewChaCha8([32]byte{5})},
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-	}
+	clk, start := restartable(t, 5)
 	n := start("127.0.0.1:0")
 	addr := n.Addr()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -45,21 +73,7 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 		return cl
 	}
 	cl, clB := newClient(), newClient()
-	doOn := func(cl *kgo.Client, req kmsg.Request) kmsg.Response {
-		t.Helper()
-		for i := 0; i < 100; i++ { // through restarts: retry until the node answers
-			resp, err := cl.Request(ctx, req)
-			if err == nil {
-				return resp
-			}
-			if i == 0 {
-				t.Logf("%T: %v (retrying)", req, err) // e.g. while the node restarts
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("%T: no answer", req)
-		return nil
-	}
+	doOn := func(cl *kgo.Client, req kmsg.Request) kmsg.Response { t.Helper(); return answered(t, ctx, cl, req) }
 	do := func(req kmsg.Request) kmsg.Response { return doOn(cl, req) }
 	join := func(cl *kgo.Client, member string) *kmsg.JoinGroupResponse {
 		j := kmsg.NewPtrJoinGroupRequest()
@@ -75,14 +89,11 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 	type jr = *kmsg.JoinGroupResponse
 	bch := make(chan jr, 1)
 	go func() { bch <- join(clB, "") }()
-	for i := 0; i < 200; i++ { // wait until b's join is parked
+	testwait.Until(2*time.Second, func() bool { // until b's join is parked
 		d := kmsg.NewPtrDescribeGroupsRequest()
 		d.Groups = []string{"r"}
-		if do(d).(*kmsg.DescribeGroupsResponse).Groups[0].State == "PreparingRebalance" {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return do(d).(*kmsg.DescribeGroupsResponse).Groups[0].State == "PreparingRebalance"
+	})
 	a = join(cl, a.MemberID)
 	b := <-bch
 	if a.Generation != 2 || b.Generation != 2 || a.LeaderID != a.MemberID {
@@ -139,12 +150,10 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 	}
 	clk.Advance(5 * time.Second) // a's session (10 s from load) has expired
 	var code int16
-	for i := 0; i < 200; i++ {
-		if code = hb(b.MemberID); code == group.ErrRebalanceInProgress {
-			break
-		}
-		time.Sleep(5 * time.Millisecond) // the loop handles the timer asynchronously
-	}
+	testwait.Until(5*time.Second, func() bool { // the loop handles the timer asynchronously
+		code = hb(b.MemberID)
+		return code == group.ErrRebalanceInProgress
+	})
 	if code != group.ErrRebalanceInProgress {
 		t.Fatalf("silent member not evicted: heartbeat %d", code)
 	}

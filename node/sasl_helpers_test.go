@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	xscram "github.com/xdg-go/scram"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 func plainMech(user, pass string) sasl.Mechanism {
@@ -29,15 +31,7 @@ func (a *atomicTime) get() time.Time      { return time.Unix(0, a.ns.Load()) }
 
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s", addr)
+	testwait.Listening(t, 20*time.Second, addr)
 }
 
 // rawSASL drives SaslHandshake/SaslAuthenticate by hand on one

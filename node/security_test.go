@@ -24,6 +24,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
@@ -311,37 +312,28 @@ func TestClusterACLSeenByOtherNode(t *testing.T) {
 	createUser(ctx, t, admin, "app", "app-password")
 	// The user reaches node 2 (a SCRAM login works there) and, without an
 	// ACL, may not see the topic.
-	userSeen := time.Now().Add(2 * time.Second)
-	for {
-		err := describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
-		if errors.Is(err, kerr.TopicAuthorizationFailed) {
-			break
-		}
+	var err error
+	if !testwait.Until(2*time.Second, func() bool {
+		err = describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
 		if err == nil {
 			t.Fatal("app sees topic t without an ACL")
 		}
-		if time.Now().After(userSeen) {
-			t.Fatalf("the user created through node 1 is not usable on node 2 after 2s: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return errors.Is(err, kerr.TopicAuthorizationFailed)
+	}) {
+		t.Fatalf("the user created through node 1 is not usable on node 2 after 2s: %v", err)
 	}
 	start := time.Now()
 	if res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:app").Topics("t").Operations(kadm.OpDescribe)); err != nil || res[0].Err != nil {
 		t.Fatalf("CreateACLs: %v %v", err, res)
 	}
 	// Node 2 must authenticate app and let it describe topic t within 2s.
-	deadline := start.Add(2 * time.Second)
-	for {
-		err := describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
-		if err == nil {
-			t.Logf("ACL enforced by the other node after %v", time.Since(start))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v node 2 still answers %v", time.Since(start), err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(2*time.Second-time.Since(start), func() bool {
+		err = describeTopicAs(ctx, nodes[1].Addr(), "app", "app-password", "t")
+		return err == nil
+	}) {
+		t.Fatalf("after %v node 2 still answers %v", time.Since(start), err)
 	}
+	t.Logf("ACL enforced by the other node after %v", time.Since(start))
 }
 
 // describeTopicAs asks addr's Metadata for topic as user: nil when the
@@ -415,7 +407,7 @@ func TestClusterListenerEndpoints(t *testing.T) {
 		cl := client(t, nodes[0].ListenerAddr(tc.listener), tc.opts...)
 		exp := want(tc.listener, tc.host)
 		var got map[int32]string
-		for ctx.Err() == nil {
+		testwait.Until(20*time.Second, func() bool {
 			resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
 			if err != nil {
 				t.Fatal(err)
@@ -424,11 +416,8 @@ func TestClusterListenerEndpoints(t *testing.T) {
 			for _, b := range resp.Brokers {
 				got[b.NodeID] = net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 			}
-			if maps.Equal(got, exp) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return maps.Equal(got, exp)
+		})
 		if !maps.Equal(got, exp) {
 			t.Fatalf("%s: brokers %v, want %v", tc.listener, got, exp)
 		}
@@ -472,17 +461,13 @@ func TestSIGHUPReloadsCertificate(t *testing.T) {
 		}
 	}
 	cmd.Process.Signal(syscall.SIGHUP)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cn, c := served()
+	if !testwait.Until(10*time.Second, func() bool {
+		var c *tls.Conn
+		cn, c = served()
 		c.Close()
-		if cn == "second" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still serving %q 10s after SIGHUP", cn)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return cn == "second"
+	}) {
+		t.Fatalf("still serving %q 10s after SIGHUP", cn)
 	}
 	// The connection from before the reload still gets answers.
 	rc := &rawSASL{nc: old}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/testchild"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/workers"
@@ -256,7 +257,7 @@ func runFrozen(t *testing.T, addr, mode string) {
 	cl := &childLog{starts: map[string]int32{}, ends: map[workers.Token]childEnd{}}
 	go cl.read(t, out)
 
-	waitWall(t, 30*time.Second, "A writing all resources", func() bool {
+	testwait.For(t, 30*time.Second, "A writing all resources", func() bool {
 		return len(s.firstAccepted("A", nil)) == frozenResources
 	})
 	cl.mu.Lock()
@@ -272,7 +273,7 @@ func runFrozen(t *testing.T, addr, mode string) {
 	if err := a.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitWall(t, 5*time.Second, "A stopped", a.Stopped)
+	testwait.For(t, 5*time.Second, "A stopped", a.Stopped)
 	stoppedAt := time.Now()
 
 	var bmu sync.Mutex
@@ -296,7 +297,7 @@ func runFrozen(t *testing.T, addr, mode string) {
 		t.Fatal(err)
 	}
 	defer b.Abandon()
-	waitWall(t, 30*time.Second, "B writing all resources", func() bool {
+	testwait.For(t, 30*time.Second, "B writing all resources", func() bool {
 		return len(s.firstAccepted("B", old)) == frozenResources
 	})
 	bFirst := s.firstAccepted("B", old)
@@ -304,7 +305,7 @@ func runFrozen(t *testing.T, addr, mode string) {
 	if err := a.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitWall(t, 10*time.Second, "A's old loops ending", func() bool {
+	testwait.For(t, 10*time.Second, "A's old loops ending", func() bool {
 		cl.mu.Lock()
 		defer cl.mu.Unlock()
 		for r, g := range old {
@@ -363,17 +364,5 @@ func runFrozen(t *testing.T, addr, mode string) {
 		afterResume, checkedAfterResume, rejected)
 	if mode == "lease" && checkedAfterResume > 0 {
 		t.Errorf("%d units of A passed their validity check after the resume", checkedAfterResume)
-	}
-}
-
-// waitWall polls cond on the wall clock, bounded by within.
-func waitWall(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/workers"
@@ -101,5 +102,5 @@ func TestPoolLeaseIsTheMembersDeadline(t *testing.T) {
 // handle a heartbeat's answer after the fake clock moved.
 func waitReal(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	waitWall(t, 10*time.Second, what, cond)
+	testwait.For(t, 10*time.Second, what, cond)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/workers"
@@ -250,10 +251,9 @@ func runPool(t *testing.T, addr string) {
 	// balanced, and nothing changed for half a session.
 	settle := func(what string) map[string]string {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
 		var last string
 		var since time.Time
-		for time.Now().Before(deadline) {
+		testwait.For(t, 20*time.Second, what+": settled", func() bool {
 			rec.mu.Lock()
 			if rec.violation != "" {
 				t.Fatal(rec.violation)
@@ -272,18 +272,15 @@ func runPool(t *testing.T, addr string) {
 			for w := range live {
 				lo, hi = min(lo, counts[w]), max(hi, counts[w])
 			}
-			if ok && hi-lo <= 1 {
-				if state != last {
-					last, since = state, time.Now()
-				} else if time.Since(since) > session/2 {
-					return nil
-				}
-			} else {
+			if !ok || hi-lo > 1 {
 				last = ""
+				return false
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("%s: not settled", what)
+			if state != last {
+				last, since = state, time.Now()
+			}
+			return time.Since(since) > session/2
+		})
 		return nil
 	}
 	// check compares ownership before and after a change.

@@ -1,0 +1,48 @@
+// Package testkafka holds Kafka-protocol steps that tests of several
+// packages share.
+package testkafka
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
+)
+
+// FetchOffsets asks for the committed offsets of partitions 0..partitions-1
+// of topic in group, again until the answer has no error (at any level) (a partition may
+// still be loading or moving after a crash or failover), each try bounded by
+// 5 s and all of them by within; it fails the test when no answer came.
+func FetchOffsets(t testing.TB, cl kmsg.Requestor, group, topic string, partitions int32, within time.Duration) *kmsg.OffsetFetchResponse {
+	t.Helper()
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = group
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = topic
+	for p := int32(0); p < partitions; p++ {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
+	var resp *kmsg.OffsetFetchResponse
+	var err error
+	if !testwait.Until(within, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err = req.RequestWith(ctx, cl)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 {
+			return false
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("fetching offsets of %s: %v %v", group, err, resp)
+	}
+	return resp
+}
