@@ -35,12 +35,16 @@ type hbReq struct {
 	// out receives replies to other requests a change answers (parked
 	// classic requests of a group being converted).
 	out *Output
+	// causes are the rebalance triggers noted so far (historycg.go).
+	causes []Cause
 }
 
 // emit replays r at once and keeps it for the write.
 func (g *Group) emit(h *hbReq, r rec) {
+	pre := g.cBefore(&r)
 	g.s.replay(&r, false)
 	h.recs = append(h.recs, r)
+	g.cObserve(h, &r, pre)
 }
 
 // ConsumerGroupHeartbeat handles a ConsumerGroupHeartbeat (KIP-848): join,
@@ -302,7 +306,9 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 // target if the target is behind the group epoch.
 func (g *Group) bumpAndAssign(h *hbReq, bump bool) int16 {
 	cg := g.cg
-	if g.refreshMetadataHash() {
+	changed := g.refreshMetadataHash()
+	g.cNoteTopics(h, changed) // rebalance history
+	if changed {
 		bump = true
 	}
 	if bump {
@@ -437,12 +443,14 @@ func (g *Group) storeMember(h *hbReq, m, next *cmember, isNew bool) bool {
 		return false
 	}
 	before := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
+	prev := *m // rebalance history: the emit below updates m
 	g.emit(h, cMemberRec(g.id, next))
 	if isNew {
 		g.emit(h, cCurrentRec(g.id, next.id, &ccurrent{epoch: epochJoining, prevEpoch: epochJoining, state: mStable,
 			assigned: tpset{}, pending: tpset{}, assignedAt: map[topicPartition]int32{}}))
 	}
 	after := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
+	g.cNoteMember(h, &prev, next, isNew, subChanged, before != after) // rebalance history
 	h.subscriptionChanged = subChanged && !isNew
 	if isNew {
 		return len(next.names) > 0 || next.regex != ""

@@ -438,6 +438,7 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 		}
 	}
 	h := &hbReq{now: now, out: out}
+	g.cNoteLeave(h, m, memberID == "" && instanceID != "") // rebalance history
 	g.fenceConsumerMember(h, m)
 	s.writeApplied(out, h.recs, g.logFailure("leave of "+m.id))
 	return ErrNone

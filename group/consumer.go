@@ -179,6 +179,8 @@ type consumerGroup struct {
 	subsCache        map[string]bool
 	subsCacheVersion uint64
 	subsCacheDirty   bool
+	// hist follows the rebalance in progress (historycg.go).
+	hist cHistory
 }
 
 func newConsumerGroup() *consumerGroup {

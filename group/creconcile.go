@@ -192,6 +192,7 @@ func (s *Shard) consumerLeave(h *hbReq) (*Group, *cmember, int16, string) {
 		s.cancel(m.rebalance)
 		return g, m, ErrNone, ""
 	}
+	g.cNoteLeave(h, m, false) // rebalance history
 	g.fenceConsumerMember(h, m)
 	return g, m, ErrNone, ""
 }
@@ -226,6 +227,7 @@ func (g *Group) fenceOnTimer(now time.Time, m *cmember, out *Output, what string
 		return
 	}
 	h := &hbReq{now: now, out: out}
+	g.cNoteTimer(h, m, what) // rebalance history
 	g.fenceConsumerMember(h, m)
 	g.s.writeApplied(out, h.recs, g.logFailure(what+" of "+m.id))
 }
@@ -244,6 +246,7 @@ func (g *Group) sessionTimeout(m *cmember) time.Duration {
 // its subscription, target and partitions, at epoch 0.
 func (g *Group) replaceStaticConsumer(h *hbReq, old *cmember, newID string) *cmember {
 	cg := g.cg
+	g.cNoteStatic(h, old, newID) // rebalance history
 	next := *old
 	next.id = newID
 	target := cg.target[old.id].clone()

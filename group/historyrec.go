@@ -222,16 +222,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 			ev.WaitedFor = append(ev.WaitedFor, w)
 		}
 	}
-	sort.Slice(ev.WaitedFor, func(i, j int) bool {
-		a, b := ev.WaitedFor[i], ev.WaitedFor[j]
-		if a.WaitedMs != b.WaitedMs {
-			return a.WaitedMs > b.WaitedMs
-		}
-		if a.Phase != b.Phase {
-			return a.Phase < b.Phase
-		}
-		return a.MemberID < b.MemberID
-	})
+	sortWaits(ev.WaitedFor)
 	decode := g.protocolType == "consumer"
 	for _, m := range g.members {
 		prevID := m.id
@@ -261,6 +252,20 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].MemberID < ev.Members[j].MemberID })
 	g.s.recordEvent(ev, out)
+}
+
+// sortWaits orders waits slowest first (then by phase and member id).
+func sortWaits(ws []Wait) {
+	sort.Slice(ws, func(i, j int) bool {
+		a, b := ws[i], ws[j]
+		if a.WaitedMs != b.WaitedMs {
+			return a.WaitedMs > b.WaitedMs
+		}
+		if a.Phase != b.Phase {
+			return a.Phase < b.Phase
+		}
+		return a.MemberID < b.MemberID
+	})
 }
 
 // diffSets returns the partitions of a that are not in b, by topic.
@@ -299,16 +304,7 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	if s.cfg.HistorySize < 0 {
 		return
 	}
-	h := s.histOf(ev.Group)
-	ev.Seq = h.nextSeq + 1
-	h.nextSeq = ev.Seq
-	if s.cfg.OnRebalance != nil {
-		s.cfg.OnRebalance(ev)
-	}
-	recs := []rec{{kind: keyHistory, group: ev.Group, ev: &ev}}
-	if old := int64(ev.Seq) - int64(s.cfg.HistorySize); old > 0 {
-		recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: uint64(old), del: true})
-	}
+	recs := s.historyRecs(&ev)
 	group := ev.Group
 	s.write(out, recs, func(now time.Time, code int16, _ *Output) {
 		if code != ErrNone {
@@ -317,6 +313,22 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 		}
 		s.evalStorm(group, now)
 	})
+}
+
+// historyRecs numbers ev, tells the observer, and returns the records that
+// store it: the event and the tombstone of the event it pushes out.
+func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
+	h := s.histOf(ev.Group)
+	ev.Seq = h.nextSeq + 1
+	h.nextSeq = ev.Seq
+	if s.cfg.OnRebalance != nil {
+		s.cfg.OnRebalance(*ev)
+	}
+	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev}}
+	if old := int64(ev.Seq) - int64(s.cfg.HistorySize); old > 0 {
+		recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: uint64(old), del: true})
+	}
+	return recs
 }
 
 // historyTombstones appends the tombstones of a group's stored history.
@@ -490,25 +502,28 @@ func (g *Group) waiting() *Waiting {
 				wm.Since = g.rb.phaseStart
 			}
 			if m.instanceID == "" && g.joinTimer.armed() && !g.initialDelay {
-				at := g.joinTimer.at
-				wm.Deadline = &at
-			} else if m.session.armed() {
-				at := m.session.at
-				wm.Deadline = &at
+				wm.Deadline = deadlineOf(g.joinTimer)
+			} else {
+				wm.Deadline = deadlineOf(m.session)
 			}
 		case CompletingRebalance:
 			if _, ok := g.pendingSync[m.id]; !ok {
 				continue
 			}
-			wm.Phase = "sync"
-			if g.syncTimer.armed() {
-				at := g.syncTimer.at
-				wm.Deadline = &at
-			}
+			wm.Phase, wm.Deadline = "sync", deadlineOf(g.syncTimer)
 		}
 		w.Members = append(w.Members, wm)
 	}
 	return w
+}
+
+// deadlineOf is when t fires, nil when it is not armed.
+func deadlineOf(t *timer) *time.Time {
+	if !t.armed() {
+		return nil
+	}
+	at := t.at
+	return &at
 }
 
 // HistoryDoc returns the history document of a group: at most n of its
@@ -526,6 +541,7 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 		doc.State = g.state.String()
 		if g.cg != nil {
 			doc.Type, doc.State = "consumer", g.cg.state()
+			doc.Waiting = g.cWaitingView()
 		} else {
 			doc.Waiting = g.waiting()
 		}

@@ -459,6 +459,7 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 					s.arm(m.rebalance, now.Add(m.rebalanceTimeout))
 				}
 			}
+			g.cLoaded(now) // rebalance history
 		}
 		if len(g.members) == 0 {
 			g.state = Empty

@@ -1,0 +1,479 @@
+package group
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The rebalance history of consumer-protocol (KIP-848) groups: one event per
+// group-epoch bump (docs/history.md). Every test runs on the fake clock.
+
+// cgBeat sends a's plain heartbeat at its epoch listing owned.
+func (h *h) cgBeat(member string, owned tpset) *kmsg.ConsumerGroupHeartbeatResponse {
+	h.t.Helper()
+	m := h.cmember("cg", member)
+	if m == nil {
+		h.t.Fatalf("%s is not a member", member)
+	}
+	r := h.cg(hb{member: member, epoch: m.epoch, owned: owned})
+	if r.ErrorCode != 0 {
+		h.t.Fatalf("heartbeat of %s: error %d", member, r.ErrorCode)
+	}
+	return r
+}
+
+// cgOwned is what member a owns now, as a client would list it.
+func (h *h) cgOwned(member string) tpset {
+	m := h.cmember("cg", member)
+	out := m.assigned.clone()
+	for t, ps := range m.pending {
+		for _, p := range ps {
+			out.add(t, p)
+		}
+	}
+	return out
+}
+
+// cgSettle has every member heartbeat (finishing revocations at once) until
+// the group is Stable.
+func (h *h) cgSettle(members ...string) {
+	h.t.Helper()
+	for round := 0; round < 10; round++ {
+		if h.cgroup("cg").state() == "Stable" {
+			return
+		}
+		for _, id := range members {
+			h.cgBeat(id, h.cmember("cg", id).assigned.clone())
+		}
+	}
+	h.t.Fatalf("group not Stable: %s", h.cgroup("cg").state())
+}
+
+func tps(topic string, ps ...int32) []TopicPartitions {
+	return []TopicPartitions{{Topic: topic, Partitions: ps}}
+}
+
+func sameTPs(a, b []TopicPartitions) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// checkEvent checks what every consumer event must satisfy.
+func checkCEvent(t *testing.T, ev RebalanceEvent, cause CauseKind, member string, from, gen int32, outcome string) {
+	t.Helper()
+	if ev.Type != "consumer" || ev.Cause.Kind != cause || ev.Cause.MemberID != member || ev.FromGeneration != from ||
+		ev.Generation != gen || ev.Outcome != outcome || ev.JoinMs+ev.SyncMs != ev.DurationMs || !ev.End.Equal(ev.Start.Add(time.Duration(ev.DurationMs)*time.Millisecond)) {
+		b, _ := json.MarshalIndent(ev, "", " ")
+		t.Fatalf("want %s by %q, epoch %d -> %d, %s; got %s", cause, member, from, gen, outcome, b)
+	}
+}
+
+// A join is one event: the first member's completes at once; the second's
+// lasts until the first has revoked and the second has taken its half, and
+// records whom it waited for (slowest first) and the partitions moved.
+func TestHistoryCGJoin(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cgJoin("a", "t")
+	ev := h.events("cg", 1)[0]
+	checkCEvent(t, ev, CauseMemberJoined, "a", 0, 1, "stable")
+	if ev.Cause.ClientID != "client-a" || ev.Cause.ClientHost != "127.0.0.1" || ev.DurationMs != 0 {
+		t.Fatalf("cause %+v duration %d", ev.Cause, ev.DurationMs)
+	}
+	if len(ev.Members) != 1 || !ev.Members[0].New || !ev.Members[0].Decoded || ev.Members[0].Partitions != 4 || !sameTPs(ev.Members[0].Added, tps("t", 0, 1, 2, 3)) {
+		t.Fatalf("members %+v", ev.Members)
+	}
+	if ev.Protocol != "uniform" || ev.ProtocolType != "consumer" {
+		t.Fatalf("protocol %q type %q", ev.Protocol, ev.ProtocolType)
+	}
+
+	start := h.now
+	h.advance(time.Second)
+	joinAt := h.now
+	h.cgJoin("b", "t")
+	h.events("cg", 1) // in progress: nothing recorded yet
+	h.advance(time.Second)
+	h.cgBeat("a", h.cgOwned("a")) // told to revoke two
+	if h.cmember("cg", "a").state != mUnrevoked {
+		t.Fatalf("a state %v", h.cmember("cg", "a").state)
+	}
+	h.advance(time.Second)
+	h.cgBeat("a", h.cmember("cg", "a").assigned.clone()) // revoked
+	h.advance(time.Second)
+	h.cgBeat("b", tpset{}) // takes its half
+	ev = h.events("cg", 2)[1]
+	checkCEvent(t, ev, CauseMemberJoined, "b", 1, 2, "stable")
+	if !ev.Start.Equal(joinAt) || ev.DurationMs != 3000 || ev.JoinMs != 0 || ev.SyncMs != 3000 || ev.Seq != 2 {
+		t.Fatalf("start %v (joined %v, first %v) join %d sync %d total %d", ev.Start, joinAt, start, ev.JoinMs, ev.SyncMs, ev.DurationMs)
+	}
+	want := []Wait{{MemberID: "b", Phase: "assign", WaitedMs: 3000}, {MemberID: "a", Phase: "revoke", WaitedMs: 2000}}
+	if !slices.Equal(ev.WaitedFor, want) {
+		t.Fatalf("waited for %+v, want %+v", ev.WaitedFor, want)
+	}
+	if len(ev.Members) != 2 {
+		t.Fatalf("members %+v", ev.Members)
+	}
+	a, b := ev.Members[0], ev.Members[1]
+	if a.MemberID != "a" || a.New || a.Partitions != 2 || len(a.Added) != 0 || len(a.Removed) != 1 || len(a.Removed[0].Partitions) != 2 || !a.Changed {
+		t.Fatalf("a %+v", a)
+	}
+	if b.MemberID != "b" || !b.New || b.Partitions != 2 || !sameTPs(b.Added, a.Removed) {
+		t.Fatalf("b %+v (a removed %+v)", b, a.Removed)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// The "now" view of a reconciling group names who has not revoked (with the
+// rebalance-timeout deadline) and who waits for partitions, and the cause.
+func TestHistoryCGWaiting(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}, rebalance: 20000})
+	h.advance(time.Second)
+	joinAt := h.now
+	h.cgJoin("b", "t")
+	h.advance(time.Second)
+	h.cgBeat("a", h.cgOwned("a"))
+	revokeAt := h.now
+	h.advance(time.Second)
+	doc, ok := h.s.HistoryDoc("cg", -1, h.now)
+	if !ok || doc.Type != "consumer" || doc.State != "Reconciling" || len(doc.History) != 1 {
+		t.Fatalf("doc %+v", doc)
+	}
+	w := doc.Waiting
+	if w == nil || w.State != "Reconciling" || !w.Since.Equal(joinAt) || w.Cause == nil || w.Cause.Kind != CauseMemberJoined || w.Cause.MemberID != "b" || len(w.Members) != 2 {
+		t.Fatalf("waiting %+v", w)
+	}
+	a, b := w.Members[0], w.Members[1]
+	if a.MemberID != "a" || a.Phase != "revoke" || !a.Since.Equal(revokeAt) || a.Deadline == nil || !a.Deadline.Equal(revokeAt.Add(20*time.Second)) || a.ClientID != "client-a" {
+		t.Fatalf("a %+v", a)
+	}
+	if b.MemberID != "b" || b.Phase != "assign" || !b.Since.Equal(joinAt) || b.Deadline != nil {
+		t.Fatalf("b %+v", b)
+	}
+	h.cgSettle("a", "b")
+	doc, _ = h.s.HistoryDoc("cg", -1, h.now)
+	if doc.Waiting != nil || doc.State != "Stable" || len(doc.History) != 2 {
+		t.Fatalf("settled doc %+v", doc)
+	}
+}
+
+// A leave heartbeat (epoch -1) is one event naming the member; the target
+// is computed at the next heartbeat of a remaining member (join_ms), which
+// takes the partitions at once.
+func TestHistoryCGLeave(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cgJoin("a", "t")
+	h.cgJoin("b", "t")
+	h.cgSettle("a", "b")
+	n := len(h.s.History("cg"))
+	h.advance(time.Second)
+	leftAt := h.now
+	if r := h.cg(hb{member: "b", epoch: h.cmember("cg", "b").epoch}); r.ErrorCode != 0 {
+		t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	_ = h.cg(hb{member: "b", epoch: epochLeave})
+	epoch := h.cgroup("cg").epoch
+	h.advance(1500 * time.Millisecond)
+	h.cgBeat("a", h.cgOwned("a"))
+	ev := h.events("cg", n+1)[n]
+	checkCEvent(t, ev, CauseMemberLeft, "b", epoch-1, epoch, "stable")
+	if !ev.Start.Equal(leftAt) || ev.JoinMs != 1500 || ev.SyncMs != 0 || !strings.Contains(ev.Cause.Detail, "-1") {
+		t.Fatalf("event %+v", ev)
+	}
+	if len(ev.Members) != 1 || ev.Members[0].MemberID != "a" || ev.Members[0].Partitions != 4 || len(ev.Members[0].Added) != 1 || len(ev.Members[0].Added[0].Partitions) != 2 {
+		t.Fatalf("members %+v", ev.Members)
+	}
+}
+
+// A member that stops heartbeating is fenced when its session expires: one
+// event, cause session_timeout with its last heartbeat.
+func TestHistoryCGSessionTimeout(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) { c.ConsumerSessionTimeout = 10 * time.Second })
+	h.cgJoin("a", "t")
+	h.cgJoin("b", "t")
+	h.cgSettle("a", "b")
+	n := len(h.s.History("cg"))
+	last := h.now
+	for i := 0; i < 4; i++ { // a keeps heartbeating, b is silent
+		h.advance(3 * time.Second)
+		h.cgBeat("a", h.cgOwned("a"))
+	}
+	epoch := h.cgroup("cg").epoch
+	if h.cmember("cg", "b") != nil {
+		t.Fatal("b not fenced")
+	}
+	ev := h.events("cg", n+1)[n]
+	checkCEvent(t, ev, CauseSessionTimeout, "b", epoch-1, epoch, "stable")
+	if ev.Cause.LastHeartbeat == nil || !ev.Cause.LastHeartbeat.Equal(last) || !ev.Cause.At.Equal(last.Add(10*time.Second)) {
+		t.Fatalf("cause %+v (last heartbeat %v)", ev.Cause, last)
+	}
+	if ev.JoinMs != 2000 { // fenced at +10 s, target at a's heartbeat at +12 s
+		t.Fatalf("join %d", ev.JoinMs)
+	}
+}
+
+// A member that does not revoke within its rebalance timeout is evicted:
+// the event of the join it held up is superseded (it waited for it, and
+// names it evicted), and the eviction is one event of its own.
+func TestHistoryCGRebalanceTimeout(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}, rebalance: 5000})
+	h.cgJoin("b", "t")
+	h.cgBeat("a", h.cgOwned("a")) // must revoke two
+	h.advance(2 * time.Second)
+	h.cgBeat("a", h.cgOwned("a")) // still lists them
+	h.advance(3 * time.Second)    // rebalance timeout
+	if h.cmember("cg", "a") != nil {
+		t.Fatal("a not fenced")
+	}
+	h.cgBeat("b", tpset{})
+	evs := h.events("cg", 3)
+	checkCEvent(t, evs[1], CauseMemberJoined, "b", 1, 2, "superseded")
+	if !slices.Equal(evs[1].Evicted, []string{"a"}) || len(evs[1].WaitedFor) != 2 ||
+		evs[1].WaitedFor[0] != (Wait{MemberID: "b", Phase: "assign", WaitedMs: 5000}) ||
+		evs[1].WaitedFor[1] != (Wait{MemberID: "a", Phase: "revoke", WaitedMs: 5000, Evicted: true}) {
+		t.Fatalf("superseded event %+v", evs[1])
+	}
+	checkCEvent(t, evs[2], CauseRebalanceTimeout, "a", 2, 3, "stable")
+	if !strings.Contains(evs[2].Cause.Detail, "did not revoke t[") || len(evs[2].MoreCauses) != 0 {
+		t.Fatalf("cause %+v", evs[2].Cause)
+	}
+	if len(evs[2].Members) != 1 || evs[2].Members[0].Partitions != 4 {
+		t.Fatalf("members %+v", evs[2].Members)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// A changed subscription (names, then a regex) is one event each, saying
+// what changed.
+func TestHistoryCGSubscriptionChanged(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 2, "u": 2, "xa": 1})
+	h.cgJoin("a", "t")
+	h.advance(time.Second)
+	h.cg(hb{member: "a", epoch: 1, names: []string{"t", "u"}, owned: h.cgOwned("a")})
+	re := "x.*"
+	h.advance(time.Second)
+	h.cg(hb{member: "a", epoch: 2, names: []string{}, regex: &re, owned: h.cgOwned("a")})
+	h.cgSettle("a")
+	evs := h.events("cg", 3)
+	checkCEvent(t, evs[1], CauseSubscriptionChanged, "a", 1, 2, "stable")
+	if evs[1].Cause.Detail != "topics [t] -> [t u]" || !sameTPs(evs[1].Members[0].Added, tps("u", 0, 1)) {
+		t.Fatalf("event %+v", evs[1])
+	}
+	checkCEvent(t, evs[2], CauseSubscriptionChanged, "a", 2, 3, "stable")
+	if !strings.Contains(evs[2].Cause.Detail, `regex "" -> "x.*"`) || !strings.Contains(evs[2].Cause.Detail, "topics [t u] -> []") {
+		t.Fatalf("cause %+v", evs[2].Cause)
+	}
+	if len(evs[2].Members[0].Removed) != 2 || !sameTPs(evs[2].Members[0].Added, tps("xa", 0)) {
+		t.Fatalf("members %+v", evs[2].Members)
+	}
+}
+
+// Topics created (matched by a regex or subscribed by name before they
+// existed), grown and deleted bump the epoch: one topics_changed event each,
+// naming the topics.
+func TestHistoryCGTopicsChanged(t *testing.T) {
+	h, cat := newCH(t, map[string]int32{"t": 2})
+	re := "x.*"
+	h.cg(hb{member: "a", names: []string{"t", "later"}, owned: tpset{}})
+	h.cg(hb{member: "b", names: []string{}, regex: &re, owned: tpset{}})
+	h.cgSettle("a", "b")
+	n := len(h.s.History("cg"))
+	step := func(what string, change func()) RebalanceEvent {
+		t.Helper()
+		change()
+		h.advance(time.Second)
+		h.cgBeat("a", h.cgOwned("a"))
+		h.cgBeat("b", h.cgOwned("b"))
+		h.cgSettle("a", "b")
+		evs := h.s.History("cg")
+		if len(evs) != n+1 {
+			t.Fatalf("%s: %d new events", what, len(evs)-n)
+		}
+		n++
+		ev := evs[n-1]
+		checkCEvent(t, ev, CauseTopicsChanged, "", ev.Generation-1, ev.Generation, "stable")
+		return ev
+	}
+	ev := step("grow", func() { cat.AddPartitions("t", 3, nil) })
+	if !slices.Equal(ev.Cause.Topics, []string{"t"}) || ev.Cause.Detail != "t partitions 2 -> 3" {
+		t.Fatalf("grow: %+v", ev.Cause)
+	}
+	ev = step("create by name", func() { cat.Create("later", 1, nil) })
+	if !slices.Equal(ev.Cause.Topics, []string{"later"}) || ev.Cause.Detail != "created later (1 partitions)" {
+		t.Fatalf("create: %+v", ev.Cause)
+	}
+	ev = step("create by regex", func() { cat.Create("xb", 2, nil) })
+	if !slices.Equal(ev.Cause.Topics, []string{"xb"}) || ev.Cause.Detail != "created xb (2 partitions)" {
+		t.Fatalf("regex: %+v", ev.Cause)
+	}
+	var b MemberChange
+	for _, m := range ev.Members {
+		if m.MemberID == "b" {
+			b = m
+		}
+	}
+	if !sameTPs(b.Added, tps("xb", 0, 1)) {
+		t.Fatalf("b %+v", b)
+	}
+	ev = step("delete", func() { cat.Delete("xb") })
+	if !slices.Equal(ev.Cause.Topics, []string{"xb"}) || ev.Cause.Detail != "deleted xb" {
+		t.Fatalf("delete: %+v", ev.Cause)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// A static member that left with epoch -2 and comes back as a new process
+// with another subscription: one event, static_replaced naming the new
+// member and the old one; with the same subscription nothing is a
+// rebalance and nothing is recorded.
+func TestHistoryCGStaticReplaced(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 2, "u": 2})
+	inst := "i1"
+	h.cg(hb{member: "a1", instance: &inst, names: []string{"t"}, owned: tpset{}})
+	h.cg(hb{member: "a1", instance: &inst, epoch: epochStatic})
+	h.cg(hb{member: "a2", instance: &inst, names: []string{"t"}, owned: tpset{}})
+	h.cgSettle("a2")
+	h.events("cg", 1)
+	h.cg(hb{member: "a2", instance: &inst, epoch: epochStatic})
+	h.advance(time.Second)
+	h.cg(hb{member: "a3", instance: &inst, names: []string{"t", "u"}, owned: tpset{}})
+	h.cgSettle("a3")
+	evs := h.events("cg", 2)
+	checkCEvent(t, evs[1], CauseStaticReplaced, "a3", 1, 2, "stable")
+	if evs[1].Cause.InstanceID != "i1" || evs[1].Cause.Detail != "replaced member a2" || evs[1].Cause.ClientID != "client-a3" ||
+		len(evs[1].MoreCauses) != 1 || evs[1].MoreCauses[0].Kind != CauseSubscriptionChanged {
+		t.Fatalf("event %+v", evs[1])
+	}
+	// a3 inherits a2's partitions: only u is added.
+	if m := evs[1].Members[0]; m.MemberID != "a3" || m.New || !sameTPs(m.Added, tps("u", 0, 1)) || len(m.Removed) != 0 {
+		t.Fatalf("member %+v", m)
+	}
+}
+
+// An operator removing a member by instance id (LeaveGroup, as
+// kafka-consumer-groups --delete-members does) is one admin event.
+func TestHistoryCGAdmin(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 2})
+	inst := "i1"
+	h.cg(hb{member: "a", instance: &inst, names: []string{"t"}, owned: tpset{}})
+	h.cgJoin("b", "t")
+	h.cgSettle("a", "b")
+	n := len(h.s.History("cg"))
+	if r := h.leave("cg", lm("", "i1")); r.ErrorCode != 0 || r.Members[0].ErrorCode != 0 {
+		t.Fatalf("leave %+v", r)
+	}
+	h.cgSettle("b")
+	ev := h.events("cg", n+1)[n]
+	checkCEvent(t, ev, CauseAdmin, "a", ev.Generation-1, ev.Generation, "stable")
+	if ev.Cause.InstanceID != "i1" || ev.Cause.Detail != "remove_members" {
+		t.Fatalf("cause %+v", ev.Cause)
+	}
+}
+
+// The last member leaving ends its event as empty at once.
+func TestHistoryCGEmpty(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 2})
+	h.cgJoin("a", "t")
+	h.cg(hb{member: "a", epoch: epochLeave})
+	evs := h.events("cg", 2)
+	checkCEvent(t, evs[1], CauseMemberLeft, "a", 1, 2, "empty")
+	if len(evs[1].Members) != 0 {
+		t.Fatalf("members %+v", evs[1].Members)
+	}
+}
+
+// A group loaded while reconciling (restart or failover) starts an event
+// with cause loaded, which completes when the members have reconciled; the
+// history stored before survives the reload unchanged.
+func TestHistoryCGLoaded(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cgJoin("a", "t")
+	h.cgJoin("b", "t")
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+	h.advance(time.Second)
+	h.s = h.reload()
+	loadedAt := h.now
+	doc, _ := h.s.HistoryDoc("cg", -1, h.now)
+	if len(doc.History) != 1 || doc.Waiting == nil || doc.Waiting.Cause == nil || doc.Waiting.Cause.Kind != CauseLoaded || len(doc.Waiting.Members) != 2 {
+		t.Fatalf("doc %+v waiting %+v", doc, doc.Waiting)
+	}
+	h.advance(time.Second)
+	h.cgSettle("a", "b")
+	ev := h.events("cg", 2)[1]
+	checkCEvent(t, ev, CauseLoaded, "", 2, 2, "stable")
+	if !ev.Start.Equal(loadedAt) || ev.Seq != 2 || !strings.Contains(ev.Cause.Detail, "Reconciling") {
+		t.Fatalf("event %+v", ev)
+	}
+}
+
+// Consumer events count for the storm detector like classic ones: flagged
+// above the threshold with the causes counted, unflagged when the window
+// slides.
+func TestHistoryCGStorm(t *testing.T) {
+	var changes []StormStatus
+	h, _ := newCH(t, map[string]int32{"t": 2}, func(c *Config) {
+		c.StormThreshold, c.StormWindow = 2, time.Minute
+		c.OnStorm = func(s StormStatus) { changes = append(changes, s) }
+	})
+	h.cgJoin("a", "t")
+	for _, id := range []string{"b", "c"} {
+		h.advance(time.Second)
+		h.cgJoin(id, "t")
+	}
+	h.cgSettle("a", "b", "c")
+	st := h.s.storm("cg", h.now)
+	if !st.Flagged || st.Count != 3 || st.Causes[CauseMemberJoined] != 3 || len(changes) != 1 || !changes[0].Flagged {
+		t.Fatalf("storm %+v changes %+v", st, changes)
+	}
+	for i := 0; i < 2; i++ {
+		h.advance(30 * time.Second)
+		for _, id := range []string{"a", "b", "c"} { // keep the sessions alive
+			h.cgBeat(id, h.cgOwned(id))
+		}
+	}
+	if st := h.s.storm("cg", h.now); st.Flagged || len(changes) != 2 || changes[1].Flagged {
+		t.Fatalf("after the window: %+v changes %+v", st, changes)
+	}
+}
+
+// DescribeGroups tag 10001 answers for a consumer-protocol group too: its
+// entry is GROUP_ID_NOT_FOUND (as Kafka answers) and carries the document.
+func TestHistoryCGTag(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 2})
+	h.cgJoin("a", "t")
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Version = 6
+	req.Groups = []string{"cg"}
+	RequestHistory(req, -1)
+	back := kmsg.NewPtrDescribeGroupsRequest()
+	back.Version = 6
+	if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, back, out) })
+	resp := h.resp(tk).(*kmsg.DescribeGroupsResponse)
+	dec := kmsg.NewPtrDescribeGroupsResponse()
+	dec.Version = 6
+	if err := dec.ReadFrom(resp.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	d := &dec.Groups[0]
+	doc, ok := HistoryTagOf(d)
+	if d.ErrorCode != ErrGroupIDNotFound || !ok || doc.Type != "consumer" || doc.State != "Stable" || len(doc.History) != 1 || doc.History[0].Cause.Kind != CauseMemberJoined {
+		t.Fatalf("entry %+v doc %+v", d, doc)
+	}
+}

@@ -1,0 +1,549 @@
+package group
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The rebalance history of consumer-protocol (KIP-848) groups
+// (docs/history.md): one RebalanceEvent per group-epoch bump. The handlers
+// note the triggers of a request on its hbReq (cNote and the helpers below,
+// called where a member joins, changes its subscription, leaves, times out,
+// is replaced or removed, and where the subscribed topics change); emit
+// passes every record it replays to cObserve, which starts the event at the
+// bump with those causes, notes when the target is computed, follows each
+// member to the target epoch, and completes the event (stable, empty, or
+// superseded by the next bump). The completed event is emitted as a history
+// record with the request's own records, so it is applied at once, written
+// in the same write, and dropped with them if that write fails.
+
+// cHistory is a consumer group's history state (consumerGroup.hist); memory
+// only: an event in progress when the partition moves is not recorded (the
+// loaded group starts one with cause loaded if it is not Stable).
+type cHistory struct {
+	rb *cTracker
+	// topics is the subscribed topics' metadata when the metadata hash was
+	// last computed (nil: not known since the load).
+	topics map[string]topicSnap
+}
+
+type topicSnap struct {
+	partitions int32 // -1: subscribed by name but does not exist
+}
+
+// cTracker follows the event of one group epoch.
+type cTracker struct {
+	start     time.Time
+	fromEpoch int32
+	epoch     int32
+	cause     Cause
+	more      []Cause
+	targetAt  time.Time // when the target at epoch was computed; zero until then
+	// before is each member's partitions (assigned, pending) at the bump.
+	before     map[string][2]tpset
+	beforeInst map[string]string // instance id -> member id at the bump
+	// pending are the members not reconciled to epoch yet.
+	pending map[string]*cWaiting
+	waits   []Wait
+	evicted []string
+}
+
+// cWaiting is a member the event waits for.
+type cWaiting struct {
+	since   time.Time // when it started waiting for it (the target, or revocation)
+	phase   string    // "assign" or "revoke": what it is doing now
+	revoked bool      // it had partitions to revoke during the event
+}
+
+// phaseOf is the phase a wait is recorded under: "revoke" if the member
+// had to give partitions up, else "assign".
+func (w *cWaiting) phaseOf() string {
+	if w.revoked {
+		return "revoke"
+	}
+	return "assign"
+}
+
+// reconciledAt reports whether m is at epoch with exactly its target.
+func reconciledAt(m *cmember, epoch int32) bool {
+	return m.epoch == epoch && m.state == mStable && len(m.pending) == 0
+}
+
+// cCause builds a Cause about consumer member m (nil: none).
+func cCause(kind CauseKind, now time.Time, m *cmember) Cause {
+	c := Cause{Kind: kind, At: now}
+	if m != nil {
+		c.MemberID, c.InstanceID, c.ClientID, c.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+	}
+	return c
+}
+
+// cNote notes a trigger of the request h: the next bump in h names it.
+func (g *Group) cNote(h *hbReq, c Cause) {
+	if g.s.cfg.HistorySize < 0 || len(h.causes) >= 64 {
+		return
+	}
+	h.causes = append(h.causes, c)
+}
+
+// cNoteMember notes what storeMember changed about a member: a join, a
+// changed subscription (names or regex) or server assignor. Only a change
+// that bumps the epoch is a rebalance; the note is dropped otherwise.
+func (g *Group) cNoteMember(h *hbReq, m, next *cmember, isNew, subChanged, assignorChanged bool) {
+	switch {
+	case isNew:
+		c := cCause(CauseMemberJoined, h.now, next)
+		if next.classic != nil {
+			c.Detail = "classic protocol member"
+		}
+		g.cNote(h, c)
+	case subChanged:
+		c := cCause(CauseSubscriptionChanged, h.now, next)
+		var parts []string
+		if !slices.Equal(m.names, next.names) {
+			parts = append(parts, fmt.Sprintf("topics [%s] -> [%s]", strings.Join(m.names, " "), strings.Join(next.names, " ")))
+		}
+		if m.regex != next.regex {
+			parts = append(parts, fmt.Sprintf("regex %q -> %q", m.regex, next.regex))
+		}
+		c.Detail = strings.Join(parts, "; ")
+		g.cNote(h, c)
+	case assignorChanged:
+		c := cCause(CauseSubscriptionChanged, h.now, next)
+		c.Detail = fmt.Sprintf("server assignor %q -> %q", m.assignor, next.assignor)
+		g.cNote(h, c)
+	}
+}
+
+// cNoteTimer notes why a timer fences m (fenceOnTimer's what).
+func (g *Group) cNoteTimer(h *hbReq, m *cmember, what string) {
+	var c Cause
+	switch what {
+	case "session expiry":
+		c = cCause(CauseSessionTimeout, h.now, m)
+		last := h.now.Add(-g.sessionTimeout(m))
+		c.LastHeartbeat = &last
+	case "rebalance timeout":
+		c = cCause(CauseRebalanceTimeout, h.now, m)
+		c.Detail = fmt.Sprintf("did not revoke %s within its rebalance timeout (%v)", tpsetString(m.pending), m.rebalanceTimeout)
+	default:
+		c = cCause(CauseRebalanceTimeout, h.now, m)
+		c.Detail = "classic protocol member did not send the JoinGroup or SyncGroup it owed within its rebalance timeout"
+	}
+	g.cNote(h, c)
+}
+
+// cNoteLeave notes a leave: a ConsumerGroupHeartbeat with epoch -1 (or -2
+// from a dynamic member), a classic LeaveGroup, or (admin) a LeaveGroup
+// naming only the instance id.
+func (g *Group) cNoteLeave(h *hbReq, m *cmember, admin bool) {
+	c := cCause(CauseMemberLeft, h.now, m)
+	switch {
+	case admin:
+		c.Kind, c.Detail = CauseAdmin, "remove_members"
+	case h.req != nil:
+		c.Detail = fmt.Sprintf("leave heartbeat (member epoch %d)", h.req.MemberEpoch)
+	default:
+		c.Detail = "classic LeaveGroup"
+	}
+	g.cNote(h, c)
+}
+
+// cNoteStatic notes that the member joining as newID takes over the static
+// member old: the event in progress waits for the new id instead, and the
+// replacement is one more of its causes (a replacement bumps the epoch only
+// if the subscription changes: then it is the new event's cause).
+func (g *Group) cNoteStatic(h *hbReq, old *cmember, newID string) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	c := cCause(CauseStaticReplaced, h.now, old)
+	c.MemberID, c.ClientID, c.ClientHost = newID, h.c.ID, h.c.Host
+	c.Detail = "replaced member " + old.id
+	g.cNote(h, c)
+	if rb := g.cg.hist.rb; rb != nil {
+		if w, ok := rb.pending[old.id]; ok {
+			delete(rb.pending, old.id)
+			rb.pending[newID] = w
+		}
+		if len(rb.more) < 64 {
+			rb.more = append(rb.more, c)
+		}
+	}
+}
+
+// cNoteTopics is called where the metadata hash is refreshed (changed: it
+// differs, the epoch is bumped): it notes a topics_changed cause with the
+// topics created, grown or deleted, unless a member's change in the same
+// request explains the new hash alone.
+func (g *Group) cNoteTopics(h *hbReq, changed bool) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	cg := g.cg
+	if !changed && cg.hist.topics != nil {
+		return
+	}
+	now := g.topicSnapshot()
+	prev := cg.hist.topics
+	cg.hist.topics = now
+	if !changed {
+		return
+	}
+	memberCause := len(h.causes) > 0
+	var names, what []string
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		n := now[name]
+		p, had := prev[name]
+		switch {
+		case had && p.partitions < 0 && n.partitions >= 0, !had && !memberCause && n.partitions >= 0 && prev != nil:
+			what = append(what, fmt.Sprintf("created %s (%d partitions)", name, n.partitions))
+		case had && p.partitions >= 0 && n.partitions < 0:
+			what = append(what, "deleted "+name)
+		case had && p.partitions >= 0 && p.partitions != n.partitions:
+			what = append(what, fmt.Sprintf("%s partitions %d -> %d", name, p.partitions, n.partitions))
+		default:
+			continue
+		}
+		names = append(names, name)
+	}
+	if !memberCause {
+		for _, name := range slices.Sorted(maps.Keys(prev)) {
+			if _, ok := now[name]; !ok && prev[name].partitions >= 0 {
+				what = append(what, "deleted "+name)
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 && memberCause {
+		return
+	}
+	c := Cause{Kind: CauseTopicsChanged, At: h.now, Topics: names, Detail: strings.Join(what, "; ")}
+	if len(names) == 0 {
+		c.Detail = "the subscribed topics' metadata changed"
+	}
+	g.cNote(h, c)
+}
+
+// topicSnapshot returns the subscribed topics' partition counts: every
+// topic subscribed by name (-1 if it does not exist) and every existing
+// topic a regex matches.
+func (g *Group) topicSnapshot() map[string]topicSnap {
+	cg := g.cg
+	topics := g.s.cfg.Topics
+	out := make(map[string]topicSnap, len(cg.subscribers))
+	for name := range cg.subscribers {
+		out[name] = topicSnap{partitions: -1}
+	}
+	for _, name := range cg.subscribed(topics) {
+		if t, ok := topics.Lookup(name); ok {
+			out[name] = topicSnap{partitions: t.Partitions}
+		}
+	}
+	return out
+}
+
+// cPre is what cObserve needs of the state before a record applies.
+type cPre struct {
+	consumer bool
+	epoch    int32
+	hist     *cHistory
+}
+
+// cBefore captures the state cObserve compares r against.
+func (g *Group) cBefore(r *rec) cPre {
+	if r.kind != keyCGroup || g.cg == nil {
+		return cPre{}
+	}
+	return cPre{consumer: true, epoch: g.cg.epoch, hist: &g.cg.hist}
+}
+
+// cObserve follows the event in progress through one record emit replayed.
+func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	switch r.kind {
+	case keyCGroup:
+		switch {
+		case r.del && pre.consumer:
+			// The group turned classic (or went): the event ends.
+			if rb := pre.hist.rb; rb != nil {
+				pre.hist.rb = nil
+				if len(rb.more) < 64 {
+					rb.more = append(rb.more, Cause{Kind: CauseOther, At: h.now, Detail: "group converted to the classic protocol"})
+				}
+				g.cFinish(h, rb, "superseded")
+			}
+		case !r.del && pre.consumer && g.cg != nil && g.cg.epoch > pre.epoch:
+			g.cBump(h, pre.epoch)
+		}
+	case keyCTMeta:
+		if cg := g.cg; cg != nil && !r.del {
+			if rb := cg.hist.rb; rb != nil && rb.targetAt.IsZero() && cg.assignEpoch >= rb.epoch {
+				g.cTargetComputed(h.now, rb)
+				g.cMaybeDone(h)
+			}
+		}
+	case keyCCurrent:
+		cg := g.cg
+		if cg == nil || r.del || cg.hist.rb == nil || cg.hist.rb.targetAt.IsZero() {
+			return
+		}
+		rb := cg.hist.rb
+		w, ok := rb.pending[r.c.member]
+		m := cg.members[r.c.member]
+		if !ok || m == nil {
+			return
+		}
+		if reconciledAt(m, rb.epoch) {
+			delete(rb.pending, m.id)
+			rb.waits = append(rb.waits, Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(rb.targetAt).Milliseconds()})
+			g.cMaybeDone(h)
+			return
+		}
+		if m.state == mUnrevoked && w.phase != "revoke" {
+			w.phase, w.since, w.revoked = "revoke", h.now, true
+		} else if m.state != mUnrevoked && w.phase == "revoke" {
+			w.phase, w.since = "assign", h.now
+		}
+	case keyCMember:
+		cg := g.cg
+		if cg == nil || !r.del || cg.hist.rb == nil {
+			return
+		}
+		rb := cg.hist.rb
+		id := r.c.member
+		w, ok := rb.pending[id]
+		if !ok {
+			return
+		}
+		delete(rb.pending, id)
+		for _, c := range h.causes {
+			if c.MemberID == id && (c.Kind == CauseSessionTimeout || c.Kind == CauseRebalanceTimeout) {
+				from := rb.targetAt
+				if from.IsZero() {
+					from = rb.start
+				}
+				rb.evicted = append(rb.evicted, id)
+				rb.waits = append(rb.waits, Wait{MemberID: id, InstanceID: c.InstanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(from).Milliseconds(), Evicted: true})
+				break
+			}
+		}
+	}
+}
+
+// cBump starts the event of the group's new epoch (the one in progress, if
+// any, is superseded) with the causes noted in h.
+func (g *Group) cBump(h *hbReq, from int32) {
+	cg := g.cg
+	if rb := cg.hist.rb; rb != nil {
+		cg.hist.rb = nil
+		g.cFinish(h, rb, "superseded")
+	}
+	rb := &cTracker{start: h.now, fromEpoch: from, epoch: cg.epoch, before: make(map[string][2]tpset, len(cg.ids)),
+		beforeInst: map[string]string{}, pending: map[string]*cWaiting{}}
+	if len(h.causes) > 0 {
+		rb.cause, rb.more = h.causes[0], slices.Clone(h.causes[1:])
+		h.causes = h.causes[:0]
+	} else {
+		rb.cause = Cause{Kind: CauseOther, At: h.now, Detail: "group epoch bumped"}
+	}
+	joined := map[string]bool{} // members this request added: new
+	for _, c := range append([]Cause{rb.cause}, rb.more...) {
+		if c.Kind == CauseMemberJoined {
+			joined[c.MemberID] = true
+		}
+	}
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		if joined[id] {
+			continue
+		}
+		rb.before[id] = [2]tpset{m.assigned, m.pending}
+		if m.instanceID != "" {
+			rb.beforeInst[m.instanceID] = id
+		}
+	}
+	cg.hist.rb = rb
+	if len(cg.members) == 0 {
+		cg.hist.rb = nil
+		g.cFinish(h, rb, "empty")
+		return
+	}
+	if cg.assignEpoch >= rb.epoch {
+		g.cTargetComputed(h.now, rb)
+	}
+}
+
+// cTargetComputed: the target at rb.epoch exists; every member not at it
+// is waited for from now.
+func (g *Group) cTargetComputed(now time.Time, rb *cTracker) {
+	cg := g.cg
+	rb.targetAt = now
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		if reconciledAt(m, rb.epoch) {
+			rb.waits = append(rb.waits, Wait{MemberID: id, InstanceID: m.instanceID, Phase: "assign"})
+			continue
+		}
+		w := &cWaiting{since: now, phase: "assign"}
+		if m.state == mUnrevoked {
+			w.phase, w.revoked = "revoke", true
+		}
+		rb.pending[id] = w
+	}
+}
+
+// cMaybeDone completes the event once every member is reconciled.
+func (g *Group) cMaybeDone(h *hbReq) {
+	cg := g.cg
+	rb := cg.hist.rb
+	if rb == nil || rb.targetAt.IsZero() || len(rb.pending) > 0 {
+		return
+	}
+	cg.hist.rb = nil
+	g.cFinish(h, rb, "stable")
+}
+
+// cLoaded starts, for a consumer group loaded while not Stable (nor Empty),
+// the event of its rebalance in progress, with cause loaded.
+func (g *Group) cLoaded(now time.Time) {
+	cg := g.cg
+	if g.s.cfg.HistorySize < 0 || cg == nil || cg.hist.rb != nil {
+		return
+	}
+	st := cg.state()
+	if st == "Stable" || st == "Empty" {
+		return
+	}
+	c := Cause{Kind: CauseLoaded, At: now, Detail: fmt.Sprintf("group loaded %s at epoch %d", st, cg.epoch)}
+	rb := &cTracker{start: now, fromEpoch: cg.epoch, epoch: cg.epoch, cause: c, before: make(map[string][2]tpset, len(cg.ids)),
+		beforeInst: map[string]string{}, pending: map[string]*cWaiting{}}
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		rb.before[id] = [2]tpset{m.assigned, m.pending}
+		if m.instanceID != "" {
+			rb.beforeInst[m.instanceID] = id
+		}
+	}
+	cg.hist.rb = rb
+	if cg.assignEpoch >= cg.epoch {
+		g.cTargetComputed(now, rb)
+	}
+}
+
+// cFinish completes rb with outcome and emits it as a history record.
+func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
+	s := g.s
+	now := h.now
+	ev := RebalanceEvent{Group: g.id, Type: "consumer", ProtocolType: "consumer", FromGeneration: rb.fromEpoch,
+		Generation: rb.epoch, Start: rb.start, End: now, Outcome: outcome, Cause: rb.cause, MoreCauses: rb.more,
+		DurationMs: now.Sub(rb.start).Milliseconds(), Evicted: rb.evicted, WaitedFor: rb.waits}
+	if !rb.targetAt.IsZero() {
+		ev.JoinMs = rb.targetAt.Sub(rb.start).Milliseconds()
+		ev.SyncMs = now.Sub(rb.targetAt).Milliseconds()
+	} else {
+		ev.JoinMs = ev.DurationMs
+	}
+	cg := g.cg
+	if cg != nil && len(cg.ids) > 0 {
+		ev.Protocol = cg.preferredAssignor(s.cfg.ConsumerAssignors)
+	}
+	for id, w := range rb.pending { // superseded: still waited for
+		inst := ""
+		if cg != nil && cg.members[id] != nil {
+			inst = cg.members[id].instanceID
+		}
+		ev.WaitedFor = append(ev.WaitedFor, Wait{MemberID: id, InstanceID: inst, Phase: w.phaseOf(), WaitedMs: now.Sub(rb.targetAt).Milliseconds()})
+	}
+	sortWaits(ev.WaitedFor)
+	if cg != nil {
+		for _, id := range cg.ids {
+			m := cg.members[id]
+			prev, had := rb.before[id]
+			if !had && m.instanceID != "" {
+				if old, ok := rb.beforeInst[m.instanceID]; ok {
+					prev, had = rb.before[old]
+				}
+			}
+			before := tpset{}
+			for _, set := range prev {
+				for t, ps := range set {
+					for _, p := range ps {
+						before.add(t, p)
+					}
+				}
+			}
+			after := cg.target[id]
+			if after == nil {
+				after = tpset{}
+			}
+			added, removed := diffSets(after, before), diffSets(before, after)
+			ev.Members = append(ev.Members, MemberChange{MemberID: id, InstanceID: m.instanceID, ClientID: m.clientID,
+				ClientHost: m.clientHost, Decoded: true, Partitions: after.size(), Added: added, Removed: removed,
+				Changed: len(added)+len(removed) > 0, New: !had})
+		}
+	}
+	recs := s.historyRecs(&ev)
+	for _, r := range recs {
+		g.emit(h, r)
+	}
+	s.evalStorm(g.id, now)
+}
+
+// tpsetString renders a set as "t[0 1] u[3]".
+func tpsetString(s tpset) string {
+	var b strings.Builder
+	for i, t := range s.topics() {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s%v", t, s[t])
+	}
+	return b.String()
+}
+
+// cWaitingView is the "now" view of a consumer group that is not Stable:
+// the members not reconciled to the target, since when, and (revoking) when
+// the rebalance timeout fences them.
+func (g *Group) cWaitingView() *Waiting {
+	cg := g.cg
+	st := cg.state()
+	if st == "Stable" || st == "Empty" {
+		return nil
+	}
+	w := &Waiting{State: st, Since: g.stateTime, Members: []WaitingMember{}}
+	rb := cg.hist.rb
+	if rb != nil {
+		w.Since = rb.start
+		c := rb.cause
+		w.Cause = &c
+	}
+	if cg.assignEpoch < cg.epoch {
+		return w // Assigning: the next heartbeat computes the target
+	}
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		if reconciledAt(m, cg.assignEpoch) {
+			continue
+		}
+		wm := WaitingMember{MemberID: id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			Phase: "assign", Since: w.Since}
+		if rb != nil {
+			if pw, ok := rb.pending[id]; ok {
+				wm.Since = pw.since
+			} else if !rb.targetAt.IsZero() {
+				wm.Since = rb.targetAt
+			}
+		}
+		if m.state == mUnrevoked {
+			wm.Phase, wm.Deadline = "revoke", deadlineOf(m.rebalance)
+		}
+		w.Members = append(w.Members, wm)
+	}
+	return w
+}
