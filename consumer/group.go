@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -334,16 +336,9 @@ func (g *Group) assign(ctx context.Context, gen member.Generation) (map[string][
 
 // topicIDs looks the topics' ids up (zero when the server has none).
 func (g *Group) topicIDs(ctx context.Context, topics []string) (map[string][16]byte, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		name := t
-		rt.Topic = &name
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, g.cl)
+	resp, err := g.requestMetadata(ctx, slices.Values(topics))
 	if err != nil {
-		return nil, fmt.Errorf("consumer: metadata: %w", err)
+		return nil, err
 	}
 	out := map[string][16]byte{}
 	for _, t := range resp.Topics {
@@ -355,18 +350,26 @@ func (g *Group) topicIDs(ctx context.Context, topics []string) (map[string][16]b
 }
 
 func (g *Group) metadata(ctx context.Context, topicSet map[string]bool) (map[string]assign.Topic, error) {
+	resp, err := g.requestMetadata(ctx, maps.Keys(topicSet))
+	if err != nil {
+		return nil, err
+	}
+	return topicsFromMetadata(resp), nil
+}
+
+// requestMetadata asks for the metadata of the topics.
+func (g *Group) requestMetadata(ctx context.Context, topics iter.Seq[string]) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
-	for t := range topicSet {
+	for t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
-		name := t
-		rt.Topic = &name
+		rt.Topic = kmsg.StringPtr(t)
 		req.Topics = append(req.Topics, rt)
 	}
 	resp, err := req.RequestWith(ctx, g.cl)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: metadata: %w", err)
 	}
-	return topicsFromMetadata(resp), nil
+	return resp, nil
 }
 
 // topicsFromMetadata is the assignors' view of a Metadata response: each

@@ -44,6 +44,21 @@ func sortedMembers(name string, members []Member) ([]Member, error) {
 	return out, nil
 }
 
+// subscribers is every assignor's opening: the members in Kafka's order
+// (sortedMembers) and the subscribed topics with their subscribers
+// (subscribedTopics).
+func subscribers(name string, members []Member, topics map[string]Topic) ([]Member, []string, map[string][]int, error) {
+	ms, err := sortedMembers(name, members)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	names, subs, err := subscribedTopics(name, ms, topics)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ms, names, subs, nil
+}
+
 // subscribedTopics returns, in name order, every topic that at least one
 // member subscribes to and that has metadata, with the indexes (into the
 // sorted members) of its subscribers in member order. A topic a member lists

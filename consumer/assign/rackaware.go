@@ -18,11 +18,7 @@ func RackAware() Assignor { return rackAware{simple{RackAwareName}} }
 type rackAware struct{ simple }
 
 func (a rackAware) Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error) {
-	ms, err := sortedMembers(a.name, members)
-	if err != nil {
-		return nil, err
-	}
-	names, subs, err := subscribedTopics(a.name, ms, topics)
+	ms, names, subs, err := subscribers(a.name, members, topics)
 	if err != nil {
 		return nil, err
 	}

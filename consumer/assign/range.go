@@ -24,11 +24,7 @@ func Range() Assignor { return rangeAssignor{simple{RangeName}} }
 type rangeAssignor struct{ simple }
 
 func (a rangeAssignor) Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error) {
-	ms, err := sortedMembers(a.name, members)
-	if err != nil {
-		return nil, err
-	}
-	names, subs, err := subscribedTopics(a.name, ms, topics)
+	ms, names, subs, err := subscribers(a.name, members, topics)
 	if err != nil {
 		return nil, err
 	}
@@ -57,11 +53,7 @@ func RoundRobin() Assignor { return roundRobin{simple{RoundRobinName}} }
 type roundRobin struct{ simple }
 
 func (a roundRobin) Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error) {
-	ms, err := sortedMembers(a.name, members)
-	if err != nil {
-		return nil, err
-	}
-	names, subs, err := subscribedTopics(a.name, ms, topics)
+	ms, names, subs, err := subscribers(a.name, members, topics)
 	if err != nil {
 		return nil, err
 	}

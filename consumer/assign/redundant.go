@@ -33,11 +33,7 @@ func (a redundant) Assign(members []Member, topics map[string]Topic) (map[string
 	if err := checkReplicas(a.name, a.replicas); err != nil {
 		return nil, err
 	}
-	ms, err := sortedMembers(a.name, members)
-	if err != nil {
-		return nil, err
-	}
-	names, subs, err := subscribedTopics(a.name, ms, topics)
+	ms, names, subs, err := subscribers(a.name, members, topics)
 	if err != nil {
 		return nil, err
 	}
