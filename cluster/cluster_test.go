@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -104,30 +105,24 @@ func TestEtcdMemberLossAndQuorum(t *testing.T) {
 	ec.Stop(1) // quorum lost
 	a0, eq0 := cm.counts()
 	lostAt := time.Now()
-	end := time.Now().Add(30 * time.Second)
 	quiet := time.Now()
-	for time.Since(quiet) < 2*time.Second { // two seconds without an acknowledgement
-		if time.Now().After(end) {
-			t.Fatal("commits still acknowledged without etcd quorum")
-		}
-		time.Sleep(100 * time.Millisecond)
+	testwait.For(t, 30*time.Second, "two seconds without an acknowledgement (no etcd quorum)", func() bool {
 		if a, _ := cm.counts(); a != a0 {
 			a0, quiet = a, time.Now()
 		}
-	}
+		return time.Since(quiet) >= 2*time.Second
+	})
 	// Clients must get retriable errors, not only silence: wait (bounded)
 	// for the first, which under the race detector can come after the 2 s.
 	var eq int
-	for wait := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testwait.Until(30*time.Second, func() bool {
 		var a int
 		a, eq = cm.counts()
 		if a != a0 {
 			t.Fatal("a commit was acknowledged without etcd quorum")
 		}
-		if eq != eq0 || time.Now().After(wait) {
-			break
-		}
-	}
+		return eq != eq0
+	})
 	t.Logf("quorum lost for %v: no acknowledgement; %d retriable errors meanwhile", time.Since(lostAt), eq-eq0)
 	if eq == eq0 {
 		t.Fatal("no retriable error while quorum was lost")
@@ -175,29 +170,24 @@ func TestFencingSIGSTOP(t *testing.T) {
 	}
 	viaChild := func(r kmsg.Request) (kmsg.Response, error) { return direct.Broker(1).Request(ctx, r) }
 	var code int16 = -1
-	for i := 0; i < 100 && code != 0; i++ { // the partition may still be loading
-		if code = commit(10, viaChild); code != 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	testwait.Until(10*time.Second, func() bool { code = commit(10, viaChild); return code == 0 }) // the partition may still be loading
 	if code != 0 {
 		t.Fatalf("commit on the child owner: %d", code)
 	}
-	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := ch.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	waitSettledWithout(t, 30*time.Second, 1, ns...)
 	cl := newClient(t, addrs(ns...)...)
 	code = -1
-	for i := 0; i < 200 && code != 0; i++ {
-		if code = commit(20, func(r kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, r) }); code != 0 {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	testwait.Until(20*time.Second, func() bool {
+		code = commit(20, func(r kmsg.Request) (kmsg.Response, error) { return cl.Request(ctx, r) })
+		return code == 0
+	})
 	if code != 0 {
 		t.Fatalf("commit on the successor: %d", code)
 	}
-	if err := ch.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := ch.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	if c := commit(999, viaChild); c != 16 {

@@ -1,18 +1,15 @@
 package cluster_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +18,9 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testchild"
+	"github.com/cohort-dev/cohort/internal/testkafka"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -89,34 +89,23 @@ func startNode(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) 
 	return n
 }
 
-// child is a node in a child process.
+// child is a node in a child process (internal/testchild: this test binary
+// run again, its TestMain starting the node).
 type child struct {
-	cmd  *exec.Cmd
+	*testchild.Child
 	addr string
 	id   int32
 }
 
 func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "COHORT_TEST_CHILD_NODE=1", fmt.Sprintf("COHORT_TEST_NODE_ID=%d", id),
+	c, out := testchild.Start(t, "COHORT_TEST_CHILD_NODE=1", fmt.Sprintf("COHORT_TEST_NODE_ID=%d", id),
 		"COHORT_TEST_TTL="+ttl.String(), "COHORT_TEST_ETCD="+strings.Join(ec.Endpoints(), ","))
-	cmd.Stderr = testWriter{t}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line := make(chan string, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
+		for out.Scan() {
 			select {
-			case line <- sc.Text():
+			case line <- out.Text():
 			default:
 			}
 		}
@@ -126,7 +115,7 @@ func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration)
 		if !strings.HasPrefix(l, "ADDR ") {
 			t.Fatalf("child node: %s", l)
 		}
-		return &child{cmd: cmd, addr: strings.TrimPrefix(l, "ADDR "), id: id}
+		return &child{Child: c, addr: strings.TrimPrefix(l, "ADDR "), id: id}
 	case <-time.After(60 * time.Second):
 		t.Fatal("child node did not start in 60s")
 	}
@@ -207,18 +196,16 @@ func pollStable(t *testing.T, what string, within time.Duration, stable func(con
 	t.Helper()
 	start := time.Now()
 	var why string
-	for time.Since(start) < within {
+	if !testwait.Until(within, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		ok, w := stable(ctx)
-		cancel()
-		if ok {
-			return time.Since(start)
-		}
 		why = w
-		time.Sleep(50 * time.Millisecond)
+		return ok
+	}) {
+		t.Fatalf("%s not stable after %v: %s", what, within, why)
 	}
-	t.Fatalf("%s not stable after %v: %s", what, within, why)
-	return 0
+	return time.Since(start)
 }
 
 // committer commits growing offsets to groups (as simple, member-less
@@ -271,7 +258,13 @@ func startCommitter(t *testing.T, addrs []string, groups []string) *committer {
 				}
 				c.mu.Unlock()
 				if err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
-					time.Sleep(50 * time.Millisecond)
+					// Retry pacing while no node answers for the
+					// group (the failover under test), ended by stop.
+					select {
+					case <-c.stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
 				}
 			}
 		}(i, g)
@@ -289,14 +282,9 @@ func (c *committer) counts() (acks, errs int) {
 func (c *committer) waitAcks(t *testing.T, n int, within time.Duration) {
 	t.Helper()
 	a0, _ := c.counts()
-	end := time.Now().Add(within)
-	for time.Now().Before(end) {
-		if a, _ := c.counts(); a >= a0+n {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(within, func() bool { a, _ := c.counts(); return a >= a0+n }) {
+		t.Fatalf("fewer than %d commits acknowledged in %v", n, within)
 	}
-	t.Fatalf("fewer than %d commits acknowledged in %v", n, within)
 }
 
 // verify stops the committers and checks that every acknowledged offset is
@@ -306,20 +294,7 @@ func (c *committer) verify(t *testing.T, cl *kgo.Client) {
 	close(c.stop)
 	c.done.Wait()
 	for _, g := range c.groups {
-		req := kmsg.NewPtrOffsetFetchRequest()
-		req.Group = g
-		req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
-		var got int64 = -2
-		for i := 0; i < 100; i++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			resp, err := req.RequestWith(ctx, cl)
-			cancel()
-			if err == nil && resp.ErrorCode == 0 && len(resp.Topics) == 1 && resp.Topics[0].Partitions[0].ErrorCode == 0 {
-				got = resp.Topics[0].Partitions[0].Offset
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		got := testkafka.FetchOffsets(t, cl, g, "t", 1, 20*time.Second).Topics[0].Partitions[0].Offset
 		c.mu.Lock()
 		want := c.acked[g]
 		c.mu.Unlock()

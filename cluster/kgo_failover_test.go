@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/testkafka"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -143,14 +144,9 @@ func (g *kgoGroup) acks() int64 {
 // waitMoreAcks waits (bounded) until commits are acknowledged beyond from.
 func (g *kgoGroup) waitMoreAcks(t *testing.T, from int64, within time.Duration) {
 	t.Helper()
-	end := time.Now().Add(within)
-	for time.Now().Before(end) {
-		if g.acks() > from {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testwait.Until(within, func() bool { return g.acks() > from }) {
+		t.Fatalf("no commit acknowledged within %v", within)
 	}
-	t.Fatalf("no commit acknowledged within %v", within)
 }
 
 // stableOn reports whether the group is Stable on its coordinator with all
@@ -198,26 +194,7 @@ func (g *kgoGroup) verify(t *testing.T, cl *kgo.Client) {
 	t.Helper()
 	close(g.stop)
 	g.done.Wait()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = g.group
-	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: g.topic}}
-	for p := int32(0); p < g.nParts; p++ {
-		req.Topics[0].Partitions = append(req.Topics[0].Partitions, p)
-	}
-	var resp *kmsg.OffsetFetchResponse
-	var err error
-	for i := 0; i < 100; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err = req.RequestWith(ctx, cl)
-		cancel()
-		if err == nil && resp.ErrorCode == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("fetching offsets: %v %v", err, resp)
-	}
+	resp := testkafka.FetchOffsets(t, cl, g.group, g.topic, g.nParts, 20*time.Second)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var ps []int32
@@ -283,10 +260,7 @@ func TestFailoverKgoConsumerGroupKill(t *testing.T) {
 	kg.waitMoreAcks(t, 0, 30*time.Second)
 
 	start := time.Now()
-	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ch.cmd.Wait()
+	ch.Kill() // SIGKILL, then waited for
 	waitSettledWithout(t, 30*time.Second, 1, ns...)
 	kg.waitStable(t, seeds, 3, 60*time.Second)
 	kg.waitMoreAcks(t, kg.acks(), 30*time.Second)

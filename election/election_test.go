@@ -100,6 +100,7 @@ type candidate struct {
 }
 
 func TestFiveCandidatesKillTheWriter(t *testing.T) {
+	testwait.WallClock(t, "failovers against a live coordinator, 1 s sessions")
 	for _, backend := range []string{"cohort", "kfake"} {
 		t.Run(backend, func(t *testing.T) {
 			var addr string
@@ -208,6 +209,7 @@ func runKills(t *testing.T, addr string, kills int) {
 // TestWriterKeepsRoleAcrossRebalances: candidates joining and leaving do not
 // move the role from a writer that stays.
 func TestWriterKeepsRoleAcrossRebalances(t *testing.T) {
+	testwait.WallClock(t, "rebalances against a live coordinator, 1 s sessions")
 	addr := membertest.StartCohort(t, nil).Addr()
 	w := newWorld()
 	start := func(name string) *election.Election {

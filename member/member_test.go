@@ -29,6 +29,7 @@ const (
 
 // backends runs fn against an in-process cohort node and against kfake.
 func backends(t *testing.T, fn func(t *testing.T, addr string)) {
+	testwait.WallClock(t, "member against a live coordinator, 1 s sessions")
 	t.Run("cohort", func(t *testing.T) { fn(t, membertest.StartCohort(t, nil).Addr()) })
 	t.Run("kfake", func(t *testing.T) { fn(t, membertest.StartKfake(t)) })
 }
@@ -246,6 +247,7 @@ func TestStaticMembershipRestart(t *testing.T) {
 // same store and address: members carry on in one generation, never going
 // back in generation, and report no loss when the restart is quick.
 func TestCoordinatorRestart(t *testing.T) {
+	testwait.WallClock(t, "member across a coordinator restart, 1 s sessions")
 	st := memstore.New()
 	n := membertest.StartNode(t, membertest.CohortConfig(t, "127.0.0.1:0", st))
 	addr := n.Addr()
@@ -394,6 +396,7 @@ func TestSlowCallbacks(t *testing.T) {
 // TestUnknownMemberResets: after the coordinator forgot the member (it was
 // expired while paused), the member rejoins with a new member id.
 func TestUnknownMemberResets(t *testing.T) {
+	testwait.WallClock(t, "member expired by a live coordinator, 1 s sessions")
 	addr := membertest.StartCohort(t, nil).Addr()
 	f := &membertest.Filter{R: membertest.Client(t, addr)}
 	a := start(t, f, "g", "a", nil)

@@ -209,6 +209,7 @@ type worker struct {
 }
 
 func TestPoolScaleAndKill(t *testing.T) {
+	testwait.WallClock(t, "workers joining and killed against a live coordinator")
 	for _, backend := range []string{"cohort", "kfake"} {
 		t.Run(backend, func(t *testing.T) {
 			var addr string

@@ -84,3 +84,14 @@ func Listening(t testing.TB, within time.Duration, addr string) {
 	t.Helper()
 	For(t, within, "something listening on "+addr, func() bool { return Dials(addr) })
 }
+
+// WallClock skips t under -short, saying why: t is a wall-clock
+// integration test (a real node, etcd, a child process or an external
+// client, with real timeouts), which takes seconds and is left out of the
+// inner loop `go test -short ./...`; the full `go test ./...` runs it.
+func WallClock(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: wall-clock integration test (%s); run without -short", what)
+	}
+}

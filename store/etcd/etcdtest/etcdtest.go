@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/internal/testport"
 )
 
@@ -40,8 +41,13 @@ func freePort(t testing.TB) string { return testport.Reserve(t) }
 
 // Start starts an n-member cluster and waits until it serves. It is stopped
 // when the test ends.
+//
+// Under -short it skips the test (testwait.WallClock): a test on embedded
+// etcd runs on the wall clock (leases, elections) and is left out of the
+// inner loop.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	testwait.WallClock(t, "embedded etcd")
 	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n)}
 	var init []string
 	for i := 0; i < n; i++ {
