@@ -16,8 +16,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
-	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // Cluster is a set of in-process etcd members.
