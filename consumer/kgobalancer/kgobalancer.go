@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/cohort-dev/cohort/consumer"
@@ -109,33 +110,35 @@ func (b *balancer) ParseSyncAssignment(raw []byte) (map[string][]int32, error) {
 }
 
 func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.GroupMemberBalancer, map[string]struct{}, error) {
-	mb := &memberBalancer{b: b, version: consumer.MaxVersion}
+	mb := &memberBalancer{b: b, version: consumer.MaxVersion, members: make([]assign.Member, 0, len(members))}
 	topics := map[string]struct{}{}
+	// The decoder reads the metadata in place and gives members with the
+	// same topic list the same slice, so each distinct list is added to
+	// topics once. The members alias kgo's JoinGroup response (user
+	// data), which is not modified while balancing.
+	d := consumer.NewMemberDecoder()
+	var last []string
 	for _, jm := range members {
-		s, err := consumer.DecodeSubscription(jm.ProtocolMetadata)
-		if err != nil {
-			return nil, nil, fmt.Errorf("kgobalancer: member %s: %w", jm.MemberID, err)
-		}
 		inst := ""
 		if jm.InstanceID != nil {
 			inst = *jm.InstanceID
 		}
-		mb.members = append(mb.members, s.Member(jm.MemberID, inst))
-		mb.version = min(mb.version, s.Version)
-		for _, t := range s.Topics {
-			topics[t] = struct{}{}
+		m, v, err := d.Member(jm.ProtocolMetadata, jm.MemberID, inst)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kgobalancer: member %s: %w", jm.MemberID, err)
+		}
+		mb.members = append(mb.members, m)
+		mb.version = min(mb.version, v)
+		mb.racks = mb.racks || m.Rack != ""
+		if len(m.Topics) > 0 && (len(last) == 0 || &m.Topics[0] != &last[0]) {
+			for _, t := range m.Topics {
+				topics[t] = struct{}{}
+			}
+			last = m.Topics
 		}
 	}
 	// The Assignor contract: members sorted by id.
-	slices.SortFunc(mb.members, func(x, y assign.Member) int {
-		switch {
-		case x.ID < y.ID:
-			return -1
-		case x.ID > y.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(mb.members, func(x, y assign.Member) int { return strings.Compare(x.ID, y.ID) })
 	return mb, topics, nil
 }
 
@@ -143,6 +146,7 @@ type memberBalancer struct {
 	b       *balancer
 	members []assign.Member
 	version int16 // assignments are written at the lowest subscription version seen
+	racks   bool  // some member announced a rack
 	info    kgo.BalanceInfo
 }
 
@@ -175,27 +179,41 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 	if err != nil {
 		return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
 	}
-	var out syncAssignment
-	for _, mem := range m.members {
-		raw, err := consumer.FromAssign(m.version, res[mem.ID]).Encode()
-		if err != nil {
-			return nil, fmt.Errorf("kgobalancer: member %s: %w", mem.ID, err)
-		}
-		sa := kmsg.NewSyncGroupRequestGroupAssignment()
-		sa.MemberID = mem.ID
-		sa.MemberAssignment = raw
-		out = append(out, sa)
+	plan := make([]assign.Assignment, len(m.members))
+	for i, mem := range m.members {
+		plan[i] = res[mem.ID]
+	}
+	raw, err := consumer.EncodeAssignments(m.version, plan)
+	if err != nil {
+		return nil, fmt.Errorf("kgobalancer: %w", err)
+	}
+	out := make(syncAssignment, len(m.members))
+	for i, mem := range m.members {
+		out[i] = kmsg.NewSyncGroupRequestGroupAssignment()
+		out[i].MemberID = mem.ID
+		out[i].MemberAssignment = raw[i]
 	}
 	return out, nil
 }
 
 // replicaRacks maps topic -> partition -> racks of its replicas, from the
 // metadata kgo cached. Missing data leaves entries empty (racks unknown).
+// As kgo does for its own rack-aware balancing (KIP-881), it looks only
+// when some member announced a rack and some broker has one; otherwise
+// nothing can be placed rack-locally and every topic's Racks stays nil,
+// without copying the metadata of every partition.
 func (m *memberBalancer) replicaRacks() map[string][][]string {
-	if m.info.Topics == nil || m.info.Brokers == nil {
+	if !m.racks || m.info.Topics == nil || m.info.Brokers == nil {
 		return nil
 	}
 	brokers := m.info.Brokers()
+	known := false
+	for _, bm := range brokers {
+		known = known || bm.Rack != nil
+	}
+	if !known {
+		return nil
+	}
 	out := map[string][][]string{}
 	for name, td := range m.info.Topics() {
 		var racks [][]string

@@ -97,8 +97,25 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 		if _, ok := members[id]; !ok {
 			return nil, fmt.Errorf("saramabalancer: %s assigned to unknown member %q", s.a.Name(), id)
 		}
+		// What plan.Add builds, without copying the partitions: the
+		// assignor's slices are not used again (clipped, so that an
+		// append cannot reach a neighbour's).
+		var topics map[string][]int32
 		for _, tp := range a.Partitions {
-			plan.Add(id, tp.Topic, tp.Partitions...)
+			if len(tp.Partitions) == 0 {
+				continue
+			}
+			if topics == nil {
+				topics = make(map[string][]int32, len(a.Partitions))
+			}
+			if have := topics[tp.Topic]; have != nil {
+				topics[tp.Topic] = append(have, tp.Partitions...)
+			} else {
+				topics[tp.Topic] = slices.Clip(tp.Partitions)
+			}
+		}
+		if topics != nil {
+			plan[id] = topics
 		}
 		ud[id] = a.UserData
 	}

@@ -245,27 +245,36 @@ func sameList(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
-// claims returns what a member says it owns, the generation of that, and
-// whether it comes from the subscription's owned partitions (which is what
-// a member owns right now) rather than from user data (which, for eager
-// members, is what they owned before revoking everything).
-func claims(m *assign.Member, cooperative bool) ([]assign.TopicPartitions, int32, bool) {
+// claim is what a member says it owns: the partitions of its
+// subscription's owned list, or (userData non-nil) those of its sticky user
+// data, already checked to be well formed; gen is the generation of that,
+// and now tells whether it comes from the owned partitions (what the member
+// owns right now) rather than from user data (which, for eager members, is
+// what they owned before revoking everything).
+type claim struct {
+	owned    []assign.TopicPartitions
+	userData []byte
+	gen      int32
+	now      bool
+}
+
+func claims(m *assign.Member, cooperative bool) claim {
 	if len(m.Owned) > 0 {
 		gen := m.Generation
 		if gen < 0 {
 			gen = cooperativeGeneration(m.UserData)
 		}
-		return m.Owned, gen, true
+		return claim{owned: m.Owned, gen: gen, now: true}
 	}
 	if cooperative && m.Generation >= 0 {
 		// Subscription v2+ says it owns nothing in this generation.
-		return nil, m.Generation, true
+		return claim{gen: m.Generation, now: true}
 	}
-	owned, gen, err := decodeUserData(m.UserData)
-	if err != nil {
-		return nil, -1, false // malformed: no history, as Kafka does
+	gen, err := walkUserData(m.UserData, nil)
+	if err != nil || len(m.UserData) == 0 {
+		return claim{gen: -1} // malformed: no history, as Kafka does
 	}
-	return owned, gen, false
+	return claim{userData: m.UserData, gen: gen}
 }
 
 // claimSet records, per partition, who claims it at the highest generation.
@@ -307,14 +316,14 @@ func (c *claimSet) add(part, m, gen int32) {
 }
 
 // eachClaim calls fn for every valid claimed partition of every member
-// whose claims pass the filter.
+// whose claims pass the filter. User data is read in place.
 func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, fn func(part, m, gen int32, now bool)) {
 	for mi, m := range p.members {
-		owned, gen, now := claims(m, cooperative)
-		if !filter(now) {
+		c := claims(m, cooperative)
+		if !filter(c.now) {
 			continue
 		}
-		for _, tp := range owned {
+		for _, tp := range c.owned {
 			t, ok := p.topicOf[tp.Topic]
 			if !ok {
 				continue
@@ -324,9 +333,26 @@ func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, f
 				if part < 0 || part >= n {
 					continue // a partition that does not exist
 				}
-				fn(base+part, int32(mi), gen, now)
+				fn(base+part, int32(mi), c.gen, c.now)
 			}
 		}
+		if c.userData == nil {
+			continue
+		}
+		walkUserData(c.userData, func(topic, parts []byte) {
+			t, ok := p.topicOf[string(topic)]
+			if !ok {
+				return
+			}
+			base, n := p.bases[t], p.bases[t+1]-p.bases[t]
+			for k := 0; k < len(parts); k += 4 {
+				part := int32(binary.BigEndian.Uint32(parts[k:]))
+				if part < 0 || part >= n {
+					continue
+				}
+				fn(base+part, int32(mi), c.gen, false)
+			}
+		})
 	}
 }
 
@@ -489,13 +515,26 @@ func (sl *slots) put(m, part int32) {
 }
 
 // output cuts the slots into the members' assignments, sorting each
-// member's partitions in place and renumbering them per topic.
+// member's partitions in place and renumbering them per topic. The topic
+// entries of all members share one allocation.
 func (p *problem) output(sl *slots) map[string]assign.Assignment {
 	out := make(map[string]assign.Assignment, len(p.members))
-	for mi, m := range p.members {
+	runs := 0
+	for mi := range p.members {
 		parts := sl.buf[sl.offs[mi]:sl.fill[mi]]
 		slices.Sort(parts)
-		var tps []assign.TopicPartitions
+		for i, t := 0, -1; i < len(parts); i++ {
+			if t < 0 || parts[i] >= p.bases[t+1] {
+				t = sort.Search(len(p.names), func(k int) bool { return p.bases[k+1] > parts[i] })
+				runs++
+			}
+		}
+	}
+	all := make([]assign.TopicPartitions, runs)
+	k := 0
+	for mi, m := range p.members {
+		parts := sl.buf[sl.offs[mi]:sl.fill[mi]]
+		start := k
 		for len(parts) > 0 {
 			t := sort.Search(len(p.names), func(i int) bool { return p.bases[i+1] > parts[0] })
 			end := sort.Search(len(parts), func(i int) bool { return parts[i] >= p.bases[t+1] })
@@ -504,8 +543,13 @@ func (p *problem) output(sl *slots) map[string]assign.Assignment {
 			for i := range chunk {
 				chunk[i] -= base
 			}
-			tps = append(tps, assign.TopicPartitions{Topic: p.names[t], Partitions: chunk})
+			all[k] = assign.TopicPartitions{Topic: p.names[t], Partitions: chunk}
+			k++
 			parts = parts[end:]
+		}
+		var tps []assign.TopicPartitions
+		if k > start {
+			tps = all[start:k:k]
 		}
 		out[m.ID] = assign.Assignment{Partitions: tps}
 	}

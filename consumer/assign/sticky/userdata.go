@@ -47,18 +47,79 @@ var errUserData = errors.New("sticky: malformed user data")
 // The generation is -1 for version 0. Malformed bytes give errUserData; the
 // assignor then treats the member as owning nothing, as Kafka does.
 func decodeUserData(b []byte) (owned []assign.TopicPartitions, generation int32, err error) {
+	generation, err = walkUserData(b, func(topic, parts []byte) {
+		tp := assign.TopicPartitions{Topic: string(topic)}
+		for k := 0; k < len(parts); k += 4 {
+			tp.Partitions = append(tp.Partitions, int32(binary.BigEndian.Uint32(parts[k:])))
+		}
+		owned = append(owned, tp)
+	})
+	if err != nil {
+		return nil, -1, err
+	}
+	return owned, generation, nil
+}
+
+// walkUserData reads Kafka's StickyAssignor user data in place, accepting
+// exactly what decodeUserData accepts (kmsg's reading: a negative array
+// length is an empty array, a generation follows when bytes remain, and
+// bytes after it are ignored). When fn is not nil it is called for every
+// topic entry with the name's bytes and the partitions' big-endian int32s,
+// but only once the whole input is known to be valid. It allocates nothing.
+func walkUserData(b []byte, fn func(topic, parts []byte)) (generation int32, err error) {
 	if len(b) == 0 {
-		return nil, -1, nil
+		return -1, nil
 	}
-	var meta kmsg.StickyMemberMetadata
-	if err := meta.ReadFrom(b); err != nil {
-		return nil, -1, errUserData
+	pass := func(fn func(topic, parts []byte)) (int32, bool) {
+		i := 0
+		int32At := func() (int32, bool) {
+			if len(b)-i < 4 {
+				return 0, false
+			}
+			i += 4
+			return int32(binary.BigEndian.Uint32(b[i-4:])), true
+		}
+		n, ok := int32At()
+		if !ok || int(n) > len(b)-i {
+			return 0, false
+		}
+		for range max(n, 0) {
+			if len(b)-i < 2 {
+				return 0, false
+			}
+			l := int(int16(binary.BigEndian.Uint16(b[i:])))
+			i += 2
+			if l < 0 || l > len(b)-i {
+				return 0, false
+			}
+			topic := b[i : i+l]
+			i += l
+			np, ok := int32At()
+			if !ok || int(np) > len(b)-i {
+				return 0, false
+			}
+			np = max(np, 0)
+			if 4*int(np) > len(b)-i {
+				return 0, false
+			}
+			if fn != nil {
+				fn(topic, b[i:i+4*int(np)])
+			}
+			i += 4 * int(np)
+		}
+		if i == len(b) {
+			return -1, true
+		}
+		return int32At()
 	}
-	owned = make([]assign.TopicPartitions, len(meta.CurrentAssignment))
-	for i, a := range meta.CurrentAssignment {
-		owned[i] = assign.TopicPartitions{Topic: a.Topic, Partitions: a.Partitions}
+	gen, ok := pass(nil)
+	if !ok {
+		return -1, errUserData
 	}
-	return owned, meta.Generation, nil
+	if fn != nil {
+		pass(fn)
+	}
+	return gen, nil
 }
 
 // cooperativeGeneration extracts a generation from user data when the
@@ -71,7 +132,7 @@ func cooperativeGeneration(b []byte) int32 {
 		// generation, and an empty v1 needs eight: this is Java's format.
 		return int32(binary.BigEndian.Uint32(b))
 	}
-	if _, gen, err := decodeUserData(b); err == nil {
+	if gen, err := walkUserData(b, nil); err == nil {
 		return gen
 	}
 	return -1
