@@ -228,6 +228,18 @@ func Open(opts Options) (*Store, error) {
 	done := make(chan result, 1)
 	go func() {
 		db, err := pebble.Open(opts.Dir, po)
+		if err == nil {
+			// Fold what a crash left in the record log now, once, rather
+			// than in every partition's Load (each would read the tail).
+			s.db = db
+			if err = s.openLog(); err == nil {
+				err = s.fold()
+			}
+			if err != nil {
+				_ = db.Close()
+				db = nil
+			}
+		}
 		done <- result{db, err}
 	}()
 	var r result
@@ -243,11 +255,6 @@ func Open(opts Options) (*Store, error) {
 		return nil, s.openError(r.err)
 	}
 	s.db = r.db
-	if err := s.openLog(); err != nil {
-		_ = s.db.Close()
-		_ = lock.Close()
-		return nil, s.openError(err)
-	}
 	s.fs.armed.Store(true)
 	log.Debug("store opened", "created", !exists)
 	return s, nil

@@ -17,9 +17,10 @@
 // An Append does not write one engine key per record: it writes one record
 // log entry, a single engine key (the reserved partition math.MinInt32
 // followed by 'L' and a sequence number) whose value holds every record of
-// every partition in the call (log.go). A durable commit of 50 offsets is
-// then one insertion into pebble's memtable instead of 50, which was most
-// of what a durable commit cost beyond the in-memory store.
+// every partition in the call (log.go; the keys of a partition's records
+// are prefix-compressed). A durable commit of 50 offsets is then one
+// insertion into pebble's memtable instead of 50, which was most of what a
+// durable commit cost beyond the in-memory store.
 //
 // When the entries written since the last fold exceed a threshold (4 MiB,
 // or half the memtable), a background fold reads them, keeps the latest
@@ -29,7 +30,8 @@
 // overwrites (consumers committing the same partitions again and again) a
 // fold writes each key once, however many times it was committed. If
 // appends outrun the fold (the unfolded log reaches 4× the threshold), they
-// wait for it, so the log stays bounded. Close folds everything.
+// wait for it, so the log stays bounded. Close folds everything, and Open
+// folds what a crash left, once, before any Load.
 //
 // Load(p) reads, from one engine snapshot, the entries not yet folded
 // (skipping other partitions' sections) and partition p's key range, and

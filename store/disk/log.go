@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -20,7 +21,11 @@ import (
 //
 //	entry   = section*
 //	section = uvarint(partition) uvarint(byte length of records) records
-//	record  = uvarint(len(key)) key uvarint(len(value)+1 or 0 for a tombstone) value
+//	record  = uvarint(shared) uvarint(len(suffix)) suffix uvarint(len(value)+1 or 0 for a tombstone) value
+//
+// where the record's key is the first `shared` bytes of the section's
+// previous key followed by suffix (the keys of one commit share their group
+// and topic: this halves an offset commit's entry).
 //
 // A fold reads the entries below a sequence number, keeps the latest value
 // of every key they touch, writes those into the partitions' key ranges and
@@ -69,12 +74,15 @@ func sectionSizes(dst []int, batches []store.PartitionRecords) (_ []int, size in
 			return nil, 0, errLogPartition
 		}
 		body := 0
+		var prev []byte
 		for _, r := range pr.Records {
 			vl := 0
 			if r.Value != nil {
 				vl = len(r.Value) + 1
 			}
-			body += uvarintLen(uint64(len(r.Key))) + len(r.Key) + uvarintLen(uint64(vl)) + len(r.Value)
+			sh := shared(prev, r.Key)
+			body += uvarintLen(uint64(sh)) + uvarintLen(uint64(len(r.Key)-sh)) + len(r.Key) - sh + uvarintLen(uint64(vl)) + len(r.Value)
+			prev = r.Key
 		}
 		size += uvarintLen(uint64(uint32(pr.Partition))) + uvarintLen(uint64(body)) + body
 		dst = append(dst, body)
@@ -93,9 +101,13 @@ func encodeEntry(dst []byte, batches []store.PartitionRecords, sizes []int) {
 		i += binary.PutUvarint(dst[i:], uint64(uint32(pr.Partition)))
 		i += binary.PutUvarint(dst[i:], uint64(sizes[0]))
 		sizes = sizes[1:]
+		var prev []byte
 		for _, r := range pr.Records {
-			i += binary.PutUvarint(dst[i:], uint64(len(r.Key)))
-			i += copy(dst[i:], r.Key)
+			sh := shared(prev, r.Key)
+			prev = r.Key
+			i += binary.PutUvarint(dst[i:], uint64(sh))
+			i += binary.PutUvarint(dst[i:], uint64(len(r.Key)-sh))
+			i += copy(dst[i:], r.Key[sh:])
 			if r.Value == nil {
 				dst[i] = 0
 				i++
@@ -105,6 +117,17 @@ func encodeEntry(dst []byte, batches []store.PartitionRecords, sizes []int) {
 			i += copy(dst[i:], r.Value)
 		}
 	}
+}
+
+// shared is the length of the common prefix of a and b.
+func shared(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 func uvarintLen(x uint64) int {
@@ -121,10 +144,13 @@ func uvarintLen(x uint64) int {
 var errBadEntry = errors.New("malformed record log entry")
 
 // decodeEntry calls fn for every record of partition want (every partition
-// if want is logPartition) in entry, in order. A nil Value is a tombstone. The slices
-// point into entry (their capacity runs to its end: see rebase).
+// if want is logPartition) in entry, in order. A nil Value is a tombstone.
+// The Key is only valid during the call; the Value points into entry (its
+// capacity runs to the entry's end: see rebase).
 func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) error {
 	i := 0
+	var stack [128]byte
+	keyBuf := stack[:0]
 	next := func() (uint64, bool) {
 		v, n := binary.Uvarint(entry[i:])
 		if n <= 0 {
@@ -144,12 +170,14 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 			i = end // another partition's section
 			continue
 		}
+		key := keyBuf[:0]
 		for i < end {
-			kl, ok := next()
-			if !ok || kl > uint64(end-i) {
+			sh, ok1 := next()
+			kl, ok2 := next()
+			if !ok1 || !ok2 || sh > uint64(len(key)) || kl > uint64(end-i) {
 				return errBadEntry
 			}
-			key := entry[i : i+int(kl)]
+			key = append(key[:sh], entry[i:i+int(kl)]...)
 			i += int(kl)
 			vl, ok := next()
 			if !ok || vl > uint64(end-i)+1 {
@@ -162,6 +190,7 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 			}
 			fn(int32(uint32(p)), store.Record{Key: key, Value: value})
 		}
+		keyBuf = key
 		if i != end {
 			return errBadEntry
 		}
@@ -169,7 +198,8 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 	return nil
 }
 
-// latest collects the last value written to each key (nil: deleted).
+// latest collects the last value written to each key (nil: deleted). It
+// keeps a copy of each key, and r.Value itself.
 type latest struct {
 	idx  map[string]int
 	recs []store.Record
@@ -184,6 +214,7 @@ func (l *latest) put(r store.Record) {
 		l.idx = make(map[string]int)
 	}
 	l.idx[string(r.Key)] = len(l.recs)
+	r.Key = slices.Clone(r.Key)
 	l.recs = append(l.recs, r)
 }
 
@@ -321,8 +352,7 @@ func (s *Store) loadTail(ctx context.Context, snap *pebble.Snapshot, p int32, fr
 			if owned == nil {
 				owned = append([]byte(nil), v...)
 			}
-			// Re-point r into owned, at the same offsets.
-			r.Key = rebase(owned, v, r.Key)
+			// Re-point the value into owned, at the same offset.
 			if r.Value != nil {
 				r.Value = rebase(owned, v, r.Value)
 			}
