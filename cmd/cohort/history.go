@@ -395,9 +395,13 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 		}
 		fmt.Fprintf(&b, " While it was in progress, %s.", strings.Join(more, "; "))
 	}
-	if ev.Type == "consumer" {
-		fmt.Fprintf(&b, " It took %s until every member had the new assignment%s.", proseDur(ev.DurationMs),
-			waitingFor(ev.WaitedFor, ""))
+	if ev.Type == "consumer" && ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
+		b.WriteString(" The target assignment was computed and reached at once.")
+	} else if ev.Type == "consumer" {
+		// JoinMs: until the target assignment was computed; SyncMs: until
+		// every member had reached it (or the event ended otherwise).
+		fmt.Fprintf(&b, " The target assignment was computed after %s; the members then took %s to reach it%s.",
+			proseDur(ev.JoinMs), proseDur(ev.SyncMs), waitingFor(ev.WaitedFor, ""))
 	} else if ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
 		b.WriteString(" The join and sync phases completed at once.")
 	} else {
@@ -468,7 +472,7 @@ func notYet(phase string) string {
 	case "revoke":
 		return "has not revoked the partitions it must give up"
 	case "assign":
-		return "has not acknowledged its new assignment"
+		return "has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since)"
 	default:
 		return "has not completed the " + phase + " phase"
 	}
@@ -487,7 +491,10 @@ func outcomeText(ev group.RebalanceEvent, t timeFmt) string {
 		if ev.Leader != "" {
 			with = append(with, "leader "+ev.Leader)
 		}
-		if ev.Protocol != "" {
+		switch {
+		case ev.Protocol != "" && ev.Type == "consumer":
+			with = append(with, "assignor "+ev.Protocol)
+		case ev.Protocol != "":
 			with = append(with, "protocol "+ev.Protocol)
 		}
 		if len(with) > 0 {
@@ -556,7 +563,11 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 	}
 	b.WriteString(".")
 	if len(w.Members) == 0 {
-		b.WriteString(" It waits for no member: it completes as soon as the coordinator has done its part.")
+		if doc.Type == "consumer" {
+			b.WriteString(" It waits for no member: the next heartbeat computes the target assignment.")
+		} else {
+			b.WriteString(" It waits for no member.")
+		}
 		return b.String()
 	}
 	for _, m := range w.Members {
@@ -567,8 +578,10 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		fmt.Fprintf(&b, " It waits for %s, which %s since %s", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), what, t.at(m.Since))
 		if m.Deadline != nil {
 			fmt.Fprintf(&b, "; the timeout evicts it at %s unless it does so before.", t.at(*m.Deadline))
+		} else if doc.Type == "consumer" {
+			b.WriteString("; nothing evicts it for that but its session timeout.")
 		} else {
-			b.WriteString("; no timeout will evict it.")
+			b.WriteString("; no timeout is running that would evict it for that.")
 		}
 	}
 	return b.String()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -374,4 +375,92 @@ func TestGroupHistoryErrors(t *testing.T) {
 		t.Fatalf("idle: %+v", d)
 	}
 	wantIn(t, "why idle", c.ok("group", "why", "idle"), "Group idle has no recorded rebalance.", "No rebalance storm: 0 rebalances started within the last 5m0s (a storm is more than 10).", "Now the group is Empty: no rebalance is in progress.")
+}
+
+// TestGroupHistoryConsumerProtocol: the history of a consumer-protocol
+// (KIP-848) group, which DescribeGroups answers as missing but with its
+// history: two franz-go consumers join one after the other and the second
+// leaves; history and why tell the joins (type consumer, group epochs,
+// partitions moved) and the leave.
+func TestGroupHistoryConsumerProtocol(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "jobs", "--partitions", "4")
+	const g = "jobs-app"
+	member848(t, n.Addr(), g, "jobs", "worker-a", "", "")
+	c.waitConsumer(g, "stable with worker-a", func(d groupDesc) bool { return settled(d, 1, 4) })
+	_, stopB := member848(t, n.Addr(), g, "jobs", "worker-b", "", "")
+	c.waitConsumer(g, "stable with both", func(d groupDesc) bool { return settled(d, 2, 4) })
+	stopB()
+	c.waitConsumer(g, "stable with worker-a again", func(d groupDesc) bool { return settled(d, 1, 4) })
+	// The joins and the leave each start an event (more events may come
+	// between them: franz-go's own subscription updates).
+	doc := c.awaitHistory(g, "the leave recorded", func(d group.HistoryDoc) bool {
+		return slices.ContainsFunc(d.History, func(e group.RebalanceEvent) bool { return e.Cause.Kind == group.CauseMemberLeft })
+	})
+	if doc.Type != "consumer" || doc.Group != g {
+		t.Fatalf("document: %+v", doc)
+	}
+	byClient := func(kind group.CauseKind, client string) *group.RebalanceEvent {
+		for i := range doc.History {
+			if e := &doc.History[i]; e.Cause.Kind == kind && e.Cause.ClientID == client {
+				return e
+			}
+		}
+		t.Fatalf("no %s event of %s: %+v", kind, client, doc.History)
+		return nil
+	}
+	first, second, left := byClient(group.CauseMemberJoined, "worker-a"), byClient(group.CauseMemberJoined, "worker-b"),
+		byClient(group.CauseMemberLeft, "worker-b")
+	if first.Type != "consumer" || first.Seq != 1 || !(first.Seq < second.Seq && second.Seq < left.Seq) || second.Generation <= first.Generation {
+		t.Fatalf("events: %+v %+v %+v", first, second, left)
+	}
+	moved := 0
+	for _, m := range second.Members {
+		for _, tp := range m.Added {
+			moved += len(tp.Partitions)
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("worker-b's join moved nothing: %+v", second.Members)
+	}
+	tbl := c.ok("group", "history", g)
+	wantIn(t, "table", table(tbl), "SEQ START EPOCHS", fmt.Sprintf("%d->%d", second.FromGeneration, second.Generation), "member_left")
+	why := c.ok("group", "why", g, "--last", "100")
+	t.Logf("cohort group why %s --last 100\n%s", g, why)
+	wantIn(t, "why", why,
+		fmt.Sprintf("Rebalance #%d at ", second.Seq),
+		"started because a new member "+second.Cause.MemberID+" (client worker-b, host 127.0.0.1) joined. The target assignment was computed after",
+		fmt.Sprintf("with group epoch %d", second.Generation),
+		"started because member "+left.Cause.MemberID+" (client worker-b, host 127.0.0.1) left the group",
+		"Now the group is Stable")
+}
+
+// TestWhyConsumerWaiting: "why" of a consumer-protocol group that is
+// Reconciling names the member that has not revoked (with the time its
+// rebalance timeout fences it) and the one waiting for partitions (no
+// deadline), from the history document alone; Assigning waits for no
+// member.
+func TestWhyConsumerWaiting(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	deadline := at(46_000)
+	cause := group.Cause{Kind: group.CauseMemberJoined, At: at(1000), MemberID: "m-b", ClientID: "worker-b", ClientHost: "/127.0.0.1"}
+	doc := &group.HistoryDoc{Version: 1, Group: "jobs", Type: "consumer", State: "Reconciling", History: []group.RebalanceEvent{},
+		Storm: group.StormStatus{Group: "jobs", Count: 1, Threshold: 10, WindowMs: 300_000},
+		Waiting: &group.Waiting{State: "Reconciling", Since: at(1000), Cause: &cause, Members: []group.WaitingMember{
+			{MemberID: "m-a", ClientID: "worker-a", Phase: "revoke", Since: at(1000), Deadline: &deadline},
+			{MemberID: "m-b", ClientID: "worker-b", ClientHost: "/127.0.0.1", Phase: "assign", Since: at(1000)},
+		}}}
+	var out strings.Builder
+	writeWhy(&out, doc, "", at(2000))
+	wantIn(t, "why", out.String(),
+		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
+		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
+		"It waits for member m-b (client worker-b, host 127.0.0.1), which has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since) since 10:00:01.000; nothing evicts it for that but its session timeout.",
+		"No rebalance storm: 1 rebalance started within the last 5m0s (a storm is more than 10).")
+	doc.State, doc.Waiting.State, doc.Waiting.Members = "Assigning", "Assigning", []group.WaitingMember{}
+	out.Reset()
+	writeWhy(&out, doc, "", at(2000))
+	wantIn(t, "why assigning", out.String(), "It waits for no member: the next heartbeat computes the target assignment.")
 }

@@ -114,6 +114,8 @@ commands:
   groups [--state S] [--type T]             list groups
   group describe ID...|--all-groups         state, members, assignments, offsets, lag
   group delete ID...                        delete empty groups and their offsets
+  group history ID [--last N]               the group's rebalances: causes, durations, moves
+  group why ID [--last N]                   the last rebalances, and what one in progress waits for
   offsets ID                                committed offsets and lag
   offsets reset ID ...                      plan (default) or --execute an offset reset
   offsets delete ID --topic T[:P,...]       delete committed offsets (OffsetDelete)
