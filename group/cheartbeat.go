@@ -84,7 +84,7 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 	if req.MemberEpoch == epochLeave {
 		resp.MemberEpoch = epochLeave
 	}
-	resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g).Milliseconds())
+	resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g, m, h).Milliseconds())
 	if req.MemberEpoch >= 0 && h.wantsAssignment(m) {
 		resp.Assignment = s.assignmentOf(m)
 	}
@@ -102,19 +102,48 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 }
 
 // heartbeatInterval is the interval a heartbeat answer gives: the
-// configured one, or the shorter rebalance interval while the group is not
-// Stable. A member learns that it must give up or may take partitions only
-// from a heartbeat answer, so during a rebalance a shorter interval lets
-// the members converge in a few short rounds instead of a few full
-// intervals; once the group is Stable they heartbeat at the normal pace
-// again. Clients take the interval from every answer (a deliberate
-// difference from Kafka, whose interval is fixed; docs/kip848.md).
-func (s *Shard) heartbeatInterval(g *Group) time.Duration {
+// configured one while the group is Stable, shorter during a rebalance. A
+// member learns that it must give up or may take partitions only from a
+// heartbeat answer, so during a rebalance shorter intervals let the
+// members converge in a few short rounds instead of a few full intervals;
+// once the group is Stable they heartbeat at the normal pace again.
+// Clients take the interval from every answer (a deliberate difference
+// from Kafka, whose interval is fixed; docs/kip848.md).
+//
+// While the group is not Stable, an answer gives the time since the
+// member's current assignment last changed (its epoch, state or
+// partitions: reconcile notes it in changedAt), at least ConsumerRebalanceHeartbeatMin and at most
+// ConsumerRebalanceHeartbeatInterval: a member that just moved asks again
+// soon, when what it waits for (a holder's revocation, the target of a
+// member that joined after it) is likely to be there, and a member with
+// nothing to do backs off exponentially. A rebalance thus costs each
+// member a few extra heartbeats, not a steady fast poll.
+func (s *Shard) heartbeatInterval(g *Group, m *cmember, h *hbReq) time.Duration {
+	live := g != nil && g.cg != nil && m != nil && h.req.MemberEpoch >= 0 && g.cg.members[m.id] == m
+	if live && m.changedAt.IsZero() {
+		m.changedAt = h.now
+	}
 	d := s.cfg.ConsumerHeartbeatInterval
-	if r := s.cfg.ConsumerRebalanceHeartbeatInterval; r > 0 && r < d && g != nil && g.cg != nil && g.cg.state() != "Stable" {
+	r := s.cfg.ConsumerRebalanceHeartbeatInterval
+	if g == nil || g.cg == nil || r <= 0 || r >= d || g.cg.state() == "Stable" {
+		return d
+	}
+	first := s.cfg.ConsumerRebalanceHeartbeatMin
+	if first <= 0 || first >= r || !live {
 		return r
 	}
-	return d
+	return min(max(h.now.Sub(m.changedAt), first), r)
+}
+
+// changed reports whether this heartbeat wrote m's current assignment (its
+// epoch, state or partitions changed).
+func (h *hbReq) changed(m *cmember) bool {
+	for _, x := range h.recs {
+		if x.kind == keyCCurrent && x.c.member == m.id && !x.del {
+			return true
+		}
+	}
+	return false
 }
 
 // wantsAssignment reports whether the response carries the member's
@@ -127,15 +156,7 @@ func (h *hbReq) wantsAssignment(m *cmember) bool {
 		return true
 	}
 	full := r.RebalanceTimeoutMillis != -1 && (r.SubscribedTopicNames != nil || r.SubscribedTopicRegex != nil) && r.Topics != nil
-	if full {
-		return true
-	}
-	for _, x := range h.recs {
-		if x.kind == keyCCurrent && x.c.member == m.id && !x.del {
-			return true
-		}
-	}
-	return false
+	return full || h.changed(m)
 }
 
 // assignmentOf returns m's usable partitions as a heartbeat answers them:

@@ -39,10 +39,17 @@ type Config struct {
 	// ConsumerHeartbeatInterval is the heartbeat interval given to members
 	// (group.consumer.heartbeat.interval.ms, 5 s).
 	ConsumerHeartbeatInterval time.Duration
-	// ConsumerRebalanceHeartbeatInterval is the interval given instead while
-	// a member's group is not Stable (default 500 ms; 0 or a value not
-	// below ConsumerHeartbeatInterval disables it): see heartbeatInterval.
+	// ConsumerRebalanceHeartbeatInterval is the longest interval given
+	// while a member's group is not Stable (default 500 ms; 0 or a value
+	// not below ConsumerHeartbeatInterval disables the shorter intervals):
+	// see heartbeatInterval.
 	ConsumerRebalanceHeartbeatInterval time.Duration
+	// ConsumerRebalanceHeartbeatMin is the shortest interval given while
+	// the group is not Stable: to a member whose assignment just changed;
+	// later answers give the time since that change, up to
+	// ConsumerRebalanceHeartbeatInterval (default 5 ms; 0 or a value not
+	// below ConsumerRebalanceHeartbeatInterval disables it).
+	ConsumerRebalanceHeartbeatMin time.Duration
 	// ConsumerMaxSize caps the members of a consumer group
 	// (group.consumer.max.size); 0 = unlimited.
 	ConsumerMaxSize int
@@ -91,6 +98,7 @@ func Defaults() Config {
 		ConsumerSessionTimeout:             45 * time.Second,
 		ConsumerHeartbeatInterval:          5 * time.Second,
 		ConsumerRebalanceHeartbeatInterval: 500 * time.Millisecond,
+		ConsumerRebalanceHeartbeatMin:      5 * time.Millisecond,
 		ConsumerAssignors:                  []string{"uniform", "range"},
 
 		HistorySize:    100,

@@ -537,27 +537,48 @@ func (s tpset) union(o tpset) tpset {
 	return u
 }
 
-// TestKIP848RebalanceHeartbeatInterval: while the group is not Stable, the
-// answers give the shorter rebalance interval, so that the members learn
-// what to give up and take in short rounds; once it is Stable, the normal
-// interval again.
+// TestKIP848RebalanceHeartbeatInterval: while the group is not Stable, an
+// answer gives the time since the member's current assignment last changed,
+// from ConsumerRebalanceHeartbeatMin (5 ms) up to
+// ConsumerRebalanceHeartbeatInterval (500 ms), so that the members learn
+// what to give up and take in short rounds and back off while nothing
+// changes for them; once the group is Stable, the normal interval again.
+// With the minimum disabled, a flat 500 ms.
 func TestKIP848RebalanceHeartbeatInterval(t *testing.T) {
-	h, _ := newCH(t, map[string]int32{"a": 4})
-	r1 := h.cgJoin("m1", "a")
-	if r1.HeartbeatIntervalMillis != 5000 {
-		t.Fatalf("stable group: interval %d", r1.HeartbeatIntervalMillis)
-	}
-	r2 := h.cgJoin("m2", "a")
-	if r2.HeartbeatIntervalMillis != 500 {
-		t.Fatalf("reconciling group: interval %d, want 500", r2.HeartbeatIntervalMillis)
-	}
-	r := h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
-	if r.HeartbeatIntervalMillis != 500 {
-		t.Fatalf("revoking member: interval %d, want 500", r.HeartbeatIntervalMillis)
-	}
-	h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: h.cmember("cg", "m1").assigned.clone()})
-	r = h.cg(hb{member: "m2", epoch: h.cmember("cg", "m2").epoch, owned: tpset{}})
-	if h.cgroup("cg").state() != "Stable" || r.HeartbeatIntervalMillis != 5000 {
-		t.Fatalf("settled: state %s interval %d", h.cgroup("cg").state(), r.HeartbeatIntervalMillis)
+	for _, flat := range []bool{false, true} {
+		t.Run(map[bool]string{false: "backoff", true: "flat"}[flat], func(t *testing.T) {
+			h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) {
+				if flat {
+					c.ConsumerRebalanceHeartbeatMin = 0
+				}
+			})
+			want := func(what string, r *kmsg.ConsumerGroupHeartbeatResponse, ms int32) {
+				t.Helper()
+				if flat && ms < 500 {
+					ms = 500
+				}
+				if r.ErrorCode != ErrNone || r.HeartbeatIntervalMillis != ms {
+					t.Fatalf("%s: error %d, interval %d ms, want %d ms", what, r.ErrorCode, r.HeartbeatIntervalMillis, ms)
+				}
+			}
+			r1 := h.cgJoin("m1", "a")
+			want("stable group", r1, 5000)
+			r2 := h.cgJoin("m2", "a") // UNRELEASED_PARTITIONS: m1 holds its target
+			want("newcomer waiting for m1", r2, 5)
+			h.advance(40 * time.Millisecond)
+			want("newcomer, nothing new for 40 ms", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}), 40)
+			h.advance(2 * time.Second)
+			want("newcomer, nothing new for 2 s", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}), 500)
+			r := h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+			want("m1 told to revoke", r, 5)
+			h.advance(10 * time.Millisecond)
+			want("m1 still revoking", h.cg(hb{member: "m1", epoch: r1.MemberEpoch}), 10)
+			h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: h.cmember("cg", "m1").assigned.clone()})
+			r = h.cg(hb{member: "m2", epoch: h.cmember("cg", "m2").epoch, owned: tpset{}})
+			if h.cgroup("cg").state() != "Stable" {
+				t.Fatalf("settled: state %s", h.cgroup("cg").state())
+			}
+			want("settled", r, 5000)
+		})
 	}
 }

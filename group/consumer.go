@@ -150,6 +150,11 @@ type cmember struct {
 	// rebalanceEpoch is the member epoch when the rebalance timer was armed:
 	// it fences the member only if it has not advanced since.
 	rebalanceEpoch int32
+	// changedAt is when reconcile last changed the member's epoch, state or
+	// partitions (Shard.heartbeatInterval); zero before the first. Not
+	// stored: after a load it starts over, which only shortens the next
+	// interval answered.
+	changedAt time.Time
 }
 
 // consumerGroup is the consumer-protocol state of a group (Group.cg).

@@ -42,6 +42,9 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 		next.assigned.equal(m.assigned) && next.pending.equal(m.pending)) {
 		return
 	}
+	if next.epoch != m.epoch || next.state != m.state || !next.assigned.equal(m.assigned) || !next.pending.equal(m.pending) {
+		m.changedAt = h.now // progress, not only the previous epoch noted (Shard.heartbeatInterval)
+	}
 	g.emit(h, cCurrentRec(g.id, m.id, next))
 	if next.state == mUnrevoked {
 		m.rebalanceEpoch = next.epoch

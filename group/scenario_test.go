@@ -392,6 +392,7 @@ func (sc *scenario) config(a *args) {
 	c.ConsumerMaxSize = int(a.int("consumer-max-size", int64(c.ConsumerMaxSize)))
 	c.ConsumerSessionTimeout = a.dur("consumer-session", c.ConsumerSessionTimeout)
 	c.ConsumerRebalanceHeartbeatInterval = a.dur("consumer-rebalance-interval", c.ConsumerRebalanceHeartbeatInterval)
+	c.ConsumerRebalanceHeartbeatMin = a.dur("consumer-rebalance-min", c.ConsumerRebalanceHeartbeatMin)
 	c.OffsetsRetention = a.dur("retention", c.OffsetsRetention)
 	c.ConsumerMigrationPolicy = a.str("migration", c.ConsumerMigrationPolicy)
 }
