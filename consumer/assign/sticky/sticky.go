@@ -361,10 +361,6 @@ func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, f
 // generation leaves the partition without a previous owner). For the
 // cooperative variant it also records what members own right now.
 func (p *problem) resolveOwners(cooperative bool) {
-	p.owner = make([]int32, p.nparts)
-	for i := range p.owner {
-		p.owner[i] = -1
-	}
 	var all *claimSet
 	fromUserData := false
 	p.eachClaim(cooperative, func(bool) bool { return true }, func(part, m, gen int32, now bool) {
@@ -387,9 +383,19 @@ func (p *problem) resolveOwners(cooperative bool) {
 		}
 	}
 	if all == nil {
+		p.owner = make([]int32, p.nparts)
+		for i := range p.owner {
+			p.owner[i] = -1
+		}
 		return
 	}
 	// The winner is the previous owner only if it may keep the partition.
+	// owner is filtered in place from the claims' winners (every
+	// partition belongs to one class), unless p.now still needs them.
+	owner := all.top
+	if p.now == all {
+		owner = slices.Clone(all.top)
+	}
 	pos := make([]int32, len(p.members))
 	for i := range pos {
 		pos[i] = -1
@@ -401,8 +407,8 @@ func (p *problem) resolveOwners(cooperative bool) {
 		}
 		for _, t := range c.topics {
 			for part := p.bases[t]; part < p.bases[t+1]; part++ {
-				if w := all.top[part]; w >= 0 && pos[w] >= 0 {
-					p.owner[part] = w
+				if w := owner[part]; w < 0 || pos[w] < 0 {
+					owner[part] = -1
 				}
 			}
 		}
@@ -410,6 +416,7 @@ func (p *problem) resolveOwners(cooperative bool) {
 			pos[m] = -1
 		}
 	}
+	p.owner = owner
 }
 
 // heldElsewhere reports whether a member other than m owns part now while
