@@ -151,12 +151,16 @@ func BenchmarkSaramaLeaderPath(b *testing.B) {
 				b.Run(st.name, func(b *testing.B) {
 					resp := joinResponse(b, g, st)
 					s := st.new()
-					var plan sarama.BalanceStrategyPlan
+					// One untimed run first (see kgobalancer's
+					// BenchmarkLeaderPath).
+					plan, err := saramaLeader(s, resp, parts)
+					if err != nil {
+						b.Fatal(err)
+					}
 					runtime.GC()
 					b.ReportAllocs()
 					b.ResetTimer()
 					for b.Loop() {
-						var err error
 						if plan, err = saramaLeader(s, resp, parts); err != nil {
 							b.Fatal(err)
 						}
