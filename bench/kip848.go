@@ -553,7 +553,7 @@ func (f *fleet) answer(m *cmember, resp *kmsg.ConsumerGroupHeartbeatResponse, ph
 		}
 	}
 	if changed {
-		if err := f.track.moved(prevEpoch, m.epoch, prev, m.owned, now); err != nil {
+		if err := f.track.moved(m.id, prevEpoch, m.epoch, prev, m.owned, now); err != nil {
 			return false, err
 		}
 	} else if ph == phaseConverge && !f.track.fits(len(m.owned)) && !f.track.converged() {
@@ -648,7 +648,8 @@ type tracker struct {
 	mu       sync.Mutex
 	n, parts int
 	lo, hi   int     // a member's share: floor and ceil of parts/n
-	owners   []int32 // members owning each partition
+	owners   []int32  // members owning each partition
+	holder   []string // the member that took each partition last (for errors)
 	once     int     // partitions owned by exactly one member
 	balanced int     // members owning lo..hi partitions
 	epochs   map[int32]int
@@ -663,6 +664,7 @@ type tracker struct {
 func newTracker(n, parts int) *tracker {
 	t := &tracker{n: n, parts: parts, lo: parts / n, hi: (parts + n - 1) / n}
 	t.owners = make([]int32, parts)
+	t.holder = make([]string, parts)
 	t.reset()
 	return t
 }
@@ -698,7 +700,7 @@ func (t *tracker) fits(k int) bool { return k >= t.lo && k <= t.hi }
 
 // moved records one member's change from (prevEpoch, prev) to (epoch,
 // next).
-func (t *tracker) moved(prevEpoch, epoch int32, prev, next []int32, now time.Time) error {
+func (t *tracker) moved(member string, prevEpoch, epoch int32, prev, next []int32, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if prevEpoch > 0 {
@@ -740,9 +742,10 @@ func (t *tracker) moved(prevEpoch, epoch int32, prev, next []int32, now time.Tim
 			// A member drops a revoked partition before its next
 			// heartbeat goes out, and a target may hand the partition on
 			// only after that heartbeat: two owners is a server error.
-			t.err = fmt.Errorf("partition %d assigned to a second member", p)
+			t.err = fmt.Errorf("partition %d assigned to a second member: %s (epoch %d) while %s still owns it", p, member, epoch, t.holder[p])
 			return t.err
 		}
+		t.holder[p] = member
 	}
 	t.check(now)
 	return nil

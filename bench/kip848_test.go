@@ -33,6 +33,13 @@ var kip848Targets = []struct {
 	{"cohort-disk", group.Defaults().ConsumerRebalanceHeartbeatInterval, func(t *testing.T, iv time.Duration) (string, func()) {
 		return startCohortWith(t, diskStore, 0, func(c *group.Config) { c.ConsumerHeartbeatInterval = iv })
 	}},
+	// Opt-in (only when named in COHORT_BENCH_TARGETS): cohort-mem with the
+	// rebalance history off (group.Config.HistorySize -1), the peer that
+	// shows what recording one history event per group-epoch bump costs a
+	// join burst.
+	{"cohort-mem-nohistory", group.Defaults().ConsumerRebalanceHeartbeatInterval, func(t *testing.T, iv time.Duration) (string, func()) {
+		return startCohortWith(t, memStore, 0, func(c *group.Config) { c.ConsumerHeartbeatInterval = iv; noHistory(c) })
+	}},
 	{"kfake", 0, func(t *testing.T, iv time.Duration) (string, func()) {
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.BrokerConfigs(map[string]string{
 			"group.consumer.heartbeat.interval.ms": strconv.FormatInt(iv.Milliseconds(), 10),
@@ -103,6 +110,9 @@ func TestKIP848Compare(t *testing.T) {
 	}
 	var rs []*running
 	for _, tg := range kip848Targets {
+		if names == "" && strings.HasSuffix(tg.name, "-nohistory") {
+			continue // opt-in
+		}
 		if names != "" && !strings.Contains(","+names+",", ","+tg.name+",") {
 			continue
 		}
