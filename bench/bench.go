@@ -108,6 +108,20 @@ type Throughput struct {
 	// CPU is the CPU time the whole process (load generator and, when
 	// in-process, the server) used during the window; 0 if not measured.
 	CPU time.Duration
+	// ServerCPU is the CPU time of the server's own process during the
+	// window, when the context carried a sampler (withServerCPU); 0
+	// otherwise.
+	ServerCPU time.Duration
+}
+
+// serverCPUKey carries a sampler of the server process's CPU time in a
+// load's context.
+type serverCPUKey struct{}
+
+// withServerCPU makes load sample f (the server process's CPU time so far)
+// at the edges of its measured window.
+func withServerCPU(ctx context.Context, f func() (time.Duration, bool)) context.Context {
+	return context.WithValue(ctx, serverCPUKey{}, f)
 }
 
 // PerSec is requests per second.
@@ -549,23 +563,33 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 		errs    = make([]error, workers)
 		lats    = make([][]time.Duration, workers)
 	)
-	// The process CPU used between the window's start and end.
-	cpu := make(chan time.Duration, 1)
+	// The process CPU (and the server's, if sampled) used between the
+	// window's start and end.
+	serverCPU, _ := ctx.Value(serverCPUKey{}).(func() (time.Duration, bool))
+	if serverCPU == nil {
+		serverCPU = func() (time.Duration, bool) { return 0, false }
+	}
+	cpu := make(chan [2]time.Duration, 1)
 	go func() {
 		if !sleepUntil(ctx, from) {
-			cpu <- 0
+			cpu <- [2]time.Duration{}
 			return
 		}
 		c0, ok0 := processCPU()
+		s0, sok0 := serverCPU()
 		if !sleepUntil(ctx, until) {
-			cpu <- 0
+			cpu <- [2]time.Duration{}
 			return
 		}
 		c1, ok1 := processCPU()
+		s1, sok1 := serverCPU()
 		if !ok0 || !ok1 {
 			c1, c0 = 0, 0
 		}
-		cpu <- c1 - c0
+		if !sok0 || !sok1 {
+			s1, s0 = 0, 0
+		}
+		cpu <- [2]time.Duration{c1 - c0, s1 - s0}
 	}()
 	for w := range workers {
 		wg.Add(1)
@@ -605,7 +629,8 @@ func load(ctx context.Context, workers int, window time.Duration, op func(ctx co
 	if err := firstError(errs); err != nil {
 		return t, err
 	}
-	t.CPU = <-cpu
+	c := <-cpu
+	t.CPU, t.ServerCPU = c[0], c[1]
 	var all []time.Duration
 	for _, l := range lats {
 		all = append(all, l...)

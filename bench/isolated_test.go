@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -82,11 +84,29 @@ func serveChild(name string) int {
 		fmt.Fprintf(os.Stderr, "unknown target %q\n", name)
 		return 2
 	}
+	if path := os.Getenv(childProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Printf("ADDR %s\n", addr)
 	io.Copy(io.Discard, os.Stdin) // until the parent closes it
 	stop()
 	return 0
 }
+
+// childProfileEnv, when set, is the file a served child writes its CPU
+// profile to (from its address line until its standard input closes).
+const childProfileEnv = "COHORT_BENCH_CHILD_CPUPROFILE"
+
 
 // childTB is the testing.TB the floor server needs in a child process:
 // failures go to stderr.
@@ -111,6 +131,9 @@ func startChild(t *testing.T, name string, cpu int) *childTarget {
 	}
 	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), serveEnv+"="+name, "GOMAXPROCS=")
+	if dir := os.Getenv("COHORT_BENCH_PROFILE_DIR"); dir != "" {
+		cmd.Env = append(cmd.Env, childProfileEnv+"="+filepath.Join(dir, name+".pprof"))
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -163,6 +186,20 @@ func pinSelf(t *testing.T, cpu int) func() {
 	}
 }
 
+// startChildren starts a child process pinned to core 0 for each target
+// named by COHORT_BENCH_TARGETS (comma-separated), or else for each of def.
+func startChildren(t *testing.T, def ...string) []*childTarget {
+	names := def
+	if v := os.Getenv("COHORT_BENCH_TARGETS"); v != "" {
+		names = strings.Split(v, ",")
+	}
+	var cs []*childTarget
+	for _, n := range names {
+		cs = append(cs, startChild(t, n, 0))
+	}
+	return cs
+}
+
 // TestIsolated runs the heartbeat and commit loads with each server in its
 // own process pinned to core 0 and the load generator (this process) pinned
 // to core 1, so that the client's CPU is not taken from the server: it
@@ -184,13 +221,9 @@ func TestIsolated(t *testing.T) {
 	if err := RaiseFileLimit(4 * (members + 256)); err != nil {
 		t.Skip(err)
 	}
-	names := []string{"floor", "cohort-mem", "cohort-disk", "kfake"}
-	if v := os.Getenv("COHORT_BENCH_TARGETS"); v != "" {
-		names = strings.Split(v, ",")
-	}
 	var tgts []namedAddr
-	for _, n := range names {
-		tgts = append(tgts, namedAddr{n, startChild(t, n, 0).addr})
+	for _, c := range startChildren(t, "floor", "cohort-mem", "cohort-disk", "kfake") {
+		tgts = append(tgts, namedAddr{c.name, c.addr})
 	}
 	defer pinSelf(t, 1)()
 	s := runSeries(t, tgts, members, committers, time.Second, 3, "iso")

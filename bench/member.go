@@ -79,6 +79,11 @@ type member struct {
 	idx   int
 	group string
 	cl    *kgo.Client
+	// raw, when set, carries the member's requests instead of cl (one
+	// bare connection per member: bigRebalance's 10,000 members), and
+	// poll replaces waitPoll.
+	raw  *rawConn
+	poll time.Duration
 
 	id         string
 	gen        int32
@@ -185,7 +190,7 @@ func (m *member) joinSync(ctx context.Context, sent func(time.Time)) error {
 			sent(time.Now())
 			sent = nil
 		}
-		jr, err := req.RequestWith(ctx, m.cl)
+		jr, err := request(ctx, m, req, kmsg.NewPtrJoinGroupResponse)
 		if err != nil {
 			return fmt.Errorf("member %d: JoinGroup: %w", m.idx, err)
 		}
@@ -213,7 +218,7 @@ func (m *member) joinSync(ctx context.Context, sent func(time.Time)) error {
 				sr.GroupAssignment[i] = kmsg.SyncGroupRequestGroupAssignment{MemberID: jm.MemberID, MemberAssignment: assignmentFor(i)}
 			}
 		}
-		sresp, err := sr.RequestWith(ctx, m.cl)
+		sresp, err := request(ctx, m, sr, kmsg.NewPtrSyncGroupResponse)
 		if err != nil {
 			return fmt.Errorf("member %d: SyncGroup: %w", m.idx, err)
 		}
@@ -239,11 +244,35 @@ func (m *member) joinSync(ctx context.Context, sent func(time.Time)) error {
 func (m *member) heartbeat(ctx context.Context) (int16, error) {
 	r := kmsg.NewPtrHeartbeatRequest()
 	r.Group, r.MemberID, r.Generation = m.group, m.id, m.gen
-	resp, err := r.RequestWith(ctx, m.cl)
+	resp, err := request(ctx, m, r, kmsg.NewPtrHeartbeatResponse)
 	if err != nil {
 		return 0, err
 	}
 	return resp.ErrorCode, nil
+}
+
+// request sends req (its version unset) through the member's raw
+// connection at the highest version both sides speak, or through its
+// client.
+func request[R kmsg.Response](ctx context.Context, m *member, req kmsg.Request, newResp func() R) (R, error) {
+	var zero R
+	if m.raw == nil {
+		resp, err := m.cl.Request(ctx, req)
+		if err != nil {
+			return zero, err
+		}
+		return resp.(R), nil
+	}
+	v, err := m.raw.version(req, req.MaxVersion())
+	if err != nil {
+		return zero, err
+	}
+	req.SetVersion(v)
+	resp := newResp()
+	if err := m.raw.do(ctx, req, resp); err != nil {
+		return zero, err
+	}
+	return resp, nil
 }
 
 // round tracks one rebalance: it ends when want members hold an assignment
@@ -297,6 +326,9 @@ func (m *member) converge(ctx context.Context, r *round, joinFirst bool, sent fu
 			sent = nil
 			needJoin = false
 			poll = waitPoll
+			if m.poll > 0 {
+				poll = m.poll
+			}
 			r.report(m.gen, time.Now())
 		}
 		if !first {

@@ -26,7 +26,7 @@ var largeState struct {
 	err     error
 }
 
-func buildLargeState(b *testing.B, dir string, groups, perGroup, partitions int) int {
+func buildLargeState(b testing.TB, dir string, groups, perGroup, partitions int) int {
 	st, err := disk.Open(disk.Options{Dir: dir, NoSync: true})
 	if err != nil {
 		b.Fatal(err)
