@@ -100,7 +100,7 @@ func historyCmd(e env, f *cmdFlags, hf historyFlags, why bool, ids []string) err
 		return err
 	}
 	if why {
-		writeWhy(e.stdout, doc, leader, e.clock.Now())
+		writeWhy(e.stdout, doc, leader, e.clock.Now(), n == 0)
 		return nil
 	}
 	if f.o.json() {
@@ -271,10 +271,11 @@ func causeCounts(cs map[group.CauseKind]int) string {
 // writeWhy explains the rebalances of doc, oldest first, one paragraph
 // each, then the storm flag and, when the group is rebalancing, what it
 // waits for. leader is the group's leader ("" when unknown); now dates
-// the instants (the date is shown when it is not now's).
-func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time) {
+// the instants (the date is shown when it is not now's); noEvents: none
+// were asked for (--last 0).
+func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, noEvents bool) {
 	t := timeFmt{now: now.UTC()}
-	if len(doc.History) == 0 {
+	if len(doc.History) == 0 && !noEvents {
 		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", doc.Group)
 	}
 	for _, ev := range doc.History {

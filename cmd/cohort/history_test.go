@@ -327,6 +327,10 @@ func TestGroupHistoryAndWhy(t *testing.T) {
 		"Moved: "+m1.id+" gained events(2).",
 		storm,
 		"Now the group is Stable: no rebalance is in progress.")
+	if why := c.ok("group", "why", g, "--last", "0"); strings.Contains(why, "Rebalance #") || strings.Contains(why, "no recorded rebalance") ||
+		!strings.Contains(why, "Now the group is Stable") {
+		t.Fatalf("why --last 0:\n%s", why)
+	}
 	why = c.ok("group", "why", g, "--last", "5")
 	t.Logf("cohort group why %s --last 5\n%s", g, why)
 	wantIn(t, "why --last 5", why,
@@ -453,7 +457,7 @@ func TestWhyConsumerWaiting(t *testing.T) {
 			{MemberID: "m-b", ClientID: "worker-b", ClientHost: "/127.0.0.1", Phase: "assign", Since: at(1000)},
 		}}}
 	var out strings.Builder
-	writeWhy(&out, doc, "", at(2000))
+	writeWhy(&out, doc, "", at(2000), false)
 	wantIn(t, "why", out.String(),
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
@@ -461,6 +465,17 @@ func TestWhyConsumerWaiting(t *testing.T) {
 		"No rebalance storm: 1 rebalance started within the last 5m0s (a storm is more than 10).")
 	doc.State, doc.Waiting.State, doc.Waiting.Members = "Assigning", "Assigning", []group.WaitingMember{}
 	out.Reset()
-	writeWhy(&out, doc, "", at(2000))
+	writeWhy(&out, doc, "", at(2000), false)
 	wantIn(t, "why assigning", out.String(), "It waits for no member: the next heartbeat computes the target assignment.")
+}
+
+// TestGroupHistoryNotCohort: a Kafka-protocol server that is not cohort
+// (kfake) answers without history: an error that says so, exit 1.
+func TestGroupHistoryNotCohort(t *testing.T) {
+	data := startData(t, 3, "events")
+	consumer(t, data.addr, "kg", "events", "app", "")
+	c := cli{t: t, base: []string{"--bootstrap", data.addr}}
+	for _, action := range []string{"history", "why"} {
+		c.fails(1, []string{"group", action, "kg"}, "history of kg: the server sent no rebalance history (it is not cohort, or a version without history)")
+	}
 }
