@@ -124,6 +124,7 @@ func (g *Group) upgradeRefusal() string {
 // keeps its session. The joiner that triggered it then bumps the epoch, so
 // the classic members' next heartbeat tells them to rejoin.
 func (g *Group) upgradeToConsumer(h *hbReq) {
+	g.rbConverted(h.now, "group converted to the consumer protocol", h.out) // rebalance history
 	type snap struct {
 		m         *member
 		sub       *kmsg.ConsumerMemberMetadata
@@ -516,5 +517,6 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	g.transition(Stable, h.now)
 	g.updateSubscribed()
 	g.persistMetadata(h.out, nil)
+	g.rbConverted(h.now, "group converted from the consumer protocol (its last consumer-protocol member left)", nil) // rebalance history
 	g.prepareRebalance(h.now, h.out)
 }

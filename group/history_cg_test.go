@@ -477,3 +477,42 @@ func TestHistoryCGTag(t *testing.T) {
 		t.Fatalf("entry %+v doc %+v", d, doc)
 	}
 }
+
+// A classic group upgraded to the consumer protocol in the middle of a
+// rebalance ends that rebalance as superseded, saying why; the consumer
+// member's join and leave are consumer events; its leave turns the group
+// classic again (the leave's event is superseded, naming the conversion),
+// and the classic rebalance that follows names the conversion as its cause.
+func TestHistoryCGMigration(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	id1, _, gen := h.classicStable()
+	// An offset keeps the group when it turns classic again: the group
+	// tombstone of the downgrade deletes a group with no offsets before
+	// its classic members are added back (reported, not this test's
+	// subject).
+	h.commit("cg", id1, gen, 9, map[string]int64{"a": 7})
+	h.events("cg", 1)
+	h.join("cg", jo{member: id1, client: "c1", protos: protos("range", string(subscription(nil, "a")))})
+	if r := h.cgJoin("n1", "a"); r.ErrorCode != 0 {
+		t.Fatalf("upgrade: %d", r.ErrorCode)
+	}
+	evs := h.events("cg", 2)
+	if e := evs[1]; e.Type != "classic" || e.Outcome != "superseded" || len(e.MoreCauses) == 0 ||
+		!strings.Contains(e.MoreCauses[len(e.MoreCauses)-1].Detail, "converted to the consumer protocol") {
+		t.Fatalf("classic event at the upgrade %+v", e)
+	}
+	h.cg(hb{member: "n1", epoch: epochLeave})
+	evs = h.events("cg", 4)
+	checkCEvent(t, evs[2], CauseMemberJoined, "n1", evs[2].FromGeneration, evs[2].FromGeneration+1, "superseded")
+	checkCEvent(t, evs[3], CauseMemberLeft, "n1", evs[2].Generation, evs[2].Generation+1, "superseded")
+	if m := evs[3].MoreCauses; len(m) != 1 || m[0].Detail != "group converted to the classic protocol" {
+		t.Fatalf("more causes %+v", m)
+	}
+	doc, _ := h.s.HistoryDoc("cg", 0, h.now)
+	if w := doc.Waiting; doc.Type != "classic" || w == nil || w.Cause == nil || w.Cause.Kind != CauseOther || !strings.Contains(w.Cause.Detail, "converted from the consumer protocol") {
+		t.Fatalf("doc %+v waiting %+v", doc, doc.Waiting)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}

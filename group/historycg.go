@@ -336,6 +336,27 @@ func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
 	}
 }
 
+// rbConverted is called where a group changes protocol: a classic group
+// upgraded to a consumer-protocol group ends its rebalance in progress, if
+// any, as superseded (out set); a group downgraded to classic (out nil)
+// starts its classic rebalance with a cause that says so.
+func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	c := Cause{Kind: CauseOther, At: now, Detail: detail}
+	if out == nil {
+		g.note(c)
+		return
+	}
+	if g.rb != nil {
+		if len(g.rb.more) < 64 {
+			g.rb.more = append(g.rb.more, c)
+		}
+		g.rbFinish(now, "superseded", out)
+	}
+}
+
 // cBump starts the event of the group's new epoch (the one in progress, if
 // any, is superseded) with the causes noted in h.
 func (g *Group) cBump(h *hbReq, from int32) {
