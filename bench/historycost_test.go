@@ -16,6 +16,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
@@ -36,6 +37,10 @@ import (
 // series gives a geometric mean and its 95% interval per case. Without the
 // network and the load generator's own work, the figures are the
 // coordinator's cost.
+//
+// COHORT_BENCH_PAD=1 is the control for the store's size: the coordinator
+// without history gets as many extra records in its in-memory store (of a
+// kind it skips on load) as the other holds events.
 //
 // Without COHORT_BENCH=1 it runs a quick sanity version (few groups, short
 // history, two series) that checks the "on" coordinator recorded the
@@ -158,7 +163,23 @@ func newHistoryTarget(t *testing.T, ctx context.Context, name string, size, grou
 	cfg.InitialRebalanceDelay = 0
 	cfg.HistorySize = size
 	cfg.StormThreshold = -1 // the rebalances of the setup are no storm to report
-	c, err := coordinator.New(coordinator.Config{Group: cfg, Store: memstore.New(),
+	st := memstore.New()
+	if size < 0 && os.Getenv("COHORT_BENCH_PAD") == "1" {
+		// The control: the store without history holds as many records
+		// as the one with it (a kind the coordinator skips on load, of
+		// about an event's size), so that only history's own work differs.
+		for g := range groups {
+			id := fmt.Sprintf("history-cost-%d", g)
+			var recs []store.Record
+			for q := range min(depth+1, 100) {
+				recs = append(recs, store.Record{Key: fmt.Appendf(nil, "\x7f%s-%d", id, q), Value: make([]byte, 900)})
+			}
+			if err := st.Append(ctx, coordinator.PartitionFor(id, 50), recs); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	c, err := coordinator.New(coordinator.Config{Group: cfg, Store: st,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
