@@ -374,6 +374,15 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 			s += " (" + strings.Join(c.Topics, ", ") + ")"
 		}
 		return s + detail
+	case group.CauseOther:
+		s := "of an event cohort does not classify"
+		if c.Detail != "" {
+			s = "of another event: " + c.Detail
+		}
+		if c.MemberID != "" {
+			s += " (" + who + ")"
+		}
+		return s + reason
 	default:
 		s := "of " + strings.ReplaceAll(string(c.Kind), "_", " ")
 		if c.MemberID != "" {

@@ -457,6 +457,10 @@ func TestWhyConsumerWaiting(t *testing.T) {
 			{MemberID: "m-b", ClientID: "worker-b", ClientHost: "/127.0.0.1", Phase: "assign", Since: at(1000)},
 		}}}
 	var out strings.Builder
+	other := group.Cause{Kind: group.CauseOther, At: at(500), Detail: "group converted to the classic protocol"}
+	if s := causeText(other, "classic", timeFmt{now: t0}); s != "of another event: group converted to the classic protocol" {
+		t.Fatalf("cause other: %q", s)
+	}
 	writeWhy(&out, doc, "", at(2000), false)
 	wantIn(t, "why", out.String(),
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
