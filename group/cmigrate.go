@@ -496,8 +496,6 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 		g.emit(h, cTombstone(keyCTarget, g.id, sn.m.id))
 		g.emit(h, cTombstone(keyCMember, g.id, sn.m.id))
 	}
-	g.emit(h, cTombstone(keyCTMeta, g.id, ""))
-	g.emit(h, cTombstone(keyCGroup, g.id, ""))
 	for _, sn := range members {
 		cm := sn.m
 		m := &member{id: cm.id, instanceID: cm.instanceID, clientID: cm.clientID, clientHost: cm.clientHost,
@@ -513,6 +511,13 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 		g.addMember(m, "consumer")
 		s.arm(m.session, h.now.Add(m.sessionTimeout))
 	}
+	// The group-level tombstones last: applied to a group that has no
+	// classic member yet and no offsets, the consumer group's tombstone
+	// deletes the group from the shard (the group of an Empty consumer
+	// group going away), and the classic members above would be added to
+	// a group nobody holds any more.
+	g.emit(h, cTombstone(keyCTMeta, g.id, ""))
+	g.emit(h, cTombstone(keyCGroup, g.id, ""))
 	g.protocolType, g.protocol, g.generation, g.leader = "consumer", proto, epoch, g.members[0].id
 	g.transition(Stable, h.now)
 	g.updateSubscribed()
