@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -99,7 +100,7 @@ type Group struct {
 
 	pending     map[string]*timer   // KIP-394 member ids awaiting their second JoinGroup
 	pendingSync map[string]struct{} // members that have not synced this generation
-	protoCount  map[string]int      // how many members list each protocol name
+	protoCount  protoCounts         // how many members list each protocol name
 	awaiting    int                 // members parked in JoinGroup
 
 	joinTimer        *timer
@@ -114,7 +115,9 @@ type Group struct {
 	// subscribed is the union of topics the members subscribe to, parsed
 	// from consumer-protocol metadata; nil when unknown (non-consumer
 	// protocol, or a subscription that could not be parsed).
-	subscribed map[string]struct{}
+	// A sorted slice: most groups subscribe to a few topics, and a map
+	// costs ~400 bytes per idle group.
+	subscribed []string
 
 	offsets   map[topicPartition]offset
 	inflight  []inflightCommit // commits being written, in write order, for RequireStable and expiry
@@ -132,18 +135,32 @@ type Group struct {
 	loaded bool
 }
 
+// mapPut and mapDrop keep a group's member maps (byID, static, pending,
+// pendingSync) nil while they are empty: a map is made on its
+// first insert and dropped when its last key is deleted. Most groups are
+// idle with one member, and an emptied Go map keeps its table (a KIP-394
+// pending id or an unsynced member leaves ~200 bytes behind per map).
+func mapPut[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V, 1)
+	}
+	(*m)[k] = v
+}
+
+func mapDrop[K comparable, V any](m *map[K]V, k K) {
+	delete(*m, k)
+	if len(*m) == 0 {
+		*m = nil
+	}
+}
+
 func (s *Shard) newGroup(id string, now time.Time) *Group {
 	g := &Group{
-		s:           s,
-		id:          id,
-		state:       Empty,
-		stateTime:   now,
-		byID:        make(map[string]*member),
-		static:      make(map[string]string),
-		pending:     make(map[string]*timer),
-		pendingSync: make(map[string]struct{}),
-		protoCount:  make(map[string]int),
-		offsets:     make(map[topicPartition]offset),
+		s:         s,
+		id:        id,
+		state:     Empty,
+		stateTime: now,
+		offsets:   make(map[topicPartition]offset),
 	}
 	g.joinTimer = newTimer(g.onJoinTimer)
 	g.syncTimer = newTimer(nil) // set per generation in completeJoin
@@ -221,7 +238,7 @@ func (g *Group) supportsProtocols(ptype string, protos []kmsg.JoinGroupRequestPr
 		return false
 	}
 	for _, p := range protos {
-		if g.protoCount[p.Name] == len(g.members) {
+		if g.protoCount.get(p.Name) == len(g.members) {
 			return true
 		}
 	}
@@ -240,7 +257,7 @@ func (g *Group) selectProtocol() string {
 	votes := make(map[string]int)
 	for _, m := range g.members {
 		for _, p := range m.protocols {
-			if g.protoCount[p.Name] == n {
+			if g.protoCount.get(p.Name) == n {
 				votes[p.Name]++
 				break
 			}
@@ -268,19 +285,95 @@ func cloneProtocols(in []kmsg.JoinGroupRequestProtocol) []kmsg.JoinGroupRequestP
 }
 
 func (g *Group) setProtocols(m *member, protos []kmsg.JoinGroupRequestProtocol) {
-	for _, p := range m.protocols {
-		if g.protoCount[p.Name]--; g.protoCount[p.Name] <= 0 {
-			delete(g.protoCount, p.Name)
-		}
-	}
+	eachName(m.protocols, func(name string) { g.protoCount.add(name, -1) })
 	m.protocols = protos
-	seen := make(map[string]bool, len(protos))
-	for _, p := range protos {
-		if !seen[p.Name] { // a name listed twice counts once
-			seen[p.Name] = true
-			g.protoCount[p.Name]++
+	eachName(protos, func(name string) { g.protoCount.add(name, 1) }) // a name listed twice counts once
+}
+
+// eachName calls fn once per distinct protocol name of protos.
+func eachName(protos []kmsg.JoinGroupRequestProtocol, fn func(string)) {
+	if len(protos) > protoCountsFew {
+		seen := make(map[string]bool, len(protos))
+		for _, p := range protos {
+			if !seen[p.Name] {
+				seen[p.Name] = true
+				fn(p.Name)
+			}
+		}
+		return
+	}
+next:
+	for i, p := range protos {
+		for _, q := range protos[:i] {
+			if q.Name == p.Name {
+				continue next
+			}
+		}
+		fn(p.Name)
+	}
+}
+
+// protoCounts counts, per protocol name, the members that list it. The
+// names of a group are few (usually one or two, shared by every member):
+// they are kept in a short slice, and in a map only past protoCountsFew
+// names, so that a group costs no map while a member listing many names
+// stays cheap to count.
+type protoCounts struct {
+	few  []protoCount
+	many map[string]int
+}
+
+type protoCount struct {
+	name string
+	n    int
+}
+
+const protoCountsFew = 8
+
+func (c *protoCounts) get(name string) int {
+	if c.many != nil {
+		return c.many[name]
+	}
+	for _, pc := range c.few {
+		if pc.name == name {
+			return pc.n
 		}
 	}
+	return 0
+}
+
+// add adds d to name's count, forgetting names whose count reaches 0.
+func (c *protoCounts) add(name string, d int) {
+	if c.many != nil {
+		if c.many[name] += d; c.many[name] <= 0 {
+			delete(c.many, name)
+		}
+		return
+	}
+	for i := range c.few {
+		if c.few[i].name == name {
+			if c.few[i].n += d; c.few[i].n <= 0 {
+				c.few = slices.Delete(c.few, i, i+1)
+				if len(c.few) == 0 {
+					c.few = nil
+				}
+			}
+			return
+		}
+	}
+	if d <= 0 {
+		return
+	}
+	if len(c.few) < protoCountsFew {
+		c.few = append(c.few, protoCount{name, d})
+		return
+	}
+	c.many = make(map[string]int, 2*protoCountsFew)
+	for _, pc := range c.few {
+		c.many[pc.name] = pc.n
+	}
+	c.many[name] = d
+	c.few = nil
 }
 
 // addMember inserts m; the first member fixes the protocol type and the first
@@ -292,13 +385,13 @@ func (g *Group) addMember(m *member, ptype string) {
 	protos := m.protocols
 	m.protocols = nil
 	g.members = append(g.members, m)
-	g.byID[m.id] = m
+	mapPut(&g.byID, m.id, m)
 	g.setProtocols(m, protos)
 	if g.leader == "" {
 		g.leader = m.id
 	}
 	if m.instanceID != "" {
-		g.static[m.instanceID] = m.id
+		mapPut(&g.static, m.instanceID, m.id)
 	}
 	m.session = newTimer(func(now time.Time, out *Output) { g.onSessionExpired(now, m, out) })
 }
@@ -340,7 +433,7 @@ func (g *Group) dropMember(m *member, out *Output) {
 	}
 	g.s.cancel(m.session)
 	g.setProtocols(m, nil)
-	delete(g.byID, m.id)
+	mapDrop(&g.byID, m.id)
 	for i, x := range g.members {
 		if x == m {
 			g.members = append(g.members[:i], g.members[i+1:]...)
@@ -348,9 +441,9 @@ func (g *Group) dropMember(m *member, out *Output) {
 		}
 	}
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {
-		delete(g.static, m.instanceID)
+		mapDrop(&g.static, m.instanceID)
 	}
-	delete(g.pendingSync, m.id)
+	mapDrop(&g.pendingSync, m.id)
 	if g.leader == m.id {
 		g.leader = ""
 		if len(g.members) > 0 {
@@ -378,7 +471,7 @@ func (g *Group) prepareRebalance(now time.Time, out *Output) {
 		}
 	}
 	g.s.cancel(g.syncTimer)
-	clear(g.pendingSync)
+	g.pendingSync = nil
 	g.syncWriting = false
 
 	delay := g.s.cfg.InitialRebalanceDelay
@@ -462,7 +555,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 	}
 	g.s.cancel(g.joinTimer)
 	g.generation++
-	clear(g.pendingSync)
+	g.pendingSync = nil
 
 	if len(g.members) == 0 {
 		g.protocol = ""
@@ -499,7 +592,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		}
 		m.isNew = false
 		g.s.arm(m.session, now.Add(m.sessionTimeout))
-		g.pendingSync[m.id] = struct{}{}
+		mapPut(&g.pendingSync, m.id, struct{}{})
 	}
 	g.awaiting = 0
 	gen := g.generation
@@ -524,7 +617,7 @@ func (g *Group) onSyncTimeout(now time.Time, gen int32, out *Output) {
 			g.dropMember(m, out)
 		}
 	}
-	clear(g.pendingSync)
+	g.pendingSync = nil
 	g.prepareRebalance(now, out)
 }
 
@@ -587,13 +680,25 @@ func (g *Group) updateSubscribed() {
 	if g.protocolType != "consumer" {
 		return
 	}
-	topics := make(map[string]struct{})
+	seen := make(map[string]struct{})
 	for _, m := range g.members {
-		if !subscriptionTopics(m.metadataFor(g.protocol), topics) {
+		if !subscriptionTopics(m.metadataFor(g.protocol), seen) {
 			return
 		}
 	}
+	topics := make([]string, 0, len(seen))
+	for t := range seen {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
 	g.subscribed = topics
+}
+
+// subscribes reports whether topic is among the subscribed topics (false
+// when they are unknown).
+func (g *Group) subscribes(topic string) bool {
+	_, ok := slices.BinarySearch(g.subscribed, topic)
+	return ok
 }
 
 func subscriptionTopics(b []byte, into map[string]struct{}) bool {

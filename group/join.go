@@ -59,7 +59,7 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 			g.removeMember(now, m, out)
 		} else if pt, ok := g.pending[req.MemberID]; ok {
 			s.cancel(pt)
-			delete(g.pending, req.MemberID)
+			mapDrop(&g.pending, req.MemberID)
 			g.tryCompleteJoin(now, out)
 		}
 		fail(ErrGroupMaxSizeReached, "")
@@ -129,11 +129,11 @@ func (g *Group) joinNew(now time.Time, j *joinReq, out *Output) {
 		pt := newTimer(nil)
 		pt.fire = func(now time.Time, out *Output) {
 			if g.pending[newID] == pt {
-				delete(g.pending, newID)
+				mapDrop(&g.pending, newID)
 				g.tryCompleteJoin(now, out)
 			}
 		}
-		g.pending[newID] = pt
+		mapPut(&g.pending, newID, pt)
 		g.s.arm(pt, now.Add(j.session))
 		out.reply(j.t, joinError(j.v, ErrMemberIDRequired, newID))
 		return
@@ -152,7 +152,7 @@ func (g *Group) joinExisting(now time.Time, j *joinReq, out *Output) {
 			return
 		}
 		g.s.cancel(pt)
-		delete(g.pending, id)
+		mapDrop(&g.pending, id)
 		g.addMemberAndRebalance(now, j, id, out)
 		return
 	}
@@ -272,7 +272,7 @@ func (g *Group) updateMemberAndRebalanceFor(now time.Time, m *member, j *joinReq
 func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, out *Output) {
 	m := g.byID[oldID]
 	if m == nil { // inconsistent books; treat as a new static member
-		delete(g.static, j.instanceID)
+		mapDrop(&g.static, j.instanceID)
 		g.addMemberAndRebalance(now, j, newID, out)
 		return
 	}
@@ -348,17 +348,17 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 
 func (g *Group) renameMember(m *member, id string) {
 	oldID := m.id
-	delete(g.byID, oldID)
+	mapDrop(&g.byID, oldID)
 	m.id = id
-	g.byID[id] = m
+	mapPut(&g.byID, id, m)
 	if m.instanceID != "" {
-		g.static[m.instanceID] = id
+		mapPut(&g.static, m.instanceID, id)
 	}
 	if g.leader == oldID {
 		g.leader = id
 	}
 	if _, ok := g.pendingSync[oldID]; ok {
-		delete(g.pendingSync, oldID)
-		g.pendingSync[id] = struct{}{}
+		mapDrop(&g.pendingSync, oldID)
+		mapPut(&g.pendingSync, id, struct{}{})
 	}
 }

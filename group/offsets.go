@@ -355,7 +355,7 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 		case g.cg != nil:
 			subscribed = consumerSubs[rt.Topic]
 		case g.state != Empty:
-			_, subscribed = g.subscribed[rt.Topic]
+			subscribed = g.subscribes(rt.Topic)
 			if g.subscribed == nil {
 				subscribed = true // unknown subscription: everything counts
 			}
@@ -466,7 +466,7 @@ func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, reten
 	case g.protocolType == "":
 		base = commitTime // simple (standalone) group
 	case g.protocolType == "consumer" && g.state == Stable && g.subscribed != nil:
-		if _, ok := g.subscribed[tp.topic]; ok {
+		if g.subscribes(tp.topic) {
 			return false
 		}
 		base = commitTime

@@ -54,7 +54,7 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 		// Answered at once with the member's assignment; like a heartbeat,
 		// the answer restarts the member's session (Kafka does the same), so
 		// a member that synced late is not expired on the clock of its join.
-		delete(g.pendingSync, m.id)
+		mapDrop(&g.pendingSync, m.id)
 		s.arm(m.session, now.Add(m.sessionTimeout))
 		out.reply(t, g.syncResponse(v, m.assignment))
 	case CompletingRebalance:
@@ -62,7 +62,7 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 			out.reply(m.sync.t, syncError(m.sync.v, ErrRebalanceInProgress))
 		}
 		m.sync = &parked{t, v}
-		delete(g.pendingSync, m.id)
+		mapDrop(&g.pendingSync, m.id)
 		g.rbSynced(now, m)
 		if m.id == g.leader && !g.syncWriting {
 			g.takeAssignment(now, req.GroupAssignment, out)
@@ -74,9 +74,19 @@ func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, o
 // releases every parked SyncGroup and makes the group Stable.
 func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroupAssignment, out *Output) {
 	assign := make(map[string][]byte, len(g.members))
+	// The assignments are copied into one buffer of their own: they point
+	// into the request's frame, which the members would otherwise keep
+	// alive for as long as the generation lasts.
+	size := 0
+	for _, a := range given {
+		size += len(a.MemberAssignment)
+	}
+	buf := make([]byte, 0, size)
 	for _, a := range given {
 		if g.byID[a.MemberID] != nil { // ids not in the group are ignored
-			assign[a.MemberID] = a.MemberAssignment
+			n := len(buf)
+			buf = append(buf, a.MemberAssignment...)
+			assign[a.MemberID] = buf[n:len(buf):len(buf)]
 		}
 	}
 	for _, m := range g.members {
@@ -239,7 +249,7 @@ func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *O
 	}
 	if pt, ok := g.pending[memberID]; ok {
 		g.s.cancel(pt)
-		delete(g.pending, memberID)
+		mapDrop(&g.pending, memberID)
 		g.tryCompleteJoin(now, out)
 		return ErrNone
 	}

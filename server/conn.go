@@ -220,9 +220,20 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError("frame_size")
 		return nil
 	}
+	// Only requests that keep nothing of their frame are read into the
+	// connection's reusable buffer. Any other frame gets a buffer of its
+	// own size: a group may keep sub-slices of it (JoinGroup metadata,
+	// SyncGroup assignments) as long as it lives, and a 4 KiB buffer kept
+	// for a 150-byte SyncGroup was most of an idle group's memory.
+	reuse := false
+	if size <= reuseFrameBytes && size >= 2 {
+		if k, err := c.br.Peek(2); err == nil {
+			reuse = frameFree(int16(binary.BigEndian.Uint16(k)))
+		}
+	}
 	var frame []byte
 	var err error
-	if size <= reuseFrameBytes {
+	if reuse {
 		if cap(c.fbuf) < int(size) {
 			c.fbuf = make([]byte, reuseFrameBytes)
 		}
@@ -246,12 +257,6 @@ func (c *conn) readRequest() *request {
 		c.log.Info("closing connection: bad request", attrs...)
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
-	}
-	if size <= reuseFrameBytes && !frameFree(r.key) {
-		// The decoded request may point into the frame (kmsg keeps
-		// byte fields such as JoinGroup metadata as sub-slices), and a
-		// group may keep them: the next frame gets a new buffer.
-		c.fbuf = nil
 	}
 	return r
 }

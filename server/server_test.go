@@ -672,7 +672,8 @@ func TestShutdownDeadlineClosesStuckConnections(t *testing.T) {
 // TestReusedFrameBufferKeepsRequestBytes: heartbeat, commit and fetch frames
 // are read into a reused buffer; requests whose decoded form points into
 // their frame (JoinGroup protocol metadata, SyncGroup assignments) must keep
-// their bytes when later requests arrive on the same connection.
+// their bytes when later requests arrive on the same connection, and keep
+// no more than their own frame.
 func TestReusedFrameBufferKeepsRequestBytes(t *testing.T) {
 	ts := startServer(t)
 	c := ts.dial(t)
@@ -723,6 +724,11 @@ func TestReusedFrameBufferKeepsRequestBytes(t *testing.T) {
 				syncs++
 				if !bytes.Equal(r.GroupAssignment[0].MemberAssignment, assignment) {
 					t.Fatalf("round %d: SyncGroup assignment changed after later requests: %q", round, r.GroupAssignment[0].MemberAssignment)
+				}
+				// A group keeps the assignment, hence its frame: the frame
+				// is the request's own size, not a 4 KiB reusable buffer.
+				if c := cap(r.GroupAssignment[0].MemberAssignment); c > 256 {
+					t.Fatalf("round %d: the kept assignment holds a buffer of %d bytes", round, c)
 				}
 			case *kmsg.HeartbeatRequest:
 				if !strings.HasPrefix(r.Group, "xxx") || r.MemberID != strings.Repeat("y", 100) {
