@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -21,17 +22,15 @@ import (
 // waitPage fetches url until ok accepts the body (bounded).
 func waitPage(t *testing.T, what, url string, ok func(string) bool) string {
 	t.Helper()
-	end := time.Now().Add(20 * time.Second)
-	for {
-		code, body := get(t, url, "", "")
-		if code == http.StatusOK && ok(body) {
-			return body
-		}
-		if time.Now().After(end) {
-			t.Fatalf("waiting for %s on %s: %d\n%s", what, url, code, body)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var code int
+	var body string
+	if !testwait.Until(20*time.Second, func() bool {
+		code, body = get(t, url, "", "")
+		return code == http.StatusOK && ok(body)
+	}) {
+		t.Fatalf("waiting for %s on %s: %d\n%s", what, url, code, body)
 	}
+	return body
 }
 
 // TestConsumerProtocolGroup: a KIP-848 group of two franz-go consumers
@@ -74,6 +73,15 @@ func TestConsumerProtocolGroup(t *testing.T) {
 	if !strings.Contains(body, `data-group="jobs-app"`) || !strings.Contains(body, "1 of 1 groups") {
 		t.Errorf("groups page filtered on type=consumer:\n%s", body)
 	}
+	// The consumer group's row has its last rebalance and rate from the
+	// history (both members' joins), not the "—" of a group without one.
+	if i := strings.Index(body, `data-group="jobs-app"`); i >= 0 {
+		row := body[i:]
+		row = row[:strings.Index(row, "</tr>")]
+		if last := row[strings.LastIndex(row, `<td class="num">`):]; strings.Contains(last, "—") {
+			t.Errorf("consumer group row without rebalance history:\n%s", row)
+		}
+	}
 	if _, body = get(t, base+"?type=classic", "", ""); strings.Contains(body, `data-group="jobs-app"`) {
 		t.Errorf("type=classic lists the consumer group")
 	}
@@ -99,13 +107,7 @@ func TestClusterPage(t *testing.T) {
 		t.Cleanup(func() { nd.Close() })
 		ns = append(ns, nd)
 	}
-	end := time.Now().Add(20 * time.Second)
-	for !ns[0].Cluster().Settled() || !ns[1].Cluster().Settled() {
-		if time.Now().After(end) {
-			t.Fatal("cluster not settled")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.For(t, 20*time.Second, "cluster settled", func() bool { return ns[0].Cluster().Settled() && ns[1].Cluster().Settled() })
 	body := waitPage(t, "both nodes owning partitions", "http://"+ns[0].HTTPAddr()+"/console/cluster", func(b string) bool {
 		return strings.Count(b, "<tr><td class=\"num\">") == 2 && !strings.Contains(b, "Not owned")
 	})

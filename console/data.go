@@ -128,7 +128,9 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 		for i := range described {
 			d := &described[i]
 			if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
-				if d.ErrorCode == 0 {
+				// A consumer group's entry answers GROUP_ID_NOT_FOUND (it
+				// is not a classic group) and still carries the history.
+				if d.ErrorCode == 0 || d.ErrorCode == kerr.GroupIDNotFound.Code {
 					summarize(&rows[j], historyOf(d), now)
 				}
 				continue
