@@ -161,7 +161,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.memTableSize > 0 {
 		memTableSize = opts.memTableSize
 	}
-	s.foldAt = min(foldAtMax, int(memTableSize/2))
+	s.foldAt = min(foldAtMax, int(memTableSize/4))
 	if opts.foldAt > 0 {
 		s.foldAt = opts.foldAt
 	}

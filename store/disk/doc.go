@@ -23,7 +23,7 @@
 // durable commit cost beyond the in-memory store.
 //
 // When the entries written since the last fold exceed a threshold (4 MiB,
-// or half the memtable), a background fold reads them, keeps the latest
+// or a quarter of the memtable), a background fold reads them, keeps the latest
 // value of every key they touch, and in one engine batch writes those
 // values into the partitions' key ranges (a tombstone as an engine
 // deletion) and deletes the entries with a range deletion. Under steady
