@@ -77,9 +77,9 @@ type Config struct {
 	// DisableMetrics records no metrics at all (benchmarks measure what
 	// they cost); /metrics then serves nothing.
 	DisableMetrics bool
-	Clock         clock.Clock
-	Rand          io.Reader
-	Logger        *slog.Logger
+	Clock          clock.Clock
+	Rand           io.Reader
+	Logger         *slog.Logger
 	// RetentionCheckInterval is how often expired offsets are swept.
 	RetentionCheckInterval time.Duration
 	// Cluster, if set, runs the node in cluster mode on etcd (see
@@ -411,7 +411,6 @@ func (n *Node) ListenerAddr(name string) string {
 	}
 	return ""
 }
-
 
 // Catalog returns the node's topic catalog.
 func (n *Node) Catalog() *catalog.Catalog { return n.srv.Catalog() }

@@ -124,26 +124,26 @@ type serveFlags struct {
 	order []string
 
 	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
-	nodeID, maxSize, maxFrame, partitions                    int
-	minSession, maxSession, initialDelay                     time.Duration
-	retention, retentionCheck                                time.Duration
-	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack        string
-	leaseTTL                                                 time.Duration
-	listeners, advertised                                    string
-	allowUnauth, authorizer, allowNoACL                      bool
-	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules    string
-	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim  string
-	sessionLife, failDelay                                   time.Duration
-	superUsers, bootstrapUser                                string
-	consumerSession, consumerHeartbeat                       time.Duration
-	consumerAssignors                                        string
-	consumerMaxSize                                          int
-	migrationPolicy                                          string
-	assignors                                                []string // --consumer-assignors, checked by parse
-	historySize                                              int
-	rebalanceStorm                                           string // --rebalance-storm N/DURATION
-	stormN                                                   int
-	stormWindow                                              time.Duration
+	nodeID, maxSize, maxFrame, partitions                                int
+	minSession, maxSession, initialDelay                                 time.Duration
+	retention, retentionCheck                                            time.Duration
+	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
+	leaseTTL                                                             time.Duration
+	listeners, advertised                                                string
+	allowUnauth, authorizer, allowNoACL                                  bool
+	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules                string
+	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim              string
+	sessionLife, failDelay                                               time.Duration
+	superUsers, bootstrapUser                                            string
+	consumerSession, consumerHeartbeat                                   time.Duration
+	consumerAssignors                                                    string
+	consumerMaxSize                                                      int
+	migrationPolicy                                                      string
+	assignors                                                            []string // --consumer-assignors, checked by parse
+	historySize                                                          int
+	rebalanceStorm                                                       string // --rebalance-storm N/DURATION
+	stormN                                                               int
+	stormWindow                                                          time.Duration
 }
 
 func newServeFlags() *serveFlags {
