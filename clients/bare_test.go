@@ -42,6 +42,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/clients/testbed"
+	"github.com/cohort-dev/cohort/internal/testbin"
 )
 
 const (
@@ -88,34 +89,17 @@ var workdistClients = []workdistClient{
 // goExamples are the Go programs of examples/workdist.
 var goExamples = []string{"franzgo", "sarama", "kafkago", "confluent"}
 
-var workdistBuild struct {
-	sync.Once
-	dir string
-	err error
-}
-
 // goWorker runs the example examples/workdist/<name>; the Go examples are
 // built once per test binary.
 func goWorker(name string) func(t *testing.T, addr, group, clientID string) *exec.Cmd {
 	return func(t *testing.T, addr, group, clientID string) *exec.Cmd {
 		t.Helper()
-		workdistBuild.Do(func() {
-			workdistBuild.dir, workdistBuild.err = os.MkdirTemp("", "cohort-workdist-bin")
-			if workdistBuild.err != nil {
-				return
-			}
-			args := []string{"build", "-o", workdistBuild.dir + string(filepath.Separator)}
-			for _, ex := range goExamples {
-				args = append(args, "github.com/cohort-dev/cohort/examples/workdist/"+ex)
-			}
-			if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-				workdistBuild.err = fmt.Errorf("go build: %v\n%s", err, out)
-			}
-		})
-		if workdistBuild.err != nil {
-			t.Fatal(workdistBuild.err)
+		var pkgs []string
+		for _, ex := range goExamples {
+			pkgs = append(pkgs, "github.com/cohort-dev/cohort/examples/workdist/"+ex)
 		}
-		return exec.Command(filepath.Join(workdistBuild.dir, name), "-bootstrap", addr, "-group", group, "-topic", bareTopic,
+		dir := testbin.Build(t, pkgs...)
+		return exec.Command(filepath.Join(dir, name), "-bootstrap", addr, "-group", group, "-topic", bareTopic,
 			"-client-id", clientID, "-session-timeout", bareSession.String(), "-fetch-max-wait", bareFetchWait.String())
 	}
 }

@@ -62,6 +62,7 @@ import (
 
 	"github.com/cohort-dev/cohort/clients/testbed"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 const (
@@ -95,6 +96,7 @@ var nextTargets = []string{"cohort", "kfake"}
 
 func startNextTarget(t *testing.T, name string) *nextTarget {
 	t.Helper()
+	testwait.WallClock(t, "KIP-848 clients against "+name)
 	tg := &nextTarget{name: name}
 	switch name {
 	case "cohort":

@@ -30,7 +30,7 @@ func (c MemberConfig) process(value string, partition int32) {
 	if c.OnRecord != nil {
 		c.OnRecord(partition)
 	}
-	time.Sleep(processTime)
+	time.Sleep(processTime) // the behaviour under test: a consumer that takes time per record
 }
 
 const processTime = 2 * time.Millisecond
@@ -74,7 +74,8 @@ func (k *killer) kill(m Member, clientID string) {
 	k.b.Router.Block(clientID)
 	k.killed = append(k.killed, clientID)
 	if p, ok := m.(interface{ Kill() }); ok {
-		// A child process: SIGKILL it. The short pause lets it write
+		// A child process: SIGKILL it. The short pause (not a wait for a
+		// condition: the child reports nothing to await) lets it write
 		// out the records it had taken before the block (whose offsets
 		// it may have committed): what matters is that nothing it
 		// does after the block reaches cohort.

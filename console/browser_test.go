@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/internal/testchild"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // chromiumPath finds the browser: the Debian package's chromium (installed
@@ -172,6 +173,7 @@ func (b *browser) noErrors() {
 // partitions; the same pages are read with scripts disabled, and neither
 // tab reports an error.
 func TestBrowserDuringRebalance(t *testing.T) {
+	testwait.WallClock(t, "headless Chromium during a live rebalance")
 	path := chromiumPath(t)
 	dir := artifactDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

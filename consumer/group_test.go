@@ -12,6 +12,7 @@ import (
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/assign/sticky"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 )
@@ -71,9 +72,10 @@ func (o *owners) remove(name string, tps []assign.TopicPartitions) {
 // waitSplit waits until every partition is owned and each member owns want.
 func (o *owners) waitSplit(t *testing.T, members []string, want int) map[int32]string {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var snap map[int32]string
+	if testwait.Until(15*time.Second, func() bool {
 		o.mu.Lock()
+		defer o.mu.Unlock()
 		if o.violation != "" {
 			t.Fatal(o.violation)
 		}
@@ -85,15 +87,13 @@ func (o *owners) waitSplit(t *testing.T, members []string, want int) map[int32]s
 		for _, m := range members {
 			ok = ok && counts[m] == want
 		}
-		snap := map[int32]string{}
+		snap = map[int32]string{}
 		for p, m := range o.owner {
 			snap[p] = m
 		}
-		o.mu.Unlock()
-		if ok {
-			return snap
-		}
-		time.Sleep(20 * time.Millisecond)
+		return ok
+	}) {
+		return snap
 	}
 	t.Fatalf("partitions not split %d each over %v: %v", want, members, o.owner)
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/security/clientconfig"
@@ -23,12 +24,7 @@ import (
 
 func build(t *testing.T, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/cohort-dev/cohort/examples/"+pkg).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-	}
-	return bin
+	return testbin.Command(t, "github.com/cohort-dev/cohort/examples/"+pkg)
 }
 
 // runAll starts the binary once per name with args and returns each one's

@@ -3,13 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testport"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,32 +19,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// buildCohort compiles cmd/cohort once per test binary run.
-var buildOnce struct {
-	sync.Once
-	path string
-	err  error
-}
-
-func cohortBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "cohort-bin")
-		if err != nil {
-			buildOnce.err = err
-			return
-		}
-		buildOnce.path = filepath.Join(dir, "cohort")
-		cmd := exec.Command("go", "build", "-o", buildOnce.path, "../cmd/cohort")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildOnce.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildOnce.err != nil {
-		t.Fatal(buildOnce.err)
-	}
-	return buildOnce.path
-}
+// cohortBinary is cmd/cohort, compiled once per test binary run.
+func cohortBinary(t *testing.T) string { return testbin.Cohort(t) }
 
 // freePort is an address for a child that is killed and started again on
 // it: below the ephemeral range, so no outgoing connection takes it in

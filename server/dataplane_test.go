@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/acl"
 )
 
@@ -531,18 +532,12 @@ func TestFetchHoldEndsOnHangup(t *testing.T) {
 	rc.send(fetchReq(12, 60_000, dpTopic, 0, 0), 1)
 	waitHold(t, holds)
 	rc.nc.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testwait.Until(10*time.Second, func() bool {
 		ts.srv.mu.Lock()
-		n := len(ts.srv.conns)
-		ts.srv.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the connection still held its fetch 10s after the client hung up")
-		}
-		time.Sleep(time.Millisecond)
+		defer ts.srv.mu.Unlock()
+		return len(ts.srv.conns) == 0
+	}) {
+		t.Fatal("the connection still held its fetch 10s after the client hung up")
 	}
 }
 

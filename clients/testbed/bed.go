@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testbin"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -42,9 +43,11 @@ type Bed struct {
 	admin  *kgo.Client
 }
 
-// Start starts a bed and registers its shutdown with t.Cleanup.
+// Start starts a bed and registers its shutdown with t.Cleanup. Like every
+// starter of this package it skips the test under -short (testwait.WallClock).
 func Start(t testing.TB, opts Options) *Bed {
 	t.Helper()
+	testwait.WallClock(t, "stock Kafka clients against a node behind the router")
 	data, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("testbed"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,6 +94,7 @@ func Start(t testing.TB, opts Options) *Bed {
 // and waits until it has loaded; it is closed at cleanup.
 func startNode(t testing.TB, cfg node.Config, minSession time.Duration, tune func(*group.Config)) *node.Node {
 	t.Helper()
+	testwait.WallClock(t, "stock Kafka clients against a node")
 	cfg.Listen, cfg.Store, cfg.Group = "127.0.0.1:0", memstore.New(), group.Defaults()
 	cfg.Group.InitialRebalanceDelay = 0
 	cfg.Group.MinSessionTimeout = minSession
@@ -329,37 +333,17 @@ type Cohort struct {
 	cmd            *exec.Cmd
 }
 
-var build struct {
-	sync.Once
-	path string
-	err  error
-}
-
-// BuildCohort compiles cmd/cohort once per test binary.
+// BuildCohort compiles cmd/cohort once per test binary (internal/testbin).
 func BuildCohort(t testing.TB) string {
 	t.Helper()
-	build.Do(func() {
-		dir, err := os.MkdirTemp("", "cohort-testbed-bin")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "cohort")
-		out, err := exec.Command("go", "build", "-o", build.path, "github.com/cohort-dev/cohort/cmd/cohort").CombinedOutput()
-		if err != nil {
-			build.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		t.Fatal(build.err)
-	}
-	return build.path
+	return testbin.Cohort(t)
 }
 
 // StartCohort runs `cohort serve` on a free 127.0.0.1 port and data dir,
 // waiting until it accepts connections. It is killed at cleanup.
 func StartCohort(t testing.TB, dir string) *Cohort {
 	t.Helper()
+	testwait.WallClock(t, "stock Kafka clients against a cohort process")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
@@ -73,6 +74,7 @@ type Secure struct {
 // StartSecure starts a secure bed and registers its shutdown with t.Cleanup.
 func StartSecure(t testing.TB) *Secure {
 	t.Helper()
+	testwait.WallClock(t, "stock Kafka clients over SASL/TLS")
 	s := &Secure{CA: testpki.NewCA(t, "cohort-test-ca")}
 	srvPair := s.CA.Server(t, "cohort")
 	// Client certificates are required on the SSL listener. The SASL_SSL

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -161,14 +162,13 @@ func TestBenchInterrupted(t *testing.T) {
 			defer cmd.Process.Kill()
 			// Wait (bounded) until the case is under way: its topics
 			// and groups exist.
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				topics, groups, stable := benchState(t, addr)
-				if len(topics) >= c.topics && len(groups) >= c.groups && stable >= c.stable {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("after 30s: topics %v groups %v; stderr:\n%s", topics, groups, stderr.String())
-				}
+			var topics, groups []string
+			if !testwait.Until(30*time.Second, func() bool {
+				var stable int
+				topics, groups, stable = benchState(t, addr)
+				return len(topics) >= c.topics && len(groups) >= c.groups && stable >= c.stable
+			}) {
+				t.Fatalf("after 30s: topics %v groups %v; stderr:\n%s", topics, groups, stderr.String())
 			}
 			if err := cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // member848 starts a franz-go consumer of topic in group grp that uses the
@@ -39,18 +40,17 @@ func member848(t *testing.T, addr, grp, topic, clientID, instanceID, rack string
 // says the group is as wanted, and returns it.
 func (c cli) waitConsumer(id, what string, ok func(groupDesc) bool) groupDesc {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var d describeJSON
-		out, errOut, code := c.run("group", "describe", id, "--state", "--output", "json")
-		if code == 0 && decodeStrict(out, &d) == nil && len(d.Groups) == 1 && ok(d.Groups[0]) {
-			return d.Groups[0]
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("group %s: not %s after 20s: exit %d\n%s%s", id, what, code, out, errOut)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var d describeJSON
+	var out, errOut string
+	var code int
+	if !testwait.Until(20*time.Second, func() bool {
+		d = describeJSON{}
+		out, errOut, code = c.run("group", "describe", id, "--state", "--output", "json")
+		return code == 0 && decodeStrict(out, &d) == nil && len(d.Groups) == 1 && ok(d.Groups[0])
+	}) {
+		c.t.Fatalf("group %s: not %s after 20s: exit %d\n%s%s", id, what, code, out, errOut)
 	}
+	return d.Groups[0]
 }
 
 // settled reports whether g is a Stable consumer group of n members whose

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 type describeJSON struct {
@@ -25,14 +27,15 @@ func (c cli) describeOne(id string, extra ...string) groupDesc {
 }
 
 // waitStable polls until id is Stable with n members, all partitions of
-// its topics assigned, and the same generation on two polls 300ms apart
-// (cooperative consumers rebalance twice when one joins); bounded.
+// its topics assigned, and the same generation for 300ms (cooperative
+// consumers rebalance twice when one joins); bounded.
 func (c cli) waitStable(id string, n int) groupDesc {
 	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var last *groupDesc
-	for {
-		g := c.describeOne(id, "--state")
+	var since time.Time
+	var g groupDesc
+	if !testwait.Until(20*time.Second, func() bool {
+		g = c.describeOne(id, "--state")
 		settled := g.State == "Stable" && g.MemberCount == n
 		assigned := 0
 		for _, m := range g.Members {
@@ -43,18 +46,19 @@ func (c cli) waitStable(id string, n int) groupDesc {
 		settled = settled && assigned == 3 // the tests' topics have 3 partitions
 		if settled && last != nil && last.Generation != nil == (g.Generation != nil) &&
 			(g.Generation == nil || *last.Generation == *g.Generation) {
-			return g
+			return time.Since(since) >= 300*time.Millisecond
 		}
 		if !settled {
 			last = nil
 		} else {
-			last = &g
+			seen := g // g is overwritten by the next poll
+			last, since = &seen, time.Now()
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("group %s: state %s with %d members, want Stable with %d", id, g.State, g.MemberCount, n)
-		}
-		time.Sleep(300 * time.Millisecond)
+		return false
+	}) {
+		c.t.Fatalf("group %s: state %s with %d members, want Stable with %d", id, g.State, g.MemberCount, n)
 	}
+	return g
 }
 
 // TestGroupCommands: groups, group describe (state, members, assignments,

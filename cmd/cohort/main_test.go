@@ -83,6 +83,8 @@ func TestConnectRetry(t *testing.T) {
 	addr := closedAddr(t)
 	started := make(chan error, 1)
 	go func() {
+		// The behaviour under test: the node comes up only after the
+		// command has started trying.
 		time.Sleep(700 * time.Millisecond)
 		cfg := group.Defaults()
 		n, err := node.Start(node.Config{Listen: addr, Store: memstore.New(), Group: cfg,

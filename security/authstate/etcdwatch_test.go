@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/acl"
 	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -18,13 +19,7 @@ import (
 // crosses etcd, another process in production.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 2s: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, 2*time.Second, what, cond)
 }
 
 // TestWatchSharesChangesBetweenNodes runs two States on one etcd prefix,

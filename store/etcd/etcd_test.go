@@ -10,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/etcd"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -124,20 +125,13 @@ func TestFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a is "paused": no keepalive; its lease expires and b takes over.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.For(t, 30*time.Second, "a's lease expiring", func() bool {
 		g, err := cli.Get(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(g.Kvs) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("lease did not expire")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(g.Kvs) == 0
+	})
 	// Before anyone re-acquires: a's write is refused (key gone).
 	if err := a.Append(ctx, 0, rec("stale-1")); !errors.Is(err, store.ErrNotOwner) {
 		t.Fatalf("stale append after expiry: %v", err)
