@@ -24,6 +24,7 @@ import (
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/assign/sticky"
 	"github.com/cohort-dev/cohort/consumer/kgobalancer"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
 )
@@ -391,7 +392,10 @@ func startMixSarama(t *testing.T, addr, group, name string, l *ledger, strategy 
 		for ctx.Err() == nil {
 			if err := g.Consume(ctx, mixTopics, m); err != nil && ctx.Err() == nil {
 				t.Logf("%s: consume: %v", name, err)
-				time.Sleep(50 * time.Millisecond) // retry pacing, not an assertion
+				select { // retry pacing, ended with the test
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 		}
 	}()
@@ -564,18 +568,16 @@ func mixCheck(a assign.Assignor, ms []*mixMember) (bool, string) {
 // mixWait waits (bounded) until mixCheck holds, failing on a double owner.
 func mixWait(t *testing.T, l *ledger, a assign.Assignor, ms []*mixMember, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
 	var last string
-	for time.Now().Before(deadline) {
+	if testwait.Until(within, func() bool {
 		if v := l.err(); v != "" {
 			t.Fatal(v)
 		}
 		ok, state := mixCheck(a, ms)
-		if ok {
-			return
-		}
 		last = state
-		time.Sleep(25 * time.Millisecond) // polling interval
+		return ok
+	}) {
+		return
 	}
 	t.Fatalf("no convergence within %v; last state:\n%s", within, last)
 }
@@ -735,8 +737,11 @@ func mixHolders(ms []*mixMember) map[string]string {
 func mixHold(t *testing.T, l *ledger, a assign.Assignor, ms []*mixMember) int32 {
 	t.Helper()
 	_, gen, _ := ms[0].state()
-	end := time.Now().Add(8 * mixHeartbeat)
-	for time.Now().Before(end) {
+	// An observation window (the behaviour under test): the state is
+	// checked every 25ms for eight heartbeat intervals.
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(8 * mixHeartbeat); time.Now().Before(end); <-tick.C {
 		ok, state := mixCheck(a, ms)
 		_, g, _ := ms[0].state()
 		if !ok || g != gen {
@@ -745,7 +750,6 @@ func mixHold(t *testing.T, l *ledger, a assign.Assignor, ms []*mixMember) int32 
 		if v := l.err(); v != "" {
 			t.Fatal(v)
 		}
-		time.Sleep(25 * time.Millisecond) // polling interval
 	}
 	return gen
 }

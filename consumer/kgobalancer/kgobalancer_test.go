@@ -17,6 +17,7 @@ import (
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/kgobalancer"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -151,7 +152,10 @@ func startSarama(t *testing.T, c *kfake.Cluster, group string, s sarama.BalanceS
 		defer close(done)
 		for ctx.Err() == nil {
 			if err := g.Consume(ctx, topics, handler{m}); err != nil && ctx.Err() == nil {
-				time.Sleep(50 * time.Millisecond) // retry pacing, not an assertion
+				select { // retry pacing, ended with the test
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 		}
 	}()
@@ -168,15 +172,13 @@ func converged(t *testing.T, a assign.Assignor, ms []*member, within time.Durati
 	for _, tp := range topics {
 		md[tp] = assign.Topic{Name: tp, Partitions: partitions}
 	}
-	deadline := time.Now().Add(within)
 	var last string
-	for time.Now().Before(deadline) {
+	if testwait.Until(within, func() bool {
 		ok, state := check(a, ms, md)
-		if ok {
-			return
-		}
 		last = state
-		time.Sleep(20 * time.Millisecond) // polling interval
+		return ok
+	}) {
+		return
 	}
 	t.Fatalf("group did not converge within %v; last state:\n%s", within, last)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/cohort-dev/cohort/consumer/assign"
 	"github.com/cohort-dev/cohort/consumer/saramabalancer"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -75,7 +76,10 @@ func start(t *testing.T, addrs []string, group string, s sarama.BalanceStrategy)
 		defer close(done)
 		for ctx.Err() == nil {
 			if err := g.Consume(ctx, topics, m); err != nil && ctx.Err() == nil {
-				time.Sleep(50 * time.Millisecond) // retry pacing, not an assertion
+				select { // retry pacing, ended with the test
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 		}
 	}()
@@ -104,18 +108,13 @@ func TestThreeSaramaMembersConvergeOnAssignor(t *testing.T) {
 			for _, tp := range topics {
 				md[tp] = assign.Topic{Name: tp, Partitions: partitions}
 			}
-			deadline := time.Now().Add(30 * time.Second)
 			var last string
-			for {
+			if !testwait.Until(30*time.Second, func() bool {
 				ok, state := check(a, ms, md)
-				if ok {
-					break
-				}
 				last = state
-				if time.Now().After(deadline) {
-					t.Fatalf("no convergence; last state:\n%s", last)
-				}
-				time.Sleep(20 * time.Millisecond) // polling interval
+				return ok
+			}) {
+				t.Fatalf("no convergence; last state:\n%s", last)
 			}
 		})
 	}
