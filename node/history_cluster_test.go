@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -89,21 +90,24 @@ func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string,
 		d.Groups = []string{gid}
 		group.RequestHistory(d, -1)
 		var last string
-		end := time.Now().Add(30 * time.Second)
-		for time.Now().Before(end) {
+		var doc *group.HistoryDoc
+		if testwait.Until(30*time.Second, func() bool { // the event is written after the sync answer
 			resp, err := cl.Broker(int(id)).Request(ctx, d)
-			if err == nil {
-				r := resp.(*kmsg.DescribeGroupsResponse)
-				if len(r.Groups) == 1 && r.Groups[0].ErrorCode == 0 {
-					if doc, ok := group.HistoryTagOf(&r.Groups[0]); ok && len(doc.History) >= want {
-						return doc
-					}
-				}
-				last = "groups " + strings.TrimSpace(jsonOf(r.Groups))
-			} else {
+			if err != nil {
 				last = err.Error()
+				return false
 			}
-			time.Sleep(20 * time.Millisecond) // polling: the event is written after the sync answer
+			r := resp.(*kmsg.DescribeGroupsResponse)
+			if len(r.Groups) == 1 && r.Groups[0].ErrorCode == 0 {
+				if got, ok := group.HistoryTagOf(&r.Groups[0]); ok && len(got.History) >= want {
+					doc = got
+					return true
+				}
+			}
+			last = "groups " + strings.TrimSpace(jsonOf(r.Groups))
+			return false
+		}) {
+			return doc
 		}
 		t.Fatalf("node %d: no history of %d events of group %s; last answer: %s", id, want, gid, last)
 		return nil
@@ -118,12 +122,8 @@ func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string,
 	}
 
 	takeDown(ns)
-	end := time.Now().Add(30 * time.Second)
-	for ns[1].Cluster().Owner(p) != 2 {
-		if time.Now().After(end) {
-			t.Fatalf("partition %d of group %s not with node 2 after 30 s", p, gid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testwait.Until(30*time.Second, func() bool { return ns[1].Cluster().Owner(p) == 2 }) {
+		t.Fatalf("partition %d of group %s not with node 2 after 30 s", p, gid)
 	}
 	waitClusterSettled(t, 30*time.Second, ns[1])
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
@@ -214,11 +215,7 @@ func waitGroupState(t *testing.T, ctx context.Context, m *rawMember, state strin
 		}
 		return got == state
 	}
-	end := time.Now().Add(10 * time.Second)
-	for !waitFor() {
-		if time.Now().After(end) {
-			t.Fatalf("group %s in state %q, want %s", rawGroup, got, state)
-		}
-		time.Sleep(5 * time.Millisecond) // polling another client's effect
+	if !testwait.Until(10*time.Second, waitFor) { // another client's effect
+		t.Fatalf("group %s in state %q, want %s", rawGroup, got, state)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 func TestSupportedAPIsTable(t *testing.T) {
@@ -585,11 +586,11 @@ func TestMetrics(t *testing.T) {
 	}
 	// A request is counted after its response is written, so the client
 	// can read the Metadata response first: wait (bounded) for its sample.
-	got := count("cohort_server_request_duration_seconds", "api", "Metadata")
-	for i := 0; i < 1000 && got == 0; i++ {
-		time.Sleep(time.Millisecond)
+	var got float64
+	testwait.Until(5*time.Second, func() bool {
 		got = count("cohort_server_request_duration_seconds", "api", "Metadata")
-	}
+		return got != 0
+	})
 	if got != 1 {
 		t.Errorf("Metadata latency samples %v, want 1", got)
 	}
