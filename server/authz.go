@@ -803,13 +803,7 @@ func (s *Server) authzCreateTopics(ctx context.Context, c Client, r *request) (k
 // name is not checked (the handler answers it INVALID_REQUEST), as in
 // Kafka's CreateTopics and CreatePartitions.
 func (s *Server) uniqueDenials(c Client, key int16, op acl.Operation, n int, name func(int) string) []bool {
-	dups := duplicates(func(yield func(string) bool) {
-		for i := 0; i < n; i++ {
-			if !yield(name(i)) {
-				return
-			}
-		}
-	})
+	dups := duplicates(n, name)
 	var denied []bool
 	for i := 0; i < n; i++ {
 		if dups[name(i)] || s.authorize(c, key, op, acl.ResourceTopic, name(i)) {

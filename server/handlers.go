@@ -389,17 +389,31 @@ func catalogError(err error) (int16, *string) {
 	}
 }
 
-// duplicates returns the names that occur more than once.
-func duplicates(names func(yield func(string) bool)) map[string]bool {
+// duplicates returns the names among name(0..n-1) that occur more than
+// once: the topics a CreateTopics or CreatePartitions request names twice
+// (answered INVALID_REQUEST with namedTwice).
+func duplicates(n int, name func(int) string) map[string]bool {
 	seen := map[string]bool{}
 	dups := map[string]bool{}
-	for n := range names {
-		if seen[n] {
-			dups[n] = true
+	for i := 0; i < n; i++ {
+		if nm := name(i); seen[nm] {
+			dups[nm] = true
+		} else {
+			seen[nm] = true
 		}
-		seen[n] = true
 	}
 	return dups
+}
+
+const namedTwice = "the request names this topic more than once"
+
+// replicaRacks is racksOf with the brokers' racks looked up once per
+// request, on first use (*rackOf).
+func (s *Server) replicaRacks(rackOf *map[int32]string, replicas [][]int32) [][]string {
+	if *rackOf == nil {
+		*rackOf = s.brokerRacks()
+	}
+	return racksOf(*rackOf, replicas)
 }
 
 // racksOf maps replica broker ids to the racks of those brokers (nil when
@@ -440,13 +454,7 @@ func (s *Server) brokerRacks() map[int32]string {
 // racks, the partitions' racks.
 func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	dups := duplicates(func(yield func(string) bool) {
-		for _, t := range req.Topics {
-			if !yield(t.Topic) {
-				return
-			}
-		}
-	})
+	dups := duplicates(len(req.Topics), func(i int) string { return req.Topics[i].Topic })
 	var rackOf map[int32]string
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
@@ -464,7 +472,7 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 
 func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dups map[string]bool, rackOf *map[int32]string) (int16, *string, [16]byte, int32) {
 	if dups[t.Topic] {
-		return errInvalidRequest, kmsg.StringPtr("the request names this topic more than once"), [16]byte{}, 0
+		return errInvalidRequest, kmsg.StringPtr(namedTwice), [16]byte{}, 0
 	}
 	n := t.NumPartitions
 	var racks [][]string
@@ -484,10 +492,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 			return code, msg, [16]byte{}, 0
 		}
 		n = int32(len(byPart))
-		if *rackOf == nil {
-			*rackOf = s.brokerRacks()
-		}
-		racks = racksOf(*rackOf, byPart)
+		racks = s.replicaRacks(rackOf, byPart)
 	} else if n == -1 {
 		n = defaultPartitions
 	}
@@ -557,19 +562,13 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 // createPartitions answers CreatePartitions: partition counts only grow.
 func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	dups := duplicates(func(yield func(string) bool) {
-		for _, t := range req.Topics {
-			if !yield(t.Topic) {
-				return
-			}
-		}
-	})
+	dups := duplicates(len(req.Topics), func(i int) string { return req.Topics[i].Topic })
 	var rackOf map[int32]string
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		if dups[t.Topic] {
-			rt.ErrorCode, rt.ErrorMessage = errInvalidRequest, kmsg.StringPtr("the request names this topic more than once")
+			rt.ErrorCode, rt.ErrorMessage = errInvalidRequest, kmsg.StringPtr(namedTwice)
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
@@ -582,14 +581,11 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 				resp.Topics = append(resp.Topics, rt)
 				continue
 			}
-			if rackOf == nil {
-				rackOf = s.brokerRacks()
-			}
 			reps := make([][]int32, len(t.Assignment))
 			for i, a := range t.Assignment {
 				reps[i] = a.Replicas
 			}
-			racks = racksOf(rackOf, reps)
+			racks = s.replicaRacks(&rackOf, reps)
 		}
 		var err error
 		if req.ValidateOnly {
