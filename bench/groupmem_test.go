@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
@@ -133,9 +134,9 @@ func idleGroupsHeap(t *testing.T, addr, prefix string, n, workers int) (uint64, 
 // TestGroupMemory measures the live heap one idle one-member classic group
 // costs: COHORT_BENCH_IDLE_GROUPS groups (100,000) are formed on kfake, on
 // cohort with the in-memory store (which holds a copy of every record) and
-// on cohort with the embedded disk store (COHORT_BENCH_TARGETS), each in
-// this process one after the other, and the heap after GC grown by the
-// groups is divided by their number.
+// on cohort with the embedded disk store (COHORT_BENCH_TARGETS), each in a
+// process of its own (the test binary re-executed with one target), and the
+// heap after GC grown by the groups is divided by their number.
 // COHORT_BENCH_PROFILE_DIR=dir writes each target's heap profile (in use,
 // groups still held) to dir/<target>.heap. Only with COHORT_BENCH=1.
 func TestGroupMemory(t *testing.T) {
@@ -171,6 +172,29 @@ func TestGroupMemory(t *testing.T) {
 	}
 	if v := os.Getenv("COHORT_BENCH_TARGETS"); v != "" {
 		tgts = slices.DeleteFunc(tgts, func(tg target) bool { return !slices.Contains(strings.Split(v, ","), tg.name) })
+	}
+	if len(tgts) > 1 {
+		// Each target in a process of its own: the heap a stopped server
+		// leaves behind (goroutines still ending, its groups) would
+		// otherwise be freed during the next target's measurement.
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range tgts {
+			cmd := exec.Command(exe, "-test.run=^TestGroupMemory$", "-test.v", "-test.timeout=30m")
+			cmd.Env = append(os.Environ(), "COHORT_BENCH_TARGETS="+tg.name)
+			out, err := cmd.CombinedOutput()
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, "per group") {
+					t.Log(strings.TrimSpace(line))
+				}
+			}
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", tg.name, err, out)
+			}
+		}
+		return
 	}
 	for rep := range max(repeat, 1) {
 		for _, tg := range tgts {
