@@ -2,6 +2,7 @@ package group
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 // The rebalance history of consumer-protocol (KIP-848) groups: one event per
-// group-epoch bump (docs/history.md). Every test runs on the fake clock.
+// rebalance, bumps during it taken in (docs/history.md). Every test runs on the fake clock.
 
 // cgBeat sends a's plain heartbeat at its epoch listing owned.
 func (h *h) cgBeat(member string, owned tpset) *kmsg.ConsumerGroupHeartbeatResponse {
@@ -220,8 +221,9 @@ func TestHistoryCGSessionTimeout(t *testing.T) {
 }
 
 // A member that does not revoke within its rebalance timeout is evicted:
-// the event of the join it held up is superseded (it waited for it, and
-// names it evicted), and the eviction is one event of its own.
+// the eviction's bump comes while the join it held up is in progress, so
+// it is a more cause of that join's event, which names it evicted and ends
+// when the joiner has the whole topic.
 func TestHistoryCGRebalanceTimeout(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"t": 4})
 	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}, rebalance: 5000})
@@ -234,19 +236,18 @@ func TestHistoryCGRebalanceTimeout(t *testing.T) {
 		t.Fatal("a not fenced")
 	}
 	h.cgBeat("b", tpset{})
-	evs := h.events("cg", 3)
-	checkCEvent(t, evs[1], CauseMemberJoined, "b", 1, 2, "superseded")
-	if !slices.Equal(evs[1].Evicted, []string{"a"}) || len(evs[1].WaitedFor) != 2 ||
-		evs[1].WaitedFor[0] != (Wait{MemberID: "b", Phase: "assign", WaitedMs: 5000}) ||
-		evs[1].WaitedFor[1] != (Wait{MemberID: "a", Phase: "revoke", WaitedMs: 5000, Evicted: true}) {
-		t.Fatalf("superseded event %+v", evs[1])
+	evs := h.events("cg", 2)
+	ev := evs[1]
+	checkCEvent(t, ev, CauseMemberJoined, "b", 1, 3, "stable")
+	if !slices.Equal(ev.Evicted, []string{"a"}) || len(ev.MoreCauses) != 1 || ev.MoreCauses[0].Kind != CauseRebalanceTimeout ||
+		ev.MoreCauses[0].MemberID != "a" || !strings.Contains(ev.MoreCauses[0].Detail, "did not revoke t[") {
+		t.Fatalf("event %+v", ev)
 	}
-	checkCEvent(t, evs[2], CauseRebalanceTimeout, "a", 2, 3, "stable")
-	if !strings.Contains(evs[2].Cause.Detail, "did not revoke t[") || len(evs[2].MoreCauses) != 0 {
-		t.Fatalf("cause %+v", evs[2].Cause)
+	if ev.DurationMs != 5000 || len(ev.WaitedFor) != 1 || ev.WaitedFor[0].MemberID != "b" {
+		t.Fatalf("durations and waits %+v", ev)
 	}
-	if len(evs[2].Members) != 1 || evs[2].Members[0].Partitions != 4 {
-		t.Fatalf("members %+v", evs[2].Members)
+	if len(ev.Members) != 1 || ev.Members[0].Partitions != 4 {
+		t.Fatalf("members %+v", ev.Members)
 	}
 	if d := h.checkReload(); d != "" {
 		t.Fatal(d)
@@ -430,11 +431,13 @@ func TestHistoryCGStorm(t *testing.T) {
 		c.OnStorm = func(s StormStatus) { changes = append(changes, s) }
 	})
 	h.cgJoin("a", "t")
-	for _, id := range []string{"b", "c"} {
+	members := []string{"a"}
+	for _, id := range []string{"b", "c"} { // three rebalances, each settled
 		h.advance(time.Second)
 		h.cgJoin(id, "t")
+		members = append(members, id)
+		h.cgSettle(members...)
 	}
-	h.cgSettle("a", "b", "c")
 	st := h.s.storm("cg", h.now)
 	if !st.Flagged || st.Count != 3 || st.Causes[CauseMemberJoined] != 3 || len(changes) != 1 || !changes[0].Flagged {
 		t.Fatalf("storm %+v changes %+v", st, changes)
@@ -498,16 +501,56 @@ func TestHistoryCGMigration(t *testing.T) {
 		t.Fatalf("classic event at the upgrade %+v", e)
 	}
 	h.cg(hb{member: "n1", epoch: epochLeave})
-	evs = h.events("cg", 4)
-	checkCEvent(t, evs[2], CauseMemberJoined, "n1", evs[2].FromGeneration, evs[2].FromGeneration+1, "superseded")
-	checkCEvent(t, evs[3], CauseMemberLeft, "n1", evs[2].Generation, evs[2].Generation+1, "superseded")
-	if m := evs[3].MoreCauses; len(m) != 1 || m[0].Detail != "group converted to the classic protocol" {
+	// n1's leave comes while its join's event is in progress (the classic
+	// member has not reconciled): one event, ended by the conversion.
+	evs = h.events("cg", 3)
+	checkCEvent(t, evs[2], CauseMemberJoined, "n1", evs[2].FromGeneration, evs[2].FromGeneration+2, "superseded")
+	if m := evs[2].MoreCauses; len(m) != 2 || m[0].Kind != CauseMemberLeft || m[0].MemberID != "n1" || m[1].Detail != "group converted to the classic protocol" {
 		t.Fatalf("more causes %+v", m)
 	}
 	doc, _ := h.s.HistoryDoc("cg", 0, h.now)
 	if w := doc.Waiting; doc.Type != "classic" || w == nil || w.Cause == nil || w.Cause.Kind != CauseOther || !strings.Contains(w.Cause.Detail, "converted from the consumer protocol") {
 		t.Fatalf("doc %+v waiting %+v", doc, doc.Waiting)
 	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// A burst of joins before anyone reconciles is one rebalance: the first
+// join is the cause, the others more causes, and the event ends when every
+// member holds its target. Past cMergeCauses more causes the next bump
+// supersedes the event, so continuous churn still ends events.
+func TestHistoryCGJoinBurst(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 200})
+	h.cgJoin("a", "t")
+	members := []string{"a"}
+	for i := 0; i < 4; i++ {
+		id := fmt.Sprintf("b%d", i)
+		h.advance(10 * time.Millisecond)
+		h.cgJoin(id, "t")
+		members = append(members, id)
+	}
+	h.cgSettle(members...)
+	evs := h.events("cg", 2)
+	ev := evs[1]
+	checkCEvent(t, ev, CauseMemberJoined, "b0", 1, 5, "stable")
+	if len(ev.MoreCauses) != 3 || ev.MoreCauses[2].MemberID != "b3" || len(ev.Members) != 5 {
+		t.Fatalf("burst event %+v", ev)
+	}
+
+	for i := 0; i < cMergeCauses+2; i++ {
+		id := fmt.Sprintf("c%02d", i)
+		h.cgJoin(id, "t")
+		members = append(members, id)
+	}
+	evs = h.events("cg", 3)
+	if ev := evs[2]; ev.Outcome != "superseded" || ev.Cause.MemberID != "c00" || len(ev.MoreCauses) != cMergeCauses {
+		t.Fatalf("bounded event: outcome %s cause %s, %d more causes", ev.Outcome, ev.Cause.MemberID, len(ev.MoreCauses))
+	}
+	h.cgSettle(members...)
+	evs = h.events("cg", 4)
+	checkCEvent(t, evs[3], CauseMemberJoined, fmt.Sprintf("c%02d", cMergeCauses+1), evs[2].Generation, evs[2].Generation+1, "stable")
 	if d := h.checkReload(); d != "" {
 		t.Fatal(d)
 	}

@@ -362,6 +362,10 @@ func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
 func (g *Group) cBump(h *hbReq, from int32) {
 	cg := g.cg
 	if rb := cg.hist.rb; rb != nil {
+		if len(rb.more) < cMergeCauses && len(cg.members) > 0 {
+			g.cExtend(h, rb)
+			return
+		}
 		cg.hist.rb = nil
 		g.cFinish(h, rb, "superseded")
 	}
@@ -395,6 +399,37 @@ func (g *Group) cBump(h *hbReq, from int32) {
 		g.cFinish(h, rb, "empty")
 		return
 	}
+	if cg.assignEpoch >= rb.epoch {
+		g.cTargetComputed(h.now, rb)
+	}
+}
+
+// cMergeCauses bounds how many bumps one event takes in: a burst of joins
+// (or leaves) is one rebalance, as a classic rebalance gathers every join
+// before it completes; a group under continuous churn still ends an event
+// (superseded) every cMergeCauses bumps, so the storm detector sees it.
+const cMergeCauses = 63
+
+// cExtend takes a bump that comes while rb is in progress into rb: its
+// causes join rb's more causes, rb now ends at the new epoch, and whom it
+// waits for is counted again from the new target. Recording one event per
+// bump instead cost a join burst of N members N events of N members each.
+func (g *Group) cExtend(h *hbReq, rb *cTracker) {
+	cg := g.cg
+	causes := h.causes
+	if len(causes) == 0 {
+		causes = []Cause{{Kind: CauseOther, At: h.now, Detail: "group epoch bumped"}}
+	}
+	for _, c := range causes {
+		if len(rb.more) < cMergeCauses {
+			rb.more = append(rb.more, c)
+		}
+	}
+	h.causes = h.causes[:0]
+	rb.epoch = cg.epoch
+	rb.targetAt = time.Time{}
+	clear(rb.pending)
+	rb.waits = rb.waits[:0]
 	if cg.assignEpoch >= rb.epoch {
 		g.cTargetComputed(h.now, rb)
 	}
