@@ -421,3 +421,26 @@ func TestHistoryTag(t *testing.T) {
 		t.Fatal("garbage decoded")
 	}
 }
+
+// A group deleted while flagged as storming is reported unflagged (metrics
+// count storming groups from OnStorm).
+func TestHistoryStormGroupDeleted(t *testing.T) {
+	var storms []StormStatus
+	h := newH(t, func(c *Config) {
+		c.StormThreshold, c.StormWindow = 1, time.Minute
+		c.OnStorm = func(s StormStatus) { storms = append(storms, s) }
+	})
+	ids, _ := h.stableGroup("g", 1)
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0])
+	if len(storms) != 1 || !storms[0].Flagged {
+		t.Fatalf("storms %+v", storms)
+	}
+	h.leave("g", lm(ids[0]))
+	if r := h.deleteGroups("g"); r.Groups[0].ErrorCode != ErrNone {
+		t.Fatalf("delete: %d", r.Groups[0].ErrorCode)
+	}
+	if len(storms) != 2 || storms[1].Flagged || storms[1].Group != "g" {
+		t.Fatalf("after the delete: %+v", storms)
+	}
+}

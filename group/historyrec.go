@@ -352,6 +352,11 @@ func (s *Shard) replayHistory(r *rec) {
 		if len(h.events) == 0 && s.groups[r.group] == nil {
 			s.cancel(h.timer)
 			delete(s.hist, r.group)
+			if h.flagged && s.cfg.OnStorm != nil {
+				// The group is gone: it no longer storms (metrics count
+				// flagged groups from these calls).
+				s.cfg.OnStorm(StormStatus{Group: r.group, Threshold: s.cfg.StormThreshold, WindowMs: s.cfg.StormWindow.Milliseconds()})
+			}
 		}
 		return
 	}
