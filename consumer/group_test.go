@@ -22,6 +22,7 @@ const session = time.Second
 // groupBackends runs fn against cohort and kfake, each with topic "events"
 // of 6 partitions.
 func groupBackends(t *testing.T, fn func(t *testing.T, addr string)) {
+	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
 	t.Run("cohort", func(t *testing.T) {
 		n := membertest.StartCohort(t, nil)
 		if _, err := n.Catalog().Create("events", 6, nil); err != nil {

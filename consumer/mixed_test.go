@@ -641,6 +641,7 @@ func mixVerify(t *testing.T, l *ledger, protocol string, ms []*mixMember) {
 // each kind joins first (and so leads) once per protocol. The first member
 // converges alone, then the three others join.
 func TestMixedGroupsConverge(t *testing.T) {
+	testwait.WallClock(t, "franz-go, sarama and cohort's own members converging against live coordinators")
 	for _, be := range mixBackends {
 		t.Run(be.name, func(t *testing.T) {
 			t.Parallel() // the runs mostly wait on timers

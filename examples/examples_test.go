@@ -18,6 +18,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/security/clientconfig"
 )
@@ -53,6 +54,7 @@ func runAll(t *testing.T, bin string, names []string, args ...string) []string {
 }
 
 func TestExamples(t *testing.T) {
+	testwait.WallClock(t, "the examples as processes against a node")
 	addr := membertest.StartCohort(t, nil).Addr()
 	common := []string{"-addr", addr, "-session-timeout", "1s", "-run-for", "3s"}
 
@@ -91,6 +93,7 @@ func TestExamples(t *testing.T) {
 // SCRAM-SHA-256: the security flags with the password from the
 // environment, and a Kafka client properties file (--command-config).
 func TestExamplesSASLSSL(t *testing.T) {
+	testwait.WallClock(t, "the examples as processes against kfake over SASL/TLS")
 	ca := testpki.NewCA(t, "examples-ca")
 	pair := ca.Server(t, "kfake")
 	addr := membertest.StartKfake(t, kfake.EnableSASL(),
