@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/disk"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -151,6 +152,7 @@ var targets = []target{
 // runs a quick sanity version: no N=1000, short windows, one series. The
 // figures in docs/benchmarks.md come from COHORT_BENCH=1.
 func TestCompare(t *testing.T) {
+	testwait.WallClock(t, "benchmark: cohort and its peer measured side by side")
 	cfg := Defaults()
 	cfg.Duration = time.Second
 	cfg.RoundTimeout = 30 * time.Second

@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // floorServer is the cheapest server the throughput cases can be run
@@ -369,6 +371,7 @@ func benchCommitters(t *testing.T, def []int) []int {
 // interleaved series, 1 s windows, medians) and logs the table; otherwise
 // a short sanity run checks that every target answers.
 func TestFloor(t *testing.T) {
+	testwait.WallClock(t, "benchmark: cohort and its peer measured side by side")
 	full := !testing.Short() && os.Getenv("COHORT_BENCH") == "1"
 	window, repeat := 100*time.Millisecond, 1
 	committers := []int{16}

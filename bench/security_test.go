@@ -25,6 +25,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
@@ -355,6 +356,7 @@ func commitSecure(ctx context.Context, tg secTarget, workers int, window time.Du
 //
 //	COHORT_BENCH=1 COHORT_BENCH_REPEAT=5 COHORT_BENCH_SECONDS=2 go test -run TestSecurityCompare -v -timeout 20m ./bench/
 func TestSecurityCompare(t *testing.T) {
+	testwait.WallClock(t, "benchmark: cohort and its peer measured side by side")
 	quick := testing.Short() || os.Getenv("COHORT_BENCH") != "1"
 	window, repeat, workers := time.Second, 3, 16
 	if quick {

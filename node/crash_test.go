@@ -20,7 +20,13 @@ import (
 )
 
 // cohortBinary is cmd/cohort, compiled once per test binary run.
-func cohortBinary(t *testing.T) string { return testbin.Cohort(t) }
+// The tests that run it (SIGKILL, SIGHUP, restarts of a real process) skip
+// under -short.
+func cohortBinary(t *testing.T) string {
+	t.Helper()
+	testwait.WallClock(t, "cohort serve as a child process")
+	return testbin.Cohort(t)
+}
 
 // freePort is an address for a child that is killed and started again on
 // it: below the ephemeral range, so no outgoing connection takes it in
