@@ -50,6 +50,13 @@ type Config struct {
 	// partition (one node). Cluster mode changes ownership with Acquire and
 	// Release.
 	Owned func(p int32) bool
+	// LoadConcurrency bounds how many partitions replay their records at
+	// once; 0 means all of them. Replaying a local store is CPU-bound: all
+	// partitions at once finish together near the end, while a few at a
+	// time (the node uses GOMAXPROCS for its disk store) let the first
+	// ones serve requests while the others still load. Loads from a remote
+	// store (etcd) wait on the network and are left unbounded.
+	LoadConcurrency int
 }
 
 // Coordinator serves the group APIs for the partitions it owns.
@@ -58,6 +65,9 @@ type Coordinator struct {
 	log   *slog.Logger
 	clock clock.Clock
 	parts []*partition
+	// loadSlots bounds concurrent partition loads (Config.LoadConcurrency);
+	// nil: unbounded.
+	loadSlots chan struct{}
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -104,6 +114,9 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.RetentionCheckInterval = 10 * time.Minute
 	}
 	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	if cfg.LoadConcurrency > 0 {
+		c.loadSlots = make(chan struct{}, cfg.LoadConcurrency)
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	for i := 0; i < cfg.Partitions; i++ {
 		c.parts = append(c.parts, newPartition(c, int32(i)))

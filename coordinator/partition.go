@@ -389,6 +389,15 @@ func (p *partition) startLoad() {
 		s.Logf = func(format string, args ...any) {
 			p.c.log.Warn(fmt.Sprintf(format, args...), "partition", p.id)
 		}
+		if slots := p.c.loadSlots; slots != nil {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-p.c.ctx.Done():
+				p.loadedCh <- loadResult{err: p.c.ctx.Err(), gen: gen}
+				return
+			}
+		}
 		start := time.Now()
 		n := 0
 		err := p.c.cfg.Store.Load(p.c.ctx, p.id, func(r store.Record) error {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -207,6 +208,7 @@ func Start(cfg Config) (*Node, error) {
 		Logger:                 cfg.Logger,
 		RetentionCheckInterval: cfg.RetentionCheckInterval,
 		Owned:                  n.owned(),
+		LoadConcurrency:        n.loadConcurrency(),
 	})
 	if err != nil {
 		return nil, err
@@ -487,4 +489,15 @@ func (g groups) Handle(ctx context.Context, c server.Client, req kmsg.Request) (
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
 	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host}, req)
+}
+
+// loadConcurrency is how many coordinator partitions replay at once: one per
+// core for the node's own disk store (replay is CPU-bound, so the first
+// partitions serve while the others load), all at once for etcd or a store
+// handed in by the caller.
+func (n *Node) loadConcurrency() int {
+	if _, ok := n.store.(*disk.Store); ok && n.ownStore && n.cfg.Cluster == nil {
+		return runtime.GOMAXPROCS(0)
+	}
+	return 0
 }
