@@ -107,7 +107,6 @@ func serveChild(name string) int {
 // profile to (from its address line until its standard input closes).
 const childProfileEnv = "COHORT_BENCH_CHILD_CPUPROFILE"
 
-
 // childTB is the testing.TB the floor server needs in a child process:
 // failures go to stderr.
 type childTB struct{ testing.TB }

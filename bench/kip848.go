@@ -647,11 +647,11 @@ func describeConverged(ctx context.Context, admin *kgo.Client, group string, vie
 type tracker struct {
 	mu       sync.Mutex
 	n, parts int
-	lo, hi   int     // a member's share: floor and ceil of parts/n
+	lo, hi   int      // a member's share: floor and ceil of parts/n
 	owners   []int32  // members owning each partition
 	holder   []string // the member that took each partition last (for errors)
-	once     int     // partitions owned by exactly one member
-	balanced int     // members owning lo..hi partitions
+	once     int      // partitions owned by exactly one member
+	balanced int      // members owning lo..hi partitions
 	epochs   map[int32]int
 	topicID  [16]byte
 	haveID   bool
