@@ -37,6 +37,7 @@ func waitPage(t *testing.T, what, url string, ok func(string) bool) string {
 // (server-side assignment) is listed as type consumer, and its page shows
 // both members with their assignments decoded to topic names.
 func TestConsumerProtocolGroup(t *testing.T) {
+	testwait.WallClock(t, "franz-go KIP-848 consumers against a live node")
 	n := startNode(t, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
@@ -104,6 +105,7 @@ func (l *warnLogger) get() []string {
 // nothing without errors at about one Fetch per MaxWaitMillis, and
 // commits; a commit of a partition the topic lacks is refused.
 func TestDataPlaneFranzGoGroup(t *testing.T) {
+	testwait.WallClock(t, "franz-go consumers against a live node")
 	n := startMetricsNode(t)
 	if _, err := n.Catalog().Create("work", 4, nil); err != nil {
 		t.Fatal(err)
@@ -198,6 +200,7 @@ func TestDataPlaneFranzGoGroup(t *testing.T) {
 // alone prints its assignment and idles without an error, at about one
 // Fetch per fetch.wait.max.ms.
 func TestDataPlaneKcat(t *testing.T) {
+	testwait.WallClock(t, "kcat against a live node")
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		if os.Getenv("CI") != "" {

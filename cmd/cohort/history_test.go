@@ -387,6 +387,7 @@ func TestGroupHistoryErrors(t *testing.T) {
 // leaves; history and why tell the joins (type consumer, group epochs,
 // partitions moved) and the leave.
 func TestGroupHistoryConsumerProtocol(t *testing.T) {
+	testwait.WallClock(t, "franz-go KIP-848 consumers against a live node, 5 s heartbeats")
 	n := startNode(t, "127.0.0.1:0")
 	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
 	c.ok("topic", "create", "jobs", "--partitions", "4")

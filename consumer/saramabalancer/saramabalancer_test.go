@@ -88,6 +88,7 @@ func start(t *testing.T, addrs []string, group string, s sarama.BalanceStrategy)
 }
 
 func TestThreeSaramaMembersConvergeOnAssignor(t *testing.T) {
+	testwait.WallClock(t, "sarama members against a live coordinator")
 	for _, a := range []assign.Assignor{assign.RoundRobin(), assign.Copartition(topics), assign.Redundant(2, nil)} {
 		t.Run(a.Name(), func(t *testing.T) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topics...))
