@@ -313,7 +313,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			m.id = s.newMemberID("")[1:]
 		}
 	}
-	if code := g.bumpAndAssign(h, g.updateConsumerMember(h, m, isNew)); code != ErrNone {
+	if code := g.bumpAndAssign(h, g.updateConsumerMember(h, m, isNew), true); code != ErrNone {
 		return nil, nil, code, "Failed to compute the target assignment."
 	}
 	m = cg.members[m.id]
@@ -324,8 +324,15 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 
 // bumpAndAssign bumps the group epoch if a member change asked for it
 // (bump) or the subscribed topics' metadata changed, and computes a new
-// target if the target is behind the group epoch.
-func (g *Group) bumpAndAssign(h *hbReq, bump bool) int16 {
+// target if the target is behind the group epoch. With mayDefer (a
+// consumer-protocol heartbeat) the computation waits until the group's
+// assignment wait since the last one has passed (Shard.assignWait): a timer
+// computes it then, or an earlier heartbeat that finds the wait over.
+// Meanwhile members reconcile against the previous target, as Kafka's
+// members do between two computations under KIP-1263. A classic member's
+// JoinGroup computes at once: it learns its assignment only from the
+// SyncGroup that follows, and a deferred target would cost it a rejoin.
+func (g *Group) bumpAndAssign(h *hbReq, bump, mayDefer bool) int16 {
 	cg := g.cg
 	changed := g.refreshMetadataHash()
 	g.cNoteTopics(h, changed) // rebalance history
@@ -335,10 +342,64 @@ func (g *Group) bumpAndAssign(h *hbReq, bump bool) int16 {
 	if bump {
 		g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
 	}
-	if cg.assignEpoch < cg.epoch {
-		return g.computeTarget(h)
+	if cg.assignEpoch >= cg.epoch {
+		return ErrNone
 	}
+	if mayDefer && !cg.assignedAt.IsZero() {
+		if at := cg.assignedAt.Add(g.s.assignWait(len(cg.members))); h.now.Before(at) {
+			g.deferTarget(at)
+			return ErrNone
+		}
+	}
+	return g.assignNow(h)
+}
+
+// assignWait is how long a group of n members waits after a target
+// computation before the next (Config.ConsumerAssignmentInterval).
+func (s *Shard) assignWait(n int) time.Duration {
+	per, most := s.cfg.ConsumerAssignmentDelayPerMember, s.cfg.ConsumerAssignmentInterval
+	if per <= 0 || most <= 0 {
+		return 0
+	}
+	return min(time.Duration(n)*per, most)
+}
+
+// assignNow computes the target and notes when.
+func (g *Group) assignNow(h *hbReq) int16 {
+	cg := g.cg
+	g.s.cancel(cg.assignTimer)
+	if code := g.computeTarget(h); code != ErrNone {
+		return code
+	}
+	cg.assignedAt = h.now
 	return ErrNone
+}
+
+// deferTarget arms the group's timer to compute the target at at.
+func (g *Group) deferTarget(at time.Time) {
+	cg := g.cg
+	if cg.assignTimer == nil {
+		cg.assignTimer = newTimer(func(now time.Time, out *Output) { g.onAssignTimer(cg, now, out) })
+	}
+	if !cg.assignTimer.armed() {
+		g.s.arm(cg.assignTimer, at)
+	}
+}
+
+// onAssignTimer computes a deferred target, if the group (still the same
+// consumer group) still needs it. Members learn it from their next
+// heartbeat.
+func (g *Group) onAssignTimer(cg *consumerGroup, now time.Time, out *Output) {
+	if g.cg != cg || g.s.groups[g.id] != g || cg.assignEpoch >= cg.epoch || len(cg.members) == 0 {
+		return
+	}
+	h := &hbReq{now: now, out: out}
+	if code := g.assignNow(h); code != ErrNone {
+		g.s.logf("group %q: the deferred target computation failed: error %d", g.id, code)
+	}
+	if len(h.recs) > 0 {
+		g.s.writeApplied(out, h.recs, g.logFailure("deferred target"))
+	}
 }
 
 // memberUpdate is what a classic JoinGroup sets on its member.

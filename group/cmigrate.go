@@ -283,7 +283,7 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 	}
 	upd := memberUpdate{instanceID: instance, rack: strOr(sub.Rack), rebalance: rebalance, names: subscriptionNames(sub),
 		classic: &classicMeta{session: session, protocols: cloneProtocols(req.Protocols)}}
-	if code := g.bumpAndAssign(h, g.applyMemberUpdate(h, m, isNew, upd)); code != ErrNone {
+	if code := g.bumpAndAssign(h, g.applyMemberUpdate(h, m, isNew, upd), false); code != ErrNone {
 		fail(code, req.MemberID)
 		return
 	}

@@ -50,6 +50,19 @@ type Config struct {
 	// ConsumerRebalanceHeartbeatInterval (default 5 ms; 0 or a value not
 	// below ConsumerRebalanceHeartbeatInterval disables it).
 	ConsumerRebalanceHeartbeatMin time.Duration
+	// ConsumerAssignmentInterval and ConsumerAssignmentDelayPerMember
+	// batch target computations (Kafka 4.3's
+	// group.consumer.assignment.interval.ms, KIP-1263, scaled by the
+	// group's size): after computing a group's target, the coordinator
+	// computes the next one no sooner than min(members ×
+	// ConsumerAssignmentDelayPerMember, ConsumerAssignmentInterval) later,
+	// so that a burst of joins costs a few computations, not one per join
+	// over all the members so far. Defaults 1 s and 20 µs (a 10-member
+	// group waits 0.2 ms, 1,000 members 20 ms); 0 in either computes the
+	// target on every change, as Kafka before 4.3. The first computation
+	// of a group (or after it emptied) is never delayed. docs/kip848.md.
+	ConsumerAssignmentInterval       time.Duration
+	ConsumerAssignmentDelayPerMember time.Duration
 	// ConsumerMaxSize caps the members of a consumer group
 	// (group.consumer.max.size); 0 = unlimited.
 	ConsumerMaxSize int
@@ -99,6 +112,8 @@ func Defaults() Config {
 		ConsumerHeartbeatInterval:          5 * time.Second,
 		ConsumerRebalanceHeartbeatInterval: 500 * time.Millisecond,
 		ConsumerRebalanceHeartbeatMin:      5 * time.Millisecond,
+		ConsumerAssignmentInterval:         time.Second,
+		ConsumerAssignmentDelayPerMember:   20 * time.Microsecond,
 		ConsumerAssignors:                  []string{"uniform", "range"},
 
 		HistorySize:    100,

@@ -186,6 +186,11 @@ type consumerGroup struct {
 	subsCacheDirty   bool
 	// hist follows the rebalance in progress (historycg.go).
 	hist cHistory
+	// assignedAt is when the target was last computed: zero before the
+	// first computation, after the group emptied, and after a load (it is
+	// not stored). assignTimer computes a deferred target (bumpAndAssign).
+	assignedAt  time.Time
+	assignTimer *timer
 }
 
 func newConsumerGroup() *consumerGroup {

@@ -213,6 +213,8 @@ func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
 	g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
 	if len(cg.members) == 0 {
 		g.emit(h, cTMetaRec(g.id, cg.epoch))
+		cg.assignedAt = time.Time{} // the next member's target comes at once
+		g.s.cancel(cg.assignTimer)
 	}
 	g.maybeDowngrade(h, before)
 }

@@ -41,6 +41,10 @@ func newH(t *testing.T, mod ...func(*Config)) *h {
 	t.Helper()
 	cfg := Defaults()
 	cfg.InitialRebalanceDelay = 0
+	// Targets computed on every change (Kafka's own rule before 4.3): the
+	// conformance tests check the reconciliation one step at a time;
+	// batching has its own tests and scenario (cg_assignment_batching.txt).
+	cfg.ConsumerAssignmentDelayPerMember = 0
 	for _, f := range mod {
 		f(&cfg)
 	}

@@ -155,6 +155,7 @@ type scenario struct {
 func newScenario(t *testing.T) *scenario {
 	cfg := Defaults()
 	cfg.InitialRebalanceDelay = 0
+	cfg.ConsumerAssignmentDelayPerMember = 0 // as in newH; config consumer-assignment-per-member= sets it
 	sc := &scenario{
 		t: t, cfg: cfg,
 		start: time.UnixMilli(1_700_000_000_000),
@@ -394,6 +395,8 @@ func (sc *scenario) config(a *args) {
 	c.ConsumerRebalanceHeartbeatInterval = a.dur("consumer-rebalance-interval", c.ConsumerRebalanceHeartbeatInterval)
 	c.ConsumerRebalanceHeartbeatMin = a.dur("consumer-rebalance-min", c.ConsumerRebalanceHeartbeatMin)
 	c.OffsetsRetention = a.dur("retention", c.OffsetsRetention)
+	c.ConsumerAssignmentInterval = a.dur("consumer-assignment-interval", c.ConsumerAssignmentInterval)
+	c.ConsumerAssignmentDelayPerMember = a.dur("consumer-assignment-per-member", c.ConsumerAssignmentDelayPerMember)
 	c.ConsumerMigrationPolicy = a.str("migration", c.ConsumerMigrationPolicy)
 }
 

@@ -85,6 +85,11 @@ func simulateConsumers(t *testing.T, seed uint64, steps int) {
 		if rng.IntN(2) == 0 {
 			c.ConsumerAssignors = []string{"range", "uniform"}
 		}
+		// Target computations batched (seed%3 == 0: on every change, as
+		// Kafka before 4.3; else a wait of 20 µs or 100 ms per member,
+		// the latter spanning the clock's steps so that members often
+		// reconcile against a target behind the group epoch).
+		c.ConsumerAssignmentDelayPerMember = []time.Duration{0, 20 * time.Microsecond, 100 * time.Millisecond}[seed%3]
 	})
 	const g = "csim"
 	var actors []*cactor

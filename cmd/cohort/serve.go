@@ -136,6 +136,7 @@ type serveFlags struct {
 	sessionLife, failDelay                                               time.Duration
 	superUsers, bootstrapUser                                            string
 	consumerSession, consumerHeartbeat                                   time.Duration
+	consumerAssignInterval                                               time.Duration
 	consumerAssignors                                                    string
 	consumerMaxSize                                                      int
 	migrationPolicy                                                      string
@@ -190,6 +191,7 @@ func newServeFlags() *serveFlags {
 	section("Consumer groups (KIP-848 consumer protocol)")
 	dur(&s.consumerSession, "consumer-session-timeout", d.ConsumerSessionTimeout, "how long a consumer-protocol member lives without a heartbeat (set by the coordinator; above --consumer-heartbeat-interval)")
 	dur(&s.consumerHeartbeat, "consumer-heartbeat-interval", d.ConsumerHeartbeatInterval, "heartbeat interval given to consumer-protocol members")
+	dur(&s.consumerAssignInterval, "consumer-assignment-interval", d.ConsumerAssignmentInterval, "longest wait between two target computations of a consumer group (the wait is 20µs per member up to this; 0 computes on every change)")
 	str(&s.consumerAssignors, "consumer-assignors", strings.Join(d.ConsumerAssignors, ","), "server-side assignors members may ask for, comma-separated, the first the default: "+strings.Join(serverassign.Names(), ", "))
 	num(&s.consumerMaxSize, "consumer-group-max-size", 0, "most members a consumer-protocol group may have (0 = unlimited)")
 	str(&s.migrationPolicy, "consumer-migration-policy", group.MigrationBidirectional, "whether groups move between the classic and consumer protocols while they have members: bidirectional, upgrade, downgrade or disabled")
@@ -349,6 +351,9 @@ func (s *serveFlags) checkConsumer() error {
 	if s.consumerHeartbeat <= 0 || s.consumerSession <= 0 {
 		return fmt.Errorf("--consumer-session-timeout and --consumer-heartbeat-interval must be positive")
 	}
+	if s.consumerAssignInterval < 0 {
+		return fmt.Errorf("--consumer-assignment-interval must not be negative")
+	}
 	if s.consumerSession <= s.consumerHeartbeat {
 		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
 			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))
@@ -402,6 +407,7 @@ func (s *serveFlags) groupConfig() group.Config {
 	cfg.MaxSize = s.maxSize
 	cfg.ConsumerSessionTimeout = s.consumerSession
 	cfg.ConsumerHeartbeatInterval = s.consumerHeartbeat
+	cfg.ConsumerAssignmentInterval = s.consumerAssignInterval
 	cfg.ConsumerAssignors = s.assignors
 	cfg.ConsumerMaxSize = s.consumerMaxSize
 	cfg.ConsumerMigrationPolicy = s.migrationPolicy
