@@ -47,7 +47,7 @@ type Config struct {
 	// ConsumerRebalanceHeartbeatMin is the shortest interval given while
 	// the group is not Stable: to a member whose assignment just changed;
 	// later answers give the time since that change, up to
-	// ConsumerRebalanceHeartbeatInterval (default 5 ms; 0 or a value not
+	// ConsumerRebalanceHeartbeatInterval (default 1 ms; 0 or a value not
 	// below ConsumerRebalanceHeartbeatInterval disables it).
 	ConsumerRebalanceHeartbeatMin time.Duration
 	// ConsumerAssignmentInterval and ConsumerAssignmentDelayPerMember
@@ -111,7 +111,7 @@ func Defaults() Config {
 		ConsumerSessionTimeout:             45 * time.Second,
 		ConsumerHeartbeatInterval:          5 * time.Second,
 		ConsumerRebalanceHeartbeatInterval: 500 * time.Millisecond,
-		ConsumerRebalanceHeartbeatMin:      5 * time.Millisecond,
+		ConsumerRebalanceHeartbeatMin:      time.Millisecond,
 		ConsumerAssignmentInterval:         time.Second,
 		ConsumerAssignmentDelayPerMember:   20 * time.Microsecond,
 		ConsumerAssignors:                  []string{"uniform", "range"},

@@ -539,7 +539,7 @@ func (s tpset) union(o tpset) tpset {
 
 // TestKIP848RebalanceHeartbeatInterval: while the group is not Stable, an
 // answer gives the time since the member's current assignment last changed,
-// from ConsumerRebalanceHeartbeatMin (5 ms) up to
+// from ConsumerRebalanceHeartbeatMin (1 ms) up to
 // ConsumerRebalanceHeartbeatInterval (500 ms), so that the members learn
 // what to give up and take in short rounds and back off while nothing
 // changes for them; once the group is Stable, the normal interval again.
@@ -564,13 +564,13 @@ func TestKIP848RebalanceHeartbeatInterval(t *testing.T) {
 			r1 := h.cgJoin("m1", "a")
 			want("stable group", r1, 5000)
 			r2 := h.cgJoin("m2", "a") // UNRELEASED_PARTITIONS: m1 holds its target
-			want("newcomer waiting for m1", r2, 5)
+			want("newcomer waiting for m1", r2, 1)
 			h.advance(40 * time.Millisecond)
 			want("newcomer, nothing new for 40 ms", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}), 40)
 			h.advance(2 * time.Second)
 			want("newcomer, nothing new for 2 s", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}), 500)
 			r := h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
-			want("m1 told to revoke", r, 5)
+			want("m1 told to revoke", r, 1)
 			h.advance(10 * time.Millisecond)
 			want("m1 still revoking", h.cg(hb{member: "m1", epoch: r1.MemberEpoch}), 10)
 			h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: h.cmember("cg", "m1").assigned.clone()})
