@@ -323,7 +323,7 @@ func TestC80_LoadRestoresGroupsAndOffsets(t *testing.T) {
 	}
 	// ... and the leader, which does not heartbeat, is evicted.
 	h2.advance(6 * time.Second)
-	if g.byID[ids[0]] != nil || g.State() != PreparingRebalance {
+	if g.memberByID(ids[0]) != nil || g.State() != PreparingRebalance {
 		t.Fatalf("dead member kept: %v %v", g.MemberIDs(), g.State())
 	}
 	// Corrupt values are errors, not panics.

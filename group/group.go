@@ -95,7 +95,7 @@ type Group struct {
 	leader       string
 
 	members []*member // join order; deterministic iteration
-	byID    map[string]*member
+	byID    map[string]*member // nil while the group has few members: see memberByID
 	static  map[string]string // instance id -> member id
 
 	pending     map[string]*timer   // KIP-394 member ids awaiting their second JoinGroup
@@ -119,7 +119,7 @@ type Group struct {
 	// costs ~400 bytes per idle group.
 	subscribed []string
 
-	offsets   map[topicPartition]offset
+	offsets   map[topicPartition]offset // nil until the first offset (most idle groups of a classic workload have few)
 	inflight  []inflightCommit // commits being written, in write order, for RequireStable and expiry
 	commitSeq uint64
 
@@ -140,6 +140,50 @@ type Group struct {
 // first insert and dropped when its last key is deleted. Most groups are
 // idle with one member, and an emptied Go map keeps its table (a KIP-394
 // pending id or an unsynced member leaves ~200 bytes behind per map).
+// smallGroup is the most members a group finds by scanning its member list;
+// above it, byID maps member ids. An idle one-member group then keeps no map
+// (a one-entry map costs about 250 bytes, a tenth of an idle group).
+const smallGroup = 8
+
+// memberByID is the member with id, nil if none.
+func (g *Group) memberByID(id string) *member {
+	if g.byID != nil {
+		return g.byID[id]
+	}
+	for _, m := range g.members {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// indexMember notes m, already in g.members, in byID once the group is
+// too big to scan.
+func (g *Group) indexMember(m *member) {
+	switch {
+	case g.byID != nil:
+		g.byID[m.id] = m
+	case len(g.members) > smallGroup:
+		g.byID = make(map[string]*member, len(g.members))
+		for _, x := range g.members {
+			g.byID[x.id] = x
+		}
+	}
+}
+
+// unindexMember forgets id, already out of g.members (or renamed), and drops
+// byID once the group is small enough to scan.
+func (g *Group) unindexMember(id string) {
+	if g.byID == nil {
+		return
+	}
+	delete(g.byID, id)
+	if len(g.members) <= smallGroup/2 {
+		g.byID = nil
+	}
+}
+
 func mapPut[K comparable, V any](m *map[K]V, k K, v V) {
 	if *m == nil {
 		*m = make(map[K]V, 1)
@@ -160,7 +204,6 @@ func (s *Shard) newGroup(id string, now time.Time) *Group {
 		id:        id,
 		state:     Empty,
 		stateTime: now,
-		offsets:   make(map[topicPartition]offset),
 	}
 	g.joinTimer = newTimer(g.onJoinTimer)
 	g.syncTimer = newTimer(nil) // set per generation in completeJoin
@@ -197,7 +240,7 @@ func (g *Group) MemberIDs() []string {
 
 // Assignment returns a member's current assignment bytes.
 func (g *Group) Assignment(memberID string) ([]byte, bool) {
-	m := g.byID[memberID]
+	m := g.memberByID(memberID)
 	if m == nil {
 		return nil, false
 	}
@@ -264,7 +307,7 @@ func (g *Group) selectProtocol() string {
 		}
 	}
 	order := g.members[0].protocols
-	if l := g.byID[g.leader]; l != nil {
+	if l := g.memberByID(g.leader); l != nil {
 		order = l.protocols
 	}
 	best, bestVotes := "", -1
@@ -385,7 +428,7 @@ func (g *Group) addMember(m *member, ptype string) {
 	protos := m.protocols
 	m.protocols = nil
 	g.members = append(g.members, m)
-	mapPut(&g.byID, m.id, m)
+	g.indexMember(m)
 	g.setProtocols(m, protos)
 	if g.leader == "" {
 		g.leader = m.id
@@ -433,13 +476,13 @@ func (g *Group) dropMember(m *member, out *Output) {
 	}
 	g.s.cancel(m.session)
 	g.setProtocols(m, nil)
-	mapDrop(&g.byID, m.id)
 	for i, x := range g.members {
 		if x == m {
 			g.members = append(g.members[:i], g.members[i+1:]...)
 			break
 		}
 	}
+	g.unindexMember(m.id)
 	if m.instanceID != "" && g.static[m.instanceID] == m.id {
 		mapDrop(&g.static, m.instanceID)
 	}
@@ -537,7 +580,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		}
 		i++
 	}
-	if l := g.byID[g.leader]; l == nil || l.join == nil {
+	if l := g.memberByID(g.leader); l == nil || l.join == nil {
 		g.leader = ""
 		for _, m := range g.members {
 			if m.join != nil {
@@ -622,7 +665,7 @@ func (g *Group) onSyncTimeout(now time.Time, gen int32, out *Output) {
 }
 
 func (g *Group) onSessionExpired(now time.Time, m *member, out *Output) {
-	if g.byID[m.id] != m {
+	if g.memberByID(m.id) != m {
 		return
 	}
 	if !m.isNew && (m.join != nil || m.sync != nil) {

@@ -47,7 +47,7 @@ type ghist struct {
 	events  []RebalanceEvent
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
-	timer   *timer // re-evaluates the storm flag when the window slides
+	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
 }
 
 // rbTracker follows the rebalance in progress of a classic group.
@@ -291,7 +291,6 @@ func (s *Shard) histOf(group string) *ghist {
 	h := s.hist[group]
 	if h == nil {
 		h = &ghist{}
-		h.timer = newTimer(func(now time.Time, out *Output) { s.evalStorm(group, now) })
 		s.hist[group] = h
 	}
 	return h
@@ -477,6 +476,9 @@ func (s *Shard) evalStorm(group string, now time.Time) {
 		from := now.Add(-s.cfg.StormWindow)
 		for _, e := range h.events {
 			if e.Start.After(from) {
+				if h.timer == nil { // made when first needed: most groups never storm
+					h.timer = newTimer(func(now time.Time, out *Output) { s.evalStorm(group, now) })
+				}
 				s.arm(h.timer, e.Start.Add(s.cfg.StormWindow).Add(time.Millisecond))
 				break
 			}

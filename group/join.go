@@ -52,7 +52,7 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 	if !g.acceptJoiningMember(req.MemberID) {
 		// KIP-389: over group.max.size. A known member is evicted so that
 		// a group above a lowered limit shrinks (KAFKA-9885).
-		if m := g.byID[req.MemberID]; m != nil {
+		if m := g.memberByID(req.MemberID); m != nil {
 			c := causeOf(CauseOther, now, m)
 			c.Detail = "evicted: group.max.size"
 			g.note(c)
@@ -100,12 +100,12 @@ func (g *Group) acceptJoiningMember(memberID string) bool {
 	case Empty, Dead:
 		return true
 	case PreparingRebalance:
-		if m := g.byID[memberID]; m != nil && m.join != nil {
+		if m := g.memberByID(memberID); m != nil && m.join != nil {
 			return true
 		}
 		return g.awaiting < max
 	default:
-		return g.byID[memberID] != nil || len(g.members) < max
+		return g.memberByID(memberID) != nil || len(g.members) < max
 	}
 }
 
@@ -200,7 +200,7 @@ func (g *Group) validateMember(memberID, instanceID string) (*member, int16) {
 			return nil, ErrFencedInstanceID
 		}
 	}
-	m := g.byID[memberID]
+	m := g.memberByID(memberID)
 	if m == nil {
 		return nil, ErrUnknownMemberID
 	}
@@ -270,7 +270,7 @@ func (g *Group) updateMemberAndRebalanceFor(now time.Time, m *member, j *joinReq
 // replaceStatic handles a known static instance joining with an empty member
 // id (KIP-345): the member gets a new id, the old id is fenced.
 func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, out *Output) {
-	m := g.byID[oldID]
+	m := g.memberByID(oldID)
 	if m == nil { // inconsistent books; treat as a new static member
 		mapDrop(&g.static, j.instanceID)
 		g.addMemberAndRebalance(now, j, newID, out)
@@ -315,7 +315,7 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 		gen := g.generation
 		g.persistMetadata(out, func(now time.Time, code int16, out *Output) {
 			if code != ErrNone {
-				if g.byID[newID] == m && g.generation == gen {
+				if g.memberByID(newID) == m && g.generation == gen {
 					g.renameMember(m, oldID)
 					g.setProtocols(m, old.protocols)
 					m.sessionTimeout, m.rebalanceTimeout = old.session, old.rebalance
@@ -348,9 +348,11 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 
 func (g *Group) renameMember(m *member, id string) {
 	oldID := m.id
-	mapDrop(&g.byID, oldID)
+	g.unindexMember(oldID)
 	m.id = id
-	mapPut(&g.byID, id, m)
+	if g.byID != nil {
+		g.byID[id] = m
+	}
 	if m.instanceID != "" {
 		mapPut(&g.static, m.instanceID, id)
 	}

@@ -379,13 +379,13 @@ func (s *Shard) replay(r *rec, load bool) {
 	switch {
 	case r.kind == keyOffset && r.del:
 		if g != nil {
-			delete(g.offsets, r.tp)
+			mapDrop(&g.offsets, r.tp)
 		}
 	case r.kind == keyOffset:
 		if g == nil {
 			g = s.newGroup(r.group, time.Time{})
 		}
-		g.offsets[r.tp] = r.off
+		mapPut(&g.offsets, r.tp, r.off)
 	case r.del: // group tombstone: the group goes once nothing else of it is stored
 		if g != nil {
 			g.persisted = false
@@ -403,7 +403,7 @@ func (s *Shard) replay(r *rec, load bool) {
 		g.persisted = true
 		if g.generation == r.img.generation && g.state == CompletingRebalance {
 			for i := range r.img.members {
-				if m := g.byID[r.img.members[i].id]; m != nil {
+				if m := g.memberByID(r.img.members[i].id); m != nil {
 					m.assignment = r.img.members[i].assignment
 				}
 			}
@@ -430,7 +430,7 @@ func (g *Group) restore(img *groupImage) {
 		m.protocols = []kmsg.JoinGroupRequestProtocol{{Name: img.protocol, Metadata: mi.metadata}}
 		g.addMember(m, img.protocolType)
 	}
-	if g.byID[img.leader] != nil {
+	if g.memberByID(img.leader) != nil {
 		g.leader = img.leader
 	}
 }

@@ -83,7 +83,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	}
 	buf := make([]byte, 0, size)
 	for _, a := range given {
-		if g.byID[a.MemberID] != nil { // ids not in the group are ignored
+		if g.memberByID(a.MemberID) != nil { // ids not in the group are ignored
 			n := len(buf)
 			buf = append(buf, a.MemberAssignment...)
 			assign[a.MemberID] = buf[n:len(buf):len(buf)]
@@ -241,10 +241,10 @@ func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *O
 		if !ok {
 			return ErrUnknownMemberID
 		}
-		c := causeOf(CauseAdmin, now, g.byID[id])
+		c := causeOf(CauseAdmin, now, g.memberByID(id))
 		c.Detail, c.Reason = "remove_members", reason
 		g.note(c)
-		g.removeMember(now, g.byID[id], out)
+		g.removeMember(now, g.memberByID(id), out)
 		return ErrNone
 	}
 	if pt, ok := g.pending[memberID]; ok {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -119,10 +120,18 @@ func encodeEntry(dst []byte, batches []store.PartitionRecords, sizes []int) {
 	}
 }
 
-// shared is the length of the common prefix of a and b.
+// shared is the length of the common prefix of a and b. It compares eight
+// bytes at a time: the keys of one commit share their group and topic (tens
+// of bytes), and a byte loop here was 7% of a durable 50-offset commit's CPU.
 func shared(a, b []byte) int {
 	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		if x := binary.LittleEndian.Uint64(a[i:]) ^ binary.LittleEndian.Uint64(b[i:]); x != 0 {
+			return i + bits.TrailingZeros64(x)/8
+		}
+	}
+	for ; i < n; i++ {
 		if a[i] != b[i] {
 			return i
 		}

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -272,5 +273,32 @@ func TestFormat1Upgraded(t *testing.T) {
 	}
 	if string(content) != markerContent {
 		t.Fatalf("marker after Open = %q, want %q", content, markerContent)
+	}
+}
+
+// TestShared checks the word-at-a-time common prefix against a byte loop on
+// every split of a few keys.
+func TestShared(t *testing.T) {
+	slow := func(a, b []byte) int {
+		i := 0
+		for i < len(a) && i < len(b) && a[i] == b[i] {
+			i++
+		}
+		return i
+	}
+	base := []byte("offset/some-consumer-group/a-topic-name/\x00\x00\x00\x07tail")
+	for n := 0; n <= len(base); n++ {
+		for d := 0; d <= n; d++ {
+			a := slices.Clone(base[:n])
+			b := slices.Clone(base)
+			if d < n {
+				b[d] ^= 0x10
+			}
+			for _, pair := range [][2][]byte{{a, b}, {b, a}, {a, a}, {nil, a}} {
+				if got, want := shared(pair[0], pair[1]), slow(pair[0], pair[1]); got != want {
+					t.Fatalf("shared(%q, %q) = %d, want %d", pair[0], pair[1], got, want)
+				}
+			}
+		}
 	}
 }
