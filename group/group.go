@@ -94,9 +94,9 @@ type Group struct {
 	generation   int32
 	leader       string
 
-	members []*member // join order; deterministic iteration
+	members []*member          // join order; deterministic iteration
 	byID    map[string]*member // nil while the group has few members: see memberByID
-	static  map[string]string // instance id -> member id
+	static  map[string]string  // instance id -> member id
 
 	pending     map[string]*timer   // KIP-394 member ids awaiting their second JoinGroup
 	pendingSync map[string]struct{} // members that have not synced this generation
@@ -120,7 +120,7 @@ type Group struct {
 	subscribed []string
 
 	offsets   map[topicPartition]offset // nil until the first offset (most idle groups of a classic workload have few)
-	inflight  []inflightCommit // commits being written, in write order, for RequireStable and expiry
+	inflight  []inflightCommit          // commits being written, in write order, for RequireStable and expiry
 	commitSeq uint64
 
 	persisted bool // a GroupMetadata record exists in the store
