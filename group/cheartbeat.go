@@ -449,9 +449,7 @@ func (s *Shard) resolveOwned(r *kmsg.ConsumerGroupHeartbeatRequest, m *cmember) 
 		if name == "" {
 			continue
 		}
-		for _, p := range tp.Partitions {
-			owned.add(name, p)
-		}
+		owned.addAll(name, tp.Partitions)
 	}
 	return owned
 }

@@ -65,9 +65,7 @@ func parseAssignment(b []byte) (tpset, bool) {
 		return nil, false
 	}
 	for _, t := range a.Topics {
-		for _, p := range t.Partitions {
-			set.add(t.Topic, p)
-		}
+		set.addAll(t.Topic, t.Partitions)
 	}
 	return set, true
 }
@@ -410,7 +408,7 @@ func (g *Group) awaitedFree(m *cmember) bool {
 	for t, ps := range g.cg.target[m.id] {
 		for _, p := range ps {
 			if !m.assigned.has(t, p) {
-				if _, held := g.cg.owner[topicPartition{t, p}]; !held {
+				if _, held := g.cg.owner.get(t, p); !held {
 					return true
 				}
 			}

@@ -105,6 +105,41 @@ func (s tpset) equal(o tpset) bool {
 	return true
 }
 
+// addAll puts ps (any order, duplicates allowed) of topic t into s, with
+// one map access per call rather than per partition: a request or a member
+// state of a thousand partitions went through add at two string-keyed map
+// operations each.
+func (s tpset) addAll(t string, ps []int32) {
+	if len(ps) == 0 {
+		return
+	}
+	cur := s[t]
+	if len(cur) == 0 && isStrictlyAscending(ps) {
+		s[t] = slices.Clone(ps)
+		return
+	}
+	merged := make([]int32, 0, len(cur)+len(ps))
+	merged = append(append(merged, cur...), ps...)
+	slices.Sort(merged)
+	s[t] = slices.Compact(merged)
+}
+
+// addSet adds every partition of o to s.
+func (s tpset) addSet(o tpset) {
+	for t, ps := range o {
+		s.addAll(t, ps)
+	}
+}
+
+func isStrictlyAscending(ps []int32) bool {
+	for i := 1; i < len(ps); i++ {
+		if ps[i] <= ps[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
 // add puts p of topic t into s (kept sorted).
 func (s tpset) add(t string, p int32) {
 	ps := s[t]
@@ -172,7 +207,7 @@ type consumerGroup struct {
 	target  map[string]tpset  // member id -> target assignment
 	// owner maps every partition some member holds (assigned or pending)
 	// to that member: no partition goes to a new owner while held.
-	owner map[topicPartition]string
+	owner ownerIndex
 	// subscribers counts, per topic name, the members subscribing to it by
 	// name; regexes of the members resolve into resolved.
 	subscribers map[string]int
@@ -198,7 +233,6 @@ func newConsumerGroup() *consumerGroup {
 		members:     map[string]*cmember{},
 		static:      map[string]string{},
 		target:      map[string]tpset{},
-		owner:       map[topicPartition]string{},
 		subscribers: map[string]int{},
 		regexes:     map[string]int{},
 	}
@@ -371,14 +405,9 @@ func (cg *consumerGroup) indexMember(m *cmember, delta int) {
 
 // hold records m as the holder of its assigned and pending partitions.
 func (cg *consumerGroup) hold(m *cmember) {
-	for t, ps := range m.assigned {
-		for _, p := range ps {
-			cg.owner[topicPartition{t, p}] = m.id
-		}
-	}
-	for t, ps := range m.pending {
-		for _, p := range ps {
-			cg.owner[topicPartition{t, p}] = m.id
+	for _, set := range []tpset{m.assigned, m.pending} {
+		for t, ps := range set {
+			cg.owner.setAll(t, ps, m.id)
 		}
 	}
 }
@@ -388,12 +417,87 @@ func (cg *consumerGroup) release(m *cmember) {
 	for _, set := range []tpset{m.assigned, m.pending} {
 		for t, ps := range set {
 			for _, p := range ps {
-				tp := topicPartition{t, p}
-				if cg.owner[tp] == m.id {
-					delete(cg.owner, tp)
-				}
+				cg.owner.drop(t, p, m.id)
 			}
 		}
+	}
+}
+
+// ownerIndex maps every partition some member holds to that member. A
+// partition below ownerDense is a slot of its topic's slice (no hashing: a
+// member's record replays release and hold all its partitions, a thousand
+// for one member of a new group); others, which only a classic member's
+// assignment bytes can name, go to a map.
+type ownerIndex struct {
+	dense  map[string][]string // topic -> holder by partition, "" for none
+	sparse map[topicPartition]string
+}
+
+const ownerDense = 1 << 16
+
+func (o *ownerIndex) get(t string, p int32) (string, bool) {
+	if p >= 0 && p < ownerDense {
+		if s := o.dense[t]; int(p) < len(s) && s[p] != "" {
+			return s[p], true
+		}
+		return "", false
+	}
+	id, ok := o.sparse[topicPartition{t, p}]
+	return id, ok
+}
+
+// setAll makes id the holder of ps (sorted) of topic t.
+func (o *ownerIndex) setAll(t string, ps []int32, id string) {
+	if len(ps) == 0 {
+		return
+	}
+	var s []string
+	if hi := ps[len(ps)-1]; ps[0] >= 0 && hi < ownerDense {
+		s = o.topic(t, hi)
+	}
+	for _, p := range ps {
+		if s != nil {
+			s[p] = id
+		} else {
+			o.set(t, p, id)
+		}
+	}
+}
+
+func (o *ownerIndex) set(t string, p int32, id string) {
+	if p >= 0 && p < ownerDense {
+		o.topic(t, p)[p] = id
+		return
+	}
+	mapPut(&o.sparse, topicPartition{t, p}, id)
+}
+
+// topic is t's slice, long enough for partition hi (< ownerDense).
+func (o *ownerIndex) topic(t string, hi int32) []string {
+	s := o.dense[t]
+	if int(hi) < len(s) {
+		return s
+	}
+	n := max(int(hi)+1, min(2*len(s), ownerDense))
+	grown := make([]string, n)
+	copy(grown, s)
+	if o.dense == nil {
+		o.dense = map[string][]string{}
+	}
+	o.dense[t] = grown
+	return grown
+}
+
+// drop forgets p's holder if it is id.
+func (o *ownerIndex) drop(t string, p int32, id string) {
+	if p >= 0 && p < ownerDense {
+		if s := o.dense[t]; int(p) < len(s) && s[p] == id {
+			s[p] = ""
+		}
+		return
+	}
+	if tp := (topicPartition{t, p}); o.sparse[tp] == id {
+		mapDrop(&o.sparse, tp)
 	}
 }
 

@@ -2,6 +2,7 @@ package group
 
 import (
 	"maps"
+	"slices"
 	"time"
 )
 
@@ -77,49 +78,71 @@ func (g *Group) computeNext(m *cmember, owned tpset) *ccurrent {
 		subscribed[t] = true
 	}
 	target := cg.target[m.id]
+	// Built a topic at a time from sorted slices: a member of a new group
+	// holds every partition at first, and per-partition set and map
+	// operations made this the costliest step of a heartbeat.
 	keep, revoke, add := tpset{}, tpset{}, tpset{}
 	withheld := false
 	for t, ps := range m.assigned {
+		sub, tg := subscribed[t], target[t]
+		var k, r []int32
 		for _, p := range ps {
-			if subscribed[t] && target.has(t, p) {
-				keep.add(t, p)
+			if _, in := slices.BinarySearch(tg, p); sub && in {
+				k = append(k, p)
 			} else {
-				revoke.add(t, p)
+				r = append(r, p)
 			}
+		}
+		if k != nil {
+			keep[t] = k
+		}
+		if r != nil {
+			revoke[t] = r
 		}
 	}
 	for t, ps := range target {
 		if !subscribed[t] {
 			continue
 		}
+		have := m.assigned[t]
+		var a []int32
 		for _, p := range ps {
-			if m.assigned.has(t, p) {
+			if _, in := slices.BinarySearch(have, p); in {
 				continue
 			}
-			if holder, held := cg.owner[topicPartition{t, p}]; held && holder != m.id {
+			if holder, held := cg.owner.get(t, p); held && holder != m.id {
 				withheld = true
 				continue
 			}
-			add.add(t, p)
+			a = append(a, p)
+		}
+		if a != nil {
+			add[t] = a
 		}
 	}
-	at := make(map[topicPartition]int32, keep.size()+add.size()+revoke.size())
-	carry := func(s tpset) {
+	// The epochs partitions were assigned at: the member's, less what it no
+	// longer has, plus the new ones at the assignment epoch.
+	var at map[topicPartition]int32
+	if len(m.assignedAt) == 0 {
+		at = make(map[topicPartition]int32, add.size()) // a newcomer: sized once
+	} else {
+		at = maps.Clone(m.assignedAt)
+	}
+	forget := func(s tpset) {
 		for t, ps := range s {
 			for _, p := range ps {
-				tp := topicPartition{t, p}
-				at[tp] = m.assignedAt[tp]
+				delete(at, topicPartition{t, p})
 			}
 		}
 	}
-	carry(keep)
+	forget(m.pending)
 	if revoke.size() > 0 && (owned == nil || overlaps(owned, revoke)) {
-		carry(revoke)
 		return &ccurrent{epoch: m.epoch, prevEpoch: m.epoch, state: mUnrevoked, assigned: keep, pending: revoke, assignedAt: at}
 	}
+	forget(revoke)
 	for t, ps := range add {
+		keep.addAll(t, ps)
 		for _, p := range ps {
-			keep.add(t, p)
 			at[topicPartition{t, p}] = cg.assignEpoch
 		}
 	}

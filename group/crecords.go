@@ -76,6 +76,11 @@ func cKey(kind byte, group, member string) []byte {
 
 func appendSet(b []byte, s tpset, at map[topicPartition]int32) []byte {
 	ts := s.topics()
+	size := binary.MaxVarintLen64
+	for t, ps := range s {
+		size += 2*binary.MaxVarintLen64 + len(t) + 8*len(ps)
+	}
+	b = slices.Grow(b, size)
 	b = binary.AppendUvarint(b, uint64(len(ts)))
 	for _, t := range ts {
 		b = appendString(b, t)

@@ -528,11 +528,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 			}
 			before := tpset{}
 			for _, set := range prev {
-				for t, ps := range set {
-					for _, p := range ps {
-						before.add(t, p)
-					}
-				}
+				before.addSet(set)
 			}
 			after := cg.target[id]
 			if after == nil {
