@@ -105,6 +105,18 @@ func startNextTarget(t *testing.T, name string) *nextTarget {
 			c.ConsumerHeartbeatInterval = nextHeartbeat
 		})
 		tg.addr = tg.bare.Addr()
+	case "router":
+		// kfake serves the data, cohort the groups, the router both
+		// (topic ids translated: testbed/topicids.go).
+		bed := testbed.Start(t, testbed.Options{
+			Topics:       map[string]int32{bareTopic: barePartitions, ledgerTopic: 2},
+			MirrorTopics: true,
+			Tune: func(c *group.Config) {
+				c.ConsumerSessionTimeout = nextSession
+				c.ConsumerHeartbeatInterval = nextHeartbeat
+			},
+		})
+		tg.addr = bed.Addr()
 	case "kfake":
 		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID("kip848"),
 			kfake.SeedTopics(barePartitions, bareTopic), kfake.SeedTopics(2, ledgerTopic),
@@ -539,7 +551,7 @@ func checkExclusive(workers []*worker, killed map[*worker]int64, session, interv
 // TestKIP848Churn: franz-go next-gen members through joins, a SIGKILL and a
 // graceful leave, on cohort and on kfake.
 func TestKIP848Churn(t *testing.T) {
-	for _, target := range nextTargets {
+	for _, target := range append(slices.Clone(nextTargets), "router") {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
 			r := newNextRun(t, target, "kip848-churn")
@@ -621,7 +633,7 @@ func TestCheckExclusive(t *testing.T) {
 // (GROUP_ID_NOT_FOUND: it does not convert a classic group that has
 // members) and the classic group goes on unchanged.
 func TestKIP848MixedUpgrade(t *testing.T) {
-	for _, target := range nextTargets {
+	for _, target := range append(slices.Clone(nextTargets), "router") {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
 			r, _ := runMixed(t, target)

@@ -33,6 +33,12 @@ type Options struct {
 	// MinSessionTimeout for the in-process node (default 1s, so that the
 	// tests may use short session timeouts).
 	MinSessionTimeout time.Duration
+	// Tune, if set, changes the in-process node's group settings.
+	Tune func(*group.Config)
+	// MirrorTopics creates Topics in cohort's catalog as well: the consumer
+	// group protocol (KIP-848) assigns partitions of topics the coordinator
+	// knows (topicids.go).
+	MirrorTopics bool
 }
 
 // Bed is kfake + cohort + the router in front of them.
@@ -62,7 +68,7 @@ func Start(t testing.TB, opts Options) *Bed {
 		}
 		n := startNode(t, node.Config{
 			Logger: slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		}, minSession, nil)
+		}, minSession, opts.Tune)
 		b.Node, cohortAddr = n, n.Addr()
 	}
 	b.Router, err = NewRouter(data.ListenAddrs()[0], cohortAddr, 0)
@@ -78,10 +84,21 @@ func Start(t testing.TB, opts Options) *Bed {
 	if len(opts.Topics) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		for name, parts := range opts.Topics {
-			resp, err := kadm.NewClient(b.admin).CreateTopic(ctx, parts, 1, nil, name)
-			if err != nil || resp.Err != nil {
-				t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
+		admins := []*kgo.Client{b.admin}
+		if opts.MirrorTopics {
+			direct, err := kgo.NewClient(kgo.SeedBrokers(cohortAddr), kgo.ClientID("testbed-admin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer direct.Close()
+			admins = append(admins, direct)
+		}
+		for _, cl := range admins {
+			for name, parts := range opts.Topics {
+				resp, err := kadm.NewClient(cl).CreateTopic(ctx, parts, 1, nil, name)
+				if err != nil || resp.Err != nil {
+					t.Fatalf("create topic %s: %v %v", name, err, resp.Err)
+				}
 			}
 		}
 	}

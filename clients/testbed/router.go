@@ -48,13 +48,17 @@ const (
 	keyDeleteGroups    = 42
 	keyOffsetDelete    = 47
 	keyDescribeCluster = 60
+
+	keyConsumerGroupHeartbeat = 68
+	keyConsumerGroupDescribe  = 69
 )
 
 // IsGroupKey reports whether the router sends requests of this key to cohort.
 func IsGroupKey(key int16) bool {
 	switch key {
 	case keyOffsetCommit, keyOffsetFetch, keyJoinGroup, keyHeartbeat, keyLeaveGroup,
-		keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete:
+		keySyncGroup, keyDescribeGroups, keyListGroups, keyDeleteGroups, keyOffsetDelete,
+		keyConsumerGroupHeartbeat, keyConsumerGroupDescribe:
 		return true
 	}
 	return false
@@ -72,6 +76,10 @@ type Router struct {
 	apiMax   int16 // highest ApiVersions version answered
 
 	Journal *Journal
+
+	// ids translates topic ids between kfake and cohort (KIP-848 requests
+	// carry them; see topicids.go).
+	ids topicIDs
 
 	mu      sync.Mutex
 	conns   map[*rconn]struct{}
@@ -370,6 +378,9 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 			return nil, err
 		}
 		return encodeResponse(h.corr, c.r.findCoordinator(req.(*kmsg.FindCoordinatorRequest))), nil
+	case h.key == keyConsumerGroupHeartbeat || h.key == keyConsumerGroupDescribe:
+		c.usedGroups.Store(true)
+		return c.serveKIP848(h, f)
 	case IsGroupKey(h.key):
 		c.usedGroups.Store(true)
 		requested := time.Now()
@@ -404,6 +415,7 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 			return nil, err
 		}
 		c.r.rewriteBrokers(resp)
+		c.r.ids.learn(resp)
 		return encodeResponse(h.corr, resp), nil
 	case h.key == keyProduce:
 		req, err := decodeRequest(h, f)
@@ -512,9 +524,10 @@ func fetchVersions(addr string) ([]kmsg.ApiVersionsResponseApiKey, error) {
 
 // mergeVersions builds the router's ApiVersions table: the data cluster's
 // ranges, except that the group APIs take cohort's ranges (OffsetCommit and
-// OffsetFetch at most v9), FindCoordinator is what cohort serves (the router
-// answers it), re-encoded APIs are capped to what kmsg knows, and the KIP-848
-// keys (68, 69) are left out. It returns the table and the ApiVersions max.
+// OffsetFetch at most v9: from v10 they name topics by id), FindCoordinator is
+// what cohort serves (the router answers it), and re-encoded APIs are capped
+// to what kmsg knows. The KIP-848 keys (68, 69) are cohort's, their topic ids
+// translated (topicids.go). It returns the table and the ApiVersions max.
 func mergeVersions(data []kmsg.ApiVersionsResponseApiKey, cohort []server.APIVersions) ([]kmsg.ApiVersionsResponseApiKey, int16) {
 	byKey := map[int16]server.APIVersions{}
 	for _, a := range cohort {
@@ -530,8 +543,6 @@ func mergeVersions(data []kmsg.ApiVersionsResponseApiKey, cohort []server.APIVer
 	}
 	for _, k := range data {
 		switch {
-		case k.ApiKey == 68 || k.ApiKey == 69:
-			continue
 		case IsGroupKey(k.ApiKey) || k.ApiKey == keyFindCoordinator:
 			continue // from cohort's table below
 		case k.ApiKey == keyMetadata || k.ApiKey == keyDescribeCluster || k.ApiKey == keyApiVersions || k.ApiKey == keyProduce:
@@ -581,6 +592,13 @@ func (r *Router) apiVersions(h header) []byte {
 	}
 	resp.Version = h.version
 	resp.ApiKeys = append(resp.ApiKeys, r.versions...)
+	if resp.Version >= 3 {
+		// group.version 1, as cohort reports it: clients look for it before
+		// using the consumer group protocol (KIP-848).
+		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "group.version", MinVersion: 0, MaxVersion: 1}}
+		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "group.version", MinVersionLevel: 1, MaxVersionLevel: 1}}
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return encodeResponse(h.corr, resp)
 }
 

@@ -1,0 +1,123 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
+
+// KIP-848 through the router. The consumer group protocol names topics by
+// id in both directions: a member lists what it owns by the ids it read in
+// Metadata (kfake's, through the router), and the coordinator answers
+// assignments by its own ids (cohort derives an id from each name). The
+// router learns kfake's ids from the Metadata answers it passes on and
+// rewrites ConsumerGroupHeartbeat requests (owned partitions, kfake → cohort)
+// and answers (assignment, cohort → kfake), and ConsumerGroupDescribe answers
+// (each member's assignment and target). cohort must know the topics too:
+// Start creates them in both servers. docs/compatibility.md.
+
+// topicIDs maps topic ids between kfake and cohort through topic names.
+type topicIDs struct {
+	mu        sync.Mutex
+	kfakeName map[[16]byte]string // kfake id -> name
+	kfakeID   map[string][16]byte // name -> kfake id
+}
+
+// learn records the names and kfake ids of a Metadata answer.
+func (t *topicIDs) learn(resp kmsg.Response) {
+	m, ok := resp.(*kmsg.MetadataResponse)
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.kfakeName == nil {
+		t.kfakeName, t.kfakeID = map[[16]byte]string{}, map[string][16]byte{}
+	}
+	for _, tp := range m.Topics {
+		if tp.Topic == nil || tp.TopicID == ([16]byte{}) || tp.ErrorCode != 0 {
+			continue
+		}
+		t.kfakeName[tp.TopicID] = *tp.Topic
+		t.kfakeID[*tp.Topic] = tp.TopicID
+	}
+}
+
+// toCohort is cohort's id of the topic kfake calls id.
+func (t *topicIDs) toCohort(id [16]byte) ([16]byte, error) {
+	t.mu.Lock()
+	name, ok := t.kfakeName[id]
+	t.mu.Unlock()
+	if !ok {
+		return id, fmt.Errorf("router: topic id %x was never in a Metadata answer", id)
+	}
+	return catalog.TopicID(name), nil
+}
+
+// toKfake is kfake's id of the topic cohort calls id.
+func (t *topicIDs) toKfake(id [16]byte) ([16]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name, kid := range t.kfakeID {
+		if catalog.TopicID(name) == id {
+			return kid, nil
+		}
+	}
+	return id, fmt.Errorf("router: cohort's topic id %x names no topic the router has seen", id)
+}
+
+// serveKIP848 forwards a ConsumerGroupHeartbeat or ConsumerGroupDescribe to
+// cohort with its topic ids translated both ways.
+func (c *rconn) serveKIP848(h header, f []byte) ([]byte, error) {
+	req, err := decodeRequest(h, f)
+	if err != nil {
+		return nil, err
+	}
+	ids := &c.r.ids
+	if q, ok := req.(*kmsg.ConsumerGroupHeartbeatRequest); ok {
+		for i := range q.Topics {
+			if q.Topics[i].TopicID, err = ids.toCohort(q.Topics[i].TopicID); err != nil {
+				return nil, err
+			}
+		}
+		f = req.AppendTo(append([]byte(nil), f[:h.bodyAt]...))
+	}
+	raw, err := c.forward(true, f, true)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := decodeResponse(req, raw)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		if r.Assignment != nil {
+			for i := range r.Assignment.Topics {
+				if r.Assignment.Topics[i].TopicID, err = ids.toKfake(r.Assignment.Topics[i].TopicID); err != nil {
+					return nil, err
+				}
+			}
+		}
+	case *kmsg.ConsumerGroupDescribeResponse:
+		for gi := range r.Groups {
+			for mi := range r.Groups[gi].Members {
+				m := &r.Groups[gi].Members[mi]
+				for _, a := range []*kmsg.Assignment{&m.Assignment, &m.TargetAssignment} {
+					for i := range a.TopicPartitions {
+						if a.TopicPartitions[i].TopicID, err = ids.toKfake(a.TopicPartitions[i].TopicID); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
+		}
+	default:
+		return nil, errors.New("router: not a KIP-848 answer")
+	}
+	return encodeResponse(h.corr, resp), nil
+}
