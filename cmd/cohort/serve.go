@@ -351,9 +351,6 @@ func (s *serveFlags) checkConsumer() error {
 	if s.consumerHeartbeat <= 0 || s.consumerSession <= 0 {
 		return fmt.Errorf("--consumer-session-timeout and --consumer-heartbeat-interval must be positive")
 	}
-	if s.consumerAssignInterval < 0 {
-		return fmt.Errorf("--consumer-assignment-interval must not be negative")
-	}
 	if s.consumerSession <= s.consumerHeartbeat {
 		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
 			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))

@@ -114,6 +114,7 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--consumer-assignors", ""}, nil, `unknown assignor ""`},
 		{[]string{"--consumer-assignors", "range,Range"}, nil, "range is named twice"},
 		{[]string{"--consumer-group-max-size", "-1"}, nil, "--consumer-group-max-size -1"},
+		{[]string{"--consumer-assignment-interval", "-1s"}, nil, "--consumer-assignment-interval -1s: want a non-negative duration"},
 		{[]string{"--consumer-migration-policy", "sideways"}, nil, `--consumer-migration-policy "sideways": want bidirectional, upgrade, downgrade or disabled`},
 		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
 	} {
@@ -136,19 +137,20 @@ func TestServeConsumerFlags(t *testing.T) {
 	cfg := s.groupConfig()
 	if cfg.ConsumerSessionTimeout != 45*time.Second || cfg.ConsumerHeartbeatInterval != 5*time.Second ||
 		!slices.Equal(cfg.ConsumerAssignors, []string{"uniform", "range"}) || cfg.ConsumerMaxSize != 0 ||
-		cfg.ConsumerMigrationPolicy != group.MigrationBidirectional {
+		cfg.ConsumerMigrationPolicy != group.MigrationBidirectional || cfg.ConsumerAssignmentInterval != time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	s = newServeFlags()
 	err := s.parse([]string{"--consumer-session-timeout", "10s", "--consumer-heartbeat-interval", "500ms",
-		"--consumer-assignors", " Range , uniform", "--consumer-group-max-size", "7", "--consumer-migration-policy", "Upgrade"}, noEnv)
+		"--consumer-assignors", " Range , uniform", "--consumer-group-max-size", "7", "--consumer-migration-policy", "Upgrade",
+		"--consumer-assignment-interval", "0s"}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg = s.groupConfig()
 	if cfg.ConsumerSessionTimeout != 10*time.Second || cfg.ConsumerHeartbeatInterval != 500*time.Millisecond ||
 		!slices.Equal(cfg.ConsumerAssignors, []string{"range", "uniform"}) || cfg.ConsumerMaxSize != 7 ||
-		cfg.ConsumerMigrationPolicy != group.MigrationUpgrade {
+		cfg.ConsumerMigrationPolicy != group.MigrationUpgrade || cfg.ConsumerAssignmentInterval != 0 {
 		t.Fatalf("set: %+v", cfg)
 	}
 	c := cli{t: t}
