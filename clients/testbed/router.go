@@ -99,6 +99,7 @@ func NewRouter(dataAddr, groupAddr string, nodeID int32) (*Router, error) {
 		blocked:  map[string]bool{},
 	}
 	r.groups.Store(&groupAddr)
+	r.ids.refresh = func() error { return r.ids.fetch(dataAddr) }
 	dataKeys, err := fetchVersions(dataAddr)
 	if err != nil {
 		return nil, fmt.Errorf("ApiVersions from the data cluster: %w", err)

@@ -3,7 +3,9 @@ package testbed
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -25,6 +27,36 @@ type topicIDs struct {
 	mu        sync.Mutex
 	kfakeName map[[16]byte]string // kfake id -> name
 	kfakeID   map[string][16]byte // name -> kfake id
+	// refresh asks the data cluster for all its topics (a client may get
+	// an assignment before the router saw its topic in a Metadata answer
+	// with ids: librdkafka asks for Metadata by name at versions without).
+	refresh func() error
+}
+
+// fetch learns every topic of the data cluster at addr (Metadata v12).
+func (t *topicIDs) fetch(addr string) error {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	msg := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cohort-testbed")).AppendRequest(nil, req, 1)
+	if _, err := nc.Write(msg); err != nil {
+		return err
+	}
+	f, err := readFrame(nc)
+	if err != nil {
+		return err
+	}
+	resp, err := decodeResponse(req, f)
+	if err != nil {
+		return err
+	}
+	t.learn(resp)
+	return nil
 }
 
 // learn records the names and kfake ids of a Metadata answer.
@@ -49,25 +81,39 @@ func (t *topicIDs) learn(resp kmsg.Response) {
 
 // toCohort is cohort's id of the topic kfake calls id.
 func (t *topicIDs) toCohort(id [16]byte) ([16]byte, error) {
-	t.mu.Lock()
-	name, ok := t.kfakeName[id]
-	t.mu.Unlock()
-	if !ok {
-		return id, fmt.Errorf("router: topic id %x was never in a Metadata answer", id)
+	for try := 0; ; try++ {
+		t.mu.Lock()
+		name, ok := t.kfakeName[id]
+		t.mu.Unlock()
+		if ok {
+			return catalog.TopicID(name), nil
+		}
+		if try > 0 || !t.refreshed() {
+			return id, fmt.Errorf("router: kfake's topic id %x names no topic of the data cluster", id)
+		}
 	}
-	return catalog.TopicID(name), nil
 }
 
 // toKfake is kfake's id of the topic cohort calls id.
 func (t *topicIDs) toKfake(id [16]byte) ([16]byte, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for name, kid := range t.kfakeID {
-		if catalog.TopicID(name) == id {
-			return kid, nil
+	for try := 0; ; try++ {
+		t.mu.Lock()
+		for name, kid := range t.kfakeID {
+			if catalog.TopicID(name) == id {
+				t.mu.Unlock()
+				return kid, nil
+			}
+		}
+		t.mu.Unlock()
+		if try > 0 || !t.refreshed() {
+			return id, fmt.Errorf("router: cohort's topic id %x names no topic of the data cluster", id)
 		}
 	}
-	return id, fmt.Errorf("router: cohort's topic id %x names no topic the router has seen", id)
+}
+
+// refreshed refreshes the map from the data cluster, if it can.
+func (t *topicIDs) refreshed() bool {
+	return t.refresh != nil && t.refresh() == nil
 }
 
 // serveKIP848 forwards a ConsumerGroupHeartbeat or ConsumerGroupDescribe to
