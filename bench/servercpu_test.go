@@ -121,7 +121,8 @@ func TestProcCPU(t *testing.T) {
 // default 16). Targets: the floor server, cohort-mem, cohort-disk and kfake
 // (COHORT_BENCH_TARGETS), interleaved, COHORT_BENCH_REPEAT series (5),
 // medians. COHORT_BENCH_PROFILE_DIR=dir writes each server's CPU profile
-// to dir/<target>.pprof. Only with COHORT_BENCH=1.
+// to dir/<target>.pprof; COHORT_BENCH_ONLY=heartbeat skips the commits.
+// Only with COHORT_BENCH=1.
 func TestServerCPU(t *testing.T) {
 	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
 		t.Skip("COHORT_BENCH=1 runs the server CPU benchmark")
@@ -130,6 +131,9 @@ func TestServerCPU(t *testing.T) {
 		t.Skip("needs /proc and two cores")
 	}
 	committers := benchCommitters(t, []int{16})
+	if os.Getenv("COHORT_BENCH_ONLY") == "heartbeat" {
+		committers = nil // heartbeats only (profiling their path)
+	}
 	repeat := 5
 	if v := os.Getenv("COHORT_BENCH_REPEAT"); v != "" {
 		var err error
