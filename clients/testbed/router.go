@@ -495,24 +495,10 @@ func appendFrame(dst, f []byte) []byte {
 
 // fetchVersions asks a broker for its ApiVersions.
 func fetchVersions(addr string) ([]kmsg.ApiVersionsResponseApiKey, error) {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "cohort-testbed", "1"
-	msg := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cohort-testbed")).AppendRequest(nil, req, 1)
-	if _, err := nc.Write(msg); err != nil {
-		return nil, err
-	}
-	f, err := readFrame(nc)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := decodeResponse(req, f)
+	resp, err := roundTrip(addr, req)
 	if err != nil {
 		return nil, err
 	}
@@ -521,6 +507,26 @@ func fetchVersions(addr string) ([]kmsg.ApiVersionsResponseApiKey, error) {
 		return nil, kerr.ErrorForCode(av.ErrorCode)
 	}
 	return av.ApiKeys, nil
+}
+
+// roundTrip sends req on a connection of its own to addr and returns the
+// answer (the router's own requests: ApiVersions, Metadata).
+func roundTrip(addr string, req kmsg.Request) (kmsg.Response, error) {
+	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	msg := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cohort-testbed")).AppendRequest(nil, req, 1)
+	if _, err := nc.Write(msg); err != nil {
+		return nil, err
+	}
+	f, err := readFrame(nc)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResponse(req, f)
 }
 
 // mergeVersions builds the router's ApiVersions table: the data cluster's

@@ -3,9 +3,7 @@ package testbed
 import (
 	"errors"
 	"fmt"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -35,23 +33,9 @@ type topicIDs struct {
 
 // fetch learns every topic of the data cluster at addr (Metadata v12).
 func (t *topicIDs) fetch(addr string) error {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	nc.SetDeadline(time.Now().Add(10 * time.Second))
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
-	msg := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cohort-testbed")).AppendRequest(nil, req, 1)
-	if _, err := nc.Write(msg); err != nil {
-		return err
-	}
-	f, err := readFrame(nc)
-	if err != nil {
-		return err
-	}
-	resp, err := decodeResponse(req, f)
+	resp, err := roundTrip(addr, req)
 	if err != nil {
 		return err
 	}
