@@ -3,6 +3,8 @@ package group
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -442,5 +444,49 @@ func TestHistoryStormGroupDeleted(t *testing.T) {
 	}
 	if len(storms) != 2 || storms[1].Flagged || storms[1].Group != "g" {
 		t.Fatalf("after the delete: %+v", storms)
+	}
+}
+
+// TestHistoryLoadedLazily: a loaded history is decoded when first read, so a
+// damaged event record does not keep the partition from loading; it is left
+// out (and said) when the history is read, the others are served, and the
+// numbering continues after the highest stored event.
+func TestHistoryLoadedLazily(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 1)
+	for i := 0; i < 2; i++ {
+		h.advance(time.Second)
+		h.rejoinAndSync("g", ids[0])
+	}
+	live := h.s.History("g")
+	if len(live) < 3 {
+		t.Fatalf("%d events", len(live))
+	}
+	damaged := live[1].Seq
+	h.store[string(historyKey("g", damaged))] = append([]byte{0, 0}, "{not json"...)
+	var said []string
+	s := NewShard(h.s.cfg, seededReader{})
+	s.Logf = func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
+	for k, v := range h.store {
+		if err := s.Load([]byte(k), v); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	}
+	var out Output
+	s.FinishLoad(h.now, &out)
+	got := s.History("g")
+	if len(got) != len(live)-1 {
+		t.Fatalf("%d events after the reload, want %d", len(got), len(live)-1)
+	}
+	for _, e := range got {
+		if e.Seq == damaged {
+			t.Fatalf("the damaged event %d was served", damaged)
+		}
+	}
+	if len(said) != 1 || !strings.Contains(said[0], "history event") {
+		t.Fatalf("said %q", said)
+	}
+	if s.hist["g"].nextSeq != live[len(live)-1].Seq {
+		t.Fatalf("next seq %d, want %d", s.hist["g"].nextSeq, live[len(live)-1].Seq)
 	}
 }

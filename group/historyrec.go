@@ -44,10 +44,59 @@ func historyKey(group string, seq uint64) []byte {
 
 // ghist is one group's history: events sorted by Seq, at most HistorySize.
 type ghist struct {
-	events  []RebalanceEvent
+	events []RebalanceEvent
+	// loaded are events read from the store and not decoded yet, in load
+	// order: decoding the JSON of every group's history was a quarter of
+	// a partition's load; most groups' history is never read before their
+	// next rebalance (see events).
+	loaded  []rawEvent
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
 	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
+}
+
+// rawEvent is a stored event not decoded yet.
+type rawEvent struct {
+	seq uint64
+	raw []byte
+}
+
+// all decodes the loaded events into events (in Seq order, at most
+// HistorySize) and returns them. An event that does not decode is dropped,
+// and said: the history is a diagnostic, a damaged record of it must not
+// keep the partition from loading.
+func (s *Shard) all(group string, h *ghist) []RebalanceEvent {
+	for _, le := range h.loaded {
+		ev, err := decodeEvent(group, le.seq, le.raw)
+		if err != nil {
+			s.logf("%v: dropped", err)
+			continue
+		}
+		h.put(*ev)
+	}
+	h.loaded = nil
+	if n := s.cfg.HistorySize; n > 0 && len(h.events) > n {
+		h.events = slices.Delete(h.events, 0, len(h.events)-n)
+	}
+	return h.events
+}
+
+// put inserts ev in Seq order (replacing an event of the same Seq).
+func (h *ghist) put(ev RebalanceEvent) {
+	i, found := slices.BinarySearchFunc(h.events, ev.Seq, func(e RebalanceEvent, seq uint64) int {
+		switch {
+		case e.Seq < seq:
+			return -1
+		case e.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	if found {
+		h.events[i] = ev
+	} else {
+		h.events = slices.Insert(h.events, i, ev)
+	}
 }
 
 // rbTracker follows the rebalance in progress of a classic group.
@@ -336,6 +385,9 @@ func (s *Shard) historyTombstones(group string, recs []rec) []rec {
 		for _, e := range h.events {
 			recs = append(recs, rec{kind: keyHistory, group: group, seq: e.Seq, del: true})
 		}
+		for _, le := range h.loaded {
+			recs = append(recs, rec{kind: keyHistory, group: group, seq: le.seq, del: true})
+		}
 	}
 	return recs
 }
@@ -348,7 +400,8 @@ func (s *Shard) replayHistory(r *rec) {
 			return
 		}
 		h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
-		if len(h.events) == 0 && s.groups[r.group] == nil {
+		h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
+		if len(h.events)+len(h.loaded) == 0 && s.groups[r.group] == nil {
 			s.cancel(h.timer)
 			delete(s.hist, r.group)
 			if h.flagged && s.cfg.OnStorm != nil {
@@ -360,24 +413,19 @@ func (s *Shard) replayHistory(r *rec) {
 		return
 	}
 	h := s.histOf(r.group)
-	ev := *r.ev
-	i, found := slices.BinarySearchFunc(h.events, ev.Seq, func(e RebalanceEvent, seq uint64) int {
-		switch {
-		case e.Seq < seq:
-			return -1
-		case e.Seq > seq:
-			return 1
-		}
-		return 0
-	})
-	if found {
-		h.events[i] = ev
-	} else {
-		h.events = slices.Insert(h.events, i, ev)
+	seq := r.seq
+	if r.ev != nil {
+		seq = r.ev.Seq
 	}
-	if ev.Seq > h.nextSeq {
-		h.nextSeq = ev.Seq
+	if seq > h.nextSeq {
+		h.nextSeq = seq
 	}
+	if r.ev == nil { // loaded: decoded when first read
+		h.loaded = append(h.loaded, rawEvent{seq: seq, raw: r.raw})
+		return
+	}
+	s.all(r.group, h)
+	h.put(*r.ev)
 	if n := s.cfg.HistorySize; n > 0 && len(h.events) > n {
 		h.events = slices.Delete(h.events, 0, len(h.events)-n)
 	}
@@ -411,13 +459,26 @@ func decodeHistory(key, value []byte) (rec, error) {
 	if len(value) < 2 {
 		return rec{}, fmt.Errorf("%w: history of group %q", ErrCorruptRecord, group)
 	}
+	r.raw = bytes.Clone(value[2:]) // the store may reuse value
+	return r, nil
+}
+
+// decodeEvent decodes the stored event seq of group.
+func decodeEvent(group string, seq uint64, raw []byte) (*RebalanceEvent, error) {
 	var ev RebalanceEvent
-	if err := json.Unmarshal(value[2:], &ev); err != nil {
-		return rec{}, fmt.Errorf("%w: history of group %q: %v", ErrCorruptRecord, group, err)
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("%w: history event %d of group %q: %v", ErrCorruptRecord, seq, group, err)
 	}
 	ev.Seq, ev.Group = seq, group
-	r.ev = &ev
-	return r, nil
+	return &ev, nil
+}
+
+// event is r's event, decoded if it was loaded.
+func (r *rec) event() (*RebalanceEvent, error) {
+	if r.ev != nil || r.raw == nil {
+		return r.ev, nil
+	}
+	return decodeEvent(r.group, r.seq, r.raw)
 }
 
 // storm computes the storm status of a group's history at now: the
@@ -432,7 +493,7 @@ func (s *Shard) storm(group string, now time.Time) StormStatus {
 	}
 	from := now.Add(-s.cfg.StormWindow)
 	var in []RebalanceEvent
-	for _, e := range h.events {
+	for _, e := range s.all(group, h) {
 		if e.Start.After(from) && !e.Start.After(now) {
 			in = append(in, e)
 		}
@@ -460,6 +521,12 @@ func (s *Shard) storm(group string, now time.Time) StormStatus {
 func (s *Shard) evalStorm(group string, now time.Time) {
 	h := s.hist[group]
 	if h == nil || s.cfg.StormThreshold < 0 {
+		return
+	}
+	if !h.flagged && len(h.events)+len(h.loaded) <= s.cfg.StormThreshold {
+		// Too few events to storm: nothing to tell and no window to watch
+		// (and a loaded history stays undecoded).
+		s.cancel(h.timer)
 		return
 	}
 	st := s.storm(group, now)
@@ -554,7 +621,7 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 		}
 	}
 	if h != nil {
-		evs := h.events
+		evs := s.all(group, h)
 		if n >= 0 && len(evs) > n {
 			evs = evs[len(evs)-n:]
 		}
@@ -567,7 +634,7 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 // History returns the stored events of a group, oldest first.
 func (s *Shard) History(group string) []RebalanceEvent {
 	if h := s.hist[group]; h != nil {
-		return slices.Clone(h.events)
+		return slices.Clone(s.all(group, h))
 	}
 	return nil
 }

@@ -95,6 +95,9 @@ type rec struct {
 	c     *crec           // consumer-group records (crecords.go)
 	ev    *RebalanceEvent // keyHistory value (historyrec.go)
 	seq   uint64          // keyHistory: the event's number
+	// raw is a loaded keyHistory value not decoded yet (historyrec.go:
+	// history is decoded when first read, not at load).
+	raw []byte
 }
 
 // isConsumer reports whether the record belongs to a consumer-protocol group.

@@ -1163,11 +1163,15 @@ func (sc *scenario) printRec(r *rec, raw Record) {
 		sc.printf("rec ccurrent %s%s epoch=%d prev=%d state=%s assigned=%s pending=%s", r.group, member, c.epoch,
 			c.prevEpoch, c.state, fmtTPSet(c.assigned, c.assignedAt, c.epoch), fmtTPSet(c.pending, c.assignedAt, c.epoch))
 	case keyHistory:
-		if r.del || r.ev == nil {
+		ev, err := r.event()
+		if err != nil {
+			sc.printf("rec history %s #%d: %v", r.group, r.seq, err)
+			return
+		}
+		if r.del || ev == nil {
 			sc.printf("rec history %s #%d deleted", r.group, r.seq)
 			return
 		}
-		ev := r.ev
 		cause := fmt.Sprint(ev.Cause.Kind)
 		if ev.Cause.MemberID != "" {
 			cause += "(" + ev.Cause.MemberID + ")"
