@@ -3,8 +3,11 @@ package server
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // TestTapSeesAnsweredRequests: Config.Tap is called once per answered
@@ -37,6 +40,13 @@ func TestTapSeesAnsweredRequests(t *testing.T) {
 	rc.roundTrip(jg)
 	rc.nc.Close()
 
+	// The tap is called once the answer is written: the client may read
+	// the answer first.
+	testwait.For(t, 5*time.Second, "the tap to see both requests", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) >= 2
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 2 {
