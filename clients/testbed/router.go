@@ -407,11 +407,7 @@ func (c *rconn) serve(f []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		raw, err := c.forward(false, f, true)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := decodeResponse(req, raw)
+		resp, err := c.forwardDecoded(false, req, f)
 		if err != nil {
 			return nil, err
 		}
@@ -472,6 +468,15 @@ func (c *rconn) forward(groups bool, f []byte, wantResp bool) ([]byte, error) {
 		return nil, nil
 	}
 	return readFrame(u.rd)
+}
+
+// forwardDecoded forwards frame f of req and decodes the answer.
+func (c *rconn) forwardDecoded(groups bool, req kmsg.Request, f []byte) (kmsg.Response, error) {
+	raw, err := c.forward(groups, f, true)
+	if err != nil {
+		return nil, err
+	}
+	return decodeResponse(req, raw)
 }
 
 func readFrame(rd io.Reader) ([]byte, error) {

@@ -116,11 +116,7 @@ func (c *rconn) serveKIP848(h header, f []byte) ([]byte, error) {
 		}
 		f = req.AppendTo(append([]byte(nil), f[:h.bodyAt]...))
 	}
-	raw, err := c.forward(true, f, true)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := decodeResponse(req, raw)
+	resp, err := c.forwardDecoded(true, req, f)
 	if err != nil {
 		return nil, err
 	}
