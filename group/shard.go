@@ -79,6 +79,8 @@ type Shard struct {
 	needsReload bool
 	// topics is the metadata consumer groups are assigned from.
 	topics Topics
+	// loading: see Load.
+	loading loading
 
 	// Logf, when set, receives diagnostic messages (invariant violations
 	// answered with an error instead of a panic, failed background writes).
