@@ -87,11 +87,18 @@ type Group struct {
 	s  *Shard
 	id string
 
-	state        State
+	// The small fields side by side (an idle group's size matters).
+	generation     int32
+	state          State
+	initialDelay   bool // the join timer is the initial (from Empty) delay
+	newMemberAdded bool
+	syncWriting    bool // the leader's assignment is being persisted
+	persisted      bool // a GroupMetadata record exists in the store
+	loaded         bool // see rb
+
 	stateTime    time.Time
 	protocolType string
 	protocol     string // selected protocol; "" when none
-	generation   int32
 	leader       string
 
 	members []*member          // join order; deterministic iteration
@@ -105,12 +112,8 @@ type Group struct {
 
 	joinTimer        *timer
 	syncTimer        *timer
-	initialDelay     bool          // the join timer is the initial (from Empty) delay
 	initialRemaining time.Duration // rebalance-timeout budget left for extensions
 	initialStep      time.Duration // the current extension's length
-	newMemberAdded   bool
-
-	syncWriting bool // the leader's assignment is being persisted
 
 	// subscribed is the union of topics the members subscribe to, parsed
 	// from consumer-protocol metadata; nil when unknown (non-consumer
@@ -119,20 +122,17 @@ type Group struct {
 	// costs ~400 bytes per idle group.
 	subscribed []string
 
-	offsets   map[topicPartition]offset // nil until the first offset (most idle groups of a classic workload have few)
-	inflight  []inflightCommit          // commits being written, in write order, for RequireStable and expiry
+	offsets   offsetTable      // nil until the first offset (most idle groups of a classic workload have few)
+	inflight  []inflightCommit // commits being written, in write order, for RequireStable and expiry
 	commitSeq uint64
-
-	persisted bool // a GroupMetadata record exists in the store
 
 	// cg is the consumer-protocol (KIP-848) state of a consumer group; nil
 	// for classic groups (and groups that only hold offsets).
 	cg *consumerGroup
 
-	// rb follows the rebalance in progress (historyrec.go); loaded: the
-	// group was restored from the store and has not rebalanced since.
-	rb     *rbTracker
-	loaded bool
+	// rb follows the rebalance in progress (historyrec.go); loaded (above):
+	// the group was restored from the store and has not rebalanced since.
+	rb *rbTracker
 }
 
 // mapPut and mapDrop keep a group's member maps (byID, static, pending,
@@ -251,7 +251,7 @@ func (g *Group) Assignment(memberID string) ([]byte, bool) {
 func (g *Group) NumPending() int { return len(g.pending) }
 
 // NumOffsets returns the number of committed offsets.
-func (g *Group) NumOffsets() int { return len(g.offsets) }
+func (g *Group) NumOffsets() int { return g.offsets.len() }
 
 func (g *Group) transition(to State, now time.Time) {
 	g.state = to

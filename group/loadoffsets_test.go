@@ -51,10 +51,10 @@ func TestLoadHoldsAGroupsOffsets(t *testing.T) {
 			t.Errorf("%s %s/%d: offset %d (code %d), want %d", c.group, c.topic, c.p, got, code, c.want)
 		}
 	}
-	if m := h.s.Group("g1").offsets[topicPartition{"t", 0}].metadata; m != "m" {
+	if m := func() string { o, _ := h.s.Group("g1").offsets.get(topicPartition{"t", 0}); return o.metadata }(); m != "m" {
 		t.Errorf("metadata %q", m)
 	}
-	if n := len(h.s.Group("g1").offsets); n != 3 {
+	if n := h.s.Group("g1").offsets.len(); n != 3 {
 		t.Errorf("g1 holds %d offsets, want 3", n)
 	}
 

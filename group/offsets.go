@@ -1,7 +1,6 @@
 package group
 
 import (
-	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -276,7 +275,7 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 				emit(tp.topic, tp.partition, -1, -1, "", ErrUnstableOffsetCommit)
 				return
 			}
-			if o, ok := g.offsets[tp]; ok {
+			if o, ok := g.offsets.get(tp); ok {
 				emit(tp.topic, tp.partition, o.offset, o.leaderEpoch, o.metadata, ErrNone)
 				return
 			}
@@ -300,21 +299,12 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 }
 
 func (g *Group) hasOffset(tp topicPartition) bool {
-	_, ok := g.offsets[tp]
-	return ok
+	return g.offsets.has(tp)
 }
 
 func (g *Group) sortedOffsets() []topicPartition {
-	tps := make([]topicPartition, 0, len(g.offsets))
-	for tp := range g.offsets {
-		tps = append(tps, tp)
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].topic != tps[j].topic {
-			return tps[i].topic < tps[j].topic
-		}
-		return tps[i].partition < tps[j].partition
-	})
+	tps := make([]topicPartition, 0, g.offsets.len())
+	g.offsets.each(func(tp topicPartition, _ offset) { tps = append(tps, tp) })
 	return tps
 }
 
@@ -396,16 +386,12 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			continue
 		}
 		var expired []topicPartition
-		for _, tp := range g.sortedOffsets() {
-			o := g.offsets[tp]
-			if g.commitInFlight(tp) {
-				continue
-			}
-			if g.offsetExpired(tp, &o, now, retention) {
+		g.offsets.each(func(tp topicPartition, o offset) {
+			if !g.commitInFlight(tp) && g.offsetExpired(tp, &o, now, retention) {
 				expired = append(expired, tp)
 			}
-		}
-		removeGroup := g.empty() && len(g.members) == 0 && len(g.offsets) == len(expired) && len(g.inflight) == 0
+		})
+		removeGroup := g.empty() && len(g.members) == 0 && g.offsets.len() == len(expired) && len(g.inflight) == 0
 		if len(expired) == 0 && !removeGroup {
 			continue
 		}

@@ -346,12 +346,7 @@ func (s *Shard) flushLoadedOffsets() {
 	if g == nil {
 		g = s.newGroup(ld.group, time.Time{})
 	}
-	if g.offsets == nil {
-		g.offsets = make(map[topicPartition]offset, len(ld.offs))
-	}
-	for _, lo := range ld.offs {
-		g.offsets[lo.tp] = lo.off
-	}
+	g.offsets.merge(ld.offs)
 	clear(ld.offs) // drop the strings
 	ld.offs = ld.offs[:0]
 }
@@ -458,13 +453,13 @@ func (s *Shard) replay(r *rec, load bool) {
 	switch {
 	case r.kind == keyOffset && r.del:
 		if g != nil {
-			mapDrop(&g.offsets, r.tp)
+			g.offsets.drop(r.tp)
 		}
 	case r.kind == keyOffset:
 		if g == nil {
 			g = s.newGroup(r.group, time.Time{})
 		}
-		mapPut(&g.offsets, r.tp, r.off)
+		g.offsets.put(r.tp, r.off)
 	case r.del: // group tombstone: the group goes once nothing else of it is stored
 		if g != nil {
 			g.persisted = false

@@ -106,7 +106,7 @@ func simulate(t *testing.T, seed uint64, steps int) {
 			fmt.Fprintf(&b, "%s:%x:%v:%v,", m.id, m.assignment, m.join != nil, m.sync != nil)
 		}
 		for _, tp := range gr.sortedOffsets() {
-			fmt.Fprintf(&b, "%s/%d=%d,", tp.topic, tp.partition, gr.offsets[tp].offset)
+			fmt.Fprintf(&b, "%s/%d=%d,", tp.topic, tp.partition, func() int64 { o, _ := gr.offsets.get(tp); return o.offset }())
 		}
 		return b.String()
 	}
