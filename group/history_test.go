@@ -2,8 +2,10 @@ package group
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -452,28 +454,10 @@ func TestHistoryStormGroupDeleted(t *testing.T) {
 // out (and said) when the history is read, the others are served, and the
 // numbering continues after the highest stored event.
 func TestHistoryLoadedLazily(t *testing.T) {
-	h := newH(t)
-	ids, _ := h.stableGroup("g", 1)
-	for i := 0; i < 2; i++ {
-		h.advance(time.Second)
-		h.rejoinAndSync("g", ids[0])
-	}
-	live := h.s.History("g")
-	if len(live) < 3 {
-		t.Fatalf("%d events", len(live))
-	}
+	h, live := rebalanced(t, 2)
 	damaged := live[1].Seq
 	h.store[string(historyKey("g", damaged))] = append([]byte{0, 0}, "{not json"...)
-	var said []string
-	s := NewShard(h.s.cfg, seededReader{})
-	s.Logf = func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
-	for k, v := range h.store {
-		if err := s.Load([]byte(k), v); err != nil {
-			t.Fatalf("load: %v", err)
-		}
-	}
-	var out Output
-	s.FinishLoad(h.now, &out)
+	s, logged := reloadLogged(t, h)
 	got := s.History("g")
 	if len(got) != len(live)-1 {
 		t.Fatalf("%d events after the reload, want %d", len(got), len(live)-1)
@@ -483,10 +467,87 @@ func TestHistoryLoadedLazily(t *testing.T) {
 			t.Fatalf("the damaged event %d was served", damaged)
 		}
 	}
-	if len(said) != 1 || !strings.Contains(said[0], "history event") {
+	if said := *logged; len(said) != 1 || !strings.Contains(said[0], "history event") {
 		t.Fatalf("said %q", said)
 	}
 	if s.hist["g"].nextSeq != live[len(live)-1].Seq {
 		t.Fatalf("next seq %d, want %d", s.hist["g"].nextSeq, live[len(live)-1].Seq)
 	}
+}
+
+// History values are written compressed (version 1, S2); values of version
+// 0 (plain JSON, as written before) still load; an unknown version or a
+// damaged compressed value drops that event, logged.
+func TestHistoryValueVersions(t *testing.T) {
+	h, live := rebalanced(t, 3)
+	stored, plainSize := 0, 0
+	for _, e := range live {
+		v := h.store[string(historyKey("g", e.Seq))]
+		if binary.BigEndian.Uint16(v) != historyValueS2 {
+			t.Fatalf("event %d stored as version %d", e.Seq, binary.BigEndian.Uint16(v))
+		}
+		js, _ := json.Marshal(e)
+		stored, plainSize = stored+len(v), plainSize+len(js)
+	}
+	if stored >= plainSize {
+		t.Fatalf("%d bytes stored for %d of JSON", stored, plainSize)
+	}
+	t.Logf("%d events: %d bytes stored for %d of JSON", len(live), stored, plainSize)
+	plain, unknown, damaged := live[0].Seq, live[1].Seq, live[2].Seq
+	js, _ := json.Marshal(live[0])
+	h.store[string(historyKey("g", plain))] = append([]byte{0, 0}, js...)
+	h.store[string(historyKey("g", unknown))][1] = 7
+	dv := h.store[string(historyKey("g", damaged))]
+	h.store[string(historyKey("g", damaged))] = append(dv[:2:2], 0xff, 0xff, 0xff)
+
+	s, logged := reloadLogged(t, h)
+	got := s.History("g")
+	want := slices.DeleteFunc(slices.Clone(live), func(e RebalanceEvent) bool { return e.Seq == unknown || e.Seq == damaged })
+	if len(got) != len(want) {
+		t.Fatalf("%d events after the reload, want %d", len(got), len(want))
+	}
+	for i := range got {
+		gj, _ := json.Marshal(got[i])
+		wj, _ := json.Marshal(want[i])
+		if string(gj) != string(wj) {
+			t.Fatalf("event %d reloaded as\n%s\nwant\n%s", want[i].Seq, gj, wj)
+		}
+	}
+	if said := *logged; len(said) != 2 || !strings.Contains(strings.Join(said, "\n"), "unknown value version 7") {
+		t.Fatalf("said %q", said)
+	}
+}
+
+// reloadLogged loads h's store into a fresh shard and returns it with what
+// the shard logs (loaded history is decoded, and damage said, when read).
+func reloadLogged(t *testing.T, h *h) (*Shard, *[]string) {
+	t.Helper()
+	said := new([]string)
+	s := NewShard(h.s.cfg, seededReader{})
+	s.Logf = func(f string, a ...any) { *said = append(*said, fmt.Sprintf(f, a...)) }
+	for k, v := range h.store {
+		if err := s.Load([]byte(k), v); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+	}
+	var out Output
+	s.FinishLoad(h.now, &out)
+	return s, said
+}
+
+// rebalanced forms group "g" of one member and has it rebalance n more
+// times; it returns the harness and the group's history (n+1 events).
+func rebalanced(t *testing.T, n int) (*h, []RebalanceEvent) {
+	t.Helper()
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 1)
+	for range n {
+		h.advance(time.Second)
+		h.rejoinAndSync("g", ids[0])
+	}
+	live := h.s.History("g")
+	if len(live) != n+1 {
+		t.Fatalf("%d events, want %d", len(live), n+1)
+	}
+	return h, live
 }
