@@ -214,7 +214,8 @@ func (c *Coordinator) waitRounds() {
 	}
 }
 
-// report hands the result of one append to the partitions it wrote for.
+// report hands the result of one append to the partitions it wrote for
+// (their loops apply it).
 func (c *Coordinator) report(reqs []commitReq, err error) {
 	code := group.ErrNone
 	if err != nil {
@@ -222,7 +223,7 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
 	}
 	for _, r := range reqs {
-		r.p.appendDone(appendResult{ids: r.b.ids(), code: code, gen: r.b.gen})
+		r.p.results <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
 	}
 }
 

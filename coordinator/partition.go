@@ -64,8 +64,15 @@ type partition struct {
 	c  *Coordinator
 	id int32
 
-	ctls     chan ctl
-	drained  chan struct{} // closed when the partition is closed with no batch in flight
+	ctls    chan ctl
+	drained chan struct{} // closed when the partition is closed with no batch in flight
+	// results carries the committer's reports of this partition's batches
+	// (in the order they were handed over) to the partition's loop, which
+	// applies them: the committer's one goroutine only hands them out, and
+	// the shards' work of releasing replies runs on the partitions' loops
+	// in parallel. At most maxInflight batches are in flight, so a send
+	// never blocks.
+	results  chan appendResult
 	loadedCh chan loadResult
 	loaded   chan struct{} // closed once the first load ends (or if unowned)
 
@@ -99,6 +106,7 @@ func newPartition(c *Coordinator, id int32) *partition {
 		id:       id,
 		ctls:     make(chan ctl, 4),
 		drained:  make(chan struct{}),
+		results:  make(chan appendResult, maxInflight),
 		loadedCh: make(chan loadResult, 1),
 		loaded:   make(chan struct{}),
 		waiting:  make(map[group.Ticket]*call),
@@ -187,8 +195,17 @@ func (p *partition) run(owned bool) {
 		}
 		p.mu.Unlock()
 		<-writerDone
-		<-p.drained // the writer or committer finishes our batches before Close returns
-		retention.Stop()
+		// The writer or committer finishes our batches before Close
+		// returns; the committer's reports still come through results.
+		for {
+			select {
+			case <-p.drained:
+				retention.Stop()
+				return
+			case res := <-p.results:
+				p.appendDone(res)
+			}
+		}
 	}()
 	for {
 		select {
@@ -206,6 +223,9 @@ func (p *partition) run(owned bool) {
 				p.shard.ExpireOffsets(p.c.clock.Now(), &p.out)
 			}
 			retention.Reset(p.c.cfg.RetentionCheckInterval)
+		case res := <-p.results:
+			p.appendDone(res)
+			continue
 		case lr := <-p.loadedCh:
 			p.mu.Lock()
 			p.finishLoad(lr)
@@ -226,9 +246,9 @@ func (p *partition) run(owned bool) {
 }
 
 // appendDone applies the result of one of the partition's batches (called
-// by the writer or the committer, in the order the batches were handed
-// over): the shard releases the replies that waited for it, and the
-// partition hands over its next batch.
+// by the writer, or by the loop for the committer's results, in the order
+// the batches were handed over): the shard releases the replies that waited
+// for it, and the partition hands over its next batch.
 func (p *partition) appendDone(res appendResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
