@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -400,34 +401,81 @@ func decode(key, value []byte) (r rec, ok bool, err error) {
 }
 
 func decodeGroupImage(value []byte) (*groupImage, error) {
+	// The image's strings and byte slices are cut from two copies made at
+	// their exact sizes (the store may reuse value), instead of one
+	// allocation each: a loaded group of three members made twenty-odd,
+	// at every group of a partition's load.
+	var (
+		fields [4]stringField // protocol type, protocol, leader: 3 of 4
+		strLen int
+		binLen int
+	)
 	r := reader{b: value}
 	_ = r.u16()
+	field := func(f *stringField) {
+		f.b = r.bytes()
+		strLen += len(f.b)
+	}
 	img := &groupImage{}
-	img.protocolType = r.string()
+	field(&fields[0])
 	img.generation = int32(r.u32())
-	img.protocol = r.string()
-	img.leader = r.string()
+	field(&fields[1])
+	field(&fields[2])
 	img.stateTime = time.UnixMilli(int64(r.u64()))
 	n := r.uvarint()
 	if r.err || n > uint64(len(r.b)) {
 		return nil, ErrCorruptRecord
 	}
 	img.members = make([]memberImage, n)
+	mfields := make([]stringField, 4*n)
 	for i := range img.members {
 		m := &img.members[i]
-		m.id = r.string()
-		m.instanceID = r.string()
-		m.clientID = r.string()
-		m.clientHost = r.string()
+		for j := range 4 { // id, instance id, client id, client host
+			field(&mfields[4*i+j])
+		}
 		m.session = time.Duration(r.u32()) * time.Millisecond
 		m.rebalance = time.Duration(int32(r.u32())) * time.Millisecond
-		m.metadata = append([]byte(nil), r.bytes()...)
-		m.assignment = append([]byte(nil), r.bytes()...)
+		m.metadata = r.bytes()
+		m.assignment = r.bytes()
+		binLen += len(m.metadata) + len(m.assignment)
 		if r.err {
 			return nil, fmt.Errorf("%w: member %d", ErrCorruptRecord, i)
 		}
 	}
+	var sb strings.Builder
+	sb.Grow(strLen)
+	for _, fs := range [][]stringField{fields[:3], mfields} {
+		for i := range fs {
+			fs[i].at = sb.Len()
+			sb.Write(fs[i].b)
+		}
+	}
+	str := sb.String()
+	cut := func(f *stringField) string { return str[f.at : f.at+len(f.b)] }
+	img.protocolType, img.protocol, img.leader = cut(&fields[0]), cut(&fields[1]), cut(&fields[2])
+	bin := make([]byte, 0, binLen)
+	clone := func(b []byte) []byte {
+		if len(b) == 0 {
+			return nil // as a copy of nothing always was
+		}
+		at := len(bin)
+		bin = append(bin, b...)
+		return bin[at:len(bin):len(bin)]
+	}
+	for i := range img.members {
+		m := &img.members[i]
+		f := mfields[4*i : 4*i+4]
+		m.id, m.instanceID, m.clientID, m.clientHost = cut(&f[0]), cut(&f[1]), cut(&f[2]), cut(&f[3])
+		m.metadata, m.assignment = clone(m.metadata), clone(m.assignment)
+	}
 	return img, nil
+}
+
+// stringField is a string of a stored group image, while it is decoded: its
+// bytes in the value, then its place in the image's one string.
+type stringField struct {
+	b  []byte
+	at int
 }
 
 // replay applies one record to the shard: after the write carrying it is
