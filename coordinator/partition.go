@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -137,9 +138,13 @@ func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request)
 		cc.release()
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
-	p.dispatch(cc)
+	resp, answered := p.dispatch(cc)
 	p.flush()
 	p.mu.Unlock()
+	if answered { // cc was never handed to the partition
+		cc.release()
+		return resp, nil
+	}
 	select {
 	case r := <-cc.done:
 		// Answered: the partition holds no reference to cc any more
@@ -275,23 +280,30 @@ func (p *partition) appendDone(res appendResult) {
 }
 
 // dispatch runs one request against the shard (or answers it with the
-// partition's state error).
-func (p *partition) dispatch(cc *call) {
+// partition's state error). A request the shard answers in the same turn
+// (heartbeats, fetches, describes, errors) is answered here, without
+// parking its caller; any other waits in p.waiting for its reply (a flush
+// hands it over).
+func (p *partition) dispatch(cc *call) (resp kmsg.Response, answered bool) {
 	switch p.state {
 	case stUnowned:
-		cc.done <- group.ErrorResponse(cc.req, group.ErrNotCoordinator)
-		return
+		return group.ErrorResponse(cc.req, group.ErrNotCoordinator), true
 	case stLoading:
-		cc.done <- loadingResponse(cc.req)
-		return
+		return loadingResponse(cc.req), true
 	}
 	p.nextTicket++
 	t := p.nextTicket
-	p.waiting[t] = cc
 	if !p.shard.Handle(p.c.clock.Now(), t, cc.cl, cc.req, &p.out) {
-		delete(p.waiting, t)
-		cc.done <- group.ErrorResponse(cc.req, group.ErrInvalidRequest)
+		return group.ErrorResponse(cc.req, group.ErrInvalidRequest), true
 	}
+	for i, r := range p.out.Replies {
+		if r.Ticket == t {
+			p.out.Replies = slices.Delete(p.out.Replies, i, i+1)
+			return r.Resp, true
+		}
+	}
+	p.waiting[t] = cc
+	return nil, false
 }
 
 // loadingResponse is the answer while the partition loads (group.API.Loading).
