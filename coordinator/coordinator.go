@@ -223,7 +223,7 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
 	}
 	for _, r := range reqs {
-		r.p.results <- appendResult{ids: r.b.ids(), code: code, gen: r.b.gen}
+		r.p.results <- appendResult{writes: r.b.writes, code: code, gen: r.b.gen}
 	}
 }
 

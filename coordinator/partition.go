@@ -40,9 +40,9 @@ type call struct {
 
 // appendResult reports a finished store.Append of a batch of writes.
 type appendResult struct {
-	ids  []uint64
-	code int16
-	gen  uint64 // shard generation the writes belong to
+	writes []group.Write // the batch's, by ID; the slice is the partition's again once applied
+	code   int16
+	gen    uint64 // shard generation the writes belong to
 }
 
 // loadResult carries a freshly loaded shard (or the error) to the loop.
@@ -260,9 +260,15 @@ func (p *partition) appendDone(res appendResult) {
 	p.inflight--
 	if res.gen == p.shardGen && p.state == stActive {
 		now := p.c.clock.Now()
-		for _, id := range res.ids {
-			p.shard.WriteDone(now, id, res.code, &p.out)
+		for _, w := range res.writes {
+			p.shard.WriteDone(now, w.ID, res.code, &p.out)
 		}
+	}
+	if len(p.queued) == 0 && cap(res.writes) > cap(p.queued) {
+		// Nothing reads the batch any more: its slice takes the next
+		// turn's writes (one allocation less per batch).
+		clear(res.writes)
+		p.queued = res.writes[:0]
 	}
 	p.flush()
 	if p.state == stActive && !p.closed && p.inflight == 0 && p.shard.NeedsReload() {
@@ -352,13 +358,13 @@ func (p *partition) flush() {
 func (p *partition) writer(done chan struct{}) {
 	defer close(done)
 	for b := range p.batches {
-		recs, ids := b.records(), b.ids()
+		recs := b.records()
 		code := group.ErrNone
 		if err := p.c.cfg.Store.Append(context.Background(), p.id, recs); err != nil {
 			code = storeErrorCode(err)
 			p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err)
 		}
-		p.appendDone(appendResult{ids: ids, code: code, gen: b.gen})
+		p.appendDone(appendResult{writes: b.writes, code: code, gen: b.gen})
 	}
 }
 
@@ -394,14 +400,6 @@ func (b batch) appendRecords(dst []store.Record) []store.Record {
 		}
 	}
 	return dst
-}
-
-func (b batch) ids() []uint64 {
-	ids := make([]uint64, len(b.writes))
-	for i, w := range b.writes {
-		ids[i] = w.ID
-	}
-	return ids
 }
 
 // storeErrorCode maps a store failure to the Kafka error clients retry on.

@@ -190,6 +190,14 @@ func TestC79_OffsetMetadataTooLarge(t *testing.T) {
 	if o, _ := h.fetch("g", "t", 1); o != -1 {
 		t.Fatal("oversized partition committed")
 	}
+	// A failed write gives its error to the partitions written, and the
+	// refused one keeps its own.
+	h.fail = ErrCoordinatorNotAvailable
+	c = commitCodes(h.commitReq(req))
+	h.fail = ErrNone
+	if c[0] != ErrCoordinatorNotAvailable || c[1] != ErrOffsetMetadataTooLarge {
+		t.Fatal(c)
+	}
 }
 
 func TestOffsetFetchAllTopicsMultiGroupAndRequireStable(t *testing.T) {

@@ -88,7 +88,6 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	}
 	recs := make([]rec, 0, n)
 	enc := make([]Record, 0, n)
-	codes := make([]*int16, 0, n)
 	buf := make([]byte, 0, size)
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
@@ -111,7 +110,6 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			e, buf = appendOffsetRecord(buf, g.id, r.tp, &r.off)
 			recs = append(recs, r)
 			enc = append(enc, e)
-			codes = append(codes, &resp.Topics[i].Partitions[j].ErrorCode)
 		}
 	}
 	if len(recs) == 0 {
@@ -125,8 +123,14 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	s.writeEncoded(out, recs, enc, func(now time.Time, code int16, out *Output) {
 		g.commitWritten(seq)
 		if code != ErrNone {
-			for _, c := range codes {
-				*c = code
+			// The partitions written are those still without an
+			// error (the others were refused above).
+			for i := range resp.Topics {
+				for j := range resp.Topics[i].Partitions {
+					if c := &resp.Topics[i].Partitions[j].ErrorCode; *c == ErrNone {
+						*c = code
+					}
+				}
 			}
 		}
 		out.reply(t, resp)
