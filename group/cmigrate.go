@@ -159,6 +159,7 @@ func (g *Group) upgradeToConsumer(h *hbReq) {
 	}
 	g.s.cancel(g.joinTimer)
 	g.s.cancel(g.syncTimer)
+	g.joinTimer, g.syncTimer = nil, nil
 	g.state, g.protocol, g.leader, g.generation = Empty, "", "", 0
 	g.emit(h, cGroupRec(g.id, gen, 0))
 	if g.persisted {

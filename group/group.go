@@ -205,8 +205,6 @@ func (s *Shard) newGroup(id string, now time.Time) *Group {
 		state:     Empty,
 		stateTime: now,
 	}
-	g.joinTimer = newTimer(g.onJoinTimer)
-	g.syncTimer = newTimer(nil) // set per generation in completeJoin
 	s.groups[id] = g
 	return g
 }
@@ -514,6 +512,7 @@ func (g *Group) prepareRebalance(now time.Time, out *Output) {
 		}
 	}
 	g.s.cancel(g.syncTimer)
+	g.syncTimer = nil
 	g.pendingSync = nil
 	g.syncWriting = false
 
@@ -525,11 +524,11 @@ func (g *Group) prepareRebalance(now time.Time, out *Output) {
 		g.initialDelay = true
 		g.initialStep = delay
 		g.initialRemaining = max(g.maxRebalanceTimeout()-delay, 0)
-		g.s.arm(g.joinTimer, now.Add(delay))
+		g.armJoin(now.Add(delay))
 		return
 	}
 	g.initialDelay = false
-	g.s.arm(g.joinTimer, now.Add(g.maxRebalanceTimeout()))
+	g.armJoin(now.Add(g.maxRebalanceTimeout()))
 	g.tryCompleteJoin(now, out)
 }
 
@@ -556,7 +555,7 @@ func (g *Group) onJoinTimer(now time.Time, out *Output) {
 		step := min(g.s.cfg.InitialRebalanceDelay, g.initialRemaining)
 		g.initialRemaining = max(g.initialRemaining-g.initialStep, 0)
 		g.initialStep = step
-		g.s.arm(g.joinTimer, now.Add(step))
+		g.armJoin(now.Add(step))
 		return
 	}
 	g.completeJoin(now, out)
@@ -592,11 +591,12 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 			// Only absent static members remain: keep waiting for them;
 			// their session timers will evict them if they never return.
 			g.leader = g.members[0].id
-			g.s.arm(g.joinTimer, now.Add(g.maxRebalanceTimeout()))
+			g.armJoin(now.Add(g.maxRebalanceTimeout()))
 			return
 		}
 	}
 	g.s.cancel(g.joinTimer)
+	g.joinTimer = nil
 	g.generation++
 	g.pendingSync = nil
 
@@ -639,8 +639,15 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 	}
 	g.awaiting = 0
 	gen := g.generation
-	g.syncTimer.fire = func(now time.Time, out *Output) { g.onSyncTimeout(now, gen, out) }
-	g.s.arm(g.syncTimer, now.Add(g.maxRebalanceTimeout()))
+	t := newTimer(nil)
+	t.fire = func(now time.Time, out *Output) {
+		if g.syncTimer == t {
+			g.syncTimer = nil
+		}
+		g.onSyncTimeout(now, gen, out)
+	}
+	g.syncTimer = t
+	g.s.arm(t, now.Add(g.maxRebalanceTimeout()))
 }
 
 // onSyncTimeout evicts members that never sent SyncGroup in generation gen
@@ -787,4 +794,16 @@ func syncError(v int16, code int16) *kmsg.SyncGroupResponse {
 	r.ErrorCode = code
 	r.MemberAssignment = []byte{}
 	return r
+}
+
+// armJoin arms the group's join timer, made when first needed. The group's
+// rebalance timers exist only while a rebalance needs them (the join timer
+// until the join completes, the sync timer until it fires or the next
+// rebalance starts): an idle group keeps neither, and a loaded one never
+// makes them (about 110 bytes and three allocations a group).
+func (g *Group) armJoin(at time.Time) {
+	if g.joinTimer == nil {
+		g.joinTimer = newTimer(g.onJoinTimer)
+	}
+	g.s.arm(g.joinTimer, at)
 }
