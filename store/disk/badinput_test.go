@@ -338,3 +338,34 @@ func openAndLoad(dir string, want state) (state, error) {
 	}
 	return got, nil
 }
+
+// A table the MANIFEST lists is missing (deleted, or an older list taken
+// after damage to the MANIFEST cut it short): Open refuses with an error
+// that names the MANIFEST and the table and says what to do.
+func TestMissingTable(t *testing.T) {
+	orig, _, _ := damagedStore(t, false)
+	var table string
+	for _, name := range dirNames(t, orig) {
+		if strings.HasSuffix(name, ".sst") {
+			table = name
+		}
+	}
+	if table == "" {
+		t.Fatal("the store has no table")
+	}
+	dir := copyDir(t, orig)
+	if err := os.Remove(filepath.Join(dir, table)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(Options{Dir: dir, Logger: discard})
+	if err == nil {
+		t.Fatal("opened a store missing a table")
+	}
+	msg := err.Error()
+	for _, want := range []string{"MANIFEST-", strings.TrimSuffix(table, ".sst"), "move it aside"} {
+		if !errors.Is(err, ErrStorage) || !strings.Contains(msg, want) {
+			t.Fatalf("error %q does not wrap ErrStorage or say %q", msg, want)
+		}
+	}
+	t.Log(strings.ReplaceAll(msg, dir, "DIR"))
+}

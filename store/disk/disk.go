@@ -261,7 +261,7 @@ func Open(opts Options) (*Store, error) {
 		if !errors.Is(r.err, ErrStorage) {
 			_ = lock.Close()
 		}
-		return nil, s.openError(r.err)
+		return nil, s.openError(r.err, base)
 	}
 	s.db = r.db
 	s.fs.armed.Store(true)
@@ -352,14 +352,21 @@ func writeFileDurably(fs vfs.FS, dir, name string, data []byte) error {
 }
 
 // openError explains an engine Open failure to the operator.
-func (s *Store) openError(err error) error {
+func (s *Store) openError(err error, fs vfs.FS) error {
 	if errors.Is(err, ErrStorage) {
 		return err
 	}
 	what := "cannot be opened"
-	if errors.Is(err, pebble.ErrCorruption) {
+	switch {
+	case errors.Is(err, pebble.ErrCorruption):
 		what = "is damaged"
-	} else if strings.Contains(err.Error(), "does not exist") {
+	case strings.Contains(err.Error(), "unknown to the objstorage provider"):
+		// The engine's list of tables names one that is not there: the
+		// list (the MANIFEST) is damaged, its damage read as its end, so
+		// an older list was taken, or tables were deleted.
+		what = "is missing tables that " + manifestNames(fs, s.dir) +
+			" lists (that file is damaged, or tables were deleted, or the directory is incomplete)"
+	case strings.Contains(err.Error(), "does not exist"):
 		what = "is missing its MANIFEST/CURRENT files (they were deleted or the directory is incomplete)"
 	}
 	return fmt.Errorf("%w: store %s %s: %s: %s", ErrStorage, s.dir, what, explain(err), adviceDamaged)
@@ -367,6 +374,26 @@ func (s *Store) openError(err error) error {
 
 // explain renders an engine error with the details pebble keeps out of its
 // message, such as which file (path or WAL number) and offset it was reading.
+// manifestNames names the engine's MANIFEST files in dir (the list of its
+// tables), for an error message; "its MANIFEST" if none can be listed.
+func manifestNames(fs vfs.FS, dir string) string {
+	names, err := fs.List(dir)
+	if err != nil {
+		return "its MANIFEST"
+	}
+	var ms []string
+	for _, n := range names {
+		if strings.HasPrefix(n, "MANIFEST-") {
+			ms = append(ms, n)
+		}
+	}
+	if len(ms) == 0 {
+		return "its MANIFEST"
+	}
+	slices.Sort(ms)
+	return strings.Join(ms, ", ")
+}
+
 func explain(err error) string {
 	// Drop the placeholder text of pebble's corruption-detail carrier.
 	msg := strings.ReplaceAll(err.Error(), "\n<corruption detail carrier>", "")
