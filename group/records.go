@@ -286,9 +286,9 @@ func (s *Shard) Load(key, value []byte) error {
 }
 
 // loading holds what Load keeps between records: the committed offsets of
-// the group being read, so that its map is made once at its final size
-// (growing it an insert at a time was a sixth of a load's CPU: a hundred
-// offsets pass through eight tables), and the last topic name read, which
+// the group being read, so that its offsetTable's slices are made once at
+// their final size (growing the map it replaced an insert at a time was a
+// sixth of a load's CPU), and the last topic name read, which
 // the next offset keys almost always repeat. The store hands out a
 // partition's records in key order, so a group's offsets arrive one after
 // another; any other record (or FinishLoad) applies the held ones first,
