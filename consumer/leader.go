@@ -243,36 +243,87 @@ func (d *MemberDecoder) ownedList(b []byte, n, np int) []assign.TopicPartitions 
 	return out
 }
 
+// AssignmentWriter encodes assignments one at a time, as a leader that
+// receives its plan member by member (assign.Streamer) does. The encodings
+// are cut from shared buffers of about a megabyte, so a large plan costs a
+// few allocations, none of them a copy.
+type AssignmentWriter struct {
+	m   kmsg.ConsumerMemberAssignment
+	buf []byte
+}
+
+// assignmentChunk is the size of the buffers an AssignmentWriter cuts
+// encodings from (larger assignments get a buffer of their own size).
+const assignmentChunk = 1 << 20
+
+// NewAssignmentWriter returns a writer of assignments at the given version
+// (0..3).
+func NewAssignmentWriter(version int16) (*AssignmentWriter, error) {
+	if version < 0 || version > MaxVersion {
+		return nil, fmt.Errorf("consumer: cannot encode assignment version %d (supported 0..%d)", version, MaxVersion)
+	}
+	w := &AssignmentWriter{m: kmsg.NewConsumerMemberAssignment()}
+	w.m.Version = version
+	return w, nil
+}
+
+// Encode returns a's SyncGroup bytes. They do not alias a, and stay valid
+// after later calls.
+func (w *AssignmentWriter) Encode(a assign.Assignment) ([]byte, error) {
+	size, err := assignmentSize(a)
+	if err != nil {
+		return nil, err
+	}
+	if cap(w.buf)-len(w.buf) < size {
+		w.buf = make([]byte, 0, max(size, assignmentChunk))
+	}
+	return w.append(a), nil
+}
+
+func (w *AssignmentWriter) append(a assign.Assignment) []byte {
+	w.m.Topics = w.m.Topics[:0]
+	for _, tp := range a.Partitions {
+		w.m.Topics = append(w.m.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: tp.Topic, Partitions: tp.Partitions})
+	}
+	w.m.UserData = a.UserData
+	start := len(w.buf)
+	w.buf = w.m.AppendTo(w.buf)
+	return w.buf[start:len(w.buf):len(w.buf)]
+}
+
+// assignmentSize is the length of a's encoding, or an error for a topic
+// name the protocol cannot carry.
+func assignmentSize(a assign.Assignment) (int, error) {
+	total := 2 + 4 + 4 + len(a.UserData)
+	for _, tp := range a.Partitions {
+		if err := checkString("topic", tp.Topic); err != nil {
+			return 0, err
+		}
+		total += 2 + len(tp.Topic) + 4 + 4*len(tp.Partitions)
+	}
+	return total, nil
+}
+
 // EncodeAssignments writes the assignment of each member in as SyncGroup
 // bytes at the given version (0..3), all cut from one buffer sized
 // exactly. out[i] is the encoding of as[i].
 func EncodeAssignments(version int16, as []assign.Assignment) ([][]byte, error) {
-	if version < 0 || version > MaxVersion {
-		return nil, fmt.Errorf("consumer: cannot encode assignment version %d (supported 0..%d)", version, MaxVersion)
+	w, err := NewAssignmentWriter(version)
+	if err != nil {
+		return nil, err
 	}
 	total := 0
 	for _, a := range as {
-		total += 2 + 4 + 4 + len(a.UserData)
-		for _, tp := range a.Partitions {
-			if err := checkString("topic", tp.Topic); err != nil {
-				return nil, err
-			}
-			total += 2 + len(tp.Topic) + 4 + 4*len(tp.Partitions)
+		n, err := assignmentSize(a)
+		if err != nil {
+			return nil, err
 		}
+		total += n
 	}
-	buf := make([]byte, 0, total)
+	w.buf = make([]byte, 0, total)
 	out := make([][]byte, len(as))
-	m := kmsg.NewConsumerMemberAssignment()
-	m.Version = version
 	for i, a := range as {
-		m.Topics = m.Topics[:0]
-		for _, tp := range a.Partitions {
-			m.Topics = append(m.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: tp.Topic, Partitions: tp.Partitions})
-		}
-		m.UserData = a.UserData
-		start := len(buf)
-		buf = m.AppendTo(buf)
-		out[i] = buf[start:len(buf):len(buf)]
+		out[i] = w.append(a)
 	}
 	return out, nil
 }

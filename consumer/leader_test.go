@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
@@ -134,5 +135,53 @@ func TestEncodeAssignmentsMatchesEncode(t *testing.T) {
 	}
 	if _, err := EncodeAssignments(4, as); err == nil {
 		t.Error("version 4 accepted")
+	}
+}
+
+func TestAssignmentWriter(t *testing.T) {
+	big := make([]int32, assignmentChunk/4) // one assignment larger than a chunk
+	for i := range big {
+		big[i] = int32(i)
+	}
+	var as []assign.Assignment
+	for i := range 3000 { // ~1.5 chunks of small ones, then the large one, then more
+		as = append(as, assign.Assignment{Partitions: []assign.TopicPartitions{
+			{Topic: fmt.Sprintf("topic-%d", i%7), Partitions: []int32{int32(i), int32(i + 1)}},
+			{Topic: "other", Partitions: make([]int32, i%90)},
+		}, UserData: []byte{byte(i)}})
+		if i == 2000 {
+			as = append(as, assign.Assignment{Partitions: []assign.TopicPartitions{{Topic: "big", Partitions: big}}})
+		}
+	}
+	for v := int16(0); v <= MaxVersion; v++ {
+		w, err := NewAssignmentWriter(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([][]byte, len(as))
+		for i, a := range as {
+			if got[i], err = w.Encode(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := EncodeAssignments(v, as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range as {
+			if !bytes.Equal(got[i], want[i]) || cap(got[i]) != len(got[i]) {
+				t.Fatalf("v%d assignment %d: %d bytes (cap %d), want %d", v, i, len(got[i]), cap(got[i]), len(want[i]))
+			}
+		}
+	}
+	w, err := NewAssignmentWriter(MaxVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Encode(assign.Assignment{Partitions: []assign.TopicPartitions{{Topic: strings.Repeat("x", 1<<15)}}}); err == nil {
+		t.Error("a topic name longer than the protocol carries was encoded")
+	}
+	if _, err := NewAssignmentWriter(MaxVersion + 1); err == nil {
+		t.Error("an unknown version was accepted")
 	}
 }

@@ -58,3 +58,19 @@ type Assignor interface {
 	// Every member of members gets an entry in the result (possibly empty).
 	Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error)
 }
+
+// Streamer is implemented by assignors that can hand out their plan one
+// member at a time instead of building every member's Assignment at once. A
+// leader that only encodes each assignment for SyncGroup (the kgobalancer
+// adapter does) then never holds the whole plan as Go values: for a million
+// partitions spread over many topics that plan is tens of megabytes of
+// topic entries, written once and thrown away.
+type Streamer interface {
+	Assignor
+	// AssignEach computes the same plan as Assign and calls emit once for
+	// every member, in the order of members (sorted by ID), with i its
+	// index in members. The Assignment passed to emit, and the slices in
+	// it, are valid only until emit returns. An error from emit stops the
+	// walk and is returned.
+	AssignEach(members []Member, topics map[string]Topic, emit func(i int, a Assignment) error) error
+}

@@ -175,6 +175,31 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 	for t, n := range counts {
 		topics[t] = assign.Topic{Name: t, Partitions: n, Racks: racks[t]}
 	}
+	out := make(syncAssignment, len(m.members))
+	for i, mem := range m.members {
+		out[i] = kmsg.NewSyncGroupRequestGroupAssignment()
+		out[i].MemberID = mem.ID
+	}
+	if s, ok := m.b.a.(assign.Streamer); ok {
+		// Encode each member's assignment as the assignor hands it out,
+		// without holding the whole plan.
+		w, err := consumer.NewAssignmentWriter(m.version)
+		if err != nil {
+			return nil, fmt.Errorf("kgobalancer: %w", err)
+		}
+		var encErr error
+		err = s.AssignEach(m.members, topics, func(i int, a assign.Assignment) error {
+			out[i].MemberAssignment, encErr = w.Encode(a)
+			return encErr
+		})
+		switch {
+		case encErr != nil:
+			return nil, fmt.Errorf("kgobalancer: %w", encErr)
+		case err != nil:
+			return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
+		}
+		return out, nil
+	}
 	res, err := m.b.a.Assign(m.members, topics)
 	if err != nil {
 		return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
@@ -187,10 +212,7 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 	if err != nil {
 		return nil, fmt.Errorf("kgobalancer: %w", err)
 	}
-	out := make(syncAssignment, len(m.members))
-	for i, mem := range m.members {
-		out[i] = kmsg.NewSyncGroupRequestGroupAssignment()
-		out[i].MemberID = mem.ID
+	for i := range out {
 		out[i].MemberAssignment = raw[i]
 	}
 	return out, nil

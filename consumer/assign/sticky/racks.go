@@ -54,7 +54,7 @@ func AssignRacks(members []assign.Member, topics map[string]assign.Topic) (map[s
 		memberRacks = memberRacks || members[i].Rack != ""
 	}
 	if !hasRacks || !memberRacks {
-		return p.materialize(s, false), nil
+		return p.output(p.materialize(s, false)), nil
 	}
 	return p.materializeRacks(s, racks), nil
 }

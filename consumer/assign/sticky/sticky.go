@@ -31,6 +31,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
 )
@@ -75,7 +76,35 @@ func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic
 	if err := s.solve(); err != nil {
 		return nil, err
 	}
-	return p.materialize(s, a.cooperative), nil
+	return p.output(p.materialize(s, a.cooperative)), nil
+}
+
+// AssignEach computes the plan of Assign and hands it out member by member
+// (assign.Streamer), cutting each member's assignment from the plan in
+// place instead of building all of them.
+func (a assignor) AssignEach(members []assign.Member, topics map[string]assign.Topic, emit func(int, assign.Assignment) error) error {
+	p, err := newProblem(members, topics)
+	if err != nil {
+		return err
+	}
+	p.resolveOwners(a.cooperative)
+	s := p.newSolver()
+	if err := s.solve(); err != nil {
+		return err
+	}
+	sl := p.materialize(s, a.cooperative)
+	var runs []assign.TopicPartitions
+	for mi := range p.members {
+		runs = p.cut(sl.member(mi), runs[:0])
+		var tps []assign.TopicPartitions
+		if len(runs) > 0 {
+			tps = runs
+		}
+		if err := emit(int(p.orig[mi]), assign.Assignment{Partitions: tps}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // problem is the group flattened: members sorted by ID, the subscribed
@@ -83,6 +112,7 @@ func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic
 // (partNum = topic base + partition).
 type problem struct {
 	members []*assign.Member // sorted by ID
+	orig    []int32          // orig[i]: index of members[i] in the caller's slice
 	names   []string         // topic names, sorted
 	bases   []int32          // bases[t] = first partNum of topic t; bases[len] = total
 	topicOf map[string]int32
@@ -113,19 +143,18 @@ const (
 )
 
 func newProblem(members []assign.Member, topics map[string]assign.Topic) (*problem, error) {
-	p := &problem{members: make([]*assign.Member, len(members))}
-	for i := range members {
-		p.members[i] = &members[i]
+	p := &problem{members: make([]*assign.Member, len(members)), orig: make([]int32, len(members))}
+	for i := range p.orig {
+		p.orig[i] = int32(i)
 	}
-	slices.SortFunc(p.members, func(a, b *assign.Member) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	// The contract says members come sorted by ID; sort anyway (stably,
+	// so that equal IDs are reported below rather than reordered).
+	if !slices.IsSortedFunc(members, func(a, b assign.Member) int { return strings.Compare(a.ID, b.ID) }) {
+		slices.SortStableFunc(p.orig, func(a, b int32) int { return strings.Compare(members[a].ID, members[b].ID) })
+	}
+	for i, o := range p.orig {
+		p.members[i] = &members[o]
+	}
 	for i := 1; i < len(p.members); i++ {
 		if p.members[i].ID == p.members[i-1].ID {
 			return nil, fmt.Errorf("%w: %q", ErrDuplicateMember, p.members[i].ID)
@@ -439,7 +468,7 @@ func (p *problem) heldElsewhere(part, m int32) bool {
 // materialize turns the per-class counts of the solver into partitions:
 // each member first keeps its previously owned partitions up to its count
 // in the class, then takes the class's remaining partitions in order.
-func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Assignment {
+func (p *problem) materialize(s *solver, cooperative bool) *slots {
 	nm := len(p.members)
 	sl := p.newSlots(s)
 	give := func(m, part int32) {
@@ -496,7 +525,7 @@ func (p *problem) materialize(s *solver, cooperative bool) map[string]assign.Ass
 		}
 	}
 
-	return p.output(sl)
+	return sl
 }
 
 // slots is the plan being built: member m holds the partition numbers
@@ -521,42 +550,63 @@ func (sl *slots) put(m, part int32) {
 	sl.fill[m]++
 }
 
-// output cuts the slots into the members' assignments, sorting each
-// member's partitions in place and renumbering them per topic. The topic
-// entries of all members share one allocation.
+func (sl *slots) member(m int) []int32 { return sl.buf[sl.offs[m]:sl.fill[m]] }
+
+// topicAt returns the topic of partition number part, searching from topic
+// t on (part is not below t's first partition): the walks below visit a
+// member's partitions in ascending order.
+func (p *problem) topicAt(part int32, t int) int {
+	if part < p.bases[t+1] {
+		return t
+	}
+	return t + 1 + sort.Search(len(p.names)-t-1, func(k int) bool { return p.bases[t+2+k] > part })
+}
+
+// cut sorts a member's partition numbers in place, renumbers them per
+// topic and appends one entry per topic to dst, each entry's partitions a
+// subslice of parts.
+func (p *problem) cut(parts []int32, dst []assign.TopicPartitions) []assign.TopicPartitions {
+	slices.Sort(parts)
+	t := 0
+	for len(parts) > 0 {
+		t = p.topicAt(parts[0], t)
+		end, limit := 1, p.bases[t+1]
+		for end < len(parts) && parts[end] < limit {
+			end++
+		}
+		chunk := parts[:end:end]
+		base := p.bases[t]
+		for i := range chunk {
+			chunk[i] -= base
+		}
+		dst = append(dst, assign.TopicPartitions{Topic: p.names[t], Partitions: chunk})
+		parts = parts[end:]
+	}
+	return dst
+}
+
+// output cuts the slots into the members' assignments. The topic entries
+// of all members share one allocation.
 func (p *problem) output(sl *slots) map[string]assign.Assignment {
 	out := make(map[string]assign.Assignment, len(p.members))
 	runs := 0
 	for mi := range p.members {
-		parts := sl.buf[sl.offs[mi]:sl.fill[mi]]
+		parts := sl.member(mi)
 		slices.Sort(parts)
 		for i, t := 0, -1; i < len(parts); i++ {
 			if t < 0 || parts[i] >= p.bases[t+1] {
-				t = sort.Search(len(p.names), func(k int) bool { return p.bases[k+1] > parts[i] })
+				t = p.topicAt(parts[i], max(t, 0))
 				runs++
 			}
 		}
 	}
-	all := make([]assign.TopicPartitions, runs)
-	k := 0
+	all := make([]assign.TopicPartitions, 0, runs)
 	for mi, m := range p.members {
-		parts := sl.buf[sl.offs[mi]:sl.fill[mi]]
-		start := k
-		for len(parts) > 0 {
-			t := sort.Search(len(p.names), func(i int) bool { return p.bases[i+1] > parts[0] })
-			end := sort.Search(len(parts), func(i int) bool { return parts[i] >= p.bases[t+1] })
-			chunk := parts[:end:end]
-			base := p.bases[t]
-			for i := range chunk {
-				chunk[i] -= base
-			}
-			all[k] = assign.TopicPartitions{Topic: p.names[t], Partitions: chunk}
-			k++
-			parts = parts[end:]
-		}
+		start := len(all)
+		all = p.cut(sl.member(mi), all)
 		var tps []assign.TopicPartitions
-		if k > start {
-			tps = all[start:k:k]
+		if len(all) > start {
+			tps = all[start:len(all):len(all)]
 		}
 		out[m.ID] = assign.Assignment{Partitions: tps}
 	}

@@ -375,3 +375,46 @@ func TestNames(t *testing.T) {
 		t.Fatalf("NewCooperative: %s %v", n, c)
 	}
 }
+
+// TestAssignEachMatchesAssign checks that the streamed plan is Assign's:
+// every member once, in ID order, indexed into the caller's slice (also
+// when that slice is not sorted), and that an error from emit stops it.
+func TestAssignEachMatchesAssign(t *testing.T) {
+	for seed := 0; seed < 60; seed++ {
+		rng := rand.New(rand.NewSource(int64(seed)))
+		g := genGroup(rng, genOpts{maxMembers: 30, maxTopics: 8, maxParts: 40, mixed: seed%2 == 0, history: true, conflicts: seed%3 != 0})
+		if seed%4 == 1 {
+			rng.Shuffle(len(g.members), func(i, j int) { g.members[i], g.members[j] = g.members[j], g.members[i] })
+		}
+		for _, a := range []assign.Assignor{New(), NewCooperative()} {
+			want := assignOrFatal(t, a, g)
+			got := map[string]assign.Assignment{}
+			last := ""
+			err := a.(assign.Streamer).AssignEach(g.members, g.topics, func(i int, as assign.Assignment) error {
+				id := g.members[i].ID
+				if _, dup := got[id]; dup || id <= last {
+					t.Fatalf("seed %d %s: member %s emitted out of order or twice", seed, a.Name(), id)
+				}
+				last = id
+				var c assign.Assignment
+				for _, tp := range as.Partitions {
+					c.Partitions = append(c.Partitions, assign.TopicPartitions{Topic: tp.Topic, Partitions: slices.Clone(tp.Partitions)})
+				}
+				got[id] = c
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d %s: streamed plan differs from Assign's\n got %v\nwant %v", seed, a.Name(), got, want)
+			}
+			stop := errors.New("stop")
+			calls := 0
+			err = a.(assign.Streamer).AssignEach(g.members, g.topics, func(int, assign.Assignment) error { calls++; return stop })
+			if err != stop || calls != 1 {
+				t.Fatalf("seed %d %s: emit's error gave %v after %d calls", seed, a.Name(), err, calls)
+			}
+		}
+	}
+}
