@@ -307,29 +307,61 @@ func claims(m *assign.Member, cooperative bool) claim {
 }
 
 // claimSet records, per partition, who claims it at the highest generation.
+//
+// A scattered previous plan makes the claims land at random places in
+// per-partition arrays of millions of entries, where every access misses
+// the caches and the TLB. So the common case touches as little as it can:
+// a bitmap of claimed partitions (an eighth of a megabyte per million
+// partitions, which stays in the cache) and one store into top; a member's
+// claims all carry its generation, which is kept per member, not per
+// partition. Only a partition claimed twice reads top back.
 type claimSet struct {
-	top  []int32 // member, noClaim, or manyClaims when several tie
-	gen  []int32
+	seen []uint64          // bit p: partition p has a claim
+	top  []int32           // where seen: member, or manyClaims when several tie
+	gen  []int32           // member -> the generation of its claims
 	tied map[int32][]int32 // the tied members, for manyClaims
 }
 
-func newClaimSet(n int) *claimSet {
-	c := &claimSet{top: make([]int32, n), gen: make([]int32, n)}
-	for i := range c.top {
-		c.top[i] = noClaim
+func newClaimSet(nparts, nmembers int) *claimSet {
+	return &claimSet{
+		seen: make([]uint64, (nparts+63)/64),
+		top:  make([]int32, nparts),
+		gen:  make([]int32, nmembers),
 	}
-	return c
 }
 
-// add records that member m claims part at generation gen.
+// at returns the member claiming part at the highest generation, noClaim
+// or manyClaims.
+func (c *claimSet) at(part int32) int32 {
+	if c.seen[part>>6]&(1<<(part&63)) == 0 {
+		return noClaim
+	}
+	return c.top[part]
+}
+
+// add records that member m claims part at generation gen (the same for
+// all of m's claims).
 func (c *claimSet) add(part, m, gen int32) {
-	switch top := c.top[part]; {
-	case top == noClaim || gen > c.gen[part]:
+	c.gen[m] = gen
+	if w, bit := part>>6, uint64(1)<<(part&63); c.seen[w]&bit == 0 {
+		c.seen[w] |= bit
+		c.top[part] = m
+		return
+	}
+	top := c.top[part]
+	topGen := gen
+	if top >= 0 {
+		topGen = c.gen[top]
+	} else {
+		topGen = c.gen[c.tied[part][0]]
+	}
+	switch {
+	case gen > topGen:
 		if top == manyClaims {
 			delete(c.tied, part)
 		}
-		c.top[part], c.gen[part] = m, gen
-	case gen < c.gen[part] || top == m:
+		c.top[part] = m
+	case gen < topGen || top == m:
 		// stale, or a repeated claim
 	case top >= 0:
 		if c.tied == nil {
@@ -394,7 +426,7 @@ func (p *problem) resolveOwners(cooperative bool) {
 	fromUserData := false
 	p.eachClaim(cooperative, func(bool) bool { return true }, func(part, m, gen int32, now bool) {
 		if all == nil {
-			all = newClaimSet(p.nparts)
+			all = newClaimSet(p.nparts, len(p.members))
 		}
 		fromUserData = fromUserData || !now
 		all.add(part, m, gen)
@@ -405,7 +437,7 @@ func (p *problem) resolveOwners(cooperative bool) {
 		} else {
 			p.eachClaim(cooperative, func(now bool) bool { return now }, func(part, m, gen int32, _ bool) {
 				if p.now == nil {
-					p.now = newClaimSet(p.nparts)
+					p.now = newClaimSet(p.nparts, len(p.members))
 				}
 				p.now.add(part, m, gen)
 			})
@@ -425,6 +457,7 @@ func (p *problem) resolveOwners(cooperative bool) {
 	if p.now == all {
 		owner = slices.Clone(all.top)
 	}
+	seen := all.seen
 	pos := make([]int32, len(p.members))
 	for i := range pos {
 		pos[i] = -1
@@ -436,7 +469,9 @@ func (p *problem) resolveOwners(cooperative bool) {
 		}
 		for _, t := range c.topics {
 			for part := p.bases[t]; part < p.bases[t+1]; part++ {
-				if w := owner[part]; w < 0 || pos[w] < 0 {
+				if seen[part>>6]&(1<<(part&63)) == 0 {
+					owner[part] = -1
+				} else if w := owner[part]; w < 0 || pos[w] < 0 {
 					owner[part] = -1
 				}
 			}
@@ -455,7 +490,7 @@ func (p *problem) heldElsewhere(part, m int32) bool {
 	if p.now == nil {
 		return false
 	}
-	switch top := p.now.top[part]; top {
+	switch top := p.now.at(part); top {
 	case noClaim, m:
 		return false
 	case manyClaims:
