@@ -68,9 +68,13 @@ type Assignor interface {
 type Streamer interface {
 	Assignor
 	// AssignEach computes the same plan as Assign and calls emit once for
-	// every member, in the order of members (sorted by ID), with i its
-	// index in members. The Assignment passed to emit, and the slices in
-	// it, are valid only until emit returns. An error from emit stops the
-	// walk and is returned.
-	AssignEach(members []Member, topics map[string]Topic, emit func(i int, a Assignment) error) error
+	// every member, with i its index in members. The calls may be spread
+	// over up to workers goroutines (workers < 1 means one), the caller's
+	// among them; w in [0, workers) names the goroutine making a call:
+	// calls with the same w never overlap and come in the order of
+	// members, so state kept per w needs no locking. The Assignment passed
+	// to emit, and the slices in it, are valid only until emit returns. An
+	// error from emit stops the walk and is returned (one of them, should
+	// several goroutines fail).
+	AssignEach(members []Member, topics map[string]Topic, workers int, emit func(w, i int, a Assignment) error) error
 }

@@ -14,8 +14,10 @@
 package kgobalancer
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -142,6 +144,9 @@ func (b *balancer) MemberBalancer(members []kmsg.JoinGroupResponseMember) (kgo.G
 	return mb, topics, nil
 }
 
+// maxEncoders bounds the goroutines that encode a large plan.
+const maxEncoders = 4
+
 type memberBalancer struct {
 	b       *balancer
 	members []assign.Member
@@ -182,20 +187,26 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 	}
 	if s, ok := m.b.a.(assign.Streamer); ok {
 		// Encode each member's assignment as the assignor hands it out,
-		// without holding the whole plan.
-		w, err := consumer.NewAssignmentWriter(m.version)
-		if err != nil {
-			return nil, fmt.Errorf("kgobalancer: %w", err)
+		// without holding the whole plan; a large plan is encoded on a
+		// few cores (one writer per goroutine the assignor uses).
+		workers := min(runtime.GOMAXPROCS(0), maxEncoders)
+		ws := make([]*consumer.AssignmentWriter, workers)
+		for i := range ws {
+			w, err := consumer.NewAssignmentWriter(m.version)
+			if err != nil {
+				return nil, fmt.Errorf("kgobalancer: %w", err)
+			}
+			ws[i] = w
 		}
-		var encErr error
-		err = s.AssignEach(m.members, topics, func(i int, a assign.Assignment) error {
-			out[i].MemberAssignment, encErr = w.Encode(a)
-			return encErr
+		encErrs := make([]error, workers)
+		err := s.AssignEach(m.members, topics, workers, func(w, i int, a assign.Assignment) error {
+			out[i].MemberAssignment, encErrs[w] = ws[w].Encode(a)
+			return encErrs[w]
 		})
-		switch {
-		case encErr != nil:
+		if encErr := errors.Join(encErrs...); encErr != nil {
 			return nil, fmt.Errorf("kgobalancer: %w", encErr)
-		case err != nil:
+		}
+		if err != nil {
 			return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
 		}
 		return out, nil

@@ -32,6 +32,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
 )
@@ -81,8 +83,11 @@ func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic
 
 // AssignEach computes the plan of Assign and hands it out member by member
 // (assign.Streamer), cutting each member's assignment from the plan in
-// place instead of building all of them.
-func (a assignor) AssignEach(members []assign.Member, topics map[string]assign.Topic, emit func(int, assign.Assignment) error) error {
+// place instead of building all of them. Large plans are cut and emitted
+// by several goroutines, each a contiguous range of members holding about
+// the same number of partitions: for a million partitions most of a
+// leader's time is here and in what emit does with them (encoding).
+func (a assignor) AssignEach(members []assign.Member, topics map[string]assign.Topic, workers int, emit func(w, i int, a assign.Assignment) error) error {
 	p, err := newProblem(members, topics)
 	if err != nil {
 		return err
@@ -93,14 +98,65 @@ func (a assignor) AssignEach(members []assign.Member, topics map[string]assign.T
 		return err
 	}
 	sl := p.materialize(s, a.cooperative)
+	workers = max(1, min(workers, p.nparts/minPartsPerWorker, len(p.members)))
+	if workers == 1 {
+		return p.emitRange(sl, 0, len(p.members), 0, emit, nil)
+	}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		errs   = make([]error, workers)
+		from   = 0
+	)
+	for w := range workers {
+		// Members up to the w+1-th share of the partitions.
+		to := len(p.members)
+		if w < workers-1 {
+			share := p.nparts * (w + 1) / workers
+			to = sort.Search(len(p.members), func(m int) bool { return sl.offs[m+1] >= share })
+			to = max(to+1, from)
+		}
+		lo := from
+		from = to
+		if w == workers-1 {
+			errs[w] = p.emitRange(sl, lo, to, w, emit, &failed)
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = p.emitRange(sl, lo, to, w, emit, &failed)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// minPartsPerWorker keeps small plans on one goroutine.
+var minPartsPerWorker = 1 << 16 // a variable for tests
+
+// emitRange cuts and emits members [lo, hi) of the plan as worker w,
+// stopping when emit fails here or (failed) in another worker.
+func (p *problem) emitRange(sl *slots, lo, hi, w int, emit func(w, i int, a assign.Assignment) error, failed *atomic.Bool) error {
 	var runs []assign.TopicPartitions
-	for mi := range p.members {
+	for mi := lo; mi < hi; mi++ {
+		if failed != nil && failed.Load() {
+			return nil
+		}
 		runs = p.cut(sl.member(mi), runs[:0])
 		var tps []assign.TopicPartitions
 		if len(runs) > 0 {
 			tps = runs
 		}
-		if err := emit(int(p.orig[mi]), assign.Assignment{Partitions: tps}); err != nil {
+		if err := emit(w, int(p.orig[mi]), assign.Assignment{Partitions: tps}); err != nil {
+			if failed != nil {
+				failed.Store(true)
+			}
 			return err
 		}
 	}
@@ -400,8 +456,9 @@ func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, f
 		if c.userData == nil {
 			continue
 		}
+		next := 0
 		walkUserData(c.userData, func(topic, parts []byte) {
-			t, ok := p.topicOf[string(topic)]
+			t, ok := p.lookup(topic, &next)
 			if !ok {
 				return
 			}
@@ -415,6 +472,29 @@ func (p *problem) eachClaim(cooperative bool, filter func(ownedNow bool) bool, f
 			}
 		})
 	}
+}
+
+// lookup returns the index of a topic named in user data. Writers list
+// topics sorted by name (Kafka's clients, franz-go, sarama and cohort do),
+// as p.names is, so a member's entries are looked for from where the
+// previous one was found (*next) onwards, a few steps forward; the map
+// answers names found out of order or not subscribed.
+func (p *problem) lookup(topic []byte, next *int) (int32, bool) {
+	names := p.names
+	for i := *next; i < len(names) && i < *next+4; i++ {
+		switch {
+		case names[i] == string(topic):
+			*next = i + 1
+			return int32(i), true
+		case names[i] > string(topic):
+			i = len(names) // not ahead of next
+		}
+	}
+	t, ok := p.topicOf[string(topic)]
+	if ok {
+		*next = int(t) + 1
+	}
+	return t, ok
 }
 
 // resolveOwners settles every partition's previous owner from the members'
@@ -518,11 +598,7 @@ func (p *problem) materialize(s *solver, cooperative bool) *slots {
 		pos[i] = -1
 	}
 	var keep []int32
-	largest := 0
-	for _, c := range p.classes {
-		largest = max(largest, c.n)
-	}
-	pool := make([]int32, 0, largest)
+	owner := p.owner // marked -1 below where the owner does not keep it
 	for ci := range p.classes {
 		c := &p.classes[ci]
 		for k, m := range c.members {
@@ -533,27 +609,36 @@ func (p *problem) materialize(s *solver, cooperative bool) *slots {
 			a := c.arcStart + k
 			keep = append(keep, min(s.x[a], s.o[a]))
 		}
-		pool = pool[:0]
 		for _, t := range c.topics {
 			for part := p.bases[t]; part < p.bases[t+1]; part++ {
-				if w := p.owner[part]; w >= 0 {
+				if w := owner[part]; w >= 0 {
 					if k := pos[w]; keep[k] > 0 {
 						keep[k]--
 						give(w, part)
 						continue
 					}
+					owner[part] = -1
 				}
-				pool = append(pool, part)
 			}
 		}
-		next := 0
-		for k, m := range c.members {
-			a := c.arcStart + k
-			take := int(s.x[a] - min(s.x[a], s.o[a]))
-			for _, part := range pool[next : next+take] {
-				give(m, part)
+		// The pool, the class's partitions nobody kept, goes in order
+		// to the members that take some: a second pass over owner
+		// rather than a copy (the pool is the whole class when there is
+		// no history).
+		k, take := -1, 0
+		for _, t := range c.topics {
+			for part := p.bases[t]; part < p.bases[t+1]; part++ {
+				if owner[part] >= 0 {
+					continue
+				}
+				for take == 0 {
+					k++
+					a := c.arcStart + k
+					take = int(s.x[a] - min(s.x[a], s.o[a]))
+				}
+				give(c.members[k], part)
+				take--
 			}
-			next += take
 		}
 		for _, m := range c.members {
 			pos[m] = -1

@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
@@ -377,9 +379,12 @@ func TestNames(t *testing.T) {
 }
 
 // TestAssignEachMatchesAssign checks that the streamed plan is Assign's:
-// every member once, in ID order, indexed into the caller's slice (also
-// when that slice is not sorted), and that an error from emit stops it.
+// every member once, in ID order within each worker, indexed into the
+// caller's slice (also when that slice is not sorted), on one goroutine and
+// on several; and that an error from emit stops it.
 func TestAssignEachMatchesAssign(t *testing.T) {
+	defer func(n int) { minPartsPerWorker = n }(minPartsPerWorker)
+	minPartsPerWorker = 1 // let the small test groups use several goroutines
 	for seed := 0; seed < 60; seed++ {
 		rng := rand.New(rand.NewSource(int64(seed)))
 		g := genGroup(rng, genOpts{maxMembers: 30, maxTopics: 8, maxParts: 40, mixed: seed%2 == 0, history: true, conflicts: seed%3 != 0})
@@ -388,32 +393,40 @@ func TestAssignEachMatchesAssign(t *testing.T) {
 		}
 		for _, a := range []assign.Assignor{New(), NewCooperative()} {
 			want := assignOrFatal(t, a, g)
-			got := map[string]assign.Assignment{}
-			last := ""
-			err := a.(assign.Streamer).AssignEach(g.members, g.topics, func(i int, as assign.Assignment) error {
-				id := g.members[i].ID
-				if _, dup := got[id]; dup || id <= last {
-					t.Fatalf("seed %d %s: member %s emitted out of order or twice", seed, a.Name(), id)
+			for _, workers := range []int{0, 1, 3} {
+				var mu sync.Mutex
+				got := map[string]assign.Assignment{}
+				last := map[int]string{}
+				err := a.(assign.Streamer).AssignEach(g.members, g.topics, workers, func(w, i int, as assign.Assignment) error {
+					if w < 0 || w >= max(workers, 1) {
+						t.Errorf("seed %d %s: worker %d of %d", seed, a.Name(), w, workers)
+					}
+					var c assign.Assignment
+					for _, tp := range as.Partitions {
+						c.Partitions = append(c.Partitions, assign.TopicPartitions{Topic: tp.Topic, Partitions: slices.Clone(tp.Partitions)})
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					id := g.members[i].ID
+					if _, dup := got[id]; dup || id <= last[w] {
+						t.Errorf("seed %d %s: member %s emitted out of order or twice", seed, a.Name(), id)
+					}
+					last[w] = id
+					got[id] = c
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-				last = id
-				var c assign.Assignment
-				for _, tp := range as.Partitions {
-					c.Partitions = append(c.Partitions, assign.TopicPartitions{Topic: tp.Topic, Partitions: slices.Clone(tp.Partitions)})
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("seed %d %s, %d workers: streamed plan differs from Assign's\n got %v\nwant %v", seed, a.Name(), workers, got, want)
 				}
-				got[id] = c
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("seed %d %s: streamed plan differs from Assign's\n got %v\nwant %v", seed, a.Name(), got, want)
-			}
-			stop := errors.New("stop")
-			calls := 0
-			err = a.(assign.Streamer).AssignEach(g.members, g.topics, func(int, assign.Assignment) error { calls++; return stop })
-			if err != stop || calls != 1 {
-				t.Fatalf("seed %d %s: emit's error gave %v after %d calls", seed, a.Name(), err, calls)
+				stop := errors.New("stop")
+				var calls atomic.Int32
+				err = a.(assign.Streamer).AssignEach(g.members, g.topics, workers, func(int, int, assign.Assignment) error { calls.Add(1); return stop })
+				if err != stop || int(calls.Load()) > max(workers, 1) {
+					t.Fatalf("seed %d %s: emit's error gave %v after %d calls", seed, a.Name(), err, calls.Load())
+				}
 			}
 		}
 	}
