@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -268,6 +269,71 @@ func TestLeaderPathInputs(t *testing.T) {
 			t.Logf("%s %s: spread %d moved %d unassigned %d", s.name, bal.name, spread, moved, unassigned)
 			if bal.name == "cohort-sticky" && !s.divergent && (spread > 1 || moved != 0 || unassigned != 0) {
 				t.Errorf("%s %s: spread %d moved %d unassigned %d, want <=1, 0, 0", s.name, bal.name, spread, moved, unassigned)
+			}
+		}
+	}
+}
+
+// TestLeaderPathLargePlanParallel checks a plan large enough to be cut and
+// encoded on several goroutines (200k partitions) against the assignor's
+// own Assign: every member's SyncGroup bytes decode to exactly its
+// assignment.
+func TestLeaderPathLargePlanParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("large plan")
+	}
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
+	g := buildLeaderGroup(leaderScenario{"200k-x-300", 100, 2000, 300, true})
+	for _, bal := range leaderBalancers {
+		if bal.name != "cohort-sticky" && bal.name != "cohort-cooperative-sticky" {
+			continue
+		}
+		members := g.joinMembers(t, bal)
+		out, err := leaderBalance(bal.new(), members, g.Counts, g.info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same members through Assign.
+		d := consumer.NewMemberDecoder()
+		var ms []assign.Member
+		for _, jm := range members {
+			m, _, err := d.Member(jm.ProtocolMetadata, jm.MemberID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = append(ms, m)
+		}
+		slices.SortFunc(ms, func(a, b assign.Member) int { return strings.Compare(a.ID, b.ID) })
+		topics := map[string]assign.Topic{}
+		for n, c := range g.Counts {
+			topics[n] = assign.Topic{Name: n, Partitions: c}
+		}
+		a := sticky.New()
+		if bal.name == "cohort-cooperative-sticky" {
+			a = sticky.NewCooperative()
+		}
+		want, err := a.Assign(ms, topics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) != len(ms) {
+			t.Fatalf("%s: %d assignments for %d members", bal.name, len(out), len(ms))
+		}
+		for _, sa := range out {
+			got, err := consumer.DecodeAssignment(sa.MemberAssignment)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := want[sa.MemberID].Partitions
+			if len(got.Partitions) != len(w) {
+				t.Fatalf("%s %s: %d topics, want %d", bal.name, sa.MemberID, len(got.Partitions), len(w))
+			}
+			for i := range w {
+				if got.Partitions[i].Topic != w[i].Topic || !slices.Equal(got.Partitions[i].Partitions, w[i].Partitions) {
+					t.Fatalf("%s %s: topic %d is %v, want %v", bal.name, sa.MemberID, i, got.Partitions[i], w[i])
+				}
 			}
 		}
 	}
