@@ -74,7 +74,9 @@ func subscribedTopics(name string, members []Member, topics map[string]Topic) ([
 			if md.Partitions < 0 {
 				return nil, nil, fmt.Errorf("%s: topic %q has a negative partition count %d", name, t, md.Partitions)
 			}
-			if slices.Contains(subs[t], i) {
+			// Members are visited in order: a topic this member listed
+			// before has it last among its subscribers.
+			if s := subs[t]; len(s) > 0 && s[len(s)-1] == i {
 				continue
 			}
 			subs[t] = append(subs[t], i)
@@ -88,19 +90,23 @@ func subscribedTopics(name string, members []Member, topics map[string]Topic) ([
 	return names, subs, nil
 }
 
-// plan collects partitions per member index and topic.
-type plan []map[string][]int32
+// plan collects partitions per member index, as topic runs in the order
+// they were added. The assignors add a member's partitions topic by topic
+// in name order and each topic's in ascending order, so the runs usually
+// are the result already; result sorts and merges only a member whose
+// additions came in another order. (A map per member, sorted at the end,
+// made range and roundrobin slower than sarama's.)
+type plan [][]TopicPartitions
 
-func newPlan(n int) plan {
-	p := make(plan, n)
-	for i := range p {
-		p[i] = make(map[string][]int32)
-	}
-	return p
-}
+func newPlan(n int) plan { return make(plan, n) }
 
 func (p plan) add(member int, topic string, partitions ...int32) {
-	p[member][topic] = append(p[member][topic], partitions...)
+	runs := p[member]
+	if n := len(runs); n > 0 && runs[n-1].Topic == topic {
+		runs[n-1].Partitions = append(runs[n-1].Partitions, partitions...)
+		return
+	}
+	p[member] = append(runs, TopicPartitions{Topic: topic, Partitions: append([]int32(nil), partitions...)})
 }
 
 // result turns the plan into the Assignor result: every member present,
@@ -109,20 +115,37 @@ func (p plan) add(member int, topic string, partitions ...int32) {
 func (p plan) result(members []Member) map[string]Assignment {
 	out := make(map[string]Assignment, len(members))
 	for i := range members {
-		var a Assignment
-		names := make([]string, 0, len(p[i]))
-		for t := range p[i] {
-			names = append(names, t)
-		}
-		slices.Sort(names)
-		for _, t := range names {
-			parts := slices.Clone(p[i][t])
-			slices.Sort(parts)
-			a.Partitions = append(a.Partitions, TopicPartitions{Topic: t, Partitions: parts})
-		}
-		out[members[i].ID] = a
+		out[members[i].ID] = Assignment{Partitions: sortRuns(p[i])}
 	}
 	return out
+}
+
+// sortRuns orders runs by topic, merging runs of the same topic, with each
+// topic's partitions sorted; in place when they already are.
+func sortRuns(runs []TopicPartitions) []TopicPartitions {
+	sorted := true
+	for k := range runs {
+		if k > 0 && runs[k-1].Topic >= runs[k].Topic {
+			sorted = false
+		}
+		if !slices.IsSorted(runs[k].Partitions) {
+			slices.Sort(runs[k].Partitions)
+		}
+	}
+	if sorted {
+		return runs
+	}
+	slices.SortStableFunc(runs, func(a, b TopicPartitions) int { return cmp.Compare(a.Topic, b.Topic) })
+	merged := runs[:0]
+	for _, r := range runs {
+		if n := len(merged); n > 0 && merged[n-1].Topic == r.Topic {
+			merged[n-1].Partitions = append(merged[n-1].Partitions, r.Partitions...)
+			slices.Sort(merged[n-1].Partitions)
+			continue
+		}
+		merged = append(merged, r)
+	}
+	return merged
 }
 
 // rangeSplit gives subscriber k of n its share [start, start+count) of
