@@ -43,15 +43,32 @@ var (
 // decodeFrame parses one request frame (the bytes after the 4-byte size):
 // the request header (v1, or v2 with tagged fields for flexible versions)
 // and the body.
-func decodeFrame(frame []byte) (*request, error) {
-	rd := kbin.Reader{Src: frame}
-	r := &request{key: rd.Int16(), version: rd.Int16(), corr: rd.Int32()}
-	clientID := rd.NullableString()
-	if !rd.Ok() {
+//
+// prevClientID is the client id of the connection's previous request: a
+// client sends the same one on every request, and an equal id reuses that
+// string instead of allocating another.
+func decodeFrame(frame []byte, prevClientID string) (*request, error) {
+	if len(frame) < 10 {
 		return nil, errTruncatedHeader
 	}
-	if clientID != nil {
-		r.clientID = *clientID
+	r := &request{
+		key:     int16(binary.BigEndian.Uint16(frame)),
+		version: int16(binary.BigEndian.Uint16(frame[2:])),
+		corr:    int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	// The client id: a nullable string (length -1 for null).
+	n := int(int16(binary.BigEndian.Uint16(frame[8:])))
+	body := frame[10:]
+	if n > 0 {
+		if n > len(body) {
+			return nil, errTruncatedHeader
+		}
+		if id := body[:n]; string(id) == prevClientID {
+			r.clientID = prevClientID
+		} else {
+			r.clientID = string(id)
+		}
+		body = body[n:]
 	}
 	api := lookupAPI(r.key)
 	if api == nil {
@@ -70,12 +87,14 @@ func decodeFrame(frame []byte) (*request, error) {
 	req := kmsg.RequestForKey(r.key)
 	req.SetVersion(r.version)
 	if req.IsFlexible() {
+		rd := kbin.Reader{Src: body}
 		kmsg.SkipTags(&rd)
 		if !rd.Ok() {
 			return r, errTruncatedHeader
 		}
+		body = rd.Src
 	}
-	if err := req.ReadFrom(rd.Src); err != nil {
+	if err := req.ReadFrom(body); err != nil {
 		return r, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
 	}
 	r.req = req
@@ -135,6 +154,9 @@ type conn struct {
 	once   sync.Once
 	wbuf   []byte
 	fbuf   []byte // reusable frame buffer (see frameFree)
+	// clientID is the client id of the last request (decodeFrame reuses
+	// the string while the client sends the same).
+	clientID string
 	// produceLogged: a refused Produce was logged (once per connection).
 	produceLogged bool
 }
@@ -206,15 +228,21 @@ func (c *conn) run() {
 // readRequest reads and decodes the next request; nil (after logging why)
 // when the connection must end.
 func (c *conn) readRequest() *request {
-	var sizeBuf [4]byte
-	if _, err := io.ReadFull(c.br, sizeBuf[:]); err != nil {
+	// The size prefix, read in the reader's buffer (a local array would
+	// escape through the io.Reader interface: an allocation per request).
+	sizeBuf, err := c.br.Peek(4)
+	if err != nil {
+		if len(sizeBuf) > 0 && errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
 			c.log.Debug("connection read failed", "err", err)
 		}
 		return nil
 	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf))
+	c.br.Discard(4)
 	maxFrame := c.s.cfg.MaxFrameBytes
-	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 	if size < 0 || size > maxFrame {
 		c.log.Info("closing connection: bad request size", "size", size, "max", maxFrame)
 		c.s.metrics.protocolError("frame_size")
@@ -232,7 +260,6 @@ func (c *conn) readRequest() *request {
 		}
 	}
 	var frame []byte
-	var err error
 	if reuse {
 		if cap(c.fbuf) < int(size) {
 			c.fbuf = make([]byte, reuseFrameBytes)
@@ -248,7 +275,7 @@ func (c *conn) readRequest() *request {
 		}
 		return nil
 	}
-	r, err := decodeFrame(frame)
+	r, err := decodeFrame(frame, c.clientID)
 	if err != nil {
 		attrs := []any{"err", err}
 		if r != nil {
@@ -258,6 +285,7 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
 	}
+	c.clientID = r.clientID
 	return r
 }
 

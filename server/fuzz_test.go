@@ -72,7 +72,7 @@ func seedFrames() [][]byte {
 // encode path, as a connection does, and returns the encoded response
 // (nil when the frame would close the connection).
 func serveFrame(t *testing.T, s *Server, frame []byte) []byte {
-	r, err := decodeFrame(frame)
+	r, err := decodeFrame(frame, "")
 	if err != nil {
 		return nil
 	}
