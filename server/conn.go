@@ -87,18 +87,40 @@ func decodeFrame(frame []byte, prevClientID string) (*request, error) {
 	req := kmsg.RequestForKey(r.key)
 	req.SetVersion(r.version)
 	if req.IsFlexible() {
-		rd := kbin.Reader{Src: body}
-		kmsg.SkipTags(&rd)
-		if !rd.Ok() {
+		var ok bool
+		if body, ok = skipTags(body); !ok {
 			return r, errTruncatedHeader
 		}
-		body = rd.Src
 	}
 	if err := req.ReadFrom(body); err != nil {
 		return r, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
 	}
 	r.req = req
 	return r, nil
+}
+
+// skipTags returns b after the tagged-field section it starts with (request
+// header v2: an unsigned varint count, then per field its tag, its size and
+// its bytes); false if b ends first. (kmsg.SkipTags does the same on a
+// kbin.Reader, which escaped to the heap here: one allocation per request.)
+func skipTags(b []byte) ([]byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, false
+	}
+	b = b[k:]
+	for ; n > 0; n-- {
+		if _, k = binary.Uvarint(b); k <= 0 { // the tag
+			return nil, false
+		}
+		b = b[k:]
+		size, k := binary.Uvarint(b)
+		if k <= 0 || size > uint64(len(b)-k) {
+			return nil, false
+		}
+		b = b[k+int(size):]
+	}
+	return b, true
 }
 
 // appendResponse appends the framed response (size, correlation id, header

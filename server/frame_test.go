@@ -1,10 +1,13 @@
 package server
 
 import (
+	"encoding/binary"
 	"errors"
+	"math/rand"
 	"testing"
 	"unsafe"
 
+	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -61,5 +64,45 @@ func TestDecodeFrameHeader(t *testing.T) {
 		if _, err := decodeFrame(full[:n], ""); !errors.Is(err, errTruncatedHeader) {
 			t.Errorf("header cut at %d bytes: %v, want a truncated header", n, err)
 		}
+	}
+}
+
+// TestSkipTagsMatchesKmsg compares skipTags with kmsg.SkipTags on tag
+// sections written field by field and on random bytes.
+func TestSkipTagsMatchesKmsg(t *testing.T) {
+	check := func(b []byte) {
+		t.Helper()
+		rd := kbin.Reader{Src: b}
+		kmsg.SkipTags(&rd)
+		rest, ok := skipTags(b)
+		if ok != rd.Ok() || (ok && len(rest) != len(rd.Src)) {
+			t.Fatalf("%x: skipTags %v with %d bytes left, kmsg %v with %d", b, ok, len(rest), rd.Ok(), len(rd.Src))
+		}
+	}
+	var w []byte
+	w = binary.AppendUvarint(w, 2)
+	w = binary.AppendUvarint(w, 0)
+	w = binary.AppendUvarint(w, 3)
+	w = append(w, 1, 2, 3)
+	w = binary.AppendUvarint(w, 300)
+	w = binary.AppendUvarint(w, 200)
+	w = append(w, make([]byte, 200)...)
+	w = append(w, 0xaa, 0xbb) // the body after the header
+	if rest, ok := skipTags(w); !ok || len(rest) != 2 {
+		t.Fatalf("two tags: %v, %d bytes left", ok, len(rest))
+	}
+	for n := range len(w) {
+		check(w[:n])
+	}
+	check([]byte{0})
+	check(nil)
+	rng := rand.New(rand.NewSource(1))
+	for range 20000 {
+		b := make([]byte, rng.Intn(12))
+		rng.Read(b)
+		if len(b) > 0 && rng.Intn(2) == 0 {
+			b[0] %= 4 // a plausible count
+		}
+		check(b)
 	}
 }
