@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
@@ -94,12 +96,22 @@ func commit(ctx context.Context, t testing.TB, adm *kadm.Client, grp, topic stri
 	for p := int32(0); p < partitions; p++ {
 		os.AddOffset(topic, p, int64(100+p), -1)
 	}
-	res, err := adm.CommitOffsets(ctx, grp, os)
-	if err != nil {
-		t.Fatalf("CommitOffsets: %v", err)
-	}
-	if err := res.Error(); err != nil {
-		t.Fatalf("CommitOffsets: %v", err)
+	// A retriable error is retried, as clients do: on a cluster of nodes
+	// a partition's coordinator may be moving (an etcd session renewed
+	// late on a busy machine) or not know the new topic yet.
+	var last error
+	if !testwait.Until(20*time.Second, func() bool {
+		res, err := adm.CommitOffsets(ctx, grp, os)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil && !kerr.IsRetriable(err) {
+			t.Fatalf("CommitOffsets: %v", err)
+		}
+		last = err
+		return err == nil
+	}) {
+		t.Fatalf("CommitOffsets: still %v after 20 s", last)
 	}
 }
 
