@@ -69,16 +69,25 @@ var ErrDuplicateMember = errors.New("sticky: duplicate member ID")
 
 // Assign computes the plan; see the package documentation.
 func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic) (map[string]assign.Assignment, error) {
-	p, err := newProblem(members, topics)
+	p, sl, err := a.plan(members, topics)
 	if err != nil {
 		return nil, err
+	}
+	return p.output(sl), nil
+}
+
+// plan solves the problem and returns it with the plan's slots.
+func (a assignor) plan(members []assign.Member, topics map[string]assign.Topic) (*problem, *slots, error) {
+	p, err := newProblem(members, topics)
+	if err != nil {
+		return nil, nil, err
 	}
 	p.resolveOwners(a.cooperative)
 	s := p.newSolver()
 	if err := s.solve(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return p.output(p.materialize(s, a.cooperative)), nil
+	return p, p.materialize(s, a.cooperative), nil
 }
 
 // AssignEach computes the plan of Assign and hands it out member by member
@@ -88,16 +97,10 @@ func (a assignor) Assign(members []assign.Member, topics map[string]assign.Topic
 // the same number of partitions: for a million partitions most of a
 // leader's time is here and in what emit does with them (encoding).
 func (a assignor) AssignEach(members []assign.Member, topics map[string]assign.Topic, workers int, emit func(w, i int, a assign.Assignment) error) error {
-	p, err := newProblem(members, topics)
+	p, sl, err := a.plan(members, topics)
 	if err != nil {
 		return err
 	}
-	p.resolveOwners(a.cooperative)
-	s := p.newSolver()
-	if err := s.solve(); err != nil {
-		return err
-	}
-	sl := p.materialize(s, a.cooperative)
 	workers = max(1, min(workers, p.nparts/minPartsPerWorker, len(p.members)))
 	if workers == 1 {
 		return p.emitRange(sl, 0, len(p.members), 0, emit, nil)
