@@ -183,6 +183,13 @@ func BenchmarkLoadLargeState(b *testing.B) {
 }
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(loadChildEnv); dir != "" {
+		if err := loadChild(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "load child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	if largeState.dir != "" {
 		os.RemoveAll(largeState.dir)

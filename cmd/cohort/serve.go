@@ -20,6 +20,7 @@ import (
 	"github.com/cohort-dev/cohort/console"
 	"github.com/cohort-dev/cohort/consumer/serverassign"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/principal"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -131,6 +132,7 @@ type serveFlags struct {
 	leaseTTL                                                             time.Duration
 	listeners, advertised                                                string
 	allowUnauth, authorizer, allowNoACL                                  bool
+	hugePages                                                            bool
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules                string
 	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim              string
 	sessionLife, failDelay                                               time.Duration
@@ -177,6 +179,8 @@ func newServeFlags() *serveFlags {
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&s.hugePages, "heap-huge-pages", true, "ask Linux to back the heap with transparent huge pages where the system leaves it to programs (THP mode madvise): a restart loads its state faster; false: 4 KiB pages")
+	s.order = append(s.order, "heap-huge-pages")
 
 	section("Groups and offsets")
 	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for")
@@ -467,6 +471,20 @@ func serve(args []string) error {
 
 	if s.metrics != "" {
 		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
+	}
+	if s.hugePages {
+		// Before the node starts: loading the stored state is what fills
+		// the heap first.
+		hp, stop, err := hugepages.Enable(hugepages.DefaultReserve)
+		switch {
+		case err != nil:
+			log.Warn("heap huge pages not advised; the heap uses 4 KiB pages", "err", err)
+		case hp.Mode == "madvise":
+			log.Info("heap advised to use transparent huge pages", "reserved_mib", hp.Reserved>>20, "advised_mib", hp.Advised>>20)
+		default:
+			log.Debug("heap huge pages: nothing to advise", "thp_mode", hp.Mode)
+		}
+		defer stop()
 	}
 	n, err := node.Start(node.Config{
 		Listeners:              listeners,
