@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -36,11 +37,24 @@ func TestMain(m *testing.M) {
 }
 
 // serveChild starts the named target on 127.0.0.1, prints "ADDR host:port",
-// and serves until its standard input closes.
+// and serves until its standard input closes. The cohort targets advise
+// their heap to use huge pages, as cohort serve does by default
+// (--heap-huge-pages); with the suffix "-4k" (cohort-mem-4k, cohort-disk-4k)
+// they do not.
 func serveChild(name string) int {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var addr string
 	var stop func()
+	if base, ok := strings.CutSuffix(name, "-4k"); ok && strings.HasPrefix(base, "cohort-") {
+		name = base
+	} else if strings.HasPrefix(name, "cohort-") {
+		if _, stopAdvice, err := hugepages.Enable(hugepages.DefaultReserve); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		} else {
+			defer stopAdvice()
+		}
+	}
 	switch name {
 	case "cohort-mem", "cohort-disk":
 		cfg := group.Defaults()

@@ -240,5 +240,32 @@ func TestServerCPU(t *testing.T) {
 		}
 		sb.WriteString("\n")
 	}
+	// The same ratios paired by series: the targets of one series run
+	// minutes apart at most, while this machine's speed moves by a third
+	// between runs, so the ratio within a series is the steadier figure.
+	sb.WriteString("\nPaired by series (geometric mean of the per-series ratios, 95% CI, series at or below 1.25× the floor / 0.6× kfake):\n")
+	for _, name := range cases {
+		for _, o := range others {
+			fmt.Fprintf(&sb, "- %s, %s:", name, o)
+			for _, base := range []string{"floor", "kfake"} {
+				xs, bs := perReq[name][o], perReq[name][base]
+				if len(bs) != len(xs) || len(xs) == 0 {
+					continue
+				}
+				goal := map[string]float64{"floor": 1.25, "kfake": 0.6}[base]
+				rs := make([]float64, len(xs))
+				within := 0
+				for i := range xs {
+					rs[i] = float64(xs[i]) / float64(bs[i])
+					if rs[i] <= goal {
+						within++
+					}
+				}
+				m, lo, hi := geoMeanCI(rs)
+				fmt.Fprintf(&sb, " / %s %.2f× (%.2f–%.2f, %d of %d)", base, m, lo, hi, within, len(rs))
+			}
+			sb.WriteString("\n")
+		}
+	}
 	t.Log(sb.String())
 }

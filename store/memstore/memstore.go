@@ -11,15 +11,18 @@ import (
 
 // Store is an in-memory store.Store.
 type Store struct {
-	mu      sync.Mutex
-	parts   map[int32]map[string][]byte
+	mu sync.Mutex
+	// parts holds each partition's latest value per key. A value is
+	// overwritten in place when the new one fits its array: a commit of
+	// the same offsets again (the common case) allocates nothing.
+	parts   map[int32]map[string]*[]byte
 	closed  bool
 	fail    error
 	appends int
 }
 
 // New returns an empty in-memory store.
-func New() *Store { return &Store{parts: make(map[int32]map[string][]byte)} }
+func New() *Store { return &Store{parts: make(map[int32]map[string]*[]byte)} }
 
 // FailWith makes every later Append return err (nil restores success).
 func (s *Store) FailWith(err error) {
@@ -60,7 +63,7 @@ func (s *Store) Append(_ context.Context, p int32, recs []store.Record) error {
 func (s *Store) apply(p int32, recs []store.Record) {
 	m := s.parts[p]
 	if m == nil {
-		m = make(map[string][]byte)
+		m = make(map[string]*[]byte)
 		s.parts[p] = m
 	}
 	for _, r := range recs {
@@ -68,7 +71,12 @@ func (s *Store) apply(p int32, recs []store.Record) {
 			delete(m, string(r.Key))
 			continue
 		}
-		m[string(r.Key)] = append([]byte(nil), r.Value...)
+		if v, ok := m[string(r.Key)]; ok {
+			*v = append((*v)[:0], r.Value...)
+			continue
+		}
+		v := append([]byte{}, r.Value...)
+		m[string(r.Key)] = &v
 	}
 }
 
@@ -96,9 +104,20 @@ func (s *Store) Load(_ context.Context, p int32, fn func(store.Record) error) er
 		s.mu.Unlock()
 		return store.ErrClosed
 	}
-	recs := make([]store.Record, 0, len(s.parts[p]))
-	for k, v := range s.parts[p] {
-		recs = append(recs, store.Record{Key: []byte(k), Value: v})
+	// Copied under the lock into one buffer: values are overwritten in
+	// place by later appends, which may run while fn does.
+	m := s.parts[p]
+	size := 0
+	for k, v := range m {
+		size += len(k) + len(*v)
+	}
+	buf := make([]byte, 0, size)
+	recs := make([]store.Record, 0, len(m))
+	for k, v := range m {
+		buf = append(buf, k...)
+		key := buf[len(buf)-len(k) : len(buf) : len(buf)]
+		buf = append(buf, *v...)
+		recs = append(recs, store.Record{Key: key, Value: buf[len(buf)-len(*v) : len(buf) : len(buf)]})
 	}
 	s.mu.Unlock()
 	for _, r := range recs {

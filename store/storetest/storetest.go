@@ -171,9 +171,12 @@ func testLatestValueWins(t *testing.T, s store.Store) {
 	// Within one Append, records apply in order.
 	mustAppend(t, s, 1, rec("k", "v3"), rec("k", "v4"), rec("other", "o2"), rec("other", "o3"))
 	checkPartition(t, s, 1, map[string]string{"k": "v4", "other": "o3"})
-	// A shorter value replaces a longer one completely.
+	// A shorter value replaces a longer one completely, and a longer one
+	// a shorter one.
 	mustAppend(t, s, 1, rec("k", "x"))
 	checkPartition(t, s, 1, map[string]string{"k": "x", "other": "o3"})
+	mustAppend(t, s, 1, rec("k", "a value longer than any before"), rec("other", "o4"))
+	checkPartition(t, s, 1, map[string]string{"k": "a value longer than any before", "other": "o4"})
 }
 
 func testTombstones(t *testing.T, s store.Store) {
@@ -235,6 +238,11 @@ func testInputNotRetained(t *testing.T, s store.Store) {
 	copy(val, "YYYYY")
 	recs[0] = store.Record{Key: []byte("zzz")}
 	checkPartition(t, s, 6, map[string]string{"key": "value"})
+	// Nor when the value replaces an earlier one of the same key.
+	val2 := []byte("value2")
+	mustAppend(t, s, 6, store.Record{Key: []byte("key"), Value: val2})
+	copy(val2, "ZZZZZZ")
+	checkPartition(t, s, 6, map[string]string{"key": "value2"})
 }
 
 func testLoadCallbackError(t *testing.T, s store.Store) {
