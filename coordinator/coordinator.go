@@ -223,7 +223,12 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
 	}
 	for _, r := range reqs {
-		r.p.results <- appendResult{writes: r.b.writes, code: code, gen: r.b.gen}
+		res := appendResult{writes: r.b.writes, code: code, gen: r.b.gen}
+		if r.p.tryAppendDone(res) {
+			continue
+		}
+		r.p.sent.Add(1)
+		r.p.results <- res
 	}
 }
 

@@ -542,3 +542,38 @@ func TestPerPartitionWriterWithoutMultiAppend(t *testing.T) {
 		t.Fatalf("%d appends", st.appends.Load())
 	}
 }
+
+// The committer applies a partition's append result itself only when that
+// keeps the partition's results in order: never while an earlier one waits
+// for the partition's loop in p.results, nor while the partition is busy
+// (its loop or a request holds it); otherwise at once.
+func TestCommitterAppliesResultsInOrder(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.c.WaitLoaded(context.Background())
+	p := e.c.parts[0]
+	p.mu.Lock()
+	p.inflight++ // one batch in flight, of no shard (its writes are not applied)
+	stale := appendResult{gen: p.shardGen + 100}
+	p.mu.Unlock()
+
+	p.sent.Add(1) // an earlier result waits for the loop
+	if p.tryAppendDone(stale) {
+		t.Fatal("applied ahead of a result waiting in the loop's channel")
+	}
+	p.sent.Add(-1)
+
+	p.mu.Lock()
+	if p.tryAppendDone(stale) {
+		t.Fatal("applied while the partition was held")
+	}
+	p.mu.Unlock()
+
+	if !p.tryAppendDone(stale) {
+		t.Fatal("not applied on a free partition with nothing waiting")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.inflight != 0 {
+		t.Fatalf("%d batches in flight after the result was applied, want 0", p.inflight)
+	}
+}

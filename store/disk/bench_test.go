@@ -416,6 +416,71 @@ func BenchmarkWALSync(b *testing.B) {
 	}
 }
 
+// BenchmarkSyncParallelFiles asks whether several logs, each syncing on its
+// own, would overlap their syncs on this disk (the question behind sharding
+// the store over several WALs, docs/architecture.md): each of `files`
+// goroutines writes 3,000 bytes into its own filled-ahead file and syncs
+// it, b.N times in all. syncs/s is the rate of the whole; if the disk
+// overlapped concurrent syncs it would grow with the files, if it serialises
+// them it stays flat and each sync's wall time grows with the files.
+func BenchmarkSyncParallelFiles(b *testing.B) {
+	for _, files := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("files=%d", files), func(b *testing.B) {
+			dir := b.TempDir()
+			per := b.N/files + 1
+			fs := make([]vfs.File, files)
+			for i := range fs {
+				f, err := vfs.Default.Create(filepath.Join(dir, fmt.Sprintf("%06d.log", i+1)), vfs.WriteCategoryUnspecified)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Close()
+				z := make([]byte, 1<<20)
+				for off := int64(0); off < int64(per+1)*3000; off += int64(len(z)) {
+					if _, err := f.WriteAt(z, off); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := f.SyncData(); err != nil {
+					b.Fatal(err)
+				}
+				fs[i] = f
+			}
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			errs := make(chan error, files)
+			for i, f := range fs {
+				n := b.N / files
+				if i < b.N%files {
+					n++
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p := make([]byte, 3000)
+					for j := 0; j < n; j++ {
+						if _, err := f.WriteAt(p, int64(j)*3000); err != nil {
+							errs <- err
+							return
+						}
+						if err := f.SyncData(); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "syncs/s")
+		})
+	}
+}
+
 // BenchmarkWALFillStep measures one step of walFillFS (zeros written and
 // synced at the end of the file), the stall the WAL writer sees once per
 // step.
