@@ -142,10 +142,19 @@ func startChild(t *testing.T, name string, cpu int) *childTarget {
 	if err != nil {
 		t.Fatal(err)
 	}
+	served := name
+	if b, ok := strings.CutPrefix(name, baseTarget); ok {
+		// The same target on another commit, for an A/B comparison in
+		// one run (this VM's speed moves by a third between runs).
+		served, exe = b, os.Getenv(baseBinEnv)
+		if exe == "" {
+			t.Fatalf("target %s needs %s: a bench test binary of the base commit (go test -c -o FILE ./bench/)", name, baseBinEnv)
+		}
+	}
 	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveEnv+"="+name, "GOMAXPROCS=")
+	cmd.Env = append(os.Environ(), serveEnv+"="+served, "GOMAXPROCS=")
 	if dir := os.Getenv("COHORT_BENCH_PROFILE_DIR"); dir != "" {
-		cmd.Env = append(cmd.Env, childProfileEnv+"="+filepath.Join(dir, name+".pprof"))
+		cmd.Env = append(cmd.Env, childProfileEnv+"="+filepath.Join(dir, strings.ReplaceAll(name, ":", "-")+".pprof"))
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
@@ -198,6 +207,18 @@ func pinSelf(t *testing.T, cpu int) func() {
 		}
 	}
 }
+
+// A target named baseTarget+<name> (base:cohort-mem) is <name> served by the
+// test binary at $COHORT_BENCH_BASE_BIN, built from another commit, so that a
+// change and its base run interleaved in one run:
+//
+//	git stash && go test -c -o /tmp/bench.base ./bench/ && git stash pop
+//	COHORT_BENCH=1 COHORT_BENCH_BASE_BIN=/tmp/bench.base \
+//	  COHORT_BENCH_TARGETS=floor,cohort-mem,base:cohort-mem go test -run TestServerCPU -v ./bench/
+const (
+	baseTarget = "base:"
+	baseBinEnv = "COHORT_BENCH_BASE_BIN"
+)
 
 // startChildren starts a child process pinned to core 0 for each target
 // named by COHORT_BENCH_TARGETS (comma-separated), or else for each of def.

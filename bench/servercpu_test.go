@@ -121,7 +121,11 @@ func TestProcCPU(t *testing.T) {
 // default 16). Targets: the floor server, cohort-mem, cohort-disk and kfake
 // (COHORT_BENCH_TARGETS), interleaved, COHORT_BENCH_REPEAT series (5),
 // medians. COHORT_BENCH_PROFILE_DIR=dir writes each server's CPU profile
-// to dir/<target>.pprof; COHORT_BENCH_ONLY=heartbeat skips the commits.
+// to dir/<target>.pprof; COHORT_BENCH_ONLY=heartbeat skips the commits,
+// COHORT_BENCH_ONLY=commit1 runs only the 1-partition commits (so that a
+// profile shows that path alone). A target named base:<name> is <name>
+// served by another commit's test binary (COHORT_BENCH_BASE_BIN, see
+// startChild), and each target is also paired with its base.
 // Only with COHORT_BENCH=1.
 func TestServerCPU(t *testing.T) {
 	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
@@ -131,8 +135,16 @@ func TestServerCPU(t *testing.T) {
 		t.Skip("needs /proc and two cores")
 	}
 	committers := benchCommitters(t, []int{16})
-	if os.Getenv("COHORT_BENCH_ONLY") == "heartbeat" {
+	only := os.Getenv("COHORT_BENCH_ONLY")
+	partitions := []int{1, 50}
+	switch only {
+	case "":
+	case "heartbeat":
 		committers = nil // heartbeats only (profiling their path)
+	case "commit1":
+		partitions = []int{1}
+	default:
+		t.Fatalf("COHORT_BENCH_ONLY=%q: heartbeat or commit1", only)
 	}
 	repeat := 5
 	if v := os.Getenv("COHORT_BENCH_REPEAT"); v != "" {
@@ -173,23 +185,25 @@ func TestServerCPU(t *testing.T) {
 			cctx := withServerCPU(ctx, func() (time.Duration, bool) { return procCPU(pid) })
 			cfg := Defaults()
 			cfg.Bootstrap, cfg.Duration, cfg.RoundTimeout = c.addr, window, 30*time.Second
-			cfg.Prefix = fmt.Sprintf("cpu-%s-%d", c.name, rep)
+			cfg.Prefix = fmt.Sprintf("cpu-%s-%d", strings.ReplaceAll(c.name, ":", "-"), rep)
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
 			var tp Throughput
 			var err error
-			if c.name == "floor" {
-				tp, err = floorHeartbeats(cctx, c.addr, members, window)
-			} else {
-				tp, err = heartbeatCase(cctx, cfg, members, 1)
+			if only != "commit1" {
+				if c.name == "floor" {
+					tp, err = floorHeartbeats(cctx, c.addr, members, window)
+				} else {
+					tp, err = heartbeatCase(cctx, cfg, members, 1)
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", c.name, err)
+				}
+				record(c, fmt.Sprintf("heartbeat, %d members", members), tp)
 			}
-			if err != nil {
-				t.Fatalf("%s: %v", c.name, err)
-			}
-			record(c, fmt.Sprintf("heartbeat, %d members", members), tp)
 			for _, n := range committers {
-				for _, parts := range []int{1, 50} {
+				for _, parts := range partitions {
 					if c.name == "floor" {
 						tp, err = floorCommits(cctx, c.addr, n, parts, window)
 					} else {
@@ -243,16 +257,19 @@ func TestServerCPU(t *testing.T) {
 	// The same ratios paired by series: the targets of one series run
 	// minutes apart at most, while this machine's speed moves by a third
 	// between runs, so the ratio within a series is the steadier figure.
-	sb.WriteString("\nPaired by series (geometric mean of the per-series ratios, 95% CI, series at or below 1.25× the floor / 0.6× kfake):\n")
+	sb.WriteString("\nPaired by series (geometric mean of the per-series ratios, 95% CI, series at or below 1.25× the floor / 0.6× kfake / 1.0× the base commit):\n")
 	for _, name := range cases {
 		for _, o := range others {
 			fmt.Fprintf(&sb, "- %s, %s:", name, o)
-			for _, base := range []string{"floor", "kfake"} {
+			for _, base := range []string{"floor", "kfake", baseTarget + o} {
 				xs, bs := perReq[name][o], perReq[name][base]
 				if len(bs) != len(xs) || len(xs) == 0 {
 					continue
 				}
-				goal := map[string]float64{"floor": 1.25, "kfake": 0.6}[base]
+				goal, ok := map[string]float64{"floor": 1.25, "kfake": 0.6}[base]
+				if !ok {
+					goal = 1 // against the same target on the base commit
+				}
 				rs := make([]float64, len(xs))
 				within := 0
 				for i := range xs {

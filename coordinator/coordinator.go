@@ -74,12 +74,22 @@ type Coordinator struct {
 	wg     sync.WaitGroup
 
 	// Group commit across partitions, when the store supports it: partitions
-	// hand their batches to one committer that writes everything pending
-	// with a single AppendMulti (one fsync) per round.
+	// queue their batches for the committer, which writes everything queued
+	// with a single AppendMulti (one fsync) per round. The committer is a
+	// role, not a goroutine: a request's caller that finds it free runs
+	// rounds itself (runRounds), else the committer goroutine does.
 	closeOnce  sync.Once
 	multi      store.MultiAppender
-	commits    chan commitReq
+	cmu        sync.Mutex  // guards cqueue, cspare, cbusy; taken after a partition's mu, never before
+	cqueue     []commitReq // batches waiting for the next round, in hand-over order
+	cspare     []commitReq // the previous round's slice, reused
+	cbusy      bool        // someone holds the committer role
+	cwake      chan struct{}
+	commitStop chan struct{}
 	commitDone chan struct{}
+	// The role's buffers, used only by its holder.
+	prs  []store.PartitionRecords
+	flat []store.Record
 	// With a store.Pipeliner the committer starts a round while earlier
 	// ones sync; waitRounds reports them in order.
 	pipe       store.Pipeliner
@@ -123,9 +133,10 @@ func New(cfg Config) (*Coordinator, error) {
 	}
 	if m, ok := cfg.Store.(store.MultiAppender); ok {
 		c.multi = m
-		// Each partition has at most maxInflight batches in flight, so
-		// this never blocks a loop.
-		c.commits = make(chan commitReq, cfg.Partitions*maxInflight)
+		// At most one wake-up is pending (see enqueue), so a send never
+		// blocks.
+		c.cwake = make(chan struct{}, 1)
+		c.commitStop = make(chan struct{})
 		c.commitDone = make(chan struct{})
 		if p, ok := m.(store.Pipeliner); ok {
 			c.pipe = p
@@ -136,59 +147,126 @@ func New(cfg Config) (*Coordinator, error) {
 	return c, nil
 }
 
-// commitLoop writes, round after round, every batch the partitions have
-// handed in, with one AppendMulti per round. Batches that arrive during a
-// round wait for the next one, which is what amortises the fsync over all
-// partitions and all their pending requests.
+// The committer role. Partitions queue their batches (enqueue) under their
+// own mutex; whoever holds the role takes everything queued and writes it
+// with one AppendMulti (or StartMulti, when the store pipelines) per round,
+// so the rounds go to the store in hand-over order and each round carries
+// every batch that arrived during the last one (group commit).
+//
+// The role is taken by the goroutine of a request whose call queued a batch
+// while nobody held it (kick, after the partition's mutex is released), or
+// else by the committer goroutine, woken by enqueue. Running the round on the
+// caller's goroutine saves two hand-offs per commit when the committer is idle
+// (a wake-up of the committer, then one of the caller): on a busy machine each
+// hand-off waits for a core behind every runnable connection goroutine. A
+// caller runs at most inlineRounds rounds, then passes the role (and what is
+// still queued) to the committer goroutine, so that its own connection is
+// not kept waiting behind other partitions' traffic.
+
+// inlineRounds bounds the rounds a request's goroutine runs before it hands
+// the committer role to the committer goroutine.
+const inlineRounds = 1
+
+// enqueue queues one partition's batch for the committer (called with the
+// partition's mu held). With deferKick the caller takes the role itself
+// after releasing the partition (kick) if nobody holds it; otherwise the
+// committer goroutine is woken if nobody holds the role.
+func (c *Coordinator) enqueue(r commitReq, deferKick bool) {
+	c.cmu.Lock()
+	c.cqueue = append(c.cqueue, r)
+	wake := !c.cbusy && !deferKick
+	if wake {
+		c.cbusy = true
+	}
+	c.cmu.Unlock()
+	if wake {
+		// Only the role's holder sends, once, and the goroutine takes
+		// the role with the wake-up: the buffer of one never fills.
+		c.cwake <- struct{}{}
+	}
+}
+
+// kick runs the committer's rounds on the calling goroutine if something is
+// queued and nobody holds the role. Called without any partition's mu.
+func (c *Coordinator) kick() {
+	c.cmu.Lock()
+	if c.cbusy || len(c.cqueue) == 0 {
+		c.cmu.Unlock()
+		return
+	}
+	c.cbusy = true
+	c.cmu.Unlock()
+	c.runRounds(inlineRounds)
+}
+
+// commitLoop is the committer goroutine: it holds the role from each
+// wake-up until the queue is empty.
 func (c *Coordinator) commitLoop() {
 	defer close(c.commitDone)
-	if c.pipe != nil {
-		defer close(c.rounds)
-	}
-	var (
-		reqs []commitReq
-		prs  []store.PartitionRecords
-		flat []store.Record
-	)
 	for {
-		first, ok := <-c.commits
-		if !ok {
+		select {
+		case <-c.cwake:
+			c.runRounds(-1)
+		case <-c.commitStop:
 			return
 		}
-		reqs = append(reqs[:0], first)
-	drain:
-		for len(reqs) < cap(c.commits) {
-			select {
-			case r, ok := <-c.commits:
-				if !ok {
-					break drain
-				}
-				reqs = append(reqs, r)
-			default:
-				break drain
-			}
-		}
-		// One records buffer for the round, reused: stores do not retain
-		// the slices once AppendMulti or StartMulti returns.
-		prs, flat = prs[:0], flat[:0]
-		for _, r := range reqs {
-			start := len(flat)
-			flat = r.b.appendRecords(flat)
-			prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: flat[start:len(flat):len(flat)]})
-		}
-		if c.pipe != nil {
-			// Fix the round's place in the log, then let the waiter
-			// report it once durable while the next round starts.
-			wait, err := c.pipe.StartMulti(context.Background(), prs)
-			clear(flat) // drop the references to the records' bytes
-			c.rounds <- round{reqs: reqs, wait: wait, err: err}
-			reqs = nil
-			continue
-		}
-		err := c.multi.AppendMulti(context.Background(), prs)
-		clear(flat)
-		c.report(reqs, err)
 	}
+}
+
+// runRounds writes what is queued, round after round, by the role's holder:
+// until the queue is empty (then the role is free), or, after limit rounds
+// (limit ≥ 0), handing the role to the committer goroutine.
+func (c *Coordinator) runRounds(limit int) {
+	for i := 0; ; i++ {
+		c.cmu.Lock()
+		if len(c.cqueue) == 0 {
+			c.cbusy = false
+			c.cmu.Unlock()
+			return
+		}
+		if limit >= 0 && i >= limit {
+			c.cmu.Unlock()
+			c.cwake <- struct{}{} // the role passes on with the wake-up
+			return
+		}
+		reqs := c.cqueue
+		c.cqueue, c.cspare = c.cspare[:0], nil
+		c.cmu.Unlock()
+		if reuse := c.round(reqs); reuse {
+			clear(reqs)
+			c.cmu.Lock()
+			c.cspare = reqs[:0]
+			c.cmu.Unlock()
+		}
+	}
+}
+
+// round writes one round's batches; true if reqs is free again (reported),
+// false if a pipelined round still holds it.
+func (c *Coordinator) round(reqs []commitReq) (reuse bool) {
+	// One records buffer for the round, reused: stores do not retain the
+	// slices once AppendMulti or StartMulti returns.
+	prs, flat := c.prs[:0], c.flat[:0]
+	for _, r := range reqs {
+		start := len(flat)
+		flat = r.b.appendRecords(flat)
+		prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: flat[start:len(flat):len(flat)]})
+	}
+	defer func() {
+		clear(flat) // drop the references to the records' bytes
+		clear(prs)
+		c.prs, c.flat = prs[:0], flat[:0]
+	}()
+	if c.pipe != nil {
+		// Fix the round's place in the log, then let the waiter report
+		// it once durable while the next round starts.
+		wait, err := c.pipe.StartMulti(context.Background(), prs)
+		c.rounds <- round{reqs: reqs, wait: wait, err: err}
+		return false
+	}
+	err := c.multi.AppendMulti(context.Background(), prs)
+	c.report(reqs, err)
+	return true
 }
 
 // round is one AppendMulti of the committer, started but not yet reported.
@@ -274,9 +352,12 @@ func (c *Coordinator) Close() error {
 		c.cancel()
 		c.wg.Wait()
 		if c.multi != nil {
-			close(c.commits)
+			// Every partition is drained: nothing is queued or in a
+			// round, and nobody holds the committer role any more.
+			close(c.commitStop)
 			<-c.commitDone
 			if c.pipe != nil {
+				close(c.rounds)
 				<-c.roundsDone
 			}
 		}

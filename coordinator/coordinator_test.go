@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -575,5 +578,82 @@ func TestCommitterAppliesResultsInOrder(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.inflight != 0 {
 		t.Fatalf("%d batches in flight after the result was applied, want 0", p.inflight)
+	}
+}
+
+// A commit that finds the committer role free is written on its caller's
+// goroutine (no hand-off to the committer and back); a caller runs at most
+// inlineRounds rounds and then passes the role, with what is still queued,
+// to the committer goroutine, and nothing queued is left behind.
+func TestCommitterRoleInlineThenHandedOver(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	queued := func() int {
+		e.c.cmu.Lock()
+		defer e.c.cmu.Unlock()
+		return len(e.c.cqueue)
+	}
+	const more = inlineRounds + 2 // rounds during which another commit arrives
+	var (
+		mu    sync.Mutex
+		where []string // per round: which goroutine wrote it
+		wg    sync.WaitGroup
+	)
+	st.mu.Lock()
+	st.onMulti = func([]store.PartitionRecords) {
+		stack := string(debug.Stack())
+		w := "elsewhere"
+		switch {
+		case strings.Contains(stack, "(*partition).call"):
+			w = "caller"
+		case strings.Contains(stack, "(*Coordinator).commitLoop"):
+			w = "committer"
+		}
+		mu.Lock()
+		where = append(where, w)
+		i := len(where)
+		mu.Unlock()
+		if i > more {
+			return
+		}
+		// Another commit arrives while this round is written and waits
+		// for the next one.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.do(commitRequest(fmt.Sprintf("more-%d", i), "", -1, "t", int64(i))).(*kmsg.OffsetCommitResponse)
+			if c := r.Topics[0].Partitions[0].ErrorCode; c != 0 {
+				t.Errorf("commit %d: error %d", i, c)
+			}
+		}()
+		testwait.Until(10*time.Second, func() bool { return queued() > 0 })
+	}
+	st.mu.Unlock()
+
+	if r := e.do(commitRequest("first", "", -1, "t", 7)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{}
+	for i := 0; i <= more; i++ {
+		w := "committer"
+		if i < inlineRounds {
+			w = "caller"
+		}
+		want = append(want, w)
+	}
+	if !slices.Equal(where, want) {
+		t.Fatalf("rounds written by %v, want %v", where, want)
+	}
+	for i := 1; i <= more; i++ {
+		if got := e.fetch(fmt.Sprintf("more-%d", i), "t"); got != int64(i) {
+			t.Fatalf("more-%d: offset %d, want %d", i, got, i)
+		}
+	}
+	if e.fetch("first", "t") != 7 {
+		t.Fatal("first commit lost")
 	}
 }

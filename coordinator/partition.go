@@ -96,7 +96,11 @@ type partition struct {
 	// maxInflight batches in flight and go out together as the next batch.
 	inflight int // batches handed to the writer/committer, not yet done
 	queued   []group.Write
-	batches  chan batch
+	// inCall is set while a request's call runs its turn: a batch it queues
+	// for the committer sets needKick, and the caller takes the committer
+	// role once it has released mu (Coordinator.kick).
+	inCall, needKick bool
+	batches          chan batch
 
 	timer   clock.Timer
 	armed   bool      // timer is set, for armedAt
@@ -143,9 +147,17 @@ func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request)
 		cc.release()
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
+	p.inCall = true
 	resp, answered := p.dispatch(cc)
 	p.flush()
+	kick := p.needKick
+	p.inCall, p.needKick = false, false
 	p.mu.Unlock()
+	if kick {
+		// Our turn queued a batch while nobody held the committer role:
+		// write it on this goroutine (the reply is then usually ready).
+		p.c.kick()
+	}
 	if answered { // cc was never handed to the partition
 		cc.release()
 		return resp, nil
@@ -369,7 +381,8 @@ func (p *partition) flush() {
 		b := batch{writes: p.queued, gen: p.shardGen}
 		p.queued = nil
 		if p.c.multi != nil {
-			p.c.commits <- commitReq{p, b}
+			p.c.enqueue(commitReq{p, b}, p.inCall)
+			p.needKick = p.needKick || p.inCall
 		} else {
 			p.batches <- b
 		}
