@@ -407,6 +407,9 @@ func (c *Coordinator) Handle(ctx context.Context, cl group.Client, req kmsg.Requ
 	if api == nil {
 		return nil, fmt.Errorf("coordinator: unsupported request key %d", req.Key())
 	}
+	if one := api.Group; one != nil {
+		return c.parts[PartitionFor(one(req), len(c.parts))].call(ctx, cl, req)
+	}
 	ids, multi, all := api.Groups(req)
 	switch {
 	case all:

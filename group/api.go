@@ -36,6 +36,10 @@ type API struct {
 	// for a request about every group (ListGroups): every partition is
 	// asked and the answers are merged.
 	Groups func(req kmsg.Request) (ids []string, multi, all bool)
+	// Group, for a request about exactly one group, returns its id
+	// without the slice Groups allocates (the hot path: heartbeats,
+	// commits). Groups is derived from it for those requests.
+	Group func(req kmsg.Request) string
 	// Split returns the part of a multi-group request about the groups at
 	// the positions idx of the original request.
 	Split func(req kmsg.Request, idx []int) kmsg.Request
@@ -95,7 +99,11 @@ var apiByKey = func() []*API {
 	}
 	by := make([]*API, maxKey+1)
 	for i := range apiTable {
-		by[apiTable[i].Key] = &apiTable[i]
+		a := &apiTable[i]
+		if one := a.Group; one != nil && a.Groups == nil {
+			a.Groups = func(r kmsg.Request) ([]string, bool, bool) { return []string{one(r)}, false, false }
+		}
+		by[a.Key] = a
 	}
 	return by
 }()
@@ -108,9 +116,7 @@ var apiTable = []API{
 		Key:       kmsg.ConsumerGroupHeartbeat.Int16(),
 		FrameFree: true,
 		Loading:   ErrCoordinatorLoading,
-		Groups: func(r kmsg.Request) ([]string, bool, bool) {
-			return one(r.(*kmsg.ConsumerGroupHeartbeatRequest).Group)
-		},
+		Group:     func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -158,7 +164,7 @@ var apiTable = []API{
 		Key:       kmsg.OffsetCommit.Int16(),
 		FrameFree: true,
 		Loading:   ErrCoordinatorLoading,
-		Groups:    func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.OffsetCommitRequest).Group) },
+		Group:     func(r kmsg.Request) string { return r.(*kmsg.OffsetCommitRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			return offsetCommitResponse(r.(*kmsg.OffsetCommitRequest), code)
 		},
@@ -209,7 +215,7 @@ var apiTable = []API{
 		Key:     kmsg.JoinGroup.Int16(),
 		Parks:   true,
 		Loading: ErrCoordinatorLoading,
-		Groups:  func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.JoinGroupRequest).Group) },
+		Group:   func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			q := r.(*kmsg.JoinGroupRequest)
 			return joinError(q.Version, code, q.MemberID)
@@ -222,7 +228,7 @@ var apiTable = []API{
 		Key:       kmsg.Heartbeat.Int16(),
 		FrameFree: true,
 		Loading:   ErrNone,
-		Groups:    func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.HeartbeatRequest).Group) },
+		Group:     func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrHeartbeatResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -235,7 +241,7 @@ var apiTable = []API{
 	{
 		Key:     kmsg.LeaveGroup.Int16(),
 		Loading: ErrCoordinatorLoading,
-		Groups:  func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.LeaveGroupRequest).Group) },
+		Group:   func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrLeaveGroupResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -249,7 +255,7 @@ var apiTable = []API{
 		Key:     kmsg.SyncGroup.Int16(),
 		Parks:   true,
 		Loading: ErrRebalanceInProgress,
-		Groups:  func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.SyncGroupRequest).Group) },
+		Group:   func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			return syncError(r.GetVersion(), code)
 		},
@@ -384,7 +390,7 @@ var apiTable = []API{
 	{
 		Key:     kmsg.OffsetDelete.Int16(),
 		Loading: ErrCoordinatorLoading,
-		Groups:  func(r kmsg.Request) ([]string, bool, bool) { return one(r.(*kmsg.OffsetDeleteRequest).Group) },
+		Group:   func(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrOffsetDeleteResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code

@@ -9,6 +9,7 @@ package group
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -362,5 +363,60 @@ func TestDeleteGroupWithCommitInFlight(t *testing.T) {
 	}
 	if len(h.store) != 0 {
 		t.Fatalf("store still holds %d keys of the deleted group", len(h.store))
+	}
+}
+
+// A commit of one partition keeps its response and records in one
+// allocation with an inline encoding buffer (oneOffsetCommit); a record
+// longer than that buffer, a failed write and a write the shard forgets
+// (release) must behave as on the general path.
+func TestOneOffsetCommitPaths(t *testing.T) {
+	h := newH(t)
+	long := strings.Repeat("m", 2*oneCommitBytes)
+	g := "group-" + strings.Repeat("g", oneCommitBytes)
+	if c := commitCodes(h.commit(g, "", -1, 8, map[string]int64{"t": 41}, long)); c[0] != ErrNone {
+		t.Fatal(c)
+	}
+	if c := commitCodes(h.commit("short", "", -1, 8, map[string]int64{"t": 7}, "m")); c[0] != ErrNone {
+		t.Fatal(c)
+	}
+	if o, _ := h.fetch(g, "t", 0); o != 41 {
+		t.Fatalf("long commit: offset %d, want 41", o)
+	}
+	if o, _ := h.fetch("short", "t", 0); o != 7 {
+		t.Fatalf("short commit: offset %d, want 7", o)
+	}
+	if diff := h.checkReload(); diff != "" {
+		t.Fatal(diff)
+	}
+	if got := h.reload(); got != nil {
+		// The stored record decodes to the committed offset and metadata.
+		r := kmsg.NewPtrOffsetFetchRequest()
+		r.Version, r.Group = 7, g
+		r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0}}}
+		p := got.OffsetFetch(r).Topics[0].Partitions[0]
+		if p.Offset != 41 || p.Metadata == nil || *p.Metadata != long {
+			t.Fatalf("reloaded: offset %d, metadata of %d bytes", p.Offset, len(strOr(p.Metadata)))
+		}
+	}
+
+	h.fail = ErrCoordinatorNotAvailable
+	if c := commitCodes(h.commit("short", "", -1, 8, map[string]int64{"t": 8})); c[0] != ErrCoordinatorNotAvailable {
+		t.Fatal(c)
+	}
+	h.fail = ErrNone
+	if o, _ := h.fetch("short", "t", 0); o != 7 {
+		t.Fatalf("failed commit changed the offset to %d", o)
+	}
+
+	h.hold = true
+	tk := h.do(func(tk Ticket, out *Output) { h.s.OffsetCommit(h.now, tk, commitReq("short", "", -1), out) })
+	h.notAnswered(tk)
+	var out Output
+	h.s.Unload(h.now, &out)
+	h.held = nil
+	h.settle(&out)
+	if c := commitCodes(h.resp(tk).(*kmsg.OffsetCommitResponse)); c[0] != ErrNotCoordinator {
+		t.Fatalf("unloaded while written: %v", c)
 	}
 }

@@ -55,18 +55,9 @@ type offset struct {
 // §commit). The response is released once the offsets are durable.
 func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequest, out *Output) {
 	v := req.Version
-	resp := offsetCommitResponse(req, ErrNone)
-	setAll := func(code int16) {
-		for i := range resp.Topics {
-			for j := range resp.Topics[i].Partitions {
-				resp.Topics[i].Partitions[j].ErrorCode = code
-			}
-		}
-	}
 	code := s.validateCommit(now, req)
 	if code != ErrNone {
-		setAll(code)
-		out.reply(t, resp)
+		out.reply(t, offsetCommitResponse(req, code))
 		return
 	}
 	g := s.groups[req.Group]
@@ -86,9 +77,10 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			size += offsetRecordSize(g.id, topicPartition{rt.Topic, rp.Partition}, &offset{metadata: strOr(rp.Metadata)})
 		}
 	}
-	recs := make([]rec, 0, n)
-	enc := make([]Record, 0, n)
-	buf := make([]byte, 0, size)
+	c := newOffsetCommitCall(req, n, size)
+	c.g, c.t = g, t
+	resp := &c.resp
+	recs, enc, buf := c.recs, c.enc, c.buf
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			meta := strOr(rp.Metadata)
@@ -117,24 +109,89 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 		return
 	}
 	g.commitSeq++
-	seq := g.commitSeq
-	g.inflight = append(g.inflight, inflightCommit{seq, recs})
-	// Once durable, replaying the records set the offsets.
-	s.writeEncoded(out, recs, enc, func(now time.Time, code int16, out *Output) {
-		g.commitWritten(seq)
-		if code != ErrNone {
-			// The partitions written are those still without an
-			// error (the others were refused above).
-			for i := range resp.Topics {
-				for j := range resp.Topics[i].Partitions {
-					if c := &resp.Topics[i].Partitions[j].ErrorCode; *c == ErrNone {
-						*c = code
-					}
+	c.seq = g.commitSeq
+	g.inflight = append(g.inflight, inflightCommit{c.seq, recs})
+	// Once durable, replaying the records set the offsets; then
+	// c.written answers.
+	s.nextWrite++
+	s.writes[s.nextWrite] = pendingWrite{recs: recs, commit: c}
+	out.Writes = append(out.Writes, Write{ID: s.nextWrite, Records: enc})
+}
+
+// offsetCommitCall is one OffsetCommit waiting for its records to be
+// durable: its response and its records, and the write's completion (no
+// closure). It answers when the write is done (written).
+type offsetCommitCall struct {
+	g    *Group
+	t    Ticket
+	seq  uint64
+	resp kmsg.OffsetCommitResponse
+	recs []rec
+	enc  []Record
+	buf  []byte
+}
+
+// oneOffsetCommit is the call of the common commit of one partition with
+// everything it needs in one allocation (the general path makes seven: the
+// response's three levels, the records, their encodings, the encoding
+// buffer and the call).
+type oneOffsetCommit struct {
+	offsetCommitCall
+	topic  [1]kmsg.OffsetCommitResponseTopic
+	part   [1]kmsg.OffsetCommitResponseTopicPartition
+	rec    [1]rec
+	record [1]Record
+	bytes  [oneCommitBytes]byte
+}
+
+// oneCommitBytes is the encoding buffer a one-partition commit carries
+// inline (a record of a group id and topic of about 40 bytes each); a
+// longer one allocates its own.
+const oneCommitBytes = 160
+
+// newOffsetCommitCall returns the call for req, whose n partitions encode
+// into size bytes, with its response filled as offsetCommitResponse's (no
+// error) and empty record slices of capacity n.
+func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) *offsetCommitCall {
+	if len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1 {
+		o := &oneOffsetCommit{}
+		c := &o.offsetCommitCall
+		c.resp = kmsg.NewOffsetCommitResponse()
+		c.resp.Version = req.Version
+		c.resp.Topics = o.topic[:]
+		o.topic[0] = kmsg.NewOffsetCommitResponseTopic()
+		o.topic[0].Topic = req.Topics[0].Topic
+		o.topic[0].Partitions = o.part[:]
+		o.part[0] = kmsg.NewOffsetCommitResponseTopicPartition()
+		o.part[0].Partition = req.Topics[0].Partitions[0].Partition
+		c.recs, c.enc = o.rec[:0], o.record[:0]
+		if size <= oneCommitBytes {
+			c.buf = o.bytes[:0]
+		} else {
+			c.buf = make([]byte, 0, size)
+		}
+		return c
+	}
+	c := &offsetCommitCall{resp: *offsetCommitResponse(req, ErrNone)}
+	c.recs, c.enc, c.buf = make([]rec, 0, n), make([]Record, 0, n), make([]byte, 0, size)
+	return c
+}
+
+// written answers the commit once its write is done: code is ErrNone when
+// it is durable (the records were replayed), else the error every partition
+// written gets (those refused before the write keep their own error).
+func (c *offsetCommitCall) written(code int16, out *Output) {
+	c.g.commitWritten(c.seq)
+	if code != ErrNone {
+		for i := range c.resp.Topics {
+			for j := range c.resp.Topics[i].Partitions {
+				if e := &c.resp.Topics[i].Partitions[j].ErrorCode; *e == ErrNone {
+					*e = code
 				}
 			}
 		}
-		out.reply(t, resp)
-	})
+	}
+	out.reply(c.t, &c.resp)
 }
 
 // offsetCommitResponse answers every partition of req with code, in

@@ -129,6 +129,9 @@ func (s *Shard) logf(format string, args ...any) {
 type pendingWrite struct {
 	recs []rec
 	done func(now time.Time, code int16, out *Output)
+	// commit, instead of done, for an OffsetCommit (no closure to
+	// allocate on that path).
+	commit *offsetCommitCall
 	// applied: the records were replayed when the write was issued
 	// (consumer groups); a failure then asks for a reload.
 	applied bool
@@ -136,18 +139,12 @@ type pendingWrite struct {
 
 // write queues recs and registers done, called from WriteDone after the
 // records were replayed (when durable) or not (when the write failed).
+// (OffsetCommit registers its writes itself: see offsetCommitCall.)
 func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
 	enc := make([]Record, len(recs))
 	for i := range recs {
 		enc[i] = recs[i].encode()
 	}
-	s.writeEncoded(out, recs, enc, done)
-}
-
-// writeEncoded is write for a caller that encoded recs itself (enc[i] is
-// recs[i]'s stored form): the offset commit path encodes a batch into one
-// buffer.
-func (s *Shard) writeEncoded(out *Output, recs []rec, enc []Record, done func(now time.Time, code int16, out *Output)) {
 	s.nextWrite++
 	id := s.nextWrite
 	s.writes[id] = pendingWrite{recs: recs, done: done}
@@ -176,7 +173,10 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 			s.replay(&w.recs[i], false)
 		}
 	}
-	if w.done != nil {
+	switch {
+	case w.commit != nil:
+		w.commit.written(code, out)
+	case w.done != nil:
 		w.done(now, code, out)
 	}
 }
@@ -250,7 +250,10 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 	for _, id := range ids {
 		w := s.writes[id]
 		delete(s.writes, id)
-		if w.done != nil {
+		switch {
+		case w.commit != nil:
+			w.commit.written(ErrNotCoordinator, out)
+		case w.done != nil:
 			w.done(now, ErrNotCoordinator, out)
 		}
 	}

@@ -42,26 +42,39 @@ var (
 
 // decodeFrame parses one request frame (the bytes after the 4-byte size):
 // the request header (v1, or v2 with tagged fields for flexible versions)
-// and the body.
+// and the body. The request is nil only if the frame is too short for a
+// header; with an error it carries what the header said (for the log).
 //
 // prevClientID is the client id of the connection's previous request: a
 // client sends the same one on every request, and an equal id reuses that
 // string instead of allocating another.
 func decodeFrame(frame []byte, prevClientID string) (*request, error) {
+	r := &request{}
+	header, err := decodeFrameInto(r, frame, prevClientID, nil)
+	if !header {
+		return nil, err
+	}
+	return r, err
+}
+
+// decodeFrameInto is decodeFrame into r. If spare is a request of the
+// frame's key, the body is decoded into it (its slices reused) instead of a
+// new one (see conn.spare). header is false if the frame is too short for a
+// request header.
+func decodeFrameInto(r *request, frame []byte, prevClientID string, spare kmsg.Request) (header bool, err error) {
+	*r = request{}
 	if len(frame) < 10 {
-		return nil, errTruncatedHeader
+		return false, errTruncatedHeader
 	}
-	r := &request{
-		key:     int16(binary.BigEndian.Uint16(frame)),
-		version: int16(binary.BigEndian.Uint16(frame[2:])),
-		corr:    int32(binary.BigEndian.Uint32(frame[4:])),
-	}
+	r.key = int16(binary.BigEndian.Uint16(frame))
+	r.version = int16(binary.BigEndian.Uint16(frame[2:]))
+	r.corr = int32(binary.BigEndian.Uint32(frame[4:]))
 	// The client id: a nullable string (length -1 for null).
 	n := int(int16(binary.BigEndian.Uint16(frame[8:])))
 	body := frame[10:]
 	if n > 0 {
 		if n > len(body) {
-			return nil, errTruncatedHeader
+			return false, errTruncatedHeader
 		}
 		if id := body[:n]; string(id) == prevClientID {
 			r.clientID = prevClientID
@@ -72,7 +85,7 @@ func decodeFrame(frame []byte, prevClientID string) (*request, error) {
 	}
 	api := lookupAPI(r.key)
 	if api == nil {
-		return r, fmt.Errorf("%w: key %d", errUnknownAPI, r.key)
+		return true, fmt.Errorf("%w: key %d", errUnknownAPI, r.key)
 	}
 	if r.version < api.Min || r.version > api.Max {
 		if r.key == keyApiVersions {
@@ -80,23 +93,44 @@ func decodeFrame(frame []byte, prevClientID string) (*request, error) {
 			// with its key list at v0, without parsing the body, so
 			// that a newer client can retry with a version both
 			// speak.
-			return r, nil
+			return true, nil
 		}
-		return r, fmt.Errorf("%w: %s v%d (cohort serves v%d-v%d)", errBadVersion, api.Name, r.version, api.Min, api.Max)
+		return true, fmt.Errorf("%w: %s v%d (cohort serves v%d-v%d)", errBadVersion, api.Name, r.version, api.Min, api.Max)
 	}
-	req := kmsg.RequestForKey(r.key)
+	req := spare
+	if req == nil || req.Key() != r.key || !resetSpare(req) {
+		req = kmsg.RequestForKey(r.key)
+	}
 	req.SetVersion(r.version)
 	if req.IsFlexible() {
 		var ok bool
 		if body, ok = skipTags(body); !ok {
-			return r, errTruncatedHeader
+			return true, errTruncatedHeader
 		}
 	}
 	if err := req.ReadFrom(body); err != nil {
-		return r, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
+		return true, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
 	}
 	r.req = req
-	return r, nil
+	return true, nil
+}
+
+// resetSpare empties a spare request for decoding into it, keeping the
+// backing array of its list of topics; false for a kind of request that is
+// not reused. Every field goes back to its zero value first: kmsg's decoder
+// sets only the fields of the frame's version, and a field of another
+// version must not survive from the previous request.
+func resetSpare(req kmsg.Request) bool {
+	switch x := req.(type) {
+	case *kmsg.HeartbeatRequest:
+		*x = kmsg.HeartbeatRequest{}
+	case *kmsg.OffsetCommitRequest:
+		topics := x.Topics[:0]
+		*x = kmsg.OffsetCommitRequest{Topics: topics}
+	default:
+		return false
+	}
+	return true
 }
 
 // skipTags returns b after the tagged-field section it starts with (request
@@ -176,6 +210,11 @@ type conn struct {
 	once   sync.Once
 	wbuf   []byte
 	fbuf   []byte // reusable frame buffer (see frameFree)
+	// cur is the request being served (one at a time), and spare the last
+	// frame-free request, decoded into again when the next one is of its
+	// kind (resetSpare): two allocations less per heartbeat or commit.
+	cur   request
+	spare kmsg.Request
 	// clientID is the client id of the last request (decodeFrame reuses
 	// the string while the client sends the same).
 	clientID string
@@ -297,10 +336,15 @@ func (c *conn) readRequest() *request {
 		}
 		return nil
 	}
-	r, err := decodeFrame(frame, c.clientID)
+	var spare kmsg.Request
+	if reuse {
+		spare = c.spare
+	}
+	r := &c.cur
+	header, err := decodeFrameInto(r, frame, c.clientID, spare)
 	if err != nil {
 		attrs := []any{"err", err}
-		if r != nil {
+		if header {
 			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
 		}
 		c.log.Info("closing connection: bad request", attrs...)
@@ -308,6 +352,12 @@ func (c *conn) readRequest() *request {
 		return nil
 	}
 	c.clientID = r.clientID
+	if reuse && c.s.cfg.Tap == nil {
+		// Nothing holds a frame-free request once it is answered (the
+		// connection serves one request at a time, and a Tap might keep
+		// it: then none is reused).
+		c.spare = r.req
+	}
 	return r
 }
 

@@ -106,3 +106,64 @@ func TestSkipTagsMatchesKmsg(t *testing.T) {
 		check(b)
 	}
 }
+
+// TestDecodeIntoSpareRequest: a commit or heartbeat decoded into the
+// connection's spare request reuses it (and its topics array) and keeps
+// nothing of the previous request, even a field the new version does not
+// carry (a v8 commit's instance id under a v6 commit); a spare of another
+// kind is not used.
+func TestDecodeIntoSpareRequest(t *testing.T) {
+	frame := func(req kmsg.Request) []byte {
+		return kmsg.NewRequestFormatter(kmsg.FormatterClientID("c")).AppendRequest(nil, req, 1)[4:]
+	}
+	commit := func(v int16, instance *string, parts ...int32) *kmsg.OffsetCommitRequest {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.SetVersion(v)
+		req.Group, req.MemberID, req.Generation, req.InstanceID = "g", "m", 3, instance
+		tp := kmsg.NewOffsetCommitRequestTopic()
+		tp.Topic = "t"
+		for _, p := range parts {
+			pp := kmsg.NewOffsetCommitRequestTopicPartition()
+			pp.Partition, pp.Offset = p, int64(p)*10
+			tp.Partitions = append(tp.Partitions, pp)
+		}
+		req.Topics = []kmsg.OffsetCommitRequestTopic{tp, tp}
+		return req
+	}
+	inst := "instance-1"
+	var r request
+	if _, err := decodeFrameInto(&r, frame(commit(8, &inst, 1, 2)), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	spare := r.req.(*kmsg.OffsetCommitRequest)
+	if spare.InstanceID == nil || *spare.InstanceID != inst {
+		t.Fatalf("v8 commit decoded without its instance id: %+v", spare)
+	}
+	topics := &spare.Topics[0]
+
+	if _, err := decodeFrameInto(&r, frame(commit(6, nil, 5)), "", spare); err != nil {
+		t.Fatal(err)
+	}
+	got := r.req.(*kmsg.OffsetCommitRequest)
+	if got != spare || &got.Topics[0] != topics {
+		t.Error("the spare request (or its topics) was not reused")
+	}
+	if got.Version != 6 || got.InstanceID != nil || got.Group != "g" || got.Generation != 3 || len(got.Topics) != 2 ||
+		len(got.Topics[1].Partitions) != 1 || got.Topics[1].Partitions[0].Partition != 5 || got.Topics[1].Partitions[0].Offset != 50 ||
+		got.Topics[1].Partitions[0].LeaderEpoch != -1 {
+		t.Fatalf("v6 commit decoded into the spare: %+v", got)
+	}
+
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.SetVersion(4)
+	hb.Group, hb.MemberID, hb.Generation = "g", "m", 7
+	if _, err := decodeFrameInto(&r, frame(hb), "", spare); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := r.req.(*kmsg.HeartbeatRequest); !ok || h.Generation != 7 || h.Group != "g" {
+		t.Fatalf("heartbeat with a commit as spare: %T %+v", r.req, r.req)
+	}
+	if got.Topics[1].Partitions[0].Offset != 50 {
+		t.Error("a spare of another kind was written to")
+	}
+}
