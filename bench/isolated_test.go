@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/heapfloor"
 	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -40,11 +41,15 @@ func TestMain(m *testing.M) {
 // and serves until its standard input closes. The cohort targets advise
 // their heap to use huge pages, as cohort serve does by default
 // (--heap-huge-pages); with the suffix "-4k" (cohort-mem-4k, cohort-disk-4k)
-// they do not.
+// they do not. They keep the collector's goal at cohort serve's floor
+// (--heap-floor-mib) as well.
 func serveChild(name string) int {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var addr string
 	var stop func()
+	if strings.HasPrefix(name, "cohort-") {
+		defer heapfloor.Start(heapfloor.DefaultMiB << 20)() // as cohort serve does
+	}
 	if base, ok := strings.CutSuffix(name, "-4k"); ok && strings.HasPrefix(base, "cohort-") {
 		name = base
 	} else if strings.HasPrefix(name, "cohort-") {

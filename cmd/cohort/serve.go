@@ -20,6 +20,7 @@ import (
 	"github.com/cohort-dev/cohort/console"
 	"github.com/cohort-dev/cohort/consumer/serverassign"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/heapfloor"
 	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/principal"
@@ -133,6 +134,7 @@ type serveFlags struct {
 	listeners, advertised                                                string
 	allowUnauth, authorizer, allowNoACL                                  bool
 	hugePages                                                            bool
+	heapFloorMiB                                                         int
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules                string
 	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim              string
 	sessionLife, failDelay                                               time.Duration
@@ -181,6 +183,7 @@ func newServeFlags() *serveFlags {
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&s.hugePages, "heap-huge-pages", true, "ask Linux to back the heap with transparent huge pages where the system leaves it to programs (THP mode madvise): a restart loads its state faster; false: 4 KiB pages")
 	s.order = append(s.order, "heap-huge-pages")
+	num(&s.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultMiB, "smallest heap goal of the Go collector, in MiB: with little live state it collects once per this much garbage instead of every few MiB (0: Go's default; GOGC and GOMEMLIMIT still apply)")
 
 	section("Groups and offsets")
 	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for")
@@ -471,6 +474,12 @@ func serve(args []string) error {
 
 	if s.metrics != "" {
 		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
+	}
+	if s.heapFloorMiB < 0 {
+		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
+	}
+	if s.heapFloorMiB > 0 {
+		defer heapfloor.Start(int64(s.heapFloorMiB) << 20)()
 	}
 	if s.hugePages {
 		// Before the node starts: loading the stored state is what fills
