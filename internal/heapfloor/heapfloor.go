@@ -6,9 +6,11 @@
 // MiB live, the collector ran a hundred times a second under commit load and
 // took a third of the server's CPU per 50-partition commit
 // (docs/benchmarks.md). A floor of a few tens of MiB lets the garbage of
-// that many requests accumulate between collections; once the live heap is
-// large (many groups), the floor is below the default goal and changes
-// nothing. A memory limit (GOMEMLIMIT) still bounds the heap as before.
+// that many requests accumulate between collections, at the price of that
+// much more resident memory; once the live heap is large (many groups), the
+// floor is below the default goal and changes nothing. Under a memory limit
+// (GOMEMLIMIT) the floor is at most half of it, and the limit still bounds
+// the heap as before.
 //
 // After every collection the GOGC percent is recomputed from the live heap
 // and set with debug.SetGCPercent (no stop-the-world). Only a process's owner
@@ -58,6 +60,12 @@ func Start(floor int64) (stop func()) {
 func start(floor int64) (*tuner, func()) {
 	base := debug.SetGCPercent(100)
 	debug.SetGCPercent(base)
+	// Under a memory limit (GOMEMLIMIT) the floor keeps to half of it: the
+	// garbage it lets accumulate must not make the limit the collector's
+	// usual trigger.
+	if limit := debug.SetMemoryLimit(-1); floor > limit/2 {
+		floor = limit / 2
+	}
 	if base < 0 || floor <= 0 {
 		return nil, func() {}
 	}

@@ -100,3 +100,16 @@ func TestFloorFollowsTheLiveHeap(t *testing.T) {
 	}
 	runtime.KeepAlive(live)
 }
+
+// TestFloorKeepsToHalfTheMemoryLimit: under GOMEMLIMIT the floor is at most
+// half of the limit.
+func TestFloorKeepsToHalfTheMemoryLimit(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(16 << 20))
+	tu, stop := start(64 << 20)
+	defer stop()
+	if tu.floor != 8<<20 {
+		t.Fatalf("floor under a 16 MiB limit: %d, want 8 MiB", tu.floor)
+	}
+}
