@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/heapfloor"
 	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/internal/testchild"
 	"github.com/cohort-dev/cohort/store"
@@ -186,6 +187,7 @@ func loadChild(dir string) error {
 		return err
 	}
 	var r restartLoad
+	defer heapfloor.Start(heapfloor.DefaultMiB << 20)() // as cohort serve does
 	r.HugePages = "off"
 	if os.Getenv("COHORT_BENCH_LOAD_HUGEPAGES") != "off" {
 		hp, stop, err := hugepages.Enable(hugepages.DefaultReserve)
