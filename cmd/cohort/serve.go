@@ -480,6 +480,7 @@ func serve(args []string) error {
 	}
 	if s.heapFloorMiB > 0 {
 		defer heapfloor.Start(int64(s.heapFloorMiB) << 20)()
+		log.Debug("collector heap goal kept at or above a floor", "floor_mib", s.heapFloorMiB)
 	}
 	if s.hugePages {
 		// Before the node starts: loading the stored state is what fills
