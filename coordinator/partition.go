@@ -423,7 +423,8 @@ func (p *partition) writer(done chan struct{}) {
 // the order it receives them, a partition hands in each turn's writes at once
 // (up to this bound) instead of holding them until its previous batch is
 // durable, so every round carries everything that arrived during the last
-// one. The channels are sized so that neither side ever blocks.
+// one. A partition's results channel holds this many, so a report never
+// blocks.
 const maxInflight = 8
 
 func (p *partition) maxInflight() int {

@@ -172,7 +172,8 @@ func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) *offsetComm
 		}
 		return c
 	}
-	c := &offsetCommitCall{resp: *offsetCommitResponse(req, ErrNone)}
+	c := &offsetCommitCall{resp: kmsg.NewOffsetCommitResponse()}
+	fillOffsetCommitResponse(&c.resp, req, ErrNone)
 	c.recs, c.enc, c.buf = make([]rec, 0, n), make([]Record, 0, n), make([]byte, 0, size)
 	return c
 }
@@ -198,6 +199,12 @@ func (c *offsetCommitCall) written(code int16, out *Output) {
 // request order.
 func offsetCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
+	fillOffsetCommitResponse(resp, req, code)
+	return resp
+}
+
+// fillOffsetCommitResponse is offsetCommitResponse into resp.
+func fillOffsetCommitResponse(resp *kmsg.OffsetCommitResponse, req *kmsg.OffsetCommitRequest, code int16) {
 	resp.Version = req.Version
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
@@ -210,7 +217,6 @@ func offsetCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.Offse
 			tr.Partitions[j].Partition, tr.Partitions[j].ErrorCode = rp.Partition, code
 		}
 	}
-	return resp
 }
 
 // validateCommit applies the group-level checks of OffsetCommit and re-arms
