@@ -122,8 +122,8 @@ func TestProcCPU(t *testing.T) {
 // (COHORT_BENCH_TARGETS), interleaved, COHORT_BENCH_REPEAT series (5),
 // medians. COHORT_BENCH_PROFILE_DIR=dir writes each server's CPU profile
 // to dir/<target>.pprof; COHORT_BENCH_ONLY=heartbeat skips the commits,
-// COHORT_BENCH_ONLY=commit1 runs only the 1-partition commits (so that a
-// profile shows that path alone). A target named base:<name> is <name>
+// COHORT_BENCH_ONLY=commit1 (commit50) runs only the 1-partition
+// (50-partition) commits, so that a profile shows that path alone. A target named base:<name> is <name>
 // served by another commit's test binary (COHORT_BENCH_BASE_BIN, see
 // startChild), and each target is also paired with its base.
 // Only with COHORT_BENCH=1.
@@ -143,8 +143,10 @@ func TestServerCPU(t *testing.T) {
 		committers = nil // heartbeats only (profiling their path)
 	case "commit1":
 		partitions = []int{1}
+	case "commit50":
+		partitions = []int{50}
 	default:
-		t.Fatalf("COHORT_BENCH_ONLY=%q: heartbeat or commit1", only)
+		t.Fatalf("COHORT_BENCH_ONLY=%q: heartbeat, commit1 or commit50", only)
 	}
 	repeat := 5
 	if v := os.Getenv("COHORT_BENCH_REPEAT"); v != "" {
@@ -191,7 +193,7 @@ func TestServerCPU(t *testing.T) {
 			}
 			var tp Throughput
 			var err error
-			if only != "commit1" {
+			if only != "commit1" && only != "commit50" {
 				if c.name == "floor" {
 					tp, err = floorHeartbeats(cctx, c.addr, members, window)
 				} else {

@@ -102,13 +102,14 @@ func (h *h) complete(w Write, out *Output) {
 }
 
 // storeRecords applies durable records to an in-memory store (a nil
-// value deletes the key).
+// value deletes the key). Like a real store it copies the values: the
+// shard reuses a commit's record buffers once the write is done.
 func storeRecords(store map[string][]byte, recs []Record) {
 	for _, r := range recs {
 		if r.Value == nil {
 			delete(store, string(r.Key))
 		} else {
-			store[string(r.Key)] = r.Value
+			store[string(r.Key)] = bytes.Clone(r.Value)
 		}
 	}
 }

@@ -77,7 +77,7 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			size += offsetRecordSize(g.id, topicPartition{rt.Topic, rp.Partition}, &offset{metadata: strOr(rp.Metadata)})
 		}
 	}
-	c := newOffsetCommitCall(req, n, size)
+	c := newOffsetCommitCall(req, n, size, s.takeCommitBufs)
 	c.g, c.t = g, t
 	resp := &c.resp
 	recs, enc, buf := c.recs, c.enc, c.buf
@@ -129,6 +129,10 @@ type offsetCommitCall struct {
 	recs []rec
 	enc  []Record
 	buf  []byte
+	// ownBufs: recs, enc and buf came from Shard.takeCommitBufs and go
+	// back to it once the commit is answered (a oneOffsetCommit's are
+	// part of it).
+	ownBufs bool
 }
 
 // oneOffsetCommit is the call of the common commit of one partition with
@@ -151,8 +155,9 @@ const oneCommitBytes = 160
 
 // newOffsetCommitCall returns the call for req, whose n partitions encode
 // into size bytes, with its response filled as offsetCommitResponse's (no
-// error) and empty record slices of capacity n.
-func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) *offsetCommitCall {
+// error) and empty record slices of capacity n, from take when there are
+// several.
+func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int, take func(n, size int) commitBufs) *offsetCommitCall {
 	if len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1 {
 		o := &oneOffsetCommit{}
 		c := &o.offsetCommitCall
@@ -174,8 +179,60 @@ func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) *offsetComm
 	}
 	c := &offsetCommitCall{resp: kmsg.NewOffsetCommitResponse()}
 	fillOffsetCommitResponse(&c.resp, req, ErrNone)
-	c.recs, c.enc, c.buf = make([]rec, 0, n), make([]Record, 0, n), make([]byte, 0, size)
+	b := take(n, size)
+	c.recs, c.enc, c.buf, c.ownBufs = b.recs, b.enc, b.buf, true
 	return c
+}
+
+// Bounds of Shard.freeCommits: how many it keeps, and the most records one
+// may hold (a commit of more partitions allocates its own).
+const (
+	freeCommitsMax     = 8
+	freeCommitsMaxRecs = 1024
+)
+
+// commitBufs are the slices of a multi-partition offset commit's records:
+// typed (replayed once durable), encoded (handed to the store) and the
+// bytes the encoded ones point into.
+type commitBufs struct {
+	recs []rec
+	enc  []Record
+	buf  []byte
+}
+
+// takeCommitBufs returns empty slices for n records of size encoded bytes,
+// those of a finished commit (freeCommits) when there is one.
+func (s *Shard) takeCommitBufs(n, size int) commitBufs {
+	var b commitBufs
+	if k := len(s.freeCommits); k > 0 {
+		b = s.freeCommits[k-1]
+		s.freeCommits[k-1] = commitBufs{}
+		s.freeCommits = s.freeCommits[:k-1]
+	}
+	if cap(b.recs) < n {
+		b.recs = make([]rec, 0, n)
+	}
+	if cap(b.enc) < n {
+		b.enc = make([]Record, 0, n)
+	}
+	if cap(b.buf) < size {
+		b.buf = make([]byte, 0, size)
+	}
+	return commitBufs{b.recs[:0], b.enc[:0], b.buf[:0]}
+}
+
+// recycleCommit keeps c's slices for a later commit once c is answered:
+// nothing refers to them any more. Replay copied the offsets into the
+// group's table, written removed the commit from the group's inflight
+// list, and a store does not retain the records it was given once its
+// append returned (store.Store), which it had before WriteDone. The old
+// contents are overwritten by the next commit that takes them.
+func (s *Shard) recycleCommit(c *offsetCommitCall) {
+	if !c.ownBufs || cap(c.recs) > freeCommitsMaxRecs || len(s.freeCommits) >= freeCommitsMax {
+		return
+	}
+	s.freeCommits = append(s.freeCommits, commitBufs{c.recs, c.enc, c.buf})
+	c.recs, c.enc, c.buf = nil, nil, nil
 }
 
 // written answers the commit once its write is done: code is ErrNone when

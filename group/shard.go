@@ -81,6 +81,11 @@ type Shard struct {
 	topics Topics
 	// loading: see Load.
 	loading loading
+	// freeCommits holds the record slices of finished multi-partition
+	// offset commits for the next ones (takeCommitBufs): a 50-partition
+	// commit's are 13 KB, and allocating, clearing and scanning them was
+	// a sixth of the coordinator's CPU for the commit.
+	freeCommits []commitBufs
 
 	// Logf, when set, receives diagnostic messages (invariant violations
 	// answered with an error instead of a panic, failed background writes).
@@ -176,6 +181,7 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 	switch {
 	case w.commit != nil:
 		w.commit.written(code, out)
+		s.recycleCommit(w.commit)
 	case w.done != nil:
 		w.done(now, code, out)
 	}
