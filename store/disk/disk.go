@@ -567,18 +567,29 @@ type logEntry struct {
 }
 
 // entry encodes every record in batches as one record log entry in a
-// pebble batch; nil if there are none.
+// pebble batch; nil if there are none. The entry is encoded in a pooled
+// buffer and copied into the batch, whose value must be sized up front.
 func (s *Store) entry(batches []store.PartitionRecords) (*logEntry, error) {
-	var buf [64]int
-	sizes, size, err := sectionSizes(buf[:0], batches)
-	if size == 0 || err != nil {
+	bp := entryBufs.Get().(*[]byte)
+	defer entryBufs.Put(bp)
+	buf, err := appendEntry((*bp)[:0], batches)
+	if cap(buf) <= maxPooledEntry {
+		*bp = buf[:0]
+	}
+	if len(buf) == 0 || err != nil {
 		return nil, err
 	}
-	b := s.db.NewBatchWithSize(logKeyLen + size + 32)
-	op := b.SetDeferred(logKeyLen, size)
-	encodeEntry(op.Value, batches, sizes)
-	return &logEntry{b: b, op: op, size: size}, nil
+	b := s.db.NewBatchWithSize(logKeyLen + len(buf) + 32)
+	op := b.SetDeferred(logKeyLen, len(buf))
+	copy(op.Value, buf)
+	return &logEntry{b: b, op: op, size: len(buf)}, nil
 }
+
+// entryBufs holds the buffers entries are encoded in (*[]byte), at most
+// maxPooledEntry bytes each.
+var entryBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEntry = 1 << 20
 
 // commit gives e the next sequence number and applies it with apply
 // (Apply, or ApplyNoSyncWait which returns once the entry is in the

@@ -64,60 +64,41 @@ func logKey(seq uint64) []byte {
 // logEnd bounds the log's key range from above.
 var logEnd = []byte{0x80, 0, 0, 0, 'L' + 1}
 
-// sectionSizes appends the byte length of each non-empty batch's records
-// to dst and returns it with the entry's size.
-func sectionSizes(dst []int, batches []store.PartitionRecords) (_ []int, size int, err error) {
+// appendEntry appends the record log entry of batches to dst (empty
+// batches write no section) in one pass: each section's body is encoded
+// after a gap as large as the longest length prefix, which is then closed
+// once the body's length is known.
+func appendEntry(dst []byte, batches []store.PartitionRecords) ([]byte, error) {
 	for _, pr := range batches {
 		if len(pr.Records) == 0 {
 			continue
 		}
 		if pr.Partition == logPartition {
-			return nil, 0, errLogPartition
+			return dst, errLogPartition
 		}
-		body := 0
-		var prev []byte
-		for _, r := range pr.Records {
-			vl := 0
-			if r.Value != nil {
-				vl = len(r.Value) + 1
-			}
-			sh := shared(prev, r.Key)
-			body += uvarintLen(uint64(sh)) + uvarintLen(uint64(len(r.Key)-sh)) + len(r.Key) - sh + uvarintLen(uint64(vl)) + len(r.Value)
-			prev = r.Key
-		}
-		size += uvarintLen(uint64(uint32(pr.Partition))) + uvarintLen(uint64(body)) + body
-		dst = append(dst, body)
-	}
-	return dst, size, nil
-}
-
-// encodeEntry writes batches into dst, which has exactly the entry's size;
-// sizes are their sections' lengths (sectionSizes).
-func encodeEntry(dst []byte, batches []store.PartitionRecords, sizes []int) {
-	i := 0
-	for _, pr := range batches {
-		if len(pr.Records) == 0 {
-			continue
-		}
-		i += binary.PutUvarint(dst[i:], uint64(uint32(pr.Partition)))
-		i += binary.PutUvarint(dst[i:], uint64(sizes[0]))
-		sizes = sizes[1:]
+		dst = binary.AppendUvarint(dst, uint64(uint32(pr.Partition)))
+		lenAt := len(dst)
+		dst = append(dst, make([]byte, binary.MaxVarintLen64)...)
+		bodyAt := len(dst)
 		var prev []byte
 		for _, r := range pr.Records {
 			sh := shared(prev, r.Key)
 			prev = r.Key
-			i += binary.PutUvarint(dst[i:], uint64(sh))
-			i += binary.PutUvarint(dst[i:], uint64(len(r.Key)-sh))
-			i += copy(dst[i:], r.Key[sh:])
+			dst = binary.AppendUvarint(dst, uint64(sh))
+			dst = binary.AppendUvarint(dst, uint64(len(r.Key)-sh))
+			dst = append(dst, r.Key[sh:]...)
 			if r.Value == nil {
-				dst[i] = 0
-				i++
+				dst = append(dst, 0)
 				continue
 			}
-			i += binary.PutUvarint(dst[i:], uint64(len(r.Value))+1)
-			i += copy(dst[i:], r.Value)
+			dst = binary.AppendUvarint(dst, uint64(len(r.Value))+1)
+			dst = append(dst, r.Value...)
 		}
+		body := len(dst) - bodyAt
+		n := binary.PutUvarint(dst[lenAt:], uint64(body))
+		dst = dst[:lenAt+n+copy(dst[lenAt+n:], dst[bodyAt:])]
 	}
+	return dst, nil
 }
 
 // shared is the length of the common prefix of a and b. It compares eight
@@ -135,15 +116,6 @@ func shared(a, b []byte) int {
 		if a[i] != b[i] {
 			return i
 		}
-	}
-	return n
-}
-
-func uvarintLen(x uint64) int {
-	n := 1
-	for x >= 0x80 {
-		x >>= 7
-		n++
 	}
 	return n
 }
