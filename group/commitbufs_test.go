@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,12 +48,18 @@ func sameRecords(a, b []Record) bool {
 	return true
 }
 
-// A multi-partition commit's record buffers are reused by later commits
-// once its write is done, never while it is in flight: the records handed
-// to the store stay intact until WriteDone, and every commit, through a
-// failed write and a reload, reads back what it committed.
-func TestMultiPartitionCommitBuffersReused(t *testing.T) {
-	const n = 20
+// A commit's call and record buffers are reused by later commits once its
+// write is done, never while it is in flight: the records handed to the
+// store stay intact until WriteDone, and every commit, through a failed
+// write and a reload, reads back what it committed. For commits of one
+// partition (their own path) and of several.
+func TestCommitBuffersReused(t *testing.T) {
+	for _, n := range []int{1, 20} {
+		t.Run(fmt.Sprintf("partitions=%d", n), func(t *testing.T) { testCommitBuffersReused(t, n) })
+	}
+}
+
+func testCommitBuffersReused(t *testing.T, n int) {
 	h := newH(t)
 
 	// Two commits in flight at once keep their own records.
@@ -137,12 +144,27 @@ func TestMultiPartitionCommitBuffersReused(t *testing.T) {
 	}
 }
 
-// The commit's path allocates neither its typed nor its encoded records
-// once a commit has finished before it (the response and the call remain).
-func TestMultiPartitionCommitAllocs(t *testing.T) {
+// Once a commit has finished before it, a commit allocates only its
+// response: not its call, nor its typed or encoded records.
+func TestOffsetCommitAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes allocation counts")
 	}
+	// The response of 50 partitions: itself, its topics, their partitions.
+	// Allocating the records again would add their three slices and the call.
+	if a, _ := commitAllocs(t, 50); a > 4 {
+		t.Fatalf("%.1f allocations per 50-partition commit, want at most 4", a)
+	}
+	// One partition: the response, in one allocation of 120 bytes (with
+	// the call and its inline records it was one of 640).
+	if a, bytes := commitAllocs(t, 1); a > 1 || bytes > 200 {
+		t.Fatalf("%.1f allocations, %.0f bytes per 1-partition commit, want 1 of at most 200", a, bytes)
+	}
+}
+
+// commitAllocs runs commits of n partitions, each answered at once, and
+// returns the allocations and bytes allocated per commit.
+func commitAllocs(t *testing.T, n int) (allocs, bytes float64) {
 	s := NewShard(Defaults(), seededReader{rand.NewChaCha8([32]byte{3})})
 	now := newH(t).now
 	var out Output
@@ -150,7 +172,7 @@ func TestMultiPartitionCommitAllocs(t *testing.T) {
 	var base int64
 	reqs := make([]*kmsg.OffsetCommitRequest, 8)
 	for i := range reqs {
-		reqs[i] = wideCommit(fmt.Sprint("g", i), 50, 0)
+		reqs[i] = wideCommit(fmt.Sprint("g", i), n, 0)
 	}
 	run := func() {
 		for _, req := range reqs {
@@ -166,11 +188,14 @@ func TestMultiPartitionCommitAllocs(t *testing.T) {
 			out.Reset()
 		}
 	}
-	run() // the groups exist, the buffers are there
-	allocs := testing.AllocsPerRun(20, run) / float64(len(reqs))
-	// The call, the response's topics and partitions: 3. Allocating the
-	// records again would add their three slices.
-	if allocs > 4 {
-		t.Fatalf("%.1f allocations per 50-partition commit, want at most 4", allocs)
+	run() // the groups exist, the calls are there
+	allocs = testing.AllocsPerRun(20, run) / float64(len(reqs))
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	const runs = 50
+	for range runs {
+		run()
 	}
+	runtime.ReadMemStats(&m1)
+	return allocs, float64(m1.TotalAlloc-m0.TotalAlloc) / float64(runs*len(reqs))
 }

@@ -77,9 +77,9 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 			size += offsetRecordSize(g.id, topicPartition{rt.Topic, rp.Partition}, &offset{metadata: strOr(rp.Metadata)})
 		}
 	}
-	c := newOffsetCommitCall(req, n, size, s.takeCommitBufs)
+	c := s.newOffsetCommitCall(req, n, size)
 	c.g, c.t = g, t
-	resp := &c.resp
+	resp := c.resp
 	recs, enc, buf := c.recs, c.enc, c.buf
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
@@ -120,32 +120,35 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 
 // offsetCommitCall is one OffsetCommit waiting for its records to be
 // durable: its response and its records, and the write's completion (no
-// closure). It answers when the write is done (written).
+// closure). It answers when the write is done (written); then the shard
+// keeps it, records and all, for a later commit (recycleCommit).
 type offsetCommitCall struct {
 	g    *Group
 	t    Ticket
 	seq  uint64
-	resp kmsg.OffsetCommitResponse
+	resp *kmsg.OffsetCommitResponse // the client's: never recycled
 	recs []rec
 	enc  []Record
 	buf  []byte
-	// ownBufs: recs, enc and buf came from Shard.takeCommitBufs and go
-	// back to it once the commit is answered (a oneOffsetCommit's are
-	// part of it).
-	ownBufs bool
+	// one is the oneOffsetCommit this call is part of, if it is.
+	one *oneOffsetCommit
 }
 
 // oneOffsetCommit is the call of the common commit of one partition with
-// everything it needs in one allocation (the general path makes seven: the
-// response's three levels, the records, their encodings, the encoding
-// buffer and the call).
+// the records it needs inline.
 type oneOffsetCommit struct {
 	offsetCommitCall
-	topic  [1]kmsg.OffsetCommitResponseTopic
-	part   [1]kmsg.OffsetCommitResponseTopicPartition
 	rec    [1]rec
 	record [1]Record
 	bytes  [oneCommitBytes]byte
+}
+
+// oneCommitResp is the response to a one-partition commit in one
+// allocation.
+type oneCommitResp struct {
+	resp  kmsg.OffsetCommitResponse
+	topic [1]kmsg.OffsetCommitResponseTopic
+	part  [1]kmsg.OffsetCommitResponseTopicPartition
 }
 
 // oneCommitBytes is the encoding buffer a one-partition commit carries
@@ -153,86 +156,84 @@ type oneOffsetCommit struct {
 // longer one allocates its own.
 const oneCommitBytes = 160
 
-// newOffsetCommitCall returns the call for req, whose n partitions encode
-// into size bytes, with its response filled as offsetCommitResponse's (no
-// error) and empty record slices of capacity n, from take when there are
-// several.
-func newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int, take func(n, size int) commitBufs) *offsetCommitCall {
-	if len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1 {
-		o := &oneOffsetCommit{}
-		c := &o.offsetCommitCall
-		c.resp = kmsg.NewOffsetCommitResponse()
-		c.resp.Version = req.Version
-		c.resp.Topics = o.topic[:]
-		o.topic[0] = kmsg.NewOffsetCommitResponseTopic()
-		o.topic[0].Topic = req.Topics[0].Topic
-		o.topic[0].Partitions = o.part[:]
-		o.part[0] = kmsg.NewOffsetCommitResponseTopicPartition()
-		o.part[0].Partition = req.Topics[0].Partitions[0].Partition
-		c.recs, c.enc = o.rec[:0], o.record[:0]
-		if size <= oneCommitBytes {
-			c.buf = o.bytes[:0]
-		} else {
-			c.buf = make([]byte, 0, size)
-		}
-		return c
-	}
-	c := &offsetCommitCall{resp: kmsg.NewOffsetCommitResponse()}
-	fillOffsetCommitResponse(&c.resp, req, ErrNone)
-	b := take(n, size)
-	c.recs, c.enc, c.buf, c.ownBufs = b.recs, b.enc, b.buf, true
-	return c
-}
-
-// Bounds of Shard.freeCommits: how many it keeps, and the most records one
-// may hold (a commit of more partitions allocates its own).
+// Bounds of the shard's finished calls kept for later commits: how many
+// of each kind, and the most records a kept call may hold (a commit of
+// more partitions allocates its own).
 const (
 	freeCommitsMax     = 8
 	freeCommitsMaxRecs = 1024
 )
 
-// commitBufs are the slices of a multi-partition offset commit's records:
-// typed (replayed once durable), encoded (handed to the store) and the
-// bytes the encoded ones point into.
-type commitBufs struct {
-	recs []rec
-	enc  []Record
-	buf  []byte
-}
-
-// takeCommitBufs returns empty slices for n records of size encoded bytes,
-// those of a finished commit (freeCommits) when there is one.
-func (s *Shard) takeCommitBufs(n, size int) commitBufs {
-	var b commitBufs
+// newOffsetCommitCall returns the call for req, whose n partitions encode
+// into size bytes, with its response filled as offsetCommitResponse's (no
+// error) and empty record slices of capacity n. It reuses a finished call
+// when the shard kept one (recycleCommit): only the response is allocated
+// for every commit.
+func (s *Shard) newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) *offsetCommitCall {
+	if len(req.Topics) == 1 && len(req.Topics[0].Partitions) == 1 {
+		var o *oneOffsetCommit
+		if k := len(s.freeOne); k > 0 {
+			o = s.freeOne[k-1]
+			s.freeOne[k-1] = nil
+			s.freeOne = s.freeOne[:k-1]
+		} else {
+			o = &oneOffsetCommit{}
+		}
+		r := &oneCommitResp{resp: kmsg.NewOffsetCommitResponse()}
+		r.resp.Version = req.Version
+		r.resp.Topics = r.topic[:]
+		r.topic[0] = kmsg.NewOffsetCommitResponseTopic()
+		r.topic[0].Topic = req.Topics[0].Topic
+		r.topic[0].Partitions = r.part[:]
+		r.part[0] = kmsg.NewOffsetCommitResponseTopicPartition()
+		r.part[0].Partition = req.Topics[0].Partitions[0].Partition
+		c := &o.offsetCommitCall
+		*c = offsetCommitCall{resp: &r.resp, recs: o.rec[:0], enc: o.record[:0], buf: o.bytes[:0], one: o}
+		if size > oneCommitBytes {
+			c.buf = make([]byte, 0, size)
+		}
+		return c
+	}
+	var c *offsetCommitCall
 	if k := len(s.freeCommits); k > 0 {
-		b = s.freeCommits[k-1]
-		s.freeCommits[k-1] = commitBufs{}
+		c = s.freeCommits[k-1]
+		s.freeCommits[k-1] = nil
 		s.freeCommits = s.freeCommits[:k-1]
+	} else {
+		c = &offsetCommitCall{}
 	}
-	if cap(b.recs) < n {
-		b.recs = make([]rec, 0, n)
+	c.g, c.t, c.seq = nil, 0, 0
+	c.resp = offsetCommitResponse(req, ErrNone)
+	if cap(c.recs) < n {
+		c.recs = make([]rec, 0, n)
 	}
-	if cap(b.enc) < n {
-		b.enc = make([]Record, 0, n)
+	if cap(c.enc) < n {
+		c.enc = make([]Record, 0, n)
 	}
-	if cap(b.buf) < size {
-		b.buf = make([]byte, 0, size)
+	if cap(c.buf) < size {
+		c.buf = make([]byte, 0, size)
 	}
-	return commitBufs{b.recs[:0], b.enc[:0], b.buf[:0]}
+	c.recs, c.enc, c.buf = c.recs[:0], c.enc[:0], c.buf[:0]
+	return c
 }
 
-// recycleCommit keeps c's slices for a later commit once c is answered:
-// nothing refers to them any more. Replay copied the offsets into the
+// recycleCommit keeps c for a later commit once c is answered: nothing
+// refers to it or its records any more. Replay copied the offsets into the
 // group's table, written removed the commit from the group's inflight
-// list, and a store does not retain the records it was given once its
-// append returned (store.Store), which it had before WriteDone. The old
-// contents are overwritten by the next commit that takes them.
+// list, the response belongs to the client (c drops it), and a store does
+// not retain the records it was given once its append returned
+// (store.Store), which it had before WriteDone. The old contents are
+// overwritten by the next commit that takes c.
 func (s *Shard) recycleCommit(c *offsetCommitCall) {
-	if !c.ownBufs || cap(c.recs) > freeCommitsMaxRecs || len(s.freeCommits) >= freeCommitsMax {
-		return
+	c.g, c.resp = nil, nil
+	switch {
+	case c.one != nil:
+		if len(s.freeOne) < freeCommitsMax {
+			s.freeOne = append(s.freeOne, c.one)
+		}
+	case cap(c.recs) <= freeCommitsMaxRecs && len(s.freeCommits) < freeCommitsMax:
+		s.freeCommits = append(s.freeCommits, c)
 	}
-	s.freeCommits = append(s.freeCommits, commitBufs{c.recs, c.enc, c.buf})
-	c.recs, c.enc, c.buf = nil, nil, nil
 }
 
 // written answers the commit once its write is done: code is ErrNone when
@@ -249,7 +250,7 @@ func (c *offsetCommitCall) written(code int16, out *Output) {
 			}
 		}
 	}
-	out.reply(c.t, &c.resp)
+	out.reply(c.t, c.resp)
 }
 
 // offsetCommitResponse answers every partition of req with code, in

@@ -81,11 +81,13 @@ type Shard struct {
 	topics Topics
 	// loading: see Load.
 	loading loading
-	// freeCommits holds the record slices of finished multi-partition
-	// offset commits for the next ones (takeCommitBufs): a 50-partition
-	// commit's are 13 KB, and allocating, clearing and scanning them was
-	// a sixth of the coordinator's CPU for the commit.
-	freeCommits []commitBufs
+	// freeCommits and freeOne hold finished offset commits' calls (of
+	// several partitions, of one) for the next ones (newOffsetCommitCall):
+	// a 50-partition commit's records are 13 KB, and allocating, clearing
+	// and scanning them was a sixth of the coordinator's CPU for the
+	// commit; a one-partition commit's call was one 640-byte allocation.
+	freeCommits []*offsetCommitCall
+	freeOne     []*oneOffsetCommit
 
 	// Logf, when set, receives diagnostic messages (invariant violations
 	// answered with an error instead of a panic, failed background writes).
