@@ -257,12 +257,6 @@ func (c *offsetCommitCall) written(code int16, out *Output) {
 // request order.
 func offsetCommitResponse(req *kmsg.OffsetCommitRequest, code int16) *kmsg.OffsetCommitResponse {
 	resp := kmsg.NewPtrOffsetCommitResponse()
-	fillOffsetCommitResponse(resp, req, code)
-	return resp
-}
-
-// fillOffsetCommitResponse is offsetCommitResponse into resp.
-func fillOffsetCommitResponse(resp *kmsg.OffsetCommitResponse, req *kmsg.OffsetCommitRequest, code int16) {
 	resp.Version = req.Version
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	for i, rt := range req.Topics {
@@ -275,6 +269,7 @@ func fillOffsetCommitResponse(resp *kmsg.OffsetCommitResponse, req *kmsg.OffsetC
 			tr.Partitions[j].Partition, tr.Partitions[j].ErrorCode = rp.Partition, code
 		}
 	}
+	return resp
 }
 
 // validateCommit applies the group-level checks of OffsetCommit and re-arms
