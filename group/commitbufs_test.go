@@ -199,3 +199,36 @@ func commitAllocs(t *testing.T, n int) (allocs, bytes float64) {
 	runtime.ReadMemStats(&m1)
 	return allocs, float64(m1.TotalAlloc-m0.TotalAlloc) / float64(runs*len(reqs))
 }
+
+// What a shard keeps of finished commits is bounded: many commits finishing
+// at once (of one partition, of 50, of more than the budget) leave at most
+// freeOneMax one-partition calls and calls holding at most freeRecsBudget
+// records in all.
+func TestRecycledCommitsBounded(t *testing.T) {
+	h := newH(t)
+	for _, n := range []int{1, 50, 300} {
+		h.hold = true
+		for i := range 20 {
+			g := fmt.Sprintf("g%d-%d", n, i)
+			h.do(func(tk Ticket, out *Output) { h.s.OffsetCommit(h.now, tk, wideCommit(g, n, 1), out) })
+		}
+		h.release()
+		recs := 0
+		for _, c := range h.s.freeCommits {
+			recs += cap(c.recs)
+			if c.resp != nil || c.g != nil {
+				t.Fatal("a kept call still refers to its response or group")
+			}
+		}
+		if recs != h.s.freeRecs || recs > freeRecsBudget || len(h.s.freeOne) > freeOneMax {
+			t.Fatalf("after commits of %d partitions: %d calls of %d records kept (counted %d, budget %d), %d one-partition calls (at most %d)",
+				n, len(h.s.freeCommits), recs, h.s.freeRecs, freeRecsBudget, len(h.s.freeOne), freeOneMax)
+		}
+		if n == 1 && len(h.s.freeOne) != freeOneMax {
+			t.Fatalf("%d one-partition calls kept, want %d", len(h.s.freeOne), freeOneMax)
+		}
+		if n == 50 && recs == 0 {
+			t.Fatal("no 50-partition call kept")
+		}
+	}
+}

@@ -157,11 +157,13 @@ type oneCommitResp struct {
 const oneCommitBytes = 160
 
 // Bounds of the shard's finished calls kept for later commits: how many
-// of each kind, and the most records a kept call may hold (a commit of
-// more partitions allocates its own).
+// one-partition calls (under 5 KB in all), and how many records all the
+// kept calls of several partitions may hold together (about 80 KB: five
+// 50-partition calls; a node's 50 shards keep at most 4 MB). A commit of
+// more partitions than that allocates its own, and its call is not kept.
 const (
-	freeCommitsMax     = 8
-	freeCommitsMaxRecs = 1024
+	freeOneMax     = 8
+	freeRecsBudget = 256
 )
 
 // newOffsetCommitCall returns the call for req, whose n partitions encode
@@ -199,6 +201,7 @@ func (s *Shard) newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) 
 		c = s.freeCommits[k-1]
 		s.freeCommits[k-1] = nil
 		s.freeCommits = s.freeCommits[:k-1]
+		s.freeRecs -= cap(c.recs)
 	} else {
 		c = &offsetCommitCall{}
 	}
@@ -228,11 +231,12 @@ func (s *Shard) recycleCommit(c *offsetCommitCall) {
 	c.g, c.resp = nil, nil
 	switch {
 	case c.one != nil:
-		if len(s.freeOne) < freeCommitsMax {
+		if len(s.freeOne) < freeOneMax {
 			s.freeOne = append(s.freeOne, c.one)
 		}
-	case cap(c.recs) <= freeCommitsMaxRecs && len(s.freeCommits) < freeCommitsMax:
+	case s.freeRecs+cap(c.recs) <= freeRecsBudget:
 		s.freeCommits = append(s.freeCommits, c)
+		s.freeRecs += cap(c.recs)
 	}
 }
 

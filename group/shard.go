@@ -87,6 +87,7 @@ type Shard struct {
 	// and scanning them was a sixth of the coordinator's CPU for the
 	// commit; a one-partition commit's call was one 640-byte allocation.
 	freeCommits []*offsetCommitCall
+	freeRecs    int // records the calls of freeCommits can hold
 	freeOne     []*oneOffsetCommit
 
 	// Logf, when set, receives diagnostic messages (invariant violations
