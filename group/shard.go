@@ -35,7 +35,10 @@ type Record struct {
 }
 
 // Write is a batch of records to make durable. When the runtime has appended
-// it, it must call Shard.WriteDone with the same ID.
+// it, it must call Shard.WriteDone with the same ID. The records (their
+// slices and bytes) are the shard's again once WriteDone returns: it reuses
+// them for later writes, so a runtime must not keep them (a store copies what
+// it keeps).
 type Write struct {
 	ID      uint64
 	Records []Record

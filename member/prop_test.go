@@ -649,7 +649,9 @@ func (s *sim) settle(out *group.Output) {
 				if rec.Value == nil {
 					delete(s.store, string(rec.Key))
 				} else {
-					s.store[string(rec.Key)] = rec.Value
+					// Copied, as a store does: the shard reuses a
+					// commit's records once WriteDone returns.
+					s.store[string(rec.Key)] = bytes.Clone(rec.Value)
 				}
 			}
 			s.shard.WriteDone(s.now, w.ID, 0, out)
