@@ -25,6 +25,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -645,4 +646,64 @@ func copyFiles(b *testing.B, dir string) string {
 		}
 	}
 	return cp
+}
+
+// BenchmarkFold measures one fold of a full threshold (foldAtMax bytes) of
+// 50-offset commits: groups=64 is steady overwrite (the same 64 groups
+// commit the same 50 partitions again and again, as the end-to-end commit
+// benchmark does), groups=10000 touches ~270k distinct keys. Each iteration
+// appends the log with the timer stopped (NoSync, folding off), then times
+// the fold alone; it reports the fold's CPU per logged record and the bytes
+// it allocates per logged record.
+func BenchmarkFold(b *testing.B) {
+	for _, groups := range []int{64, 10_000} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			s, err := Open(Options{Dir: b.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler), foldAt: 1 << 40})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			recs := make([]store.Record, 50)
+			var cpu time.Duration
+			var mem0, mem1 runtime.MemStats
+			var allocated uint64
+			records := 0
+			n := 0
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for logged := 0; logged < foldAtMax; n++ {
+					g := n % groups
+					for i := range recs {
+						recs[i] = store.Record{
+							Key:   fmt.Appendf(recs[i].Key[:0], "\x00\x01group-%06d/topic-0001/%06d", g, i),
+							Value: fmt.Appendf(recs[i].Value[:0], "\x00\x03%016d%012d", n, 1_700_000_000_000+n),
+						}
+					}
+					if err := s.Append(ctx, int32(g%benchPartitions), recs); err != nil {
+						b.Fatal(err)
+					}
+					records += len(recs)
+					s.seqMu.Lock()
+					logged = s.pending
+					s.seqMu.Unlock()
+				}
+				runtime.ReadMemStats(&mem0)
+				cpu0 := cpuTime(b)
+				b.StartTimer()
+				if err := s.fold(); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cpu += cpuTime(b) - cpu0
+				runtime.ReadMemStats(&mem1)
+				allocated += mem1.TotalAlloc - mem0.TotalAlloc
+				b.StartTimer()
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(records), "cpu-ns/record")
+			b.ReportMetric(float64(allocated)/float64(records), "B/record")
+		})
+	}
 }

@@ -199,6 +199,49 @@ func (l *latest) put(r store.Record) {
 	l.recs = append(l.recs, r)
 }
 
+// folded collects the latest value of each key of one partition for a fold
+// that reads the log newest entry first: a key's first sighting wins, except
+// that within one entry (which may hold two writes of a key) the later write
+// does. Keys and values are copied into the fold's arena.
+type folded struct {
+	idx   map[string]int
+	recs  []store.Record
+	entry []uint32 // entry of recs[i]'s value (numbered newest first)
+}
+
+func (f *folded) put(r store.Record, entry uint32, a *arena) {
+	if i, ok := f.idx[string(r.Key)]; ok {
+		if f.entry[i] == entry { // a later write in the same entry
+			f.recs[i].Value = a.copy(r.Value)
+		}
+		return
+	}
+	f.idx[string(r.Key)] = len(f.recs)
+	f.recs = append(f.recs, store.Record{Key: a.copy(r.Key), Value: a.copy(r.Value)})
+	f.entry = append(f.entry, entry)
+}
+
+// arena hands out copies of byte slices from large chunks: a fold keeps
+// thousands of small keys and values, and one allocation per chunk instead
+// of one per slice keeps the collector out of it.
+type arena struct{ chunk []byte }
+
+const arenaChunk = 64 << 10
+
+// copy returns a copy of b, nil if b is nil (a tombstone stays one) and
+// non-nil if b is empty but not nil (an empty value is a value).
+func (a *arena) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(b) > cap(a.chunk)-len(a.chunk) {
+		a.chunk = make([]byte, 0, max(arenaChunk, len(b)))
+	}
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, b...)
+	return a.chunk[n : n+len(b) : n+len(b)]
+}
+
 // maybeFold starts a background fold when the log has grown past foldAt.
 // When the log has grown past 4×foldAt during a fold (appends outrun it), it
 // returns the fold's done channel: the appender waits for it, so that the
@@ -254,25 +297,30 @@ func (s *Store) fold() error {
 	if err != nil {
 		return err
 	}
-	parts := map[int32]*latest{}
-	var last *latest
+	// Newest entry first: a key's first sighting is its latest value,
+	// which alone is copied (into the fold's arena); older values of it
+	// are skipped without copying their entry.
+	parts := map[int32]*folded{}
+	var last *folded
 	lastP := int32(logPartition)
-	for valid := it.First(); valid; valid = it.Next() {
+	var arena arena
+	entry := uint32(0)
+	for valid := it.Last(); valid; valid = it.Prev() {
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
 			return err
 		}
-		v = append([]byte(nil), v...) // the records below point into it
+		entry++
 		err = decodeEntry(v, logPartition, func(p int32, r store.Record) {
 			if p != lastP || last == nil {
 				if last = parts[p]; last == nil {
-					last = &latest{}
+					last = &folded{idx: map[string]int{}}
 					parts[p] = last
 				}
 				lastP = p
 			}
-			last.put(r)
+			last.put(r, entry, &arena)
 		})
 		if err != nil {
 			_ = it.Close()
