@@ -128,6 +128,9 @@ type Store struct {
 	folding  bool          // a background fold is under way
 	foldDone chan struct{} // closed when it ends
 	foldMu   sync.Mutex    // one fold at a time
+	// foldKeys is, per partition, how many distinct keys the last fold
+	// found: the next fold sizes its maps with it (under foldMu).
+	foldKeys map[int32]int
 	folded   atomic.Uint64 // entries below it are folded (and deleted)
 
 	failOnce sync.Once

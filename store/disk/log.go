@@ -199,6 +199,11 @@ func (l *latest) put(r store.Record) {
 	l.recs = append(l.recs, r)
 }
 
+// maxFoldHint caps the map and slice sizes a fold preallocates from the
+// last fold's count of a partition's keys: a burst of distinct keys must not
+// make every later fold allocate for it.
+const maxFoldHint = 1 << 16
+
 // folded collects the latest value of each key of one partition for a fold
 // that reads the log newest entry first: a key's first sighting wins, except
 // that within one entry (which may hold two writes of a key) the later write
@@ -315,7 +320,8 @@ func (s *Store) fold() error {
 		err = decodeEntry(v, logPartition, func(p int32, r store.Record) {
 			if p != lastP || last == nil {
 				if last = parts[p]; last == nil {
-					last = &folded{idx: map[string]int{}}
+					n := min(s.foldKeys[p], maxFoldHint)
+					last = &folded{idx: make(map[string]int, n), recs: make([]store.Record, 0, n), entry: make([]uint32, 0, n)}
 					parts[p] = last
 				}
 				lastP = p
@@ -330,8 +336,13 @@ func (s *Store) fold() error {
 	if err := it.Close(); err != nil {
 		return err
 	}
+	if s.foldKeys == nil {
+		s.foldKeys = make(map[int32]int, len(parts))
+	}
+	clear(s.foldKeys)
 	size := 64
-	for _, l := range parts {
+	for p, l := range parts {
+		s.foldKeys[p] = len(l.recs)
 		for _, r := range l.recs {
 			size += 4 + len(r.Key) + len(r.Value) + 16
 		}
