@@ -72,7 +72,11 @@ func (s *countingStore) Load(ctx context.Context, p int32, fn func(store.Record)
 // COHORT_BENCH_LOAD_PROFILE=file writes a CPU profile of each load
 // (file.<n>); COHORT_BENCH_LOAD_DIR=dir builds the state in dir and keeps
 // it for the next run (which reuses it); COHORT_BENCH_LOAD_HEAP=file a heap profile after the last
-// load (what the loaded state holds). Only with COHORT_BENCH=1.
+// load (what the loaded state holds). The partitions load as cohort serve
+// loads its own disk store, GOMAXPROCS of them at a time (node's
+// Config.LoadConcurrency); COHORT_BENCH_LOAD_CONCURRENCY=all loads every
+// partition at once, =both alternates the two, =n loads n at a time. Only
+// with COHORT_BENCH=1.
 func TestLoadAfterRestart(t *testing.T) {
 	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
 		t.Skip("COHORT_BENCH=1 runs the load-after-restart benchmark")
@@ -96,6 +100,20 @@ func TestLoadAfterRestart(t *testing.T) {
 		modes = []string{"on", "off"}
 	default:
 		t.Fatalf("COHORT_BENCH_LOAD_HUGEPAGES=%q: want on, off or both", m)
+	}
+	concurrency := []int{runtime.GOMAXPROCS(0)}
+	switch c := os.Getenv("COHORT_BENCH_LOAD_CONCURRENCY"); c {
+	case "", "node":
+	case "all":
+		concurrency = []int{0}
+	case "both":
+		concurrency = []int{runtime.GOMAXPROCS(0), 0}
+	default:
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 {
+			t.Fatalf("COHORT_BENCH_LOAD_CONCURRENCY=%q: want node, all, both or a number", c)
+		}
+		concurrency = []int{n}
 	}
 	dir := t.TempDir()
 	start := time.Now()
@@ -132,10 +150,12 @@ func TestLoadAfterRestart(t *testing.T) {
 		groups, groups*loadPerGroup, written, float64(bytes)/(1<<20), time.Since(start).Round(time.Millisecond))
 	t.Logf("fresh memory on this machine: %.1f µs of CPU per 4 KiB page first touched (%d MiB mapped and written)", freshPageCost(t, 256<<20).Seconds()*1e6, 256)
 	for rep := range repeat {
-		for _, mode := range modes {
+		for i, run := range loadRuns(modes, concurrency) {
+			mode, conc := run.mode, run.concurrency
 			env := []string{loadChildEnv + "=" + dir, "COHORT_LOAD_CHILD_GROUPS=" + strconv.Itoa(groups),
-				"COHORT_BENCH_LOAD_HUGEPAGES=" + mode, "COHORT_LOAD_CHILD_REP=" + strconv.Itoa(rep)}
-			if rep != repeat-1 || mode != modes[len(modes)-1] {
+				"COHORT_BENCH_LOAD_HUGEPAGES=" + mode, "COHORT_LOAD_CHILD_REP=" + strconv.Itoa(rep),
+				"COHORT_LOAD_CHILD_CONCURRENCY=" + strconv.Itoa(conc)}
+			if rep != repeat-1 || i != len(modes)*len(concurrency)-1 {
 				env = append(env, "COHORT_BENCH_LOAD_HEAP=")
 			}
 			child, out := testchild.Start(t, env...)
@@ -151,13 +171,35 @@ func TestLoadAfterRestart(t *testing.T) {
 				t.Fatalf("load %d (huge pages %s): the child failed: %v (its log is above)", rep, mode, err)
 			}
 			took, cpu := time.Duration(r.WallNs), time.Duration(r.CPUNs)
-			t.Logf("load %d, huge pages %s (%s): %d records in %v = %.2fM records/s (%.2fM offsets/s); process CPU %v (%.2fM records per CPU second); live heap %d MiB; first partition (%d) loaded at %v, its group answered at %v with %d partitions still loading",
-				rep, mode, r.HugePages, r.Records, took.Round(time.Millisecond), float64(r.Records)/took.Seconds()/1e6,
+			loading := "all partitions at once"
+			if conc > 0 {
+				loading = fmt.Sprintf("%d partitions at a time", conc)
+			}
+			t.Logf("load %d, %s, huge pages %s (%s): %d records in %v = %.2fM records/s (%.2fM offsets/s); process CPU %v (%.2fM records per CPU second); live heap %d MiB; first partition (%d) loaded at %v, its group answered at %v with %d partitions still loading",
+				rep, loading, mode, r.HugePages, r.Records, took.Round(time.Millisecond), float64(r.Records)/took.Seconds()/1e6,
 				float64(r.Offsets)/took.Seconds()/1e6, cpu.Round(time.Millisecond), float64(r.Records)/cpu.Seconds()/1e6,
 				r.HeapMiB, r.First, time.Duration(r.FirstNs).Round(time.Millisecond),
 				time.Duration(r.AnsweredNs).Round(time.Millisecond), r.StillLoading)
 		}
 	}
+}
+
+// loadRun is one load of TestLoadAfterRestart's series: huge pages on or
+// off, and how many partitions load at a time (0: all).
+type loadRun struct {
+	mode        string
+	concurrency int
+}
+
+// loadRuns is every combination of modes and concurrencies, alternated.
+func loadRuns(modes []string, concurrency []int) []loadRun {
+	var runs []loadRun
+	for _, m := range modes {
+		for _, c := range concurrency {
+			runs = append(runs, loadRun{m, c})
+		}
+	}
+	return runs
 }
 
 const (
@@ -212,7 +254,11 @@ func loadChild(dir string) error {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	c, err := New(Config{Partitions: loadPartitions, Group: group.Defaults(), Store: cs})
+	conc, err := strconv.Atoi(os.Getenv("COHORT_LOAD_CHILD_CONCURRENCY"))
+	if err != nil {
+		return fmt.Errorf("COHORT_LOAD_CHILD_CONCURRENCY: %w", err)
+	}
+	c, err := New(Config{Partitions: loadPartitions, Group: group.Defaults(), Store: cs, LoadConcurrency: conc})
 	if err != nil {
 		return err
 	}
