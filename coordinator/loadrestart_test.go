@@ -75,8 +75,11 @@ func (s *countingStore) Load(ctx context.Context, p int32, fn func(store.Record)
 // load (what the loaded state holds). The partitions load as cohort serve
 // loads its own disk store, GOMAXPROCS of them at a time (node's
 // Config.LoadConcurrency); COHORT_BENCH_LOAD_CONCURRENCY=all loads every
-// partition at once, =both alternates the two, =n loads n at a time. Only
-// with COHORT_BENCH=1.
+// partition at once, =both alternates the two, =n loads n at a time. The
+// collector's heap floor is cohort serve's too: raised from the store's size
+// on disk while loading (heapfloor.LoadFloor), then the usual one;
+// COHORT_BENCH_LOAD_FLOOR=off keeps the usual one throughout. Only with
+// COHORT_BENCH=1.
 func TestLoadAfterRestart(t *testing.T) {
 	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
 		t.Skip("COHORT_BENCH=1 runs the load-after-restart benchmark")
@@ -137,15 +140,7 @@ func TestLoadAfterRestart(t *testing.T) {
 	} else {
 		written = buildLargeState(t, dir, groups, loadPerGroup, loadPartitions)
 	}
-	var bytes int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				bytes += fi.Size()
-			}
-		}
-		return nil
-	})
+	bytes := dirSize(dir)
 	t.Logf("built %d groups, %d offsets (%d records written, %.0f MiB on disk) in %v",
 		groups, groups*loadPerGroup, written, float64(bytes)/(1<<20), time.Since(start).Round(time.Millisecond))
 	t.Logf("fresh memory on this machine: %.1f µs of CPU per 4 KiB page first touched (%d MiB mapped and written)", freshPageCost(t, 256<<20).Seconds()*1e6, 256)
@@ -175,8 +170,8 @@ func TestLoadAfterRestart(t *testing.T) {
 			if conc > 0 {
 				loading = fmt.Sprintf("%d partitions at a time", conc)
 			}
-			t.Logf("load %d, %s, huge pages %s (%s): %d records in %v = %.2fM records/s (%.2fM offsets/s); process CPU %v (%.2fM records per CPU second); live heap %d MiB; first partition (%d) loaded at %v, its group answered at %v with %d partitions still loading",
-				rep, loading, mode, r.HugePages, r.Records, took.Round(time.Millisecond), float64(r.Records)/took.Seconds()/1e6,
+			t.Logf("load %d, %s, heap floor %d MiB while loading, huge pages %s (%s): %d records in %v = %.2fM records/s (%.2fM offsets/s); process CPU %v (%.2fM records per CPU second); live heap %d MiB; first partition (%d) loaded at %v, its group answered at %v with %d partitions still loading",
+				rep, loading, r.FloorMiB, mode, r.HugePages, r.Records, took.Round(time.Millisecond), float64(r.Records)/took.Seconds()/1e6,
 				float64(r.Offsets)/took.Seconds()/1e6, cpu.Round(time.Millisecond), float64(r.Records)/cpu.Seconds()/1e6,
 				r.HeapMiB, r.First, time.Duration(r.FirstNs).Round(time.Millisecond),
 				time.Duration(r.AnsweredNs).Round(time.Millisecond), r.StillLoading)
@@ -218,6 +213,21 @@ type restartLoad struct {
 	First, StillLoading int
 	FirstNs, AnsweredNs int64
 	HugePages           string
+	FloorMiB            int64 // the collector's heap floor while loading
+}
+
+// dirSize is the size of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 // loadChild is a restarted node's load: it opens the store at dir, starts
@@ -229,7 +239,17 @@ func loadChild(dir string) error {
 		return err
 	}
 	var r restartLoad
-	defer heapfloor.Start(heapfloor.DefaultMiB << 20)() // as cohort serve does
+	// The collector's floor as cohort serve sets it: raised from the
+	// store's size on disk while loading (COHORT_BENCH_LOAD_FLOOR=off: the
+	// usual floor throughout, as before the raise).
+	normal := int64(heapfloor.DefaultMiB) << 20
+	floorBytes := normal
+	if os.Getenv("COHORT_BENCH_LOAD_FLOOR") != "off" {
+		floorBytes = heapfloor.LoadFloor(dirSize(dir), normal)
+	}
+	floor := heapfloor.New(floorBytes)
+	defer floor.Stop()
+	r.FloorMiB = floorBytes >> 20
 	r.HugePages = "off"
 	if os.Getenv("COHORT_BENCH_LOAD_HUGEPAGES") != "off" {
 		hp, stop, err := hugepages.Enable(hugepages.DefaultReserve)
@@ -299,6 +319,7 @@ func loadChild(dir string) error {
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Minute)
 	err = c.WaitLoaded(ctx)
+	floor.Set(normal)
 	r.WallNs = int64(time.Since(t0))
 	r.CPUNs = int64(processCPU() - cpu0)
 	cancel()

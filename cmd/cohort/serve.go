@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -183,7 +184,7 @@ func newServeFlags() *serveFlags {
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&s.hugePages, "heap-huge-pages", true, "ask Linux to back the heap with transparent huge pages where the system leaves it to programs (THP mode madvise): a restart loads its state faster; false: 4 KiB pages")
 	s.order = append(s.order, "heap-huge-pages")
-	num(&s.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultMiB, "smallest heap goal of the Go collector, in MiB: with little live state it collects once per this much garbage instead of every few MiB (0: Go's default; GOGC and GOMEMLIMIT still apply)")
+	num(&s.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultMiB, "smallest heap goal of the Go collector, in MiB: with little live state it collects once per this much garbage instead of every few MiB; raised to 4x the data directory's size while the stored state loads (0: Go's default; GOGC and GOMEMLIMIT still apply)")
 
 	section("Groups and offsets")
 	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for")
@@ -478,9 +479,18 @@ func serve(args []string) error {
 	if s.heapFloorMiB < 0 {
 		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
 	}
+	var floor *heapfloor.Floor
+	normalFloor, loadFloor := int64(s.heapFloorMiB)<<20, int64(0)
 	if s.heapFloorMiB > 0 {
-		defer heapfloor.Start(int64(s.heapFloorMiB) << 20)()
-		log.Debug("collector heap goal kept at or above a floor", "floor_mib", s.heapFloorMiB)
+		// While the node replays its own store, the floor is sized from
+		// the store's size on disk: the collector then runs about once
+		// during the load instead of at every doubling of the heap.
+		if s.etcd == "" {
+			loadFloor = heapfloor.LoadFloor(dirBytes(s.dataDir), normalFloor)
+		}
+		floor = heapfloor.New(max(normalFloor, loadFloor))
+		defer floor.Stop()
+		log.Debug("collector heap goal kept at or above a floor", "floor_mib", s.heapFloorMiB, "while_loading_mib", max(normalFloor, loadFloor)>>20)
 	}
 	if s.hugePages {
 		// Before the node starts: loading the stored state is what fills
@@ -515,6 +525,17 @@ func serve(args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if loadFloor > normalFloor {
+		loadCtx, cancelLoad := context.WithTimeout(context.Background(), loadFloorFor)
+		defer cancelLoad()
+		go func() {
+			// Loaded (or given up on: a partition whose load keeps
+			// failing must not keep the raised floor): the usual floor.
+			_ = n.WaitLoaded(loadCtx)
+			floor.Set(normalFloor)
+			log.Debug("collector heap floor back to its usual value after loading", "floor_mib", normalFloor>>20)
+		}()
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -567,4 +588,19 @@ func waitErr(n *node.Node) <-chan error {
 	ch := make(chan error, 1)
 	go func() { ch <- n.Wait() }()
 	return ch
+}
+
+// loadFloorFor bounds how long the raised heap floor of a load lasts.
+const loadFloorFor = 10 * time.Minute
+
+// dirBytes is the size of the files under dir (0 if it does not exist yet).
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
 }

@@ -57,15 +57,75 @@ func Start(floor int64) (stop func()) {
 	return stop
 }
 
+// A Floor keeps the heap goal at or above a floor that its owner may move
+// (New; Set; Stop).
+type Floor struct {
+	t    *tuner // nil: inactive (GOGC=off, or no floor)
+	stop func()
+}
+
+// New starts keeping the heap goal at floor bytes or above, as Start does.
+func New(floor int64) *Floor {
+	t, stop := start(floor)
+	return &Floor{t: t, stop: stop}
+}
+
+// Set moves the floor (kept to half of GOMEMLIMIT, as at the start) and
+// recomputes the GOGC percent at once from the live heap of the last
+// collection. It does nothing on a Floor that started inactive or stopped.
+func (f *Floor) Set(floor int64) {
+	if f.t == nil {
+		return
+	}
+	f.t.mu.Lock()
+	f.t.floor = capFloor(floor)
+	f.t.mu.Unlock()
+	f.t.adjust()
+}
+
+// Stop restores the GOGC percent of the start.
+func (f *Floor) Stop() { f.stop() }
+
+// LoadFactor and LoadCap size the floor while a node replays its stored
+// state (LoadFloor).
+const (
+	LoadFactor = 4
+	LoadCap    = 4 << 30
+)
+
+// LoadFloor is the floor for loading a stored state of stateBytes on disk
+// when floor is the usual one: LoadFactor times the state's size (at most
+// LoadCap), or floor if that is more.
+//
+// A load allocates what will stay live: with a floor of a few tens of MiB
+// the collector runs at every doubling of the heap and marks the state
+// loaded so far each time, a fifth of a 10M-offset load's CPU
+// (docs/benchmarks.md). An offset-heavy state takes about four and a half
+// times its size on disk in the heap, so a goal of four times the size on
+// disk lets the collector run about once during the load, and it stays below
+// twice the live state (what GOGC=100 allows anyway) while the heap holds at
+// least twice the size on disk.
+func LoadFloor(stateBytes, floor int64) int64 {
+	if floor <= 0 || stateBytes <= 0 {
+		return floor
+	}
+	return max(floor, min(LoadFactor*stateBytes, LoadCap))
+}
+
+// capFloor keeps a floor to half of the memory limit (GOMEMLIMIT): the
+// garbage it lets accumulate must not make the limit the collector's usual
+// trigger.
+func capFloor(floor int64) int64 {
+	if limit := debug.SetMemoryLimit(-1); floor > limit/2 {
+		return limit / 2
+	}
+	return floor
+}
+
 func start(floor int64) (*tuner, func()) {
 	base := debug.SetGCPercent(100)
 	debug.SetGCPercent(base)
-	// Under a memory limit (GOMEMLIMIT) the floor keeps to half of it: the
-	// garbage it lets accumulate must not make the limit the collector's
-	// usual trigger.
-	if limit := debug.SetMemoryLimit(-1); floor > limit/2 {
-		floor = limit / 2
-	}
+	floor = capFloor(floor)
 	if base < 0 || floor <= 0 {
 		return nil, func() {}
 	}

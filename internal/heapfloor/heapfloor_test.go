@@ -113,3 +113,64 @@ func TestFloorKeepsToHalfTheMemoryLimit(t *testing.T) {
 		t.Fatalf("floor under a 16 MiB limit: %d, want 8 MiB", tu.floor)
 	}
 }
+
+// TestFloorSet moves a running floor: raising it raises the percent at
+// once, lowering it below what the live heap's default goal reaches brings
+// the configured GOGC back at once, and under GOMEMLIMIT a raised floor
+// keeps to half the limit; Stop restores GOGC.
+func TestFloorSet(t *testing.T) {
+	base := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(base)
+	f := New(1 << 20) // below the collector's own minimum goal: no change
+	runtime.GC()
+	if p := f.t.percent(); p != 100 {
+		t.Fatalf("1 MiB floor: GOGC %d, want 100", p)
+	}
+	f.Set(256 << 20)
+	if p := f.t.percent(); p <= 1000 {
+		t.Fatalf("256 MiB floor with a small live heap: GOGC %d, want well above 100", p)
+	}
+	f.Set(1 << 20)
+	if p := f.t.percent(); p != 100 {
+		t.Fatalf("floor lowered to 1 MiB: GOGC %d, want 100", p)
+	}
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(64 << 20))
+	f.Set(1 << 30)
+	f.t.mu.Lock()
+	floor := f.t.floor
+	f.t.mu.Unlock()
+	if floor != 32<<20 {
+		t.Fatalf("1 GiB floor under a 64 MiB limit: %d, want 32 MiB", floor)
+	}
+	f.Stop()
+	f.Set(256 << 20) // stopped: nothing
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("GOGC after Stop and a later Set: %d, want 100", got)
+	}
+}
+
+// TestInactiveFloorSet: with GOGC=off the floor does nothing, Set included.
+func TestInactiveFloorSet(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	f := New(64 << 20)
+	f.Set(1 << 30)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("GOGC=off became %d", got)
+	}
+	f.Stop()
+}
+
+func TestLoadFloor(t *testing.T) {
+	const mib = int64(1) << 20
+	for _, tc := range []struct{ state, floor, want int64 }{
+		{134 * mib, 64 * mib, 536 * mib}, // the benchmark's 10M offsets
+		{10 * mib, 64 * mib, 64 * mib},   // a small state: the usual floor
+		{0, 64 * mib, 64 * mib},          // nothing stored
+		{134 * mib, 0, 0},                // the floor turned off stays off
+		{10 << 30, 64 * mib, LoadCap},    // capped
+	} {
+		if got := LoadFloor(tc.state, tc.floor); got != tc.want {
+			t.Errorf("LoadFloor(%d, %d) = %d, want %d", tc.state, tc.floor, got, tc.want)
+		}
+	}
+}
