@@ -9,6 +9,13 @@
 // with "address already in use". Ports here come from below the ephemeral
 // range, which outgoing connections never use, so only another listener
 // can take one, and Reserve checks that none holds it.
+//
+// `go test ./...` runs packages in parallel processes, each handing out
+// ports: two of them could pick the same free port, and one test's server
+// then fails to listen while the other's answers its client. Each port
+// handed out is therefore also locked (flock on a file per port in the
+// temporary directory, held until the process exits), and a port another
+// process holds is skipped.
 package testport
 
 import (
@@ -44,13 +51,16 @@ func Reserve(t testing.TB) string {
 		if given[p] {
 			continue
 		}
+		if !lockPort(p) {
+			continue // another test process has it
+		}
+		given[p] = true // locked by this process from now on
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue
 		}
 		ln.Close()
-		given[p] = true
 		return addr
 	}
 	t.Fatalf("testport: no free port in [%d, %d) after 200 tries", lowest, hi)
