@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"reflect"
 	"runtime"
 	"runtime/pprof"
@@ -140,7 +138,7 @@ func TestLoadAfterRestart(t *testing.T) {
 	} else {
 		written = buildLargeState(t, dir, groups, loadPerGroup, loadPartitions)
 	}
-	bytes := dirSize(dir)
+	bytes := disk.DirBytes(dir)
 	t.Logf("built %d groups, %d offsets (%d records written, %.0f MiB on disk) in %v",
 		groups, groups*loadPerGroup, written, float64(bytes)/(1<<20), time.Since(start).Round(time.Millisecond))
 	t.Logf("fresh memory on this machine: %.1f µs of CPU per 4 KiB page first touched (%d MiB mapped and written)", freshPageCost(t, 256<<20).Seconds()*1e6, 256)
@@ -216,20 +214,6 @@ type restartLoad struct {
 	FloorMiB            int64 // the collector's heap floor while loading
 }
 
-// dirSize is the size of the files under dir.
-func dirSize(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
-}
-
 // loadChild is a restarted node's load: it opens the store at dir, starts
 // a coordinator on it and reports, as one "load-result {json}" line on
 // standard output, how long the load took and what it loaded.
@@ -245,7 +229,7 @@ func loadChild(dir string) error {
 	normal := int64(heapfloor.DefaultMiB) << 20
 	floorBytes := normal
 	if os.Getenv("COHORT_BENCH_LOAD_FLOOR") != "off" {
-		floorBytes = heapfloor.LoadFloor(dirSize(dir), normal)
+		floorBytes = heapfloor.LoadFloor(disk.DirBytes(dir), normal)
 	}
 	floor := heapfloor.New(floorBytes)
 	defer floor.Stop()

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store/disk"
 )
 
 // parseListenerFlags resolves --listeners (or --listen as one PLAINTEXT
@@ -486,7 +486,7 @@ func serve(args []string) error {
 		// the store's size on disk: the collector then runs about once
 		// during the load instead of at every doubling of the heap.
 		if s.etcd == "" {
-			loadFloor = heapfloor.LoadFloor(dirBytes(s.dataDir), normalFloor)
+			loadFloor = heapfloor.LoadFloor(disk.DirBytes(s.dataDir), normalFloor)
 		}
 		floor = heapfloor.New(max(normalFloor, loadFloor))
 		defer floor.Stop()
@@ -592,15 +592,3 @@ func waitErr(n *node.Node) <-chan error {
 
 // loadFloorFor bounds how long the raised heap floor of a load lasts.
 const loadFloorFor = 10 * time.Minute
-
-// dirBytes is the size of the files under dir (0 if it does not exist yet).
-func dirBytes(dir string) int64 {
-	var n int64
-	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() {
-			n += fi.Size()
-		}
-		return nil
-	})
-	return n
-}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -860,4 +862,19 @@ func (s *Store) Close() error {
 	case <-s.failed:
 		return s.failErr
 	}
+}
+
+// DirBytes is the size of the files under dir, a store's directory: what a
+// restarted node is about to load (cohort serve sizes the collector's heap
+// floor for the load from it). Files that vanish meanwhile (a compaction)
+// and a directory not made yet count as nothing.
+func DirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
 }
