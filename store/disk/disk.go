@@ -632,10 +632,23 @@ func (s *Store) openLog() error {
 	if err != nil {
 		return err
 	}
+	// Every key in the log's range is one this store wrote (logKey); one
+	// of another length is damage the engine's checksums did not catch.
+	bad := func() error {
+		err := fmt.Errorf("%w: a record log key of %d bytes (want %d): %x", pebble.ErrCorruption, len(it.Key()), logKeyLen, it.Key())
+		_ = it.Close()
+		return err
+	}
 	if it.First() {
+		if len(it.Key()) != logKeyLen {
+			return bad()
+		}
 		s.folded.Store(logSeq(it.Key()))
 	}
 	if it.Last() {
+		if len(it.Key()) != logKeyLen {
+			return bad()
+		}
 		s.seq = logSeq(it.Key()) + 1
 	}
 	return it.Close()

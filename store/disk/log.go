@@ -132,8 +132,11 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 	i := 0
 	var stack [128]byte
 	keyBuf := stack[:0]
-	next := func() (uint64, bool) {
-		v, n := binary.Uvarint(entry[i:])
+	// next reads a uvarint that must end by limit (a section's varints
+	// never run into the next section: checked bounds below rely on i ≤
+	// the section's end).
+	next := func(limit int) (uint64, bool) {
+		v, n := binary.Uvarint(entry[i:limit])
 		if n <= 0 {
 			return 0, false
 		}
@@ -141,8 +144,8 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 		return v, true
 	}
 	for i < len(entry) {
-		p, ok1 := next()
-		n, ok2 := next()
+		p, ok1 := next(len(entry))
+		n, ok2 := next(len(entry))
 		if !ok1 || !ok2 || p > 1<<32-1 || n > uint64(len(entry)-i) {
 			return errBadEntry
 		}
@@ -153,14 +156,14 @@ func decodeEntry(entry []byte, want int32, fn func(p int32, r store.Record)) err
 		}
 		key := keyBuf[:0]
 		for i < end {
-			sh, ok1 := next()
-			kl, ok2 := next()
+			sh, ok1 := next(end)
+			kl, ok2 := next(end)
 			if !ok1 || !ok2 || sh > uint64(len(key)) || kl > uint64(end-i) {
 				return errBadEntry
 			}
 			key = append(key[:sh], entry[i:i+int(kl)]...)
 			i += int(kl)
-			vl, ok := next()
+			vl, ok := next(end)
 			if !ok || vl > uint64(end-i)+1 {
 				return errBadEntry
 			}
@@ -329,8 +332,9 @@ func (s *Store) fold() error {
 			last.put(r, entry, &arena)
 		})
 		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("log entry %x: %w", it.Key(), err)
+			err = fmt.Errorf("%w: log entry %x: %w", pebble.ErrCorruption, it.Key(), err)
+			_ = it.Close() // the key is not valid after Close
+			return err
 		}
 	}
 	if err := it.Close(); err != nil {
