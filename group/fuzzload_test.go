@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // FuzzShardLoad feeds arbitrary stored records to Shard.Load, as a damaged
@@ -38,6 +40,23 @@ func FuzzShardLoad(f *testing.F) {
 	add(r)
 	hr := rec{kind: keyHistory, group: "g", ev: &RebalanceEvent{Seq: 1, Group: "g", Type: "classic", Generation: 3}}
 	add(hr.encodeHistory())
+	// A consumer-protocol (KIP-848) group: its group, member, target and
+	// current-assignment records, one member migrated from the classic
+	// protocol.
+	set := tpset{"t": {0, 1}, "u": {2}}
+	at := map[topicPartition]int32{{"t", 0}: 4, {"t", 1}: 4, {"u", 2}: 5}
+	for _, c := range []rec{
+		{kind: keyCGroup, group: "cg", c: &crec{epoch: 5, hash: 42}},
+		{kind: keyCTMeta, group: "cg", c: &crec{assignEpoch: 5}},
+		{kind: keyCMember, group: "cg", c: &crec{member: "a", meta: &cmeta{clientID: "c", rebalanceTimeout: time.Minute, names: []string{"t", "u"}, assignor: "uniform"}}},
+		{kind: keyCMember, group: "cg", c: &crec{member: "b", meta: &cmeta{instanceID: "i", rack: "r", regex: "t.*",
+			classic: &classicMeta{session: 10 * time.Second, protocols: []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{0, 1}}}}}}},
+		{kind: keyCTarget, group: "cg", c: &crec{member: "a", target: set}},
+		{kind: keyCCurrent, group: "cg", c: &crec{member: "a", cur: &ccurrent{epoch: 5, prevEpoch: 4, assigned: set, pending: tpset{}, assignedAt: at}}},
+		{kind: keyCCurrent, group: "cg", c: &crec{member: "b"}, del: true},
+	} {
+		add(c.encodeConsumer())
+	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := NewShard(Defaults(), seededReader{})
