@@ -116,7 +116,7 @@ type Store struct {
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool
-	inflight sync.WaitGroup // pebble calls under way
+	inflight sync.WaitGroup // pebble calls under way, and Open's prefetch
 	work     chan *job      // unbuffered: hands a call to an idle worker
 	stop     chan struct{}  // closed by Close: idle workers exit
 
@@ -196,6 +196,15 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		_ = lock.Close()
 		return nil, err
+	}
+	if exists && base == vfs.Default {
+		// Close waits for it (inflight), so it never touches the
+		// directory of a closed store.
+		s.inflight.Add(1)
+		go func() {
+			defer s.inflight.Done()
+			prefetchTables(opts.Dir)
+		}()
 	}
 
 	cacheSize := opts.CacheSize
