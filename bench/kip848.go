@@ -244,11 +244,10 @@ type fleet struct {
 	members      []*cmember
 	version      int16 // of ConsumerGroupHeartbeat
 	track        *tracker
-	answered     atomic.Int64 // converge phase: answers
-	waits        atomic.Int64 // converge phase: answers followed by an interval's wait
-	ok, failed   atomic.Int64 // keepalive phase: answers in the window
-	from, until  time.Time    // keepalive window
-	topicID      [16]byte
+	answered     atomic.Int64  // converge phase: answers
+	waits        atomic.Int64  // converge phase: answers followed by an interval's wait
+	ok, failed   atomic.Int64  // keepalive phase: answers in the window
+	from, until  time.Time     // keepalive window
 	quit         chan struct{} // closed by close: readers stop
 }
 
@@ -495,7 +494,7 @@ func (f *fleet) request(m *cmember, ph phase) *kmsg.ConsumerGroupHeartbeatReques
 		r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	case m.report:
 		t := kmsg.NewConsumerGroupHeartbeatRequestTopic()
-		t.TopicID = f.topicID
+		t.TopicID = f.track.id()
 		t.Partitions = slices.Clone(m.owned)
 		r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{t}
 		m.report = false
@@ -544,7 +543,6 @@ func (f *fleet) answer(m *cmember, resp *kmsg.ConsumerGroupHeartbeatResponse, ph
 			if err := f.track.topic(t.TopicID); err != nil {
 				return false, err
 			}
-			f.topicID = t.TopicID
 			next = append(next, t.Partitions...)
 		}
 		slices.Sort(next)
@@ -566,10 +564,11 @@ func (f *fleet) answer(m *cmember, resp *kmsg.ConsumerGroupHeartbeatResponse, ph
 // describeConverged).
 func (f *fleet) describe(ctx context.Context) error {
 	views := make(map[string]memberView, len(f.members))
+	topicID := f.track.id()
 	for _, m := range f.members {
 		v := memberView{epoch: m.epoch}
 		for _, p := range m.owned {
-			v.owned = append(v.owned, tpart{f.topicID, p})
+			v.owned = append(v.owned, tpart{topicID, p})
 		}
 		views[m.id] = v
 	}
@@ -694,6 +693,13 @@ func (t *tracker) topic(id [16]byte) error {
 		return t.err
 	}
 	return nil
+}
+
+// id is the topic ID the assignments named (zero before the first).
+func (t *tracker) id() [16]byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.topicID
 }
 
 func (t *tracker) fits(k int) bool { return k >= t.lo && k <= t.hi }
