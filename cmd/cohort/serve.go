@@ -506,6 +506,14 @@ func serve(args []string) error {
 		}
 		defer stop()
 	}
+	// SIGHUP is caught from before the listeners open: a certificate
+	// rotation that signals as soon as the port answers must find it
+	// handled (queued until the loop below runs), not the signal's default
+	// action (exit) or, for a process started under nohup, an ignored signal.
+	// SIGINT and SIGTERM keep their default action until the node is up.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	defer signal.Stop(sig)
 	n, err := node.Start(node.Config{
 		Listeners:              listeners,
 		Advertised:             advertisedEPs,
@@ -537,8 +545,7 @@ func serve(args []string) error {
 			log.Debug("collector heap floor back to its usual value after loading", "floor_mib", normalFloor>>20)
 		}()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	var stopped error // why the node stopped by itself; the exit status
 	waited := waitErr(n)
 wait:
