@@ -48,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -64,6 +65,8 @@ const (
 
 // Resource is one unit of work.
 type Resource struct {
+	// Name identifies the resource; at most 65,535 bytes (the leader
+	// leaves a resource with a longer name out of the plan and logs it).
 	Name string
 	// Weight is the relative cost of the resource (0 counts as 1).
 	Weight int
@@ -242,6 +245,7 @@ func (p *Pool) assign(ctx context.Context, g member.Generation) (map[string][]by
 	if err != nil {
 		return nil, fmt.Errorf("workers: listing resources: %w", err)
 	}
+	res = p.encodable(res)
 	owned := make(map[string][]string, len(g.Members))
 	for _, mm := range g.Members {
 		names, err := decodeNames(mm.Metadata)
@@ -256,6 +260,33 @@ func (p *Pool) assign(ctx context.Context, g member.Generation) (map[string][]by
 		out[id] = encodeNames(names)
 	}
 	return out, nil
+}
+
+// maxNameLen is the longest resource name the metadata and assignment
+// encoding carries (a 16-bit length).
+const maxNameLen = math.MaxUint16
+
+// encodable returns res without the resources whose names are too long to
+// encode, logging each one left out: a name that cannot be sent would
+// otherwise corrupt the whole assignment (every member would fail to decode
+// it and rejoin, round after round), while leaving it out lets the others
+// run. The name is logged by its length and first bytes only.
+func (p *Pool) encodable(res []Resource) []Resource {
+	out := res
+	for i, r := range res {
+		if len(r.Name) <= maxNameLen {
+			if len(out) < len(res) {
+				out = append(out, r)
+			}
+			continue
+		}
+		if len(out) == len(res) {
+			out = slices.Clone(res[:i])
+		}
+		p.log.Error("resource left out: its name is longer than a pool can carry",
+			"bytes", len(r.Name), "max", maxNameLen, "prefix", r.Name[:64])
+	}
+	return out
 }
 
 // Plan is the leader's assignment. owned maps every member to the resources
