@@ -8,7 +8,11 @@ package group
 // testdata/ (see docs/group-semantics.md §scenarios); the ones here loop,
 // sweep variants or reach into internal state.
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestC15_LastJoiningMembersAreKickedOutWhenRejoiningGroupWithMaxSize(t *testing.T) {
 	h := newH(t)
@@ -32,3 +36,26 @@ func TestC15_LastJoiningMembersAreKickedOutWhenRejoiningGroupWithMaxSize(t *test
 }
 
 // Pending members (KIP-394)
+
+// A member id is the client id, "-" and a UUID; with a client id near the
+// protocol's longest string (32,767 bytes) the id is built from a prefix of
+// it, cut at a character boundary, so that it still fits a response string.
+func TestMemberIDOfALongClientIDFitsAProtocolString(t *testing.T) {
+	h := newH(t)
+	client := "a" + strings.Repeat("é", 0x7fff/2) // 32,767 bytes
+	r := h.joinResp(h.join("g", jo{client: client, v: 4}))
+	if r.ErrorCode != ErrMemberIDRequired {
+		t.Fatalf("first join: code %d", r.ErrorCode)
+	}
+	id := r.MemberID
+	if len(id) > 0x7fff || !utf8.ValidString(id) {
+		t.Fatalf("member id of %d bytes, valid UTF-8 %v", len(id), utf8.ValidString(id))
+	}
+	prefix, _, _ := strings.Cut(id, "-")
+	if want := client[:maxMemberIDPrefix-1]; prefix != want {
+		t.Fatalf("member id prefix of %d bytes, want the client id's first %d", len(prefix), len(want))
+	}
+	if r := h.joinResp(h.join("g", jo{client: client, member: id, v: 4})); r.ErrorCode != 0 || r.MemberID != id {
+		t.Fatalf("rejoin with the id: code %d, member id changed %v", r.ErrorCode, r.MemberID != id)
+	}
+}

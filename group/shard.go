@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -331,8 +332,23 @@ func (h *timerHeap) Pop() any {
 	return t
 }
 
-// newMemberID returns prefix + "-" + a random UUIDv4, like Kafka.
+// maxMemberIDPrefix keeps a generated member id within the protocol's
+// longest string (32,767 bytes): the prefix, "-" and a 36-character UUID.
+const maxMemberIDPrefix = 0x7fff - 37
+
+// newMemberID returns prefix + "-" + a random UUIDv4, like Kafka. A prefix
+// (a client or instance id) too long for the id to fit a protocol string is
+// cut, at a UTF-8 character boundary, to maxMemberIDPrefix bytes: Kafka would
+// fail to write such an id in its response; cohort serves the member with a
+// shorter one (member ids are opaque to clients).
 func (s *Shard) newMemberID(prefix string) string {
+	if len(prefix) > maxMemberIDPrefix {
+		cut := maxMemberIDPrefix
+		for cut > 0 && !utf8.RuneStart(prefix[cut]) {
+			cut--
+		}
+		prefix = prefix[:cut]
+	}
 	var b [16]byte
 	if _, err := io.ReadFull(s.rand, b[:]); err != nil {
 		// A broken random source is a programming error in the caller;

@@ -111,6 +111,11 @@ func decodeFrameInto(r *request, frame []byte, prevClientID string, spare kmsg.R
 	if err := req.ReadFrom(body); err != nil {
 		return true, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
 	}
+	if len(body) > maxStringLen && req.IsFlexible() {
+		if err := checkStrings(req); err != nil {
+			return true, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
+		}
+	}
 	r.req = req
 	return true, nil
 }
