@@ -448,8 +448,17 @@ func runBare(t *testing.T, c workdistClient) {
 		t.Errorf("the SIGKILLed %s sent %d LeaveGroup requests", w1.clientID, n)
 	}
 	for _, w := range []*worker{w2, w3} {
-		if n := b.Requests(w.clientID, kmsg.LeaveGroup.Int16()); n == 0 {
-			t.Errorf("%s left without a LeaveGroup after SIGTERM", w.clientID)
+		// The node counts a request once its answer is written, on the
+		// connection's goroutine: a client that exits as soon as it has
+		// the LeaveGroup answer can be gone before that goroutine runs
+		// again, so the count is awaited (bounded), not read at once.
+		leaveCtx, cancelLeave := context.WithTimeout(ctx, 5*time.Second)
+		err := testbed.WaitFor(leaveCtx, w.clientID+"'s LeaveGroup", func() bool {
+			return b.Requests(w.clientID, kmsg.LeaveGroup.Int16()) > 0
+		})
+		cancelLeave()
+		if err != nil {
+			t.Errorf("%s left without a LeaveGroup after SIGTERM (none answered within 5s of its exit)", w.clientID)
 		}
 		if !w.stopped && c.name != "kcat" {
 			t.Errorf("%s did not print \"stopped\" after SIGTERM", w.clientID)
