@@ -61,7 +61,7 @@ func BenchmarkHeartbeatRoundTrip(b *testing.B) {
 		defer ln.Close()
 		hb := kmsg.NewPtrHeartbeatResponse()
 		hb.SetVersion(4)
-		canned := appendResponse(nil, 1, hb)
+		canned, _ := appendResponse(nil, 1, hb)
 		go func() {
 			nc, err := ln.Accept()
 			if err != nil {

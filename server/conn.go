@@ -163,17 +163,26 @@ func skipTags(b []byte) ([]byte, bool) {
 }
 
 // appendResponse appends the framed response (size, correlation id, header
-// tags for flexible versions except ApiVersions, body) to dst.
-func appendResponse(dst []byte, corr int32, resp kmsg.Response) []byte {
+// tags for flexible versions except ApiVersions, body) to dst. A string of
+// resp too long for the protocol is cut in what is written (cutLongStrings;
+// resp is left as it is); cut names the fields, for the caller to log.
+func appendResponse(dst []byte, corr int32, resp kmsg.Response) (out []byte, cut []string) {
 	start := len(dst)
 	dst = append(dst, 0, 0, 0, 0)
 	dst = kbin.AppendInt32(dst, corr)
 	if resp.IsFlexible() && resp.Key() != keyApiVersions {
 		dst = append(dst, 0) // response header v1: empty tag buffer
 	}
+	body := len(dst)
 	dst = resp.AppendTo(dst)
+	if len(dst)-body > maxStringLen {
+		var fitted kmsg.Response
+		if fitted, cut = cutLongStrings(resp); cut != nil {
+			dst = fitted.AppendTo(dst[:body])
+		}
+	}
 	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
-	return dst
+	return dst, cut
 }
 
 // readFrame reads size bytes. Buffers grow with the data actually received,
@@ -459,7 +468,11 @@ func (c *conn) serveOne(r *request) bool {
 	if !c.afterDataPlane(r, resp, start) { // Fetch hold, Produce refusal
 		return false
 	}
-	c.wbuf = appendResponse(c.wbuf[:0], r.corr, resp)
+	var cut []string
+	c.wbuf, cut = appendResponse(c.wbuf[:0], r.corr, resp)
+	if cut != nil {
+		c.log.Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
+	}
 	if _, err := c.nc.Write(c.wbuf); err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Debug("connection write failed", "err", err)

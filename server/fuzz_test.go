@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"reflect"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -80,7 +81,7 @@ func serveFrame(t *testing.T, s *Server, frame []byte) []byte {
 	if err != nil {
 		t.Fatalf("handling a decoded %s v%d failed: %v", kmsg.NameForKey(r.key), r.version, err)
 	}
-	out := appendResponse(nil, r.corr, resp)
+	out, _ := appendResponse(nil, r.corr, resp)
 	// The response must decode as what the client asked for.
 	if int(binary.BigEndian.Uint32(out)) != len(out)-4 || int32(binary.BigEndian.Uint32(out[4:])) != r.corr {
 		t.Fatal("bad response framing")
@@ -93,6 +94,9 @@ func serveFrame(t *testing.T, s *Server, frame []byte) []byte {
 	}
 	if err := check.ReadFrom(body); err != nil {
 		t.Fatalf("%s v%d response does not decode: %v", kmsg.NameForKey(r.key), resp.GetVersion(), err)
+	}
+	if n, path := walkStrings(reflect.ValueOf(check).Elem()); n > 0 {
+		t.Fatalf("%s v%d response holds a string of %d bytes (%v), more than the protocol allows", kmsg.NameForKey(r.key), resp.GetVersion(), n, path)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -65,7 +66,13 @@ func commitHasLongString(c *kmsg.OffsetCommitRequest) bool {
 
 // stringPaths caches, per struct type, the indexes of the fields that are or
 // contain strings; the walk visits only those.
-var stringPaths sync.Map // reflect.Type -> []int
+var stringPaths sync.Map // reflect.Type -> []stringField
+
+// stringField is a field that is or contains strings: its index and name.
+type stringField struct {
+	i    int
+	name string
+}
 
 // holdsString reports whether a value of type t can contain a string.
 func holdsString(t reflect.Type, seen map[reflect.Type]bool) bool {
@@ -88,14 +95,14 @@ func holdsString(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return false
 }
 
-func fieldsWithStrings(t reflect.Type) []int {
+func fieldsWithStrings(t reflect.Type) []stringField {
 	if p, ok := stringPaths.Load(t); ok {
-		return p.([]int)
+		return p.([]stringField)
 	}
-	var idx []int
+	var idx []stringField
 	for i := range t.NumField() {
 		if f := t.Field(i); f.IsExported() && holdsString(f.Type, map[reflect.Type]bool{}) {
-			idx = append(idx, i)
+			idx = append(idx, stringField{i, f.Name})
 		}
 	}
 	stringPaths.Store(t, idx)
@@ -123,11 +130,151 @@ func walkStrings(v reflect.Value) (int, []string) {
 		}
 	case reflect.Struct:
 		t := v.Type()
-		for _, i := range fieldsWithStrings(t) {
-			if n, path := walkStrings(v.Field(i)); n > 0 {
-				return n, append(path, t.Field(i).Name)
+		for _, f := range fieldsWithStrings(t) {
+			if n, path := walkStrings(v.Field(f.i)); n > 0 {
+				return n, append(path, f.name)
 			}
 		}
 	}
 	return 0, nil
+}
+
+// cutLongStrings returns resp (a kmsg response) with every string longer
+// than maxStringLen cut to fit, at a UTF-8 boundary and ending in "…", and the
+// paths of the fields it cut; resp itself when nothing is too long. resp is
+// never written to: what it points to may be the coordinator's state, so
+// the structs, slices and pointers on the way to a cut string are copied.
+// cohort's own strings never need it: requests bring no string over the limit
+// (checkStrings), but an error message that quotes one (a group id of 32,767
+// bytes in "group … not found") can exceed it. Written as is, such a string
+// would wrap its int16 length in a non-flexible response and corrupt the
+// frame, and in a flexible one fail Kafka's Java client, which refuses any
+// string over the limit. Only a response whose body exceeds maxStringLen can
+// hold one; callers skip the walk for every other.
+func cutLongStrings(resp kmsg.Response) (kmsg.Response, []string) {
+	if j, ok := resp.(*kmsg.JoinGroupResponse); ok && !joinHasLongString(j) {
+		// The big answer of a rebalance (the leader's, a member list),
+		// checked without reflection: the walk costs as much as
+		// encoding it.
+		return resp, nil
+	}
+	v := reflect.ValueOf(resp)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return resp, nil
+	}
+	w := stringCutter{path: []string{v.Elem().Type().Name()}}
+	nv, changed := w.walk(v)
+	if !changed {
+		return resp, nil
+	}
+	return nv.Interface().(kmsg.Response), w.cut
+}
+
+// joinHasLongString reports whether any string of j exceeds maxStringLen.
+func joinHasLongString(j *kmsg.JoinGroupResponse) bool {
+	long := func(s *string) bool { return s != nil && len(*s) > maxStringLen }
+	if long(j.ProtocolType) || long(j.Protocol) || long(&j.LeaderID) || long(&j.MemberID) {
+		return true
+	}
+	for i := range j.Members {
+		if m := &j.Members[i]; long(&m.MemberID) || long(m.InstanceID) {
+			return true
+		}
+	}
+	return false
+}
+
+// stringCutter is cutLongStrings' walk: path holds the names of the fields
+// leading to the value being visited, joined only for a string it cuts.
+type stringCutter struct {
+	path []string
+	cut  []string
+}
+
+// walk returns v, or a copy of it with its long strings cut (changed).
+func (w *stringCutter) walk(v reflect.Value) (reflect.Value, bool) {
+	switch v.Kind() {
+	case reflect.String:
+		if s := v.String(); len(s) > maxStringLen {
+			w.cut = append(w.cut, fmt.Sprintf("%s (%d bytes)", strings.Join(w.path, "."), len(s)))
+			return reflect.ValueOf(shorten(s, maxStringLen)).Convert(v.Type()), true
+		}
+	case reflect.Pointer:
+		if !v.IsNil() {
+			if ne, changed := w.walk(v.Elem()); changed {
+				p := reflect.New(v.Type().Elem())
+				p.Elem().Set(ne)
+				return p, true
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var fields []stringField
+		structs := v.Type().Elem().Kind() == reflect.Struct
+		if structs {
+			// Looked up once for all elements: a JoinGroup or
+			// DescribeGroups answer can hold thousands.
+			fields = fieldsWithStrings(v.Type().Elem())
+		}
+		var out reflect.Value
+		for i := range v.Len() {
+			var ne reflect.Value
+			var changed bool
+			if structs {
+				ne, changed = w.fields(v.Index(i), fields)
+			} else {
+				ne, changed = w.walk(v.Index(i))
+			}
+			if !changed {
+				continue
+			}
+			if !out.IsValid() {
+				if v.Kind() == reflect.Slice {
+					out = reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+				} else {
+					out = reflect.New(v.Type()).Elem()
+				}
+				reflect.Copy(out, v)
+			}
+			out.Index(i).Set(ne)
+		}
+		if out.IsValid() {
+			return out, true
+		}
+	case reflect.Struct:
+		return w.fields(v, fieldsWithStrings(v.Type()))
+	}
+	return v, false
+}
+
+// fields is walk for a struct whose string-holding fields are given.
+func (w *stringCutter) fields(v reflect.Value, fields []stringField) (reflect.Value, bool) {
+	var out reflect.Value
+	for _, f := range fields {
+		w.path = append(w.path, f.name)
+		nf, changed := w.walk(v.Field(f.i))
+		w.path = w.path[:len(w.path)-1]
+		if !changed {
+			continue
+		}
+		if !out.IsValid() {
+			out = reflect.New(v.Type()).Elem()
+			out.Set(v)
+		}
+		out.Field(f.i).Set(nf)
+	}
+	if out.IsValid() {
+		return out, true
+	}
+	return v, false
+}
+
+// shorten returns s cut to at most n bytes at a rune boundary, its end
+// replaced by "…" to show that it was cut.
+func shorten(s string, n int) string {
+	const mark = "…"
+	end := n - len(mark)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + mark
 }
