@@ -9,6 +9,8 @@ package group
 
 import (
 	"bytes"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,5 +420,87 @@ func TestOneOffsetCommitPaths(t *testing.T) {
 	h.settle(&out)
 	if c := commitCodes(h.resp(tk).(*kmsg.OffsetCommitResponse)); c[0] != ErrNotCoordinator {
 		t.Fatalf("unloaded while written: %v", c)
+	}
+}
+
+// An offset committed with an explicit retention time (OffsetCommit v2–v4)
+// expires at its own time instead of after the configured retention, but
+// only where the group's state lets offsets expire at all, as in Kafka: not
+// a topic the Stable consumer group subscribes to, nothing while the group
+// rebalances. A retention too long to add to the clock never expires the
+// offset (Kafka's sum would wrap and expire it at once).
+func TestExplicitRetentionTime(t *testing.T) {
+	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
+	commitV2 := func(group, member string, gen int32, retentionMs int64, topics ...string) {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 2
+		req.Group, req.MemberID, req.Generation, req.RetentionTimeMillis = group, member, gen, retentionMs
+		for _, tp := range topics {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = tp
+			p := kmsg.NewOffsetCommitRequestTopicPartition()
+			p.Offset = 5
+			rt.Partitions = append(rt.Partitions, p)
+			req.Topics = append(req.Topics, rt)
+		}
+		if codes := commitCodes(h.commitReq(req)); slices.ContainsFunc(codes, func(c int16) bool { return c != 0 }) {
+			t.Fatalf("commit to %s: %v", group, codes)
+		}
+	}
+	expire := func() { h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) }) }
+	kept := func(group, topic string) bool { o, _ := h.fetch(group, topic, 0); return o == 5 }
+
+	h.session = 600_000
+	r := h.joinResp(h.newMember("cg", jo{protos: protos("range", consumerMeta("sub"))}))
+	h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+	commitV2("cg", r.MemberID, r.Generation, time.Minute.Milliseconds(), "sub", "other")
+	commitV2("simple", "", -1, time.Minute.Milliseconds(), "t")
+	commitV2("forever", "", -1, math.MaxInt64, "t")
+	commitV2("long", "", -1, (48 * time.Hour).Milliseconds(), "t")
+
+	h.advance(59 * time.Second)
+	expire()
+	if !kept("simple", "t") || !kept("cg", "other") {
+		t.Fatal("an offset expired before its own retention time")
+	}
+	h.advance(time.Second)
+	if c := h.heartbeat("cg", r.MemberID, r.Generation); c != 0 {
+		t.Fatal(c)
+	}
+	expire()
+	if kept("simple", "t") || kept("cg", "other") {
+		t.Error("an offset outlived its own retention time (one minute)")
+	}
+	if !kept("cg", "sub") {
+		t.Error("the Stable group's subscribed topic expired by its commit's retention time")
+	}
+
+	// A group rebalancing keeps every offset, whatever their expiry.
+	commitV2("cg", r.MemberID, r.Generation, time.Minute.Milliseconds(), "other")
+	h.join("cg", jo{member: r.MemberID, rebalance: 600_000, protos: protos("range", consumerMeta("sub", "other"))})
+	h.advance(2 * time.Minute)
+	if g := h.s.Group("cg"); g == nil || g.State() != CompletingRebalance { // its only member has rejoined
+		t.Fatal("cg is not rebalancing")
+	}
+	expire()
+	if !kept("cg", "other") || !kept("cg", "sub") {
+		t.Error("a rebalancing group's offset expired")
+	}
+
+	h.advance(2 * time.Hour) // past the configured retention, before the explicit 48 h
+	expire()
+	if !kept("long", "t") {
+		t.Error("an offset with a 48-hour retention time expired after the configured hour")
+	}
+	h.advance(46 * time.Hour)
+	expire()
+	if kept("long", "t") {
+		t.Error("an offset outlived its 48-hour retention time")
+	}
+	h.advance(100 * 365 * 24 * time.Hour)
+	expire()
+	if !kept("forever", "t") {
+		t.Error("an offset committed with the longest retention time expired")
 	}
 }

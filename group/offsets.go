@@ -1,6 +1,7 @@
 package group
 
 import (
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -68,7 +69,7 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	commitMs := now.UnixMilli()
 	var expireMs int64
 	if v >= 2 && v <= 4 && req.RetentionTimeMillis != -1 {
-		expireMs = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond).UnixMilli()
+		expireMs = explicitExpiry(commitMs, req.RetentionTimeMillis)
 	}
 	n, size := 0, 0
 	for _, rt := range req.Topics {
@@ -554,10 +555,29 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 	}
 }
 
-func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, retention time.Duration) bool {
-	if o.expireMs != 0 {
-		return now.UnixMilli() >= o.expireMs
+// explicitExpiry is the expiry time, in unix milliseconds, of an offset
+// committed at commitMs with an explicit retention time (OffsetCommit v2–v4).
+// A retention too long to add saturates: the offset never expires by its own
+// time (Kafka adds without a check, and the wrapped sum expires the offset at
+// the next sweep, the opposite of what the client asked). A negative one other
+// than -1 expires it at the next sweep, as in Kafka. Never 0, which means no
+// explicit expiry.
+func explicitExpiry(commitMs, retentionMs int64) int64 {
+	if retentionMs > 0 && commitMs > math.MaxInt64-retentionMs {
+		return math.MaxInt64
 	}
+	if e := commitMs + retentionMs; e != 0 {
+		return e
+	}
+	return -1
+}
+
+// offsetExpired reports whether the offset of tp has expired: the group's
+// state decides whether it can expire at all and from when retention counts;
+// an explicit expiry time (OffsetCommit v2–v4) replaces only the count, as in
+// Kafka, so it never expires a subscribed topic's offset or one of a group
+// that is rebalancing.
+func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, retention time.Duration) bool {
 	commitTime := time.UnixMilli(o.commitMs)
 	var base time.Time
 	switch {
@@ -582,6 +602,9 @@ func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, reten
 		base = commitTime
 	default:
 		return false
+	}
+	if o.expireMs != 0 {
+		return now.UnixMilli() >= o.expireMs
 	}
 	return !now.Before(base.Add(retention))
 }
