@@ -1,10 +1,15 @@
 package group
 
 import (
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
 )
 
 // Consumer-protocol (KIP-848) conformance tests. Each test names the item of
@@ -579,6 +584,107 @@ func TestKIP848RebalanceHeartbeatInterval(t *testing.T) {
 				t.Fatalf("settled: state %s", h.cgroup("cg").state())
 			}
 			want("settled", r, 5000)
+		})
+	}
+}
+
+// countingTopics counts the walks over the catalog: each is one regex
+// matched against every topic.
+type countingTopics struct {
+	*catalog.Catalog
+	ranges int
+}
+
+func (c *countingTopics) Range(fn func(*catalog.Topic) bool) { c.ranges++; c.Catalog.Range(fn) }
+
+// A member's regex is compiled and matched once per version of the
+// catalog, not at every heartbeat that reconciles or recomputes the target:
+// matching a long regex against many topics can take seconds, on the
+// partition's only goroutine. A new topic still reaches the member (C53),
+// and the cache goes with the regex's last member.
+func TestRegexMatchedOncePerCatalogVersion(t *testing.T) {
+	topics := map[string]int32{}
+	for i := range 200 {
+		topics[fmt.Sprintf("t-%03d", i)] = 2
+	}
+	h, cat := newCH(t, topics)
+	ct := &countingTopics{Catalog: cat}
+	h.s.cfg.Topics = ct
+	regex := "t-00.*"
+	r1 := h.cg(hb{member: "m1", regex: &regex, owned: tpset{}})
+	r2 := h.cg(hb{member: "m2", regex: &regex, owned: tpset{}})
+	if r1.ErrorCode != 0 || r2.ErrorCode != 0 {
+		t.Fatal(r1.ErrorCode, r2.ErrorCode)
+	}
+	after := ct.ranges
+	if after == 0 {
+		t.Fatal("the regex was never matched against the catalog")
+	}
+	// Heartbeats that reconcile (m1 releases what m2's join moved) and a
+	// third member joining with the same regex: no new matching.
+	for range 3 {
+		r1 = h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: assigned(r1)})
+		r2 = h.cg(hb{member: "m2", epoch: r2.MemberEpoch, owned: assigned(r2)})
+	}
+	r3 := h.cg(hb{member: "m3", regex: &regex, owned: tpset{}})
+	if r3.ErrorCode != 0 {
+		t.Fatal(r3.ErrorCode)
+	}
+	if ct.ranges != after {
+		t.Errorf("the unchanged catalog was walked %d more times for the same regex", ct.ranges-after)
+	}
+	// A new matching topic: matched once more, and subscribed.
+	if _, err := cat.Create("t-00new", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := ct.ranges
+	r1 = h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: assigned(r1)})
+	if ct.ranges != before+1 {
+		t.Errorf("a new catalog version walked the catalog %d times, want 1", ct.ranges-before)
+	}
+	cg := h.s.Group("cg").cg
+	if ts := cg.regexTopics(regex, ct); !slices.Contains(ts, "t-00new") || len(ts) != 11 {
+		t.Errorf("regex matches %q", ts)
+	}
+	if !slices.Contains(cg.subscribed(ct), "t-00new") {
+		t.Error("the new topic matching the regex is not subscribed")
+	}
+	for _, m := range []string{"m1", "m2", "m3"} {
+		h.cg(hb{member: m, epoch: -1})
+	}
+	if len(cg.regexCache) != 0 {
+		t.Errorf("%d regexes cached after the last member left", len(cg.regexCache))
+	}
+}
+
+// BenchmarkRegexMemberJoin measures a member joining, and leaving, a group of
+// 20 members that subscribe by regex over a catalog of 1,000 topics: the
+// target is recomputed and every member's topics resolved each time. "long"
+// is a 3 KB regex of nested stars (valid, and matching little), the kind a
+// client can send to stall the coordinator's partition.
+func BenchmarkRegexMemberJoin(b *testing.B) {
+	topics := map[string]int32{}
+	for i := range 1000 {
+		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
+	}
+	for _, c := range []struct{ name, regex string }{
+		{"simple", "service-00.*"},
+		{"long", strings.Repeat("((((((((((a*)*)*)*)*)*)*)*)*)*)", 100) + "|service-00.*"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h, _ := newCH(b, topics)
+			for i := range 20 {
+				if r := h.cg(hb{member: fmt.Sprintf("m%d", i), regex: &c.regex, owned: tpset{}}); r.ErrorCode != 0 {
+					b.Fatal(r.ErrorCode)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if r := h.cg(hb{member: "joiner", regex: &c.regex, owned: tpset{}}); r.ErrorCode != 0 {
+					b.Fatal(r.ErrorCode)
+				}
+				h.cg(hb{member: "joiner", epoch: -1})
+			}
 		})
 	}
 }

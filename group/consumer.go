@@ -212,6 +212,9 @@ type consumerGroup struct {
 	// name; regexes of the members resolve into resolved.
 	subscribers map[string]int
 	regexes     map[string]int // regex -> members using it
+	// regexCache holds, for each regex in regexes, its compiled form and
+	// matches (regexTopics).
+	regexCache map[string]*regexMatch
 	// subsDirty: the subscriptions changed since the hash was computed.
 	subsDirty bool
 	// subsCache is subscribedNow's answer, valid for subsCacheVersion of
@@ -266,17 +269,10 @@ func (cg *consumerGroup) subscribed(topics Topics) []string {
 			set[name] = struct{}{}
 		}
 	}
-	if len(cg.regexes) > 0 {
-		res := cg.compiledRegexes()
-		topics.Range(func(t *catalog.Topic) bool {
-			for _, re := range res {
-				if re.MatchString(t.Name) {
-					set[t.Name] = struct{}{}
-					break
-				}
-			}
-			return true
-		})
+	for expr := range cg.regexes {
+		for _, name := range cg.regexTopics(expr, topics) {
+			set[name] = struct{}{}
+		}
 	}
 	out := make([]string, 0, len(set))
 	for t := range set {
@@ -309,15 +305,10 @@ func (cg *consumerGroup) memberTopics(m *cmember, topics Topics) []string {
 		}
 	}
 	if m.regex != "" {
-		if re := compileRegex(m.regex); re != nil {
-			topics.Range(func(t *catalog.Topic) bool {
-				if re.MatchString(t.Name) {
-					if _, dup := slices.BinarySearch(m.names, t.Name); !dup {
-						out = append(out, t.Name)
-					}
-				}
-				return true
-			})
+		for _, name := range cg.regexTopics(m.regex, topics) {
+			if _, dup := slices.BinarySearch(m.names, name); !dup {
+				out = append(out, name)
+			}
 		}
 	}
 	sort.Strings(out)
@@ -399,6 +390,7 @@ func (cg *consumerGroup) indexMember(m *cmember, delta int) {
 		cg.regexes[m.regex] += delta
 		if cg.regexes[m.regex] <= 0 {
 			delete(cg.regexes, m.regex)
+			delete(cg.regexCache, m.regex)
 		}
 	}
 }

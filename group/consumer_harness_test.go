@@ -13,7 +13,7 @@ import (
 
 // newCH returns a harness whose shard assigns consumer groups from a fresh
 // catalog holding topics (name -> partitions).
-func newCH(t *testing.T, topics map[string]int32, mod ...func(*Config)) (*h, *catalog.Catalog) {
+func newCH(t testing.TB, topics map[string]int32, mod ...func(*Config)) (*h, *catalog.Catalog) {
 	t.Helper()
 	cat := catalog.New(catalog.Options{})
 	names := make([]string, 0, len(topics))
@@ -142,7 +142,7 @@ func set(topic string, ps ...int32) tpset {
 	return s
 }
 
-func expectCode(t *testing.T, what string, got, want int16) {
+func expectCode(t testing.TB, what string, got, want int16) {
 	t.Helper()
 	if got != want {
 		t.Fatalf("%s: error %d, want %d", what, got, want)

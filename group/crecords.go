@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
 )
 
 // Consumer-protocol group records (version 0). Keys (after the kind byte,
@@ -412,18 +414,56 @@ func compileRegex(expr string) *regexp.Regexp {
 	return re
 }
 
-// compiledRegexes returns the group's regexes, compiled, in sorted order.
-func (cg *consumerGroup) compiledRegexes() []*regexp.Regexp {
-	exprs := make([]string, 0, len(cg.regexes))
-	for e := range cg.regexes {
-		exprs = append(exprs, e)
-	}
-	slices.Sort(exprs)
-	out := make([]*regexp.Regexp, 0, len(exprs))
-	for _, e := range exprs {
-		if re := compileRegex(e); re != nil {
-			out = append(out, re)
+// regexMatch is a group's regex, compiled once, and the topics it matched
+// at a version of the catalog.
+type regexMatch struct {
+	re       *regexp.Regexp // nil: does not compile
+	resolved bool
+	version  uint64   // of the catalog, when resolved
+	topics   []string // matching topic names at version, sorted
+}
+
+// regexTopics returns the existing topics whose whole name matches expr,
+// sorted; the caller must not modify the slice. For a regex some member uses
+// (cg.regexes) the compiled regex and its matches are kept until the catalog
+// changes: a regex costs its compilation once and its matching once per
+// catalog version, not at every heartbeat that reconciles (a long regex over
+// many topics can take seconds to match).
+func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
+	e := cg.regexCache[expr]
+	if e == nil {
+		e = &regexMatch{re: compileRegex(expr)}
+		if cg.regexes[expr] > 0 { // dropped with the regex's last member (indexMember)
+			if cg.regexCache == nil {
+				cg.regexCache = map[string]*regexMatch{}
+			}
+			cg.regexCache[expr] = e
 		}
 	}
-	return out
+	if e.re == nil {
+		return nil
+	}
+	if v := topics.Version(); !e.resolved || e.version != v {
+		e.topics = e.topics[:0]
+		topics.Range(func(t *catalog.Topic) bool {
+			if e.re.MatchString(t.Name) {
+				e.topics = append(e.topics, t.Name)
+			}
+			return true
+		})
+		slices.Sort(e.topics)
+		e.resolved, e.version = true, v
+	}
+	return e.topics
+}
+
+// validRegex reports whether expr compiles, from the group's cache when a
+// member already uses it.
+func (cg *consumerGroup) validRegex(expr string) bool {
+	if cg != nil {
+		if e := cg.regexCache[expr]; e != nil {
+			return e.re != nil
+		}
+	}
+	return compileRegex(expr) != nil
 }

@@ -14,7 +14,7 @@ import (
 // h drives a Shard on a fake clock: writes complete at once (into an
 // in-memory map standing in for the store) unless held or failed.
 type h struct {
-	t     *testing.T
+	t     testing.TB
 	s     *Shard
 	now   time.Time
 	tick  Ticket
@@ -37,7 +37,7 @@ type seededReader struct{ r *rand.ChaCha8 }
 
 func (s seededReader) Read(p []byte) (int, error) { return s.r.Read(p) }
 
-func newH(t *testing.T, mod ...func(*Config)) *h {
+func newH(t testing.TB, mod ...func(*Config)) *h {
 	t.Helper()
 	cfg := Defaults()
 	cfg.InitialRebalanceDelay = 0
