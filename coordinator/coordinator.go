@@ -68,6 +68,10 @@ type Coordinator struct {
 	// loadSlots bounds concurrent partition loads (Config.LoadConcurrency);
 	// nil: unbounded.
 	loadSlots chan struct{}
+	// regexSlot lets one regex matching run at a time on the whole node
+	// (partition.resolveNext); resolveGate, if set, runs before each (tests).
+	regexSlot   chan struct{}
+	resolveGate func()
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -123,7 +127,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 10 * time.Minute
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, regexSlot: make(chan struct{}, 1)}
 	if cfg.LoadConcurrency > 0 {
 		c.loadSlots = make(chan struct{}, cfg.LoadConcurrency)
 	}

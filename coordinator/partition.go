@@ -102,6 +102,12 @@ type partition struct {
 	inCall, needKick bool
 	batches          chan batch
 
+	// Regex matchings the shard left to the runtime (group.RegexJob), run
+	// one at a time off the partition's lock; resolving is set while one
+	// runs.
+	regexJobs []group.RegexJob
+	resolving bool
+
 	timer   clock.Timer
 	armed   bool      // timer is set, for armedAt
 	armedAt time.Time // the shard deadline the timer is set for
@@ -376,6 +382,10 @@ func (p *partition) flush() {
 	}
 	p.queued = append(p.queued, p.out.Writes...)
 	p.out.Reset()
+	if p.state == stActive {
+		p.regexJobs = append(p.regexJobs, p.shard.TakeRegexJobs()...)
+		p.resolveNext()
+	}
 	if !p.closed && p.inflight < p.maxInflight() && len(p.queued) > 0 {
 		p.inflight++
 		b := batch{writes: p.queued, gen: p.shardGen}
@@ -400,6 +410,41 @@ func (p *partition) flush() {
 	if ok {
 		p.timer.Reset(max(at.Sub(p.c.clock.Now()), 0))
 	}
+}
+
+// resolveNext starts the next queued regex matching, unless one runs: on its
+// own goroutine, as Kafka resolves regexes in the background, so that a
+// costly regex (a long one over many topics can take seconds) holds no
+// request of the partition. One runs at a time on the node (regexSlot). The
+// result reaches the shard it came from, if it is still the partition's.
+// Called with mu held.
+func (p *partition) resolveNext() {
+	if p.resolving || p.closed || len(p.regexJobs) == 0 {
+		return
+	}
+	job := p.regexJobs[0]
+	p.regexJobs = slices.Delete(p.regexJobs, 0, 1)
+	p.resolving = true
+	gen := p.shardGen
+	go func() {
+		select {
+		case p.c.regexSlot <- struct{}{}:
+		case <-p.c.ctx.Done():
+			return // closing: the shard goes with the partition
+		}
+		if gate := p.c.resolveGate; gate != nil {
+			gate()
+		}
+		res := job.Resolve()
+		<-p.c.regexSlot
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.resolving = false
+		if gen == p.shardGen && p.state == stActive {
+			p.shard.RegexResolved(res)
+		}
+		p.flush()
+	}()
 }
 
 // writer appends the partition's batches one at a time, in order (stores
@@ -533,6 +578,7 @@ func (p *partition) unload() {
 	}
 	p.out.Reset()
 	p.queued = nil
+	p.regexJobs = nil // a matching under way is dropped when it ends (shardGen)
 }
 
 // shardForTest returns the partition's shard; only for tests that inspect

@@ -286,7 +286,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			return nil, nil, code, "The consumer group member has a smaller member epoch than expected."
 		}
 	}
-	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" && !cg.validRegex(*r.SubscribedTopicRegex) {
+	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" && !s.validRegex(cg, *r.SubscribedTopicRegex) {
 		return nil, nil, ErrInvalidRegularExpression, "SubscribedTopicRegex " + *r.SubscribedTopicRegex + " is not a valid regular expression."
 	}
 

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -639,8 +640,8 @@ func TestRegexMatchedOncePerCatalogVersion(t *testing.T) {
 	}
 	before := ct.ranges
 	r1 = h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: assigned(r1)})
-	if ct.ranges != before+1 {
-		t.Errorf("a new catalog version walked the catalog %d times, want 1", ct.ranges-before)
+	if ct.ranges != before+2 {
+		t.Errorf("a new catalog version walked the catalog %d times, want 2 (its names' size, the regex)", ct.ranges-before)
 	}
 	cg := h.s.Group("cg").cg
 	if ts := cg.regexTopics(regex, ct); !slices.Contains(ts, "t-00new") || len(ts) != 11 {
@@ -684,6 +685,160 @@ func BenchmarkRegexMemberJoin(b *testing.B) {
 					b.Fatal(r.ErrorCode)
 				}
 				h.cg(hb{member: "joiner", epoch: -1})
+			}
+		})
+	}
+}
+
+// A regex whose matching would cost more than the shard spends itself is
+// left to the runtime as a job: the heartbeat is answered at once, without
+// the regex's topics, and once the result is handed back the next heartbeat
+// brings them (a new group epoch and target). While a job is out no other is
+// made for the regex; a catalog change makes another, the previous matches
+// standing in meanwhile; a result for a regex nobody uses any more is dropped.
+func TestCostlyRegexResolvedInTheBackground(t *testing.T) {
+	topics := map[string]int32{}
+	for i := range 1000 {
+		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
+	}
+	h, cat := newCH(t, topics)
+	h.holdRegex = true
+	// Long (a program of ~2,000 instructions) but quick to match: the shard
+	// goes by the size alone.
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("zq%03dk", i)
+	}
+	regex := "service-00.*|" + strings.Join(words, "|")
+	if cost := h.s.newRegexMatch(regex).size * h.s.nameBytes(cat, cat.Version()); cost <= syncRegexBudget {
+		t.Fatalf("the regex costs %d, within the shard's budget %d", cost, syncRegexBudget)
+	}
+	partitions := func(r *kmsg.ConsumerGroupHeartbeatResponse) int {
+		n := 0
+		if r.Assignment != nil {
+			for _, t := range r.Assignment.Topics {
+				n += len(t.Partitions)
+			}
+		}
+		return n
+	}
+	r := h.cg(hb{member: "m1", regex: &regex, owned: tpset{}})
+	if r.ErrorCode != 0 || partitions(r) != 0 {
+		t.Fatalf("join: code %d, %d partitions before the regex is resolved", r.ErrorCode, partitions(r))
+	}
+	if len(h.regexJobs) != 1 || h.regexJobs[0].Group != "cg" || h.regexJobs[0].Expr != regex {
+		t.Fatalf("jobs after the join: %+v", h.regexJobs)
+	}
+	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: tpset{}})
+	if len(h.regexJobs) != 1 {
+		t.Fatalf("%d jobs for one regex while its matching is out", len(h.regexJobs))
+	}
+	epoch := r.MemberEpoch
+	h.resolveRegexes()
+	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: tpset{}})
+	if r.MemberEpoch <= epoch || partitions(r) != 200 {
+		t.Fatalf("after the result: epoch %d (was %d), %d partitions, want the 200 topics service-00x", r.MemberEpoch, epoch, partitions(r))
+	}
+
+	// A new matching topic: matched in the background again; the member
+	// keeps its 200 partitions meanwhile.
+	if _, err := cat.Create("service-001.new", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	owned := tpset{}
+	for _, tp := range r.Assignment.Topics {
+		for _, p := range tp.Partitions {
+			ct, _ := cat.LookupID(tp.TopicID)
+			owned.add(ct.Name, p)
+		}
+	}
+	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: owned})
+	if len(h.regexJobs) != 1 || r.ErrorCode != 0 {
+		t.Fatalf("after a catalog change: %d jobs, code %d", len(h.regexJobs), r.ErrorCode)
+	}
+	if ts := h.s.Group("cg").cg.regexTopics(regex, cat); len(ts) != 200 {
+		t.Fatalf("the regex gives %d topics while its new matching is out, want the previous 200", len(ts))
+	}
+	h.resolveRegexes()
+	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: owned})
+	if partitions(r) != 201 {
+		t.Fatalf("%d partitions after the new topic's matching, want 201", partitions(r))
+	}
+
+	// The regex's last member leaves with a matching out: its result is
+	// dropped.
+	if _, err := cat.Create("service-002.new", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: owned})
+	if len(h.regexJobs) != 1 {
+		t.Fatalf("%d jobs after the second catalog change", len(h.regexJobs))
+	}
+	h.cg(hb{member: "m1", epoch: -1})
+	h.resolveRegexes()
+	if cg := h.s.Group("cg").cg; len(cg.regexCache) != 0 || len(cg.regexes) != 0 {
+		t.Errorf("the departed member's regex is still held: %d cached", len(cg.regexCache))
+	}
+}
+
+// regexSize, the shard's estimate of a regex's matching cost per byte, stays
+// near the size of the program regexp compiles.
+func TestRegexSizeEstimate(t *testing.T) {
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("zq%03dk", i)
+	}
+	for _, expr := range []string{
+		"t-00.*", ".*(?:(?:orders)|(?:payments)).*", "(^a)|(^b)", "service-00.*|" + strings.Join(words, "|"),
+		strings.Repeat("((((((((((a*)*)*)*)*)*)*)*)*)*)", 100), strings.Repeat("(.*.*.*.*)", 100),
+		strings.Repeat(`[\p{L}\p{N}]{100}`, 5), "(.*){100}", "a{1000}",
+	} {
+		re, err := syntax.Parse("^(?:"+expr+")$", syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re = re.Simplify()
+		prog, err := syntax.Compile(re)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est, got := regexSize(re), len(prog.Inst)
+		if r := float64(est) / float64(got); r < 0.7 || r > 1.3 {
+			t.Errorf("%.40q: estimated %d instructions, compiled %d", expr, est, got)
+		}
+	}
+}
+
+// BenchmarkRegexFirstJoin measures what the shard spends on a member joining
+// with a regex new to the group, over a catalog of 1,000 topics: parsing it,
+// and matching it when that is cheap (the costly matching is a RegexJob the
+// runtime runs elsewhere; the harness holds it here). "stars" is 32 KB of
+// `(.*.*.*.*)`, whose matching over these topics takes seconds; "classes",
+// 25 KB of Unicode classes, the slowest to parse found.
+func BenchmarkRegexFirstJoin(b *testing.B) {
+	topics := map[string]int32{}
+	for i := range 1000 {
+		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
+	}
+	for _, c := range []struct{ name, regex string }{
+		{"simple", "service-00.*"},
+		{"stars", strings.Repeat("(.*.*.*.*)", 3200)},
+		{"classes", strings.Repeat(`[\p{L}\p{N}]{100}`, 1500)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h, _ := newCH(b, topics)
+			h.holdRegex = true
+			b.ResetTimer()
+			for i := range b.N {
+				regex := fmt.Sprintf("%s|x%d", c.regex, i) // new to the group each time
+				m := fmt.Sprintf("m%d", i)
+				if r := h.cg(hb{member: m, regex: &regex, owned: tpset{}}); r.ErrorCode != 0 {
+					b.Fatal(r.ErrorCode)
+				}
+				b.StopTimer()
+				h.cg(hb{member: m, epoch: -1})
+				h.regexJobs = nil
+				b.StartTimer()
 			}
 		})
 	}

@@ -215,6 +215,9 @@ type consumerGroup struct {
 	// regexCache holds, for each regex in regexes, its compiled form and
 	// matches (regexTopics).
 	regexCache map[string]*regexMatch
+	// s and id: the shard and group id, for the regex jobs (regexTopics).
+	s  *Shard
+	id string
 	// subsDirty: the subscriptions changed since the hash was computed.
 	subsDirty bool
 	// subsCache is subscribedNow's answer, valid for subsCacheVersion of

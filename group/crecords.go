@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"time"
 
@@ -258,6 +259,7 @@ func (s *Shard) consumerGroupOf(id string) (*Group, *consumerGroup) {
 	}
 	if g.cg == nil {
 		g.cg = newConsumerGroup()
+		g.cg.s, g.cg.id = s, id
 		g.protocolType = "consumer"
 	}
 	return g, g.cg
@@ -414,56 +416,201 @@ func compileRegex(expr string) *regexp.Regexp {
 	return re
 }
 
-// regexMatch is a group's regex, compiled once, and the topics it matched
-// at a version of the catalog.
+// regexMatch is a group's regex, parsed once, and the topics it matched at
+// a version of the catalog.
 type regexMatch struct {
-	re       *regexp.Regexp // nil: does not compile
+	valid    bool           // expr parses (RE2 syntax, as Kafka's RE2/J)
+	size     int            // size of its program (regexSize): matching cost per byte of name
+	re       *regexp.Regexp // compiled on the shard only for a matching done there
 	resolved bool
 	version  uint64   // of the catalog, when resolved
 	topics   []string // matching topic names at version, sorted
+	inflight bool     // a RegexJob for it is out
 }
 
 // regexTopics returns the existing topics whose whole name matches expr,
 // sorted; the caller must not modify the slice. For a regex some member uses
-// (cg.regexes) the compiled regex and its matches are kept until the catalog
-// changes: a regex costs its compilation once and its matching once per
-// catalog version, not at every heartbeat that reconciles (a long regex over
-// many topics can take seconds to match).
+// (cg.regexes) the parsed regex and its matches are kept until the catalog
+// changes: a regex costs its parsing once and its matching once per catalog
+// version, not at every heartbeat that reconciles.
+//
+// Matching costs up to the regex program's size times the bytes of all topic
+// names (Go's regexp is linear in both): a 32 KB regex over 1,000 topics can
+// take seconds, which the partition's only goroutine must not spend. A
+// matching estimated over syncRegexBudget is left to the runtime as a
+// RegexJob (Shard.TakeRegexJobs), which compiles the regex too, as Kafka
+// resolves regexes in the background; until its result arrives
+// (Shard.RegexResolved) the regex gives the topics of its previous
+// resolution, none before the first.
 func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 	e := cg.regexCache[expr]
-	if e == nil {
-		e = &regexMatch{re: compileRegex(expr)}
+	cached := e != nil
+	if !cached {
+		e = cg.s.newRegexMatch(expr)
 		if cg.regexes[expr] > 0 { // dropped with the regex's last member (indexMember)
 			if cg.regexCache == nil {
 				cg.regexCache = map[string]*regexMatch{}
 			}
 			cg.regexCache[expr] = e
+			cached = true
 		}
 	}
-	if e.re == nil {
+	if !e.valid {
 		return nil
 	}
-	if v := topics.Version(); !e.resolved || e.version != v {
-		e.topics = e.topics[:0]
-		topics.Range(func(t *catalog.Topic) bool {
-			if e.re.MatchString(t.Name) {
-				e.topics = append(e.topics, t.Name)
+	v := topics.Version()
+	if e.resolved && e.version == v || e.inflight {
+		return e.topics
+	}
+	if cg.s == nil || e.size*cg.s.nameBytes(topics, v) <= syncRegexBudget {
+		if e.re == nil {
+			if e.re = compileRegex(expr); e.re == nil {
+				e.valid = false
+				return nil
 			}
-			return true
-		})
-		slices.Sort(e.topics)
+		}
+		e.topics = matchTopics(e.re, topics, e.topics[:0])
 		e.resolved, e.version = true, v
+		return e.topics
+	}
+	if cached {
+		e.inflight = true
+		cg.s.regexJobs = append(cg.s.regexJobs, RegexJob{Group: cg.id, Expr: expr, Version: v, re: e.re, topics: topics})
 	}
 	return e.topics
 }
 
+// syncRegexBudget bounds the matching a shard does itself, in regex program
+// size times bytes of topic names (about 10 ns each at worst on the machine
+// of docs/benchmarks.md: 40 ms). A simple regex over a few thousand topics is
+// matched at once.
+const syncRegexBudget = 4 << 20
+
+// newRegexMatch parses expr, which validates it: the only work on a regex
+// the partition's goroutine always does (Kafka compiles a new regex on its
+// coordinator thread too), tens of milliseconds for a long one. The shard
+// keeps the last one it parsed: a heartbeat validates its regex before its
+// member uses it, and the member's first resolution reuses the parse. Each
+// call returns a new regexMatch (a group's matches are its own).
+func (s *Shard) newRegexMatch(expr string) *regexMatch {
+	if s != nil && s.lastRegex != nil && s.lastRegexExpr == expr {
+		return &regexMatch{valid: s.lastRegex.valid, size: s.lastRegex.size}
+	}
+	e := &regexMatch{}
+	if re, err := syntax.Parse("^(?:"+expr+")$", syntax.Perl); err == nil {
+		e.valid, e.size = true, regexSize(re.Simplify())
+	}
+	if s != nil {
+		s.lastRegex, s.lastRegexExpr = &regexMatch{valid: e.valid, size: e.size}, expr
+	}
+	return e
+}
+
+// regexSize estimates the size of the program re (simplified) compiles to:
+// one instruction per node, one per rune of a literal, two per capture
+// (within 25% of regexp/syntax's count on the regexes of the tests).
+func regexSize(re *syntax.Regexp) int {
+	n := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpCapture:
+		n = 2
+	}
+	for _, sub := range re.Sub {
+		n += regexSize(sub)
+	}
+	return n
+}
+
+// matchTopics appends to dst the names of the topics re matches, sorted.
+func matchTopics(re *regexp.Regexp, topics Topics, dst []string) []string {
+	topics.Range(func(t *catalog.Topic) bool {
+		if re.MatchString(t.Name) {
+			dst = append(dst, t.Name)
+		}
+		return true
+	})
+	slices.Sort(dst)
+	return dst
+}
+
+// nameBytes is the bytes of all topic names (plus one each) at version v of
+// topics, counted once per version.
+func (s *Shard) nameBytes(topics Topics, v uint64) int {
+	if !s.nameBytesSet || s.nameBytesVersion != v {
+		n := 0
+		topics.Range(func(t *catalog.Topic) bool { n += len(t.Name) + 1; return true })
+		s.nameBytesN, s.nameBytesVersion, s.nameBytesSet = n, v, true
+	}
+	return s.nameBytesN
+}
+
+// RegexJob is the matching of one group's regex against the topics, too
+// costly for the shard's goroutine (consumerGroup.regexTopics). The runtime
+// runs it elsewhere (Resolve) and hands the result back (Shard.RegexResolved).
+type RegexJob struct {
+	Group, Expr string
+	Version     uint64 // of the topics, when the job was made
+	re          *regexp.Regexp
+	topics      Topics
+}
+
+// RegexResult is a RegexJob's outcome.
+type RegexResult struct {
+	Group, Expr string
+	Version     uint64
+	Topics      []string // matching names, sorted
+}
+
+// Resolve matches the regex against the topics. Safe to run on any
+// goroutine: it reads only the job and the topics.
+func (j RegexJob) Resolve() RegexResult {
+	res := RegexResult{Group: j.Group, Expr: j.Expr, Version: j.Version}
+	re := j.re
+	if re == nil {
+		re = compileRegex(j.Expr)
+	}
+	if re != nil {
+		res.Topics = matchTopics(re, j.topics, nil)
+	}
+	return res
+}
+
+// TakeRegexJobs returns the regex matchings the shard left to the runtime
+// since the last call (see RegexJob); the runtime calls it after each turn.
+func (s *Shard) TakeRegexJobs() []RegexJob {
+	jobs := s.regexJobs
+	s.regexJobs = nil
+	return jobs
+}
+
+// RegexResolved takes a RegexJob's result: the group's regex gives these
+// topics from now on, and the group's next heartbeat sees its subscribed
+// topics changed (a new group epoch and target if the metadata differs), as
+// for a change of the catalog. A result for a regex or group that is gone is
+// dropped.
+func (s *Shard) RegexResolved(r RegexResult) {
+	g := s.groups[r.Group]
+	if g == nil || g.cg == nil {
+		return
+	}
+	e := g.cg.regexCache[r.Expr]
+	if e == nil || !e.inflight {
+		return
+	}
+	e.inflight = false
+	e.topics, e.resolved, e.version = r.Topics, true, r.Version
+	g.cg.subsDirty, g.cg.subsCacheDirty = true, true
+}
+
 // validRegex reports whether expr compiles, from the group's cache when a
 // member already uses it.
-func (cg *consumerGroup) validRegex(expr string) bool {
+func (s *Shard) validRegex(cg *consumerGroup, expr string) bool {
 	if cg != nil {
 		if e := cg.regexCache[expr]; e != nil {
-			return e.re != nil
+			return e.valid
 		}
 	}
-	return compileRegex(expr) != nil
+	return s.newRegexMatch(expr).valid
 }

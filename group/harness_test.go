@@ -31,6 +31,11 @@ type h struct {
 	staleMeta map[string]bool
 	// completed counts the writes completed (durable or failed).
 	completed int
+	// holdRegex keeps the shard's regex jobs in regexJobs; by default each
+	// call's jobs are resolved and handed back right after it, as the
+	// runtime does once their matching ends.
+	holdRegex bool
+	regexJobs []RegexJob
 }
 
 type seededReader struct{ r *rand.ChaCha8 }
@@ -65,7 +70,19 @@ func (h *h) do(fn func(t Ticket, out *Output)) Ticket {
 	var out Output
 	fn(t, &out)
 	h.settle(&out)
+	h.regexJobs = append(h.regexJobs, h.s.TakeRegexJobs()...)
+	if !h.holdRegex {
+		h.resolveRegexes()
+	}
 	return t
+}
+
+// resolveRegexes runs the held regex jobs and hands their results back.
+func (h *h) resolveRegexes() {
+	for _, j := range h.regexJobs {
+		h.s.RegexResolved(j.Resolve())
+	}
+	h.regexJobs = nil
 }
 
 func (h *h) settle(out *Output) {

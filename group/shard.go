@@ -83,6 +83,14 @@ type Shard struct {
 	needsReload bool
 	// topics is the metadata consumer groups are assigned from.
 	topics Topics
+	// regexJobs: see TakeRegexJobs. nameBytes*: see nameBytes. lastRegex*:
+	// see newRegexMatch.
+	regexJobs        []RegexJob
+	lastRegex        *regexMatch
+	lastRegexExpr    string
+	nameBytesN       int
+	nameBytesVersion uint64
+	nameBytesSet     bool
 	// loading: see Load.
 	loading loading
 	// freeCommits and freeOne hold finished offset commits' calls (of

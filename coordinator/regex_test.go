@@ -1,0 +1,102 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// A regex too costly for the partition's goroutine is matched on another
+// (group.RegexJob): while its matching runs, the partition answers other
+// requests, the member's own heartbeats included; once it ends, the member's
+// next heartbeat brings the matching topics.
+func TestCostlyRegexMatchedOffThePartition(t *testing.T) {
+	cat := catalog.New(catalog.Options{})
+	for i := range 1000 {
+		if _, err := cat.Create(fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	gcfg.Topics = cat
+	gcfg.ConsumerAssignmentInterval = 0 // targets at once: the fake clock stands still
+	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}, 4), make(chan struct{})
+	c.resolveGate = func() { started <- struct{}{}; <-release }
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c}
+
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("zq%03dk", i)
+	}
+	regex := "service-00.*|" + strings.Join(words, "|") // ~2,000 instructions: over the shard's budget
+	hb := func(member string, epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, "slow", member, epoch
+		r.RebalanceTimeoutMillis = -1
+		if epoch == 0 {
+			r.RebalanceTimeoutMillis, r.SubscribedTopicRegex, r.Topics = 60000, &regex, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp := e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: code %d", resp.ErrorCode)
+		}
+		return resp
+	}
+	topics := func(r *kmsg.ConsumerGroupHeartbeatResponse) int { // the topics assigned (one partition each)
+		if r.Assignment == nil {
+			return 0
+		}
+		return len(r.Assignment.Topics)
+	}
+
+	r := hb("m1", 0)
+	if topics(r) != 0 {
+		t.Fatalf("%d partitions before the regex is matched", topics(r))
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no matching started")
+	}
+	// The matching is held: the partition still answers.
+	if r = hb("m1", r.MemberEpoch); topics(r) != 0 {
+		t.Fatalf("%d partitions while the matching is held", topics(r))
+	}
+	if code := e.do(joinReq("other", "", 4)).(*kmsg.JoinGroupResponse).ErrorCode; code != group.ErrMemberIDRequired {
+		t.Fatalf("another group's JoinGroup: code %d", code)
+	}
+	close(release)
+	testwait.For(t, 10*time.Second, "the matched topics reach the member", func() bool {
+		r = hb("m1", r.MemberEpoch)
+		return topics(r) == 200
+	})
+	select {
+	case <-started:
+		t.Fatal("a second matching ran for the same regex and catalog")
+	default:
+	}
+}
