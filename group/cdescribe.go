@@ -138,6 +138,8 @@ func (g *Group) validateConsumerFetch(memberID *string, epoch int32) int16 {
 	switch {
 	case m == nil:
 		return ErrUnknownMemberID
+	case m.epoch != epoch && m.classic != nil:
+		return ErrIllegalGeneration // a classic member's epoch is its generation
 	case m.epoch != epoch:
 		return ErrStaleMemberEpoch
 	}

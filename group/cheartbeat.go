@@ -2,6 +2,7 @@ package group
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,9 @@ type hbReq struct {
 	owned tpset
 	// subscriptionChanged: an existing member changed its subscription.
 	subscriptionChanged bool
+	// assignedChanged: the member's assigned partitions changed
+	// (reconcile).
+	assignedChanged bool
 	// out receives replies to other requests a change answers (parked
 	// classic requests of a group being converted).
 	out *Output
@@ -85,7 +89,7 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 		resp.MemberEpoch = epochLeave
 	}
 	resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g, m, h).Milliseconds())
-	if req.MemberEpoch >= 0 && h.wantsAssignment(m) {
+	if req.MemberEpoch >= 0 && h.wantsAssignment() {
 		resp.Assignment = s.assignmentOf(m)
 	}
 	if len(h.recs) == 0 {
@@ -135,28 +139,17 @@ func (s *Shard) heartbeatInterval(g *Group, m *cmember, h *hbReq) time.Duration 
 	return min(max(h.now.Sub(m.changedAt), first), r)
 }
 
-// changed reports whether this heartbeat wrote m's current assignment (its
-// epoch, state or partitions changed).
-func (h *hbReq) changed(m *cmember) bool {
-	for _, x := range h.recs {
-		if x.kind == keyCCurrent && x.c.member == m.id && !x.del {
-			return true
-		}
-	}
-	return false
-}
-
 // wantsAssignment reports whether the response carries the member's
 // assignment: on a join, on a full request (after an error the client sends
-// everything and expects everything back), and whenever the assignment
-// changed in this heartbeat.
-func (h *hbReq) wantsAssignment(m *cmember) bool {
+// everything and expects everything back), and whenever its assigned
+// partitions changed in this heartbeat (not for an epoch alone, as Kafka).
+func (h *hbReq) wantsAssignment() bool {
 	r := h.req
 	if r.MemberEpoch == epochJoining {
 		return true
 	}
 	full := r.RebalanceTimeoutMillis != -1 && (r.SubscribedTopicNames != nil || r.SubscribedTopicRegex != nil) && r.Topics != nil
-	return full || h.changed(m)
+	return full || h.assignedChanged
 }
 
 // assignmentOf returns m's usable partitions as a heartbeat answers them:
@@ -181,14 +174,14 @@ func (s *Shard) assignmentOf(m *cmember) *kmsg.ConsumerGroupHeartbeatResponseAss
 // state (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION).
 func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	blank := func(x string) bool { return strings.TrimSpace(x) == "" }
-	switch {
-	case blank(r.Group):
-		return ErrInvalidRequest, "GroupId can't be empty."
+	switch { // in Kafka's order
 	case blank(r.MemberID) && (r.Version >= 1 || r.MemberEpoch > 0 || r.MemberEpoch == epochLeave):
 		return ErrInvalidRequest, "MemberId can't be empty."
-	case r.InstanceID != nil && *r.InstanceID == "":
+	case blank(r.Group):
+		return ErrInvalidRequest, "GroupId can't be empty."
+	case r.InstanceID != nil && blank(*r.InstanceID):
 		return ErrInvalidRequest, "InstanceId can't be empty."
-	case r.RackID != nil && *r.RackID == "":
+	case r.RackID != nil && blank(*r.RackID):
 		return ErrInvalidRequest, "RackId can't be empty."
 	case r.MemberEpoch < epochStatic:
 		return ErrInvalidRequest, "MemberEpoch is invalid."
@@ -205,7 +198,7 @@ func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 		case r.Topics == nil || len(r.Topics) > 0:
 			return ErrInvalidRequest, "TopicPartitions must be empty when (re-)joining."
 		case r.SubscribedTopicNames == nil && r.SubscribedTopicRegex == nil:
-			return ErrInvalidRequest, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+			return ErrInvalidRequest, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
 		}
 	}
 	if r.ServerAssignor != nil && !slices.Contains(s.cfg.ConsumerAssignors, *r.ServerAssignor) {
@@ -258,7 +251,10 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			switch {
 			case r.MemberEpoch == epochJoining && owner == r.MemberID:
 				m = o // a static member rejoining with its own id: in place
-			case r.MemberEpoch == epochJoining && o.epoch != epochStatic:
+			case r.MemberEpoch == epochJoining && o.epoch != epochStatic && o.classic == nil:
+				// An active consumer-protocol member holds the instance;
+				// a classic one is replaced (a rolling upgrade of static
+				// members), as in Kafka.
 				return nil, nil, ErrUnreleasedInstanceID, "Static member with instance id " + instance + " is still active."
 			case r.MemberEpoch == epochJoining:
 				replaced = o
@@ -283,7 +279,12 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	h.owned = s.resolveOwned(r, m)
 	if m != nil && r.MemberEpoch > 0 {
 		if code := checkMemberEpoch(m, r.MemberEpoch, h.owned); code != ErrNone {
-			return nil, nil, code, "The consumer group member has a smaller member epoch than expected."
+			than := "smaller"
+			if r.MemberEpoch > m.epoch {
+				than = "greater"
+			}
+			return nil, nil, code, "The consumer group member has a " + than + " member epoch (" + strconv.Itoa(int(r.MemberEpoch)) +
+				") than the one known by the group coordinator (" + strconv.Itoa(int(m.epoch)) + "). The member must abandon all its partitions and rejoin."
 		}
 	}
 	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" && !s.validRegex(cg, *r.SubscribedTopicRegex) {

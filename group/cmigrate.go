@@ -363,7 +363,7 @@ func (s *Shard) classicSyncToConsumer(now time.Time, t Ticket, req *kmsg.SyncGro
 	case (req.ProtocolType != nil && *req.ProtocolType != "consumer") ||
 		(req.Protocol != nil && (len(m.classic.protocols) == 0 || *req.Protocol != m.classic.protocols[0].Name)):
 		code = ErrInconsistentProtocol
-	case cg.assignEpoch > m.epoch && m.state != mUnrevoked:
+	case cg.epoch > m.epoch && m.state != mUnrevoked:
 		code = ErrRebalanceInProgress
 		s.arm(m.classicTimer, now.Add(m.rebalanceTimeout)) // it must rejoin in time
 	}
@@ -394,7 +394,7 @@ func (s *Shard) classicHeartbeatToConsumer(now time.Time, req *kmsg.HeartbeatReq
 		return ErrIllegalGeneration
 	}
 	s.arm(m.session, now.Add(m.classic.session))
-	if m.epoch < cg.assignEpoch || m.state == mUnrevoked || (m.state == mUnreleased && g.awaitedFree(m)) {
+	if m.epoch < cg.epoch || m.state == mUnrevoked || (m.state == mUnreleased && g.awaitedFree(m)) {
 		if !m.classicTimer.armed() {
 			s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))
 		}
@@ -403,19 +403,20 @@ func (s *Shard) classicHeartbeatToConsumer(now time.Time, req *kmsg.HeartbeatReq
 	return ErrNone
 }
 
-// awaitedFree reports whether a partition m's target holds, that m does not
-// have yet, is now held by nobody.
+// awaitedFree reports whether every partition of m's target that m does
+// not have yet is held by nobody now: the classic member can rejoin and take
+// them all in one JoinGroup/SyncGroup (Kafka waits for the last of them too).
 func (g *Group) awaitedFree(m *cmember) bool {
 	for t, ps := range g.cg.target[m.id] {
 		for _, p := range ps {
 			if !m.assigned.has(t, p) {
-				if _, held := g.cg.owner.get(t, p); !held {
-					return true
+				if _, held := g.cg.owner.get(t, p); held {
+					return false
 				}
 			}
 		}
 	}
-	return false
+	return true
 }
 
 // classicLeaveToConsumer removes the classic members a LeaveGroup names

@@ -46,6 +46,9 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 	if next.epoch != m.epoch || next.state != m.state || !next.assigned.equal(m.assigned) || !next.pending.equal(m.pending) {
 		m.changedAt = h.now // progress, not only the previous epoch noted (Shard.heartbeatInterval)
 	}
+	if !next.assigned.equal(m.assigned) {
+		h.assignedChanged = true
+	}
 	g.emit(h, cCurrentRec(g.id, m.id, next))
 	if next.state == mUnrevoked {
 		m.rebalanceEpoch = next.epoch

@@ -497,8 +497,10 @@ func (s *Shard) newRegexMatch(expr string) *regexMatch {
 		return &regexMatch{valid: s.lastRegex.valid, size: s.lastRegex.size}
 	}
 	e := &regexMatch{}
-	if re, err := syntax.Parse("^(?:"+expr+")$", syntax.Perl); err == nil {
-		e.valid, e.size = true, regexSize(re.Simplify())
+	// The regex alone must parse: once wrapped to match whole names, a
+	// fragment such as "f)|(x" would (Kafka refuses it).
+	if re, err := syntax.Parse(expr, syntax.Perl); err == nil {
+		e.valid, e.size = true, regexSize(re.Simplify())+2 // and ^, $
 	}
 	if s != nil {
 		s.lastRegex, s.lastRegexExpr = &regexMatch{valid: e.valid, size: e.size}, expr

@@ -1,0 +1,213 @@
+package group
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Consumer-group behaviours checked against Kafka's group coordinator in an
+// audit (2026-12-03); each was wrong in cohort before, and each test states
+// Kafka's rule.
+
+func strp(s string) *string { return &s }
+
+// auditClassicJoin joins a classic member into consumer group "cg" (with the
+// KIP-394 round trip when dynamic) and returns its id and generation.
+func (h *h) auditClassicJoin(instance string, owned tpset, topics ...string) (string, int32) {
+	h.t.Helper()
+	meta := string(subscription(owned, topics...))
+	o := jo{client: "c", instance: instance, protos: protos("range", meta)}
+	var jr *kmsg.JoinGroupResponse
+	if instance == "" {
+		jr = h.joinResp(h.newMember("cg", o))
+	} else {
+		jr = h.joinResp(h.join("cg", o))
+	}
+	expectCode(h.t, "classic join", jr.ErrorCode, ErrNone)
+	return jr.MemberID, jr.Generation
+}
+
+// A consumer-protocol static member joining with an instance id held by an
+// active classic member replaces it: the rolling upgrade of static members.
+// Kafka refuses the id as unreleased only when both use the consumer
+// protocol.
+func TestConsumerStaticMemberReplacesClassicStaticMember(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	expectCode(t, "n1 join", h.cgJoin("n1", "a").ErrorCode, ErrNone)
+	cid, _ := h.auditClassicJoin("i1", tpset{}, "a")
+	if m := h.cmember("cg", cid); m == nil || m.classic == nil {
+		t.Fatal("setup: classic static member missing")
+	}
+	r := h.cg(hb{member: "n2", instance: strp("i1"), names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "consumer static join over classic owner", r.ErrorCode, ErrNone)
+}
+
+// A classic member of a consumer group is told to rejoin when its epoch is
+// below the group epoch, as in Kafka. (cohort compared it with the assignment
+// epoch: after a removal, which bumps only the group epoch, a group of only
+// classic members never recomputed its target and stayed Assigning.)
+func TestClassicMemberRejoinsWhenGroupEpochMoves(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.ConsumerMigrationPolicy = MigrationUpgrade })
+	r := h.cgJoin("n1", "a")
+	cid, _ := h.auditClassicJoin("", tpset{}, "a")
+	// n1 revokes half, c1 rejoins to collect.
+	h.cg(hb{member: "n1", epoch: r.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
+	n1 := h.cmember("cg", "n1")
+	h.cg(hb{member: "n1", epoch: n1.epoch, owned: n1.assigned.clone()})
+	got, _ := h.classicRejoin(cid, "c", tpset{})
+	if got.size() != 2 {
+		t.Fatalf("setup: c1 got %v", got)
+	}
+	n1 = h.cmember("cg", "n1")
+	h.cg(hb{member: "n1", epoch: n1.epoch, owned: n1.assigned.clone()})
+	cg := h.cgroup("cg")
+	if cg.state() != "Stable" {
+		t.Fatalf("setup: state %s", cg.state())
+	}
+	h.cg(hb{member: "n1", epoch: -1})
+	c1 := h.cmember("cg", cid)
+	expectCode(t, "classic heartbeat with group epoch > member epoch", h.heartbeat("cg", cid, c1.epoch), ErrRebalanceInProgress)
+	// The rejoin computes the target: c1 gets what n1 left.
+	if got, _ := h.classicRejoin(cid, "c", c1.assigned.clone()); got.size() != 4 || h.cgroup("cg").state() != "Stable" {
+		t.Fatalf("after the rejoin: c1 owns %v, group %s", got, h.cgroup("cg").state())
+	}
+}
+
+// A classic member waiting for partitions another member still holds is told
+// to rejoin only when none of them is held any more (cohort told it as soon
+// as one was free: a JoinGroup and SyncGroup per released partition).
+func TestClassicMemberRejoinsWhenAllAwaitedPartitionsFree(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 6})
+	r1 := h.cgJoin("n1", "a")
+	h.cg(hb{member: "n1", epoch: r1.MemberEpoch, owned: set("a", 0, 1, 2, 3, 4, 5)})
+	r2 := h.cgJoin("n2", "a")
+	// settle n1/n2 at 3+3
+	for i := 0; i < 4; i++ {
+		for _, id := range []string{"n1", "n2"} {
+			m := h.cmember("cg", id)
+			h.cg(hb{member: id, epoch: m.epoch, owned: m.assigned.clone()})
+		}
+	}
+	_ = r2
+	if h.cgroup("cg").state() != "Stable" {
+		t.Fatalf("setup: %s", h.cgroup("cg").state())
+	}
+	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	c1 := h.cmember("cg", cid)
+	if c1.state != mUnreleased {
+		t.Fatalf("setup: c1 state %v", c1.state)
+	}
+	// n1 and n2 learn what to revoke (still listing everything).
+	for _, id := range []string{"n1", "n2"} {
+		m := h.cmember("cg", id)
+		h.cg(hb{member: id, epoch: m.epoch, owned: m.assigned.union(m.pending)})
+	}
+	// n1 revokes; n2 does not yet.
+	m := h.cmember("cg", "n1")
+	h.cg(hb{member: "n1", epoch: m.epoch, owned: m.assigned.clone()})
+	expectCode(t, "classic heartbeat while one awaited partition is still held", h.heartbeat("cg", cid, gen), ErrNone)
+	m = h.cmember("cg", "n2") // n2 releases the last one
+	h.cg(hb{member: "n2", epoch: m.epoch, owned: m.assigned.clone()})
+	expectCode(t, "classic heartbeat once every awaited partition is free", h.heartbeat("cg", cid, gen), ErrRebalanceInProgress)
+}
+
+// A SubscribedTopicRegex that is not a valid regular expression on its own
+// is refused with INVALID_REGULAR_EXPRESSION. (cohort parsed it only wrapped
+// in ^(?:…)$, where a fragment like "f)|(x" parses and matches "starts with f
+// or ends with x".)
+func TestRegexMustParseUnwrapped(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1, "xb": 1, "foo1": 1})
+	r := h.cg(hb{member: "m1", regex: strp("f)|(x"), owned: tpset{}})
+	if r.ErrorCode == ErrNone {
+		t.Logf("accepted; member topics %v", h.cgroup("cg").memberTopics(h.cmember("cg", "m1"), h.s.cfg.Topics))
+	}
+	expectCode(t, "regex f)|(x", r.ErrorCode, ErrInvalidRegularExpression)
+}
+
+// OffsetFetch v9 from a classic member of a consumer group with the wrong
+// generation is ILLEGAL_GENERATION (a consumer-protocol member's is
+// STALE_MEMBER_EPOCH).
+func TestClassicMemberFetchWrongGenerationIsIllegalGeneration(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	h.cgJoin("n1", "a")
+	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Version = 9
+	g := kmsg.NewOffsetFetchRequestGroup()
+	g.Group, g.MemberID, g.MemberEpoch = "cg", &cid, gen+7
+	req.Groups = append(req.Groups, g)
+	expectCode(t, "classic member fetch, wrong generation", h.s.OffsetFetch(req).Groups[0].ErrorCode, ErrIllegalGeneration)
+}
+
+// FENCED_MEMBER_EPOCH for an epoch above the member's says "greater", with
+// both epochs, in Kafka's words.
+func TestFencedMemberEpochMessage(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	r := h.cgJoin("m1", "a")
+	f := h.cg(hb{member: "m1", epoch: r.MemberEpoch + 5})
+	expectCode(t, "higher epoch", f.ErrorCode, ErrFencedMemberEpoch)
+	if f.ErrorMessage == nil || !strings.Contains(*f.ErrorMessage, "greater") {
+		t.Fatalf("message %q", *f.ErrorMessage)
+	}
+}
+
+// A heartbeat whose assigned partitions do not change gets no Assignment,
+// even if the member's epoch advances.
+func TestAssignmentOnlyWhenPartitionsChange(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2, "b": 2})
+	r := h.cgJoin("m1", "a")
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: set("a", 0, 1)})
+	h.cgJoin("m2", "b") // bumps the group epoch; m1's target is unchanged
+	before := h.cmember("cg", "m1").assigned.clone()
+	k := h.cg(hb{member: "m1", epoch: r.MemberEpoch})
+	if k.MemberEpoch == r.MemberEpoch {
+		t.Fatal("setup: epoch did not advance")
+	}
+	if !h.cmember("cg", "m1").assigned.equal(before) {
+		t.Fatal("setup: partitions changed")
+	}
+	if k.Assignment != nil {
+		t.Fatalf("epoch %d -> %d with unchanged partitions: answer carries Assignment %+v", r.MemberEpoch, k.MemberEpoch, k.Assignment)
+	}
+}
+
+// A blank (whitespace-only) InstanceId or RackId is INVALID_REQUEST, as an
+// empty one.
+func TestBlankInstanceAndRackRefused(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	expectCode(t, "InstanceId \" \"", h.cg(hb{member: "m1", instance: strp(" "), names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrInvalidRequest)
+	expectCode(t, "RackId \" \"", h.cg(hb{member: "m2", rack: strp(" "), names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrInvalidRequest)
+}
+
+// The heartbeat's checks run in Kafka's order (the member id before the
+// group id) with its messages.
+func TestHeartbeatValidationOrderAndMessages(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	r := h.cg(hb{group: " ", member: "", names: []string{"a"}, owned: tpset{}})
+	if r.ErrorCode != ErrInvalidRequest || *r.ErrorMessage != "MemberId can't be empty." {
+		t.Errorf("blank group and member: %d %q", r.ErrorCode, *r.ErrorMessage)
+	}
+	r = h.cg(hb{member: "m", owned: tpset{}})
+	want := "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+	if r.ErrorCode != ErrInvalidRequest || *r.ErrorMessage != want {
+		t.Errorf("join without subscription: %d %q, want %q", r.ErrorCode, *r.ErrorMessage, want)
+	}
+}
+
+// A classic member of a consumer group committing with the wrong generation
+// is ILLEGAL_GENERATION, at OffsetCommit v9 as at older versions.
+func TestClassicMemberCommitWrongGenerationIsIllegalGeneration(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	h.cgJoin("n1", "a")
+	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	for _, v := range []int16{7, 9} {
+		if codes := commitCodes(h.commit("cg", cid, gen+7, v, map[string]int64{"a": 1})); len(codes) != 1 || codes[0] != ErrIllegalGeneration {
+			t.Errorf("OffsetCommit v%d with a wrong generation: %v", v, codes)
+		}
+		if codes := commitCodes(h.commit("cg", cid, gen, v, map[string]int64{"a": 1})); len(codes) != 1 || codes[0] != ErrNone {
+			t.Errorf("OffsetCommit v%d with its generation: %v", v, codes)
+		}
+	}
+}
