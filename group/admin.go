@@ -109,6 +109,7 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 	var recs []rec
 	var deleting []*Group
 	var idx []int
+	var emptySince []time.Time // of the groups deleting: restored if the write fails
 	for _, id := range req.Groups {
 		r := kmsg.NewDeleteGroupsResponseGroup()
 		r.Group = id
@@ -120,6 +121,7 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 			r.ErrorCode = ErrNonEmptyGroup
 		default:
 			recs = g.appendDeletion(recs)
+			emptySince = append(emptySince, g.stateTime)
 			g.transition(Dead, now)
 			deleting = append(deleting, g)
 			idx = append(idx, len(resp.Groups))
@@ -139,7 +141,9 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 		for i, g := range deleting {
 			resp.Groups[idx[i]].ErrorCode = code
 			if s.groups[g.id] == g {
-				g.transition(Empty, now)
+				// Empty again, since when it was: a failed delete
+				// must not restart its offsets' retention.
+				g.transition(Empty, emptySince[i])
 			}
 		}
 		out.reply(t, resp)

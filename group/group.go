@@ -50,6 +50,9 @@ type member struct {
 
 	join *parked
 	sync *parked
+	// replacing is a static replacement's JoinGroup, answered once the new
+	// member id is durable (replaceStatic); a later replacement fences it.
+	replacing *parked
 
 	// isNew marks a member added by a JoinGroup whose join phase has not
 	// completed yet: its session timer is the new-member join timeout and
@@ -94,6 +97,7 @@ type Group struct {
 	newMemberAdded bool
 	syncWriting    bool // the leader's assignment is being persisted
 	persisted      bool // a GroupMetadata record exists in the store
+	metaWrites     int  // GroupMetadata writes in flight (writeMetadata)
 	loaded         bool // see rb
 
 	stateTime    time.Time

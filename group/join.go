@@ -286,6 +286,10 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 		out.reply(m.sync.t, syncError(m.sync.v, ErrFencedInstanceID))
 		m.sync = nil
 	}
+	if p := m.replacing; p != nil { // an earlier replacement, its write in flight
+		out.reply(p.t, joinError(p.v, ErrFencedInstanceID, oldID))
+		m.replacing = nil
+	}
 	old := struct {
 		protocols          []kmsg.JoinGroupRequestProtocol
 		session, rebalance time.Duration
@@ -296,6 +300,11 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 	oldProtocol := g.protocol
 
 	g.renameMember(m, newID)
+	// The replacement is not a new member, even if the one it replaces
+	// had not completed a join yet: parked in JoinGroup, it counts as
+	// alive until the join phase closes (Kafka's replacement member is a
+	// fresh, not-new one).
+	m.isNew = false
 	g.setProtocols(m, cloneProtocols(j.req.Protocols))
 	m.sessionTimeout, m.rebalanceTimeout = j.session, j.rebalance
 	m.clientID, m.clientHost = j.c.ID, j.c.Host
@@ -313,7 +322,17 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 		// before the member uses it (KAFKA-10284).
 		t, v := j.t, j.v
 		gen := g.generation
+		pending := &parked{t: t, v: v}
+		m.replacing = pending
 		g.persistMetadata(out, func(now time.Time, code int16, out *Output) {
+			if m.replacing != pending {
+				return // fenced by a later replacement meanwhile: answered
+			}
+			m.replacing = nil
+			if code == ErrNone && g.memberByID(newID) != m {
+				out.reply(t, joinError(v, ErrUnknownMemberID, "")) // removed meanwhile
+				return
+			}
 			if code != ErrNone {
 				if g.memberByID(newID) == m && g.generation == gen {
 					g.renameMember(m, oldID)

@@ -524,12 +524,15 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		for _, tp := range expired {
 			recs = append(recs, offsetTombstone(g.id, tp))
 		}
+		emptySince := g.stateTime
 		if removeGroup {
 			g.transition(Dead, now)
 			if g.cg != nil {
 				recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
 			}
-			if g.persisted {
+			if g.persisted || g.metaWrites > 0 {
+				// A record on its way to the store would bring
+				// the group back at the next load without it.
 				recs = append(recs, groupTombstone(g.id))
 			}
 			recs = s.historyTombstones(g.id, recs)
@@ -544,7 +547,7 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			if code != ErrNone {
 				s.logf("group %q: expiring offsets failed: error %d", g.id, code)
 				if g.state == Dead && s.groups[g.id] == g {
-					g.transition(Empty, now)
+					g.transition(Empty, emptySince) // retention still counts from then
 				}
 				return
 			}

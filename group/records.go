@@ -203,8 +203,19 @@ func appendBytes(b, p []byte) []byte {
 
 // persistMetadata writes the group's current metadata and assignments.
 func (g *Group) persistMetadata(out *Output, done func(time.Time, int16, *Output)) {
-	img := g.image(func(m *member) []byte { return m.assignment })
-	g.s.write(out, []rec{g.groupRec(img)}, done)
+	g.writeMetadata(out, g.image(func(m *member) []byte { return m.assignment }), done)
+}
+
+// writeMetadata writes img as the group's metadata record, counting the
+// write in metaWrites until it is done (durable or failed).
+func (g *Group) writeMetadata(out *Output, img *groupImage, done func(time.Time, int16, *Output)) {
+	g.metaWrites++
+	g.s.write(out, []rec{g.groupRec(img)}, func(now time.Time, code int16, out *Output) {
+		g.metaWrites--
+		if done != nil {
+			done(now, code, out)
+		}
+	})
 }
 
 // ErrCorruptRecord reports a stored record that cannot be decoded.

@@ -1,0 +1,135 @@
+package group
+
+import (
+	"testing"
+	"time"
+)
+
+// Classic-group behaviours checked against Kafka's group coordinator in an
+// audit (2026-12-03); each was wrong in cohort before.
+
+// A static member added during a rebalance (still new) that restarts before
+// the join phase closes is replaced; the replacement is not a new member, so
+// while it waits in JoinGroup it counts as alive until the phase closes, as
+// in Kafka. (cohort evicted it at its session timeout.)
+func TestReplacedNewStaticMemberSurvivesParked(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.staticGroup(2)         // a (leader), b; Stable gen 1
+	c1 := h.join("g", jo{instance: "c"}) // new static member: rebalance
+	h.notAnswered(c1)
+	h.advance(time.Second)
+	c2 := h.join("g", jo{instance: "c"}) // c restarts: replacement in PreparingRebalance
+	h.wantCode(c1, ErrFencedInstanceID)
+	// a and b stay alive by heartbeating but do not rejoin for 20s.
+	for i := 0; i < 5; i++ {
+		h.advance(4 * time.Second)
+		h.heartbeat("g", ids["a"], gen, "a")
+		h.heartbeat("g", ids["b"], gen, "b")
+	}
+	if h.answered(c2) {
+		t.Fatalf("replaced member's parked JoinGroup answered before the barrier closed: %+v", h.joinResp(c2))
+	}
+}
+
+// An Empty group's offsets expire a retention period after the group became
+// Empty. A DeleteGroups whose write fails leaves the group as it was (Kafka
+// changes nothing until the tombstones are durable): the retention clock does
+// not restart. (cohort restarted it.)
+func TestFailedDeleteKeepsRetentionClock(t *testing.T) {
+	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
+	r := h.joinResp(h.newMember("cg", jo{}))
+	h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.commit("cg", r.MemberID, r.Generation, 9, map[string]int64{"t": 1})
+	h.leave("cg", lm(r.MemberID)) // Empty now
+	h.advance(50 * time.Minute)
+	h.fail = ErrCoordinatorNotAvailable
+	if c := h.deleteGroups("cg").Groups[0].ErrorCode; c != ErrCoordinatorNotAvailable {
+		t.Fatalf("delete: %d", c)
+	}
+	h.fail = ErrNone
+	h.advance(11 * time.Minute) // 61 min after the group emptied
+	h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+	if o, _ := h.fetch("cg", "t", 0); o != -1 {
+		t.Fatalf("offset kept %v after the group emptied (retention 1h): the failed delete restarted the clock", 61*time.Minute)
+	}
+}
+
+// Expiring an Empty group leaves nothing of it in the store, even when its
+// metadata record is still being written as the sweep runs: the group is
+// tombstoned. (cohort forgot it without a tombstone, and the record in flight
+// brought it back at the next load.)
+func TestExpiryWithMetadataWriteInFlight(t *testing.T) {
+	h := newH(t)
+	j := h.newMember("g", jo{})
+	id := h.joinResp(j).MemberID
+	h.hold = true
+	h.leave("g", lm(id)) // join phase closes with no member: empty generation written (held)
+	if st := h.s.Group("g").State(); st != Empty {
+		t.Fatalf("state %v", st)
+	}
+	h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+	h.release()
+	if h.s.Group("g") != nil {
+		t.Fatalf("live group kept")
+	}
+	if re := h.reload(); re.Group("g") != nil {
+		t.Fatalf("expired group comes back on reload: state %v gen %d (live shard has no such group)", re.Group("g").State(), re.Group("g").Generation())
+	}
+}
+
+// A static replacement fences the old incarnation's waiting JoinGroup with
+// FENCED_INSTANCE_ID at once, also when the old one is itself a replacement
+// whose new member id is still being written. (cohort answered the first
+// replacement success, with a member id already stale.)
+func TestSecondReplacementFencesFirstInFlight(t *testing.T) {
+	h := newH(t)
+	h.staticGroup(2) // a (leader), b; Stable
+	h.hold = true
+	b1 := h.join("g", jo{instance: "b"}) // replacement #1: write held
+	h.notAnswered(b1)
+	b2 := h.join("g", jo{instance: "b"}) // replacement #2 (another process / retry)
+	if !h.answered(b1) {
+		t.Errorf("first replacement's JoinGroup not fenced at once by the second")
+	}
+	h.release()
+	r1, r2 := h.joinResp(b1), h.joinResp(b2)
+	if r1.ErrorCode != ErrFencedInstanceID {
+		t.Fatalf("first replacement answered %d with member id %s, want FENCED_INSTANCE_ID (82)", r1.ErrorCode, r1.MemberID)
+	}
+	if r2.ErrorCode != ErrNone || r2.MemberID != h.s.Group("g").static["b"] {
+		t.Fatalf("second replacement answered %d with member id %s; the group's is %s", r2.ErrorCode, r2.MemberID, h.s.Group("g").static["b"])
+	}
+}
+
+// A group loaded above the size limit (group.max.size lowered across a
+// restart) rebalances; the last rejoiners get GROUP_MAX_SIZE_REACHED.
+func TestLoadedAboveMaxSizeRebalances(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 3)
+	h2 := newH(t, func(c *Config) { c.MaxSize = 2 })
+	h2.store, h2.now = h.store, h.now
+	var out Output
+	for k, v := range h.store {
+		if err := h2.s.Load([]byte(k), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h2.s.FinishLoad(h2.now, &out)
+	h2.settle(&out)
+	if st := h2.s.Group("g").State(); st != PreparingRebalance {
+		t.Fatalf("loaded above max size: state %v", st)
+	}
+	for _, id := range ids {
+		if c := h2.heartbeat("g", id, gen); c != ErrRebalanceInProgress {
+			t.Fatalf("hb %d", c)
+		}
+	}
+	var ts []Ticket
+	for _, id := range ids {
+		ts = append(ts, h2.join("g", jo{member: id}))
+	}
+	h2.wantCode(ts[2], ErrGroupMaxSizeReached)
+	if r := h2.joinResp(ts[0]); r.ErrorCode != 0 || r.Generation != gen+1 || len(r.Members) != 2 {
+		t.Fatalf("leader: %+v", r)
+	}
+}
