@@ -1,6 +1,7 @@
 package group
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,5 +132,53 @@ func TestLoadedAboveMaxSizeRebalances(t *testing.T) {
 	h2.wantCode(ts[2], ErrGroupMaxSizeReached)
 	if r := h2.joinResp(ts[0]); r.ErrorCode != 0 || r.Generation != gen+1 || len(r.Members) != 2 {
 		t.Fatalf("leader: %+v", r)
+	}
+}
+
+// A classic group whose metadata record is larger than the store takes
+// (Config.MaxRecordBytes, etcd's request limit in cluster mode) is not
+// written: its SyncGroups get UNKNOWN_SERVER_ERROR, which clients surface,
+// as Kafka answers a group too large for its log; the group rebalances. (The
+// store's error was retriable before: the clients rejoined and failed for
+// ever, and the failure took the other writes of its batch with it.)
+func TestMetadataTooLargeForTheStore(t *testing.T) {
+	h := newH(t, func(c *Config) { c.MaxRecordBytes = 400 })
+	if ids, _ := h.stableGroup("small", 2); len(ids) != 2 { // fits: written as usual
+		t.Fatal("a group under the limit did not stabilise")
+	}
+	h.s.cfg.InitialRebalanceDelay = 100 * time.Millisecond // all three in the first generation
+	var joins []Ticket
+	for range 3 {
+		joins = append(joins, h.newMember("big", jo{protos: protos("range", strings.Repeat("m", 200))}))
+	}
+	for i := 0; i < 100 && !h.answered(joins[0]); i++ {
+		h.advance(100 * time.Millisecond)
+	}
+	var members []string
+	var leader string
+	var g int32
+	for _, tk := range joins {
+		r := h.joinResp(tk)
+		if r.ErrorCode != 0 {
+			t.Fatalf("join: %d", r.ErrorCode)
+		}
+		members, leader, g = append(members, r.MemberID), r.LeaderID, r.Generation
+	}
+	keys := len(h.store)
+	var syncs []Ticket
+	for _, id := range members {
+		if id != leader {
+			syncs = append(syncs, h.sync("big", id, g, nil))
+		}
+	}
+	syncs = append(syncs, h.sync("big", leader, g, map[string]string{members[0]: "a", members[1]: "b", members[2]: "c"}))
+	for _, tk := range syncs {
+		h.wantCode(tk, ErrUnknownServer)
+	}
+	if len(h.store) != keys {
+		t.Errorf("%d records written for a group too large to store", len(h.store)-keys)
+	}
+	if st := h.s.Group("big").State(); st != PreparingRebalance {
+		t.Errorf("state %v after the refused write, want PreparingRebalance", st)
 	}
 }

@@ -521,7 +521,7 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	g.protocolType, g.protocol, g.generation, g.leader = "consumer", proto, epoch, g.members[0].id
 	g.transition(Stable, h.now)
 	g.updateSubscribed()
-	g.persistMetadata(h.out, nil)
+	g.persistMetadata(h.now, h.out, nil)
 	g.rbConverted(h.now, "group converted from the consumer protocol (its last consumer-protocol member left)", nil) // rebalance history
 	g.prepareRebalance(h.now, h.out)
 }

@@ -63,6 +63,11 @@ type Config struct {
 	// of a group (or after it emptied) is never delayed. docs/kip848.md.
 	ConsumerAssignmentInterval       time.Duration
 	ConsumerAssignmentDelayPerMember time.Duration
+	// MaxRecordBytes is the largest record (key and value) the store takes;
+	// 0 = no limit (the embedded store). A classic group's metadata record
+	// (all members' protocols and assignments) over it is not written and
+	// its JoinGroup or SyncGroup gets UNKNOWN_SERVER_ERROR (writeMetadata).
+	MaxRecordBytes int
 	// ConsumerMaxSize caps the members of a consumer group
 	// (group.consumer.max.size); 0 = unlimited.
 	ConsumerMaxSize int

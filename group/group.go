@@ -611,7 +611,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		g.subscribed = nil
 		g.rbFinish(now, "empty", out)
 		// Persist the empty generation; a failure is only logged (Kafka).
-		g.persistMetadata(out, func(_ time.Time, code int16, _ *Output) {
+		g.persistMetadata(now, out, func(_ time.Time, code int16, _ *Output) {
 			if code != ErrNone {
 				g.s.logf("group %q: persisting empty generation %d failed: error %d", g.id, g.generation, code)
 			}

@@ -324,7 +324,7 @@ func (g *Group) replaceStatic(now time.Time, j *joinReq, oldID, newID string, ou
 		gen := g.generation
 		pending := &parked{t: t, v: v}
 		m.replacing = pending
-		g.persistMetadata(out, func(now time.Time, code int16, out *Output) {
+		g.persistMetadata(now, out, func(now time.Time, code int16, out *Output) {
 			if m.replacing != pending {
 				return // fenced by a later replacement meanwhile: answered
 			}

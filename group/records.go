@@ -202,13 +202,28 @@ func appendBytes(b, p []byte) []byte {
 }
 
 // persistMetadata writes the group's current metadata and assignments.
-func (g *Group) persistMetadata(out *Output, done func(time.Time, int16, *Output)) {
-	g.writeMetadata(out, g.image(func(m *member) []byte { return m.assignment }), done)
+func (g *Group) persistMetadata(now time.Time, out *Output, done func(time.Time, int16, *Output)) {
+	g.writeMetadata(now, out, g.image(func(m *member) []byte { return m.assignment }), done)
 }
 
 // writeMetadata writes img as the group's metadata record, counting the
-// write in metaWrites until it is done (durable or failed).
-func (g *Group) writeMetadata(out *Output, img *groupImage, done func(time.Time, int16, *Output)) {
+// write in metaWrites until it is done (durable or failed). A record larger
+// than the store takes (Config.MaxRecordBytes) is not written: done gets
+// UNKNOWN_SERVER_ERROR at once, as Kafka answers a group whose metadata is
+// too large for its log, instead of a retriable error the clients would
+// retry for ever.
+func (g *Group) writeMetadata(now time.Time, out *Output, img *groupImage, done func(time.Time, int16, *Output)) {
+	if most := g.s.cfg.MaxRecordBytes; most > 0 {
+		r := g.groupRec(img)
+		if e := r.encode(); len(e.Key)+len(e.Value) > most {
+			g.s.logf("group %q: its metadata record of %d bytes (%d members) is larger than the store takes (%d); not written",
+				g.id, len(e.Key)+len(e.Value), len(img.members), most)
+			if done != nil {
+				done(now, ErrUnknownServer, out)
+			}
+			return
+		}
+	}
 	g.metaWrites++
 	g.s.write(out, []rec{g.groupRec(img)}, func(now time.Time, code int16, out *Output) {
 		g.metaWrites--

@@ -102,7 +102,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	img := g.image(func(m *member) []byte { return assign[m.id] })
 	// Once durable, replaying the record gave the members their
 	// assignments if the group is still completing this generation.
-	g.writeMetadata(out, img, func(now time.Time, code int16, out *Output) {
+	g.writeMetadata(now, out, img, func(now time.Time, code int16, out *Output) {
 		if g.generation != gen || g.state != CompletingRebalance {
 			return // a rebalance started meanwhile; its own path answered
 		}

@@ -195,6 +195,9 @@ func Start(cfg Config) (*Node, error) {
 	if gcfg.Topics == nil {
 		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
 	}
+	if l, ok := n.store.(store.RecordLimiter); ok && gcfg.MaxRecordBytes == 0 {
+		gcfg.MaxRecordBytes = l.MaxRecordBytes()
+	}
 	if reg != nil {
 		n.rm = newRebalanceMetrics(reg, func() int { return n.coord.Partitions() })
 		n.rm.hook(&gcfg)

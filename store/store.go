@@ -57,6 +57,14 @@ type MultiAppender interface {
 	AppendMulti(ctx context.Context, batches []PartitionRecords) error
 }
 
+// RecordLimiter is implemented by stores that refuse a record (key and
+// value) over a size: the coordinator does not write a larger one and
+// answers its request with a non-retriable error instead of failing the
+// write, which clients would retry for ever (etcd's request size limit).
+type RecordLimiter interface {
+	MaxRecordBytes() int
+}
+
 // Pipeliner is implemented by stores that fix a write's place in the log
 // before it is durable, so the caller can start the next write while the
 // previous one is still being synced (pipelined group commit: the disk syncs

@@ -139,6 +139,13 @@ func OwnerPrefix(prefix string) string { return prefix + "own/" }
 // Prefix returns the store's key prefix.
 func (s *Store) Prefix() string { return s.prefix }
 
+var _ store.RecordLimiter = (*Store)(nil)
+
+// MaxRecordBytes is the largest record the store writes: MaxTxnBytes, below
+// etcd's default request limit (store.RecordLimiter). A single larger record
+// would go out in a transaction of its own and could exceed etcd's limit.
+func (s *Store) MaxRecordBytes() int { return s.opts.MaxTxnBytes }
+
 // SetOwner records that this node owns partition p through the ownership key
 // created at revision createRev; writes to p compare it from now on.
 func (s *Store) SetOwner(p int32, createRev int64) {
