@@ -657,3 +657,43 @@ func TestCommitterRoleInlineThenHandedOver(t *testing.T) {
 		t.Fatal("first commit lost")
 	}
 }
+
+// A DeleteGroups naming a group twice deletes it and answers each entry:
+// the first NONE. (The merge of the partitions' answers kept one answer per
+// id, and both entries said GROUP_ID_NOT_FOUND.)
+func TestDeleteGroupsDuplicateID(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.c.WaitLoaded(context.Background())
+	if r := e.do(commitRequest("g", "", -1, "t", 1)).(*kmsg.OffsetCommitResponse); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g", "g"}
+	r := e.do(del).(*kmsg.DeleteGroupsResponse)
+	f := fetchReq("g", "t")
+	off := e.do(f).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0].Offset
+	if off != -1 || len(r.Groups) != 2 || r.Groups[0].ErrorCode != 0 || r.Groups[1].ErrorCode != group.ErrGroupIDNotFound {
+		t.Errorf("answers %+v, offset after %d; want NONE then GROUP_ID_NOT_FOUND, and the group gone", r.Groups, off)
+	}
+}
+
+// OffsetFetch v8+ answers each group entry with the partitions it asked for,
+// also when two entries name the same group.
+func TestOffsetFetchDuplicateGroupEntries(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	e.c.WaitLoaded(context.Background())
+	e.do(commitRequest("g", "", -1, "t", 1))
+	e.do(commitRequest("g", "", -1, "u", 2))
+	f := kmsg.NewPtrOffsetFetchRequest()
+	f.Version = 8
+	for _, topic := range []string{"t", "u"} {
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "g"
+		g.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}}
+		f.Groups = append(f.Groups, g)
+	}
+	r := e.do(f).(*kmsg.OffsetFetchResponse)
+	if len(r.Groups) != 2 || r.Groups[0].Topics[0].Topic != "t" || r.Groups[1].Topics[0].Topic != "u" {
+		t.Errorf("entries asking for t/0 then u/0 answered %+v", r.Groups)
+	}
+}

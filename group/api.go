@@ -412,18 +412,23 @@ func subset[T any](list []T, idx []int) []T {
 }
 
 // mergeByGroup returns one entry per id, in ids' order, taken from the
-// parts' answers (groupsOf) by group id (id).
+// parts' answers (groupsOf) by group id (id). An id the request names twice
+// gets its answers in the order its partition gave them (Kafka answers every
+// entry, duplicates included).
 func mergeByGroup[G any](ids []string, parts []kmsg.Response, groupsOf func(kmsg.Response) []G, id func(*G) string) []G {
-	got := make(map[string]G, len(ids))
+	got := make(map[string][]G, len(ids))
 	for _, p := range parts {
 		gs := groupsOf(p)
 		for i := range gs {
-			got[id(&gs[i])] = gs[i]
+			k := id(&gs[i])
+			got[k] = append(got[k], gs[i])
 		}
 	}
 	out := make([]G, len(ids))
 	for i, x := range ids {
-		out[i] = got[x]
+		if q := got[x]; len(q) > 0 {
+			out[i], got[x] = q[0], q[1:]
+		}
 	}
 	return out
 }

@@ -182,3 +182,72 @@ func TestMetadataTooLargeForTheStore(t *testing.T) {
 		t.Errorf("state %v after the refused write, want PreparingRebalance", st)
 	}
 }
+
+// A batch LeaveGroup removes every listed member first, then rebalances (or
+// checks the join barrier) once, as Kafka. (cohort reacted after each: a
+// member removed later in the batch was first made leader of a generation
+// the next removal cancelled.)
+func TestLeaveBatchChecksBarrierOnce(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.staticGroup(3) // a (leader), b, c
+	// Open the barrier: the leader rejoins; c rejoins; b stays away.
+	ta := h.join("g", jo{instance: "a", member: ids["a"]})
+	tc := h.join("g", jo{instance: "c", member: ids["c"]})
+	h.notAnswered(ta)
+	h.notAnswered(tc)
+	// An admin removes b and a by instance id, in one request.
+	r := h.leave("g", lm("", "b"), lm("", "a"))
+	for _, m := range r.Members {
+		if m.ErrorCode != 0 {
+			t.Fatalf("leave %v: %d", m.InstanceID, m.ErrorCode)
+		}
+	}
+	// a was removed while parked: its JoinGroup must get UNKNOWN_MEMBER_ID,
+	// and the barrier closes once with c alone.
+	if c := h.joinResp(ta).ErrorCode; c != ErrUnknownMemberID {
+		t.Errorf("removed member a's parked JoinGroup: error %d, want 25 (gen %d)", c, h.joinResp(ta).Generation)
+	}
+	g := h.s.Group("g")
+	if g.State() != CompletingRebalance || g.Generation() != gen+1 {
+		t.Errorf("group %v gen %d, want CompletingRebalance gen %d", g.State(), g.Generation(), gen+1)
+	}
+	if rc := h.joinResp(tc); rc.ErrorCode != 0 || rc.LeaderID != ids["c"] || rc.Generation != gen+1 {
+		t.Errorf("c's join: err %d leader %q gen %d, want leader c gen %d", rc.ErrorCode, rc.LeaderID, rc.Generation, gen+1)
+	}
+}
+
+// Offset metadata longer than offset.metadata.max.bytes (4096) is
+// OFFSET_METADATA_TOO_LARGE, the length counted as Kafka counts it: in
+// characters (UTF-16 code units), not bytes.
+func TestMetadataLengthInUTF16Units(t *testing.T) {
+	h := newH(t)
+	meta := strings.Repeat("日", 2000) // 2000 UTF-16 units, 6000 UTF-8 bytes
+	r := h.commit("g", "", -1, 9, map[string]int64{"t": 5}, meta)
+	if c := commitCodes(r)[0]; c != ErrNone {
+		t.Errorf("metadata of 2000 characters (6000 bytes): error %d, want 0 (Kafka accepts up to 4096 characters)", c)
+	}
+	// 4,097 units: one astral character counts two.
+	r = h.commit("g", "", -1, 9, map[string]int64{"t": 6}, strings.Repeat("a", 4095)+"😀")
+	if c := commitCodes(r)[0]; c != ErrOffsetMetadataTooLarge {
+		t.Errorf("metadata of 4,097 UTF-16 units: error %d, want 12", c)
+	}
+}
+
+// JoinGroup's admission test goes by the group's state, as Kafka's: a group
+// whose only member left during the initial delay (PreparingRebalance, no
+// members) keeps its protocol type, and a join of another type is
+// INCONSISTENT_GROUP_PROTOCOL. (cohort went by the member count and let a
+// "connect" member take over a consumer group.)
+func TestSupportsProtocolsKeyedOnEmptyState(t *testing.T) {
+	h := newH(t, func(c *Config) { c.InitialRebalanceDelay = 3 * time.Second })
+	h.join("g", jo{instance: "a"}) // parked; barrier opened with the initial delay
+	h.leave("g", lm("", "a"))
+	if g := h.s.Group("g"); g.State() != PreparingRebalance || len(g.MemberIDs()) != 0 {
+		t.Fatalf("setup: %v", g.State())
+	}
+	tb := h.join("g", jo{instance: "b", ptype: "connect"})
+	if !h.answered(tb) || h.joinResp(tb).ErrorCode != ErrInconsistentProtocol {
+		t.Errorf("join with protocol type connect: answered=%v, want INCONSISTENT_GROUP_PROTOCOL; group type now %q",
+			h.answered(tb), h.s.Group("g").ProtocolType())
+	}
+}

@@ -24,7 +24,8 @@ type Config struct {
 	// JoinGroup (Kafka's fixed 5 minutes, KAFKA-7610).
 	NewMemberJoinTimeout time.Duration
 	// OffsetMetadataMaxBytes caps a committed offset's metadata string
-	// (offset.metadata.max.bytes, 4096).
+	// (offset.metadata.max.bytes, 4096). Despite its name Kafka counts
+	// characters (UTF-16 code units), and so does cohort.
 	OffsetMetadataMaxBytes int
 	// OffsetsRetention is how long offsets are kept (offsets.retention.minutes,
 	// 7 days); see Shard.ExpireOffsets for which offsets expire when.

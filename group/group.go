@@ -274,9 +274,11 @@ func (g *Group) maxRebalanceTimeout() time.Duration {
 	return max
 }
 
-// supportsProtocols is Kafka's JoinGroup admission test.
+// supportsProtocols is Kafka's JoinGroup admission test. It goes by the
+// state, as Kafka's does: a group that lost its last member during a
+// rebalance keeps its protocol type until it is Empty.
 func (g *Group) supportsProtocols(ptype string, protos []kmsg.JoinGroupRequestProtocol) bool {
-	if len(g.members) == 0 {
+	if g.state == Empty {
 		return ptype != "" && len(protos) > 0
 	}
 	if ptype != g.protocolType {
@@ -457,6 +459,12 @@ func (g *Group) park(m *member, t Ticket, v int16, out *Output) {
 // gets UNKNOWN_MEMBER_ID, and the group rebalances or re-checks its barrier.
 func (g *Group) removeMember(now time.Time, m *member, out *Output) {
 	g.dropMember(m, out)
+	g.afterRemoval(now, out)
+}
+
+// afterRemoval is the group's reaction to members leaving: a rebalance, or
+// in one, a check of the join barrier (fewer members may now all be in).
+func (g *Group) afterRemoval(now time.Time, out *Output) {
 	switch g.state {
 	case Stable, CompletingRebalance:
 		g.prepareRebalance(now, out)

@@ -85,7 +85,7 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			meta := strOr(rp.Metadata)
-			if len(meta) > s.cfg.OffsetMetadataMaxBytes {
+			if len(meta) > s.cfg.OffsetMetadataMaxBytes && utf16Len(meta) > s.cfg.OffsetMetadataMaxBytes {
 				resp.Topics[i].Partitions[j].ErrorCode = ErrOffsetMetadataTooLarge
 				continue
 			}
@@ -556,6 +556,19 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			}
 		})
 	}
+}
+
+// utf16Len is the length of s in UTF-16 code units, the length Kafka
+// measures offset metadata in (never more than len(s), its bytes).
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n++
+		if r > 0xFFFF {
+			n++ // a surrogate pair
+		}
+	}
+	return n
 }
 
 // explicitExpiry is the expiry time, in unix milliseconds, of an offset

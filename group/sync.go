@@ -215,6 +215,7 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		r.ErrorCode = ErrCoordinatorNotAvailable
 		return
 	}
+	removed := false // a classic member left: the group reacts once, after all of them
 	for _, id := range ids {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
@@ -224,9 +225,18 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		case g.cg != nil:
 			rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
 		default:
-			rm.ErrorCode = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
+			var dropped bool
+			rm.ErrorCode, dropped = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
+			removed = removed || dropped
 		}
 		r.Members = append(r.Members, rm)
+	}
+	if removed && g.cg == nil {
+		// As Kafka: every listed member goes first, then one rebalance
+		// (or one check of the join barrier), so that a member removed
+		// later in the batch is not made leader of a generation the
+		// batch's next removal cancels.
+		g.afterRemoval(now, out)
 	}
 	if req.Version < 3 {
 		r.ErrorCode = r.Members[0].ErrorCode
@@ -234,34 +244,38 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 	}
 }
 
-func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) int16 {
+// leave takes one member (or pending member) out of the group. A member is
+// dropped without the group's reaction (dropped): LeaveGroup runs
+// afterRemoval once for the whole batch. A pending member (KIP-394) going
+// only re-checks the join barrier, as in Kafka.
+func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) (code int16, dropped bool) {
 	if memberID == "" && instanceID != "" {
 		// Admin removal of a static member by instance id: no fencing check.
 		id, ok := g.static[instanceID]
 		if !ok {
-			return ErrUnknownMemberID
+			return ErrUnknownMemberID, false
 		}
 		c := causeOf(CauseAdmin, now, g.memberByID(id))
 		c.Detail, c.Reason = "remove_members", reason
 		g.note(c)
-		g.removeMember(now, g.memberByID(id), out)
-		return ErrNone
+		g.dropMember(g.memberByID(id), out)
+		return ErrNone, true
 	}
 	if pt, ok := g.pending[memberID]; ok {
 		g.s.cancel(pt)
 		mapDrop(&g.pending, memberID)
 		g.tryCompleteJoin(now, out)
-		return ErrNone
+		return ErrNone, false
 	}
 	m, code := g.validateMember(memberID, instanceID)
 	if code != ErrNone {
-		return code
+		return code, false
 	}
 	c := causeOf(CauseMemberLeft, now, m)
 	c.Reason = reason
 	g.note(c)
-	g.removeMember(now, m, out)
-	return ErrNone
+	g.dropMember(m, out)
+	return ErrNone, true
 }
 
 func strOr(p *string) string {
