@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +250,69 @@ func TestSupportsProtocolsKeyedOnEmptyState(t *testing.T) {
 	if !h.answered(tb) || h.joinResp(tb).ErrorCode != ErrInconsistentProtocol {
 		t.Errorf("join with protocol type connect: answered=%v, want INCONSISTENT_GROUP_PROTOCOL; group type now %q",
 			h.answered(tb), h.s.Group("g").ProtocolType())
+	}
+}
+
+// Rules the audit found no test for (a mutation of each passed every test).
+
+// A SyncGroup while the group prepares a rebalance is REBALANCE_IN_PROGRESS,
+// and a DeleteGroups of a rebalancing group is NON_EMPTY_GROUP.
+func TestSyncAndDeleteDuringRebalance(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	ta := h.join("g", jo{member: ids[0]}) // the leader rejoins: PreparingRebalance
+	h.notAnswered(ta)
+	h.wantCode(h.sync("g", ids[1], gen, nil), ErrRebalanceInProgress)
+	if c := h.deleteGroups("g").Groups[0].ErrorCode; c != ErrNonEmptyGroup {
+		t.Fatalf("DeleteGroups of a rebalancing group: %d, want NON_EMPTY_GROUP", c)
+	}
+}
+
+// A JoinGroup with a rebalance timeout of zero or less gets its session
+// timeout as rebalance timeout (KAFKA-8653): zero would end every rebalance
+// at once.
+func TestZeroRebalanceTimeoutBecomesSessionTimeout(t *testing.T) {
+	h := newH(t)
+	for _, rt := range []int32{-1, -5} { // (the harness sends 0 as its default, 30 s)
+		group := fmt.Sprintf("g%d", rt)
+		r := h.joinResp(h.newMember(group, jo{session: 12_000, rebalance: rt}))
+		if m := h.s.Group(group).memberByID(r.MemberID); m == nil || m.rebalanceTimeout != 12*time.Second {
+			t.Fatalf("rebalance timeout %d: member's is %v, want the session timeout 12s", rt, m.rebalanceTimeout)
+		}
+	}
+}
+
+// A follower whose SyncGroup arrives after the leader's (the group already
+// Stable) gets its assignment and is no longer expected: the sync timeout
+// does not evict it.
+func TestLateSyncInStableIsNotEvicted(t *testing.T) {
+	h := newH(t)
+	h.s.cfg.InitialRebalanceDelay = 100 * time.Millisecond
+	t1, t2 := h.newMember("g", jo{}), h.newMember("g", jo{})
+	for i := 0; i < 100 && !h.answered(t1); i++ {
+		h.advance(100 * time.Millisecond)
+	}
+	r1, r2 := h.joinResp(t1), h.joinResp(t2)
+	leader, follower := r1.MemberID, r2.MemberID
+	if r2.MemberID == r1.LeaderID {
+		leader, follower = r2.MemberID, r1.MemberID
+	}
+	gen := r1.Generation
+	h.wantCode(h.sync("g", leader, gen, map[string]string{leader: "x", follower: "y"}), ErrNone)
+	if st := h.s.Group("g").State(); st != Stable {
+		t.Fatalf("state %v after the leader's sync", st)
+	}
+	if r := h.syncResp(h.sync("g", follower, gen, nil)); r.ErrorCode != ErrNone || string(r.MemberAssignment) != "y" {
+		t.Fatalf("late follower sync: %d %q", r.ErrorCode, r.MemberAssignment)
+	}
+	for range 8 { // past the rebalance timeout (30 s), heartbeating
+		h.advance(5 * time.Second)
+		if c := h.heartbeat("g", follower, gen); c != ErrNone {
+			t.Fatalf("the late follower's heartbeat: %d", c)
+		}
+		h.heartbeat("g", leader, gen)
+	}
+	if h.s.Group("g").memberByID(follower) == nil || h.s.Group("g").State() != Stable {
+		t.Fatal("the follower that synced late was evicted")
 	}
 }
