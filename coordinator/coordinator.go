@@ -411,6 +411,11 @@ func (c *Coordinator) Handle(ctx context.Context, cl group.Client, req kmsg.Requ
 	if api == nil {
 		return nil, fmt.Errorf("coordinator: unsupported request key %d", req.Key())
 	}
+	if pre := api.Precheck; pre != nil {
+		if code := pre(req); code != group.ErrNone {
+			return api.Error(req, code), nil // before ownership and loading, as Kafka
+		}
+	}
 	if one := api.Group; one != nil {
 		return c.parts[PartitionFor(one(req), len(c.parts))].call(ctx, cl, req)
 	}

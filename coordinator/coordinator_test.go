@@ -697,3 +697,57 @@ func TestOffsetFetchDuplicateGroupEntries(t *testing.T) {
 		t.Errorf("entries asking for t/0 then u/0 answered %+v", r.Groups)
 	}
 }
+
+// An empty group id is INVALID_GROUP_ID for the APIs that need one before
+// anything about the group's partition is looked at: not NOT_COORDINATOR on
+// a partition this node does not serve, nor the loading answer while it
+// loads (docs/group-semantics.md §gating; Kafka checks it first too).
+func TestEmptyGroupIDBeforeOwnership(t *testing.T) {
+	notOwned := PartitionFor("", 8)
+	e := newEnv(t, nil, func(p int32) bool { return p != notOwned })
+	if r := e.do(joinReq("", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrInvalidGroupID {
+		t.Errorf("JoinGroup group \"\" on an unowned partition: %d, want 24", r.ErrorCode)
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.MemberID, hb.Generation = "m", 1
+	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrInvalidGroupID {
+		t.Errorf("Heartbeat group \"\" on an unowned partition: %d, want 24", r.ErrorCode)
+	}
+}
+
+func TestEmptyGroupIDBeforeLoading(t *testing.T) {
+	st := newGateStore()
+	st.loadGate[PartitionFor("", 8)] = make(chan struct{}) // never opens
+	e := newEnv(t, st, nil)
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.MemberID, hb.Generation = "m", 1
+	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrInvalidGroupID {
+		t.Errorf("Heartbeat group \"\" while loading: %d, want 24", r.ErrorCode)
+	}
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.MemberID, s.Generation = "m", 1
+	if r := e.do(s).(*kmsg.SyncGroupResponse); r.ErrorCode != group.ErrInvalidGroupID {
+		t.Errorf("SyncGroup group \"\" while loading: %d, want 24", r.ErrorCode)
+	}
+}
+
+// A SyncGroup v5+ without protocol type or name is
+// INCONSISTENT_GROUP_PROTOCOL before anything else, the loading answer and
+// the group id check included, as Kafka checks it first of all.
+func TestSyncV5NullProtocolBeforeGating(t *testing.T) {
+	st := newGateStore()
+	st.loadGate[PartitionFor("slow", 8)] = make(chan struct{}) // never opens
+	e := newEnv(t, st, nil)
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.Version = 5
+	s.Group, s.MemberID, s.Generation = "slow", "m", 1 // ProtocolType, Protocol: null
+	if r := e.do(s).(*kmsg.SyncGroupResponse); r.ErrorCode != group.ErrInconsistentProtocol {
+		t.Errorf("SyncGroup v5 without protocol fields while loading: %d, want 23", r.ErrorCode)
+	}
+	s2 := kmsg.NewPtrSyncGroupRequest()
+	s2.Version = 5
+	s2.MemberID, s2.Generation = "m", 1 // group "" too
+	if r := e.do(s2).(*kmsg.SyncGroupResponse); r.ErrorCode != group.ErrInconsistentProtocol {
+		t.Errorf("SyncGroup v5 without protocol fields, group \"\": %d, want 23", r.ErrorCode)
+	}
+}

@@ -49,6 +49,12 @@ type API struct {
 	// Error answers req with code wherever the response can carry an
 	// error (NOT_COORDINATOR, loading, unavailable).
 	Error func(req kmsg.Request, code int16) kmsg.Response
+	// Precheck, if set, returns the error of a request refused on its own
+	// content, before anything about its group (ownership, loading) is
+	// looked at, as Kafka does: an empty group id (INVALID_GROUP_ID for the
+	// APIs that need one), a SyncGroup v5+ without protocol type or name.
+	// ErrNone lets the request through.
+	Precheck func(req kmsg.Request) int16
 	// Serve runs the request against the shard. It replies through out,
 	// at once or, for a request that parks or writes, later.
 	Serve func(s *Shard, now time.Time, t Ticket, c Client, req kmsg.Request, out *Output)
@@ -212,10 +218,11 @@ var apiTable = []API{
 		},
 	},
 	{
-		Key:     kmsg.JoinGroup.Int16(),
-		Parks:   true,
-		Loading: ErrCoordinatorLoading,
-		Group:   func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group },
+		Key:      kmsg.JoinGroup.Int16(),
+		Parks:    true,
+		Loading:  ErrCoordinatorLoading,
+		Group:    func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group },
+		Precheck: func(r kmsg.Request) int16 { return needGroupID(r.(*kmsg.JoinGroupRequest).Group) },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			q := r.(*kmsg.JoinGroupRequest)
 			return joinError(q.Version, code, q.MemberID)
@@ -229,6 +236,7 @@ var apiTable = []API{
 		FrameFree: true,
 		Loading:   ErrNone,
 		Group:     func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group },
+		Precheck:  func(r kmsg.Request) int16 { return needGroupID(r.(*kmsg.HeartbeatRequest).Group) },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrHeartbeatResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -239,9 +247,10 @@ var apiTable = []API{
 		},
 	},
 	{
-		Key:     kmsg.LeaveGroup.Int16(),
-		Loading: ErrCoordinatorLoading,
-		Group:   func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group },
+		Key:      kmsg.LeaveGroup.Int16(),
+		Loading:  ErrCoordinatorLoading,
+		Group:    func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group },
+		Precheck: func(r kmsg.Request) int16 { return needGroupID(r.(*kmsg.LeaveGroupRequest).Group) },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrLeaveGroupResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -252,10 +261,11 @@ var apiTable = []API{
 		},
 	},
 	{
-		Key:     kmsg.SyncGroup.Int16(),
-		Parks:   true,
-		Loading: ErrRebalanceInProgress,
-		Group:   func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group },
+		Key:      kmsg.SyncGroup.Int16(),
+		Parks:    true,
+		Loading:  ErrRebalanceInProgress,
+		Group:    func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group },
+		Precheck: func(r kmsg.Request) int16 { return syncPrecheck(r.(*kmsg.SyncGroupRequest)) },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			return syncError(r.GetVersion(), code)
 		},
@@ -388,9 +398,10 @@ var apiTable = []API{
 		},
 	},
 	{
-		Key:     kmsg.OffsetDelete.Int16(),
-		Loading: ErrCoordinatorLoading,
-		Group:   func(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group },
+		Key:      kmsg.OffsetDelete.Int16(),
+		Loading:  ErrCoordinatorLoading,
+		Group:    func(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group },
+		Precheck: func(r kmsg.Request) int16 { return needGroupID(r.(*kmsg.OffsetDeleteRequest).Group) },
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
 			resp := kmsg.NewPtrOffsetDeleteResponse()
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
@@ -400,6 +411,23 @@ var apiTable = []API{
 			s.OffsetDelete(now, t, r.(*kmsg.OffsetDeleteRequest), out)
 		},
 	},
+}
+
+// needGroupID is the Precheck of the APIs that need a non-empty group id.
+func needGroupID(id string) int16 {
+	if id == "" {
+		return ErrInvalidGroupID
+	}
+	return ErrNone
+}
+
+// syncPrecheck is SyncGroup's Precheck: from v5 the protocol type and name
+// must be present (Kafka checks it first of all), and the group id not empty.
+func syncPrecheck(r *kmsg.SyncGroupRequest) int16 {
+	if r.Version >= 5 && (r.ProtocolType == nil || r.Protocol == nil) {
+		return ErrInconsistentProtocol
+	}
+	return needGroupID(r.Group)
 }
 
 // subset returns the elements of list at the positions idx.

@@ -12,12 +12,8 @@ import (
 func (s *Shard) SyncGroup(now time.Time, t Ticket, req *kmsg.SyncGroupRequest, out *Output) {
 	v := req.Version
 	fail := func(code int16) { out.reply(t, syncError(v, code)) }
-	if req.Group == "" {
-		fail(ErrInvalidGroupID)
-		return
-	}
-	if v >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
-		fail(ErrInconsistentProtocol)
+	if code := syncPrecheck(req); code != ErrNone { // the coordinator checked it already
+		fail(code)
 		return
 	}
 	g := s.groups[req.Group]
