@@ -702,32 +702,31 @@ func TestOffsetFetchDuplicateGroupEntries(t *testing.T) {
 // anything about the group's partition is looked at: not NOT_COORDINATOR on
 // a partition this node does not serve, nor the loading answer while it
 // loads (docs/group-semantics.md §gating; Kafka checks it first too).
-func TestEmptyGroupIDBeforeOwnership(t *testing.T) {
-	notOwned := PartitionFor("", 8)
-	e := newEnv(t, nil, func(p int32) bool { return p != notOwned })
-	if r := e.do(joinReq("", "", 9)).(*kmsg.JoinGroupResponse); r.ErrorCode != group.ErrInvalidGroupID {
-		t.Errorf("JoinGroup group \"\" on an unowned partition: %d, want 24", r.ErrorCode)
+func TestEmptyGroupIDBeforeOwnershipAndLoading(t *testing.T) {
+	loading := newGateStore()
+	loading.loadGate[PartitionFor("", 8)] = make(chan struct{}) // never opens
+	envs := map[string]*env{
+		"on an unowned partition": newEnv(t, nil, func(p int32) bool { return p != PartitionFor("", 8) }),
+		"while loading":           newEnv(t, loading, nil),
 	}
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.MemberID, hb.Generation = "m", 1
-	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrInvalidGroupID {
-		t.Errorf("Heartbeat group \"\" on an unowned partition: %d, want 24", r.ErrorCode)
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.MemberID, sync.Generation = "m", 1
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.MemberID = "m"
+	code := map[string]func(*env) int16{
+		"JoinGroup":  func(e *env) int16 { return e.do(joinReq("", "", 9)).(*kmsg.JoinGroupResponse).ErrorCode },
+		"Heartbeat":  func(e *env) int16 { return e.do(hb).(*kmsg.HeartbeatResponse).ErrorCode },
+		"SyncGroup":  func(e *env) int16 { return e.do(sync).(*kmsg.SyncGroupResponse).ErrorCode },
+		"LeaveGroup": func(e *env) int16 { return e.do(leave).(*kmsg.LeaveGroupResponse).ErrorCode },
 	}
-}
-
-func TestEmptyGroupIDBeforeLoading(t *testing.T) {
-	st := newGateStore()
-	st.loadGate[PartitionFor("", 8)] = make(chan struct{}) // never opens
-	e := newEnv(t, st, nil)
-	hb := kmsg.NewPtrHeartbeatRequest()
-	hb.MemberID, hb.Generation = "m", 1
-	if r := e.do(hb).(*kmsg.HeartbeatResponse); r.ErrorCode != group.ErrInvalidGroupID {
-		t.Errorf("Heartbeat group \"\" while loading: %d, want 24", r.ErrorCode)
-	}
-	s := kmsg.NewPtrSyncGroupRequest()
-	s.MemberID, s.Generation = "m", 1
-	if r := e.do(s).(*kmsg.SyncGroupResponse); r.ErrorCode != group.ErrInvalidGroupID {
-		t.Errorf("SyncGroup group \"\" while loading: %d, want 24", r.ErrorCode)
+	for where, e := range envs {
+		for api, f := range code {
+			if c := f(e); c != group.ErrInvalidGroupID {
+				t.Errorf("%s with group \"\" %s: %d, want 24", api, where, c)
+			}
+		}
 	}
 }
 
