@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Classic-group behaviours checked against Kafka's group coordinator in an
@@ -315,4 +317,52 @@ func TestLateSyncInStableIsNotEvicted(t *testing.T) {
 	if h.s.Group("g").memberByID(follower) == nil || h.s.Group("g").State() != Stable {
 		t.Fatal("the follower that synced late was evicted")
 	}
+}
+
+// A commit with a negative generation to an Empty group is an admin or
+// standalone commit: accepted without checking the member id it names.
+func TestNegativeGenerationCommitToEmptyGroup(t *testing.T) {
+	h := newH(t)
+	r := h.joinResp(h.newMember("g", jo{}))
+	h.syncAll("g", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.leave("g", lm(r.MemberID))
+	if st := h.s.Group("g").State(); st != Empty {
+		t.Fatalf("state %v", st)
+	}
+	if codes := commitCodes(h.commit("g", "someone", -1, 7, map[string]int64{"t": 3})); codes[0] != ErrNone {
+		t.Fatalf("negative-generation commit to an Empty group naming a member: %v", codes)
+	}
+	if o, _ := h.fetch("g", "t", 0); o != 3 {
+		t.Fatalf("offset %d after the commit", o)
+	}
+}
+
+// The retention sweep leaves a partition alone while a commit to it is being
+// written, even when its stored offset has expired; an OffsetFetch of a group
+// being deleted (Dead) reads -1.
+func TestExpirySkipsCommitsInFlightAndDeadGroupsReadNothing(t *testing.T) {
+	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
+	h.commit("g", "", -1, 9, map[string]int64{"t": 1, "u": 1})
+	h.advance(2 * time.Hour)
+	h.hold = true
+	h.commit2("g", "t", 5) // written, not yet durable
+	h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+	h.release()
+	if o, _ := h.fetch("g", "t", 0); o != 5 {
+		t.Errorf("t/0: %d, want the commit that was in flight during the sweep (5)", o)
+	}
+	if o, _ := h.fetch("g", "u", 0); o != -1 {
+		t.Errorf("u/0: %d, want expired", o)
+	}
+	h.hold = true
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{"g"}
+	h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) }) // answered once durable
+	if g := h.s.Group("g"); g == nil || g.State() != Dead {
+		t.Fatal("the group is not being deleted")
+	}
+	if o, _ := h.fetch("g", "t", 0); o != -1 {
+		t.Errorf("a Dead group's offset read %d, want -1", o)
+	}
+	h.release()
 }
