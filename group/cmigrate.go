@@ -288,6 +288,20 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 	}
 	m = cg.members[m.id]
 	g.reconcile(h, m)
+	if replaced != nil && replaced.classic == nil {
+		// A classic static member took the place of a consumer-protocol
+		// one: if that was the last, the group turns classic (Kafka's
+		// downgrade on replacement), and this JoinGroup joins the classic
+		// group's rebalance, under the member id just given.
+		g.maybeDowngrade(h, cg.epoch)
+		if g.cg == nil {
+			s.writeApplied(out, h.recs, nil)
+			rejoin := *req
+			rejoin.MemberID = m.id
+			s.JoinGroup(now, t, c, &rejoin, out)
+			return
+		}
+	}
 	s.arm(m.session, now.Add(session))
 	// A SyncGroup must follow within the rebalance timeout.
 	s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))

@@ -307,3 +307,35 @@ func TestUnsubscribeRevokesAtTheSameEpochWhileTheTargetWaits(t *testing.T) {
 		t.Fatalf("the answer gives %v, want a/0,1 (b to revoke)", got)
 	}
 }
+
+// A classic static member taking the place of the last consumer-protocol
+// member (a rolling downgrade of static consumers) turns the group classic,
+// as Kafka does; its JoinGroup joins the classic group's rebalance, which
+// completes once the other classic members rejoin. (The group stayed a
+// consumer group of only classic members.)
+func TestClassicStaticReplacementOfLastConsumerMemberDowngrades(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	i1 := "i1"
+	expectCode(t, "n1", h.cg(hb{member: "n1", instance: &i1, names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	meta := string(subscription(tpset{}, "a"))
+	tk := h.join("cg", jo{client: "c2", instance: "i1", protos: protos("range", meta)})
+	g := h.s.Group("cg")
+	if g.cg != nil || g.State() != PreparingRebalance {
+		t.Fatalf("after the replacement: consumer group %v, state %v; want a classic group rebalancing", g.cg != nil, g.State())
+	}
+	h.notAnswered(tk) // it waits for the rebalance
+	expectCode(t, "the other classic member's heartbeat", h.heartbeat("cg", cid, gen), ErrRebalanceInProgress)
+	tc := h.join("cg", jo{member: cid, client: "c", protos: protos("range", meta)})
+	for i := 0; i < 100 && !(h.answered(tk) && h.answered(tc)); i++ {
+		h.advance(100 * time.Millisecond)
+	}
+	r1, r2 := h.joinResp(tk), h.joinResp(tc)
+	if r1.ErrorCode != 0 || r2.ErrorCode != 0 || r1.Generation != r2.Generation || r1.LeaderID == "" {
+		t.Fatalf("joins: %d gen %d, %d gen %d, leader %q", r1.ErrorCode, r1.Generation, r2.ErrorCode, r2.Generation, r1.LeaderID)
+	}
+	h.syncAll("cg", r1.LeaderID, []string{r1.MemberID, r2.MemberID}, r1.Generation)
+	if re := h.reload(); re.Group("cg") == nil || re.Group("cg").cg != nil || re.Group("cg").State() != Stable {
+		t.Fatal("the stored group is not the classic one")
+	}
+}
