@@ -266,7 +266,10 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		}
 	}
 	if replaced != nil {
-		m = g.replaceStaticConsumer(h, replaced, req.MemberID)
+		// The new incarnation of a static member joins with no member id
+		// (fenced above otherwise): it gets a fresh one, as a classic
+		// group's replacement does.
+		m = g.replaceStaticConsumer(h, replaced, s.newMemberID(instance))
 	}
 	isNew := m == nil
 	if isNew {

@@ -339,3 +339,23 @@ func TestClassicStaticReplacementOfLastConsumerMemberDowngrades(t *testing.T) {
 		t.Fatal("the stored group is not the classic one")
 	}
 }
+
+// A classic static member taking the place of a consumer-protocol static
+// member (other consumer members remaining) gets a fresh member id, as a
+// classic group's replacement does. (It got the empty id it joined with: a
+// member "" in the group.)
+func TestClassicStaticReplacementGetsAMemberID(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	i1 := "i1"
+	h.cg(hb{member: "n1", instance: &i1, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("n2", "a")
+	meta := string(subscription(tpset{}, "a"))
+	r := h.joinResp(h.join("cg", jo{client: "c2", instance: "i1", protos: protos("range", meta)}))
+	cg := h.cgroup("cg")
+	if r.ErrorCode != 0 || !strings.HasPrefix(r.MemberID, "i1-") || cg.static["i1"] != r.MemberID || cg.members[""] != nil {
+		t.Fatalf("replacement: code %d, member id %q, instance held by %q", r.ErrorCode, r.MemberID, cg.static["i1"])
+	}
+	if r := h.syncResp(h.sync("cg", r.MemberID, r.Generation, nil, "i1")); r.ErrorCode != 0 {
+		t.Fatalf("its SyncGroup: %d", r.ErrorCode)
+	}
+}
