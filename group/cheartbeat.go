@@ -234,6 +234,11 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		if r.MemberEpoch != epochJoining {
 			return nil, nil, ErrGroupIDNotFound, "Group " + r.Group + " not found."
 		}
+		if most := s.cfg.ConsumerMaxSize; most > 0 && len(g.members) >= most {
+			// Upgradable, but the joiner would be one too many: as Kafka,
+			// whose converted group then refuses the joiner.
+			return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+		}
 		g.upgradeToConsumer(h)
 	}
 	var cg *consumerGroup
@@ -243,6 +248,11 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	instance := strOr(r.InstanceID)
 	var m *cmember
 	var replaced *cmember // a static member this join takes over
+	if cg != nil && r.MemberEpoch > 0 && cg.members[r.MemberID] == nil &&
+		s.cfg.ConsumerMaxSize > 0 && len(cg.members) >= s.cfg.ConsumerMaxSize {
+		// Kafka checks the group's size before it looks the member up.
+		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+	}
 	if cg != nil {
 		if instance == "" {
 			m = cg.members[r.MemberID]

@@ -96,7 +96,7 @@ func (g *Group) upgradeRefusal() string {
 		return "the migration policy does not allow upgrades"
 	case g.protocolType != "consumer":
 		return "its protocol type is " + g.protocolType
-	case s.cfg.ConsumerMaxSize > 0 && len(g.members) >= s.cfg.ConsumerMaxSize:
+	case s.cfg.ConsumerMaxSize > 0 && len(g.members) > s.cfg.ConsumerMaxSize:
 		return "it has too many members"
 	}
 	for _, m := range g.members {

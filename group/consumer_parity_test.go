@@ -359,3 +359,24 @@ func TestClassicStaticReplacementGetsAMemberID(t *testing.T) {
 		t.Fatalf("its SyncGroup: %d", r.ErrorCode)
 	}
 }
+
+// The consumer group's size limit comes first, as in Kafka: an unknown member
+// heartbeating at an epoch in a full group is GROUP_MAX_SIZE_REACHED, and a
+// classic group of exactly the limit is upgradable but refuses the joiner
+// with GROUP_MAX_SIZE_REACHED (one member more is GROUP_ID_NOT_FOUND: not
+// upgradable).
+func TestSizeLimitBeforeMemberLookupAndOnUpgrade(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 1 })
+	h.cgJoin("m1", "a")
+	expectCode(t, "unknown member at epoch 5 in a full group", h.cg(hb{member: "ghost", epoch: 5}).ErrorCode, ErrGroupMaxSizeReached)
+
+	h2, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 1 })
+	h2.joinResp(h2.newMember("cg", jo{protos: protos("range", string(subscription(tpset{}, "a")))}))
+	if g := h2.s.Group("cg"); g == nil || g.cg != nil || len(g.members) != 1 {
+		t.Fatal("setup: a classic group of one member")
+	}
+	expectCode(t, "upgrade of a classic group at the limit", h2.cgJoin("n1", "a").ErrorCode, ErrGroupMaxSizeReached)
+	if h2.s.Group("cg").cg != nil {
+		t.Fatal("the refused join converted the group")
+	}
+}
