@@ -380,3 +380,36 @@ func TestSizeLimitBeforeMemberLookupAndOnUpgrade(t *testing.T) {
 		t.Fatal("the refused join converted the group")
 	}
 }
+
+// Migration checks no test held (the audit's mutations of each passed every
+// test): an upgrade answers the classic members' parked JoinGroups
+// REBALANCE_IN_PROGRESS; a classic join into a consumer group needs a
+// session timeout within bounds and a protocol every classic member
+// supports; a classic group whose assignment carries assignor user data is
+// not upgraded.
+func TestMigrationChecks(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	id1, _, _ := h.classicStable()
+	meta := string(subscription(nil, "a"))
+	parked := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)}) // a rebalance: parked
+	h.notAnswered(parked)
+	expectCode(t, "the upgrading join", h.cgJoin("n1", "a").ErrorCode, ErrNone)
+	h.wantCode(parked, ErrRebalanceInProgress)
+
+	// A classic join with a session timeout out of bounds, or with no
+	// protocol the classic members support.
+	r := h.joinResp(h.join("cg", jo{client: "c3", session: 1, protos: protos("range", meta)}))
+	expectCode(t, "classic join, session timeout 1 ms", r.ErrorCode, ErrInvalidSessionTimeout)
+	r = h.joinResp(h.join("cg", jo{client: "c3", protos: protos("roundrobin", meta)}))
+	expectCode(t, "classic join, no protocol in common", r.ErrorCode, ErrInconsistentProtocol)
+
+	// A classic group whose assignment carries user data (a custom
+	// assignor's state, which a server-side assignor would lose).
+	h2, _ := newCH(t, map[string]int32{"a": 4})
+	rr := h2.joinResp(h2.newMember("cg", jo{protos: protos("range", meta)}))
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "a", Partitions: []int32{0, 1, 2, 3}}}
+	a.UserData = []byte("state")
+	h2.wantCode(h2.sync("cg", rr.MemberID, rr.Generation, map[string]string{rr.MemberID: string(a.AppendTo(nil))}), ErrNone)
+	expectCode(t, "upgrade of a group with assignor user data", h2.cgJoin("n1", "a").ErrorCode, ErrGroupIDNotFound)
+}
