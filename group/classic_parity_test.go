@@ -10,7 +10,9 @@ import (
 )
 
 // Classic-group behaviours checked against Kafka's group coordinator in an
-// audit (2026-12-03); each was wrong in cohort before.
+// audit (2026-12-03). A test whose comment says what cohort did before shows
+// a behaviour that was wrong; those after "Rules the audit found no test
+// for" hold rules that were right but untested.
 
 // A static member added during a rebalance (still new) that restarts before
 // the join phase closes is replaced; the replacement is not a new member, so

@@ -12,14 +12,16 @@ import (
 )
 
 // Consumer-group behaviours checked against Kafka's group coordinator in an
-// audit (2026-12-03); each was wrong in cohort before, and each test states
-// Kafka's rule.
+// audit (2026-12-03). Each test states Kafka's rule; a test whose comment
+// says what cohort did before shows a behaviour that was wrong, the others
+// hold rules that were right but that no test held (a mutation of each
+// passed every test).
 
 func strp(s string) *string { return &s }
 
-// auditClassicJoin joins a classic member into consumer group "cg" (with the
+// classicJoin joins a classic member into consumer group "cg" (with the
 // KIP-394 round trip when dynamic) and returns its id and generation.
-func (h *h) auditClassicJoin(instance string, owned tpset, topics ...string) (string, int32) {
+func (h *h) classicJoin(instance string, owned tpset, topics ...string) (string, int32) {
 	h.t.Helper()
 	meta := string(subscription(owned, topics...))
 	o := jo{client: "c", instance: instance, protos: protos("range", meta)}
@@ -40,7 +42,7 @@ func (h *h) auditClassicJoin(instance string, owned tpset, topics ...string) (st
 func TestConsumerStaticMemberReplacesClassicStaticMember(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	expectCode(t, "n1 join", h.cgJoin("n1", "a").ErrorCode, ErrNone)
-	cid, _ := h.auditClassicJoin("i1", tpset{}, "a")
+	cid, _ := h.classicJoin("i1", tpset{}, "a")
 	if m := h.cmember("cg", cid); m == nil || m.classic == nil {
 		t.Fatal("setup: classic static member missing")
 	}
@@ -55,7 +57,7 @@ func TestConsumerStaticMemberReplacesClassicStaticMember(t *testing.T) {
 func TestClassicMemberRejoinsWhenGroupEpochMoves(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.ConsumerMigrationPolicy = MigrationUpgrade })
 	r := h.cgJoin("n1", "a")
-	cid, _ := h.auditClassicJoin("", tpset{}, "a")
+	cid, _ := h.classicJoin("", tpset{}, "a")
 	// n1 revokes half, c1 rejoins to collect.
 	h.cg(hb{member: "n1", epoch: r.MemberEpoch, owned: set("a", 0, 1, 2, 3)})
 	n1 := h.cmember("cg", "n1")
@@ -98,7 +100,7 @@ func TestClassicMemberRejoinsWhenAllAwaitedPartitionsFree(t *testing.T) {
 	if h.cgroup("cg").state() != "Stable" {
 		t.Fatalf("setup: %s", h.cgroup("cg").state())
 	}
-	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	cid, gen := h.classicJoin("", tpset{}, "a")
 	c1 := h.cmember("cg", cid)
 	if c1.state != mUnreleased {
 		t.Fatalf("setup: c1 state %v", c1.state)
@@ -136,7 +138,7 @@ func TestRegexMustParseUnwrapped(t *testing.T) {
 func TestClassicMemberFetchWrongGenerationIsIllegalGeneration(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	h.cgJoin("n1", "a")
-	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	cid, gen := h.classicJoin("", tpset{}, "a")
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Version = 9
 	g := kmsg.NewOffsetFetchRequestGroup()
@@ -205,7 +207,7 @@ func TestHeartbeatValidationOrderAndMessages(t *testing.T) {
 func TestClassicMemberCommitWrongGenerationIsIllegalGeneration(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	h.cgJoin("n1", "a")
-	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	cid, gen := h.classicJoin("", tpset{}, "a")
 	for _, v := range []int16{7, 9} {
 		if codes := commitCodes(h.commit("cg", cid, gen+7, v, map[string]int64{"a": 1})); len(codes) != 1 || codes[0] != ErrIllegalGeneration {
 			t.Errorf("OffsetCommit v%d with a wrong generation: %v", v, codes)
@@ -317,7 +319,7 @@ func TestClassicStaticReplacementOfLastConsumerMemberDowngrades(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 4})
 	i1 := "i1"
 	expectCode(t, "n1", h.cg(hb{member: "n1", instance: &i1, names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
-	cid, gen := h.auditClassicJoin("", tpset{}, "a")
+	cid, gen := h.classicJoin("", tpset{}, "a")
 	meta := string(subscription(tpset{}, "a"))
 	tk := h.join("cg", jo{client: "c2", instance: "i1", protos: protos("range", meta)})
 	g := h.s.Group("cg")
