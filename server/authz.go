@@ -463,9 +463,60 @@ func (s *Server) authzDescribeGroups(ctx context.Context, c Client, r *request) 
 		})
 }
 
-// authzConsumerGroupDescribe: GROUP DESCRIBE per group, as DescribeGroups.
+// authzConsumerGroupDescribe: GROUP DESCRIBE per group, as DescribeGroups,
+// and TOPIC DESCRIBE on every topic a member is assigned or targeted: a group
+// naming a topic the principal may not describe is answered
+// TOPIC_AUTHORIZATION_FAILED alone, without its members, as Kafka does (the
+// assignment would reveal the topic).
 func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.ConsumerGroupDescribeRequest)
+	resp, err := s.authzConsumerGroupDescribeGroups(ctx, c, r, req)
+	if err != nil {
+		return nil, err
+	}
+	gate := s.topicAuthzGate(c, r.key, acl.OpDescribe)
+	seen := map[string]bool{}
+	refused := func(topic string) bool {
+		no, ok := seen[topic]
+		if !ok {
+			no = gate(topic) != errNone
+			seen[topic] = no
+		}
+		return no
+	}
+	gs := resp.(*kmsg.ConsumerGroupDescribeResponse).Groups
+	for i := range gs {
+		g := &gs[i]
+		if g.ErrorCode != errNone || !namesRefusedTopic(g, refused) {
+			continue
+		}
+		hidden := kmsg.NewConsumerGroupDescribeResponseGroup()
+		hidden.Group, hidden.ErrorCode = g.Group, codeTopicAuthz
+		hidden.ErrorMessage = kmsg.StringPtr("The group has described topic(s) that the client is not authorized to describe.")
+		hidden.AuthorizedOperations = g.AuthorizedOperations
+		*g = hidden
+	}
+	return resp, nil
+}
+
+// namesRefusedTopic reports whether a member of g is assigned, or targeted,
+// a topic refused reports.
+func namesRefusedTopic(g *kmsg.ConsumerGroupDescribeResponseGroup, refused func(string) bool) bool {
+	for _, m := range g.Members {
+		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+			for _, tp := range a.TopicPartitions {
+				if refused(tp.Topic) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// authzConsumerGroupDescribeGroups is authzConsumerGroupDescribe's GROUP
+// DESCRIBE part.
+func (s *Server) authzConsumerGroupDescribeGroups(ctx context.Context, c Client, r *request, req *kmsg.ConsumerGroupDescribeRequest) (kmsg.Response, error) {
 	return describeAuthorized(s, ctx, c, r, req.Groups, req.IncludeAuthorizedOperations,
 		func(groups []string) kmsg.Request { sub := *req; sub.Groups = groups; return &sub },
 		func(resp kmsg.Response) *[]kmsg.ConsumerGroupDescribeResponseGroup {

@@ -100,8 +100,10 @@ type authzEnv struct {
 
 func newAuthzEnv(t testing.TB, opts ...serverOpt) *authzEnv {
 	t.Helper()
+	cat := catalog.New(catalog.Options{})
 	gcfg := group.Defaults()
 	gcfg.InitialRebalanceDelay = 0
+	gcfg.Topics = cat // consumer groups are assigned the server's topics, as cohort serve wires it
 	co, err := coordinator.New(coordinator.Config{
 		Partitions: 4, Group: gcfg, Store: memstore.New(),
 		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Logger: discard(),
@@ -118,7 +120,7 @@ func newAuthzEnv(t testing.TB, opts ...serverOpt) *authzEnv {
 		t:      t,
 		authz:  &aclAuthorizer{a: acl.Authorizer{SuperUsers: []string{admin}}},
 		groups: &recordingGroups{c: co},
-		cat:    catalog.New(catalog.Options{}),
+		cat:    cat,
 	}
 	cfg := Config{
 		Listen:   "127.0.0.1:0",
