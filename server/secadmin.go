@@ -87,13 +87,19 @@ func (s *Server) securityAdmin() SecurityAdmin {
 // CLUSTER_AUTHORIZATION_FAILED when c lacks op on the CLUSTER resource
 // (the five APIs need ALTER to change, DESCRIBE to read, as in Kafka; the
 // denial is counted and logged like any other), else SECURITY_DISABLED
-// when there is no SecurityAdmin (Kafka checks the authorization first);
-// nil when it may.
+// when there is no SecurityAdmin (Kafka checks the authorization first), or,
+// for the three ACL APIs, no authorizer: as in Kafka, ACLs are managed only
+// where they are enforced (otherwise any client of an open node could store
+// ACLs, and grant itself rights, that the authorizer would honour once
+// turned on). The SCRAM APIs work without an authorizer, as in Kafka. nil
+// when it may.
 func (s *Server) refusal(c Client, key int16, op acl.Operation) error {
 	switch {
 	case s.authz != nil && !s.authorize(c, key, op, acl.ResourceCluster, acl.ClusterName):
 		return kafkaError(kerr.ClusterAuthorizationFailed.Code)
 	case s.securityAdmin() == nil:
+		return kafkaError(kerr.SecurityDisabled.Code)
+	case s.authz == nil && (key == keyDescribeACLs || key == keyCreateACLs || key == keyDeleteACLs):
 		return kafkaError(kerr.SecurityDisabled.Code)
 	}
 	return nil

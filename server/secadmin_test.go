@@ -252,7 +252,7 @@ func TestSecAdminDescribeACLs(t *testing.T) {
 		topic("orders", acl.PatternPrefixed, "User:a", acl.OpRead),
 		topic("pay", acl.PatternLiteral, "User:c", acl.OpDescribe),
 	}}
-	s, _ := secAdminServer(t, fa, nil)
+	s, _ := secAdminServer(t, fa, secAdminAuthz())
 	req := kmsg.NewPtrDescribeACLsRequest()
 	req.SetVersion(3)
 	req.ResourceType, req.ResourceName = kmsg.ACLResourceTypeTopic, kmsg.StringPtr("orders")
@@ -302,7 +302,7 @@ func TestSecAdminCreateAndDeleteACLs(t *testing.T) {
 		deleted:    [][]acl.Binding{{b}, nil, nil},
 		deleteErrs: []error{nil, fmt.Errorf("%w: bad filter", acl.ErrInvalid), nil},
 	}
-	s, logs := secAdminServer(t, fa, nil)
+	s, logs := secAdminServer(t, fa, secAdminAuthz())
 	cr := kmsg.NewPtrCreateACLsRequest()
 	cr.SetVersion(2)
 	for range 4 {
@@ -462,5 +462,30 @@ func TestSecAdminAlterUserSCRAMCredentials(t *testing.T) {
 				t.Errorf("the log holds a salt or salted password: %s", out)
 			}
 		}
+	}
+}
+
+// Without an authorizer the three ACL APIs answer SECURITY_DISABLED, as in
+// Kafka: ACLs are managed only where they are enforced. (cohort stored them
+// from any client of an open node; turning the authorizer on later would
+// have honoured them.) The SCRAM APIs still work, as in Kafka.
+func TestACLAdminWithoutAuthorizerIsSecurityDisabled(t *testing.T) {
+	fa := &secAdminFake{}
+	s, _ := secAdminServer(t, fa, nil)
+	d, cr, del, ds, _ := secAdminRequests()
+	c := Client{Principal: Anonymous, Host: "127.0.0.1"}
+	got := []int16{s.describeACLs(c, d).(*kmsg.DescribeACLsResponse).ErrorCode,
+		s.createACLs(context.Background(), c, cr).(*kmsg.CreateACLsResponse).Results[0].ErrorCode,
+		s.deleteACLs(context.Background(), c, del).(*kmsg.DeleteACLsResponse).Results[0].ErrorCode}
+	for i, code := range got {
+		if code != kerr.SecurityDisabled.Code {
+			t.Errorf("ACL API %d (describe, create, delete) without an authorizer: error %d, want SECURITY_DISABLED", i, code)
+		}
+	}
+	if len(fa.bindings) != 0 || len(fa.filters) != 0 {
+		t.Errorf("the admin was given %d bindings and %d filters without an authorizer", len(fa.bindings), len(fa.filters))
+	}
+	if code := s.describeUserSCRAMCredentials(c, ds).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode; code != 0 {
+		t.Errorf("DescribeUserScramCredentials without an authorizer: %d, want 0", code)
 	}
 }
