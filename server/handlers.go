@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/security/acl"
 )
 
 // Kafka error codes the front end answers with.
@@ -165,6 +166,25 @@ func errorMessage(code int16) *string {
 // are the brokers in those racks (so rack-aware assignors see the racks
 // through the brokers' Rack field, the way Kafka exposes them).
 func (s *Server) metadata(c Client, req *kmsg.MetadataRequest) kmsg.Response {
+	resp := s.metadataTopics(c, req)
+	// Authorized operations, when asked for: without an authorizer every
+	// operation Kafka defines, as Kafka answers (authzMetadata replaces
+	// them with the principal's).
+	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
+		for i := range resp.Topics {
+			if t := &resp.Topics[i]; t.ErrorCode == errNone {
+				t.AuthorizedOperations = acl.SupportedOperations(acl.ResourceTopic)
+			}
+		}
+	}
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = acl.SupportedOperations(acl.ResourceCluster)
+	}
+	return resp
+}
+
+// metadataTopics is metadata's brokers and topics.
+func (s *Server) metadataTopics(c Client, req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	topo := s.cfg.Topology
 	brokers := brokersOn(topo.Brokers(), c.Listener)
@@ -203,6 +223,12 @@ func (s *Server) metadata(c Client, req *kmsg.MetadataRequest) kmsg.Response {
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = kmsg.StringPtr(*rt.Topic)
 			mt.ErrorCode = errUnknownTopicOrPartition
+			if catalog.ValidateName(*rt.Topic) != nil {
+				// A name no topic can have: INVALID_TOPIC_EXCEPTION, as
+				// Kafka, so that clients fail instead of waiting for
+				// it to appear.
+				mt.ErrorCode = errInvalidTopic
+			}
 			resp.Topics = append(resp.Topics, mt)
 		default: // v12+: by topic ID
 			if seenID[rt.TopicID] {

@@ -770,3 +770,50 @@ func TestApiVersionsFeatures(t *testing.T) {
 		}
 	}
 }
+
+// Metadata for a topic whose name no topic can have is
+// INVALID_TOPIC_EXCEPTION, as Kafka answers it, so that a client fails
+// instead of waiting for the topic; a valid missing name is
+// UNKNOWN_TOPIC_OR_PARTITION. (cohort answered 3 for both.)
+func TestMetadataInvalidTopicName(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	for _, v := range []int16{1, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		for _, n := range []string{"bad/name", "..", "ok-but-missing"} {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := c.roundTrip(req).(*kmsg.MetadataResponse)
+		want := []int16{17, 17, 3}
+		for i, tp := range resp.Topics {
+			if tp.ErrorCode != want[i] {
+				t.Errorf("v%d %q: error %d, want %d", v, *tp.Topic, tp.ErrorCode, want[i])
+			}
+		}
+	}
+}
+
+// Without an authorizer, Metadata's authorized operations (when asked for)
+// are every operation Kafka defines for the resource, as Kafka answers them.
+// (cohort answered them as omitted.)
+func TestMetadataAuthorizedOpsWithoutAuthorizer(t *testing.T) {
+	ts := startServer(t)
+	createTopic(t, ts.srv.Catalog(), "t", 1, nil)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(10)
+	req.IncludeTopicAuthorizedOperations = true
+	req.IncludeClusterAuthorizedOperations = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("t")
+	req.Topics = []kmsg.MetadataRequestTopic{rt}
+	resp := ts.dial(t).roundTrip(req).(*kmsg.MetadataResponse)
+	if ops := resp.Topics[0].AuthorizedOperations; ops != 3576 { // READ…ALTER_CONFIGS, as Kafka's
+		t.Errorf("topic authorized operations %d, want 3576", ops)
+	}
+	if ops := resp.AuthorizedOperations; ops != 8096 { // CREATE…IDEMPOTENT_WRITE
+		t.Errorf("cluster authorized operations %d, want 8096", ops)
+	}
+}

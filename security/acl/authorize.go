@@ -76,6 +76,20 @@ func (a *Authorizer) AuthorizedOperations(s *Set, principal, host string, rt Res
 	return bits
 }
 
+// SupportedOperations is the bit field of every operation Kafka defines for
+// rt: the authorized operations a server without an authorizer answers, as
+// Kafka does.
+func SupportedOperations(rt ResourceType) int32 {
+	if rt < 0 || int(rt) >= len(supportedOperations) {
+		return 0
+	}
+	var bits int32
+	for _, op := range supportedOperations[rt] {
+		bits |= 1 << op
+	}
+	return bits
+}
+
 // supportedOperations is Kafka's AclEntry.supportedOperations, by
 // resource type.
 var supportedOperations = [...][]Operation{
