@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -555,9 +556,41 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 			targets = append(targets, target{name: t.Topic, id: t.TopicID})
 		}
 	}
+	// As Kafka, before anything is deleted: an entry naming both a name and
+	// an ID, or neither, and every entry of a name or ID given twice, are
+	// INVALID_REQUEST and delete nothing.
+	var zero [16]byte
+	dupName := duplicates(len(targets), func(i int) string {
+		if targets[i].name == nil || targets[i].id != zero {
+			return "\x00" + strconv.Itoa(i) // not a by-name entry: never a duplicate
+		}
+		return *targets[i].name
+	})
+	dupID := duplicates(len(targets), func(i int) string {
+		if targets[i].name != nil || targets[i].id == zero {
+			return "\x00" + strconv.Itoa(i)
+		}
+		return string(targets[i].id[:])
+	})
 	for _, tg := range targets {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = tg.name, tg.id
+		var refusal string
+		switch {
+		case tg.name != nil && tg.id != zero:
+			refusal = "You may not specify both topic name and topic id."
+		case tg.name == nil && tg.id == zero && req.GetVersion() >= 6:
+			refusal = "Neither topic name nor id were specified."
+		case tg.name != nil && dupName[*tg.name]:
+			refusal = "Duplicate topic name."
+		case tg.name == nil && dupID[string(tg.id[:])]:
+			refusal = "Duplicate topic id."
+		}
+		if refusal != "" {
+			rt.ErrorCode, rt.ErrorMessage = errInvalidRequest, kmsg.StringPtr(refusal)
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		var name string
 		switch {
 		case tg.name != nil:

@@ -817,3 +817,49 @@ func TestMetadataAuthorizedOpsWithoutAuthorizer(t *testing.T) {
 		t.Errorf("cluster authorized operations %d, want 8096", ops)
 	}
 }
+
+// A DeleteTopics naming a topic twice, or (v6+) an entry with both a name
+// and an ID, or neither, is INVALID_REQUEST for those entries and deletes
+// nothing of them, as Kafka. (cohort deleted the topic at the first entry and
+// answered the second UNKNOWN_TOPIC_OR_PARTITION; with both, the name won.)
+func TestDeleteTopicsDuplicate(t *testing.T) {
+	ts := startServer(t)
+	createTopic(t, ts.srv.Catalog(), "d", 1, nil)
+	req := kmsg.NewPtrDeleteTopicsRequest()
+	req.SetVersion(5)
+	req.TopicNames = []string{"d", "d"}
+	resp := ts.dial(t).roundTrip(req).(*kmsg.DeleteTopicsResponse)
+	for _, r := range resp.Topics {
+		if r.ErrorCode != 42 {
+			t.Errorf("%s: error %d, want 42", *r.Topic, r.ErrorCode)
+		}
+	}
+	if _, ok := ts.srv.Catalog().Lookup("d"); !ok {
+		t.Error("d was deleted")
+	}
+}
+
+func TestDeleteTopicsNameAndID(t *testing.T) {
+	ts := startServer(t)
+	a := createTopic(t, ts.srv.Catalog(), "a", 1, nil)
+	createTopic(t, ts.srv.Catalog(), "b", 1, nil)
+	both := kmsg.NewDeleteTopicsRequestTopic()
+	both.Topic, both.TopicID = kmsg.StringPtr("b"), a.ID // name b, id of a
+	neither := kmsg.NewDeleteTopicsRequestTopic()
+	resp := ts.dial(t).roundTrip(delReq(6, both, neither)).(*kmsg.DeleteTopicsResponse)
+	for i, r := range resp.Topics {
+		if r.ErrorCode != 42 {
+			t.Errorf("entry %d: error %d, want 42", i, r.ErrorCode)
+		}
+	}
+	if _, ok := ts.srv.Catalog().Lookup("b"); !ok {
+		t.Error("b was deleted")
+	}
+}
+
+func delReq(v int16, ts ...kmsg.DeleteTopicsRequestTopic) *kmsg.DeleteTopicsRequest {
+	r := kmsg.NewPtrDeleteTopicsRequest()
+	r.SetVersion(v)
+	r.Topics = ts
+	return r
+}
