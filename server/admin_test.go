@@ -20,7 +20,7 @@ func createReq(validateOnly bool, topics ...kmsg.CreateTopicsRequestTopic) *kmsg
 
 func newTopic(name string, n int32) kmsg.CreateTopicsRequestTopic {
 	t := kmsg.NewCreateTopicsRequestTopic()
-	t.Topic, t.NumPartitions, t.ReplicationFactor = name, n, 3 // RF is ignored
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, n, 3 // RF is ignored (without an assignment)
 	return t
 }
 
@@ -53,6 +53,7 @@ func TestCreateTopicsWithKgo(t *testing.T) {
 	}
 
 	assign := newTopic("assigned", -1)
+	assign.ReplicationFactor = -1 // with an assignment, as Kafka's admin clients send it
 	for p := int32(0); p < 4; p++ {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 		a.Partition, a.Replicas = p, []int32{0}
@@ -240,6 +241,7 @@ func TestCreateTopicsAssignmentCarriesRacks(t *testing.T) {
 	topo := &fakeTopology{brokers: []Broker{{NodeID: 1, Host: "h", Port: 1, Rack: &ra}, {NodeID: 2, Host: "h", Port: 2, Rack: &rb}}}
 	ts := startServer(t, func(c *Config) { c.Topology = topo })
 	tp := newTopic("racked", -1)
+	tp.ReplicationFactor = -1
 	for p, reps := range [][]int32{{2}, {1, 2}} {
 		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
 		a.Partition, a.Replicas = int32(p), reps
@@ -251,5 +253,59 @@ func TestCreateTopicsAssignmentCarriesRacks(t *testing.T) {
 	got, _ := ts.srv.Catalog().Lookup("racked")
 	if fmt.Sprint(got.Racks) != "[[b] [a b]]" {
 		t.Fatalf("racks %v, want [[b] [a b]]", got.Racks)
+	}
+}
+
+func assignTopic(name string, rf int16, reps ...[]int32) kmsg.CreateTopicsRequestTopic {
+	t := kmsg.NewCreateTopicsRequestTopic()
+	t.Topic, t.NumPartitions, t.ReplicationFactor = name, -1, rf
+	for p, r := range reps {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), r
+		t.ReplicaAssignment = append(t.ReplicaAssignment, a)
+	}
+	return t
+}
+
+// CreateTopics validates the replication factor and a manual assignment's
+// replica lists as Kafka's controller does (cohort ignored both): with an
+// assignment the factor must be -1, a list must be non-empty, name a broker
+// once and only registered brokers; without one the factor must be positive
+// or -1. Kafka's own log topic cannot be created.
+func TestCreateTopicsValidation(t *testing.T) {
+	ts := startServer(t) // one broker, id 0
+	rf := func(name string, n int32, r int16) kmsg.CreateTopicsRequestTopic {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic, t.NumPartitions, t.ReplicationFactor = name, n, r
+		return t
+	}
+	resp := ts.dial(t).roundTrip(createReq(true,
+		assignTopic("assign-rf1", 1, []int32{0}),      // RF must be -1 with an assignment: 42
+		assignTopic("empty-replicas", -1, []int32{}),  // 39
+		assignTopic("dup-broker", -1, []int32{0, 0}),  // 39
+		assignTopic("unknown-broker", -1, []int32{7}), // 39
+		rf("rf-zero", 1, 0),                           // 38
+		rf("rf-neg", 1, -2),                           // 38
+		rf("__cluster_metadata", 1, -1),               // 42
+	)).(*kmsg.CreateTopicsResponse)
+	want := "assign-rf1=42,empty-replicas=39,dup-broker=39,unknown-broker=39,rf-zero=38,rf-neg=38,__cluster_metadata=42"
+	if got := createCodes(resp); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// CreateTopics checks a topic's name, and whether it exists, before its
+// partitions and replicas, as Kafka does. (cohort looked at the assignment
+// first.)
+func TestCreateTopicsCheckOrder(t *testing.T) {
+	ts := startServer(t)
+	createTopic(t, ts.srv.Catalog(), "exists", 1, nil)
+	badName := assignTopic("bad/name", -1, []int32{0})
+	badName.NumPartitions = 3 // 42 if looked at, but the name comes first
+	existing := assignTopic("exists", -1, []int32{0})
+	existing.ReplicaAssignment[0].Partition = 5 // 39 if looked at
+	resp := ts.dial(t).roundTrip(createReq(true, badName, existing)).(*kmsg.CreateTopicsResponse)
+	if got := createCodes(resp); got != "bad/name=17,exists=36" {
+		t.Errorf("got %s, want bad/name=17,exists=36", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,6 +25,7 @@ const (
 	errUnsupportedVersion      int16 = 35
 	errTopicAlreadyExists      int16 = 36
 	errInvalidPartitions       int16 = 37
+	errInvalidReplicationFact  int16 = 38
 	errInvalidReplicaAssign    int16 = 39
 	errInvalidRequest          int16 = 42
 	errKafkaStorageError       int16 = 56
@@ -498,19 +500,37 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 }
 
 func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dups map[string]bool, rackOf *map[int32]string) (int16, *string, [16]byte, int32) {
+	fail := func(code int16, msg string) (int16, *string, [16]byte, int32) {
+		return code, kmsg.StringPtr(msg), [16]byte{}, 0
+	}
 	if dups[t.Topic] {
-		return errInvalidRequest, kmsg.StringPtr(namedTwice), [16]byte{}, 0
+		return fail(errInvalidRequest, namedTwice)
+	}
+	if t.Topic == "__cluster_metadata" { // Kafka's KRaft log, never a topic a client creates
+		return fail(errInvalidRequest, "Creation of internal topic __cluster_metadata is prohibited.")
+	}
+	// The name (and whether it is taken) first, then the partitions and
+	// replicas, in Kafka's order.
+	if err := s.catalog.ValidateCreate(t.Topic, 1, nil); err != nil {
+		code, msg := catalogError(err)
+		return code, msg, [16]byte{}, 0
 	}
 	n := t.NumPartitions
 	var racks [][]string
 	if len(t.ReplicaAssignment) > 0 {
+		if t.ReplicationFactor != -1 {
+			return fail(errInvalidRequest, "A manual partition assignment was specified, but replication factor was not set to -1.")
+		}
 		if n != -1 {
-			return errInvalidRequest, kmsg.StringPtr("both NumPartitions and ReplicaAssignment are set"), [16]byte{}, 0
+			return fail(errInvalidRequest, "both NumPartitions and ReplicaAssignment are set")
 		}
 		byPart := make([][]int32, len(t.ReplicaAssignment))
 		for _, a := range t.ReplicaAssignment {
 			if a.Partition < 0 || int(a.Partition) >= len(byPart) || byPart[a.Partition] != nil {
-				return errInvalidReplicaAssign, kmsg.StringPtr("the replica assignment must list partitions 0..n-1 once each"), [16]byte{}, 0
+				return fail(errInvalidReplicaAssign, "the replica assignment must list partitions 0..n-1 once each")
+			}
+			if msg := s.badReplicas(a.Partition, a.Replicas); msg != "" {
+				return fail(errInvalidReplicaAssign, msg)
 			}
 			byPart[a.Partition] = append([]int32{}, a.Replicas...)
 		}
@@ -520,8 +540,15 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 		}
 		n = int32(len(byPart))
 		racks = s.replicaRacks(rackOf, byPart)
-	} else if n == -1 {
-		n = defaultPartitions
+	} else {
+		// The replication factor is accepted and ignored otherwise
+		// (cohort stores no records), but it must be one.
+		if rf := t.ReplicationFactor; rf == 0 || rf < -1 {
+			return fail(errInvalidReplicationFact, "Replication factor must be larger than 0, or -1 to use the default value.")
+		}
+		if n == -1 {
+			n = defaultPartitions
+		}
 	}
 	var err error
 	if req.ValidateOnly {
@@ -537,6 +564,28 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 		s.log.Info("topic created", "topic", t.Topic, "partitions", n)
 	}
 	return errNone, nil, catalog.TopicID(t.Topic), n
+}
+
+// badReplicas says what is wrong with a partition's replica list in a manual
+// assignment, as Kafka's controller does ("" if nothing): empty, a broker
+// twice, or a broker that is not in the topology. Lists of different sizes
+// are accepted (Kafka refuses them): a partition's replicas only give it its
+// racks in cohort, which stores no records.
+func (s *Server) badReplicas(p int32, replicas []int32) string {
+	if len(replicas) == 0 {
+		return "The manual partition assignment includes an empty replica list."
+	}
+	seen := make(map[int32]bool, len(replicas))
+	for _, b := range replicas {
+		if seen[b] {
+			return fmt.Sprintf("The manual partition assignment includes the broker %d more than once.", b)
+		}
+		seen[b] = true
+		if !slices.ContainsFunc(s.cfg.Topology.Brokers(), func(x Broker) bool { return x.NodeID == b }) {
+			return fmt.Sprintf("The manual partition assignment includes broker %d, but no such broker is registered.", b)
+		}
+	}
+	return ""
 }
 
 // deleteTopics answers DeleteTopics, by name (v0-5) or by name or ID (v6+).
