@@ -309,3 +309,35 @@ func TestCreateTopicsCheckOrder(t *testing.T) {
 		t.Errorf("got %s, want bad/name=17,exists=36", got)
 	}
 }
+
+// CreatePartitions refuses a non-null empty assignment list and bad replica
+// lists (empty, a broker twice, a broker not in the cluster) with
+// INVALID_REPLICA_ASSIGNMENT, as Kafka. (cohort took an empty list as no
+// assignment and never checked the lists.)
+func TestCreatePartitionsAssignments(t *testing.T) {
+	ts := startServer(t)
+	createTopic(t, ts.srv.Catalog(), "g", 1, nil)
+	mk := func(count int32, reps ...[]int32) kmsg.CreatePartitionsRequestTopic {
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "g", count
+		rt.Assignment = []kmsg.CreatePartitionsRequestTopicAssignment{}
+		for _, r := range reps {
+			rt.Assignment = append(rt.Assignment, kmsg.CreatePartitionsRequestTopicAssignment{Replicas: r})
+		}
+		return rt
+	}
+	for name, tp := range map[string]kmsg.CreatePartitionsRequestTopic{
+		"empty list":     mk(2),
+		"empty replicas": mk(2, []int32{}),
+		"dup broker":     mk(2, []int32{0, 0}),
+		"unknown broker": mk(2, []int32{9}),
+	} {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.ValidateOnly = true
+		req.Topics = []kmsg.CreatePartitionsRequestTopic{tp}
+		resp := ts.dial(t).roundTrip(req).(*kmsg.CreatePartitionsResponse)
+		if c := resp.Topics[0].ErrorCode; c != 39 {
+			t.Errorf("%s: error %d, want 39", name, c)
+		}
+	}
+}

@@ -529,7 +529,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 			if a.Partition < 0 || int(a.Partition) >= len(byPart) || byPart[a.Partition] != nil {
 				return fail(errInvalidReplicaAssign, "the replica assignment must list partitions 0..n-1 once each")
 			}
-			if msg := s.badReplicas(a.Partition, a.Replicas); msg != "" {
+			if msg := s.badReplicas(a.Replicas); msg != "" {
 				return fail(errInvalidReplicaAssign, msg)
 			}
 			byPart[a.Partition] = append([]int32{}, a.Replicas...)
@@ -571,7 +571,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 // twice, or a broker that is not in the topology. Lists of different sizes
 // are accepted (Kafka refuses them): a partition's replicas only give it its
 // racks in cohort, which stores no records.
-func (s *Server) badReplicas(p int32, replicas []int32) string {
+func (s *Server) badReplicas(replicas []int32) string {
 	if len(replicas) == 0 {
 		return "The manual partition assignment includes an empty replica list."
 	}
@@ -681,11 +681,22 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 			continue
 		}
 		var racks [][]string
-		if len(t.Assignment) > 0 {
+		if t.Assignment != nil { // a non-null list, even empty, is an assignment (Kafka)
 			if cur, ok := s.catalog.Lookup(t.Topic); ok && t.Count > cur.Partitions && int64(len(t.Assignment)) != int64(t.Count)-int64(cur.Partitions) {
 				rt.ErrorCode = errInvalidReplicaAssign
 				rt.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("increasing the partition count from %d to %d needs %d assignments, the request has %d",
 					cur.Partitions, t.Count, int64(t.Count)-int64(cur.Partitions), len(t.Assignment)))
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
+			bad := ""
+			for _, a := range t.Assignment {
+				if bad = s.badReplicas(a.Replicas); bad != "" {
+					break
+				}
+			}
+			if bad != "" {
+				rt.ErrorCode, rt.ErrorMessage = errInvalidReplicaAssign, kmsg.StringPtr(bad)
 				resp.Topics = append(resp.Topics, rt)
 				continue
 			}
