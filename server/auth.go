@@ -285,7 +285,16 @@ func (c *conn) failDelay() {
 func (c *conn) saslAuthenticate(r *request) (resp kmsg.Response, close bool) {
 	req := r.req.(*kmsg.SASLAuthenticateRequest)
 	out := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
-	if c.auth.state != saslAuthenticate {
+	switch c.auth.state {
+	case saslAuthenticate:
+	case saslNone, saslDone:
+		// No exchange to take part in (a listener without SASL, or a
+		// connection already authenticated): Kafka answers it and keeps
+		// the connection.
+		out.ErrorCode = errIllegalSaslState
+		out.ErrorMessage = kmsg.StringPtr("SaslAuthenticate request received after successful authentication")
+		return out, false
+	default:
 		out.ErrorCode = errIllegalSaslState
 		out.ErrorMessage = kmsg.StringPtr("SaslAuthenticate before a SaslHandshake")
 		return out, true

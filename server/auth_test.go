@@ -541,3 +541,30 @@ func TestListenerEndpointsInMetadataAndFindCoordinator(t *testing.T) {
 		t.Fatalf("Metadata lists %+v without an endpoint for the listener", md.Brokers)
 	}
 }
+
+// A SaslAuthenticate with no exchange to take part in (a listener without
+// SASL, or a connection already authenticated) is answered
+// ILLEGAL_SASL_STATE and the connection stays open, as Kafka does. (cohort
+// closed it.)
+func TestSaslAuthenticateOnPlaintextKeepsConnection(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	if r := authenticate(t, c, 1, "x"); r.ErrorCode != errIllegalSaslState {
+		t.Fatalf("error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
+	}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+}
+
+func TestSaslAuthenticateAfterAuthKeepsConnection(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	if r := authenticate(t, c, 1, "x"); r.ErrorCode != errIllegalSaslState {
+		t.Fatalf("error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
+	}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat: %d", code)
+	}
+}
