@@ -1403,3 +1403,15 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A DeleteGroups naming a group twice is answered once for it, as Kafka
+// deletes each group once (here refused: one GROUP_AUTHORIZATION_FAILED).
+func TestDeleteGroupsNamedTwiceAnsweredOnce(t *testing.T) {
+	e := newAuthzEnv(t)
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version, req.Groups = 2, []string{"g", "g", "h"}
+	resp := e.as(alice, req).(*kmsg.DeleteGroupsResponse)
+	if len(resp.Groups) != 2 || resp.Groups[0].Group != "g" || resp.Groups[1].Group != "h" {
+		t.Fatalf("answers %+v; want one for g, one for h", resp.Groups)
+	}
+}

@@ -45,10 +45,32 @@ const defaultPartitions = 1
 
 // handle answers one decoded request.
 func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	if d, ok := r.req.(*kmsg.DeleteGroupsRequest); ok {
+		// Kafka deletes each group once and answers it once, however
+		// often the request names it.
+		d.Groups = distinct(d.Groups)
+	}
 	if s.authz != nil {
 		return s.handleAuthorized(ctx, c, r)
 	}
 	return s.handleUnchecked(ctx, c, r)
+}
+
+// distinct returns ids without repeats, in first-seen order (ids itself
+// when it has none).
+func distinct(ids []string) []string {
+	if len(ids) < 2 || len(duplicates(len(ids), func(i int) string { return ids[i] })) == 0 {
+		return ids
+	}
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // handleUnchecked answers r without authorization checks.
