@@ -224,11 +224,7 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		fail(ErrInconsistentProtocol, req.MemberID)
 		return
 	}
-	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond
-	if session < s.cfg.MinSessionTimeout || session > s.cfg.MaxSessionTimeout {
-		fail(ErrInvalidSessionTimeout, req.MemberID)
-		return
-	}
+	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond // within bounds: JoinGroup checked it
 	instance := strOr(req.InstanceID)
 	var m, replaced *cmember
 	switch {

@@ -664,10 +664,7 @@ func TestRegexMatchedOncePerCatalogVersion(t *testing.T) {
 // is a 3 KB regex of nested stars (valid, and matching little), the kind a
 // client can send to stall the coordinator's partition.
 func BenchmarkRegexMemberJoin(b *testing.B) {
-	topics := map[string]int32{}
-	for i := range 1000 {
-		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
-	}
+	topics := serviceTopics()
 	for _, c := range []struct{ name, regex string }{
 		{"simple", "service-00.*"},
 		{"long", strings.Repeat("((((((((((a*)*)*)*)*)*)*)*)*)*)", 100) + "|service-00.*"},
@@ -697,10 +694,7 @@ func BenchmarkRegexMemberJoin(b *testing.B) {
 // made for the regex; a catalog change makes another, the previous matches
 // standing in meanwhile; a result for a regex nobody uses any more is dropped.
 func TestCostlyRegexResolvedInTheBackground(t *testing.T) {
-	topics := map[string]int32{}
-	for i := range 1000 {
-		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
-	}
+	topics := serviceTopics()
 	h, cat := newCH(t, topics)
 	h.holdRegex = true
 	// Long (a program of ~2,000 instructions) but quick to match: the shard
@@ -816,10 +810,7 @@ func TestRegexSizeEstimate(t *testing.T) {
 // `(.*.*.*.*)`, whose matching over these topics takes seconds; "classes",
 // 25 KB of Unicode classes, the slowest to parse found.
 func BenchmarkRegexFirstJoin(b *testing.B) {
-	topics := map[string]int32{}
-	for i := range 1000 {
-		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
-	}
+	topics := serviceTopics()
 	for _, c := range []struct{ name, regex string }{
 		{"simple", "service-00.*"},
 		{"stars", strings.Repeat("(.*.*.*.*)", 3200)},
@@ -842,4 +833,15 @@ func BenchmarkRegexFirstJoin(b *testing.B) {
 			}
 		})
 	}
+}
+
+// serviceTopics is a catalog of 1,000 one-partition topics named like a
+// real deployment's ("service-007.events.orders-0457"); those of services
+// 000-009 (200 topics) match "service-00.*".
+func serviceTopics() map[string]int32 {
+	topics := map[string]int32{}
+	for i := range 1000 {
+		topics[fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i)] = 1
+	}
+	return topics
 }

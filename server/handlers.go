@@ -56,14 +56,13 @@ func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Respons
 	return s.handleUnchecked(ctx, c, r)
 }
 
-// distinct returns ids without repeats, in first-seen order (ids itself
-// when it has none).
+// distinct returns ids without repeats, in first-seen order.
 func distinct(ids []string) []string {
-	if len(ids) < 2 || len(duplicates(len(ids), func(i int) string { return ids[i] })) == 0 {
+	if len(ids) < 2 {
 		return ids
 	}
 	seen := make(map[string]bool, len(ids))
-	out := make([]string, 0, len(ids))
+	out := ids[:0:0]
 	for _, id := range ids {
 		if !seen[id] {
 			seen[id] = true
