@@ -427,7 +427,7 @@ func (g *Group) applyMemberUpdate(h *hbReq, m *cmember, isNew bool, u memberUpda
 	next := *m
 	next.clientID, next.clientHost = h.c.ID, h.c.Host
 	next.instanceID, next.rack, next.rebalanceTimeout, next.names, next.classic = u.instanceID, u.rack, u.rebalance, u.names, u.classic
-	next.regex, next.assignor = "", ""
+	next.regex, next.assignor, next.principal = "", "", ""
 	return g.storeMember(h, m, &next, isNew)
 }
 
@@ -495,7 +495,7 @@ func checkMemberEpoch(m *cmember, epoch int32, owned tpset) int16 {
 func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
 	r := h.req
 	next := *m
-	next.clientID, next.clientHost = h.c.ID, h.c.Host
+	next.clientID, next.clientHost, next.principal = h.c.ID, h.c.Host, h.c.Principal
 	if r.InstanceID != nil {
 		next.instanceID = *r.InstanceID
 	}
@@ -529,7 +529,8 @@ func (g *Group) storeMember(h *hbReq, m, next *cmember, isNew bool) bool {
 	subChanged := !slices.Equal(next.names, m.names) || next.regex != m.regex
 	changed := isNew || subChanged || next.instanceID != m.instanceID || next.rack != m.rack ||
 		next.rebalanceTimeout != m.rebalanceTimeout || next.assignor != m.assignor ||
-		next.clientID != m.clientID || next.clientHost != m.clientHost || !sameClassic(next.classic, m.classic)
+		next.clientID != m.clientID || next.clientHost != m.clientHost || next.principal != m.principal ||
+		!sameClassic(next.classic, m.classic)
 	if !changed {
 		return false
 	}
@@ -555,12 +556,12 @@ func (g *Group) storeMember(h *hbReq, m, next *cmember, isNew bool) bool {
 func (g *Group) refreshMetadataHash() bool {
 	cg := g.cg
 	topics := g.s.cfg.Topics
-	v := topics.Version()
-	if v == cg.hashVersion && !cg.subsDirty {
+	v, av := topics.Version(), cg.accessVersion()
+	if v == cg.hashVersion && av == cg.hashAccess && !cg.subsDirty {
 		return false
 	}
-	cg.hashVersion, cg.subsDirty = v, false
-	h := metadataHash(cg.subscribed(topics), topics)
+	cg.hashVersion, cg.hashAccess, cg.subsDirty = v, av, false
+	h := cg.accessHash(metadataHash(cg.subscribed(topics), topics), topics)
 	if h == cg.hash {
 		return false
 	}

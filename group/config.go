@@ -83,6 +83,11 @@ type Config struct {
 	// Topics is the topic metadata consumer groups are assigned from (the
 	// catalog). Nil means no topics.
 	Topics Topics
+	// TopicAccess, when set, keeps a member's SubscribedTopicRegex to the
+	// topics its principal may DESCRIBE, as Kafka filters a regex's matches
+	// with the authorizer. Nil (a node without an authorizer) gives every
+	// match.
+	TopicAccess TopicAccess
 
 	// The rebalance history (docs/history.md):
 	//

@@ -34,6 +34,18 @@ type Topics interface {
 	Version() uint64
 }
 
+// TopicAccess decides which topics a regex may give a member (see
+// Config.TopicAccess). The shard asks it on its goroutine, once per regex,
+// principal and host for each version: it must be cheap and never block.
+type TopicAccess interface {
+	// Version changes whenever a CanDescribe answer may have changed (an ACL
+	// was created or deleted).
+	Version() uint64
+	// CanDescribe reports whether principal, connecting from host (an IP
+	// address), may DESCRIBE the topic.
+	CanDescribe(principal, host, topic string) bool
+}
+
 // memberState is where a consumer-protocol member is in its reconciliation.
 type memberState int8
 
@@ -156,6 +168,10 @@ type cmember struct {
 	rack       string
 	clientID   string
 	clientHost string
+	// principal is the principal of the member's last consumer-protocol
+	// heartbeat: its regex gives it only what this principal may describe
+	// (Config.TopicAccess). "" for a classic member.
+	principal string
 	// rebalanceTimeout bounds how long the member may take to revoke.
 	rebalanceTimeout time.Duration
 	names            []string // subscribed topic names, sorted
@@ -197,9 +213,10 @@ type consumerGroup struct {
 	epoch       int32  // group epoch: bumped whenever a new target is needed
 	assignEpoch int32  // the group epoch the target was computed at
 	hash        uint64 // metadata hash of the subscribed topics at the last bump
-	// hashVersion is the Topics version hash was computed at; the hash is
-	// recomputed (and the epoch bumped if it changed) when it differs.
-	hashVersion uint64
+	// hashVersion and hashAccess are the Topics and TopicAccess versions
+	// hash was computed at; the hash is recomputed (and the epoch bumped if
+	// it changed) when either differs.
+	hashVersion, hashAccess uint64
 
 	members map[string]*cmember
 	ids     []string          // member ids, sorted: deterministic iteration
@@ -215,6 +232,11 @@ type consumerGroup struct {
 	// regexCache holds, for each regex in regexes, its compiled form and
 	// matches (regexTopics).
 	regexCache map[string]*regexMatch
+	// access counts the regex members per regex, principal and host;
+	// accessCache holds what each such key may be given of its regex's
+	// matches (allowedTopics), with Config.TopicAccess set.
+	access      map[accessKey]int
+	accessCache map[accessKey]*accessMatch
 	// s and id: the shard and group id, for the regex jobs (regexTopics).
 	s  *Shard
 	id string
@@ -224,6 +246,7 @@ type consumerGroup struct {
 	// the topics while subsCacheDirty is false.
 	subsCache        map[string]bool
 	subsCacheVersion uint64
+	subsCacheAccess  uint64
 	subsCacheDirty   bool
 	// hist follows the rebalance in progress (historycg.go).
 	hist cHistory
@@ -241,6 +264,7 @@ func newConsumerGroup() *consumerGroup {
 		target:      map[string]tpset{},
 		subscribers: map[string]int{},
 		regexes:     map[string]int{},
+		access:      map[accessKey]int{},
 	}
 }
 
@@ -264,7 +288,8 @@ func (cg *consumerGroup) state() string {
 }
 
 // subscribed returns the topics some member subscribes to that exist, by
-// name or through a regex, sorted.
+// name or through a regex (what the regex may give its members, see
+// memberRegexTopics), sorted.
 func (cg *consumerGroup) subscribed(topics Topics) []string {
 	set := map[string]struct{}{}
 	for name := range cg.subscribers {
@@ -272,9 +297,17 @@ func (cg *consumerGroup) subscribed(topics Topics) []string {
 			set[name] = struct{}{}
 		}
 	}
-	for expr := range cg.regexes {
-		for _, name := range cg.regexTopics(expr, topics) {
-			set[name] = struct{}{}
+	if acc := cg.topicAccess(); acc != nil {
+		for k := range cg.access {
+			for _, name := range cg.allowedTopics(k, topics, acc) {
+				set[name] = struct{}{}
+			}
+		}
+	} else {
+		for expr := range cg.regexes {
+			for _, name := range cg.regexTopics(expr, topics) {
+				set[name] = struct{}{}
+			}
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -286,15 +319,16 @@ func (cg *consumerGroup) subscribed(topics Topics) []string {
 }
 
 // subscribedNow returns the set of subscribed existing topics (see
-// subscribed), cached until the subscriptions or the topics change.
+// subscribed), cached until the subscriptions, the topics or the ACLs
+// change.
 func (cg *consumerGroup) subscribedNow(topics Topics) map[string]bool {
-	v := topics.Version()
-	if cg.subsCache == nil || cg.subsCacheVersion != v || cg.subsCacheDirty {
+	v, av := topics.Version(), cg.accessVersion()
+	if cg.subsCache == nil || cg.subsCacheVersion != v || cg.subsCacheAccess != av || cg.subsCacheDirty {
 		cg.subsCache = map[string]bool{}
 		for _, t := range cg.subscribed(topics) {
 			cg.subsCache[t] = true
 		}
-		cg.subsCacheVersion, cg.subsCacheDirty = v, false
+		cg.subsCacheVersion, cg.subsCacheAccess, cg.subsCacheDirty = v, av, false
 	}
 	return cg.subsCache
 }
@@ -308,7 +342,7 @@ func (cg *consumerGroup) memberTopics(m *cmember, topics Topics) []string {
 		}
 	}
 	if m.regex != "" {
-		for _, name := range cg.regexTopics(m.regex, topics) {
+		for _, name := range cg.memberRegexTopics(m, topics) {
 			if _, dup := slices.BinarySearch(m.names, name); !dup {
 				out = append(out, name)
 			}
@@ -394,6 +428,12 @@ func (cg *consumerGroup) indexMember(m *cmember, delta int) {
 		if cg.regexes[m.regex] <= 0 {
 			delete(cg.regexes, m.regex)
 			delete(cg.regexCache, m.regex)
+		}
+		k := accessOf(m)
+		cg.access[k] += delta
+		if cg.access[k] <= 0 {
+			delete(cg.access, k)
+			delete(cg.accessCache, k)
 		}
 	}
 }

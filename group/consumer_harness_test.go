@@ -43,6 +43,7 @@ type hb struct {
 	assignor      *string
 	owned         tpset // nil = null
 	v0            bool  // send version 0 (default 1)
+	principal     string
 }
 
 func (h *h) cgReq(o hb) *kmsg.ConsumerGroupHeartbeatRequest {
@@ -82,7 +83,7 @@ func (h *h) cg(o hb) *kmsg.ConsumerGroupHeartbeatResponse {
 	h.t.Helper()
 	req := h.cgReq(o)
 	tk := h.do(func(t Ticket, out *Output) {
-		h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "client-" + o.member, Host: "127.0.0.1"}, req, out)
+		h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "client-" + o.member, Host: "127.0.0.1", Principal: o.principal}, req, out)
 	})
 	return h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse)
 }

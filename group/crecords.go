@@ -45,6 +45,9 @@ type cmeta struct {
 	names                                  []string
 	regex, assignor                        string
 	classic                                *classicMeta // nil for consumer-protocol members
+	// principal is stored last and read only when present: a record written
+	// before it existed reads as "" (no principal known yet).
+	principal string
 }
 
 // ccurrent is a current-assignment record's value.
@@ -163,6 +166,7 @@ func (r *rec) encodeConsumer() Record {
 				v = appendBytes(v, p.Metadata)
 			}
 		}
+		v = appendString(v, m.principal)
 	case keyCTarget:
 		v = appendSet(v, c.target, nil)
 	case keyCCurrent:
@@ -225,6 +229,9 @@ func decodeConsumer(key, value []byte) (rec, error) {
 				meta := append([]byte(nil), vr.bytes()...)
 				m.classic.protocols = append(m.classic.protocols, kmsg.JoinGroupRequestProtocol{Name: name, Metadata: meta})
 			}
+		}
+		if len(vr.b) > 0 && !vr.err {
+			m.principal = vr.string()
 		}
 		c.meta = m
 	case keyCTarget:
@@ -318,7 +325,7 @@ func (s *Shard) replayConsumer(r *rec) {
 		meta := c.meta
 		m.instanceID, m.rack, m.clientID, m.clientHost = meta.instanceID, meta.rack, meta.clientID, meta.clientHost
 		m.rebalanceTimeout, m.names, m.regex, m.assignor = meta.rebalanceTimeout, meta.names, meta.regex, meta.assignor
-		m.classic = meta.classic
+		m.classic, m.principal = meta.classic, meta.principal
 		cg.indexMember(m, +1)
 		if m.instanceID != "" {
 			cg.static[m.instanceID] = m.id
@@ -394,7 +401,7 @@ func cTargetRec(group, member string, target tpset) rec {
 func cMemberRec(group string, m *cmember) rec {
 	return rec{kind: keyCMember, group: group, c: &crec{member: m.id, meta: &cmeta{instanceID: m.instanceID, rack: m.rack,
 		clientID: m.clientID, clientHost: m.clientHost, rebalanceTimeout: m.rebalanceTimeout,
-		names: m.names, regex: m.regex, assignor: m.assignor, classic: m.classic}}}
+		names: m.names, regex: m.regex, assignor: m.assignor, classic: m.classic, principal: m.principal}}}
 }
 
 func cCurrentRec(group, member string, cur *ccurrent) rec {
@@ -426,6 +433,7 @@ type regexMatch struct {
 	version  uint64   // of the catalog, when resolved
 	topics   []string // matching topic names at version, sorted
 	inflight bool     // a RegexJob for it is out
+	gen      uint64   // counts the resolutions: topics changed (allowedTopics)
 }
 
 // regexTopics returns the existing topics whose whole name matches expr,
@@ -471,6 +479,7 @@ func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 		}
 		e.topics = matchTopics(e.re, topics, e.topics[:0])
 		e.resolved, e.version = true, v
+		e.gen++
 		return e.topics
 	}
 	if cached {
@@ -603,6 +612,7 @@ func (s *Shard) RegexResolved(r RegexResult) {
 	}
 	e.inflight = false
 	e.topics, e.resolved, e.version = r.Topics, true, r.Version
+	e.gen++
 	g.cg.subsDirty, g.cg.subsCacheDirty = true, true
 }
 

@@ -20,6 +20,10 @@ type Ticket uint64
 type Client struct {
 	ID   string // client id
 	Host string // remote address, as shown by DescribeGroups
+	// Principal is the connection's authenticated principal ("User:alice"):
+	// a consumer-protocol member's regex gives it only the topics this
+	// principal may describe (Config.TopicAccess).
+	Principal string
 }
 
 // Reply is a response ready to be sent for the request identified by Ticket.

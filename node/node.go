@@ -191,9 +191,16 @@ func Start(cfg Config) (*Node, error) {
 		}
 	}
 
+	sec, err := n.openSecurity(listeners)
+	if err != nil {
+		return nil, err
+	}
 	gcfg := cfg.Group
 	if gcfg.Topics == nil {
 		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
+	}
+	if sec.Authorizer != nil && gcfg.TopicAccess == nil {
+		gcfg.TopicAccess = topicAccess{n.auth} // regexes give only describable topics
 	}
 	if l, ok := n.store.(store.RecordLimiter); ok && gcfg.MaxRecordBytes == 0 {
 		gcfg.MaxRecordBytes = l.MaxRecordBytes()
@@ -213,10 +220,6 @@ func Start(cfg Config) (*Node, error) {
 		Owned:                  n.owned(),
 		LoadConcurrency:        n.loadConcurrency(),
 	})
-	if err != nil {
-		return nil, err
-	}
-	sec, err := n.openSecurity(listeners)
 	if err != nil {
 		return nil, err
 	}
@@ -491,7 +494,7 @@ func (g groups) Handle(ctx context.Context, c server.Client, req kmsg.Request) (
 	if g.serving != nil && !g.serving() {
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
-	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host}, req)
+	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal}, req)
 }
 
 // loadConcurrency is how many coordinator partitions replay at once: one per

@@ -242,3 +242,14 @@ func (n *Node) openSecurity(ls []server.Listener) (*server.Security, error) {
 	}
 	return sec, nil
 }
+
+// topicAccess answers the group layer's TopicAccess from the node's ACLs: a
+// consumer's SubscribedTopicRegex gives it only the topics its principal may
+// DESCRIBE, as in Kafka.
+type topicAccess struct{ st *authstate.State }
+
+func (a topicAccess) Version() uint64 { return a.st.ACLVersion() }
+
+func (a topicAccess) CanDescribe(principal, host, topic string) bool {
+	return a.st.Authorize(principal, host, acl.OpDescribe, acl.ResourceTopic, topic)
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -503,5 +504,79 @@ func TestClientAuthAppliesToSSLListenersOnly(t *testing.T) {
 	defer cancel2()
 	if _, err := certless.ListGroups(shortCtx); err == nil {
 		t.Fatal("SSL with required client certificates served a client without one")
+	}
+}
+
+// TestRegexSubscriptionGivesOnlyDescribableTopics: on a node with an
+// authorizer, a consumer subscribing by regex is assigned only the topics
+// its principal may DESCRIBE, as in Kafka; a grant made later reaches it at
+// its next heartbeat. (cohort matched the regex against every topic.)
+func TestRegexSubscriptionGivesOnlyDescribableTopics(t *testing.T) {
+	n := startLoaded(t, secureConfig(t, memstore.New()))
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, n.Addr(), "admin", adminPassword))
+	for _, topic := range []string{"orders-eu", "orders-us"} {
+		if _, err := admin.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	details, err := admin.ListTopics(ctx, "orders-eu", "orders-us")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameOf := map[[16]byte]string{}
+	for name, d := range details {
+		nameOf[d.ID] = name
+	}
+	createUser(ctx, t, admin, "app", "app-password")
+	grant := func(acls *kadm.ACLBuilder) {
+		t.Helper()
+		if res, err := admin.CreateACLs(ctx, acls); err != nil || res[0].Err != nil {
+			t.Fatalf("CreateACLs: %v %v", err, res)
+		}
+	}
+	grant(kadm.NewACLs().Allow("User:app").Groups("rg").Operations(kadm.OpRead))
+	grant(kadm.NewACLs().Allow("User:app").Topics("orders-eu").Operations(kadm.OpDescribe))
+
+	app := scramClient(t, n.Addr(), "app", "app-password")
+	heartbeat := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "rg", "member-1", epoch
+		req.RebalanceTimeoutMillis = -1
+		if epoch == 0 {
+			regex := "orders-.*"
+			req.SubscribedTopicRegex, req.RebalanceTimeoutMillis = &regex, 60000
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp, err := req.RequestWith(ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: error %d", resp.ErrorCode)
+		}
+		return resp
+	}
+	given := func(r *kmsg.ConsumerGroupHeartbeatResponse) []string {
+		var out []string
+		for _, tp := range r.Assignment.Topics {
+			for _, p := range tp.Partitions {
+				out = append(out, nameOf[tp.TopicID]+"/"+strconv.Itoa(int(p)))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	r := heartbeat(0)
+	if r.Assignment == nil || !slices.Equal(given(r), []string{"orders-eu/0", "orders-eu/1"}) {
+		t.Fatalf("joined with regex orders-.*: assignment %v, want orders-eu only", r.Assignment)
+	}
+	grant(kadm.NewACLs().Allow("User:app").Topics("orders-us").Operations(kadm.OpDescribe))
+	r = heartbeat(r.MemberEpoch)
+	if r.Assignment == nil || !slices.Equal(given(r), []string{"orders-eu/0", "orders-eu/1", "orders-us/0", "orders-us/1"}) {
+		t.Fatalf("after DESCRIBE on orders-us: assignment %v", r.Assignment)
 	}
 }

@@ -60,7 +60,7 @@ func (g *recordingGroups) Handle(ctx context.Context, c Client, req kmsg.Request
 	g.mu.Lock()
 	g.reqs = append(g.reqs, req)
 	g.mu.Unlock()
-	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host}, req)
+	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal}, req)
 }
 
 func (g *recordingGroups) reset() {

@@ -94,6 +94,8 @@ type State struct {
 	// Published snapshots, replaced whole, never modified.
 	acls  atomic.Pointer[acl.Set]
 	creds atomic.Pointer[map[credID]sasl.Credential]
+	// aclVersion counts the ACL snapshots published (ACLVersion).
+	aclVersion atomic.Uint64
 }
 
 var (
@@ -143,6 +145,7 @@ func (s *State) Reload(ctx context.Context) error {
 	s.bindings = bindings
 	s.creds.Store(&creds)
 	s.acls.Store(acl.NewSet(slices.Collect(maps.Values(bindings))))
+	s.aclVersion.Add(1)
 	return nil
 }
 
@@ -276,8 +279,14 @@ func (s *State) applyLocked(es []entry) {
 	}
 	if len(add)+len(del) > 0 {
 		s.acls.Store(s.acls.Load().Without(del...).With(add...))
+		s.aclVersion.Add(1)
 	}
 }
+
+// ACLVersion changes whenever the ACLs do (a binding created, deleted or
+// replaced, here or, in a cluster, by another node): what was decided under
+// an older version may be decided differently now.
+func (s *State) ACLVersion() uint64 { return s.aclVersion.Load() }
 
 // commitLocked makes es durable, then visible. The caller holds s.mu.
 func (s *State) commitLocked(ctx context.Context, es []entry) error {

@@ -490,3 +490,53 @@ func TestConcurrentAuthorizeDuringChanges(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// ACLVersion moves with every change of the ACLs, local or applied from
+// elsewhere, and only then: the group coordinator keys its regex filtering
+// on it.
+func TestACLVersionFollowsACLChanges(t *testing.T) {
+	src := memstore.New()
+	a := open(t, src)
+	b := open(t, memstore.New())
+	v := a.ACLVersion()
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	if a.ACLVersion() == v {
+		t.Fatal("CreateACLs left the version")
+	}
+	v = a.ACLVersion()
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders})) // exists: no change
+	if err := a.SetPassword(ctx, "alice", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if a.ACLVersion() != v {
+		t.Fatal("an unchanged binding or a credential moved the version")
+	}
+	any := acl.Filter{ResourceType: acl.ResourceAny, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{any}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if a.ACLVersion() == v {
+		t.Fatal("DeleteACLs left the version")
+	}
+	vb := b.ACLVersion()
+	b.Apply([]byte("a/"+readOrders.Key()), mustMarshal(t, readOrders))
+	if b.ACLVersion() == vb {
+		t.Fatal("a binding applied from elsewhere left the version")
+	}
+	vb = b.ACLVersion()
+	if err := b.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b.ACLVersion() == vb {
+		t.Fatal("Reload left the version")
+	}
+}
+
+func mustMarshal(t *testing.T, b acl.Binding) []byte {
+	t.Helper()
+	v, err := b.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
