@@ -195,6 +195,13 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	out.SupportedMechanisms = c.s.sec.mechNames
 	switch {
 	case c.auth.state == saslHandshake:
+	case c.auth.state == saslDone && c.auth.expires.IsZero():
+		// A session that does not expire has nothing to renew: Kafka
+		// re-authenticates only sessions with a lifetime, and answers
+		// this handshake as an ordinary request, refused, keeping the
+		// connection.
+		out.ErrorCode = errIllegalSaslState
+		return out, false
 	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:
 		if req.Mechanism != c.auth.mech {
 			c.log.Info("closing connection: re-authentication with another mechanism",
@@ -245,12 +252,16 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 			c.auth.principal = p
 			c.auth.state = saslDone
 			c.auth.reauth = false
+			// The session ends with the configured lifetime or the
+			// credential's own expiry (an OAUTHBEARER token's exp),
+			// whichever comes first; a token's expiry ends it even with no
+			// lifetime configured, as in Kafka.
 			c.auth.expires = time.Time{}
 			if life := c.s.sec.lifetime; life > 0 {
 				c.auth.expires = c.s.sec.now().Add(life)
-				if exp := c.auth.sess.Expiry(); !exp.IsZero() && exp.Before(c.auth.expires) {
-					c.auth.expires = exp
-				}
+			}
+			if exp := c.auth.sess.Expiry(); !exp.IsZero() && (c.auth.expires.IsZero() || exp.Before(c.auth.expires)) {
+				c.auth.expires = exp
 			}
 			c.auth.sess = nil
 			c.nc.SetReadDeadline(time.Time{})

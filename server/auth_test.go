@@ -359,6 +359,44 @@ func TestSASLSessionCappedByCredentialExpiry(t *testing.T) {
 	}
 }
 
+// A credential's own expiry ends the session even with no lifetime
+// configured, as in Kafka: an OAUTHBEARER connection does not outlive its
+// token. (cohort applied the expiry only under a configured lifetime.)
+func TestSASLSessionEndsAtCredentialExpiryWithoutLifetime(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	f.mech.expiry = time.Unix(0, f.now.Load()).Add(90 * time.Second)
+	c := f.ts.dial(t)
+	if r := login(t, c, "alice", "secret"); r.SessionLifetimeMillis != 90000 {
+		t.Fatalf("SessionLifetimeMs %d, want the token's 90000", r.SessionLifetimeMillis)
+	}
+	f.advance(80 * time.Second)
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat before the token expires: %d", code)
+	}
+	f.advance(11 * time.Second)
+	req := kmsg.NewPtrHeartbeatRequest()
+	req.Group = "g"
+	c.send(req, 9)
+	c.expectClosed()
+}
+
+// A SaslHandshake on an authenticated connection whose session does not
+// expire is refused with ILLEGAL_SASL_STATE and the connection kept, as
+// Kafka answers it; the principal stays. (cohort ran a re-authentication.)
+func TestSASLHandshakeWithoutSessionToRenew(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	c := f.ts.dial(t)
+	if r := login(t, c, "alice", "secret"); r.SessionLifetimeMillis != 0 {
+		t.Fatalf("SessionLifetimeMs %d without a lifetime", r.SessionLifetimeMillis)
+	}
+	if h := handshake(t, c, 1, "TEST"); h.ErrorCode != errIllegalSaslState {
+		t.Fatalf("handshake after login: error %d, want ILLEGAL_SASL_STATE", h.ErrorCode)
+	}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat after the refused handshake: %d", code)
+	}
+}
+
 func TestSASLReauthenticationCannotChangePrincipal(t *testing.T) {
 	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
 	c := f.ts.dial(t)
