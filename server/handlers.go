@@ -159,6 +159,14 @@ func apiVersions(r *request) kmsg.Response {
 		resp.ErrorCode = errUnsupportedVersion
 	} else {
 		resp.SetVersion(r.version)
+		if req := r.req.(*kmsg.ApiVersionsRequest); req.Version >= 3 &&
+			(!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
+			// Kafka refuses a v3+ request whose client software name
+			// or version is not a word of letters, digits, '-' and
+			// '.': INVALID_REQUEST, and no API list.
+			resp.ErrorCode = errInvalidRequest
+			return resp
+		}
 	}
 	resp.ApiKeys = apiVersionKeys
 	if resp.Version >= 3 {
@@ -170,6 +178,22 @@ func apiVersions(r *request) kmsg.Response {
 		resp.FinalizedFeaturesEpoch = 1
 	}
 	return resp
+}
+
+// validSoftware reports whether an ApiVersions v3+ client software name or
+// version is well formed, by Kafka's rule: letters, digits, '-' and '.',
+// starting and ending with a letter or digit.
+func validSoftware(s string) bool {
+	if s == "" {
+		return false
+	}
+	alnum := func(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' }
+	for i := 0; i < len(s); i++ {
+		if !alnum(s[i]) && s[i] != '-' && s[i] != '.' {
+			return false
+		}
+	}
+	return alnum(s[0]) && alnum(s[len(s)-1])
 }
 
 var (

@@ -750,6 +750,7 @@ func TestApiVersionsFeatures(t *testing.T) {
 	for v := int16(0); v <= 4; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
 		resp := apiVersions(&request{key: 18, version: v, req: req}).(*kmsg.ApiVersionsResponse)
 		if v < 3 {
 			continue // no feature fields before v3
@@ -862,4 +863,44 @@ func delReq(v int16, ts ...kmsg.DeleteTopicsRequestTopic) *kmsg.DeleteTopicsRequ
 	r.SetVersion(v)
 	r.Topics = ts
 	return r
+}
+
+// An ApiVersions v3+ whose client software name or version is not a word of
+// letters, digits, '-' and '.' (starting and ending with a letter or digit)
+// is answered INVALID_REQUEST without the API list, as Kafka validates it;
+// the connection stays usable. (cohort accepted anything.)
+func TestApiVersionsValidatesClientSoftware(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	for _, tc := range []struct {
+		name, version string
+		ok            bool
+	}{
+		{"franz-go", "v1.18.0", true},
+		{"apache-kafka-java", "3.9.0", true},
+		{"a", "1", true},
+		{"", "1", false},
+		{"kgo", "", false},
+		{"-kgo", "1", false},
+		{"kgo.", "1", false},
+		{"my client", "1", false},
+		{"kgo", "1.0+build", false},
+	} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(3)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = tc.name, tc.version
+		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		if got := resp.ErrorCode == 0; got != tc.ok {
+			t.Errorf("%q %q: error %d", tc.name, tc.version, resp.ErrorCode)
+		}
+		if !tc.ok && (resp.ErrorCode != errInvalidRequest || len(resp.ApiKeys) != 0) {
+			t.Errorf("%q %q: error %d with %d API keys, want 42 and none", tc.name, tc.version, resp.ErrorCode, len(resp.ApiKeys))
+		}
+	}
+	// v0-2 carry no software fields: nothing to check.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(2)
+	if resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
+		t.Fatalf("v2: error %d", resp.ErrorCode)
+	}
 }
