@@ -1,8 +1,11 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/cohort-dev/cohort/security/acl"
 )
 
 // fakeAccess is a TopicAccess over a table of principal -> describable
@@ -226,5 +229,80 @@ func TestMemberRecordPrincipal(t *testing.T) {
 	back, err = decodeConsumer(rec.Key, old)
 	if err != nil || back.c.meta.principal != "" || back.c.meta.regex != "a.*" {
 		t.Fatalf("old record: %+v, %v", back.c.meta, err)
+	}
+}
+
+// aclAccess is a TopicAccess over a real ACL set, as the node's.
+type aclAccess struct {
+	a acl.Authorizer
+	s *acl.Set
+	v uint64
+}
+
+func (x *aclAccess) Version() uint64 { return x.v }
+
+func (x *aclAccess) CanDescribe(principal, host, topic string) bool {
+	return x.a.Authorize(x.s, principal, host, acl.OpDescribe, acl.ResourceTopic, topic)
+}
+
+// BenchmarkRegexFilteredJoin measures BenchmarkRegexMemberJoin's join and
+// leave (20 regex members over 1,000 topics) with the regexes filtered by
+// ACLs: the 20 members are 4 principals, each allowed a prefix and denied
+// one topic, among 100 other bindings; the regex matches 10 or all 1,000
+// topics. "no-acl": the same without ACLs (the peer). "cached": the ACLs do not change, the filtering of every
+// principal is kept. "acl-change": the ACLs change before every join, so the
+// join filters every principal's matches again (what the first heartbeat
+// after an ACL change costs).
+func BenchmarkRegexFilteredJoin(b *testing.B) {
+	topics := serviceTopics()
+	var bs []acl.Binding
+	for i := range 100 {
+		bs = append(bs, acl.Binding{ResourceType: acl.ResourceTopic, ResourceName: fmt.Sprintf("other-%d", i),
+			PatternType: acl.PatternLiteral, Principal: "User:x", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionAllow})
+	}
+	for p := range 4 {
+		who := fmt.Sprintf("User:p%d", p)
+		bs = append(bs,
+			acl.Binding{ResourceType: acl.ResourceTopic, ResourceName: "service-", PatternType: acl.PatternPrefixed,
+				Principal: who, Host: "*", Operation: acl.OpDescribe, Permission: acl.PermissionAllow},
+			acl.Binding{ResourceType: acl.ResourceTopic, ResourceName: fmt.Sprintf("service-00%d", p), PatternType: acl.PatternLiteral,
+				Principal: who, Host: "*", Operation: acl.OpDescribe, Permission: acl.PermissionDeny})
+	}
+	for _, c := range []struct {
+		name, regex string
+		mode        string
+	}{
+		{"10-topics/no-acl", "service-00.*", "none"},
+		{"10-topics/cached", "service-00.*", "cached"},
+		{"10-topics/acl-change", "service-00.*", "change"},
+		{"1000-topics/no-acl", "service-.*", "none"},
+		{"1000-topics/cached", "service-.*", "cached"},
+		{"1000-topics/acl-change", "service-.*", "change"},
+	} {
+		regex, change := c.regex, c.mode == "change"
+		b.Run(c.name, func(b *testing.B) {
+			acc := &aclAccess{s: acl.NewSet(bs)}
+			h, _ := newCH(b, topics, func(cfg *Config) {
+				if c.mode != "none" {
+					cfg.TopicAccess = acc
+				}
+			})
+			for i := range 20 {
+				r := h.cg(hb{member: fmt.Sprintf("m%d", i), regex: &regex, owned: tpset{}, principal: fmt.Sprintf("User:p%d", i%4)})
+				if r.ErrorCode != 0 {
+					b.Fatal(r.ErrorCode)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				if change {
+					acc.v++
+				}
+				if r := h.cg(hb{member: "joiner", regex: &regex, owned: tpset{}, principal: "User:p0"}); r.ErrorCode != 0 {
+					b.Fatal(r.ErrorCode)
+				}
+				h.cg(hb{member: "joiner", epoch: -1})
+			}
+		})
 	}
 }
