@@ -560,41 +560,61 @@ func (s *Server) commitInCatalog(ctx context.Context, c Client, r *request) (kms
 		}
 		resp = got.(*kmsg.OffsetCommitResponse)
 	}
-	got := resp.Topics
-	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, 0, len(req.Topics))
+	resp.Topics = mergeMissing(req.Topics, bad, resp.Topics, sameCommitTopic,
+		func(t *kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) },
+		func(a *kmsg.OffsetCommitResponseTopic) int { return len(a.Partitions) },
+		func(t *kmsg.OffsetCommitRequestTopic, a *kmsg.OffsetCommitResponseTopic, from *kmsg.OffsetCommitResponseTopic, p, k int) {
+			a.Topic = t.Topic
+			if from != nil {
+				a.Partitions = append(a.Partitions, from.Partitions[k])
+				return
+			}
+			ap := kmsg.NewOffsetCommitResponseTopicPartition()
+			ap.Partition, ap.ErrorCode = t.Partitions[p].Partition, errUnknownTopicOrPartition
+			a.Partitions = append(a.Partitions, ap)
+		})
+	return resp, nil
+}
+
+// mergeMissing returns the answers to topics (an OffsetCommit's or
+// OffsetDelete's) in request order, where the partitions marked in bad
+// (missingPartitions) were not forwarded and got holds the answers to the
+// rest: a topic without such partitions takes its answer as it is; the
+// others are rebuilt partition by partition, add(t, a, nil, p, _) answering
+// t's p-th partition missing and add(t, a, from, _, k) taking the k-th
+// answer of from, the topic's forwarded part.
+func mergeMissing[T, A any](topics []T, bad [][]bool, got []A, same func(*T, *A) bool,
+	nparts func(*T) int, nanswers func(*A) int, add func(t *T, a, from *A, p, k int)) []A {
+	out := make([]A, 0, len(topics))
 	next := 0
-	for i := range req.Topics {
-		t := &req.Topics[i]
+	for i := range topics {
+		t := &topics[i]
 		j := -1
-		if bad[i] == nil || len(t.Partitions) > countTrue(bad[i]) { // forwarded
-			if j = answerFor(t, got, next, sameCommitTopic); j >= 0 {
+		if bad[i] == nil || nparts(t) > countTrue(bad[i]) { // forwarded
+			if j = answerFor(t, got, next, same); j >= 0 {
 				next = j + 1
 			}
 		}
 		if bad[i] == nil {
 			if j >= 0 {
-				resp.Topics = append(resp.Topics, got[j])
+				out = append(out, got[j])
 			}
 			continue
 		}
-		a := kmsg.NewOffsetCommitResponseTopic()
-		a.Topic = t.Topic
-		a.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, 0, len(t.Partitions))
+		var a A
 		k := 0 // the next forwarded partition's answer, in got[j]
-		for p, rp := range t.Partitions {
+		for p := range nparts(t) {
 			switch {
 			case bad[i][p]:
-				ap := kmsg.NewOffsetCommitResponseTopicPartition()
-				ap.Partition, ap.ErrorCode = rp.Partition, errUnknownTopicOrPartition
-				a.Partitions = append(a.Partitions, ap)
-			case j >= 0 && k < len(got[j].Partitions):
-				a.Partitions = append(a.Partitions, got[j].Partitions[k])
+				add(t, &a, nil, p, 0)
+			case j >= 0 && k < nanswers(&got[j]):
+				add(t, &a, &got[j], p, k)
 				k++
 			}
 		}
-		resp.Topics = append(resp.Topics, a)
+		out = append(out, a)
 	}
-	return resp, nil
+	return out
 }
 
 func sameCommitTopic(t *kmsg.OffsetCommitRequestTopic, a *kmsg.OffsetCommitResponseTopic) bool {
@@ -616,27 +636,84 @@ func countTrue(bs []bool) int {
 // such partitions); nil when there are none at all, the usual case,
 // without allocating.
 func (s *Server) uncommittable(req *kmsg.OffsetCommitRequest) [][]bool {
+	return s.missingPartitions(len(req.Topics), func(i int) (string, int) { return req.Topics[i].Topic, len(req.Topics[i].Partitions) },
+		func(i, j int) int32 { return req.Topics[i].Partitions[j].Partition })
+}
+
+// missingPartitions is uncommittable for n topics, the i-th called
+// topic(i) with its partitions part(i, 0...).
+func (s *Server) missingPartitions(n int, topic func(i int) (string, int), part func(i, j int) int32) [][]bool {
 	var bad [][]bool
-	for i := range req.Topics {
-		rt := &req.Topics[i]
-		t, ok := s.catalog.Lookup(rt.Topic)
+	for i := 0; i < n; i++ {
+		name, np := topic(i)
+		t, ok := s.catalog.Lookup(name)
 		if !ok {
 			continue
 		}
-		for j, p := range rt.Partitions {
-			if p.Partition >= 0 && p.Partition < t.Partitions {
+		for j := 0; j < np; j++ {
+			if p := part(i, j); p >= 0 && p < t.Partitions {
 				continue
 			}
 			if bad == nil {
-				bad = make([][]bool, len(req.Topics))
+				bad = make([][]bool, n)
 			}
 			if bad[i] == nil {
-				bad[i] = make([]bool, len(rt.Partitions))
+				bad[i] = make([]bool, np)
 			}
 			bad[i][j] = true
 		}
 	}
 	return bad
+}
+
+// offsetDeleteInCatalog answers an OffsetDelete as commitInCatalog does an
+// OffsetCommit: a partition its catalog topic does not have is answered
+// UNKNOWN_TOPIC_OR_PARTITION, as Kafka answers a partition missing from
+// its metadata, and the rest goes to Groups, which is asked even when
+// nothing is left (its group-level answers still apply, as in Kafka); a
+// top-level error from it is the answer.
+func (s *Server) offsetDeleteInCatalog(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	req := r.req.(*kmsg.OffsetDeleteRequest)
+	bad := s.missingPartitions(len(req.Topics), func(i int) (string, int) { return req.Topics[i].Topic, len(req.Topics[i].Partitions) },
+		func(i, j int) int32 { return req.Topics[i].Partitions[j].Partition })
+	if bad == nil {
+		return s.groupsHandle(ctx, c, r)
+	}
+	sub := *req
+	sub.Topics = make([]kmsg.OffsetDeleteRequestTopic, 0, len(req.Topics))
+	for i, t := range req.Topics {
+		if bad[i] != nil {
+			t.Partitions = kept(t.Partitions, bad[i])
+		}
+		if bad[i] == nil || len(t.Partitions) > 0 {
+			sub.Topics = append(sub.Topics, t)
+		}
+	}
+	got, err := s.groupsHandle(ctx, c, &request{key: r.key, version: r.version, corr: r.corr, clientID: r.clientID, req: &sub})
+	if err != nil {
+		return nil, err
+	}
+	resp := got.(*kmsg.OffsetDeleteResponse)
+	if resp.ErrorCode != errNone {
+		return resp, nil
+	}
+	resp.Topics = mergeMissing(req.Topics, bad, resp.Topics,
+		func(t *kmsg.OffsetDeleteRequestTopic, a *kmsg.OffsetDeleteResponseTopic) bool {
+			return t.Topic == a.Topic
+		},
+		func(t *kmsg.OffsetDeleteRequestTopic) int { return len(t.Partitions) },
+		func(a *kmsg.OffsetDeleteResponseTopic) int { return len(a.Partitions) },
+		func(t *kmsg.OffsetDeleteRequestTopic, a *kmsg.OffsetDeleteResponseTopic, from *kmsg.OffsetDeleteResponseTopic, p, k int) {
+			a.Topic = t.Topic
+			if from != nil {
+				a.Partitions = append(a.Partitions, from.Partitions[k])
+				return
+			}
+			ap := kmsg.NewOffsetDeleteResponseTopicPartition()
+			ap.Partition, ap.ErrorCode = t.Partitions[p].Partition, errUnknownTopicOrPartition
+			a.Partitions = append(a.Partitions, ap)
+		})
+	return resp, nil
 }
 
 // topicAuthzGate is the gate of a per-topic permission: op on each topic,

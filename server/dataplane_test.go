@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -845,5 +846,89 @@ func TestAuthzOffsetCommitCatalog(t *testing.T) {
 	}
 	if got := e.committed("g"); fmt.Sprint(got) != "map[cat-ok:7 outside:7]" {
 		t.Errorf("committed %v", got)
+	}
+}
+
+// offsetDeleteReq builds an OffsetDelete of group g; each spec is
+// "topic:p,p,...".
+func offsetDeleteReq(g string, specs ...string) *kmsg.OffsetDeleteRequest {
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = g
+	for _, spec := range specs {
+		name, ps, _ := strings.Cut(spec, ":")
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = name
+		for _, p := range strings.Split(ps, ",") {
+			n, _ := strconv.Atoi(p)
+			rp := kmsg.NewOffsetDeleteRequestTopicPartition()
+			rp.Partition = int32(n)
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// deletedAll answers req as a coordinator deleting every partition's
+// offset.
+func deletedAll(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	for _, rt := range req.Topics {
+		at := kmsg.NewOffsetDeleteResponseTopic()
+		at.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			ap := kmsg.NewOffsetDeleteResponseTopicPartition()
+			ap.Partition = rp.Partition
+			at.Partitions = append(at.Partitions, ap)
+		}
+		resp.Topics = append(resp.Topics, at)
+	}
+	return resp
+}
+
+func offsetDeleteCodes(resp *kmsg.OffsetDeleteResponse) string {
+	var out []string
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out = append(out, fmt.Sprintf("%s/%d=%d", t.Topic, p.Partition, p.ErrorCode))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// TestOffsetDeleteCatalogPartitions: as for OffsetCommit, an OffsetDelete
+// of a partition a catalog topic does not have is UNKNOWN_TOPIC_OR_PARTITION
+// (Kafka answers a partition missing from its metadata so) and never
+// reaches the coordinator; the rest does, in the request's order. Unlike a
+// commit the coordinator is asked even when nothing is left, and its
+// group-level error is the answer. (cohort passed every partition on.)
+func TestOffsetDeleteCatalogPartitions(t *testing.T) {
+	ts := startDataPlane(t)
+	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		return deletedAll(req.(*kmsg.OffsetDeleteRequest)), nil
+	}
+	resp := answer(t, ts.srv, offsetDeleteReq("g", "dp:0,5,-1,2", "elsewhere:7", "dp:9")).(*kmsg.OffsetDeleteResponse)
+	if got, want := offsetDeleteCodes(resp), "dp/0=0 dp/5=3 dp/-1=3 dp/2=0 elsewhere/7=0 dp/9=3"; got != want {
+		t.Errorf("answer %s, want %s", got, want)
+	}
+	calls := ts.groups.snapshot()
+	if len(calls) != 1 {
+		t.Fatalf("%d coordinator calls", len(calls))
+	}
+	sent := calls[0].req.(*kmsg.OffsetDeleteRequest)
+	if got := offsetDeleteCodes(deletedAll(sent)); got != "dp/0=0 dp/2=0 elsewhere/7=0" {
+		t.Errorf("the coordinator was asked for %s", got)
+	}
+
+	// Nothing left: the coordinator is still asked, and its group-level
+	// answer is the answer.
+	ts.groups.mu.Lock()
+	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		return group.ErrorResponse(req, group.ErrGroupIDNotFound), nil
+	}
+	ts.groups.mu.Unlock()
+	resp = answer(t, ts.srv, offsetDeleteReq("g", "dp:3")).(*kmsg.OffsetDeleteResponse)
+	if resp.ErrorCode != group.ErrGroupIDNotFound || len(ts.groups.snapshot()) != 2 {
+		t.Errorf("nothing left: error %d after %d coordinator calls", resp.ErrorCode, len(ts.groups.snapshot()))
 	}
 }

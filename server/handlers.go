@@ -107,6 +107,8 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.produce(r.req.(*kmsg.ProduceRequest), nil), nil
 	case keyOffsetCommit:
 		return s.commitInCatalog(ctx, c, r)
+	case keyOffsetDelete:
+		return s.offsetDeleteInCatalog(ctx, c, r)
 	case keySaslHandshake, keySaslAuthenticate:
 		// The connection answers these itself (they change its state);
 		// here only when called without one.
