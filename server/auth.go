@@ -106,7 +106,13 @@ type connAuth struct {
 	authV1    bool      // the client authenticated with SaslAuthenticate v1+ (may re-authenticate)
 	expires   time.Time // session end (KIP-368); zero: none
 	started   time.Time // when the current exchange began
+	reauthAt  time.Time // when the last re-authentication began; zero: none yet
 }
+
+// minReauthInterval is the least time between the starts of two
+// re-authentications of a connection, Kafka's: a SaslHandshake sooner is
+// refused as when there is no session to renew.
+const minReauthInterval = time.Second
 
 // handshakeTLS completes the TLS handshake of a new connection within the
 // authentication timeout and sets the certificate's principal.
@@ -195,11 +201,12 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	out.SupportedMechanisms = c.s.sec.mechNames
 	switch {
 	case c.auth.state == saslHandshake:
-	case c.auth.state == saslDone && c.auth.expires.IsZero():
-		// A session that does not expire has nothing to renew: Kafka
-		// re-authenticates only sessions with a lifetime, and answers
-		// this handshake as an ordinary request, refused, keeping the
-		// connection.
+	case c.auth.state == saslDone && (c.auth.expires.IsZero() ||
+		!c.auth.reauthAt.IsZero() && c.s.sec.now().Sub(c.auth.reauthAt) < minReauthInterval):
+		// A session that does not expire has nothing to renew, and a
+		// connection re-authenticates at most once a second: Kafka
+		// answers such a handshake as an ordinary request, refused,
+		// keeping the connection.
 		out.ErrorCode = errIllegalSaslState
 		return out, false
 	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:
@@ -209,7 +216,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 			out.ErrorCode = errIllegalSaslState
 			return out, true
 		}
-		c.auth.reauth = true
+		c.auth.reauth, c.auth.reauthAt = true, c.s.sec.now()
 	default:
 		out.ErrorCode = errIllegalSaslState
 		return out, c.auth.state != saslNone

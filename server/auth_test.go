@@ -397,6 +397,28 @@ func TestSASLHandshakeWithoutSessionToRenew(t *testing.T) {
 	}
 }
 
+// A connection re-authenticates at most once a second, as in Kafka: a
+// SaslHandshake less than a second after the previous re-authentication
+// began is refused with ILLEGAL_SASL_STATE and the connection kept; a
+// second later it is accepted.
+func TestSASLReauthenticationAtMostOncePerSecond(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	login(t, c, "alice", "secret") // the first re-authentication: at once after login is fine
+	f.advance(900 * time.Millisecond)
+	if h := handshake(t, c, 1, "TEST"); h.ErrorCode != errIllegalSaslState {
+		t.Fatalf("re-authentication 0.9 s after the previous: error %d, want ILLEGAL_SASL_STATE", h.ErrorCode)
+	}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat after the refused handshake: %d", code)
+	}
+	f.advance(100 * time.Millisecond)
+	if r := login(t, c, "alice", "secret"); r.ErrorCode != 0 || r.SessionLifetimeMillis != 60000 {
+		t.Fatalf("re-authentication 1 s after the previous: error %d, lifetime %d", r.ErrorCode, r.SessionLifetimeMillis)
+	}
+}
+
 func TestSASLReauthenticationCannotChangePrincipal(t *testing.T) {
 	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
 	c := f.ts.dial(t)
