@@ -629,7 +629,7 @@ func TestAuthzMatrixGroupAdmin(t *testing.T) {
 				e.check(t, matrix{
 					needs: []need{{acl.OpDescribe, acl.ResourceTransactionalID, "tx-find", codeTxnIDAuthz}},
 					run:   func() int16 { return find(coordinatorTransaction, "tx-find") },
-					ok:    errCoordinatorNotAvailable, // cohort has no transaction coordinator
+					ok:    errInvalidRequest, // cohort has no transaction coordinator
 				})
 			}
 		})
@@ -1225,7 +1225,7 @@ func TestAuthzFindCoordinatorKeys(t *testing.T) {
 	e.grant(allow(alice, acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName))
 	resp = e.as(alice, req).(*kmsg.FindCoordinatorResponse)
 	for _, c := range resp.Coordinators {
-		if c.ErrorCode != errCoordinatorNotAvailable {
+		if c.ErrorCode != errInvalidRequest {
 			t.Errorf("share key with CLUSTER_ACTION: %+v", c)
 		}
 	}

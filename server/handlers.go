@@ -405,20 +405,29 @@ func (s *Server) findCoordinator(c Client, req *kmsg.FindCoordinatorRequest) kms
 				return eb, errNone
 			}
 			return Broker{}, errCoordinatorNotAvailable
-		case req.CoordinatorType == coordinatorTransaction:
-			return Broker{}, errCoordinatorNotAvailable
-		case req.CoordinatorType == coordinatorShare && v >= 6:
-			return Broker{}, errCoordinatorNotAvailable
 		default:
+			// Transaction keys: cohort has no transaction coordinator. A
+			// retriable answer would have a transactional producer look
+			// it up again until its own timeout (a minute for Java's);
+			// INVALID_REQUEST fails it at once with the message below, as
+			// a transactional Produce is refused. Share keys (v6): Kafka
+			// answers INVALID_REQUEST when share groups are off, as they
+			// always are here.
 			return Broker{}, errInvalidRequest
 		}
+	}
+	message := func(code int16) *string {
+		if code == errInvalidRequest && req.CoordinatorType == coordinatorTransaction {
+			return kmsg.StringPtr(noTransactions)
+		}
+		return errorMessage(code)
 	}
 	if v < 4 {
 		b, code := locate(req.CoordinatorKey)
 		resp.ErrorCode = code
 		if code != errNone {
 			resp.NodeID, resp.Host, resp.Port = -1, "", -1
-			resp.ErrorMessage = errorMessage(code)
+			resp.ErrorMessage = message(code)
 		} else {
 			resp.NodeID, resp.Host, resp.Port = b.NodeID, b.Host, b.Port
 		}
@@ -432,7 +441,7 @@ func (s *Server) findCoordinator(c Client, req *kmsg.FindCoordinatorRequest) kms
 		rc.ErrorCode = code
 		if code != errNone {
 			rc.NodeID, rc.Host, rc.Port = -1, "", -1
-			rc.ErrorMessage = errorMessage(code)
+			rc.ErrorMessage = message(code)
 		} else {
 			rc.NodeID, rc.Host, rc.Port = b.NodeID, b.Host, b.Port
 		}
@@ -440,6 +449,9 @@ func (s *Server) findCoordinator(c Client, req *kmsg.FindCoordinatorRequest) kms
 	}
 	return resp
 }
+
+// noTransactions is the message of a FindCoordinator for a transaction key.
+const noTransactions = "cohort has no transaction coordinator: transactions are not supported"
 
 // catalogError maps a catalog error to a Kafka error code and message.
 func catalogError(err error) (int16, *string) {

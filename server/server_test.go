@@ -282,13 +282,10 @@ func TestFindCoordinatorEveryVersion(t *testing.T) {
 		{"g1", 0, 0, func(int16) want { return want{0, 1} }},  // len 2 % 2 brokers → brokers[0]
 		{"grp", 0, 0, func(int16) want { return want{0, 2} }}, // len 3 % 2 → brokers[1]
 		{"unowned", 0, 0, func(int16) want { return want{15, -1} }},
-		{"txn", 1, 1, func(int16) want { return want{15, -1} }},
-		{"share", 2, 1, func(v int16) want {
-			if v < 6 {
-				return want{42, -1}
-			}
-			return want{15, -1}
-		}},
+		// No transaction coordinator, share groups off: INVALID_REQUEST,
+		// which fails a transactional producer at once.
+		{"txn", 1, 1, func(int16) want { return want{42, -1} }},
+		{"share", 2, 1, func(v int16) want { return want{42, -1} }},
 		{"bogus", 9, 1, func(int16) want { return want{42, -1} }},
 	}
 	for v := int16(0); v <= 6; v++ {
@@ -902,5 +899,19 @@ func TestApiVersionsValidatesClientSoftware(t *testing.T) {
 	req.SetVersion(2)
 	if resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse); resp.ErrorCode != 0 {
 		t.Fatalf("v2: error %d", resp.ErrorCode)
+	}
+}
+
+// A FindCoordinator for a transaction key says why it fails: a
+// transactional producer reports the message (Java's raises it at once).
+func TestFindCoordinatorTransactionMessage(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(4)
+	req.CoordinatorType, req.CoordinatorKeys = coordinatorTransaction, []string{"tx"}
+	rc := c.roundTrip(req).(*kmsg.FindCoordinatorResponse).Coordinators[0]
+	if rc.ErrorCode != errInvalidRequest || rc.ErrorMessage == nil || !strings.Contains(*rc.ErrorMessage, "no transaction coordinator") {
+		t.Fatalf("%+v", rc)
 	}
 }
