@@ -167,6 +167,7 @@ const (
 	keyCreateTopics     int16 = 19
 	keyDeleteTopics     int16 = 20
 	keyCreatePartitions int16 = 37
+	keyDescribeConfigs  int16 = 32
 	keyDeleteGroups     int16 = 42
 	keyOffsetDelete     int16 = 47
 
@@ -222,6 +223,7 @@ var supported = [...]APIVersions{
 	{keyDescribeACLs, "DescribeACLs", 0, 3},
 	{keyCreateACLs, "CreateACLs", 0, 3},
 	{keyDeleteACLs, "DeleteACLs", 0, 3},
+	{keyDescribeConfigs, "DescribeConfigs", 0, 4},
 	{keySaslAuthenticate, "SASLAuthenticate", 0, 2},
 	{keyCreatePartitions, "CreatePartitions", 0, 3},
 	{keyDeleteGroups, "DeleteGroups", 0, 2},

@@ -87,6 +87,8 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.deleteTopics(r.req.(*kmsg.DeleteTopicsRequest)), nil
 	case keyCreatePartitions:
 		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
+	case keyDescribeConfigs:
+		return s.describeConfigs(r.req.(*kmsg.DescribeConfigsRequest), nil), nil
 	case keyDescribeACLs:
 		return s.describeACLs(c, r.req.(*kmsg.DescribeACLsRequest)), nil
 	case keyCreateACLs:

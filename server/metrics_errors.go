@@ -98,6 +98,10 @@ func (m *metrics) countErrors(key int16, resp kmsg.Response) {
 		for i := range r.Topics {
 			m.errorCode(key, r.Topics[i].ErrorCode)
 		}
+	case *kmsg.DescribeConfigsResponse:
+		for i := range r.Resources {
+			m.errorCode(key, r.Resources[i].ErrorCode)
+		}
 	case *kmsg.ProduceResponse:
 		for i := range r.Topics {
 			for _, p := range r.Topics[i].Partitions {
