@@ -341,3 +341,33 @@ func TestCreatePartitionsAssignments(t *testing.T) {
 		}
 	}
 }
+
+// Topic names over the wire, Kafka's rules: 249 characters at most, and a
+// name colliding with an existing one once '.' and '_' are taken as equal
+// is INVALID_TOPIC_EXCEPTION, until that topic is deleted; a count of 0 is
+// INVALID_PARTITIONS, validate-only or not.
+func TestCreateTopicsNameRulesOverTheWire(t *testing.T) {
+	ts := startServer(t)
+	c := ts.dial(t)
+	create := func(validate bool, topics ...kmsg.CreateTopicsRequestTopic) string {
+		return createCodes(c.roundTrip(createReq(validate, topics...)).(*kmsg.CreateTopicsResponse))
+	}
+	long := strings.Repeat("x", 249)
+	if got := create(false, newTopic(long, 1), newTopic(long+"y", 1), newTopic("a_b", 1)); got != long+"=0,"+long+"y=17,a_b=0" {
+		t.Fatalf("lengths: %s", got)
+	}
+	for _, validate := range []bool{true, false} {
+		if got := create(validate, newTopic("a.b", 1), newTopic("zero", 0)); got != "a.b=17,zero=37" {
+			t.Fatalf("validate-only %v: %s, want a.b=17 (collides with a_b), zero=37", validate, got)
+		}
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(5)
+	del.TopicNames = []string{"a_b"}
+	if r := c.roundTrip(del).(*kmsg.DeleteTopicsResponse); r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("deleting a_b: %d", r.Topics[0].ErrorCode)
+	}
+	if got := create(false, newTopic("a.b", 1)); got != "a.b=0" {
+		t.Fatalf("a.b after a_b was deleted: %s", got)
+	}
+}

@@ -932,3 +932,34 @@ func TestOffsetDeleteCatalogPartitions(t *testing.T) {
 		t.Errorf("nothing left: error %d after %d coordinator calls", resp.ErrorCode, len(ts.groups.snapshot()))
 	}
 }
+
+// Metadata names a topic once however often it is asked for, by name or
+// by ID, and an all-zero topic ID (v12) is UNKNOWN_TOPIC_ID, as Kafka
+// answers them.
+func TestMetadataDuplicatesAndZeroID(t *testing.T) {
+	ts := startDataPlane(t)
+	c := ts.dial(t)
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(9)
+	for range 2 {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(dpTopic)
+		req.Topics = append(req.Topics, rt)
+	}
+	if r := c.roundTrip(req).(*kmsg.MetadataResponse); len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 {
+		t.Fatalf("a name asked twice: %+v", r.Topics)
+	}
+	dp, _ := ts.srv.Catalog().Lookup(dpTopic)
+	id := dp.ID
+	req = kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	for _, tid := range [][16]byte{id, id, {}} {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.TopicID = tid
+		req.Topics = append(req.Topics, rt)
+	}
+	r := c.roundTrip(req).(*kmsg.MetadataResponse)
+	if len(r.Topics) != 2 || r.Topics[0].ErrorCode != 0 || r.Topics[1].ErrorCode != errUnknownTopicID {
+		t.Fatalf("an ID asked twice and a zero ID: %+v", r.Topics)
+	}
+}
