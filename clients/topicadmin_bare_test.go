@@ -1,0 +1,97 @@
+package clients
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	ckafka "github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/cohort-dev/cohort/clients/testbed"
+)
+
+// TestTopicAdminConfluentBare: librdkafka's admin client (through
+// confluent-kafka-go) manages topics on a bare node, with no router: create
+// (configs accepted and dropped), describe configs of the topic and the
+// broker (empty: cohort keeps none), grow, delete, and Kafka's errors for a
+// topic created twice and the configs of a missing topic.
+func TestTopicAdminConfluentBare(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := testbed.StartBare(t, nil)
+	adm, err := ckafka.NewAdminClient(&ckafka.ConfigMap{"bootstrap.servers": b.Addr(), "broker.address.family": "v4", "client.id": "rd-topics"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	spec := ckafka.TopicSpecification{Topic: "rd-orders", NumPartitions: 3, ReplicationFactor: 1, Config: map[string]string{"retention.ms": "86400000"}}
+	res, err := adm.CreateTopics(ctx, []ckafka.TopicSpecification{spec})
+	if err != nil || res[0].Error.Code() != ckafka.ErrNoError {
+		t.Fatalf("CreateTopics: %v %v", err, res)
+	}
+	res, err = adm.CreateTopics(ctx, []ckafka.TopicSpecification{spec})
+	if err != nil || res[0].Error.Code() != ckafka.ErrTopicAlreadyExists {
+		t.Fatalf("CreateTopics twice: %v %v", err, res)
+	}
+	configs, err := adm.DescribeConfigs(ctx, []ckafka.ConfigResource{
+		{Type: ckafka.ResourceTopic, Name: "rd-orders"},
+		{Type: ckafka.ResourceBroker, Name: "0"},
+	})
+	if err != nil || len(configs) != 2 {
+		t.Fatalf("DescribeConfigs: %v %v", err, configs)
+	}
+	for _, c := range configs {
+		if c.Error.Code() != ckafka.ErrNoError || len(c.Config) != 0 {
+			t.Errorf("DescribeConfigs %s %s: %v, %d configs", c.Type, c.Name, c.Error, len(c.Config))
+		}
+	}
+	missing, err := adm.DescribeConfigs(ctx, []ckafka.ConfigResource{{Type: ckafka.ResourceTopic, Name: "rd-missing"}})
+	if err != nil || missing[0].Error.Code() != ckafka.ErrUnknownTopicOrPart {
+		t.Errorf("DescribeConfigs of a missing topic: %v %v", err, missing)
+	}
+	grown, err := adm.CreatePartitions(ctx, []ckafka.PartitionsSpecification{{Topic: "rd-orders", IncreaseTo: 5}})
+	if err != nil || grown[0].Error.Code() != ckafka.ErrNoError {
+		t.Fatalf("CreatePartitions: %v %v", err, grown)
+	}
+	md, err := adm.GetMetadata(nil, true, 10_000)
+	if err != nil || len(md.Topics["rd-orders"].Partitions) != 5 {
+		t.Fatalf("metadata after growing: %v %+v", err, md)
+	}
+	deleted, err := adm.DeleteTopics(ctx, []string{"rd-orders"})
+	if err != nil || deleted[0].Error.Code() != ckafka.ErrNoError {
+		t.Fatalf("DeleteTopics: %v %v", err, deleted)
+	}
+	if _, ok := b.Node.Catalog().Lookup("rd-orders"); ok {
+		t.Fatal("rd-orders still in the catalog")
+	}
+}
+
+// TestTopicAdminKafkajsBare: kafkajs's admin client (clients/kafkajs/
+// topics.js) does the same on a bare node.
+func TestTopicAdminKafkajsBare(t *testing.T) {
+	needKafkajs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	b := testbed.StartBare(t, nil)
+	cmd := exec.CommandContext(ctx, "node", "topics.js")
+	cmd.Dir = "kafkajs"
+	cmd.Env = append(os.Environ(), "BROKER="+b.Addr(), "TOPIC=js-orders")
+	outb, err := cmd.Output()
+	got := strings.TrimSpace(string(outb))
+	want := strings.Join([]string{
+		"CREATED true",
+		"AGAIN false", // kafkajs's answer for TOPIC_ALREADY_EXISTS
+		`CONFIGS [[2,"js-orders",0,0],[4,"0",0,0]]`,
+		"PARTITIONS 5",
+		"DELETED",
+	}, "\n")
+	if err != nil || got != want {
+		t.Fatalf("topics.js: %v\n%s\nwant\n%s", err, got, want)
+	}
+	if _, ok := b.Node.Catalog().Lookup("js-orders"); ok {
+		t.Fatal("js-orders still in the catalog")
+	}
+}
