@@ -306,3 +306,38 @@ func BenchmarkRegexFilteredJoin(b *testing.B) {
 		})
 	}
 }
+
+// The rebalance history tells an ACL change as such: the group's new
+// target follows the ACLs, not a created or deleted topic.
+func TestRegexACLChangeInHistory(t *testing.T) {
+	acc := &fakeAccess{}
+	acc.set("User:alice", true, "a")
+	h, _ := newCH(t, map[string]int32{"a": 2, "b": 2, "c": 2}, func(c *Config) { c.TopicAccess = acc })
+	regex := "a|b|c"
+	who := map[string]string{"m1": "User:alice"}
+	h.cg(hb{member: "m1", regex: &regex, owned: tpset{}, principal: "User:alice"})
+	h.settleCG(who)
+	acc.set("User:alice", true, "b")
+	h.settleCG(who)
+	acc.set("User:alice", false, "a")
+	h.settleCG(who)
+	evs := h.s.History("cg")
+	if len(evs) < 3 {
+		t.Fatalf("%d events, want the join and two ACL changes", len(evs))
+	}
+	for i, want := range []struct {
+		detail string
+		topics []string
+	}{
+		{"the ACLs changed which topics the members' regexes give them: now given b", []string{"b"}},
+		{"the ACLs changed which topics the members' regexes give them: no longer given a", []string{"a"}},
+	} {
+		c := evs[len(evs)-2+i].Cause
+		if c.Kind != CauseTopicsChanged || c.Detail != want.detail || !slices.Equal(c.Topics, want.topics) {
+			t.Errorf("event %d: cause %+v, want %q on %v", i, c, want.detail, want.topics)
+		}
+	}
+	if s := h.checkReload(); s != "" {
+		t.Error(s)
+	}
+}

@@ -28,6 +28,10 @@ type cHistory struct {
 	// topics is the subscribed topics' metadata when the metadata hash was
 	// last computed (nil: not known since the load).
 	topics map[string]topicSnap
+	// topicsAt and accessAt are the catalog's and the ACLs' versions at the
+	// group's last heartbeat: a change of the subscribed topics that comes
+	// with the ACLs alone moving is told as such (cNoteTopics).
+	topicsAt, accessAt uint64
 }
 
 type topicSnap struct {
@@ -184,6 +188,9 @@ func (g *Group) cNoteTopics(h *hbReq, changed bool) {
 		return
 	}
 	cg := g.cg
+	v, av := g.s.cfg.Topics.Version(), cg.accessVersion()
+	aclOnly := cg.hist.topics != nil && v == cg.hist.topicsAt && av != cg.hist.accessAt
+	cg.hist.topicsAt, cg.hist.accessAt = v, av
 	if !changed && cg.hist.topics != nil {
 		return
 	}
@@ -194,6 +201,10 @@ func (g *Group) cNoteTopics(h *hbReq, changed bool) {
 		return
 	}
 	memberCause := len(h.causes) > 0
+	if aclOnly && !memberCause {
+		g.cNoteAccess(h, prev, now)
+		return
+	}
 	var names, what []string
 	for _, name := range slices.Sorted(maps.Keys(now)) {
 		n := now[name]
@@ -226,6 +237,30 @@ func (g *Group) cNoteTopics(h *hbReq, changed bool) {
 		c.Detail = "the subscribed topics' metadata changed"
 	}
 	g.cNote(h, c)
+}
+
+// cNoteAccess notes a new target needed because the ACLs changed which
+// topics the members' regexes give them (the catalog did not change): the
+// topics the group gained or lost, if any (a topic one member gains while
+// another already had it changes no topic of the group, only that member's
+// share).
+func (g *Group) cNoteAccess(h *hbReq, prev, now map[string]topicSnap) {
+	var names, what []string
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if _, had := prev[name]; !had {
+			names, what = append(names, name), append(what, "now given "+name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(prev)) {
+		if _, ok := now[name]; !ok && prev[name].partitions >= 0 {
+			names, what = append(names, name), append(what, "no longer given "+name)
+		}
+	}
+	detail := "the ACLs changed which topics the members' regexes give them"
+	if len(what) > 0 {
+		detail += ": " + strings.Join(what, "; ")
+	}
+	g.cNote(h, Cause{Kind: CauseTopicsChanged, At: h.now, Topics: names, Detail: detail})
 }
 
 // topicSnapshot returns the subscribed topics' partition counts: every
