@@ -33,6 +33,15 @@ func seedFrames() [][]byte {
 				r.Topics = append(r.Topics, t)
 			case *kmsg.FindCoordinatorRequest:
 				r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g", "h"}
+			case *kmsg.DescribeConfigsRequest:
+				for _, rr := range []struct {
+					rt   kmsg.ConfigResourceType
+					name string
+				}{{kmsg.ConfigResourceTypeTopic, "a"}, {kmsg.ConfigResourceTypeBroker, "0"}, {kmsg.ConfigResourceTypeGroupConfig, "g"}} {
+					res := kmsg.NewDescribeConfigsRequestResource()
+					res.ResourceType, res.ResourceName = rr.rt, rr.name
+					r.Resources = append(r.Resources, res)
+				}
 			case *kmsg.FetchRequest: // a held fetch would wait: MaxWaitMillis stays 0
 				t := kmsg.NewFetchRequestTopic()
 				t.Topic, t.TopicID = "a", catalog.TopicID("a")
