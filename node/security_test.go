@@ -580,3 +580,103 @@ func TestRegexSubscriptionGivesOnlyDescribableTopics(t *testing.T) {
 		t.Fatalf("after DESCRIBE on orders-us: assignment %v", r.Assignment)
 	}
 }
+
+// TestClusterRegexACLGrantFromOtherNode: in a cluster, a DESCRIBE granted
+// through one node reaches a regex consumer whose group another node may
+// coordinate: its next heartbeats bring the newly describable topic (the
+// ACLs reach every node through etcd, and the group's filter follows their
+// version).
+func TestClusterRegexACLGrantFromOtherNode(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		cfg := secureConfig(t, nil)
+		cfg.NodeID = int32(i + 1)
+		cfg.Partitions = 4
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/regex-acl/", LeaseTTL: 3 * time.Second}
+		n, err := Start(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes[i] = n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin1 := kadm.NewClient(scramClient(t, nodes[0].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))
+	admin2 := kadm.NewClient(scramClient(t, nodes[1].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))
+	for _, topic := range []string{"orders-eu", "orders-us"} {
+		if _, err := admin1.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	createUser(ctx, t, admin1, "app", "app-password")
+	for _, acls := range []*kadm.ACLBuilder{
+		kadm.NewACLs().Allow("User:app").Groups("rg").Operations(kadm.OpRead),
+		kadm.NewACLs().Allow("User:app").Topics("orders-eu").Operations(kadm.OpDescribe),
+	} {
+		if res, err := admin1.CreateACLs(ctx, acls); err != nil || res[0].Err != nil {
+			t.Fatalf("CreateACLs: %v %v", err, res)
+		}
+	}
+	// The user and the ACLs reach both nodes through etcd.
+	for _, n := range nodes {
+		if !testwait.Until(5*time.Second, func() bool { return describeTopicAs(ctx, n.Addr(), "app", "app-password", "orders-eu") == nil }) {
+			t.Fatalf("app cannot describe orders-eu on node %s after 5s", n.Addr())
+		}
+	}
+	// kgo keeps the coordinator it found for a ConsumerGroupHeartbeat even
+	// when the answer is NOT_COORDINATOR (its own consumer handles that), so
+	// a retriable answer, while the two nodes settle which one coordinates
+	// the group, starts a new client.
+	newApp := func() *kgo.Client {
+		return scramClient(t, nodes[1].Addr(), "app", "app-password", kgo.RequestRetries(10))
+	}
+	app := newApp()
+	epoch := int32(0)
+	// topicsGiven heartbeats and returns the number of topics assigned (-1:
+	// the assignment is unchanged; -2: a retriable error, while the cluster
+	// settles which node coordinates the group).
+	topicsGiven := func() int {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch, req.RebalanceTimeoutMillis = 1, "rg", "member-1", epoch, -1
+		if epoch == 0 {
+			regex := "orders-.*"
+			req.SubscribedTopicRegex, req.RebalanceTimeoutMillis = &regex, 60000
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp, err := req.RequestWith(ctx, app)
+		if err != nil {
+			if kerr.IsRetriable(err) {
+				app = newApp()
+				return -2
+			}
+			t.Fatalf("heartbeat: %v", err)
+		}
+		if resp.ErrorCode != 0 {
+			if e := kerr.ErrorForCode(resp.ErrorCode); kerr.IsRetriable(e) {
+				app = newApp()
+				return -2
+			}
+			t.Fatalf("heartbeat: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		epoch = resp.MemberEpoch
+		if resp.Assignment == nil {
+			return -1
+		}
+		return len(resp.Assignment.Topics)
+	}
+	n := -2
+	if !testwait.Until(20*time.Second, func() bool { n = topicsGiven(); return n != -2 }) || n != 1 {
+		t.Fatalf("joined with regex orders-.*: %d topics, want orders-eu only", n)
+	}
+	start := time.Now()
+	if res, err := admin2.CreateACLs(ctx, kadm.NewACLs().Allow("User:app").Topics("orders-us").Operations(kadm.OpDescribe)); err != nil || res[0].Err != nil {
+		t.Fatalf("CreateACLs through node 2: %v %v", err, res)
+	}
+	if !testwait.Until(5*time.Second, func() bool { return topicsGiven() == 2 }) {
+		t.Fatalf("the grant through node 2 did not reach the member after %v", time.Since(start))
+	}
+	t.Logf("granted topic given after %v", time.Since(start))
+}
