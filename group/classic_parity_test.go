@@ -368,3 +368,34 @@ func TestExpirySkipsCommitsInFlightAndDeadGroupsReadNothing(t *testing.T) {
 	}
 	h.release()
 }
+
+// A protocol vote that ties goes to the leader's order of preference (the
+// leader is the first member to join): two members each preferring a
+// different protocol both support get the leader's first. Kafka breaks the
+// tie by candidate order in a set whose iteration order is unspecified;
+// cohort's rule is docs/group-semantics.md's. (No test held it.)
+func TestProtocolVoteTieGoesToTheLeader(t *testing.T) {
+	for _, tc := range []struct {
+		first, second []kmsg.JoinGroupRequestProtocol
+		want          string
+	}{
+		{protos("range", "m", "roundrobin", "m"), protos("roundrobin", "m", "range", "m"), "range"},
+		{protos("roundrobin", "m", "range", "m"), protos("range", "m", "roundrobin", "m"), "roundrobin"},
+	} {
+		h := newH(t, func(c *Config) { c.InitialRebalanceDelay = 100 * time.Millisecond })
+		t1 := h.newMember("g", jo{protos: tc.first})
+		t2 := h.newMember("g", jo{protos: tc.second})
+		for i := 0; i < 100 && !h.answered(t1); i++ {
+			h.advance(100 * time.Millisecond)
+		}
+		r1, r2 := h.joinResp(t1), h.joinResp(t2)
+		if r1.ErrorCode != 0 || r2.ErrorCode != 0 || r1.LeaderID != r1.MemberID {
+			t.Fatalf("joins: %d %d, leader %q (first member %q)", r1.ErrorCode, r2.ErrorCode, r1.LeaderID, r1.MemberID)
+		}
+		for _, r := range []*kmsg.JoinGroupResponse{r1, r2} {
+			if r.Protocol == nil || *r.Protocol != tc.want {
+				t.Errorf("leader prefers %s: protocol %v, want %s", tc.first[0].Name, r.Protocol, tc.want)
+			}
+		}
+	}
+}
