@@ -41,8 +41,12 @@ func TestPercent(t *testing.T) {
 }
 
 // TestStartRaisesTheGoal allocates the same garbage with a small live heap
-// without and with a floor, and counts the collections: with a 64 MiB
-// floor there must be several times fewer; stop restores GOGC.
+// without and with a floor, and counts the collections: with a 64 MiB floor,
+// 256 MiB of garbage takes about four (a few more at the edges), and the
+// runtime's GOGC is raised well above 100; stop restores GOGC. The count
+// without a floor is only logged: on a loaded machine the collector's
+// workers get less CPU, each cycle spans more allocation, and one CI run saw
+// 7 collections where an idle machine sees about 64.
 func TestStartRaisesTheGoal(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
@@ -60,18 +64,27 @@ func TestStartRaisesTheGoal(t *testing.T) {
 		}
 		return cycles() - c0
 	}
+	gogc := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
 	without := churn()
 	stop := Start(64 << 20)
 	runtime.GC() // the first adjustment after a collection
+	raised := gogc()
 	with := churn()
 	stop()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC after stop: %d, want 100", got)
 	}
 	_ = sink
-	t.Logf("collections for 256 MiB of garbage: %d without a floor, %d with 64 MiB", without, with)
-	if with == 0 || with*4 > without {
-		t.Fatalf("a 64 MiB floor left %d collections of %d", with, without)
+	t.Logf("collections for 256 MiB of garbage: %d without a floor, %d with 64 MiB (GOGC %d)", without, with, raised)
+	if raised < 800 { // a few MiB live: the goal needs 64 MiB / a few MiB
+		t.Errorf("GOGC with the floor and a small live heap: %d", raised)
+	}
+	if with == 0 || with > 8 {
+		t.Fatalf("a 64 MiB floor left %d collections for 256 MiB of garbage, want about 4", with)
 	}
 }
 
