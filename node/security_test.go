@@ -290,16 +290,17 @@ func TestSecurityStateSurvivesSIGKILL(t *testing.T) {
 	}
 }
 
-// TestClusterACLSeenByOtherNode: an ACL and a user created through one
-// node are enforced by another within 2 s.
-func TestClusterACLSeenByOtherNode(t *testing.T) {
+// startSecureCluster starts two secure nodes (secureConfig) sharing an
+// embedded etcd under prefix, closed when the test ends.
+func startSecureCluster(t *testing.T, prefix string) []*Node {
+	t.Helper()
 	ec := etcdtest.Start(t, 1)
 	nodes := make([]*Node, 2)
 	for i := range nodes {
 		cfg := secureConfig(t, nil)
 		cfg.NodeID = int32(i + 1)
 		cfg.Partitions = 4
-		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/sec-test/", LeaseTTL: 3 * time.Second}
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 3 * time.Second}
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -307,6 +308,13 @@ func TestClusterACLSeenByOtherNode(t *testing.T) {
 		t.Cleanup(func() { n.Close() })
 		nodes[i] = n
 	}
+	return nodes
+}
+
+// TestClusterACLSeenByOtherNode: an ACL and a user created through one
+// node are enforced by another within 2 s.
+func TestClusterACLSeenByOtherNode(t *testing.T) {
+	nodes := startSecureCluster(t, "/sec-test/")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := kadm.NewClient(scramClient(t, nodes[0].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))
@@ -587,20 +595,7 @@ func TestRegexSubscriptionGivesOnlyDescribableTopics(t *testing.T) {
 // ACLs reach every node through etcd, and the group's filter follows their
 // version).
 func TestClusterRegexACLGrantFromOtherNode(t *testing.T) {
-	ec := etcdtest.Start(t, 1)
-	nodes := make([]*Node, 2)
-	for i := range nodes {
-		cfg := secureConfig(t, nil)
-		cfg.NodeID = int32(i + 1)
-		cfg.Partitions = 4
-		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/regex-acl/", LeaseTTL: 3 * time.Second}
-		n, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		nodes[i] = n
-	}
+	nodes := startSecureCluster(t, "/regex-acl/")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin1 := kadm.NewClient(scramClient(t, nodes[0].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))

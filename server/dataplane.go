@@ -543,15 +543,9 @@ func (s *Server) commitInCatalog(ctx context.Context, c Client, r *request) (kms
 		return s.groupsHandle(ctx, c, r)
 	}
 	sub := *req
-	sub.Topics = make([]kmsg.OffsetCommitRequestTopic, 0, len(req.Topics))
-	for i, t := range req.Topics {
-		if bad[i] != nil {
-			t.Partitions = kept(t.Partitions, bad[i])
-		}
-		if bad[i] == nil || len(t.Partitions) > 0 {
-			sub.Topics = append(sub.Topics, t)
-		}
-	}
+	sub.Topics = withoutMissing(req.Topics, bad, func(t *kmsg.OffsetCommitRequestTopic) *[]kmsg.OffsetCommitRequestTopicPartition {
+		return &t.Partitions
+	})
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	if len(sub.Topics) > 0 {
 		got, err := s.groupsHandle(ctx, c, &request{key: r.key, version: r.version, corr: r.corr, clientID: r.clientID, req: &sub})
@@ -574,6 +568,24 @@ func (s *Server) commitInCatalog(ctx context.Context, c Client, r *request) (kms
 			a.Partitions = append(a.Partitions, ap)
 		})
 	return resp, nil
+}
+
+// withoutMissing returns a copy of topics (an OffsetCommit's or
+// OffsetDelete's) without the partitions marked in bad (missingPartitions),
+// leaving out topics with none left; parts gives a topic's partitions.
+func withoutMissing[T, P any](topics []T, bad [][]bool, parts func(*T) *[]P) []T {
+	out := make([]T, 0, len(topics))
+	for i, t := range topics {
+		if bad[i] != nil {
+			ps := parts(&t)
+			*ps = kept(*ps, bad[i])
+			if len(*ps) == 0 {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // mergeMissing returns the answers to topics (an OffsetCommit's or
@@ -680,15 +692,9 @@ func (s *Server) offsetDeleteInCatalog(ctx context.Context, c Client, r *request
 		return s.groupsHandle(ctx, c, r)
 	}
 	sub := *req
-	sub.Topics = make([]kmsg.OffsetDeleteRequestTopic, 0, len(req.Topics))
-	for i, t := range req.Topics {
-		if bad[i] != nil {
-			t.Partitions = kept(t.Partitions, bad[i])
-		}
-		if bad[i] == nil || len(t.Partitions) > 0 {
-			sub.Topics = append(sub.Topics, t)
-		}
-	}
+	sub.Topics = withoutMissing(req.Topics, bad, func(t *kmsg.OffsetDeleteRequestTopic) *[]kmsg.OffsetDeleteRequestTopicPartition {
+		return &t.Partitions
+	})
 	got, err := s.groupsHandle(ctx, c, &request{key: r.key, version: r.version, corr: r.corr, clientID: r.clientID, req: &sub})
 	if err != nil {
 		return nil, err
