@@ -427,7 +427,7 @@ func runBare(t *testing.T, c workdistClient) {
 	gen = g.settle(gen, w2, w3)
 	step("the SIGKILLed member evicted")
 	w2.p.Close() // SIGTERM: leave the group
-	gen = g.settle(gen, w3)
+	g.settle(gen, w3)
 	step("the stopped member gone")
 	w3.p.Close()
 	step("the last member stopped")

@@ -165,6 +165,9 @@ func testLeaseStore(t *testing.T, ls LeaseStore, advance func(time.Duration)) {
 	must(err)
 	rev, ok, err = ls.Acquire(ctx, 6, 1, l1)
 	must(err)
+	if !ok {
+		t.Fatal("acquire of a free partition on a renewed lease failed")
+	}
 	advance(2*time.Second - time.Nanosecond)
 	snap, err = ls.Load(ctx)
 	must(err)

@@ -298,8 +298,6 @@ func (s *sim) settle(tick, within time.Duration) time.Duration {
 	return s.clk.Now().Sub(start)
 }
 
-func (s *sim) owned(id int32) []int32 { return s.node(id).c.OwnedPartitions() }
-
 func startSim(t testing.TB, nodes int, ttl time.Duration) *sim {
 	s := newSim(t, ttl)
 	for i := 1; i <= nodes; i++ {

@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -60,7 +59,6 @@ type Console struct {
 	log     *slog.Logger
 	now     func() time.Time
 	timeout time.Duration
-	mu      sync.Mutex
 }
 
 // Register adds the console to mux (node.Config.HTTPHandlers).

@@ -423,6 +423,9 @@ func TestKIP848_C77C80C81C82C83OnlineMigration(t *testing.T) {
 			h.checkNoDoubleOwner("cg")
 		}
 		r = h.cg(hb{member: "n1", epoch: h.cmember("cg", "n1").epoch, owned: h.cmember("cg", "n1").assigned.clone()})
+		if r.ErrorCode != 0 {
+			t.Fatalf("round %d: n1's heartbeat failed: %d", round, r.ErrorCode)
+		}
 		h.checkNoDoubleOwner("cg")
 	}
 	cg := h.cgroup("cg")
@@ -640,6 +643,9 @@ func TestRegexMatchedOncePerCatalogVersion(t *testing.T) {
 	}
 	before := ct.ranges
 	r1 = h.cg(hb{member: "m1", epoch: r1.MemberEpoch, owned: assigned(r1)})
+	if r1.ErrorCode != 0 {
+		t.Fatalf("m1's heartbeat after the new topic failed: %d", r1.ErrorCode)
+	}
 	if ct.ranges != before+2 {
 		t.Errorf("a new catalog version walked the catalog %d times, want 2 (its names' size, the regex)", ct.ranges-before)
 	}

@@ -807,7 +807,7 @@ func (sc *scenario) cgheartbeat(a *args) {
 	}
 	if a.has("owned") {
 		v := a.str("owned", "")
-		owned := tpset{}
+		var owned tpset
 		if v == "last" {
 			owned = sc.last[name].clone()
 			if owned == nil {

@@ -85,8 +85,6 @@ type Shard struct {
 	writes    map[uint64]pendingWrite
 	// needsReload: see NeedsReload.
 	needsReload bool
-	// topics is the metadata consumer groups are assigned from.
-	topics Topics
 	// regexJobs: see TakeRegexJobs. nameBytes*: see nameBytes. lastRegex*:
 	// see newRegexMatch.
 	regexJobs        []RegexJob

@@ -50,7 +50,6 @@ type simActor struct {
 	alive    bool   // heartbeats (crashed actors stay silent until they restart)
 	meta     string
 	leader   bool
-	joinedAt time.Time
 }
 
 type simParked struct {

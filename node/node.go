@@ -29,6 +29,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/security/authstate"
+	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/disk"
@@ -123,8 +124,10 @@ type Node struct {
 	cm       *clusterMetrics
 	rm       *rebalanceMetrics // nil with DisableMetrics
 	auth     *authstate.State
-	done     chan error
-	cancel   context.CancelFunc
+	// oauthKeys rereads OAUTHBEARER's JWKS file; nil without OAUTHBEARER.
+	oauthKeys sasl.Reloader
+	done      chan error
+	cancel    context.CancelFunc
 }
 
 // Start opens the store, loads the catalog, starts the coordinator (its
@@ -375,9 +378,24 @@ func (n *Node) advertisedBroker(ls []server.Listener) (server.Broker, error) {
 // new connections get the new certificate, open ones keep theirs.
 func (n *Node) ReloadTLS() error {
 	if n.cfg.Security == nil || n.cfg.Security.TLS == nil {
-		return errors.New("no TLS configured")
+		return fmt.Errorf("TLS: %w", ErrNotConfigured)
 	}
 	return n.cfg.Security.TLS.Reload()
+}
+
+// ErrNotConfigured is returned by ReloadTLS and ReloadOAuthKeys when the
+// node has nothing of that kind to reload.
+var ErrNotConfigured = errors.New("not configured")
+
+// ReloadOAuthKeys looks at OAUTHBEARER's JWKS file at once (SIGHUP) and
+// returns why it does not load; the keys in use stay until a good file
+// replaces them. Without a SIGHUP the file is looked at, at most once a
+// second, when a client starts an OAUTHBEARER exchange.
+func (n *Node) ReloadOAuthKeys() error {
+	if n.oauthKeys == nil {
+		return fmt.Errorf("OAUTHBEARER: %w", ErrNotConfigured)
+	}
+	return n.oauthKeys.Reload()
 }
 
 // Security returns the node's credentials and ACLs.

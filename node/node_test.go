@@ -92,7 +92,6 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 		parts  []int
 	}
 	results := make(chan result, 64)
-	var groups []*kafka.ConsumerGroup
 	for i := 0; i < members; i++ {
 		cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 			ID:                "kgo-group",
@@ -107,7 +106,6 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		groups = append(groups, cg)
 		defer cg.Close()
 		go func(cg *kafka.ConsumerGroup) {
 			for ctx.Err() == nil {

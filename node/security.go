@@ -234,6 +234,9 @@ func (n *Node) openSecurity(ls []server.Listener) (*server.Security, error) {
 			if err != nil {
 				return nil, err
 			}
+			if r, ok := m.(sasl.Reloader); ok {
+				n.oauthKeys = r
+			}
 			sec.Mechanisms[name] = m
 		}
 	}

@@ -1,8 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	crand "crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"maps"
@@ -10,13 +14,16 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -674,4 +681,124 @@ func TestClusterRegexACLGrantFromOtherNode(t *testing.T) {
 		t.Fatalf("the grant through node 2 did not reach the member after %v", time.Since(start))
 	}
 	t.Logf("granted topic given after %v", time.Since(start))
+}
+
+// TestReloadOAuthKeys: the node rereads OAUTHBEARER's JWKS file on demand
+// (cohort serve does it on SIGHUP) and reports a file that does not load;
+// the node answers "not configured" when it has no such file.
+func TestReloadOAuthKeys(t *testing.T) {
+	key, err := rsa.GenerateKey(crand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	write := func(b []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good)
+	cfg := secureConfig(t, memstore.New())
+	cfg.Security.Mechanisms = append(cfg.Security.Mechanisms, sasl.OAuthBearer)
+	cfg.Security.OAuth.JWKSFile = path
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if err := n.ReloadOAuthKeys(); err != nil {
+		t.Fatalf("reload of the good file: %v", err)
+	}
+	write([]byte("{not json"))
+	if err := n.ReloadOAuthKeys(); err == nil || !strings.Contains(err.Error(), path) || errors.Is(err, ErrNotConfigured) {
+		t.Fatalf("reload of a broken file: %v", err)
+	}
+	write(append(good, ' ')) // another size: read again
+	if err := n.ReloadOAuthKeys(); err != nil {
+		t.Fatalf("reload of the repaired file: %v", err)
+	}
+
+	plain := secureConfig(t, memstore.New())
+	n2, err := Start(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n2.Close()
+	if err := n2.ReloadOAuthKeys(); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("ReloadOAuthKeys without OAUTHBEARER: %v", err)
+	}
+	if err := n2.ReloadTLS(); !errors.Is(err, ErrNotConfigured) {
+		t.Errorf("ReloadTLS without TLS: %v", err)
+	}
+}
+
+// logTail collects a child's stderr, safe to read while it writes.
+type logTail struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	os.Stderr.Write(p)
+	return l.buf.Write(p)
+}
+
+func (l *logTail) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), s)
+}
+
+// TestSIGHUPChecksOAuthKeys: on SIGHUP cohort serve rereads the JWKS file
+// and logs whether its keys are in use, so an operator who rotated keys
+// learns at once that the new file does not load.
+func TestSIGHUPChecksOAuthKeys(t *testing.T) {
+	bin := cohortBinary(t)
+	key, err := rsa.GenerateKey(crand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "jwks.json")
+	if err := os.WriteFile(path, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	cmd := exec.Command(bin, "serve", "--listeners", "SASL_PLAINTEXT://"+addr, "--data-dir", t.TempDir(), "--log-level", "info",
+		"--sasl-mechanisms", "OAUTHBEARER", "--oauth-jwks-file", path)
+	logs := &logTail{}
+	cmd.Stdout, cmd.Stderr = os.Stderr, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
+	waitListening(t, addr)
+
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	if !testwait.Until(10*time.Second, func() bool { return logs.has("OAUTHBEARER JWKS file not loaded") && logs.has(path) }) {
+		t.Fatal("no log line for the broken JWKS file 10s after SIGHUP")
+	}
+	if err := os.WriteFile(path, append(good, '\n'), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	if !testwait.Until(10*time.Second, func() bool { return logs.has("OAUTHBEARER JWKS file checked; its keys are in use") }) {
+		t.Fatal("no log line for the repaired JWKS file 10s after SIGHUP")
+	}
+	if !logs.has("no TLS certificate to reload") {
+		t.Error("SIGHUP without TLS did not say there is no certificate to reload")
+	}
 }

@@ -330,11 +330,10 @@ func runPool(t *testing.T, addr string) {
 		return after
 	}
 
-	t0 := time.Now()
 	spawn()
 	settle("first worker")
 	cur, _ := rec.snapshot()
-	t0 = time.Now()
+	t0 := time.Now()
 	for range 7 {
 		spawn()
 	}

@@ -214,7 +214,7 @@ func newServeFlags() *serveFlags {
 	str(&s.tlsClientAuth, "tls-client-auth", "none", "client certificates: none, requested or required")
 	str(&s.tlsRules, "tls-principal-rules", "", "Kafka ssl.principal.mapping.rules for client certificates (default: User:<CN>)")
 	str(&s.saslMechs, "sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, OAUTHBEARER")
-	str(&s.jwks, "oauth-jwks-file", "", "JWKS file of the keys that sign OAUTHBEARER tokens (reloaded when it changes)")
+	str(&s.jwks, "oauth-jwks-file", "", "JWKS file of the keys that sign OAUTHBEARER tokens (reloaded when it changes, and checked on SIGHUP)")
 	str(&s.oauthIssuer, "oauth-issuer", "", "required iss claim of OAUTHBEARER tokens")
 	str(&s.oauthAudience, "oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
 	str(&s.oauthClaim, "oauth-principal-claim", "sub", "claim naming the principal of an OAUTHBEARER token")
@@ -559,6 +559,13 @@ wait:
 					log.Error("SIGHUP: TLS certificate not reloaded; the old one stays in use", "err", err)
 				} else {
 					log.Info("SIGHUP: TLS certificate reloaded")
+				}
+				switch err := n.ReloadOAuthKeys(); {
+				case errors.Is(err, node.ErrNotConfigured):
+				case err != nil:
+					log.Error("SIGHUP: OAUTHBEARER JWKS file not loaded; the keys read before stay in use", "err", err)
+				default:
+					log.Info("SIGHUP: OAUTHBEARER JWKS file checked; its keys are in use")
 				}
 				continue
 			}

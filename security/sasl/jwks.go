@@ -101,6 +101,13 @@ func loadJWKS(path string, now func() time.Time) (*jwksFile, error) {
 	return f, nil
 }
 
+// fileErr is why the file as last looked at did not load, or nil.
+func (f *jwksFile) fileErr() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
 // current returns the keys in use.
 func (f *jwksFile) current() []verifyKey { return *f.keys.Load() }
 
@@ -126,7 +133,11 @@ func (f *jwksFile) reloadLocked() error {
 	f.checked = f.now()
 	st, err := os.Stat(f.path)
 	if err != nil {
-		return fmt.Errorf("sasl: JWKS file: %w", err)
+		// Gone or unreadable: keep the keys, and read the file again
+		// whatever its size and time once it is back.
+		f.err = fmt.Errorf("sasl: JWKS file: %w", err)
+		f.size, f.mtime = -1, time.Time{}
+		return f.err
 	}
 	if f.keys.Load() != nil && st.Size() == f.size && st.ModTime().Equal(f.mtime) {
 		return f.err

@@ -218,10 +218,18 @@ func (m *oauthMechanism) verifySignature(tok *jwt.JSONWebToken, hdr jose.Header)
 			return payload, nil
 		}
 	}
+	var err error
 	if !tried {
-		return nil, fmt.Errorf("no key with kid %q", hdr.KeyID)
+		err = fmt.Errorf("no key with kid %q", hdr.KeyID)
+	} else {
+		err = fmt.Errorf("signature (%s, kid %q) not verified by the JWKS keys", hdr.Algorithm, hdr.KeyID)
 	}
-	return nil, fmt.Errorf("signature (%s, kid %q) not verified by the JWKS keys", hdr.Algorithm, hdr.KeyID)
+	// A key rotation whose new file does not load shows up here first:
+	// say so, or the operator sees only tokens failing.
+	if ferr := m.keys.fileErr(); ferr != nil {
+		err = fmt.Errorf("%w; the keys in use are the last good ones, because %w", err, ferr)
+	}
+	return nil, err
 }
 
 // keyFits tells whether alg is an algorithm of k's key type.

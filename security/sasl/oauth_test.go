@@ -391,6 +391,11 @@ func TestOAuthKeyRotation(t *testing.T) {
 		if err := r.Reload(); err == nil {
 			t.Errorf("the error of %q was forgotten", bad)
 		}
+		// A token the kept keys refuse says why the new file is not in
+		// use (the reason goes to the server's log, not the client).
+		t.Run("refused while "+bad, func(t *testing.T) {
+			f.wantInvalid(t, tok1, `no key with kid "k1"; the keys in use are the last good ones, because sasl: JWKS file `+f.path)
+		})
 	}
 	if err := os.Remove(f.path); err != nil {
 		t.Fatal(err)
@@ -399,6 +404,9 @@ func TestOAuthKeyRotation(t *testing.T) {
 		t.Errorf("Reload of a missing file succeeded")
 	}
 	f.wantOK(tok2, "User:bob")
+	t.Run("refused while missing", func(t *testing.T) {
+		f.wantInvalid(t, tok1, "the keys in use are the last good ones, because sasl: JWKS file: stat "+f.path)
+	})
 
 	// Both keys; Reload takes them at once, without waiting for a second.
 	f.writeJWKS(pub(rsaKey, "k1"), pub(ecKey, "k2"))
@@ -407,6 +415,13 @@ func TestOAuthKeyRotation(t *testing.T) {
 	}
 	f.wantOK(tok1, "User:alice")
 	f.wantOK(tok2, "User:bob")
+	t.Run("good file again", func(t *testing.T) {
+		tok3 := sign(t, jose.RS256, rsaKey, "k3", claims())
+		_, _, _, err := f.step(initial(tok3))
+		if err == nil || strings.Contains(err.Error(), "last good") {
+			t.Errorf("refusal with a good file: %v", err)
+		}
+	})
 }
 
 func TestNewOAuthBearerErrors(t *testing.T) {
