@@ -753,7 +753,9 @@ func (c *Cluster) leave() {
 	c.mu.Unlock()
 	for _, id := range leases {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c.ls.Revoke(ctx, id)
+		if err := c.ls.Revoke(ctx, id); err != nil {
+			c.log.Warn("cluster: lease not revoked on leaving; other nodes take this node's partitions when it expires", "err", err)
+		}
 		cancel()
 	}
 }

@@ -212,7 +212,9 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 				}
 				rcancel()
 				if snap != nil && string(snap) != string(cat.Snapshot()) {
-					cat.Restore(snap)
+					if err := cat.Restore(snap); err != nil {
+						n.log.Warn("cluster: catalog read from etcd not applied", "err", err)
+					}
 				}
 			}
 		}
