@@ -87,7 +87,15 @@ func groupsCmd(e env, cmd string, args []string) error {
 		if err := checkNoArgs(cmd, pos); err != nil {
 			return err
 		}
-		return listGroups(e, f, splitList(states), splitList(types))
+		stateList, err := checkFilter("--state", splitList(states), groupStates)
+		if err != nil {
+			return err
+		}
+		typeList, err := checkFilter("--type", splitList(types), groupTypes)
+		if err != nil {
+			return err
+		}
+		return listGroups(e, f, stateList, typeList)
 	}
 	if len(pos) == 0 {
 		return usagef("group: want describe|delete|history|why ID...")
@@ -129,6 +137,30 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// The values "groups" filters on: the states ListGroups gives cohort's
+// classic and consumer groups (a Dead group is never listed), and the group
+// types cohort has.
+var (
+	groupStates = []string{"Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+	groupTypes  = []string{"classic", "consumer"}
+)
+
+// checkFilter checks the values of filter flag name against the accepted
+// ones, without regard to case, and returns them spelled as accepted. An
+// unknown value is a usage error: a typo would otherwise filter out every
+// group and read as "no groups".
+func checkFilter(name string, values, accepted []string) ([]string, error) {
+	out := make([]string, 0, len(values))
+	for _, v := range values {
+		i := slices.IndexFunc(accepted, func(a string) bool { return strings.EqualFold(a, v) })
+		if i < 0 {
+			return nil, usagef("%s %q: want one of %s (comma-separated, any case)", name, v, strings.Join(accepted, ", "))
+		}
+		out = append(out, accepted[i])
+	}
+	return out, nil
 }
 
 func listGroups(e env, f *cmdFlags, states, types []string) error {

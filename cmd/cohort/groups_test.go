@@ -93,6 +93,15 @@ func TestGroupCommands(t *testing.T) {
 	if l := c.listGroups("--type", "consumer"); len(l) != 0 {
 		t.Fatalf("groups --type consumer: %+v", l)
 	}
+	// Filter values are checked, in any case: a typo is a usage error, not
+	// an empty list.
+	if l := c.listGroups("--type", "Classic", "--state", "STABLE"); len(l) != 1 || l[0].Group != "live" {
+		t.Fatalf("groups --type Classic --state STABLE: %+v", l)
+	}
+	if out := c.fails(2, []string{"groups", "--type", "consumers"}, `--type "consumers": want one of classic, consumer`); out != "" {
+		t.Fatalf("groups --type consumers printed:\n%s", out)
+	}
+	c.fails(2, []string{"groups", "--state", "bogus"}, `--state "bogus": want one of`)
 
 	// describe a live group: generation and leader (cohort's tag), the
 	// coordinator, members with client id, host, instance id and decoded
