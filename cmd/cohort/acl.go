@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -32,7 +33,7 @@ func (a *aclFlags) register(fs *flag.FlagSet) {
 		a.principals = append(a.principals, s)
 		return nil
 	})
-	fs.Func("host", "`address` the principal connects from (repeatable; add: default *, any)", func(s string) error {
+	fs.Func("host", "IP `address` the principal connects from, or * for any (repeatable; add: default *)", func(s string) error {
 		a.hosts = append(a.hosts, s)
 		return nil
 	})
@@ -71,6 +72,12 @@ func (a *aclFlags) parse(action string) (aclSpec, error) {
 	for _, h := range a.hosts {
 		if h == "" {
 			return sp, errors.New("--host: empty host (use * for any)")
+		}
+		// The server matches an ACL's host against the client's IP
+		// address, never a name: an ACL on "localhost" would apply to no
+		// one (Kafka stores any string; cohort's CLI refuses it).
+		if _, err := netip.ParseAddr(h); err != nil && h != "*" {
+			return sp, fmt.Errorf("--host %q: want * or an IPv4 or IPv6 address: ACL hosts are matched against the client's IP address, so a host name never matches", h)
 		}
 	}
 	if adding && len(sp.principals) == 0 {
@@ -179,7 +186,6 @@ func (sp aclSpec) builder() *kadm.ACLBuilder {
 // acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
 // DeleteAcls) and prints the ACLs added, found or deleted.
 func acl(e env, args []string) error {
-	out := e.stdout
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	var c conn
@@ -197,6 +203,8 @@ func acl(e env, args []string) error {
 
 An ACL lets (or forbids) a principal, connecting from a host, an operation
 on a resource: a topic or group named exactly or by prefix, or the cluster.
+A host is * (any) or an IP address, since the server matches it against the
+client's address; a host name would never match.
 flags:
 `)
 		fs.PrintDefaults()
@@ -213,35 +221,41 @@ flags:
 	if err != nil {
 		return usageError{err}
 	}
-	adm, ctx, tw, done, err := c.dial(out)
+	cl, ctx, done, err := c.open()
 	if err != nil {
 		return err
 	}
 	defer done()
+	adm := kadm.NewClient(cl)
+	what := "acl " + action
 	var rows []aclRow
-	var failed error
+	var fails []aclFailure
+	results := 0 // ACLs to add, or filters
 	switch action {
 	case "add":
 		rs, err := adm.CreateACLs(ctx, sp.builder())
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", what, err)
 		}
+		results = len(rs)
 		for _, r := range rs {
 			if r.Err != nil {
-				failed = errors.Join(failed, fmt.Errorf("%s %s %s on %s %s: %w%s", r.Principal, r.Permission, r.Operation, r.Type, r.Name, r.Err, message(r.ErrMessage)))
+				fails = append(fails, aclFailure{aclText(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Name, r.Pattern),
+					withMessage(r.Err, r.ErrMessage)})
 				continue
 			}
 			rows = append(rows, aclRow{r.Principal, r.Host, r.Operation, r.Permission, r.Type, r.Name, r.Pattern})
 		}
-		fmt.Fprintln(tw, "ADDED")
 	case "list":
 		rs, err := adm.DescribeACLs(ctx, sp.builder())
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", what, err)
 		}
+		results = len(rs)
 		for _, r := range rs {
 			if r.Err != nil {
-				failed = errors.Join(failed, fmt.Errorf("%w%s", r.Err, message(r.ErrMessage)))
+				fails = append(fails, aclFailure{filterText(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Name, r.Pattern),
+					withMessage(r.Err, r.ErrMessage)})
 			}
 			for _, d := range r.Described {
 				rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
@@ -250,24 +264,88 @@ flags:
 	case "delete":
 		rs, err := adm.DeleteACLs(ctx, sp.builder())
 		if err != nil {
-			return err
+			return fmt.Errorf("%s: %w", what, err)
 		}
+		results = len(rs)
 		for _, r := range rs {
 			if r.Err != nil {
-				failed = errors.Join(failed, fmt.Errorf("%w%s", r.Err, message(r.ErrMessage)))
+				fails = append(fails, aclFailure{filterText(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Name, r.Pattern),
+					withMessage(r.Err, r.ErrMessage)})
 			}
 			for _, d := range r.Deleted {
 				if d.Err != nil {
-					failed = errors.Join(failed, fmt.Errorf("%s on %s %s: %w%s", d.Principal, d.Type, d.Name, d.Err, message(d.ErrMessage)))
+					fails = append(fails, aclFailure{aclText(d.Principal, d.Host, d.Permission, d.Operation, d.Type, d.Name, d.Pattern),
+						withMessage(d.Err, d.ErrMessage)})
 					continue
 				}
 				rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
 			}
 		}
+	}
+	failed := aclErrors(what, fails, results)
+	// Print only what was done: a request refused as a whole (no
+	// authorizer, no permission) prints nothing, so that a failure never
+	// shows ADDED, DELETED or an empty list.
+	if failed != nil && len(rows) == 0 {
+		return failed
+	}
+	tw := newTable(e.stdout)
+	switch action {
+	case "add":
+		fmt.Fprintln(tw, "ADDED")
+	case "delete":
 		fmt.Fprintln(tw, "DELETED")
 	}
 	writeACLs(tw, rows)
-	return failed
+	return errors.Join(tw.Flush(), failed)
+}
+
+// aclFailure is the error of one ACL (add, or an ACL a delete matched) or
+// of one filter (list, delete), and what it names.
+type aclFailure struct {
+	what string
+	err  error
+}
+
+// aclErrors is the error of an acl command (what: "acl add") from its
+// failures out of results: one line when every result failed alike, as
+// when the server refuses the request as a whole; else a line per
+// failure, naming its ACL or filter.
+func aclErrors(what string, fails []aclFailure, results int) error {
+	if len(fails) == 0 {
+		return nil
+	}
+	alike := len(fails) >= results
+	for _, f := range fails[1:] {
+		alike = alike && f.err.Error() == fails[0].err.Error()
+	}
+	if alike {
+		return fmt.Errorf("%s: %w", what, fails[0].err)
+	}
+	errs := make([]error, len(fails))
+	for i, f := range fails {
+		errs[i] = fmt.Errorf("%s %s: %w", what, f.what, f.err)
+	}
+	return errors.Join(errs...)
+}
+
+// aclText names one ACL in an error.
+func aclText(principal, host string, perm kmsg.ACLPermissionType, op kmsg.ACLOperation, typ kmsg.ACLResourceType,
+	name string, pattern kmsg.ACLResourcePatternType) string {
+	return fmt.Sprintf("%s from %s %s %s on %s %s %s", principal, host, perm, op, pattern, typ, name)
+}
+
+// filterText names one filter of list or delete in an error; a field the
+// filter leaves open is "any".
+func filterText(principal, host *string, perm kmsg.ACLPermissionType, op kmsg.ACLOperation, typ kmsg.ACLResourceType,
+	name *string, pattern kmsg.ACLResourcePatternType) string {
+	anyOr := func(s *string) string {
+		if s == nil {
+			return "any"
+		}
+		return *s
+	}
+	return "filter " + aclText(anyOr(principal), anyOr(host), perm, op, typ, anyOr(name), pattern)
 }
 
 // aclRow is one ACL as printed.

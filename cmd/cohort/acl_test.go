@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
 )
 
 func parseACLFlags(t *testing.T, action string, args ...string) (aclSpec, error) {
@@ -180,5 +185,132 @@ func TestACLCommands(t *testing.T) {
 	}
 	if out = run("list"); out != header+"\nGROUP app- PREFIXED User:alice * DESCRIBE ALLOW\nCLUSTER kafka-cluster LITERAL User:ops * ALTER ALLOW" {
 		t.Fatalf("list after delete:\n%s", out)
+	}
+}
+
+// startSASLNode starts a cohort node with one SASL_PLAINTEXT listener
+// (ACLs enforced), whose super user admin the returned flags log in as.
+func startSASLNode(t *testing.T) (addr string, admin []string) {
+	t.Helper()
+	ls, err := node.ParseListeners("SASL_PLAINTEXT://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeConfig(t, node.Config{Listeners: ls, Group: group.Defaults(), Security: &node.SecurityConfig{
+		BootstrapUser: "admin", BootstrapPassword: "admin-pw", SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}})
+	addr = n.ListenerAddr("SASL_PLAINTEXT")
+	return addr, saslFlags(t, addr, "admin", "admin-pw")
+}
+
+// saslFlags are the flags that log in to addr as user over SCRAM-SHA-256.
+func saslFlags(t *testing.T, addr, user, pass string) []string {
+	t.Helper()
+	return []string{"--bootstrap", addr, "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", user,
+		"--sasl-password-file", writeTemp(t, user+"-pw", pass)}
+}
+
+// TestACLOutputOnlyOnSuccess: a refused acl command prints nothing on
+// standard output (no ADDED or DELETED header, no empty list) and one
+// "cohort: acl ACTION: CODE: text" line on standard error; a command that
+// works prints its table.
+func TestACLOutputOnlyOnSuccess(t *testing.T) {
+	refused := func(c cli, action string, args []string, want string) {
+		t.Helper()
+		out, errOut, code := c.run(append([]string{"acl", action}, args...)...)
+		if code != 1 || out != "" || errOut != want+"\n" {
+			t.Fatalf("acl %s %q: exit %d, stdout %q, stderr %q; want exit 1, no output and %q", action, args, code, out, errOut, want)
+		}
+	}
+	add := []string{"--principal", "User:x", "--operation", "read", "--permission", "allow", "--group", "g"}
+
+	// Without an authorizer, cohort answers the ACL APIs SECURITY_DISABLED.
+	open := cli{t: t, base: []string{"--bootstrap", startNode(t, "127.0.0.1:0").Addr()}}
+	const disabled = "SECURITY_DISABLED: Security features are disabled."
+	refused(open, "add", add, "cohort: acl add: "+disabled)
+	refused(open, "add", append(add, "--principal", "User:y", "--operation", "read,write"), "cohort: acl add: "+disabled)
+	refused(open, "delete", []string{"--group", "g"}, "cohort: acl delete: "+disabled)
+	refused(open, "list", nil, "cohort: acl list: "+disabled)
+
+	// With ACLs enforced: the super user's commands work, bob's are refused
+	// until an ACL lets him describe the cluster from his IP address.
+	addr, adminFlags := startSASLNode(t)
+	admin := cli{t: t, base: adminFlags}
+	bob := cli{t: t, base: saslFlags(t, addr, "bob", "bob-pw")}
+	const header = "RESOURCE NAME PATTERN PRINCIPAL HOST OPERATION PERMISSION"
+	if out := table(admin.ok(append([]string{"acl", "add"}, add...)...)); out != "ADDED\n"+header+"\nGROUP g LITERAL User:x * READ ALLOW" {
+		t.Fatalf("acl add:\n%s", out)
+	}
+	var quiet bytes.Buffer
+	if err := users(env{stdin: strings.NewReader("bob-pw"), stdout: &quiet, stderr: io.Discard}, "user", append([]string{"set", "bob"}, adminFlags...)); err != nil {
+		t.Fatal(err)
+	}
+	const unauthorized = "CLUSTER_AUTHORIZATION_FAILED: Cluster authorization failed."
+	refused(bob, "list", nil, "cohort: acl list: "+unauthorized)
+	refused(bob, "add", add, "cohort: acl add: "+unauthorized)
+	refused(bob, "delete", []string{"--group", "g"}, "cohort: acl delete: "+unauthorized)
+
+	// An ACL on bob's IP address applies to him.
+	admin.ok("acl", "add", "--principal", "User:bob", "--host", "127.0.0.1", "--operation", "describe", "--permission", "allow", "--cluster")
+	if out := table(bob.ok("acl", "list")); out != header+"\nGROUP g LITERAL User:x * READ ALLOW\nCLUSTER kafka-cluster LITERAL User:bob 127.0.0.1 DESCRIBE ALLOW" {
+		t.Fatalf("bob's acl list:\n%s", out)
+	}
+	if out := table(admin.ok("acl", "delete", "--group", "g")); out != "DELETED\n"+header+"\nGROUP g LITERAL User:x * READ ALLOW" {
+		t.Fatalf("acl delete:\n%s", out)
+	}
+	// A list that matches nothing is an empty table, not an error.
+	if out := table(admin.ok("acl", "list", "--group", "g")); out != header {
+		t.Fatalf("acl list of nothing:\n%s", out)
+	}
+}
+
+// TestACLHostIsAnAddress: --host must be * or an IP address, for add and
+// for the filters of list and delete, since the server matches ACL hosts
+// against the client's address; the check comes before connecting.
+func TestACLHostIsAnAddress(t *testing.T) {
+	c := cli{t: t, base: []string{"--bootstrap", closedAddr(t)}}
+	add := []string{"acl", "add", "--principal", "User:x", "--operation", "read", "--permission", "allow", "--group", "g"}
+	for _, args := range [][]string{
+		append(add, "--host", "localhost"),
+		append(add, "--host", "10.0.0.1", "--host", "db.example.com"),
+		append(add, "--host", "10.0.0.256"),
+		{"acl", "list", "--host", "localhost"},
+		{"acl", "delete", "--group", "g", "--host", "localhost"},
+	} {
+		if out := c.fails(2, args, "want * or an IPv4 or IPv6 address", "matched against the client's IP address"); out != "" {
+			t.Fatalf("%q printed %q", args, out)
+		}
+	}
+	for _, h := range []string{"*", "127.0.0.1", "::1", "fe80::1", "0:0:0:0:0:0:0:1"} {
+		if _, err := parseACLFlags(t, "add", "--principal", "User:x", "--operation", "read", "--permission", "allow", "--group", "g", "--host", h); err != nil {
+			t.Errorf("--host %s: %v", h, err)
+		}
+	}
+}
+
+// TestACLErrors: one line when every ACL or filter failed alike, else one
+// per failure naming what failed; a server message that only repeats the
+// code's name is dropped.
+func TestACLErrors(t *testing.T) {
+	denied := withMessage(kerr.ClusterAuthorizationFailed, "CLUSTER_AUTHORIZATION_FAILED")
+	a := aclFailure{"User:a from * ALLOW READ on LITERAL GROUP g", denied}
+	b := aclFailure{"User:b from * ALLOW READ on LITERAL GROUP g", withMessage(kerr.InvalidRequest, "bad host")}
+	for _, tc := range []struct {
+		fails   []aclFailure
+		results int
+		want    string
+	}{
+		{nil, 2, ""},
+		{[]aclFailure{a, a}, 2, "acl add: CLUSTER_AUTHORIZATION_FAILED: Cluster authorization failed."},
+		{[]aclFailure{b}, 2, "acl add User:b from * ALLOW READ on LITERAL GROUP g: INVALID_REQUEST: bad host"},
+		{[]aclFailure{a, b}, 2, "acl add User:a from * ALLOW READ on LITERAL GROUP g: CLUSTER_AUTHORIZATION_FAILED: Cluster authorization failed.\n" +
+			"acl add User:b from * ALLOW READ on LITERAL GROUP g: INVALID_REQUEST: bad host"},
+	} {
+		err := aclErrors("acl add", tc.fails, tc.results)
+		if got := fmt.Sprint(err); err == nil && tc.want != "" || err != nil && got != tc.want {
+			t.Errorf("got %v, want %q", err, tc.want)
+		}
+		if err != nil && errors.Is(tc.fails[0].err, kerr.ClusterAuthorizationFailed) && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			t.Errorf("%v does not match its code", err)
+		}
 	}
 }

@@ -87,9 +87,13 @@ func (s serverError) Error() string {
 
 func (s serverError) Unwrap() error { return s.err }
 
-// withMessage attaches the server's message (when it sent one) to err.
+// withMessage attaches the server's message (when it sent one) to err. A
+// message that only repeats the code's name, as some servers send (cohort's
+// security admin APIs, for one), is dropped: err then reads "CODE_NAME:
+// generic text".
 func withMessage(err error, msg string) error {
-	if err == nil || msg == "" {
+	var ke *kerr.Error
+	if err == nil || msg == "" || errors.As(err, &ke) && (msg == ke.Message || msg == ke.Description) {
 		return err
 	}
 	return serverError{err, msg}
@@ -120,14 +124,6 @@ func result(err error, ok string) string {
 		return "error: " + err.Error()
 	}
 	return ok
-}
-
-// message formats a server's error message for appending to an error.
-func message(m string) string {
-	if m == "" {
-		return ""
-	}
-	return " (" + m + ")"
 }
 
 // checkNoArgs is the usage error of a command given arguments it does not take.

@@ -136,7 +136,7 @@ flags:
 		case errors.Is(d.Err, kerr.ResourceNotFound):
 			fmt.Fprintf(tw, "%s\t-\t-\n", d.User)
 		case d.Err != nil:
-			failed = errors.Join(failed, fmt.Errorf("%s: %w%s", d.User, d.Err, message(d.ErrMessage)))
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", d.User, withMessage(d.Err, d.ErrMessage)))
 		}
 		for _, ci := range d.CredInfos {
 			fmt.Fprintf(tw, "%s\t%s\t%d\n", d.User, ci.Mechanism, ci.Iterations)
@@ -167,7 +167,7 @@ func alteredErr(rs kadm.AlteredUserSCRAMs, user string) error {
 		return fmt.Errorf("no result for user %s", user)
 	}
 	if r.Err != nil {
-		return fmt.Errorf("%s: %w%s", user, r.Err, message(r.ErrMessage))
+		return fmt.Errorf("%s: %w", user, withMessage(r.Err, r.ErrMessage))
 	}
 	return nil
 }
