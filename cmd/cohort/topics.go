@@ -9,13 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// topicJSON is one topic of "topics" and the result of "topic": its name and
-// partition count (after the change, for create and grow).
+// topicJSON is one topic of "topics" and the result of "topic create" and
+// "topic grow": its name and partition count (after the change).
 type topicJSON struct {
 	Topic              string `json:"topic"`
 	Partitions         int    `json:"partitions"`
 	PreviousPartitions *int   `json:"previous_partitions,omitempty"` // grow only
-	Deleted            bool   `json:"deleted,omitempty"`             // delete only
+}
+
+// deletedTopicJSON is the result of "topic delete": DeleteTopics does not
+// say how many partitions the topic had, so there is no count.
+type deletedTopicJSON struct {
+	Topic   string `json:"topic"`
+	Deleted bool   `json:"deleted"`
 }
 
 const topicsUsage = `usage:
@@ -61,7 +67,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 	}
 	defer done()
 	adm := kadm.NewClient(cl)
-	var res topicJSON
+	var res any
 	switch action {
 	case "":
 		topics, err := adm.ListTopics(ctx)
@@ -122,7 +128,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		if err != nil {
 			return fmt.Errorf("delete %s: %w", name, err)
 		}
-		res = topicJSON{Topic: name, Deleted: true}
+		res = deletedTopicJSON{Topic: name, Deleted: true}
 		if !o.json() {
 			fmt.Fprintf(e.stdout, "deleted %s\n", name)
 		}
