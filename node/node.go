@@ -178,6 +178,9 @@ func Start(cfg Config) (*Node, error) {
 		n.store, n.ownStore = st, true
 	}
 
+	if err := n.checkPartitions(); err != nil {
+		return nil, err
+	}
 	cat, err := n.loadCatalog()
 	if err != nil {
 		return nil, err
@@ -400,6 +403,67 @@ func (n *Node) ReloadOAuthKeys() error {
 
 // Security returns the node's credentials and ACLs.
 func (n *Node) Security() *authstate.State { return n.auth }
+
+// partitionsKey holds, in CatalogPartition, the number of coordinator
+// partitions the store's groups are spread over. A group lives in partition
+// hash(group) mod that number, so a node started with another number would
+// look for every group in the wrong partition: its groups and offsets would
+// seem gone, and new commits would land apart from the old ones.
+var partitionsKey = []byte("partitions")
+
+// checkPartitions refuses a store written with another partition count,
+// and records the count in a store that has none (a new store, or one
+// written before the count was recorded).
+func (n *Node) checkPartitions() error {
+	want := n.cfg.Partitions
+	if want <= 0 {
+		want = 50 // the coordinator's default
+	}
+	var stored []byte
+	err := n.store.Load(context.Background(), CatalogPartition, func(r store.Record) error {
+		if string(r.Key) == string(partitionsKey) {
+			stored = append([]byte(nil), r.Value...)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading the store's partition count: %w", err)
+	}
+	if stored != nil {
+		have, err := strconv.Atoi(string(stored))
+		if err != nil || have <= 0 {
+			return fmt.Errorf("the store's partition count %q is not a positive number", stored)
+		}
+		if have != want {
+			return fmt.Errorf("%s holds groups spread over %d coordinator partitions, but this node has %d (--partitions): "+
+				"it would look for every group in the wrong partition, and their offsets would seem lost; "+
+				"start it with --partitions %d (a store's partition count cannot change)", n.storeName(), have, want, have)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.store.Append(ctx, CatalogPartition, []store.Record{{Key: partitionsKey, Value: []byte(strconv.Itoa(want))}}); err != nil {
+		return fmt.Errorf("recording the partition count in the store: %w", err)
+	}
+	return nil
+}
+
+// storeName says where the node's state is, for messages.
+func (n *Node) storeName() string {
+	switch {
+	case n.cfg.Cluster != nil:
+		return fmt.Sprintf("the etcd cluster state under prefix %q", n.cfg.Cluster.Prefix)
+	case n.ownStore:
+		dir := n.cfg.DataDir
+		if dir == "" {
+			dir = "data"
+		}
+		return fmt.Sprintf("the data directory %s", dir)
+	default:
+		return "the store"
+	}
+}
 
 func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	st := n.store

@@ -177,7 +177,7 @@ func newServeFlags() *serveFlags {
 	num(&s.nodeID, "node-id", 0, "node id advertised to clients")
 	str(&s.clusterID, "cluster-id", "cohort", "cluster id advertised to clients")
 	str(&s.dataDir, "data-dir", "./data", "directory of the embedded store (created at the first start)")
-	num(&s.partitions, "partitions", 50, "coordinator partitions (fixed for a data directory)")
+	num(&s.partitions, "partitions", 50, "coordinator partitions (recorded with the state at the first start; another count is refused later)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
