@@ -310,8 +310,6 @@ func (g *Group) onConsumerRebalanceExpired(now time.Time, m *cmember, out *Outpu
 
 func (g *Group) logFailure(what string) func(time.Time, int16, *Output) {
 	return func(_ time.Time, code int16, _ *Output) {
-		if code != ErrNone {
-			g.s.logf("group %q: writing the %s failed: error %d", g.id, what, code)
-		}
+		g.s.logWriteFailure(code, "group %q: writing the %s failed", g.id, what)
 	}
 }

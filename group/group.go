@@ -620,9 +620,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		g.rbFinish(now, "empty", out)
 		// Persist the empty generation; a failure is only logged (Kafka).
 		g.persistMetadata(now, out, func(_ time.Time, code int16, _ *Output) {
-			if code != ErrNone {
-				g.s.logf("group %q: persisting empty generation %d failed: error %d", g.id, g.generation, code)
-			}
+			g.s.logWriteFailure(code, "group %q: persisting empty generation %d failed", g.id, g.generation)
 		})
 		return
 	}

@@ -366,7 +366,7 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	group := ev.Group
 	s.write(out, recs, func(now time.Time, code int16, _ *Output) {
 		if code != ErrNone {
-			s.logf("group %q: storing rebalance event %d failed: error %d", group, ev.Seq, code)
+			s.logWriteFailure(code, "group %q: storing rebalance event %d failed", group, ev.Seq)
 			return
 		}
 		s.evalStorm(group, now)

@@ -545,7 +545,7 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		// (and the group, if it had a metadata record).
 		s.write(out, recs, func(now time.Time, code int16, out *Output) {
 			if code != ErrNone {
-				s.logf("group %q: expiring offsets failed: error %d", g.id, code)
+				s.logWriteFailure(code, "group %q: expiring offsets failed", g.id)
 				if g.state == Dead && s.groups[g.id] == g {
 					g.transition(Empty, emptySince) // retention still counts from then
 				}

@@ -85,6 +85,8 @@ type Shard struct {
 	writes    map[uint64]pendingWrite
 	// needsReload: see NeedsReload.
 	needsReload bool
+	// unloading is true while Unload gives up on the writes in flight.
+	unloading bool
 	// regexJobs: see TakeRegexJobs. nameBytes*: see nameBytes. lastRegex*:
 	// see newRegexMatch.
 	regexJobs        []RegexJob
@@ -144,6 +146,19 @@ func (s *Shard) logf(format string, args ...any) {
 	if s.Logf != nil {
 		s.Logf(format, args...)
 	}
+}
+
+// logWriteFailure logs a write that failed with code, for the writes whose
+// failure nothing but the log hears of. The writes Unload gives up on are
+// not logged: the store may well have taken them (a node stopping, a
+// partition moving while they are in flight), and whoever loads the
+// partition next reads whatever the store holds; calling them failed was a
+// false alarm at every shutdown.
+func (s *Shard) logWriteFailure(code int16, format string, args ...any) {
+	if code == ErrNone || s.unloading {
+		return
+	}
+	s.logf(format+": error %d", append(args, code)...)
 }
 
 // pendingWrite is a write the runtime has not reported yet: its records,
@@ -270,6 +285,8 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // answer in write order, deterministically
+	s.unloading = true
+	defer func() { s.unloading = false }()
 	for _, id := range ids {
 		w := s.writes[id]
 		delete(s.writes, id)
