@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -270,3 +271,29 @@ func (m *clusterMode) closeClient() {
 
 // Store returns the node's store (cluster mode: the fenced etcd store).
 func (n *Node) Store() store.Store { return n.store }
+
+// checkClusterPartitions is checkPartitions in cluster mode: the count is
+// created in one etcd transaction if no node has recorded it yet, so that
+// two nodes starting at once with different counts cannot both record
+// theirs; otherwise it is compared.
+func (n *Node) checkClusterPartitions(want int) error {
+	key := n.cl.st.RecordKey(CatalogPartition, partitionsKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := n.cl.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, strconv.Itoa(want))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("recording the partition count in etcd: %w", err)
+	}
+	if r.Succeeded {
+		return nil
+	}
+	kvs := r.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return errors.New("the partition count in etcd vanished while it was read; start again")
+	}
+	return n.samePartitions(kvs[0].Value, want)
+}

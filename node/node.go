@@ -419,6 +419,9 @@ func (n *Node) checkPartitions() error {
 	if want <= 0 {
 		want = 50 // the coordinator's default
 	}
+	if n.cl != nil {
+		return n.checkClusterPartitions(want)
+	}
 	var stored []byte
 	err := n.store.Load(context.Background(), CatalogPartition, func(r store.Record) error {
 		if string(r.Key) == string(partitionsKey) {
@@ -430,21 +433,26 @@ func (n *Node) checkPartitions() error {
 		return fmt.Errorf("reading the store's partition count: %w", err)
 	}
 	if stored != nil {
-		have, err := strconv.Atoi(string(stored))
-		if err != nil || have <= 0 {
-			return fmt.Errorf("the store's partition count %q is not a positive number", stored)
-		}
-		if have != want {
-			return fmt.Errorf("%s holds groups spread over %d coordinator partitions, but this node has %d (--partitions): "+
-				"it would look for every group in the wrong partition, and their offsets would seem lost; "+
-				"start it with --partitions %d (a store's partition count cannot change)", n.storeName(), have, want, have)
-		}
-		return nil
+		return n.samePartitions(stored, want)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.store.Append(ctx, CatalogPartition, []store.Record{{Key: partitionsKey, Value: []byte(strconv.Itoa(want))}}); err != nil {
 		return fmt.Errorf("recording the partition count in the store: %w", err)
+	}
+	return nil
+}
+
+// samePartitions compares the stored partition count with want.
+func (n *Node) samePartitions(stored []byte, want int) error {
+	have, err := strconv.Atoi(string(stored))
+	if err != nil || have <= 0 {
+		return fmt.Errorf("the partition count stored in %s, %q, is not a positive number", n.storeName(), stored)
+	}
+	if have != want {
+		return fmt.Errorf("%s holds groups spread over %d coordinator partitions, but this node has %d (--partitions): "+
+			"it would look for every group in the wrong partition, and their offsets would seem lost; "+
+			"start it with --partitions %d (a store's partition count cannot change)", n.storeName(), have, want, have)
 	}
 	return nil
 }

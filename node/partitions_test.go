@@ -126,4 +126,37 @@ func TestClusterPartitionCountIsShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	n2.Close()
+
+	// Two nodes starting at once on a new prefix with different counts:
+	// one records its count, the other is refused.
+	prefix := func(id int32, parts int) (*Node, error) {
+		return Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: parts, Logger: quiet,
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/race/", LeaseTTL: 2 * time.Second}})
+	}
+	type started struct {
+		n   *Node
+		err error
+	}
+	got := make(chan started, 2)
+	for i, parts := range []int{3, 5} {
+		go func() {
+			n, err := prefix(int32(10+i), parts)
+			got <- started{n, err}
+		}()
+	}
+	refused := 0
+	for range 2 {
+		s := <-got
+		if s.err != nil {
+			refused++
+			if !strings.Contains(s.err.Error(), "--partitions") {
+				t.Errorf("refusal %q", s.err)
+			}
+			continue
+		}
+		defer s.n.Close()
+	}
+	if refused != 1 {
+		t.Fatalf("%d of the two nodes with different counts were refused, want 1", refused)
+	}
 }
