@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -76,7 +75,15 @@ flags:
 		if src == "-" && isTerminal(stdin) {
 			return errors.New("user set: standard input is a terminal, which would echo the password: pipe it in or use --password-file")
 		}
-		if password, err = clientconfig.ReadSecret(src, stdin); err != nil {
+		seen := &stdinSeen{r: stdin}
+		in := io.Reader(seen)
+		if stdin == nil {
+			in = nil // ReadSecret's "no standard input"
+		}
+		if password, err = clientconfig.ReadSecret(src, in); err != nil {
+			if src == "-" && in != nil && seen.empty() {
+				return errors.New("user set: no password on standard input (it is empty): pipe the new password in, or use --password-file")
+			}
 			return fmt.Errorf("user set: new password: %w", err)
 		}
 	}
@@ -172,12 +179,26 @@ func alteredErr(rs kadm.AlteredUserSCRAMs, user string) error {
 	return nil
 }
 
-// isTerminal reports whether r is a character device (a terminal).
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+// stdinSeen passes standard input through to ReadSecret and notes what came:
+// whether it was nothing but line ends (an empty password), and any read
+// error.
+type stdinSeen struct {
+	r       io.Reader
+	n       int
+	text    bool
+	readErr error // other than io.EOF
 }
+
+func (s *stdinSeen) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.n += n
+	s.text = s.text || strings.Trim(string(p[:n]), "\r\n") != ""
+	if err != nil && err != io.EOF {
+		s.readErr = err
+	}
+	return n, err
+}
+
+// empty reports whether what came holds no password: nothing, or one line
+// end.
+func (s *stdinSeen) empty() bool { return !s.text && s.n <= 2 && s.readErr == nil }
