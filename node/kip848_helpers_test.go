@@ -225,8 +225,7 @@ func (g *group848) commit(base int64) map[int32]int64 {
 func (g *group848) checkOffsets(seeds []string, want map[int32]int64) {
 	g.t.Helper()
 	var got map[int32]int64
-	var err error
-	err = testwait.Err(10*time.Second, func() (err error) { // partitions may still be loading or moving
+	err := testwait.Err(10*time.Second, func() (err error) { // partitions may still be loading or moving
 		got, err = fetchOffsets848(g.ctx, seeds, g.group, g.topic)
 		return err
 	})

@@ -42,9 +42,13 @@ func TestTopicAdminSarama(t *testing.T) {
 	if d, ok := topics["orders"]; !ok || d.NumPartitions != 3 {
 		t.Fatalf("ListTopics: %+v", topics)
 	}
+	// The deprecated single-resource call is the one sarama's own tools and
+	// older applications still make; it must keep working.
+	//lint:ignore SA1019 tested on purpose (see above)
 	if _, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "orders"}); err != nil {
 		t.Fatalf("DescribeConfig of the topic: %v", err)
 	}
+	//lint:ignore SA1019 tested on purpose (see above)
 	if _, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.BrokerResource, Name: "0"}); err != nil {
 		t.Fatalf("DescribeConfig of the broker: %v", err)
 	}

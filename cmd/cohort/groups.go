@@ -349,7 +349,7 @@ func deleteGroups(e env, f *cmdFlags, ids []string) error {
 	var failed error
 	list := []deletedGroupJSON{}
 	for _, id := range ids {
-		err := answerErr(rs, id, func(r kadm.DeleteGroupResponse) (error, string) { return r.Err, r.ErrMessage })
+		err := answerErr(rs, id, func(r kadm.DeleteGroupResponse) (string, error) { return r.ErrMessage, r.Err })
 		if err != nil {
 			failed = errors.Join(failed, fmt.Errorf("delete %s: %w", id, err))
 		}

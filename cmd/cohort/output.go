@@ -100,14 +100,15 @@ func withMessage(err error, msg string) error {
 }
 
 // answerErr is the error of key's entry in an answer keyed by name
-// (errOf gives the entry's error and the server's message), or an error
+// (errOf gives the server's message and the entry's error), or an error
 // saying the answer lacks key.
-func answerErr[R any](rs map[string]R, key string, errOf func(R) (error, string)) error {
+func answerErr[R any](rs map[string]R, key string, errOf func(R) (string, error)) error {
 	r, ok := rs[key]
 	if !ok {
 		return fmt.Errorf("no answer for %s", key)
 	}
-	return withMessage(errOf(r))
+	msg, err := errOf(r)
+	return withMessage(err, msg)
 }
 
 // errText is err's text, or nil (JSON null) without an error.

@@ -111,7 +111,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 		rs, err := adm.UpdatePartitions(ctx, *partitions, name)
 		if err == nil {
-			err = answerErr(rs, name, func(r kadm.CreatePartitionsResponse) (error, string) { return r.Err, r.ErrMessage })
+			err = answerErr(rs, name, func(r kadm.CreatePartitionsResponse) (string, error) { return r.ErrMessage, r.Err })
 		}
 		if err != nil {
 			return fmt.Errorf("grow %s: %w", name, err)
@@ -123,7 +123,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 	case "delete":
 		rs, err := adm.DeleteTopics(ctx, name)
 		if err == nil {
-			err = answerErr(rs, name, func(r kadm.DeleteTopicResponse) (error, string) { return r.Err, r.ErrMessage })
+			err = answerErr(rs, name, func(r kadm.DeleteTopicResponse) (string, error) { return r.ErrMessage, r.Err })
 		}
 		if err != nil {
 			return fmt.Errorf("delete %s: %w", name, err)

@@ -108,8 +108,8 @@ func (a *adviser) advise() error {
 // combined with others by the tiny allocator (whose finalizers may never
 // run).
 type sentinel struct {
-	a   *adviser
-	pad [2]uintptr
+	a *adviser
+	_ [2]uintptr // size only
 }
 
 // watch advises the heap again after each garbage collection: the heap
