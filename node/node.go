@@ -401,6 +401,26 @@ func (n *Node) ReloadOAuthKeys() error {
 	return n.oauthKeys.Reload()
 }
 
+// ErrNoBackup is returned by Backup for a node whose state is not in its
+// embedded store.
+var ErrNoBackup = errors.New("no embedded store to back up")
+
+// Backup writes a consistent copy of the node's embedded store into dir
+// (which must not exist) while the node keeps serving: every write the node
+// acknowledged before the call is in it. The copy is a data directory:
+// start cohort on it to restore. In cluster mode the state is in etcd,
+// which has its own snapshots (etcdctl snapshot save); Backup refuses.
+func (n *Node) Backup(ctx context.Context, dir string) error {
+	st, ok := n.store.(*disk.Store)
+	switch {
+	case n.cfg.Cluster != nil:
+		return fmt.Errorf("%w: in cluster mode the state is in etcd; back it up with etcd's own snapshots (etcdctl snapshot save)", ErrNoBackup)
+	case !ok:
+		return ErrNoBackup
+	}
+	return st.Checkpoint(ctx, dir)
+}
+
 // Security returns the node's credentials and ACLs.
 func (n *Node) Security() *authstate.State { return n.auth }
 

@@ -11,9 +11,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -127,6 +129,7 @@ type serveFlags struct {
 	order []string
 
 	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
+	backupDir                                                            string
 	nodeID, maxSize, maxFrame, partitions                                int
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
@@ -177,6 +180,7 @@ func newServeFlags() *serveFlags {
 	num(&s.nodeID, "node-id", 0, "node id advertised to clients")
 	str(&s.clusterID, "cluster-id", "cohort", "cluster id advertised to clients")
 	str(&s.dataDir, "data-dir", "./data", "directory of the embedded store (created at the first start)")
+	str(&s.backupDir, "backup-dir", "", "directory that SIGUSR1 writes a consistent copy of the embedded store into, as cohort-<UTC time> (default: off)")
 	num(&s.partitions, "partitions", 50, "coordinator partitions (recorded with the state at the first start; another count is refused later)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
@@ -512,7 +516,7 @@ func serve(args []string) error {
 	// action (exit) or, for a process started under nohup, an ignored signal.
 	// SIGINT and SIGTERM keep their default action until the node is up.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGHUP)
+	signal.Notify(sig, syscall.SIGHUP, syscall.SIGUSR1)
 	defer signal.Stop(sig)
 	n, err := node.Start(node.Config{
 		Listeners:              listeners,
@@ -548,11 +552,16 @@ func serve(args []string) error {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	var stopped error // why the node stopped by itself; the exit status
 	waited := waitErr(n)
+	var backingUp atomic.Bool
 wait:
 	for {
 		select {
-		case s := <-sig:
-			if s == syscall.SIGHUP {
+		case sg := <-sig:
+			if sg == syscall.SIGUSR1 {
+				backup(n, s.backupDir, &backingUp, log)
+				continue
+			}
+			if sg == syscall.SIGHUP {
 				if sec.TLS == nil {
 					log.Info("SIGHUP: no TLS certificate to reload")
 				} else if err := n.ReloadTLS(); err != nil {
@@ -569,7 +578,7 @@ wait:
 				}
 				continue
 			}
-			log.Info("shutting down", "signal", s.String())
+			log.Info("shutting down", "signal", sg.String())
 			break wait
 		case stopped = <-waited:
 			if stopped != nil {
@@ -606,3 +615,28 @@ func waitErr(n *node.Node) <-chan error {
 
 // loadFloorFor bounds how long the raised heap floor of a load lasts.
 const loadFloorFor = 10 * time.Minute
+
+// backup writes a copy of the node's store into a new directory under dir
+// (SIGUSR1), in the background: the node keeps serving. One at a time; the
+// result is logged.
+func backup(n *node.Node, dir string, busy *atomic.Bool, log *slog.Logger) {
+	if dir == "" {
+		log.Warn("SIGUSR1: no backup written: --backup-dir is not set")
+		return
+	}
+	if !busy.CompareAndSwap(false, true) {
+		log.Warn("SIGUSR1: a backup is under way; this signal is ignored")
+		return
+	}
+	dest := filepath.Join(dir, "cohort-"+time.Now().UTC().Format("20060102T150405.000Z"))
+	log.Info("SIGUSR1: backup started", "dir", dest)
+	go func() {
+		defer busy.Store(false)
+		start := time.Now()
+		if err := n.Backup(context.Background(), dest); err != nil {
+			log.Error("SIGUSR1: backup failed; the node goes on serving", "dir", dest, "err", err)
+			return
+		}
+		log.Info("SIGUSR1: backup written", "dir", dest, "duration", time.Since(start).Round(time.Millisecond))
+	}()
+}

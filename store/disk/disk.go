@@ -101,7 +101,7 @@ const (
 	// tableBlockSize is the target size of the engine's table blocks.
 	tableBlockSize = 32 << 10
 	// adviceDamaged is the operator's way out of a store that cannot be read.
-	adviceDamaged = "restore the directory from a backup, or move it aside to start empty " +
+	adviceDamaged = "restore the directory from a backup (cohort serve --backup-dir, then SIGUSR1, writes one), or move it aside to start empty " +
 		"(the groups' committed offsets and metadata stored in it are then lost)"
 )
 
@@ -110,6 +110,7 @@ type Store struct {
 	db   *pebble.DB
 	lock *pebble.Lock
 	fs   *failStopFS
+	base vfs.FS // the file system under fs's wrappers
 	dir  string
 	log  *slog.Logger
 	wo   *pebble.WriteOptions
@@ -177,9 +178,10 @@ func Open(opts Options) (*Store, error) {
 	if opts.NoSync {
 		s.wo = pebble.NoSync
 	} else if !opts.noWALFill {
-		wal = walFillFS{FS: base, step: int64(min(walFillMax, memTableSize))}
+		wal = walFillFS{FS: base, step: int64(min(walFillMax, memTableSize)), dir: filepath.Clean(opts.Dir)}
 	}
-	s.fs = &failStopFS{FS: wal, onFail: s.fail}
+	s.fs = &failStopFS{FS: wal, dir: filepath.Clean(opts.Dir), onFail: s.fail}
+	s.base = base
 
 	if err := base.MkdirAll(opts.Dir, 0o755); err != nil {
 		if notWritable(err) {
@@ -837,6 +839,38 @@ func (s *Store) Compact(ctx context.Context) error {
 	})
 	if err != nil && !errors.Is(err, ErrStorage) && ctx.Err() == nil {
 		err = fmt.Errorf("%w: compact %s: %v", ErrStorage, s.dir, err)
+	}
+	return err
+}
+
+// Checkpoint writes a consistent copy of the store into dir while the store
+// keeps serving: every Append acknowledged before the call is in the copy,
+// none begun after it. dir must not exist; its missing parents are created.
+// Tables are hard-linked where the file system allows (the copy then takes
+// little space at first, and more as the store rewrites its tables), the
+// rest is copied. The copy is a complete store directory: Open it, or start
+// cohort with it as its data directory, to restore. Its marker is written
+// last, so a copy cut short (a crash, a full disk) is refused by Open rather
+// than taken for a whole one. It blocks until done or ctx ends.
+func (s *Store) Checkpoint(ctx context.Context, dir string) error {
+	if absDir, err := filepath.Abs(dir); err != nil {
+		return err
+	} else if absStore, err := filepath.Abs(s.dir); err != nil {
+		return err
+	} else if within(absStore, absDir) {
+		return fmt.Errorf("disk: checkpoint into %s: it is inside the store directory %s; choose a directory outside it", dir, s.dir)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	err := s.run(ctx, func() error {
+		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
+			return err
+		}
+		return writeFileDurably(s.base, dir, markerName, []byte(markerContent))
+	})
+	if err != nil && !errors.Is(err, ErrStorage) && ctx.Err() == nil {
+		err = fmt.Errorf("disk: checkpoint of %s into %s: %w", s.dir, dir, err)
 	}
 	return err
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -27,20 +29,32 @@ import (
 //
 // Until armed (during Open) errors are passed through unchanged so that
 // pebble.Open can report them.
+//
+// Only the store's own files count: a failed write elsewhere (a Checkpoint
+// into a full or read-only backup directory) is an ordinary error of that
+// call, and the store goes on.
 type failStopFS struct {
 	vfs.FS
+	dir    string // the store directory, cleaned
 	armed  atomic.Bool
 	onFail func(error)
 }
 
-// check reports err if it is nil or the wrapper is not armed yet, and
-// otherwise records the failure and never returns.
+// check reports err if it is nil, the wrapper is not armed yet or name is
+// outside the store directory, and otherwise records the failure and never
+// returns.
 func (fs *failStopFS) check(op, name string, err error) error {
-	if err == nil || !fs.armed.Load() {
+	if err == nil || !fs.armed.Load() || !within(fs.dir, name) {
 		return err
 	}
 	fs.onFail(fmt.Errorf("%s %s: %w", op, name, err))
 	select {} // park: see the type comment.
+}
+
+// within reports whether name is dir or a path under it (dir cleaned).
+func within(dir, name string) bool {
+	name = filepath.Clean(name)
+	return name == dir || strings.HasPrefix(name, dir+string(filepath.Separator))
 }
 
 func (fs *failStopFS) wrap(f vfs.File, name string) vfs.File {

@@ -41,15 +41,22 @@ const walFillMax = 256 << 10
 type walFillFS struct {
 	vfs.FS
 	step int64
+	dir  string // the store directory, cleaned ("": any): a Checkpoint's copies of WAL files are not filled
 }
 
 // isWAL reports whether name is one of pebble's WAL files ("000012.log").
 // The store directory holds nothing else with that suffix.
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
+// fills reports whether the file name is filled ahead: a WAL of the store
+// directory, not a Checkpoint's copy of one.
+func (fs walFillFS) fills(name string) bool {
+	return isWAL(name) && (fs.dir == "" || within(fs.dir, name))
+}
+
 func (fs walFillFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
-	if err != nil || !isWAL(name) {
+	if err != nil || !fs.fills(name) {
 		return f, err
 	}
 	return &filledFile{File: f, step: fs.step}, nil
@@ -60,7 +67,7 @@ func (fs walFillFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, erro
 // memtables are small), so a new WAL often outgrows the file it reuses.
 func (fs walFillFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
-	if err != nil || !isWAL(newname) {
+	if err != nil || !fs.fills(newname) {
 		return f, err
 	}
 	fi, err := f.Stat()

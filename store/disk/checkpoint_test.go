@@ -1,0 +1,145 @@
+package disk
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/cohort-dev/cohort/store"
+)
+
+// contents reads partitions 0..n-1 of s into one map "p/key" -> value.
+func contents(t *testing.T, s *Store, n int32) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for p := range n {
+		if err := s.Load(context.Background(), p, func(r store.Record) error {
+			got[fmt.Sprintf("%d/%s", p, r.Key)] = string(r.Value)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return got
+}
+
+func appendN(t *testing.T, s *Store, from, to int, value string) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		p := int32(i % 3)
+		recs := []store.Record{rec(fmt.Sprintf("k%03d", i), value), rec(fmt.Sprintf("k%03d", i%7), value+"-over")}
+		if err := s.Append(context.Background(), p, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCheckpoint: a checkpoint holds every acknowledged append made before
+// it, folded or still in the record log, and nothing made after; it opens as
+// a store; a destination that exists or lies inside the store is refused.
+func TestCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "data")
+	s := openT(t, Options{Dir: dir, foldAt: 4 << 10}) // small fold threshold: some entries folded, some not
+	appendN(t, s, 0, 300, "before")
+	want := contents(t, s, 3)
+	backup := filepath.Join(root, "backups", "b1")
+	if err := s.Checkpoint(context.Background(), backup); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, s, 300, 400, "after")
+	after := contents(t, s, 3)
+	if err := s.Checkpoint(context.Background(), backup); err == nil {
+		t.Error("a checkpoint into an existing directory succeeded")
+	}
+	if err := s.Checkpoint(context.Background(), filepath.Join(dir, "inside")); err == nil || !strings.Contains(err.Error(), "inside the store directory") {
+		t.Errorf("a checkpoint inside the store directory: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	var size int64
+	filepath.Walk(backup, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			size += fi.Size()
+		}
+		return nil
+	})
+	if size > 4<<20 {
+		t.Errorf("the checkpoint of a tiny store takes %d bytes", size)
+	}
+	c := openT(t, Options{Dir: backup})
+	got := contents(t, c, 3)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("checkpoint holds %d records, want the %d from before it", len(got), len(want))
+	}
+	// It is a store of its own: it takes appends, and the original keeps
+	// what it had.
+	appendN(t, c, 400, 410, "restored")
+	c.Close()
+	s = openT(t, Options{Dir: dir})
+	defer s.Close()
+	if fmt.Sprint(contents(t, s, 3)) != fmt.Sprint(after) {
+		t.Error("the original changed")
+	}
+}
+
+// TestCheckpointFailureLeavesTheStoreServing: a write that fails in the
+// checkpoint's directory (a full or read-only backup disk) fails the
+// Checkpoint call only; the store is not failed, and the partial copy has
+// no marker, so Open refuses it.
+func TestCheckpointFailureLeavesTheStoreServing(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasPrefix(op.Path, "/backup/") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return syscall.ENOSPC
+		}
+		return nil
+	}))
+	s := openT(t, Options{Dir: "/store", fs: fs, foldAt: 4 << 10})
+	defer s.Close()
+	appendN(t, s, 0, 100, "v")
+	if err := s.Checkpoint(context.Background(), "/backup/b1"); err == nil {
+		t.Fatal("a checkpoint onto a full disk succeeded")
+	}
+	select {
+	case <-s.Failed():
+		t.Fatalf("the store failed with its checkpoint: %v", s.Err())
+	default:
+	}
+	appendN(t, s, 100, 110, "still")
+	if got := contents(t, s, 3); got["1/k100"] != "still" {
+		t.Errorf("append after the failed checkpoint: %q", got["1/k100"])
+	}
+	// pebble removes what it copied when a checkpoint fails; whatever may
+	// be left has no marker and is not taken for a store.
+	if _, err := mem.Stat("/backup/b1"); err == nil {
+		if c, err := Open(Options{Dir: "/backup/b1", fs: mem, Logger: discard}); err == nil {
+			c.Close()
+			t.Error("the partial checkpoint opened as a store")
+		}
+	}
+}
+
+// TestWALFillOnlyInTheStore: the WAL files a checkpoint copies elsewhere are
+// not filled ahead, nor are their write failures the store's.
+func TestWALFillOnlyInTheStore(t *testing.T) {
+	fs := walFillFS{dir: "/store"}
+	for name, want := range map[string]bool{"/store/000012.log": true, "/store/000012.sst": false,
+		"/backup/000012.log": false, "/store2/000012.log": false, "/store/../backup/000012.log": false} {
+		if fs.fills(name) != want {
+			t.Errorf("fills(%s) = %v", name, !want)
+		}
+	}
+	if !within("/store", "/store") || !within("/store", "/store/x/y") || within("/store", "/storex") || within("/store", "/") {
+		t.Error("within")
+	}
+}
