@@ -407,7 +407,7 @@ var ErrNoBackup = errors.New("no embedded store to back up")
 
 // Backup writes a consistent copy of the node's embedded store into dir
 // (which must not exist) while the node keeps serving: every write the node
-// acknowledged before the call is in it. The copy is a data directory:
+// acknowledged before the call is in it (and writes made meanwhile may be). The copy is a data directory:
 // start cohort on it to restore. In cluster mode the state is in etcd,
 // which has its own snapshots (etcdctl snapshot save); Backup refuses.
 func (n *Node) Backup(ctx context.Context, dir string) error {

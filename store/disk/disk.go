@@ -845,7 +845,9 @@ func (s *Store) Compact(ctx context.Context) error {
 
 // Checkpoint writes a consistent copy of the store into dir while the store
 // keeps serving: every Append acknowledged before the call is in the copy,
-// none begun after it. dir must not exist; its missing parents are created.
+// none begun after it returned, and an Append made while it runs may be in
+// it or not, whole either way (the engine's WAL is copied as a crash would
+// leave it). dir must not exist; its missing parents are created.
 // Tables are hard-linked where the file system allows (the copy then takes
 // little space at first, and more as the store rewrites its tables), the
 // rest is copied. The copy is a complete store directory: Open it, or start
