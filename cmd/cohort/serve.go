@@ -129,7 +129,7 @@ type serveFlags struct {
 	order []string
 
 	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
-	backupDir                                                            string
+	backupDir, logFormat                                                 string
 	nodeID, maxSize, maxFrame, partitions                                int
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
@@ -186,6 +186,7 @@ func newServeFlags() *serveFlags {
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
+	str(&s.logFormat, "log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")
 	fs.BoolVar(&s.hugePages, "heap-huge-pages", true, "ask Linux to back the heap with transparent huge pages where the system leaves it to programs (THP mode madvise): a restart loads its state faster; false: 4 KiB pages")
 	s.order = append(s.order, "heap-huge-pages")
 	num(&s.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultMiB, "smallest heap goal of the Go collector, in MiB: with little live state it collects once per this much garbage instead of every few MiB; raised to 4x the data directory's size while the stored state loads (0: Go's default; GOGC and GOMEMLIMIT still apply)")
@@ -367,6 +368,9 @@ func (s *serveFlags) checkConsumer() error {
 		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
 			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))
 	}
+	if _, err := newLogger(io.Discard, s.logFormat, s.logLevel); err != nil {
+		return err
+	}
 	s.migrationPolicy = strings.ToLower(strings.TrimSpace(s.migrationPolicy))
 	switch s.migrationPolicy {
 	case group.MigrationBidirectional, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationDisabled:
@@ -470,11 +474,10 @@ func serve(args []string) error {
 	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" {
 		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key need --etcd")
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(s.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %w", s.logLevel, err)
+	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 
 	if s.metrics != "" {
@@ -639,4 +642,21 @@ func backup(n *node.Node, dir string, busy *atomic.Bool, log *slog.Logger) {
 		}
 		log.Info("SIGUSR1: backup written", "dir", dest, "duration", time.Since(start).Round(time.Millisecond))
 	}()
+}
+
+// newLogger is cohort serve's logger: text (slog's key=value lines) or json
+// (one object a line), at level and above, to w.
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

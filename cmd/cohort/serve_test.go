@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"github.com/cohort-dev/cohort/group"
 	"net"
@@ -117,6 +118,8 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--consumer-assignment-interval", "-1s"}, nil, "--consumer-assignment-interval -1s: want a non-negative duration"},
 		{[]string{"--consumer-migration-policy", "sideways"}, nil, `--consumer-migration-policy "sideways": want bidirectional, upgrade, downgrade or disabled`},
 		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
+		{[]string{"--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
+		{[]string{"--log-level", "loud"}, nil, `--log-level "loud"`},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -271,5 +274,35 @@ func TestServeListenInUse(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("data directory after the failed start: %v; want none", err)
+	}
+}
+
+// TestNewLogger: --log-format json writes one JSON object a line with the
+// level, message and attributes; text writes slog's key=value lines; both
+// drop what is below --log-level.
+func TestNewLogger(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "json", "info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("backup written", "dir", "/b/cohort-1", "n", 3)
+	var got map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &got); err != nil || strings.Count(buf.String(), "\n") != 1 {
+		t.Fatalf("json log %q: %v", buf.String(), err)
+	}
+	if got["level"] != "INFO" || got["msg"] != "backup written" || got["dir"] != "/b/cohort-1" || got["n"] != 3.0 {
+		t.Errorf("json log %v", got)
+	}
+	buf.Reset()
+	log, err = newLogger(&buf, "text", "warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hidden")
+	log.Warn("slow", "ms", 5)
+	if s := buf.String(); !strings.Contains(s, "level=WARN msg=slow ms=5") || strings.Contains(s, "hidden") {
+		t.Errorf("text log %q", s)
 	}
 }
