@@ -66,6 +66,10 @@ type Config struct {
 	Group      group.Config
 	// MaxFrameBytes caps a request frame (0 = 100 MiB).
 	MaxFrameBytes int32
+	// MaxConnections and MaxConnectionsPerIP cap the client connections
+	// open at once, in all and from one IP address (0: no cap); see
+	// server.Config.
+	MaxConnections, MaxConnectionsPerIP int
 	// HTTPListen, if set, is the address of the HTTP listener: Prometheus
 	// metrics at /metrics, /healthz, /readyz, and what HTTPHandlers adds.
 	HTTPListen string
@@ -237,9 +241,12 @@ func Start(cfg Config) (*Node, error) {
 		Topology:      n.topology(),
 		Catalog:       cat,
 		MaxFrameBytes: cfg.MaxFrameBytes,
-		Logger:        cfg.Logger,
-		Registerer:    registerer,
-		Tap:           cfg.Tap,
+
+		MaxConnections:      cfg.MaxConnections,
+		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		Logger:              cfg.Logger,
+		Registerer:          registerer,
+		Tap:                 cfg.Tap,
 	})
 	if err != nil {
 		return nil, err

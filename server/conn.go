@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -211,19 +212,21 @@ func readFrame(r io.Reader, size int32) ([]byte, error) {
 // can park (JoinGroup, SyncGroup) is watched for a hang-up meanwhile, which
 // cancels it.
 type conn struct {
-	s      *Server
-	l      *listener
-	lm     *listenerMetrics // the listener's metrics (nil: none)
-	auth   connAuth
-	nc     net.Conn
-	br     *bufio.Reader
-	host   string
-	log    *slog.Logger
-	ctx    context.Context // cancelled on hang-up, protocol error or shutdown
-	cancel context.CancelFunc
-	once   sync.Once
-	wbuf   []byte
-	fbuf   []byte // reusable frame buffer (see frameFree)
+	s       *Server
+	counted bool       // counted against the connection limits (under s.mu)
+	ip      netip.Addr // its remote address, when counted
+	l       *listener
+	lm      *listenerMetrics // the listener's metrics (nil: none)
+	auth    connAuth
+	nc      net.Conn
+	br      *bufio.Reader
+	host    string
+	log     *slog.Logger
+	ctx     context.Context // cancelled on hang-up, protocol error or shutdown
+	cancel  context.CancelFunc
+	once    sync.Once
+	wbuf    []byte
+	fbuf    []byte // reusable frame buffer (see frameFree)
 	// cur is the request being served (one at a time), and spare the last
 	// frame-free request, decoded into again when the next one is of its
 	// kind (resetSpare): two allocations less per heartbeat or commit.

@@ -31,7 +31,7 @@ func (s *Server) ServeConn(nc net.Conn, like string) error {
 	case ProtocolSASLSSL:
 		in.Protocol = ProtocolSASLPlaintext
 	}
-	if !s.startConn(nc, in) {
+	if ok, _ := s.startConn(nc, in, false); !ok {
 		nc.Close()
 		return ErrServerClosed
 	}

@@ -28,12 +28,13 @@ type metrics struct {
 	authz          *authzMetrics
 }
 
-// listenerMetrics are one listener's children: its open connections and
-// its authentication outcomes by mechanism.
+// listenerMetrics are one listener's children: its open connections, those
+// refused by a limit, and its authentication outcomes by mechanism.
 type listenerMetrics struct {
 	connections prometheus.Gauge
-	mechs       []mechMetrics // the enabled mechanisms and SSL
-	other       mechMetrics   // a mechanism the server does not offer
+	refused     map[string]prometheus.Counter // by reason
+	mechs       []mechMetrics                 // the enabled mechanisms and SSL
+	other       mechMetrics                   // a mechanism the server does not offer
 }
 
 type mechMetrics struct {
@@ -116,6 +117,13 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 	if err != nil {
 		return nil, err
 	}
+	refused, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "connections_refused_total",
+		Help: "Connections closed as soon as accepted because a limit was reached, by listener and reason (max_connections, max_connections_per_ip).",
+	}, []string{"listener", "reason"}))
+	if err != nil {
+		return nil, err
+	}
 	m.auth, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cohort", Subsystem: "server", Name: "authentications_total",
 		Help: "Authentication attempts by listener, mechanism (an enabled SASL mechanism, SSL for a client certificate, other for a mechanism not offered) and result (success, failure).",
@@ -137,7 +145,11 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 		return mechMetrics{name: name, success: m.auth.WithLabelValues(l, name, "success"), failures: m.auth.WithLabelValues(l, name, "failure")}
 	}
 	for _, l := range listeners {
-		lm := &listenerMetrics{connections: conns.WithLabelValues(l.Name), other: mech(l.Name, "other")}
+		lm := &listenerMetrics{connections: conns.WithLabelValues(l.Name), other: mech(l.Name, "other"),
+			refused: map[string]prometheus.Counter{
+				refusedMaxConnections:      refused.WithLabelValues(l.Name, refusedMaxConnections),
+				refusedMaxConnectionsPerIP: refused.WithLabelValues(l.Name, refusedMaxConnectionsPerIP),
+			}}
 		if l.IsTLS() {
 			lm.mechs = append(lm.mechs, mech(l.Name, "SSL"))
 		}
@@ -164,6 +176,13 @@ func (m *metrics) listener(name string) *listenerMetrics {
 func (lm *listenerMetrics) connOpened() {
 	if lm != nil {
 		lm.connections.Inc()
+	}
+}
+
+// connRefused counts a connection closed by a limit (reason).
+func (lm *listenerMetrics) connRefused(reason string) {
+	if lm != nil {
+		lm.refused[reason].Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -55,6 +56,15 @@ type Config struct {
 	// not keep or change req and resp. It exists for audit and tests: the
 	// client test bed records every generation's assignments through it.
 	Tap func(c Client, req kmsg.Request, resp kmsg.Response)
+	// MaxConnections caps the client connections open at once over all
+	// listeners (0: no cap), as Kafka's max.connections does. A connection
+	// beyond it is closed as soon as it is accepted (Kafka waits to accept
+	// it instead); clients reconnect with their backoff.
+	MaxConnections int
+	// MaxConnectionsPerIP caps the connections open at once from one IP
+	// address (0: no cap): Kafka's max.connections.per.ip, and as in Kafka a
+	// connection beyond it is closed at once.
+	MaxConnectionsPerIP int
 }
 
 // Listener is one address the server accepts connections on.
@@ -96,15 +106,18 @@ type Server struct {
 	authz   Authorizer // nil: every request allowed
 	sec     securityRuntime
 
-	lcfg    []Listener
-	mu      sync.Mutex
-	lns     []*listener // bound, in lcfg order
-	conns   map[*conn]struct{}
-	closed  bool
-	serving bool
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup // connection goroutines
+	lcfg     []Listener
+	mu       sync.Mutex
+	lns      []*listener // bound, in lcfg order
+	conns    map[*conn]struct{}
+	counted  int                // connections from listeners (the limits count these)
+	perIP    map[netip.Addr]int // … by remote address
+	refusals refusalLog
+	closed   bool
+	serving  bool
+	baseCtx  context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // connection goroutines
 }
 
 // ErrServerClosed is returned by Listen and Serve after Close.
@@ -137,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		catalog: cfg.Catalog,
 		conns:   make(map[*conn]struct{}),
+		perIP:   make(map[netip.Addr]int),
 	}
 	if s.catalog == nil {
 		s.catalog = catalog.New(catalog.Options{})
@@ -311,9 +325,15 @@ func (s *Server) accept(l *listener) error {
 			return fmt.Errorf("server: accept on %s: %w", l.Name, err)
 		}
 		backoff = 0
-		if !s.startConn(nc, l) {
+		ok, refused := s.startConn(nc, l, true)
+		if !ok {
 			nc.Close()
 			return nil
+		}
+		if refused != "" {
+			nc.Close()
+			s.metrics.listener(l.Name).connRefused(refused)
+			s.refusals.note(s.log, l.Name, refused, nc.RemoteAddr())
 		}
 	}
 }
@@ -337,23 +357,86 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn registers and starts a connection; false if the server closed.
-func (s *Server) startConn(nc net.Conn, l *listener) bool {
+// A connection from a listener (counted) that would pass MaxConnections or
+// MaxConnectionsPerIP is not started: refused says which limit, and the
+// caller closes it.
+func (s *Server) startConn(nc net.Conn, l *listener, counted bool) (ok bool, refused string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return false
+		return false, ""
+	}
+	var ip netip.Addr
+	if counted {
+		ip = remoteIP(nc)
+		switch {
+		case s.cfg.MaxConnections > 0 && s.counted >= s.cfg.MaxConnections:
+			return true, refusedMaxConnections
+		case s.cfg.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.cfg.MaxConnectionsPerIP:
+			return true, refusedMaxConnectionsPerIP
+		}
+		s.counted++
+		s.perIP[ip]++
 	}
 	c := newConn(s, nc, l)
+	c.counted, c.ip = counted, ip
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	go c.run()
-	return true
+	return true, ""
 }
 
 func (s *Server) removeConn(c *conn) {
 	s.mu.Lock()
 	delete(s.conns, c)
+	if c.counted {
+		c.counted = false
+		s.counted--
+		if s.perIP[c.ip]--; s.perIP[c.ip] <= 0 {
+			delete(s.perIP, c.ip)
+		}
+	}
 	s.mu.Unlock()
+}
+
+// The limits a connection can be refused by (the reason label of
+// cohort_server_connections_refused_total).
+const (
+	refusedMaxConnections      = "max_connections"
+	refusedMaxConnectionsPerIP = "max_connections_per_ip"
+)
+
+// remoteIP is nc's remote IP address (IPv4 in IPv4 form), or the zero
+// address for a connection that is not TCP.
+func remoteIP(nc net.Conn) netip.Addr {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// refusalLog logs refused connections at most once every refusalLogEvery,
+// with how many were refused since the last line: a client reconnecting in a
+// loop must not flood the log.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+const refusalLogEvery = 10 * time.Second
+
+func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Addr) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < refusalLogEvery {
+		r.skipped++
+		return
+	}
+	log.Warn("connection refused: too many connections", "listener", listener, "reason", reason,
+		"peer", peer.String(), "refused_unlogged_before", r.skipped)
+	r.last, r.skipped = now, 0
 }
 
 // Close shuts the server down: it stops accepting, cancels the contexts of

@@ -131,6 +131,7 @@ type serveFlags struct {
 	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
 	backupDir, logFormat                                                 string
 	nodeID, maxSize, maxFrame, partitions                                int
+	maxConns, maxConnsPerIP                                              int
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
 	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
@@ -183,6 +184,8 @@ func newServeFlags() *serveFlags {
 	str(&s.backupDir, "backup-dir", "", "directory that SIGUSR1 writes a consistent copy of the embedded store into, as cohort-<UTC time> (default: off)")
 	num(&s.partitions, "partitions", 50, "coordinator partitions (recorded with the state at the first start; another count is refused later)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
+	num(&s.maxConns, "max-connections", 0, "client connections open at once, over all listeners; beyond it a new one is closed at once (0: no limit)")
+	num(&s.maxConnsPerIP, "max-connections-per-ip", 0, "client connections open at once from one IP address; beyond it a new one is closed at once (0: no limit)")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -532,6 +535,8 @@ func serve(args []string) error {
 		Partitions:             s.partitions,
 		Group:                  cfg,
 		MaxFrameBytes:          int32(s.maxFrame),
+		MaxConnections:         s.maxConns,
+		MaxConnectionsPerIP:    s.maxConnsPerIP,
 		HTTPListen:             s.httpListen,
 		HTTPHandlers:           console.Register,
 		Logger:                 log,

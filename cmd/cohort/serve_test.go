@@ -119,6 +119,7 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--consumer-migration-policy", "sideways"}, nil, `--consumer-migration-policy "sideways": want bidirectional, upgrade, downgrade or disabled`},
 		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
 		{[]string{"--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
+		{[]string{"--max-connections-per-ip", "-1"}, nil, "--max-connections-per-ip -1: want an integer from 0"},
 		{[]string{"--log-level", "loud"}, nil, `--log-level "loud"`},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
