@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,13 @@ func TestPagesWithoutScripts(t *testing.T) {
 	for _, want := range []string{`id="state">Empty<`, "<td>orders</td><td class=\"num\">2</td><td class=\"num\">102</td>", "No members."} {
 		if !strings.Contains(body, want) {
 			t.Errorf("group page lacks %q:\n%s", want, body)
+		}
+	}
+	// One row per committed partition (each was listed twice once).
+	for p := range 3 {
+		row := fmt.Sprintf("<td>orders</td><td class=\"num\">%d</td><td class=\"num\">%d</td>", p, 100+p)
+		if n := strings.Count(body, row); n != 1 {
+			t.Errorf("group page lists orders/%d %d times, want once", p, n)
 		}
 	}
 	if code, _ := get(t, base+"groups/nobody", "", ""); code != http.StatusNotFound {

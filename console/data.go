@@ -325,9 +325,15 @@ func fetchOffsets(ctx context.Context, cl *kgo.Client, id string) ([]Offset, err
 		}
 		out = append(out, o)
 	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+	// franz-go sends the request at the version the node offers and
+	// answers it in both shapes: for v8+ it also copies a single group's
+	// answer into the top-level fields. Read one shape, never both (reading
+	// both listed every offset twice).
+	if len(resp.Groups) == 0 {
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				add(t.Topic, p.Partition, p.Offset, p.Metadata, p.ErrorCode)
+			}
 		}
 	}
 	for _, g := range resp.Groups {
