@@ -683,18 +683,25 @@ func TestClusterRegexACLGrantFromOtherNode(t *testing.T) {
 	t.Logf("granted topic given after %v", time.Since(start))
 }
 
-// TestReloadOAuthKeys: the node rereads OAUTHBEARER's JWKS file on demand
-// (cohort serve does it on SIGHUP) and reports a file that does not load;
-// the node answers "not configured" when it has no such file.
-func TestReloadOAuthKeys(t *testing.T) {
+// testJWKS returns a JWK set of one new RSA public key.
+func testJWKS(t *testing.T) []byte {
+	t.Helper()
 	key, err := rsa.GenerateKey(crand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
 	}
-	good, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
+	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// TestReloadOAuthKeys: the node rereads OAUTHBEARER's JWKS file on demand
+// (cohort serve does it on SIGHUP) and reports a file that does not load;
+// the node answers "not configured" when it has no such file.
+func TestReloadOAuthKeys(t *testing.T) {
+	good := testJWKS(t)
 	path := filepath.Join(t.TempDir(), "jwks.json")
 	write := func(b []byte) {
 		t.Helper()
@@ -761,14 +768,7 @@ func (l *logTail) has(s string) bool {
 // learns at once that the new file does not load.
 func TestSIGHUPChecksOAuthKeys(t *testing.T) {
 	bin := cohortBinary(t)
-	key, err := rsa.GenerateKey(crand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: key.Public(), KeyID: "k1", Algorithm: "RS256", Use: "sig"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := testJWKS(t)
 	path := filepath.Join(t.TempDir(), "jwks.json")
 	if err := os.WriteFile(path, good, 0o600); err != nil {
 		t.Fatal(err)

@@ -522,7 +522,10 @@ func serve(args []string) error {
 	// action (exit) or, for a process started under nohup, an ignored signal.
 	// SIGINT and SIGTERM keep their default action until the node is up.
 	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGHUP, syscall.SIGUSR1)
+	signal.Notify(sig, syscall.SIGHUP)
+	if backupSignal != nil {
+		signal.Notify(sig, backupSignal)
+	}
 	defer signal.Stop(sig)
 	n, err := node.Start(node.Config{
 		Listeners:              listeners,
@@ -565,7 +568,7 @@ wait:
 	for {
 		select {
 		case sg := <-sig:
-			if sg == syscall.SIGUSR1 {
+			if backupSignal != nil && sg == backupSignal {
 				backup(n, s.backupDir, &backingUp, log)
 				continue
 			}

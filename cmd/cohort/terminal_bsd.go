@@ -2,21 +2,7 @@
 
 package main
 
-import (
-	"io"
-	"os"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// isTerminal reports whether r is a terminal: a file that answers the
-// terminal ioctl TIOCGETA. Other character devices, such as /dev/null, do
-// not.
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TIOCGETA)
-	return err == nil
-}
+// ioctlReadTermios reads a terminal's settings on the BSDs and macOS.
+const ioctlReadTermios = unix.TIOCGETA
