@@ -110,7 +110,7 @@ type Server struct {
 	mu       sync.Mutex
 	lns      []*listener // bound, in lcfg order
 	conns    map[*conn]struct{}
-	counted  int                // connections from listeners (the limits count these)
+	counted  int                // connections from listeners, while a limit is set
 	perIP    map[netip.Addr]int // … by remote address
 	refusals refusalLog
 	closed   bool
@@ -357,16 +357,17 @@ func (s *Server) isClosed() bool {
 }
 
 // startConn registers and starts a connection; false if the server closed.
-// A connection from a listener (counted) that would pass MaxConnections or
+// A connection from a listener that would pass MaxConnections or
 // MaxConnectionsPerIP is not started: refused says which limit, and the
-// caller closes it.
-func (s *Server) startConn(nc net.Conn, l *listener, counted bool) (ok bool, refused string) {
+// caller closes it. Without limits nothing is counted.
+func (s *Server) startConn(nc net.Conn, l *listener, fromListener bool) (ok bool, refused string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return false, ""
 	}
 	var ip netip.Addr
+	counted := fromListener && (s.cfg.MaxConnections > 0 || s.cfg.MaxConnectionsPerIP > 0)
 	if counted {
 		ip = remoteIP(nc)
 		switch {
