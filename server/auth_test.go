@@ -600,6 +600,32 @@ func TestListenerEndpointsInMetadataAndFindCoordinator(t *testing.T) {
 	if len(md.Brokers) != 0 {
 		t.Fatalf("Metadata lists %+v without an endpoint for the listener", md.Brokers)
 	}
+	// A partition whose leader has no endpoint on the listener: from v6
+	// LISTENER_NOT_FOUND, before it LEADER_NOT_AVAILABLE (Kafka's two
+	// answers).
+	createTopic(t, f.ts.srv.catalog, "t", 2, nil)
+	for _, tc := range []struct {
+		version int16
+		want    int16
+	}{{5, errLeaderNotAvailable}, {6, errListenerNotFound}, {12, errListenerNotFound}} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = tc.version
+		md = c.roundTrip(req).(*kmsg.MetadataResponse)
+		if len(md.Topics) != 1 || len(md.Topics[0].Partitions) != 2 {
+			t.Fatalf("v%d: topics %+v", tc.version, md.Topics)
+		}
+		for _, p := range md.Topics[0].Partitions {
+			if p.ErrorCode != tc.want || p.Leader != -1 {
+				t.Fatalf("v%d: partition %d error %d leader %d, want error %d and no leader", tc.version, p.Partition, p.ErrorCode, p.Leader, tc.want)
+			}
+		}
+	}
+	// With the endpoint back, the partitions have their leader again.
+	f.ts.topo.SetSelf(Broker{NodeID: 0, Host: "127.0.0.1", Port: 1, Endpoints: []Endpoint{{Listener: ProtocolSASLPlaintext, Host: "s", Port: 2}}})
+	md = c.roundTrip(kmsg.NewPtrMetadataRequest()).(*kmsg.MetadataResponse)
+	if p := md.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Leader != 0 {
+		t.Fatalf("with an endpoint: partition %+v", p)
+	}
 }
 
 // A SaslAuthenticate with no exchange to take part in (a listener without

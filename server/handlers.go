@@ -29,6 +29,7 @@ const (
 	errInvalidReplicaAssign    int16 = 39
 	errInvalidRequest          int16 = 42
 	errKafkaStorageError       int16 = 56
+	errListenerNotFound        int16 = 72
 	errUnknownTopicID          int16 = 100
 )
 
@@ -250,6 +251,13 @@ func (s *Server) metadataTopics(c Client, req *kmsg.MetadataRequest) *kmsg.Metad
 	resp.ControllerID = topo.ControllerID()
 
 	pl := newPlacer(brokers)
+	if len(brokers) == 0 && len(topo.Brokers()) > 0 && req.Version >= 6 {
+		// Brokers are up but none has an endpoint on this listener: from
+		// v6 Kafka says so (LISTENER_NOT_FOUND) instead of
+		// LEADER_NOT_AVAILABLE, so that the client reports a
+		// misconfigured listener rather than waiting for a leader.
+		pl.noLeader = errListenerNotFound
+	}
 	all := req.Topics == nil || req.GetVersion() == 0 && len(req.Topics) == 0
 	if all {
 		resp.Topics = make([]kmsg.MetadataResponseTopic, 0, s.catalog.Len())
@@ -315,13 +323,14 @@ func brokersOn(brokers []Broker, listener string) []Broker {
 // placer decides which brokers Metadata names as a partition's leader and
 // replicas.
 type placer struct {
+	noLeader int16            // a partition's error when there is no leader
 	leader   int32            // -1 when there are no brokers
 	leaderOf []int32          // [leader], shared
 	byRack   map[string]int32 // first broker of each rack
 }
 
 func newPlacer(brokers []Broker) *placer {
-	p := &placer{leader: -1}
+	p := &placer{noLeader: errLeaderNotAvailable, leader: -1}
 	if len(brokers) > 0 {
 		p.leader = brokers[0].NodeID
 		p.leaderOf = []int32{p.leader}
@@ -357,7 +366,7 @@ func (p *placer) topic(t *catalog.Topic) kmsg.MetadataResponseTopic {
 			replicas = p.replicasInRacks(t.Racks[i])
 		}
 		if replicas == nil {
-			mp.ErrorCode = errLeaderNotAvailable
+			mp.ErrorCode = p.noLeader
 			mp.Leader = -1
 			mp.Replicas, mp.ISR = empty, empty
 			continue
