@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestPagesWithoutScripts: on a node without authentication the groups,
@@ -124,7 +125,8 @@ func TestAuthAndACLs(t *testing.T) {
 	n := startNode(t, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(kafkaClient(t, n, true))
+	kcl := kafkaClient(t, n, true)
+	adm := kadm.NewClient(kcl)
 	commit(ctx, t, adm, "visible-app", "visible", 2)
 	commit(ctx, t, adm, "hidden-app", "hidden", 2)
 	for _, m := range []kadm.ScramMechanism{kadm.ScramSha256} {
@@ -133,7 +135,16 @@ func TestAuthAndACLs(t *testing.T) {
 			t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
 		}
 	}
-	acls := kadm.NewACLs().Allow("User:alice").Groups("visible-app").Topics("visible").Operations(kadm.OpDescribe)
+	// A consumer-protocol group alice may describe whose member holds the
+	// hidden topic: the coordinator withholds the group, and the console
+	// says why with a 403 (it answered 502, as if the node had failed).
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "mixed-848", "m-1", 0, 30000
+	hb.SubscribedTopicNames, hb.Topics = []string{"hidden"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp, err := hb.RequestWith(ctx, kcl); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("ConsumerGroupHeartbeat: %v %+v", err, resp)
+	}
+	acls := kadm.NewACLs().Allow("User:alice").Groups("visible-app", "mixed-848").Topics("visible").Operations(kadm.OpDescribe)
 	if res, err := adm.CreateACLs(ctx, acls); err != nil || res[0].Err != nil {
 		t.Fatalf("CreateACLs: %v %v", err, res)
 	}
@@ -156,6 +167,13 @@ func TestAuthAndACLs(t *testing.T) {
 	}
 	if code, _ := get(t, base+"groups/hidden-app", "alice", "alice-pw"); code != http.StatusForbidden {
 		t.Errorf("alice on hidden-app: %d, want 403", code)
+	}
+	if code, body := get(t, base+"groups/mixed-848", "alice", "alice-pw"); code != http.StatusForbidden ||
+		!strings.Contains(body, "topics you may not describe") || strings.Contains(body, "hidden") {
+		t.Errorf("alice on mixed-848: %d, want 403 naming no topic\n%s", code, body)
+	}
+	if code, body := get(t, base+"groups/mixed-848", "admin", adminPassword); code != http.StatusOK || !strings.Contains(body, "m-1") {
+		t.Errorf("admin on mixed-848: %d\n%s", code, body)
 	}
 	if code, body := get(t, base+"groups/visible-app", "alice", "alice-pw"); code != http.StatusOK || !strings.Contains(body, "<td>visible</td>") {
 		t.Errorf("alice on visible-app: %d\n%s", code, body)

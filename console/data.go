@@ -232,6 +232,9 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return nil, errTopicsForbidden
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -242,6 +245,8 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	switch code := d.ErrorCode; {
 	case code == kerr.GroupAuthorizationFailed.Code:
 		return nil, errForbidden
+	case code == kerr.TopicAuthorizationFailed.Code:
+		return nil, errTopicsForbidden
 	case code == kerr.GroupIDNotFound.Code, code == kerr.UnsupportedVersion.Code:
 		return nil, errNotFound
 	case code != 0:
@@ -396,6 +401,11 @@ func topicNames(ctx context.Context, cl *kgo.Client) (map[[16]byte]string, error
 var (
 	errForbidden = errors.New("not authorized")
 	errNotFound  = errors.New("no such group")
+	// errTopicsForbidden: the principal may describe a consumer-protocol
+	// group but not every topic its members hold or are to hold, and the
+	// coordinator withholds the whole group (its assignment would reveal
+	// the topics).
+	errTopicsForbidden = errors.New("not authorized for the group's topics")
 )
 
 // filterSort applies the groups page's query: state and type filters

@@ -70,6 +70,9 @@ func (c *Console) group(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	case errors.Is(err, errForbidden):
 		c.fail(w, r, http.StatusForbidden, "You may not describe group "+id+".")
 		return
+	case errors.Is(err, errTopicsForbidden):
+		c.fail(w, r, http.StatusForbidden, "Group "+id+" holds topics you may not describe, so its members and assignment are not shown.")
+		return
 	case errors.Is(err, errNotFound):
 		c.fail(w, r, http.StatusNotFound, "There is no group "+id+".")
 		return

@@ -481,7 +481,7 @@ func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *re
 	refused := func(topic string) bool {
 		no, ok := seen[topic]
 		if !ok {
-			no = gate(topic) != errNone
+			no = gate(topic, false) != errNone
 			seen[topic] = no
 		}
 		return no
@@ -797,6 +797,7 @@ func (s *Server) metadataRefusals(c Client, key int16, req *kmsg.MetadataRequest
 			e.Topic = kmsg.StringPtr(*rt.Topic)
 		} else {
 			e.TopicID = rt.TopicID
+			e.ErrorCode = errUnknownTopicID // hiddenByID: no DESCRIBE here
 		}
 		*t = e
 		if refused == nil {
@@ -981,7 +982,7 @@ func (s *Server) deleteRefusal(c Client, key int16, name *string, id [16]byte) *
 		if s.allowed(c, acl.OpDescribe, acl.ResourceTopic, t.Name) {
 			return answer(kmsg.StringPtr(t.Name), id, codeTopicAuthz)
 		}
-		return answer(nil, id, codeTopicAuthz)
+		return answer(nil, id, s.hiddenByID(c, t.Name, true))
 	}
 	if !s.authorize(c, key, acl.OpDescribe, acl.ResourceTopic, *name) {
 		return answer(name, [16]byte{}, codeTopicAuthz)

@@ -1041,12 +1041,15 @@ func TestAuthzMetadata(t *testing.T) {
 		}
 	}
 
-	// By topic ID (v12): the ID of a refused topic stays, its name does not.
+	// By topic ID (v12): a topic the principal may not describe is answered
+	// as an unknown ID, the same as one that does not exist (cohort's IDs
+	// are derived from names, so a refusal would confirm a guessed name).
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
-	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: catalog.TopicID("secret")}, {TopicID: catalog.TopicID("pub-b")}, {TopicID: [16]byte{9}}}
+	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: catalog.TopicID("secret")}, {TopicID: catalog.TopicID("pub-b")},
+		{TopicID: [16]byte{9}}, {TopicID: catalog.TopicID("nope")}}
 	resp := e.as(alice, req).(*kmsg.MetadataResponse)
-	if got := topicsOf(resp); got != "<nil>=29/0 pub-b=0/1 <nil>=100/0" || resp.Topics[0].TopicID != catalog.TopicID("secret") {
+	if got := topicsOf(resp); got != "<nil>=100/0 pub-b=0/1 <nil>=100/0 <nil>=100/0" || resp.Topics[0].TopicID != catalog.TopicID("secret") {
 		t.Errorf("by id: %s, id %x", got, resp.Topics[0].TopicID)
 	}
 
@@ -1105,7 +1108,7 @@ func TestAuthzDeleteTopicsExistence(t *testing.T) {
 		{"delete, exists", []acl.Binding{del("t")}, true, false, errNone, true, true},
 		{"delete, missing", []acl.Binding{del("t")}, false, false, errUnknownTopicOrPartition, true, false},
 		{"cluster delete", []acl.Binding{allow(alice, acl.OpDelete, acl.ResourceCluster, acl.ClusterName)}, true, false, errNone, true, true},
-		{"by id, no permission", nil, true, true, codeTopicAuthz, false, false},
+		{"by id, no permission", nil, true, true, errUnknownTopicID, false, false}, // hiddenByID
 		{"by id, describe", []acl.Binding{describe("t")}, true, true, codeTopicAuthz, true, false},
 		{"by id, delete", []acl.Binding{del("t")}, true, true, errNone, true, true},
 		{"by id, missing", []acl.Binding{del("t")}, false, true, errUnknownTopicID, false, false},

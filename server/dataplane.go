@@ -77,14 +77,15 @@ var noAborted = []kmsg.FetchResponseTopicPartitionAbortedTransaction{}
 // topicGate decides a topic of a request before it is looked up: errNone
 // lets it through, another code answers each of its partitions with that
 // code. A nil gate lets every topic through. The authorization rules
-// (authz*) pass one; unchecked requests pass nil.
-type topicGate func(topic string) int16
+// (authz*) pass one; unchecked requests pass nil. byID says the request
+// named the topic by its ID.
+type topicGate func(topic string, byID bool) int16
 
-func (g topicGate) check(topic string) int16 {
+func (g topicGate) check(topic string, byID bool) int16 {
 	if g == nil {
 		return errNone
 	}
-	return g(topic)
+	return g(topic, byID)
 }
 
 // dataTopic resolves one topic of a data-plane request, by ID when byID
@@ -100,7 +101,7 @@ func (s *Server) dataTopic(byID bool, name string, id [16]byte, gate topicGate) 
 		}
 		name = t.Name
 	}
-	if code := gate.check(name); code != errNone {
+	if code := gate.check(name, byID); code != errNone {
 		return 0, code
 	}
 	t, ok := s.catalog.Lookup(name)
@@ -324,7 +325,7 @@ func (s *Server) listOffsets(req *kmsg.ListOffsetsRequest, gate topicGate) kmsg.
 		at := &resp.Topics[i]
 		*at = kmsg.NewListOffsetsResponseTopic()
 		at.Topic = rt.Topic
-		code := gate.check(rt.Topic)
+		code := gate.check(rt.Topic, false)
 		var n int32
 		if code == errNone {
 			if t, ok := s.catalog.Lookup(rt.Topic); ok {
@@ -725,16 +726,31 @@ func (s *Server) offsetDeleteInCatalog(ctx context.Context, c Client, r *request
 // topicAuthzGate is the gate of a per-topic permission: op on each topic,
 // refusals logged and counted, TOPIC_AUTHORIZATION_FAILED.
 func (s *Server) topicAuthzGate(c Client, key int16, op acl.Operation) topicGate {
-	return func(topic string) int16 {
+	return func(topic string, byID bool) int16 {
 		if s.authorize(c, key, op, acl.ResourceTopic, topic) {
 			return errNone
 		}
-		return codeTopicAuthz
+		return s.hiddenByID(c, topic, byID)
 	}
 }
 
-// refuseAll is the gate refusing every topic.
-func refuseAll(string) int16 { return codeTopicAuthz }
+// refuseAllGate is the gate refusing every topic.
+func (s *Server) refuseAllGate(c Client) topicGate {
+	return func(topic string, byID bool) int16 { return s.hiddenByID(c, topic, byID) }
+}
+
+// hiddenByID is the code refusing an existing topic: TOPIC_AUTHORIZATION_FAILED,
+// except for a topic named by its ID that the principal may not describe,
+// which is answered UNKNOWN_TOPIC_ID as if it did not exist. Kafka answers
+// TOPIC_AUTHORIZATION_FAILED there too, because its topic IDs are random and
+// reveal nothing; cohort derives a topic's ID from its name, so that answer
+// would let anyone test whether a topic of a guessed name exists.
+func (s *Server) hiddenByID(c Client, topic string, byID bool) int16 {
+	if byID && !s.allowed(c, acl.OpDescribe, acl.ResourceTopic, topic) {
+		return errUnknownTopicID
+	}
+	return codeTopicAuthz
+}
 
 // authzFetch: a consumer needs TOPIC READ per topic; a replica (ReplicaID
 // >= 0) needs CLUSTER CLUSTER_ACTION, without which every partition is
@@ -743,7 +759,7 @@ func (s *Server) authzFetch(c Client, r *request) kmsg.Response {
 	req := r.req.(*kmsg.FetchRequest)
 	gate := s.topicAuthzGate(c, r.key, acl.OpRead)
 	if isFollowerFetch(req) {
-		gate = refuseAll
+		gate = s.refuseAllGate(c)
 		if s.authorize(c, r.key, acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName) {
 			gate = nil
 		}

@@ -771,17 +771,38 @@ func TestAuthzDataPlane(t *testing.T) {
 		t.Fatalf("unexpected %T", resp)
 		return 0
 	}
+	// A topic named by its ID is refused as TOPIC_AUTHORIZATION_FAILED only
+	// to a principal that may describe it; to others it is an unknown ID
+	// (hiddenByID). byID checks that rule in each case of a matrix and
+	// passes the refusal on as the matrix's TOPIC_AUTHORIZATION_FAILED;
+	// -1 marks a breach of the rule.
+	byID := func(v, from int16, code int16) int16 {
+		if v < from || code != errUnknownTopicID && code != codeTopicAuthz {
+			return code
+		}
+		md := kmsg.NewPtrMetadataRequest()
+		md.Version = 12
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		md.Topics = append(md.Topics, rt)
+		describable := e.as(alice, md).(*kmsg.MetadataResponse).Topics[0].ErrorCode == errNone
+		if describable != (code == codeTopicAuthz) {
+			t.Errorf("by ID, describable %v: code %d", describable, code)
+			return -1
+		}
+		return codeTopicAuthz
+	}
 	for _, v := range versions(keyFetch) {
 		t.Run(fmt.Sprintf("Fetch v%d", v), func(t *testing.T) {
 			e.check(t, matrix{
 				needs: []need{topicNeed(acl.OpRead, topic)},
-				run:   func() int16 { return partitionCode(e.as(alice, fetchReq(v, 0, topic, 0, 1))) },
+				run:   func() int16 { return byID(v, 13, partitionCode(e.as(alice, fetchReq(v, 0, topic, 0, 1)))) },
 			})
 			replica := fetchReq(v, 0, topic, 0, 1)
 			replica.ReplicaID, replica.ReplicaState.ID = 2, 2
 			e.check(t, matrix{
 				needs: []need{{acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName, codeTopicAuthz}},
-				run:   func() int16 { return partitionCode(e.as(alice, replica)) },
+				run:   func() int16 { return byID(v, 13, partitionCode(e.as(alice, replica))) },
 			})
 		})
 	}
@@ -809,14 +830,14 @@ func TestAuthzDataPlane(t *testing.T) {
 		t.Run(fmt.Sprintf("Produce v%d", v), func(t *testing.T) {
 			e.check(t, matrix{
 				needs: []need{topicNeed(acl.OpWrite, topic)},
-				run:   func() int16 { return partitionCode(e.as(alice, produceReq(v, 1, topic, 0))) },
+				run:   func() int16 { return byID(v, 13, partitionCode(e.as(alice, produceReq(v, 1, topic, 0)))) },
 				ok:    errInvalidRequest,
 			})
 			txn := produceReq(v, -1, topic, 0)
 			txn.TransactionID = kmsg.StringPtr("txn-id")
 			e.check(t, matrix{
 				needs: []need{{acl.OpWrite, acl.ResourceTransactionalID, "txn-id", codeTxnIDAuthz}, topicNeed(acl.OpWrite, topic)},
-				run:   func() int16 { return partitionCode(e.as(alice, txn)) },
+				run:   func() int16 { return byID(v, 13, partitionCode(e.as(alice, txn))) },
 				ok:    errInvalidRequest,
 			})
 		})
@@ -829,6 +850,25 @@ func TestAuthzDataPlane(t *testing.T) {
 	e.grant(allow(alice, acl.OpDescribe, acl.ResourceTopic, "dp-missing"))
 	if c := partitionCode(e.as(alice, listOffsetsReq(5, "dp-missing", tsLatest, 0))); c != errUnknownTopicOrPartition {
 		t.Errorf("describable missing topic: %d", c)
+	}
+	// By ID, an existing topic the principal may not describe gets the
+	// answer of a topic that does not exist, since cohort's topic IDs are
+	// derived from names; with DESCRIBE, the refusal is named.
+	e.grant()
+	for _, name := range []string{topic, "dp-missing"} {
+		if c := partitionCode(e.as(alice, fetchReq(13, 0, name, 0, 0))); c != errUnknownTopicID {
+			t.Errorf("fetch by ID of %s without DESCRIBE: %d, want UNKNOWN_TOPIC_ID", name, c)
+		}
+		if c := partitionCode(e.as(alice, produceReq(13, 1, name, 0))); c != errUnknownTopicID {
+			t.Errorf("produce by ID of %s without DESCRIBE: %d, want UNKNOWN_TOPIC_ID", name, c)
+		}
+	}
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceTopic, topic))
+	if c := partitionCode(e.as(alice, fetchReq(13, 0, topic, 0, 0))); c != codeTopicAuthz {
+		t.Errorf("fetch by ID with DESCRIBE, without READ: %d, want TOPIC_AUTHORIZATION_FAILED", c)
+	}
+	if c := partitionCode(e.as(alice, produceReq(13, 1, topic, 0))); c != codeTopicAuthz {
+		t.Errorf("produce by ID with DESCRIBE, without WRITE: %d, want TOPIC_AUTHORIZATION_FAILED", c)
 	}
 }
 
