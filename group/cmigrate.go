@@ -469,6 +469,10 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 // consumer-protocol members: the classic members last learned that epoch as
 // their generation, so the classic group takes it (as Kafka does) and their
 // next Heartbeat is answered REBALANCE_IN_PROGRESS, not ILLEGAL_GENERATION.
+// A classic member that last learned an older epoch (several members left
+// before it heartbeated again) keeps it as downgradedFrom, which its
+// Heartbeat may carry until the classic rebalance completes: Kafka fences
+// it there, and its client then gives up its partitions as lost.
 func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	cg := g.cg
 	s := g.s
@@ -499,10 +503,11 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	type snap struct {
 		m      *cmember
 		target tpset
+		epoch  int32 // before the tombstones below reset it
 	}
 	var members []snap
 	for _, id := range cg.ids {
-		members = append(members, snap{cg.members[id], cg.target[id].clone()})
+		members = append(members, snap{cg.members[id], cg.target[id].clone(), cg.members[id].epoch})
 	}
 	for _, sn := range members {
 		g.emit(h, cTombstone(keyCCurrent, g.id, sn.m.id))
@@ -521,6 +526,12 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 			}
 		}
 		m.assignment = encodeAssignment(sn.target, meta)
+		if sn.epoch != epoch && sn.epoch > 0 {
+			// Another leave bumped the epoch before this member heard of
+			// it: it still knows its own epoch (heartbeat tolerates it).
+			m.downgradedFrom = sn.epoch
+			g.downgraded = true
+		}
 		g.addMember(m, "consumer")
 		s.arm(m.session, h.now.Add(m.sessionTimeout))
 	}

@@ -851,3 +851,80 @@ func serviceTopics() map[string]int32 {
 	}
 	return topics
 }
+
+// TestKIP848DowngradeAfterTwoLeaves: two consumer-protocol members leave
+// one right after the other. The first leave bumps the group epoch, and the
+// classic members have not heartbeated since, so they still know the epoch
+// from before both leaves; the downgrade (at the second leave) takes the
+// epoch from before that one. A classic member's Heartbeat at the epoch it
+// last learned is told to rejoin (REBALANCE_IN_PROGRESS), so that it rejoins
+// with what it owns rather than being fenced and losing its partitions
+// (found by a walkthrough with franz-go: two next-gen workers stopped
+// together, the classic one reported its partitions lost). Any other
+// generation is still ILLEGAL_GENERATION, and once the classic rebalance
+// completes the old epoch no longer passes.
+func TestKIP848DowngradeAfterTwoLeaves(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 6})
+	id1, id2, _ := h.classicStable()
+	h.cgJoin("n1", "a")
+	h.cgJoin("n2", "a")
+	owned := map[string]tpset{id1: set("a", 0, 1, 2), id2: set("a", 3, 4, 5)}
+	for round := 0; round < 4; round++ {
+		for _, id := range []string{id1, id2} {
+			if got, _ := h.classicRejoin(id, "c", owned[id]); got != nil {
+				owned[id] = got
+			}
+		}
+		for _, n := range []string{"n1", "n2"} {
+			m := h.cmember("cg", n)
+			if r := h.cg(hb{member: n, epoch: m.epoch, owned: m.assigned.clone()}); r.ErrorCode != 0 {
+				t.Fatalf("round %d: %s's heartbeat: %d", round, n, r.ErrorCode)
+			}
+		}
+		h.checkNoDoubleOwner("cg")
+	}
+	cg := h.cgroup("cg")
+	k1, k2 := h.cmember("cg", id1).epoch, h.cmember("cg", id2).epoch
+	if cg.state() != "Stable" || k1 != cg.epoch || k2 != cg.epoch || owned[id1].size() == 0 {
+		t.Fatalf("setup: mixed group %s at epoch %d, classic members at %d and %d owning %v", cg.state(), cg.epoch, k1, k2, owned[id1])
+	}
+	h.cg(hb{member: "n1", epoch: -1})
+	beforeSecond := h.cgroup("cg").epoch
+	h.cg(hb{member: "n2", epoch: -1})
+	g := h.s.Group("cg")
+	if g.cg != nil || g.State() != PreparingRebalance || g.generation != beforeSecond || beforeSecond == k1 {
+		t.Fatalf("after both leaves: consumer %v state %v generation %d (epoch before the second leave %d, classic members at %d)",
+			g.cg != nil, g.State(), g.generation, beforeSecond, k1)
+	}
+	expectCode(t, "heartbeat at the epoch the member last learned", h.heartbeat("cg", id1, k1), ErrRebalanceInProgress)
+	expectCode(t, "heartbeat at the classic group's generation", h.heartbeat("cg", id2, g.generation), ErrRebalanceInProgress)
+	expectCode(t, "heartbeat at another generation", h.heartbeat("cg", id1, k1-1), ErrIllegalGeneration)
+	// A commit at that epoch is not taken, and also says rejoin.
+	expectCode(t, "commit at the epoch the member last learned", commitCodes(h.commit("cg", id1, k1, 9, map[string]int64{"a": 41}))[0], ErrRebalanceInProgress)
+	expectCode(t, "commit at another generation", commitCodes(h.commit("cg", id1, k1-1, 9, map[string]int64{"a": 42}))[0], ErrIllegalGeneration)
+	if o, _ := h.fetch("cg", "a", 0); o != -1 {
+		t.Fatalf("a refused commit was taken: offset %d", o)
+	}
+	t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", string(subscription(owned[id1], "a")))})
+	t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", string(subscription(owned[id2], "a")))})
+	r1, r2 := h.joinResp(t1), h.joinResp(t2)
+	expectCode(t, "rejoin", r1.ErrorCode, ErrNone)
+	expectCode(t, "rejoin", r2.ErrorCode, ErrNone)
+	if r1.Generation <= beforeSecond {
+		t.Fatalf("classic generation %d after the downgrade at %d", r1.Generation, beforeSecond)
+	}
+	expectCode(t, "heartbeat at the old epoch after the rejoin", h.heartbeat("cg", id1, k1), ErrIllegalGeneration)
+	expectCode(t, "commit at the old epoch after the rejoin", commitCodes(h.commit("cg", id1, k1, 9, map[string]int64{"a": 43}))[0], ErrIllegalGeneration)
+	expectCode(t, "heartbeat at the new generation", h.heartbeat("cg", id1, r1.Generation), ErrNone)
+	// The next rebalance does not bring the old epoch back.
+	plan := map[string]string{id1: string(encodeAssignment(owned[id1], nil)), id2: string(encodeAssignment(owned[id2], nil))}
+	s1 := h.sync("cg", id1, r1.Generation, plan)
+	s2 := h.sync("cg", id2, r2.Generation, plan)
+	expectCode(t, "sync", h.syncResp(s1).ErrorCode, ErrNone)
+	expectCode(t, "sync", h.syncResp(s2).ErrorCode, ErrNone)
+	h.join("cg", jo{client: "c3", protos: protos("range", string(subscription(nil, "a"))), v: 3})
+	if g := h.s.Group("cg"); g.State() != PreparingRebalance {
+		t.Fatalf("a third member's join: %v", g.State())
+	}
+	expectCode(t, "heartbeat at the old epoch in the next rebalance", h.heartbeat("cg", id1, k1), ErrIllegalGeneration)
+}

@@ -57,8 +57,13 @@ type member struct {
 	// isNew marks a member added by a JoinGroup whose join phase has not
 	// completed yet: its session timer is the new-member join timeout and
 	// parking does not keep it alive.
-	isNew   bool
-	session *timer
+	isNew bool
+	// downgradedFrom is the member epoch a member of a consumer-protocol
+	// group last learned when the group turned classic under it at another
+	// generation (0: none); its Heartbeat at that epoch is told to rejoin
+	// until the classic group's first join phase completes.
+	downgradedFrom int32
+	session        *timer
 }
 
 func (m *member) metadataFor(protocol string) []byte {
@@ -97,6 +102,7 @@ type Group struct {
 	newMemberAdded bool
 	syncWriting    bool // the leader's assignment is being persisted
 	persisted      bool // a GroupMetadata record exists in the store
+	downgraded     bool // members may carry downgradedFrom (maybeDowngrade)
 	metaWrites     int  // GroupMetadata writes in flight (writeMetadata)
 	loaded         bool // see rb
 
@@ -611,6 +617,12 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 	g.joinTimer = nil
 	g.generation++
 	g.pendingSync = nil
+	if g.downgraded {
+		g.downgraded = false
+		for _, m := range g.members {
+			m.downgradedFrom = 0
+		}
+	}
 
 	if len(g.members) == 0 {
 		g.protocol = ""

@@ -308,6 +308,12 @@ func (s *Shard) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) int
 		return code
 	}
 	if req.Generation != g.generation {
+		if g.state == PreparingRebalance && m.downgradedFrom != 0 && req.Generation == m.downgradedFrom {
+			// Its epoch from before the group turned classic
+			// (maybeDowngrade): not committed, and told to rejoin
+			// rather than fenced.
+			return ErrRebalanceInProgress
+		}
 		return ErrIllegalGeneration
 	}
 	if g.state == CompletingRebalance {

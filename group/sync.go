@@ -178,6 +178,10 @@ func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
 		return code
 	}
 	if req.Generation != g.generation {
+		if g.state == PreparingRebalance && m.downgradedFrom != 0 && req.Generation == m.downgradedFrom {
+			s.arm(m.session, now.Add(m.sessionTimeout))
+			return ErrRebalanceInProgress // see maybeDowngrade
+		}
 		return ErrIllegalGeneration
 	}
 	switch g.state {
