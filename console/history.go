@@ -197,19 +197,27 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 }
 
 // summarize fills the groups-page columns that come from the history:
-// the last rebalance and how many started within the last hour.
+// the last rebalance and how many started within the last hour, the one in
+// progress included (the history records a rebalance when it completes).
 func summarize(r *GroupRow, h History, now time.Time) {
 	r.Storm = h.Storm
-	if len(h.Events) == 0 {
+	starts := make([]time.Time, 0, len(h.Events)+1)
+	for _, e := range h.Events {
+		starts = append(starts, e.Time)
+	}
+	if h.InProgress && !h.InProgressSince.IsZero() {
+		starts = append(starts, h.InProgressSince)
+	}
+	if len(starts) == 0 {
 		return
 	}
 	r.HasHistory = true
 	n := 0
-	for _, e := range h.Events {
-		if e.Time.After(r.LastRebalance) {
-			r.LastRebalance = e.Time
+	for _, at := range starts {
+		if at.After(r.LastRebalance) {
+			r.LastRebalance = at
 		}
-		if now.Sub(e.Time) <= time.Hour {
+		if now.Sub(at) <= time.Hour {
 			n++
 		}
 	}

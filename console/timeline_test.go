@@ -78,7 +78,7 @@ func TestTimelineRendering(t *testing.T) {
 				}},
 		},
 		Storm:   group.StormStatus{Flagged: true, Count: 12, Threshold: 10, WindowMs: 300000, Causes: map[group.CauseKind]int{group.CauseSessionTimeout: 12}},
-		Waiting: &group.Waiting{State: "PreparingRebalance", Since: t0, Cause: &group.Cause{Kind: group.CauseMemberLeft, ClientID: "c", MemberID: "c-1", Reason: "shutting down"}, Members: []group.WaitingMember{{MemberID: "slow-1", ClientID: "slow", Phase: "join", Since: t0, Deadline: &deadline}}},
+		Waiting: &group.Waiting{State: "PreparingRebalance", Since: t0.Add(10 * time.Second), Cause: &group.Cause{Kind: group.CauseMemberLeft, ClientID: "c", MemberID: "c-1", Reason: "shutting down"}, Members: []group.WaitingMember{{MemberID: "slow-1", ClientID: "slow", Phase: "join", Since: t0, Deadline: &deadline}}},
 	}
 	var d kmsg.DescribeGroupsResponseGroup
 	if err := group.SetHistoryTag(&d, doc); err != nil {
@@ -90,8 +90,20 @@ func TestTimelineRendering(t *testing.T) {
 	}
 	var row GroupRow
 	summarize(&row, h, t0.Add(30*time.Minute))
-	if !row.HasHistory || !row.LastRebalance.Equal(t0) || row.RebalancesPerHour != 2 || !row.Storm {
+	// The rebalance in progress counts: it started, and the history
+	// records it only when it completes.
+	if !row.HasHistory || !row.LastRebalance.Equal(t0.Add(10*time.Second)) || row.RebalancesPerHour != 3 || !row.Storm {
 		t.Errorf("summary %+v", row)
+	}
+	row = GroupRow{}
+	summarize(&row, h, t0.Add(time.Hour+5*time.Second))
+	if row.RebalancesPerHour != 1 {
+		t.Errorf("an hour later only the one in progress counts: %+v", row)
+	}
+	row = GroupRow{}
+	summarize(&row, History{InProgress: true, InProgressSince: t0}, t0.Add(time.Second))
+	if !row.HasHistory || !row.LastRebalance.Equal(t0) || row.RebalancesPerHour != 1 {
+		t.Errorf("a group's first rebalance, in progress: %+v", row)
 	}
 	c := New(nil, nil, nil)
 	var b strings.Builder

@@ -219,19 +219,20 @@ func durText(ms int64, sep string) string {
 }
 
 // stormSentence says whether the group is flagged as rebalancing too often,
-// and the causes counted.
+// and the causes counted. The detector counts rebalances as they complete
+// (a rebalance in progress is told apart by the "Now" sentence).
 func stormSentence(s group.StormStatus) string {
 	window := time.Duration(s.WindowMs) * time.Millisecond
 	if !s.Flagged {
 		return fmt.Sprintf("No rebalance storm: %s started within the last %v (a storm is more than %d).",
-			plural(s.Count, "rebalance"), window, s.Threshold)
+			plural(s.Count, "completed rebalance"), window, s.Threshold)
 	}
 	since := ""
 	if s.Since != nil {
 		since = " since " + s.Since.UTC().Format(tableTime)
 	}
 	return fmt.Sprintf("Rebalance storm%s: %s started within the last %v, more than %d; causes: %s.",
-		since, plural(s.Count, "rebalance"), window, s.Threshold, causeCounts(s.Causes))
+		since, plural(s.Count, "completed rebalance"), window, s.Threshold, causeCounts(s.Causes))
 }
 
 // plural is "1 rebalance", "2 rebalances".

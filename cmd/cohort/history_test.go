@@ -304,7 +304,7 @@ func TestGroupHistoryAndWhy(t *testing.T) {
 	}
 	wantIn(t, "row 2", rows[2], m1.id+"(join 2.1s)", m1.id+"(sync 300ms)", m1.id+" -events(2); "+m2.id+" +events(2)")
 	wantIn(t, "row 3", rows[3], m1.id+" +events(2)")
-	const storm = "Rebalance storm since 2026-05-01T10:00:05.400Z: 5 rebalances started within the last 5m0s, more than 3; causes: member_joined 3, member_left 1, session_timeout 1."
+	const storm = "Rebalance storm since 2026-05-01T10:00:05.400Z: 5 completed rebalances started within the last 5m0s, more than 3; causes: member_joined 3, member_left 1, session_timeout 1."
 	if rows[6] != storm {
 		t.Fatalf("storm line %q", rows[6])
 	}
@@ -378,7 +378,7 @@ func TestGroupHistoryErrors(t *testing.T) {
 	if d := c.historyDoc("idle"); d.State != "Empty" || len(d.History) != 0 || d.History == nil {
 		t.Fatalf("idle: %+v", d)
 	}
-	wantIn(t, "why idle", c.ok("group", "why", "idle"), "Group idle has no recorded rebalance.", "No rebalance storm: 0 rebalances started within the last 5m0s (a storm is more than 10).", "Now the group is Empty: no rebalance is in progress.")
+	wantIn(t, "why idle", c.ok("group", "why", "idle"), "Group idle has no recorded rebalance.", "No rebalance storm: 0 completed rebalances started within the last 5m0s (a storm is more than 10).", "Now the group is Empty: no rebalance is in progress.")
 }
 
 // TestGroupHistoryConsumerProtocol: the history of a consumer-protocol
@@ -467,7 +467,7 @@ func TestWhyConsumerWaiting(t *testing.T) {
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
 		"It waits for member m-b (client worker-b, host 127.0.0.1), which has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since) since 10:00:01.000; nothing evicts it for that but its session timeout.",
-		"No rebalance storm: 1 rebalance started within the last 5m0s (a storm is more than 10).")
+		"No rebalance storm: 1 completed rebalance started within the last 5m0s (a storm is more than 10).")
 	doc.State, doc.Waiting.State, doc.Waiting.Members = "Assigning", "Assigning", []group.WaitingMember{}
 	out.Reset()
 	writeWhy(&out, doc, "", at(2000), false)
