@@ -384,8 +384,9 @@ func (n *Node) advertisedBroker(ls []server.Listener) (server.Broker, error) {
 	return self, nil
 }
 
-// ReloadTLS reads the TLS certificate and key files again (SIGHUP):
-// new connections get the new certificate, open ones keep theirs.
+// ReloadTLS reads the TLS certificate, key and client CA files again
+// (SIGHUP): new connections get the new certificate and are verified
+// against the new CAs, open ones keep theirs.
 func (n *Node) ReloadTLS() error {
 	if n.cfg.Security == nil || n.cfg.Security.TLS == nil {
 		return fmt.Errorf("TLS: %w", ErrNotConfigured)

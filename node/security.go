@@ -141,8 +141,7 @@ func (sc *SecurityConfig) checkListeners(ls []server.Listener) ([]server.Listene
 				// Client certificates are for SSL listeners: on SASL_SSL
 				// the client is its SASL identity, and Kafka ignores
 				// ssl.client.auth there too (KIP-684).
-				l.TLS = l.TLS.Clone()
-				l.TLS.ClientAuth, l.TLS.ClientCAs = tls.NoClientCert, nil
+				l.TLS = sc.TLS.WithoutClientAuth()
 			}
 		}
 		if !sc.authenticates(l) && !isLoopback(l.Addr) && !sc.AllowUnauthenticated {

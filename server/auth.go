@@ -127,7 +127,7 @@ func (c *conn) handshakeTLS() error {
 	if len(st.PeerCertificates) > 0 && c.l.Protocol == ProtocolSSL {
 		p, err := c.s.sec.principals(st.PeerCertificates[0])
 		if err != nil {
-			return fmt.Errorf("client certificate %q: %w", st.PeerCertificates[0].Subject.String(), err)
+			return fmt.Errorf("client certificate: %w", err) // err names the DN as rules see it
 		}
 		c.auth.principal = p
 	}

@@ -7,7 +7,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
+	"fmt"
 	"math/big"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +196,24 @@ func TestFromCertificate(t *testing.T) {
 				t.Errorf("FromCertificate = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestFromCertificateErrorsNameTheDN: every refusal names the subject in
+// the one form the rules match (RFC 2253 as Java writes it), so that an
+// operator can copy it from the log into --tls-principal-rules; Go's
+// pkix.Name form escapes differently.
+func TestFromCertificateErrorsNameTheDN(t *testing.T) {
+	odd := certificate(t, rdn(atv(oidO, "ac,me")), rdn(atv(oidOU, "x=y; <z>#")))
+	const javaDN = `OU=x\=y\; \<z\>\#,O=ac\,me`
+	for _, rules := range []string{"-", "RULE:^CN=(.*)$/$1/"} {
+		var r *Rules
+		if rules != "-" {
+			r = mustRules(t, rules)
+		}
+		_, err := FromCertificate(odd, r)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("DN %q", javaDN)) {
+			t.Errorf("rules %s: error %v, want it to name DN %q", rules, err, javaDN)
+		}
 	}
 }

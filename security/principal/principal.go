@@ -210,7 +210,14 @@ func FromCertificate(cert *x509.Certificate, r *Rules) (string, error) {
 	}
 	if r == nil {
 		if cert.Subject.CommonName == "" {
-			return "", fmt.Errorf("principal: certificate subject %q has no CN", cert.Subject)
+			// Named in the form rules match (RFC 2253, as Java), as every
+			// error here, so that the log shows one form an operator can
+			// copy into --tls-principal-rules.
+			dn, err := subjectDN(cert.RawSubject)
+			if err != nil {
+				dn = cert.Subject.String()
+			}
+			return "", fmt.Errorf("principal: certificate subject DN %q has no CN", dn)
 		}
 		return "User:" + cert.Subject.CommonName, nil
 	}

@@ -1,7 +1,9 @@
 // Package tlsconfig builds cohort's server TLS configuration from PEM files:
-// the certificate and key (reloadable, so that a renewed certificate is
-// served to new connections without a restart or a dropped connection), and
-// the CA that verifies client certificates for mTLS.
+// the certificate and key, and the CAs that verify client certificates for
+// mTLS. Both are reloadable, so that a renewed certificate is served, and a
+// CA added to or removed from the trusted set takes effect, for new
+// connections without a restart or a dropped connection (Kafka reloads a
+// listener's keystore and truststore the same way, KIP-226).
 package tlsconfig
 
 import (
@@ -29,11 +31,16 @@ type Options struct {
 	ClientAuth string
 }
 
-// Server is a server TLS configuration whose certificate can be reloaded.
+// Server is a server TLS configuration whose certificate and client CAs
+// can be reloaded.
 type Server struct {
 	opts Options
 	cert atomic.Pointer[tls.Certificate]
 	cfg  *tls.Config
+	// verifying is the configuration each handshake uses when client
+	// certificates are asked for: cfg with the client CAs last loaded
+	// (cfg's GetConfigForClient returns it).
+	verifying atomic.Pointer[tls.Config]
 }
 
 // New loads the files and returns the configuration. TLS 1.2 is the
@@ -43,9 +50,6 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("TLS needs both a certificate file and a key file")
 	}
 	s := &Server{opts: opts}
-	if err := s.Reload(); err != nil {
-		return nil, err
-	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -66,33 +70,42 @@ func New(opts Options) (*Server, error) {
 		if opts.ClientCAFile == "" {
 			return nil, fmt.Errorf("TLS client auth %s needs a client CA file", opts.ClientAuth)
 		}
-		pem, err := os.ReadFile(opts.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("TLS client CA: %w", err)
+		cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return s.verifying.Load(), nil
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("TLS client CA %s: no PEM certificate in it", opts.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
 	} else if opts.ClientCAFile != "" {
 		return nil, errors.New("a TLS client CA file is set but client auth is none: set it to requested or required")
 	}
 	s.cfg = cfg
+	if err := s.Reload(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Config is the tls.Config to serve with. It stays the same across
-// reloads: its GetCertificate returns the current certificate.
+// reloads: its GetCertificate returns the current certificate and, with
+// client certificates, its GetConfigForClient the current client CAs.
+// ClientCAs holds the CAs loaded first (read it to know that client
+// certificates are verified, not which CAs are trusted now).
 func (s *Server) Config() *tls.Config { return s.cfg }
+
+// WithoutClientAuth is Config for a listener that asks for no client
+// certificate (SASL_SSL), still serving the current certificate.
+func (s *Server) WithoutClientAuth() *tls.Config {
+	c := s.cfg.Clone()
+	c.ClientAuth, c.ClientCAs, c.GetConfigForClient = tls.NoClientCert, nil, nil
+	return c
+}
 
 // RequiresClientCert reports whether every client must present a verified
 // certificate.
 func (s *Server) RequiresClientCert() bool { return s.cfg.ClientAuth == tls.RequireAndVerifyClientCert }
 
-// Reload reads the certificate and key files again. On error the current
-// certificate stays in use. Connections already established keep theirs;
-// new handshakes get the new one.
+// Reload reads the certificate, key and client CA files again. On any
+// error nothing changes: the current certificate and CAs stay in use.
+// Connections already established keep what they were verified with; new
+// handshakes get the new certificate and are verified against the new CAs.
 func (s *Server) Reload() error {
 	cert, err := tls.LoadX509KeyPair(s.opts.CertFile, s.opts.KeyFile)
 	if err != nil {
@@ -102,7 +115,26 @@ func (s *Server) Reload() error {
 	if cert.Leaf == nil && len(cert.Certificate) > 0 {
 		cert.Leaf, _ = x509.ParseCertificate(cert.Certificate[0])
 	}
+	var verifying *tls.Config
+	if s.cfg.ClientAuth != tls.NoClientCert {
+		pem, err := os.ReadFile(s.opts.ClientCAFile)
+		if err != nil {
+			return fmt.Errorf("TLS client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("TLS client CA %s: no PEM certificate in it", s.opts.ClientCAFile)
+		}
+		if s.cfg.ClientCAs == nil {
+			s.cfg.ClientCAs = pool // first load, before any handshake
+		}
+		verifying = s.cfg.Clone()
+		verifying.ClientCAs, verifying.GetConfigForClient = pool, nil
+	}
 	s.cert.Store(&cert)
+	if verifying != nil {
+		s.verifying.Store(verifying)
+	}
 	return nil
 }
 

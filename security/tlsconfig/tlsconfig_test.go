@@ -169,3 +169,82 @@ func TestOptionErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadClientCAs: Reload reads the client CA file again, so that a CA
+// removed from it stops verifying client certificates for new connections,
+// and one added starts to, without a restart; a broken file changes
+// nothing. (Only the certificate was reloaded: a CA removed for a
+// compromise stayed trusted until a restart.)
+func TestReloadClientCAs(t *testing.T) {
+	ca1, ca2, ca3 := testpki.NewCA(t, "ca1"), testpki.NewCA(t, "ca2"), testpki.NewCA(t, "ca3")
+	p := ca1.Server(t, "server")
+	pemOf := func(cas ...*testpki.CA) []byte {
+		var b []byte
+		for _, ca := range cas {
+			c, err := os.ReadFile(ca.CertFile)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, c...)
+		}
+		return b
+	}
+	caFile := t.TempDir() + "/clients.pem"
+	if err := os.WriteFile(caFile, pemOf(ca1, ca2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range []string{ClientAuthRequired, ClientAuthRequested} {
+		os.WriteFile(caFile, pemOf(ca1, ca2), 0o600)
+		s, err := New(Options{CertFile: p.CertFile, KeyFile: p.KeyFile, ClientCAFile: caFile, ClientAuth: auth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := serve(t, s.Config())
+		accepted := func(ca *testpki.CA) bool {
+			t.Helper()
+			client := ca.Client(t, pkix.Name{CommonName: "alice"})
+			cfg := ca1.ClientConfig(nil) // trusts the server's CA
+			// Sent whatever CAs the server names (Go's client would
+			// otherwise send none that the server does not list, and
+			// "requested" lets a client without one in).
+			cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &client.TLS, nil }
+			c, err := dial(t, addr, cfg)
+			if err == nil {
+				// TLS 1.3 reports a refused client certificate on the
+				// first read; the server reads one byte and closes.
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				c.Write([]byte{0})
+				var b [1]byte
+				_, err = c.Read(b[:])
+				c.Close()
+				if err != nil && strings.Contains(err.Error(), "EOF") {
+					err = nil // the server's close after a good handshake
+				}
+			}
+			return err == nil
+		}
+		if !accepted(ca1) || !accepted(ca2) || accepted(ca3) {
+			t.Fatalf("%s: before any reload: want ca1 and ca2 accepted, ca3 refused", auth)
+		}
+		os.WriteFile(caFile, pemOf(ca1, ca3), 0o600)
+		if accepted(ca3) || !accepted(ca2) {
+			t.Fatalf("%s: the file changed without a reload took effect", auth)
+		}
+		if err := s.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if !accepted(ca1) || accepted(ca2) || !accepted(ca3) {
+			t.Fatalf("%s: after the reload: want ca1 and ca3 accepted, the removed ca2 refused", auth)
+		}
+		os.WriteFile(caFile, []byte("not a certificate"), 0o600)
+		if err := s.Reload(); err == nil || strings.Contains(err.Error(), "not a certificate") {
+			t.Fatalf("%s: reload of a broken CA file: %v", auth, err)
+		}
+		if !accepted(ca3) || accepted(ca2) {
+			t.Fatalf("%s: a broken CA file changed the trusted CAs", auth)
+		}
+		if s.WithoutClientAuth().ClientAuth != tls.NoClientCert || s.WithoutClientAuth().GetConfigForClient != nil {
+			t.Fatalf("%s: WithoutClientAuth still asks for client certificates", auth)
+		}
+	}
+}
