@@ -331,8 +331,10 @@ func (s *Server) accept(l *listener) error {
 			return nil
 		}
 		if refused != "" {
-			nc.Close()
+			// Counted before the close, so that whoever sees the
+			// connection closed also sees it counted.
 			s.metrics.listener(l.Name).connRefused(refused)
+			nc.Close()
 			s.refusals.note(s.log, l.Name, refused, nc.RemoteAddr())
 		}
 	}
