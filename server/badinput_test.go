@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -153,5 +154,95 @@ func TestSegmentioKafkaGoReadsCatalog(t *testing.T) {
 				t.Errorf("ghost: error %v, want UnknownTopicOrPartition", tp.Error)
 			}
 		}
+	}
+}
+
+// TestTooManyEntriesCloseTheConnection: a request listing more than
+// maxListEntries groups (or keys, members, resources, filters) is closed as
+// a bad request before any of it is served, and counted; one at the limit
+// is served. (A 1 MB DescribeGroups of a million empty group ids held
+// ~0.8 GB of memory, and 5 MB ran a node out of memory.)
+func TestTooManyEntriesCloseTheConnection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	ts := startServer(t, withRegistry(reg))
+	ids := func(n int) []string { return make([]string, n) } // empty ids: one byte each on the wire
+	for _, tc := range []struct {
+		name string
+		req  func(n int) kmsg.Request
+	}{
+		{"DescribeGroups", func(n int) kmsg.Request {
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.Version, r.Groups = 5, ids(n)
+			return r
+		}},
+		{"ConsumerGroupDescribe", func(n int) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupDescribeRequest()
+			r.Groups = ids(n)
+			return r
+		}},
+		{"OffsetFetch", func(n int) kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Version, r.Groups = 8, make([]kmsg.OffsetFetchRequestGroup, n)
+			return r
+		}},
+		{"DeleteGroups", func(n int) kmsg.Request {
+			r := kmsg.NewPtrDeleteGroupsRequest()
+			r.Version, r.Groups = 2, ids(n)
+			return r
+		}},
+		{"FindCoordinator", func(n int) kmsg.Request {
+			r := kmsg.NewPtrFindCoordinatorRequest()
+			r.Version, r.CoordinatorKeys = 4, ids(n)
+			return r
+		}},
+		{"LeaveGroup", func(n int) kmsg.Request {
+			r := kmsg.NewPtrLeaveGroupRequest()
+			r.Version, r.Group, r.Members = 5, "g", make([]kmsg.LeaveGroupRequestMember, n)
+			return r
+		}},
+		{"DescribeConfigs", func(n int) kmsg.Request {
+			r := kmsg.NewPtrDescribeConfigsRequest()
+			r.Version, r.Resources = 4, make([]kmsg.DescribeConfigsRequestResource, n)
+			return r
+		}},
+		{"ListGroups", func(n int) kmsg.Request {
+			r := kmsg.NewPtrListGroupsRequest()
+			r.Version, r.StatesFilter = 4, ids(n)
+			return r
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ts.dial(t)
+			c.send(tc.req(maxListEntries+1), 1)
+			c.expectClosed()
+			checkStillServing(t, ts)
+		})
+	}
+	if n := len(ts.groups.snapshot()); n != 0 {
+		t.Fatalf("refused requests reached Groups %d times", n)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() != "cohort_server_protocol_errors_total" {
+			continue
+		}
+		for _, m := range mf.Metric {
+			if m.Label[0].GetValue() == "too_many_entries" {
+				got = m.Counter.GetValue()
+			}
+		}
+	}
+	if got != 8 {
+		t.Errorf("too_many_entries counted %v times, want 8", got)
+	}
+	// At the limit the request is served.
+	r := kmsg.NewPtrDescribeGroupsRequest()
+	r.Version, r.Groups = 5, ids(maxListEntries)
+	if _, ok := ts.dial(t).roundTrip(r).(*kmsg.DescribeGroupsResponse); !ok {
+		t.Fatal("a DescribeGroups at the limit was not answered")
 	}
 }

@@ -368,6 +368,11 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
 	}
+	if err := checkEntries(r.req); err != nil {
+		c.log.Info("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+		c.s.metrics.protocolError("too_many_entries")
+		return nil
+	}
 	c.clientID = r.clientID
 	if reuse && c.s.cfg.Tap == nil {
 		// Nothing holds a frame-free request once it is answered (the

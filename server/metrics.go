@@ -251,7 +251,7 @@ func (m *metrics) errorCode(key int16, code int16) {
 
 // protocolErrorReasons are the reasons protocolError is called with.
 var protocolErrorReasons = []string{"frame_size", "truncated_header", "unknown_api", "unsupported_version",
-	"malformed_body", "session_expired", "unauthenticated_request", "sasl_token_size"}
+	"malformed_body", "too_many_entries", "session_expired", "unauthenticated_request", "sasl_token_size"}
 
 // protocolError counts a connection closed for reason.
 func (m *metrics) protocolError(reason string) {
