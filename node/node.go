@@ -70,6 +70,9 @@ type Config struct {
 	// open at once, in all and from one IP address (0: no cap); see
 	// server.Config.
 	MaxConnections, MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a client connection that sent no complete
+	// request for this long (0: never); see server.Config.
+	ConnectionsMaxIdle time.Duration
 	// HTTPListen, if set, is the address of the HTTP listener: Prometheus
 	// metrics at /metrics, /healthz, /readyz, and what HTTPHandlers adds.
 	HTTPListen string
@@ -244,6 +247,7 @@ func Start(cfg Config) (*Node, error) {
 
 		MaxConnections:      cfg.MaxConnections,
 		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,
+		ConnectionsMaxIdle:  cfg.ConnectionsMaxIdle,
 		Logger:              cfg.Logger,
 		Registerer:          registerer,
 		Tap:                 cfg.Tap,

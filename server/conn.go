@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -213,20 +214,26 @@ func readFrame(r io.Reader, size int32) ([]byte, error) {
 // cancels it.
 type conn struct {
 	s       *Server
-	counted bool       // counted against the connection limits (under s.mu)
-	ip      netip.Addr // its remote address, when counted
-	l       *listener
-	lm      *listenerMetrics // the listener's metrics (nil: none)
-	auth    connAuth
-	nc      net.Conn
-	br      *bufio.Reader
-	host    string
-	log     *slog.Logger
-	ctx     context.Context // cancelled on hang-up, protocol error or shutdown
-	cancel  context.CancelFunc
-	once    sync.Once
-	wbuf    []byte
-	fbuf    []byte // reusable frame buffer (see frameFree)
+	counted bool // counted against the connection limits (under s.mu)
+	// external: the connection came from a listener (not ServeConn's
+	// in-process ones, which the idle check leaves alone).
+	external bool
+	// idleSince is when the connection last became idle, waiting for a
+	// request (the idle clock, Unix ns); 0 while a request is answered.
+	idleSince atomic.Int64
+	ip        netip.Addr // its remote address, when counted
+	l         *listener
+	lm        *listenerMetrics // the listener's metrics (nil: none)
+	auth      connAuth
+	nc        net.Conn
+	br        *bufio.Reader
+	host      string
+	log       *slog.Logger
+	ctx       context.Context // cancelled on hang-up, protocol error or shutdown
+	cancel    context.CancelFunc
+	once      sync.Once
+	wbuf      []byte
+	fbuf      []byte // reusable frame buffer (see frameFree)
 	// cur is the request being served (one at a time), and spare the last
 	// frame-free request, decoded into again when the next one is of its
 	// kind (resetSpare): two allocations less per heartbeat or commit.
@@ -297,7 +304,11 @@ func (c *conn) run() {
 	}
 	for c.ctx.Err() == nil { // no new request once cancelled
 		r := c.readRequest()
-		if r == nil || !c.serveOne(r) {
+		if r == nil {
+			return
+		}
+		c.idleSince.Store(0) // busy until its response is written (serveOne)
+		if !c.serveOne(r) {
 			return
 		}
 	}
@@ -481,6 +492,9 @@ func (c *conn) serveOne(r *request) bool {
 	if cut != nil {
 		c.log.Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
 	}
+	// Idle from now: stamped before the write, so that a client holding
+	// the answer knows the connection counts as idle (tests rely on it).
+	c.idleSince.Store(c.s.idleClock.Load())
 	if _, err := c.nc.Write(c.wbuf); err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Debug("connection write failed", "err", err)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,15 @@ type Config struct {
 	// address (0: no cap): Kafka's max.connections.per.ip, and as in Kafka a
 	// connection beyond it is closed at once.
 	MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a client connection that has not sent a
+	// complete request for this long (0: never), as Kafka's
+	// connections.max.idle.ms (10 minutes there): an idle client costs a
+	// socket and buffers, and a client that stops in the middle of a frame
+	// holds what it sent. A connection whose request is being answered (a
+	// parked JoinGroup) is never idle. Checked every tenth of the period.
+	ConnectionsMaxIdle time.Duration
+	// Now is the clock of the idle check (nil: time.Now).
+	Now func() time.Time
 }
 
 // Listener is one address the server accepts connections on.
@@ -113,11 +123,15 @@ type Server struct {
 	counted  int                // connections from listeners, while a limit is set
 	perIP    map[netip.Addr]int // … by remote address
 	refusals refusalLog
-	closed   bool
-	serving  bool
-	baseCtx  context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup // connection goroutines
+	// idleClock is the time (Unix ns) of the last idle sweep: connections
+	// stamp their idle start with it, an atomic load per request instead
+	// of a clock read.
+	idleClock atomic.Int64
+	closed    bool
+	serving   bool
+	baseCtx   context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // connection goroutines
 }
 
 // ErrServerClosed is returned by Listen and Serve after Close.
@@ -139,6 +153,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ConnectionsMaxIdle < 0 {
+		return nil, fmt.Errorf("server: Config.ConnectionsMaxIdle is negative (%v)", cfg.ConnectionsMaxIdle)
 	}
 	lcfg, err := listenerConfigs(cfg)
 	if err != nil {
@@ -288,6 +308,10 @@ func (s *Server) serve(ctx context.Context) error {
 	s.mu.Unlock()
 	stop := context.AfterFunc(ctx, func() { s.Close() })
 	defer stop()
+	if s.cfg.ConnectionsMaxIdle > 0 {
+		s.idleClock.Store(s.cfg.Now().UnixNano())
+		go s.sweepIdleLoop()
+	}
 
 	errs := make(chan error, len(lns))
 	for _, l := range lns {
@@ -382,7 +406,8 @@ func (s *Server) startConn(nc net.Conn, l *listener, fromListener bool) (ok bool
 		s.perIP[ip]++
 	}
 	c := newConn(s, nc, l)
-	c.counted, c.ip = counted, ip
+	c.counted, c.ip, c.external = counted, ip, fromListener
+	c.idleSince.Store(s.idleClock.Load())
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	go c.run()

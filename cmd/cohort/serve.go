@@ -175,6 +175,7 @@ type serveFlags struct {
 	backupDir, logFormat                                                 string
 	nodeID, maxSize, maxFrame, partitions                                int
 	maxConns, maxConnsPerIP                                              int
+	maxIdle                                                              time.Duration
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
 	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
@@ -229,6 +230,7 @@ func newServeFlags() *serveFlags {
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
 	num(&s.maxConns, "max-connections", 0, "client connections open at once, over all listeners; beyond it a new one is closed at once (0: no limit)")
 	num(&s.maxConnsPerIP, "max-connections-per-ip", 0, "client connections open at once from one IP address; beyond it a new one is closed at once (0: no limit)")
+	dur(&s.maxIdle, "connections-max-idle", 10*time.Minute, "close a client connection that sent no complete request for this long, also one stopped in the middle of a request (0: never)")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -586,6 +588,7 @@ func serve(args []string) error {
 		MaxFrameBytes:          int32(s.maxFrame),
 		MaxConnections:         s.maxConns,
 		MaxConnectionsPerIP:    s.maxConnsPerIP,
+		ConnectionsMaxIdle:     s.maxIdle,
 		HTTPListen:             s.httpListen,
 		HTTPHandlers:           console.Register,
 		Logger:                 log,
