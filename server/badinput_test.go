@@ -246,3 +246,15 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 		t.Fatal("a DescribeGroups at the limit was not answered")
 	}
 }
+
+// TestTruncatedBodyError: a body that ends before its fields is logged in
+// words about a request (kbin's own error speaks of a response).
+func TestTruncatedBodyError(t *testing.T) {
+	var r request
+	// Heartbeat v0 whose group id claims 30,000 bytes and has two.
+	_, err := decodeFrameInto(&r, frame(12, 0, 1, "x", []byte{0x75, 0x30, 'a', 'b'})[4:], "", nil)
+	if err == nil || !errors.Is(err, errMalformedBody) || !strings.Contains(err.Error(), "Heartbeat v0: the body ends before its fields do") ||
+		strings.Contains(err.Error(), "response") {
+		t.Fatalf("error %v", err)
+	}
+}

@@ -40,6 +40,7 @@ var (
 	errUnknownAPI      = errors.New("unknown or unsupported API key")
 	errBadVersion      = errors.New("unsupported API version")
 	errMalformedBody   = errors.New("malformed request body")
+	errBodyShort       = errors.New("the body ends before its fields do (truncated, or a length or count runs past its end)")
 )
 
 // decodeFrame parses one request frame (the bytes after the 4-byte size):
@@ -111,6 +112,13 @@ func decodeFrameInto(r *request, frame []byte, prevClientID string, spare kmsg.R
 		}
 	}
 	if err := req.ReadFrom(body); err != nil {
+		if err.Error() == kbin.ErrNotEnoughData.Error() {
+			// kmsg's reader (its own internal copy of kbin, hence the
+			// text compared) says "response"; this is a request that
+			// ended before its fields did, or whose length or count of
+			// some field runs past its end.
+			err = errBodyShort
+		}
 		return true, fmt.Errorf("%w: %s v%d: %w", errMalformedBody, api.Name, r.version, err)
 	}
 	if len(body) > maxStringLen && req.IsFlexible() {

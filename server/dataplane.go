@@ -645,9 +645,10 @@ func countTrue(bs []bool) int {
 }
 
 // uncommittable returns, per topic of req, which partitions its catalog
-// topic does not have (nil for a topic outside the catalog or without
-// such partitions); nil when there are none at all, the usual case,
-// without allocating.
+// topic does not have, or no topic can have (a negative partition, a topic
+// without a name: Kafka has them in no metadata and answers
+// UNKNOWN_TOPIC_OR_PARTITION); nil for a topic without such partitions, and
+// nil when there are none at all, the usual case, without allocating.
 func (s *Server) uncommittable(req *kmsg.OffsetCommitRequest) [][]bool {
 	return s.missingPartitions(len(req.Topics), func(i int) (string, int) { return req.Topics[i].Topic, len(req.Topics[i].Partitions) },
 		func(i, j int) int32 { return req.Topics[i].Partitions[j].Partition })
@@ -660,11 +661,8 @@ func (s *Server) missingPartitions(n int, topic func(i int) (string, int), part 
 	for i := 0; i < n; i++ {
 		name, np := topic(i)
 		t, ok := s.catalog.Lookup(name)
-		if !ok {
-			continue
-		}
 		for j := 0; j < np; j++ {
-			if p := part(i, j); p >= 0 && p < t.Partitions {
+			if p := part(i, j); name != "" && p >= 0 && (!ok || p < t.Partitions) {
 				continue
 			}
 			if bad == nil {

@@ -653,8 +653,10 @@ func TestOffsetCommitCatalogPartitions(t *testing.T) {
 	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
 		return group.ErrorResponse(req, 0), nil // every partition committed
 	}
-	resp := answer(t, ts.srv, commitReq(8, "g", "dp:0,5,-1,2", "elsewhere:7", "dp:9")).(*kmsg.OffsetCommitResponse)
-	if got, want := commitCodes(resp), "dp/0=0 dp/5=3 dp/-1=3 dp/2=0 elsewhere/7=0 dp/9=3"; got != want {
+	// Outside the catalog too, a negative partition or a topic without a
+	// name is in no cluster's metadata: UNKNOWN_TOPIC_OR_PARTITION, as Kafka.
+	resp := answer(t, ts.srv, commitReq(8, "g", "dp:0,5,-1,2", "elsewhere:7,-1", "dp:9", ":0")).(*kmsg.OffsetCommitResponse)
+	if got, want := commitCodes(resp), "dp/0=0 dp/5=3 dp/-1=3 dp/2=0 elsewhere/7=0 elsewhere/-1=3 dp/9=3 /0=3"; got != want {
 		t.Errorf("answer %s, want %s", got, want)
 	}
 	calls := ts.groups.snapshot()

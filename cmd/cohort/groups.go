@@ -188,7 +188,7 @@ func listGroups(e env, f *cmdFlags, states, types []string) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE\tPROTOCOL-TYPE")
 	for _, g := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", g.Group, strOrDash(g.State), strOrDash(g.Type), strOrDash(g.ProtocolType))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(g.Group), strOrDash(g.State), strOrDash(g.Type), strOrDash(g.ProtocolType))
 	}
 	return tw.Flush()
 }
@@ -263,14 +263,14 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 				if g.Leader != nil {
 					leader = strOrDash(*g.Leader)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.State, strOrDash(g.ProtocolType),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.State, strOrDash(g.ProtocolType),
 					strOrDash(g.Protocol), orDash(g.Generation), leader, g.MemberCount)
 			}))
 	}
 	if df.state && len(consumer) > 0 {
 		err = errors.Join(err, table("GROUP\tCOORDINATOR\tTYPE\tSTATE\tASSIGNOR\tGROUP-EPOCH\tASSIGNMENT-EPOCH\tMEMBERS", consumer,
 			func(tw io.Writer, g *groupDesc) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", g.Group, g.Coordinator, g.Type, g.State, strOrDash(deref(g.Assignor)),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.Type, g.State, strOrDash(deref(g.Assignor)),
 					orDash(g.GroupEpoch), orDash(g.AssignmentEpoch), g.MemberCount)
 			}))
 	}
@@ -278,8 +278,8 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT", classic,
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, strOrDash(deref(m.InstanceID)),
-						strOrDash(m.ClientID), strOrDash(m.Host), m.partitionCount(), m.assignmentText())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
+						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), m.partitionCount(), m.assignmentText())
 				}
 			}))
 	}
@@ -287,8 +287,8 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET", consumer,
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.Group, m.MemberID, strOrDash(deref(m.InstanceID)),
-						strOrDash(m.ClientID), strOrDash(m.Host), strOrDash(deref(m.Rack)), orDash(m.MemberEpoch), m.subscriptionText(),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
+						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), strOrDash(deref(m.Rack)), orDash(m.MemberEpoch), m.subscriptionText(),
 						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
 				}
 			}))
@@ -317,7 +317,7 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 			if r.MemberID != nil {
 				member, host, client = *r.MemberID, strOrDash(r.Host), strOrDash(r.ClientID)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", g.Group, r.Topic, r.Partition, orDash(r.CurrentOffset),
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", cell(g.Group), cell(r.Topic), r.Partition, orDash(r.CurrentOffset),
 				orDash(r.LogEndOffset), orDash(r.Lag), member, host, client)
 			if verbose {
 				fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(r.LogStartOffset), orDash(r.LeaderEpoch), strOrDash(r.Metadata))
@@ -365,7 +365,7 @@ func deleteGroups(e env, f *cmdFlags, ids []string) error {
 		if g.Error != nil {
 			res = "error: " + *g.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", g.Group, res)
+		fmt.Fprintf(tw, "%s\t%s\n", cell(g.Group), res)
 	}
 	return errors.Join(tw.Flush(), failed)
 }

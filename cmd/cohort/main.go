@@ -63,6 +63,8 @@ func run(args []string, e env) int {
 		usage(e.stderr)
 		return exitUsage
 	}
+	// Everything a command prints may hold client-chosen strings (safeWriter).
+	e.stdout, e.stderr = safeWriter{e.stdout}, safeWriter{e.stderr}
 	var err error
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":

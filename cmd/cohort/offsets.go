@@ -360,7 +360,7 @@ func writePlan(w io.Writer, res resetJSON) error {
 		if r.Error != nil {
 			note = strings.TrimPrefix(note+"; ", "; ") + "error: " + *r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", res.Group, r.Topic, r.Partition, orDash(r.CurrentOffset),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(res.Group), cell(r.Topic), r.Partition, orDash(r.CurrentOffset),
 			orDash(r.NewOffset), orDash(r.LogStartOffset), orDash(r.LogEndOffset), strOrDash(note))
 	}
 	if err := tw.Flush(); err != nil {
@@ -452,7 +452,7 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 		if r.Error != nil {
 			res = "error: " + *r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", id, r.Topic, r.Partition, res)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(id), cell(r.Topic), r.Partition, res)
 	}
 	return errors.Join(tw.Flush(), failed)
 }

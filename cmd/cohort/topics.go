@@ -84,7 +84,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		tw := newTable(e.stdout)
 		fmt.Fprintln(tw, "TOPIC\tPARTITIONS")
 		for _, t := range list {
-			fmt.Fprintf(tw, "%s\t%d\n", t.Topic, t.Partitions)
+			fmt.Fprintf(tw, "%s\t%d\n", cell(t.Topic), t.Partitions)
 		}
 		return tw.Flush()
 	case "create":

@@ -212,6 +212,14 @@ func (c Credential) MarshalBinary() ([]byte, error) {
 // errBadEncoding is the error of UnmarshalBinary for any malformed input.
 var errBadEncoding = errors.New("sasl: malformed credential encoding")
 
+// uvarintLen is the length of v's shortest varint, the only one
+// MarshalBinary writes: a longer one (0x9e 0xb5 0x00 for 0x9e 0x35) would
+// decode to the same credential from other bytes.
+func uvarintLen(v uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
+}
+
 // UnmarshalBinary decodes MarshalBinary's encoding. It rejects an unknown
 // version or mechanism, trailing bytes and anything that would not pass
 // MarshalBinary's checks; c is left unchanged on error.
@@ -225,12 +233,12 @@ func (c *Credential) UnmarshalBinary(b []byte) error {
 	}
 	b = b[2:]
 	iters, n := binary.Uvarint(b)
-	if n <= 0 || iters > MaxIterations {
+	if n <= 0 || iters > MaxIterations || n != uvarintLen(iters) {
 		return errBadEncoding
 	}
 	b = b[n:]
 	sl, n := binary.Uvarint(b)
-	if n <= 0 || sl > maxSaltLen || uint64(len(b)-n) != sl+2*uint64(h.size) {
+	if n <= 0 || sl > maxSaltLen || n != uvarintLen(sl) || uint64(len(b)-n) != sl+2*uint64(h.size) {
 		return errBadEncoding
 	}
 	b = b[n:]

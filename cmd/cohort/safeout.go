@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// safeWriter writes what the CLI prints with every control character but
+// newline and tab spelled out as an escape (\x1b, \a, \u0085, ...). Group
+// ids, member ids, client ids, topic names and server messages come from
+// clients, and Kafka restricts none of their characters: printed raw, an id
+// holding a terminal escape sequence could retitle the operator's terminal,
+// clear it or move the cursor over other output.
+type safeWriter struct{ w io.Writer }
+
+func (s safeWriter) Write(p []byte) (int, error) {
+	clean := true
+	for i := 0; i < len(p); i++ {
+		if isControlByte(p, i) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s.w.Write(p)
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch {
+		case p[i] == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] < 0xa0: // C1, U+0080..U+009F
+			fmt.Fprintf(&b, `\u%04x`, p[i+1])
+			i++
+		case isControlByte(p, i):
+			fmt.Fprintf(&b, `\x%02x`, p[i])
+		default:
+			b.WriteByte(p[i])
+		}
+	}
+	if _, err := io.WriteString(s.w, b.String()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// isControlByte reports whether p[i] starts a control character other than
+// newline and tab: C0, DEL, or a C1 character (two bytes in UTF-8).
+func isControlByte(p []byte, i int) bool {
+	c := p[i]
+	switch {
+	case c == '\n' || c == '\t':
+		return false
+	case c < 0x20 || c == 0x7f:
+		return true
+	case c == 0xc2 && i+1 < len(p):
+		return p[i+1] >= 0x80 && p[i+1] < 0xa0
+	}
+	return false
+}
+
+// cell is s for a table cell: quoted, Go style, when it holds a control
+// character, a tab or a newline, which would otherwise break the table's
+// columns or forge a row of their own.
+func cell(s string) string {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}

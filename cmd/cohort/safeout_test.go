@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestSafeWriter: control characters other than newline and tab are
+// printed as escapes; other bytes, UTF-8 included, pass unchanged.
+func TestSafeWriter(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain\tcolumns\n":           "plain\tcolumns\n",
+		"grüße, 組":                   "grüße, 組",
+		"\x1b]0;pwned\x07\x1b[2J":    `\x1b]0;pwned\x07\x1b[2J`,
+		"cr\rdel\x7fnul\x00":         `cr\x0ddel\x7fnul\x00`,
+		"c1 \u009b31m and \u0085end": `c1 \u009b31m and \u0085end`,
+	} {
+		var b bytes.Buffer
+		if n, err := (safeWriter{&b}).Write([]byte(in)); err != nil || n != len(in) {
+			t.Errorf("%q: wrote %d, %v", in, n, err)
+		}
+		if b.String() != want {
+			t.Errorf("%q printed as %q, want %q", in, b.String(), want)
+		}
+	}
+	if got := cell("ok-id"); got != "ok-id" {
+		t.Errorf("cell of a plain id: %q", got)
+	}
+	if got := cell("evil\nfake-group\tStable"); got != `"evil\nfake-group\tStable"` {
+		t.Errorf("cell of an id with a newline and a tab: %q", got)
+	}
+}
+
+// TestGroupIDsCannotForgeOutput: a group id holding a terminal escape
+// sequence, a newline and tabs (any client may commit under one: Kafka
+// restricts no character) is printed quoted by `cohort groups`, on one
+// row, with no escape byte reaching the terminal.
+func TestGroupIDsCannotForgeOutput(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	const evil = "\x1b]0;pwned\x07\x1b[2Jevil\nfake-group\tStable\tclassic\tconsumer"
+	commit(t, n.Addr(), evil, "events", map[int32]int64{0: 1})
+	out := c.ok("groups")
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("an escape byte reached the output:\n%q", out)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], `"\x1b]0;pwned\a\x1b[2Jevil\nfake-group\tStable\tclassic\tconsumer"`) {
+		t.Errorf("output:\n%s", out)
+	}
+}
