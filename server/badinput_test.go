@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/segmentio/kafka-go"
@@ -256,5 +257,29 @@ func TestTruncatedBodyError(t *testing.T) {
 	if err == nil || !errors.Is(err, errMalformedBody) || !strings.Contains(err.Error(), "Heartbeat v0: the body ends before its fields do") ||
 		strings.Contains(err.Error(), "response") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestBadRequestLogBurst: bad-request lines are logged at most burstLogMax
+// per window; the first line of the next window says how many were left
+// out.
+func TestBadRequestLogBurst(t *testing.T) {
+	var b burstLog
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	logged := 0
+	for i := range 500 {
+		if ok, skipped := b.allow(t0.Add(time.Duration(i) * time.Millisecond)); ok {
+			logged++
+			if skipped != 0 {
+				t.Fatalf("line %d: %d skipped within the first window", i, skipped)
+			}
+		}
+	}
+	if logged != burstLogMax {
+		t.Fatalf("%d lines logged in one window, want %d", logged, burstLogMax)
+	}
+	ok, skipped := b.allow(t0.Add(burstLogWindow))
+	if !ok || skipped != 500-burstLogMax {
+		t.Fatalf("next window: ok %v, skipped %d, want %d", ok, skipped, 500-burstLogMax)
 	}
 }

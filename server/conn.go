@@ -341,7 +341,7 @@ func (c *conn) readRequest() *request {
 	c.br.Discard(4)
 	maxFrame := c.s.cfg.MaxFrameBytes
 	if size < 0 || size > maxFrame {
-		c.log.Info("closing connection: bad request size", "size", size, "max", maxFrame)
+		c.logBadRequest("closing connection: bad request size", "size", size, "max", maxFrame)
 		c.s.metrics.protocolError("frame_size")
 		return nil
 	}
@@ -383,12 +383,12 @@ func (c *conn) readRequest() *request {
 		if header {
 			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
 		}
-		c.log.Info("closing connection: bad request", attrs...)
+		c.logBadRequest("closing connection: bad request", attrs...)
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
 	}
 	if err := checkEntries(r.req); err != nil {
-		c.log.Info("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+		c.logBadRequest("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
 		c.s.metrics.protocolError("too_many_entries")
 		return nil
 	}
@@ -400,6 +400,20 @@ func (c *conn) readRequest() *request {
 		c.spare = r.req
 	}
 	return r
+}
+
+// logBadRequest logs why a connection is closed for a bad request, at most
+// burstLogMax lines per window over all connections (burstLog); the line
+// after a quiet spell says how many were left out.
+func (c *conn) logBadRequest(msg string, attrs ...any) {
+	ok, skipped := c.s.badLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	if skipped > 0 {
+		attrs = append(attrs, "unlogged_before", skipped)
+	}
+	c.log.Info(msg, attrs...)
 }
 
 // reuseFrameBytes is the largest frame read into the connection's reusable

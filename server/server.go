@@ -123,6 +123,7 @@ type Server struct {
 	counted  int                // connections from listeners, while a limit is set
 	perIP    map[netip.Addr]int // … by remote address
 	refusals refusalLog
+	badLog   burstLog // "closing connection: bad request" lines
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
@@ -453,6 +454,39 @@ type refusalLog struct {
 }
 
 const refusalLogEvery = 10 * time.Second
+
+// burstLog lets at most burstLogMax lines through per burstLogWindow and
+// counts the rest, so that a flood of bad requests (hundreds of
+// connections each sending garbage) logs a few lines, not one per
+// connection; the metric counts every one.
+type burstLog struct {
+	mu      sync.Mutex
+	start   time.Time
+	n       int
+	skipped int
+}
+
+const (
+	burstLogMax    = 10
+	burstLogWindow = 10 * time.Second
+)
+
+// allow reports whether a line may be logged at now, and how many were
+// left out since the last one logged.
+func (b *burstLog) allow(now time.Time) (ok bool, skipped int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.start) >= burstLogWindow {
+		b.start, b.n = now, 0
+	}
+	if b.n >= burstLogMax {
+		b.skipped++
+		return false, 0
+	}
+	b.n++
+	skipped, b.skipped = b.skipped, 0
+	return true, skipped
+}
 
 func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Addr) {
 	r.mu.Lock()
