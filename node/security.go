@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,6 +110,35 @@ func (sc *SecurityConfig) authenticates(l server.Listener) bool {
 		return sc.TLS != nil && sc.TLS.RequiresClientCert()
 	}
 	return false
+}
+
+// Warnings are the start-up warnings about settings that work as
+// configured but weaken what they protect: both are allowed by Kafka too,
+// and both are easy to fall into.
+func (sec *SecurityConfig) Warnings(listeners []server.Listener) []string {
+	var out []string
+	plain := slices.Contains(sec.Mechanisms, "PLAIN")
+	for _, l := range listeners {
+		if plain && l.Protocol == server.ProtocolSASLPlaintext && !isLoopback(l.Addr) {
+			out = append(out, fmt.Sprintf("PLAIN is enabled on the SASL_PLAINTEXT listener %s, reachable from other hosts: "+
+				"clients send their passwords there in clear text; serve PLAIN on SASL_SSL only", l.Addr))
+		}
+	}
+	certs := sec.TLS != nil && sec.TLS.Config().ClientAuth != tls.NoClientCert && sec.PrincipalRules == nil
+	for _, l := range listeners {
+		if !certs || l.Protocol != server.ProtocolSSL {
+			continue
+		}
+		for _, u := range sec.SuperUsers {
+			if name, ok := strings.CutPrefix(u, "User:"); ok && !strings.Contains(name, "=") {
+				out = append(out, fmt.Sprintf("super user %s can be claimed by any client certificate from the trusted CAs "+
+					"whose CN is %q (without --tls-principal-rules a certificate's principal is User:<CN>, and its other "+
+					"subject fields are not checked); --tls-principal-rules DEFAULT makes it the whole subject DN, as Kafka", u, name))
+			}
+		}
+		break
+	}
+	return out
 }
 
 // isLoopback reports whether a listen address binds loopback only.

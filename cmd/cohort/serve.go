@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -104,48 +103,6 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 		}
 	}
 	return nil
-}
-
-// securityWarnings are the start-up warnings about settings that work as
-// configured but weaken what they protect: both are allowed by Kafka too,
-// and both are easy to fall into.
-func securityWarnings(listeners []server.Listener, sec *node.SecurityConfig) []string {
-	var out []string
-	plain := slices.Contains(sec.Mechanisms, "PLAIN")
-	for _, l := range listeners {
-		if plain && l.Protocol == server.ProtocolSASLPlaintext && !loopbackAddr(l.Addr) {
-			out = append(out, fmt.Sprintf("PLAIN is enabled on the SASL_PLAINTEXT listener %s, reachable from other hosts: "+
-				"clients send their passwords there in clear text; serve PLAIN on SASL_SSL only", l.Addr))
-		}
-	}
-	certs := sec.TLS != nil && sec.TLS.Config().ClientAuth != tls.NoClientCert && sec.PrincipalRules == nil
-	for _, l := range listeners {
-		if !certs || l.Protocol != server.ProtocolSSL {
-			continue
-		}
-		for _, u := range sec.SuperUsers {
-			if name, ok := strings.CutPrefix(u, "User:"); ok && !strings.Contains(name, "=") {
-				out = append(out, fmt.Sprintf("super user %s can be claimed by any client certificate from the trusted CAs "+
-					"whose CN is %q (without --tls-principal-rules a certificate's principal is User:<CN>, and its other "+
-					"subject fields are not checked); --tls-principal-rules DEFAULT makes it the whole subject DN, as Kafka", u, name))
-			}
-		}
-		break
-	}
-	return out
-}
-
-// loopbackAddr reports whether a listen address binds loopback only.
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // envName is the environment variable of a flag: COHORT_ and the flag's
@@ -531,7 +488,7 @@ func serve(args []string) error {
 	if s.metrics != "" {
 		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
 	}
-	for _, w := range securityWarnings(listeners, sec) {
+	for _, w := range sec.Warnings(listeners) {
 		log.Warn(w)
 	}
 	if s.heapFloorMiB < 0 {

@@ -1,11 +1,10 @@
-package main
+package node
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/cohort-dev/cohort/internal/testpki"
-	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/principal"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
@@ -31,25 +30,25 @@ func TestSecurityWarnings(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		listeners []server.Listener
-		sec       node.SecurityConfig
+		sec       SecurityConfig
 		want      []string // substrings, one per warning
 	}{
 		{"PLAIN on SASL_PLAINTEXT, all addresses", []server.Listener{l(server.ProtocolSASLPlaintext, "0.0.0.0:9092")},
-			node.SecurityConfig{Mechanisms: []string{"SCRAM-SHA-512", "PLAIN"}}, []string{"PLAIN is enabled on the SASL_PLAINTEXT listener 0.0.0.0:9092"}},
+			SecurityConfig{Mechanisms: []string{"SCRAM-SHA-512", "PLAIN"}}, []string{"PLAIN is enabled on the SASL_PLAINTEXT listener 0.0.0.0:9092"}},
 		{"PLAIN on SASL_PLAINTEXT, loopback", []server.Listener{l(server.ProtocolSASLPlaintext, "127.0.0.1:9092")},
-			node.SecurityConfig{Mechanisms: []string{"PLAIN"}}, nil},
+			SecurityConfig{Mechanisms: []string{"PLAIN"}}, nil},
 		{"PLAIN on SASL_SSL", []server.Listener{l(server.ProtocolSASLSSL, "10.0.0.1:9093")},
-			node.SecurityConfig{Mechanisms: []string{"PLAIN"}, TLS: mtls}, nil},
+			SecurityConfig{Mechanisms: []string{"PLAIN"}, TLS: mtls}, nil},
 		{"SCRAM on SASL_PLAINTEXT", []server.Listener{l(server.ProtocolSASLPlaintext, "10.0.0.1:9092")},
-			node.SecurityConfig{Mechanisms: []string{"SCRAM-SHA-256"}}, nil},
+			SecurityConfig{Mechanisms: []string{"SCRAM-SHA-256"}}, nil},
 		{"super user by CN", []server.Listener{l(server.ProtocolSSL, "10.0.0.1:9094")},
-			node.SecurityConfig{TLS: mtls, SuperUsers: []string{"User:admin", "User:CN=ops,O=corp"}}, []string{`super user User:admin can be claimed by any client certificate from the trusted CAs whose CN is "admin"`}},
+			SecurityConfig{TLS: mtls, SuperUsers: []string{"User:admin", "User:CN=ops,O=corp"}}, []string{`super user User:admin can be claimed by any client certificate from the trusted CAs whose CN is "admin"`}},
 		{"super user with rules", []server.Listener{l(server.ProtocolSSL, "10.0.0.1:9094")},
-			node.SecurityConfig{TLS: mtls, PrincipalRules: rules, SuperUsers: []string{"User:admin"}}, nil},
+			SecurityConfig{TLS: mtls, PrincipalRules: rules, SuperUsers: []string{"User:admin"}}, nil},
 		{"super user, no SSL listener", []server.Listener{l(server.ProtocolSASLSSL, "10.0.0.1:9093")},
-			node.SecurityConfig{TLS: mtls, SuperUsers: []string{"User:admin"}}, nil},
+			SecurityConfig{TLS: mtls, SuperUsers: []string{"User:admin"}}, nil},
 	} {
-		got := securityWarnings(tc.listeners, &tc.sec)
+		got := tc.sec.Warnings(tc.listeners)
 		if len(got) != len(tc.want) {
 			t.Errorf("%s: warnings %q, want %d", tc.name, got, len(tc.want))
 			continue
