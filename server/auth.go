@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,12 +10,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/security/sasl"
 )
 
@@ -37,6 +40,27 @@ const (
 // 512 KiB before authentication for the same reason: an unauthenticated
 // client must not make the server buffer much.
 const maxSaslTokenBytes = 512 << 10
+
+// maxUnauthenticatedFrameBytes bounds every request frame a SASL listener
+// reads before the connection is authenticated (ApiVersions, SaslHandshake,
+// SaslAuthenticate), as Kafka's sasl.server.max.receive.size (512 KiB by
+// default) does: without it, anyone who can reach the port could make the
+// node buffer and decode up to the request limit (100 MiB by default) per
+// connection without knowing a credential. Re-authentication is not bounded
+// by it: that client already proved who it is.
+const maxUnauthenticatedFrameBytes = maxSaslTokenBytes + 4<<10
+
+// unauthenticated reports whether the connection is on a SASL listener and
+// has not authenticated yet.
+func (a *connAuth) unauthenticated() bool {
+	switch a.state {
+	case saslHandshake:
+		return true
+	case saslAuthenticate, saslRaw:
+		return !a.reauth
+	}
+	return false
+}
 
 // securityRuntime is the server's view of Config.Security with defaults
 // applied; a zero value means no security.
@@ -191,6 +215,39 @@ func (c *conn) admit(r *request) bool {
 		"api", kmsg.NameForKey(r.key), "client_id", r.clientID)
 	c.s.metrics.protocolError("unauthenticated_request")
 	return false
+}
+
+// refusalAnswer is the answer to a request admit refused, written before
+// the connection closes, or nil to close without one. Kafka answers a request
+// other than SaslAuthenticate in the middle of a SaslAuthenticate exchange
+// with that request's error response, ILLEGAL_SASL_STATE, and then closes;
+// anything else it refuses (before the SaslHandshake, or after the session
+// expired) it closes without an answer. cohort answers where the response
+// has a place for the error: a group-scoped API's error response, or any
+// response with a top-level error code in its version (the others, such as Metadata or
+// Produce, report errors only per topic or partition, and get none).
+func (c *conn) refusalAnswer(r *request) kmsg.Response {
+	if c.auth.state != saslAuthenticate || r.req == nil {
+		return nil
+	}
+	if resp := group.ErrorResponse(r.req, errIllegalSaslState); resp != nil {
+		return resp
+	}
+	resp := r.req.ResponseKind()
+	v := reflect.ValueOf(resp).Elem()
+	code := v.FieldByName("ErrorCode")
+	if !code.IsValid() || code.Kind() != reflect.Int16 {
+		return nil
+	}
+	without := resp.AppendTo(nil)
+	code.SetInt(int64(errIllegalSaslState))
+	if bytes.Equal(resp.AppendTo(nil), without) {
+		return nil // the field is not in this version (Metadata's before v13)
+	}
+	if msg := v.FieldByName("ErrorMessage"); msg.IsValid() && msg.Type() == reflect.TypeFor[*string]() {
+		msg.Set(reflect.ValueOf(kmsg.StringPtr("Unexpected " + kmsg.NameForKey(r.key) + " request during SASL authentication")))
+	}
+	return resp
 }
 
 // saslHandshake answers a SaslHandshake. close: the connection ends after

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
@@ -276,26 +277,86 @@ func TestSASLUnsupportedMechanism(t *testing.T) {
 	c.expectClosed()
 }
 
+// TestSASLRequestBeforeAuthenticationCloses: a request other than the SASL
+// ones before authentication completes closes the connection. Before the
+// SaslHandshake it is closed without an answer; in the middle of a
+// SaslAuthenticate exchange (a first one, or a re-authentication) it is
+// answered ILLEGAL_SASL_STATE first, as Kafka answers it, where the response
+// has a place for that error.
 func TestSASLRequestBeforeAuthenticationCloses(t *testing.T) {
-	for name, prep := range map[string]func(*rawConn){
-		"before handshake": func(*rawConn) {},
-		"after handshake": func(c *rawConn) {
-			handshake(t, c, 1, "TEST")
-		},
-		"mid exchange": func(c *rawConn) {
-			handshake(t, c, 1, "TEST")
-			authenticate(t, c, 2, "alice:secret")
-		},
+	hb := func() kmsg.Request {
+		req := kmsg.NewPtrHeartbeatRequest()
+		req.Group = "g"
+		return req
+	}
+	apiVersions := func() kmsg.Request {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(3)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "t", "1"
+		return req
+	}
+	commit := func() kmsg.Request {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.SetVersion(8)
+		req.Group = "g"
+		tp := kmsg.NewOffsetCommitRequestTopic()
+		tp.Topic = "t"
+		tp.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 3}}
+		req.Topics = append(req.Topics, tp)
+		return req
+	}
+	metadata := func() kmsg.Request { return kmsg.NewPtrMetadataRequest() }
+	afterHandshake := func(t *testing.T, _ *authFixture, c *rawConn) { handshake(t, c, 1, "TEST") }
+	midExchange := func(t *testing.T, _ *authFixture, c *rawConn) {
+		handshake(t, c, 1, "TEST")
+		authenticate(t, c, 2, "alice:secret")
+	}
+	reauth := func(t *testing.T, f *authFixture, c *rawConn) {
+		login(t, c, "alice", "secret")
+		f.advance(2 * time.Second)
+		handshake(t, c, 1, "TEST")
+	}
+	for _, tc := range []struct {
+		name     string
+		prep     func(*testing.T, *authFixture, *rawConn)
+		req      func() kmsg.Request
+		answered bool // with ILLEGAL_SASL_STATE, then closed
+	}{
+		{"before handshake", func(*testing.T, *authFixture, *rawConn) {}, hb, false},
+		{"after handshake", afterHandshake, hb, true},
+		{"mid exchange", midExchange, hb, true},
+		{"mid exchange/ApiVersions", midExchange, apiVersions, true},
+		{"mid exchange/OffsetCommit", midExchange, commit, true},
+		{"mid exchange/Metadata (no top-level error)", midExchange, metadata, false},
+		{"re-authenticating", reauth, hb, true},
 	} {
-		t.Run(name, func(t *testing.T) {
-			f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+		t.Run(tc.name, func(t *testing.T) {
+			f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
 			c := f.ts.dial(t)
-			prep(c)
-			req := kmsg.NewPtrHeartbeatRequest()
-			req.Group = "g"
-			c.send(req, 1)
+			tc.prep(t, f, c)
+			before := len(f.ts.groups.snapshot())
+			req := tc.req()
+			if tc.answered {
+				var code int16
+				switch resp := c.roundTrip(req).(type) {
+				case *kmsg.HeartbeatResponse:
+					code = resp.ErrorCode
+				case *kmsg.ApiVersionsResponse:
+					code = resp.ErrorCode
+				case *kmsg.OffsetCommitResponse:
+					if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].Partition != 3 {
+						t.Fatalf("OffsetCommit answer %+v does not list the request's partition", resp.Topics)
+					}
+					code = resp.Topics[0].Partitions[0].ErrorCode
+				}
+				if code != errIllegalSaslState {
+					t.Fatalf("%s answered error %d, want ILLEGAL_SASL_STATE", kmsg.NameForKey(req.Key()), code)
+				}
+			} else {
+				c.send(req, 1)
+			}
 			c.expectClosed()
-			if len(f.ts.groups.snapshot()) != 0 {
+			if len(f.ts.groups.snapshot()) != before {
 				t.Fatal("an unauthenticated request reached the coordinator")
 			}
 		})
@@ -653,4 +714,63 @@ func TestSaslAuthenticateAfterAuthKeepsConnection(t *testing.T) {
 	if code := heartbeat(t, c); code != 0 {
 		t.Fatalf("heartbeat: %d", code)
 	}
+}
+
+// TestSASLFrameLimitBeforeAuthentication: before a SASL connection has
+// authenticated, a frame over 512 KiB (and the room for a request header)
+// closes it without reading the frame, as Kafka's sasl.server.max.receive.size;
+// after authentication, and while an authenticated connection
+// re-authenticates, the node's request limit applies.
+func TestSASLFrameLimitBeforeAuthentication(t *testing.T) {
+	over := func(c *rawConn) {
+		var size [4]byte
+		binary.BigEndian.PutUint32(size[:], maxUnauthenticatedFrameBytes+1)
+		c.writeRaw(size[:])
+		c.writeRaw(make([]byte, 1024)) // the rest never comes
+		c.expectClosed()
+	}
+	for name, prep := range map[string]func(*rawConn){
+		"before handshake": func(*rawConn) {},
+		"after handshake":  func(c *rawConn) { handshake(t, c, 1, "TEST") },
+		"mid exchange": func(c *rawConn) {
+			handshake(t, c, 1, "TEST")
+			authenticate(t, c, 2, "alice:secret")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+			c := f.ts.dial(t)
+			prep(c)
+			over(c)
+			if got := testutil.ToFloat64(f.ts.srv.metrics.protocolErrors.WithLabelValues("frame_size")); got != 1 {
+				t.Fatalf("frame_size protocol errors %v, want 1", got)
+			}
+		})
+	}
+
+	// Authenticated: a request well over 512 KiB is served.
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	md := kmsg.NewPtrMetadataRequest()
+	md.SetVersion(1)
+	for i := range 6000 {
+		tp := kmsg.NewMetadataRequestTopic()
+		tp.Topic = kmsg.StringPtr(fmt.Sprintf("%0100d", i))
+		md.Topics = append(md.Topics, tp)
+	}
+	if n := len(kmsg.NewRequestFormatter().AppendRequest(nil, md, 1)); n <= maxUnauthenticatedFrameBytes {
+		t.Fatalf("test request is only %d bytes", n)
+	}
+	if resp := c.roundTrip(md).(*kmsg.MetadataResponse); len(resp.Topics) != 6000 {
+		t.Fatalf("authenticated large Metadata: %d topics answered", len(resp.Topics))
+	}
+	// Re-authenticating: the connection is still trusted with large
+	// frames; a token over the SASL limit is refused by the answer.
+	handshake(t, c, 1, "TEST")
+	r := authenticate(t, c, 2, strings.Repeat("x", maxUnauthenticatedFrameBytes+1))
+	if r.ErrorCode != errSaslAuthenticationFailed {
+		t.Fatalf("huge token while re-authenticating: error %d", r.ErrorCode)
+	}
+	c.expectClosed()
 }

@@ -339,9 +339,12 @@ func (c *conn) readRequest() *request {
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf))
 	c.br.Discard(4)
-	maxFrame := c.s.cfg.MaxFrameBytes
+	maxFrame, msg := c.s.cfg.MaxFrameBytes, "closing connection: bad request size"
+	if c.auth.unauthenticated() && maxFrame > maxUnauthenticatedFrameBytes {
+		maxFrame, msg = maxUnauthenticatedFrameBytes, "closing connection: request too large before SASL authentication"
+	}
 	if size < 0 || size > maxFrame {
-		c.logBadRequest("closing connection: bad request size", "size", size, "max", maxFrame)
+		c.logBadRequest(msg, "size", size, "max", maxFrame)
 		c.s.metrics.protocolError("frame_size")
 		return nil
 	}
@@ -480,6 +483,10 @@ func decodeReason(err error) string {
 func (c *conn) serveOne(r *request) bool {
 	start := time.Now()
 	if !c.admit(r) {
+		if resp := c.refusalAnswer(r); resp != nil {
+			c.wbuf, _ = appendResponse(c.wbuf[:0], r.corr, resp)
+			c.nc.Write(c.wbuf) // best effort: the connection closes next
+		}
 		return false
 	}
 	var stopWatch func()
