@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -31,6 +33,11 @@ type ClusterConfig struct {
 	// CAFile, CertFile, KeyFile configure TLS to etcd (CAFile alone:
 	// server verification only; CertFile+KeyFile: client certificate).
 	CAFile, CertFile, KeyFile string
+	// Username and Password authenticate the node to etcd when etcd has
+	// authentication enabled (etcd's users and roles); empty: none. The
+	// user needs read-write permission on the key range under Prefix and
+	// nothing else. The password is never logged or put in an error.
+	Username, Password string
 	// Prefix of every key cohort writes (default "/cohort/"); several
 	// cohort clusters can share one etcd with different prefixes.
 	Prefix string
@@ -89,6 +96,46 @@ func etcdTLS(cc *ClusterConfig) (*tls.Config, error) {
 	return cfg, nil
 }
 
+// etcdPrefix is the prefix of the node's keys in etcd.
+func etcdPrefix(cc *ClusterConfig) string {
+	if cc.Prefix == "" {
+		return etcdstore.DefaultPrefix
+	}
+	return cc.Prefix
+}
+
+// etcdError says what an operator can do about an authentication or
+// permission error from etcd (etcd's own message names neither the user nor
+// the prefix).
+func etcdError(cc *ClusterConfig, err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		return fmt.Errorf("%w (the etcd user %q or its password is wrong)", err, cc.Username)
+	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
+		return fmt.Errorf("%w (etcd has authentication enabled: give the node an etcd user, --etcd-user)", err)
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		return fmt.Errorf("%w (the etcd user %q needs read-write permission on the keys under %q)", err, cc.Username, etcdPrefix(cc))
+	}
+	return err
+}
+
+// Warnings are the start-up warnings about cc: a password sent to etcd in
+// clear text over the network.
+func (cc *ClusterConfig) Warnings() []string {
+	if cc == nil || cc.Password == "" || cc.CAFile != "" || cc.CertFile != "" {
+		return nil
+	}
+	for _, ep := range cc.Endpoints {
+		if strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") || strings.HasPrefix(ep, "unix://") {
+			continue
+		}
+		if !isLoopback(strings.TrimPrefix(ep, "http://")) {
+			return []string{fmt.Sprintf("the etcd user's password travels in clear text to %s: give etcd https:// endpoints (and --etcd-ca)", ep)}
+		}
+	}
+	return nil
+}
+
 // openCluster connects to etcd and makes the fenced store the node's store.
 func (n *Node) openCluster() error {
 	cc := n.cfg.Cluster
@@ -103,18 +150,24 @@ func (n *Node) openCluster() error {
 	if dial <= 0 {
 		dial = 5 * time.Second
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop(),
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second})
-	if err != nil {
-		return fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, err)
+	if (cc.Username == "") != (cc.Password == "") {
+		return errors.New("cluster mode: an etcd user needs its password, and a password its user")
 	}
-	// Fail early (and clearly) when etcd is not reachable.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
+		Username: cc.Username, Password: cc.Password})
+	if err != nil {
+		return fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, etcdError(cc, err))
+	}
+	// Fail early (and clearly) when etcd is not reachable or refuses the
+	// node: one read under the prefix, the only keys a node with a
+	// restricted etcd user may read.
 	ctx, cancel := context.WithTimeout(context.Background(), dial)
-	_, err = cli.Get(ctx, "health-check-key")
+	_, err = cli.Get(ctx, etcdPrefix(cc), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
 		cli.Close()
-		return fmt.Errorf("etcd %v not reachable: %w", cc.Endpoints, err)
+		return fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, etcdError(cc, err))
 	}
 	m := &clusterMode{cli: cli}
 	var c *cluster.Cluster

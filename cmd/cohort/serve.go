@@ -105,6 +105,34 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 	return nil
 }
 
+// etcdPassword is the password of the etcd user: the first line of file,
+// or else $COHORT_ETCD_PASSWORD. Never a flag's value, which any user of
+// the machine can read from the process list.
+func etcdPassword(user, file string) (string, error) {
+	env, inEnv := os.LookupEnv("COHORT_ETCD_PASSWORD")
+	switch {
+	case user == "" && (file != "" || inEnv):
+		return "", errors.New("an etcd password (--etcd-password-file or COHORT_ETCD_PASSWORD) needs --etcd-user")
+	case user == "":
+		return "", nil
+	case file != "" && inEnv:
+		return "", errors.New("--etcd-password-file and COHORT_ETCD_PASSWORD are both set: give the etcd password once")
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--etcd-password-file: %w", err)
+		}
+		pw, _, _ := strings.Cut(string(b), "\n")
+		if pw = strings.TrimSuffix(pw, "\r"); pw == "" {
+			return "", fmt.Errorf("--etcd-password-file %s: the first line is empty", file)
+		}
+		return pw, nil
+	case env == "":
+		return "", fmt.Errorf("--etcd-user %s: set its password in --etcd-password-file or the environment variable COHORT_ETCD_PASSWORD", user)
+	}
+	return env, nil
+}
+
 // envName is the environment variable of a flag: COHORT_ and the flag's
 // name in upper case with '-' as '_'.
 func envName(flagName string) string {
@@ -136,6 +164,7 @@ type serveFlags struct {
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
 	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
+	etcdUser, etcdPasswordFile                                           string
 	leaseTTL                                                             time.Duration
 	listeners, advertised                                                string
 	allowUnauth, authorizer, allowNoACL                                  bool
@@ -240,6 +269,8 @@ func newServeFlags() *serveFlags {
 	str(&s.etcdCA, "etcd-ca", "", "CA certificate file to verify etcd (TLS)")
 	str(&s.etcdCert, "etcd-cert", "", "client certificate file for etcd (TLS)")
 	str(&s.etcdKey, "etcd-key", "", "client key file for etcd (TLS)")
+	str(&s.etcdUser, "etcd-user", "", "etcd user, when etcd has authentication enabled; its password comes from --etcd-password-file or COHORT_ETCD_PASSWORD")
+	str(&s.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user (one line)")
 	str(&s.etcdPrefix, "etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
 	dur(&s.leaseTTL, "lease-ttl", 10*time.Second, "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
 	str(&s.rack, "rack", "", "rack advertised in Metadata (cluster mode)")
@@ -475,9 +506,12 @@ func serve(args []string) error {
 			}
 		}
 		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey,
-			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack}
-	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" {
-		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key need --etcd")
+			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack, Username: s.etcdUser}
+		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
+			return err
+		}
+	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" || s.etcdUser != "" || s.etcdPasswordFile != "" {
+		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file need --etcd")
 	}
 	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
 	if err != nil {
@@ -489,6 +523,9 @@ func serve(args []string) error {
 		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
 	}
 	for _, w := range sec.Warnings(listeners) {
+		log.Warn(w)
+	}
+	for _, w := range clusterCfg.Warnings() {
 		log.Warn(w)
 	}
 	if s.heapFloorMiB < 0 {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"github.com/cohort-dev/cohort/group"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
 func TestShortDuration(t *testing.T) {
@@ -306,4 +308,66 @@ func TestNewLogger(t *testing.T) {
 	if s := buf.String(); !strings.Contains(s, "level=WARN msg=slow ms=5") || strings.Contains(s, "hidden") {
 		t.Errorf("text log %q", s)
 	}
+}
+
+// TestServeEtcdUser: the etcd user's password comes from a file or
+// COHORT_ETCD_PASSWORD, never a flag; serve refuses half a credential, a
+// password given twice, and, against an etcd with authentication, a wrong
+// password, saying so without repeating it.
+func TestServeEtcdUser(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ec.EnableAuth(t, "root-pass", "/cli/", map[string]string{"cohort": "s3cret-etcd"})
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good, wrong, empty := file("good", "s3cret-etcd\n"), file("wrong", "wr0ng-etcd\r\nsecond line\n"), file("empty", "\n")
+
+	for _, tc := range []struct {
+		name string
+		env  string // COHORT_ETCD_PASSWORD, "-" unset
+		args []string
+		want string
+	}{
+		{"user without password", "-", []string{"--etcd-user", "cohort"}, "set its password in --etcd-password-file or the environment variable COHORT_ETCD_PASSWORD"},
+		{"password without user", "-", []string{"--etcd-password-file", good}, "needs --etcd-user"},
+		{"env password without user", "s3cret-etcd", nil, "needs --etcd-user"},
+		{"password twice", "s3cret-etcd", []string{"--etcd-user", "cohort", "--etcd-password-file", good}, "both set"},
+		{"empty file", "-", []string{"--etcd-user", "cohort", "--etcd-password-file", empty}, "the first line is empty"},
+		{"wrong password from a file", "-", []string{"--etcd-user", "cohort", "--etcd-password-file", wrong}, `the etcd user "cohort" or its password is wrong`},
+		{"wrong password from the environment", "wr0ng-etcd", []string{"--etcd-user", "cohort"}, `the etcd user "cohort" or its password is wrong`},
+		{"no user", "-", nil, "give the node an etcd user"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env == "-" {
+				t.Setenv("COHORT_ETCD_PASSWORD", "")
+				os.Unsetenv("COHORT_ETCD_PASSWORD")
+			} else {
+				t.Setenv("COHORT_ETCD_PASSWORD", tc.env)
+			}
+			args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--etcd", strings.Join(ec.Endpoints(), ","),
+				"--etcd-prefix", "/cli/"}, tc.args...)
+			err := serve(args)
+			if err == nil {
+				t.Fatal("serve started")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "s3cret") || strings.Contains(msg, "wr0ng") {
+				t.Fatalf("error %q: want %q, and no password", msg, tc.want)
+			}
+		})
+	}
+	t.Run("password file", func(t *testing.T) {
+		t.Setenv("COHORT_ETCD_PASSWORD", "")
+		os.Unsetenv("COHORT_ETCD_PASSWORD")
+		if pw, err := etcdPassword("cohort", good); err != nil || pw != "s3cret-etcd" {
+			t.Fatalf("etcdPassword: %q %v", pw, err)
+		}
+		if pw, err := etcdPassword("cohort", wrong); err != nil || pw != "wr0ng-etcd" {
+			t.Fatalf("etcdPassword of a CRLF file: %q %v", pw, err)
+		}
+	})
 }

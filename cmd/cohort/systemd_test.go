@@ -21,7 +21,7 @@ func TestSystemdExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	known := map[string]bool{"COHORT_BOOTSTRAP_PASSWORD": true} // read by serve, not a flag
+	known := map[string]bool{"COHORT_BOOTSTRAP_PASSWORD": true, "COHORT_ETCD_PASSWORD": true} // read by serve, not flags
 	s := newServeFlags()
 	s.fs.VisitAll(func(fl *flag.Flag) { known[envName(fl.Name)] = true })
 	env := map[string]string{}

@@ -45,13 +45,16 @@ import (
 	"github.com/cohort-dev/cohort/store"
 )
 
+// DefaultPrefix is the prefix of a store's keys when Options.Prefix is empty.
+const DefaultPrefix = "/cohort/"
+
 // Options configures a Store.
 type Options struct {
 	// Client is the etcd client. Required. The store closes it on Close
 	// only if CloseClient is set.
 	Client      *clientv3.Client
 	CloseClient bool
-	// Prefix of every key (default "/cohort/").
+	// Prefix of every key (default DefaultPrefix).
 	Prefix string
 	// Fenced makes writes to partitions >= 0 require ownership (SetOwner).
 	// Without it (one node, tests) writes are not compared.
@@ -111,7 +114,7 @@ func New(opts Options) (*Store, error) {
 		return nil, errors.New("store/etcd: Options.Client is required")
 	}
 	if opts.Prefix == "" {
-		opts.Prefix = "/cohort/"
+		opts.Prefix = DefaultPrefix
 	}
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = 128

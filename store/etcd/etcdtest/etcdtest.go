@@ -4,6 +4,7 @@
 package etcdtest
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -156,4 +157,33 @@ func (c *Cluster) Close() {
 	for i := range c.members {
 		c.Stop(i)
 	}
+}
+
+// EnableAuth turns on etcd's authentication: a root user (password
+// rootPassword) and, for each entry of users (name to password), a user
+// whose role may read and write the keys under prefix. A user named in
+// noAccess gets no role at all. After it, clients need credentials.
+func (c *Cluster) EnableAuth(t testing.TB, rootPassword, prefix string, users map[string]string, noAccess ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := c.Client(t)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("etcdtest: enabling authentication: %v", err)
+		}
+	}
+	must(cli.UserAdd(ctx, "root", rootPassword))
+	must(cli.UserGrantRole(ctx, "root", "root"))
+	must(cli.RoleAdd(ctx, "prefix-rw"))
+	must(cli.RoleGrantPermission(ctx, "prefix-rw", prefix, clientv3.GetPrefixRangeEnd(prefix), clientv3.PermissionType(clientv3.PermReadWrite)))
+	for name, pass := range users {
+		must(cli.UserAdd(ctx, name, pass))
+		must(cli.UserGrantRole(ctx, name, "prefix-rw"))
+	}
+	for _, name := range noAccess {
+		must(cli.UserAdd(ctx, name, name+"-password"))
+	}
+	must(cli.AuthEnable(ctx))
 }
