@@ -144,7 +144,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var user, pass string
 	if needAuth {
 		if r.TLS == nil && !loopback {
-			c.fail(w, r, http.StatusForbidden, "The node authenticates clients, and passwords are not taken over plain HTTP on a non-loopback listener: bind --http-listen to loopback and put a TLS-terminating proxy on the same host in front of it.")
+			c.fail(w, r, http.StatusForbidden, "The node authenticates clients, and passwords are not taken over plain HTTP on a non-loopback listener: serve the HTTP listener over HTTPS (--http-tls), or bind --http-listen to loopback.")
 			return
 		}
 		var ok bool

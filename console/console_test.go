@@ -188,7 +188,7 @@ func TestAuthAndACLs(t *testing.T) {
 	}
 
 	c := New(n, nil, nil)
-	if w := serveAs(c, "10.1.2.3:9100", false, "alice", "alice-pw"); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "TLS") {
+	if w := serveAs(c, "10.1.2.3:9100", false, "alice", "alice-pw"); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "--http-tls") {
 		t.Errorf("plain HTTP on a non-loopback listener: %d %s", w.Code, w.Body)
 	}
 	if w := serveAs(c, "10.1.2.3:9100", true, "alice", "alice-pw"); w.Code != http.StatusOK {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -38,8 +39,16 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 		return fmt.Errorf("http listener: %w", err)
 	}
 	n.mux = n.newHTTPMux(reg)
-	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second}
+	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second,
+		// The stdlib logs every failed TLS handshake (scanners, plain HTTP
+		// sent to the HTTPS port): at debug level here, not on stderr.
+		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	n.httpAddr = ln.Addr()
+	if n.cfg.HTTPTLS {
+		n.http.TLSConfig = n.cfg.Security.TLS.WithoutClientAuth()
+		go n.http.ServeTLS(ln, "", "")
+		return nil
+	}
 	go n.http.Serve(ln)
 	return nil
 }

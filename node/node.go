@@ -76,6 +76,10 @@ type Config struct {
 	// HTTPListen, if set, is the address of the HTTP listener: Prometheus
 	// metrics at /metrics, /healthz, /readyz, and what HTTPHandlers adds.
 	HTTPListen string
+	// HTTPTLS serves the HTTP listener over TLS (HTTPS) with the
+	// certificate of Security.TLS, reloaded with it; no client certificate
+	// is asked for. It lets the console take passwords off the host.
+	HTTPTLS bool
 	// MetricsListen is HTTPListen's deprecated name, used when HTTPListen
 	// is empty.
 	MetricsListen string
@@ -153,6 +157,12 @@ func Start(cfg Config) (*Node, error) {
 	listeners, err := n.listeners()
 	if err != nil {
 		return nil, err
+	}
+	if cfg.HTTPTLS && (cfg.Security == nil || cfg.Security.TLS == nil) {
+		return nil, errors.New("HTTPS on the HTTP listener (--http-tls) needs the node's TLS certificate (--tls-cert-file, --tls-key-file)")
+	}
+	if cfg.HTTPTLS && cmp.Or(cfg.HTTPListen, cfg.MetricsListen) == "" {
+		return nil, errors.New("--http-tls needs --http-listen")
 	}
 	n.store = cfg.Store
 	// A start that fails (a listen address in use, say) leaves no new data

@@ -446,9 +446,9 @@ func TestSIGHUPReloadsCertificate(t *testing.T) {
 	bin := cohortBinary(t)
 	ca := testpki.NewCA(t, "ca")
 	first, second := ca.Server(t, "first"), ca.Server(t, "second")
-	addr := freePort(t)
+	addr, httpAddr := freePort(t), freePort(t)
 	cmd := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "warn",
-		"--tls-cert-file", first.CertFile, "--tls-key-file", first.KeyFile)
+		"--tls-cert-file", first.CertFile, "--tls-key-file", first.KeyFile, "--http-listen", httpAddr, "--http-tls")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -485,6 +485,15 @@ func TestSIGHUPReloadsCertificate(t *testing.T) {
 	}) {
 		t.Fatalf("still serving %q 10s after SIGHUP", cn)
 	}
+	// The HTTPS listener (--http-tls) serves the reloaded certificate too.
+	hc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", httpAddr, ca.ClientConfig(nil))
+	if err != nil {
+		t.Fatalf("HTTPS listener: %v", err)
+	}
+	if cn := hc.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "second" {
+		t.Fatalf("the HTTPS listener serves %q after SIGHUP", cn)
+	}
+	hc.Close()
 	// The connection from before the reload still gets answers.
 	rc := &rawSASL{nc: old}
 	old.SetDeadline(time.Now().Add(10 * time.Second))

@@ -167,7 +167,7 @@ type serveFlags struct {
 	etcdUser, etcdPasswordFile                                           string
 	leaseTTL                                                             time.Duration
 	listeners, advertised                                                string
-	allowUnauth, authorizer, allowNoACL                                  bool
+	allowUnauth, authorizer, allowNoACL, httpTLS                         bool
 	hugePages                                                            bool
 	heapFloorMiB                                                         int
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules                string
@@ -218,6 +218,7 @@ func newServeFlags() *serveFlags {
 	num(&s.maxConnsPerIP, "max-connections-per-ip", 0, "client connections open at once from one IP address; beyond it a new one is closed at once (0: no limit)")
 	dur(&s.maxIdle, "connections-max-idle", 10*time.Minute, "close a client connection that sent no complete request for this long, also one stopped in the middle of a request (0: never)")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
+	boolean(&s.httpTLS, "http-tls", "serve the HTTP listener over HTTPS with --tls-cert-file (reloaded on SIGHUP), so that the console can take passwords from other hosts")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	str(&s.logFormat, "log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")
@@ -584,6 +585,7 @@ func serve(args []string) error {
 		MaxConnectionsPerIP:    s.maxConnsPerIP,
 		ConnectionsMaxIdle:     s.maxIdle,
 		HTTPListen:             s.httpListen,
+		HTTPTLS:                s.httpTLS,
 		HTTPHandlers:           console.Register,
 		Logger:                 log,
 		RetentionCheckInterval: s.retentionCheck,
