@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,7 +40,17 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 		return fmt.Errorf("http listener: %w", err)
 	}
 	n.mux = n.newHTTPMux(reg)
-	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second,
+	ln = limitListener(ln, maxHTTPConns)
+	// Every connection ends within bounded time whatever the client does:
+	// headers within 10 s, the whole request within 30 s, the answer
+	// written within 60 s (a console page waits at most 10 s for the
+	// node), and an idle keep-alive connection (HTTP/1 or HTTP/2) closes
+	// after 2 minutes. Without them a client that sent one request and
+	// stayed, or announced a body and stalled, held its descriptor for
+	// ever, and enough of them exhausted the process's descriptors, so that
+	// the Kafka listeners could no longer accept anyone.
+	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		// The stdlib logs every failed TLS handshake (scanners, plain HTTP
 		// sent to the HTTPS port): at debug level here, not on stderr.
 		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
@@ -140,4 +151,54 @@ func writeText(w http.ResponseWriter, code int, body string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
 	fmt.Fprintln(w, body)
+}
+
+// maxHTTPConns bounds the HTTP listener's open connections: a Prometheus
+// server, probes and a few console users need a handful. At the bound the
+// listener accepts no more until one closes (they wait in the kernel's
+// backlog), so a flood of connections to the HTTP port cannot take the file
+// descriptors the Kafka listeners need.
+const maxHTTPConns = 256
+
+// limitListener accepts at most n connections at once.
+func limitListener(ln net.Listener, n int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+}
+
+type limitedListener struct {
+	net.Listener
+	slots chan struct{}
+	done  chan struct{} // closed by Close: Accept waits no more
+	once  sync.Once
+}
+
+func (l *limitedListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *limitedListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return l.Listener.Close()
+}
+
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -166,7 +166,7 @@ func (c *conn) startAuth() bool {
 	if c.l.IsTLS() {
 		if err := c.handshakeTLS(); err != nil {
 			if c.ctx.Err() == nil {
-				c.log.Info("closing connection: authentication failed", "listener", c.l.Name, "reason", err.Error())
+				c.logAuthFailure("closing connection: authentication failed", "listener", c.l.Name, "reason", err.Error())
 				c.lm.authResult("SSL", false)
 			}
 			return false
@@ -178,7 +178,10 @@ func (c *conn) startAuth() bool {
 	if c.l.IsSASL() {
 		c.auth.state = saslHandshake
 		c.auth.started = c.s.sec.now()
-		c.nc.SetReadDeadline(time.Now().Add(c.s.sec.timeout))
+		// Reads and writes: a client that pipelines requests and never
+		// reads the answers blocks the connection in a write, and must not
+		// outlive the authentication timeout either.
+		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
 	}
 	return true
 }
@@ -211,7 +214,7 @@ func (c *conn) admit(r *request) bool {
 		c.s.metrics.protocolError("session_expired")
 		return false
 	}
-	c.log.Info("closing connection: request before SASL authentication completed",
+	c.logAuthFailure("closing connection: request before SASL authentication completed",
 		"api", kmsg.NameForKey(r.key), "client_id", r.clientID)
 	c.s.metrics.protocolError("unauthenticated_request")
 	return false
@@ -280,7 +283,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	}
 	m, ok := c.s.sec.cfg.Mechanisms[req.Mechanism]
 	if !ok {
-		c.log.Info("closing connection: unsupported SASL mechanism", "mechanism", req.Mechanism, "enabled", strings.Join(c.s.sec.mechNames, ","))
+		c.logAuthFailure("closing connection: unsupported SASL mechanism", "mechanism", req.Mechanism, "enabled", strings.Join(c.s.sec.mechNames, ","))
 		c.lm.authResult(req.Mechanism, false)
 		out.ErrorCode = errUnsupportedSaslMechanism
 		return out, true
@@ -294,7 +297,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		c.auth.state = saslAuthenticate
 	}
 	if c.auth.reauth {
-		c.nc.SetReadDeadline(time.Now().Add(c.s.sec.timeout))
+		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
 	}
 	return out, false
 }
@@ -328,7 +331,7 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 				c.auth.expires = exp
 			}
 			c.auth.sess = nil
-			c.nc.SetReadDeadline(time.Time{})
+			c.nc.SetDeadline(time.Time{})
 			c.lm.authResult(c.auth.mech, true)
 			c.log.Debug("authenticated", "principal", p, "mechanism", c.auth.mech)
 			return out, true, nil
@@ -336,7 +339,7 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 	}
 	if err != nil {
 		c.lm.authResult(c.auth.mech, false)
-		c.log.Info("authentication failed", "mechanism", c.auth.mech, "listener", c.l.Name, "reason", err.Error())
+		c.logAuthFailure("authentication failed", "mechanism", c.auth.mech, "listener", c.l.Name, "reason", err.Error())
 		c.failDelay()
 		return nil, false, err
 	}
@@ -403,13 +406,16 @@ func (c *conn) saslRawExchange() bool {
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 0 || size > maxSaslTokenBytes {
-			c.log.Info("closing connection: bad SASL token size", "size", size, "max", maxSaslTokenBytes)
+			c.logAuthFailure("closing connection: bad SASL token size", "size", size, "max", maxSaslTokenBytes)
 			c.lm.authResult(c.auth.mech, false)
 			c.s.metrics.protocolError("sasl_token_size")
 			return false
 		}
-		token := make([]byte, size)
-		if _, err := io.ReadFull(c.br, token); err != nil {
+		// Grown as the bytes arrive: a client announcing a token of the
+		// limit and sending nothing holds 4 KiB, not 512 KiB, until the
+		// authentication timeout.
+		token, err := readFrame(c.br, size, c.directFrameBytes())
+		if err != nil {
 			return false
 		}
 		out, _, err := c.saslStep(token)

@@ -6,7 +6,9 @@ import (
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -773,4 +775,88 @@ func TestSASLFrameLimitBeforeAuthentication(t *testing.T) {
 		t.Fatalf("huge token while re-authenticating: error %d", r.ErrorCode)
 	}
 	c.expectClosed()
+}
+
+// TestStalledFramesHoldLittle: a frame or raw SASL token announced at its
+// limit and never sent costs the buffer of what arrived, not of what was
+// announced (before authentication the direct buffer is 4 KiB).
+func TestStalledFramesHoldLittle(t *testing.T) {
+	allocated := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	for _, direct := range []int32{4 << 10, 64 << 10} {
+		got := allocated(func() {
+			if _, err := readFrame(bytes.NewReader(make([]byte, 100)), maxSaslTokenBytes, direct); err == nil {
+				t.Fatal("a short frame read whole")
+			}
+		})
+		if got > uint64(direct)+16<<10 {
+			t.Errorf("direct %d: a stalled %d-byte frame allocated %d bytes", direct, maxSaslTokenBytes, got)
+		}
+	}
+	var c conn
+	c.auth.state = saslRaw
+	if d := c.directFrameBytes(); d != 4<<10 {
+		t.Errorf("direct buffer before authentication: %d", d)
+	}
+	c.auth.reauth = true
+	if d := c.directFrameBytes(); d != 64<<10 {
+		t.Errorf("direct buffer while re-authenticating: %d", d)
+	}
+}
+
+// TestSASLUnreadAnswersTimeOut: before authentication a client that
+// pipelines requests and never reads the answers (the connection blocks in
+// a write) is disconnected at the authentication timeout too.
+func TestSASLUnreadAnswersTimeOut(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.AuthTimeout = 300 * time.Millisecond })
+	c := f.ts.dial(t)
+	req := kmsg.NewPtrApiVersionsRequest()
+	one := kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw")).AppendRequest(nil, req, 1)
+	batch := bytes.Repeat(one, 10000)
+	done := make(chan error, 1)
+	go func() {
+		for range 100 { // up to 1M requests, far more than the socket buffers hold answers for
+			if _, err := c.nc.Write(batch); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the server took a million requests without its answers being read")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("connection still open 10 s after a 300 ms authentication timeout")
+	}
+}
+
+// TestAuthFailureLogBurst: failed authentications are logged at most
+// burstLogMax lines per window over all connections (a password guesser
+// logged one line per attempt, hundreds a second), on their own budget,
+// apart from the bad-request lines.
+func TestAuthFailureLogBurst(t *testing.T) {
+	var buf bytes.Buffer
+	s := &Server{}
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	for i := range 3 {
+		c := &conn{s: s, log: log.With("conn", i)}
+		for range 20 {
+			c.logAuthFailure("authentication failed", "mechanism", "PLAIN")
+		}
+	}
+	if n := strings.Count(buf.String(), "authentication failed"); n != burstLogMax {
+		t.Fatalf("%d lines for 60 failures, want %d:\n%s", n, burstLogMax, buf.String())
+	}
+	if ok, _ := s.badLog.allow(time.Now()); !ok {
+		t.Fatal("the auth failures used up the bad-request lines' budget")
+	}
 }

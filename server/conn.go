@@ -195,18 +195,18 @@ func appendResponse(dst []byte, corr int32, resp kmsg.Response) (out []byte, cut
 	return dst, cut
 }
 
-// readFrame reads size bytes. Buffers grow with the data actually received,
-// so a client announcing a large frame and sending little cannot make the
-// server allocate the whole announced size.
-func readFrame(r io.Reader, size int32) ([]byte, error) {
-	const direct = 64 << 10
+// readFrame reads size bytes. A frame of up to direct bytes is read into a
+// buffer of its announced size; a larger one into a buffer that grows with
+// the data actually received, so a client announcing a large frame and
+// sending little cannot make the server allocate the whole announced size.
+func readFrame(r io.Reader, size, direct int32) ([]byte, error) {
 	if size <= direct {
 		buf := make([]byte, size)
 		_, err := io.ReadFull(r, buf)
 		return buf, err
 	}
 	var b bytes.Buffer
-	b.Grow(direct)
+	b.Grow(int(direct))
 	n, err := io.CopyN(&b, r, int64(size))
 	if err == io.EOF && n < int64(size) {
 		err = io.ErrUnexpectedEOF
@@ -367,7 +367,7 @@ func (c *conn) readRequest() *request {
 		frame = c.fbuf[:size]
 		_, err = io.ReadFull(c.br, frame)
 	} else {
-		frame, err = readFrame(c.br, size)
+		frame, err = readFrame(c.br, size, c.directFrameBytes())
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
@@ -410,6 +410,34 @@ func (c *conn) readRequest() *request {
 // after a quiet spell says how many were left out.
 func (c *conn) logBadRequest(msg string, attrs ...any) {
 	ok, skipped := c.s.badLog.allow(time.Now())
+	if !ok {
+		return
+	}
+	if skipped > 0 {
+		attrs = append(attrs, "unlogged_before", skipped)
+	}
+	c.log.Info(msg, attrs...)
+}
+
+// directFrameBytes is the largest frame read into a buffer of its announced
+// size (readFrame): 64 KiB, or 4 KiB before a SASL connection has
+// authenticated, so that thousands of unauthenticated connections that
+// announce a frame and stall hold little until the authentication timeout
+// closes them.
+func (c *conn) directFrameBytes() int32 {
+	if c.auth.unauthenticated() {
+		return 4 << 10
+	}
+	return 64 << 10
+}
+
+// logAuthFailure logs a failed or refused authentication, at most
+// burstLogMax lines per window over all connections (authLog), so that a
+// client guessing passwords in a loop cannot flood the log; the metrics
+// count every one, and the line after a quiet spell says how many were left
+// out.
+func (c *conn) logAuthFailure(msg string, attrs ...any) {
+	ok, skipped := c.s.authLog.allow(time.Now())
 	if !ok {
 		return
 	}

@@ -124,6 +124,7 @@ type Server struct {
 	perIP    map[netip.Addr]int // … by remote address
 	refusals refusalLog
 	badLog   burstLog // "closing connection: bad request" lines
+	authLog  burstLog // failed and refused authentications
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
