@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,12 @@ type Console struct {
 	log     *slog.Logger
 	now     func() time.Time
 	timeout time.Duration
+	// logins bounds the SCRAM logins running at once. Each costs a
+	// PBKDF2 of the user's iteration count on this node's CPU (the console
+	// is the SCRAM client), twice when the first mechanism fails, and anyone
+	// who reaches the HTTP listener can ask for them: unbounded, 100
+	// parallel password guesses kept both cores of a node busy.
+	logins chan struct{}
 }
 
 // Register adds the console to mux (node.Config.HTTPHandlers).
@@ -112,7 +119,8 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Console{n: n, cluster: cluster, log: log, now: time.Now, timeout: 10 * time.Second, tmpl: map[string]*template.Template{}}
+	c := &Console{n: n, cluster: cluster, log: log, now: time.Now, timeout: 10 * time.Second, tmpl: map[string]*template.Template{},
+		logins: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
 	for _, page := range []string{"groups", "group", "topics", "cluster", "error"} {
 		c.tmpl[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
@@ -160,6 +168,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism) {
 			askAuth(w)
+			return
+		}
+		if errors.Is(err, errLoginsBusy) {
+			w.Header().Set("Retry-After", "1")
+			c.fail(w, r, http.StatusServiceUnavailable, "Too many console logins at once: try again in a moment.")
 			return
 		}
 		c.fail(w, r, http.StatusBadGateway, "The node did not answer: "+err.Error())
@@ -252,6 +265,12 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	if auth {
 		sc := scram.Auth{User: user, Pass: pass}
 		mechs = []sasl.Mechanism{sc.AsSha512Mechanism(), sc.AsSha256Mechanism()}
+		select {
+		case c.logins <- struct{}{}:
+			defer func() { <-c.logins }()
+		case <-ctx.Done():
+			return nil, errLoginsBusy
+		}
 	}
 	var last error
 	for _, m := range mechs {
@@ -274,6 +293,9 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	}
 	return nil, last
 }
+
+// errLoginsBusy: no login slot freed up within the console's timeout.
+var errLoginsBusy = errors.New("too many console logins at once; try again")
 
 // selfSeed is the seed address that always means this node.
 const selfSeed = "console.cohort.internal:1"

@@ -198,3 +198,28 @@ func TestAuthAndACLs(t *testing.T) {
 		t.Errorf("TLS without credentials: %d, want 401 with WWW-Authenticate", w.Code)
 	}
 }
+
+// TestConsoleLoginsBounded: the SCRAM logins the console runs (a PBKDF2 on
+// this node each) are bounded; a request that finds no free slot within the
+// console's timeout is answered 503 with Retry-After, not queued for ever,
+// and is served once a slot frees.
+func TestConsoleLoginsBounded(t *testing.T) {
+	n := startNode(t, true)
+	c := New(n, nil, nil)
+	c.timeout = 100 * time.Millisecond
+	for range cap(c.logins) {
+		c.logins <- struct{}{}
+	}
+	w := serveAs(c, "127.0.0.1:9100", false, "admin", adminPassword)
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("with every login slot taken: %d (Retry-After %q) %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	<-c.logins
+	c.timeout = 10 * time.Second
+	if w := serveAs(c, "127.0.0.1:9100", false, "admin", adminPassword); w.Code != http.StatusOK {
+		t.Fatalf("with a slot free: %d %s", w.Code, w.Body)
+	}
+	if len(c.logins) != cap(c.logins)-1 {
+		t.Fatalf("%d login slots taken after the login, want %d (the slot is released)", len(c.logins), cap(c.logins)-1)
+	}
+}

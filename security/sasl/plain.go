@@ -3,6 +3,7 @@ package sasl
 import (
 	"bytes"
 	"crypto/subtle"
+	"runtime"
 	"time"
 	"unicode/utf8"
 )
@@ -52,7 +53,12 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 		return nil, false, failf("authorization id %q differs from user %q", authzid, user)
 	}
 	cred, h, known := s.lookup(user)
+	plainSlots <- struct{}{}
+	if testHookPBKDF2 != nil {
+		testHookPBKDF2()
+	}
 	salted, err := saltPassword(h, password, cred.Salt, cred.Iterations)
+	<-plainSlots
 	if err != nil {
 		// SASLprep refused the password: no stored password can match.
 		salted = nil
@@ -73,6 +79,19 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 	s.principal = userPrincipal(user)
 	return nil, true, nil
 }
+
+// plainSlots bounds the PLAIN password checks running at once to half the
+// cores (at least one). Each is a PBKDF2 of the stored iteration count
+// (about 7 ms of CPU at 16,384 iterations of SHA-512), and anyone who can
+// reach a SASL listener can ask for them: unbounded, 200 connections
+// guessing passwords kept both cores of a node busy. Bounded, a flood of
+// guesses waits for a slot (within the authentication timeout) while the
+// rest of the node keeps its CPU. SCRAM needs no such bound: its server
+// side does no PBKDF2 (the client does).
+var plainSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+
+// testHookPBKDF2, if set, runs in a PLAIN check's slot (tests).
+var testHookPBKDF2 func()
 
 // lookup returns the credential to check user's password against:
 // SCRAM-SHA-512's if usable, else SCRAM-SHA-256's, else a fake one (known

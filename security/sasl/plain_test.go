@@ -3,6 +3,7 @@ package sasl
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -85,4 +86,54 @@ func TestPlainUnusableCredential(t *testing.T) {
 	delete(store, [2]string{"carol", ScramSHA256})
 	_, _, _, err := plainStep(NewPlain(store), "\x00carol\x00pw")
 	wantFailure(t, err, `unknown user "carol"`)
+}
+
+// TestPlainChecksBounded: at most cap(plainSlots) PLAIN password checks
+// (PBKDF2) run at once, however many connections ask; the others wait and
+// are then answered.
+func TestPlainChecksBounded(t *testing.T) {
+	m := NewPlain(plainStore(t))
+	var mu sync.Mutex
+	running, most := 0, 0
+	release := make(chan struct{})
+	testHookPBKDF2 = func() {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		running--
+		mu.Unlock()
+	}
+	defer func() { testHookPBKDF2 = nil }()
+	const n = 12
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			msg := "\x00bob\x00bob-256"
+			if i%2 == 1 {
+				msg = "\x00nobody\x00guess"
+			}
+			_, _, _, err := plainStep(m, msg)
+			if i%2 == 0 && err != nil {
+				errs <- err
+				return
+			}
+			errs <- nil
+		}()
+	}
+	// Let the checks in one slot at a time: every one is answered, never
+	// more than the bound at once.
+	for range n {
+		release <- struct{}{}
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if most < 1 || most > cap(plainSlots) {
+		t.Fatalf("%d PLAIN checks ran at once, bound %d", most, cap(plainSlots))
+	}
 }
