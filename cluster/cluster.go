@@ -39,6 +39,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/coordinator"
@@ -363,7 +364,14 @@ func (c *Cluster) run() {
 		if c.ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("cluster: session ended; rejoining", "node_id", c.cfg.NodeID, "err", err, "backoff", backoff)
+		attrs := []any{"node_id", c.cfg.NodeID, "err", err, "backoff", backoff}
+		switch {
+		case errors.Is(err, rpctypes.ErrAuthFailed):
+			attrs = append(attrs, "hint", "etcd refuses this node's user or password (changed in etcd?): restart the node with the current one")
+		case errors.Is(err, rpctypes.ErrPermissionDenied):
+			attrs = append(attrs, "hint", "this node's etcd user lost read-write permission on its prefix")
+		}
+		c.log.Warn("cluster: session ended; rejoining", attrs...)
 		c.revokeOld()
 		if !c.sleep(c.ctx, backoff) {
 			return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -14,8 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
+	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -159,5 +164,78 @@ func TestClusterPage(t *testing.T) {
 	}
 	if code, body := get(t, "http://"+ns[1].HTTPAddr()+"/console/groups/app-3", "", ""); code != http.StatusOK || !strings.Contains(body, "<td>orders</td>") {
 		t.Errorf("node 2's page of app-3: %d\n%s", code, body)
+	}
+}
+
+// TestClusterConsoleOverTLS: in a cluster whose only Kafka listener is
+// SASL_SSL, node 1's console reaches the other node over TLS (verifying it
+// with the CA that follows the node's certificate in its certificate file)
+// and lists the groups of both nodes' partitions; before, every page that
+// needed the other node answered 502.
+func TestClusterConsoleOverTLS(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ca := testpki.NewCA(t, "cluster-ca")
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	var ns []*node.Node
+	for i := 1; i <= 2; i++ {
+		pair := ca.Server(t, fmt.Sprintf("node-%d", i))
+		leaf, err := os.ReadFile(pair.CertFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The chain file: the node's certificate, then its CA.
+		if err := os.WriteFile(pair.CertFile, append(leaf, ca.CertPEM...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: pair.CertFile, KeyFile: pair.KeyFile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd, err := node.Start(node.Config{NodeID: int32(i), ClusterID: "console-tls", Partitions: 4, Group: gcfg,
+			Listeners:  []server.Listener{{Protocol: server.ProtocolSASLSSL, Addr: "127.0.0.1:0"}},
+			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+			Security: &node.SecurityConfig{TLS: srvTLS, Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
+				BootstrapPassword: adminPassword, SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond},
+			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-tls/", LeaseTTL: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		ns = append(ns, nd)
+	}
+	testwait.For(t, 20*time.Second, "cluster settled", func() bool { return ns[0].Cluster().Settled() && ns[1].Cluster().Settled() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, ns[0], true, kgo.DialTLSConfig(ca.ClientConfig(nil))))
+	var ids []string
+	byNode := map[int32]bool{}
+	for i := 0; i < 8; i++ {
+		id := fmt.Sprintf("app-%d", i)
+		ids = append(ids, id)
+		commit(ctx, t, adm, id, "orders", 1)
+		b, _ := ns[0].Cluster().Coordinator(id)
+		byNode[b.NodeID] = true
+	}
+	if len(byNode) != 2 {
+		t.Fatalf("the 8 groups landed on one node only (%v): nothing crosses nodes", byNode)
+	}
+	code, body := get(t, "http://"+ns[0].HTTPAddr()+"/console/", "admin", adminPassword)
+	if code != http.StatusOK {
+		t.Fatalf("node 1's groups page: %d\n%s", code, body)
+	}
+	for _, id := range ids {
+		if !strings.Contains(body, `data-group="`+id+`"`) {
+			t.Errorf("node 1's groups page lacks %s", id)
+		}
+	}
+	for _, id := range ids {
+		if b, _ := ns[0].Cluster().Coordinator(id); b.NodeID == 2 {
+			if code, body := get(t, "http://"+ns[0].HTTPAddr()+"/console/groups/"+id, "admin", adminPassword); code != http.StatusOK || !strings.Contains(body, "<td>orders</td>") {
+				t.Errorf("node 1's page of %s (coordinated by node 2): %d\n%s", id, code, body)
+			}
+			break
+		}
 	}
 }

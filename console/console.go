@@ -15,6 +15,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ const Prefix = "/console/"
 // Node is what the console needs of a node (node.Node).
 type Node interface {
 	ConsoleListener() (name string, sasl bool)
+	// ConsolePeerTLS is the TLS configuration to dial other nodes with,
+	// nil for plain TCP.
+	ConsolePeerTLS() *tls.Config
 	ServeInternal(nc net.Conn) error
 	SelfAddrs() []string
 }
@@ -249,9 +253,16 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 		self[a] = true
 	}
 	remote := r.RemoteAddr
+	peerTLS := c.n.ConsolePeerTLS()
 	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
 		if host != selfSeed && !self[host] {
-			var d net.Dialer
+			if peerTLS == nil {
+				var d net.Dialer
+				return d.DialContext(ctx, network, host)
+			}
+			cfg := peerTLS.Clone()
+			cfg.ServerName, _, _ = net.SplitHostPort(host)
+			d := tls.Dialer{Config: cfg}
 			return d.DialContext(ctx, network, host)
 		}
 		a, b := net.Pipe()

@@ -114,7 +114,13 @@ func etcdError(cc *ClusterConfig, err error) error {
 	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
 		return fmt.Errorf("%w (etcd has authentication enabled: give the node an etcd user, --etcd-user)", err)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
-		return fmt.Errorf("%w (the etcd user %q needs read-write permission on the keys under %q)", err, cc.Username, etcdPrefix(cc))
+		who := fmt.Sprintf("the etcd user %q", cc.Username)
+		if cc.Username == "" {
+			who = "the etcd user of --etcd-cert (its certificate's CN)"
+		}
+		return fmt.Errorf("%w (%s needs read-write permission on the keys under %q)", err, who, etcdPrefix(cc))
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w (is etcd listening there? With TLS: does --etcd-ca trust etcd's certificate, and does etcd ask for a client certificate, --etcd-cert?)", err)
 	}
 	return err
 }
@@ -339,7 +345,7 @@ func (n *Node) checkClusterPartitions(want int) error {
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("recording the partition count in etcd: %w", err)
+		return fmt.Errorf("recording the partition count in etcd: %w", etcdError(n.cfg.Cluster, err))
 	}
 	if r.Succeeded {
 		return nil

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"crypto/tls"
 	"net"
 	"strconv"
 )
@@ -49,4 +50,21 @@ func (n *Node) SelfAddrs() []string {
 		}
 	}
 	return out
+}
+
+// ConsolePeerTLS is the TLS configuration the web console dials other nodes
+// with (cluster mode), or nil when the console listener has no TLS: their
+// endpoints on that listener then speak TLS too. Other nodes' certificates
+// are verified against tlsconfig.Server.PeerRoots.
+func (n *Node) ConsolePeerTLS() *tls.Config {
+	name, _ := n.ConsoleListener()
+	for _, l := range n.srv.Listeners() {
+		if l.Name != name || !l.IsTLS() {
+			continue
+		}
+		if sec := n.cfg.Security; sec != nil && sec.TLS != nil {
+			return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: sec.TLS.PeerRoots()}
+		}
+	}
+	return nil
 }

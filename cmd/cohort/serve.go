@@ -109,7 +109,8 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 // or else $COHORT_ETCD_PASSWORD. Never a flag's value, which any user of
 // the machine can read from the process list.
 func etcdPassword(user, file string) (string, error) {
-	env, inEnv := os.LookupEnv("COHORT_ETCD_PASSWORD")
+	env := os.Getenv("COHORT_ETCD_PASSWORD")
+	inEnv := env != "" // an empty variable (a unit file's placeholder) is unset
 	switch {
 	case user == "" && (file != "" || inEnv):
 		return "", errors.New("an etcd password (--etcd-password-file or COHORT_ETCD_PASSWORD) needs --etcd-user")
@@ -127,7 +128,7 @@ func etcdPassword(user, file string) (string, error) {
 			return "", fmt.Errorf("--etcd-password-file %s: the first line is empty", file)
 		}
 		return pw, nil
-	case env == "":
+	case !inEnv:
 		return "", fmt.Errorf("--etcd-user %s: set its password in --etcd-password-file or the environment variable COHORT_ETCD_PASSWORD", user)
 	}
 	return env, nil
@@ -266,7 +267,7 @@ func newServeFlags() *serveFlags {
 	str(&s.bootstrapUser, "bootstrap-user", "", "create this SCRAM user at start if it has no credential; its password comes from COHORT_BOOTSTRAP_PASSWORD")
 
 	section("Cluster mode (state in etcd)")
-	str(&s.etcd, "etcd", "", "comma-separated etcd endpoints (host:port,...): cluster mode, state in etcd instead of --data-dir")
+	str(&s.etcd, "etcd", "", "comma-separated etcd endpoints (host:port or https://host:port; TLS when --etcd-ca or --etcd-cert is set): cluster mode, state in etcd instead of --data-dir")
 	str(&s.etcdCA, "etcd-ca", "", "CA certificate file to verify etcd (TLS)")
 	str(&s.etcdCert, "etcd-cert", "", "client certificate file for etcd (TLS)")
 	str(&s.etcdKey, "etcd-key", "", "client key file for etcd (TLS)")

@@ -369,5 +369,10 @@ func TestServeEtcdUser(t *testing.T) {
 		if pw, err := etcdPassword("cohort", wrong); err != nil || pw != "wr0ng-etcd" {
 			t.Fatalf("etcdPassword of a CRLF file: %q %v", pw, err)
 		}
+		// An empty variable (a unit file's placeholder) counts as unset.
+		t.Setenv("COHORT_ETCD_PASSWORD", "")
+		if pw, err := etcdPassword("cohort", good); err != nil || pw != "s3cret-etcd" {
+			t.Fatalf("etcdPassword with an empty COHORT_ETCD_PASSWORD: %q %v", pw, err)
+		}
 	})
 }

@@ -41,6 +41,8 @@ type Server struct {
 	// certificates are asked for: cfg with the client CAs last loaded
 	// (cfg's GetConfigForClient returns it).
 	verifying atomic.Pointer[tls.Config]
+	// peers verifies other cohort nodes (PeerRoots).
+	peers atomic.Pointer[x509.CertPool]
 }
 
 // New loads the files and returns the configuration. TLS 1.2 is the
@@ -68,7 +70,7 @@ func New(opts Options) (*Server, error) {
 	}
 	if cfg.ClientAuth != tls.NoClientCert {
 		if opts.ClientCAFile == "" {
-			return nil, fmt.Errorf("TLS client auth %s needs a client CA file", opts.ClientAuth)
+			return nil, fmt.Errorf("TLS client auth %s needs a client CA file (--tls-client-ca-file)", opts.ClientAuth)
 		}
 		cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.verifying.Load(), nil
@@ -135,8 +137,38 @@ func (s *Server) Reload() error {
 	if verifying != nil {
 		s.verifying.Store(verifying)
 	}
+	s.peers.Store(peerRoots(cert, s.opts.ClientCAFile))
 	return nil
 }
+
+// peerRoots is the pool that verifies other nodes of the same cluster when
+// this node is their client (the web console): the system's CAs, the client
+// CA file (a private CA usually signs nodes and clients alike), and every
+// certificate of this node's own certificate file (its chain, and the leaf
+// itself for nodes sharing one self-signed certificate).
+func peerRoots(cert tls.Certificate, clientCAFile string) *x509.CertPool {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if clientCAFile != "" {
+		if pem, err := os.ReadFile(clientCAFile); err == nil {
+			pool.AppendCertsFromPEM(pem)
+		}
+	}
+	for _, der := range cert.Certificate {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			pool.AddCert(c)
+		}
+	}
+	return pool
+}
+
+// PeerRoots returns the CAs that verify the other nodes of this node's
+// cluster, when it dials them as a client (the web console): the system's
+// CAs, those of the client CA file, and the certificates of this node's own
+// certificate file. It follows Reload.
+func (s *Server) PeerRoots() *x509.CertPool { return s.peers.Load() }
 
 // Certificate returns the certificate being served.
 func (s *Server) Certificate() *tls.Certificate { return s.cert.Load() }
