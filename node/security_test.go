@@ -811,3 +811,58 @@ func TestSIGHUPChecksOAuthKeys(t *testing.T) {
 		t.Error("SIGHUP without TLS did not say there is no certificate to reload")
 	}
 }
+
+// TestClusterUnknownUserSaltShared: both nodes of a cluster, and a node
+// after a restart, answer an unknown SCRAM user with the same salt and the
+// iteration count of the stored users: nothing tells it from a real user
+// (whose salt is stored), as it did when each process drew its own key.
+func TestClusterUnknownUserSaltShared(t *testing.T) {
+	nodes := startSecureCluster(t, "/unknown-users/")
+	firstAnswer := func(addr, user string) string {
+		t.Helper()
+		c := dialRaw(t, addr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.SetVersion(1)
+		hs.Mechanism = "SCRAM-SHA-512"
+		if resp, err := c.roundTrip(hs); err != nil || resp.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+			t.Fatalf("handshake: %v %+v", err, resp)
+		}
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.SetVersion(1)
+		au.SASLAuthBytes = []byte("n,,n=" + user + ",r=clientnonce")
+		resp, err := c.roundTrip(au)
+		if err != nil || resp.(*kmsg.SASLAuthenticateResponse).ErrorCode != 0 {
+			t.Fatalf("client-first for %s: %v %+v", user, err, resp)
+		}
+		s1 := string(resp.(*kmsg.SASLAuthenticateResponse).SASLAuthBytes)
+		return s1[strings.Index(s1, ",s="):] // salt and iterations, without the nonce
+	}
+	// Users as `cohort user set` makes them (kadm: 24-byte salts, and the
+	// CLI's 8,192 iterations), outnumbering the bootstrap admin's 4,096.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(scramClient(t, nodes[0].Addr(), "admin", adminPassword, kgo.RequestRetries(10)))
+	for _, u := range []string{"app1", "app2"} {
+		res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: u, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: u + "-pw"}})
+		if err != nil || res.Error() != nil {
+			t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+		}
+	}
+	var real string
+	if !testwait.Until(5*time.Second, func() bool { // until node 2 has seen both users
+		real = firstAnswer(nodes[1].Addr(), "app2")
+		return strings.HasSuffix(real, ",i=8192") && strings.HasSuffix(firstAnswer(nodes[1].Addr(), "nosuchuser"), ",i=8192")
+	}) {
+		t.Fatalf("node 2: app2 answered %q, an unknown user %q", real, firstAnswer(nodes[1].Addr(), "nosuchuser"))
+	}
+	one, two := firstAnswer(nodes[0].Addr(), "nosuchuser"), firstAnswer(nodes[1].Addr(), "nosuchuser")
+	if one != two {
+		t.Fatalf("the nodes answer an unknown user differently: %q and %q", one, two)
+	}
+	if !strings.HasSuffix(one, real[strings.Index(real, ",i="):]) {
+		t.Fatalf("unknown user %q, stored user %q: different iteration counts", one, real)
+	}
+	if len(one) != len(real) {
+		t.Fatalf("unknown user %q, stored user %q: salts of different lengths", one, real)
+	}
+}

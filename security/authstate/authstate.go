@@ -14,13 +14,16 @@
 //
 //	u/<mechanism>/<user>   sasl.Credential.MarshalBinary
 //	a/<acl.Binding.Key>    acl.Binding.MarshalBinary
+//	k/unknown-users        32 random bytes: the key of unknown users' made-up credentials
 //
 // In cluster mode other nodes change the same records; Watch (etcdwatch.go)
 // follows them and feeds Apply and Reload.
 package authstate
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -51,6 +54,13 @@ const DefaultIterations = sasl.MinIterations
 const (
 	userPrefix = "u/"
 	aclPrefix  = "a/"
+	// unknownKeyRecord holds the secret that derives the credentials made
+	// up for unknown users (sasl.UnknownUsers): created once, by the first
+	// node that finds none, and the same on every node and after restarts,
+	// so that an unknown user's salt never changes, as a real user's does
+	// not.
+	unknownKeyRecord = "k/unknown-users"
+	unknownKeyLen    = 32
 )
 
 // mechanisms are the SCRAM mechanisms a user can have credentials for.
@@ -96,10 +106,61 @@ type State struct {
 	creds atomic.Pointer[map[credID]sasl.Credential]
 	// aclVersion counts the ACL snapshots published (ACLVersion).
 	aclVersion atomic.Uint64
+	// unknownKey is the unknownKeyRecord's value (nil until there is one),
+	// and shapes the typical iteration count and salt length of the stored
+	// credentials, per mechanism ("" for all), published with creds.
+	unknownKey atomic.Pointer[[]byte]
+	shapes     atomic.Pointer[map[string]credShape]
+}
+
+// credShape is what an unknown user's made-up credential must look like.
+type credShape struct{ iterations, saltLen int }
+
+// shapesOf returns the most common iteration count and salt length of the
+// credentials, per mechanism and over all ("" key); ties go to the smaller.
+func shapesOf(creds map[credID]sasl.Credential) map[string]credShape {
+	counts := map[string]map[credShape]int{}
+	for id, c := range creds {
+		sh := credShape{c.Iterations, len(c.Salt)}
+		for _, m := range []string{id.mechanism, ""} {
+			if counts[m] == nil {
+				counts[m] = map[credShape]int{}
+			}
+			counts[m][sh]++
+		}
+	}
+	out := map[string]credShape{}
+	for m, byShape := range counts {
+		var best credShape
+		most := 0
+		for sh, n := range byShape {
+			if n > most || n == most && (sh.iterations < best.iterations || sh.iterations == best.iterations && sh.saltLen < best.saltLen) {
+				best, most = sh, n
+			}
+		}
+		out[m] = best
+	}
+	return out
+}
+
+// UnknownUser implements sasl.UnknownUsers: the stored key, and the
+// typical shape of the mechanism's stored credentials (of all of them when
+// the mechanism has none; zero when there are none: sasl's defaults).
+func (s *State) UnknownUser(mechanism string) (key []byte, iterations, saltLength int) {
+	if k := s.unknownKey.Load(); k != nil {
+		key = *k
+	}
+	shapes := *s.shapes.Load()
+	sh, ok := shapes[mechanism]
+	if !ok {
+		sh = shapes[""]
+	}
+	return key, sh.iterations, sh.saltLen
 }
 
 var (
 	_ sasl.Credentials     = (*State)(nil)
+	_ sasl.UnknownUsers    = (*State)(nil)
 	_ server.Authorizer    = (*State)(nil)
 	_ server.SecurityAdmin = (*State)(nil)
 )
@@ -117,10 +178,34 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, bindings: map[string]acl.Binding{}}
 	empty := map[credID]sasl.Credential{}
 	s.creds.Store(&empty)
+	noShapes := map[string]credShape{}
+	s.shapes.Store(&noShapes)
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.ensureUnknownKey(ctx); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// ensureUnknownKey stores a new random unknownKeyRecord if there is none.
+// Two nodes of a new cluster may both write one; every node then follows
+// the record etcd keeps (the watch), so they agree again at once.
+func (s *State) ensureUnknownKey(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unknownKey.Load() != nil {
+		return nil
+	}
+	k := make([]byte, unknownKeyLen)
+	if _, err := rand.Read(k); err != nil {
+		return fmt.Errorf("authstate: no randomness for the unknown-user key: %w", err)
+	}
+	if err := s.commitLocked(ctx, []entry{{key: unknownKeyRecord, unknownKey: k}}); err != nil {
+		return fmt.Errorf("authstate: storing the unknown-user key: %w", err)
+	}
+	return nil
 }
 
 // Reload re-reads every record from the store and replaces the state with
@@ -131,10 +216,15 @@ func (s *State) Reload(ctx context.Context) error {
 	defer s.mu.Unlock()
 	creds := map[credID]sasl.Credential{}
 	bindings := map[string]acl.Binding{}
+	var key []byte
 	err := s.store.Load(ctx, Partition, func(r store.Record) error {
 		e, err := decode(r.Key, r.Value)
 		if err != nil {
 			return err
+		}
+		if e.key == unknownKeyRecord {
+			key = e.unknownKey
+			return nil
 		}
 		e.fold(creds, bindings)
 		return nil
@@ -144,6 +234,11 @@ func (s *State) Reload(ctx context.Context) error {
 	}
 	s.bindings = bindings
 	s.creds.Store(&creds)
+	shapes := shapesOf(creds)
+	s.shapes.Store(&shapes)
+	if key != nil {
+		s.unknownKey.Store(&key)
+	}
 	s.acls.Store(acl.NewSet(slices.Collect(maps.Values(bindings))))
 	s.aclVersion.Add(1)
 	return nil
@@ -168,13 +263,14 @@ func (s *State) Apply(key, value []byte) {
 // entry is one decoded record: a credential, a binding, or (neither) the
 // deletion of key.
 type entry struct {
-	key     string
-	id      credID // u/ keys
-	cred    *sasl.Credential
-	binding *acl.Binding // a/ keys with a value
+	key        string
+	id         credID // u/ keys
+	cred       *sasl.Credential
+	binding    *acl.Binding // a/ keys with a value
+	unknownKey []byte       // the unknownKeyRecord's value
 }
 
-func (e entry) deleted() bool { return e.cred == nil && e.binding == nil }
+func (e entry) deleted() bool { return e.cred == nil && e.binding == nil && e.unknownKey == nil }
 
 // errBadRecord wraps every decoding failure.
 var errBadRecord = errors.New("malformed security record")
@@ -209,6 +305,11 @@ func decode(key, value []byte) (entry, error) {
 			return e, fmt.Errorf("%w: key %q does not match its binding", errBadRecord, e.key)
 		}
 		e.binding = &b
+	case e.key == unknownKeyRecord:
+		if len(value) != unknownKeyLen {
+			return e, fmt.Errorf("%w: key %q: %d bytes, want %d", errBadRecord, e.key, len(value), unknownKeyLen)
+		}
+		e.unknownKey = bytes.Clone(value)
 	default:
 		return e, fmt.Errorf("%w: unknown key %q", errBadRecord, e.key)
 	}
@@ -224,6 +325,8 @@ func (e entry) record() (store.Record, error) {
 		r.Value, err = e.cred.MarshalBinary()
 	case e.binding != nil:
 		r.Value, err = e.binding.MarshalBinary()
+	case e.unknownKey != nil:
+		r.Value = bytes.Clone(e.unknownKey)
 	}
 	return r, err
 }
@@ -249,6 +352,11 @@ func (s *State) applyLocked(es []entry) {
 	credsCopied := false
 	before := map[string]*acl.Binding{} // ACL keys touched -> binding before, nil if absent
 	for _, e := range es {
+		if e.key == unknownKeyRecord {
+			k := e.unknownKey
+			s.unknownKey.Store(&k)
+			continue
+		}
 		if strings.HasPrefix(e.key, aclPrefix) {
 			if _, seen := before[e.key]; !seen {
 				before[e.key] = nil
@@ -263,6 +371,8 @@ func (s *State) applyLocked(es []entry) {
 	}
 	if credsCopied {
 		s.creds.Store(&creds)
+		shapes := shapesOf(creds)
+		s.shapes.Store(&shapes)
 	}
 	if len(before) == 0 {
 		return

@@ -1,6 +1,7 @@
 package authstate_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/pbkdf2"
 	"crypto/sha256"
@@ -539,4 +540,56 @@ func mustMarshal(t *testing.T, b acl.Binding) []byte {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestUnknownUserKeyAndShape: the first Open stores a random key for the
+// credentials made up for unknown users; a later Open of the same store (a
+// restart) and another node (Apply) use that same key, so an unknown user's
+// salt never changes; and the made-up credentials take the most common
+// iteration count and salt length of the stored ones.
+func TestUnknownUserKeyAndShape(t *testing.T) {
+	st := memstore.New()
+	a := open(t, st)
+	key, iters, saltLen := a.UnknownUser(sasl.ScramSHA512)
+	if len(key) != 32 || iters != 0 || saltLen != 0 {
+		t.Fatalf("new store: key of %d bytes, shape %d/%d; want 32 bytes and no shape", len(key), iters, saltLen)
+	}
+	if again, _, _ := open(t, st).UnknownUser(sasl.ScramSHA512); !bytes.Equal(again, key) {
+		t.Fatal("reopening the store changed the unknown-user key")
+	}
+	other := open(t, memstore.New())
+	if k, _, _ := other.UnknownUser(sasl.ScramSHA512); bytes.Equal(k, key) {
+		t.Fatal("two stores drew the same key")
+	}
+	// Another node writing its own key first (a race at a new cluster's
+	// start): the watch hands every node the record etcd kept.
+	err := st.Load(ctx, authstate.Partition, func(r store.Record) error {
+		other.Apply(r.Key, r.Value)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _, _ := other.UnknownUser(sasl.ScramSHA512); !bytes.Equal(k, key) {
+		t.Fatal("Apply of the unknown-user record did not replace the key")
+	}
+
+	// Two users as kadm makes them (24-byte salts here), one bootstrap-like.
+	mustNil(t, a.AlterUsers(ctx, []server.UserUpsert{upsert(t, "alice", sasl.ScramSHA512, "a", 8192),
+		upsert(t, "brian", sasl.ScramSHA512, "b", 8192)}, nil))
+	if err := a.SetPassword(ctx, "carol", sasl.ScramSHA512, "c", 4096); err != nil {
+		t.Fatal(err)
+	}
+	_, iters, saltLen = a.UnknownUser(sasl.ScramSHA512)
+	if want := len("salt-of-alice"); iters != 8192 || saltLen != want {
+		t.Fatalf("shape %d iterations, %d-byte salt; want 8192 and %d (alice's and brian's)", iters, saltLen, want)
+	}
+	// A mechanism no user has: the shape over all credentials.
+	if _, iters, _ = a.UnknownUser(sasl.ScramSHA256); iters != 8192 {
+		t.Fatalf("SCRAM-SHA-256 (no user): %d iterations", iters)
+	}
+	// The store's records still load: the key record is a known record.
+	if _, err := authstate.Open(ctx, authstate.Options{Store: st, Logger: quiet}); err != nil {
+		t.Fatal(err)
+	}
 }

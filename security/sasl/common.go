@@ -64,10 +64,10 @@ func nameField(field, key string) (string, bool) {
 	return decodeSASLName(v)
 }
 
-// fakeKey keys the credentials that stand in for unknown users. It is
-// drawn once per process: an unknown user gets the same salt every time
-// within a process, as a real user does, though a new one after a
-// restart.
+// fakeKey keys the credentials that stand in for unknown users when the
+// Credentials do not provide a key of their own (UnknownUsers). It is drawn
+// once per process: an unknown user gets the same salt every time within a
+// process, as a real user does, though a new one after a restart.
 var fakeKey = func() []byte {
 	k := make([]byte, 32)
 	if _, err := rand.Read(k); err != nil {
@@ -76,15 +76,43 @@ var fakeKey = func() []byte {
 	return k
 }()
 
+// UnknownUsers may be implemented by Credentials to shape the credential
+// made up for a user they do not know, so that it looks like their real
+// ones: an exchange for an unknown user then shows the client what one for
+// a known user would (the salt, its length, the iteration count) and fails
+// only at the proof, as a wrong password does.
+type UnknownUsers interface {
+	// UnknownUser returns the secret key that derives the made-up
+	// credentials of mechanism (at least 16 bytes; shorter: the process's
+	// own key, which changes on a restart), and the iteration count and
+	// salt length to give them (out of range: MinIterations and 32).
+	// The same store must return the same key on every node and after
+	// restarts, and the typical parameters of its stored credentials.
+	UnknownUser(mechanism string) (key []byte, iterations, saltLength int)
+}
+
 // fakeCredential returns a credential for a user the store does not know,
 // so that an exchange for an unknown user shows the client a plausible
 // salt and iteration count and costs the server the same work as one for
-// a known user. Its keys are secret (keyed by fakeKey) and unrelated to
-// its salt, and the sessions fail an unknown user whatever the client
-// sends.
-func fakeCredential(mechanism string, h scramHash, user string) Credential {
+// a known user. Its keys are secret (keyed by the store's key or fakeKey)
+// and unrelated to its salt, and the sessions fail an unknown user whatever
+// the client sends.
+func fakeCredential(creds Credentials, mechanism string, h scramHash, user string) Credential {
+	key, iterations, sl := fakeKey, MinIterations, saltLen
+	if u, ok := creds.(UnknownUsers); ok {
+		k, i, n := u.UnknownUser(mechanism)
+		if len(k) >= 16 {
+			key = k
+		}
+		if checkIterations(i) == nil {
+			iterations = i
+		}
+		if n >= 8 && n <= 64 {
+			sl = n
+		}
+	}
 	derive := func(label string, n int) []byte {
-		m := hmac.New(sha256.New, fakeKey)
+		m := hmac.New(sha256.New, key)
 		m.Write([]byte(label + "\x00" + mechanism + "\x00" + user))
 		out := m.Sum(nil)
 		for len(out) < n {
@@ -95,8 +123,8 @@ func fakeCredential(mechanism string, h scramHash, user string) Credential {
 	}
 	return Credential{
 		Mechanism:  mechanism,
-		Salt:       derive("salt", saltLen),
-		Iterations: MinIterations,
+		Salt:       derive("salt", sl),
+		Iterations: iterations,
 		StoredKey:  derive("stored", h.size),
 		ServerKey:  derive("server", h.size),
 	}

@@ -106,7 +106,7 @@ func (s *plainSession) lookup(user string) (cred Credential, h scramHash, known 
 			return c, h, true
 		}
 	}
-	return fakeCredential(ScramSHA512, hashSHA512, user), hashSHA512, false
+	return fakeCredential(s.creds, ScramSHA512, hashSHA512, user), hashSHA512, false
 }
 
 func (s *plainSession) Principal() string { return s.principal }

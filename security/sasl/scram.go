@@ -124,7 +124,7 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 	cred, ok := s.m.creds.Lookup(msg.user, s.m.name)
 	if !ok {
 		s.unknown = true
-		cred = fakeCredential(s.m.name, s.m.h, msg.user)
+		cred = fakeCredential(s.m.creds, s.m.name, s.m.h, msg.user)
 	} else if _, err := cred.validate(); err != nil || cred.Mechanism != s.m.name {
 		return nil, failf("stored %s credential of user %q is unusable", s.m.name, msg.user)
 	}

@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"regexp"
@@ -347,5 +348,50 @@ func TestSCRAMNoExpiry(t *testing.T) {
 	s := newSCRAM(t, ScramSHA512, scramStore(t)).Start()
 	if s.Expiry() != (time.Time{}) || s.Principal() != "" {
 		t.Errorf("fresh session: principal %q, expiry %v", s.Principal(), s.Expiry())
+	}
+}
+
+// shapedCreds is a store that shapes unknown users' credentials
+// (UnknownUsers).
+type shapedCreds struct {
+	memCreds
+	key             []byte
+	iters, saltSize int
+}
+
+func (s shapedCreds) UnknownUser(string) ([]byte, int, int) { return s.key, s.iters, s.saltSize }
+
+// TestSCRAMUnknownUserShapedByStore: with a store implementing
+// UnknownUsers, an unknown user's first answer has the store's iteration
+// count and salt length, and its salt depends only on the store's key (the
+// same on every node and after a restart), not on the process; with PLAIN
+// the check costs that iteration count too.
+func TestSCRAMUnknownUserShapedByStore(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	first := regexp.MustCompile(`,s=([^,]+),i=(\d+)$`)
+	answer := func(creds Credentials) (salt []byte, iters string) {
+		s1, _, err := newSCRAM(t, ScramSHA512, creds).Start().Step([]byte("n,,n=mallory,r=abc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := first.FindStringSubmatch(string(s1))
+		return b64(t, m[1]), m[2]
+	}
+	nodeA := shapedCreds{memCreds: scramStore(t), key: key, iters: 8192, saltSize: 24}
+	nodeB := shapedCreds{memCreds: memCreds{}, key: bytes.Clone(key), iters: 8192, saltSize: 24}
+	saltA, iters := answer(nodeA)
+	if len(saltA) != 24 || iters != "8192" {
+		t.Fatalf("unknown user: %d-byte salt, %s iterations; want the store's 24 and 8192", len(saltA), iters)
+	}
+	if saltB, _ := answer(nodeB); !bytes.Equal(saltA, saltB) {
+		t.Fatal("two stores with one key gave an unknown user different salts")
+	}
+	nodeB.key = bytes.Repeat([]byte{8}, 32)
+	if saltB, _ := answer(nodeB); bytes.Equal(saltA, saltB) {
+		t.Fatal("the salt does not depend on the key")
+	}
+	// Out-of-range shapes fall back to the defaults.
+	if salt, iters := answer(shapedCreds{memCreds: memCreds{}, key: key, iters: 99, saltSize: 4}); len(salt) != 32 || iters != "4096" {
+		t.Fatalf("out-of-range shape: %d-byte salt, %s iterations", len(salt), iters)
 	}
 }
