@@ -206,6 +206,50 @@ func isDialError(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// unreachable reports whether err is nothing but failures to connect: a
+// node that is down (in cluster mode its partitions move to another node
+// within --lease-ttl), not an answer.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	// Per-broker errors first: any one of them that is an answer makes
+	// the whole an answer (errors.As would find a dial error among them).
+	var se *kadm.ShardErrors
+	if errors.As(err, &se) && len(se.Errs) > 0 {
+		for _, e := range se.Errs {
+			if !isDialError(e.Err) {
+				return false
+			}
+		}
+		return true
+	}
+	return isDialError(err)
+}
+
+// untilReachable calls op again, with backoff, while it fails only to
+// connect and ctx (--timeout) allows: right after a node dies, the groups it
+// coordinated are unreachable until their partitions move to another node,
+// and a command run then should wait for that rather than fail at once.
+// When ctx ends it returns op's last result, the connection failure.
+func untilReachable[T any](ctx context.Context, op func() (T, error)) (T, error) {
+	backoff := dialBackoffMin
+	for {
+		v, err := op()
+		if !unreachable(err) || ctx.Err() != nil {
+			return v, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return v, err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, dialBackoffMax)
+	}
+}
+
 // parseArgs parses args with fs, allowing flags after positional arguments
 // (cohort topic create x --partitions 3), and returns the positional ones.
 // A flag error is a usageError (printed once, by main, with a pointer to

@@ -161,11 +161,32 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 	}
 	byID := map[string]*groupDesc{}
 	errs := map[string]error{}
-	classic := ids
-	if hasConsumerDescribe(ctx, cl) {
-		classic = describeConsumerGroups(ctx, cl, ids, byID, errs)
-	}
-	describeClassicGroups(ctx, cl, classic, byID, errs)
+	consumer := hasConsumerDescribe(ctx, cl)
+	// The groups whose coordinator could not be reached are asked again
+	// until --timeout (untilReachable): a failover moves them.
+	_, _ = untilReachable(ctx, func() (struct{}, error) {
+		pending := ids
+		if len(errs) > 0 {
+			pending = nil
+			for _, id := range ids {
+				if err, ok := errs[id]; ok && unreachable(err) {
+					pending = append(pending, id)
+					delete(errs, id)
+				}
+			}
+		}
+		classic := pending
+		if consumer {
+			classic = describeConsumerGroups(ctx, cl, pending, byID, errs)
+		}
+		describeClassicGroups(ctx, cl, classic, byID, errs)
+		for _, id := range pending {
+			if err, ok := errs[id]; ok && unreachable(err) {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	})
 	out := []*groupDesc{}
 	var failed error
 	for _, id := range ids {
@@ -261,7 +282,7 @@ func addOffsets(ctx context.Context, adm, data *kadm.Client, descs []*groupDesc,
 	rows := map[*groupDesc]map[tp]*offsetRow{}
 	topics := map[string]bool{}
 	for _, g := range descs {
-		committed, err := adm.FetchOffsets(ctx, g.Group)
+		committed, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, g.Group) })
 		if err == nil {
 			err = committed.Error()
 		}

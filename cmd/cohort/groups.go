@@ -205,7 +205,7 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 	defer done()
 	adm := kadm.NewClient(cl)
 	if df.all {
-		gs, err := adm.ListGroups(ctx)
+		gs, err := untilReachable(ctx, func() (kadm.ListedGroups, error) { return adm.ListGroups(ctx) })
 		if err != nil {
 			return err
 		}

@@ -216,7 +216,7 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 	if err := checkInactive(ctx, cl, id); err != nil {
 		return err
 	}
-	fetched, err := adm.FetchOffsets(ctx, id)
+	fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
 	if err == nil {
 		err = fetched.Error()
 	}
@@ -328,7 +328,7 @@ func commitPlan(ctx context.Context, adm *kadm.Client, id string, rows []planRow
 	if len(offs) == 0 {
 		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
 	}
-	rs, err := adm.CommitOffsets(ctx, id, offs)
+	rs, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.CommitOffsets(ctx, id, offs) })
 	if err != nil {
 		return fmt.Errorf("reset %s: commit: %w", id, err)
 	}
@@ -404,7 +404,7 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 		}
 	}
 	if len(whole) > 0 {
-		fetched, err := adm.FetchOffsetsForTopics(ctx, id, whole...)
+		fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsetsForTopics(ctx, id, whole...) })
 		if err == nil {
 			err = fetched.Error()
 		}
@@ -424,7 +424,7 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 			}
 		}
 	}
-	rs, err := adm.DeleteOffsets(ctx, id, set)
+	rs, err := untilReachable(ctx, func() (kadm.DeleteOffsetsResponses, error) { return adm.DeleteOffsets(ctx, id, set) })
 	if err != nil {
 		return fmt.Errorf("delete offsets of %s: %w", id, err)
 	}
