@@ -61,6 +61,10 @@ const (
 	// not.
 	unknownKeyRecord = "k/unknown-users"
 	unknownKeyLen    = 32
+	// keyPrefix is that of records of keys and parameters: one of a later
+	// version that this one does not know is skipped, not refused (unlike
+	// an unknown u/ or a/ record, skipping one loosens no rule).
+	keyPrefix = "k/"
 )
 
 // mechanisms are the SCRAM mechanisms a user can have credentials for.
@@ -183,29 +187,44 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	if err := s.Reload(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.ensureUnknownKey(ctx); err != nil {
-		return nil, err
+	// A store with users from before the key existed gets one now; one
+	// without users gets one with its first credential (commitLocked), so
+	// that a node that never had users writes no record an earlier cohort
+	// could not read.
+	if len(*s.creds.Load()) > 0 && s.unknownKey.Load() == nil {
+		s.mu.Lock()
+		es, err := s.withUnknownKey(nil, true)
+		if err == nil {
+			err = s.commitLocked(ctx, es)
+		}
+		s.mu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("authstate: storing the unknown-user key: %w", err)
+		}
 	}
 	return s, nil
 }
 
-// ensureUnknownKey stores a new random unknownKeyRecord if there is none.
-// Two nodes of a new cluster may both write one; every node then follows
-// the record etcd keeps (the watch), so they agree again at once.
-func (s *State) ensureUnknownKey(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// withUnknownKey returns es with a new random unknownKeyRecord added when
+// there is none yet and es stores a credential (or force). Two nodes may
+// both write one; every node then follows the record etcd keeps (the
+// watch), so they agree again at once.
+func (s *State) withUnknownKey(es []entry, force bool) ([]entry, error) {
 	if s.unknownKey.Load() != nil {
-		return nil
+		return es, nil
+	}
+	need := force
+	for _, e := range es {
+		need = need || e.cred != nil
+	}
+	if !need {
+		return es, nil
 	}
 	k := make([]byte, unknownKeyLen)
 	if _, err := rand.Read(k); err != nil {
-		return fmt.Errorf("authstate: no randomness for the unknown-user key: %w", err)
+		return nil, fmt.Errorf("authstate: no randomness for the unknown-user key: %w", err)
 	}
-	if err := s.commitLocked(ctx, []entry{{key: unknownKeyRecord, unknownKey: k}}); err != nil {
-		return fmt.Errorf("authstate: storing the unknown-user key: %w", err)
-	}
-	return nil
+	return append(es, entry{key: unknownKeyRecord, unknownKey: k}), nil
 }
 
 // Reload re-reads every record from the store and replaces the state with
@@ -222,11 +241,13 @@ func (s *State) Reload(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if e.key == unknownKeyRecord {
+		switch {
+		case e.skip:
+		case e.key == unknownKeyRecord:
 			key = e.unknownKey
-			return nil
+		default:
+			e.fold(creds, bindings)
 		}
-		e.fold(creds, bindings)
 		return nil
 	})
 	if err != nil {
@@ -268,6 +289,7 @@ type entry struct {
 	cred       *sasl.Credential
 	binding    *acl.Binding // a/ keys with a value
 	unknownKey []byte       // the unknownKeyRecord's value
+	skip       bool         // a k/ record of a later version
 }
 
 func (e entry) deleted() bool { return e.cred == nil && e.binding == nil && e.unknownKey == nil }
@@ -305,6 +327,10 @@ func decode(key, value []byte) (entry, error) {
 			return e, fmt.Errorf("%w: key %q does not match its binding", errBadRecord, e.key)
 		}
 		e.binding = &b
+	case strings.HasPrefix(e.key, keyPrefix) && e.key != unknownKeyRecord:
+		e.skip = true
+	case e.key == unknownKeyRecord && len(value) == 0:
+		e.skip = true // deleted: a new key is drawn
 	case e.key == unknownKeyRecord:
 		if len(value) != unknownKeyLen {
 			return e, fmt.Errorf("%w: key %q: %d bytes, want %d", errBadRecord, e.key, len(value), unknownKeyLen)
@@ -352,6 +378,9 @@ func (s *State) applyLocked(es []entry) {
 	credsCopied := false
 	before := map[string]*acl.Binding{} // ACL keys touched -> binding before, nil if absent
 	for _, e := range es {
+		if e.skip {
+			continue
+		}
 		if e.key == unknownKeyRecord {
 			k := e.unknownKey
 			s.unknownKey.Store(&k)
@@ -398,10 +427,15 @@ func (s *State) applyLocked(es []entry) {
 // an older version may be decided differently now.
 func (s *State) ACLVersion() uint64 { return s.aclVersion.Load() }
 
-// commitLocked makes es durable, then visible. The caller holds s.mu.
+// commitLocked makes es durable, then visible, with the unknown-user key
+// when es stores the first credential. The caller holds s.mu.
 func (s *State) commitLocked(ctx context.Context, es []entry) error {
 	if len(es) == 0 {
 		return nil
+	}
+	es, err := s.withUnknownKey(es, false)
+	if err != nil {
+		return err
 	}
 	recs := make([]store.Record, len(es))
 	for i, e := range es {

@@ -542,28 +542,57 @@ func mustMarshal(t *testing.T, b acl.Binding) []byte {
 	return v
 }
 
-// TestUnknownUserKeyAndShape: the first Open stores a random key for the
-// credentials made up for unknown users; a later Open of the same store (a
-// restart) and another node (Apply) use that same key, so an unknown user's
-// salt never changes; and the made-up credentials take the most common
-// iteration count and salt length of the stored ones.
+// TestUnknownUserKeyAndShape: a store without users gets no key record
+// (an earlier cohort could not read it); the first credential stored brings
+// a random key for the credentials made up for unknown users; a later Open
+// of the same store (a restart) and another node (Apply) use that same key,
+// so an unknown user's salt never changes; a store with users but no key (an
+// earlier version's) gets one at Open; and the made-up credentials take the
+// most common iteration count and salt length of the stored ones.
 func TestUnknownUserKeyAndShape(t *testing.T) {
+	records := func(st store.Store) map[string]int {
+		out := map[string]int{}
+		if err := st.Load(ctx, authstate.Partition, func(r store.Record) error {
+			out[string(r.Key)] = len(r.Value)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
 	st := memstore.New()
 	a := open(t, st)
-	key, iters, saltLen := a.UnknownUser(sasl.ScramSHA512)
-	if len(key) != 32 || iters != 0 || saltLen != 0 {
-		t.Fatalf("new store: key of %d bytes, shape %d/%d; want 32 bytes and no shape", len(key), iters, saltLen)
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	if key, _, _ := a.UnknownUser(sasl.ScramSHA512); key != nil || records(st)["k/unknown-users"] != 0 {
+		t.Fatalf("a store without users got an unknown-user key: %v", records(st))
+	}
+	if err := a.SetPassword(ctx, "first", sasl.ScramSHA512, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	key, _, _ := a.UnknownUser(sasl.ScramSHA512)
+	if len(key) != 32 || records(st)["k/unknown-users"] != 32 {
+		t.Fatalf("after the first user: key of %d bytes, records %v", len(key), records(st))
 	}
 	if again, _, _ := open(t, st).UnknownUser(sasl.ScramSHA512); !bytes.Equal(again, key) {
 		t.Fatal("reopening the store changed the unknown-user key")
 	}
-	other := open(t, memstore.New())
-	if k, _, _ := other.UnknownUser(sasl.ScramSHA512); bytes.Equal(k, key) {
-		t.Fatal("two stores drew the same key")
+	// An earlier version's store: a user, no key.
+	old := memstore.New()
+	cred, err := sasl.NewCredential(sasl.ScramSHA512, "pw", 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, _ := cred.MarshalBinary()
+	if err := old.Append(ctx, authstate.Partition, []store.Record{{Key: []byte("u/SCRAM-SHA-512/olduser"), Value: val}}); err != nil {
+		t.Fatal(err)
+	}
+	other := open(t, old)
+	if k, _, _ := other.UnknownUser(sasl.ScramSHA512); len(k) != 32 || bytes.Equal(k, key) || records(old)["k/unknown-users"] != 32 {
+		t.Fatalf("an earlier version's store with a user: key of %d bytes, records %v", len(k), records(old))
 	}
 	// Another node writing its own key first (a race at a new cluster's
 	// start): the watch hands every node the record etcd kept.
-	err := st.Load(ctx, authstate.Partition, func(r store.Record) error {
+	err = st.Load(ctx, authstate.Partition, func(r store.Record) error {
 		other.Apply(r.Key, r.Value)
 		return nil
 	})
@@ -573,14 +602,18 @@ func TestUnknownUserKeyAndShape(t *testing.T) {
 	if k, _, _ := other.UnknownUser(sasl.ScramSHA512); !bytes.Equal(k, key) {
 		t.Fatal("Apply of the unknown-user record did not replace the key")
 	}
+	// A later version's k/ record is skipped, not refused.
+	if err := st.Append(ctx, authstate.Partition, []store.Record{{Key: []byte("k/from-the-future"), Value: []byte{1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := authstate.Open(ctx, authstate.Options{Store: st, Logger: quiet}); err != nil {
+		t.Fatalf("a later version's k/ record: %v", err)
+	}
 
 	// Two users as kadm makes them (24-byte salts here), one bootstrap-like.
 	mustNil(t, a.AlterUsers(ctx, []server.UserUpsert{upsert(t, "alice", sasl.ScramSHA512, "a", 8192),
 		upsert(t, "brian", sasl.ScramSHA512, "b", 8192)}, nil))
-	if err := a.SetPassword(ctx, "carol", sasl.ScramSHA512, "c", 4096); err != nil {
-		t.Fatal(err)
-	}
-	_, iters, saltLen = a.UnknownUser(sasl.ScramSHA512)
+	_, iters, saltLen := a.UnknownUser(sasl.ScramSHA512)
 	if want := len("salt-of-alice"); iters != 8192 || saltLen != want {
 		t.Fatalf("shape %d iterations, %d-byte salt; want 8192 and %d (alice's and brian's)", iters, saltLen, want)
 	}
