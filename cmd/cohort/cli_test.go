@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -291,4 +293,27 @@ func (c cli) listGroups(args ...string) []listedGroupJSON {
 	}
 	c.jsonOf(&listed, append([]string{"groups"}, args...)...)
 	return listed.Groups
+}
+
+// TestWarnsAboutReadableSecretFiles: a command given a password file or a
+// --command-config with a password that other users of the machine can read
+// warns on standard error (and still runs).
+func TestWarnsAboutReadableSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := cli{t: t, base: []string{"--bootstrap", closedAddr(t), "--timeout", "200ms", "--sasl-mechanism", "SCRAM-SHA-512",
+		"--sasl-username", "u", "--sasl-password-file", pw}}
+	if _, errOut, _ := c.run("groups"); strings.Contains(errOut, "warning") {
+		t.Fatalf("a 0600 password file warned:\n%s", errOut)
+	}
+	if err := os.Chmod(pw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := c.run("groups")
+	if code == 0 || !strings.Contains(errOut, "cohort: warning: "+pw+" holds a secret") || !strings.Contains(errOut, "chmod 600") || strings.Contains(errOut, "s3cret") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
 }

@@ -25,9 +25,11 @@ type conn struct {
 	bootstrap string
 	timeout   time.Duration
 	sec       clientconfig.Config
+	fs        *flag.FlagSet // its output (the command's stderr) takes warnings
 }
 
 func (c *conn) register(fs *flag.FlagSet) {
+	c.fs = fs
 	fs.StringVar(&c.bootstrap, "bootstrap", envDefault("bootstrap", "127.0.0.1:9092"), "address of cohort, host:port[,host:port...] (env COHORT_BOOTSTRAP)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "how long the command may take, retrying connection failures meanwhile")
 	c.sec.RegisterFlags(fs)
@@ -43,6 +45,7 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	warnExposed(c.fs.Output(), c.sec)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	cl, err := connect(ctx, "cohort", "--bootstrap", c.bootstrap, opts)
 	if err != nil {
@@ -106,9 +109,11 @@ func (f *cmdFlags) parse(args []string) ([]string, error) {
 type dataConn struct {
 	bootstrap string
 	config    string // --data-command-config: Kafka client properties
+	fs        *flag.FlagSet
 }
 
 func (d *dataConn) register(fs *flag.FlagSet) {
+	d.fs = fs
 	fs.StringVar(&d.bootstrap, "data-bootstrap", "", "`host:port[,...]` of the Kafka cluster holding the records: shows log-end offsets and lag")
 	fs.StringVar(&d.config, "data-command-config", "", "Kafka client properties `file` for --data-bootstrap (security.protocol, sasl.*, ssl.*)")
 }
@@ -131,6 +136,7 @@ func (d *dataConn) open(ctx context.Context) (*kadm.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--data-command-config: %w", err)
 	}
+	warnExposed(d.fs.Output(), sec)
 	cl, err := connect(ctx, "the data cluster", "--data-bootstrap", d.bootstrap, opts)
 	if err != nil {
 		return nil, err
@@ -204,6 +210,14 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 func isDialError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// warnExposed warns on w about each secret file of sec that other users of
+// the machine may read.
+func warnExposed(w io.Writer, sec clientconfig.Config) {
+	for _, name := range sec.ExposedSecretFiles() {
+		fmt.Fprintf(w, "cohort: warning: %s holds a secret and other users of this machine can read it: chmod 600 %s\n", cell(name), cell(name))
+	}
 }
 
 // unreachable reports whether err is nothing but failures to connect: a

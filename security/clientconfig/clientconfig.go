@@ -78,6 +78,30 @@ type Config struct {
 	PropertiesFile string
 }
 
+// ExposedSecretFiles returns the files of c that hold a secret (the
+// password file, the token file, a properties file that sets a password)
+// and that other users of the machine may read (any group or other
+// permission bit): tools warn about them, as ssh does about a private key
+// anyone can read. Standard input ("-") and unreadable files are left out.
+func (c Config) ExposedSecretFiles() []string {
+	var out []string
+	exposed := func(name string) bool {
+		fi, err := os.Stat(name)
+		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0
+	}
+	for _, name := range []string{c.PasswordFile, c.TokenFile} {
+		if name != "" && name != "-" && exposed(name) {
+			out = append(out, name)
+		}
+	}
+	if name := c.PropertiesFile; name != "" && exposed(name) {
+		if p, err := LoadPropertiesFile(name); err == nil && (p.Password != "" || p.Token != "") {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // Opts returns the kgo options that make a client use c: DialTLSConfig and
 // SASL. A zero Config returns no options. It fails when the settings do not
 // go together or a file cannot be read.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,5 +269,42 @@ func TestOAuthBearerTokenFile(t *testing.T) {
 	}
 	if _, msg, err := static.Authenticate(context.Background(), "h:1"); err != nil || !bytes.Contains(msg, []byte("Bearer static-tok\x01")) {
 		t.Fatalf("static token: %q %v", msg, err)
+	}
+}
+
+// TestExposedSecretFiles: a password, token or properties file holding a
+// password that other users may read is reported; one only its owner can
+// read, standard input, and a properties file without a secret are not.
+func TestExposedSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // not reduced by the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	props := "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n" +
+		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"p\";\n"
+	open, closed := file("pw-open", "p\n", 0o644), file("pw-closed", "p\n", 0o600)
+	propsOpen, propsNoSecret := file("props-open", props, 0o640), file("props-tls", "security.protocol=SSL\n", 0o644)
+	tokenOpen := file("token-open", "eyJ", 0o604)
+	for _, tc := range []struct {
+		c    Config
+		want []string
+	}{
+		{Config{PasswordFile: open}, []string{open}},
+		{Config{PasswordFile: closed}, nil},
+		{Config{PasswordFile: "-"}, nil},
+		{Config{PropertiesFile: propsOpen}, []string{propsOpen}},
+		{Config{PropertiesFile: propsNoSecret}, nil},
+		{Config{TokenFile: tokenOpen, PropertiesFile: propsOpen}, []string{tokenOpen, propsOpen}},
+	} {
+		if got := tc.c.ExposedSecretFiles(); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
+		}
 	}
 }
