@@ -34,6 +34,8 @@ import (
 
 	"github.com/IBM/sarama"
 	ckafka "github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/segmentio/kafka-go"
+	kgoscram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -782,4 +784,73 @@ func TestSecurityKcat(t *testing.T) {
 	}
 	// Measured: 3 in 5 s.
 	window.check(ctx, t, "kcat", 8)
+}
+
+// TestSecuritySegmentio: segmentio/kafka-go's Client (its Transport with
+// TLS and SASL) over SASL_SSL with SCRAM-SHA-512: commits and fetches an
+// offset, lists and describes groups as "app", is refused another group, and
+// with a wrong password gets an authentication error.
+func TestSecuritySegmentio(t *testing.T) {
+	s, ctx := startSecure(t)
+	const group = testbed.AppGroupPrefix + "segmentio"
+	client := func(wrong bool) *kafka.Client {
+		mech, err := kgoscram.Mechanism(kgoscram.SHA512, testbed.AppUser, s.AppPassword(wrong))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &kafka.Transport{ClientID: "segmentio-secure", SASL: mech,
+			TLS: &tls.Config{RootCAs: s.CA.Pool(), MinVersion: tls.VersionTLS12}}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &kafka.Client{Addr: kafka.TCP(s.SASLAddr), Transport: tr, Timeout: 10 * time.Second}
+	}
+
+	window := startFailureWindow(t, s, scram512)
+	// (Not ListGroups: kafka-go sends it to every broker and drops their
+	// failures, answering an empty list without an error.)
+	bad, badErr := client(true).OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{testbed.AppTopic: {0}}})
+	if badErr == nil {
+		t.Errorf("OffsetFetch with a wrong password answered %+v", bad)
+	}
+
+	c := client(false)
+	committed, err := c.OffsetCommit(ctx, &kafka.OffsetCommitRequest{GroupID: group, GenerationID: -1,
+		Topics: map[string][]kafka.OffsetCommit{testbed.AppTopic: {{Partition: 0, Offset: 7}}}})
+	if err != nil {
+		t.Fatalf("OffsetCommit: %v", err)
+	}
+	if ps := committed.Topics[testbed.AppTopic]; len(ps) != 1 || ps[0].Error != nil {
+		t.Fatalf("OffsetCommit %s: %+v", testbed.AppTopic, ps)
+	}
+	fetched, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{testbed.AppTopic: {0}}})
+	if err != nil || fetched.Error != nil {
+		t.Fatalf("OffsetFetch: %v %v", err, fetched.Error)
+	}
+	if ps := fetched.Topics[testbed.AppTopic]; len(ps) != 1 || ps[0].CommittedOffset != 7 {
+		t.Errorf("OffsetFetch %s: %+v, want offset 7", testbed.AppTopic, ps)
+	}
+	listed, err := c.ListGroups(ctx, &kafka.ListGroupsRequest{})
+	if err != nil || listed.Error != nil {
+		t.Fatalf("ListGroups: %v %v", err, listed.Error)
+	}
+	var ids []string
+	for _, g := range listed.Groups {
+		ids = append(ids, g.GroupID)
+	}
+	if !slices.Contains(ids, group) || slices.Contains(ids, testbed.OtherGroup) {
+		t.Errorf("ListGroups as app: %v, want %s and not %s", ids, group, testbed.OtherGroup)
+	}
+	described, err := c.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{testbed.OtherGroup}})
+	if err == nil && len(described.Groups) == 1 {
+		err = described.Groups[0].Error
+	}
+	if !errors.Is(err, kafka.GroupAuthorizationFailed) {
+		t.Errorf("DescribeGroups %s: %v, want GroupAuthorizationFailed", testbed.OtherGroup, err)
+	}
+
+	if !errors.Is(badErr, kafka.SASLAuthenticationFailed) {
+		t.Errorf("OffsetFetch with a wrong password: %v, want SASLAuthenticationFailed", badErr)
+	}
+	// Measured 2–6 over nine runs (its Transport opens connections for
+	// metadata and for the coordinator at once; none retries a refusal).
+	window.check(ctx, t, "segmentio/kafka-go", 10)
 }
