@@ -82,7 +82,7 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 
 // plainSlots bounds the PLAIN password checks running at once to half the
 // cores (at least one). Each is a PBKDF2 of the stored iteration count
-// (about 7 ms of CPU at 16,384 iterations of SHA-512), and anyone who can
+// (milliseconds of CPU: BenchmarkPlainCheck), and anyone who can
 // reach a SASL listener can ask for them: unbounded, 200 connections
 // guessing passwords kept both cores of a node busy. Bounded, a flood of
 // guesses waits for a slot (within the authentication timeout) while the

@@ -2,6 +2,7 @@ package sasl
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -135,5 +136,24 @@ func TestPlainChecksBounded(t *testing.T) {
 	}
 	if most < 1 || most > cap(plainSlots) {
 		t.Fatalf("%d PLAIN checks ran at once, bound %d", most, cap(plainSlots))
+	}
+}
+
+// BenchmarkPlainCheck is the CPU one PLAIN login costs the server: a
+// PBKDF2 of the stored iteration count (the reason plainSlots bounds them).
+func BenchmarkPlainCheck(b *testing.B) {
+	for _, iters := range []int{MinIterations, MaxIterations} {
+		b.Run(fmt.Sprintf("SCRAM-SHA-512/iterations=%d", iters), func(b *testing.B) {
+			c, err := NewCredential(ScramSHA512, "pw", iters)
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := NewPlain(memCreds{{"u", ScramSHA512}: c})
+			for b.Loop() {
+				if _, _, err := m.Start().Step([]byte("\x00u\x00pw")); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
