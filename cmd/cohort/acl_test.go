@@ -15,7 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
 )
 
 func parseACLFlags(t *testing.T, action string, args ...string) (aclSpec, error) {
@@ -313,4 +315,31 @@ func TestACLErrors(t *testing.T) {
 			t.Errorf("%v does not match its code", err)
 		}
 	}
+}
+
+// TestUnsupportedMechanismNamesEnabledOnes: a SASL mechanism the node does
+// not enable is refused with the list of those it does (its SaslHandshake
+// answer carries them; the client library's error does not).
+func TestUnsupportedMechanismNamesEnabledOnes(t *testing.T) {
+	addr, _ := startSASLNode(t)
+	c := cli{t: t, base: []string{"--bootstrap", addr, "--sasl-mechanism", "PLAIN", "--sasl-username", "admin",
+		"--sasl-password-file", writeTemp(t, "pw", "admin-pw")}}
+	c.fails(1, []string{"groups"}, "UNSUPPORTED_SASL_MECHANISM", "(the node enables SCRAM-SHA-256, SCRAM-SHA-512)")
+
+	// Over TLS (SASL_SSL) too.
+	ca := testpki.NewCA(t, "mech-ca")
+	pair := ca.Server(t, "node")
+	srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: pair.CertFile, KeyFile: pair.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := node.ParseListeners("SASL_SSL://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNodeConfig(t, node.Config{Listeners: ls, Group: group.Defaults(), Security: &node.SecurityConfig{TLS: srvTLS,
+		Mechanisms: []string{"SCRAM-SHA-512"}, BootstrapUser: "admin", BootstrapPassword: "admin-pw", FailedAuthDelay: time.Millisecond}})
+	c = cli{t: t, base: []string{"--bootstrap", n.ListenerAddr("SASL_SSL"), "--tls", "--tls-ca-file", ca.CertFile,
+		"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "admin", "--sasl-password-file", writeTemp(t, "pw2", "admin-pw")}}
+	c.fails(1, []string{"groups"}, "UNSUPPORTED_SASL_MECHANISM", "(the node enables SCRAM-SHA-512)")
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -49,10 +52,73 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	cl, err := connect(ctx, "cohort", "--bootstrap", c.bootstrap, opts)
 	if err != nil {
+		if errors.Is(err, kerr.UnsupportedSaslMechanism) {
+			err = withEnabledMechanisms(ctx, err, c.bootstrap, c.sec)
+		}
 		cancel()
 		return nil, nil, nil, err
 	}
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// withEnabledMechanisms adds to err, a refused SASL mechanism, the
+// mechanisms the node enables: its SaslHandshake answer lists them, but
+// kgo's error does not say. Asked on a connection of its own (a handshake
+// for no mechanism, which the node answers with the list); err unchanged if
+// that fails.
+func withEnabledMechanisms(ctx context.Context, err error, bootstrap string, sec clientconfig.Config) error {
+	addr, _, _ := strings.Cut(bootstrap, ",")
+	addr = strings.TrimSpace(addr)
+	tc, terr := sec.TLSConfig()
+	if terr != nil {
+		return err
+	}
+	var d net.Dialer
+	nc, derr := d.DialContext(ctx, "tcp", addr)
+	if derr != nil {
+		return err
+	}
+	defer nc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	if tc != nil {
+		tc = tc.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tlsConn := tls.Client(nc, tc)
+		if tlsConn.HandshakeContext(ctx) != nil {
+			return err
+		}
+		nc = tlsConn
+	}
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.SetVersion(1)
+	if _, werr := nc.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("cohort-cli")).AppendRequest(nil, req, 1)); werr != nil {
+		return err
+	}
+	var size [4]byte
+	if _, rerr := io.ReadFull(nc, size[:]); rerr != nil {
+		return err
+	}
+	n := binary.BigEndian.Uint32(size[:])
+	if n < 4 || n > 64<<10 {
+		return err
+	}
+	body := make([]byte, n)
+	if _, rerr := io.ReadFull(nc, body); rerr != nil {
+		return err
+	}
+	resp := req.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	if resp.ReadFrom(body[4:]) != nil || len(resp.SupportedMechanisms) == 0 {
+		return err
+	}
+	names := make([]string, len(resp.SupportedMechanisms))
+	for i, m := range resp.SupportedMechanisms {
+		names[i] = cell(m) // the node's strings, printed on a terminal
+	}
+	return fmt.Errorf("%w (the node enables %s)", err, strings.Join(names, ", "))
 }
 
 // dial is open for the commands that print one table (user, acl): an admin
