@@ -408,16 +408,7 @@ func (c *conn) readRequest() *request {
 // logBadRequest logs why a connection is closed for a bad request, at most
 // burstLogMax lines per window over all connections (burstLog); the line
 // after a quiet spell says how many were left out.
-func (c *conn) logBadRequest(msg string, attrs ...any) {
-	ok, skipped := c.s.badLog.allow(time.Now())
-	if !ok {
-		return
-	}
-	if skipped > 0 {
-		attrs = append(attrs, "unlogged_before", skipped)
-	}
-	c.log.Info(msg, attrs...)
-}
+func (c *conn) logBadRequest(msg string, attrs ...any) { c.s.badLog.info(c.log, msg, attrs...) }
 
 // directFrameBytes is the largest frame read into a buffer of its announced
 // size (readFrame): 64 KiB, or 4 KiB before a SASL connection has
@@ -436,16 +427,7 @@ func (c *conn) directFrameBytes() int32 {
 // client guessing passwords in a loop cannot flood the log; the metrics
 // count every one, and the line after a quiet spell says how many were left
 // out.
-func (c *conn) logAuthFailure(msg string, attrs ...any) {
-	ok, skipped := c.s.authLog.allow(time.Now())
-	if !ok {
-		return
-	}
-	if skipped > 0 {
-		attrs = append(attrs, "unlogged_before", skipped)
-	}
-	c.log.Info(msg, attrs...)
-}
+func (c *conn) logAuthFailure(msg string, attrs ...any) { c.s.authLog.info(c.log, msg, attrs...) }
 
 // reuseFrameBytes is the largest frame read into the connection's reusable
 // buffer.

@@ -489,6 +489,19 @@ func (b *burstLog) allow(now time.Time) (ok bool, skipped int) {
 	return true, skipped
 }
 
+// info logs msg at info level if allow lets it through now, adding how many
+// lines were left out before it.
+func (b *burstLog) info(log *slog.Logger, msg string, attrs ...any) {
+	ok, skipped := b.allow(time.Now())
+	if !ok {
+		return
+	}
+	if skipped > 0 {
+		attrs = append(attrs, "unlogged_before", skipped)
+	}
+	log.Info(msg, attrs...)
+}
+
 func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Addr) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
