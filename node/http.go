@@ -21,7 +21,11 @@ import (
 func (n *Node) newHTTPMux(reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	if reg != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		if n.cfg.MetricsAuth {
+			h = n.requireMetricsAuth(h)
+		}
+		mux.Handle("GET /metrics", h)
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok")

@@ -80,6 +80,11 @@ type Config struct {
 	// certificate of Security.TLS, reloaded with it; no client certificate
 	// is asked for. It lets the console take passwords off the host.
 	HTTPTLS bool
+	// MetricsAuth asks every /metrics scrape for HTTP basic credentials
+	// of a user of the node's credential store allowed DESCRIBE on the
+	// cluster (requireMetricsAuth); /healthz and /readyz stay open. The
+	// HTTP listener must then be HTTPS (HTTPTLS) or bound to loopback.
+	MetricsAuth bool
 	// MetricsListen is HTTPListen's deprecated name, used when HTTPListen
 	// is empty.
 	MetricsListen string
@@ -163,6 +168,17 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if cfg.HTTPTLS && cmp.Or(cfg.HTTPListen, cfg.MetricsListen) == "" {
 		return nil, errors.New("--http-tls needs --http-listen")
+	}
+	if cfg.MetricsAuth {
+		switch addr := cmp.Or(cfg.HTTPListen, cfg.MetricsListen); {
+		case addr == "":
+			return nil, errors.New("--metrics-auth needs --http-listen")
+		case cfg.DisableMetrics:
+			return nil, errors.New("--metrics-auth: this node records no metrics")
+		case !cfg.HTTPTLS && !isLoopback(addr):
+			return nil, fmt.Errorf("--metrics-auth would take passwords over plain HTTP on %s, reachable from other hosts: "+
+				"add --http-tls, or bind --http-listen to loopback", addr)
+		}
 	}
 	n.store = cfg.Store
 	// A start that fails (a listen address in use, say) leaves no new data

@@ -100,3 +100,22 @@ type SecurityAdmin interface {
 	// them; errs[i] is the i-th filter's result.
 	DeleteACLs(ctx context.Context, fs []acl.Filter) (deleted [][]acl.Binding, errs []error)
 }
+
+// ExternalAuthentication records an authentication made outside the Kafka
+// listeners, on the node's HTTP listener (--metrics-auth): it is counted
+// in cohort_server_authentications_total under listener and mechanism
+// and, when it failed, logged with attrs on the budget of the listeners'
+// failed authentications, so that a password guesser on HTTP cannot flood
+// the log either.
+func (s *Server) ExternalAuthentication(listener, mechanism string, ok bool, attrs ...any) {
+	if s.metrics != nil {
+		result := "failure"
+		if ok {
+			result = "success"
+		}
+		s.metrics.auth.WithLabelValues(listener, mechanism, result).Inc()
+	}
+	if !ok {
+		s.authLog.info(s.log, "authentication failed", append([]any{"listener", listener, "mechanism", mechanism}, attrs...)...)
+	}
+}

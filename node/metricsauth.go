@@ -1,0 +1,70 @@
+package node
+
+import (
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+)
+
+// metricsAuthListener and metricsAuthMechanism label /metrics logins in
+// cohort_server_authentications_total.
+const (
+	metricsAuthListener  = "HTTP"
+	metricsAuthMechanism = "BASIC"
+)
+
+// requireMetricsAuth wraps the /metrics handler (Config.MetricsAuth): a
+// scrape must carry HTTP basic credentials of a user of the node's
+// credential store, checked as a PLAIN login is (the password salted with
+// the user's stored SCRAM salt and iterations, its stored key compared; an
+// unknown user costs the same; the checks share PLAIN's bound on
+// concurrent PBKDF2), and that user must be allowed DESCRIBE on the
+// cluster resource (kafka-cluster) by the node's ACLs, as Kafka's
+// DescribeCluster asks, or be a super user. A wrong password is answered
+// 401 after the failed-authentication delay; a user without the ACL gets
+// 403.
+func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
+	delay := server.DefaultFailedAuthDelay
+	if sc := n.cfg.Security; sc != nil && sc.FailedAuthDelay > 0 {
+		delay = sc.FailedAuthDelay
+	}
+	plain := sasl.NewPlain(n.auth)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || user == "" || pass == "" {
+			askMetricsAuth(w)
+			return
+		}
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		sess := plain.Start()
+		msg := make([]byte, 0, 2+len(user)+len(pass))
+		msg = append(append(append(append(msg, 0), user...), 0), pass...)
+		_, _, err = sess.Step(msg)
+		clear(msg)
+		if err != nil {
+			n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, false,
+				"peer", r.RemoteAddr, "reason", err.Error())
+			time.Sleep(delay)
+			askMetricsAuth(w)
+			return
+		}
+		n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, true)
+		if !n.auth.Authorize(sess.Principal(), host, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
+			writeText(w, http.StatusForbidden, "forbidden: "+sess.Principal()+" may not DESCRIBE the cluster (kafka-cluster)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func askMetricsAuth(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Basic realm="cohort metrics", charset="UTF-8"`)
+	writeText(w, http.StatusUnauthorized, "authentication required: a user of this cohort node allowed DESCRIBE on the cluster")
+}

@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// TestMetricsAuth: with MetricsAuth, /metrics answers only a user of the
+// node allowed DESCRIBE on the cluster (or a super user); a scrape without
+// credentials, with a wrong password or for an unknown user is 401 and
+// counted as a failed authentication, a user without the ACL is 403, and
+// /healthz stays open.
+func TestMetricsAuth(t *testing.T) {
+	cfg := secureConfig(t, memstore.New())
+	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.MetricsAuth = true
+	n := startLoaded(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := kadm.NewClient(scramClient(t, n.Addr(), "admin", adminPassword))
+	createUser(ctx, t, admin, "scraper", "scraper-password")
+	createUser(ctx, t, admin, "app", "app-password")
+	if res, err := admin.CreateACLs(ctx, kadm.NewACLs().Allow("User:scraper").Clusters().Operations(kadm.OpDescribe)); err != nil || res[0].Err != nil {
+		t.Fatalf("CreateACLs: %v %v", err, res)
+	}
+
+	get := func(path, user, pass string) (int, http.Header, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr()+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != "" {
+			req.SetBasicAuth(user, pass)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(body)
+	}
+
+	if code, _, _ := get("/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz without credentials: %d", code)
+	}
+	code, h, body := get("/metrics", "", "")
+	if code != http.StatusUnauthorized || !strings.HasPrefix(h.Get("WWW-Authenticate"), "Basic ") || strings.Contains(body, "cohort_") {
+		t.Errorf("/metrics without credentials: %d %q %q", code, h.Get("WWW-Authenticate"), body)
+	}
+	for _, c := range []struct{ user, pass string }{{"scraper", "wrong"}, {"nobody", "scraper-password"}} {
+		if code, _, body := get("/metrics", c.user, c.pass); code != http.StatusUnauthorized || strings.Contains(body, "cohort_") {
+			t.Errorf("/metrics as %s with a wrong password: %d %q", c.user, code, body)
+		}
+	}
+	if code, _, body := get("/metrics", "app", "app-password"); code != http.StatusForbidden || strings.Contains(body, "cohort_") {
+		t.Errorf("/metrics as a user without DESCRIBE on the cluster: %d %q", code, body)
+	}
+	code, _, body = get("/metrics", "scraper", "scraper-password")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics as scraper: %d %q", code, body)
+	}
+	// Two failures with a password (the scrape without credentials is not
+	// an attempt), two successes (app's, then scraper's).
+	for _, want := range []string{
+		`cohort_server_authentications_total{listener="HTTP",mechanism="BASIC",result="failure"} 2`,
+		`cohort_server_authentications_total{listener="HTTP",mechanism="BASIC",result="success"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if code, _, _ := get("/metrics", "admin", adminPassword); code != http.StatusOK {
+		t.Errorf("/metrics as the super user: %d", code)
+	}
+}
+
+// TestMetricsAuthRefusedOverPlainHTTP: MetricsAuth does not start where
+// passwords would cross the network in clear, nor without an HTTP listener.
+func TestMetricsAuthRefusedOverPlainHTTP(t *testing.T) {
+	for _, c := range []struct{ listen, want string }{
+		{"0.0.0.0:0", "--http-tls"},
+		{"", "--http-listen"},
+	} {
+		cfg := secureConfig(t, memstore.New())
+		cfg.HTTPListen = c.listen
+		cfg.MetricsAuth = true
+		n, err := Start(cfg)
+		if err == nil {
+			n.Close()
+			t.Fatalf("MetricsAuth with --http-listen %q started", c.listen)
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("MetricsAuth with --http-listen %q: %v", c.listen, err)
+		}
+	}
+}
