@@ -566,13 +566,7 @@ func TestKIP848Churn(t *testing.T) {
 			w3 := r.start(next, "next-3")
 			r.settleConsumer(w1, w2, w3)
 			r.step("three members settled")
-			r.kill(w1)
-			killed := time.Now()
-			r.settleConsumer(w2, w3)
-			if d := time.Since(killed); d < nextSession-nextHeartbeat-killSlack {
-				t.Errorf("the SIGKILLed member's partitions moved %v after the kill, before its %v session could expire", d, nextSession)
-			}
-			r.step("the SIGKILLed member evicted")
+			r.killAndSettle(w1, w2, w3)
 			stopped := time.Now()
 			r.stop(w2)
 			g = r.settleConsumer(w3)
@@ -805,6 +799,77 @@ func TestKIP848Librdkafka(t *testing.T) {
 	}
 }
 
+// killAndSettle SIGKILLs victim and waits for the rest to settle, checking
+// that the victim's partitions moved only once its session could have
+// expired.
+func (r *nextRun) killAndSettle(victim *worker, rest ...*worker) {
+	r.t.Helper()
+	r.kill(victim)
+	killed := time.Now()
+	r.settleConsumer(rest...)
+	if d := time.Since(killed); d < nextSession-nextHeartbeat-killSlack {
+		r.t.Errorf("the SIGKILLed member's partitions moved %v after the kill, before its %v session could expire", d, nextSession)
+	}
+	r.step("the SIGKILLed member evicted")
+}
+
+// classicLeavesMixed checks that the settled mixed group g has the classic
+// member classic (type 0) beside consumer-protocol members (type 1) and is a
+// consumer group, then stops classic and checks that the rest settle and the
+// group stays a consumer group; the scenario then finishes.
+func (r *nextRun) classicLeavesMixed(g kmsg.ConsumerGroupDescribeResponseGroup, classic *worker, rest ...*worker) {
+	r.t.Helper()
+	for _, m := range g.Members {
+		want := int8(1)
+		if m.ClientID == classic.clientID {
+			want = 0
+		}
+		if m.MemberType != want {
+			r.t.Errorf("member %s has type %d, want %d", m.ClientID, m.MemberType, want)
+		}
+	}
+	r.wantType("consumer")
+	r.stop(classic)
+	r.settleConsumer(rest...)
+	r.wantType("consumer")
+	r.step("the classic member gone")
+	r.finish()
+}
+
+// TestKIP848LibrdkafkaChurn: librdkafka consumer-protocol members through
+// churn: two settle, a third joins, one is SIGKILLed (its partitions move
+// only once its session can have expired), then a classic librdkafka member
+// (eager range, JoinGroup/SyncGroup) joins the consumer group and leaves it
+// again. On cohort the mixed group settles with member types 1, 1 and 0 and
+// stays a consumer group; kfake runs the churn only (it gives a classic
+// member joining a consumer group a generation of its own: difference 2 of
+// docs/compatibility.md, shown with franz-go).
+func TestKIP848LibrdkafkaChurn(t *testing.T) {
+	for _, target := range nextTargets {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			r := newNextRun(t, target, "kip848-librdkafka-churn")
+			w1, w2 := r.start(confluentNext, "rdk-1"), r.start(confluentNext, "rdk-2")
+			r.settleConsumer(w1, w2)
+			r.step("two members settled")
+			w3 := r.start(confluentNext, "rdk-3")
+			r.settleConsumer(w1, w2, w3)
+			r.step("three members settled")
+			r.killAndSettle(w1, w2, w3)
+			r.wantType("consumer")
+			r.checkNextGen(w2, w3)
+			if target == "kfake" {
+				r.finish()
+				return
+			}
+			c4 := r.start(workdistClient{name: "confluent", commits: true, command: goWorker("confluent")}, "rdk-classic-4")
+			g := r.settleConsumer(w2, w3, c4)
+			r.step("mixed group settled")
+			r.classicLeavesMixed(g, c4, w2, w3)
+		})
+	}
+}
+
 // TestKIP848ClassicJoinsConsumerGroup: a classic franz-go member joins a
 // consumer group of one next-gen member, then leaves again. cohort is to
 // serve it from the consumer group's state (a mixed group, member types 1
@@ -840,21 +905,7 @@ func TestKIP848ClassicJoinsConsumerGroup(t *testing.T) {
 			}
 			g := r.settleConsumer(n1, c2)
 			r.step("mixed group settled")
-			for _, m := range g.Members {
-				want := int8(1)
-				if m.ClientID == c2.clientID {
-					want = 0
-				}
-				if m.MemberType != want {
-					t.Errorf("member %s has type %d, want %d", m.ClientID, m.MemberType, want)
-				}
-			}
-			r.wantType("consumer")
-			r.stop(c2)
-			r.settleConsumer(n1)
-			r.wantType("consumer")
-			r.step("the classic member gone")
-			r.finish()
+			r.classicLeavesMixed(g, c2, n1)
 		})
 	}
 }

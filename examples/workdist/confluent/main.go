@@ -69,6 +69,9 @@ func main() {
 			// generation, before the partitions move on: 0, as a
 			// catalog topic has no records.
 			report("revoked", e.Partitions)
+			if len(e.Partitions) == 0 {
+				break // an eager rebalance of a member that owned nothing
+			}
 			offsets := make([]kafka.TopicPartition, len(e.Partitions))
 			for i, tp := range e.Partitions {
 				offsets[i] = kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition, Offset: 0}
