@@ -117,6 +117,11 @@ const (
 	saslAuthenticate                  // handshake v1 done: waiting for SaslAuthenticate
 	saslRaw                           // handshake v0 done: raw tokens until done
 	saslDone                          // authenticated
+	// saslBadMech: a re-authentication's handshake named another mechanism
+	// than the connection's. Kafka answers that handshake and fails the
+	// re-authentication at the next request, closing the connection
+	// without an answer (so that its failed re-authentication is counted).
+	saslBadMech
 )
 
 // connAuth is a connection's authentication state, touched only by the
@@ -131,6 +136,7 @@ type connAuth struct {
 	expires   time.Time // session end (KIP-368); zero: none
 	started   time.Time // when the current exchange began
 	reauthAt  time.Time // when the last re-authentication began; zero: none yet
+	badMech   string    // saslBadMech: the mechanism the re-authentication asked for
 }
 
 // minReauthInterval is the least time between the starts of two
@@ -202,6 +208,11 @@ func (c *conn) admit(r *request) bool {
 		if r.key == keySaslAuthenticate {
 			return true
 		}
+	case saslBadMech:
+		c.logAuthFailure("closing connection: re-authentication failed", "listener", c.l.Name,
+			"principal", c.auth.principal, "reason", fmt.Sprintf("SASL mechanism %s asked for the re-authentication of a %s session", c.auth.badMech, c.auth.mech))
+		c.lm.authResult(c.auth.badMech, false)
+		return false
 	case saslDone:
 		if r.key == keySaslHandshake {
 			return true // a re-authentication (checked in saslHandshake)
@@ -270,12 +281,6 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		out.ErrorCode = errIllegalSaslState
 		return out, false
 	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:
-		if req.Mechanism != c.auth.mech {
-			c.log.Info("closing connection: re-authentication with another mechanism",
-				"principal", c.auth.principal, "was", c.auth.mech, "now", req.Mechanism)
-			out.ErrorCode = errIllegalSaslState
-			return out, true
-		}
 		c.auth.reauth, c.auth.reauthAt = true, c.s.sec.now()
 	default:
 		out.ErrorCode = errIllegalSaslState
@@ -287,6 +292,14 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		c.lm.authResult(req.Mechanism, false)
 		out.ErrorCode = errUnsupportedSaslMechanism
 		return out, true
+	}
+	if c.auth.reauth && req.Mechanism != c.auth.mech {
+		// An enabled mechanism, but not the connection's: answered as
+		// Kafka does, and failed at the next request (admit).
+		c.auth.state = saslBadMech
+		c.auth.badMech = req.Mechanism
+		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
+		return out, false
 	}
 	c.auth.mech = req.Mechanism
 	c.auth.sess = m.Start()

@@ -494,6 +494,40 @@ func TestSASLReauthenticationCannotChangePrincipal(t *testing.T) {
 	c.expectClosed()
 }
 
+// A re-authentication may not change the mechanism. As in Kafka, the
+// handshake naming another enabled mechanism is answered without error,
+// and the next request (its SaslAuthenticate) closes the connection
+// without an answer, counted as a failed authentication of that mechanism;
+// a mechanism the node does not enable is UNSUPPORTED_SASL_MECHANISM at the
+// handshake, as for a first authentication. (cohort refused the handshake
+// with ILLEGAL_SASL_STATE.)
+func TestSASLReauthenticationCannotChangeMechanism(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) {
+		s.SessionLifetime = time.Minute
+		s.Mechanisms["OTHER"] = &testMech{users: map[string]string{"alice": "secret"}}
+	})
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	if h := handshake(t, c, 1, "OTHER"); h.ErrorCode != 0 {
+		t.Fatalf("re-authentication handshake with another enabled mechanism: error %d, want none", h.ErrorCode)
+	}
+	req := kmsg.NewPtrSASLAuthenticateRequest()
+	req.SetVersion(2)
+	req.SASLAuthBytes = []byte("alice:secret")
+	c.send(req, 7)
+	c.expectClosed()
+	if n := f.authCount("OTHER", "failure"); n != 1 {
+		t.Errorf("failed authentications of OTHER: %v, want 1", n)
+	}
+
+	c2 := f.ts.dial(t)
+	login(t, c2, "alice", "secret")
+	if h := handshake(t, c2, 1, "NOPE"); h.ErrorCode != errUnsupportedSaslMechanism {
+		t.Fatalf("re-authentication handshake with a mechanism not enabled: error %d, want UNSUPPORTED_SASL_MECHANISM", h.ErrorCode)
+	}
+	c2.expectClosed()
+}
+
 func TestSASLDeletedUserCannotReauthenticate(t *testing.T) {
 	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
 	c := f.ts.dial(t)
