@@ -813,6 +813,73 @@ func (r *nextRun) killAndSettle(victim *worker, rest ...*worker) {
 	r.step("the SIGKILLed member evicted")
 }
 
+// static is c with -instance-id id: a static member.
+func static(c workdistClient, id string) workdistClient {
+	inner := c.command
+	c.command = func(t *testing.T, addr, group, clientID string) *exec.Cmd {
+		cmd := inner(t, addr, group, clientID)
+		cmd.Args = append(cmd.Args, "-instance-id", id)
+		return cmd
+	}
+	return c
+}
+
+// TestKIP848StaticRestart: three static consumer-protocol members (franz-go
+// and librdkafka); one is stopped with SIGTERM (a static member's leave,
+// epoch −2) and a new process with the same instance id starts. The group
+// epoch does not move, the new process gets exactly the partitions of the
+// one it replaces, and the other two members keep theirs without printing a
+// change (docs/kip848.md, "Static members").
+func TestKIP848StaticRestart(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		client workdistClient
+	}{{"franzgo", franzgoNext(true)}, {"librdkafka", confluentNext}} {
+		for _, target := range nextTargets {
+			t.Run(c.name+"/"+target, func(t *testing.T) {
+				t.Parallel()
+				r := newNextRun(t, target, "kip848-static-"+c.name)
+				w1 := r.start(static(c.client, "i-1"), "st-1")
+				w2 := r.start(static(c.client, "i-2"), "st-2")
+				w3 := r.start(static(c.client, "i-3"), "st-3")
+				before := r.settleConsumer(w1, w2, w3)
+				r.step("three static members settled")
+				events := func(w *worker) int {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					return len(w.events)
+				}
+				n1, n3 := events(w1), events(w3)
+				r.stop(w2)
+				w2b := r.start(static(c.client, "i-2"), "st-2-restarted")
+				after := r.settleConsumer(w1, w2b, w3)
+				r.step("the restarted static member settled")
+				if after.Epoch != before.Epoch {
+					t.Errorf("group epoch moved from %d to %d across the static restart", before.Epoch, after.Epoch)
+				}
+				owned := func(g kmsg.ConsumerGroupDescribeResponseGroup, clientID string) []int32 {
+					for _, m := range g.Members {
+						if m.ClientID == clientID {
+							return partsOf(m.Assignment)
+						}
+					}
+					return nil
+				}
+				for _, p := range [][2]string{{"st-1", "st-1"}, {"st-2", "st-2-restarted"}, {"st-3", "st-3"}} {
+					if was, is := owned(before, p[0]), owned(after, p[1]); !slices.Equal(was, is) || len(was) == 0 {
+						t.Errorf("%s owned %v, %s owns %v after the restart", p[0], was, p[1], is)
+					}
+				}
+				if e1, e3 := events(w1), events(w3); e1 != n1 || e3 != n3 {
+					t.Errorf("the members that stayed printed changes of ownership across the restart (%d and %d more lines)", e1-n1, e3-n3)
+				}
+				r.checkNextGen(w1, w2b, w3)
+				r.finish()
+			})
+		}
+	}
+}
+
 // classicLeavesMixed checks that the settled mixed group g has the classic
 // member classic (type 0) beside consumer-protocol members (type 1) and is a
 // consumer group, then stops classic and checks that the rest settle and the

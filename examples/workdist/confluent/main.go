@@ -31,6 +31,7 @@ import (
 
 func main() {
 	protocol := flag.String("group-protocol", "classic", "classic, or consumer for KIP-848 (the server assigns)")
+	instance := flag.String("instance-id", "", "group.instance.id: a static member, whose partitions wait for it across a restart within its session")
 	cfg := workdist.Flags("confluent-worker")
 	conf := kafka.ConfigMap{
 		"bootstrap.servers": cfg.Bootstrap,
@@ -38,6 +39,9 @@ func main() {
 		"client.id":         cfg.ClientID,
 		"fetch.wait.max.ms": int(cfg.FetchMaxWait.Milliseconds()),
 		"group.protocol":    *protocol,
+	}
+	if *instance != "" {
+		conf["group.instance.id"] = *instance
 	}
 	if *protocol == "classic" {
 		conf["session.timeout.ms"] = int(cfg.SessionTimeout.Milliseconds())

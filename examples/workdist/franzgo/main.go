@@ -34,6 +34,7 @@ import (
 
 func main() {
 	serverSide := flag.Bool("server-side", false, "use the consumer group protocol (KIP-848): the server assigns")
+	instance := flag.String("instance-id", "", "group.instance.id: a static member, whose partitions wait for it across a restart within its session")
 	cfg := workdist.Flags("franzgo-worker")
 	// report prints a change of ownership (franz-go also calls the
 	// callbacks when nothing changed: those are skipped).
@@ -68,6 +69,9 @@ func main() {
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
 			report("lost", cl, lost[cfg.Topic]) // stop their work: too late to commit
 		}),
+	}
+	if *instance != "" {
+		opts = append(opts, kgo.InstanceID(*instance))
 	}
 	if *serverSide {
 		// franz-go asks for the server's "uniform" assignor in place of
