@@ -50,6 +50,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -877,6 +878,75 @@ func TestKIP848StaticRestart(t *testing.T) {
 				r.finish()
 			})
 		}
+	}
+}
+
+// regexTopic is the consumer-protocol regex subscription of
+// TestKIP848Regex: it matches the work topic and not the ledger.
+const regexTopic = "^jo.*"
+
+// viaRegex is c subscribing to regexTopic as a regular expression (franz-go
+// -regex; librdkafka takes a topic starting with ^ as one).
+func viaRegex(c workdistClient) workdistClient {
+	inner := c.command
+	c.command = func(t *testing.T, addr, group, clientID string) *exec.Cmd {
+		cmd := inner(t, addr, group, clientID)
+		for i, a := range cmd.Args {
+			if a == "-topic" {
+				cmd.Args[i+1] = regexTopic
+			}
+		}
+		if c.name == "franzgo" {
+			cmd.Args = append(cmd.Args, "-regex")
+		}
+		return cmd
+	}
+	return c
+}
+
+// quoted is *s quoted, or <nil>.
+func quoted(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return strconv.Quote(*s)
+}
+
+// TestKIP848Regex: consumer-protocol members of two stock clients
+// subscribed with a regular expression (SubscribedTopicRegex), which the
+// coordinator resolves against the topics: a franz-go and a librdkafka
+// member share the matched topic's partitions, ConsumerGroupDescribe shows
+// the regex and no topic names for both (not on kfake, which describes no
+// regex), and when one leaves the other takes everything.
+func TestKIP848Regex(t *testing.T) {
+	for _, target := range nextTargets {
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			r := newNextRun(t, target, "kip848-regex")
+			w1, w2 := r.start(viaRegex(franzgoNext(true)), "re-franzgo"), r.start(viaRegex(confluentNext), "re-rdk")
+			g := r.settleConsumer(w1, w2)
+			r.step("two regex members settled")
+			// Each client sends the expression in its own form: librdkafka
+			// "(^jo.*)", franz-go ".*(?:(?:^jo.*)).*" (Go's regexp finds a
+			// match anywhere, Kafka's must match the whole name). kfake
+			// describes no regex.
+			for _, m := range g.Members {
+				re := m.SubscribedTopicRegex
+				if target == "kfake" {
+					continue
+				}
+				if re == nil || !strings.Contains(*re, regexTopic) || len(m.SubscribedTopics) != 0 {
+					t.Errorf("%s: subscribed regex %s, names %v; want a form of %q only", m.ClientID, quoted(re), m.SubscribedTopics, regexTopic)
+				}
+			}
+			r.stop(w1)
+			if g := r.settleConsumer(w2); len(partsOf(g.Members[0].Assignment)) != barePartitions {
+				t.Errorf("the remaining member owns %v", partsOf(g.Members[0].Assignment))
+			}
+			r.step("one left")
+			r.checkNextGen(w1, w2)
+			r.finish()
+		})
 	}
 }
 

@@ -35,9 +35,23 @@ import (
 func main() {
 	serverSide := flag.Bool("server-side", false, "use the consumer group protocol (KIP-848): the server assigns")
 	instance := flag.String("instance-id", "", "group.instance.id: a static member, whose partitions wait for it across a restart within its session")
+	regex := flag.Bool("regex", false, "-topic is a regular expression: the worker consumes every topic it matches (with -server-side the coordinator resolves it, KIP-848)")
 	cfg := workdist.Flags("franzgo-worker")
 	// report prints a change of ownership (franz-go also calls the
 	// callbacks when nothing changed: those are skipped).
+	// mine is the partitions of ps that are the worker's: those of -topic,
+	// or with -regex those of every topic (one matched topic is the usual
+	// case; with more, their partition numbers are merged).
+	mine := func(ps map[string][]int32) []int32 {
+		if !*regex {
+			return ps[cfg.Topic]
+		}
+		var all []int32
+		for _, parts := range ps {
+			all = append(all, parts...)
+		}
+		return all
+	}
 	report := func(what string, cl *kgo.Client, parts []int32) bool {
 		if len(parts) == 0 {
 			return false
@@ -55,20 +69,25 @@ func main() {
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelWarn, nil)),
 		kgo.OnPartitionsAssigned(func(_ context.Context, cl *kgo.Client, gained map[string][]int32) {
-			report("assigned", cl, gained[cfg.Topic]) // start their work here
+			report("assigned", cl, mine(gained)) // start their work here
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			// Stop their work here, then commit its position, in this
 			// generation, before the partitions move on: 0, as a
 			// catalog topic has no records. (franz-go's default
 			// callback here commits what was consumed.)
-			if report("revoked", cl, revoked[cfg.Topic]) {
-				commitZero(ctx, cl, cfg.Topic, revoked[cfg.Topic])
+			if report("revoked", cl, mine(revoked)) {
+				for topic, parts := range revoked {
+					commitZero(ctx, cl, topic, parts)
+				}
 			}
 		}),
 		kgo.OnPartitionsLost(func(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
-			report("lost", cl, lost[cfg.Topic]) // stop their work: too late to commit
+			report("lost", cl, mine(lost)) // stop their work: too late to commit
 		}),
+	}
+	if *regex {
+		opts = append(opts, kgo.ConsumeRegex())
 	}
 	if *instance != "" {
 		opts = append(opts, kgo.InstanceID(*instance))
