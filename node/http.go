@@ -61,6 +61,11 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 	n.httpAddr = ln.Addr()
 	if n.cfg.HTTPTLS {
 		n.http.TLSConfig = n.cfg.Security.TLS.WithoutClientAuth()
+		if n.cfg.MetricsAuth {
+			// A scraper may present a client certificate instead of a
+			// password (requireMetricsAuth).
+			n.http.TLSConfig = n.cfg.Security.TLS.ClientCertIfGiven()
+		}
 		go n.http.ServeTLS(ln, "", "")
 		return nil
 	}

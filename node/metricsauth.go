@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/principal"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
 )
@@ -27,21 +28,49 @@ const (
 // DescribeCluster asks, or be a super user. A wrong password is answered
 // 401 after the failed-authentication delay; a user without the ACL gets
 // 403.
+//
+// Over HTTPS on a node with client CAs (--tls-client-ca-file), a scraper
+// may instead present a client certificate those CAs verify: its principal
+// is the one the SSL listener would give it (--tls-principal-rules), and
+// the same ACL applies.
 func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 	delay := server.DefaultFailedAuthDelay
-	if sc := n.cfg.Security; sc != nil && sc.FailedAuthDelay > 0 {
-		delay = sc.FailedAuthDelay
+	var rules *principal.Rules
+	if sc := n.cfg.Security; sc != nil {
+		if sc.FailedAuthDelay > 0 {
+			delay = sc.FailedAuthDelay
+		}
+		rules = sc.PrincipalRules
 	}
 	plain := sasl.NewPlain(n.auth)
+	authorized := func(w http.ResponseWriter, r *http.Request, who, host string) {
+		if !n.auth.Authorize(who, host, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
+			writeText(w, http.StatusForbidden, "forbidden: "+who+" may not DESCRIBE the cluster (kafka-cluster)")
+			return
+		}
+		next.ServeHTTP(w, r)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			// Verified by the handshake (VerifyClientCertIfGiven).
+			who, err := principal.FromCertificate(r.TLS.PeerCertificates[0], rules)
+			if err != nil {
+				n.srv.ExternalAuthentication(metricsAuthListener, "SSL", false, "peer", r.RemoteAddr, "reason", err.Error())
+				writeText(w, http.StatusForbidden, "forbidden: the client certificate maps to no principal")
+				return
+			}
+			n.srv.ExternalAuthentication(metricsAuthListener, "SSL", true)
+			authorized(w, r, who, host)
+			return
+		}
 		user, pass, ok := r.BasicAuth()
 		if !ok || user == "" || pass == "" {
 			askMetricsAuth(w)
 			return
-		}
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
 		}
 		sess := plain.Start()
 		msg := make([]byte, 0, 2+len(user)+len(pass))
@@ -56,11 +85,7 @@ func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 			return
 		}
 		n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, true)
-		if !n.auth.Authorize(sess.Principal(), host, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
-			writeText(w, http.StatusForbidden, "forbidden: "+sess.Principal()+" may not DESCRIBE the cluster (kafka-cluster)")
-			return
-		}
-		next.ServeHTTP(w, r)
+		authorized(w, r, sess.Principal(), host)
 	})
 }
 

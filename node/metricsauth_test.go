@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509/pkix"
 	"io"
 	"net/http"
 	"strings"
@@ -10,6 +12,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
+	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
@@ -103,5 +109,67 @@ func TestMetricsAuthRefusedOverPlainHTTP(t *testing.T) {
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("MetricsAuth with --http-listen %q: %v", c.listen, err)
 		}
+	}
+}
+
+// TestMetricsAuthClientCertificate: over HTTPS on a node with client CAs, a
+// scraper may present a client certificate instead of a password: its
+// principal (User:<CN>) needs DESCRIBE on the cluster like a user's; a
+// certificate from another CA fails the handshake, and a browser without
+// one still gets the password prompt.
+func TestMetricsAuthClientCertificate(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "cohort")
+	srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: pair.CertFile, KeyFile: pair.KeyFile,
+		ClientCAFile: ca.CertFile, ClientAuth: tlsconfig.ClientAuthRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := secureConfig(t, memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSSL, Addr: "127.0.0.1:0"}}
+	cfg.Security.TLS = srvTLS
+	cfg.HTTPListen, cfg.HTTPTLS, cfg.MetricsAuth = "127.0.0.1:0", true, true
+	n := startLoaded(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	allow := acl.Binding{ResourceType: acl.ResourceCluster, ResourceName: acl.ClusterName, PatternType: acl.PatternLiteral,
+		Principal: "User:prometheus", Host: "*", Operation: acl.OpDescribe, Permission: acl.PermissionAllow}
+	if errs := n.Security().CreateACLs(ctx, []acl.Binding{allow}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+
+	get := func(tlsCfg *tls.Config) (int, string, error) {
+		tr := &http.Transport{TLSClientConfig: tlsCfg}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("https://" + n.HTTPAddr() + "/metrics")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), nil
+	}
+	prom := ca.Client(t, pkix.Name{CommonName: "prometheus"})
+	code, body, err := get(ca.ClientConfig(&prom))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("scrape with prometheus's certificate: %d %v", code, err)
+	}
+	if want := `cohort_server_authentications_total{listener="HTTP",mechanism="SSL",result="success"} 1`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	other := ca.Client(t, pkix.Name{CommonName: "app"})
+	if code, body, err := get(ca.ClientConfig(&other)); err != nil || code != http.StatusForbidden || strings.Contains(body, "cohort_") {
+		t.Errorf("scrape with a certificate whose principal has no ACL: %d %v %q", code, err, body)
+	}
+	if code, _, err := get(ca.ClientConfig(nil)); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("scrape without a certificate or a password: %d %v", code, err)
+	}
+	stranger := testpki.NewCA(t, "other-ca").Client(t, pkix.Name{CommonName: "prometheus"})
+	strangerCfg := ca.ClientConfig(nil)
+	// Sent whatever CAs the server names (Go's client would send none).
+	strangerCfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &stranger.TLS, nil }
+	if code, _, err := get(strangerCfg); err == nil {
+		t.Errorf("scrape with a certificate of another CA: %d, want a failed handshake", code)
 	}
 }

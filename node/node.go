@@ -77,13 +77,15 @@ type Config struct {
 	// metrics at /metrics, /healthz, /readyz, and what HTTPHandlers adds.
 	HTTPListen string
 	// HTTPTLS serves the HTTP listener over TLS (HTTPS) with the
-	// certificate of Security.TLS, reloaded with it; no client certificate
-	// is asked for. It lets the console take passwords off the host.
+	// certificate of Security.TLS, reloaded with it; a client
+	// certificate is asked for (optional) only with MetricsAuth and client
+	// CAs. It lets the console take passwords off the host.
 	HTTPTLS bool
 	// MetricsAuth asks every /metrics scrape for HTTP basic credentials
 	// of a user of the node's credential store allowed DESCRIBE on the
-	// cluster (requireMetricsAuth); /healthz and /readyz stay open. The
-	// HTTP listener must then be HTTPS (HTTPTLS) or bound to loopback.
+	// cluster, or over HTTPS a verified client certificate whose principal
+	// is (requireMetricsAuth); /healthz and /readyz stay open. The HTTP
+	// listener must then be HTTPS (HTTPTLS) or bound to loopback.
 	MetricsAuth bool
 	// MetricsListen is HTTPListen's deprecated name, used when HTTPListen
 	// is empty.

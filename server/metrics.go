@@ -126,7 +126,7 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 	}
 	m.auth, err = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "cohort", Subsystem: "server", Name: "authentications_total",
-		Help: "Authentication attempts by listener, mechanism (an enabled SASL mechanism, SSL for a client certificate, other for a mechanism not offered, BASIC for /metrics credentials on listener HTTP) and result (success, failure).",
+		Help: "Authentication attempts by listener, mechanism (an enabled SASL mechanism, SSL for a client certificate, other for a mechanism not offered, BASIC or SSL for /metrics credentials on listener HTTP) and result (success, failure).",
 	}, []string{"listener", "mechanism", "result"}))
 	if err != nil {
 		return nil, err

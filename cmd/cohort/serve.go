@@ -220,7 +220,7 @@ func newServeFlags() *serveFlags {
 	dur(&s.maxIdle, "connections-max-idle", 10*time.Minute, "close a client connection that sent no complete request for this long, also one stopped in the middle of a request (0: never)")
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	boolean(&s.httpTLS, "http-tls", "serve the HTTP listener over HTTPS with --tls-cert-file (reloaded on SIGHUP), so that the console can take passwords from other hosts")
-	boolean(&s.metricsAuth, "metrics-auth", "ask every /metrics scrape for HTTP basic credentials of a user of this node allowed DESCRIBE on the cluster (needs --http-tls unless the HTTP listener is loopback; /healthz and /readyz stay open)")
+	boolean(&s.metricsAuth, "metrics-auth", "ask every /metrics scrape for HTTP basic credentials of a user of this node allowed DESCRIBE on the cluster, or over HTTPS with --tls-client-ca-file a client certificate whose principal is (needs --http-tls unless the HTTP listener is loopback; /healthz and /readyz stay open)")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	str(&s.logFormat, "log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")

@@ -100,6 +100,24 @@ func (s *Server) WithoutClientAuth() *tls.Config {
 	return c
 }
 
+// ClientCertIfGiven is Config for a listener where a client certificate is
+// optional (the HTTP listener, whose browsers present none): one that is
+// presented is verified against the current client CAs, and its absence is
+// no error. Without client CAs it is WithoutClientAuth.
+func (s *Server) ClientCertIfGiven() *tls.Config {
+	if s.cfg.ClientAuth == tls.NoClientCert {
+		return s.WithoutClientAuth()
+	}
+	c := s.cfg.Clone()
+	c.ClientAuth = tls.VerifyClientCertIfGiven
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		v := s.verifying.Load().Clone()
+		v.ClientAuth = tls.VerifyClientCertIfGiven
+		return v, nil
+	}
+	return c
+}
+
 // RequiresClientCert reports whether every client must present a verified
 // certificate.
 func (s *Server) RequiresClientCert() bool { return s.cfg.ClientAuth == tls.RequireAndVerifyClientCert }
