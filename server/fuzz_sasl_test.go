@@ -19,7 +19,8 @@ func (m memCreds) Lookup(user, mech string) (sasl.Credential, bool) {
 }
 
 // saslFuzzServer is a server whose one listener is SASL_PLAINTEXT with
-// SCRAM-SHA-256 and PLAIN over one user, and an allow-all authorizer.
+// SCRAM-SHA-256 and PLAIN over one user, sessions of an hour (so that
+// re-authentications are reachable), and an allow-all authorizer.
 func saslFuzzServer(t testing.TB) *Server {
 	srv := fuzzServer(t)
 	cred, err := sasl.NewCredential(sasl.ScramSHA256, "pw", sasl.MinIterations)
@@ -32,7 +33,8 @@ func saslFuzzServer(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	sec := &Security{Mechanisms: map[string]sasl.Mechanism{sasl.ScramSHA256: scram, sasl.Plain: sasl.NewPlain(creds)},
-		FailedAuthDelay: time.Microsecond, AuthTimeout: time.Second, Authorizer: allowAll{}}
+		FailedAuthDelay: time.Microsecond, AuthTimeout: time.Second, Authorizer: allowAll{},
+		SessionLifetime: time.Hour} // sessions that expire: re-authentications are reachable
 	srv.cfg.Security = sec
 	srv.sec = newSecurityRuntime(sec)
 	srv.authz = sec.Authorizer
@@ -42,7 +44,7 @@ func saslFuzzServer(t testing.TB) *Server {
 
 // saslSeeds are request streams that reach each state of the SASL
 // exchange: handshakes v0 and v1, then SaslAuthenticate frames and raw
-// tokens with SCRAM and PLAIN messages.
+// tokens with SCRAM and PLAIN messages, and re-authentications.
 func saslSeeds() [][]byte {
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
 	frame := func(r kmsg.Request) []byte { return f.AppendRequest(nil, r, 1) }
@@ -71,6 +73,9 @@ func saslSeeds() [][]byte {
 		cat(hs(0, sasl.ScramSHA256), raw("n,,n=u,r=x"), raw("c=biws,r=x,p=")),
 		cat(frame(kmsg.NewPtrApiVersionsRequest()), hs(1, "OAUTHBEARER")),
 		cat(hs(1, sasl.ScramSHA256), hs(1, sasl.ScramSHA256)),
+		// Re-authentications: with the same mechanism, then another.
+		cat(hs(1, sasl.Plain), auth("\x00u\x00pw"), hs(1, sasl.Plain), auth("\x00u\x00pw"), frame(kmsg.NewPtrListGroupsRequest())),
+		cat(hs(1, sasl.Plain), auth("\x00u\x00pw"), hs(1, sasl.ScramSHA256), auth("n,,n=u,r=abcdef")),
 		auth("n,,n=u,r=abc"),
 	}
 }
