@@ -8,17 +8,24 @@ import (
 )
 
 // authorizedGroupOps is the bitfield of ACL operations a group supports
-// (READ=3, DELETE=6, DESCRIBE=8). The shard knows no principals and reports
-// them all; when ACLs are enforced, the server replaces the value with the
+// (READ=3, DELETE=6, DESCRIBE=8, DESCRIBE_CONFIGS=10, ALTER_CONFIGS=11: the
+// set Kafka answers when it authorizes nothing, acl.SupportedOperations).
+// The shard knows no principals and reports them all, on groups described
+// without an error (an errored one keeps the field's default, as in
+// Kafka); when ACLs are enforced, the server replaces the value with the
 // principal's operations on the group (server/authz.go).
-const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8
+const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
+
+// opsUnset is the AuthorizedOperations of a described group that carries
+// none: the field's default, INT32_MIN.
+const opsUnset = -2147483648
 
 // DescribeGroup describes one group (docs/group-semantics.md §describe). v is
 // the request version; includeOps is IncludeAuthorizedOperations.
 func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
-	d.AuthorizedOperations = -2147483648
+	d.AuthorizedOperations = opsUnset
 	if includeOps {
 		d.AuthorizedOperations = authorizedGroupOps
 	}
@@ -31,6 +38,7 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 			d.ErrorCode = ErrGroupIDNotFound
 			msg := "group " + id + " not found"
 			d.ErrorMessage = &msg
+			d.AuthorizedOperations = opsUnset
 		}
 		return d
 	}
@@ -75,7 +83,7 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 		if g.cg != nil {
 			state, gtype = g.cg.state(), "consumer"
 		}
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state) {
+		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state, strings.TrimSpace) {
 			continue
 		}
 		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, gtype) {
@@ -91,8 +99,11 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 	return out
 }
 
-func containsFold(list []string, s string) bool {
+func containsFold(list []string, s string, clean ...func(string) string) bool {
 	for _, x := range list {
+		for _, c := range clean {
+			x = c(x)
+		}
 		if strings.EqualFold(x, s) {
 			return true
 		}

@@ -13,9 +13,6 @@ import (
 func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
 	d := kmsg.NewConsumerGroupDescribeResponseGroup()
 	d.Group = id
-	if includeOps {
-		d.AuthorizedOperations = authorizedGroupOps
-	}
 	if id == "" {
 		d.ErrorCode = ErrInvalidGroupID
 		return d
@@ -26,6 +23,9 @@ func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.
 		msg := "Group " + id + " not found."
 		d.ErrorMessage = &msg
 		return d
+	}
+	if includeOps {
+		d.AuthorizedOperations = authorizedGroupOps
 	}
 	cg := g.cg
 	d.State = cg.state()

@@ -432,8 +432,12 @@ func (g *Group) awaitedFree(m *cmember) bool {
 	return true
 }
 
-// classicLeaveToConsumer removes the classic members a LeaveGroup names
-// from a consumer-protocol group (each with its own answer).
+// classicLeaveToConsumer removes the members a LeaveGroup names from a
+// consumer-protocol group (each with its own answer): classic members
+// leaving, and any member an administrator removes, by instance id (with
+// no member id) or by member id, whichever protocol it uses. Kafka refused
+// a consumer-protocol member named by member id (UNKNOWN_MEMBER_ID) until
+// 4.0 (KAFKA-18188), which broke the admin client's "remove all members".
 func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID string, out *Output, g *Group) int16 {
 	cg := g.cg
 	var m *cmember
@@ -446,13 +450,20 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 			return ErrUnknownMemberID
 		}
 	} else {
-		var code int16
-		if m, code = cg.classicMember(memberID, instanceID); code != ErrNone {
-			return code
+		if instanceID != "" {
+			switch owner, ok := cg.static[instanceID]; {
+			case !ok:
+				return ErrUnknownMemberID
+			case owner != memberID:
+				return ErrFencedInstanceID
+			}
+		}
+		if m = cg.members[memberID]; m == nil {
+			return ErrUnknownMemberID
 		}
 	}
 	h := &hbReq{now: now, out: out}
-	g.cNoteLeave(h, m, memberID == "" && instanceID != "") // rebalance history
+	g.cNoteLeave(h, m, m.classic == nil || memberID == "" && instanceID != "") // rebalance history
 	g.fenceConsumerMember(h, m)
 	s.writeApplied(out, h.recs, g.logFailure("leave of "+m.id))
 	return ErrNone

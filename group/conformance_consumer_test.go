@@ -108,7 +108,8 @@ func TestKIP848_C61C62ListAndDescribeGroups(t *testing.T) {
 	h.cgJoin("m1", "a")
 	req := kmsg.NewPtrListGroupsRequest()
 	req.Version = 5
-	req.TypesFilter, req.StatesFilter = []string{"CONSUMER"}, []string{"stable"}
+	// States are trimmed as in Kafka (types are not).
+	req.TypesFilter, req.StatesFilter = []string{"CONSUMER"}, []string{" stable "}
 	gs := h.s.ListGroups(req)
 	if len(gs) != 1 || gs[0].GroupType != "consumer" || gs[0].ProtocolType != "consumer" || gs[0].GroupState != "Stable" {
 		t.Fatalf("C61: %+v", gs)
@@ -123,6 +124,40 @@ func TestKIP848_C61C62ListAndDescribeGroups(t *testing.T) {
 	}
 	if d5 := h.s.DescribeGroup("cg", 5, false); d5.ErrorCode != ErrNone || d5.State != "Dead" {
 		t.Fatalf("C62 v5: %+v", d5)
+	}
+	req.TypesFilter = []string{" consumer "}
+	if gs := h.s.ListGroups(req); len(gs) != 0 {
+		t.Fatalf("C61: a padded type filter listed %+v", gs)
+	}
+}
+
+// TestDescribeAuthorizedOperations: without an authorizer a described group
+// carries every operation Kafka supports on a group (READ, DESCRIBE,
+// DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS); a group answered with an error
+// (DescribeGroups v6 of a missing group, ConsumerGroupDescribe of a missing
+// or invalid one) keeps the field's default, INT32_MIN, as Kafka fills it
+// only where the error is NONE.
+func TestDescribeAuthorizedOperations(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	h.cgJoin("m1", "a")
+	h.join("classic", jo{member: "", protos: protos("range", "x"), v: 3})
+	const all, unset = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11, -2147483648
+	for _, c := range []struct {
+		what string
+		ops  int32
+		want int32
+	}{
+		{"DescribeGroups v6, classic group", h.s.DescribeGroup("classic", 6, true).AuthorizedOperations, all},
+		{"DescribeGroups v5, missing group (no error)", h.s.DescribeGroup("nope", 5, true).AuthorizedOperations, all},
+		{"DescribeGroups v6, missing group", h.s.DescribeGroup("nope", 6, true).AuthorizedOperations, unset},
+		{"DescribeGroups v6, not asked", h.s.DescribeGroup("classic", 6, false).AuthorizedOperations, unset},
+		{"ConsumerGroupDescribe, consumer group", h.s.DescribeConsumerGroup("cg", 1, true).AuthorizedOperations, all},
+		{"ConsumerGroupDescribe, missing group", h.s.DescribeConsumerGroup("nope", 1, true).AuthorizedOperations, unset},
+		{"ConsumerGroupDescribe, empty id", h.s.DescribeConsumerGroup("", 1, true).AuthorizedOperations, unset},
+	} {
+		if c.ops != c.want {
+			t.Errorf("%s: authorized operations %d, want %d", c.what, c.ops, c.want)
+		}
 	}
 }
 
@@ -927,4 +962,40 @@ func TestKIP848DowngradeAfterTwoLeaves(t *testing.T) {
 		t.Fatalf("a third member's join: %v", g.State())
 	}
 	expectCode(t, "heartbeat at the old epoch in the next rebalance", h.heartbeat("cg", id1, k1), ErrIllegalGeneration)
+}
+
+// TestKIP848AdminLeaveRemovesConsumerMembers: LeaveGroup removes a
+// consumer-protocol member named by member id, or by member id and its
+// instance id, as Kafka does since 4.0 (KAFKA-18188: the admin client's
+// "remove all members" names each member by id); the group epoch moves and
+// the removed member's next heartbeat is UNKNOWN_MEMBER_ID. A member id
+// that is not the instance's owner is FENCED_INSTANCE_ID, an unknown one
+// UNKNOWN_MEMBER_ID, and those members stay.
+func TestKIP848AdminLeaveRemovesConsumerMembers(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("m1", "a")
+	r2 := h.cgJoin("m2", "a")
+	inst := "i3"
+	h.cg(hb{member: "m3", names: []string{"a"}, owned: tpset{}, instance: &inst})
+	epoch := h.cgroup("cg").epoch
+
+	resp := h.leave("cg", lm("m2"), lm("m1", "i3"), lm("nobody"), lm("m3", "i3"))
+	want := []int16{ErrNone, ErrFencedInstanceID, ErrUnknownMemberID, ErrNone}
+	for i, m := range resp.Members {
+		expectCode(t, "leave of "+m.MemberID, m.ErrorCode, want[i])
+	}
+	cg := h.cgroup("cg")
+	if _, ok := cg.members["m2"]; ok {
+		t.Fatal("m2 still a member after its removal by member id")
+	}
+	if _, ok := cg.members["m3"]; ok {
+		t.Fatal("m3 still a member after its removal by member id and instance id")
+	}
+	if _, ok := cg.members["m1"]; !ok {
+		t.Fatal("m1 removed by a leave naming another member's instance")
+	}
+	if cg.epoch <= epoch {
+		t.Fatalf("group epoch %d after the removals, was %d", cg.epoch, epoch)
+	}
+	expectCode(t, "removed member's heartbeat", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}).ErrorCode, ErrUnknownMemberID)
 }
