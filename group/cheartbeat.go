@@ -88,7 +88,11 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 	if req.MemberEpoch == epochLeave {
 		resp.MemberEpoch = epochLeave
 	}
-	resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g, m, h).Milliseconds())
+	if req.MemberEpoch >= 0 {
+		// A leave's answer carries no interval (0), as Kafka's: the
+		// member will not heartbeat again.
+		resp.HeartbeatIntervalMillis = int32(s.heartbeatInterval(g, m, h).Milliseconds())
+	}
 	if req.MemberEpoch >= 0 && h.wantsAssignment() {
 		resp.Assignment = s.assignmentOf(m)
 	}
@@ -288,7 +292,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	}
 	h.owned = s.resolveOwned(r, m)
 	if m != nil && r.MemberEpoch > 0 {
-		if code := checkMemberEpoch(m, r.MemberEpoch, h.owned); code != ErrNone {
+		if code := checkMemberEpoch(m, r.MemberEpoch, r.Topics); code != ErrNone {
 			than := "smaller"
 			if r.MemberEpoch > m.epoch {
 				than = "greater"
@@ -467,18 +471,24 @@ func (s *Shard) resolveOwned(r *kmsg.ConsumerGroupHeartbeatRequest, m *cmember) 
 
 // checkMemberEpoch fences a heartbeat whose epoch does not match the
 // member's: a higher epoch is fenced, a lower one is accepted only as the
-// retry of a heartbeat whose answer was lost (the previous epoch, with owned
-// partitions all still assigned).
-func checkMemberEpoch(m *cmember, epoch int32, owned tpset) int16 {
+// retry of a heartbeat whose answer was lost (the previous epoch, with the
+// owned partitions it lists, by topic id, all still assigned to the member;
+// a listed topic the member is not assigned, even with no partitions or an
+// id no topic has, fences it, as in Kafka).
+func checkMemberEpoch(m *cmember, epoch int32, owned []kmsg.ConsumerGroupHeartbeatRequestTopic) int16 {
 	switch {
 	case epoch == m.epoch:
 		return ErrNone
 	case epoch > m.epoch:
 		return ErrFencedMemberEpoch
 	case epoch == m.prevEpoch && owned != nil:
-		for t, ps := range owned {
-			for _, p := range ps {
-				if !m.assigned.has(t, p) {
+		for _, tp := range owned {
+			name, ok := m.assignedTopic(tp.TopicID)
+			if !ok {
+				return ErrFencedMemberEpoch
+			}
+			for _, p := range tp.Partitions {
+				if !m.assigned.has(name, p) {
 					return ErrFencedMemberEpoch
 				}
 			}
@@ -486,6 +496,16 @@ func checkMemberEpoch(m *cmember, epoch int32, owned tpset) int16 {
 		return ErrNone
 	}
 	return ErrFencedMemberEpoch
+}
+
+// assignedTopic is the name of the topic of id among those m is assigned.
+func (m *cmember) assignedTopic(id [16]byte) (string, bool) {
+	for t := range m.assigned {
+		if catalog.TopicID(t) == id {
+			return t, true
+		}
+	}
+	return "", false
 }
 
 // updateConsumerMember applies the request's non-null fields to m (a new

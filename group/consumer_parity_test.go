@@ -238,6 +238,14 @@ func TestPreviousEpochRetryNeedsOwnedWithinAssigned(t *testing.T) {
 	owned.add("b", 0)
 	expectCode(t, "retry at the previous epoch, owning a partition not assigned",
 		h.cg(hb{member: "m1", epoch: prev, owned: owned}).ErrorCode, ErrFencedMemberEpoch)
+	// A topic id no topic has (a deleted topic, say) is not assigned
+	// either: Kafka fences that retry too.
+	ghost := set("a", 0)
+	ghost.add("ghost", 0)
+	expectCode(t, "retry at the previous epoch, owning a partition of an unknown topic",
+		h.cg(hb{member: "m1", epoch: prev, owned: ghost}).ErrorCode, ErrFencedMemberEpoch)
+	expectCode(t, "retry at the previous epoch, owned within assigned, after fenced retries",
+		h.cg(hb{member: "m1", epoch: prev, owned: set("a", 1)}).ErrorCode, ErrNone)
 }
 
 // A member changing its preferred server assignor bumps the group epoch.
