@@ -410,7 +410,7 @@ func (g *Group) onAssignTimer(cg *consumerGroup, now time.Time, out *Output) {
 	}
 	h := &hbReq{now: now, out: out}
 	if code := g.assignNow(h); code != ErrNone {
-		g.s.logf("group %q: the deferred target computation failed: error %d", g.id, code)
+		g.s.logf("group %q: the deferred target computation failed: %s", g.id, codeText(code))
 	}
 	if len(h.recs) > 0 {
 		g.s.writeApplied(out, h.recs, g.logFailure("deferred target"))

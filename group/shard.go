@@ -6,9 +6,11 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -158,7 +160,14 @@ func (s *Shard) logWriteFailure(code int16, format string, args ...any) {
 	if code == ErrNone || s.unloading {
 		return
 	}
-	s.logf(format+": error %d", append(args, code)...)
+	s.logf(format+": %s", append(args, codeText(code))...)
+}
+
+// codeText names a Kafka error code for a log line, with its number:
+// "NOT_COORDINATOR (16)".
+func codeText(code int16) string {
+	name, _, _ := strings.Cut(kerr.ErrorForCode(code).Error(), ":")
+	return fmt.Sprintf("%s (%d)", name, code)
 }
 
 // pendingWrite is a write the runtime has not reported yet: its records,

@@ -46,7 +46,7 @@ func TestUnloadLogsNoWriteFailures(t *testing.T) {
 		h.fail = ErrNotCoordinator // as a fenced store answers a write it refused
 		h.release()
 		got := strings.Join(*said, "\n")
-		for _, want := range []string{`group "g": persisting empty generation 2 failed: error 16`, `group "g": storing rebalance event`} {
+		for _, want := range []string{`group "g": persisting empty generation 2 failed: NOT_COORDINATOR (16)`, `group "g": storing rebalance event`} {
 			if !strings.Contains(got, want) {
 				t.Errorf("log %q lacks %q", got, want)
 			}
