@@ -160,3 +160,42 @@ func TestClusterPartitionCountIsShared(t *testing.T) {
 		t.Fatalf("%d of the two nodes with different counts were refused, want 1", refused)
 	}
 }
+
+// TestClusterHandBackDelay: the node's HandBackDelay reaches the cluster: a
+// node joining a cluster whose nodes keep partitions for 3 s gets none of
+// them at once, and its share once the delay has passed. (The rule itself
+// is tested on a fake clock: TestSimRestartHandBackDelay, TestDecide.)
+func TestClusterHandBackDelay(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const delay = 3 * time.Second
+	start := func(id int32) *Node {
+		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: 8, Logger: quiet,
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/handback/", LeaseTTL: 2 * time.Second, HandBackDelay: delay}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		return n
+	}
+	waitOwned := func(n *Node, want func(int) bool, within time.Duration) time.Duration {
+		t.Helper()
+		begin := time.Now()
+		for !want(len(n.Cluster().OwnedPartitions())) {
+			if time.Since(begin) > within {
+				t.Fatalf("node owns %d partitions after %v", len(n.Cluster().OwnedPartitions()), within)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return time.Since(begin)
+	}
+	n1 := start(1)
+	waitOwned(n1, func(k int) bool { return k == 8 }, 10*time.Second)
+	joined := time.Now()
+	n2 := start(2)
+	took := waitOwned(n2, func(k int) bool { return k > 0 }, 10*time.Second)
+	if since := time.Since(joined); since < delay-500*time.Millisecond {
+		t.Fatalf("the joining node got partitions %v after it started (%v after the wait began), before the %v delay", since, took, delay)
+	}
+	waitOwned(n1, func(k int) bool { return k < 8 }, 5*time.Second)
+}
