@@ -88,10 +88,6 @@ type Config struct {
 	// reading is what deadlines use).
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// HandBackDelay: a partition this node serves that is now targeted at
-	// a node that joined less than this long ago stays here until then
-	// (View.HandBackDelay); 0 hands it over at once.
-	HandBackDelay time.Duration
 }
 
 // Cluster is one node's view of and part in the cluster. It implements
@@ -116,10 +112,9 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	nodes   map[int32]server.Broker
-	joined  map[int32]time.Time // when this node first saw each of nodes
-	owners  map[int32]Holder    // partition -> holder, as etcd says
-	ownRev  map[int32]int64     // partition -> etcd revision owners[p] reflects (older events are skipped)
-	mine    map[int32]int64     // partitions this node serves -> create revision of its key
+	owners  map[int32]Holder // partition -> holder, as etcd says
+	ownRev  map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
+	mine    map[int32]int64  // partitions this node serves -> create revision of its key
 	lease   LeaseID
 	leases  []LeaseID     // earlier sessions' leases to revoke
 	changed chan struct{} // closed and replaced on every ownership change
@@ -184,7 +179,7 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger, ls: cfg.Leases, fence: cfg.Fence, clk: cfg.Clock, ttl: cfg.LeaseTTL,
 		margin: cfg.SafetyMargin, base: cfg.Clock.Now(),
-		nodes: map[int32]server.Broker{}, joined: map[int32]time.Time{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
+		nodes: map[int32]server.Broker{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	if c.ls == nil {
@@ -544,11 +539,6 @@ func (c *Cluster) load(ctx context.Context) (int64, error) {
 	c.owners = map[int32]Holder{}
 	c.ownRev = map[int32]int64{}
 	c.applyLocked(WatchBatch{Nodes: s.Nodes, Owners: s.Owners})
-	for id := range c.joined { // a node gone while the view was reloaded
-		if _, ok := c.nodes[id]; !ok {
-			delete(c.joined, id)
-		}
-	}
 	c.mu.Unlock()
 	return s.Rev, nil
 }
@@ -573,7 +563,6 @@ func (c *Cluster) applyLocked(b WatchBatch) {
 func (c *Cluster) applyNodeLocked(n NodeKV) {
 	if n.Deleted {
 		delete(c.nodes, n.ID)
-		delete(c.joined, n.ID)
 		return
 	}
 	var ni nodeInfo
@@ -585,9 +574,6 @@ func (c *Cluster) applyNodeLocked(n NodeKV) {
 		b.Endpoints = append(b.Endpoints, server.Endpoint{Listener: e.Name, Host: e.Host, Port: e.Port})
 	}
 	c.nodes[n.ID] = b
-	if _, seen := c.joined[n.ID]; !seen {
-		c.joined[n.ID] = c.clk.Now()
-	}
 }
 
 func (c *Cluster) applyOwnerLocked(o OwnerKV) {
@@ -615,7 +601,6 @@ func (c *Cluster) View() View {
 		Self: c.cfg.NodeID, Partitions: c.cfg.Partitions, Nodes: c.liveLocked(),
 		Owners: maps.Clone(c.owners), Mine: maps.Clone(c.mine), Lease: c.lease,
 		Now: c.clk.Now(), Deadline: c.deadlineTime(), Margin: c.margin,
-		HandBackDelay: c.cfg.HandBackDelay, Joined: maps.Clone(c.joined),
 	}
 }
 

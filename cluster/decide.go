@@ -24,15 +24,6 @@ type View struct {
 	// and the safety margin kept before it (see LeaseValid).
 	Now, Deadline time.Time
 	Margin        time.Duration
-	// HandBackDelay, if positive, is how long a node keeps serving a
-	// partition now targeted at a node that joined less than that long ago
-	// (by Joined): a node restarted in place gets its partitions back after
-	// the delay instead of at once, so that a group's coordinator does not
-	// move twice within seconds (Kafka moves coordinators back only at its
-	// periodic leader rebalance). Free partitions are acquired at once.
-	HandBackDelay time.Duration
-	// Joined is when this node first saw each registered node (its clock).
-	Joined map[int32]time.Time
 }
 
 // Actions is what a node does next, in this order: Expired (stop serving
@@ -71,10 +62,8 @@ func LeaseValid(now, deadline time.Time, margin time.Duration) bool {
 
 // Decide computes a node's next actions from its view. The target of every
 // partition is Assign over the live set; a node acquires only a free key
-// targeted at it, gives up (without deleting anything) a partition whose
-// key is not the one it acquired, and releases a served partition targeted
-// elsewhere (once its target has been registered for HandBackDelay). Every
-// list is sorted.
+// targeted at it, and gives up (without deleting anything) a partition whose
+// key is not the one it acquired. Every list is sorted.
 func Decide(v View) Actions {
 	var a Actions
 	if !LeaseValid(v.Now, v.Deadline, v.Margin) {
@@ -84,21 +73,12 @@ func Decide(v View) Actions {
 	registered := slices.Contains(v.Nodes, v.Self)
 	target := Assign(v.Partitions, v.Nodes)
 	targeted := func(p int32) bool { return registered && p >= 0 && int(p) < len(target) && target[p] == v.Self }
-	// handingBack: p is targeted at a node that joined too recently to be
-	// handed a partition this node serves.
-	handingBack := func(p int32) bool {
-		if !registered || v.HandBackDelay <= 0 || p < 0 || int(p) >= len(target) {
-			return false
-		}
-		joined, ok := v.Joined[target[p]]
-		return ok && v.Now.Before(joined.Add(v.HandBackDelay))
-	}
 	for p, rev := range v.Mine {
 		o, ok := v.Owners[p]
 		switch {
 		case !ok || o.CreateRev != rev:
 			a.Lost = append(a.Lost, p)
-		case !targeted(p) && !handingBack(p):
+		case !targeted(p):
 			a.Release = append(a.Release, p)
 		}
 	}

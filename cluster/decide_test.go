@@ -53,25 +53,6 @@ func TestDecide(t *testing.T) {
 			held(v, x, 1, 12, lease)
 			v.Mine[x] = 12
 		}), Actions{Release: []int32{x}, Acquire: []int32{a, b}}},
-		{"a served partition targeted at a node that joined within the hand-back delay is kept", mk(func(v *View) {
-			held(v, x, 1, 12, lease)
-			v.Mine[x] = 12
-			v.HandBackDelay = 10 * time.Second
-			v.Joined = map[int32]time.Time{1: t0.Add(-time.Hour), 2: t0.Add(-9 * time.Second), 3: t0.Add(-9 * time.Second)}
-		}), Actions{Acquire: []int32{a, b}}},
-		{"… and handed over once its target has been registered for the delay", mk(func(v *View) {
-			held(v, x, 1, 12, lease)
-			v.Mine[x] = 12
-			v.HandBackDelay = 10 * time.Second
-			v.Joined = map[int32]time.Time{1: t0.Add(-time.Hour), 2: t0.Add(-10 * time.Second), 3: t0.Add(-10 * time.Second)}
-		}), Actions{Release: []int32{x}, Acquire: []int32{a, b}}},
-		{"not registered: release everything, even within a hand-back delay", mk(func(v *View) {
-			v.Nodes = []int32{2, 3}
-			held(v, a, 1, 10, lease)
-			v.Mine[a] = 10
-			v.HandBackDelay = 10 * time.Second
-			v.Joined = map[int32]time.Time{2: t0, 3: t0}
-		}), Actions{Release: []int32{a}}},
 		{"not registered: release everything, acquire nothing", mk(func(v *View) {
 			v.Nodes = []int32{2, 3}
 			held(v, a, 1, 10, lease)

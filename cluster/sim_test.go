@@ -76,7 +76,6 @@ type sim struct {
 	violation func(string)
 	actions   int
 	trace     []string
-	handBack  time.Duration // Config.HandBackDelay of the nodes added
 }
 
 func newSim(t testing.TB, ttl time.Duration) *sim {
@@ -95,7 +94,7 @@ func (s *sim) add(id int32, rate float64) *simNode {
 	}
 	n := &simNode{id: id, cl: s.mem.Client(), coord: &simCoord{held: map[int32]bool{}}, fence: &simFence{revs: map[int32]int64{}}}
 	c, err := New(Config{Leases: n.cl, Fence: n.fence, NodeID: id, Partitions: simParts, LeaseTTL: s.ttl,
-		SafetyMargin: s.margin, Clock: clk, Logger: discard, HandBackDelay: s.handBack})
+		SafetyMargin: s.margin, Clock: clk, Logger: discard})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -382,54 +381,6 @@ func TestSimJoinHandOver(t *testing.T) {
 		}
 		t.Logf("%d→%d nodes: %d partitions handed over in %v (simulated)", n, n+1, handed, took)
 	})
-}
-
-// TestSimRestartHandBackDelay: with a hand-back delay, a node that leaves
-// has its partitions re-owned at once (they are free), and when it comes
-// back the others keep serving them until it has been registered for the
-// delay: each partition moves once at the leave and once, the delay later,
-// back, never twice within the delay. A cluster started from nothing also
-// settles only after the delay (the first node takes every free partition).
-func TestSimRestartHandBackDelay(t *testing.T) {
-	const delay = 10 * time.Second
-	s := newSim(t, 3*time.Second)
-	s.handBack = delay
-	for i := int32(1); i <= 3; i++ {
-		s.add(i, 1)
-	}
-	if took := s.settle(250*time.Millisecond, 2*delay); took < delay-time.Second || took > delay+time.Second {
-		t.Fatalf("cold start settled after %v, want about the %v delay", took, delay)
-	}
-	v := s.node(2)
-	v.c.leave()
-	v.left = true
-	s.check("leave")
-	if took := s.settle(250*time.Millisecond, 10*time.Second); took > 500*time.Millisecond {
-		t.Fatalf("the leaver's partitions re-owned after %v, want within two rounds", took)
-	}
-	held := map[int32]int32{}
-	for p := int32(0); p < simParts; p++ {
-		h, _ := s.mem.Holder(p)
-		held[p] = h.Node
-	}
-	s.add(2, 1) // the same node, restarted
-	back := s.clk.Now()
-	for s.clk.Now().Sub(back) < delay-500*time.Millisecond {
-		s.round(250 * time.Millisecond)
-		for p := int32(0); p < simParts; p++ {
-			if h, ok := s.mem.Holder(p); !ok || h.Node != held[p] {
-				t.Fatalf("partition %d moved %v after node 2 came back (holder %d, was %d), before the %v delay",
-					p, s.clk.Now().Sub(back), h.Node, held[p], delay)
-			}
-		}
-	}
-	took := s.settle(250*time.Millisecond, 10*time.Second)
-	if total := s.clk.Now().Sub(back); total < delay || total > delay+time.Second {
-		t.Fatalf("node 2 got its share %v after it came back (%v settling), want just after the %v delay", total, took, delay)
-	}
-	if len(s.node(2).c.OwnedPartitions()) == 0 {
-		t.Fatal("node 2 owns nothing once settled")
-	}
 }
 
 // TestSimGracefulLeave: a node that leaves (Close: stop serving, revoke the

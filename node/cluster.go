@@ -44,10 +44,6 @@ type ClusterConfig struct {
 	// LeaseTTL is the lease of this node's registration and partitions
 	// (default 10s): how long a dead node's partitions stay unserved.
 	LeaseTTL time.Duration
-	// HandBackDelay keeps a partition on the node serving it until the
-	// node it is now targeted at has been registered this long
-	// (cluster.Config.HandBackDelay); 0 hands it over at once.
-	HandBackDelay time.Duration
 	// Rack is advertised to clients in Metadata.
 	Rack string
 	// DialTimeout bounds the first connection to etcd (default 5s).
@@ -192,7 +188,7 @@ func (n *Node) openCluster() error {
 		parts = 50
 	}
 	c, err = cluster.New(cluster.Config{Client: cli, Store: m.st, ClusterID: n.cfg.ClusterID, NodeID: n.cfg.NodeID,
-		Partitions: parts, LeaseTTL: cc.LeaseTTL, HandBackDelay: cc.HandBackDelay, Logger: n.log})
+		Partitions: parts, LeaseTTL: cc.LeaseTTL, Logger: n.log})
 	if err != nil {
 		cli.Close()
 		return err

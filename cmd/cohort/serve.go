@@ -166,7 +166,7 @@ type serveFlags struct {
 	retention, retentionCheck                                            time.Duration
 	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
 	etcdUser, etcdPasswordFile                                           string
-	leaseTTL, handBack                                                   time.Duration
+	leaseTTL                                                             time.Duration
 	listeners, advertised                                                string
 	allowUnauth, authorizer, allowNoACL, httpTLS, metricsAuth            bool
 	hugePages                                                            bool
@@ -276,7 +276,6 @@ func newServeFlags() *serveFlags {
 	str(&s.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user (one line)")
 	str(&s.etcdPrefix, "etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
 	dur(&s.leaseTTL, "lease-ttl", 10*time.Second, "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
-	dur(&s.handBack, "handback-delay", 0, "keep serving a coordinator partition now meant for a node that joined less than this long ago (a node restarted in place gets its partitions back after it, so that groups do not move twice within seconds; 0: at once)")
 	str(&s.rack, "rack", "", "rack advertised in Metadata (cluster mode)")
 	return s
 }
@@ -499,12 +498,6 @@ func serve(args []string) error {
 		return err
 	}
 	var clusterCfg *node.ClusterConfig
-	switch {
-	case s.handBack < 0:
-		return fmt.Errorf("--handback-delay %s: want 0 or more", shortDuration(s.handBack))
-	case s.handBack > 0 && s.etcd == "":
-		return errors.New("--handback-delay needs --etcd (it spaces out partition moves between cluster nodes)")
-	}
 	if s.etcd != "" {
 		if s.leaseTTL < 2*time.Second || s.leaseTTL%time.Second != 0 {
 			return fmt.Errorf("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
@@ -516,7 +509,7 @@ func serve(args []string) error {
 			}
 		}
 		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey,
-			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, HandBackDelay: s.handBack, Rack: s.rack, Username: s.etcdUser}
+			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack, Username: s.etcdUser}
 		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
 			return err
 		}

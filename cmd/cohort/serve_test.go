@@ -280,20 +280,6 @@ func TestServeListenInUse(t *testing.T) {
 	}
 }
 
-// TestServeHandBackDelayNeedsEtcd: --handback-delay only means something
-// between cluster nodes; without --etcd it is refused before anything
-// starts.
-func TestServeHandBackDelayNeedsEtcd(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "data")
-	err := serve([]string{"--listen", "127.0.0.1:0", "--data-dir", dir, "--log-level", "error", "--handback-delay", "30s"})
-	if err == nil || !strings.Contains(err.Error(), "--handback-delay needs --etcd") {
-		t.Fatalf("serve --handback-delay without --etcd: %v", err)
-	}
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Fatalf("data directory after the refused start: %v; want none", err)
-	}
-}
-
 // TestNewLogger: --log-format json writes one JSON object a line with the
 // level, message and attributes; text writes slog's key=value lines; both
 // drop what is below --log-level.
