@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -83,7 +84,9 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 		if g.cg != nil {
 			state, gtype = g.cg.state(), "consumer"
 		}
-		if len(req.StatesFilter) > 0 && !containsFold(req.StatesFilter, state, strings.TrimSpace) {
+		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(f string) bool {
+			return strings.EqualFold(strings.TrimSpace(f), state) // Kafka trims states, not types
+		}) {
 			continue
 		}
 		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, gtype) {
@@ -99,11 +102,8 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 	return out
 }
 
-func containsFold(list []string, s string, clean ...func(string) string) bool {
+func containsFold(list []string, s string) bool {
 	for _, x := range list {
-		for _, c := range clean {
-			x = c(x)
-		}
 		if strings.EqualFold(x, s) {
 			return true
 		}

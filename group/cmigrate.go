@@ -346,6 +346,17 @@ func hasProtocol(ps []kmsg.JoinGroupRequestProtocol, name string) bool {
 // classicMember finds the classic member a SyncGroup, Heartbeat or
 // LeaveGroup names in a consumer-protocol group.
 func (cg *consumerGroup) classicMember(memberID, instanceID string) (*cmember, int16) {
+	m, code := cg.namedMember(memberID, instanceID)
+	if code == ErrNone && m.classic == nil {
+		return nil, ErrUnknownMemberID
+	}
+	return m, code
+}
+
+// namedMember is the member a classic request names by member id and, if
+// given, the instance id it must own (UNKNOWN_MEMBER_ID, or
+// FENCED_INSTANCE_ID for an instance owned by another member id).
+func (cg *consumerGroup) namedMember(memberID, instanceID string) (*cmember, int16) {
 	if instanceID != "" {
 		owner, ok := cg.static[instanceID]
 		switch {
@@ -356,7 +367,7 @@ func (cg *consumerGroup) classicMember(memberID, instanceID string) (*cmember, i
 		}
 	}
 	m := cg.members[memberID]
-	if m == nil || m.classic == nil {
+	if m == nil {
 		return nil, ErrUnknownMemberID
 	}
 	return m, ErrNone
@@ -450,16 +461,9 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 			return ErrUnknownMemberID
 		}
 	} else {
-		if instanceID != "" {
-			switch owner, ok := cg.static[instanceID]; {
-			case !ok:
-				return ErrUnknownMemberID
-			case owner != memberID:
-				return ErrFencedInstanceID
-			}
-		}
-		if m = cg.members[memberID]; m == nil {
-			return ErrUnknownMemberID
+		var code int16
+		if m, code = cg.namedMember(memberID, instanceID); code != ErrNone {
+			return code
 		}
 	}
 	h := &hbReq{now: now, out: out}
