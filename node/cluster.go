@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -65,13 +66,29 @@ type clusterMode struct {
 	done   chan struct{}
 	// stopAuth stops following credential and ACL changes.
 	stopAuth func()
+	// tls is the TLS configuration of cli (nil without TLS).
+	tls *etcdTLS
 }
 
-func etcdTLS(cc *ClusterConfig) (*tls.Config, error) {
+// etcdTLS is the node's TLS configuration for etcd. The client certificate
+// is read again by reload (SIGHUP, ReloadEtcdTLS): the configuration hands
+// the one last read to every new connection, so a rotated certificate takes
+// effect without a new etcd client. The CAs that verify etcd are read at
+// start only: Go checks a server's name only against the RootCAs fixed in
+// the configuration, and a hand-made check of a replaceable pool would not
+// know the name of the endpoint dialled when it is an IP address.
+type etcdTLS struct {
+	certFile, keyFile string
+	cert              atomic.Pointer[tls.Certificate]
+	cfg               *tls.Config
+}
+
+// newEtcdTLS reads the files of cc; nil without TLS to etcd.
+func newEtcdTLS(cc *ClusterConfig) (*etcdTLS, error) {
 	if cc.CAFile == "" && cc.CertFile == "" && cc.KeyFile == "" {
 		return nil, nil
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	t := &etcdTLS{certFile: cc.CertFile, keyFile: cc.KeyFile, cfg: &tls.Config{MinVersion: tls.VersionTLS12}}
 	if cc.CAFile != "" {
 		pem, err := os.ReadFile(cc.CAFile)
 		if err != nil {
@@ -81,19 +98,42 @@ func etcdTLS(cc *ClusterConfig) (*tls.Config, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("--etcd-ca %s: no PEM certificates", cc.CAFile)
 		}
-		cfg.RootCAs = pool
+		t.cfg.RootCAs = pool
 	}
 	if (cc.CertFile == "") != (cc.KeyFile == "") {
 		return nil, errors.New("--etcd-cert and --etcd-key go together")
 	}
 	if cc.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(cc.CertFile, cc.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		if err := t.reload(); err != nil {
+			return nil, err
 		}
-		cfg.Certificates = []tls.Certificate{cert}
+		t.cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return t.cert.Load(), nil
+		}
 	}
-	return cfg, nil
+	return t, nil
+}
+
+// reload reads the client certificate and key again; on an error the one in
+// use stays.
+func (t *etcdTLS) reload() error {
+	if t.certFile == "" {
+		return fmt.Errorf("etcd client certificate: %w", ErrNotConfigured)
+	}
+	cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
+	if err != nil {
+		return fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+	}
+	t.cert.Store(&cert)
+	return nil
+}
+
+// config is the configuration for the etcd client; nil without TLS.
+func (t *etcdTLS) config() *tls.Config {
+	if t == nil {
+		return nil
+	}
+	return t.cfg
 }
 
 // etcdPrefix is the prefix of the node's keys in etcd.
@@ -148,7 +188,7 @@ func (n *Node) openCluster() error {
 	if len(cc.Endpoints) == 0 {
 		return errors.New("cluster mode: no etcd endpoints")
 	}
-	tlsCfg, err := etcdTLS(cc)
+	etls, err := newEtcdTLS(cc)
 	if err != nil {
 		return err
 	}
@@ -159,7 +199,7 @@ func (n *Node) openCluster() error {
 	if (cc.Username == "") != (cc.Password == "") {
 		return errors.New("cluster mode: an etcd user needs its password, and a password its user")
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: tlsCfg, Logger: zap.NewNop(),
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: etls.config(), Logger: zap.NewNop(),
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 		Username: cc.Username, Password: cc.Password})
 	if err != nil {
@@ -175,7 +215,7 @@ func (n *Node) openCluster() error {
 		cli.Close()
 		return fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, etcdError(cc, err))
 	}
-	m := &clusterMode{cli: cli}
+	m := &clusterMode{cli: cli, tls: etls}
 	var c *cluster.Cluster
 	m.st, err = etcdstore.New(etcdstore.Options{Client: cli, Prefix: cc.Prefix, Fenced: true,
 		Valid: func() bool { return c != nil && c.Serving() }})

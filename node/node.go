@@ -426,8 +426,20 @@ func (n *Node) ReloadTLS() error {
 	return n.cfg.Security.TLS.Reload()
 }
 
-// ErrNotConfigured is returned by ReloadTLS and ReloadOAuthKeys when the
-// node has nothing of that kind to reload.
+// ReloadEtcdTLS reads the etcd client certificate and key files
+// (--etcd-cert, --etcd-key) again (SIGHUP): new connections to etcd present
+// the new certificate; the open one keeps the certificate it was made with,
+// which etcd does not check again. On an error the certificate in use stays.
+// The CAs of --etcd-ca are read at start only.
+func (n *Node) ReloadEtcdTLS() error {
+	if n.cl == nil || n.cl.tls == nil {
+		return fmt.Errorf("etcd client certificate: %w", ErrNotConfigured)
+	}
+	return n.cl.tls.reload()
+}
+
+// ErrNotConfigured is returned by ReloadTLS, ReloadEtcdTLS and
+// ReloadOAuthKeys when the node has nothing of that kind to reload.
 var ErrNotConfigured = errors.New("not configured")
 
 // ReloadOAuthKeys looks at OAUTHBEARER's JWKS file at once (SIGHUP) and

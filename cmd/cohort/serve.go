@@ -270,8 +270,8 @@ func newServeFlags() *serveFlags {
 	section("Cluster mode (state in etcd)")
 	str(&s.etcd, "etcd", "", "comma-separated etcd endpoints (host:port or https://host:port; TLS when --etcd-ca or --etcd-cert is set): cluster mode, state in etcd instead of --data-dir")
 	str(&s.etcdCA, "etcd-ca", "", "CA certificate file to verify etcd (TLS)")
-	str(&s.etcdCert, "etcd-cert", "", "client certificate file for etcd (TLS)")
-	str(&s.etcdKey, "etcd-key", "", "client key file for etcd (TLS)")
+	str(&s.etcdCert, "etcd-cert", "", "client certificate file for etcd (TLS; reloaded on SIGHUP)")
+	str(&s.etcdKey, "etcd-key", "", "client key file for etcd (TLS; reloaded on SIGHUP)")
 	str(&s.etcdUser, "etcd-user", "", "etcd user, when etcd has authentication enabled; its password comes from --etcd-password-file or COHORT_ETCD_PASSWORD")
 	str(&s.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user (one line)")
 	str(&s.etcdPrefix, "etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
@@ -636,6 +636,13 @@ wait:
 					log.Error("SIGHUP: OAUTHBEARER JWKS file not loaded; the keys read before stay in use", "err", err)
 				default:
 					log.Info("SIGHUP: OAUTHBEARER JWKS file checked; its keys are in use")
+				}
+				switch err := n.ReloadEtcdTLS(); {
+				case errors.Is(err, node.ErrNotConfigured):
+				case err != nil:
+					log.Error("SIGHUP: etcd client certificate not reloaded; the one in use stays", "err", err)
+				default:
+					log.Info("SIGHUP: etcd client certificate reloaded")
 				}
 				continue
 			}

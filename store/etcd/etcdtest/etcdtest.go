@@ -5,6 +5,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -32,6 +34,18 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	members []*embed.Etcd // nil when stopped
+	tls     *TLS          // nil: plain client URLs
+}
+
+// TLS serves a cluster's client URLs over TLS (peer URLs stay plain).
+type TLS struct {
+	// CertFile and KeyFile are the members' certificate for clients.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, makes the members require a client
+	// certificate that it verifies.
+	ClientCAFile string
+	// Client is the configuration Client connects with.
+	Client *tls.Config
 }
 
 // freePort is an address below the ephemeral port range: a stopped member
@@ -46,15 +60,24 @@ func freePort(t testing.TB) string { return testport.Reserve(t) }
 // Under -short it skips the test (testwait.WallClock): a test on embedded
 // etcd runs on the wall clock (leases, elections) and is left out of the
 // inner loop.
-func Start(t testing.TB, n int) *Cluster {
+func Start(t testing.TB, n int) *Cluster { return start(t, n, nil) }
+
+// StartTLS is Start with the client URLs served over TLS as tc says.
+func StartTLS(t testing.TB, n int, tc TLS) *Cluster { return start(t, n, &tc) }
+
+func start(t testing.TB, n int, tc *TLS) *Cluster {
 	t.Helper()
 	testwait.WallClock(t, "embedded etcd")
-	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n)}
+	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n), tls: tc}
+	scheme := "http://"
+	if tc != nil {
+		scheme = "https://"
+	}
 	var init []string
 	for i := 0; i < n; i++ {
 		c.names = append(c.names, fmt.Sprintf("m%d", i))
 		c.peer = append(c.peer, "http://"+freePort(t))
-		c.client = append(c.client, "http://"+freePort(t))
+		c.client = append(c.client, scheme+freePort(t))
 		init = append(init, c.names[i]+"="+c.peer[i])
 	}
 	c.initial = strings.Join(init, ",")
@@ -74,6 +97,14 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// SetTLS changes the TLS of the members started from now on (Restart) of a
+// cluster started with StartTLS.
+func (c *Cluster) SetTLS(tc TLS) {
+	c.mu.Lock()
+	c.tls = &tc
+	c.mu.Unlock()
+}
+
 func (c *Cluster) start(i int, state string) error {
 	cfg := embed.NewConfig()
 	cfg.Name = c.names[i]
@@ -87,6 +118,12 @@ func (c *Cluster) start(i int, state string) error {
 	cfg.InitialClusterToken = "cohort-test"
 	cfg.LogLevel = "error"
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	c.mu.Lock()
+	if tc := c.tls; tc != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: tc.CertFile, KeyFile: tc.KeyFile,
+			TrustedCAFile: tc.ClientCAFile, ClientCertAuth: tc.ClientCAFile != ""}
+	}
+	c.mu.Unlock()
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("etcdtest: starting %s: %w", cfg.Name, err)
@@ -112,7 +149,13 @@ func (c *Cluster) Endpoints() []string { return append([]string(nil), c.client..
 // Client returns a client of all members, closed when the test ends.
 func (c *Cluster) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	var tlsCfg *tls.Config
+	c.mu.Lock()
+	if c.tls != nil {
+		tlsCfg = c.tls.Client
+	}
+	c.mu.Unlock()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, TLS: tlsCfg, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
