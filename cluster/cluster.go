@@ -301,6 +301,9 @@ func (c *Cluster) Settled() bool {
 // ClusterID implements server.Topology.
 func (c *Cluster) ClusterID() string { return c.cfg.ClusterID }
 
+// NodeID implements server.Topology: this node's id.
+func (c *Cluster) NodeID() int32 { return c.cfg.NodeID }
+
 // ControllerID implements server.Topology: the lowest live node id.
 func (c *Cluster) ControllerID() int32 {
 	bs := c.Brokers()

@@ -89,6 +89,8 @@ func (b Broker) on(listener string) (Broker, bool) {
 // Implementations must be safe for concurrent use.
 type Topology interface {
 	ClusterID() string
+	// NodeID is this node's id (what Metadata gives clients for it).
+	NodeID() int32
 	ControllerID() int32
 	Brokers() []Broker
 	// Coordinator returns the node coordinating the group key, or a Kafka
@@ -128,6 +130,9 @@ func (t *SingleNodeTopology) Self() Broker { return *t.self.Load() }
 
 // ClusterID implements Topology.
 func (t *SingleNodeTopology) ClusterID() string { return t.clusterID }
+
+// NodeID implements Topology.
+func (t *SingleNodeTopology) NodeID() int32 { return t.self.Load().NodeID }
 
 // ControllerID implements Topology: the node itself.
 func (t *SingleNodeTopology) ControllerID() int32 { return t.self.Load().NodeID }
@@ -216,7 +221,7 @@ var supported = [...]APIVersions{
 	{keyDescribeGroups, "DescribeGroups", 0, 6},
 	{keyListGroups, "ListGroups", 0, 5},
 	{keySaslHandshake, "SASLHandshake", 0, 1},
-	{keyApiVersions, "ApiVersions", 0, 4},
+	{keyApiVersions, "ApiVersions", 0, 5},
 	{keyCreateTopics, "CreateTopics", 0, 7},
 	{keyDeleteTopics, "DeleteTopics", 0, 6},
 	{keyOffsetForLeaderEpoch, "OffsetForLeaderEpoch", 0, 4},

@@ -31,6 +31,7 @@ const (
 	errKafkaStorageError       int16 = 56
 	errListenerNotFound        int16 = 72
 	errUnknownTopicID          int16 = 100
+	errRebootstrapRequired     int16 = 129
 )
 
 // Coordinator key types of FindCoordinator.
@@ -77,7 +78,7 @@ func distinct(ids []string) []string {
 func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	switch r.key {
 	case keyApiVersions:
-		return apiVersions(r), nil
+		return apiVersions(r, s.cfg.Topology), nil
 	case keyMetadata:
 		return s.metadata(c, r.req.(*kmsg.MetadataRequest)), nil
 	case keyFindCoordinator:
@@ -157,20 +158,39 @@ var apiVersionKeys = func() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }()
 
-func apiVersions(r *request) kmsg.Response {
+// apiVersions answers ApiVersions; topo is this node's, for the v5 check.
+func apiVersions(r *request, topo Topology) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	if r.req == nil { // a version cohort does not serve
 		resp.SetVersion(0)
 		resp.ErrorCode = errUnsupportedVersion
 	} else {
 		resp.SetVersion(r.version)
-		if req := r.req.(*kmsg.ApiVersionsRequest); req.Version >= 3 &&
-			(!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
+		req := r.req.(*kmsg.ApiVersionsRequest)
+		if req.Version >= 3 && (!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
 			// Kafka refuses a v3+ request whose client software name
 			// or version is not a word of letters, digits, '-' and
 			// '.': INVALID_REQUEST, and no API list.
 			resp.ErrorCode = errInvalidRequest
 			return resp
+		}
+		if req.Version >= 5 {
+			// KIP-1242: a client that knows which cluster and node it
+			// meant to reach names both (a bootstrap connection names
+			// neither). One without the other is INVALID_REQUEST; a
+			// cluster or node that is not this one is
+			// REBOOTSTRAP_REQUIRED, so that a client whose address now
+			// reaches another node starts again from its bootstrap
+			// servers. No API list either way.
+			named, nodeNamed := req.ClusterID != nil, req.NodeID != -1
+			switch {
+			case named != nodeNamed:
+				resp.ErrorCode = errInvalidRequest
+				return resp
+			case named && (*req.ClusterID != topo.ClusterID() || req.NodeID != topo.NodeID()):
+				resp.ErrorCode = errRebootstrapRequired
+				return resp
+			}
 		}
 	}
 	resp.ApiKeys = apiVersionKeys

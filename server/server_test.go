@@ -23,7 +23,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 	// The advertised set is a product decision (see the package's brief):
 	// exactly these keys and ranges.
 	want := map[int16][2]int16{
-		18: {0, 4}, 3: {0, 12}, 10: {0, 6}, 11: {0, 9}, 14: {0, 5}, 12: {0, 4}, 13: {0, 5},
+		18: {0, 5}, 3: {0, 12}, 10: {0, 6}, 11: {0, 9}, 14: {0, 5}, 12: {0, 4}, 13: {0, 5},
 		8: {2, 9}, 9: {1, 9}, 15: {0, 6}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}, 19: {0, 7},
 		20: {0, 6}, 37: {0, 3}, 32: {0, 4},
 		17: {0, 1}, 36: {0, 2}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0},
@@ -70,14 +70,15 @@ func checkAPIKeys(t *testing.T, keys []kmsg.ApiVersionsResponseApiKey) {
 func TestApiVersionsWithKgo(t *testing.T) {
 	ts := startServer(t)
 	cl := ts.kgoClient(t)
-	// kmsg knows ApiVersions v5, so kgo's handshake first gets
-	// UNSUPPORTED_VERSION and must retry at v4 for this to succeed.
+	// kgo asks for the highest version kmsg knows (v5); after Metadata
+	// its connections name the cluster and node (KIP-1242), which must
+	// match this node's for kgo to work at all.
 	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(testCtx(t), cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.ErrorCode != 0 || resp.Version != 4 {
-		t.Fatalf("error %d at v%d, want 0 at v4", resp.ErrorCode, resp.Version)
+	if resp.ErrorCode != 0 || resp.Version != 5 {
+		t.Fatalf("error %d at v%d, want 0 at v5", resp.ErrorCode, resp.Version)
 	}
 	checkAPIKeys(t, resp.ApiKeys)
 }
@@ -85,7 +86,7 @@ func TestApiVersionsWithKgo(t *testing.T) {
 func TestApiVersionsEveryVersionRaw(t *testing.T) {
 	ts := startServer(t)
 	c := ts.dial(t)
-	for v := int16(0); v <= 4; v++ {
+	for v := int16(0); v <= 5; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.SetVersion(v)
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "raw", "1"
@@ -97,10 +98,47 @@ func TestApiVersionsEveryVersionRaw(t *testing.T) {
 	}
 }
 
+// TestApiVersionsV5NamesClusterAndNode: KIP-1242. A v5 request naming
+// neither cluster nor node (a bootstrap connection), or naming this node of
+// this cluster, gets the API list; naming another cluster or another node
+// is REBOOTSTRAP_REQUIRED and naming only one of the two INVALID_REQUEST,
+// both without a list.
+func TestApiVersionsV5NamesClusterAndNode(t *testing.T) {
+	ts := startServer(t) // node 0 of "test-cluster"
+	c := ts.dial(t)
+	for _, tc := range []struct {
+		name    string
+		cluster *string
+		node    int32
+		want    int16
+	}{
+		{"neither", nil, -1, 0},
+		{"this node", kmsg.StringPtr("test-cluster"), 0, 0},
+		{"another node", kmsg.StringPtr("test-cluster"), 3, 129},
+		{"another cluster", kmsg.StringPtr("other"), 0, 129},
+		{"cluster only", kmsg.StringPtr("test-cluster"), -1, 42},
+		{"node only", nil, 0, 42},
+	} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.SetVersion(5)
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "raw", "1"
+		req.ClusterID, req.NodeID = tc.cluster, tc.node
+		resp := c.roundTrip(req).(*kmsg.ApiVersionsResponse)
+		if resp.ErrorCode != tc.want {
+			t.Fatalf("%s: error %d, want %d", tc.name, resp.ErrorCode, tc.want)
+		}
+		if tc.want == 0 {
+			checkAPIKeys(t, resp.ApiKeys)
+		} else if len(resp.ApiKeys) != 0 {
+			t.Fatalf("%s: an API list with error %d", tc.name, resp.ErrorCode)
+		}
+	}
+}
+
 func TestApiVersionsUnsupportedVersionAnswersV0(t *testing.T) {
 	ts := startServer(t)
 	c := ts.dial(t)
-	for _, v := range []int16{5, 127, -1} {
+	for _, v := range []int16{6, 127, -1} {
 		// The body is garbage on purpose: Kafka does not parse it.
 		c.writeRaw(frame(18, v, 99, "future-client", []byte{0xde, 0xad}))
 		corr, body, err := c.recvFrame()
@@ -256,6 +294,7 @@ func TestMetadataRacks(t *testing.T) {
 type fakeTopology struct{ brokers []Broker }
 
 func (f *fakeTopology) ClusterID() string   { return "fake" }
+func (f *fakeTopology) NodeID() int32       { return f.brokers[0].NodeID }
 func (f *fakeTopology) ControllerID() int32 { return f.brokers[0].NodeID }
 func (f *fakeTopology) Brokers() []Broker   { return f.brokers }
 func (f *fakeTopology) Coordinator(g string) (Broker, int16) {
@@ -744,11 +783,11 @@ func TestReusedFrameBufferKeepsRequestBytes(t *testing.T) {
 // group.version 1 (the consumer group protocol is on), as Kafka 4 does;
 // older versions have no feature fields.
 func TestApiVersionsFeatures(t *testing.T) {
-	for v := int16(0); v <= 4; v++ {
+	for v := int16(0); v <= 5; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = v
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
-		resp := apiVersions(&request{key: 18, version: v, req: req}).(*kmsg.ApiVersionsResponse)
+		resp := apiVersions(&request{key: 18, version: v, req: req}, SingleNode(Broker{NodeID: 1}, "c")).(*kmsg.ApiVersionsResponse)
 		if v < 3 {
 			continue // no feature fields before v3
 		}
