@@ -155,7 +155,7 @@ func (s *Server) refuse(c Client, key int16, op acl.Operation, rt acl.ResourceTy
 	}
 	s.log.LogAttrs(ctx, slog.LevelDebug, "authorization denied",
 		slog.String("principal", c.Principal), slog.String("host", c.Host), slog.String("api", api),
-		slog.Any("operation", op), slog.Any("resource_type", rt), slog.String("resource", name))
+		slog.String("operation", op.String()), slog.String("resource_type", rt.String()), slog.String("resource", name))
 }
 
 // denials authorizes op on n resources of type rt, the i-th called

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -1393,6 +1394,36 @@ func TestAuthzDenialsCountedAndLogged(t *testing.T) {
 	if !strings.Contains(denials[3], "api=OffsetCommit") || !strings.Contains(denials[3], "resource=no-2") {
 		t.Errorf("last denial line %q", denials[3])
 	}
+}
+
+// TestAuthzDenialLoggedAsJSON: with --log-format json the denial line names
+// the operation and resource type, as the text format does (it gave their
+// codes).
+func TestAuthzDenialLoggedAsJSON(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	log := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e := newAuthzEnv(t, func(c *Config) { c.Logger = log })
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group = "forbidden"
+	e.as(alice, hb)
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var line map[string]any
+		if err := json.Unmarshal([]byte(l), &line); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		if line["msg"] != "authorization denied" {
+			continue
+		}
+		if line["operation"] != "READ" || line["resource_type"] != "GROUP" || line["resource"] != "forbidden" {
+			t.Fatalf("denial line %q", l)
+		}
+		return
+	}
+	t.Fatalf("no denial line in %q", out)
 }
 
 // lockedWriter serializes writes to w.
