@@ -229,6 +229,15 @@ func TestGroupCommands(t *testing.T) {
 	c.fails(1, []string{"offsets", "delete", "idle3", "--topic", "events"}, "no committed offsets for topic events")
 	c.fails(1, []string{"offsets", "delete", "live", "--topic", "events:0"}, "GROUP_SUBSCRIBED_TO_TOPIC")
 	c.fails(2, []string{"offsets", "delete", "idle3"}, "want --topic")
+	// Offsets outlive their topic, and a whole deleted topic's are deleted
+	// too (the partitions come from the group's offsets, not Metadata).
+	c.ok("topic", "create", "gone", "--partitions", "2")
+	commit(t, n.Addr(), "idle5", "gone", map[int32]int64{0: 4, 1: 5})
+	c.ok("topic", "delete", "gone")
+	if out := table(c.ok("offsets", "delete", "idle5", "--topic", "gone")); out != "GROUP TOPIC PARTITION RESULT\nidle5 gone 0 deleted\nidle5 gone 1 deleted" {
+		t.Fatalf("offsets delete of a deleted topic:\n%s", out)
+	}
+	c.fails(1, []string{"offsets", "delete", "idle5", "--topic", "gone"}, "no committed offsets for topic gone")
 
 	// group delete: several at once; a missing or busy group fails the
 	// command, the others are deleted.

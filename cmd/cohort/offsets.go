@@ -404,7 +404,10 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 		}
 	}
 	if len(whole) > 0 {
-		fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsetsForTopics(ctx, id, whole...) })
+		// Every committed offset of the group, not only those of topics
+		// the catalog knows: offsets outlive a deleted topic, and are
+		// deleted the same way.
+		fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
 		if err == nil {
 			err = fetched.Error()
 		}
