@@ -336,20 +336,22 @@ func TestCrashKeepsAcknowledgedAppends(t *testing.T) {
 // check must notice the losses.
 func TestCrashDetectsSkippedSync(t *testing.T) {
 	// Whether a given round loses anything depends on where the crash falls
-	// relative to pebble's own flushes (timing), so require detection in some
-	// rounds, not all: what matters is that the check does catch skipped syncs.
-	detected := 0
-	const rounds = 6
-	for i := 0; i < rounds; i++ {
-		if errs, _, _ := crashRound(t, int64(2000+i), true, 0); len(errs) > 0 {
+	// relative to pebble's own flushes (timing: on a loaded machine fewer
+	// rounds do), so require detection in three rounds, out of at most 24,
+	// not in all: what matters is that the check does catch skipped syncs.
+	const want, most = 3, 24
+	detected, rounds := 0, 0
+	for rounds < most && detected < want {
+		if errs, _, _ := crashRound(t, int64(2000+rounds), true, 0); len(errs) > 0 {
 			detected++
 			if detected == 1 {
 				t.Logf("example of a detected loss: %v", errors.Join(errs...))
 			}
 		}
+		rounds++
 	}
 	t.Logf("losses detected in %d of %d crash rounds without sync", detected, rounds)
-	if detected < rounds/2 {
+	if detected < want {
 		t.Fatalf("losses detected in only %d of %d crash rounds without sync: the check does not catch skipped syncs", detected, rounds)
 	}
 }
