@@ -93,6 +93,13 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 			if !strings.Contains(u, ":") {
 				return fmt.Errorf("--super-users: %q is not a principal such as User:%s", u, u)
 			}
+			// A principal may hold commas (a certificate's DN), but
+			// not a second principal: the list is separated by ';',
+			// as Kafka's super.users is, and "User:a,User:b" would
+			// silently be one user named "a,User:b".
+			if i := strings.Index(u, ","); i >= 0 && strings.Contains(u[i:], ",User:") {
+				return fmt.Errorf("--super-users: %q holds two principals: separate them with ';' (quoted for the shell: 'User:a;User:b')", u)
+			}
 			sec.SuperUsers = append(sec.SuperUsers, u)
 		}
 	}
@@ -714,7 +721,9 @@ func backup(n *node.Node, dir string, busy *atomic.Bool, log *slog.Logger) {
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+		// slog also takes offsets such as INFO+2; the usage names the
+		// four levels.
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: l}
 	switch format {

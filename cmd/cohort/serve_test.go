@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -122,7 +123,7 @@ func TestServeFlagParsing(t *testing.T) {
 		{nil, []string{"COHORT_CONSUMER_SESSION_TIMEOUT", "2s", "COHORT_CONSUMER_HEARTBEAT_INTERVAL", "3s"}, "--consumer-session-timeout 2s must be above"},
 		{[]string{"--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
 		{[]string{"--max-connections-per-ip", "-1"}, nil, "--max-connections-per-ip -1: want an integer from 0"},
-		{[]string{"--log-level", "loud"}, nil, `--log-level "loud"`},
+		{[]string{"--log-level", "loud"}, nil, `--log-level "loud": want debug, info, warn or error`},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -375,4 +376,30 @@ func TestServeEtcdUser(t *testing.T) {
 			t.Fatalf("etcdPassword with an empty COHORT_ETCD_PASSWORD: %q %v", pw, err)
 		}
 	})
+}
+
+// TestServeSuperUsers: --super-users is separated by ';' as Kafka's
+// super.users is; a principal may hold commas (a certificate's DN), but a
+// comma before a second "User:" is refused instead of making one principal
+// named "a,User:b".
+func TestServeSuperUsers(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []string
+		err  string
+	}{
+		{"User:admin;User:ops", []string{"User:admin", "User:ops"}, ""},
+		{" User:CN=app,OU=team ; User:x ", []string{"User:CN=app,OU=team", "User:x"}, ""},
+		{"User:admin,User:bob", nil, `"User:admin,User:bob" holds two principals: separate them with ';'`},
+		{"admin", nil, `"admin" is not a principal`},
+	} {
+		var sec node.SecurityConfig
+		err := securityFlags(&sec, "", "", "", "none", "", "", c.in)
+		switch {
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v, want one containing %q", c.in, err, c.err)
+		case c.err == "" && (err != nil || !slices.Equal(sec.SuperUsers, c.want)):
+			t.Errorf("%q: %q, %v; want %q", c.in, sec.SuperUsers, err, c.want)
+		}
+	}
 }

@@ -54,6 +54,13 @@ func TestCheckpoint(t *testing.T) {
 	if err := s.Checkpoint(context.Background(), backup); err != nil {
 		t.Fatal(err)
 	}
+	// The store's directory and the copy, with the parent it created, are
+	// private: they hold SCRAM credentials.
+	for _, d := range []string{dir, filepath.Dir(backup), backup} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: mode %v (%v), want 0700", d, fi.Mode().Perm(), err)
+		}
+	}
 	appendN(t, s, 300, 400, "after")
 	after := contents(t, s, 3)
 	if err := s.Checkpoint(context.Background(), backup); err == nil {

@@ -183,7 +183,10 @@ func Open(opts Options) (*Store, error) {
 	s.fs = &failStopFS{FS: wal, dir: filepath.Clean(opts.Dir), onFail: s.fail}
 	s.base = base
 
-	if err := base.MkdirAll(opts.Dir, 0o755); err != nil {
+	// Private: the store holds SCRAM credentials (salted keys) and the
+	// secret behind unknown users' fake ones. An existing directory keeps
+	// the mode the operator gave it.
+	if err := base.MkdirAll(opts.Dir, 0o700); err != nil {
 		if notWritable(err) {
 			return nil, fmt.Errorf("%w: create directory %s: %v", ErrNotWritable, opts.Dir, err)
 		}
@@ -866,8 +869,19 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) error {
 		return err
 	}
 	err := s.run(ctx, func() error {
+		// The engine makes the copy and its missing parents readable by
+		// everyone (0755); like the store, they are made private. The
+		// missing parents first, then the copy itself once it exists.
+		if err := s.base.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return err
+		}
 		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 			return err
+		}
+		if s.base == vfs.Default {
+			if err := os.Chmod(dir, 0o700); err != nil {
+				return err
+			}
 		}
 		return writeFileDurably(s.base, dir, markerName, []byte(markerContent))
 	})
