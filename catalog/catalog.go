@@ -80,6 +80,12 @@ type Options struct {
 	// with an error wrapping ErrPersist. Calls are serialised (never
 	// concurrent) and happen in the order of the changes.
 	Persist func(snapshot []byte) error
+	// Removed, if set, is called after a change that removed topics (a
+	// Delete, or a Restore without them) with their names. It is called
+	// outside the catalog's lock, once per change. (A topic deleted and
+	// created again between two Restores is not seen: a name always has
+	// the same ID.)
+	Removed func(names []string)
 }
 
 // view is an immutable state of the catalog.
@@ -95,12 +101,13 @@ type view struct {
 type Catalog struct {
 	mu      sync.Mutex // serialises changes (and Persist calls)
 	persist func([]byte) error
+	removed func([]string)
 	cur     atomic.Pointer[view]
 }
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persist: opts.Persist}
+	c := &Catalog{persist: opts.Persist, removed: opts.Removed}
 	c.cur.Store(buildView(nil))
 	return c
 }
@@ -278,15 +285,31 @@ func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic
 // Delete removes the topic called name.
 func (c *Catalog) Delete(name string) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	v := c.cur.Load()
 	i, ok := v.byName[name]
 	if !ok {
+		c.mu.Unlock()
 		return fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
 	next := make([]Topic, 0, len(v.sorted)-1)
 	next = append(append(next, v.sorted[:i]...), v.sorted[i+1:]...)
-	return c.commit(next)
+	err := c.commit(next)
+	c.mu.Unlock()
+	if err == nil && c.removed != nil {
+		c.removed([]string{name})
+	}
+	return err
+}
+
+// removedTopics lists the names of old's topics that next lacks.
+func removedTopics(old, next *view) []string {
+	var names []string
+	for _, t := range old.sorted {
+		if _, ok := next.byName[t.Name]; !ok {
+			names = append(names, t.Name)
+		}
+	}
+	return names
 }
 
 func checkAdd(v *view, name string, total int32, racks [][]string) (int, error) {

@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -326,5 +327,49 @@ func TestVersionChangesWithTopics(t *testing.T) {
 	v3 := c.Version()
 	if !(v0 < v1 && v1 < v2 && v2 < v3) {
 		t.Fatalf("versions %d %d %d %d do not grow with each change", v0, v1, v2, v3)
+	}
+}
+
+// TestRemovedHook: Options.Removed hears of every topic a change took away,
+// by a Delete or a Restore that lacks it; not of topics created, grown or
+// kept, and not of a failed Delete.
+func TestRemovedHook(t *testing.T) {
+	var got [][]string
+	c := New(Options{Removed: func(names []string) { got = append(got, names) }})
+	for _, n := range []string{"a", "b", "c"} {
+		if _, err := c.Create(n, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.AddPartitions("a", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete("b"); err == nil {
+		t.Fatal("deleted twice")
+	}
+	// Another node's catalog: "a" kept, "c" deleted, "d" new.
+	other := New(Options{})
+	if err := other.Restore(c.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []func() error{
+		func() error { return other.Delete("c") },
+		func() error { _, err := other.Create("d", 1, nil); return err },
+	} {
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Restore(other.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restore(other.Snapshot()); err != nil { // nothing removed this time
+		t.Fatal(err)
+	}
+	if want := [][]string{{"b"}, {"c"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("removed %q, want %q", got, want)
 	}
 }

@@ -49,8 +49,9 @@ func (c *Catalog) Snapshot() []byte {
 }
 
 // Restore replaces the catalog's contents with the decoded snapshot data
-// (from Snapshot or Options.Persist). It is meant for start-up, before the
-// catalog serves requests; it does not call Options.Persist. Invalid data
+// (from Snapshot or Options.Persist): at start-up, and in cluster mode for
+// a change made through another node. It does not call Options.Persist; it
+// calls Options.Removed for the topics the data no longer holds. Invalid data
 // leaves the catalog unchanged and returns an error wrapping ErrBadSnapshot.
 func (c *Catalog) Restore(data []byte) error {
 	var doc snapshotDoc
@@ -88,8 +89,14 @@ func (c *Catalog) Restore(data []byte) error {
 	}
 	v = buildView(topics)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	v.version = c.cur.Load().version + 1
+	old := c.cur.Load()
+	v.version = old.version + 1
 	c.cur.Store(v)
+	c.mu.Unlock()
+	if c.removed != nil {
+		if names := removedTopics(old, v); len(names) > 0 {
+			c.removed(names)
+		}
+	}
 	return nil
 }

@@ -377,6 +377,23 @@ func (c *Coordinator) Acquire(p int32) { c.parts[p].control(ctlAcquire) }
 // NOT_COORDINATOR and later requests get NOT_COORDINATOR.
 func (c *Coordinator) Release(p int32) { c.parts[p].control(ctlRelease) }
 
+// TopicsDeleted removes the committed offsets of topics deleted from the
+// catalog from every group of the partitions this node serves, as Kafka's
+// coordinator does when a topic is deleted. A partition still loading
+// removes them once loaded; a partition another node serves is left to
+// that node, which hears of the deletion from its own catalog.
+func (c *Coordinator) TopicsDeleted(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	for _, p := range c.parts {
+		p.mu.Lock()
+		p.deletedTopics = append(p.deletedTopics, names...)
+		p.mu.Unlock()
+		p.control(ctlTopicsDeleted)
+	}
+}
+
 // Partitions returns the number of coordinator partitions.
 func (c *Coordinator) Partitions() int { return len(c.parts) }
 

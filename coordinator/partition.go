@@ -30,6 +30,7 @@ type ctl int8
 const (
 	ctlAcquire ctl = iota
 	ctlRelease
+	ctlTopicsDeleted // deletedTopics holds names to remove offsets of
 )
 
 // call is one request run against a partition, waiting for its response.
@@ -84,7 +85,11 @@ type partition struct {
 
 	mu       sync.Mutex // guards everything below
 	closed   bool       // the coordinator is closing: NOT_COORDINATOR
-	state    partitionState
+	// deletedTopics are topics deleted from the catalog whose offsets the
+	// shard has not removed yet: kept while the partition loads, dropped
+	// when it is not served here (its owner removes them).
+	deletedTopics []string
+	state         partitionState
 	shard    *group.Shard
 	shardGen uint64 // bumped on every (re)load/unload so stale results are ignored
 
@@ -266,6 +271,8 @@ func (p *partition) run(owned bool) {
 				}
 			case ctlRelease:
 				p.unload()
+			case ctlTopicsDeleted:
+				p.removeDeletedTopics()
 			}
 		}
 		p.flush()
@@ -555,6 +562,20 @@ func (p *partition) finishLoad(lr loadResult) {
 	p.shard = lr.shard
 	p.state = stActive
 	p.shard.FinishLoad(p.c.clock.Now(), &p.out)
+	p.removeDeletedTopics()
+}
+
+// removeDeletedTopics removes the offsets of deletedTopics from a served
+// shard, keeps them for one that is loading, and forgets them otherwise.
+// p.mu is held.
+func (p *partition) removeDeletedTopics() {
+	switch p.state {
+	case stLoading:
+		return
+	case stActive:
+		p.shard.DeleteTopicOffsets(p.deletedTopics, &p.out)
+	}
+	p.deletedTopics = nil
 }
 
 // unload answers everything parked with NOT_COORDINATOR and forgets the
@@ -566,6 +587,7 @@ func (p *partition) unload() {
 	p.state = stUnowned
 	p.shardGen++
 	p.shard = nil
+	p.deletedTopics = nil // whoever serves it next heard of them
 	for _, r := range p.out.Replies {
 		if cc, ok := p.waiting[r.Ticket]; ok {
 			delete(p.waiting, r.Ticket)

@@ -368,6 +368,47 @@ func TestDeleteGroupWithCommitInFlight(t *testing.T) {
 	}
 }
 
+// TestDeleteTopicOffsets: a topic deleted from the catalog loses its
+// committed offsets in every group (simple, Stable and subscribed to it,
+// Empty), including one being committed at that moment; other topics'
+// offsets and the groups themselves stay, and the removal is durable.
+func TestDeleteTopicOffsets(t *testing.T) {
+	h := newH(t)
+	h.commit("simple", "", -1, 9, map[string]int64{"gone": 1, "kept": 2})
+	h.session = 600_000
+	r := h.joinResp(h.newMember("cg", jo{protos: protos("range", consumerMeta("gone", "kept"))}))
+	h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+	h.commit("cg", r.MemberID, r.Generation, 9, map[string]int64{"gone": 3, "kept": 4})
+	h.commit("empty", "", -1, 9, map[string]int64{"gone": 5})
+	h.hold = true
+	tc := h.commit2("pending", "gone", 6) // in flight when the topic goes
+	h.do(func(_ Ticket, out *Output) { h.s.DeleteTopicOffsets([]string{"gone"}, out) })
+	h.release()
+	h.resp(tc)
+	for _, g := range []string{"simple", "cg", "empty", "pending"} {
+		if o, _ := h.fetch(g, "gone", 0); o != -1 {
+			t.Errorf("%s: offset %d of the deleted topic kept", g, o)
+		}
+	}
+	if o, _ := h.fetch("simple", "kept", 0); o != 2 {
+		t.Errorf("simple: kept's offset %d, want 2", o)
+	}
+	if o, _ := h.fetch("cg", "kept", 0); o != 4 {
+		t.Errorf("cg: kept's offset %d, want 4", o)
+	}
+	if g := h.s.Group("cg"); g == nil || g.State() != Stable {
+		t.Errorf("cg after the deletion: %v", g)
+	}
+	if h.s.Group("empty") == nil {
+		t.Error("a group without offsets left was removed at once")
+	}
+	for k := range h.store {
+		if strings.Contains(k, "gone") {
+			t.Errorf("store still holds %q", k)
+		}
+	}
+}
+
 // A commit of one partition keeps its response and records in one
 // allocation with an inline encoding buffer (oneOffsetCommit); a record
 // longer than that buffer, a failed write and a write the shard forgets

@@ -2,6 +2,7 @@ package group
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -559,6 +560,54 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			}
 			if g.state == Dead && s.groups[g.id] == g {
 				delete(s.groups, g.id) // never stored: no tombstone to replay
+			}
+		})
+	}
+}
+
+// DeleteTopicOffsets removes every group's committed offsets of the named
+// topics, which were deleted from the catalog: Kafka's coordinator removes
+// a deleted topic's offsets in every group, whatever the group's state or
+// subscription. Offsets being committed count too (their tombstones are
+// written after them). A group left without offsets stays; retention
+// removes it as it removes any empty group.
+func (s *Shard) DeleteTopicOffsets(topics []string, out *Output) {
+	if len(topics) == 0 {
+		return
+	}
+	for _, id := range s.GroupIDs() {
+		g := s.groups[id]
+		if g.state == Dead {
+			continue
+		}
+		var tps []topicPartition
+		g.offsets.each(func(tp topicPartition, _ offset) {
+			if slices.Contains(topics, tp.topic) {
+				tps = append(tps, tp)
+			}
+		})
+		var pending map[topicPartition]bool // being committed, no offset yet
+		for _, c := range g.inflight {
+			for i := range c.recs {
+				if tp := c.recs[i].tp; slices.Contains(topics, tp.topic) && !g.hasOffset(tp) && !pending[tp] {
+					if pending == nil {
+						pending = map[topicPartition]bool{}
+					}
+					pending[tp] = true
+					tps = append(tps, tp)
+				}
+			}
+		}
+		if len(tps) == 0 {
+			continue
+		}
+		recs := make([]rec, len(tps))
+		for i, tp := range tps {
+			recs[i] = offsetTombstone(g.id, tp)
+		}
+		s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
+			if code != ErrNone {
+				s.logWriteFailure(code, "group %q: removing the offsets of deleted topics failed", g.id)
 			}
 		})
 	}

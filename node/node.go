@@ -551,6 +551,14 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		return st.Append(ctx, CatalogPartition, []store.Record{{Key: catalogKey, Value: snap}})
+	}, Removed: func(names []string) {
+		// A deleted topic's offsets go (through this node's DeleteTopics,
+		// or another node's in cluster mode). The coordinator exists
+		// before any change can come: the start-up Restore removes
+		// nothing.
+		if n.coord != nil {
+			n.coord.TopicsDeleted(names)
+		}
 	}})
 	var snap []byte
 	err := st.Load(context.Background(), CatalogPartition, func(r store.Record) error {
