@@ -7,8 +7,10 @@
 //
 // Every worker takes
 //
-//	-bootstrap host:port -group ID -topic NAME -client-id ID -session-timeout 6s -fetch-max-wait 500ms
+//	-bootstrap host:port[,host:port...] -group ID -topic NAME -client-id ID -session-timeout 6s -fetch-max-wait 500ms
 //
+// (-bootstrap: one address, or a comma-separated list such as the nodes of
+// a cohort cluster; any one that answers is enough to start)
 // and prints one line on stdout per change of ownership,
 //
 //	assigned 0,2 [member=<id>] [generation=<n>] at=<t>  partitions gained: start their work
@@ -34,7 +36,9 @@ import (
 
 // Config is a worker's command line.
 type Config struct {
-	Bootstrap string
+	// Bootstrap is the addresses (host:port) the client first asks for
+	// the cluster's metadata, in the order given.
+	Bootstrap []string
 	Group     string
 	Topic     string // a catalog topic: its partitions are the work
 	ClientID  string
@@ -46,17 +50,48 @@ type Config struct {
 	FetchMaxWait time.Duration
 }
 
-// Flags parses the command line; clientID is the default client id.
+// Flags parses the command line (see Parse); clientID is the default
+// client id. A bad flag ends the process with status 2.
 func Flags(clientID string) Config {
-	var c Config
-	flag.StringVar(&c.Bootstrap, "bootstrap", "127.0.0.1:9092", "cohort address")
-	flag.StringVar(&c.Group, "group", "workers", "group id")
-	flag.StringVar(&c.Topic, "topic", "jobs", "catalog topic whose partitions are the work")
-	flag.StringVar(&c.ClientID, "client-id", clientID, "client id (unique per worker helps to tell them apart)")
-	flag.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "session timeout")
-	flag.DurationVar(&c.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "how long cohort holds each (empty) fetch")
-	flag.Parse()
+	c, err := Parse(flag.CommandLine, os.Args[1:], clientID)
+	if err != nil {
+		Errorf("%v", err)
+		os.Exit(2)
+	}
 	return c
+}
+
+// Parse defines the shared flags on fs, which may hold the worker's own
+// flags already, and parses args with it.
+func Parse(fs *flag.FlagSet, args []string, clientID string) (Config, error) {
+	var c Config
+	var bootstrap string
+	fs.StringVar(&bootstrap, "bootstrap", "127.0.0.1:9092", "cohort address, or a comma-separated list of them (the nodes of a cluster)")
+	fs.StringVar(&c.Group, "group", "workers", "group id")
+	fs.StringVar(&c.Topic, "topic", "jobs", "catalog topic whose partitions are the work")
+	fs.StringVar(&c.ClientID, "client-id", clientID, "client id (unique per worker helps to tell them apart)")
+	fs.DurationVar(&c.SessionTimeout, "session-timeout", 6*time.Second, "session timeout")
+	fs.DurationVar(&c.FetchMaxWait, "fetch-max-wait", 500*time.Millisecond, "how long cohort holds each (empty) fetch")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	c.Bootstrap = SplitList(bootstrap)
+	if len(c.Bootstrap) == 0 {
+		return c, fmt.Errorf("-bootstrap %q: no address", bootstrap)
+	}
+	return c, nil
+}
+
+// SplitList splits a comma-separated list, trimming the spaces around each
+// entry and dropping the empty ones: " a:1, b:2 ," is [a:1 b:2].
+func SplitList(s string) []string {
+	var out []string
+	for e := range strings.SplitSeq(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Report prints one change of ownership: what ("assigned", "revoked",

@@ -22,6 +22,7 @@ import (
 	"flag"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -34,7 +35,7 @@ func main() {
 	instance := flag.String("instance-id", "", "group.instance.id: a static member, whose partitions wait for it across a restart within its session")
 	cfg := workdist.Flags("confluent-worker")
 	conf := kafka.ConfigMap{
-		"bootstrap.servers": cfg.Bootstrap,
+		"bootstrap.servers": strings.Join(cfg.Bootstrap, ","), // librdkafka takes the list as is
 		"group.id":          cfg.Group,
 		"client.id":         cfg.ClientID,
 		"fetch.wait.max.ms": int(cfg.FetchMaxWait.Milliseconds()),

@@ -61,7 +61,7 @@ func main() {
 		return true
 	}
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(cfg.Bootstrap),
+		kgo.SeedBrokers(cfg.Bootstrap...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),

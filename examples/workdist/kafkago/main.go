@@ -29,7 +29,7 @@ func main() {
 	dialer := &kafka.Dialer{ClientID: cfg.ClientID, Timeout: 10 * time.Second}
 	cg, err := kafka.NewConsumerGroup(kafka.ConsumerGroupConfig{
 		ID:             cfg.Group,
-		Brokers:        []string{cfg.Bootstrap},
+		Brokers:        cfg.Bootstrap,
 		Topics:         []string{cfg.Topic},
 		Dialer:         dialer,
 		SessionTimeout: cfg.SessionTimeout,
@@ -81,7 +81,7 @@ func main() {
 // ends.
 func readPartition(ctx context.Context, cfg workdist.Config, dialer *kafka.Dialer, a kafka.PartitionAssignment) {
 	r := kafka.NewReader(kafka.ReaderConfig{
-		Brokers: []string{cfg.Bootstrap}, Topic: cfg.Topic, Partition: a.ID,
+		Brokers: cfg.Bootstrap, Topic: cfg.Topic, Partition: a.ID,
 		Dialer: dialer, MaxWait: cfg.FetchMaxWait, ReadLagInterval: -1,
 		ErrorLogger: kafka.LoggerFunc(func(f string, args ...any) {
 			if ctx.Err() == nil { // not the reader's shutdown

@@ -22,7 +22,7 @@ const { Kafka, logLevel } = require('kafkajs')
 
 const { values: opt } = parseArgs({
   options: {
-    bootstrap: { type: 'string', default: '127.0.0.1:9092' },
+    bootstrap: { type: 'string', default: '127.0.0.1:9092' }, // host:port[,host:port...]
     group: { type: 'string', default: 'workers' },
     topic: { type: 'string', default: 'jobs' },
     'client-id': { type: 'string', default: 'kafkajs-worker' },
@@ -31,7 +31,14 @@ const { values: opt } = parseArgs({
   }
 })
 
-const kafka = new Kafka({ clientId: opt['client-id'], brokers: [opt.bootstrap], logLevel: logLevel.WARN })
+// --bootstrap is one address or a comma-separated list (the nodes of a
+// cohort cluster); kafkajs wants an array.
+const brokers = opt.bootstrap.split(',').map((s) => s.trim()).filter((s) => s !== '')
+if (brokers.length === 0) {
+  console.error(`error: --bootstrap ${JSON.stringify(opt.bootstrap)}: no address`)
+  process.exit(2)
+}
+const kafka = new Kafka({ clientId: opt['client-id'], brokers, logLevel: logLevel.WARN })
 const consumer = kafka.consumer({
   groupId: opt.group,
   sessionTimeout: Number(opt['session-timeout-ms']),

@@ -62,7 +62,7 @@ func main() {
 	sc.Consumer.Group.Session.Timeout = cfg.SessionTimeout
 	sc.Consumer.MaxWaitTime = cfg.FetchMaxWait
 	sc.Consumer.Return.Errors = true
-	cg, err := sarama.NewConsumerGroup([]string{cfg.Bootstrap}, cfg.Group, sc)
+	cg, err := sarama.NewConsumerGroup(cfg.Bootstrap, cfg.Group, sc)
 	if err != nil {
 		workdist.Errorf("%v", err)
 		os.Exit(1)
