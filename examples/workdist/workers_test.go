@@ -41,8 +41,6 @@ type client struct {
 	// whileOwned: the worker commits while it owns the partitions, not
 	// only when it gives them up.
 	whileOwned bool
-	// noFirstCommit: the commit of the first generation is not checked.
-	noFirstCommit bool
 }
 
 var clients = []client{
@@ -50,8 +48,7 @@ var clients = []client{
 	{name: "sarama", whileOwned: true},
 	{name: "kafkago", whileOwned: true},
 	{name: "confluent"},
-	// kafkajs drops the commit of its first generation (fixed next).
-	{name: "kafkajs", noFirstCommit: true},
+	{name: "kafkajs", whileOwned: true},
 }
 
 // command is the worker process of c with the given bootstrap list.
@@ -183,7 +180,7 @@ func runWorker(t *testing.T, c client) {
 		}
 		return len(seen) == partitions
 	}
-	if c.whileOwned && !c.noFirstCommit {
+	if c.whileOwned {
 		commitCtx, cancelCommit := context.WithTimeout(ctx, 15*time.Second)
 		err := testbed.WaitFor(commitCtx, fmt.Sprintf("commits of every partition in generation %d", gen), committed)
 		cancelCommit()
@@ -207,7 +204,7 @@ func runWorker(t *testing.T, c client) {
 	if !out.has(func(l string) bool { return l == "stopped" }) {
 		t.Errorf("%s did not print \"stopped\"", c.name)
 	}
-	if !committed() && !c.noFirstCommit {
+	if !committed() {
 		t.Errorf("%s did not commit every partition in its generation %d (acknowledged commits %v, refused %v)", c.name, gen, j.Commits(group), j.FailedCommits(group))
 	}
 	if errs.has(func(l string) bool { return strings.HasPrefix(l, "error:") }) {

@@ -8,7 +8,9 @@
 //
 // (or `npm install kafkajs` next to this file and drop NODE_PATH).
 //
-// It prints one line per change of ownership on stdout:
+// It commits position 0 of its partitions at its first fetch in each
+// generation (see FETCH_START below), and prints one line per change of
+// ownership on stdout:
 //
 //   assigned 0,2 member=<id>   the group was joined with these partitions (GROUP_JOIN)
 //   revoked 0,2 member=<id>    a rebalance began (REBALANCING) or the worker stops: all are given up
@@ -47,20 +49,34 @@ const consumer = kafka.consumer({
 
 let owned = []
 let member = ''
+let toCommit = null // the partitions of the last join, until they are committed
 const report = (what) => console.log(`${what} ${owned.length ? owned.join(',') : 'none'} member=${member}`)
 
 consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
   member = payload.memberId
   owned = (payload.memberAssignment[opt.topic] || []).slice().sort((a, b) => a - b)
   report('assigned') // start their work here
-  // Commit position 0 of each owned partition in this generation: a
-  // catalog topic has no records, so 0 is its only position.
-  consumer.commitOffsets(owned.map((partition) => ({ topic: opt.topic, partition, offset: '0' })))
+  toCommit = owned.length ? owned : null
+})
+// Commit position 0 of each owned partition in this generation (a catalog
+// topic has no records, so 0 is its only position) at the first fetch after
+// the join, not in GROUP_JOIN: kafkajs (2.2.4) drops a commit while its
+// consumer is not running yet, without an error, and the join of the first
+// generation (and of the first after a restart on a crash) comes before it
+// runs. FETCH_START is sent only by a running consumer, right after the
+// join; a rebalance that begins before it clears toCommit (revokeAll), and a
+// later join replaces it, so the commit is always of the current generation.
+consumer.on(consumer.events.FETCH_START, () => {
+  if (!toCommit) return
+  const parts = toCommit
+  toCommit = null
+  consumer.commitOffsets(parts.map((partition) => ({ topic: opt.topic, partition, offset: '0' })))
     .catch((err) => console.error(`error: commit: ${err.message}`))
 })
 const revokeAll = () => {
   if (owned.length) report('revoked') // stop their work here
   owned = []
+  toCommit = null
 }
 consumer.on(consumer.events.REBALANCING, revokeAll)
 consumer.on(consumer.events.CRASH, ({ payload }) => console.error(`error: crash: ${payload.error.message}`))
