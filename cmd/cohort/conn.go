@@ -286,9 +286,12 @@ func warnExposed(w io.Writer, sec clientconfig.Config) {
 	}
 }
 
-// unreachable reports whether err is nothing but failures to connect: a
-// node that is down (in cluster mode its partitions move to another node
-// within --lease-ttl), not an answer.
+// unreachable reports whether err is nothing but failures to reach a
+// group's coordinator: a node that is down (in cluster mode its partitions
+// move to another node within --lease-ttl), or an answer that no node
+// serves the group right now (COORDINATOR_NOT_AVAILABLE while its partition
+// is between two owners, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS).
+// Any other answer is an answer.
 func unreachable(err error) bool {
 	if err == nil {
 		return false
@@ -298,26 +301,42 @@ func unreachable(err error) bool {
 	var se *kadm.ShardErrors
 	if errors.As(err, &se) && len(se.Errs) > 0 {
 		for _, e := range se.Errs {
-			if !isDialError(e.Err) {
+			if !noCoordinator(e.Err) {
 				return false
 			}
 		}
 		return true
 	}
-	return isDialError(err)
+	return noCoordinator(err)
+}
+
+// noCoordinator reports whether err is one failure to reach a coordinator.
+func noCoordinator(err error) bool {
+	return isDialError(err) || errors.Is(err, kerr.CoordinatorNotAvailable) ||
+		errors.Is(err, kerr.NotCoordinator) || errors.Is(err, kerr.CoordinatorLoadInProgress)
 }
 
 // untilReachable calls op again, with backoff, while it fails only to
-// connect and ctx (--timeout) allows: right after a node dies, the groups it
-// coordinated are unreachable until their partitions move to another node,
-// and a command run then should wait for that rather than fail at once.
-// When ctx ends it returns op's last result, the connection failure.
-func untilReachable[T any](ctx context.Context, op func() (T, error)) (T, error) {
+// reach a coordinator (unreachable) and ctx (--timeout) allows: right after a
+// node dies, the groups it coordinated are unreachable until their
+// partitions move to another node, and a command run then should wait for
+// that rather than fail at once. When ctx ends it returns op's last result,
+// the connection failure.
+//
+// Before each retry it has cl (the client op uses; nil: none) refresh its
+// metadata: franz-go keeps a group's coordinator after dials to it fail (on
+// the group requests kadm sends to each group's coordinator), and looks the
+// coordinator up again only once that node is gone from the metadata, which
+// a node that stopped, or lost its lease, soon is.
+func untilReachable[T any](ctx context.Context, cl *kgo.Client, op func() (T, error)) (T, error) {
 	backoff := dialBackoffMin
 	for {
 		v, err := op()
 		if !unreachable(err) || ctx.Err() != nil {
 			return v, err
+		}
+		if cl != nil {
+			cl.ForceMetadataRefresh()
 		}
 		t := time.NewTimer(backoff)
 		select {

@@ -164,7 +164,7 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 	consumer := hasConsumerDescribe(ctx, cl)
 	// The groups whose coordinator could not be reached are asked again
 	// until --timeout (untilReachable): a failover moves them.
-	_, _ = untilReachable(ctx, func() (struct{}, error) {
+	_, _ = untilReachable(ctx, cl, func() (struct{}, error) {
 		pending := ids
 		if len(errs) > 0 {
 			pending = nil
@@ -278,11 +278,11 @@ type logRange struct{ start, end int64 }
 // and the partitions assigned to members, with log offsets and lag when
 // data is not nil. Problems with single partitions of the data cluster are
 // warnings on warn (their figures stay null).
-func addOffsets(ctx context.Context, adm, data *kadm.Client, descs []*groupDesc, warn io.Writer) error {
+func addOffsets(ctx context.Context, cl *kgo.Client, adm, data *kadm.Client, descs []*groupDesc, warn io.Writer) error {
 	rows := map[*groupDesc]map[tp]*offsetRow{}
 	topics := map[string]bool{}
 	for _, g := range descs {
-		committed, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, g.Group) })
+		committed, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, g.Group) })
 		if err == nil {
 			err = committed.Error()
 		}

@@ -205,7 +205,7 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 	defer done()
 	adm := kadm.NewClient(cl)
 	if df.all {
-		gs, err := untilReachable(ctx, func() (kadm.ListedGroups, error) { return adm.ListGroups(ctx) })
+		gs, err := untilReachable(ctx, cl, func() (kadm.ListedGroups, error) { return adm.ListGroups(ctx) })
 		if err != nil {
 			return err
 		}
@@ -224,7 +224,7 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 	}
 	descs, failed := describeGroups(ctx, cl, ids)
 	if needOffsets {
-		if err := addOffsets(ctx, adm, data, descs, e.stderr); err != nil {
+		if err := addOffsets(ctx, cl, adm, data, descs, e.stderr); err != nil {
 			return errors.Join(err, failed)
 		}
 	}

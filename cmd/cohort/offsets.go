@@ -216,7 +216,7 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 	if err := checkInactive(ctx, cl, id); err != nil {
 		return err
 	}
-	fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
+	fetched, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
 	if err == nil {
 		err = fetched.Error()
 	}
@@ -285,7 +285,7 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 		Partitions: planReset(mode, scope, committed, ranges, atTime)}
 	var failed error
 	if execute {
-		failed = commitPlan(ctx, adm, id, res.Partitions)
+		failed = commitPlan(ctx, cl, adm, id, res.Partitions)
 		res.Executed = true
 	}
 	if f.o.json() {
@@ -318,7 +318,7 @@ func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
 
 // commitPlan commits the new offsets of rows as an admin (generation -1, no
 // member id) and records each partition's error in its row.
-func commitPlan(ctx context.Context, adm *kadm.Client, id string, rows []planRow) error {
+func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string, rows []planRow) error {
 	offs := kadm.Offsets{}
 	for _, r := range rows {
 		if r.NewOffset != nil {
@@ -328,7 +328,7 @@ func commitPlan(ctx context.Context, adm *kadm.Client, id string, rows []planRow
 	if len(offs) == 0 {
 		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
 	}
-	rs, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.CommitOffsets(ctx, id, offs) })
+	rs, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.CommitOffsets(ctx, id, offs) })
 	if err != nil {
 		return fmt.Errorf("reset %s: commit: %w", id, err)
 	}
@@ -407,16 +407,16 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 		// Every committed offset of the group, not only those of topics
 		// the catalog knows: offsets outlive a deleted topic, and are
 		// deleted the same way.
-		fetched, err := untilReachable(ctx, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
-		if err == nil {
-			err = fetched.Error()
-		}
+		fetched, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, id) })
 		if err != nil {
 			return fmt.Errorf("offsets of %s: %w", id, err)
 		}
 		for _, t := range whole {
 			n := 0
 			for p, r := range fetched[t] {
+				if r.Err != nil { // only the named topics' errors count
+					return fmt.Errorf("offsets of %s: %s partition %d: %w", id, t, p, r.Err)
+				}
 				if r.At >= 0 {
 					set.Add(t, p)
 					n++
@@ -427,7 +427,7 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 			}
 		}
 	}
-	rs, err := untilReachable(ctx, func() (kadm.DeleteOffsetsResponses, error) { return adm.DeleteOffsets(ctx, id, set) })
+	rs, err := untilReachable(ctx, cl, func() (kadm.DeleteOffsetsResponses, error) { return adm.DeleteOffsets(ctx, id, set) })
 	if err != nil {
 		return fmt.Errorf("delete offsets of %s: %w", id, err)
 	}

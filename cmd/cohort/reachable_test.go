@@ -3,13 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
 // TestUnreachable: only failures to connect count (a node that is down),
@@ -27,6 +34,13 @@ func TestUnreachable(t *testing.T) {
 		{&kadm.ShardErrors{Errs: []kadm.ShardError{{Err: dial}, {Err: errors.New("GROUP_AUTHORIZATION_FAILED")}}}, false},
 		{&net.OpError{Op: "read", Err: errors.New("reset")}, false},
 		{context.DeadlineExceeded, false},
+		// No node serves the group right now (a partition between two
+		// owners, or loading): asked again too.
+		{kerr.CoordinatorNotAvailable, true},
+		{fmt.Errorf("describe g: %w", kerr.NotCoordinator), true},
+		{kerr.CoordinatorLoadInProgress, true},
+		{&kadm.ShardErrors{Errs: []kadm.ShardError{{Err: dial}, {Err: kerr.CoordinatorNotAvailable}}}, true},
+		{kerr.GroupIDNotFound, false},
 	} {
 		if got := unreachable(tc.err); got != tc.want {
 			t.Errorf("unreachable(%v) = %v, want %v", tc.err, got, tc.want)
@@ -42,7 +56,7 @@ func TestUntilReachable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	calls := 0
-	v, err := untilReachable(ctx, func() (int, error) {
+	v, err := untilReachable(ctx, nil, func() (int, error) {
 		if calls++; calls < 3 {
 			return 0, dial
 		}
@@ -53,12 +67,12 @@ func TestUntilReachable(t *testing.T) {
 	}
 	calls = 0
 	answer := errors.New("GROUP_ID_NOT_FOUND")
-	if _, err := untilReachable(ctx, func() (int, error) { calls++; return 0, answer }); err != answer || calls != 1 {
+	if _, err := untilReachable(ctx, nil, func() (int, error) { calls++; return 0, answer }); err != answer || calls != 1 {
 		t.Fatalf("an answer was retried: %v, %d calls", err, calls)
 	}
 	short, cancel2 := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel2()
-	if _, err := untilReachable(short, func() (int, error) { return 0, dial }); err != dial {
+	if _, err := untilReachable(short, nil, func() (int, error) { return 0, dial }); err != dial {
 		t.Fatalf("at the deadline: %v, want the dial error", err)
 	}
 }
@@ -96,4 +110,85 @@ func TestDescribeWaitsForTheCoordinator(t *testing.T) {
 	if refused.Load() < 3 {
 		t.Fatalf("the coordinator was refused %d times: the test did not exercise the retry", refused.Load())
 	}
+}
+
+// TestCommandsFollowAMovedCoordinator: in cluster mode, a group whose
+// coordinator stops (here: its connections refused, then the node closed,
+// so its partitions move to the other node) is described, and its offsets
+// fetched, through the node that takes it over, within --timeout: the
+// client must look the coordinator up again rather than keep dialling the
+// one it knew, and must wait out COORDINATOR_NOT_AVAILABLE while the
+// partition has no owner.
+func TestCommandsFollowAMovedCoordinator(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var nodes []*node.Node
+	for id := range int32(2) {
+		n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: id + 1, ClusterID: "test", Partitions: 4,
+			Store: nil, Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/moved/", LeaseTTL: 2 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes = append(nodes, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := cli{t: t, base: []string{"--bootstrap", nodes[0].Addr() + "," + nodes[1].Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	// A group node 2 coordinates, with an offset.
+	seed := kadm.NewClient(kgoClient(t, kgo.SeedBrokers(nodes[0].Addr(), nodes[1].Addr())))
+	var g string
+	for i := 0; g == "" && ctx.Err() == nil; i++ {
+		cand := fmt.Sprintf("group-%d", i%64)
+		if r := seed.FindGroupCoordinators(ctx, cand)[cand]; r.Err == nil && r.NodeID == 2 {
+			g = cand
+		} else if i%64 == 63 {
+			time.Sleep(100 * time.Millisecond) // partitions not all owned yet
+		}
+	}
+	if g == "" {
+		t.Fatal("no group coordinated by node 2")
+	}
+	commit(t, nodes[0].Addr(), g, "events", map[int32]int64{0: 7})
+
+	var refuse atomic.Bool
+	var d net.Dialer
+	dead := nodes[1].Addr()
+	cl := kgoClient(t, kgo.SeedBrokers(nodes[0].Addr(), nodes[1].Addr()),
+		kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+			if refuse.Load() && host == dead {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: errors.New("connection refused")}
+			}
+			return d.DialContext(ctx, network, host)
+		}))
+	if gs, err := describeGroups(ctx, cl, []string{g}); err != nil || len(gs) != 1 {
+		t.Fatalf("describe before the move: %v", err)
+	}
+	refuse.Store(true)
+	nodes[1].Close()
+	tctx, tcancel := context.WithTimeout(ctx, 20*time.Second)
+	defer tcancel()
+	gs, err := describeGroups(tctx, cl, []string{g})
+	if err != nil || len(gs) != 1 || gs[0].Coordinator == nil || gs[0].Coordinator.NodeID != 1 {
+		t.Fatalf("describe after the move: %v %+v", err, gs)
+	}
+	adm := kadm.NewClient(cl)
+	r, err := untilReachable(tctx, cl, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(tctx, g) })
+	if err != nil {
+		t.Fatalf("offsets after the move: %v", err)
+	}
+	if o, ok := r.Lookup("events", 0); !ok || o.At != 7 {
+		t.Fatalf("offset after the move: %+v", o)
+	}
+}
+
+func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
