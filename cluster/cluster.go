@@ -363,10 +363,11 @@ func (c *Cluster) run() {
 	backoff := 100 * time.Millisecond
 	for c.ctx.Err() == nil {
 		err := c.session()
-		c.releaseAll("session ended")
 		if c.ctx.Err() != nil {
+			c.releaseAll("closing") // the session ended because the node closes
 			return
 		}
+		c.releaseAll("session ended")
 		attrs := []any{"node_id", c.cfg.NodeID, "err", err, "backoff", backoff}
 		switch {
 		case errors.Is(err, rpctypes.ErrAuthFailed):
@@ -718,7 +719,11 @@ func (c *Cluster) releaseAll(why string) {
 	c.lease = 0
 	c.mu.Unlock()
 	if len(ps) > 0 {
-		c.log.Warn("cluster: stopped serving all partitions", "why", why, "partitions", len(ps))
+		level := slog.LevelWarn // a lost lease: other nodes take over
+		if why == "closing" {
+			level = slog.LevelInfo // a node stopping hands its partitions over
+		}
+		c.log.Log(context.Background(), level, "cluster: stopped serving all partitions", "why", why, "partitions", len(ps))
 	}
 }
 
