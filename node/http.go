@@ -59,6 +59,11 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 		// sent to the HTTPS port): at debug level here, not on stderr.
 		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
 	n.httpAddr = ln.Addr()
+	scheme := "http"
+	if n.cfg.HTTPTLS {
+		scheme = "https"
+	}
+	n.log.Info("serving HTTP (metrics, health, console)", "scheme", scheme, "addr", n.httpAddr.String())
 	if n.cfg.HTTPTLS {
 		n.http.TLSConfig = n.cfg.Security.TLS.WithoutClientAuth()
 		if n.cfg.MetricsAuth {

@@ -302,7 +302,7 @@ func TestConsumerGroupCommands(t *testing.T) {
 	if a = member(t, g, "app-a"); *a.MemberEpoch != -2 {
 		t.Fatalf("the static member after its leave: %+v", a)
 	}
-	c.fails(1, []string{"offsets", "reset", "g848", "--all-topics", "--to-offset", "0"}, "the consumer group is "+g.State+" with 1 members")
+	c.fails(1, []string{"offsets", "reset", "g848", "--all-topics", "--to-offset", "0"}, "the consumer group is "+g.State+" with 1 member;")
 
 	// A consumer group whose dynamic member left is empty: it is reset,
 	// then deleted.

@@ -312,8 +312,8 @@ func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
 	if g.MemberCount == 0 {
 		return nil
 	}
-	return fmt.Errorf("reset %s: the %s group is %s with %d members; offsets can only be reset while it has none (stop its consumers first)",
-		id, g.Type, g.State, g.MemberCount)
+	return fmt.Errorf("reset %s: the %s group is %s with %s; offsets can only be reset while it has none (stop its consumers first)",
+		id, g.Type, g.State, plural(g.MemberCount, "member"))
 }
 
 // commitPlan commits the new offsets of rows as an admin (generation -1, no

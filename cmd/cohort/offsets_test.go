@@ -162,7 +162,7 @@ func TestOffsetsReset(t *testing.T) {
 	c.fails(1, []string{"offsets", "reset", "nobody", "--all-topics", "--to-offset", "1"}, "no committed offsets")
 	consumer(t, n.Addr(), "busy", "events", "busy-app", "")
 	c.fails(1, []string{"offsets", "reset", "busy", "--all-topics", "--to-offset", "1"},
-		"reset busy: the classic group is Stable with 1 members; offsets can only be reset while it has none")
+		"reset busy: the classic group is Stable with 1 member; offsets can only be reset while it has none")
 	c.fails(1, []string{"offsets", "reset", "busy", "--all-topics", "--to-offset", "1", "--execute"}, "offsets can only be reset while it has none")
 
 	// Usage errors (exit 2), found before connecting.

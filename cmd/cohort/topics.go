@@ -97,7 +97,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 		res = topicJSON{Topic: name, Partitions: *partitions}
 		if !o.json() {
-			fmt.Fprintf(e.stdout, "created %s with %d partitions\n", name, *partitions)
+			fmt.Fprintf(e.stdout, "created %s with %s\n", name, plural(int(*partitions), "partition"))
 		}
 	case "grow":
 		// The count only grows: say so with the current count, before

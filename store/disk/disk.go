@@ -327,7 +327,7 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 			hint = " (the files look like a pebble database created by another program)"
 		}
 		return false, fmt.Errorf("%w: %s has no %s file but contains %d other files, e.g. %q%s: "+
-			"point Options.Dir at an empty or missing directory, or move the contents aside",
+			"point the store (cohort serve --data-dir) at an empty or missing directory, or move the contents aside",
 			ErrNotStore, s.dir, markerName, len(others), others[0], hint)
 	}
 	if err := writeFileDurably(fs, s.dir, markerName, []byte(markerContent)); err != nil {
