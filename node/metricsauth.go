@@ -59,7 +59,7 @@ func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 			// Verified by the handshake (VerifyClientCertIfGiven).
 			who, err := principal.FromCertificate(r.TLS.PeerCertificates[0], rules)
 			if err != nil {
-				n.srv.ExternalAuthentication(metricsAuthListener, "SSL", false, "peer", r.RemoteAddr, "reason", err.Error())
+				n.srv.ExternalAuthentication(metricsAuthListener, "SSL", false, "remote", r.RemoteAddr, "reason", err.Error())
 				writeText(w, http.StatusForbidden, "forbidden: the client certificate maps to no principal")
 				return
 			}
@@ -79,7 +79,7 @@ func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 		clear(msg)
 		if err != nil {
 			n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, false,
-				"peer", r.RemoteAddr, "reason", err.Error())
+				"remote", r.RemoteAddr, "reason", err.Error())
 			time.Sleep(delay)
 			askMetricsAuth(w)
 			return

@@ -511,7 +511,7 @@ func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Ad
 		return
 	}
 	log.Warn("connection refused: too many connections", "listener", listener, "reason", reason,
-		"peer", peer.String(), "refused_unlogged_before", r.skipped)
+		"remote", peer.String(), "refused_unlogged_before", r.skipped)
 	r.last, r.skipped = now, 0
 }
 
