@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -283,6 +284,9 @@ flags:
 		}
 	}
 	failed := aclErrors(what, fails, results)
+	if errors.Is(failed, kerr.SecurityDisabled) {
+		failed = fmt.Errorf("%w (the node enforces no ACLs: give it a listener that authenticates, or start it with --authorizer)", failed)
+	}
 	// Print only what was done: a request refused as a whole (no
 	// authorizer, no permission) prints nothing, so that a failure never
 	// shows ADDED, DELETED or an empty list.

@@ -227,7 +227,7 @@ func TestACLOutputOnlyOnSuccess(t *testing.T) {
 
 	// Without an authorizer, cohort answers the ACL APIs SECURITY_DISABLED.
 	open := cli{t: t, base: []string{"--bootstrap", startNode(t, "127.0.0.1:0").Addr()}}
-	const disabled = "SECURITY_DISABLED: Security features are disabled."
+	const disabled = "SECURITY_DISABLED: Security features are disabled. (the node enforces no ACLs: give it a listener that authenticates, or start it with --authorizer)"
 	refused(open, "add", add, "cohort: acl add: "+disabled)
 	refused(open, "add", append(add, "--principal", "User:y", "--operation", "read,write"), "cohort: acl add: "+disabled)
 	refused(open, "delete", []string{"--group", "g"}, "cohort: acl delete: "+disabled)

@@ -111,8 +111,11 @@ func groupsCmd(e env, cmd string, args []string) error {
 		}
 		return historyCmd(e, f, hf, action == "why", ids)
 	case "describe":
-		if df.all == (len(ids) > 0) {
-			return usagef("group describe: want group ids or --all-groups (not both)")
+		switch {
+		case df.all && len(ids) > 0:
+			return usagef("group describe: want group ids or --all-groups, not both")
+		case !df.all && len(ids) == 0:
+			return usagef("group describe: want group ids or --all-groups")
 		}
 		return describeCmd(e, f, df, ids)
 	case "delete":

@@ -51,7 +51,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"group"}, "want describe|delete|history|why ID"},
 		{[]string{"group", "frob", "x"}, `unknown action "frob"`},
 		{[]string{"group", "describe"}, "want group ids or --all-groups"},
-		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups"},
+		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups, not both"},
 		{[]string{"group", "delete"}, "want one or more group ids"},
 		{[]string{"group", "delete", "a", "--members"}, "takes group ids only"},
 		{[]string{"group", "describe", "a", "--timeout", "0s"}, "--timeout 0s"},
