@@ -83,15 +83,15 @@ type partition struct {
 	loadedCh chan loadResult
 	loaded   chan struct{} // closed once the first load ends (or if unowned)
 
-	mu       sync.Mutex // guards everything below
-	closed   bool       // the coordinator is closing: NOT_COORDINATOR
+	mu     sync.Mutex // guards everything below
+	closed bool       // the coordinator is closing: NOT_COORDINATOR
 	// deletedTopics are topics deleted from the catalog whose offsets the
 	// shard has not removed yet: kept while the partition loads, dropped
 	// when it is not served here (its owner removes them).
 	deletedTopics []string
 	state         partitionState
-	shard    *group.Shard
-	shardGen uint64 // bumped on every (re)load/unload so stale results are ignored
+	shard         *group.Shard
+	shardGen      uint64 // bumped on every (re)load/unload so stale results are ignored
 
 	nextTicket group.Ticket
 	waiting    map[group.Ticket]*call
