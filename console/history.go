@@ -131,6 +131,9 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 	if !ok {
 		return History{Note: "This node recorded no rebalance history for this group (a node without history, or an older version)."}
 	}
+	if doc.Withheld {
+		return History{Note: "The rebalance history is withheld: it names topics you may not describe."}
+	}
 	h := History{Storm: doc.Storm.Flagged}
 	if doc.Storm.Flagged {
 		var cs []string

@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/binary"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -202,6 +203,9 @@ type HistoryDoc struct {
 	Storm   StormStatus      `json:"storm"`
 	// Waiting is set when the group is not Stable (nor Empty).
 	Waiting *Waiting `json:"waiting,omitempty"`
+	// Withheld: the history names topics the asker may not describe, and
+	// only Version, Group, Type and State are given (WithholdHistory).
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // RequestHistory asks, in req, for the history of each group: at most n of
@@ -233,6 +237,45 @@ func SetHistoryTag(d *kmsg.DescribeGroupsResponseGroup, doc *HistoryDoc) error {
 	}
 	d.UnknownTags.Set(HistoryTag, b)
 	return nil
+}
+
+// WithholdHistory replaces the history doc in d's HistoryTag by one that
+// says it is withheld: the group, its type and state, nothing else.
+func WithholdHistory(d *kmsg.DescribeGroupsResponseGroup, doc *HistoryDoc) {
+	// Strings, an int and a bool: encoding cannot fail.
+	b, _ := json.Marshal(&HistoryDoc{Version: doc.Version, Group: doc.Group, Type: doc.Type, State: doc.State, Withheld: true})
+	d.UnknownTags.Set(HistoryTag, b)
+}
+
+// NamesConsumerTopic reports whether the consumer-protocol part of d (its
+// consumer-protocol events, and the rebalance in progress of a
+// consumer-protocol group) names a topic for which refused is true: in a
+// cause's changed topics or a member's gained or lost partitions.
+func (d *HistoryDoc) NamesConsumerTopic(refused func(topic string) bool) bool {
+	causeNames := func(c *Cause) bool { return slices.ContainsFunc(c.Topics, refused) }
+	tpsName := func(tps []TopicPartitions) bool {
+		return slices.ContainsFunc(tps, func(tp TopicPartitions) bool { return refused(tp.Topic) })
+	}
+	for i := range d.History {
+		e := &d.History[i]
+		if e.Type != "consumer" {
+			continue
+		}
+		if causeNames(&e.Cause) {
+			return true
+		}
+		for j := range e.MoreCauses {
+			if causeNames(&e.MoreCauses[j]) {
+				return true
+			}
+		}
+		for _, m := range e.Members {
+			if tpsName(m.Added) || tpsName(m.Removed) {
+				return true
+			}
+		}
+	}
+	return d.Type == "consumer" && d.Waiting != nil && d.Waiting.Cause != nil && causeNames(d.Waiting.Cause)
 }
 
 // HistoryTagOf reads the HistoryDoc of d; ok is false when d has no such tag

@@ -450,6 +450,49 @@ func (s *Server) authzOffsetFetchGroups(ctx context.Context, c Client, r *reques
 // principal's operations on it.
 func (s *Server) authzDescribeGroups(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.DescribeGroupsRequest)
+	resp, err := s.authzDescribeGroupsOnly(ctx, c, r, req)
+	if err != nil {
+		return nil, err
+	}
+	if _, asked := group.HistoryRequested(req); asked {
+		s.withholdConsumerHistory(c, r.key, resp.(*kmsg.DescribeGroupsResponse).Groups)
+	}
+	return resp, nil
+}
+
+// withholdConsumerHistory drops the rebalance history (group.HistoryTag)
+// of every group whose consumer-protocol history names a topic the
+// principal may not describe. ConsumerGroupDescribe withholds such a group
+// whole, as Kafka does, and the history would tell the same facts
+// (members' assignments, changed topics). A classic group's history stays:
+// Kafka's DescribeGroups gives its members' subscriptions and assignments to
+// anyone allowed to describe the group.
+func (s *Server) withholdConsumerHistory(c Client, key int16, gs []kmsg.DescribeGroupsResponseGroup) {
+	refused := s.describeRefused(c, key)
+	for i := range gs {
+		if doc, ok := group.HistoryTagOf(&gs[i]); ok && doc.NamesConsumerTopic(refused) {
+			group.WithholdHistory(&gs[i], doc)
+		}
+	}
+}
+
+// describeRefused reports whether the principal of c may not DESCRIBE a
+// topic, each topic checked (and a refusal counted) once.
+func (s *Server) describeRefused(c Client, key int16) func(topic string) bool {
+	gate := s.topicAuthzGate(c, key, acl.OpDescribe)
+	seen := map[string]bool{}
+	return func(topic string) bool {
+		no, ok := seen[topic]
+		if !ok {
+			no = gate(topic, false) != errNone
+			seen[topic] = no
+		}
+		return no
+	}
+}
+
+// authzDescribeGroupsOnly is authzDescribeGroups' GROUP DESCRIBE part.
+func (s *Server) authzDescribeGroupsOnly(ctx context.Context, c Client, r *request, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
 	return describeAuthorized(s, ctx, c, r, req.Groups, req.Version >= 3 && req.IncludeAuthorizedOperations,
 		func(groups []string) kmsg.Request { sub := *req; sub.Groups = groups; return &sub },
 		func(resp kmsg.Response) *[]kmsg.DescribeGroupsResponseGroup {
@@ -476,16 +519,7 @@ func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *re
 	if err != nil {
 		return nil, err
 	}
-	gate := s.topicAuthzGate(c, r.key, acl.OpDescribe)
-	seen := map[string]bool{}
-	refused := func(topic string) bool {
-		no, ok := seen[topic]
-		if !ok {
-			no = gate(topic, false) != errNone
-			seen[topic] = no
-		}
-		return no
-	}
+	refused := s.describeRefused(c, r.key)
 	gs := resp.(*kmsg.ConsumerGroupDescribeResponse).Groups
 	for i := range gs {
 		g := &gs[i]

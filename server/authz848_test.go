@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/security/acl"
 )
 
@@ -84,5 +85,76 @@ func TestConsumerGroupDescribeHidesUndescribableTopics(t *testing.T) {
 	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "secret"))
 	if g := e.as(alice, d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != 0 || len(g.Members) != 1 {
 		t.Fatalf("with DESCRIBE on the topic: error %d, %d members", g.ErrorCode, len(g.Members))
+	}
+}
+
+// TestDescribeGroupsWithholdsConsumerHistory: the rebalance history that
+// DescribeGroups carries on request (group.HistoryTag) names the topics a
+// consumer-protocol group's members gained; it is withheld (a doc saying so,
+// without events) for a principal that may describe the group but not such
+// a topic (ConsumerGroupDescribe withholds that group whole), also after the
+// member left, and given with DESCRIBE on the topic. Another group's history
+// stays.
+func TestDescribeGroupsWithholdsConsumerHistory(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("secret", 1)
+	e.ensureTopic("public", 1)
+	join := func(grp, topic string) {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Version, hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = 1, grp, "m-"+grp, 60000
+		hb.SubscribedTopicNames, hb.Topics = []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		r := e.as(admin, hb).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if r.ErrorCode != 0 {
+			t.Fatalf("%s: heartbeat %d", grp, r.ErrorCode)
+		}
+		// Acknowledge the assignment: the rebalance completes and is
+		// recorded with the partitions the member gained.
+		ack := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		ack.Version, ack.Group, ack.MemberID, ack.MemberEpoch, ack.RebalanceTimeoutMillis = 1, grp, "m-"+grp, r.MemberEpoch, -1
+		if r.Assignment != nil {
+			for _, tp := range r.Assignment.Topics {
+				ack.Topics = append(ack.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
+			}
+		}
+		e.as(admin, ack)
+	}
+	join("g", "secret")
+	join("pub", "public")
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceGroup, "pub"),
+		allow(alice, acl.OpDescribe, acl.ResourceTopic, "public"))
+	// history reports whether who is given g's and pub's events.
+	history := func(who string) (g, pub bool) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Version, req.Groups = 5, []string{"g", "pub"}
+		group.RequestHistory(req, -1)
+		resp := e.as(who, req).(*kmsg.DescribeGroupsResponse)
+		given := func(i int) bool {
+			doc, ok := group.HistoryTagOf(&resp.Groups[i])
+			if !ok {
+				t.Fatalf("%s: no history doc for %s", who, resp.Groups[i].Group)
+			}
+			if doc.Withheld != (len(doc.History) == 0) {
+				t.Fatalf("%s: %s withheld %v with %d events", who, resp.Groups[i].Group, doc.Withheld, len(doc.History))
+			}
+			return !doc.Withheld
+		}
+		return given(0), given(1)
+	}
+	if g, pub := history(admin); !g || !pub {
+		t.Fatalf("admin: history of g %v, pub %v; want both (the test shows nothing otherwise)", g, pub)
+	}
+	if g, pub := history(alice); g || !pub {
+		t.Fatalf("alice without DESCRIBE on secret: history of g %v (want withheld), pub %v", g, pub)
+	}
+	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	leave.Version, leave.Group, leave.MemberID, leave.MemberEpoch = 1, "g", "m-g", -1
+	e.as(admin, leave)
+	if g, _ := history(alice); g {
+		t.Fatal("after the member left: g's history given to alice")
+	}
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceGroup, "pub"),
+		allow(alice, acl.OpDescribe, acl.ResourceTopic, "public"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "secret"))
+	if g, _ := history(alice); !g {
+		t.Fatal("with DESCRIBE on secret: g's history withheld")
 	}
 }

@@ -59,6 +59,9 @@ func historyOf(ctx context.Context, cl *kgo.Client, id string, n int32) (*group.
 			continue
 		}
 		if doc, ok := group.HistoryTagOf(d); ok {
+			if doc.Withheld {
+				return nil, "", fmt.Errorf("history of %s: withheld: it names topics you may not describe (TOPIC DESCRIBE)", id)
+			}
 			_, leader, _ := group.DescribeTagOf(d)
 			return doc, leader, nil
 		}
