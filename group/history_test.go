@@ -341,9 +341,11 @@ func TestHistoryBoundedAndReloaded(t *testing.T) {
 }
 
 // The "now" view names the members a rebalance waits for, and when they are
-// evicted.
+// evicted: here (a session longer than the rebalance timeout) when the join
+// barrier closes.
 func TestHistoryWaiting(t *testing.T) {
 	h := newH(t)
+	h.session = 60_000
 	ids, _ := h.stableGroup("g", 2)
 	start := h.now
 	tk := h.join("g", jo{member: ids[0]})
@@ -550,4 +552,29 @@ func rebalanced(t *testing.T, n int) (*h, []RebalanceEvent) {
 		t.Fatalf("%d events, want %d", len(live), n+1)
 	}
 	return h, live
+}
+
+// A member the join phase waits for is evicted by whichever fires first, its
+// session or the join barrier's end: with a session shorter than the
+// rebalance timeout, the "now" view gives the session's expiry (it gave the
+// barrier's end, later than the eviction).
+func TestHistoryWaitingSessionFirst(t *testing.T) {
+	h := newH(t)
+	h.session = 10_000
+	ids, _ := h.stableGroup("g", 2)
+	start := h.now
+	h.join("g", jo{member: ids[0]})
+	h.advance(time.Second)
+	doc, _ := h.s.HistoryDoc("g", 0, h.now)
+	w := doc.Waiting
+	if w == nil || len(w.Members) != 1 {
+		t.Fatalf("waiting %+v", w)
+	}
+	if m := w.Members[0]; m.MemberID != ids[1] || m.Phase != "join" || m.Deadline == nil || !m.Deadline.Equal(start.Add(10*time.Second)) {
+		t.Fatalf("member %+v; want its session's end %v", m, start.Add(10*time.Second))
+	}
+	h.advance(9 * time.Second) // the session ends: evicted, as the view said
+	if g := h.s.Group("g"); g == nil || len(g.members) != 1 {
+		t.Fatalf("after the deadline the group has %d members, want 1", len(g.members))
+	}
 }

@@ -598,10 +598,12 @@ func (g *Group) waiting() *Waiting {
 			if g.rb != nil {
 				wm.Since = g.rb.phaseStart
 			}
-			if m.instanceID == "" && g.joinTimer.armed() && !g.initialDelay {
-				wm.Deadline = deadlineOf(g.joinTimer)
-			} else {
-				wm.Deadline = deadlineOf(m.session)
+			// Its session timer runs on; a dynamic member is also
+			// evicted when the join barrier closes without it. The
+			// earlier of the two removes it.
+			wm.Deadline = deadlineOf(m.session)
+			if m.instanceID == "" && !g.initialDelay {
+				wm.Deadline = earlier(wm.Deadline, deadlineOf(g.joinTimer))
 			}
 		case CompletingRebalance:
 			if _, ok := g.pendingSync[m.id]; !ok {
@@ -612,6 +614,14 @@ func (g *Group) waiting() *Waiting {
 		w.Members = append(w.Members, wm)
 	}
 	return w
+}
+
+// earlier is the earlier of two deadlines (nil: none).
+func earlier(a, b *time.Time) *time.Time {
+	if a == nil || b != nil && b.Before(*a) {
+		return b
+	}
+	return a
 }
 
 // deadlineOf is when t fires, nil when it is not armed.
