@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime"
 	"strconv"
 	"strings"
@@ -104,6 +105,9 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 		},
 		"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 		"lower": strings.ToLower,
+		// seg escapes a group id (or any name) as one path segment:
+		// html/template leaves '/', '?' and '#' of a URL alone.
+		"seg": url.PathEscape,
 		"sortlink": func(q groupsQuery, key string) string {
 			v := q.values()
 			v.Set("sort", key)

@@ -1,0 +1,39 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// TestGroupLinkIsOnePathSegment: the groups page links a group whose id
+// holds a space, '/', '?' and '#' with the id escaped as one path segment,
+// and that link opens the group's page (unescaped, the link went to
+// "team a" with the query "c" and fragment "d": a 404).
+func TestGroupLinkIsOnePathSegment(t *testing.T) {
+	n := startNode(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, n, false))
+	const id = "team a/b?c#d"
+	commit(ctx, t, adm, id, "odd", 1)
+	base := "http://" + n.HTTPAddr()
+
+	code, body := get(t, base+"/console/", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("groups page: %d %s", code, body)
+	}
+	const link = `href="/console/groups/team%20a%2Fb%3Fc%23d"`
+	if !strings.Contains(body, link) {
+		i := strings.Index(body, `href="/console/groups/`)
+		t.Fatalf("groups page lacks %s; it has %.60s", link, body[max(i, 0):])
+	}
+	code, body = get(t, base+"/console/groups/team%20a%2Fb%3Fc%23d", "", "")
+	if code != http.StatusOK || !strings.Contains(body, "<td>odd</td>") || !strings.Contains(body, "team a/b?c#d") {
+		t.Errorf("the linked group page: %d\n%s", code, body)
+	}
+}
