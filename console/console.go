@@ -191,6 +191,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case path == "/" || path == "":
 		c.groups(ctx, w, r, cl, d)
+	case path == "/groups/" || path == "/groups":
+		// No group id: the list of groups, rather than a DescribeGroups
+		// of "" that the node refuses (INVALID_GROUP_ID, once a 502).
+		http.Redirect(w, r, Prefix, http.StatusFound)
 	case strings.HasPrefix(path, "/groups/"):
 		c.group(ctx, w, r, cl, d, strings.TrimPrefix(path, "/groups/"))
 	case path == "/topics":

@@ -37,3 +37,21 @@ func TestGroupLinkIsOnePathSegment(t *testing.T) {
 		t.Errorf("the linked group page: %d\n%s", code, body)
 	}
 }
+
+// TestGroupsPathWithoutID: /console/groups/ (and /console/groups) with no
+// group id redirect to the groups list; they answered 502 Bad Gateway
+// (INVALID_GROUP_ID), as if the node had failed.
+func TestGroupsPathWithoutID(t *testing.T) {
+	n := startNode(t, false)
+	cl := &http.Client{Timeout: 20 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, path := range []string{"/console/groups/", "/console/groups"} {
+		resp, err := cl.Get("http://" + n.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console/" {
+			t.Errorf("%s: %d, Location %q; want 302 to /console/", path, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+}
