@@ -135,3 +135,15 @@ func get(t testing.TB, url, user, pass string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// nodeWithGroup starts a node without authentication on which group has
+// committed offsets on topic (partitions); it returns the node and the
+// console's base URL.
+func nodeWithGroup(t testing.TB, grp, topic string, partitions int32) (*node.Node, string) {
+	t.Helper()
+	n := startNode(t, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	commit(ctx, t, kadm.NewClient(kafkaClient(t, n, false)), grp, topic, partitions)
+	return n, "http://" + n.HTTPAddr() + "/console/"
+}

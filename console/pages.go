@@ -3,10 +3,12 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -52,7 +54,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	q := r.URL.Query()
 	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1"}
-	p := groupsPage{Query: gq, Total: len(rows), Groups: filterSort(rows, gq.State, gq.Type, gq.Sort, gq.Desc),
+	p := groupsPage{Query: gq, Total: len(rows),
 		States: []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling"},
 		Types:  []string{"classic", "consumer"}}
 	for _, g := range rows {
@@ -60,6 +62,25 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 			p.States = append(p.States, g.State)
 		}
 	}
+	// An unknown state or type would match no group and read as "0 of N
+	// groups": it is a 400 naming the accepted values, as the CLI's usage
+	// error does. A known one is spelled as listed, so the form shows it.
+	for _, f := range []struct {
+		name     string
+		v        *string
+		accepted []string
+	}{{"state", &p.Query.State, p.States}, {"type", &p.Query.Type, p.Types}} {
+		if *f.v == "" {
+			continue
+		}
+		i := slices.IndexFunc(f.accepted, func(a string) bool { return strings.EqualFold(a, *f.v) })
+		if i < 0 {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown %s %q: want one of %s (any case).", f.name, *f.v, strings.Join(f.accepted, ", ")))
+			return
+		}
+		*f.v = f.accepted[i]
+	}
+	p.Groups = filterSort(rows, p.Query.State, p.Query.Type, p.Query.Sort, p.Query.Desc)
 	d.Title, d.Body = "Groups", p
 	c.render(w, "groups", http.StatusOK, d)
 }
