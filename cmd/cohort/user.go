@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cohort-dev/cohort/security/clientconfig"
+	"github.com/cohort-dev/cohort/security/sasl"
 )
 
 // SCRAM iteration bounds, Kafka's (and so kadm's): fewer make a weak
@@ -32,7 +33,7 @@ func users(e env, cmd string, args []string) error {
 	var c conn
 	c.register(fs)
 	mechanism := fs.String("mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
-	iterations := fs.Int("iterations", 8192, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
+	iterations := fs.Int("iterations", sasl.DefaultIterations, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
 	passwordFile := fs.String("password-file", "", "`file` holding the new password, - for standard input (default: standard input)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage:

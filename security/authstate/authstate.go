@@ -45,10 +45,9 @@ import (
 const Partition int32 = -2
 
 // DefaultIterations is the SCRAM iteration count of credentials cohort
-// derives itself (EnsureUser), Kafka's default for kafka-configs and
-// kafka-storage. PLAIN logins pay it on every authentication, which is why
-// it is the minimum rather than more.
-const DefaultIterations = sasl.MinIterations
+// derives itself (EnsureUser): that of cohort user set, so that the
+// bootstrap user does not stand out among the users (sasl.DefaultIterations).
+const DefaultIterations = sasl.DefaultIterations
 
 // Record key prefixes.
 const (

@@ -85,7 +85,8 @@ type UnknownUsers interface {
 	// UnknownUser returns the secret key that derives the made-up
 	// credentials of mechanism (at least 16 bytes; shorter: the process's
 	// own key, which changes on a restart), and the iteration count and
-	// salt length to give them (out of range: MinIterations and 32).
+	// salt length to give them (out of range: DefaultIterations and
+	// cohort's salt length).
 	// The same store must return the same key on every node and after
 	// restarts, and the typical parameters of its stored credentials.
 	UnknownUser(mechanism string) (key []byte, iterations, saltLength int)
@@ -98,7 +99,7 @@ type UnknownUsers interface {
 // and unrelated to its salt, and the sessions fail an unknown user whatever
 // the client sends.
 func fakeCredential(creds Credentials, mechanism string, h scramHash, user string) Credential {
-	key, iterations, sl := fakeKey, MinIterations, saltLen
+	key, iterations, sl := fakeKey, DefaultIterations, saltLen
 	if u, ok := creds.(UnknownUsers); ok {
 		k, i, n := u.UnknownUser(mechanism)
 		if len(k) >= 16 {

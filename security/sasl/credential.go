@@ -23,8 +23,16 @@ const (
 	MaxIterations = 16384
 )
 
-// saltLen is the length of the random salt NewCredential draws.
-const saltLen = 32
+// DefaultIterations and saltLen are the shape of the credentials cohort
+// makes: those cohort user set sends (franz-go's kadm draws 24-byte salts)
+// and those the node derives itself (the bootstrap user). One shape for
+// both, and for the made-up credentials of unknown users when no stored
+// shape is more common, so that no user stands out by its parameters (the
+// bootstrap user is a super user, the one worth finding).
+const (
+	DefaultIterations = 8192
+	saltLen           = 24
+)
 
 // maxSaltLen bounds the salt a credential may carry (from
 // AlterUserScramCredentials or the store); Kafka's clients send a few dozen

@@ -81,7 +81,7 @@ func TestNewCredential(t *testing.T) {
 			t.Fatal(err)
 		}
 		h, _ := hashFor(mech)
-		if a.Mechanism != mech || len(a.Salt) != 32 || a.Iterations != MinIterations ||
+		if a.Mechanism != mech || len(a.Salt) != saltLen || a.Iterations != MinIterations ||
 			len(a.StoredKey) != h.size || len(a.ServerKey) != h.size {
 			t.Errorf("%s: credential %+v", mech, a)
 		}

@@ -150,7 +150,12 @@ func TestSCRAMUnknownUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return regexp.MustCompile(`,s=([^,]+),i=4096$`).FindStringSubmatch(string(s1))[1]
+			// Without a stored shape to copy: cohort's own (DefaultIterations).
+			m := regexp.MustCompile(`,s=([^,]+),i=8192$`).FindStringSubmatch(string(s1))
+			if m == nil {
+				t.Fatalf("server-first %q: want a salt and 8192 iterations", s1)
+			}
+			return m[1]
 		}
 		first, again := salt("mallory"), salt("mallory")
 		if first != again || first == salt("trudy") {
@@ -377,11 +382,12 @@ func TestSCRAMUnknownUserShapedByStore(t *testing.T) {
 		m := first.FindStringSubmatch(string(s1))
 		return b64(t, m[1]), m[2]
 	}
-	nodeA := shapedCreds{memCreds: scramStore(t), key: key, iters: 8192, saltSize: 24}
-	nodeB := shapedCreds{memCreds: memCreds{}, key: bytes.Clone(key), iters: 8192, saltSize: 24}
+	// A shape unlike cohort's own, so that taking it shows.
+	nodeA := shapedCreds{memCreds: scramStore(t), key: key, iters: 16384, saltSize: 40}
+	nodeB := shapedCreds{memCreds: memCreds{}, key: bytes.Clone(key), iters: 16384, saltSize: 40}
 	saltA, iters := answer(nodeA)
-	if len(saltA) != 24 || iters != "8192" {
-		t.Fatalf("unknown user: %d-byte salt, %s iterations; want the store's 24 and 8192", len(saltA), iters)
+	if len(saltA) != 40 || iters != "16384" {
+		t.Fatalf("unknown user: %d-byte salt, %s iterations; want the store's 40 and 16384", len(saltA), iters)
 	}
 	if saltB, _ := answer(nodeB); !bytes.Equal(saltA, saltB) {
 		t.Fatal("two stores with one key gave an unknown user different salts")
@@ -391,7 +397,7 @@ func TestSCRAMUnknownUserShapedByStore(t *testing.T) {
 		t.Fatal("the salt does not depend on the key")
 	}
 	// Out-of-range shapes fall back to the defaults.
-	if salt, iters := answer(shapedCreds{memCreds: memCreds{}, key: key, iters: 99, saltSize: 4}); len(salt) != 32 || iters != "4096" {
+	if salt, iters := answer(shapedCreds{memCreds: memCreds{}, key: key, iters: 99, saltSize: 4}); len(salt) != saltLen || iters != "8192" {
 		t.Fatalf("out-of-range shape: %d-byte salt, %s iterations", len(salt), iters)
 	}
 }
