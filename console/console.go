@@ -144,9 +144,17 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the console is read-only", http.StatusMethodNotAllowed)
 		return
 	}
+	// The pages show what one person may see: no cache keeps them (the
+	// static assets below may be cached).
+	w.Header().Set("Cache-Control", "no-store")
 	path := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(Prefix, "/"))
-	if strings.HasPrefix(path, "/static/") {
+	if name, ok := strings.CutPrefix(path, "/static/"); ok {
 		sub, _ := fs.Sub(staticFS, "static")
+		// Files only: a directory (static/ itself) would be listed.
+		if fi, err := fs.Stat(sub, name); err != nil || fi.IsDir() {
+			c.fail(w, r, http.StatusNotFound, "No such file.")
+			return
+		}
 		w.Header().Set("Cache-Control", "max-age=300")
 		http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)).ServeHTTP(w, r)
 		return
