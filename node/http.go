@@ -44,16 +44,16 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 		return fmt.Errorf("http listener: %w", err)
 	}
 	n.mux = n.newHTTPMux(reg)
-	ln = limitListener(ln, maxHTTPConns)
+	ln = limitListener(ln, maxHTTPConns, maxHTTPConnsPerIP)
 	// Every connection ends within bounded time whatever the client does:
-	// headers within 10 s, the whole request within 30 s, the answer
+	// headers within 5 s, the whole request within 30 s, the answer
 	// written within 60 s (a console page waits at most 10 s for the
 	// node), and an idle keep-alive connection (HTTP/1 or HTTP/2) closes
 	// after 2 minutes. Without them a client that sent one request and
 	// stayed, or announced a body and stalled, held its descriptor for
 	// ever, and enough of them exhausted the process's descriptors, so that
 	// the Kafka listeners could no longer accept anyone.
-	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		// The stdlib logs every failed TLS handshake (scanners, plain HTTP
 		// sent to the HTTPS port): at debug level here, not on stderr.
@@ -171,12 +171,21 @@ func writeText(w http.ResponseWriter, code int, body string) {
 // server, probes and a few console users need a handful. At the bound the
 // listener accepts no more until one closes (they wait in the kernel's
 // backlog), so a flood of connections to the HTTP port cannot take the file
-// descriptors the Kafka listeners need.
-const maxHTTPConns = 256
+// descriptors the Kafka listeners need. maxHTTPConnsPerIP bounds those of
+// one address, so that one client holding connections open (half-sent
+// requests, each for up to the header timeout) cannot take every slot and
+// starve the health probes of /healthz: beyond it a new connection from
+// that address is closed at once.
+const (
+	maxHTTPConns      = 256
+	maxHTTPConnsPerIP = 32
+)
 
-// limitListener accepts at most n connections at once.
-func limitListener(ln net.Listener, n int) net.Listener {
-	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{})}
+// limitListener accepts at most n connections at once, and at most perIP
+// from one IP address.
+func limitListener(ln net.Listener, n, perIP int) net.Listener {
+	return &limitedListener{Listener: ln, slots: make(chan struct{}, n), done: make(chan struct{}),
+		perIP: perIP, byIP: map[string]int{}}
 }
 
 type limitedListener struct {
@@ -184,20 +193,54 @@ type limitedListener struct {
 	slots chan struct{}
 	done  chan struct{} // closed by Close: Accept waits no more
 	once  sync.Once
+
+	perIP int
+	mu    sync.Mutex
+	byIP  map[string]int // open connections by remote IP
 }
 
 func (l *limitedListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.done:
-		return nil, net.ErrClosed
+	for {
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.done:
+			return nil, net.ErrClosed
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
+		}
+		ip := remoteIP(c)
+		l.mu.Lock()
+		full := l.byIP[ip] >= l.perIP
+		if !full {
+			l.byIP[ip]++
+		}
+		l.mu.Unlock()
+		if full {
+			c.Close()
+			<-l.slots
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() {
+			l.mu.Lock()
+			if l.byIP[ip]--; l.byIP[ip] == 0 {
+				delete(l.byIP, ip)
+			}
+			l.mu.Unlock()
+			<-l.slots
+		}}, nil
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
+}
+
+// remoteIP is the IP address of c's peer (its whole address if it has none).
+func remoteIP(c net.Conn) string {
+	a := c.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+	return a
 }
 
 func (l *limitedListener) Close() error {

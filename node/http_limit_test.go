@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,7 +19,7 @@ func TestHTTPListenerLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := limitListener(ln, 2)
+	l := limitListener(ln, 2, 2)
 	accepted := make(chan net.Conn, 3)
 	go func() {
 		for {
@@ -65,5 +66,52 @@ func TestHTTPListenerLimits(t *testing.T) {
 	if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 {
 		t.Fatalf("HTTP server without a bound: header %v, read %v, write %v, idle %v, header bytes %d",
 			h.ReadHeaderTimeout, h.ReadTimeout, h.WriteTimeout, h.IdleTimeout, h.MaxHeaderBytes)
+	}
+}
+
+// TestHTTPListenerPerIPLimit: one address holding its bound of connections
+// open (half-sent requests) gets its next connection closed at once, while
+// another address is served (/healthz answers): one client cannot take the
+// whole listener from the health probes.
+func TestHTTPListenerPerIPLimit(t *testing.T) {
+	n, err := Start(Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), HTTPListen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	addr := n.HTTPAddr()
+	for range maxHTTPConnsPerIP {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n")); err != nil { // and no end
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the listener has accepted them
+	over, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer over.Close()
+	over.SetDeadline(time.Now().Add(3 * time.Second))
+	over.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+	// Closed unanswered: an EOF, or a reset (the request was unread).
+	var ne net.Error
+	if b, err := io.ReadAll(over); len(b) != 0 || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a connection beyond the address's bound: read %q, %v; want it closed unanswered", b, err)
+	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 2 * time.Second}
+	other, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no second loopback address here: %v", err)
+	}
+	defer other.Close()
+	other.SetDeadline(time.Now().Add(3 * time.Second))
+	other.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+	if b, _ := io.ReadAll(other); !strings.HasPrefix(string(b), "HTTP/1.1 200") {
+		t.Fatalf("another address: %q", b)
 	}
 }
