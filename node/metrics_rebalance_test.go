@@ -24,17 +24,19 @@ import (
 // histograms by exactly one sample each. The storm detector (threshold 3 in
 // a minute) flags the group at the fourth rebalance:
 // cohort_rebalance_storms_total goes to 1 and cohort_groups_storming to 1,
-// and back to 0 once the window has passed the rebalances.
+// and back to 0 once the window has passed the rebalances; the log names the
+// group at each change of the flag.
 func TestMetricsRebalanceCauses(t *testing.T) {
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	cfg.MinSessionTimeout = time.Second
 	cfg.StormThreshold, cfg.StormWindow = 3, time.Minute
+	logs := &logTail{}
 	n := startLoaded(t, Config{
 		Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Store: memstore.New(), Group: cfg, Clock: clk,
 		Rand:      seeded{rand.NewChaCha8([32]byte{16})},
-		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:    slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		ClusterID: "test",
 	})
 	t.Cleanup(func() { n.Close() })
@@ -121,6 +123,9 @@ func TestMetricsRebalanceCauses(t *testing.T) {
 	clk.Advance(11 * time.Second)
 	c := step(group.CauseSessionTimeout)
 	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_groups_storming")
+	if want := `level=WARN msg="group rebalancing in a storm (see cohort group why)" group=`; !logs.has(want) || !logs.has("rebalances=4 threshold=3 window=1m0s") {
+		t.Errorf("no storm line %q in the log", want)
+	}
 	if c := read(); c.storms != 1 {
 		t.Errorf("cohort_rebalance_storms_total %v after the flag, want 1", c.storms)
 	}
@@ -128,6 +133,9 @@ func TestMetricsRebalanceCauses(t *testing.T) {
 	// storms stays.
 	clk.Advance(time.Minute)
 	waitMetric(t, addr, 10*time.Second, eq(0), "cohort_groups_storming")
+	if want := `level=INFO msg="group no longer rebalancing in a storm" group=`; !logs.has(want) {
+		t.Errorf("no line %q in the log", want)
+	}
 	if c2 := read(); c2.storms != 1 || c2.all != c.all {
 		t.Errorf("after the window: storms %v (want 1), rebalances %v (want %v)", c2.storms, c2.all, c.all)
 	}

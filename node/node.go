@@ -250,6 +250,7 @@ func Start(cfg Config) (*Node, error) {
 		n.rm = newRebalanceMetrics(reg, func() int { return n.coord.Partitions() })
 		n.rm.hook(&gcfg)
 	}
+	logStorms(&gcfg, n.log)
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,
 		Group:                  gcfg,

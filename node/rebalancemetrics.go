@@ -1,6 +1,10 @@
 package node
 
 import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -136,5 +140,29 @@ func (m *rebalanceMetrics) hook(cfg *group.Config) {
 		cfg.OnStorm = func(st group.StormStatus) { prev(st); m.storm(st) }
 	} else {
 		cfg.OnStorm = m.storm
+	}
+}
+
+// logStorms adds to cfg's OnStorm (keeping any already set) a log line when
+// a group is flagged as storming (WARN, with the count, the window and the
+// causes) and when it no longer is (INFO): the metric tells that some group
+// storms, the line which one, for an operator reading the log.
+func logStorms(cfg *group.Config, log *slog.Logger) {
+	prev := cfg.OnStorm
+	cfg.OnStorm = func(st group.StormStatus) {
+		if prev != nil {
+			prev(st)
+		}
+		if !st.Flagged {
+			log.Info("group no longer rebalancing in a storm", "group", st.Group)
+			return
+		}
+		causes := make([]string, 0, len(st.Causes))
+		for k, n := range st.Causes {
+			causes = append(causes, fmt.Sprintf("%s=%d", k, n))
+		}
+		slices.Sort(causes)
+		log.Warn("group rebalancing in a storm (see cohort group why)", "group", st.Group, "rebalances", st.Count,
+			"threshold", st.Threshold, "window", time.Duration(st.WindowMs)*time.Millisecond, "causes", strings.Join(causes, ","))
 	}
 }
