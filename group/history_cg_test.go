@@ -132,7 +132,11 @@ func TestHistoryCGJoin(t *testing.T) {
 }
 
 // The "now" view of a reconciling group names who has not revoked (with the
-// rebalance-timeout deadline) and who waits for partitions, and the cause.
+// rebalance-timeout deadline once told to) and who waits for partitions, and
+// the cause. A member that must give partitions up is waited for as
+// revoking from the moment the target is computed, before its next heartbeat
+// tells it so (it was named as waiting for partitions, which pointed at the
+// wrong member).
 func TestHistoryCGWaiting(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"t": 4})
 	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}, rebalance: 20000})
@@ -140,6 +144,10 @@ func TestHistoryCGWaiting(t *testing.T) {
 	joinAt := h.now
 	h.cgJoin("b", "t")
 	h.advance(time.Second)
+	if doc, _ := h.s.HistoryDoc("cg", -1, h.now); doc.Waiting == nil || len(doc.Waiting.Members) != 2 ||
+		doc.Waiting.Members[0].Phase != "revoke" || doc.Waiting.Members[0].Deadline != nil || doc.Waiting.Members[1].Phase != "assign" {
+		t.Fatalf("before a heartbeats: waiting %+v", doc.Waiting)
+	}
 	h.cgBeat("a", h.cgOwned("a"))
 	revokeAt := h.now
 	h.advance(time.Second)
@@ -152,7 +160,7 @@ func TestHistoryCGWaiting(t *testing.T) {
 		t.Fatalf("waiting %+v", w)
 	}
 	a, b := w.Members[0], w.Members[1]
-	if a.MemberID != "a" || a.Phase != "revoke" || !a.Since.Equal(revokeAt) || a.Deadline == nil || !a.Deadline.Equal(revokeAt.Add(20*time.Second)) || a.ClientID != "client-a" {
+	if a.MemberID != "a" || a.Phase != "revoke" || !a.Since.Equal(joinAt) || a.Deadline == nil || !a.Deadline.Equal(revokeAt.Add(20*time.Second)) || a.ClientID != "client-a" {
 		t.Fatalf("a %+v", a)
 	}
 	if b.MemberID != "b" || b.Phase != "assign" || !b.Since.Equal(joinAt) || b.Deadline != nil {

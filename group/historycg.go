@@ -71,6 +71,19 @@ func (w *cWaiting) phaseOf() string {
 	return "assign"
 }
 
+// losesPartitions reports whether m owns a partition that target does not
+// give it.
+func losesPartitions(m *cmember, target tpset) bool {
+	for t, ps := range m.assigned {
+		for _, p := range ps {
+			if !target.has(t, p) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // reconciledAt reports whether m is at epoch with exactly its target.
 func reconciledAt(m *cmember, epoch int32) bool {
 	return m.epoch == epoch && m.state == mStable && len(m.pending) == 0
@@ -482,7 +495,10 @@ func (g *Group) cTargetComputed(now time.Time, rb *cTracker) {
 			continue
 		}
 		w := &cWaiting{since: now, phase: "assign"}
-		if m.state == mUnrevoked {
+		if m.state == mUnrevoked || losesPartitions(m, cg.target[id]) {
+			// Revoking, or about to be told to (at its next
+			// heartbeat): the group waits for this member to give
+			// partitions up, not for others to.
 			w.phase, w.revoked = "revoke", true
 		}
 		rb.pending[id] = w
@@ -627,8 +643,13 @@ func (g *Group) cWaitingView() *Waiting {
 				wm.Since = rb.targetAt
 			}
 		}
-		if m.state == mUnrevoked {
+		switch {
+		case m.state == mUnrevoked:
 			wm.Phase, wm.Deadline = "revoke", deadlineOf(m.rebalance)
+		case losesPartitions(m, cg.target[id]):
+			// It must give partitions up and learns so at its next
+			// heartbeat; its rebalance timeout starts then.
+			wm.Phase = "revoke"
 		}
 		w.Members = append(w.Members, wm)
 	}

@@ -592,6 +592,8 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		fmt.Fprintf(&b, " It waits for %s, which %s since %s", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), what, t.at(m.Since))
 		if m.Deadline != nil {
 			fmt.Fprintf(&b, "; the timeout evicts it at %s unless it does so before.", t.at(*m.Deadline))
+		} else if m.Phase == "revoke" {
+			b.WriteString("; it learns so at its next heartbeat, and its rebalance timeout starts then.")
 		} else if doc.Type == "consumer" {
 			b.WriteString("; nothing evicts it for that but its session timeout.")
 		} else {

@@ -468,6 +468,12 @@ func TestWhyConsumerWaiting(t *testing.T) {
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
 		"It waits for member m-b (client worker-b, host 127.0.0.1), which has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since) since 10:00:01.000; nothing evicts it for that but its session timeout.",
 		"No rebalance storm: 1 completed rebalance started within the last 5m0s (a storm is more than 10).")
+	// A member that must revoke and has not been told yet: no deadline.
+	doc.Waiting.Members[0].Deadline = nil
+	out.Reset()
+	writeWhy(&out, doc, "", at(2000), false)
+	wantIn(t, "why not told", out.String(),
+		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; it learns so at its next heartbeat, and its rebalance timeout starts then.")
 	doc.State, doc.Waiting.State, doc.Waiting.Members = "Assigning", "Assigning", []group.WaitingMember{}
 	out.Reset()
 	writeWhy(&out, doc, "", at(2000), false)
