@@ -288,6 +288,7 @@ func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, 
 	}
 	fmt.Fprintln(w, stormSentence(doc.Storm))
 	fmt.Fprintln(w, nowSentence(doc, leader, t))
+	fmt.Fprintln(w, "(Times are UTC.)")
 }
 
 // timeFmt formats instants in UTC for sentences, with the date when it

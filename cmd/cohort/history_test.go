@@ -467,7 +467,8 @@ func TestWhyConsumerWaiting(t *testing.T) {
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
 		"It waits for member m-b (client worker-b, host 127.0.0.1), which has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since) since 10:00:01.000; nothing evicts it for that but its session timeout.",
-		"No rebalance storm: 1 completed rebalance started within the last 5m0s (a storm is more than 10).")
+		"No rebalance storm: 1 completed rebalance started within the last 5m0s (a storm is more than 10).",
+		"(Times are UTC.)")
 	// A member that must revoke and has not been told yet: no deadline.
 	doc.Waiting.Members[0].Deadline = nil
 	out.Reset()
