@@ -20,6 +20,17 @@ func failf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrAuthFailed}, args...)...)
 }
 
+// unknownUser is the failure of a user the store does not know. It does not
+// quote the name, which is whatever the client sent: a password typed into
+// the user field would otherwise reach the log. The name's length and the
+// first 8 hex digits of its SHA-256 tell repeated attempts of one name apart,
+// and an operator can compute them for a name they suspect (printf %s NAME |
+// sha256sum).
+func unknownUser(name string) error {
+	sum := sha256.Sum256([]byte(name))
+	return failf("unknown user (name withheld: %d bytes, sha256 %x...)", len(name), sum[:4])
+}
+
 // errFinished is returned by Step once a session has succeeded or failed:
 // a session authenticates at most once.
 var errFinished = failf("the SASL exchange is already finished")

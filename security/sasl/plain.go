@@ -72,7 +72,7 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 	}
 	switch {
 	case !known:
-		return nil, false, failf("unknown user %q", user)
+		return nil, false, unknownUser(user)
 	case stored == nil || subtle.ConstantTimeCompare(stored, cred.StoredKey) != 1:
 		return nil, false, failf("invalid password for user %q", user)
 	}

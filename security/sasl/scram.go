@@ -156,7 +156,7 @@ func (s *scramSession) final(in []byte) ([]byte, error) {
 	out, err := s.conv.Step(string(in))
 	switch {
 	case s.unknown:
-		return nil, failf("unknown user %q", s.user)
+		return nil, unknownUser(s.user)
 	case err == nil && s.conv.Valid():
 		return []byte(out), nil
 	case out == "e=invalid-proof":
@@ -187,7 +187,7 @@ func (s *scramSession) legacyFinal(in string) (out []byte, ok bool, err error) {
 		return nil, false, nil
 	}
 	if s.unknown {
-		return nil, true, failf("unknown user %q", s.user)
+		return nil, true, unknownUser(s.user)
 	}
 	withoutProof := in[:strings.LastIndex(in, ",p=")]
 	proof, _ := base64.StdEncoding.DecodeString(f[len(f)-1][2:])
