@@ -136,8 +136,12 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 	}
 	h := History{Storm: doc.Storm.Flagged}
 	if doc.Storm.Flagged {
+		by := doc.Storm.StartedBy // what started them; from an older node, every cause
+		if len(by) == 0 {
+			by = doc.Storm.Causes
+		}
 		var cs []string
-		for k, n := range doc.Storm.Causes {
+		for k, n := range by {
 			cs = append(cs, fmt.Sprintf("%s %d", causeWord(k), n))
 		}
 		slices.Sort(cs)

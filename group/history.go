@@ -163,6 +163,10 @@ type StormStatus struct {
 	// Causes counts the causes of the rebalances in the window (each
 	// event's Cause and MoreCauses).
 	Causes map[CauseKind]int `json:"causes,omitempty"`
+	// StartedBy counts what started them (each event's Cause only): the
+	// members that rejoin during a rebalance add MoreCauses, and in a
+	// storm of joins they would otherwise look like its cause.
+	StartedBy map[CauseKind]int `json:"started_by,omitempty"`
 }
 
 // WaitingMember is a member a rebalance in progress waits for.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -269,6 +270,10 @@ func TestHistoryStorm(t *testing.T) {
 	h.rejoinAndSync("g", ids[0])
 	if len(storms) != 1 || !storms[0].Flagged || storms[0].Count != 3 || storms[0].Causes[CauseMetadataChanged] != 2 || storms[0].Causes[CauseMemberJoined] != 1 {
 		t.Fatalf("storms %+v", storms)
+	}
+	// No event had more causes: what started them is every cause.
+	if !maps.Equal(storms[0].StartedBy, storms[0].Causes) {
+		t.Fatalf("started by %v, causes %v", storms[0].StartedBy, storms[0].Causes)
 	}
 	doc, ok := h.s.HistoryDoc("g", -1, h.now)
 	if !ok || !doc.Storm.Flagged || doc.Storm.Since == nil || len(doc.History) != 3 || doc.Waiting != nil {

@@ -523,8 +523,9 @@ func (s *Shard) storm(group string, now time.Time) StormStatus {
 	}
 	st.Count = len(in)
 	if st.Count > 0 {
-		st.Causes = map[CauseKind]int{}
+		st.Causes, st.StartedBy = map[CauseKind]int{}, map[CauseKind]int{}
 		for _, e := range in {
+			st.StartedBy[e.Cause.Kind]++
 			st.Causes[e.Cause.Kind]++
 			for _, c := range e.MoreCauses {
 				st.Causes[c.Kind]++

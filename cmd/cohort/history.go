@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -234,8 +235,14 @@ func stormSentence(s group.StormStatus) string {
 	if s.Since != nil {
 		since = " since " + s.Since.UTC().Format(tableTime)
 	}
-	return fmt.Sprintf("Rebalance storm%s: %s started within the last %v, more than %d; causes: %s.",
-		since, plural(s.Count, "completed rebalance"), window, s.Threshold, causeCounts(s.Causes))
+	causes := "causes: " + causeCounts(s.Causes)
+	if len(s.StartedBy) > 0 && !maps.Equal(s.StartedBy, s.Causes) { // (a node before StartedBy sends Causes only)
+		// Members rejoining during the rebalances add causes that did
+		// not start one: say what started them first.
+		causes = "started by " + causeCounts(s.StartedBy) + "; all causes, with the rejoins during them: " + causeCounts(s.Causes)
+	}
+	return fmt.Sprintf("Rebalance storm%s: %s started within the last %v, more than %d; %s.",
+		since, plural(s.Count, "completed rebalance"), window, s.Threshold, causes)
 }
 
 // plural is "1 rebalance", "2 rebalances".

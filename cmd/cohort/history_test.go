@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -489,5 +490,23 @@ func TestGroupHistoryNotCohort(t *testing.T) {
 	c := cli{t: t, base: []string{"--bootstrap", data.addr}}
 	for _, action := range []string{"history", "why"} {
 		c.fails(1, []string{"group", action, "kg"}, "history of kg: the server sent no rebalance history (it is not cohort, or a version without history)")
+	}
+}
+
+// TestStormSentenceSaysWhatStartedTheRebalances: when members rejoining
+// during the rebalances add causes that started none, the storm line says
+// first what started them (an operator audit read the rejoins as the
+// storm's cause); equal counts keep the one list.
+func TestStormSentenceSaysWhatStartedTheRebalances(t *testing.T) {
+	st := group.StormStatus{Flagged: true, Count: 24, Threshold: 10, WindowMs: 300_000,
+		StartedBy: map[group.CauseKind]int{group.CauseMemberJoined: 7, group.CauseMemberLeft: 10, group.CauseMetadataChanged: 6, group.CauseSessionTimeout: 1},
+		Causes:    map[group.CauseKind]int{group.CauseMetadataChanged: 52, group.CauseMemberJoined: 13, group.CauseMemberLeft: 10, group.CauseSessionTimeout: 1}}
+	want := "started by member_left 10, member_joined 7, metadata_changed 6, session_timeout 1; all causes, with the rejoins during them: metadata_changed 52, member_joined 13, member_left 10, session_timeout 1."
+	if s := stormSentence(st); !strings.HasSuffix(s, want) {
+		t.Fatalf("storm line %q\nwant it to end %q", s, want)
+	}
+	st.StartedBy = maps.Clone(st.Causes)
+	if s := stormSentence(st); strings.Contains(s, "started by") || !strings.HasSuffix(s, "; causes: metadata_changed 52, member_joined 13, member_left 10, session_timeout 1.") {
+		t.Fatalf("storm line with equal counts %q", s)
 	}
 }
