@@ -379,6 +379,9 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 		}
 		return s + reason
 	case group.CauseLoaded:
+		if c.MemberID != "" {
+			return "the coordinator loaded the group (a restart or a failover) and " + who + " then rejoined" + detail + reason
+		}
 		return "the coordinator loaded the group (a restart or a failover) and a member then rejoined" + detail
 	case group.CauseTopicsChanged:
 		s := "the partitions of subscribed topics changed"

@@ -463,6 +463,11 @@ func TestWhyConsumerWaiting(t *testing.T) {
 	if s := causeText(other, "classic", timeFmt{now: t0}); s != "of another event: group converted to the classic protocol" {
 		t.Fatalf("cause other: %q", s)
 	}
+	// A load's event names the member whose rejoin started it.
+	loaded := group.Cause{Kind: group.CauseLoaded, At: at(500), MemberID: "m-c", ClientID: "worker-c", ClientHost: "10.0.0.3"}
+	if s := causeText(loaded, "classic", timeFmt{now: t0}); s != "the coordinator loaded the group (a restart or a failover) and member m-c (client worker-c, host 10.0.0.3) then rejoined" {
+		t.Fatalf("cause loaded: %q", s)
+	}
 	writeWhy(&out, doc, "", at(2000), false)
 	wantIn(t, "why", out.String(),
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
