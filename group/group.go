@@ -540,6 +540,9 @@ func (g *Group) prepareRebalance(now time.Time, out *Output) {
 	g.transition(PreparingRebalance, now)
 	if initial {
 		g.initialDelay = true
+		if g.rb != nil {
+			g.rb.initialDelay = true
+		}
 		g.initialStep = delay
 		g.initialRemaining = max(g.maxRebalanceTimeout()-delay, 0)
 		g.armJoin(now.Add(delay))

@@ -137,11 +137,15 @@ type RebalanceEvent struct {
 	// JoinMs and SyncMs are the phases (classic: join barrier, then until
 	// the assignment is stored; consumer: JoinMs is until the target
 	// assignment was computed (0), SyncMs until every member converged).
-	DurationMs int64  `json:"duration_ms"`
-	JoinMs     int64  `json:"join_ms"`
-	SyncMs     int64  `json:"sync_ms"`
-	Leader     string `json:"leader,omitempty"`
-	Protocol   string `json:"protocol,omitempty"`
+	DurationMs int64 `json:"duration_ms"`
+	JoinMs     int64 `json:"join_ms"`
+	SyncMs     int64 `json:"sync_ms"`
+	// InitialDelay: the join phase began with the initial rebalance delay
+	// of a group that was Empty (KIP-134), which waits for more members
+	// and is most of JoinMs (classic).
+	InitialDelay bool   `json:"initial_delay,omitempty"`
+	Leader       string `json:"leader,omitempty"`
+	Protocol     string `json:"protocol,omitempty"`
 	// WaitedFor lists the members the rebalance waited for, slowest first.
 	WaitedFor []Wait `json:"waited_for,omitempty"`
 	// Evicted are the members removed during the rebalance.

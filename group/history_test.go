@@ -583,3 +583,17 @@ func TestHistoryWaitingSessionFirst(t *testing.T) {
 		t.Fatalf("after the deadline the group has %d members, want 1", len(g.members))
 	}
 }
+
+// A rebalance whose join phase began with the initial delay (a group that
+// was Empty) says so, so that "why" can tell the delay from slow members; a
+// later rebalance of the Stable group does not.
+func TestHistoryInitialDelay(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 1) // with a 100 ms initial delay
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0])
+	evs := h.s.History("g")
+	if len(evs) != 2 || !evs[0].InitialDelay || evs[1].InitialDelay {
+		t.Fatalf("events %+v", evs)
+	}
+}

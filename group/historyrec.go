@@ -117,15 +117,18 @@ type rbTracker struct {
 	more       []Cause
 	phaseStart time.Time // start of the current join or sync phase
 	syncing    bool      // in the sync phase
-	joinMs     int64
-	syncMs     int64
-	joinedAt   map[string]time.Time // first JoinGroup of each member this phase
-	syncedAt   map[string]time.Time
-	joinWaits  map[string]Wait // the last join phase's waits
-	syncWaits  map[string]Wait
-	evicted    []string
-	before     map[string][]byte // member id -> assignment before
-	beforeInst map[string]string // instance id -> member id before (static renames)
+	// initialDelay: a join phase of it began with the initial rebalance
+	// delay (a group that was Empty, KIP-134).
+	initialDelay bool
+	joinMs       int64
+	syncMs       int64
+	joinedAt     map[string]time.Time // first JoinGroup of each member this phase
+	syncedAt     map[string]time.Time
+	joinWaits    map[string]Wait // the last join phase's waits
+	syncWaits    map[string]Wait
+	evicted      []string
+	before       map[string][]byte // member id -> assignment before
+	beforeInst   map[string]string // instance id -> member id before (static renames)
 }
 
 // cause builds a Cause about member m (nil: none).
@@ -275,7 +278,8 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	ev := RebalanceEvent{Group: g.id, Type: "classic", ProtocolType: g.protocolType,
 		FromGeneration: rb.fromGen, Generation: g.generation, Start: rb.start, End: now, Outcome: outcome,
 		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
-		JoinMs: rb.joinMs, SyncMs: rb.syncMs, Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted}
+		JoinMs: rb.joinMs, SyncMs: rb.syncMs, Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
+		InitialDelay: rb.initialDelay}
 	for _, ws := range []map[string]Wait{rb.joinWaits, rb.syncWaits} {
 		for _, w := range ws {
 			ev.WaitedFor = append(ev.WaitedFor, w)

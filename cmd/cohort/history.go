@@ -430,7 +430,11 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 	} else if ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
 		b.WriteString(" The join and sync phases completed at once.")
 	} else {
-		fmt.Fprintf(&b, " The join phase took %s%s; the sync phase took %s%s.", proseDur(ev.JoinMs),
+		initial := ""
+		if ev.InitialDelay {
+			initial = " (it began with the initial rebalance delay, which waits for more members of a group that was empty: --initial-rebalance-delay)"
+		}
+		fmt.Fprintf(&b, " The join phase took %s%s%s; the sync phase took %s%s.", proseDur(ev.JoinMs), initial,
 			waitingFor(ev.WaitedFor, "join"), proseDur(ev.SyncMs), waitingFor(ev.WaitedFor, "sync"))
 	}
 	if others := waitingFor(otherWaits(ev.WaitedFor), ""); others != "" && ev.Type != "consumer" {

@@ -515,3 +515,19 @@ func TestStormSentenceSaysWhatStartedTheRebalances(t *testing.T) {
 		t.Fatalf("storm line with equal counts %q", s)
 	}
 }
+
+// TestWhyNamesTheInitialDelay: a join phase that began with the initial
+// rebalance delay says so (an operator audit took a new group's 6 s join
+// phase for a slow member).
+func TestWhyNamesTheInitialDelay(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	ev := group.RebalanceEvent{Seq: 1, Group: "g", Type: "classic", Generation: 1, Start: t0, End: t0.Add(6 * time.Second),
+		Outcome: "stable", Cause: group.Cause{Kind: group.CauseMemberJoined, At: t0, MemberID: "m"}, JoinMs: 6000, SyncMs: 5,
+		InitialDelay: true}
+	wantIn(t, "why", explainEvent(ev, timeFmt{now: t0}),
+		"The join phase took 6 s (it began with the initial rebalance delay, which waits for more members of a group that was empty: --initial-rebalance-delay); the sync phase took 5 ms.")
+	ev.InitialDelay = false
+	if s := explainEvent(ev, timeFmt{now: t0}); strings.Contains(s, "initial rebalance delay") {
+		t.Fatalf("without the delay: %q", s)
+	}
+}
