@@ -51,7 +51,7 @@ func TestPlainFailures(t *testing.T) {
 	for _, tc := range []struct{ msg, reason string }{
 		{"\x00alice\x00alice-256", `invalid password for user "alice"`}, // the SHA-256 password is not consulted
 		{"\x00alice\x00wrong", `invalid password for user "alice"`},
-		{"\x00alice\x00bell\x07", `invalid password for user "alice"`}, // SASLprep refuses it
+		{"\x00alice\x00bell\x07", `invalid password for user "alice"`},                        // SASLprep refuses it
 		{"\x00mallory\x00guess", `unknown user (name withheld: 7 bytes, sha256 c0a49776...)`}, // the name not echoed
 		{"bob\x00alice\x00alice-512", `authorization id "bob" differs from user "alice"`},
 		{"", "malformed"},
