@@ -531,6 +531,12 @@ func (c *conn) serveOne(r *request) bool {
 	if cut != nil {
 		c.log.Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
 	}
+	// The tap sees the answer before the client does, so that whatever
+	// the client does next (a test checking what the node recorded, a
+	// worker exiting after its LeaveGroup) comes after the record.
+	if tap := c.s.cfg.Tap; tap != nil && r.req != nil && r.key != keySaslHandshake && r.key != keySaslAuthenticate {
+		tap(Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r.req, resp)
+	}
 	// Idle from now: stamped before the write, so that a client holding
 	// the answer knows the connection counts as idle (tests rely on it).
 	c.idleSince.Store(c.s.idleClock.Load())
@@ -544,9 +550,6 @@ func (c *conn) serveOne(r *request) bool {
 		c.wbuf = nil
 	}
 	c.s.metrics.observe(r.key, resp, time.Since(start))
-	if tap := c.s.cfg.Tap; tap != nil && r.req != nil && r.key != keySaslHandshake && r.key != keySaslAuthenticate {
-		tap(Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r.req, resp)
-	}
 	if closeAfter {
 		return false
 	}

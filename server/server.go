@@ -52,8 +52,9 @@ type Config struct {
 	// Security configures authentication and authorization (nil: none).
 	Security *Security
 	// Tap, if set, is called with every request the server answered and
-	// its answer, after the answer was written to the client (SASL
-	// exchanges excluded). It runs on the connection's goroutine and must
+	// its answer, just before the answer is written to the client (SASL
+	// exchanges excluded): the client cannot act on an answer the tap has
+	// not seen. It runs on the connection's goroutine and must
 	// not keep or change req and resp. It exists for audit and tests: the
 	// client test bed records every generation's assignments through it.
 	Tap func(c Client, req kmsg.Request, resp kmsg.Response)
