@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/cohort-dev/cohort/internal/byname"
 )
 
 // Timeouts every simulated member asks for. The session timeout is long
@@ -46,14 +48,9 @@ func assignmentFor(i int) []byte {
 }
 
 // versions caps what the clients negotiate so that every target gets the
-// same requests: OffsetCommit stops at v9 (v10 names topics by id, which a
-// coordinator without a topic catalog cannot resolve).
-func versions() *kversion.Versions {
-	v := kversion.Stable()
-	v.SetMaxKeyVersion(8, 9) // OffsetCommit
-	v.SetMaxKeyVersion(9, 9) // OffsetFetch
-	return v
-}
+// same requests: OffsetCommit and OffsetFetch stop at v9 (byname; v10 names
+// topics by ID, which a coordinator without a topic catalog cannot resolve).
+func versions() *kversion.Versions { return byname.Versions() }
 
 // newClient is one simulated process: its own kgo client, hence its own
 // TCP connections to the coordinator (kgo keeps join/sync on one connection

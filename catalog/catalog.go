@@ -213,6 +213,18 @@ func (c *Catalog) LookupID(id [16]byte) (Topic, bool) {
 	return v.sorted[i].clone(), true
 }
 
+// Name returns the name of the topic whose ID is id, without copying the
+// topic: the request path resolves the topic IDs of OffsetCommit and
+// OffsetFetch v10 with it.
+func (c *Catalog) Name(id [16]byte) (string, bool) {
+	v := c.cur.Load()
+	i, ok := v.byID[id]
+	if !ok {
+		return "", false
+	}
+	return v.sorted[i].Name, true
+}
+
 // Len returns the number of topics.
 func (c *Catalog) Len() int { return len(c.cur.Load().sorted) }
 

@@ -46,6 +46,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
 
+	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/clients/testbed"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -214,6 +215,7 @@ func TestSecurityFranzGo(t *testing.T) {
 	commit.Group, commit.Generation, commit.MemberID = testbed.AppGroupPrefix+"kgo", gen.ID, gen.MemberID
 	ct := kmsg.NewOffsetCommitRequestTopic()
 	ct.Topic = testbed.AppTopic
+	ct.TopicID = catalog.TopicID(testbed.AppTopic) // v10 names the topic by its ID, as Metadata gives it
 	cp := kmsg.NewOffsetCommitRequestTopicPartition()
 	cp.Partition, cp.Offset = 0, 5
 	ct.Partitions = append(ct.Partitions, cp)

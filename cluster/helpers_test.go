@@ -18,6 +18,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/testchild"
 	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -181,7 +182,7 @@ func groupsOn(n *node.Node, id int32, prefix string, k int) []string {
 
 func newClient(t *testing.T, addrs ...string) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(30*time.Second),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), byname.Opt(), kgo.RetryTimeout(30*time.Second),
 		kgo.DialTimeout(time.Second), kgo.RequestTimeoutOverhead(3*time.Second), kgo.WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +224,7 @@ type committer struct {
 func startCommitter(t *testing.T, addrs []string, groups []string) *committer {
 	c := &committer{acked: map[string]int64{}, stop: make(chan struct{}), groups: groups}
 	for i, g := range groups {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RetryTimeout(2*time.Second),
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), byname.Opt(), kgo.RetryTimeout(2*time.Second),
 			kgo.DialTimeout(500*time.Millisecond), kgo.RequestRetries(2))
 		if err != nil {
 			t.Fatal(err)

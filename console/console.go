@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/node"
 )
 
@@ -302,7 +303,7 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	var last error
 	for _, m := range mechs {
 		opts := []kgo.Opt{kgo.SeedBrokers(selfSeed), kgo.Dialer(dial), kgo.ClientID("cohort-console"), kgo.RequestRetries(1),
-			kgo.WithLogger(nil)}
+			kgo.WithLogger(nil), byname.Opt()} // byname: every committed topic is shown, in the catalog or not
 		if m != nil {
 			opts = append(opts, kgo.SASL(m))
 		}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/byname"
 )
 
 // TestPagesWithoutScripts: on a node without authentication the groups,
@@ -26,6 +28,14 @@ func TestPagesWithoutScripts(t *testing.T) {
 	adm := kadm.NewClient(kafkaClient(t, n, false))
 	commit(ctx, t, adm, "orders-app", "orders", 3)
 	commit(ctx, t, adm, "billing-app", "billing", 1)
+	// A topic only a data cluster has, committed by name (v9): the
+	// console lists it too (it reads offsets at v9, internal/byname).
+	outside := kmsg.NewPtrOffsetCommitRequest()
+	outside.Group, outside.Generation = "orders-app", -1
+	outside.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "outside", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 4, Offset: 44, LeaderEpoch: -1}}}}
+	if resp, err := outside.RequestWith(ctx, kafkaClient(t, n, false, byname.Opt())); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit of outside/4: %v %+v", err, resp)
+	}
 	base := "http://" + n.HTTPAddr() + "/console/"
 
 	code, body := get(t, base, "", "")
@@ -50,7 +60,8 @@ func TestPagesWithoutScripts(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("group page: %d %s", code, body)
 	}
-	for _, want := range []string{`id="state">Empty<`, "<td>orders</td><td class=\"num\">2</td><td class=\"num\">102</td>", "No members."} {
+	for _, want := range []string{`id="state">Empty<`, "<td>orders</td><td class=\"num\">2</td><td class=\"num\">102</td>", "No members.",
+		"<td>outside</td><td class=\"num\">4</td><td class=\"num\">44</td>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("group page lacks %q:\n%s", want, body)
 		}

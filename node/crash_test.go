@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testport"
@@ -89,7 +90,7 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 			go func(w int) {
 				defer wg.Done()
 				rng := rand.New(rand.NewPCG(uint64(w), uint64(round)))
-				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second),
+				cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byname.Opt(), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second),
 					kgo.DialTimeout(500*time.Millisecond))
 				if err != nil {
 					t.Error(err)
@@ -146,7 +147,7 @@ func TestCrashKeepsAcknowledgedCommits(t *testing.T) {
 		}
 		return &wg
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byname.Opt())
 	if err != nil {
 		t.Fatal(err)
 	}

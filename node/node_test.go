@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -189,7 +190,11 @@ func TestRawRequestsAcrossVersions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl := client(t, n.Addr(), kgo.MaxVersions(nil))
-	_ = cl
+	// A catalog topic: OffsetCommit and OffsetFetch v10 name it by ID.
+	if _, err := n.Catalog().Create("t", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	tid := catalog.TopicID("t")
 	for v := int16(0); v <= 9; v++ {
 		v := v
 		t.Run(fmt.Sprintf("JoinSyncHeartbeatLeave/v%d", v), func(t *testing.T) {
@@ -230,23 +235,26 @@ func TestRawRequestsAcrossVersions(t *testing.T) {
 			if hr := requestAt(ctx, t, cl, h).(*kmsg.HeartbeatResponse); hr.ErrorCode != 0 {
 				t.Fatalf("heartbeat v%d: %d", hv, hr.ErrorCode)
 			}
-			for cv := int16(2); cv <= 9; cv++ {
+			for cv := int16(2); cv <= 10; cv++ {
 				c := kmsg.NewPtrOffsetCommitRequest()
 				c.Version = cv
 				c.Group, c.MemberID, c.Generation = g, jr.MemberID, jr.Generation
 				pp := kmsg.NewOffsetCommitRequestTopicPartition()
 				pp.Partition, pp.Offset = 3, int64(cv)*10
-				c.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{pp}}}
+				c.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", TopicID: tid, Partitions: []kmsg.OffsetCommitRequestTopicPartition{pp}}}
 				cr := requestAt(ctx, t, cl, c).(*kmsg.OffsetCommitResponse)
 				if cr.Topics[0].Partitions[0].ErrorCode != 0 {
 					t.Fatalf("commit v%d: %d", cv, cr.Topics[0].Partitions[0].ErrorCode)
 				}
-				for fv := int16(1); fv <= 9; fv++ {
+				if cv >= 10 && cr.Topics[0].TopicID != tid {
+					t.Fatalf("commit v%d answered topic ID %x", cv, cr.Topics[0].TopicID)
+				}
+				for fv := int16(1); fv <= 10; fv++ {
 					f := kmsg.NewPtrOffsetFetchRequest()
 					f.Version = fv
 					var got int64 = -9
 					if fv >= 8 {
-						f.Groups = []kmsg.OffsetFetchRequestGroup{{Group: g, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", Partitions: []int32{3}}}}}
+						f.Groups = []kmsg.OffsetFetchRequestGroup{{Group: g, Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "t", TopicID: tid, Partitions: []int32{3}}}}}
 						fr := requestAt(ctx, t, cl, f).(*kmsg.OffsetFetchResponse)
 						got = fr.Groups[0].Topics[0].Partitions[0].Offset
 					} else {

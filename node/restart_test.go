@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
@@ -65,7 +66,7 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 	defer cancel()
 	// One client per member: a parked JoinGroup holds its connection.
 	newClient := func() *kgo.Client {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byname.Opt())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -55,7 +56,7 @@ func TestStoreFailureStopsNode(t *testing.T) {
 		return startLoaded(t, Config{Listen: "127.0.0.1:0", Store: st, Group: cfg, Logger: logger})
 	}
 	commit := func(n *Node) int16 {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), kgo.RequestRetries(0))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), byname.Opt(), kgo.RequestRetries(0))
 		if err != nil {
 			t.Fatal(err)
 		}

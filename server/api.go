@@ -204,15 +204,16 @@ const (
 // ILLEGAL_SASL_STATE, and without a security store the admin APIs answer
 // SECURITY_DISABLED.
 // OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era storage) are left out,
-// as Kafka 4 does. Every Max here is within kmsg's MaxVersion (checked by a
+// as Kafka 4 does; their v10, which names topics by ID, is resolved against
+// the catalog before anything else reads it (topicids.go). Every Max here is within kmsg's MaxVersion (checked by a
 // test).
 var supported = [...]APIVersions{
 	{keyProduce, "Produce", 3, 13},
 	{keyFetch, "Fetch", 4, 18},
 	{keyListOffsets, "ListOffsets", 0, 11},
 	{keyMetadata, "Metadata", 0, 12},
-	{keyOffsetCommit, "OffsetCommit", 2, 9},
-	{keyOffsetFetch, "OffsetFetch", 1, 9},
+	{keyOffsetCommit, "OffsetCommit", 2, 10},
+	{keyOffsetFetch, "OffsetFetch", 1, 10},
 	{keyFindCoordinator, "FindCoordinator", 0, 6},
 	{keyJoinGroup, "JoinGroup", 0, 9},
 	{keyHeartbeat, "Heartbeat", 0, 4},

@@ -285,16 +285,22 @@ func (s *Server) authzOffsetCommit(ctx context.Context, c Client, r *request) (k
 			return t.Topic == a.Topic
 		},
 		func(t *kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
-			a := kmsg.NewOffsetCommitResponseTopic()
-			a.Topic = t.Topic
-			a.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
-			for i, p := range t.Partitions {
-				a.Partitions[i] = kmsg.NewOffsetCommitResponseTopicPartition()
-				a.Partitions[i].Partition, a.Partitions[i].ErrorCode = p.Partition, codeTopicAuthz
-			}
-			return a
+			return commitRefused(t, codeTopicAuthz)
 		})
 	return resp, nil
+}
+
+// commitRefused answers an OffsetCommit topic the coordinator is not asked
+// about: code on each of its partitions.
+func commitRefused(t *kmsg.OffsetCommitRequestTopic, code int16) kmsg.OffsetCommitResponseTopic {
+	a := kmsg.NewOffsetCommitResponseTopic()
+	a.Topic = t.Topic
+	a.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		a.Partitions[i] = kmsg.NewOffsetCommitResponseTopicPartition()
+		a.Partitions[i].Partition, a.Partitions[i].ErrorCode = p.Partition, code
+	}
+	return a
 }
 
 // noMetadata is the metadata of an offset that is not revealed.
@@ -352,6 +358,21 @@ func (s *Server) authzOffsetFetch(ctx context.Context, c Client, r *request) (km
 			return a
 		})
 	return resp, nil
+}
+
+// fetchRefused answers a listed OffsetFetch (v8+) topic the coordinator
+// is not asked about: code on each of its partitions, offset -1, no
+// metadata.
+func fetchRefused(t *kmsg.OffsetFetchRequestGroupTopic, code int16) kmsg.OffsetFetchResponseGroupTopic {
+	at := kmsg.NewOffsetFetchResponseGroupTopic()
+	at.Topic = t.Topic
+	at.Partitions = make([]kmsg.OffsetFetchResponseGroupTopicPartition, len(t.Partitions))
+	for k, p := range t.Partitions {
+		ap := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+		ap.Partition, ap.Offset, ap.Metadata, ap.ErrorCode = p, -1, &noMetadata, code
+		at.Partitions[k] = ap
+	}
+	return at
 }
 
 // describableOnly removes the topics c may not DESCRIBE from an answer
@@ -426,15 +447,7 @@ func (s *Server) authzOffsetFetchGroups(ctx context.Context, c Client, r *reques
 			a.Topics = describableOnly(s, c, r.key, a.Topics, func(t *kmsg.OffsetFetchResponseGroupTopic) string { return t.Topic })
 		case topicDenied[i] != nil:
 			a.Topics = merged(g.Topics, topicDenied[i], a.Topics, sameTopic, func(t *kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchResponseGroupTopic {
-				at := kmsg.NewOffsetFetchResponseGroupTopic()
-				at.Topic = t.Topic
-				at.Partitions = make([]kmsg.OffsetFetchResponseGroupTopicPartition, len(t.Partitions))
-				for k, p := range t.Partitions {
-					ap := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-					ap.Partition, ap.Offset, ap.Metadata, ap.ErrorCode = p, -1, &noMetadata, codeTopicAuthz
-					at.Partitions[k] = ap
-				}
-				return at
+				return fetchRefused(t, codeTopicAuthz)
 			})
 		}
 		out = append(out, a)

@@ -719,6 +719,15 @@ func TestOffsetCommitCatalogCheckAllocations(t *testing.T) {
 	if a, b := allocs(empty), allocs(full); b > a {
 		t.Errorf("%.1f allocations with the topics in the catalog, %.1f without", b, a)
 	}
+	// v10 (topics by ID, all known): naming them and writing the IDs
+	// back allocates nothing either.
+	v9 := allocs(full)
+	byID := commitReq(10, "g", "t1:0,1,2", "t2:0", "t3:5")
+	groups[keyOffsetCommit] = group.ErrorResponse(byID, 0)
+	r = &request{key: keyOffsetCommit, version: 10, req: byID}
+	if v10 := allocs(full); v10 > v9 {
+		t.Errorf("%.1f allocations at v10, %.1f at v9", v10, v9)
+	}
 }
 
 // TestDataPlaneCounted: the data-plane APIs have request counters.

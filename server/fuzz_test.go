@@ -64,12 +64,25 @@ func seedFrames() [][]byte {
 				t.Topic, t.TopicID = "a", catalog.TopicID("a")
 				t.Partitions = []kmsg.ProduceRequestTopicPartition{kmsg.NewProduceRequestTopicPartition()}
 				r.Acks, r.Topics = -1, append(r.Topics, t)
-			case *kmsg.OffsetCommitRequest: // partition 3 is not in the catalog's "a"
+			case *kmsg.OffsetCommitRequest: // partition 3 is not in the catalog's "a"; v10 names it by ID, then an unknown ID
 				t := kmsg.NewOffsetCommitRequestTopic()
-				t.Topic = "a"
+				t.Topic, t.TopicID = "a", catalog.TopicID("a")
 				t.Partitions = []kmsg.OffsetCommitRequestTopicPartition{kmsg.NewOffsetCommitRequestTopicPartition(), kmsg.NewOffsetCommitRequestTopicPartition()}
 				t.Partitions[1].Partition = 3
-				r.Group, r.Topics = "g", append(r.Topics, t)
+				u := kmsg.NewOffsetCommitRequestTopic()
+				u.Topic, u.TopicID = "elsewhere", [16]byte{7}
+				u.Partitions = []kmsg.OffsetCommitRequestTopicPartition{kmsg.NewOffsetCommitRequestTopicPartition()}
+				r.Group, r.Topics = "g", append(r.Topics, t, u)
+			case *kmsg.OffsetFetchRequest: // v8+: one group by listed topics (one ID unknown), one for all
+				if v >= 8 {
+					g := kmsg.NewOffsetFetchRequestGroup()
+					g.Group = "g"
+					g.Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "a", TopicID: catalog.TopicID("a"), Partitions: []int32{0, 1}},
+						{Topic: "elsewhere", TopicID: [16]byte{7}, Partitions: []int32{0}}}
+					all := kmsg.NewOffsetFetchRequestGroup()
+					all.Group = "h"
+					r.Groups = []kmsg.OffsetFetchRequestGroup{g, all}
+				}
 			}
 			b := f.AppendRequest(nil, req, 42)
 			out = append(out, b[4:])

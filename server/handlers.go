@@ -52,6 +52,14 @@ func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Respons
 		// often the request names it.
 		d.Groups = distinct(d.Groups)
 	}
+	if r.version >= 10 && (r.key == keyOffsetCommit || r.key == keyOffsetFetch) {
+		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
+	}
+	return s.dispatch(ctx, c, r)
+}
+
+// dispatch answers r, checking it against the ACLs when they are on.
+func (s *Server) dispatch(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	if s.authz != nil {
 		return s.handleAuthorized(ctx, c, r)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
@@ -235,7 +236,9 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		return nil, usagef("%s is empty: want host:port", flagName)
 	}
 	where := strings.Join(addrs, ",")
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...))...)
+	// byname: offsets of topics outside the catalog are listed and reset
+	// too (they have no topic ID for OffsetCommit/OffsetFetch v10).
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt())...)
 	if err != nil {
 		return nil, usagef("%s %s: %v", flagName, where, err)
 	}

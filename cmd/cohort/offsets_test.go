@@ -7,7 +7,11 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/clock"
 )
 
@@ -228,5 +232,51 @@ func TestResetPlanNoData(t *testing.T) {
 		if _, err := parseDuration(bad); err == nil {
 			t.Fatalf("%q parsed", bad)
 		}
+	}
+}
+
+// TestOffsetsListTopicsOutsideTheCatalog: offsets a group committed by name
+// for a topic only the data cluster has (the case --data-bootstrap is for)
+// are listed. The CLI fetches them at OffsetFetch v9 (internal/byname): at
+// v10, which names topics by ID, cohort leaves such a topic out of an
+// all-topics answer.
+func TestOffsetsListTopicsOutsideTheCatalog(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), byname.Opt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = "o", -1
+	for topic, off := range map[string]int64{"events": 3, "elsewhere": 8} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Offset, rp.LeaderEpoch = off, -1
+		rt.Partitions = []kmsg.OffsetCommitRequestTopicPartition{rp}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		if code := rt.Partitions[0].ErrorCode; code != 0 {
+			t.Fatalf("commit %s: %v", rt.Topic, kerr.ErrorForCode(code))
+		}
+	}
+	got := map[string]int64{}
+	for _, o := range c.describeOne("o", "--offsets").Offsets {
+		if o.CurrentOffset != nil {
+			got[o.Topic] = *o.CurrentOffset
+		}
+	}
+	if got["events"] != 3 || got["elsewhere"] != 8 {
+		t.Errorf("listed offsets %v, want events 3 and elsewhere 8", got)
 	}
 }

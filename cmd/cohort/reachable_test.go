@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -136,6 +137,15 @@ func TestCommandsFollowAMovedCoordinator(t *testing.T) {
 	defer cancel()
 	c := cli{t: t, base: []string{"--bootstrap", nodes[0].Addr() + "," + nodes[1].Addr()}}
 	c.ok("topic", "create", "events", "--partitions", "1")
+	// Every node's catalog has the topic before it is committed by ID
+	// (a node that has not seen it yet answers UNKNOWN_TOPIC_ID, as a
+	// Kafka broker does before the topic reaches its metadata).
+	for _, n := range nodes {
+		testwait.For(t, 10*time.Second, "the topic in every node's catalog", func() bool {
+			_, ok := n.Catalog().Lookup("events")
+			return ok
+		})
+	}
 	// A group node 2 coordinates, with an offset.
 	seed := kadm.NewClient(kgoClient(t, kgo.SeedBrokers(nodes[0].Addr(), nodes[1].Addr())))
 	var g string
