@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/member"
 )
 
@@ -31,6 +32,13 @@ type GroupConfig struct {
 	// Logger). Member.Client is ignored: the group needs a *kgo.Client,
 	// given in Client or created from Brokers with ClientOpts.
 	Member member.Config
+	// Client, if set, is used as it is. The client the group creates
+	// otherwise commits and fetches offsets at OffsetCommit and
+	// OffsetFetch v9, which name topics, so that offsets of topics
+	// outside cohort's catalog (which have no topic ID) can be committed
+	// and are fetched; v10 names topics by ID, and a Client left at
+	// franz-go's defaults negotiates it, so it commits and fetches only
+	// topics whose IDs the server's Metadata gives.
 	Client *kgo.Client
 	// Topics the member subscribes to.
 	Topics []string
@@ -105,7 +113,7 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	}
 	g.cl = cfg.Client
 	if g.cl == nil {
-		cl, err := member.NewClient(cfg.Member.Brokers, cfg.Member.ClientOpts...)
+		cl, err := member.NewClient(cfg.Member.Brokers, append([]kgo.Opt{byname.Opt()}, cfg.Member.ClientOpts...)...)
 		if err != nil {
 			return nil, err
 		}

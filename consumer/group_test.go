@@ -214,3 +214,40 @@ func TestGroupCommitOnRevoke(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupCommitsTopicsOutsideTheCatalog: a group whose client the group
+// creates commits and fetches offsets by name (v9), so a topic cohort's
+// catalog does not have (it has no topic ID for v10) is committed and
+// fetched along with a catalog topic.
+func TestGroupCommitsTopicsOutsideTheCatalog(t *testing.T) {
+	n := membertest.StartCohort(t, nil)
+	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := newOwners()
+	g, err := consumer.StartGroup(consumer.GroupConfig{
+		Member: member.Config{
+			Brokers: []string{n.Addr()}, Group: "outside", SessionTimeout: session, RebalanceTimeout: 3 * time.Second,
+			HeartbeatInterval: session / 5, Logger: membertest.Logger(t),
+		},
+		Topics:   []string{"events"},
+		Assigned: func(_ context.Context, _ member.Generation, added []assign.TopicPartitions) { o.add("a", added) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Abandon)
+	o.waitSplit(t, []string{"a"}, 6)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.Commit(ctx, map[string]map[int32]int64{"events": {0: 5}, "elsewhere": {2: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := g.Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["events"][0] != 5 || got["elsewhere"][2] != 9 {
+		t.Errorf("fetched %v, want events/0 at 5 and elsewhere/2 at 9", got)
+	}
+}
