@@ -211,7 +211,7 @@ var supported = [...]APIVersions{
 	{keyProduce, "Produce", 3, 13},
 	{keyFetch, "Fetch", 4, 18},
 	{keyListOffsets, "ListOffsets", 0, 11},
-	{keyMetadata, "Metadata", 0, 12},
+	{keyMetadata, "Metadata", 0, 13},
 	{keyOffsetCommit, "OffsetCommit", 2, 10},
 	{keyOffsetFetch, "OffsetFetch", 1, 10},
 	{keyFindCoordinator, "FindCoordinator", 0, 6},

@@ -437,7 +437,12 @@ func TestAuthzMatrixOffsets(t *testing.T) {
 	e := newAuthzEnv(t)
 	e.ensureTopic("t-commit", 1) // v10 names topics by catalog ID
 	e.ensureTopic("t-fetch", 1)
-	for _, v := range versions(keyOffsetCommit) {
+	// v10 names topics by ID, and a topic asked for by ID that alice may
+	// not describe is answered as an unknown ID: the code of a missing
+	// topic grant depends on which grant is missing, which this matrix
+	// cannot say (TestOffsetCommitByTopicID, TestOffsetFetchByTopicID).
+	byName := func(vs []int16) []int16 { return slices.DeleteFunc(vs, func(v int16) bool { return v >= 10 }) }
+	for _, v := range byName(versions(keyOffsetCommit)) {
 		t.Run(fmt.Sprintf("OffsetCommit v%d", v), func(t *testing.T) {
 			e.check(t, matrix{
 				needs: []need{groupNeed(acl.OpRead, "g-commit"), topicNeed(acl.OpRead, "t-commit")},
@@ -459,7 +464,7 @@ func TestAuthzMatrixOffsets(t *testing.T) {
 		})
 	}
 	e.commit("g-fetch", "t-fetch", 5)
-	for _, v := range versions(keyOffsetFetch) {
+	for _, v := range byName(versions(keyOffsetFetch)) {
 		t.Run(fmt.Sprintf("OffsetFetch v%d", v), func(t *testing.T) {
 			e.check(t, matrix{
 				needs: []need{groupNeed(acl.OpDescribe, "g-fetch"), topicNeed(acl.OpDescribe, "t-fetch")},
@@ -928,9 +933,10 @@ func TestAuthzOffsetFetchTopics(t *testing.T) {
 		got := fetchSummary(resp)
 		want := "hidden/0=-1:29 pub-a/0=5:0 missing/0=-1:29"
 		if v >= 10 {
-			// Outside the catalog "missing" has no ID: UNKNOWN_TOPIC_ID,
-			// which Kafka answers before checking the topic's ACLs.
-			want = "hidden/0=-1:29 pub-a/0=5:0 missing/0=-1:100"
+			// By ID: outside the catalog "missing" has none, and a topic
+			// alice may not describe is answered as an unknown ID too
+			// (security.md, "Topic IDs").
+			want = "hidden/0=-1:100 pub-a/0=5:0 missing/0=-1:100"
 		}
 		if got != want {
 			t.Errorf("v%d listed: %s, want %s", v, got, want)

@@ -23,7 +23,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 	// The advertised set is a product decision (see the package's brief):
 	// exactly these keys and ranges.
 	want := map[int16][2]int16{
-		18: {0, 5}, 3: {0, 12}, 10: {0, 6}, 11: {0, 9}, 14: {0, 5}, 12: {0, 4}, 13: {0, 5},
+		18: {0, 5}, 3: {0, 13}, 10: {0, 6}, 11: {0, 9}, 14: {0, 5}, 12: {0, 4}, 13: {0, 5},
 		8: {2, 10}, 9: {1, 10}, 15: {0, 6}, 16: {0, 5}, 42: {0, 2}, 47: {0, 0}, 19: {0, 7},
 		20: {0, 6}, 37: {0, 3}, 32: {0, 4},
 		17: {0, 1}, 36: {0, 2}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0},
@@ -172,7 +172,7 @@ func TestMetadataEveryVersion(t *testing.T) {
 	createTopic(t, cat, "audit", 1, nil)
 	self := ts.topo.Self()
 	c := ts.dial(t)
-	for v := int16(0); v <= 12; v++ {
+	for v := int16(0); v <= lookupAPI(keyMetadata).Max; v++ {
 		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
 			// All topics: v0 with an empty list, v1+ with null.
 			req := kmsg.NewPtrMetadataRequest()
@@ -190,6 +190,9 @@ func TestMetadataEveryVersion(t *testing.T) {
 			}
 			if v >= 2 && (resp.ClusterID == nil || *resp.ClusterID != "test-cluster") {
 				t.Errorf("cluster id %v", resp.ClusterID)
+			}
+			if resp.ErrorCode != 0 { // v13+ (KIP-1102): only REBOOTSTRAP_REQUIRED would go here
+				t.Errorf("top-level error %d", resp.ErrorCode)
 			}
 			var names []string
 			for _, tp := range resp.Topics {

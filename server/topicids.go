@@ -34,27 +34,40 @@ func (s *Server) handleByTopicID(ctx context.Context, c Client, r *request) (kms
 	return s.fetchByTopicID(ctx, c, r)
 }
 
-// topicName resolves a topic ID of a request; false for the zero ID and for
-// an ID no catalog topic has.
-func (s *Server) topicName(id [16]byte) (string, bool) {
+// topicName resolves a topic ID of a request from c; false for the zero
+// ID, for an ID no catalog topic has and, with ACLs on, for the ID of a
+// topic c may not DESCRIBE. cohort's IDs can be computed from names
+// (catalog.TopicID), so answering such an ID otherwise than an unknown one
+// would tell anyone whether a guessed topic exists (security.md, "Topic
+// IDs"); the refusal is logged and counted as any other.
+func (s *Server) topicName(c Client, key int16, id [16]byte) (string, bool) {
 	if id == ([16]byte{}) {
 		return "", false
 	}
-	return s.catalog.Name(id)
+	name, ok := s.catalog.Name(id)
+	if ok && s.authz != nil && !s.authorize(c, key, acl.OpDescribe, acl.ResourceTopic, name) {
+		return "", false
+	}
+	return name, ok
 }
 
 // commitByTopicID serves OffsetCommit v10+: the topics are named from their
 // IDs and the request goes on as any other version does; a topic whose ID is
-// unknown is answered UNKNOWN_TOPIC_ID on each of its partitions and left
-// out. As in Kafka the group's READ comes first (a refused group is the
-// answer for every topic, known or not), and when no topic is left the
-// coordinator is not asked.
+// unknown (topicName) is answered UNKNOWN_TOPIC_ID on each of its partitions
+// and left out. As in Kafka the group's READ comes first (a refused group is
+// the answer for every topic, known or not, and no topic is checked), and
+// when no topic is left the coordinator is not asked.
 func (s *Server) commitByTopicID(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.OffsetCommitRequest)
+	if s.authz != nil && !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp := group.ErrorResponse(req, codeGroupAuthz).(*kmsg.OffsetCommitResponse)
+		putCommitIDs(req, resp) // every name is empty: matched in order
+		return resp, nil
+	}
 	var unknown []bool
 	for i := range req.Topics {
 		t := &req.Topics[i]
-		name, ok := s.topicName(t.TopicID)
+		name, ok := s.topicName(c, r.key, t.TopicID)
 		t.Topic = name
 		if !ok {
 			if unknown == nil {
@@ -69,11 +82,6 @@ func (s *Server) commitByTopicID(ctx context.Context, c Client, r *request) (kms
 			return nil, err
 		}
 		resp := got.(*kmsg.OffsetCommitResponse)
-		putCommitIDs(req, resp)
-		return resp, nil
-	}
-	if s.authz != nil && !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group) {
-		resp := group.ErrorResponse(req, codeGroupAuthz).(*kmsg.OffsetCommitResponse)
 		putCommitIDs(req, resp)
 		return resp, nil
 	}
@@ -140,9 +148,12 @@ func (s *Server) fetchByTopicID(ctx context.Context, c Client, r *request) (kmsg
 	var unknown [][]bool // per group; nil: every ID known
 	for i := range req.Groups {
 		g := &req.Groups[i]
+		if s.authz != nil && !s.allowed(c, acl.OpDescribe, acl.ResourceGroup, g.Group) {
+			continue // refused (and counted) as a whole by the group's check, before its topics
+		}
 		for j := range g.Topics {
 			t := &g.Topics[j]
-			name, ok := s.topicName(t.TopicID)
+			name, ok := s.topicName(c, r.key, t.TopicID)
 			t.Topic = name
 			if !ok {
 				if unknown == nil {

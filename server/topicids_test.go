@@ -66,20 +66,28 @@ func TestOffsetCommitByTopicID(t *testing.T) {
 	}
 
 	// The group's READ comes first: refused, every topic says so, known
-	// or not. Then a topic's READ, after its ID is known.
+	// or not. Then, by ID, a topic alice may not DESCRIBE is an unknown
+	// ID (its existence is not revealed: security.md, "Topic IDs"), and
+	// one she may describe but not READ is TOPIC_AUTHORIZATION_FAILED.
+	e.ensureTopic("cat-c", 1)
 	e.grant(allow(alice, acl.OpRead, acl.ResourceTopic, "cat-a"))
 	e.groups.reset()
 	resp = e.as(alice, onWire(t, commitReq(10, "g", "cat-a:0", "gone:0"))).(*kmsg.OffsetCommitResponse)
 	if got := commitCodes(resp); got != "cat-a/0=30 gone/0=30" || e.groups.count() != 0 {
 		t.Errorf("group refused: %s, coordinator asked %d times", got, e.groups.count())
 	}
-	e.grant(allow(alice, acl.OpRead, acl.ResourceGroup, "g"), allow(alice, acl.OpRead, acl.ResourceTopic, "cat-a"))
-	resp = e.as(alice, onWire(t, commitReq(10, "g", "cat-b:0", "gone:0", "cat-a:1"))).(*kmsg.OffsetCommitResponse)
-	if got, want := commitCodes(resp), "cat-b/0=29 gone/0=100 cat-a/1=0"; got != want {
-		t.Errorf("topic refused: %s, want %s", got, want)
+	e.grant(allow(alice, acl.OpRead, acl.ResourceGroup, "g"), allow(alice, acl.OpRead, acl.ResourceTopic, "cat-a"),
+		allow(alice, acl.OpDescribe, acl.ResourceTopic, "cat-c"))
+	e.groups.reset()
+	resp = e.as(alice, onWire(t, commitReq(10, "g", "cat-b:0", "gone:0", "cat-c:0", "cat-a:1"))).(*kmsg.OffsetCommitResponse)
+	if got, want := commitCodes(resp), "cat-b/0=100 gone/0=100 cat-c/0=29 cat-a/1=0"; got != want {
+		t.Errorf("topics refused: %s, want %s", got, want)
 	}
-	if got, want := commitIDs(resp), "[cat-b gone cat-a]"; got != want {
+	if got, want := commitIDs(resp), "[cat-b gone cat-c cat-a]"; got != want {
 		t.Errorf("answered IDs %s, want %s", got, want)
+	}
+	if e.groups.mentions("cat-b") || e.groups.mentions("cat-c") {
+		t.Error("the coordinator was asked about a refused topic")
 	}
 }
 
@@ -131,15 +139,20 @@ func TestOffsetFetchByTopicID(t *testing.T) {
 		t.Errorf("groups %+v", resp.Groups)
 	}
 
-	// A group-level error stands alone: no topic is answered with it.
+	// A group-level error stands alone: no topic is answered with it. A
+	// topic alice may not describe, asked for by ID, is an unknown ID.
 	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "h"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "cat-b"))
 	req = offsetFetch(10, "g", []string{"cat-a", "gone"})
-	req.Groups = append(req.Groups, offsetFetch(10, "h", []string{"gone", "cat-b"}).Groups[0])
+	req.Groups = append(req.Groups, offsetFetch(10, "h", []string{"gone", "cat-b", "cat-a"}).Groups[0])
+	e.groups.reset()
 	resp = e.as(alice, onWire(t, req)).(*kmsg.OffsetFetchResponse)
 	if len(resp.Groups) != 2 || resp.Groups[0].ErrorCode != codeGroupAuthz || len(resp.Groups[0].Topics) != 0 {
 		t.Fatalf("refused group: %+v", resp.Groups)
 	}
-	if got, want := fetchSummary(resp), "gone/0=-1:100 cat-b/0=9:0"; got != want {
+	if got, want := fetchSummary(resp), "gone/0=-1:100 cat-b/0=9:0 cat-a/0=-1:100"; got != want {
 		t.Errorf("allowed group: %s, want %s", got, want)
+	}
+	if e.groups.mentions("cat-a") {
+		t.Error("the coordinator was asked about a topic alice may not describe")
 	}
 }
