@@ -45,7 +45,9 @@ type Groups interface {
 	// completes); ctx is cancelled when the client's connection closes or
 	// the server shuts down. It returns the request's ResponseKind() with
 	// the same version, or an error, which makes the server close the
-	// connection.
+	// connection. The answer is the server's: it may change it before
+	// writing it (OffsetCommit and OffsetFetch v10 get their topic IDs
+	// written in), so it must not be shared with another request.
 	Handle(ctx context.Context, c Client, req kmsg.Request) (kmsg.Response, error)
 }
 
@@ -204,8 +206,9 @@ const (
 // ILLEGAL_SASL_STATE, and without a security store the admin APIs answer
 // SECURITY_DISABLED.
 // OffsetCommit v0-1 and OffsetFetch v0 (ZooKeeper-era storage) are left out,
-// as Kafka 4 does; their v10, which names topics by ID, is resolved against
-// the catalog before anything else reads it (topicids.go). Every Max here is within kmsg's MaxVersion (checked by a
+// as Kafka 4 does. OffsetCommit and OffsetFetch v10 name topics by ID, which
+// the server resolves against the catalog before anything else reads the
+// request (topicids.go). Every Max here is within kmsg's MaxVersion (checked by a
 // test).
 var supported = [...]APIVersions{
 	{keyProduce, "Produce", 3, 13},

@@ -203,20 +203,38 @@ func kept[T any](items []T, denied []bool) []T {
 }
 
 // merged returns the answers to items in request order: deny(item) for a
-// denied item, and for an allowed one its answer in got (answerFor).
+// denied item, and for an allowed one its answer in got (answerFor). Each
+// answer is used once: an item repeated in the request whose one answer
+// went to an earlier copy is left out (a coordinator answers a repeated
+// topic once, with the partitions of every copy).
 func merged[I, O any](items []I, denied []bool, got []O, same func(*I, *O) bool, deny func(*I) O) []O {
 	out := make([]O, 0, len(items))
 	next := 0
+	var used []bool // answers taken, once one was taken out of order; before that, got[:next]
 	for i := range items {
 		it := &items[i]
 		if denied[i] {
 			out = append(out, deny(it))
 			continue
 		}
-		if j := answerFor(it, got, next, same); j >= 0 {
-			out = append(out, got[j])
-			next = j + 1
+		j := answerFor(it, got, next, same)
+		if j < 0 {
+			continue
 		}
+		if used == nil && j != next {
+			used = make([]bool, len(got))
+			for k := range next {
+				used[k] = true
+			}
+		}
+		if used != nil {
+			if used[j] {
+				continue
+			}
+			used[j] = true
+		}
+		out = append(out, got[j])
+		next = j + 1
 	}
 	return out
 }

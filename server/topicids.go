@@ -34,40 +34,37 @@ func (s *Server) handleByTopicID(ctx context.Context, c Client, r *request) (kms
 	return s.fetchByTopicID(ctx, c, r)
 }
 
-// topicName resolves a topic ID of a request from c; false for the zero
-// ID, for an ID no catalog topic has and, with ACLs on, for the ID of a
-// topic c may not DESCRIBE. cohort's IDs can be computed from names
-// (catalog.TopicID), so answering such an ID otherwise than an unknown one
-// would tell anyone whether a guessed topic exists (security.md, "Topic
-// IDs"); the refusal is logged and counted as any other.
-func (s *Server) topicName(c Client, key int16, id [16]byte) (string, bool) {
+// topicName resolves a topic ID of a request; false for the zero ID and for
+// an ID no catalog topic has.
+func (s *Server) topicName(id [16]byte) (string, bool) {
 	if id == ([16]byte{}) {
 		return "", false
 	}
-	name, ok := s.catalog.Name(id)
-	if ok && s.authz != nil && !s.authorize(c, key, acl.OpDescribe, acl.ResourceTopic, name) {
-		return "", false
-	}
-	return name, ok
+	return s.catalog.Name(id)
 }
+
+// With ACLs on, a topic asked for by ID that the principal may not DESCRIBE
+// is answered UNKNOWN_TOPIC_ID, like an ID no topic has: cohort's IDs can be
+// computed from names (catalog.TopicID), so answering it otherwise would
+// tell anyone whether a guessed topic exists (security.md, "Topic IDs").
+// The ACL checks themselves are the same as for every other version (they
+// run after the names are known, and count and log each refusal); a topic
+// they refuse is answered TOPIC_AUTHORIZATION_FAILED, which is then turned
+// into UNKNOWN_TOPIC_ID where the principal may not describe the topic. So a
+// commit the ACLs allow costs no more checks than one by name.
 
 // commitByTopicID serves OffsetCommit v10+: the topics are named from their
 // IDs and the request goes on as any other version does; a topic whose ID is
-// unknown (topicName) is answered UNKNOWN_TOPIC_ID on each of its partitions
-// and left out. As in Kafka the group's READ comes first (a refused group is
-// the answer for every topic, known or not, and no topic is checked), and
-// when no topic is left the coordinator is not asked.
+// unknown is answered UNKNOWN_TOPIC_ID on each of its partitions and left
+// out. As in Kafka the group's READ comes first (a refused group is the
+// answer for every topic, known or not), and when no topic is left the
+// coordinator is not asked.
 func (s *Server) commitByTopicID(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.OffsetCommitRequest)
-	if s.authz != nil && !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group) {
-		resp := group.ErrorResponse(req, codeGroupAuthz).(*kmsg.OffsetCommitResponse)
-		putCommitIDs(req, resp) // every name is empty: matched in order
-		return resp, nil
-	}
 	var unknown []bool
 	for i := range req.Topics {
 		t := &req.Topics[i]
-		name, ok := s.topicName(c, r.key, t.TopicID)
+		name, ok := s.topicName(t.TopicID)
 		t.Topic = name
 		if !ok {
 			if unknown == nil {
@@ -76,32 +73,45 @@ func (s *Server) commitByTopicID(ctx context.Context, c Client, r *request) (kms
 			unknown[i] = true
 		}
 	}
-	if unknown == nil {
+	var resp *kmsg.OffsetCommitResponse
+	switch {
+	case unknown == nil:
 		got, err := s.dispatch(ctx, c, r)
 		if err != nil {
 			return nil, err
 		}
-		resp := got.(*kmsg.OffsetCommitResponse)
-		putCommitIDs(req, resp)
-		return resp, nil
-	}
-	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	if sub := kept(req.Topics, unknown); len(sub) > 0 {
-		fwd := *req
-		fwd.Topics = sub
-		got, err := s.dispatch(ctx, c, &request{key: r.key, version: r.version, corr: r.corr, clientID: r.clientID, req: &fwd})
-		if err != nil {
-			return nil, err
-		}
 		resp = got.(*kmsg.OffsetCommitResponse)
+	case s.authz != nil && !s.authorize(c, r.key, acl.OpRead, acl.ResourceGroup, req.Group):
+		resp = group.ErrorResponse(req, codeGroupAuthz).(*kmsg.OffsetCommitResponse)
+	default:
+		resp = req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		if sub := kept(req.Topics, unknown); len(sub) > 0 {
+			fwd := *req
+			fwd.Topics = sub
+			got, err := s.dispatch(ctx, c, &request{key: r.key, version: r.version, corr: r.corr, clientID: r.clientID, req: &fwd})
+			if err != nil {
+				return nil, err
+			}
+			resp = got.(*kmsg.OffsetCommitResponse)
+		}
+		resp.Topics = merged(req.Topics, unknown, resp.Topics,
+			func(t *kmsg.OffsetCommitRequestTopic, a *kmsg.OffsetCommitResponseTopic) bool {
+				return t.Topic == a.Topic
+			},
+			func(t *kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
+				return commitRefused(t, errUnknownTopicID)
+			})
 	}
-	resp.Topics = merged(req.Topics, unknown, resp.Topics,
-		func(t *kmsg.OffsetCommitRequestTopic, a *kmsg.OffsetCommitResponseTopic) bool {
-			return t.Topic == a.Topic
-		},
-		func(t *kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
-			return commitRefused(t, errUnknownTopicID)
-		})
+	if s.authz != nil {
+		for i := range resp.Topics {
+			a := &resp.Topics[i]
+			if len(a.Partitions) > 0 && a.Partitions[0].ErrorCode == codeTopicAuthz && !s.allowed(c, acl.OpDescribe, acl.ResourceTopic, a.Topic) {
+				for j := range a.Partitions {
+					a.Partitions[j].ErrorCode = errUnknownTopicID
+				}
+			}
+		}
+	}
 	putCommitIDs(req, resp)
 	return resp, nil
 }
@@ -110,7 +120,8 @@ func (s *Server) commitByTopicID(ctx context.Context, c Client, r *request) (kms
 // gave. The answers come in request order (a repeated topic may be answered
 // once), so each is matched by name from where the previous one matched;
 // unknown IDs are answered under the empty name, which matches their own
-// request topic.
+// request topic. Groups's answers are built for each request, so the server
+// may write into them (server.Groups).
 func putCommitIDs(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse) {
 	next := 0
 	for i := range resp.Topics {
@@ -121,8 +132,8 @@ func putCommitIDs(req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse
 	}
 }
 
-// idFor returns the index of the first request topic from next on (then
-// from the start) that is, -1 if none.
+// idFor returns the index of the first request topic that is (looking from
+// next on, then from the start), or -1 if none is.
 func idFor[T any](topics []T, next int, is func(*T) bool) int {
 	for k := next; k < len(topics); k++ {
 		if is(&topics[k]) {
@@ -141,19 +152,18 @@ func idFor[T any](topics []T, next int, is func(*T) bool) int {
 // each listed topic is named from its ID; one whose ID is unknown is not
 // asked of the coordinator and is answered UNKNOWN_TOPIC_ID on each of its
 // partitions (offset -1), unless its group's answer is a group-level error,
-// which stands alone as in every version. A group asked for all its topics
-// gets those of the catalog, with their IDs, and no other.
+// which stands alone as in every version. The ACL checks are those of v8+;
+// a listed topic they refuse (the principal may not DESCRIBE it) is
+// answered UNKNOWN_TOPIC_ID too. A group asked for all its topics gets those
+// of the catalog, with their IDs, and no other.
 func (s *Server) fetchByTopicID(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	req := r.req.(*kmsg.OffsetFetchRequest)
 	var unknown [][]bool // per group; nil: every ID known
 	for i := range req.Groups {
 		g := &req.Groups[i]
-		if s.authz != nil && !s.allowed(c, acl.OpDescribe, acl.ResourceGroup, g.Group) {
-			continue // refused (and counted) as a whole by the group's check, before its topics
-		}
 		for j := range g.Topics {
 			t := &g.Topics[j]
-			name, ok := s.topicName(c, r.key, t.TopicID)
+			name, ok := s.topicName(t.TopicID)
 			t.Topic = name
 			if !ok {
 				if unknown == nil {
@@ -213,6 +223,11 @@ func (s *Server) fetchByTopicID(ctx context.Context, c Client, r *request) (kmsg
 			at := &a.Topics[j]
 			if n := idFor(g.Topics, nt, func(t *kmsg.OffsetFetchRequestGroupTopic) bool { return t.Topic == at.Topic }); n >= 0 {
 				at.TopicID, nt = g.Topics[n].TopicID, n+1
+			}
+			for p := range at.Partitions {
+				if at.Partitions[p].ErrorCode == codeTopicAuthz { // only the ACL layer answers it: refused DESCRIBE
+					at.Partitions[p].ErrorCode = errUnknownTopicID
+				}
 			}
 		}
 	}

@@ -2,8 +2,11 @@ package server
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/security/acl"
@@ -154,5 +157,73 @@ func TestOffsetFetchByTopicID(t *testing.T) {
 	}
 	if e.groups.mentions("cat-a") {
 		t.Error("the coordinator was asked about a topic alice may not describe")
+	}
+}
+
+// TestByTopicIDRepeatedTopics: a topic listed twice is answered once (a
+// coordinator answers a repeated topic once, with every copy's partitions),
+// also when an unknown ID or a refused topic sits between the copies.
+func TestByTopicIDRepeatedTopics(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("cat-a", 2)
+	e.ensureTopic("hidden", 1)
+	e.commit("g", "cat-a", 5)
+	resp := e.as(admin, onWire(t, offsetFetch(10, "g", []string{"cat-a", "gone", "cat-a"}))).(*kmsg.OffsetFetchResponse)
+	if got, want := fetchSummary(resp), "cat-a/0=5:0 cat-a/0=5:0 gone/0=-1:100"; got != want {
+		t.Errorf("v10 fetch: %s, want %s", got, want)
+	}
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "cat-a"))
+	resp = e.as(alice, offsetFetch(9, "g", []string{"cat-a", "hidden", "cat-a"})).(*kmsg.OffsetFetchResponse)
+	if got, want := fetchSummary(resp), "cat-a/0=5:0 cat-a/0=5:0 hidden/0=-1:29"; got != want {
+		t.Errorf("v9 fetch, refused topic between copies: %s, want %s", got, want)
+	}
+}
+
+// countingAuthorizer counts Authorize calls.
+type countingAuthorizer struct {
+	aclAuthorizer
+	n atomic.Int64
+}
+
+func (z *countingAuthorizer) Authorize(principal, host string, op acl.Operation, rt acl.ResourceType, name string) bool {
+	z.n.Add(1)
+	return z.aclAuthorizer.Authorize(principal, host, op, rt, name)
+}
+
+// TestByTopicIDACLChecks: a v10 commit or fetch the ACLs allow makes as
+// many ACL checks as the same request by name, and a topic refused by ID is
+// counted as one denial, as by name.
+func TestByTopicIDACLChecks(t *testing.T) {
+	z := &countingAuthorizer{aclAuthorizer: aclAuthorizer{a: acl.Authorizer{}}}
+	reg := prometheus.NewRegistry()
+	e := newAuthzEnv(t, withRegistry(reg), func(c *Config) { c.Security = &Security{Authorizer: z} })
+	for _, n := range []string{"t1", "t2", "t3", "hidden"} {
+		e.ensureTopic(n, 1)
+	}
+	z.set.Store(acl.NewSet([]acl.Binding{allow(alice, acl.OpRead, acl.ResourceGroup, "g"), allow(alice, acl.OpRead, acl.ResourceTopic, "t1"),
+		allow(alice, acl.OpRead, acl.ResourceTopic, "t2"), allow(alice, acl.OpRead, acl.ResourceTopic, "t3")}))
+	checks := func(req kmsg.Request) int64 {
+		z.n.Store(0)
+		e.as(alice, req)
+		return z.n.Load()
+	}
+	for _, pair := range [][2]kmsg.Request{
+		{commitReq(9, "g", "t1:0", "t2:0", "t3:0"), onWire(t, commitReq(10, "g", "t1:0", "t2:0", "t3:0"))},
+		{offsetFetch(9, "g", []string{"t1", "t2", "t3"}), onWire(t, offsetFetch(10, "g", []string{"t1", "t2", "t3"}))},
+	} {
+		if byName, byID := checks(pair[0]), checks(pair[1]); byID != byName {
+			t.Errorf("%s: %d ACL checks by ID, %d by name", kmsg.NameForKey(pair[0].Key()), byID, byName)
+		}
+	}
+	denials := func() float64 {
+		return testutil.ToFloat64(e.srv.metrics.authz.denials[keyOffsetCommit])
+	}
+	before := denials()
+	resp := e.as(alice, onWire(t, commitReq(10, "g", "t1:0", "hidden:0"))).(*kmsg.OffsetCommitResponse)
+	if got, want := commitCodes(resp), "t1/0=0 hidden/0=100"; got != want {
+		t.Errorf("answer %s, want %s", got, want)
+	}
+	if d := denials() - before; d != 1 {
+		t.Errorf("%v denials counted, want 1", d)
 	}
 }
