@@ -17,7 +17,8 @@ import (
 // confluent-kafka-go) manages topics on a bare node, with no router: create
 // (configs accepted and dropped), describe configs of the topic and the
 // broker (empty: cohort keeps none), grow, delete, and Kafka's errors for a
-// topic created twice and the configs of a missing topic.
+// topic created twice and the configs of a missing topic; and the cluster
+// as DescribeCluster shows it.
 func TestTopicAdminConfluentBare(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -59,6 +60,20 @@ func TestTopicAdminConfluentBare(t *testing.T) {
 	md, err := adm.GetMetadata(nil, true, 10_000)
 	if err != nil || len(md.Topics["rd-orders"].Partitions) != 5 {
 		t.Fatalf("metadata after growing: %v %+v", err, md)
+	}
+	// DescribeCluster: librdkafka answers this call from Metadata (it does
+	// not send the DescribeCluster API, which the Java admin client does).
+	cluster, err := adm.DescribeCluster(ctx, ckafka.SetAdminOptionIncludeAuthorizedOperations(true))
+	if err != nil {
+		t.Fatalf("DescribeCluster: %v", err)
+	}
+	if cluster.ClusterID == nil || *cluster.ClusterID == "" ||
+		len(cluster.Nodes) != 1 || cluster.Controller == nil || cluster.Controller.ID != cluster.Nodes[0].ID ||
+		len(md.Brokers) != 1 || cluster.Nodes[0].ID != int(md.Brokers[0].ID) || cluster.Nodes[0].Port != md.Brokers[0].Port {
+		t.Errorf("DescribeCluster: %+v, Metadata's brokers %+v", cluster, md.Brokers)
+	}
+	if len(cluster.AuthorizedOperations) == 0 { // no ACLs: every cluster operation
+		t.Errorf("DescribeCluster: no authorized operations")
 	}
 	deleted, err := adm.DeleteTopics(ctx, []string{"rd-orders"})
 	if err != nil || deleted[0].Error.Code() != ckafka.ErrNoError {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -128,8 +129,22 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 		switch {
 		case g == nil || g.state == Dead:
 			r.ErrorCode = ErrGroupIDNotFound
+			if req.Version >= 3 {
+				r.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("group %q does not exist", id))
+			}
 		case !g.empty():
 			r.ErrorCode = ErrNonEmptyGroup
+			if req.Version >= 3 {
+				state, n := g.state.String(), len(g.members)
+				if g.cg != nil {
+					state, n = g.cg.state(), len(g.cg.members)
+				}
+				noun := "members"
+				if n == 1 {
+					noun = "member"
+				}
+				r.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("group %q is %s with %d %s: only a group without members can be deleted", id, state, n, noun))
+			}
 		default:
 			recs = g.appendDeletion(recs)
 			emptySince = append(emptySince, g.stateTime)

@@ -68,11 +68,47 @@ func TestC69_ListGroupsAndDescribeGroups(t *testing.T) {
 }
 
 func (h *h) deleteGroups(ids ...string) *kmsg.DeleteGroupsResponse {
+	return h.deleteGroupsAt(2, ids...)
+}
+
+func (h *h) deleteGroupsAt(v int16, ids ...string) *kmsg.DeleteGroupsResponse {
 	req := kmsg.NewPtrDeleteGroupsRequest()
-	req.Version = 2
+	req.Version = v
 	req.Groups = ids
 	tk := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
 	return h.resp(tk).(*kmsg.DeleteGroupsResponse)
+}
+
+// DeleteGroups v3 answers each refused group with a message that says
+// why; a deleted group has none, and v2 (which cannot carry one) gets none.
+func TestDeleteGroupsV3Messages(t *testing.T) {
+	h := newH(t)
+	h.stableGroup("busy", 1)
+	h.commit("idle", "", -1, 9, map[string]int64{"t": 5})
+	r := h.deleteGroupsAt(3, "busy", "idle", "missing")
+	want := []struct {
+		code int16
+		msg  string // "": no message
+	}{
+		{ErrNonEmptyGroup, `group "busy" is Stable with 1 member: only a group without members can be deleted`},
+		{ErrNone, ""},
+		{ErrGroupIDNotFound, `group "missing" does not exist`},
+	}
+	for i, w := range want {
+		g := r.Groups[i]
+		got := ""
+		if g.ErrorMessage != nil {
+			got = *g.ErrorMessage
+		}
+		if g.ErrorCode != w.code || got != w.msg {
+			t.Errorf("%s: code %d message %q, want %d %q", g.Group, g.ErrorCode, got, w.code, w.msg)
+		}
+	}
+	for _, g := range h.deleteGroupsAt(2, "busy", "missing").Groups {
+		if g.ErrorCode == ErrNone || g.ErrorMessage != nil {
+			t.Errorf("v2 %s: code %d message %v, want an error without message", g.Group, g.ErrorCode, g.ErrorMessage)
+		}
+	}
 }
 
 func TestC70_DeleteGroups(t *testing.T) {

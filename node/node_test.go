@@ -312,7 +312,7 @@ func TestRawRequestsAcrossVersions(t *testing.T) {
 			if r := requestAt(ctx, t, cl, od).(*kmsg.OffsetDeleteResponse); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
 				t.Fatalf("offset delete: %+v", r)
 			}
-			dgv := min(v, 2)
+			dgv := min(v, 3)
 			dg := kmsg.NewPtrDeleteGroupsRequest()
 			dg.Version = dgv
 			dg.Groups = []string{g}

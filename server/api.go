@@ -177,6 +177,7 @@ const (
 	keyDescribeConfigs  int16 = 32
 	keyDeleteGroups     int16 = 42
 	keyOffsetDelete     int16 = 47
+	keyDescribeCluster  int16 = 60
 
 	keySaslHandshake    int16 = 17
 	keySaslAuthenticate int16 = 36
@@ -235,10 +236,11 @@ var supported = [...]APIVersions{
 	{keyDescribeConfigs, "DescribeConfigs", 0, 4},
 	{keySaslAuthenticate, "SASLAuthenticate", 0, 2},
 	{keyCreatePartitions, "CreatePartitions", 0, 3},
-	{keyDeleteGroups, "DeleteGroups", 0, 2},
+	{keyDeleteGroups, "DeleteGroups", 0, 3},
 	{keyOffsetDelete, "OffsetDelete", 0, 0},
 	{keyDescribeSCRAM, "DescribeUserSCRAMCredentials", 0, 0},
 	{keyAlterSCRAM, "AlterUserSCRAMCredentials", 0, 0},
+	{keyDescribeCluster, "DescribeCluster", 0, 2},
 	{keyConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", 0, 1},
 	{keyConsumerGroupDescribe, "ConsumerGroupDescribe", 0, 1},
 }

@@ -110,6 +110,8 @@ func (s *Server) handleAuthorized(ctx context.Context, c Client, r *request) (km
 		return s.authzFindCoordinator(ctx, c, r)
 	case keyMetadata:
 		return s.authzMetadata(ctx, c, r)
+	case keyDescribeCluster:
+		return s.authzDescribeCluster(ctx, c, r)
 	case keyCreateTopics:
 		return s.authzCreateTopics(ctx, c, r)
 	case keyDeleteTopics:

@@ -33,6 +33,10 @@ func seedFrames() [][]byte {
 				r.Topics = append(r.Topics, t)
 			case *kmsg.FindCoordinatorRequest:
 				r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g", "h"}
+			case *kmsg.DeleteGroupsRequest: // one named twice
+				r.Groups = []string{"g", "h", "g"}
+			case *kmsg.DescribeClusterRequest:
+				r.IncludeClusterAuthorizedOperations, r.IncludeFencedBrokers = true, true
 			case *kmsg.DescribeConfigsRequest:
 				for _, rr := range []struct {
 					rt   kmsg.ConfigResourceType

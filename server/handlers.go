@@ -51,6 +51,11 @@ func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Respons
 		// Kafka deletes each group once and answers it once, however
 		// often the request names it.
 		d.Groups = distinct(d.Groups)
+		resp, err := s.dispatch(ctx, c, r)
+		if err == nil && d.Version >= 3 {
+			explainDeleteGroups(resp.(*kmsg.DeleteGroupsResponse))
+		}
+		return resp, err
 	}
 	if r.version >= 10 && (r.key == keyOffsetCommit || r.key == keyOffsetFetch) {
 		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
@@ -64,6 +69,19 @@ func (s *Server) dispatch(ctx context.Context, c Client, r *request) (kmsg.Respo
 		return s.handleAuthorized(ctx, c, r)
 	}
 	return s.handleUnchecked(ctx, c, r)
+}
+
+// explainDeleteGroups gives each refused group of a DeleteGroups v3+
+// answer an error message: the coordinator's own where it wrote one (a
+// group that does not exist, one that has members), otherwise the error
+// code's description (a refusal by the ACLs, a group another node
+// coordinates, a failed write).
+func explainDeleteGroups(resp *kmsg.DeleteGroupsResponse) {
+	for i := range resp.Groups {
+		if g := &resp.Groups[i]; g.ErrorCode != errNone && g.ErrorMessage == nil {
+			g.ErrorMessage = errorMessage(g.ErrorCode)
+		}
+	}
 }
 
 // distinct returns ids without repeats, in first-seen order.
@@ -89,6 +107,8 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return apiVersions(r, s.cfg.Topology), nil
 	case keyMetadata:
 		return s.metadata(c, r.req.(*kmsg.MetadataRequest)), nil
+	case keyDescribeCluster:
+		return s.describeCluster(c, r.req.(*kmsg.DescribeClusterRequest)), nil
 	case keyFindCoordinator:
 		return s.findCoordinator(c, r.req.(*kmsg.FindCoordinatorRequest)), nil
 	case keyCreateTopics:

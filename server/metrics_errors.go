@@ -78,6 +78,8 @@ func (m *metrics) countErrors(key int16, resp kmsg.Response) {
 		}
 	case *kmsg.ApiVersionsResponse:
 		m.errorCode(key, r.ErrorCode)
+	case *kmsg.DescribeClusterResponse:
+		m.errorCode(key, r.ErrorCode)
 	case *kmsg.SASLHandshakeResponse:
 		m.errorCode(key, r.ErrorCode)
 	case *kmsg.SASLAuthenticateResponse:
