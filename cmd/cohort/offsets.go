@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // resetJSON is the result of "offsets reset".
@@ -285,7 +286,7 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 		Partitions: planReset(mode, scope, committed, ranges, atTime)}
 	var failed error
 	if execute {
-		failed = commitPlan(ctx, cl, adm, id, res.Partitions)
+		failed = commitPlan(ctx, cl, adm, id, res.Partitions, data != nil)
 		res.Executed = true
 	}
 	if f.o.json() {
@@ -318,19 +319,70 @@ func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
 
 // commitPlan commits the new offsets of rows as an admin (generation -1, no
 // member id) and records each partition's error in its row.
-func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string, rows []planRow) error {
-	offs := kadm.Offsets{}
+//
+// The commit names topics by name, at OffsetCommit v9 at most (the CLI's
+// client caps it: internal/byname), so that a topic only the data cluster
+// has can be reset: cohort keeps offsets of such topics for consumers that
+// commit them, but kadm's CommitOffsets names topics by ID and drops, on
+// the client side, any topic cohort's Metadata lacks. Such a topic is
+// committed only when the data cluster vouched for its partitions
+// (checked: the plan was made against its log, and a partition it lacks
+// has no new offset). Without a data cluster a topic cohort does not have
+// is refused here, as a mistyped name would be.
+func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string, rows []planRow, checked bool) error {
+	names := map[string]bool{}
 	for _, r := range rows {
 		if r.NewOffset != nil {
-			offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: *r.NewOffset, LeaderEpoch: -1})
+			names[r.Topic] = true
 		}
 	}
-	if len(offs) == 0 {
+	if len(names) == 0 {
 		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
 	}
-	rs, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.CommitOffsets(ctx, id, offs) })
-	if err != nil {
-		return fmt.Errorf("reset %s: commit: %w", id, err)
+	unknown := map[string]bool{}
+	if !checked {
+		tds, err := untilReachable(ctx, cl, func() (kadm.TopicDetails, error) {
+			return adm.ListTopics(ctx, slices.Sorted(maps.Keys(names))...)
+		})
+		if err != nil {
+			return fmt.Errorf("reset %s: topics: %w", id, err)
+		}
+		for t := range names {
+			if td, ok := tds[t]; !ok || td.Err != nil {
+				unknown[t] = true
+			}
+		}
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation, req.MemberID = id, -1, ""
+	at := map[string]int{} // topic -> index in req.Topics
+	for _, r := range rows {
+		if r.NewOffset == nil || unknown[r.Topic] {
+			continue
+		}
+		i, ok := at[r.Topic]
+		if !ok {
+			i = len(req.Topics)
+			at[r.Topic] = i
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = r.Topic
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = r.Partition, *r.NewOffset, -1
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	codes := map[tp]int16{}
+	if len(req.Topics) > 0 {
+		resp, err := untilReachable(ctx, cl, func() (*kmsg.OffsetCommitResponse, error) { return req.RequestWith(ctx, cl) })
+		if err != nil {
+			return fmt.Errorf("reset %s: commit: %w", id, err)
+		}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				codes[tp{rt.Topic, rp.Partition}] = rp.ErrorCode
+			}
+		}
 	}
 	var failed error
 	for i := range rows {
@@ -338,10 +390,14 @@ func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string
 		if r.NewOffset == nil {
 			continue
 		}
-		got, ok := rs.Lookup(r.Topic, r.Partition)
-		err := got.Err
-		if !ok {
+		var err error
+		if unknown[r.Topic] {
+			err = fmt.Errorf("%w: cohort has no topic %s (to reset a topic only the data cluster has, give --data-bootstrap)",
+				kerr.UnknownTopicOrPartition, r.Topic)
+		} else if code, ok := codes[tp{r.Topic, r.Partition}]; !ok {
 			err = errors.New("no answer for the partition")
+		} else {
+			err = kerr.ErrorForCode(code)
 		}
 		if err != nil {
 			r.Error = errText(err)
