@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -214,8 +215,16 @@ func commit(t *testing.T, addr, grp, topic string, offsets map[int32]int64) {
 // committed reads group's committed offsets of topic on addr.
 func committed(t *testing.T, addr, grp, topic string) map[int32]int64 {
 	t.Helper()
-	adm, ctx := adminOf(t, addr)
-	rs, err := adm.FetchOffsets(ctx, grp)
+	// By name (OffsetFetch v9): a v10 fetch of all topics would leave out
+	// a topic outside cohort's catalog.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byname.Opt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rs, err := kadm.NewClient(cl).FetchOffsets(ctx, grp)
 	if err == nil {
 		err = rs.Error()
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"slices"
 	"strconv"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
@@ -235,7 +238,16 @@ func TestGroupCommands(t *testing.T) {
 	c.ok("topic", "create", "gone", "--partitions", "2")
 	commit(t, n.Addr(), "idle6", "gone", map[int32]int64{0: 4, 1: 5})
 	c.ok("topic", "delete", "gone")
-	adm, actx := adminOf(t, n.Addr())
+	// By name (v9): a v10 fetch of all topics leaves out a topic outside
+	// the catalog at once, before its tombstones are written.
+	bcl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr()), byname.Opt())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bcl.Close()
+	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(bcl)
 	var left kadm.OffsetResponses
 	if !testwait.Until(5*time.Second, func() bool {
 		// Until the tombstones are written, the answer holds offsets of

@@ -164,7 +164,7 @@ func TestOffsetsReset(t *testing.T) {
 	c.fails(1, []string{"offsets", "reset", grp, "--topic", "nope", "--to-offset", "1"}, "no topic nope")
 	c.fails(1, []string{"offsets", "reset", grp, "--topic", "elsewhere:0", "--to-offset", "1", "--execute"},
 		"elsewhere partition 0: UNKNOWN_TOPIC_OR_PARTITION", "cohort has no topic elsewhere (to reset a topic only the data cluster has, give --data-bootstrap)")
-	if got := committedByName(t, n.Addr(), grp, "elsewhere"); len(got) != 0 {
+	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 0 {
 		t.Fatalf("a refused reset committed %v", got)
 	}
 	// A topic only the data cluster has (cohort keeps consumers' offsets of
@@ -172,7 +172,7 @@ func TestOffsetsReset(t *testing.T) {
 	// a partition the data cluster lacks is left as it is.
 	var other resetJSON
 	c.jsonOf(&other, "offsets", "reset", grp, "--topic", "elsewhere:0,1,9", "--to-offset", "0", "--execute", "--data-bootstrap", data.addr)
-	if got := committedByName(t, n.Addr(), grp, "elsewhere"); len(got) != 2 || got[0] != 0 || got[1] != 0 || !other.Executed {
+	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 2 || got[0] != 0 || got[1] != 0 || !other.Executed {
 		t.Fatalf("reset of a topic only the data cluster has: committed %v, plan %+v", got, other)
 	}
 	if r := other.Partitions[2]; r.Partition != 9 || r.NewOffset != nil || r.Error != nil || r.Note == "" {
@@ -255,32 +255,6 @@ func TestResetPlanNoData(t *testing.T) {
 // are listed. The CLI fetches them at OffsetFetch v9 (internal/byname): at
 // v10, which names topics by ID, cohort leaves such a topic out of an
 // all-topics answer.
-// committedByName is committed for a topic that may be outside cohort's
-// catalog: fetched by name (OffsetFetch v9), where a v10 fetch of all
-// topics leaves such a topic out.
-func committedByName(t *testing.T, addr, grp, topic string) map[int32]int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), byname.Opt())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	rs, err := kadm.NewClient(cl).FetchOffsets(ctx, grp)
-	if err == nil {
-		err = rs.Error()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int32]int64{}
-	for p, r := range rs[topic] {
-		out[p] = r.At
-	}
-	return out
-}
-
 func TestOffsetsListTopicsOutsideTheCatalog(t *testing.T) {
 	n := startNode(t, "127.0.0.1:0")
 	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
