@@ -13,12 +13,27 @@ import (
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
-// describeCluster asks addr for DescribeCluster at version v.
+// atSeed sends req at its version to cl's seed broker itself (not to
+// whichever broker kgo picks), so that each node's own answer is checked.
+func atSeed(ctx context.Context, t *testing.T, cl *kgo.Client, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	v := req.GetVersion()
+	resp, err := cl.SeedBrokers()[0].Request(ctx, &pinned{req, v})
+	if err != nil {
+		t.Fatalf("%T v%d: %v", req, v, err)
+	}
+	if resp.GetVersion() != v {
+		t.Fatalf("%T: response version %d, want %d", req, resp.GetVersion(), v)
+	}
+	return resp
+}
+
+// describeCluster asks cl's seed broker for DescribeCluster at version v.
 func describeCluster(ctx context.Context, t *testing.T, cl *kgo.Client, v int16) *kmsg.DescribeClusterResponse {
 	t.Helper()
 	req := kmsg.NewPtrDescribeClusterRequest()
 	req.Version = v
-	r := requestAt(ctx, t, cl, req).(*kmsg.DescribeClusterResponse)
+	r := atSeed(ctx, t, cl, req).(*kmsg.DescribeClusterResponse)
 	if r.ErrorCode != 0 {
 		t.Fatalf("DescribeCluster v%d: error %d %v", v, r.ErrorCode, r.ErrorMessage)
 	}
@@ -57,7 +72,7 @@ func TestDescribeClusterAcrossNodes(t *testing.T) {
 	for i, cl := range cls {
 		md := kmsg.NewPtrMetadataRequest()
 		md.Version = 12
-		mr := requestAt(ctx, t, cl, md).(*kmsg.MetadataResponse)
+		mr := atSeed(ctx, t, cl, md).(*kmsg.MetadataResponse)
 		for v := int16(0); v <= 2; v++ {
 			r := describeCluster(ctx, t, cl, v)
 			if r.ClusterID != "test" || mr.ClusterID == nil || *mr.ClusterID != r.ClusterID || r.ControllerID != mr.ControllerID || r.ControllerID != 1 {

@@ -1,6 +1,6 @@
 // Package server is cohort's Kafka wire front end. It accepts TCP (optionally
 // TLS) connections, frames and decodes Kafka requests with kmsg, answers the
-// cluster-level APIs itself (ApiVersions, Metadata, FindCoordinator, the
+// cluster-level APIs itself (ApiVersions, Metadata, DescribeCluster, FindCoordinator, the
 // topic admin APIs backed by package catalog, and the data-plane APIs that
 // present catalog topics as empty topics, dataplane.go) and hands every
 // group-scoped request to a Groups implementation (the coordinator). It

@@ -155,7 +155,7 @@ func TestDeleteGroupsV3Messages(t *testing.T) {
 	if len(r.Groups) != 3 || r.Groups[0].ErrorCode != 0 || r.Groups[0].ErrorMessage != nil {
 		t.Fatalf("groups %+v", r.Groups)
 	}
-	if r.Groups[1].ErrorCode != codeGroupAuthz || msg(1) != *errorMessage(codeGroupAuthz) {
+	if r.Groups[1].ErrorCode != codeGroupAuthz || msg(1) != "Not authorized to access group: Group authorization failed." {
 		t.Errorf("refused group: %d %q", r.Groups[1].ErrorCode, msg(1))
 	}
 	if r.Groups[2].ErrorCode != 69 || msg(2) != `group "g-missing" does not exist` { // GROUP_ID_NOT_FOUND

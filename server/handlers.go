@@ -74,12 +74,17 @@ func (s *Server) dispatch(ctx context.Context, c Client, r *request) (kmsg.Respo
 // explainDeleteGroups gives each refused group of a DeleteGroups v3+
 // answer an error message: the coordinator's own where it wrote one (a
 // group that does not exist, one that has members), otherwise the error
-// code's description (a refusal by the ACLs, a group another node
-// coordinates, a failed write).
+// code's description, as Kafka's default exception message for the code
+// reads (a refusal by the ACLs, a group another node coordinates, a failed
+// write). A code kerr does not know keeps no message.
 func explainDeleteGroups(resp *kmsg.DeleteGroupsResponse) {
 	for i := range resp.Groups {
-		if g := &resp.Groups[i]; g.ErrorCode != errNone && g.ErrorMessage == nil {
-			g.ErrorMessage = errorMessage(g.ErrorCode)
+		g := &resp.Groups[i]
+		if g.ErrorCode == errNone || g.ErrorMessage != nil {
+			continue
+		}
+		if e := kerr.TypedErrorForCode(g.ErrorCode); e != nil && e.Code == g.ErrorCode {
+			g.ErrorMessage = kmsg.StringPtr(e.Description)
 		}
 	}
 }

@@ -284,9 +284,12 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 	}
 	res := resetJSON{Group: id, Mode: mode.name, ClampedToLog: data != nil,
 		Partitions: planReset(mode, scope, committed, ranges, atTime)}
+	if err := unvouchedTopics(ctx, cl, id, res.Partitions, committed); err != nil {
+		return err
+	}
 	var failed error
 	if execute {
-		failed = commitPlan(ctx, cl, adm, id, res.Partitions, data != nil)
+		failed = commitPlan(ctx, cl, id, res.Partitions)
 		res.Executed = true
 	}
 	if f.o.json() {
@@ -317,47 +320,67 @@ func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
 		id, g.Type, g.State, plural(g.MemberCount, "member"))
 }
 
-// commitPlan commits the new offsets of rows as an admin (generation -1, no
-// member id) and records each partition's error in its row.
-//
-// The commit names topics by name, at OffsetCommit v9 at most (the CLI's
-// client caps it: internal/byname), so that a topic only the data cluster
-// has can be reset: cohort keeps offsets of such topics for consumers that
-// commit them, but kadm's CommitOffsets names topics by ID and drops, on
-// the client side, any topic cohort's Metadata lacks. Such a topic is
-// committed only when the data cluster vouched for its partitions
-// (checked: the plan was made against its log, and a partition it lacks
-// has no new offset). Without a data cluster a topic cohort does not have
-// is refused here, as a mistyped name would be.
-func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string, rows []planRow, checked bool) error {
+// unvouchedTopics refuses a plan that would commit an offset of a topic
+// cohort's catalog lacks when nothing vouches for the topic: cohort keeps the
+// offsets consumers commit for topics that only the data cluster has, so a
+// reset may set them, but only where the data cluster's log was consulted
+// for the partition (its row has a log end) or the group already has an
+// offset of the partition (the reset moves it). Anything else is what a
+// mistyped name looks like. It runs before the plan is shown, so a dry run
+// and --execute refuse alike, and nothing is committed.
+func unvouchedTopics(ctx context.Context, cl *kgo.Client, id string, rows []planRow, committed map[tp]int64) error {
 	names := map[string]bool{}
 	for _, r := range rows {
-		if r.NewOffset != nil {
+		if _, had := committed[tp{r.Topic, r.Partition}]; r.NewOffset != nil && r.LogEndOffset == nil && !had {
 			names[r.Topic] = true
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
+		return nil
 	}
-	unknown := map[string]bool{}
-	if !checked {
-		tds, err := untilReachable(ctx, cl, func() (kadm.TopicDetails, error) {
-			return adm.ListTopics(ctx, slices.Sorted(maps.Keys(names))...)
-		})
-		if err != nil {
-			return fmt.Errorf("reset %s: topics: %w", id, err)
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range slices.Sorted(maps.Keys(names)) {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, mt)
+	}
+	resp, err := untilReachable(ctx, cl, func() (*kmsg.MetadataResponse, error) { return req.RequestWith(ctx, cl) })
+	if err != nil {
+		return fmt.Errorf("reset %s: topics: %w", id, err)
+	}
+	var failed error
+	for _, t := range resp.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
 		}
-		for t := range names {
-			if td, ok := tds[t]; !ok || td.Err != nil {
-				unknown[t] = true
-			}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case err == nil:
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			failed = errors.Join(failed, fmt.Errorf("reset %s: %w", id, withMessage(err, fmt.Sprintf(
+				"cohort has no topic %s and the group has no offset of it to move (to reset a topic only the data cluster has, give --data-bootstrap)", name))))
+		default:
+			failed = errors.Join(failed, fmt.Errorf("reset %s: topic %s: %w", id, name, err))
 		}
 	}
+	return failed
+}
+
+// commitPlan commits the new offsets of rows as an admin (generation -1, no
+// member id) and records each partition's error in its row.
+//
+// It sends the OffsetCommit itself, naming topics by name: kadm's
+// CommitOffsets names them by ID and drops, on the client side, any topic
+// cohort's Metadata lacks, although cohort keeps offsets of such topics
+// (unvouchedTopics decides which may be reset). Names are enough because
+// the CLI's client stays at OffsetCommit v9 (byname.Opt in connect); at
+// v10 a topic without its ID would be refused.
+func commitPlan(ctx context.Context, cl *kgo.Client, id string, rows []planRow) error {
 	req := kmsg.NewPtrOffsetCommitRequest()
 	req.Group, req.Generation, req.MemberID = id, -1, ""
 	at := map[string]int{} // topic -> index in req.Topics
 	for _, r := range rows {
-		if r.NewOffset == nil || unknown[r.Topic] {
+		if r.NewOffset == nil {
 			continue
 		}
 		i, ok := at[r.Topic]
@@ -372,16 +395,17 @@ func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string
 		rp.Partition, rp.Offset, rp.LeaderEpoch = r.Partition, *r.NewOffset, -1
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
+	if len(req.Topics) == 0 {
+		return fmt.Errorf("reset %s: %w", id, errNothingToReset)
+	}
+	resp, err := untilReachable(ctx, cl, func() (*kmsg.OffsetCommitResponse, error) { return req.RequestWith(ctx, cl) })
+	if err != nil {
+		return fmt.Errorf("reset %s: commit: %w", id, err)
+	}
 	codes := map[tp]int16{}
-	if len(req.Topics) > 0 {
-		resp, err := untilReachable(ctx, cl, func() (*kmsg.OffsetCommitResponse, error) { return req.RequestWith(ctx, cl) })
-		if err != nil {
-			return fmt.Errorf("reset %s: commit: %w", id, err)
-		}
-		for _, rt := range resp.Topics {
-			for _, rp := range rt.Partitions {
-				codes[tp{rt.Topic, rp.Partition}] = rp.ErrorCode
-			}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			codes[tp{rt.Topic, rp.Partition}] = rp.ErrorCode
 		}
 	}
 	var failed error
@@ -390,14 +414,10 @@ func commitPlan(ctx context.Context, cl *kgo.Client, adm *kadm.Client, id string
 		if r.NewOffset == nil {
 			continue
 		}
-		var err error
-		if unknown[r.Topic] {
-			err = fmt.Errorf("%w: cohort has no topic %s (to reset a topic only the data cluster has, give --data-bootstrap)",
-				kerr.UnknownTopicOrPartition, r.Topic)
-		} else if code, ok := codes[tp{r.Topic, r.Partition}]; !ok {
+		code, ok := codes[tp{r.Topic, r.Partition}]
+		err := kerr.ErrorForCode(code)
+		if !ok {
 			err = errors.New("no answer for the partition")
-		} else {
-			err = kerr.ErrorForCode(code)
 		}
 		if err != nil {
 			r.Error = errText(err)

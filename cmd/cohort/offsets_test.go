@@ -159,25 +159,46 @@ func TestOffsetsReset(t *testing.T) {
 		t.Fatalf("fresh group: %v %+v", got, fresh)
 	}
 
-	// Errors (exit 1): a topic cohort does not have; the commit the catalog
-	// refuses; a group with members; --all-topics with nothing committed.
+	// Errors (exit 1): a topic cohort does not have (a whole topic, or
+	// named partitions nothing vouches for: refused before anything is
+	// committed, in a dry run too); a partition a catalog topic lacks
+	// (cohort refuses it); a group with members; --all-topics with nothing
+	// committed.
 	c.fails(1, []string{"offsets", "reset", grp, "--topic", "nope", "--to-offset", "1"}, "no topic nope")
-	c.fails(1, []string{"offsets", "reset", grp, "--topic", "elsewhere:0", "--to-offset", "1", "--execute"},
-		"elsewhere partition 0: UNKNOWN_TOPIC_OR_PARTITION", "cohort has no topic elsewhere (to reset a topic only the data cluster has, give --data-bootstrap)")
+	unvouched := `reset r: UNKNOWN_TOPIC_OR_PARTITION: cohort has no topic elsewhere and the group has no offset of it to move ` +
+		`(to reset a topic only the data cluster has, give --data-bootstrap)`
+	beforeEvents := committed(t, n.Addr(), grp, "events")
+	for _, extra := range [][]string{nil, {"--execute"}} {
+		c.fails(1, append([]string{"offsets", "reset", grp, "--topic", "events:0", "--topic", "elsewhere:0", "--to-offset", "2"}, extra...), unvouched)
+	}
 	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 0 {
 		t.Fatalf("a refused reset committed %v", got)
 	}
+	if got := committed(t, n.Addr(), grp, "events"); got[0] != beforeEvents[0] || got[0] == 2 {
+		t.Fatalf("a refused reset committed events/0: %v, before %v", got, beforeEvents)
+	}
+	c.fails(1, []string{"offsets", "reset", grp, "--topic", "events:7", "--to-offset", "1", "--execute"}, "reset r: events partition 7: UNKNOWN_TOPIC_OR_PARTITION")
 	// A topic only the data cluster has (cohort keeps consumers' offsets of
-	// such topics): reset against the data cluster's log, committed by name;
-	// a partition the data cluster lacks is left as it is.
+	// such topics): planned against the data cluster's log (p0 holds 5
+	// records: 9 is clamped to 5; p1 is empty), committed by name; a
+	// partition the data cluster lacks is left as it is.
+	data.produce(t, "elsewhere", 0, 5, base)
 	var other resetJSON
-	c.jsonOf(&other, "offsets", "reset", grp, "--topic", "elsewhere:0,1,9", "--to-offset", "0", "--execute", "--data-bootstrap", data.addr)
-	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 2 || got[0] != 0 || got[1] != 0 || !other.Executed {
+	c.jsonOf(&other, "offsets", "reset", grp, "--topic", "elsewhere:0,1,9", "--to-offset", "9", "--execute", "--data-bootstrap", data.addr)
+	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 2 || got[0] != 5 || got[1] != 0 || !other.Executed {
 		t.Fatalf("reset of a topic only the data cluster has: committed %v, plan %+v", got, other)
 	}
 	if r := other.Partitions[2]; r.Partition != 9 || r.NewOffset != nil || r.Error != nil || r.Note == "" {
 		t.Fatalf("partition the data cluster lacks: %+v", r)
 	}
+	// Once the group has an offset of such a partition, the reset may move
+	// it without a data cluster (as --all-topics does); a partition it has
+	// none of is still refused.
+	c.ok("offsets", "reset", grp, "--topic", "elsewhere:0", "--to-offset", "3", "--execute")
+	if got := committed(t, n.Addr(), grp, "elsewhere"); got[0] != 3 {
+		t.Fatalf("moving a committed offset of a topic outside the catalog: %v", got)
+	}
+	c.fails(1, []string{"offsets", "reset", grp, "--topic", "elsewhere:4", "--to-offset", "3"}, unvouched)
 	c.fails(1, []string{"offsets", "reset", "nobody", "--all-topics", "--to-offset", "1"}, "no committed offsets")
 	consumer(t, n.Addr(), "busy", "events", "busy-app", "")
 	c.fails(1, []string{"offsets", "reset", "busy", "--all-topics", "--to-offset", "1"},
