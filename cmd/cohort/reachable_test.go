@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,7 +161,14 @@ func TestCommandsFollowAMovedCoordinator(t *testing.T) {
 	if g == "" {
 		t.Fatal("no group coordinated by node 2")
 	}
-	commit(t, nodes[0].Addr(), g, "events", map[int32]int64{0: 7})
+	// The offset reaches 7 through offsets reset, whose own OffsetCommit
+	// (by name) is asked of node 1 and must be sent on to node 2, the
+	// group's coordinator.
+	commit(t, nodes[0].Addr(), g, "events", map[int32]int64{0: 3})
+	viaOne := cli{t: t, base: []string{"--bootstrap", nodes[0].Addr()}}
+	if out := table(viaOne.ok("offsets", "reset", g, "--topic", "events:0", "--to-offset", "7", "--execute")); !strings.HasSuffix(out, "committed 1 offsets of group "+g) {
+		t.Fatalf("reset through node 1:\n%s", out)
+	}
 
 	var refuse atomic.Bool
 	var d net.Dialer
