@@ -151,15 +151,26 @@ func startProc(t *testing.T, c MemberConfig, name string, cmd *exec.Cmd) *procMe
 	})
 }
 
+// closeWait is how long Close waits after SIGTERM.
+var closeWait = 30 * time.Second
+
 // Close asks the process to stop (SIGTERM: commit and leave) and waits for it,
-// at most 30 s, then kills it.
+// at most 30 s. Then it sends SIGQUIT, on which a Go program prints every
+// goroutine's stack (to stderr, so to the test log: where it hangs), waits
+// up to 5 s more and kills it.
 func (m *procMember) Close() {
 	m.once.Do(func() {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-m.done:
-		case <-time.After(30 * time.Second):
-			m.t.Errorf("%s did not exit 30s after SIGTERM; killing it", m.name)
+			return
+		case <-time.After(closeWait):
+		}
+		m.t.Errorf("%s did not exit %v after SIGTERM; SIGQUIT (stacks follow if it is a Go program), then killing it", m.name, closeWait)
+		m.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-m.done:
+		case <-time.After(5 * time.Second):
 			m.cmd.Process.Kill()
 			<-m.done
 		}

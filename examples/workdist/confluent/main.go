@@ -33,6 +33,7 @@ import (
 func main() {
 	protocol := flag.String("group-protocol", "classic", "classic, or consumer for KIP-848 (the server assigns)")
 	instance := flag.String("instance-id", "", "group.instance.id: a static member, whose partitions wait for it across a restart within its session")
+	debug := flag.String("debug", "", "librdkafka's debug contexts (e.g. cgrp,protocol), logged on stderr")
 	cfg := workdist.Flags("confluent-worker")
 	conf := kafka.ConfigMap{
 		"bootstrap.servers": strings.Join(cfg.Bootstrap, ","), // librdkafka takes the list as is
@@ -40,6 +41,9 @@ func main() {
 		"client.id":         cfg.ClientID,
 		"fetch.wait.max.ms": int(cfg.FetchMaxWait.Milliseconds()),
 		"group.protocol":    *protocol,
+	}
+	if *debug != "" {
+		conf["debug"] = *debug
 	}
 	if *instance != "" {
 		conf["group.instance.id"] = *instance
