@@ -95,6 +95,9 @@ type view struct {
 	byName  map[string]int
 	byID    map[[16]byte]int
 	byKey   map[string]int // collisionKey(name) -> index
+	// groups holds the groups' dynamic configs (name -> value), never
+	// an empty inner map; shared between views, never modified.
+	groups map[string]map[string]string
 }
 
 // Catalog is the set of topics. The zero value is not usable; call New.
@@ -386,14 +389,21 @@ func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Top
 	return t.clone(), nil
 }
 
-// commit persists and publishes next. c.mu must be held.
+// commit persists and publishes next, keeping the group configs. c.mu
+// must be held.
 func (c *Catalog) commit(next []Topic) error {
+	return c.commitAll(next, c.cur.Load().groups)
+}
+
+// commitAll persists and publishes topics and groups. c.mu must be held.
+func (c *Catalog) commitAll(topics []Topic, groups map[string]map[string]string) error {
 	if c.persist != nil {
-		if err := c.persist(encode(next)); err != nil {
+		if err := c.persist(encode(topics, groups)); err != nil {
 			return fmt.Errorf("%w: %w", ErrPersist, err)
 		}
 	}
-	v := buildView(next)
+	v := buildView(topics)
+	v.groups = groups
 	v.version = c.cur.Load().version + 1
 	c.cur.Store(v)
 	return nil

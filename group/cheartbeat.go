@@ -132,6 +132,9 @@ func (s *Shard) heartbeatInterval(g *Group, m *cmember, h *hbReq) time.Duration 
 		m.changedAt = h.now
 	}
 	d := s.cfg.ConsumerHeartbeatInterval
+	if g != nil {
+		d = s.heartbeatFor(g.id)
+	}
 	r := s.cfg.ConsumerRebalanceHeartbeatInterval
 	if g == nil || g.cg == nil || r <= 0 || r >= d || g.cg.state() == "Stable" {
 		return d
@@ -333,7 +336,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	}
 	m = cg.members[m.id]
 	g.reconcile(h, m)
-	s.arm(m.session, h.now.Add(s.cfg.ConsumerSessionTimeout))
+	s.arm(m.session, h.now.Add(s.sessionFor(g.id)))
 	return g, m, ErrNone, ""
 }
 
@@ -361,7 +364,7 @@ func (g *Group) bumpAndAssign(h *hbReq, bump, mayDefer bool) int16 {
 		return ErrNone
 	}
 	if mayDefer && !cg.assignedAt.IsZero() {
-		if at := cg.assignedAt.Add(g.s.assignWait(len(cg.members))); h.now.Before(at) {
+		if at := cg.assignedAt.Add(g.s.assignWait(g.id, len(cg.members))); h.now.Before(at) {
 			g.deferTarget(at)
 			return ErrNone
 		}
@@ -371,8 +374,11 @@ func (g *Group) bumpAndAssign(h *hbReq, bump, mayDefer bool) int16 {
 
 // assignWait is how long a group of n members waits after a target
 // computation before the next (Config.ConsumerAssignmentInterval).
-func (s *Shard) assignWait(n int) time.Duration {
+func (s *Shard) assignWait(group string, n int) time.Duration {
 	per, most := s.cfg.ConsumerAssignmentDelayPerMember, s.cfg.ConsumerAssignmentInterval
+	if o := s.overrides(group); o.HasAssignmentInterval {
+		most = o.AssignmentInterval
+	}
 	if per <= 0 || most <= 0 {
 		return 0
 	}

@@ -64,6 +64,13 @@ type Config struct {
 	// of a group (or after it emptied) is never delayed. docs/kip848.md.
 	ConsumerAssignmentInterval       time.Duration
 	ConsumerAssignmentDelayPerMember time.Duration
+	// GroupOverrides, when set, returns a consumer group's own settings
+	// (Kafka's dynamic GROUP configs, set with IncrementalAlterConfigs):
+	// a non-zero field replaces the Consumer* setting above for that group.
+	// The shard asks whenever it uses one (every heartbeat and timer arm),
+	// so a change reaches existing members at their next heartbeat, as in
+	// Kafka. It is called on the shard's goroutine and must be cheap.
+	GroupOverrides func(group string) Overrides
 	// MaxRecordBytes is the largest record (key and value) the store takes;
 	// 0 = no limit (the embedded store). A classic group's metadata record
 	// (all members' protocols and assignments) over it is not written and
@@ -107,6 +114,42 @@ type Config struct {
 	// OnStorm, when set, is called the same way when a group is flagged as
 	// storming or unflagged.
 	OnStorm func(StormStatus)
+}
+
+// Overrides are one consumer group's own settings; a zero field means the
+// node's (Config). AssignmentInterval is the only field where zero is a
+// meaningful setting (compute on every change), so it has its own flag.
+type Overrides struct {
+	SessionTimeout     time.Duration // consumer.session.timeout.ms
+	HeartbeatInterval  time.Duration // consumer.heartbeat.interval.ms
+	AssignmentInterval time.Duration // consumer.assignment.interval.ms
+	// HasAssignmentInterval says AssignmentInterval is set (0 included).
+	HasAssignmentInterval bool
+}
+
+// overrides returns group's own settings (none without GroupOverrides).
+func (s *Shard) overrides(group string) Overrides {
+	if s.cfg.GroupOverrides == nil {
+		return Overrides{}
+	}
+	return s.cfg.GroupOverrides(group)
+}
+
+// sessionFor is the session timeout of group's consumer-protocol
+// members.
+func (s *Shard) sessionFor(group string) time.Duration {
+	if d := s.overrides(group).SessionTimeout; d > 0 {
+		return d
+	}
+	return s.cfg.ConsumerSessionTimeout
+}
+
+// heartbeatFor is the heartbeat interval given to group's members.
+func (s *Shard) heartbeatFor(group string) time.Duration {
+	if d := s.overrides(group).HeartbeatInterval; d > 0 {
+		return d
+	}
+	return s.cfg.ConsumerHeartbeatInterval
 }
 
 // Defaults returns Kafka's defaults.

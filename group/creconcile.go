@@ -269,7 +269,7 @@ func (g *Group) sessionTimeout(m *cmember) time.Duration {
 	if m.classic != nil {
 		return m.classic.session
 	}
-	return g.s.cfg.ConsumerSessionTimeout
+	return g.s.sessionFor(g.id)
 }
 
 // replaceStaticConsumer hands a static member that left with epoch -2 over

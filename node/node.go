@@ -240,6 +240,11 @@ func Start(cfg Config) (*Node, error) {
 	if gcfg.Topics == nil {
 		gcfg.Topics = cat // consumer-protocol groups are assigned catalog topics
 	}
+	if gcfg.GroupOverrides == nil {
+		// A consumer group's own configs (IncrementalAlterConfigs),
+		// kept in the catalog on every node.
+		gcfg.GroupOverrides = func(g string) group.Overrides { return group.OverridesFrom(cat, g) }
+	}
 	if sec.Authorizer != nil && gcfg.TopicAccess == nil {
 		gcfg.TopicAccess = topicAccess{n.auth} // regexes give only describable topics
 	}
@@ -272,6 +277,7 @@ func Start(cfg Config) (*Node, error) {
 		Groups:        groups{n.coord, n.serving()},
 		Topology:      n.topology(),
 		Catalog:       cat,
+		Group:         gcfg,
 		MaxFrameBytes: cfg.MaxFrameBytes,
 
 		MaxConnections:      cfg.MaxConnections,

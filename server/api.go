@@ -160,24 +160,26 @@ const (
 	keyListOffsets          int16 = 2
 	keyOffsetForLeaderEpoch int16 = 23
 
-	keyOffsetCommit     int16 = 8
-	keyOffsetFetch      int16 = 9
-	keyMetadata         int16 = 3
-	keyFindCoordinator  int16 = 10
-	keyJoinGroup        int16 = 11
-	keyHeartbeat        int16 = 12
-	keyLeaveGroup       int16 = 13
-	keySyncGroup        int16 = 14
-	keyDescribeGroups   int16 = 15
-	keyListGroups       int16 = 16
-	keyApiVersions      int16 = 18
-	keyCreateTopics     int16 = 19
-	keyDeleteTopics     int16 = 20
-	keyCreatePartitions int16 = 37
-	keyDescribeConfigs  int16 = 32
-	keyDeleteGroups     int16 = 42
-	keyOffsetDelete     int16 = 47
-	keyDescribeCluster  int16 = 60
+	keyOffsetCommit            int16 = 8
+	keyOffsetFetch             int16 = 9
+	keyMetadata                int16 = 3
+	keyFindCoordinator         int16 = 10
+	keyJoinGroup               int16 = 11
+	keyHeartbeat               int16 = 12
+	keyLeaveGroup              int16 = 13
+	keySyncGroup               int16 = 14
+	keyDescribeGroups          int16 = 15
+	keyListGroups              int16 = 16
+	keyApiVersions             int16 = 18
+	keyCreateTopics            int16 = 19
+	keyDeleteTopics            int16 = 20
+	keyCreatePartitions        int16 = 37
+	keyDescribeConfigs         int16 = 32
+	keyAlterConfigs            int16 = 33
+	keyIncrementalAlterConfigs int16 = 44
+	keyDeleteGroups            int16 = 42
+	keyOffsetDelete            int16 = 47
+	keyDescribeCluster         int16 = 60
 
 	keySaslHandshake    int16 = 17
 	keySaslAuthenticate int16 = 36
@@ -234,9 +236,11 @@ var supported = [...]APIVersions{
 	{keyCreateACLs, "CreateACLs", 0, 3},
 	{keyDeleteACLs, "DeleteACLs", 0, 3},
 	{keyDescribeConfigs, "DescribeConfigs", 0, 4},
+	{keyAlterConfigs, "AlterConfigs", 0, 2},
 	{keySaslAuthenticate, "SASLAuthenticate", 0, 2},
 	{keyCreatePartitions, "CreatePartitions", 0, 3},
 	{keyDeleteGroups, "DeleteGroups", 0, 3},
+	{keyIncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1},
 	{keyOffsetDelete, "OffsetDelete", 0, 0},
 	{keyDescribeSCRAM, "DescribeUserSCRAMCredentials", 0, 0},
 	{keyAlterSCRAM, "AlterUserSCRAMCredentials", 0, 0},

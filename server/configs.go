@@ -52,6 +52,9 @@ func (s *Server) describeConfigs(req *kmsg.DescribeConfigsRequest, refused func(
 			code = refused(i)
 		default:
 			code, msg = s.configResource(rr)
+			if code == errNone && rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+				s.groupConfigs(req, rr, a)
+			}
 		}
 		if code != errNone {
 			a.ErrorCode, a.ErrorMessage = code, errorMessage(code)
@@ -126,16 +129,23 @@ func (s *Server) authzDescribeConfigs(_ context.Context, c Client, r *request) k
 	}
 	codes := make([]int16, len(req.Resources))
 	for i, rr := range req.Resources {
-		rt, name, code := acl.ResourceCluster, acl.ClusterName, codeClusterAuthz
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
-			rt, name, code = acl.ResourceTopic, rr.ResourceName, codeTopicAuthz
-		case kmsg.ConfigResourceTypeGroupConfig:
-			rt, name, code = acl.ResourceGroup, rr.ResourceName, codeGroupAuthz
-		}
+		rt, name, code := configACL(rr.ResourceType, rr.ResourceName)
 		if !s.authorize(c, r.key, acl.OpDescribeConfigs, rt, name) {
 			codes[i] = code
 		}
 	}
 	return s.describeConfigs(req, func(i int) int16 { return codes[i] })
+}
+
+// configACL is the ACL resource a config resource is checked against, and
+// the code of a refusal: the topic, the group, or the cluster for the
+// others (brokers, loggers, client metrics).
+func configACL(rt kmsg.ConfigResourceType, name string) (acl.ResourceType, string, int16) {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		return acl.ResourceTopic, name, codeTopicAuthz
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return acl.ResourceGroup, name, codeGroupAuthz
+	}
+	return acl.ResourceCluster, acl.ClusterName, codeClusterAuthz
 }

@@ -27,6 +27,7 @@ const (
 	errInvalidPartitions       int16 = 37
 	errInvalidReplicationFact  int16 = 38
 	errInvalidReplicaAssign    int16 = 39
+	errInvalidConfig           int16 = 40
 	errInvalidRequest          int16 = 42
 	errKafkaStorageError       int16 = 56
 	errListenerNotFound        int16 = 72
@@ -124,6 +125,10 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
 	case keyDescribeConfigs:
 		return s.describeConfigs(r.req.(*kmsg.DescribeConfigsRequest), nil), nil
+	case keyAlterConfigs:
+		return s.legacyAlterConfigs(c, r), nil
+	case keyIncrementalAlterConfigs:
+		return s.incrementalAlterConfigs(c, r), nil
 	case keyDescribeACLs:
 		return s.describeACLs(c, r.req.(*kmsg.DescribeACLsRequest)), nil
 	case keyCreateACLs:

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
 )
 
 // DefaultMaxFrameBytes is the default largest request accepted, Kafka's
@@ -39,6 +40,11 @@ type Config struct {
 	// CreateTopics, DeleteTopics and CreatePartitions. Nil means an empty
 	// catalog of the server's own.
 	Catalog *catalog.Catalog
+	// Group is the coordinator's group configuration: the node's values
+	// that a group's own configs replace (DescribeConfigs shows them,
+	// IncrementalAlterConfigs checks against them). Zero means Kafka's
+	// defaults.
+	Group group.Config
 	// MaxFrameBytes is the largest request frame accepted (excluding the
 	// 4-byte size); larger frames close the connection. 0 means
 	// DefaultMaxFrameBytes.

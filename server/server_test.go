@@ -29,6 +29,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 		17: {0, 1}, 36: {0, 2}, 29: {0, 3}, 30: {0, 3}, 31: {0, 3}, 50: {0, 0}, 51: {0, 0},
 		0: {3, 13}, 1: {4, 18}, 2: {0, 11}, 23: {0, 4}, // data plane (dataplane.go)
 		60: {0, 2},             // DescribeCluster (describecluster.go)
+		33: {0, 2}, 44: {0, 1}, // AlterConfigs, IncrementalAlterConfigs (alterconfigs.go)
 		68: {0, 1}, 69: {0, 1}, // the consumer group protocol (KIP-848)
 	}
 	apis := SupportedAPIs()

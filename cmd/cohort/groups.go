@@ -48,6 +48,13 @@ const groupsUsage = `usage:
                           --state/--members/--offsets pick tables (default: all)
   cohort group delete ID...
                           delete empty groups and their committed offsets
+  cohort group config ID [--set NAME=VALUE]... [--delete NAME]...
+                          a consumer group's own settings (consumer.session.timeout.ms,
+                          consumer.heartbeat.interval.ms, consumer.assignment.interval.ms,
+                          in ms) and where each comes from: group, node (a cohort
+                          serve flag) or default; --set/--delete change them first
+                          (the group need not exist; its members see a change at
+                          their next heartbeat)
   cohort group history ID [--last N]
                           the group's rebalances, one row each: start, generations,
                           outcome, cause and its member, join and sync durations,
@@ -66,6 +73,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 	var df describeFlags
 	var hf historyFlags
 	var states, types string
+	var sets, dels stringsFlag
 	if cmd == "groups" {
 		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
 		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
@@ -77,6 +85,8 @@ func groupsCmd(e env, cmd string, args []string) error {
 		fs.BoolVar(&df.verbose, "verbose", false, "describe: more columns in the offsets table (log start, leader epoch, metadata)")
 		fs.BoolVar(&df.all, "all-groups", false, "describe: every group")
 		fs.IntVar(&hf.last, "last", 0, "history, why: only the `N` latest rebalances (default: history all kept, why 3)")
+		fs.Var(&sets, "set", "config: set `NAME=VALUE` (repeatable)")
+		fs.Var(&dels, "delete", "config: remove `NAME`, back to the node's value (repeatable)")
 	}
 	pos, err := f.parse(args)
 	if err != nil {
@@ -98,11 +108,14 @@ func groupsCmd(e env, cmd string, args []string) error {
 		return listGroups(e, f, stateList, typeList)
 	}
 	if len(pos) == 0 {
-		return usagef("group: want describe|delete|history|why ID...")
+		return usagef("group: want describe|delete|config|history|why ID...")
 	}
 	action, ids := pos[0], pos[1:]
 	if hf.lastSet && action != "history" && action != "why" {
 		return usagef("group %s: --last is for history and why", action)
+	}
+	if (len(sets) > 0 || len(dels) > 0) && action != "config" {
+		return usagef("group %s: --set and --delete are for config", action)
 	}
 	switch action {
 	case "history", "why":
@@ -126,8 +139,16 @@ func groupsCmd(e env, cmd string, args []string) error {
 			return usagef("group delete: takes group ids only (no describe flags)")
 		}
 		return deleteGroups(e, f, ids)
+	case "config":
+		if len(ids) != 1 {
+			return usagef("group config: want one group id")
+		}
+		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
+			return usagef("group config: takes one group id, --set, --delete and --output only")
+		}
+		return groupConfigCmd(e, f, ids[0], sets, dels)
 	default:
-		return usagef("group: unknown action %q: want describe, delete, history or why", action)
+		return usagef("group: unknown action %q: want describe, delete, config, history or why", action)
 	}
 }
 

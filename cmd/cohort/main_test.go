@@ -48,7 +48,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"groups", "--type", "classic,bogus"}, `--type "bogus"`},
 		{[]string{"groups", "--state", "Stabel"}, `--state "Stabel": want one of Empty, Stable, PreparingRebalance, CompletingRebalance, Assigning, Reconciling`},
 		{[]string{"groups", "--state", "empty,Dead"}, `--state "Dead"`},
-		{[]string{"group"}, "want describe|delete|history|why ID"},
+		{[]string{"group"}, "want describe|delete|config|history|why ID"},
 		{[]string{"group", "frob", "x"}, `unknown action "frob"`},
 		{[]string{"group", "describe"}, "want group ids or --all-groups"},
 		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups, not both"},

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// groupConfigJSON is one config of "cohort group config".
+type groupConfigJSON struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Source string `json:"source"` // group, node or default
+}
+
+// stringsFlag is a repeatable flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string     { return strings.Join(*s, ",") }
+func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
+
+// groupConfigCmd shows a consumer group's configs and, with --set and
+// --delete, changes them first (IncrementalAlterConfigs on the GROUP
+// resource: the node checks the result as a whole and refuses it all or
+// applies it all).
+func groupConfigCmd(e env, f *cmdFlags, id string, sets, dels []string) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if len(sets) > 0 || len(dels) > 0 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, id
+		for _, s := range sets {
+			name, value, ok := strings.Cut(s, "=")
+			if !ok || name == "" {
+				return usagef("group config: --set wants NAME=VALUE, not %q", s)
+			}
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = name, kmsg.StringPtr(value)
+			rr.Configs = append(rr.Configs, c)
+		}
+		for _, name := range dels {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name, c.Op = name, kmsg.IncrementalAlterConfigOpDelete
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+		resp, err := req.RequestWith(ctx, cl)
+		if err == nil {
+			err = oneResource(len(resp.Resources), func() (int16, *string) { return resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage })
+		}
+		if err != nil {
+			return fmt.Errorf("group config %s: %w", id, err)
+		}
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, id
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = oneResource(len(resp.Resources), func() (int16, *string) { return resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage })
+	}
+	if err != nil {
+		return fmt.Errorf("group config %s: %w", id, err)
+	}
+	r := resp.Resources[0]
+	list := []groupConfigJSON{}
+	for _, c := range r.Configs {
+		v := ""
+		if c.Value != nil {
+			v = *c.Value
+		}
+		src := "node"
+		switch c.Source {
+		case kmsg.ConfigSourceGroupConfig:
+			src = "group"
+		case kmsg.ConfigSourceDefaultConfig:
+			src = "default"
+		}
+		list = append(list, groupConfigJSON{Name: c.Name, Value: v, Source: src})
+	}
+	if f.o.json() {
+		return writeJSON(e.stdout, map[string]any{"group": id, "configs": list})
+	}
+	if len(list) == 0 {
+		return errors.New("group config " + id + ": the node keeps no group configs (an older cohort, or not cohort)")
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "NAME\tVALUE\tSOURCE")
+	for _, c := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(c.Name), cell(c.Value), c.Source)
+	}
+	return tw.Flush()
+}
+
+// oneResource is the error of an answer about one config resource: n
+// resources answered, the one's code and message.
+func oneResource(n int, first func() (int16, *string)) error {
+	if n != 1 {
+		return fmt.Errorf("%d resources answered, want 1", n)
+	}
+	code, msg := first()
+	err := kerr.ErrorForCode(code)
+	if err != nil && msg != nil {
+		err = withMessage(err, *msg)
+	}
+	return err
+}

@@ -1,0 +1,159 @@
+package group
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Dynamic group configs: Kafka's GROUP config resource (IncrementalAlterConfigs,
+// DescribeConfigs), a consumer group's own values of the consumer protocol's
+// settings. cohort keeps the three a consumer group uses; Kafka's share.*,
+// streams.* and dead-letter names belong to group types cohort does not serve.
+// Values are milliseconds, as in Kafka. Classic groups and classic members
+// are not affected (their session timeout is the one they join with).
+const (
+	ConfigSessionTimeout     = "consumer.session.timeout.ms"
+	ConfigHeartbeatInterval  = "consumer.heartbeat.interval.ms"
+	ConfigAssignmentInterval = "consumer.assignment.interval.ms"
+)
+
+// GroupConfigNames are the group configs cohort keeps, in the order
+// DescribeConfigs lists them.
+var GroupConfigNames = []string{ConfigSessionTimeout, ConfigHeartbeatInterval, ConfigAssignmentInterval}
+
+// Bounds of the values a group may be given (milliseconds). cohort's node
+// settings are flags without Kafka's min/max broker settings, so the bounds
+// are fixed: a session of at least a second (a shorter one fences members
+// between two heartbeats of a busy client) and at most an hour; a heartbeat
+// interval of at least 100 ms and below the session timeout; an assignment
+// interval of 0 (compute on every change) to 15 s, Kafka's bounds for it.
+const (
+	minGroupSessionMs    = 1000
+	maxGroupSessionMs    = 3_600_000
+	minGroupHeartbeatMs  = 100
+	maxGroupAssignmentMs = 15_000
+)
+
+// GroupConfigSource is where a group's configs are read: the topic catalog
+// (catalog.Catalog.GroupConfigValue), which keeps them on every node.
+type GroupConfigSource interface {
+	GroupConfigValue(group, name string) (string, bool)
+}
+
+// OverridesFrom reads group's configs from src as Overrides (for
+// Config.GroupOverrides). A value that does not parse is ignored: values are
+// checked when they are set (CheckGroupConfig).
+func OverridesFrom(src GroupConfigSource, group string) Overrides {
+	var o Overrides
+	if v, ok := src.GroupConfigValue(group, ConfigSessionTimeout); ok {
+		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms > 0 {
+			o.SessionTimeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if v, ok := src.GroupConfigValue(group, ConfigHeartbeatInterval); ok {
+		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms > 0 {
+			o.HeartbeatInterval = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if v, ok := src.GroupConfigValue(group, ConfigAssignmentInterval); ok {
+		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms >= 0 {
+			o.AssignmentInterval, o.HasAssignmentInterval = time.Duration(ms)*time.Millisecond, true
+		}
+	}
+	return o
+}
+
+// GroupConfigEntry is one group config as DescribeConfigs shows it.
+type GroupConfigEntry struct {
+	Name string
+	// Value is the group's value if set (Set), else the node's.
+	Value string
+	Set   bool
+	// NodeName and NodeValue are the node-wide setting the group's value
+	// replaces, under Kafka's broker config name (a synonym), and whether
+	// the node's value is Kafka's default (NodeDefault).
+	NodeName    string
+	NodeValue   string
+	NodeDefault bool
+	Doc         string
+}
+
+// DescribeGroupConfig lists every group config for a group whose configs
+// are set (nil for none): the group's value or the node's.
+func (c Config) DescribeGroupConfig(set map[string]string) []GroupConfigEntry {
+	c = c.withDefaults()
+	d := Defaults()
+	node := func(v, def time.Duration) (string, bool) {
+		return strconv.FormatInt(v.Milliseconds(), 10), v == def
+	}
+	out := make([]GroupConfigEntry, 0, len(GroupConfigNames))
+	for _, name := range GroupConfigNames {
+		e := GroupConfigEntry{Name: name, NodeName: "group." + name}
+		switch name {
+		case ConfigSessionTimeout:
+			e.NodeValue, e.NodeDefault = node(c.ConsumerSessionTimeout, d.ConsumerSessionTimeout)
+			e.Doc = "How long a member of this consumer group lives without a heartbeat (cohort serve --consumer-session-timeout for every group)."
+		case ConfigHeartbeatInterval:
+			e.NodeValue, e.NodeDefault = node(c.ConsumerHeartbeatInterval, d.ConsumerHeartbeatInterval)
+			e.Doc = "The heartbeat interval given to this consumer group's members (cohort serve --consumer-heartbeat-interval for every group)."
+		case ConfigAssignmentInterval:
+			e.NodeValue, e.NodeDefault = node(c.ConsumerAssignmentInterval, d.ConsumerAssignmentInterval)
+			e.Doc = "The longest wait between two target assignment computations of this consumer group; 0 computes on every change (cohort serve --consumer-assignment-interval for every group)."
+		}
+		e.Value = e.NodeValue
+		if v, ok := set[name]; ok {
+			e.Value, e.Set = v, true
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// CheckGroupConfig checks the configs a group would have after a change
+// (all of them, not only the changed ones): known names, integer values
+// within their bounds, and a session timeout above the heartbeat interval,
+// the node's value standing in for one the group does not set. The error's
+// text is for the client (INVALID_CONFIG).
+func (c Config) CheckGroupConfig(set map[string]string) error {
+	c = c.withDefaults()
+	ms := map[string]int64{}
+	for name, v := range set {
+		known := false
+		for _, k := range GroupConfigNames {
+			known = known || k == name
+		}
+		if !known {
+			return fmt.Errorf("Unknown group config name: %s (cohort keeps %s)", name, strings.Join(GroupConfigNames, ", "))
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return fmt.Errorf("Invalid value %q for configuration %s: not an integer (milliseconds)", v, name)
+		}
+		lo, hi := int64(minGroupSessionMs), int64(maxGroupSessionMs)
+		switch name {
+		case ConfigHeartbeatInterval:
+			lo = minGroupHeartbeatMs
+		case ConfigAssignmentInterval:
+			lo, hi = 0, maxGroupAssignmentMs
+		}
+		if n < lo || n > hi {
+			return fmt.Errorf("%s must be in the range %d to %d inclusive, not %d", name, lo, hi, n)
+		}
+		ms[name] = n
+	}
+	session, ok := ms[ConfigSessionTimeout]
+	if !ok {
+		session = c.ConsumerSessionTimeout.Milliseconds()
+	}
+	hb, ok := ms[ConfigHeartbeatInterval]
+	if !ok {
+		hb = c.ConsumerHeartbeatInterval.Milliseconds()
+	}
+	if session <= hb {
+		return fmt.Errorf("%s (%d) must be greater than %s (%d; a value the group does not set is the node's)",
+			ConfigSessionTimeout, session, ConfigHeartbeatInterval, hb)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package group
+
+import (
+	"testing"
+	"time"
+)
+
+// A group's own settings (Config.GroupOverrides, Kafka's GROUP configs)
+// replace the node's for that group only, and a change reaches the members
+// at their next heartbeat: the interval in the answer, the session timer
+// re-armed with the new timeout.
+func TestGroupOverrides(t *testing.T) {
+	own := map[string]Overrides{}
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+		c.ConsumerSessionTimeout = 45 * time.Second
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+		c.GroupOverrides = func(g string) Overrides { return own[g] }
+	})
+	h.cgJoin("a", "t")
+	h.cgJoin("b", "t")
+	h.cgSettle("a", "b")
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("interval %d without an override, want the node's 5000", r.HeartbeatIntervalMillis)
+	}
+	own["other"] = Overrides{HeartbeatInterval: time.Second}
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("interval %d: another group's override applied", r.HeartbeatIntervalMillis)
+	}
+
+	own["cg"] = Overrides{HeartbeatInterval: 2 * time.Second, SessionTimeout: 10 * time.Second}
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 2000 {
+		t.Fatalf("interval %d, want the group's 2000", r.HeartbeatIntervalMillis)
+	}
+	// b heartbeats once under the new setting, then falls silent: its
+	// session is the group's 10 s, not the node's 45 s.
+	h.cgBeat("b", h.cgOwned("b"))
+	for i := 0; i < 4; i++ {
+		h.advance(2 * time.Second)
+		h.cgBeat("a", h.cgOwned("a"))
+	}
+	if h.cmember("cg", "b") == nil {
+		t.Fatal("b fenced after 8 s of a 10 s session")
+	}
+	h.advance(2 * time.Second)
+	h.cgBeat("a", h.cgOwned("a"))
+	if h.cmember("cg", "b") != nil {
+		t.Fatal("b not fenced 10 s after its last heartbeat")
+	}
+
+	// The override removed: the node's settings again, from the next
+	// heartbeat on.
+	delete(own, "cg")
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("interval %d after the override was removed, want 5000", r.HeartbeatIntervalMillis)
+	}
+	h.advance(40 * time.Second)
+	if h.cmember("cg", "a") == nil {
+		t.Fatal("a fenced within the node's 45 s session")
+	}
+}
+
+// An assignment interval set for the group replaces the node's: 0 computes
+// the target on every change, however many members.
+func TestGroupOverridesAssignmentInterval(t *testing.T) {
+	own := map[string]Overrides{}
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+		c.ConsumerAssignmentInterval = time.Second
+		c.ConsumerAssignmentDelayPerMember = time.Second
+		c.GroupOverrides = func(g string) Overrides { return own[g] }
+	})
+	if d := h.s.assignWait("cg", 3); d != time.Second {
+		t.Fatalf("wait %v, want the node's 1s", d)
+	}
+	own["cg"] = Overrides{AssignmentInterval: 0, HasAssignmentInterval: true}
+	if d := h.s.assignWait("cg", 3); d != 0 {
+		t.Fatalf("wait %v, want 0 (the group's)", d)
+	}
+	own["cg"] = Overrides{AssignmentInterval: 2 * time.Second, HasAssignmentInterval: true}
+	if d := h.s.assignWait("cg", 3); d != 2*time.Second {
+		t.Fatalf("wait %v, want 2s (3 members × 1s, at most the group's 2s)", d)
+	}
+}

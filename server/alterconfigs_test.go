@@ -1,0 +1,212 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/security/acl"
+)
+
+// iac builds an IncrementalAlterConfigs of one resource; ops are
+// (name, op, value) triples, a value "<nil>" sent as null.
+func iac(v int16, rt kmsg.ConfigResourceType, name string, ops ...any) *kmsg.IncrementalAlterConfigsRequest {
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.SetVersion(v)
+	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = rt, name
+	for i := 0; i < len(ops); i += 3 {
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Op = ops[i].(string), ops[i+1].(kmsg.IncrementalAlterConfigOp)
+		if v := ops[i+2].(string); v != "<nil>" {
+			c.Value = kmsg.StringPtr(v)
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
+	req.Resources = append(req.Resources, rr)
+	return req
+}
+
+// iacResult is the one resource's code and message.
+func iacResult(t *testing.T, resp kmsg.Response) string {
+	t.Helper()
+	var code int16
+	var msg *string
+	switch r := resp.(type) {
+	case *kmsg.IncrementalAlterConfigsResponse:
+		code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+	case *kmsg.AlterConfigsResponse:
+		code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+	}
+	if msg == nil {
+		return fmt.Sprint(code)
+	}
+	return fmt.Sprintf("%d %s", code, *msg)
+}
+
+// groupDescribed is DescribeConfigs' answer for group g as
+// name=value/source lines, with synonyms.
+func groupDescribed(t *testing.T, s *Server, g string) string {
+	t.Helper()
+	req := describeConfigsReq(4, kmsg.ConfigResourceTypeGroupConfig, g)
+	req.IncludeSynonyms, req.IncludeDocumentation = true, true
+	resp := answer(t, s, req).(*kmsg.DescribeConfigsResponse)
+	if resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("describe %s: %d", g, resp.Resources[0].ErrorCode)
+	}
+	var out []string
+	for _, c := range resp.Resources[0].Configs {
+		line := fmt.Sprintf("%s=%s/%d", c.Name, *c.Value, c.Source)
+		for _, syn := range c.ConfigSynonyms {
+			line += fmt.Sprintf(" %s=%s/%d", syn.Name, *syn.Value, syn.Source)
+		}
+		if c.ConfigType != kmsg.ConfigTypeInt || c.Documentation == nil || c.ReadOnly {
+			t.Errorf("%s: type %v, documentation %v, read-only %v", c.Name, c.ConfigType, c.Documentation, c.ReadOnly)
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
+const (
+	set = kmsg.IncrementalAlterConfigOpSet
+	del = kmsg.IncrementalAlterConfigOpDelete
+	grp = kmsg.ConfigResourceTypeGroupConfig
+)
+
+// A group's configs are set, shown and removed through the admin APIs, at
+// every version; DescribeConfigs shows the node's value (a flag's, or
+// Kafka's default) where the group sets none, with the broker-level name as
+// a synonym.
+func TestGroupConfigsAltered(t *testing.T) {
+	ts := startDataPlane(t, func(c *Config) {
+		c.Group = group.Defaults()
+		c.Group.ConsumerHeartbeatInterval = 4 * time.Second // as cohort serve --consumer-heartbeat-interval 4s
+	})
+	s := ts.srv
+	want := `consumer.session.timeout.ms=45000/5 group.consumer.session.timeout.ms=45000/5
+consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4
+consumer.assignment.interval.ms=1000/5 group.consumer.assignment.interval.ms=1000/5`
+	if got := groupDescribed(t, s, "g"); got != want {
+		t.Fatalf("before any change:\n%s\nwant\n%s", got, want)
+	}
+	for v := int16(0); v <= 1; v++ {
+		if got := iacResult(t, answer(t, s, iac(v, grp, "g", group.ConfigSessionTimeout, set, "060000", group.ConfigAssignmentInterval, set, "0"))); got != "0" {
+			t.Fatalf("v%d set: %s", v, got)
+		}
+	}
+	want = `consumer.session.timeout.ms=60000/8 consumer.session.timeout.ms=60000/8 group.consumer.session.timeout.ms=45000/5
+consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4
+consumer.assignment.interval.ms=0/8 consumer.assignment.interval.ms=0/8 group.consumer.assignment.interval.ms=1000/5`
+	if got := groupDescribed(t, s, "g"); got != want {
+		t.Fatalf("after setting:\n%s\nwant\n%s", got, want)
+	}
+	if got := s.Catalog().GroupConfig("g"); len(got) != 2 || got[group.ConfigSessionTimeout] != "60000" {
+		t.Fatalf("stored %v (canonical values)", got)
+	}
+	// Only the names asked for.
+	req := describeConfigsReq(4, grp, "g")
+	req.Resources[0].ConfigNames = []string{group.ConfigHeartbeatInterval}
+	if cs := answer(t, s, req).(*kmsg.DescribeConfigsResponse).Resources[0].Configs; len(cs) != 1 || cs[0].Name != group.ConfigHeartbeatInterval {
+		t.Fatalf("asked for one name: %v", cs)
+	}
+
+	// Refusals change nothing.
+	before := groupDescribed(t, s, "g")
+	for _, c := range []struct {
+		req  kmsg.Request
+		want string
+	}{
+		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "500"), "40 consumer.session.timeout.ms must be in the range 1000 to 3600000 inclusive, not 500"},
+		{iac(1, grp, "g", group.ConfigHeartbeatInterval, set, "60000"), "40 consumer.session.timeout.ms (60000) must be greater than consumer.heartbeat.interval.ms (60000; a value the group does not set is the node's)"},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, del, "<nil>", group.ConfigHeartbeatInterval, set, "50000"), "40 consumer.session.timeout.ms (45000) must be greater than consumer.heartbeat.interval.ms (50000; a value the group does not set is the node's)"},
+		{iac(1, grp, "g", group.ConfigAssignmentInterval, set, "15001"), "40 consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive, not 15001"},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "1m"), `40 Invalid value "1m" for configuration consumer.session.timeout.ms: not an integer (milliseconds)`},
+		{iac(1, grp, "g", "share.session.timeout.ms", set, "50000"), "40 Unknown group config name: share.session.timeout.ms (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms)"},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, kmsg.IncrementalAlterConfigOpAppend, "1"), "40 Can't APPEND to key consumer.session.timeout.ms because its type is not LIST."},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "<nil>"), "42 Null value not supported for consumer.session.timeout.ms"},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "50000", group.ConfigSessionTimeout, del, "<nil>"), "42 Error due to duplicate config keys: consumer.session.timeout.ms"},
+		{iac(1, grp, "", group.ConfigSessionTimeout, set, "50000"), "42 Default group resources are not allowed."},
+		{iac(1, kmsg.ConfigResourceTypeTopic, dpTopic, "retention.ms", set, "1"), "40 cohort keeps no topic configs: it stores no records (only a consumer group's configs can be altered)"},
+		{iac(1, kmsg.ConfigResourceTypeTopic, "missing", "retention.ms", set, "1"), "3 UNKNOWN_TOPIC_OR_PARTITION"},
+		{iac(1, kmsg.ConfigResourceTypeBroker, "", "log.retention.ms", set, "1"), "40 cohort keeps no broker or client-metrics configs: its settings are cohort serve's flags (only a consumer group's configs can be altered)"},
+		{iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"), "42 Unexpected resource type 99 for resource x"},
+	} {
+		if got := iacResult(t, answer(t, s, c.req)); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+	}
+	if got := groupDescribed(t, s, "g"); got != before {
+		t.Fatalf("a refused change changed the configs:\n%s", got)
+	}
+
+	// ValidateOnly checks and changes nothing.
+	vo := iac(1, grp, "g", group.ConfigHeartbeatInterval, set, "2000")
+	vo.ValidateOnly = true
+	if got := iacResult(t, answer(t, s, vo)); got != "0" || groupDescribed(t, s, "g") != before {
+		t.Fatalf("validate only: %s", got)
+	}
+
+	// DELETE goes back to the node's value; the last one removes the group.
+	if got := iacResult(t, answer(t, s, iac(1, grp, "g", group.ConfigSessionTimeout, del, "<nil>", group.ConfigAssignmentInterval, del, "<nil>"))); got != "0" {
+		t.Fatalf("delete: %s", got)
+	}
+	if s.Catalog().GroupConfig("g") != nil || len(s.Catalog().ConfiguredGroups()) != 0 {
+		t.Fatalf("configs left: %v", s.Catalog().GroupConfig("g"))
+	}
+
+	// AlterConfigs replaces the whole set.
+	legacy := func(cfg map[string]string) *kmsg.AlterConfigsRequest {
+		req := kmsg.NewPtrAlterConfigsRequest()
+		req.SetVersion(2)
+		rr := kmsg.NewAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = grp, "g"
+		for k, v := range cfg {
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+		return req
+	}
+	for _, cfg := range []map[string]string{{group.ConfigSessionTimeout: "50000"}, {group.ConfigHeartbeatInterval: "3000"}} {
+		if got := iacResult(t, answer(t, s, legacy(cfg))); got != "0" {
+			t.Fatalf("AlterConfigs %v: %s", cfg, got)
+		}
+	}
+	if got := s.Catalog().GroupConfig("g"); len(got) != 1 || got[group.ConfigHeartbeatInterval] != "3000" {
+		t.Fatalf("after AlterConfigs: %v (the session timeout left out is removed)", got)
+	}
+}
+
+// Altering a group's configs needs ALTER_CONFIGS on the group; a topic's,
+// ALTER_CONFIGS on the topic; a broker's, on the cluster.
+func TestAuthzAlterConfigs(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("mine", 1)
+	req := iac(1, grp, "g", group.ConfigSessionTimeout, set, "50000")
+	if got := iacResult(t, e.as(alice, req)); got != "30 GROUP_AUTHORIZATION_FAILED" {
+		t.Errorf("without ALTER_CONFIGS: %s", got)
+	}
+	e.grant(allow(alice, acl.OpDescribeConfigs, acl.ResourceGroup, "g"))
+	if got := iacResult(t, e.as(alice, req)); !strings.HasPrefix(got, "30 ") {
+		t.Errorf("with DESCRIBE_CONFIGS only: %s", got)
+	}
+	if e.cat.GroupConfig("g") != nil {
+		t.Fatal("a refused change was stored")
+	}
+	e.grant(allow(alice, acl.OpAlterConfigs, acl.ResourceGroup, "g"))
+	if got := iacResult(t, e.as(alice, req)); got != "0" || e.cat.GroupConfig("g")[group.ConfigSessionTimeout] != "50000" {
+		t.Errorf("with ALTER_CONFIGS: %s, %v", got, e.cat.GroupConfig("g"))
+	}
+	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceTypeTopic, "mine", "retention.ms", set, "1"))); !strings.HasPrefix(got, "29 ") {
+		t.Errorf("topic: %s", got)
+	}
+	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceTypeBroker, "", "x", set, "1"))); !strings.HasPrefix(got, "31 ") {
+		t.Errorf("broker: %s", got)
+	}
+}
