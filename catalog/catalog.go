@@ -8,6 +8,9 @@
 // tools. The catalog is not a gate for offsets: the coordinator may commit
 // offsets for topics it does not list.
 //
+// The catalog also keeps the consumer groups' dynamic configs (groups.go):
+// cluster metadata that takes the same way to disk and to every node.
+//
 // A Catalog is safe for concurrent use. Reads (Lookup, List) take no lock:
 // every change publishes a new immutable view. Changes can be made durable
 // through Options.Persist, which receives the encoded snapshot of the new
