@@ -17,8 +17,8 @@ import (
 // confluent-kafka-go) manages topics on a bare node, with no router: create
 // (configs accepted and dropped), describe configs of the topic and the
 // broker (empty: cohort keeps none), grow, delete, and Kafka's errors for a
-// topic created twice and the configs of a missing topic; and the cluster
-// as DescribeCluster shows it.
+// topic created twice and the configs of a missing topic; a group's configs;
+// and the cluster as DescribeCluster shows it.
 func TestTopicAdminConfluentBare(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -74,6 +74,29 @@ func TestTopicAdminConfluentBare(t *testing.T) {
 	}
 	if len(cluster.AuthorizedOperations) == 0 { // no ACLs: every cluster operation
 		t.Errorf("DescribeCluster: no authorized operations")
+	}
+	// Group configs (KIP-848): a consumer group's own heartbeat interval,
+	// set and read back through librdkafka's config admin calls.
+	alter := []ckafka.ConfigResource{{Type: ckafka.ResourceGroup, Name: "rd-group", Config: []ckafka.ConfigEntry{
+		{Name: "consumer.heartbeat.interval.ms", Value: "1500", IncrementalOperation: ckafka.AlterConfigOpTypeSet}}}}
+	altered, err := adm.IncrementalAlterConfigs(ctx, alter)
+	if err != nil || len(altered) != 1 || altered[0].Error.Code() != ckafka.ErrNoError {
+		t.Fatalf("IncrementalAlterConfigs of a group: %v %v", err, altered)
+	}
+	gconf, err := adm.DescribeConfigs(ctx, []ckafka.ConfigResource{{Type: ckafka.ResourceGroup, Name: "rd-group"}})
+	if err != nil || len(gconf) != 1 || gconf[0].Error.Code() != ckafka.ErrNoError {
+		t.Fatalf("DescribeConfigs of a group: %v %v", err, gconf)
+	}
+	if e := gconf[0].Config["consumer.heartbeat.interval.ms"]; e.Value != "1500" || e.Source != ckafka.ConfigSourceGroup {
+		t.Errorf("the group's heartbeat interval: %+v", e)
+	}
+	if e := gconf[0].Config["consumer.session.timeout.ms"]; e.Value != "45000" || e.Source != ckafka.ConfigSourceDefault {
+		t.Errorf("the group's session timeout (the node's default): %+v", e)
+	}
+	bad, err := adm.IncrementalAlterConfigs(ctx, []ckafka.ConfigResource{{Type: ckafka.ResourceGroup, Name: "rd-group", Config: []ckafka.ConfigEntry{
+		{Name: "consumer.session.timeout.ms", Value: "1000", IncrementalOperation: ckafka.AlterConfigOpTypeSet}}}})
+	if err != nil || len(bad) != 1 || bad[0].Error.Code() != ckafka.ErrInvalidConfig || !strings.Contains(bad[0].Error.String(), "must be greater than") {
+		t.Errorf("a session timeout below the interval: %v %v", err, bad)
 	}
 	deleted, err := adm.DeleteTopics(ctx, []string{"rd-orders"})
 	if err != nil || deleted[0].Error.Code() != ckafka.ErrNoError {
