@@ -285,6 +285,8 @@ func FuzzRestore(f *testing.F) {
 	c.Create("x.y", 3, [][]string{{"a"}, nil, {"b"}})
 	f.Add(c.Snapshot())
 	f.Add([]byte(`{"version":1,"topics":null}`))
+	c.SetGroupConfig("g", map[string]string{"consumer.session.timeout.ms": "60000"})
+	f.Add(c.Snapshot())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := New(Options{})
 		if err := r.Restore(data); err != nil {
@@ -297,6 +299,11 @@ func FuzzRestore(f *testing.F) {
 		}
 		if fmt.Sprint(again.List()) != fmt.Sprint(r.List()) {
 			t.Fatal("snapshot round trip changed the catalog")
+		}
+		for _, g := range r.ConfiguredGroups() {
+			if fmt.Sprint(again.GroupConfig(g)) != fmt.Sprint(r.GroupConfig(g)) {
+				t.Fatalf("snapshot round trip changed group %q's configs", g)
+			}
 		}
 	})
 }
