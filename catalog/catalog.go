@@ -83,6 +83,9 @@ type Options struct {
 	// with an error wrapping ErrPersist. Calls are serialised (never
 	// concurrent) and happen in the order of the changes.
 	Persist func(snapshot []byte) error
+	// PersistGroups is Persist for the group configs (groups.go): their
+	// own snapshot (GroupConfigsSnapshot), stored apart from the topics'.
+	PersistGroups func(snapshot []byte) error
 	// Removed, if set, is called after a change that removed topics (a
 	// Delete, or a Restore without them) with their names. It is called
 	// outside the catalog's lock, once per change. (A topic deleted and
@@ -98,23 +101,23 @@ type view struct {
 	byName  map[string]int
 	byID    map[[16]byte]int
 	byKey   map[string]int // collisionKey(name) -> index
-	// groups holds the groups' dynamic configs (name -> value), never
-	// an empty inner map; shared between views, never modified.
-	groups map[string]map[string]string
 }
 
 // Catalog is the set of topics. The zero value is not usable; call New.
 type Catalog struct {
-	mu      sync.Mutex // serialises changes (and Persist calls)
-	persist func([]byte) error
-	removed func([]string)
-	cur     atomic.Pointer[view]
+	mu            sync.Mutex // serialises changes (and Persist calls)
+	persist       func([]byte) error
+	persistGroups func([]byte) error
+	removed       func([]string)
+	cur           atomic.Pointer[view]
+	groups        atomic.Pointer[groupsView]
 }
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persist: opts.Persist, removed: opts.Removed}
+	c := &Catalog{persist: opts.Persist, persistGroups: opts.PersistGroups, removed: opts.Removed}
 	c.cur.Store(buildView(nil))
+	c.groups.Store(&groupsView{})
 	return c
 }
 
@@ -392,21 +395,14 @@ func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Top
 	return t.clone(), nil
 }
 
-// commit persists and publishes next, keeping the group configs. c.mu
-// must be held.
+// commit persists and publishes next. c.mu must be held.
 func (c *Catalog) commit(next []Topic) error {
-	return c.commitAll(next, c.cur.Load().groups)
-}
-
-// commitAll persists and publishes topics and groups. c.mu must be held.
-func (c *Catalog) commitAll(topics []Topic, groups map[string]map[string]string) error {
 	if c.persist != nil {
-		if err := c.persist(encode(topics, groups)); err != nil {
+		if err := c.persist(encode(next)); err != nil {
 			return fmt.Errorf("%w: %w", ErrPersist, err)
 		}
 	}
-	v := buildView(topics)
-	v.groups = groups
+	v := buildView(next)
 	v.version = c.cur.Load().version + 1
 	c.cur.Store(v)
 	return nil

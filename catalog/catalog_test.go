@@ -229,7 +229,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 func TestRestoreRejectsBadSnapshots(t *testing.T) {
 	id := func(n string) string { x := TopicID(n); return fmt.Sprintf("%x", x[:]) }
 	bad := []string{
-		``, `{`, `[]`, `{"version":3,"topics":[]}`, `{"version":1,"topics":[],"group_configs":{"g":{"a":"1"}}}`, `{"version":2,"topics":[],"group_configs":{"g":{}}}`, `{"version":2,"topics":[],"group_configs":{"":{"a":"1"}}}`,
+		``, `{`, `[]`, `{"version":2,"topics":[]}`,
 		`{"version":1,"topics":[{"name":"","id":"` + id("a") + `","partitions":1}]}`,
 		`{"version":1,"topics":[{"name":"a","id":"` + id("a") + `","partitions":0}]}`,
 		`{"version":1,"topics":[{"name":"a","id":"zz","partitions":1}]}`,
@@ -285,8 +285,6 @@ func FuzzRestore(f *testing.F) {
 	c.Create("x.y", 3, [][]string{{"a"}, nil, {"b"}})
 	f.Add(c.Snapshot())
 	f.Add([]byte(`{"version":1,"topics":null}`))
-	c.SetGroupConfig("g", map[string]string{"consumer.session.timeout.ms": "60000"})
-	f.Add(c.Snapshot())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := New(Options{})
 		if err := r.Restore(data); err != nil {
@@ -299,11 +297,6 @@ func FuzzRestore(f *testing.F) {
 		}
 		if fmt.Sprint(again.List()) != fmt.Sprint(r.List()) {
 			t.Fatal("snapshot round trip changed the catalog")
-		}
-		for _, g := range r.ConfiguredGroups() {
-			if fmt.Sprint(again.GroupConfig(g)) != fmt.Sprint(r.GroupConfig(g)) {
-				t.Fatalf("snapshot round trip changed group %q's configs", g)
-			}
 		}
 	})
 }
@@ -378,71 +371,5 @@ func TestRemovedHook(t *testing.T) {
 	}
 	if want := [][]string{{"b"}, {"c"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("removed %q, want %q", got, want)
-	}
-}
-
-// Group configs are persisted with the topics, survive a snapshot round trip
-// and a topic change, and are removed by an empty set. A snapshot without
-// them stays version 1, readable by a build that knows no group configs.
-func TestGroupConfigs(t *testing.T) {
-	var persisted []byte
-	c := New(Options{Persist: func(b []byte) error { persisted = b; return nil }})
-	if _, err := c.Create("t", 1, nil); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(persisted), `"version":1`) {
-		t.Fatalf("snapshot without group configs: %s", persisted)
-	}
-	if err := c.SetGroupConfig("g", map[string]string{"consumer.session.timeout.ms": "60000"}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(persisted), `"version":2`) || !strings.Contains(string(persisted), `"consumer.session.timeout.ms":"60000"`) {
-		t.Fatalf("snapshot with group configs: %s", persisted)
-	}
-	if _, err := c.Create("u", 1, nil); err != nil { // a topic change keeps them
-		t.Fatal(err)
-	}
-	if v, ok := c.GroupConfigValue("g", "consumer.session.timeout.ms"); !ok || v != "60000" {
-		t.Fatalf("value %q %v", v, ok)
-	}
-	if _, ok := c.GroupConfigValue("h", "consumer.session.timeout.ms"); ok {
-		t.Fatal("another group has g's config")
-	}
-	d := New(Options{})
-	if err := d.Restore(persisted); err != nil {
-		t.Fatal(err)
-	}
-	if got := d.GroupConfig("g"); len(got) != 1 || got["consumer.session.timeout.ms"] != "60000" {
-		t.Fatalf("restored %v", got)
-	}
-	if got := d.ConfiguredGroups(); len(got) != 1 || got[0] != "g" {
-		t.Fatalf("configured groups %v", got)
-	}
-	// A failed persist changes nothing.
-	fail := New(Options{Persist: func([]byte) error { return errors.New("disk full") }})
-	if err := fail.SetGroupConfig("g", map[string]string{"a": "1"}); !errors.Is(err, ErrPersist) || fail.GroupConfig("g") != nil {
-		t.Fatalf("persist failure: %v, %v", err, fail.GroupConfig("g"))
-	}
-	// Limits.
-	big := map[string]string{}
-	for i := 0; i <= MaxGroupConfigs; i++ {
-		big[fmt.Sprint("k", i)] = "v"
-	}
-	for _, bad := range []func() error{
-		func() error { return c.SetGroupConfig("", map[string]string{"a": "1"}) },
-		func() error { return c.SetGroupConfig("g", big) },
-		func() error {
-			return c.SetGroupConfig("g", map[string]string{"a": strings.Repeat("x", MaxGroupConfigLen+1)})
-		},
-	} {
-		if err := bad(); !errors.Is(err, ErrInvalidGroupConfig) {
-			t.Fatalf("got %v, want ErrInvalidGroupConfig", err)
-		}
-	}
-	if err := c.SetGroupConfig("g", nil); err != nil {
-		t.Fatal(err)
-	}
-	if c.GroupConfig("g") != nil || !strings.Contains(string(persisted), `"version":1`) {
-		t.Fatalf("after removal: %v, %s", c.GroupConfig("g"), persisted)
 	}
 }

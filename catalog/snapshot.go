@@ -11,14 +11,9 @@ import (
 // snapshot.
 var ErrBadSnapshot = errors.New("catalog: bad snapshot")
 
-// snapshotVersion is the version written into snapshots without group
-// configs; snapshotVersionGroups the one written with them, so that a
-// build older than group configs refuses a snapshot it would silently
-// drop them from, and reads every other. Restore accepts both.
-const (
-	snapshotVersion       = 1
-	snapshotVersionGroups = 2
-)
+// snapshotVersion is the version written into snapshots. Restore accepts
+// exactly the versions it knows.
+const snapshotVersion = 1
 
 // The snapshot is JSON: small, self-describing, and easy to inspect in
 // whatever durable store the lead chooses. Catalogs are tiny (topics, not
@@ -26,8 +21,6 @@ const (
 type snapshotDoc struct {
 	Version int             `json:"version"`
 	Topics  []snapshotTopic `json:"topics"`
-	// Groups: each group's dynamic configs (version 2).
-	Groups map[string]map[string]string `json:"group_configs,omitempty"`
 }
 
 type snapshotTopic struct {
@@ -37,11 +30,8 @@ type snapshotTopic struct {
 	Racks      [][]string `json:"racks,omitempty"`
 }
 
-func encode(topics []Topic, groups map[string]map[string]string) []byte {
+func encode(topics []Topic) []byte {
 	doc := snapshotDoc{Version: snapshotVersion, Topics: make([]snapshotTopic, len(topics))}
-	if len(groups) > 0 {
-		doc.Version, doc.Groups = snapshotVersionGroups, groups
-	}
 	for i, t := range topics {
 		doc.Topics[i] = snapshotTopic{Name: t.Name, ID: hex.EncodeToString(t.ID[:]), Partitions: t.Partitions, Racks: t.Racks}
 	}
@@ -55,8 +45,7 @@ func encode(topics []Topic, groups map[string]map[string]string) []byte {
 // Snapshot returns the encoded current state, in the format Options.Persist
 // receives and Restore reads.
 func (c *Catalog) Snapshot() []byte {
-	v := c.cur.Load()
-	return encode(v.sorted, v.groups)
+	return encode(c.cur.Load().sorted)
 }
 
 // Restore replaces the catalog's contents with the decoded snapshot data
@@ -69,19 +58,8 @@ func (c *Catalog) Restore(data []byte) error {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
 	}
-	if doc.Version != snapshotVersion && doc.Version != snapshotVersionGroups {
-		return fmt.Errorf("%w: version %d, this build reads versions %d and %d", ErrBadSnapshot, doc.Version, snapshotVersion, snapshotVersionGroups)
-	}
-	if doc.Version == snapshotVersion && len(doc.Groups) > 0 {
-		return fmt.Errorf("%w: group configs in a version %d snapshot", ErrBadSnapshot, doc.Version)
-	}
-	for g, cfg := range doc.Groups {
-		if err := checkGroupConfig(g, cfg); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
-		}
-		if len(cfg) == 0 {
-			return fmt.Errorf("%w: group %q: an empty config set", ErrBadSnapshot, g)
-		}
+	if doc.Version != snapshotVersion {
+		return fmt.Errorf("%w: version %d, this build reads version %d", ErrBadSnapshot, doc.Version, snapshotVersion)
 	}
 	topics := make([]Topic, 0, len(doc.Topics))
 	v := buildView(nil)
@@ -110,9 +88,6 @@ func (c *Catalog) Restore(data []byte) error {
 		v.sorted = append(v.sorted, Topic{Name: st.Name})
 	}
 	v = buildView(topics)
-	if len(doc.Groups) > 0 {
-		v.groups = doc.Groups
-	}
 	c.mu.Lock()
 	old := c.cur.Load()
 	v.version = old.version + 1

@@ -373,12 +373,15 @@ func (g *Group) bumpAndAssign(h *hbReq, bump, mayDefer bool) int16 {
 }
 
 // assignWait is how long a group of n members waits after a target
-// computation before the next (Config.ConsumerAssignmentInterval).
+// computation before the next (Config.ConsumerAssignmentInterval). A group's
+// own consumer.assignment.interval.ms is the wait itself, whatever the
+// group's size, as the interval is in Kafka; the node's setting is the
+// longest wait, scaled down for small groups.
 func (s *Shard) assignWait(group string, n int) time.Duration {
-	per, most := s.cfg.ConsumerAssignmentDelayPerMember, s.cfg.ConsumerAssignmentInterval
 	if o := s.overrides(group); o.HasAssignmentInterval {
-		most = o.AssignmentInterval
+		return o.AssignmentInterval
 	}
+	per, most := s.cfg.ConsumerAssignmentDelayPerMember, s.cfg.ConsumerAssignmentInterval
 	if per <= 0 || most <= 0 {
 		return 0
 	}

@@ -66,7 +66,9 @@ type Config struct {
 	ConsumerAssignmentDelayPerMember time.Duration
 	// GroupOverrides, when set, returns a consumer group's own settings
 	// (Kafka's dynamic GROUP configs, set with IncrementalAlterConfigs):
-	// a non-zero field replaces the Consumer* setting above for that group.
+	// a non-zero field replaces the Consumer* setting above for that group
+	// (a session timeout and heartbeat interval only as a consistent pair:
+	// Shard.consumerTimes).
 	// The shard asks whenever it uses one (every heartbeat and timer arm),
 	// so a change reaches existing members at their next heartbeat, as in
 	// Kafka. It is called on the shard's goroutine and must be cheap.
@@ -135,21 +137,39 @@ func (s *Shard) overrides(group string) Overrides {
 	return s.cfg.GroupOverrides(group)
 }
 
-// sessionFor is the session timeout of group's consumer-protocol
-// members.
-func (s *Shard) sessionFor(group string) time.Duration {
-	if d := s.overrides(group).SessionTimeout; d > 0 {
-		return d
+// consumerTimes are the session timeout and heartbeat interval of group's
+// consumer-protocol members: the group's own where it sets them, the node's
+// otherwise. They are checked together when set, but against the node's
+// values of that moment: a node restarted with a shorter session, or a
+// cluster node with other flags, could pair a group's heartbeat interval
+// with a session no longer than it, and fence every member between two
+// heartbeats. Such a pair is not used: the group runs on the node's values
+// (the node logs it: node.groupOverrides).
+func (s *Shard) consumerTimes(group string) (session, heartbeat time.Duration) {
+	o := s.overrides(group)
+	session, heartbeat = s.cfg.ConsumerSessionTimeout, s.cfg.ConsumerHeartbeatInterval
+	if o.SessionTimeout > 0 {
+		session = o.SessionTimeout
 	}
-	return s.cfg.ConsumerSessionTimeout
+	if o.HeartbeatInterval > 0 {
+		heartbeat = o.HeartbeatInterval
+	}
+	if session <= heartbeat {
+		return s.cfg.ConsumerSessionTimeout, s.cfg.ConsumerHeartbeatInterval
+	}
+	return session, heartbeat
+}
+
+// sessionFor is the session timeout of group's consumer-protocol members.
+func (s *Shard) sessionFor(group string) time.Duration {
+	d, _ := s.consumerTimes(group)
+	return d
 }
 
 // heartbeatFor is the heartbeat interval given to group's members.
 func (s *Shard) heartbeatFor(group string) time.Duration {
-	if d := s.overrides(group).HeartbeatInterval; d > 0 {
-		return d
-	}
-	return s.cfg.ConsumerHeartbeatInterval
+	_, d := s.consumerTimes(group)
+	return d
 }
 
 // Defaults returns Kafka's defaults.

@@ -36,33 +36,41 @@ const (
 	maxGroupAssignmentMs = 15_000
 )
 
-// GroupConfigSource is where a group's configs are read: the topic catalog
-// (catalog.Catalog.GroupConfigValue), which keeps them on every node.
-type GroupConfigSource interface {
-	GroupConfigValue(group, name string) (string, bool)
+// ParseOverrides turns a group's configs (name -> value, as stored) into
+// Overrides (for Config.GroupOverrides). A value that does not parse is
+// ignored: values are checked when they are set (CheckGroupConfig).
+func ParseOverrides(cfg map[string]string) Overrides {
+	var o Overrides
+	ms := func(name string, min int64) (time.Duration, bool) {
+		v, ok := cfg[name]
+		if !ok {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < min {
+			return 0, false
+		}
+		return time.Duration(n) * time.Millisecond, true
+	}
+	o.SessionTimeout, _ = ms(ConfigSessionTimeout, 1)
+	o.HeartbeatInterval, _ = ms(ConfigHeartbeatInterval, 1)
+	o.AssignmentInterval, o.HasAssignmentInterval = ms(ConfigAssignmentInterval, 0)
+	return o
 }
 
-// OverridesFrom reads group's configs from src as Overrides (for
-// Config.GroupOverrides). A value that does not parse is ignored: values are
-// checked when they are set (CheckGroupConfig).
-func OverridesFrom(src GroupConfigSource, group string) Overrides {
-	var o Overrides
-	if v, ok := src.GroupConfigValue(group, ConfigSessionTimeout); ok {
-		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms > 0 {
-			o.SessionTimeout = time.Duration(ms) * time.Millisecond
-		}
+// Consistent reports whether o's session timeout and heartbeat interval,
+// with the node's (c) standing in for the ones o does not set, can be used
+// together (Shard.consumerTimes): the session longer than the interval.
+func (c Config) Consistent(o Overrides) bool {
+	c = c.withDefaults()
+	session, hb := c.ConsumerSessionTimeout, c.ConsumerHeartbeatInterval
+	if o.SessionTimeout > 0 {
+		session = o.SessionTimeout
 	}
-	if v, ok := src.GroupConfigValue(group, ConfigHeartbeatInterval); ok {
-		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms > 0 {
-			o.HeartbeatInterval = time.Duration(ms) * time.Millisecond
-		}
+	if o.HeartbeatInterval > 0 {
+		hb = o.HeartbeatInterval
 	}
-	if v, ok := src.GroupConfigValue(group, ConfigAssignmentInterval); ok {
-		if ms, err := strconv.ParseInt(v, 10, 32); err == nil && ms >= 0 {
-			o.AssignmentInterval, o.HasAssignmentInterval = time.Duration(ms)*time.Millisecond, true
-		}
-	}
-	return o
+	return session > hb
 }
 
 // GroupConfigEntry is one group config as DescribeConfigs shows it.
@@ -100,7 +108,7 @@ func (c Config) DescribeGroupConfig(set map[string]string) []GroupConfigEntry {
 			e.Doc = "The heartbeat interval given to this consumer group's members (cohort serve --consumer-heartbeat-interval for every group)."
 		case ConfigAssignmentInterval:
 			e.NodeValue, e.NodeDefault = node(c.ConsumerAssignmentInterval, d.ConsumerAssignmentInterval)
-			e.Doc = "The longest wait between two target assignment computations of this consumer group; 0 computes on every change (cohort serve --consumer-assignment-interval for every group)."
+			e.Doc = "The wait between two target assignment computations of this consumer group; 0 computes on every change (cohort serve --consumer-assignment-interval is the longest wait for every group, scaled down for small groups)."
 		}
 		e.Value = e.NodeValue
 		if v, ok := set[name]; ok {
@@ -125,11 +133,11 @@ func (c Config) CheckGroupConfig(set map[string]string) error {
 			known = known || k == name
 		}
 		if !known {
-			return fmt.Errorf("Unknown group config name: %s (cohort keeps %s)", name, strings.Join(GroupConfigNames, ", "))
+			return fmt.Errorf("unknown group config name: %s (cohort keeps %s)", name, strings.Join(GroupConfigNames, ", "))
 		}
 		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
-			return fmt.Errorf("Invalid value %q for configuration %s: not an integer (milliseconds)", v, name)
+			return fmt.Errorf("invalid value %q for configuration %s: not an integer (milliseconds)", v, name)
 		}
 		lo, hi := int64(minGroupSessionMs), int64(maxGroupSessionMs)
 		switch name {

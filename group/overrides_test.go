@@ -59,24 +59,62 @@ func TestGroupOverrides(t *testing.T) {
 	}
 }
 
-// An assignment interval set for the group replaces the node's: 0 computes
-// the target on every change, however many members.
+// An assignment interval set for the group is the wait itself, whatever
+// the group's size (Kafka's meaning); the node's is the longest wait,
+// scaled by the group's size. 0 computes the target on every change.
 func TestGroupOverridesAssignmentInterval(t *testing.T) {
 	own := map[string]Overrides{}
 	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
 		c.ConsumerAssignmentInterval = time.Second
-		c.ConsumerAssignmentDelayPerMember = time.Second
+		c.ConsumerAssignmentDelayPerMember = 20 * time.Microsecond
 		c.GroupOverrides = func(g string) Overrides { return own[g] }
 	})
-	if d := h.s.assignWait("cg", 3); d != time.Second {
-		t.Fatalf("wait %v, want the node's 1s", d)
+	if d := h.s.assignWait("cg", 100); d != 2*time.Millisecond {
+		t.Fatalf("wait %v, want the node's 100 × 20µs", d)
+	}
+	own["cg"] = Overrides{AssignmentInterval: 500 * time.Millisecond, HasAssignmentInterval: true}
+	if d := h.s.assignWait("cg", 100); d != 500*time.Millisecond {
+		t.Fatalf("wait %v, want the group's 500ms", d)
 	}
 	own["cg"] = Overrides{AssignmentInterval: 0, HasAssignmentInterval: true}
-	if d := h.s.assignWait("cg", 3); d != 0 {
+	if d := h.s.assignWait("cg", 100); d != 0 {
 		t.Fatalf("wait %v, want 0 (the group's)", d)
 	}
-	own["cg"] = Overrides{AssignmentInterval: 2 * time.Second, HasAssignmentInterval: true}
-	if d := h.s.assignWait("cg", 3); d != 2*time.Second {
-		t.Fatalf("wait %v, want 2s (3 members × 1s, at most the group's 2s)", d)
+	if d := h.s.assignWait("other", 10); d != 200*time.Microsecond {
+		t.Fatalf("another group waits %v, want the node's 10 × 20µs", d)
+	}
+}
+
+// A group's heartbeat interval that is not below the session timeout it
+// runs with (the node's flags changed since it was set) is not used: the
+// group runs on the node's pair, so that its members are not fenced between
+// two heartbeats.
+func TestGroupOverridesInconsistentPair(t *testing.T) {
+	own := map[string]Overrides{}
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+		c.ConsumerSessionTimeout = 20 * time.Second
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+		c.GroupOverrides = func(g string) Overrides { return own[g] }
+	})
+	own["cg"] = Overrides{HeartbeatInterval: 30 * time.Second} // set when the node's session was 45 s
+	if s, hb := h.s.consumerTimes("cg"); s != 20*time.Second || hb != 5*time.Second {
+		t.Fatalf("times %v, %v: want the node's 20s, 5s", s, hb)
+	}
+	own["cg"] = Overrides{HeartbeatInterval: 30 * time.Second, SessionTimeout: 60 * time.Second}
+	if s, hb := h.s.consumerTimes("cg"); s != 60*time.Second || hb != 30*time.Second {
+		t.Fatalf("times %v, %v: want the group's 60s, 30s", s, hb)
+	}
+	h.cgJoin("a", "t")
+	h.cgSettle("a")
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 30000 {
+		t.Fatalf("interval %d, want the group's 30000", r.HeartbeatIntervalMillis)
+	}
+	own["cg"] = Overrides{SessionTimeout: 4 * time.Second} // below the node's 5 s interval
+	if r := h.cgBeat("a", h.cgOwned("a")); r.HeartbeatIntervalMillis != 5000 {
+		t.Fatalf("interval %d, want the node's 5000", r.HeartbeatIntervalMillis)
+	}
+	h.advance(15 * time.Second)
+	if h.cmember("cg", "a") == nil {
+		t.Fatal("a fenced by the group's 4 s session paired with a 5 s interval")
 	}
 }

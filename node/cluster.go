@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -287,38 +288,54 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cl.cancel, n.cl.done = cancel, make(chan struct{})
-	key := n.cl.st.RecordKey(CatalogPartition, catalogKey)
+	var wg sync.WaitGroup
+	follow := func(key []byte, what string, current func() []byte, restore func([]byte) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.followKey(ctx, n.cl.st.RecordKey(CatalogPartition, key), what, current, restore)
+		}()
+	}
+	follow(catalogKey, "catalog", cat.Snapshot, cat.Restore)
+	follow(groupConfigsKey, "group configs", cat.GroupConfigsSnapshot, cat.RestoreGroupConfigs)
 	go func() {
-		defer close(n.cl.done)
-		for ctx.Err() == nil {
-			wc := n.cl.cli.Watch(clientv3.WithRequireLeader(ctx), key)
-			for wr := range wc {
-				for _, ev := range wr.Events {
-					if ev.Kv != nil && len(ev.Kv.Value) > 0 && string(ev.Kv.Value) != string(cat.Snapshot()) {
-						if err := cat.Restore(ev.Kv.Value); err != nil {
-							n.log.Warn("cluster: catalog update from etcd not applied", "err", err)
-						}
-					}
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-				// Re-read after a broken watch so no update is missed.
-				var snap []byte
-				rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-				if r, err := n.cl.cli.Get(rctx, key); err == nil && len(r.Kvs) > 0 {
-					snap = r.Kvs[0].Value
-				}
-				rcancel()
-				if snap != nil && string(snap) != string(cat.Snapshot()) {
-					if err := cat.Restore(snap); err != nil {
-						n.log.Warn("cluster: catalog read from etcd not applied", "err", err)
+		wg.Wait()
+		close(n.cl.done)
+	}()
+}
+
+// followKey applies, until ctx ends, every value etcd holds at key (a
+// snapshot of what: the catalog's topics or its group configs) that
+// differs from current, with restore.
+func (n *Node) followKey(ctx context.Context, key, what string, current func() []byte, restore func([]byte) error) {
+	for ctx.Err() == nil {
+		wc := n.cl.cli.Watch(clientv3.WithRequireLeader(ctx), key)
+		for wr := range wc {
+			for _, ev := range wr.Events {
+				if ev.Kv != nil && len(ev.Kv.Value) > 0 && string(ev.Kv.Value) != string(current()) {
+					if err := restore(ev.Kv.Value); err != nil {
+						n.log.Warn("cluster: "+what+" update from etcd not applied", "err", err)
 					}
 				}
 			}
 		}
-	}()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			// Re-read after a broken watch so no update is missed.
+			var snap []byte
+			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+			if r, err := n.cl.cli.Get(rctx, key); err == nil && len(r.Kvs) > 0 {
+				snap = r.Kvs[0].Value
+			}
+			rcancel()
+			if snap != nil && string(snap) != string(current()) {
+				if err := restore(snap); err != nil {
+					n.log.Warn("cluster: "+what+" read from etcd not applied", "err", err)
+				}
+			}
+		}
+	}
 }
 
 // watchSecurity follows, in cluster mode, the credential and ACL changes

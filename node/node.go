@@ -41,6 +41,11 @@ const CatalogPartition int32 = -1
 
 var catalogKey = []byte("catalog")
 
+// groupConfigsKey is the record of the groups' configs in CatalogPartition
+// (catalog.Catalog.GroupConfigsSnapshot): a key of its own, which a cohort
+// that predates group configs never reads or writes.
+var groupConfigsKey = []byte("group-configs")
+
 // Config configures a node.
 type Config struct {
 	Listen    string // TCP address for Kafka clients, e.g. "127.0.0.1:9092"
@@ -243,7 +248,7 @@ func Start(cfg Config) (*Node, error) {
 	if gcfg.GroupOverrides == nil {
 		// A consumer group's own configs (IncrementalAlterConfigs),
 		// kept in the catalog on every node.
-		gcfg.GroupOverrides = func(g string) group.Overrides { return group.OverridesFrom(cat, g) }
+		gcfg.GroupOverrides = newGroupOverrides(cat, gcfg, n.log).get
 	}
 	if sec.Authorizer != nil && gcfg.TopicAccess == nil {
 		gcfg.TopicAccess = topicAccess{n.auth} // regexes give only describable topics
@@ -554,11 +559,14 @@ func (n *Node) storeName() string {
 
 func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	st := n.store
-	cat := catalog.New(catalog.Options{Persist: func(snap []byte) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return st.Append(ctx, CatalogPartition, []store.Record{{Key: catalogKey, Value: snap}})
-	}, Removed: func(names []string) {
+	persist := func(key []byte) func([]byte) error {
+		return func(snap []byte) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			return st.Append(ctx, CatalogPartition, []store.Record{{Key: key, Value: snap}})
+		}
+	}
+	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroups: persist(groupConfigsKey), Removed: func(names []string) {
 		// A deleted topic's offsets go (through this node's DeleteTopics,
 		// or another node's in cluster mode). The coordinator exists
 		// before any change can come: the start-up Restore removes
@@ -567,10 +575,13 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			n.coord.TopicsDeleted(names)
 		}
 	}})
-	var snap []byte
+	var snap, groups []byte
 	err := st.Load(context.Background(), CatalogPartition, func(r store.Record) error {
-		if string(r.Key) == string(catalogKey) {
+		switch string(r.Key) {
+		case string(catalogKey):
 			snap = append([]byte(nil), r.Value...)
+		case string(groupConfigsKey):
+			groups = append([]byte(nil), r.Value...)
 		}
 		return nil
 	})
@@ -580,6 +591,11 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	if snap != nil {
 		if err := cat.Restore(snap); err != nil {
 			return nil, fmt.Errorf("restoring the topic catalog: %w", err)
+		}
+	}
+	if groups != nil {
+		if err := cat.RestoreGroupConfigs(groups); err != nil {
+			return nil, fmt.Errorf("restoring the group configs: %w", err)
 		}
 	}
 	return cat, nil

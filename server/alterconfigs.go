@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"maps"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -114,12 +113,32 @@ func configMessage(o alterConfigsOutcome) *string {
 	return errorMessage(o.code)
 }
 
-// alterConfigs checks (ACLs first when they are on) and applies each change
-// in order.
+// alterConfigs checks (ACLs first when they are on, after the request's
+// shape: a resource type Kafka does not alter, a resource named twice) and
+// applies each change in order.
 func (s *Server) alterConfigs(c Client, r *request, changes []configChange, validateOnly bool) []alterConfigsOutcome {
 	out := make([]alterConfigsOutcome, len(changes))
+	type resource struct {
+		t    kmsg.ConfigResourceType
+		name string
+	}
+	count := map[resource]int{}
+	for _, ch := range changes {
+		count[resource{ch.rtype, ch.name}]++
+	}
 	for i := range changes {
 		ch := &changes[i]
+		switch ch.rtype {
+		case kmsg.ConfigResourceTypeGroupConfig, kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker,
+			kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		default:
+			out[i] = alterConfigsOutcome{errInvalidRequest, "Unexpected resource type " + strconv.Itoa(int(ch.rtype)) + " for resource " + ch.name}
+			continue
+		}
+		if count[resource{ch.rtype, ch.name}] > 1 {
+			out[i] = alterConfigsOutcome{errInvalidRequest, "the request names this resource more than once: each may appear at most once"}
+			continue
+		}
 		if s.authz != nil {
 			rt, name, code := configACL(ch.rtype, ch.name)
 			if !s.authorize(c, r.key, acl.OpAlterConfigs, rt, name) {
@@ -156,52 +175,64 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 			return alterConfigsOutcome{errUnknownTopicOrPartition, ""}
 		}
 		return badConfig("cohort keeps no topic configs: it stores no records (only a consumer group's configs can be altered)")
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
-		return badConfig("cohort keeps no broker or client-metrics configs: its settings are cohort serve's flags (only a consumer group's configs can be altered)")
 	default:
-		return invalid("Unexpected resource type " + strconv.Itoa(int(ch.rtype)) + " for resource " + ch.name)
+		return badConfig("cohort keeps no broker or client-metrics configs: its settings are cohort serve's flags (only a consumer group's configs can be altered)")
 	}
 	if ch.name == "" {
 		return invalid("Default group resources are not allowed.")
 	}
-	next := map[string]string{}
-	if !ch.replace {
-		next = s.catalog.GroupConfig(ch.name)
-		if next == nil {
+	// The group's configs change under the catalog's lock: a concurrent
+	// change of the same group is applied before or after this one, never
+	// lost.
+	var refused *alterConfigsOutcome
+	err := s.catalog.UpdateGroupConfig(ch.name, validateOnly, func(cur map[string]string) (map[string]string, error) {
+		next := cur
+		if next == nil || ch.replace {
 			next = map[string]string{}
 		}
-	}
-	for _, op := range ch.ops {
-		switch op.op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			next[op.name] = *op.value
-		case kmsg.IncrementalAlterConfigOpDelete:
-			delete(next, op.name)
-		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			return badConfig("Can't " + op.op.String() + " to key " + op.name + " because its type is not LIST.")
-		default:
-			return invalid("Unknown config operation " + strconv.Itoa(int(op.op)) + " for " + op.name)
+		for _, op := range ch.ops {
+			switch op.op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				next[op.name] = *op.value
+			case kmsg.IncrementalAlterConfigOpDelete:
+				delete(next, op.name)
+			case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+				o := badConfig("Can't " + op.op.String() + " to key " + op.name + " because its type is not LIST.")
+				refused = &o
+			default:
+				o := invalid("Unknown config operation " + strconv.Itoa(int(op.op)) + " for " + op.name)
+				refused = &o
+			}
+			if refused != nil {
+				return nil, errRefused
+			}
 		}
-	}
-	if err := s.cfg.Group.CheckGroupConfig(next); err != nil {
-		return badConfig(err.Error())
-	}
-	for k, v := range next { // stored in canonical form: "060000" is 60000
-		n, _ := strconv.ParseInt(v, 10, 32) // checked above
-		next[k] = strconv.FormatInt(n, 10)
-	}
-	if validateOnly || maps.Equal(next, s.catalog.GroupConfig(ch.name)) {
-		return alterConfigsOutcome{}
-	}
-	if err := s.catalog.SetGroupConfig(ch.name, next); err != nil {
-		if errors.Is(err, catalog.ErrInvalidGroupConfig) {
-			return invalid(err.Error())
+		if err := s.cfg.Group.CheckGroupConfig(next); err != nil {
+			o := badConfig(err.Error())
+			refused = &o
+			return nil, errRefused
 		}
+		for k, v := range next { // stored in canonical form: "060000" is 60000
+			n, _ := strconv.ParseInt(v, 10, 32) // checked above
+			next[k] = strconv.FormatInt(n, 10)
+		}
+		return next, nil
+	})
+	switch {
+	case refused != nil:
+		return *refused
+	case errors.Is(err, catalog.ErrInvalidGroupConfig):
+		return invalid(err.Error())
+	case err != nil:
 		s.log.Warn("group config not stored", "group", ch.name, "err", err)
 		return alterConfigsOutcome{errUnknownServerError, "the group's configs could not be stored; nothing changed"}
 	}
 	return alterConfigsOutcome{}
 }
+
+// errRefused ends a group config update that alterOne refused (the reason is
+// its outcome).
+var errRefused = errors.New("refused")
 
 // groupConfigs fills a DescribeConfigs answer for group name: every config
 // cohort keeps (or those asked for), the group's value or the node's.

@@ -94,9 +94,12 @@ consumer.assignment.interval.ms=1000/5 group.consumer.assignment.interval.ms=100
 	if got := groupDescribed(t, s, "g"); got != want {
 		t.Fatalf("before any change:\n%s\nwant\n%s", got, want)
 	}
-	for v := int16(0); v <= 1; v++ {
-		if got := iacResult(t, answer(t, s, iac(v, grp, "g", group.ConfigSessionTimeout, set, "060000", group.ConfigAssignmentInterval, set, "0"))); got != "0" {
+	for v, session := range []string{"50000", "060000"} { // v0 stores one value, v1 replaces it
+		if got := iacResult(t, answer(t, s, iac(int16(v), grp, "g", group.ConfigSessionTimeout, set, session, group.ConfigAssignmentInterval, set, "0"))); got != "0" {
 			t.Fatalf("v%d set: %s", v, got)
+		}
+		if got := s.Catalog().GroupConfig("g")[group.ConfigSessionTimeout]; got != strings.TrimLeft(session, "0") {
+			t.Fatalf("v%d stored %s, want %s", v, got, session)
 		}
 	}
 	want = `consumer.session.timeout.ms=60000/8 consumer.session.timeout.ms=60000/8 group.consumer.session.timeout.ms=45000/5
@@ -125,8 +128,8 @@ consumer.assignment.interval.ms=0/8 consumer.assignment.interval.ms=0/8 group.co
 		{iac(1, grp, "g", group.ConfigHeartbeatInterval, set, "60000"), "40 consumer.session.timeout.ms (60000) must be greater than consumer.heartbeat.interval.ms (60000; a value the group does not set is the node's)"},
 		{iac(1, grp, "g", group.ConfigSessionTimeout, del, "<nil>", group.ConfigHeartbeatInterval, set, "50000"), "40 consumer.session.timeout.ms (45000) must be greater than consumer.heartbeat.interval.ms (50000; a value the group does not set is the node's)"},
 		{iac(1, grp, "g", group.ConfigAssignmentInterval, set, "15001"), "40 consumer.assignment.interval.ms must be in the range 0 to 15000 inclusive, not 15001"},
-		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "1m"), `40 Invalid value "1m" for configuration consumer.session.timeout.ms: not an integer (milliseconds)`},
-		{iac(1, grp, "g", "share.session.timeout.ms", set, "50000"), "40 Unknown group config name: share.session.timeout.ms (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms)"},
+		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "1m"), `40 invalid value "1m" for configuration consumer.session.timeout.ms: not an integer (milliseconds)`},
+		{iac(1, grp, "g", "share.session.timeout.ms", set, "50000"), "40 unknown group config name: share.session.timeout.ms (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms)"},
 		{iac(1, grp, "g", group.ConfigSessionTimeout, kmsg.IncrementalAlterConfigOpAppend, "1"), "40 Can't APPEND to key consumer.session.timeout.ms because its type is not LIST."},
 		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "<nil>"), "42 Null value not supported for consumer.session.timeout.ms"},
 		{iac(1, grp, "g", group.ConfigSessionTimeout, set, "50000", group.ConfigSessionTimeout, del, "<nil>"), "42 Error due to duplicate config keys: consumer.session.timeout.ms"},
@@ -149,6 +152,28 @@ consumer.assignment.interval.ms=0/8 consumer.assignment.interval.ms=0/8 group.co
 	vo.ValidateOnly = true
 	if got := iacResult(t, answer(t, s, vo)); got != "0" || groupDescribed(t, s, "g") != before {
 		t.Fatalf("validate only: %s", got)
+	}
+	vo = iac(1, grp, strings.Repeat("g", 2000), group.ConfigHeartbeatInterval, set, "2000")
+	vo.ValidateOnly = true
+	if got := iacResult(t, answer(t, s, vo)); !strings.HasPrefix(got, "42 catalog: invalid group config: a group name of 2000 bytes") {
+		t.Fatalf("validate only, a name too long to store: %s", got)
+	}
+	vo = iac(1, grp, "g", group.ConfigHeartbeatInterval, set, "90000")
+	vo.ValidateOnly = true
+	if got := iacResult(t, answer(t, s, vo)); !strings.HasPrefix(got, "40 consumer.session.timeout.ms (60000) must be greater") {
+		t.Fatalf("validate only, an invalid change: %s", got)
+	}
+
+	// A resource named twice in one request: both refused.
+	twice := iac(1, grp, "g", group.ConfigHeartbeatInterval, set, "2000")
+	twice.Resources = append(twice.Resources, twice.Resources[0])
+	for i, rr := range answer(t, s, twice).(*kmsg.IncrementalAlterConfigsResponse).Resources {
+		if rr.ErrorCode != errInvalidRequest {
+			t.Errorf("resource %d of a request naming g twice: %d", i, rr.ErrorCode)
+		}
+	}
+	if groupDescribed(t, s, "g") != before {
+		t.Fatal("a request naming g twice changed it")
 	}
 
 	// DELETE goes back to the node's value; the last one removes the group.
@@ -208,5 +233,10 @@ func TestAuthzAlterConfigs(t *testing.T) {
 	}
 	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceTypeBroker, "", "x", set, "1"))); !strings.HasPrefix(got, "31 ") {
 		t.Errorf("broker: %s", got)
+	}
+	// A resource type Kafka does not alter is refused as such, with or
+	// without ACLs (not as a cluster resource).
+	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"))); !strings.HasPrefix(got, "42 Unexpected resource type 99") {
+		t.Errorf("unknown type: %s", got)
 	}
 }

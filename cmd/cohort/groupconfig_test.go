@@ -24,7 +24,7 @@ func TestGroupConfigCommand(t *testing.T) {
 	// Refused as a whole: the session would not exceed the interval.
 	c.fails(1, []string{"group", "config", "workers", "--set", "consumer.heartbeat.interval.ms=90000"},
 		"INVALID_CONFIG: consumer.session.timeout.ms (60000) must be greater than consumer.heartbeat.interval.ms (90000")
-	c.fails(1, []string{"group", "config", "workers", "--set", "retention.ms=1"}, "Unknown group config name: retention.ms")
+	c.fails(1, []string{"group", "config", "workers", "--set", "retention.ms=1"}, "unknown group config name: retention.ms")
 	c.fails(2, []string{"group", "config", "workers", "--set", "novalue"}, `--set wants NAME=VALUE`)
 	c.fails(2, []string{"group", "describe", "workers", "--set", "a=1"}, "--set and --delete are for config")
 	c.fails(2, []string{"group", "config", "a", "b"}, "want one group id")

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
+)
+
+// The node parses a group's configs once per change and says in its log,
+// once, when a group's stored pair cannot run with the node's settings.
+func TestGroupOverridesParsedAndChecked(t *testing.T) {
+	var logs bytes.Buffer
+	cat := catalog.New(catalog.Options{})
+	cfg := group.Defaults()
+	cfg.ConsumerSessionTimeout = 20 * time.Second // restarted with a shorter session than when the config was set
+	o := newGroupOverrides(cat, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if got := o.get("g"); got != (group.Overrides{}) {
+		t.Fatalf("no configs: %+v", got)
+	}
+	if err := cat.SetGroupConfig("g", map[string]string{group.ConfigHeartbeatInterval: "30000", group.ConfigAssignmentInterval: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	want := group.Overrides{HeartbeatInterval: 30 * time.Second, HasAssignmentInterval: true}
+	for range 3 {
+		if got := o.get("g"); got != want {
+			t.Fatalf("got %+v, want %+v", got, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "group config: the group's session timeout is not above its heartbeat interval"); n != 1 {
+		t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
+	}
+	if err := cat.SetGroupConfig("g", map[string]string{group.ConfigSessionTimeout: "40000", group.ConfigHeartbeatInterval: "30000"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.get("g"); got.SessionTimeout != 40*time.Second || got.HasAssignmentInterval {
+		t.Fatalf("after a change: %+v", got)
+	}
+	if n := strings.Count(logs.String(), "WARN"); n != 1 {
+		t.Fatalf("a consistent pair logged:\n%s", logs.String())
+	}
+}
