@@ -240,3 +240,64 @@ func TestAuthzAlterConfigs(t *testing.T) {
 		t.Errorf("unknown type: %s", got)
 	}
 }
+
+// configResources is ListConfigResources' answer: the top-level code, then
+// type/name per resource.
+func configResources(t *testing.T, resp kmsg.Response) string {
+	t.Helper()
+	r := resp.(*kmsg.ListConfigResourcesResponse)
+	out := []string{fmt.Sprint(r.ErrorCode)}
+	for _, c := range r.ConfigResources {
+		out = append(out, fmt.Sprintf("%d/%s", c.Type, c.Name))
+	}
+	return strings.Join(out, " ")
+}
+
+func listConfigResourcesReq(v int16, types ...kmsg.ConfigResourceType) *kmsg.ListConfigResourcesRequest {
+	req := kmsg.NewPtrListConfigResourcesRequest()
+	req.SetVersion(v)
+	for _, tp := range types {
+		req.ResourceTypes = append(req.ResourceTypes, int8(tp))
+	}
+	return req
+}
+
+// ListConfigResources names the groups that have configs (what
+// kafka-configs --describe --entity-type groups adds to ListGroups), the
+// brokers and the topics; v0 only client-metrics subscriptions (none).
+func TestListConfigResources(t *testing.T) {
+	ts := startDataPlane(t) // topic dp, broker 0
+	s := ts.srv
+	for _, g := range []string{"zeta", "alpha"} {
+		if got := iacResult(t, answer(t, s, iac(1, grp, g, group.ConfigSessionTimeout, set, "50000"))); got != "0" {
+			t.Fatal(got)
+		}
+	}
+	for _, c := range []struct {
+		req  *kmsg.ListConfigResourcesRequest
+		want string
+	}{
+		{listConfigResourcesReq(1), "0 32/alpha 32/zeta 8/0 4/0 2/dp"},
+		{listConfigResourcesReq(1, grp), "0 32/alpha 32/zeta"},
+		{listConfigResourcesReq(1, kmsg.ConfigResourceTypeTopic, grp), "0 32/alpha 32/zeta 2/dp"},
+		{listConfigResourcesReq(1, kmsg.ConfigResourceTypeClientMetrics), "0"},
+		{listConfigResourcesReq(1, grp, kmsg.ConfigResourceType(1)), "35"},
+		{listConfigResourcesReq(0), "0"},
+	} {
+		if got := configResources(t, answer(t, s, c.req)); got != c.want {
+			t.Errorf("types %v v%d: %s, want %s", c.req.ResourceTypes, c.req.Version, got, c.want)
+		}
+	}
+}
+
+// With ACLs, ListConfigResources needs DESCRIBE_CONFIGS on the cluster.
+func TestAuthzListConfigResources(t *testing.T) {
+	e := newAuthzEnv(t)
+	if got := configResources(t, e.as(alice, listConfigResourcesReq(1, grp))); got != "31" {
+		t.Errorf("without DESCRIBE_CONFIGS on the cluster: %s", got)
+	}
+	e.grant(allow(alice, acl.OpDescribeConfigs, acl.ResourceCluster, acl.ClusterName))
+	if got := configResources(t, e.as(alice, listConfigResourcesReq(1, grp))); got != "0" {
+		t.Errorf("with it: %s", got)
+	}
+}

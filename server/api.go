@@ -191,6 +191,7 @@ const (
 
 	keyConsumerGroupHeartbeat int16 = 68
 	keyConsumerGroupDescribe  int16 = 69
+	keyListConfigResources    int16 = 74
 )
 
 // supported is the one table of what cohort advertises, in key order. No
@@ -247,10 +248,11 @@ var supported = [...]APIVersions{
 	{keyDescribeCluster, "DescribeCluster", 0, 2},
 	{keyConsumerGroupHeartbeat, "ConsumerGroupHeartbeat", 0, 1},
 	{keyConsumerGroupDescribe, "ConsumerGroupDescribe", 0, 1},
+	{keyListConfigResources, "ListConfigResources", 0, 1},
 }
 
 // maxKey bounds the per-key lookup tables.
-const maxKey = 70
+const maxKey = 75
 
 // byKey[k] points into supported, nil for unsupported keys.
 var byKey [maxKey]*APIVersions

@@ -122,6 +122,8 @@ func (s *Server) handleAuthorized(ctx context.Context, c Client, r *request) (km
 		return s.authzDescribeConfigs(ctx, c, r), nil
 	case keyAlterConfigs, keyIncrementalAlterConfigs:
 		return s.authzAlterConfigs(ctx, c, r), nil
+	case keyListConfigResources:
+		return s.authzListConfigResources(c, r), nil
 	default:
 		return nil, fmt.Errorf("no authorization rule for API key %d", r.key)
 	}

@@ -125,6 +125,8 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.createPartitions(r.req.(*kmsg.CreatePartitionsRequest)), nil
 	case keyDescribeConfigs:
 		return s.describeConfigs(r.req.(*kmsg.DescribeConfigsRequest), nil), nil
+	case keyListConfigResources:
+		return s.listConfigResources(c, r.req.(*kmsg.ListConfigResourcesRequest)), nil
 	case keyAlterConfigs:
 		return s.legacyAlterConfigs(c, r), nil
 	case keyIncrementalAlterConfigs:

@@ -30,6 +30,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 		0: {3, 13}, 1: {4, 18}, 2: {0, 11}, 23: {0, 4}, // data plane (dataplane.go)
 		60: {0, 2},             // DescribeCluster (describecluster.go)
 		33: {0, 2}, 44: {0, 1}, // AlterConfigs, IncrementalAlterConfigs (alterconfigs.go)
+		74: {0, 1},             // ListConfigResources (listconfigresources.go)
 		68: {0, 1}, 69: {0, 1}, // the consumer group protocol (KIP-848)
 	}
 	apis := SupportedAPIs()
