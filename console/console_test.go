@@ -56,11 +56,39 @@ func TestPagesWithoutScripts(t *testing.T) {
 		t.Errorf("desc=1: orders-app should come before billing-app (%d, %d)", i, j)
 	}
 
+	// A setting given to the (classic) group is shown; the others, the
+	// node's, only for a consumer-protocol group.
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "orders-app"
+	ac := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ac.Name, ac.Value = "consumer.session.timeout.ms", kmsg.StringPtr("60000")
+	ar.Configs = append(ar.Configs, ac)
+	alter.Resources = append(alter.Resources, ar)
+	if resp, err := alter.RequestWith(ctx, kafkaClient(t, n, false)); err != nil || resp.Resources[0].ErrorCode != 0 {
+		t.Fatalf("IncrementalAlterConfigs: %v %+v", err, resp)
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "next-app", "m1", 60000
+	hb.SubscribedTopicNames, hb.Topics = []string{"orders"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if resp, err := hb.RequestWith(ctx, kafkaClient(t, n, false)); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("ConsumerGroupHeartbeat: %v %+v", err, resp)
+	}
+	_, body = get(t, base+"groups/next-app", "", "")
+	for _, want := range []string{"<code>consumer.session.timeout.ms</code> 45000 ms</div>", "<code>consumer.heartbeat.interval.ms</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("consumer group page lacks %q:\n%s", want, body)
+		}
+	}
+
 	code, body = get(t, base+"groups/orders-app", "", "")
 	if code != http.StatusOK {
 		t.Fatalf("group page: %d %s", code, body)
 	}
-	for _, want := range []string{`id="state">Empty<`, "<td>orders</td><td class=\"num\">2</td><td class=\"num\">102</td>", "No members.",
+	if strings.Contains(body, "consumer.heartbeat.interval.ms") {
+		t.Errorf("classic group page shows a setting the group does not set")
+	}
+	for _, want := range []string{`id="state">Empty<`, `<code>consumer.session.timeout.ms</code> 60000 ms <span class="tag">this group's</span>`, "<td>orders</td><td class=\"num\">2</td><td class=\"num\">102</td>", "No members.",
 		"<td>outside</td><td class=\"num\">4</td><td class=\"num\">44</td>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("group page lacks %q:\n%s", want, body)

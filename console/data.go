@@ -64,6 +64,39 @@ type GroupDetail struct {
 	Members  []Member
 	Offsets  []Offset
 	History  History
+	// Settings are the group's consumer-protocol settings (group configs):
+	// all of them for a consumer group, the ones set for it otherwise.
+	Settings []Setting
+}
+
+// Setting is one group config on the group page.
+type Setting struct {
+	Name, Value string
+	Own         bool // set for this group, not the node's
+}
+
+// groupSettings reads id's group configs (DescribeConfigs of the GROUP
+// resource): all of them if all, else only those set for the group. A
+// principal that may not describe them, or a server that keeps none, gets
+// none: the page shows the group without them.
+func groupSettings(ctx context.Context, cl *kgo.Client, id string, all bool) []Setting {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, id
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
+		return nil
+	}
+	var out []Setting
+	for _, c := range resp.Resources[0].Configs {
+		own := c.Source == kmsg.ConfigSourceGroupConfig
+		if c.Value == nil || !all && !own {
+			continue
+		}
+		out = append(out, Setting{Name: c.Name, Value: *c.Value, Own: own})
+	}
+	return out
 }
 
 // Topic is one line of the topics page.
@@ -221,6 +254,7 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	g.GroupRow.Members = len(g.Members)
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
+	g.Settings = groupSettings(ctx, cl, id, false)
 	g.Offsets, err = fetchOffsets(ctx, cl, id)
 	return g, err
 }
@@ -285,6 +319,7 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	}
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
+	g.Settings = groupSettings(ctx, cl, g.ID, true)
 	var err2 error
 	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)
 	return g, err2
