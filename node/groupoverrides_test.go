@@ -2,6 +2,8 @@ package node
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -42,5 +44,26 @@ func TestGroupOverridesParsedAndChecked(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "WARN"); n != 1 {
 		t.Fatalf("a consistent pair logged:\n%s", logs.String())
+	}
+}
+
+// BenchmarkGroupOverridesGet: what a consumer-protocol heartbeat pays per
+// lookup of its group's settings (three or four per heartbeat), with no
+// group configured and with 1,000.
+func BenchmarkGroupOverridesGet(b *testing.B) {
+	for _, n := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("configured=%d", n), func(b *testing.B) {
+			cat := catalog.New(catalog.Options{})
+			for i := range n {
+				if err := cat.SetGroupConfig(fmt.Sprint("g", i), map[string]string{group.ConfigSessionTimeout: "60000"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			o := newGroupOverrides(cat, group.Defaults(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			b.ReportAllocs()
+			for b.Loop() {
+				o.get("g7")
+			}
+		})
 	}
 }
