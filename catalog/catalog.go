@@ -83,9 +83,10 @@ type Options struct {
 	// with an error wrapping ErrPersist. Calls are serialised (never
 	// concurrent) and happen in the order of the changes.
 	Persist func(snapshot []byte) error
-	// PersistGroups is Persist for the group configs (groups.go): their
-	// own snapshot (GroupConfigsSnapshot), stored apart from the topics'.
-	PersistGroups func(snapshot []byte) error
+	// PersistGroup is Persist for one group's configs (groups.go): their
+	// snapshot (GroupConfigSnapshot), nil when they are removed, stored
+	// apart from the topics'.
+	PersistGroup func(group string, snapshot []byte) error
 	// Removed, if set, is called after a change that removed topics (a
 	// Delete, or a Restore without them) with their names. It is called
 	// outside the catalog's lock, once per change. (A topic deleted and
@@ -105,17 +106,17 @@ type view struct {
 
 // Catalog is the set of topics. The zero value is not usable; call New.
 type Catalog struct {
-	mu            sync.Mutex // serialises changes (and Persist calls)
-	persist       func([]byte) error
-	persistGroups func([]byte) error
-	removed       func([]string)
-	cur           atomic.Pointer[view]
-	groups        atomic.Pointer[groupsView]
+	mu           sync.Mutex // serialises changes (and Persist calls)
+	persist      func([]byte) error
+	persistGroup func(string, []byte) error
+	removed      func([]string)
+	cur          atomic.Pointer[view]
+	groups       atomic.Pointer[groupsView]
 }
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persist: opts.Persist, persistGroups: opts.PersistGroups, removed: opts.Removed}
+	c := &Catalog{persist: opts.Persist, persistGroup: opts.PersistGroup, removed: opts.Removed}
 	c.cur.Store(buildView(nil))
 	c.groups.Store(&groupsView{})
 	return c

@@ -11,21 +11,22 @@ import (
 // Group configs are Kafka's dynamic GROUP configs (consumer.session.timeout.ms
 // and the like): settings an operator gives one group. They are cluster
 // metadata of the same kind as the topics (Kafka keeps both in its metadata
-// log) and take the same way to every node, but in a snapshot of their own
-// (Options.PersistGroups, GroupConfigsSnapshot, RestoreGroupConfigs): a node
-// that predates them never reads it, so it can neither drop them nor be made
-// to roll back the topics by them, and a config change does not bump the
-// topics' Version (which makes every consumer group re-read its topics).
-// The catalog stores names and values as given; what a name means and which
-// values are valid is the caller's (the server checks them against the
-// coordinator's settings).
+// log) and take the same way to every node, but one record per group
+// (Options.PersistGroup, GroupConfigSnapshot, RestoreGroupConfig), apart
+// from the topics' snapshot: a node that predates them never reads them, so
+// it can neither drop them nor be made to roll back the topics by them;
+// changes of two groups through two nodes do not overwrite each other; and
+// a config change does not bump the topics' Version (which makes every
+// consumer group re-read its topics). The catalog stores names and values
+// as given; what a name means and which values are valid is the caller's
+// (the server checks them against the coordinator's settings).
 
-// Limits, so that admin requests cannot make the snapshot every node keeps
-// (one etcd value in cluster mode, etcd's default limit being 1.5 MiB)
-// arbitrarily large: at most MaxConfiguredGroups groups with configs (a
-// snapshot restored with more is kept, and only new groups are refused), at
+// Limits, so that admin requests cannot make what every node keeps
+// arbitrarily large: at most MaxConfiguredGroups groups with configs
+// (records restored beyond it are kept, and only new groups are refused), at
 // most MaxGroupConfigs names per group, names and values of at most
-// MaxGroupConfigLen bytes, group names of at most MaxGroupNameLen.
+// MaxGroupConfigLen bytes, group names of at most MaxGroupNameLen (one
+// group's record stays under 10 KiB).
 const (
 	MaxConfiguredGroups = 4096
 	MaxGroupConfigs     = 16
@@ -99,7 +100,7 @@ func (c *Catalog) SetGroupConfig(group string, cfg map[string]string) error {
 // so that concurrent updates of one group do not lose each other's changes.
 // An empty result removes them. The result is checked (CheckGroupConfig, and
 // MaxConfiguredGroups for a group that had none) and, unless dryRun,
-// persisted (Options.PersistGroups) before it is visible. An error from
+// persisted (Options.PersistGroup) before it is visible. An error from
 // update, a check or the persist leaves everything unchanged.
 func (c *Catalog) UpdateGroupConfig(group string, dryRun bool, update func(cur map[string]string) (map[string]string, error)) error {
 	c.mu.Lock()
@@ -118,72 +119,121 @@ func (c *Catalog) UpdateGroupConfig(group string, dryRun bool, update func(cur m
 	if dryRun || maps.Equal(next, cur.m[group]) {
 		return nil
 	}
-	m := maps.Clone(cur.m)
-	if m == nil {
-		m = map[string]map[string]string{}
-	}
-	if len(next) == 0 {
-		delete(m, group)
-	} else {
-		m[group] = maps.Clone(next)
-	}
-	if c.persistGroups != nil {
-		if err := c.persistGroups(encodeGroups(m)); err != nil {
+	if c.persistGroup != nil {
+		if err := c.persistGroup(group, encodeGroup(next)); err != nil {
 			return fmt.Errorf("%w: %w", ErrPersist, err)
 		}
 	}
-	c.groups.Store(&groupsView{version: cur.version + 1, m: m})
+	c.groups.Store(&groupsView{version: cur.version + 1, m: withGroup(cur.m, group, next)})
 	return nil
 }
 
-// groupsSnapshotVersion is the version of the group configs' snapshot.
-const groupsSnapshotVersion = 1
+// groupSnapshotVersion is the version of a group's config snapshot.
+const groupSnapshotVersion = 1
 
-type groupsDoc struct {
-	Version int                          `json:"version"`
-	Groups  map[string]map[string]string `json:"groups"`
+type groupDoc struct {
+	Version int               `json:"version"`
+	Configs map[string]string `json:"configs"`
 }
 
-func encodeGroups(m map[string]map[string]string) []byte {
-	if m == nil {
-		m = map[string]map[string]string{}
+func encodeGroup(cfg map[string]string) []byte {
+	if len(cfg) == 0 {
+		return nil
 	}
-	b, err := json.Marshal(groupsDoc{Version: groupsSnapshotVersion, Groups: m})
+	b, err := json.Marshal(groupDoc{Version: groupSnapshotVersion, Configs: cfg})
 	if err != nil { // cannot happen: strings only
 		panic("catalog: encoding group configs: " + err.Error())
 	}
 	return b
 }
 
-// GroupConfigsSnapshot returns the group configs encoded as
-// Options.PersistGroups receives them and RestoreGroupConfigs reads them.
-func (c *Catalog) GroupConfigsSnapshot() []byte { return encodeGroups(c.groups.Load().m) }
+// GroupConfigSnapshot returns group's configs encoded as
+// Options.PersistGroup receives them and RestoreGroupConfig reads them; nil
+// if it has none.
+func (c *Catalog) GroupConfigSnapshot(group string) []byte {
+	return encodeGroup(c.groups.Load().m[group])
+}
 
-// RestoreGroupConfigs replaces the group configs with the decoded snapshot
-// (at start-up, and in cluster mode for a change made through another
-// node). It does not call Options.PersistGroups. Invalid data leaves them
+// RestoreGroupConfig replaces group's configs with the decoded snapshot, or
+// removes them for empty data (at start-up, and in cluster mode for a change
+// made through another node). It does not call Options.PersistGroup and
+// does not apply MaxConfiguredGroups. Invalid data leaves the configs
 // unchanged and returns an error wrapping ErrBadSnapshot.
-func (c *Catalog) RestoreGroupConfigs(data []byte) error {
-	var doc groupsDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return fmt.Errorf("%w: group configs: %w", ErrBadSnapshot, err)
-	}
-	if doc.Version != groupsSnapshotVersion {
-		return fmt.Errorf("%w: group configs version %d, this build reads version %d", ErrBadSnapshot, doc.Version, groupsSnapshotVersion)
-	}
-	for g, cfg := range doc.Groups {
-		if err := CheckGroupConfig(g, cfg); err != nil {
-			return fmt.Errorf("%w: %w", ErrBadSnapshot, err)
-		}
-		if len(cfg) == 0 {
-			return fmt.Errorf("%w: group %q: an empty config set", ErrBadSnapshot, g)
-		}
-	}
-	if len(doc.Groups) == 0 {
-		doc.Groups = nil
+func (c *Catalog) RestoreGroupConfig(group string, data []byte) error {
+	cfg, err := decodeGroup(group, data)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.groups.Store(&groupsView{version: c.groups.Load().version + 1, m: doc.Groups})
+	c.installGroup(group, cfg)
 	return nil
+}
+
+// SyncGroupConfig is RestoreGroupConfig of what read returns, read under
+// the catalog's lock (see Sync): a read of the shared store that sees every
+// change already made can never roll group's configs back past one.
+func (c *Catalog) SyncGroupConfig(group string, read func() ([]byte, error)) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	data, err := read()
+	if err != nil {
+		return err
+	}
+	cfg, err := decodeGroup(group, data)
+	if err != nil {
+		return err
+	}
+	c.installGroup(group, cfg)
+	return nil
+}
+
+// installGroup publishes group's configs (c.mu held), bumping the version
+// if they changed.
+func (c *Catalog) installGroup(group string, cfg map[string]string) {
+	cur := c.groups.Load()
+	if maps.Equal(cfg, cur.m[group]) {
+		return
+	}
+	c.groups.Store(&groupsView{version: cur.version + 1, m: withGroup(cur.m, group, cfg)})
+}
+
+// decodeGroup checks and decodes one group's record (nil for none).
+func decodeGroup(group string, data []byte) (map[string]string, error) {
+	var cfg map[string]string
+	if len(data) > 0 {
+		var doc groupDoc
+		if err := json.Unmarshal(data, &doc); err != nil {
+			return nil, fmt.Errorf("%w: group %q configs: %w", ErrBadSnapshot, group, err)
+		}
+		if doc.Version != groupSnapshotVersion {
+			return nil, fmt.Errorf("%w: group %q configs version %d, this build reads version %d", ErrBadSnapshot, group, doc.Version, groupSnapshotVersion)
+		}
+		if len(doc.Configs) == 0 {
+			return nil, fmt.Errorf("%w: group %q: an empty config set", ErrBadSnapshot, group)
+		}
+		cfg = doc.Configs
+	}
+	if err := CheckGroupConfig(group, cfg); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadSnapshot, err)
+	}
+	return cfg, nil
+}
+
+// withGroup returns a copy of m with group's configs set to cfg (removed if
+// empty); nil if nothing is left.
+func withGroup(m map[string]map[string]string, group string, cfg map[string]string) map[string]map[string]string {
+	next := maps.Clone(m)
+	if next == nil {
+		next = map[string]map[string]string{}
+	}
+	if len(cfg) == 0 {
+		delete(next, group)
+	} else {
+		next[group] = maps.Clone(cfg)
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	return next
 }

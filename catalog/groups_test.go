@@ -8,25 +8,32 @@ import (
 	"testing"
 )
 
-// Group configs are persisted in their own snapshot, survive a round trip,
+// Group configs are persisted one record per group, survive a round trip,
 // leave the topics' snapshot and Version alone, and are removed by an empty
-// set.
+// set (a nil record). Persisting happens only for a real change.
 func TestGroupConfigs(t *testing.T) {
-	var topics, groups []byte
-	c := New(Options{Persist: func(b []byte) error { topics = b; return nil }, PersistGroups: func(b []byte) error { groups = b; return nil }})
+	var topics []byte
+	persisted := map[string][]byte{}
+	persists := 0
+	c := New(Options{Persist: func(b []byte) error { topics = b; return nil },
+		PersistGroup: func(g string, b []byte) error { persisted[g] = b; persists++; return nil }})
 	if _, err := c.Create("t", 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	tv, topicsBefore := c.Version(), string(topics)
 	gv := c.GroupConfigsVersion()
-	if err := c.SetGroupConfig("g", map[string]string{"consumer.session.timeout.ms": "60000"}); err != nil {
+	cfg := map[string]string{"consumer.session.timeout.ms": "60000"}
+	if err := c.SetGroupConfig("g", cfg); err != nil {
 		t.Fatal(err)
 	}
 	if c.Version() != tv || string(topics) != topicsBefore {
 		t.Fatal("a group config change touched the topics' version or snapshot")
 	}
-	if c.GroupConfigsVersion() == gv || !strings.Contains(string(groups), `"consumer.session.timeout.ms":"60000"`) {
-		t.Fatalf("group configs version %d (was %d), snapshot %s", c.GroupConfigsVersion(), gv, groups)
+	if c.GroupConfigsVersion() == gv || string(persisted["g"]) != `{"version":1,"configs":{"consumer.session.timeout.ms":"60000"}}` {
+		t.Fatalf("group configs version %d (was %d), record %s", c.GroupConfigsVersion(), gv, persisted["g"])
+	}
+	if err := c.SetGroupConfig("g", cfg); err != nil || persists != 1 {
+		t.Fatalf("the same configs again: %v, %d persists (want 1: nothing changed)", err, persists)
 	}
 	if v, ok := c.GroupConfigValue("g", "consumer.session.timeout.ms"); !ok || v != "60000" {
 		t.Fatalf("value %q %v", v, ok)
@@ -39,12 +46,15 @@ func TestGroupConfigs(t *testing.T) {
 	if _, ok := c.GroupConfigValue("g", "x"); ok {
 		t.Fatal("GroupConfig returned the catalog's own map")
 	}
+	// Restored elsewhere (another node, a restart): the version moves, so
+	// that a reader's cache is rebuilt.
 	d := New(Options{})
-	if err := d.RestoreGroupConfigs(groups); err != nil {
+	dv := d.GroupConfigsVersion()
+	if err := d.RestoreGroupConfig("g", persisted["g"]); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.GroupConfig("g"); len(got) != 1 || got["consumer.session.timeout.ms"] != "60000" {
-		t.Fatalf("restored %v", got)
+	if got := d.GroupConfig("g"); len(got) != 1 || got["consumer.session.timeout.ms"] != "60000" || d.GroupConfigsVersion() == dv {
+		t.Fatalf("restored %v, version %d (was %d)", got, d.GroupConfigsVersion(), dv)
 	}
 	if got := d.ConfiguredGroups(); len(got) != 1 || got[0] != "g" {
 		t.Fatalf("configured groups %v", got)
@@ -52,15 +62,19 @@ func TestGroupConfigs(t *testing.T) {
 	if err := c.SetGroupConfig("g", nil); err != nil {
 		t.Fatal(err)
 	}
-	if c.GroupConfig("g") != nil || string(groups) != `{"version":1,"groups":{}}` {
-		t.Fatalf("after removal: %v, %s", c.GroupConfig("g"), groups)
+	if c.GroupConfig("g") != nil || persisted["g"] != nil {
+		t.Fatalf("after removal: %v, record %s", c.GroupConfig("g"), persisted["g"])
+	}
+	dv = d.GroupConfigsVersion()
+	if err := d.RestoreGroupConfig("g", nil); err != nil || d.GroupConfig("g") != nil || d.GroupConfigsVersion() == dv {
+		t.Fatalf("restoring a removal: %v, %v", err, d.GroupConfig("g"))
 	}
 }
 
 // Refused changes leave everything as it was: a failed persist, the limits,
 // an update function's error; a dry run checks without changing.
 func TestGroupConfigRefusals(t *testing.T) {
-	fail := New(Options{PersistGroups: func([]byte) error { return errors.New("disk full") }})
+	fail := New(Options{PersistGroup: func(string, []byte) error { return errors.New("disk full") }})
 	if err := fail.SetGroupConfig("g", map[string]string{"a": "1"}); !errors.Is(err, ErrPersist) || fail.GroupConfig("g") != nil {
 		t.Fatalf("persist failure: %v, %v", err, fail.GroupConfig("g"))
 	}
@@ -136,43 +150,86 @@ func TestGroupConfigUpdatesSerialised(t *testing.T) {
 	}
 }
 
-func TestRestoreGroupConfigsRejects(t *testing.T) {
+func TestRestoreGroupConfigRejects(t *testing.T) {
 	c := New(Options{})
 	if err := c.SetGroupConfig("g", map[string]string{"a": "1"}); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []string{``, `{`, `{"version":2,"groups":{}}`, `{"version":1,"groups":{"g":{}}}`, `{"version":1,"groups":{"":{"a":"1"}}}`,
-		`{"version":1,"groups":{"g":{"":"1"}}}`} {
-		if err := c.RestoreGroupConfigs([]byte(bad)); !errors.Is(err, ErrBadSnapshot) {
-			t.Errorf("RestoreGroupConfigs(%s) = %v, want ErrBadSnapshot", bad, err)
+	for _, bad := range []string{`{`, `{"version":2,"configs":{"a":"2"}}`, `{"version":1,"configs":{}}`, `{"version":1,"configs":{"":"1"}}`} {
+		if err := c.RestoreGroupConfig("g", []byte(bad)); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("RestoreGroupConfig(%s) = %v, want ErrBadSnapshot", bad, err)
 		}
 	}
-	if got := c.GroupConfig("g"); len(got) != 1 {
+	if err := c.RestoreGroupConfig("", []byte(`{"version":1,"configs":{"a":"1"}}`)); !errors.Is(err, ErrBadSnapshot) {
+		t.Errorf("an empty group name: %v", err)
+	}
+	if got := c.GroupConfig("g"); len(got) != 1 || got["a"] != "1" {
 		t.Fatalf("a rejected restore changed the configs: %v", got)
 	}
 }
 
-func FuzzRestoreGroupConfigs(f *testing.F) {
+func FuzzRestoreGroupConfig(f *testing.F) {
 	c := New(Options{})
 	c.SetGroupConfig("g", map[string]string{"consumer.session.timeout.ms": "60000"})
-	f.Add(c.GroupConfigsSnapshot())
-	f.Add([]byte(`{"version":1,"groups":null}`))
+	f.Add(c.GroupConfigSnapshot("g"))
+	f.Add([]byte(`{"version":1,"configs":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r := New(Options{})
-		if err := r.RestoreGroupConfigs(data); err != nil {
+		if err := r.RestoreGroupConfig("g", data); err != nil {
 			return
 		}
 		again := New(Options{})
-		if err := again.RestoreGroupConfigs(r.GroupConfigsSnapshot()); err != nil {
+		if err := again.RestoreGroupConfig("g", r.GroupConfigSnapshot("g")); err != nil {
 			t.Fatalf("re-restoring an accepted snapshot failed: %v", err)
 		}
-		if fmt.Sprint(again.ConfiguredGroups()) != fmt.Sprint(r.ConfiguredGroups()) {
-			t.Fatal("round trip changed the configured groups")
-		}
-		for _, g := range r.ConfiguredGroups() {
-			if fmt.Sprint(again.GroupConfig(g)) != fmt.Sprint(r.GroupConfig(g)) {
-				t.Fatalf("round trip changed group %q's configs", g)
-			}
+		if fmt.Sprint(again.ConfiguredGroups()) != fmt.Sprint(r.ConfiguredGroups()) || fmt.Sprint(again.GroupConfig("g")) != fmt.Sprint(r.GroupConfig("g")) {
+			t.Fatal("round trip changed the configs")
 		}
 	})
+}
+
+// Sync and SyncGroupConfig read under the catalog's lock (no change of the
+// catalog can fall between the read and the replacement), apply what they
+// read, and leave everything as it was on a read error.
+func TestSyncReadsUnderTheLock(t *testing.T) {
+	src := New(Options{})
+	if _, err := src.Create("t", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.SetGroupConfig("g", map[string]string{"a": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{})
+	locked := func(data []byte) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			if c.mu.TryLock() {
+				c.mu.Unlock()
+				t.Error("read ran without the catalog's lock")
+			}
+			return data, nil
+		}
+	}
+	if err := c.Sync(locked(src.Snapshot())); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SyncGroupConfig("g", locked(src.GroupConfigSnapshot("g"))); err != nil {
+		t.Fatal(err)
+	}
+	if tp, ok := c.Lookup("t"); !ok || tp.Partitions != 2 || c.GroupConfig("g")["a"] != "1" {
+		t.Fatalf("after sync: %+v %v", tp, c.GroupConfig("g"))
+	}
+	boom := errors.New("etcd unreachable")
+	fail := func() ([]byte, error) { return nil, boom }
+	if err := c.Sync(fail); err != boom {
+		t.Fatalf("Sync: %v", err)
+	}
+	if err := c.SyncGroupConfig("g", fail); err != boom {
+		t.Fatalf("SyncGroupConfig: %v", err)
+	}
+	if _, ok := c.Lookup("t"); !ok || c.GroupConfig("g") == nil {
+		t.Fatal("a failed read changed the catalog")
+	}
+	if err := c.SyncGroupConfig("g", locked(nil)); err != nil || c.GroupConfig("g") != nil {
+		t.Fatalf("a group whose record is gone: %v %v", err, c.GroupConfig("g"))
+	}
 }

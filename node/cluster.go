@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -289,52 +290,104 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cl.cancel, n.cl.done = cancel, make(chan struct{})
 	var wg sync.WaitGroup
-	follow := func(key []byte, what string, current func() []byte, restore func([]byte) error) {
+	follow := func(key string, isPrefix bool, what string, apply func(key string) error, all func(keys []string) error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.followKey(ctx, n.cl.st.RecordKey(CatalogPartition, key), what, current, restore)
+			n.follow(ctx, key, isPrefix, what, apply, all)
 		}()
 	}
-	follow(catalogKey, "catalog", cat.Snapshot, cat.Restore)
-	follow(groupConfigsKey, "group configs", cat.GroupConfigsSnapshot, cat.RestoreGroupConfigs)
+	// Each key is read again under the catalog's lock (catalog.Sync): the
+	// value read is never older than a change this node already made.
+	topicsKey := n.cl.st.RecordKey(CatalogPartition, catalogKey)
+	syncTopics := func(string) error { return cat.Sync(func() ([]byte, error) { return n.readKey(ctx, topicsKey) }) }
+	follow(topicsKey, false, "catalog", syncTopics, func([]string) error { return syncTopics(topicsKey) })
+	groupsPrefix := n.cl.st.RecordKey(CatalogPartition, []byte(groupConfigPrefix))
+	syncGroup := func(key string) error {
+		return cat.SyncGroupConfig(strings.TrimPrefix(key, groupsPrefix), func() ([]byte, error) { return n.readKey(ctx, key) })
+	}
+	follow(groupsPrefix, true, "group configs", syncGroup, func(keys []string) error {
+		for _, g := range cat.ConfiguredGroups() { // removed while not watched
+			keys = append(keys, groupsPrefix+g)
+		}
+		slices.Sort(keys)
+		for _, k := range slices.Compact(keys) {
+			if err := syncGroup(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	go func() {
 		wg.Wait()
 		close(n.cl.done)
 	}()
 }
 
-// followKey applies, until ctx ends, every value etcd holds at key (a
-// snapshot of what: the catalog's topics or its group configs) that
-// differs from current, with restore.
-func (n *Node) followKey(ctx context.Context, key, what string, current func() []byte, restore func([]byte) error) {
+// readKey returns key's value in etcd, nil if it has none.
+func (n *Node) readKey(ctx context.Context, key string) ([]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	r, err := n.cl.cli.Get(rctx, key)
+	if err != nil || len(r.Kvs) == 0 {
+		return nil, err
+	}
+	return r.Kvs[0].Value, nil
+}
+
+// follow keeps, until ctx ends, this node's copy of what etcd holds at key
+// (or, isPrefix, under it) in step. Once a watch is set up it brings every
+// key up to date (all, given the keys etcd has: a change made between this
+// node's load, or a broken watch, and the watch is not missed), then, for
+// each watched change of a key, has apply read that key again. Reading
+// rather than taking the event's value, under the catalog's lock, means a
+// late event of an older write can never roll the copy back past a newer
+// one. A failed read sets the watch up again and reads everything again.
+func (n *Node) follow(ctx context.Context, key string, isPrefix bool, what string, apply func(key string) error, all func(keys []string) error) {
+	scope := []clientv3.OpOption{}
+	if isPrefix {
+		scope = append(scope, clientv3.WithPrefix())
+	}
 	for ctx.Err() == nil {
-		wc := n.cl.cli.Watch(clientv3.WithRequireLeader(ctx), key)
-		for wr := range wc {
-			for _, ev := range wr.Events {
-				if ev.Kv != nil && len(ev.Kv.Value) > 0 && string(ev.Kv.Value) != string(current()) {
-					if err := restore(ev.Kv.Value); err != nil {
-						n.log.Warn("cluster: "+what+" update from etcd not applied", "err", err)
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wc := n.cl.cli.Watch(wctx, key, append(scope, clientv3.WithCreatedNotify())...)
+		if wr, ok := <-wc; ok && wr.Created {
+			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+			r, err := n.cl.cli.Get(rctx, key, append(scope, clientv3.WithKeysOnly())...)
+			rcancel()
+			if err == nil {
+				keys := make([]string, 0, len(r.Kvs))
+				for _, kv := range r.Kvs {
+					keys = append(keys, string(kv.Key))
+				}
+				err = all(keys)
+			}
+			if err != nil {
+				n.log.Warn("cluster: reading the "+what+" from etcd failed; retrying", "err", err)
+				wcancel()
+				sleepCtx(ctx, time.Second)
+				continue
+			}
+		watch:
+			for wr := range wc {
+				for _, ev := range wr.Events {
+					if err := apply(string(ev.Kv.Key)); err != nil {
+						n.log.Warn("cluster: "+what+" update from etcd not applied; reading it all again", "key", string(ev.Kv.Key), "err", err)
+						break watch
 					}
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-			// Re-read after a broken watch so no update is missed.
-			var snap []byte
-			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-			if r, err := n.cl.cli.Get(rctx, key); err == nil && len(r.Kvs) > 0 {
-				snap = r.Kvs[0].Value
-			}
-			rcancel()
-			if snap != nil && string(snap) != string(current()) {
-				if err := restore(snap); err != nil {
-					n.log.Warn("cluster: "+what+" read from etcd not applied", "err", err)
-				}
-			}
-		}
+		wcancel()
+		sleepCtx(ctx, time.Second) // a broken watch: set it up again, and read everything again
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
 	}
 }
 

@@ -152,6 +152,11 @@ func TestClusterGroupConfig(t *testing.T) {
 	if coord == 1 {
 		order = []*Node{ns[1], ns[0]}
 	}
+	// A member first, so that the coordinator has read the (absent)
+	// configs before the change comes from the other node.
+	if got := joinInterval(ctx, t, client(t, ns[0].Addr(), seeds), "tuned", "m-first", "t"); got != 250 {
+		t.Fatalf("before any change: interval %d, want the node's 250", got)
+	}
 	for i, nd := range order {
 		at := client(t, nd.Addr())
 		want := int32(1000 + 111*(i+1))

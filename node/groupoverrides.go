@@ -20,6 +20,9 @@ type groupOverrides struct {
 	log *slog.Logger
 	mu  sync.Mutex // one rebuild at a time
 	cur atomic.Pointer[parsedOverrides]
+	// warned holds the unusable pairs already logged, per group (under
+	// mu): a rebuild for another group's change does not log them again.
+	warned map[string]group.Overrides
 }
 
 type parsedOverrides struct {
@@ -48,15 +51,22 @@ func (o *groupOverrides) rebuild() *parsedOverrides {
 		return p
 	}
 	p := &parsedOverrides{version: v, m: map[string]group.Overrides{}}
+	warned := map[string]group.Overrides{}
 	for _, g := range o.cat.ConfiguredGroups() {
 		ov := group.ParseOverrides(o.cat.GroupConfig(g))
-		if !o.cfg.Consistent(ov) {
+		if o.cfg.Consistent(ov) {
+			p.m[g] = ov
+			continue
+		}
+		warned[g] = ov
+		if prev, ok := o.warned[g]; !ok || prev != ov {
 			o.log.Warn("group config: the group's session timeout is not above its heartbeat interval with this node's settings; the group runs on the node's session timeout and heartbeat interval until its configs or the node's flags change",
 				"group", g, "group_session", ov.SessionTimeout, "group_heartbeat", ov.HeartbeatInterval,
 				"node_session", o.cfg.ConsumerSessionTimeout, "node_heartbeat", o.cfg.ConsumerHeartbeatInterval)
 		}
 		p.m[g] = ov
 	}
+	o.warned = warned
 	o.cur.Store(p)
 	return p
 }

@@ -33,6 +33,12 @@ func TestGroupOverridesParsedAndChecked(t *testing.T) {
 			t.Fatalf("got %+v, want %+v", got, want)
 		}
 	}
+	// Another group's change rebuilds the table: g's pair is not logged
+	// again.
+	if err := cat.SetGroupConfig("other", map[string]string{group.ConfigAssignmentInterval: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	o.get("g")
 	if n := strings.Count(logs.String(), "group config: the group's session timeout is not above its heartbeat interval"); n != 1 {
 		t.Fatalf("%d warnings, want 1:\n%s", n, logs.String())
 	}

@@ -41,10 +41,10 @@ const CatalogPartition int32 = -1
 
 var catalogKey = []byte("catalog")
 
-// groupConfigsKey is the record of the groups' configs in CatalogPartition
-// (catalog.Catalog.GroupConfigsSnapshot): a key of its own, which a cohort
-// that predates group configs never reads or writes.
-var groupConfigsKey = []byte("group-configs")
+// groupConfigPrefix starts the keys of the groups' configs in
+// CatalogPartition, one record per group (catalog.Catalog.GroupConfigSnapshot)
+// after the prefix: keys a cohort that predates group configs never reads.
+const groupConfigPrefix = "group-config/"
 
 // Config configures a node.
 type Config struct {
@@ -566,7 +566,8 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			return st.Append(ctx, CatalogPartition, []store.Record{{Key: key, Value: snap}})
 		}
 	}
-	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroups: persist(groupConfigsKey), Removed: func(names []string) {
+	persistGroup := func(g string, snap []byte) error { return persist([]byte(groupConfigPrefix + g))(snap) }
+	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Removed: func(names []string) {
 		// A deleted topic's offsets go (through this node's DeleteTopics,
 		// or another node's in cluster mode). The coordinator exists
 		// before any change can come: the start-up Restore removes
@@ -575,13 +576,13 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			n.coord.TopicsDeleted(names)
 		}
 	}})
-	var snap, groups []byte
+	var snap []byte
+	groups := map[string][]byte{}
 	err := st.Load(context.Background(), CatalogPartition, func(r store.Record) error {
-		switch string(r.Key) {
-		case string(catalogKey):
+		if string(r.Key) == string(catalogKey) {
 			snap = append([]byte(nil), r.Value...)
-		case string(groupConfigsKey):
-			groups = append([]byte(nil), r.Value...)
+		} else if g, ok := strings.CutPrefix(string(r.Key), groupConfigPrefix); ok {
+			groups[g] = append([]byte(nil), r.Value...)
 		}
 		return nil
 	})
@@ -593,8 +594,8 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			return nil, fmt.Errorf("restoring the topic catalog: %w", err)
 		}
 	}
-	if groups != nil {
-		if err := cat.RestoreGroupConfigs(groups); err != nil {
+	for g, data := range groups {
+		if err := cat.RestoreGroupConfig(g, data); err != nil {
 			return nil, fmt.Errorf("restoring the group configs: %w", err)
 		}
 	}

@@ -139,6 +139,10 @@ func (s *Server) alterConfigs(c Client, r *request, changes []configChange, vali
 			out[i] = alterConfigsOutcome{errInvalidRequest, "the request names this resource more than once: each may appear at most once"}
 			continue
 		}
+		if msg := opsProblem(ch.ops); msg != "" {
+			out[i] = alterConfigsOutcome{errInvalidRequest, msg}
+			continue
+		}
 		if s.authz != nil {
 			rt, name, code := configACL(ch.rtype, ch.name)
 			if !s.authorize(c, r.key, acl.OpAlterConfigs, rt, name) {
@@ -155,16 +159,6 @@ func (s *Server) alterConfigs(c Client, r *request, changes []configChange, vali
 func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutcome {
 	invalid := func(msg string) alterConfigsOutcome { return alterConfigsOutcome{errInvalidRequest, msg} }
 	badConfig := func(msg string) alterConfigsOutcome { return alterConfigsOutcome{errInvalidConfig, msg} }
-	seen := map[string]bool{}
-	for _, op := range ch.ops {
-		if seen[op.name] {
-			return invalid("Error due to duplicate config keys: " + op.name)
-		}
-		seen[op.name] = true
-		if op.value == nil && op.op != kmsg.IncrementalAlterConfigOpDelete {
-			return invalid("Null value not supported for " + op.name)
-		}
-	}
 	switch ch.rtype {
 	case kmsg.ConfigResourceTypeGroupConfig:
 	case kmsg.ConfigResourceTypeTopic:
@@ -287,4 +281,21 @@ func (s *Server) authzAlterConfigs(_ context.Context, c Client, r *request) kmsg
 		return s.legacyAlterConfigs(c, r)
 	}
 	return s.incrementalAlterConfigs(c, r)
+}
+
+// opsProblem is what makes a resource's config operations malformed (a name
+// given twice, SET without a value), "" if nothing: checked before the
+// ACLs, as Kafka does.
+func opsProblem(ops []configOp) string {
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if seen[op.name] {
+			return "Error due to duplicate config keys: " + op.name
+		}
+		seen[op.name] = true
+		if op.value == nil && op.op != kmsg.IncrementalAlterConfigOpDelete {
+			return "Null value not supported for " + op.name
+		}
+	}
+	return ""
 }

@@ -46,6 +46,31 @@ func seedFrames() [][]byte {
 					res.ResourceType, res.ResourceName = rr.rt, rr.name
 					r.Resources = append(r.Resources, res)
 				}
+			case *kmsg.IncrementalAlterConfigsRequest: // a group set and deleted, a null SET, a duplicate, a topic, an unknown type
+				g := kmsg.NewIncrementalAlterConfigsRequestResource()
+				g.ResourceType, g.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+				set, del, null := kmsg.NewIncrementalAlterConfigsRequestResourceConfig(), kmsg.NewIncrementalAlterConfigsRequestResourceConfig(), kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+				set.Name, set.Value = "consumer.session.timeout.ms", kmsg.StringPtr("60000")
+				del.Name, del.Op = "consumer.heartbeat.interval.ms", kmsg.IncrementalAlterConfigOpDelete
+				null.Name = "consumer.assignment.interval.ms"
+				g.Configs = append(g.Configs, set, del)
+				h := g
+				h.ResourceName, h.Configs = "h", []kmsg.IncrementalAlterConfigsRequestResourceConfig{null}
+				tp, odd := g, g
+				tp.ResourceType, tp.ResourceName = kmsg.ConfigResourceTypeTopic, "a"
+				odd.ResourceType = 99
+				r.Resources = append(r.Resources, g, h, g, tp, odd)
+			case *kmsg.AlterConfigsRequest:
+				g := kmsg.NewAlterConfigsRequestResource()
+				g.ResourceType, g.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+				c := kmsg.NewAlterConfigsRequestResourceConfig()
+				c.Name, c.Value = "consumer.heartbeat.interval.ms", kmsg.StringPtr("3000")
+				g.Configs = append(g.Configs, c)
+				r.Resources = append(r.Resources, g)
+			case *kmsg.ListConfigResourcesRequest:
+				if v > 0 {
+					r.ResourceTypes = []int8{int8(kmsg.ConfigResourceTypeGroupConfig), int8(kmsg.ConfigResourceTypeTopic)}
+				}
 			case *kmsg.FetchRequest: // a held fetch would wait: MaxWaitMillis stays 0
 				t := kmsg.NewFetchRequestTopic()
 				t.Topic, t.TopicID = "a", catalog.TopicID("a")
