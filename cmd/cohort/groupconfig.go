@@ -113,3 +113,37 @@ func oneResource(n int, first func() (int16, *string)) error {
 	}
 	return err
 }
+
+// listConfiguredGroups prints the groups that have settings of their own
+// (ListConfigResources v1, GROUP).
+func listConfiguredGroups(e env, f *cmdFlags) error {
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	req := kmsg.NewPtrListConfigResourcesRequest()
+	req.ResourceTypes = []int8{int8(kmsg.ConfigResourceTypeGroupConfig)}
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		return fmt.Errorf("group config --list: %w", err)
+	}
+	groups := []string{}
+	for _, r := range resp.ConfigResources {
+		if r.Type == int8(kmsg.ConfigResourceTypeGroupConfig) {
+			groups = append(groups, r.Name)
+		}
+	}
+	if f.o.json() {
+		return writeJSON(e.stdout, map[string]any{"groups": groups})
+	}
+	tw := newTable(e.stdout)
+	fmt.Fprintln(tw, "GROUP")
+	for _, g := range groups {
+		fmt.Fprintf(tw, "%s\n", cell(g))
+	}
+	return tw.Flush()
+}

@@ -48,6 +48,8 @@ const groupsUsage = `usage:
                           --state/--members/--offsets pick tables (default: all)
   cohort group delete ID...
                           delete empty groups and their committed offsets
+  cohort group config --list
+                          the groups that have settings of their own
   cohort group config ID [--set NAME=VALUE]... [--delete NAME]...
                           a consumer group's own settings (consumer.session.timeout.ms,
                           consumer.heartbeat.interval.ms, consumer.assignment.interval.ms,
@@ -74,6 +76,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 	var hf historyFlags
 	var states, types string
 	var sets, dels stringsFlag
+	var listConfigured bool
 	if cmd == "groups" {
 		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
 		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
@@ -87,6 +90,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 		fs.IntVar(&hf.last, "last", 0, "history, why: only the `N` latest rebalances (default: history all kept, why 3)")
 		fs.Var(&sets, "set", "config: set `NAME=VALUE` (repeatable)")
 		fs.Var(&dels, "delete", "config: remove `NAME`, back to the node's value (repeatable)")
+		fs.BoolVar(&listConfigured, "list", false, "config: list the groups that have settings of their own")
 	}
 	pos, err := f.parse(args)
 	if err != nil {
@@ -114,8 +118,8 @@ func groupsCmd(e env, cmd string, args []string) error {
 	if hf.lastSet && action != "history" && action != "why" {
 		return usagef("group %s: --last is for history and why", action)
 	}
-	if (len(sets) > 0 || len(dels) > 0) && action != "config" {
-		return usagef("group %s: --set and --delete are for config", action)
+	if (len(sets) > 0 || len(dels) > 0 || listConfigured) && action != "config" {
+		return usagef("group %s: --set, --delete and --list are for config", action)
 	}
 	switch action {
 	case "history", "why":
@@ -140,8 +144,14 @@ func groupsCmd(e env, cmd string, args []string) error {
 		}
 		return deleteGroups(e, f, ids)
 	case "config":
+		if listConfigured {
+			if len(ids) > 0 || len(sets) > 0 || len(dels) > 0 {
+				return usagef("group config --list: takes no group id, --set or --delete")
+			}
+			return listConfiguredGroups(e, f)
+		}
 		if len(ids) != 1 {
-			return usagef("group config: want one group id")
+			return usagef("group config: want one group id (or --list)")
 		}
 		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
 			return usagef("group config: takes one group id, --set, --delete and --output only")
