@@ -21,10 +21,12 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // MaxPartitions is the largest partition count a topic may have. Kafka has no
@@ -48,6 +50,36 @@ var (
 	// was for did not happen.
 	ErrPersist = errors.New("catalog: persisting the change failed")
 )
+
+// Conflict is the error a Persist or PersistGroup returns when it writes
+// only where the stored record is still the one this catalog last saw (a
+// compare-and-swap, as cluster mode does in etcd: several nodes change the
+// same records) and another writer got there first. Current is the stored
+// record (nil if there is none). The catalog installs it, checks and
+// applies the change again to it, and persists once more; after
+// MaxConflicts conflicts in a row the operation fails with an error wrapping
+// ErrPersist.
+type Conflict struct {
+	Current []byte
+}
+
+func (e *Conflict) Error() string {
+	return "catalog: the stored record changed since this node last read it"
+}
+
+// MaxConflicts bounds how many times one change is applied again after a
+// Conflict.
+const MaxConflicts = 16
+
+// backOff waits before the next try after the n-th conflict in a row (from
+// 0): not after the first (the conflict brought the newer record, so the
+// next try normally wins), then a random wait of up to n ms, so that writers
+// that keep meeting each other fall out of step.
+func backOff(n int) {
+	if n > 0 {
+		time.Sleep(rand.N(time.Duration(n) * time.Millisecond))
+	}
+}
 
 // Topic is one topic as the catalog describes it. Values returned by the
 // catalog are copies; modifying them does not change the catalog.
@@ -80,8 +112,9 @@ type Options struct {
 	// Persist, if set, is called with the encoded snapshot (see Snapshot) of
 	// the state a change would produce, before the change becomes visible.
 	// If it returns an error the change is abandoned and the operation fails
-	// with an error wrapping ErrPersist. Calls are serialised (never
-	// concurrent) and happen in the order of the changes.
+	// with an error wrapping ErrPersist, except for a *Conflict, after which
+	// the change is applied again to the record it carries. Calls are
+	// serialised (never concurrent) and happen in the order of the changes.
 	Persist func(snapshot []byte) error
 	// PersistGroup is Persist for one group's configs (groups.go): their
 	// snapshot (GroupConfigSnapshot), nil when they are removed, stored
@@ -286,19 +319,18 @@ func (c *Catalog) ValidateCreate(name string, partitions int32, racks [][]string
 // Create adds a topic with the given partition count and optional
 // per-partition racks (nil, or one entry per partition).
 func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.cur.Load()
-	if err := checkCreate(v, name, partitions, racks); err != nil {
-		return Topic{}, err
-	}
 	t := Topic{Name: name, ID: TopicID(name), Partitions: partitions, Racks: racks}.clone()
-	if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
-		return Topic{}, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, name)
-	}
-	next := make([]Topic, 0, len(v.sorted)+1)
-	next = append(append(next, v.sorted...), t)
-	if err := c.commit(next); err != nil {
+	err := c.change(func(v *view) ([]Topic, error) {
+		if err := checkCreate(v, name, partitions, racks); err != nil {
+			return nil, err
+		}
+		if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
+			return nil, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, name)
+		}
+		next := make([]Topic, 0, len(v.sorted)+1)
+		return append(append(next, v.sorted...), t), nil
+	})
+	if err != nil {
 		return Topic{}, err
 	}
 	return t.clone(), nil
@@ -306,21 +338,14 @@ func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic
 
 // Delete removes the topic called name.
 func (c *Catalog) Delete(name string) error {
-	c.mu.Lock()
-	v := c.cur.Load()
-	i, ok := v.byName[name]
-	if !ok {
-		c.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrNotFound, name)
-	}
-	next := make([]Topic, 0, len(v.sorted)-1)
-	next = append(append(next, v.sorted[:i]...), v.sorted[i+1:]...)
-	err := c.commit(next)
-	c.mu.Unlock()
-	if err == nil && c.removed != nil {
-		c.removed([]string{name})
-	}
-	return err
+	return c.change(func(v *view) ([]Topic, error) {
+		i, ok := v.byName[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
+		}
+		next := make([]Topic, 0, len(v.sorted)-1)
+		return append(append(next, v.sorted[:i]...), v.sorted[i+1:]...), nil
+	})
 }
 
 // removedTopics lists the names of old's topics that next lacks.
@@ -368,45 +393,86 @@ func (c *Catalog) ValidateAddPartitions(name string, total int32, racks [][]stri
 // the new partitions get no rack; if the topic has none and racks is given,
 // the existing partitions get no rack.
 func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Topic, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	v := c.cur.Load()
-	i, err := checkAdd(v, name, total, racks)
+	var t Topic
+	err := c.change(func(v *view) ([]Topic, error) {
+		i, err := checkAdd(v, name, total, racks)
+		if err != nil {
+			return nil, err
+		}
+		t = v.sorted[i].clone()
+		if t.Racks != nil || racks != nil {
+			if t.Racks == nil {
+				t.Racks = make([][]string, t.Partitions)
+			}
+			add := racks
+			if add == nil {
+				add = make([][]string, total-t.Partitions)
+			}
+			for _, r := range add {
+				t.Racks = append(t.Racks, append([]string(nil), r...))
+			}
+		}
+		t.Partitions = total
+		next := append([]Topic(nil), v.sorted...)
+		next[i] = t
+		return next, nil
+	})
 	if err != nil {
-		return Topic{}, err
-	}
-	t := v.sorted[i].clone()
-	if t.Racks != nil || racks != nil {
-		if t.Racks == nil {
-			t.Racks = make([][]string, t.Partitions)
-		}
-		if racks == nil {
-			racks = make([][]string, total-t.Partitions)
-		}
-		for _, r := range racks {
-			t.Racks = append(t.Racks, append([]string(nil), r...))
-		}
-	}
-	t.Partitions = total
-	next := append([]Topic(nil), v.sorted...)
-	next[i] = t
-	if err := c.commit(next); err != nil {
 		return Topic{}, err
 	}
 	return t.clone(), nil
 }
 
-// commit persists and publishes next. c.mu must be held.
-func (c *Catalog) commit(next []Topic) error {
-	if c.persist != nil {
-		if err := c.persist(encode(next)); err != nil {
+// change applies a change to the topics: apply returns the next topics
+// given the current view (or an error that abandons the change); the result
+// is persisted, then published. On a Conflict the stored record is
+// installed and apply runs again on it. Options.Removed hears of every
+// topic the catalog lost meanwhile: the one deleted, and any the stored
+// record no longer had.
+func (c *Catalog) change(apply func(v *view) ([]Topic, error)) error {
+	c.mu.Lock()
+	start := c.cur.Load()
+	err := c.changeLocked(apply)
+	end := c.cur.Load()
+	c.mu.Unlock()
+	c.notifyRemoved(start, end)
+	return err
+}
+
+// changeLocked is change with c.mu held, leaving the notification to the
+// caller.
+func (c *Catalog) changeLocked(apply func(v *view) ([]Topic, error)) error {
+	for conflicts := 0; ; conflicts++ {
+		next, err := apply(c.cur.Load())
+		if err != nil {
+			return err
+		}
+		if c.persist != nil {
+			err = c.persist(encode(next))
+		}
+		var cf *Conflict
+		switch {
+		case err == nil:
+			v := buildView(next)
+			v.version = c.cur.Load().version + 1
+			c.cur.Store(v)
+			return nil
+		case !errors.As(err, &cf):
 			return fmt.Errorf("%w: %w", ErrPersist, err)
+		case conflicts >= MaxConflicts:
+			return fmt.Errorf("%w: %d concurrent changes in a row through other nodes; try again: %w", ErrPersist, conflicts+1, err)
+		}
+		backOff(conflicts)
+		// An empty record changes nothing (as in Sync): a missing record
+		// never makes the catalog drop what it has.
+		if len(cf.Current) > 0 && string(cf.Current) != string(encode(c.cur.Load().sorted)) {
+			v, derr := decodeSnapshot(cf.Current)
+			if derr != nil {
+				return fmt.Errorf("%w: the stored catalog: %w", ErrPersist, derr)
+			}
+			c.install(v)
 		}
 	}
-	v := buildView(next)
-	v.version = c.cur.Load().version + 1
-	c.cur.Store(v)
-	return nil
 }
 
 // Version returns a number that changes whenever a topic is created,

@@ -105,27 +105,43 @@ func (c *Catalog) SetGroupConfig(group string, cfg map[string]string) error {
 func (c *Catalog) UpdateGroupConfig(group string, dryRun bool, update func(cur map[string]string) (map[string]string, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur := c.groups.Load()
-	next, err := update(maps.Clone(cur.m[group]))
-	if err != nil {
-		return err
-	}
-	if err := CheckGroupConfig(group, next); err != nil {
-		return err
-	}
-	if _, had := cur.m[group]; !had && len(next) > 0 && len(cur.m) >= MaxConfiguredGroups {
-		return fmt.Errorf("%w: %d groups have configs already (at most %d): remove some first", ErrInvalidGroupConfig, len(cur.m), MaxConfiguredGroups)
-	}
-	if dryRun || maps.Equal(next, cur.m[group]) {
-		return nil
-	}
-	if c.persistGroup != nil {
-		if err := c.persistGroup(group, encodeGroup(next)); err != nil {
-			return fmt.Errorf("%w: %w", ErrPersist, err)
+	for conflicts := 0; ; conflicts++ {
+		cur := c.groups.Load()
+		next, err := update(maps.Clone(cur.m[group]))
+		if err != nil {
+			return err
 		}
+		if err := CheckGroupConfig(group, next); err != nil {
+			return err
+		}
+		if _, had := cur.m[group]; !had && len(next) > 0 && len(cur.m) >= MaxConfiguredGroups {
+			return fmt.Errorf("%w: %d groups have configs already (at most %d): remove some first", ErrInvalidGroupConfig, len(cur.m), MaxConfiguredGroups)
+		}
+		if dryRun || maps.Equal(next, cur.m[group]) {
+			return nil
+		}
+		if c.persistGroup != nil {
+			err = c.persistGroup(group, encodeGroup(next))
+		}
+		var cf *Conflict
+		switch {
+		case err == nil:
+			c.groups.Store(&groupsView{version: cur.version + 1, m: withGroup(cur.m, group, next)})
+			return nil
+		case !errors.As(err, &cf):
+			return fmt.Errorf("%w: %w", ErrPersist, err)
+		case conflicts >= MaxConflicts:
+			return fmt.Errorf("%w: %d concurrent changes of group %q in a row through other nodes; try again: %w", ErrPersist, conflicts+1, group, err)
+		}
+		backOff(conflicts)
+		// Another node changed the group's record: apply update again to
+		// it (a record removed there is removed here too).
+		cfg, derr := decodeGroup(group, cf.Current)
+		if derr != nil {
+			return fmt.Errorf("%w: the stored configs: %w", ErrPersist, derr)
+		}
+		c.installGroup(group, cfg)
 	}
-	c.groups.Store(&groupsView{version: cur.version + 1, m: withGroup(cur.m, group, next)})
-	return nil
 }
 
 // groupSnapshotVersion is the version of a group's config snapshot.

@@ -3,12 +3,14 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -61,5 +63,87 @@ func TestClusterCatalogNeverRollsBack(t *testing.T) {
 	case name := <-lost:
 		t.Fatalf("node 1's catalog lost %s", name)
 	default:
+	}
+}
+
+// TestClusterCatalogConcurrentChanges: topics created at the same time
+// through two nodes, and configs of one group set at the same time through
+// both, are all kept: each node writes the shared record only if nobody
+// changed it since the node last read it, and otherwise applies its change
+// again to the newer record.
+func TestClusterCatalogConcurrentChanges(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ns := startCluster848(t, ec, 2, nil)
+	const each, configs = 15, catalog.MaxGroupConfigs / 2
+	errs := make(chan error, 2*each)
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Straight to each node's catalog: Kafka clients send
+			// CreateTopics to the controller, one node.
+			for j := range each {
+				name := fmt.Sprintf("n%d-t%d", i, j)
+				if _, err := n.Catalog().Create(name, 1, nil); err != nil {
+					errs <- fmt.Errorf("create %s: %v", name, err)
+				}
+			}
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cat := n.Catalog()
+			for j := range configs {
+				name := fmt.Sprintf("n%d-c%d", i, j)
+				err := cat.UpdateGroupConfig("g", false, func(cur map[string]string) (map[string]string, error) {
+					if cur == nil {
+						cur = map[string]string{}
+					}
+					cur[name] = "1"
+					return cur, nil
+				})
+				if err != nil {
+					errs <- fmt.Errorf("set %s: %v", name, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var want []string
+	for i := range ns {
+		for j := range each {
+			want = append(want, fmt.Sprintf("n%d-t%d", i, j))
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i, n := range ns {
+		for {
+			var missing []string
+			for _, name := range want {
+				if _, ok := n.Catalog().Lookup(name); !ok {
+					missing = append(missing, name)
+				}
+			}
+			cfg := n.Catalog().GroupConfig("g")
+			for k := range ns {
+				for j := range configs {
+					if _, ok := cfg[fmt.Sprintf("n%d-c%d", k, j)]; !ok {
+						missing = append(missing, fmt.Sprintf("config n%d-c%d", k, j))
+					}
+				}
+			}
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d lacks %d of %d topics and configs: %v", i, len(missing), 2*(each+configs), missing)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }

@@ -70,6 +70,8 @@ type clusterMode struct {
 	stopAuth func()
 	// tls is the TLS configuration of cli (nil without TLS).
 	tls *etcdTLS
+	// keys reads and writes the catalog's records (compare-and-swap).
+	keys *casKeys
 }
 
 // etcdTLS is the node's TLS configuration for etcd. The client certificate
@@ -300,11 +302,11 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	// Each key is read again under the catalog's lock (catalog.Sync): the
 	// value read is never older than a change this node already made.
 	topicsKey := n.cl.st.RecordKey(CatalogPartition, catalogKey)
-	syncTopics := func(string) error { return cat.Sync(func() ([]byte, error) { return n.readKey(ctx, topicsKey) }) }
+	syncTopics := func(string) error { return cat.Sync(func() ([]byte, error) { return n.cl.keys.read(ctx, topicsKey) }) }
 	follow(topicsKey, false, "catalog", syncTopics, func([]string) error { return syncTopics(topicsKey) })
 	groupsPrefix := n.cl.st.RecordKey(CatalogPartition, []byte(groupConfigPrefix))
 	syncGroup := func(key string) error {
-		return cat.SyncGroupConfig(strings.TrimPrefix(key, groupsPrefix), func() ([]byte, error) { return n.readKey(ctx, key) })
+		return cat.SyncGroupConfig(strings.TrimPrefix(key, groupsPrefix), func() ([]byte, error) { return n.cl.keys.read(ctx, key) })
 	}
 	follow(groupsPrefix, true, "group configs", syncGroup, func(keys []string) error {
 		for _, g := range cat.ConfiguredGroups() { // removed while not watched
@@ -322,17 +324,6 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		wg.Wait()
 		close(n.cl.done)
 	}()
-}
-
-// readKey returns key's value in etcd, nil if it has none.
-func (n *Node) readKey(ctx context.Context, key string) ([]byte, error) {
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	r, err := n.cl.cli.Get(rctx, key)
-	if err != nil || len(r.Kvs) == 0 {
-		return nil, err
-	}
-	return r.Kvs[0].Value, nil
 }
 
 // follow keeps, until ctx ends, this node's copy of what etcd holds at key

@@ -567,6 +567,15 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 		}
 	}
 	persistGroup := func(g string, snap []byte) error { return persist([]byte(groupConfigPrefix + g))(snap) }
+	if n.cl != nil {
+		// Other nodes change the same records: write only over what this
+		// node last saw (casKeys).
+		n.cl.keys = newCASKeys(n.cl.cli)
+		persist = func(key []byte) func([]byte) error {
+			k := n.cl.st.RecordKey(CatalogPartition, key)
+			return func(snap []byte) error { return n.cl.keys.write(k, snap) }
+		}
+	}
 	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Removed: func(names []string) {
 		// A deleted topic's offsets go (through this node's DeleteTopics,
 		// or another node's in cluster mode). The coordinator exists

@@ -1,0 +1,239 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// shared is a record several catalogs write with compare-and-swap, as
+// cluster mode's etcd keys: each writer remembers the revision it last saw.
+type shared struct {
+	mu   sync.Mutex
+	val  []byte
+	rev  int64
+	seen map[*Catalog]int64
+}
+
+func (s *shared) read(c *Catalog) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen[c] = s.rev
+	return s.val
+}
+
+func (s *shared) write(c *Catalog, val []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev, ok := s.seen[c]; !ok || rev != s.rev {
+		s.seen[c] = s.rev
+		return &Conflict{Current: s.val}
+	}
+	s.val, s.rev = val, s.rev+1
+	s.seen[c] = s.rev
+	return nil
+}
+
+func sharedCatalogs(n int, removed func(i int, names []string)) ([]*Catalog, *shared, *shared) {
+	topics := &shared{seen: map[*Catalog]int64{}}
+	groups := &shared{seen: map[*Catalog]int64{}}
+	cs := make([]*Catalog, n)
+	for i := range cs {
+		var c *Catalog
+		c = New(Options{
+			Persist:      func(b []byte) error { return topics.write(c, b) },
+			PersistGroup: func(_ string, b []byte) error { return groups.write(c, b) },
+			Removed: func(names []string) {
+				if removed != nil {
+					removed(i, names)
+				}
+			},
+		})
+		cs[i] = c
+	}
+	return cs, topics, groups
+}
+
+func topicNames(c *Catalog) []string {
+	var names []string
+	for _, t := range c.List() {
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// TestConflictAppliesChangeAgain: a catalog whose write meets a newer
+// record installs it and applies its change to it, so changes made through
+// several catalogs sharing one record are all kept.
+func TestConflictAppliesChangeAgain(t *testing.T) {
+	cs, topics, groups := sharedCatalogs(3, nil)
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				if _, err := c.Create(fmt.Sprintf("c%d-t%d", i, j), 1, nil); err != nil {
+					t.Errorf("create: %v", err)
+				}
+				if j < 5 {
+					name := fmt.Sprintf("c%d-k%d", i, j)
+					if err := c.UpdateGroupConfig("g", false, func(cur map[string]string) (map[string]string, error) {
+						if cur == nil {
+							cur = map[string]string{}
+						}
+						cur[name] = "v"
+						return cur, nil
+					}); err != nil {
+						t.Errorf("group config: %v", err)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range cs {
+		if err := c.Sync(func() ([]byte, error) { return topics.read(c), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.SyncGroupConfig("g", func() ([]byte, error) { return groups.read(c), nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(c.List()); got != 60 {
+			t.Errorf("a catalog has %d topics, want 60: %v", got, topicNames(c))
+		}
+		if got := len(c.GroupConfig("g")); got != 15 {
+			t.Errorf("group g has %d configs, want 15: %v", got, c.GroupConfig("g"))
+		}
+	}
+}
+
+// TestConflictChecksAgain: the change is checked again against the newer
+// record: a topic created, deleted or grown through another catalog in
+// between makes the operation fail as it would have there, and the topics
+// the newer record lacks are reported as removed.
+func TestConflictChecksAgain(t *testing.T) {
+	var removed []string
+	cs, _, _ := sharedCatalogs(2, func(i int, names []string) {
+		if i == 0 {
+			removed = append(removed, names...)
+		}
+	})
+	a, b := cs[0], cs[1]
+	if _, err := a.Create("x", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Create("y", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	// b has never read the record: its first write conflicts, and it
+	// learns of x and y.
+	if _, err := b.Create("x", 1, nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("b creating x (already created through a) = %v, want ErrExists", err)
+	}
+	if _, err := b.AddPartitions("x", 4, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete("y"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddPartitions("x", 3, nil); !errors.Is(err, ErrInvalidPartitions) {
+		t.Fatalf("a growing x to 3 after b grew it to 4 = %v, want ErrInvalidPartitions", err)
+	}
+	if tp, _ := a.Lookup("x"); tp.Partitions != 4 {
+		t.Fatalf("a's x has %d partitions, want b's 4", tp.Partitions)
+	}
+	if !slices.Equal(removed, []string{"y"}) {
+		t.Fatalf("a was told of removed topics %v, want [y] (deleted through b)", removed)
+	}
+	removed = nil
+	if err := b.Delete("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Delete("x"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a deleting x after b did = %v, want ErrNotFound", err)
+	}
+	if !slices.Equal(removed, []string{"x"}) {
+		t.Fatalf("a was told of removed topics %v, want [x]", removed)
+	}
+
+	if err := a.SetGroupConfig("g", map[string]string{"k": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	// b's first try works on what b has (nothing); its write conflicts,
+	// and the second try sees a's k=1 and removes it.
+	tries := 0
+	if err := b.UpdateGroupConfig("g", false, func(cur map[string]string) (map[string]string, error) {
+		tries++
+		if cur["k"] != "1" {
+			return map[string]string{"k": "stale"}, nil
+		}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tries != 2 || b.GroupConfig("g") != nil {
+		t.Fatalf("b's update ran %d times and left %v, want 2 times and nothing", tries, b.GroupConfig("g"))
+	}
+	if err := a.UpdateGroupConfig("g", false, func(cur map[string]string) (map[string]string, error) {
+		if cur != nil { // a's first try, on what it had
+			cur["j"] = "stale"
+			return cur, nil
+		}
+		return map[string]string{"j": "2"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.GroupConfig("g"); !maps.Equal(got, map[string]string{"j": "2"}) {
+		t.Fatalf("a's configs of g = %v", got)
+	}
+}
+
+// TestConflictsBounded: a writer that always loses gives up after
+// MaxConflicts, with ErrPersist, keeping the newest record it saw; a
+// missing record never empties the catalog.
+func TestConflictsBounded(t *testing.T) {
+	calls := 0
+	newer := New(Options{})
+	c := New(Options{Persist: func([]byte) error {
+		calls++
+		if _, err := newer.Create(fmt.Sprint("other", calls), 1, nil); err != nil {
+			return err
+		}
+		return &Conflict{Current: newer.Snapshot()}
+	}})
+	_, err := c.Create("mine", 1, nil)
+	if !errors.Is(err, ErrPersist) || !errors.As(err, new(*Conflict)) {
+		t.Fatalf("Create = %v, want ErrPersist wrapping a Conflict", err)
+	}
+	if calls != MaxConflicts+1 {
+		t.Fatalf("Persist called %d times, want %d", calls, MaxConflicts+1)
+	}
+	if _, ok := c.Lookup("mine"); ok {
+		t.Fatal("the failed creation is visible")
+	}
+	if got := c.Len(); got != MaxConflicts {
+		t.Fatalf("catalog has %d topics, want the %d of the newest record installed", got, MaxConflicts)
+	}
+
+	first := true
+	d := New(Options{Persist: func([]byte) error {
+		if first {
+			first = false
+			return &Conflict{} // no record stored
+		}
+		return nil
+	}})
+	if err := d.Restore(newer.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Create("mine", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Len(); got != newer.Len()+1 {
+		t.Fatalf("catalog has %d topics after a conflict with no record, want %d", got, newer.Len()+1)
+	}
+}

@@ -1,0 +1,102 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cohort-dev/cohort/catalog"
+)
+
+// casKeys reads and writes the records of the topic catalog and the group
+// configs in etcd, which every node of a cluster changes. A write goes
+// through only if the key is still at the revision this node last read or
+// wrote (an etcd transaction comparing its ModRevision); otherwise it
+// returns a *catalog.Conflict with the key's current value, and the catalog
+// applies its change again to that. So changes made at the same moment
+// through two nodes are both kept, where a plain write would let the later
+// one silently drop the other.
+//
+// Every read and write of one key happens under the catalog's lock
+// (catalog.Sync, SyncGroupConfig and the Persist calls), so the revision
+// kept for a key always goes with the value the catalog holds.
+type casKeys struct {
+	cli *clientv3.Client
+	mu  sync.Mutex
+	rev map[string]int64 // key -> ModRevision last seen (0: no such key); absent: not read yet
+}
+
+func newCASKeys(cli *clientv3.Client) *casKeys {
+	return &casKeys{cli: cli, rev: map[string]int64{}}
+}
+
+// read returns key's value (nil if it has none) and remembers its revision.
+func (k *casKeys) read(ctx context.Context, key string) ([]byte, error) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	r, err := k.cli.Get(rctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var val []byte
+	var rev int64
+	if len(r.Kvs) > 0 {
+		val, rev = r.Kvs[0].Value, r.Kvs[0].ModRevision
+	}
+	k.setRev(key, rev)
+	return val, nil
+}
+
+func (k *casKeys) setRev(key string, rev int64) {
+	k.mu.Lock()
+	k.rev[key] = rev
+	k.mu.Unlock()
+}
+
+// write stores val at key (nil: deletes it) if nobody changed the key since
+// this node last read or wrote it. A key never read (the node loaded it
+// through the store at start) is read first, and the catalog is asked to
+// apply its change to what it holds. An error other than a Conflict leaves
+// the revision unknown (the write may or may not have happened), so the next
+// write reads the key first.
+func (k *casKeys) write(key string, val []byte) error {
+	k.mu.Lock()
+	rev, known := k.rev[key]
+	delete(k.rev, key)
+	k.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !known {
+		cur, err := k.read(ctx, key)
+		if err != nil {
+			return fmt.Errorf("reading %s from etcd: %w", key, err)
+		}
+		return &catalog.Conflict{Current: cur}
+	}
+	op := clientv3.OpPut(key, string(val))
+	if val == nil {
+		op = clientv3.OpDelete(key)
+	}
+	r, err := k.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return fmt.Errorf("writing %s to etcd: %w", key, err)
+	}
+	if r.Succeeded {
+		if val == nil {
+			k.setRev(key, 0)
+		} else {
+			k.setRev(key, r.Header.Revision)
+		}
+		return nil
+	}
+	var cur []byte
+	var curRev int64
+	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+		cur, curRev = kvs[0].Value, kvs[0].ModRevision
+	}
+	k.setRev(key, curRev)
+	return &catalog.Conflict{Current: cur}
+}
