@@ -17,7 +17,7 @@
 //	k/unknown-users        32 random bytes: the key of unknown users' made-up credentials
 //
 // In cluster mode other nodes change the same records; Watch (etcdwatch.go)
-// follows them and feeds Apply and Reload.
+// follows them and feeds Sync and Reload.
 package authstate
 
 import (
@@ -278,6 +278,34 @@ func (s *State) Apply(key, value []byte) {
 	s.applyLocked([]entry{e})
 	s.mu.Unlock()
 	s.log.Debug("authstate: security record applied", "key", e.key, "deleted", e.deleted())
+}
+
+// Sync brings the records at keys (within Partition) up to date with what
+// read returns for each (nil: none), reading under the state's lock: no
+// change made through this State can fall between a read and its use, so a
+// read that sees every change already made (a linearizable read of the
+// shared store, in cluster mode) never takes the state back past one of
+// them. Applying an event's value instead could: the late event of an older
+// write, say the ACL this node has just deleted, would restore it until the
+// event of the deletion came. An undecodable record is logged and ignored,
+// as by Apply; an error of read stops the sync and is returned.
+func (s *State) Sync(keys [][]byte, read func(key []byte) ([]byte, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range keys {
+		value, err := read(key)
+		if err != nil {
+			return err
+		}
+		e, err := decode(key, value)
+		if err != nil {
+			s.log.Error("authstate: ignoring a security record from the store", "err", err)
+			continue
+		}
+		s.applyLocked([]entry{e})
+		s.log.Debug("authstate: security record applied", "key", e.key, "deleted", e.deleted())
+	}
+	return nil
 }
 
 // entry is one decoded record: a credential, a binding, or (neither) the

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -18,8 +17,8 @@ const rewatchPause = time.Second
 const reloadTimeout = 10 * time.Second
 
 // Watch keeps s up to date with the records under prefix (the etcd keys of
-// Partition, st.RecordKey(Partition, nil)) until ctx is done: changes made
-// through other nodes are applied as etcd reports them.
+// Partition, st.RecordKey(Partition, nil)) until ctx is done: each record
+// etcd reports changed (by any node) is read again and applied (State.Sync).
 //
 // It learns etcd's current revision, re-reads the whole state (Reload),
 // then watches from the next revision, so that nothing written between the
@@ -59,18 +58,46 @@ func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *Stat
 	}
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stop()
+	read := func(key []byte) ([]byte, error) {
+		gctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+		defer cancel()
+		r, err := cli.Get(gctx, prefix+string(key))
+		if err != nil || len(r.Kvs) == 0 {
+			return nil, err
+		}
+		return r.Kvs[0].Value, nil
+	}
 	for wr := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
 		if err := wr.Err(); err != nil {
 			return err
 		}
+		// An event says which record changed, not what it holds now: read
+		// it again (State.Sync). Many at once (a large CreateAcls): read
+		// everything once.
+		var keys [][]byte
+		seen := map[string]bool{}
 		for _, ev := range wr.Events {
 			key := bytes.TrimPrefix(ev.Kv.Key, []byte(prefix))
-			if ev.Type == mvccpb.DELETE {
-				s.Apply(key, nil)
-			} else {
-				s.Apply(key, ev.Kv.Value)
+			if !seen[string(key)] {
+				seen[string(key)] = true
+				keys = append(keys, key)
 			}
+		}
+		var err error
+		if len(keys) > maxKeyReads {
+			rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+			err = s.Reload(rctx)
+			cancel()
+		} else {
+			err = s.Sync(keys, read)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return ctx.Err()
 }
+
+// maxKeyReads is the most records of one watch answer read one by one;
+// beyond it the whole state is read again.
+const maxKeyReads = 32

@@ -85,3 +85,41 @@ func TestWatchSharesChangesBetweenNodes(t *testing.T) {
 		return ok
 	})
 }
+
+// TestWatchNeverRestoresWhatThisNodeChanged: a node that creates an ACL and
+// at once deletes it never authorizes by it again once the deletion has
+// returned, though the watch reports the creation after the deletion was
+// applied: the watch reads each reported record again instead of applying
+// the value the event carries.
+func TestWatchNeverRestoresWhatThisNodeChanged(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := open(t, st)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		authstate.Watch(wctx, cli, st.RecordKey(authstate.Partition, nil), a, quiet)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	// The watch is up once it reports a change.
+	if err := a.SetPassword(ctx, "ready", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	all := acl.Filter{ResourceType: acl.ResourceTopic, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}
+	for i := range 30 {
+		mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+		if _, errs := a.DeleteACLs(ctx, []acl.Filter{all}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		for deadline := time.Now().Add(20 * time.Millisecond); time.Now().Before(deadline); {
+			if a.Authorize("User:alice", "h", acl.OpRead, acl.ResourceTopic, "orders") {
+				t.Fatalf("round %d: the deleted ACL authorizes again on the node that deleted it", i)
+			}
+		}
+	}
+}
