@@ -71,6 +71,10 @@ type Config struct {
 	Group      group.Config
 	// MaxFrameBytes caps a request frame (0 = 100 MiB).
 	MaxFrameBytes int32
+	// MaxInflightRequestBytes is server.Config's: the budget of large
+	// request frames served at once (0: the server's default, 16 MiB;
+	// negative: no limit).
+	MaxInflightRequestBytes int64
 	// MaxConnections and MaxConnectionsPerIP cap the client connections
 	// open at once, in all and from one IP address (0: no cap); see
 	// server.Config.
@@ -277,13 +281,14 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.topo = server.SingleNode(server.Broker{NodeID: cfg.NodeID}, cfg.ClusterID)
 	n.srv, err = server.New(server.Config{
-		Listeners:     listeners,
-		Security:      sec,
-		Groups:        groups{n.coord, n.serving()},
-		Topology:      n.topology(),
-		Catalog:       cat,
-		Group:         gcfg,
-		MaxFrameBytes: cfg.MaxFrameBytes,
+		Listeners:               listeners,
+		Security:                sec,
+		Groups:                  groups{n.coord, n.serving()},
+		Topology:                n.topology(),
+		Catalog:                 cat,
+		Group:                   gcfg,
+		MaxFrameBytes:           cfg.MaxFrameBytes,
+		MaxInflightRequestBytes: cfg.MaxInflightRequestBytes,
 
 		MaxConnections:      cfg.MaxConnections,
 		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP,

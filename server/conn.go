@@ -242,6 +242,9 @@ type conn struct {
 	once      sync.Once
 	wbuf      []byte
 	fbuf      []byte // reusable frame buffer (see frameFree)
+	// held is the share of the server's request budget the request being
+	// served holds (reqbudget.go); 0 for a small one.
+	held int64
 	// cur is the request being served (one at a time), and spare the last
 	// frame-free request, decoded into again when the next one is of its
 	// kind (resetSpare): two allocations less per heartbeat or commit.
@@ -316,10 +319,23 @@ func (c *conn) run() {
 			return
 		}
 		c.idleSince.Store(0) // busy until its response is written (serveOne)
-		if !c.serveOne(r) {
+		ok := c.serveOne(r)
+		c.releaseBudget()
+		// Answered: the decoded request must not live on until the
+		// connection's next one (a large one, kept by every idle
+		// connection, would defeat the budget). A reused one stays as
+		// c.spare.
+		c.cur.req = nil
+		if !ok {
 			return
 		}
 	}
+}
+
+// releaseBudget gives back the request budget the current request holds.
+func (c *conn) releaseBudget() {
+	c.s.budget.release(c.held)
+	c.held = 0
 }
 
 // readRequest reads and decodes the next request; nil (after logging why)
@@ -379,9 +395,15 @@ func (c *conn) readRequest() *request {
 	if reuse {
 		spare = c.spare
 	}
+	held, err := c.s.budget.acquire(c.ctx, int64(size), c.s.metrics.budgetWait)
+	if err != nil {
+		return nil // the server is closing
+	}
+	c.held = held
 	r := &c.cur
 	header, err := decodeFrameInto(r, frame, c.clientID, spare)
 	if err != nil {
+		c.releaseBudget()
 		attrs := []any{"err", err}
 		if header {
 			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
@@ -391,6 +413,7 @@ func (c *conn) readRequest() *request {
 		return nil
 	}
 	if err := checkEntries(r.req); err != nil {
+		c.releaseBudget()
 		c.logBadRequest("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
 		c.s.metrics.protocolError("too_many_entries")
 		return nil
@@ -501,6 +524,9 @@ func (c *conn) serveOne(r *request) bool {
 	}
 	var stopWatch func()
 	if a := group.LookupAPI(r.key); a != nil && a.Parks {
+		// It may wait for other members, whose requests may need the
+		// budget: decoded, it holds no share of it.
+		c.releaseBudget()
 		stopWatch = c.watchHangup()
 	}
 	var resp kmsg.Response
@@ -517,6 +543,7 @@ func (c *conn) serveOne(r *request) bool {
 	if stopWatch != nil {
 		stopWatch()
 	}
+	c.releaseBudget() // answered: what is left is the response
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.log.Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)

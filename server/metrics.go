@@ -23,6 +23,7 @@ type metrics struct {
 	errs           [maxKey][numCodes]atomic.Pointer[prometheus.Counter]
 	offsets        prometheus.Counter
 	protocolErrors *prometheus.CounterVec
+	budgetWaits    prometheus.Counter
 	auth           *prometheus.CounterVec
 	listeners      map[string]*listenerMetrics
 	authz          *authzMetrics
@@ -108,6 +109,12 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 		Namespace: "cohort", Subsystem: "server", Name: "protocol_errors_total",
 		Help: "Connections closed because of a bad request, by reason.",
 	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	if m.budgetWaits, err = register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "request_budget_waits_total",
+		Help: "Large requests (over 64 KiB) that waited for others to be answered before being decoded (--max-inflight-request-bytes).",
+	})); err != nil {
 		return nil, err
 	}
 	conns, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -252,6 +259,13 @@ func (m *metrics) errorCode(key int16, code int16) {
 // protocolErrorReasons are the reasons protocolError is called with.
 var protocolErrorReasons = []string{"frame_size", "truncated_header", "unknown_api", "unsupported_version",
 	"malformed_body", "too_many_entries", "session_expired", "unauthenticated_request", "sasl_token_size"}
+
+// budgetWait counts a large request that waited for the request budget.
+func (m *metrics) budgetWait() {
+	if m != nil {
+		m.budgetWaits.Inc()
+	}
+}
 
 // protocolError counts a connection closed for reason.
 func (m *metrics) protocolError(reason string) {

@@ -49,6 +49,12 @@ type Config struct {
 	// 4-byte size); larger frames close the connection. 0 means
 	// DefaultMaxFrameBytes.
 	MaxFrameBytes int32
+	// MaxInflightRequestBytes bounds the frames of large requests (over
+	// 64 KiB) decoded and answered at once, summed over all connections
+	// (reqbudget.go); a large request beyond it waits, one larger than it
+	// is served alone. 0 means DefaultMaxInflightRequestBytes, negative no
+	// limit.
+	MaxInflightRequestBytes int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// TLS, with Listen, makes the single listener an SSL listener.
@@ -136,6 +142,7 @@ type Server struct {
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
 	idleClock atomic.Int64
+	budget    *requestBudget // nil: no limit
 	closed    bool
 	serving   bool
 	baseCtx   context.Context
@@ -160,6 +167,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxFrameBytes == 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
+	if cfg.MaxInflightRequestBytes == 0 {
+		cfg.MaxInflightRequestBytes = DefaultMaxInflightRequestBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -180,6 +190,7 @@ func New(cfg Config) (*Server, error) {
 		catalog: cfg.Catalog,
 		conns:   make(map[*conn]struct{}),
 		perIP:   make(map[netip.Addr]int),
+		budget:  newRequestBudget(cfg.MaxInflightRequestBytes),
 	}
 	if s.catalog == nil {
 		s.catalog = catalog.New(catalog.Options{})

@@ -167,7 +167,7 @@ type serveFlags struct {
 	listen, advertise, clusterID, dataDir, httpListen, metrics, logLevel string
 	backupDir, logFormat                                                 string
 	nodeID, maxSize, maxFrame, partitions                                int
-	maxConns, maxConnsPerIP                                              int
+	maxConns, maxConnsPerIP, maxInflight                                 int
 	maxIdle                                                              time.Duration
 	minSession, maxSession, initialDelay                                 time.Duration
 	retention, retentionCheck                                            time.Duration
@@ -222,6 +222,7 @@ func newServeFlags() *serveFlags {
 	str(&s.backupDir, "backup-dir", "", "directory that SIGUSR1 writes a consistent copy of the embedded store into, as cohort-<UTC time> (default: off)")
 	num(&s.partitions, "partitions", 50, "coordinator partitions (recorded with the state at the first start; another count is refused later)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
+	num(&s.maxInflight, "max-inflight-request-bytes", 16<<20, "large request frames (over 64 KiB) decoded and answered at once, summed over all connections; a large request beyond it waits, one larger than it is served alone (0: no limit)")
 	num(&s.maxConns, "max-connections", 0, "client connections open at once, over all listeners; beyond it a new one is closed at once (0: no limit)")
 	num(&s.maxConnsPerIP, "max-connections-per-ip", 0, "client connections open at once from one IP address; beyond it a new one is closed at once (0: no limit)")
 	dur(&s.maxIdle, "connections-max-idle", 10*time.Minute, "close a client connection that sent no complete request for this long, also one stopped in the middle of a request (0: never)")
@@ -389,6 +390,9 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	}
 	if s.maxFrame < 1 {
 		return fmt.Errorf("--max-request-bytes must be at least 1")
+	}
+	if s.maxInflight < 0 {
+		return fmt.Errorf("--max-inflight-request-bytes %d: want 0 (no limit) or more", s.maxInflight)
 	}
 	if s.metrics != "" {
 		if s.httpListen != "" && s.httpListen != s.metrics {
@@ -580,26 +584,27 @@ func serve(args []string) error {
 	}
 	defer signal.Stop(sig)
 	n, err := node.Start(node.Config{
-		Listeners:              listeners,
-		Advertised:             advertisedEPs,
-		Security:               sec,
-		Advertise:              s.advertise,
-		NodeID:                 int32(s.nodeID),
-		ClusterID:              s.clusterID,
-		DataDir:                s.dataDir,
-		Partitions:             s.partitions,
-		Group:                  cfg,
-		MaxFrameBytes:          int32(s.maxFrame),
-		MaxConnections:         s.maxConns,
-		MaxConnectionsPerIP:    s.maxConnsPerIP,
-		ConnectionsMaxIdle:     s.maxIdle,
-		HTTPListen:             s.httpListen,
-		HTTPTLS:                s.httpTLS,
-		MetricsAuth:            s.metricsAuth,
-		HTTPHandlers:           console.Register,
-		Logger:                 log,
-		RetentionCheckInterval: s.retentionCheck,
-		Cluster:                clusterCfg,
+		Listeners:               listeners,
+		Advertised:              advertisedEPs,
+		Security:                sec,
+		Advertise:               s.advertise,
+		NodeID:                  int32(s.nodeID),
+		ClusterID:               s.clusterID,
+		DataDir:                 s.dataDir,
+		Partitions:              s.partitions,
+		Group:                   cfg,
+		MaxFrameBytes:           int32(s.maxFrame),
+		MaxInflightRequestBytes: inflightBytes(s.maxInflight),
+		MaxConnections:          s.maxConns,
+		MaxConnectionsPerIP:     s.maxConnsPerIP,
+		ConnectionsMaxIdle:      s.maxIdle,
+		HTTPListen:              s.httpListen,
+		HTTPTLS:                 s.httpTLS,
+		MetricsAuth:             s.metricsAuth,
+		HTTPHandlers:            console.Register,
+		Logger:                  log,
+		RetentionCheckInterval:  s.retentionCheck,
+		Cluster:                 clusterCfg,
 	})
 	if err != nil {
 		return err
@@ -733,4 +738,14 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// inflightBytes turns --max-inflight-request-bytes into
+// server.Config.MaxInflightRequestBytes, where 0 means the default and
+// negative no limit.
+func inflightBytes(n int) int64 {
+	if n == 0 {
+		return -1
+	}
+	return int64(n)
 }
