@@ -51,6 +51,11 @@ type ClusterConfig struct {
 	Rack string
 	// DialTimeout bounds the first connection to etcd (default 5s).
 	DialTimeout time.Duration
+	// CompactionInterval is how often one node of the cluster compacts
+	// etcd's history up to the revision of one interval earlier
+	// (etcdstore.Compactor; default 5 minutes, negative: never, for an
+	// etcd that compacts by itself).
+	CompactionInterval time.Duration
 	// MultiAppend makes the coordinator pack the batches of all its
 	// partitions into shared etcd transactions (store/etcd.Multi). Faster
 	// under load; the cost is that when one partition of a round has lost
@@ -320,6 +325,17 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		}
 		return nil
 	})
+	if every := n.cfg.Cluster.CompactionInterval; every >= 0 {
+		if every == 0 {
+			every = 5 * time.Minute
+		}
+		c := etcdstore.NewCompactor(n.cl.cli, n.cfg.Cluster.Prefix)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Run(ctx, every, n.log)
+		}()
+	}
 	go func() {
 		wg.Wait()
 		close(n.cl.done)

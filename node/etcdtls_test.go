@@ -85,20 +85,7 @@ func TestClusterEtcdTLS(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "events"); err != nil {
 		t.Fatal(err)
 	}
-	commit := func(at int64) {
-		t.Helper()
-		offs := kadm.Offsets{}
-		offs.Add(kadm.Offset{Topic: "events", Partition: 0, At: at, LeaderEpoch: -1})
-		var r kadm.OffsetResponses
-		var err error
-		for ctx.Err() == nil { // until the node (again) owns the group's partition
-			if r, err = adm.CommitOffsets(ctx, "g", offs); err == nil && r.Error() == nil {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("commit %d: %v %v", at, err, r.Error())
-	}
+	commit := func(at int64) { commitUntilOwned(ctx, t, adm, "g", "events", at) }
 	commit(1)
 
 	// Files that do not match: an error, and the certificate in use stays.

@@ -753,17 +753,27 @@ func TestReloadOAuthKeys(t *testing.T) {
 	}
 }
 
-// logTail collects a child's stderr, safe to read while it writes.
+// logTail collects a child's stderr (or a node's log), safe to read while
+// it writes; unless silent it also copies it to the test's stderr.
 type logTail struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	silent bool
 }
 
 func (l *logTail) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	os.Stderr.Write(p)
+	if !l.silent {
+		os.Stderr.Write(p)
+	}
 	return l.buf.Write(p)
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func (l *logTail) has(s string) bool {

@@ -173,7 +173,7 @@ type serveFlags struct {
 	retention, retentionCheck                                            time.Duration
 	etcd, etcdCA, etcdCert, etcdKey, etcdPrefix, rack                    string
 	etcdUser, etcdPasswordFile                                           string
-	leaseTTL                                                             time.Duration
+	leaseTTL, etcdCompaction                                             time.Duration
 	listeners, advertised                                                string
 	allowUnauth, authorizer, allowNoACL, httpTLS, metricsAuth            bool
 	hugePages                                                            bool
@@ -284,6 +284,7 @@ func newServeFlags() *serveFlags {
 	str(&s.etcdPasswordFile, "etcd-password-file", "", "file holding the password of --etcd-user (one line)")
 	str(&s.etcdPrefix, "etcd-prefix", "/cohort/", "prefix of every etcd key cohort uses")
 	dur(&s.leaseTTL, "lease-ttl", 10*time.Second, "etcd lease TTL: how long a dead node's partitions wait before others take over (whole seconds, at least 2s)")
+	dur(&s.etcdCompaction, "etcd-compaction-interval", 5*time.Minute, "at this interval one node compacts etcd's history up to the revision of one interval earlier, so that etcd's database does not grow until its quota stops every write (0: never, when etcd compacts by itself: --auto-compaction-retention)")
 	str(&s.rack, "rack", "", "rack advertised in Metadata (cluster mode)")
 	return s
 }
@@ -520,7 +521,13 @@ func serve(args []string) error {
 			}
 		}
 		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey,
-			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack, Username: s.etcdUser}
+			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack, Username: s.etcdUser,
+			CompactionInterval: s.etcdCompaction}
+		if s.etcdCompaction == 0 {
+			clusterCfg.CompactionInterval = -1
+		} else if s.etcdCompaction < time.Minute {
+			return fmt.Errorf("--etcd-compaction-interval %s: want 0 (never) or at least 1m (a watch falling further behind than one interval reads everything again)", shortDuration(s.etcdCompaction))
+		}
 		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
 			return err
 		}
