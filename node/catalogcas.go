@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/catalog"
@@ -25,12 +27,15 @@ import (
 // kept for a key always goes with the value the catalog holds.
 type casKeys struct {
 	cli *clientv3.Client
+	// max is the largest value written (etcdstore.Store.MaxRecordBytes,
+	// below etcd's default request limit).
+	max int
 	mu  sync.Mutex
 	rev map[string]int64 // key -> ModRevision last seen (0: no such key); absent: not read yet
 }
 
-func newCASKeys(cli *clientv3.Client) *casKeys {
-	return &casKeys{cli: cli, rev: map[string]int64{}}
+func newCASKeys(cli *clientv3.Client, max int) *casKeys {
+	return &casKeys{cli: cli, max: max, rev: map[string]int64{}}
 }
 
 // read returns key's value (nil if it has none) and remembers its revision.
@@ -56,13 +61,16 @@ func (k *casKeys) setRev(key string, rev int64) {
 	k.mu.Unlock()
 }
 
-// write stores val at key (nil: deletes it) if nobody changed the key since
+// write stores val at key (nil: deletes it; what names it in errors) if nobody changed the key since
 // this node last read or wrote it. A key never read (the node loaded it
 // through the store at start) is read first, and the catalog is asked to
 // apply its change to what it holds. An error other than a Conflict leaves
 // the revision unknown (the write may or may not have happened), so the next
 // write reads the key first.
-func (k *casKeys) write(key string, val []byte) error {
+func (k *casKeys) write(key, what string, val []byte) error {
+	if len(val) > k.max {
+		return fmt.Errorf("%s would take %d bytes in etcd, more than the %d one record may hold", what, len(val), k.max)
+	}
 	k.mu.Lock()
 	rev, known := k.rev[key]
 	delete(k.rev, key)
@@ -72,7 +80,7 @@ func (k *casKeys) write(key string, val []byte) error {
 	if !known {
 		cur, err := k.read(ctx, key)
 		if err != nil {
-			return fmt.Errorf("reading %s from etcd: %w", key, err)
+			return fmt.Errorf("reading %s from etcd: %w", what, err)
 		}
 		return &catalog.Conflict{Current: cur}
 	}
@@ -82,7 +90,10 @@ func (k *casKeys) write(key string, val []byte) error {
 	}
 	r, err := k.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(op).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
-		return fmt.Errorf("writing %s to etcd: %w", key, err)
+		if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+			err = fmt.Errorf("%w (%d bytes: more than this etcd's --max-request-bytes)", err, len(val))
+		}
+		return fmt.Errorf("writing %s to etcd: %w", what, err)
 	}
 	if r.Succeeded {
 		if val == nil {

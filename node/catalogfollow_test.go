@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -145,5 +148,32 @@ func TestClusterCatalogConcurrentChanges(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// TestClusterCatalogTooLargeForEtcd: a change that would make the topic
+// catalog's record larger than etcd accepts fails with a message saying so
+// before it is sent (not gRPC's or etcd's bare refusal, nor the record's
+// binary key), and changes nothing.
+func TestClusterCatalogTooLargeForEtcd(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ns := startCluster848(t, ec, 1, nil)
+	racks := make([][]string, catalog.MaxPartitions)
+	for p := range racks {
+		racks[p] = []string{fmt.Sprintf("rack-%010d", p), fmt.Sprintf("rack-%010d", p+1)}
+	}
+	_, err := ns[0].Catalog().Create("wide", catalog.MaxPartitions, racks)
+	if !errors.Is(err, catalog.ErrPersist) {
+		t.Fatalf("creating a topic whose racks exceed etcd's request limit: %v, want ErrPersist", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "the topic catalog would take") || !strings.Contains(msg, "one record may hold") || !utf8.ValidString(msg) {
+		t.Fatalf("message %q: want it to name the topic catalog and etcd's limit, in UTF-8", msg)
+	}
+	if _, ok := ns[0].Catalog().Lookup("wide"); ok {
+		t.Fatal("the topic that could not be stored is in the catalog")
+	}
+	if _, err := ns[0].Catalog().Create("narrow", 1, nil); err != nil {
+		t.Fatalf("a small change after the failed one: %v", err)
 	}
 }

@@ -575,10 +575,13 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	if n.cl != nil {
 		// Other nodes change the same records: write only over what this
 		// node last saw (casKeys).
-		n.cl.keys = newCASKeys(n.cl.cli)
+		n.cl.keys = newCASKeys(n.cl.cli, n.cl.st.MaxRecordBytes())
 		persist = func(key []byte) func([]byte) error {
-			k := n.cl.st.RecordKey(CatalogPartition, key)
-			return func(snap []byte) error { return n.cl.keys.write(k, snap) }
+			k, what := n.cl.st.RecordKey(CatalogPartition, key), "the topic catalog"
+			if g, ok := strings.CutPrefix(string(key), groupConfigPrefix); ok {
+				what = fmt.Sprintf("group %q's configs", g)
+			}
+			return func(snap []byte) error { return n.cl.keys.write(k, what, snap) }
 		}
 	}
 	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Removed: func(names []string) {
