@@ -61,6 +61,12 @@ var (
 // ErrPersist.
 type Conflict struct {
 	Current []byte
+	// Accepted, if set, is called once the catalog holds Current (it
+	// installed it, or already had it) and before it tries again: a writer
+	// that compares revisions takes Current's as the one it last saw
+	// there, so that a record the catalog could not read is never
+	// written over.
+	Accepted func()
 }
 
 func (e *Conflict) Error() string {
@@ -120,6 +126,12 @@ type Options struct {
 	// snapshot (GroupConfigSnapshot), nil when they are removed, stored
 	// apart from the topics'.
 	PersistGroup func(group string, snapshot []byte) error
+	// Shared says that other writers change the same records (cluster
+	// mode, with Persist and PersistGroup comparing revisions): a change
+	// that changes nothing in this catalog's view is still persisted, so
+	// that a view behind the store (a change made elsewhere and not seen
+	// yet) cannot report success for a change the store does not hold.
+	Shared bool
 	// Removed, if set, is called after a change that removed topics (a
 	// Delete, or a Restore without them) with their names. It is called
 	// outside the catalog's lock, once per change. (A topic deleted and
@@ -142,6 +154,7 @@ type Catalog struct {
 	mu           sync.Mutex // serialises changes (and Persist calls)
 	persist      func([]byte) error
 	persistGroup func(string, []byte) error
+	shared       bool
 	removed      func([]string)
 	cur          atomic.Pointer[view]
 	groups       atomic.Pointer[groupsView]
@@ -149,7 +162,7 @@ type Catalog struct {
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persist: opts.Persist, persistGroup: opts.PersistGroup, removed: opts.Removed}
+	c := &Catalog{persist: opts.Persist, persistGroup: opts.PersistGroup, shared: opts.Shared, removed: opts.Removed}
 	c.cur.Store(buildView(nil))
 	c.groups.Store(&groupsView{})
 	return c
@@ -471,6 +484,9 @@ func (c *Catalog) changeLocked(apply func(v *view) ([]Topic, error)) error {
 				return fmt.Errorf("%w: the stored catalog: %w", ErrPersist, derr)
 			}
 			c.install(v)
+		}
+		if cf.Accepted != nil {
+			cf.Accepted()
 		}
 	}
 }

@@ -38,6 +38,10 @@ func (s *shared) write(c *Catalog, val []byte) error {
 }
 
 func sharedCatalogs(n int, removed func(i int, names []string)) ([]*Catalog, *shared, *shared) {
+	return sharedCatalogsOpt(n, true, removed)
+}
+
+func sharedCatalogsOpt(n int, isShared bool, removed func(i int, names []string)) ([]*Catalog, *shared, *shared) {
 	topics := &shared{seen: map[*Catalog]int64{}}
 	groups := &shared{seen: map[*Catalog]int64{}}
 	cs := make([]*Catalog, n)
@@ -46,6 +50,7 @@ func sharedCatalogs(n int, removed func(i int, names []string)) ([]*Catalog, *sh
 		c = New(Options{
 			Persist:      func(b []byte) error { return topics.write(c, b) },
 			PersistGroup: func(_ string, b []byte) error { return groups.write(c, b) },
+			Shared:       isShared,
 			Removed: func(names []string) {
 				if removed != nil {
 					removed(i, names)
@@ -235,5 +240,33 @@ func TestConflictsBounded(t *testing.T) {
 	}
 	if got := d.Len(); got != newer.Len()+1 {
 		t.Fatalf("catalog has %d topics after a conflict with no record, want %d", got, newer.Len()+1)
+	}
+}
+
+// TestSharedNoOpStillWrites: with Shared, a config change that changes
+// nothing in a catalog's view that is behind the store is still written, so
+// it does not report success for a value another writer has since replaced.
+func TestSharedNoOpStillWrites(t *testing.T) {
+	for _, isShared := range []bool{true, false} {
+		cs, _, groups := sharedCatalogsOpt(2, isShared, nil)
+		a, b := cs[0], cs[1]
+		set := func(c *Catalog, v string) {
+			t.Helper()
+			if err := c.SetGroupConfig("g", map[string]string{"k": v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(a, "45000")
+		set(b, "50000") // a has not seen it
+		set(a, "45000") // a no-op in a's view
+		got, err := decodeGroup("g", groups.read(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"k": "45000"}; isShared && !maps.Equal(got, want) {
+			t.Fatalf("shared: the store holds %v after a's last change succeeded, want %v", got, want)
+		} else if !isShared && got["k"] != "50000" {
+			t.Fatalf("not shared: the store holds %v; the no-op should not have been written", got)
+		}
 	}
 }

@@ -117,7 +117,7 @@ func (c *Catalog) UpdateGroupConfig(group string, dryRun bool, update func(cur m
 		if _, had := cur.m[group]; !had && len(next) > 0 && len(cur.m) >= MaxConfiguredGroups {
 			return fmt.Errorf("%w: %d groups have configs already (at most %d): remove some first", ErrInvalidGroupConfig, len(cur.m), MaxConfiguredGroups)
 		}
-		if dryRun || maps.Equal(next, cur.m[group]) {
+		if dryRun || maps.Equal(next, cur.m[group]) && !c.shared {
 			return nil
 		}
 		if c.persistGroup != nil {
@@ -141,6 +141,9 @@ func (c *Catalog) UpdateGroupConfig(group string, dryRun bool, update func(cur m
 			return fmt.Errorf("%w: the stored configs: %w", ErrPersist, derr)
 		}
 		c.installGroup(group, cfg)
+		if cf.Accepted != nil {
+			cf.Accepted()
+		}
 	}
 }
 

@@ -31,28 +31,44 @@ type casKeys struct {
 	// below etcd's default request limit).
 	max int
 	mu  sync.Mutex
-	rev map[string]int64 // key -> ModRevision last seen (0: no such key); absent: not read yet
+	rev map[string]int64 // key -> ModRevision the catalog last took (0: no such key); absent: not known
 }
 
 func newCASKeys(cli *clientv3.Client, max int) *casKeys {
 	return &casKeys{cli: cli, max: max, rev: map[string]int64{}}
 }
 
-// read returns key's value (nil if it has none) and remembers its revision.
-func (k *casKeys) read(ctx context.Context, key string) ([]byte, error) {
+// read returns key's value (nil if it has none) and its revision, which
+// the caller remembers (setRev) only once the catalog has taken the value:
+// a record it cannot read (a newer version's, or damaged) must never be
+// written over as if this node had seen it.
+func (k *casKeys) read(ctx context.Context, key string) ([]byte, int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	r, err := k.cli.Get(rctx, key)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var val []byte
+	if len(r.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	return r.Kvs[0].Value, r.Kvs[0].ModRevision, nil
+}
+
+// sync has the catalog take key's value through apply (catalog.Sync or
+// SyncGroupConfig, given the read), and remembers the revision read if it
+// did.
+func (k *casKeys) sync(ctx context.Context, key string, apply func(read func() ([]byte, error)) error) error {
 	var rev int64
-	if len(r.Kvs) > 0 {
-		val, rev = r.Kvs[0].Value, r.Kvs[0].ModRevision
+	err := apply(func() ([]byte, error) {
+		v, r, err := k.read(ctx, key)
+		rev = r
+		return v, err
+	})
+	if err == nil {
+		k.setRev(key, rev)
 	}
-	k.setRev(key, rev)
-	return val, nil
+	return err
 }
 
 func (k *casKeys) setRev(key string, rev int64) {
@@ -78,11 +94,11 @@ func (k *casKeys) write(key, what string, val []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if !known {
-		cur, err := k.read(ctx, key)
+		cur, curRev, err := k.read(ctx, key)
 		if err != nil {
 			return fmt.Errorf("reading %s from etcd: %w", what, err)
 		}
-		return &catalog.Conflict{Current: cur}
+		return &catalog.Conflict{Current: cur, Accepted: func() { k.setRev(key, curRev) }}
 	}
 	op := clientv3.OpPut(key, string(val))
 	if val == nil {
@@ -96,11 +112,9 @@ func (k *casKeys) write(key, what string, val []byte) error {
 		return fmt.Errorf("writing %s to etcd: %w", what, err)
 	}
 	if r.Succeeded {
-		if val == nil {
-			k.setRev(key, 0)
-		} else {
+		if val != nil {
 			k.setRev(key, r.Header.Revision)
-		}
+		} // a deleted key is read again before it is next written: nothing kept per deleted group
 		return nil
 	}
 	var cur []byte
@@ -108,6 +122,5 @@ func (k *casKeys) write(key, what string, val []byte) error {
 	if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		cur, curRev = kvs[0].Value, kvs[0].ModRevision
 	}
-	k.setRev(key, curRev)
-	return &catalog.Conflict{Current: cur}
+	return &catalog.Conflict{Current: cur, Accepted: func() { k.setRev(key, curRev) }}
 }

@@ -177,3 +177,33 @@ func TestClusterCatalogTooLargeForEtcd(t *testing.T) {
 		t.Fatalf("a small change after the failed one: %v", err)
 	}
 }
+
+// TestClusterCatalogNeverOverwritesWhatItCannotRead: a catalog record this
+// node cannot read (a later version's) is never written over: changes fail
+// until a node that reads it writes one this node can.
+func TestClusterCatalogNeverOverwritesWhatItCannotRead(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ns := startCluster848(t, ec, 1, nil)
+	cli := ec.Client(t)
+	ctx := context.Background()
+	key := ns[0].cl.st.RecordKey(CatalogPartition, catalogKey)
+	later := `{"version":2,"topics":[],"something":"new"}`
+	if _, err := cli.Put(ctx, key, later); err != nil {
+		t.Fatal(err)
+	}
+	// The node's watch reports the record and fails to take it; a change
+	// must not succeed over it, now or after the watch has tried.
+	for i := range 3 {
+		if _, err := ns[0].Catalog().Create(fmt.Sprint("after-", i), 1, nil); !errors.Is(err, catalog.ErrPersist) {
+			t.Fatalf("creating a topic over a record this node cannot read: %v, want ErrPersist", err)
+		}
+		r, err := cli.Get(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Kvs[0].Value) != later {
+			t.Fatalf("the record was overwritten with %s", r.Kvs[0].Value)
+		}
+		time.Sleep(100 * time.Millisecond) // let the watch try again
+	}
+}

@@ -307,11 +307,12 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	// Each key is read again under the catalog's lock (catalog.Sync): the
 	// value read is never older than a change this node already made.
 	topicsKey := n.cl.st.RecordKey(CatalogPartition, catalogKey)
-	syncTopics := func(string) error { return cat.Sync(func() ([]byte, error) { return n.cl.keys.read(ctx, topicsKey) }) }
+	syncTopics := func(string) error { return n.cl.keys.sync(ctx, topicsKey, cat.Sync) }
 	follow(topicsKey, false, "catalog", syncTopics, func([]string) error { return syncTopics(topicsKey) })
 	groupsPrefix := n.cl.st.RecordKey(CatalogPartition, []byte(groupConfigPrefix))
 	syncGroup := func(key string) error {
-		return cat.SyncGroupConfig(strings.TrimPrefix(key, groupsPrefix), func() ([]byte, error) { return n.cl.keys.read(ctx, key) })
+		g := strings.TrimPrefix(key, groupsPrefix)
+		return n.cl.keys.sync(ctx, key, func(read func() ([]byte, error)) error { return cat.SyncGroupConfig(g, read) })
 	}
 	follow(groupsPrefix, true, "group configs", syncGroup, func(keys []string) error {
 		for _, g := range cat.ConfiguredGroups() { // removed while not watched

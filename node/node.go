@@ -584,7 +584,7 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			return func(snap []byte) error { return n.cl.keys.write(k, what, snap) }
 		}
 	}
-	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Removed: func(names []string) {
+	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Shared: n.cl != nil, Removed: func(names []string) {
 		// A deleted topic's offsets go (through this node's DeleteTopics,
 		// or another node's in cluster mode). The coordinator exists
 		// before any change can come: the start-up Restore removes

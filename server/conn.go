@@ -309,6 +309,7 @@ func (c *conn) run() {
 	c.lm.connOpened()
 	defer c.lm.connClosed()
 	defer c.close()
+	defer c.releaseBudget() // also after a panic (recoverBug runs first)
 	defer c.recoverBug("serve")
 	if !c.startAuth() {
 		return
@@ -395,6 +396,9 @@ func (c *conn) readRequest() *request {
 	if reuse {
 		spare = c.spare
 	}
+	// The request is complete: the connection is not idle while it waits
+	// for the budget.
+	c.idleSince.Store(0)
 	held, err := c.s.budget.acquire(c.ctx, int64(size), c.s.metrics.budgetWait)
 	if err != nil {
 		return nil // the server is closing

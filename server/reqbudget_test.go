@@ -164,3 +164,22 @@ func TestAnsweredRequestNotKept(t *testing.T) {
 		return seen.Value() == nil
 	})
 }
+
+// TestBudgetReturnedAfterAPanic: a request whose handling panics (a bug:
+// the connection is closed) gives its share of the budget back.
+func TestBudgetReturnedAfterAPanic(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.MaxInflightRequestBytes = 150 << 10 })
+	ts.groups.hook = func(ctx context.Context, c Client, req kmsg.Request) (kmsg.Response, error) {
+		if r, ok := req.(*kmsg.OffsetCommitRequest); ok && r.Group == "boom" {
+			panic("a bug in the coordinator")
+		}
+		resp := req.ResponseKind()
+		resp.SetVersion(req.GetVersion())
+		return resp, nil
+	}
+	c1 := ts.dial(t)
+	c1.send(bigCommit("boom", 6000), 1)
+	c1.expectClosed()
+	c2 := ts.dial(t)
+	c2.roundTrip(bigCommit("after", 6000)) // waits for ever if the share leaked
+}

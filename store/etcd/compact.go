@@ -112,8 +112,6 @@ func (c *Compactor) Run(ctx context.Context, interval time.Duration, log *slog.L
 		log.Warn("cluster: this node's etcd user may not compact etcd's history: make sure etcd compacts it itself (etcd --auto-compaction-retention), or its database grows until its quota stops every write; --etcd-compaction-interval 0 silences this", "err", err)
 		return
 	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, time.Minute)
 		rev, err := c.Step(sctx)
@@ -124,8 +122,13 @@ func (c *Compactor) Run(ctx context.Context, interval time.Duration, log *slog.L
 		case rev > 0:
 			log.Debug("cluster: compacted etcd's history", "revision", rev)
 		}
+		// A full interval from the end of this step, which recorded the
+		// revision the next one compacts to: at least an interval of
+		// history is kept however long a step takes.
+		t := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
