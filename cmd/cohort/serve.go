@@ -392,8 +392,8 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if s.maxFrame < 1 {
 		return fmt.Errorf("--max-request-bytes must be at least 1")
 	}
-	if s.maxInflight < 0 {
-		return fmt.Errorf("--max-inflight-request-bytes %d: want 0 (no limit) or more", s.maxInflight)
+	if s.etcdCompaction != 0 && s.etcdCompaction < time.Minute {
+		return fmt.Errorf("--etcd-compaction-interval %s: want 0 (never) or at least 1m (a watch falling further behind than one interval reads everything again)", shortDuration(s.etcdCompaction))
 	}
 	if s.metrics != "" {
 		if s.httpListen != "" && s.httpListen != s.metrics {
@@ -525,8 +525,6 @@ func serve(args []string) error {
 			CompactionInterval: s.etcdCompaction}
 		if s.etcdCompaction == 0 {
 			clusterCfg.CompactionInterval = -1
-		} else if s.etcdCompaction < time.Minute {
-			return fmt.Errorf("--etcd-compaction-interval %s: want 0 (never) or at least 1m (a watch falling further behind than one interval reads everything again)", shortDuration(s.etcdCompaction))
 		}
 		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
 			return err

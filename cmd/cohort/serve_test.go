@@ -124,6 +124,9 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--log-format", "xml"}, nil, `--log-format "xml": want text or json`},
 		{[]string{"--max-connections-per-ip", "-1"}, nil, "--max-connections-per-ip -1: want an integer from 0"},
 		{[]string{"--log-level", "loud"}, nil, `--log-level "loud": want debug, info, warn or error`},
+		{[]string{"--max-inflight-request-bytes", "-1"}, nil, "--max-inflight-request-bytes -1: want an integer from 0"},
+		{[]string{"--etcd-compaction-interval", "30s"}, nil, "--etcd-compaction-interval 30s: want 0 (never) or at least 1m"},
+		{[]string{"--etcd-compaction-interval", "-5m"}, nil, "--etcd-compaction-interval -5m"},
 	} {
 		err := newServeFlags().parse(c.args, env(c.env...))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
