@@ -331,10 +331,14 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 			every = 5 * time.Minute
 		}
 		c := etcdstore.NewCompactor(n.cl.cli, n.cfg.Cluster.Prefix)
+		var observe func(string)
+		if n.cm != nil {
+			observe = func(result string) { n.cm.compactions.WithLabelValues(result).Inc() }
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Run(ctx, every, n.log)
+			c.Run(ctx, every, n.log, observe)
 		}()
 	}
 	go func() {

@@ -39,7 +39,7 @@ func commitUntilOwned(ctx context.Context, t *testing.T, adm *kadm.Client, group
 func startCompacting(t *testing.T, ec *etcdtest.Cluster, prefix, user, pass string, logs *logTail) []*Node {
 	var ns []*Node
 	for id := int32(1); id <= 2; id++ {
-		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: 4,
+		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: 4, HTTPListen: "127.0.0.1:0",
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second,
 				Username: user, Password: pass, CompactionInterval: 200 * time.Millisecond}})
@@ -110,6 +110,17 @@ func TestClusterCompactsEtcdHistory(t *testing.T) {
 	if l := logs.String(); strings.Contains(l, "compacting etcd") {
 		t.Fatalf("a node failed to compact:\n%s", l)
 	}
+	compacted := 0.0
+	for _, n := range ns {
+		m := scrapeMetrics(t, n.HTTPAddr())
+		compacted += m.value("cohort_cluster_etcd_compactions_total", "result", "compacted")
+		if f := m.value("cohort_cluster_etcd_compactions_total", "result", "failed"); f != 0 {
+			t.Errorf("node %s counted %v failed compactions", n.Addr(), f)
+		}
+	}
+	if compacted < 1 {
+		t.Fatalf("the nodes counted %v compactions", compacted)
+	}
 }
 
 // TestClusterCompactionDeniedWarnsOnce: etcd with authentication lets only
@@ -120,7 +131,7 @@ func TestClusterCompactionDeniedWarnsOnce(t *testing.T) {
 	const prefix, pass = "/authed/", "etcd-pass-c0mp"
 	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": pass})
 	logs := logTail{silent: true}
-	startCompacting(t, ec, prefix, "cohort", pass, &logs)
+	ns := startCompacting(t, ec, prefix, "cohort", pass, &logs)
 	testwait.For(t, 10*time.Second, "both nodes warning", func() bool {
 		return strings.Count(logs.String(), "may not compact") >= 2
 	})
@@ -128,5 +139,11 @@ func TestClusterCompactionDeniedWarnsOnce(t *testing.T) {
 	// cluster took longer than an interval to settle).
 	if l := logs.String(); strings.Count(l, "level=WARN") != 2 || !strings.Contains(l, "--auto-compaction-retention") {
 		t.Fatalf("want one warning per node naming etcd's own compaction, got:\n%s", l)
+	}
+	for _, n := range ns {
+		m := scrapeMetrics(t, n.HTTPAddr())
+		if d, c := m.value("cohort_cluster_etcd_compactions_total", "result", "denied"), m.value("cohort_cluster_etcd_compactions_total", "result", "compacted"); d != 1 || c != 0 {
+			t.Errorf("node %s: %v denied and %v compacted, want 1 and 0", n.Addr(), d, c)
+		}
 	}
 }

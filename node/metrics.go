@@ -104,7 +104,14 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 // this node's coordinator.
 type clusterMetrics struct {
 	acquired, released prometheus.Counter
+	// compactions counts this node's turns at compacting etcd's history
+	// (etcdstore.Compactor), by result.
+	compactions *prometheus.CounterVec
 }
+
+// compactionResults are the results compactions counts, each exported from
+// the first scrape.
+var compactionResults = []string{"compacted", "failed", "denied"}
 
 func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 	m := &clusterMetrics{
@@ -116,8 +123,15 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 			Namespace: "cohort", Subsystem: "cluster", Name: "partitions_released_total",
 			Help: "Cluster mode: coordinator partitions this node stopped serving (handed over to another node, or dropped when its lease was lost or it closed).",
 		}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "cohort", Subsystem: "cluster", Name: "etcd_compactions_total",
+			Help: "Cluster mode: this node's compactions of etcd's history (--etcd-compaction-interval), by result: compacted; failed (etcd's history keeps growing until one succeeds); denied (etcd lets only root compact: etcd must compact by itself).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.acquired, m.released)
+	reg.MustRegister(m.acquired, m.released, m.compactions)
+	for _, r := range compactionResults {
+		m.compactions.WithLabelValues(r)
+	}
 	return m
 }
 

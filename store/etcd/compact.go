@@ -101,14 +101,19 @@ func (c *Compactor) Allowed(ctx context.Context) error {
 	return err
 }
 
-// Run calls Step every interval until ctx ends, logging what it does. If
-// etcd does not let the node compact (ErrCompactDenied), it says so once
-// and returns.
-func (c *Compactor) Run(ctx context.Context, interval time.Duration, log *slog.Logger) {
+// Run calls Step every interval until ctx ends, logging what it does and
+// telling observe (if not nil) the result of each compaction: "compacted",
+// "failed", or "denied" once if etcd does not let the node compact
+// (ErrCompactDenied), after which it returns.
+func (c *Compactor) Run(ctx context.Context, interval time.Duration, log *slog.Logger, observe func(result string)) {
+	if observe == nil {
+		observe = func(string) {}
+	}
 	actx, cancel := context.WithTimeout(ctx, time.Minute)
 	err := c.Allowed(actx)
 	cancel()
 	if errors.Is(err, ErrCompactDenied) {
+		observe("denied")
 		log.Warn("cluster: this node's etcd user may not compact etcd's history: make sure etcd compacts it itself (etcd --auto-compaction-retention), or its database grows until its quota stops every write; --etcd-compaction-interval 0 silences this", "err", err)
 		return
 	}
@@ -118,8 +123,10 @@ func (c *Compactor) Run(ctx context.Context, interval time.Duration, log *slog.L
 		cancel()
 		switch {
 		case err != nil && ctx.Err() == nil:
+			observe("failed")
 			log.Warn("cluster: compacting etcd's history failed; it grows until etcd compacts it itself (etcd --auto-compaction-retention) or this succeeds", "err", err)
 		case rev > 0:
+			observe("compacted")
 			log.Debug("cluster: compacted etcd's history", "revision", rev)
 		}
 		// A full interval from the end of this step, which recorded the
