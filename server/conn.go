@@ -319,7 +319,6 @@ func (c *conn) run() {
 		if r == nil {
 			return
 		}
-		c.idleSince.Store(0) // busy until its response is written (serveOne)
 		ok := c.serveOne(r)
 		c.releaseBudget()
 		// Answered: the decoded request must not live on until the
@@ -396,8 +395,8 @@ func (c *conn) readRequest() *request {
 	if reuse {
 		spare = c.spare
 	}
-	// The request is complete: the connection is not idle while it waits
-	// for the budget.
+	// The request is complete: the connection is busy from now until its
+	// response is written (serveOne), also while it waits for the budget.
 	c.idleSince.Store(0)
 	held, err := c.s.budget.acquire(c.ctx, int64(size), c.s.metrics.budgetWait)
 	if err != nil {
