@@ -130,8 +130,9 @@ func TestBigRebalance(t *testing.T) {
 				lat[n] = map[string][]time.Duration{}
 			}
 			for _, c := range children {
-				d, gens := bigRebalance(t, c.addr, fmt.Sprintf("big-%d-%d-%s", rep, n, c.name), n)
-				t.Logf("%s, %d members, series %d: %v (%d generations)", c.name, n, rep, d.Round(10*time.Microsecond), gens)
+				d, gens, cpu := bigRebalance(t, c, fmt.Sprintf("big-%d-%d-%s", rep, n, c.name), n)
+				t.Logf("%s, %d members, series %d: %v (%d generations; server CPU %v)", c.name, n, rep,
+					d.Round(10*time.Microsecond), gens, cpu.Round(10*time.Microsecond))
 				lat[n][c.name] = append(lat[n][c.name], d)
 			}
 		}
@@ -166,21 +167,28 @@ func TestBigRebalance(t *testing.T) {
 	t.Log(sb.String())
 }
 
-// bigRebalance forms group of n raw members on addr and returns formGroup's
-// latency and generations.
-func bigRebalance(t *testing.T, addr, group string, n int) (time.Duration, int32) {
+// bigRebalance forms group of n raw members on c and returns formGroup's
+// latency and generations, and the CPU time c's process used from the
+// first JoinGroup sent to the last member synced (zero where /proc has
+// none).
+func bigRebalance(t *testing.T, c *childTarget, group string, n int) (time.Duration, int32, time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	poll := max(waitPoll, time.Duration(n)*20*time.Microsecond)
-	ms, err := newRawMembers(ctx, addr, group, n, poll)
+	ms, err := newRawMembers(ctx, c.addr, group, n, poll)
 	defer leaveRaw(ms)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cpu0, ok0 := procCPU(c.cmd.Process.Pid)
 	d, gens, err := formGroup(ctx, ms, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, gens
+	cpu1, ok1 := procCPU(c.cmd.Process.Pid)
+	if !ok0 || !ok1 {
+		return d, gens, 0
+	}
+	return d, gens, cpu1 - cpu0
 }

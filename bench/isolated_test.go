@@ -42,11 +42,16 @@ func TestMain(m *testing.M) {
 // their heap to use huge pages, as cohort serve does by default
 // (--heap-huge-pages); with the suffix "-4k" (cohort-mem-4k, cohort-disk-4k)
 // they do not. They keep the collector's goal at cohort serve's floor
-// (--heap-floor-mib) as well.
+// (--heap-floor-mib) as well. The suffix "-nohistory", last, turns the
+// rebalance history off (cohort-mem-nohistory, cohort-mem-4k-nohistory).
 func serveChild(name string) int {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var addr string
 	var stop func()
+	history := true
+	if base, ok := strings.CutSuffix(name, "-nohistory"); ok && strings.HasPrefix(base, "cohort-") {
+		name, history = base, false
+	}
 	if strings.HasPrefix(name, "cohort-") {
 		defer heapfloor.Start(heapfloor.DefaultMiB << 20)() // as cohort serve does
 	}
@@ -64,6 +69,9 @@ func serveChild(name string) int {
 	case "cohort-mem", "cohort-disk":
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
+		if !history {
+			noHistory(&cfg)
+		}
 		nc := node.Config{Listen: "127.0.0.1:0", Group: cfg, Logger: logger}
 		if name == "cohort-mem" {
 			nc.Store = memstore.New()

@@ -255,6 +255,11 @@ type conn struct {
 	clientID string
 	// produceLogged: a refused Produce was logged (once per connection).
 	produceLogged bool
+	// watch runs watchPeek once a request that can park has been handled
+	// for hangupWatchDelay (nil before the connection's first such
+	// request); watchDone receives once per run of watchPeek.
+	watch     *time.Timer
+	watchDone chan struct{}
 }
 
 func newConn(s *Server, nc net.Conn, l *listener) *conn {
@@ -475,30 +480,54 @@ func frameFree(key int16) bool {
 // longAgo is a read deadline in the past: it wakes a blocked read at once.
 var longAgo = time.Unix(1, 0)
 
-// watchHangup watches the socket while a request that can park is handled:
+// hangupWatchDelay is how long a request that can park is handled before
+// its connection is watched for a hang-up. Most such requests are answered
+// sooner (the JoinGroups and SyncGroups of a rebalance of a thousand members
+// within tens of milliseconds), and a watch costs a goroutine, a read system
+// call and two deadline changes: a tenth of the server's CPU in such a
+// rebalance. A client that hangs up while parked is noticed at most this
+// much later (Config.hangupWatchDelay replaces it in tests), which changes nothing for its group (the coordinator answers
+// a parked request whether or not anybody still waits for it); only its
+// connection's goroutine lives that much longer.
+const hangupWatchDelay = time.Second
+
+// startWatch arms the hang-up watch for the request being handled: unless
+// stopWatch comes first, watchPeek runs after hangupWatchDelay.
+func (c *conn) startWatch() {
+	if c.watch == nil {
+		c.watchDone = make(chan struct{}, 1)
+		c.watch = time.AfterFunc(c.s.cfg.hangupWatchDelay, c.watchPeek)
+		return
+	}
+	c.watch.Reset(c.s.cfg.hangupWatchDelay)
+}
+
+// stopWatch ends the watch started by startWatch and returns once the
+// watcher no longer touches the reader.
+func (c *conn) stopWatch() {
+	if c.watch.Stop() {
+		return // never ran
+	}
+	c.nc.SetReadDeadline(longAgo)
+	<-c.watchDone
+	if c.ctx.Err() == nil {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+}
+
+// watchPeek watches the socket while a request that can park is handled:
 // if the client hangs up (or the socket fails), the connection's context is
 // cancelled, which abandons the parked request. Bytes of a request the
-// client pipelines end the watch and stay buffered for the next read. stop
-// ends the watch and returns once the watcher no longer touches the reader.
-func (c *conn) watchHangup() (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer c.recoverBug("watch")
-		if _, err := c.br.Peek(1); err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return // stopped (or drained): not a hang-up
-			}
-			c.cancel()
+// client pipelines end the watch and stay buffered for the next read.
+func (c *conn) watchPeek() {
+	defer func() { c.watchDone <- struct{}{} }()
+	defer c.recoverBug("watch")
+	if _, err := c.br.Peek(1); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return // stopped (or drained): not a hang-up
 		}
-	}()
-	return func() {
-		c.nc.SetReadDeadline(longAgo)
-		<-done
-		if c.ctx.Err() == nil {
-			c.nc.SetReadDeadline(time.Time{})
-		}
+		c.cancel()
 	}
 }
 
@@ -525,12 +554,13 @@ func (c *conn) serveOne(r *request) bool {
 		}
 		return false
 	}
-	var stopWatch func()
+	watched := false
 	if a := group.LookupAPI(r.key); a != nil && a.Parks {
 		// It may wait for other members, whose requests may need the
 		// budget: decoded, it holds no share of it.
 		c.releaseBudget()
-		stopWatch = c.watchHangup()
+		c.startWatch()
+		watched = true
 	}
 	var resp kmsg.Response
 	var err error
@@ -543,8 +573,8 @@ func (c *conn) serveOne(r *request) bool {
 	default:
 		resp, err = c.s.handle(c.ctx, Client{ID: r.clientID, Host: c.host, Principal: c.auth.principal, Listener: c.l.Name}, r)
 	}
-	if stopWatch != nil {
-		stopWatch()
+	if watched {
+		c.stopWatch()
 	}
 	c.releaseBudget() // answered: what is left is the response
 	if err != nil {

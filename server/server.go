@@ -88,6 +88,10 @@ type Config struct {
 	ConnectionsMaxIdle time.Duration
 	// Now is the clock of the idle check (nil: time.Now).
 	Now func() time.Time
+
+	// hangupWatchDelay replaces the package's constant (0: the constant);
+	// tests set it to watch at once.
+	hangupWatchDelay time.Duration
 }
 
 // Listener is one address the server accepts connections on.
@@ -169,6 +173,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflightRequestBytes == 0 {
 		cfg.MaxInflightRequestBytes = DefaultMaxInflightRequestBytes
+	}
+	if cfg.hangupWatchDelay == 0 {
+		cfg.hangupWatchDelay = hangupWatchDelay
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -509,6 +509,54 @@ func TestHangUpCancelsParkedRequest(t *testing.T) {
 	}
 }
 
+// TestHangUpWatchRearmed runs the hang-up watch at once (the default waits
+// hangupWatchDelay first): a watch that ran while a request was parked gives
+// the reader back with the pipelined request's bytes intact and the read
+// deadline cleared, and the next parked request on the connection is
+// watched again.
+func TestHangUpWatchRearmed(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.hangupWatchDelay = time.Nanosecond })
+	released := make(chan struct{})
+	ts.groups.hook = func(ctx context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		resp := req.ResponseKind()
+		if j, ok := req.(*kmsg.JoinGroupRequest); ok {
+			resp.(*kmsg.JoinGroupResponse).MemberID = "member-of-" + j.Group
+			ts.groups.parked <- struct{}{}
+			select {
+			case <-released:
+				released = make(chan struct{}) // the next join parks again
+			case <-ctx.Done():
+				ts.groups.cancelled <- struct{}{}
+				return nil, ctx.Err()
+			}
+		}
+		return resp, nil
+	}
+	c := ts.dial(t)
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Group = "g"
+	hb := kmsg.NewPtrHeartbeatRequest()
+	c.send(join, 1)
+	c.send(hb, 2) // pipelined: the watch finds these bytes
+	<-ts.groups.parked
+	time.Sleep(50 * time.Millisecond) // lets the watch reach its read (not needed for the outcome)
+	close(released)
+	if r := c.recv(join, 1).(*kmsg.JoinGroupResponse); r.ErrorCode != 0 || r.MemberID != "member-of-g" {
+		t.Fatalf("first join answered %+v", r)
+	}
+	if r := c.recv(hb, 2).(*kmsg.HeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("pipelined heartbeat answered %+v", r)
+	}
+	c.send(join, 3)
+	<-ts.groups.parked
+	c.nc.Close()
+	select {
+	case <-ts.groups.cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a hang-up during the connection's second parked request was not noticed")
+	}
+}
+
 func TestCloseCancelsParkedRequestAndReturns(t *testing.T) {
 	ts := startServer(t)
 	c := ts.dial(t)
