@@ -288,15 +288,12 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	sortWaits(ev.WaitedFor)
 	decode := g.protocolType == "consumer"
 	for _, m := range g.members {
-		prevID := m.id
 		prev, had := rb.before[m.id]
-		if !had && m.instanceID != "" {
+		if !had && m.instanceID != "" { // a static member replaced: compare with its predecessor
 			if id, ok := rb.beforeInst[m.instanceID]; ok {
-				prevID = id
 				prev, had = rb.before[id]
 			}
 		}
-		_ = prevID
 		mc := MemberChange{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
 			AssignmentBytes: len(m.assignment), Changed: !bytes.Equal(prev, m.assignment), New: !had}
 		if decode {
