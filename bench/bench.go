@@ -693,6 +693,25 @@ func deleteTopic(ctx context.Context, cl *kgo.Client, topic string) {
 	r.RequestWith(ctx, cl)
 }
 
+// boundedEach runs f(0) … f(n-1), at most limit at a time, and returns
+// firstError of their errors.
+func boundedEach(n, limit int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return firstError(errs)
+}
+
 // firstError returns the first error of errs, counting the others: when the
 // target goes away every member fails, most often for the same reason.
 func firstError(errs []error) error {

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,36 +22,24 @@ import (
 // member heartbeats to learn of a later generation.
 func newRawMembers(ctx context.Context, addr, group string, n int, poll time.Duration) ([]*member, error) {
 	ms := make([]*member, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", i), nil)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			m := &member{idx: i, group: group, raw: c, poll: poll}
-			ms[i] = m
-			resp, err := request(ctx, m, m.joinReq(), kmsg.NewPtrJoinGroupResponse)
-			if err != nil {
-				errs[i] = fmt.Errorf("member %d: first JoinGroup: %w", i, err)
-				return
-			}
-			if resp.ErrorCode != kerr.MemberIDRequired.Code || resp.MemberID == "" {
-				errs[i] = fmt.Errorf("member %d: first JoinGroup answered %v, want MEMBER_ID_REQUIRED with an id", i, kerr.ErrorForCode(resp.ErrorCode))
-				return
-			}
-			m.id = resp.MemberID
-		}()
-	}
-	wg.Wait()
-	return ms, firstError(errs)
+	err := boundedEach(n, 64, func(i int) error {
+		c, err := dialRaw(ctx, addr, fmt.Sprintf("cohort-bench-%d", i), nil)
+		if err != nil {
+			return err
+		}
+		m := &member{idx: i, group: group, raw: c, poll: poll}
+		ms[i] = m
+		resp, err := request(ctx, m, m.joinReq(), kmsg.NewPtrJoinGroupResponse)
+		if err != nil {
+			return fmt.Errorf("member %d: first JoinGroup: %w", i, err)
+		}
+		if resp.ErrorCode != kerr.MemberIDRequired.Code || resp.MemberID == "" {
+			return fmt.Errorf("member %d: first JoinGroup answered %v, want MEMBER_ID_REQUIRED with an id", i, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		m.id = resp.MemberID
+		return nil
+	})
+	return ms, err
 }
 
 // leaveRaw takes every member with an id out of the group with one batched

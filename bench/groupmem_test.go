@@ -29,34 +29,34 @@ const idleSessionTimeout = 25 * time.Minute
 
 // formIdleGroup makes group a one-member classic group in Stable state
 // through c: the KIP-394 JoinGroup round trip, the JoinGroup that elects
-// the member leader, and its SyncGroup with a one-partition assignment.
-func formIdleGroup(ctx context.Context, c *rawConn, group string) error {
+// the member leader, and its SyncGroup with a one-partition assignment. It
+// returns the member's id and generation.
+func formIdleGroup(ctx context.Context, c *rawConn, group string) (memberID string, generation int32, err error) {
 	join := (&member{group: group}).joinReq()
 	join.SessionTimeoutMillis = int32(idleSessionTimeout / time.Millisecond)
-	var err error
 	if join.Version, err = c.version(join, 9); err != nil {
-		return err
+		return "", 0, err
 	}
 	var jr *kmsg.JoinGroupResponse
 	for attempt := 0; ; attempt++ {
 		if attempt == 3 {
-			return fmt.Errorf("%s: no JoinGroup success in %d attempts", group, attempt)
+			return "", 0, fmt.Errorf("%s: no JoinGroup success in %d attempts", group, attempt)
 		}
 		jr = kmsg.NewPtrJoinGroupResponse()
 		if err := c.do(ctx, join, jr); err != nil {
-			return err
+			return "", 0, err
 		}
 		if jr.ErrorCode == kerr.MemberIDRequired.Code {
 			join.MemberID = jr.MemberID
 			continue
 		}
 		if jr.ErrorCode != 0 {
-			return fmt.Errorf("%s: JoinGroup: %w", group, kerr.ErrorForCode(jr.ErrorCode))
+			return "", 0, fmt.Errorf("%s: JoinGroup: %w", group, kerr.ErrorForCode(jr.ErrorCode))
 		}
 		break
 	}
 	if jr.LeaderID != jr.MemberID {
-		return fmt.Errorf("%s: the only member %q is not the leader %q", group, jr.MemberID, jr.LeaderID)
+		return "", 0, fmt.Errorf("%s: the only member %q is not the leader %q", group, jr.MemberID, jr.LeaderID)
 	}
 	sync := kmsg.NewPtrSyncGroupRequest()
 	sync.Group, sync.MemberID, sync.Generation = group, jr.MemberID, jr.Generation
@@ -64,16 +64,16 @@ func formIdleGroup(ctx context.Context, c *rawConn, group string) error {
 	sync.ProtocolType, sync.Protocol = &pt, &pn
 	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: assignmentFor(0)}}
 	if sync.Version, err = c.version(sync, 5); err != nil {
-		return err
+		return "", 0, err
 	}
 	sr := kmsg.NewPtrSyncGroupResponse()
 	if err := c.do(ctx, sync, sr); err != nil {
-		return err
+		return "", 0, err
 	}
 	if sr.ErrorCode != 0 || len(sr.MemberAssignment) == 0 {
-		return fmt.Errorf("%s: SyncGroup: %v, %d bytes of assignment", group, kerr.ErrorForCode(sr.ErrorCode), len(sr.MemberAssignment))
+		return "", 0, fmt.Errorf("%s: SyncGroup: %v, %d bytes of assignment", group, kerr.ErrorForCode(sr.ErrorCode), len(sr.MemberAssignment))
 	}
-	return nil
+	return jr.MemberID, jr.Generation, nil
 }
 
 // liveHeap is the heap in use after two collections (live objects only).
@@ -107,7 +107,7 @@ func idleGroupsHeap(t *testing.T, addr, prefix string, n, workers int) (uint64, 
 			}
 			defer c.Close()
 			for i := w; i < n; i += workers {
-				if err := formIdleGroup(ctx, c, prefix+strconv.Itoa(i)); err != nil {
+				if _, _, err := formIdleGroup(ctx, c, prefix+strconv.Itoa(i)); err != nil {
 					errs[w] = err
 					return
 				}

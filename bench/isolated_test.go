@@ -98,7 +98,9 @@ func serveChild(name string) int {
 		}
 		addr, stop = n.Addr(), func() { n.Close() }
 	case "kfake":
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+		// Sessions up to cohort's bound (Kafka's default, 30 minutes;
+		// kfake's own is 5): TestConnMemory's idle members use 25.
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.GroupMaxSessionTimeout(30*time.Minute))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -125,7 +127,26 @@ func serveChild(name string) int {
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Printf("ADDR %s\n", addr)
-	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+	// Until the parent closes standard input; "MEM" asks for the live heap
+	// and the goroutine stacks in use, after two collections (and writes
+	// the heap profile beside the CPU profile, if there is one).
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		if in.Text() == "MEM" {
+			runtime.GC()
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if path := os.Getenv(childProfileEnv); path != "" {
+				// Beside the CPU profile: the heap in use now.
+				if f, err := os.Create(strings.TrimSuffix(path, ".pprof") + ".heap"); err == nil {
+					pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+			}
+			fmt.Printf("MEM %d %d\n", ms.HeapAlloc, ms.StackInuse)
+		}
+	}
 	stop()
 	return 0
 }
@@ -147,6 +168,37 @@ type childTarget struct {
 	addr  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	out   *bufio.Reader // the child's standard output after its address
+}
+
+// mem asks the child for its live heap and goroutine stacks in use (after
+// two collections). A base target's binary may not answer: then an error
+// after timeout.
+func (c *childTarget) mem(timeout time.Duration) (heap, stack uint64, err error) {
+	if _, err := io.WriteString(c.stdin, "MEM\n"); err != nil {
+		return 0, 0, err
+	}
+	type answer struct {
+		line string
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		line, err := c.out.ReadString('\n')
+		ch <- answer{line, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return 0, 0, a.err
+		}
+		if _, err := fmt.Sscanf(a.line, "MEM %d %d", &heap, &stack); err != nil {
+			return 0, 0, fmt.Errorf("%s: unexpected answer %q", c.name, a.line)
+		}
+		return heap, stack, nil
+	case <-time.After(timeout):
+		return 0, 0, fmt.Errorf("%s: no memory figures from the child in %v", c.name, timeout)
+	}
 }
 
 func startChild(t *testing.T, name string, cpu int) *childTarget {
@@ -181,9 +233,9 @@ func startChild(t *testing.T, name string, cpu int) *childTarget {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &childTarget{name: name, cmd: cmd, stdin: stdin}
+	c := &childTarget{name: name, cmd: cmd, stdin: stdin, out: bufio.NewReader(stdout)}
 	t.Cleanup(c.stop)
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	line, err := c.out.ReadString('\n')
 	if err != nil {
 		t.Fatalf("%s: no address from the child: %v", name, err)
 	}

@@ -122,20 +122,10 @@ func newMember(ctx context.Context, bootstrap string, sec *security, group strin
 // a time). On error the ones created are closed.
 func newMembers(ctx context.Context, bootstrap string, sec *security, group string, first, n int) ([]*member, error) {
 	ms := make([]*member, n)
-	errs := make([]error, n)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			ms[i], errs[i] = newMember(ctx, bootstrap, sec, group, first+i)
-		}()
-	}
-	wg.Wait()
-	if err := firstError(errs); err != nil {
+	if err := boundedEach(n, 32, func(i int) (err error) {
+		ms[i], err = newMember(ctx, bootstrap, sec, group, first+i)
+		return err
+	}); err != nil {
 		// The members created are pending in the group: take them (and
 		// the group) out rather than leave them behind.
 		var joined []*member

@@ -270,12 +270,10 @@ func newConn(s *Server, nc net.Conn, l *listener) *conn {
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	return &conn{
-		s:  s,
-		l:  l,
-		nc: nc,
-		// Buffered: a small request's size prefix and body usually
-		// arrive in one read system call instead of two.
-		br:     bufio.NewReaderSize(nc, 16<<10),
+		s:      s,
+		l:      l,
+		nc:     nc,
+		br:     bufio.NewReaderSize(nc, readBufferBytes),
 		host:   host,
 		lm:     s.metrics.listener(l.Name),
 		log:    s.log.With("remote", remote),
@@ -383,7 +381,7 @@ func (c *conn) readRequest() *request {
 	var frame []byte
 	if reuse {
 		if cap(c.fbuf) < int(size) {
-			c.fbuf = make([]byte, reuseFrameBytes)
+			c.fbuf = make([]byte, (int(size)+reuseFrameStep-1)/reuseFrameStep*reuseFrameStep)
 		}
 		frame = c.fbuf[:size]
 		_, err = io.ReadFull(c.br, frame)
@@ -460,9 +458,23 @@ func (c *conn) directFrameBytes() int32 {
 // out.
 func (c *conn) logAuthFailure(msg string, attrs ...any) { c.s.authLog.info(c.log, msg, attrs...) }
 
+// readBufferBytes is the size of a connection's read buffer. Buffered, a
+// request's size prefix and body arrive in one read system call instead of
+// two when they fit: heartbeats, commits of up to about a hundred
+// partitions, most JoinGroups. A larger frame's rest is read straight into
+// its own buffer, one more system call for a request that costs far more
+// anyway. Every connection holds this buffer as long as it lives, most of
+// them idle (a consumer between heartbeats): 16 KiB, as before, was more
+// than half of what an idle consumer's connection cost (TestConnMemory).
+const readBufferBytes = 2 << 10
+
 // reuseFrameBytes is the largest frame read into the connection's reusable
-// buffer.
-const reuseFrameBytes = 4 << 10
+// buffer, which grows to the largest such frame seen, in steps of
+// reuseFrameStep: a connection that only heartbeats keeps 256 bytes.
+const (
+	reuseFrameBytes = 4 << 10
+	reuseFrameStep  = 256
+)
 
 // frameFree reports whether a decoded request of API key is independent of
 // its frame's bytes: kmsg copies strings, and these requests have no byte
