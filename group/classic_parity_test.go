@@ -399,3 +399,93 @@ func TestProtocolVoteTieGoesToTheLeader(t *testing.T) {
 		}
 	}
 }
+
+// A batch LeaveGroup that removes a parked member and then a KIP-394 pending
+// id must close the join barrier once: Kafka's new coordinator
+// (GroupMetadataManager.classicGroupLeaveToClassicGroup) removes every listed
+// identity and then runs maybeCompleteJoinPhase once; the old one
+// (GroupCoordinator.handleLeaveGroup) reacts after each removal, which for
+// this order also completes the join once. cohort completed the join while
+// handling the pending id and then, reacting to the earlier removal, opened a
+// new rebalance on the CompletingRebalance group: the remaining member's
+// fresh generation was cancelled at once.
+func TestLeaveBatchMemberThenPendingCompletesJoinOnce(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2) // leader, follower
+	leader, follower := ids[0], ids[1]
+	// A third member gets a pending id and does not come back yet.
+	r := h.joinResp(h.join("g", jo{}))
+	if r.ErrorCode != ErrMemberIDRequired {
+		t.Fatalf("setup: %d", r.ErrorCode)
+	}
+	pending := r.MemberID
+	// The leader and the follower rejoin: the barrier waits for the pending id.
+	tl := h.join("g", jo{member: leader})
+	tf := h.join("g", jo{member: follower})
+	h.notAnswered(tl)
+	h.notAnswered(tf)
+	// One LeaveGroup (v3+ batch) removes the follower and the pending id.
+	lr := h.leave("g", lm(follower), lm(pending))
+	for _, m := range lr.Members {
+		if m.ErrorCode != 0 {
+			t.Fatalf("leave %s: %d", m.MemberID, m.ErrorCode)
+		}
+	}
+	g := h.s.Group("g")
+	if g.State() != CompletingRebalance || g.Generation() != gen+1 {
+		t.Errorf("group %v gen %d, want CompletingRebalance gen %d (one join completion, no extra rebalance)",
+			g.State(), g.Generation(), gen+1)
+	}
+	rl := h.joinResp(tl)
+	if rl.ErrorCode != 0 {
+		t.Fatalf("leader join: %d", rl.ErrorCode)
+	}
+	if len(rl.Members) != 1 {
+		t.Errorf("leader's member list has %d members, want 1 (the follower left in the same request)", len(rl.Members))
+	}
+	if c := h.syncResp(h.sync("g", leader, rl.Generation, map[string]string{leader: "x"})).ErrorCode; c != 0 {
+		t.Errorf("leader's SyncGroup for generation %d: error %d, want 0", rl.Generation, c)
+	}
+}
+
+// A consumer group that went Empty and whose next rebalance has not
+// completed yet (here: its only joiner left during the initial delay, so the
+// group is PreparingRebalance with no member at all) does not protect any
+// topic from OffsetDelete in Kafka: ClassicGroup.initNextGeneration computed
+// subscribedTopics = Optional.of(emptySet) when the group became Empty
+// (computeSubscribedTopics, "members.isEmpty()"), and isSubscribedToTopic
+// only falls back to "everything subscribed" when the subscription is
+// unknown. cohort clears its subscription at the Empty transition and then
+// treats that nil as an unparsable subscription: every partition is refused
+// GROUP_SUBSCRIBED_TO_TOPIC (86), by a group with no members.
+func TestOffsetDeleteWhileRejoiningAfterEmpty(t *testing.T) {
+	for _, reload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reloaded=%v", reload), func(t *testing.T) {
+			h := newH(t)
+			h.session = 600_000
+			r := h.joinResp(h.newMember("cg", jo{protos: protos("range", consumerMeta("sub"))}))
+			h.syncAll("cg", r.LeaderID, []string{r.MemberID}, r.Generation)
+			h.commit("cg", r.MemberID, r.Generation, 9, map[string]int64{"sub": 1})
+			h.leave("cg", lm(r.MemberID))
+			if g := h.s.Group("cg"); g.State() != Empty {
+				t.Fatalf("setup: %v", g.State())
+			}
+			if reload { // the Empty group as a node taking the partition over loads it
+				h.s = h.reload()
+			}
+			// A static member joins (initial delay running) and is removed by an
+			// admin before the delay ends: PreparingRebalance, no members.
+			h.s.cfg.InitialRebalanceDelay = 3 * time.Second
+			h.join("cg", jo{instance: "i", protos: protos("range", consumerMeta("sub"))})
+			h.leave("cg", lm("", "i"))
+			if g := h.s.Group("cg"); g.State() != PreparingRebalance || len(g.MemberIDs()) != 0 {
+				t.Fatalf("setup: %v %d members", g.State(), len(g.MemberIDs()))
+			}
+			d := h.offsetDelete("cg", map[string][]int32{"sub": {0}})
+			if d.ErrorCode != 0 || d.Topics[0].Partitions[0].ErrorCode != ErrNone {
+				t.Errorf("OffsetDelete on a memberless group: top %d partition %d, want 0/0 (Kafka deletes)",
+					d.ErrorCode, d.Topics[0].Partitions[0].ErrorCode)
+			}
+		})
+	}
+}

@@ -127,7 +127,10 @@ type Group struct {
 
 	// subscribed is the union of topics the members subscribe to, parsed
 	// from consumer-protocol metadata; nil when unknown (non-consumer
-	// protocol, or a subscription that could not be parsed).
+	// protocol, a subscription that could not be parsed, a group that has
+	// not completed a generation yet), empty but not nil for a consumer
+	// group whose last generation had no members (as Kafka: its next join
+	// phase protects no topic from OffsetDelete).
 	// A sorted slice: most groups subscribe to a few topics, and a map
 	// costs ~400 bytes per idle group.
 	subscribed []string
@@ -631,7 +634,7 @@ func (g *Group) completeJoin(now time.Time, out *Output) {
 		g.protocol = ""
 		g.leader = ""
 		g.transition(Empty, now)
-		g.subscribed = nil
+		g.updateSubscribed() // known and empty for a consumer group
 		g.rbFinish(now, "empty", out)
 		// Persist the empty generation; a failure is only logged (Kafka).
 		g.persistMetadata(now, out, func(_ time.Time, code int16, _ *Output) {
@@ -753,6 +756,10 @@ func (g *Group) memberList() []kmsg.JoinGroupResponseMember {
 func (g *Group) updateSubscribed() {
 	g.subscribed = nil
 	if g.protocolType != "consumer" {
+		return
+	}
+	if len(g.members) == 0 {
+		g.subscribed = []string{}
 		return
 	}
 	seen := make(map[string]struct{})

@@ -616,6 +616,7 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 			if g.stateTime.IsZero() {
 				g.stateTime = now
 			}
+			g.updateSubscribed()
 			continue
 		}
 		g.state = Stable

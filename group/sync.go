@@ -215,7 +215,9 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		r.ErrorCode = ErrCoordinatorNotAvailable
 		return
 	}
-	removed := false // a classic member left: the group reacts once, after all of them
+	// A classic member left (removed) or a KIP-394 pending id did
+	// (pendingLeft): the group reacts once, after all of them.
+	removed, pendingLeft := false, false
 	for _, id := range ids {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
@@ -225,18 +227,24 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		case g.cg != nil:
 			rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
 		default:
-			var dropped bool
-			rm.ErrorCode, dropped = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
-			removed = removed || dropped
+			var dropped, pending bool
+			rm.ErrorCode, dropped, pending = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
+			removed, pendingLeft = removed || dropped, pendingLeft || pending
 		}
 		r.Members = append(r.Members, rm)
 	}
-	if removed && g.cg == nil {
+	switch {
+	case g == nil || g.cg != nil:
+	case removed:
 		// As Kafka: every listed member goes first, then one rebalance
 		// (or one check of the join barrier), so that a member removed
 		// later in the batch is not made leader of a generation the
 		// batch's next removal cancels.
 		g.afterRemoval(now, out)
+	case pendingLeft && g.state == PreparingRebalance:
+		// Only pending ids left: the barrier may have been waiting
+		// for them alone.
+		g.tryCompleteJoin(now, out)
 	}
 	if req.Version < 3 {
 		r.ErrorCode = r.Members[0].ErrorCode
@@ -244,38 +252,39 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 	}
 }
 
-// leave takes one member (or pending member) out of the group. A member is
-// dropped without the group's reaction (dropped): LeaveGroup runs
-// afterRemoval once for the whole batch. A pending member (KIP-394) going
-// only re-checks the join barrier, as in Kafka.
-func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) (code int16, dropped bool) {
+// leave takes one member (or pending member) out of the group, without the
+// group's reaction: LeaveGroup reacts once for the whole batch, with
+// afterRemoval when a member was dropped, or else, when only pending
+// members (KIP-394) went, with a check of the join barrier, as in Kafka.
+// Reacting here, in the middle of a batch, could complete a join that a
+// removal earlier in the batch then cancels.
+func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) (code int16, dropped, pending bool) {
 	if memberID == "" && instanceID != "" {
 		// Admin removal of a static member by instance id: no fencing check.
 		id, ok := g.static[instanceID]
 		if !ok {
-			return ErrUnknownMemberID, false
+			return ErrUnknownMemberID, false, false
 		}
 		c := causeOf(CauseAdmin, now, g.memberByID(id))
 		c.Detail, c.Reason = "remove_members", reason
 		g.note(c)
 		g.dropMember(g.memberByID(id), out)
-		return ErrNone, true
+		return ErrNone, true, false
 	}
 	if pt, ok := g.pending[memberID]; ok {
 		g.s.cancel(pt)
 		mapDrop(&g.pending, memberID)
-		g.tryCompleteJoin(now, out)
-		return ErrNone, false
+		return ErrNone, false, true
 	}
 	m, code := g.validateMember(memberID, instanceID)
 	if code != ErrNone {
-		return code, false
+		return code, false, false
 	}
 	c := causeOf(CauseMemberLeft, now, m)
 	c.Reason = reason
 	g.note(c)
 	g.dropMember(m, out)
-	return ErrNone, true
+	return ErrNone, true, false
 }
 
 func strOr(p *string) string {
