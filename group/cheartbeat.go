@@ -224,6 +224,16 @@ func (s *Shard) isStaticMember(group, member string) bool {
 	return m != nil && m.instanceID != ""
 }
 
+// regexRefusal refuses (INVALID_REGULAR_EXPRESSION) a request whose
+// SubscribedTopicRegex does not parse; cg, if not nil, is the consumer
+// group whose parsed regexes are looked up first.
+func (s *Shard) regexRefusal(cg *consumerGroup, r *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	if re := strOr(r.SubscribedTopicRegex); re != "" && !s.validRegex(cg, re) {
+		return ErrInvalidRegularExpression, "SubscribedTopicRegex " + re + " is not a valid regular expression."
+	}
+	return ErrNone, ""
+}
+
 // consumerHeartbeat handles a heartbeat with MemberEpoch >= 0.
 func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	r := h.req
@@ -245,6 +255,13 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			// Upgradable, but the joiner would be one too many: as Kafka,
 			// whose converted group then refuses the joiner.
 			return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+		}
+		if code, msg := s.regexRefusal(nil, r); code != ErrNone {
+			// Refused after the conversion too: refused before it, so that
+			// the group stays classic and untouched (Kafka drops the
+			// conversion's records with those of the refused heartbeat;
+			// upgradeToConsumer changes the live group at once).
+			return nil, nil, code, msg
 		}
 		g.upgradeToConsumer(h)
 	}
@@ -304,8 +321,8 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 				") than the one known by the group coordinator (" + strconv.Itoa(int(m.epoch)) + "). The member must abandon all its partitions and rejoin."
 		}
 	}
-	if r.SubscribedTopicRegex != nil && *r.SubscribedTopicRegex != "" && !s.validRegex(cg, *r.SubscribedTopicRegex) {
-		return nil, nil, ErrInvalidRegularExpression, "SubscribedTopicRegex " + *r.SubscribedTopicRegex + " is not a valid regular expression."
+	if code, msg := s.regexRefusal(cg, r); code != ErrNone {
+		return nil, nil, code, msg
 	}
 
 	// Accepted: from here on, changes are records.

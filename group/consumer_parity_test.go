@@ -391,6 +391,40 @@ func TestSizeLimitBeforeMemberLookupAndOnUpgrade(t *testing.T) {
 	}
 }
 
+// A consumer-protocol join into a live classic group is refused for a regex
+// that does not parse (INVALID_REGULAR_EXPRESSION), and then nothing may have
+// changed: in Kafka the conversion is only records of the heartbeat, and a
+// refused heartbeat's records are dropped, so the group stays classic and its
+// members' parked requests stay parked. cohort converted the group in memory
+// before it checked the regex: the live group became a consumer group the
+// store did not hold, a parked JoinGroup was answered REBALANCE_IN_PROGRESS,
+// and the next accepted join wrote its records on top (the reloaded group was
+// both classic and a consumer group).
+func TestRefusedJoinDoesNotUpgradeClassicGroup(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	id1, _, gen := h.classicStable()
+	parked := h.newMember("cg", jo{client: "c3", protos: protos("range", string(subscription(nil, "a")))})
+	h.notAnswered(parked)
+
+	bad := "("
+	expectCode(t, "join with a regex that does not parse", h.cg(hb{member: "n1", regex: &bad, owned: tpset{}}).ErrorCode,
+		ErrInvalidRegularExpression)
+	if g := h.s.Group("cg"); g.cg != nil || len(g.members) != 3 {
+		t.Fatalf("after the refused join: consumer group %v, %d classic members (want none, 3)", g.cg != nil, len(g.members))
+	}
+	h.notAnswered(parked)
+	expectCode(t, "classic member's heartbeat", h.heartbeat("cg", id1, gen), ErrRebalanceInProgress)
+
+	// A valid join converts the group, and the store holds what the shard
+	// does.
+	expectCode(t, "valid join", h.cgJoin("n2", "a").ErrorCode, ErrNone)
+	h.wantCode(parked, ErrRebalanceInProgress)
+	re := h.reload().Group("cg")
+	if re == nil || re.cg == nil || len(re.members) != 0 || len(re.cg.members) != len(h.cgroup("cg").members) {
+		t.Fatal("the reloaded group is not the live consumer group")
+	}
+}
+
 // Migration checks no test held (the audit's mutations of each passed every
 // test): an upgrade answers the classic members' parked JoinGroups
 // REBALANCE_IN_PROGRESS; a classic join into a consumer group needs a
