@@ -338,15 +338,19 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		g.emit(h, cGroupRec(g.id, 0, 0))
 	}
 	cg = g.cg
+	id := r.MemberID
+	if id == "" {
+		// A v0 join: the coordinator names the member, whether it is new
+		// or takes over a static member's place (Kafka generates the id
+		// before it looks the member up).
+		id = s.newMemberID("")[1:]
+	}
 	if replaced != nil {
-		m = g.replaceStaticConsumer(h, replaced, r.MemberID)
+		m = g.replaceStaticConsumer(h, replaced, id)
 	}
 	isNew := m == nil
 	if isNew {
-		m = &cmember{id: r.MemberID, epoch: epochJoining, assigned: tpset{}, pending: tpset{}}
-		if m.id == "" { // v0 join: the coordinator names the member
-			m.id = s.newMemberID("")[1:]
-		}
+		m = &cmember{id: id, epoch: epochJoining, assigned: tpset{}, pending: tpset{}}
 	}
 	if code := g.bumpAndAssign(h, g.updateConsumerMember(h, m, isNew), true); code != ErrNone {
 		return nil, nil, code, "Failed to compute the target assignment."

@@ -370,6 +370,28 @@ func TestClassicStaticReplacementGetsAMemberID(t *testing.T) {
 	}
 }
 
+// A ConsumerGroupHeartbeat v0 join sends no member id and the coordinator
+// names the member; Kafka does so before it looks the member up, so a v0
+// join that takes over a static member's place (the old one left with −2)
+// gets a fresh id too. cohort named only brand-new members: the replacement
+// was answered the empty id, and every later heartbeat with it was
+// INVALID_REQUEST.
+func TestV0StaticReplacementGetsAMemberID(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	i1 := "i1"
+	r := h.cg(hb{member: "", v0: true, instance: &i1, names: []string{"a"}, owned: tpset{}})
+	old := *r.MemberID
+	expectCode(t, "first incarnation's −2 leave", h.cg(hb{member: old, v0: true, instance: &i1, epoch: -2}).ErrorCode, ErrNone)
+
+	r = h.cg(hb{member: "", v0: true, instance: &i1, names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "replacement", r.ErrorCode, ErrNone)
+	cg := h.cgroup("cg")
+	if id := *r.MemberID; id == "" || id == old || cg.static["i1"] != id || cg.members[""] != nil {
+		t.Fatalf("replacement answered member id %q (old %q); instance held by %q", id, old, cg.static["i1"])
+	}
+	expectCode(t, "replacement's heartbeat", h.cg(hb{member: *r.MemberID, v0: true, epoch: r.MemberEpoch}).ErrorCode, ErrNone)
+}
+
 // The consumer group's size limit comes first, as in Kafka: an unknown member
 // heartbeating at an epoch in a full group is GROUP_MAX_SIZE_REACHED, and a
 // classic group of exactly the limit is upgradable but refuses the joiner
