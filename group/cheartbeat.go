@@ -272,9 +272,13 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	instance := strOr(r.InstanceID)
 	var m *cmember
 	var replaced *cmember // a static member this join takes over
-	if cg != nil && r.MemberEpoch > 0 && cg.members[r.MemberID] == nil &&
+	if cg != nil && r.MemberEpoch > 0 && cg.members[r.MemberID] == nil && !cg.hasStaticMember(instance) &&
 		s.cfg.ConsumerMaxSize > 0 && len(cg.members) >= s.cfg.ConsumerMaxSize {
-		// Kafka checks the group's size before it looks the member up.
+		// Kafka checks the group's size before it looks the member up,
+		// unless the instance id is an existing static member's: the
+		// request then replaces that member or is refused for the
+		// instance (a zombie of a replaced member: FENCED_INSTANCE_ID),
+		// and the group does not grow either way.
 		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
 	}
 	if cg != nil {

@@ -268,6 +268,12 @@ func newConsumerGroup() *consumerGroup {
 	}
 }
 
+// hasStaticMember reports whether a member of the group holds instance.
+func (cg *consumerGroup) hasStaticMember(instance string) bool {
+	_, ok := cg.static[instance]
+	return instance != "" && ok
+}
+
 // consumerState names the group's state as Kafka reports it for consumer
 // groups: Empty (no members), Assigning (the target is behind the group
 // epoch), Reconciling (some member has not reached the target), Stable.

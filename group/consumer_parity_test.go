@@ -413,6 +413,29 @@ func TestSizeLimitBeforeMemberLookupAndOnUpgrade(t *testing.T) {
 	}
 }
 
+// The size limit does not apply to a request whose instance id a static
+// member of the group holds: it can only take that member's place or be
+// refused for the instance, and the group does not grow either way (Kafka,
+// KAFKA-20601). So in a full group the old incarnation of a replaced static
+// member, heartbeating with its old member id, is told FENCED_INSTANCE_ID,
+// as in a group with room; cohort answered GROUP_MAX_SIZE_REACHED, which
+// librdkafka treats as fatal.
+func TestFullGroupFencesZombieStaticMember(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 2 })
+	i1 := "i1"
+	r := h.cg(hb{member: "s1", instance: &i1, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("d1", "a")
+	expectCode(t, "s1's −2 leave", h.cg(hb{member: "s1", instance: &i1, epoch: -2}).ErrorCode, ErrNone)
+	expectCode(t, "s2 takes i1 over", h.cg(hb{member: "s2", instance: &i1, names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+
+	expectCode(t, "s1 heartbeating again in the full group", h.cg(hb{member: "s1", instance: &i1, epoch: r.MemberEpoch, owned: tpset{}}).ErrorCode,
+		ErrFencedInstanceID)
+	expectCode(t, "a dynamic stranger in the full group", h.cg(hb{member: "ghost", epoch: r.MemberEpoch}).ErrorCode, ErrGroupMaxSizeReached)
+	i9 := "i9"
+	expectCode(t, "a static stranger in the full group", h.cg(hb{member: "ghost", instance: &i9, epoch: r.MemberEpoch}).ErrorCode,
+		ErrGroupMaxSizeReached)
+}
+
 // A consumer-protocol join into a live classic group is refused for a regex
 // that does not parse (INVALID_REGULAR_EXPRESSION), and then nothing may have
 // changed: in Kafka the conversion is only records of the heartbeat, and a
