@@ -598,10 +598,16 @@ func (g *Group) storeMember(h *hbReq, m, next *cmember, isNew bool) bool {
 	after := cg.preferredAssignor(g.s.cfg.ConsumerAssignors)
 	g.cNoteMember(h, &prev, next, isNew, subChanged, before != after) // rebalance history
 	h.subscriptionChanged = subChanged && !isNew
+	if before != after {
+		// The target must be computed with the group's new assignor, also
+		// when a new member's vote changed it (as Kafka, which compares the
+		// group's assignor before and after any member's update).
+		return true
+	}
 	if isNew {
 		return len(next.names) > 0 || next.regex != ""
 	}
-	return subChanged || before != after
+	return subChanged
 }
 
 // refreshMetadataHash recomputes the hash of the subscribed topics'

@@ -260,6 +260,36 @@ func TestAssignorChangeBumpsGroupEpoch(t *testing.T) {
 	}
 }
 
+// A new member whose ServerAssignor vote changes the group's assignor bumps
+// the group epoch even when it subscribes to nothing: Kafka compares the
+// group's preferred assignor before and after any member's update, new
+// members included (KAFKA-20434), so the target is recomputed with the
+// assignor ConsumerGroupDescribe names. cohort bumped for a new member only
+// when it brought a subscription, and the target stayed the old assignor's.
+func TestNewMemberAssignorVoteBumpsGroupEpoch(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("m1", "a")
+	before := h.cgroup("cg").epoch
+	rng := "range"
+	expectCode(t, "m2 joins without a subscription, voting range",
+		h.cg(hb{member: "m2", names: []string{}, owned: tpset{}, assignor: &rng}).ErrorCode, ErrNone)
+	cg := h.cgroup("cg")
+	if a := cg.preferredAssignor(h.s.cfg.ConsumerAssignors); a != "range" {
+		t.Fatalf("preferred assignor %s, want range", a)
+	}
+	if cg.epoch != before+1 || cg.assignEpoch != cg.epoch {
+		t.Fatalf("group epoch %d (was %d), target epoch %d: want one bump and a target computed with range", cg.epoch, before, cg.assignEpoch)
+	}
+
+	// A new member whose vote leaves the group's assignor as it is, and
+	// that subscribes to nothing, does not bump.
+	before = cg.epoch
+	h.cg(hb{member: "m3", names: []string{}, owned: tpset{}, assignor: &rng})
+	if cg := h.cgroup("cg"); cg.epoch != before {
+		t.Fatalf("group epoch %d after a join that changes nothing, was %d", cg.epoch, before)
+	}
+}
+
 // A leave (−1) or temporary leave (−2) naming an instance id another member
 // holds is FENCED_INSTANCE_ID, and changes nothing.
 func TestLeaveWithAnotherMembersInstanceIsFenced(t *testing.T) {
