@@ -443,13 +443,17 @@ func (g *Group) awaitedFree(m *cmember) bool {
 	return true
 }
 
-// classicLeaveToConsumer removes the members a LeaveGroup names from a
-// consumer-protocol group (each with its own answer): classic members
-// leaving, and any member an administrator removes, by instance id (with
-// no member id) or by member id, whichever protocol it uses. Kafka refused
-// a consumer-protocol member named by member id (UNKNOWN_MEMBER_ID) until
-// 4.0 (KAFKA-18188), which broke the admin client's "remove all members".
-func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID string, out *Output, g *Group) int16 {
+// classicLeaveToConsumer removes a member a LeaveGroup names from a
+// consumer-protocol group: a classic member leaving, or any member an
+// administrator removes, by instance id (with no member id) or by member
+// id, whichever protocol it uses. Kafka refused a consumer-protocol member
+// named by member id (UNKNOWN_MEMBER_ID) until 4.0 (KAFKA-18188), which
+// broke the admin client's "remove all members".
+//
+// It returns the removal's records, applied already: the caller writes them
+// and answers once they are durable (nil with the error when the member is
+// not removed).
+func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID string, out *Output, g *Group) ([]rec, int16) {
 	cg := g.cg
 	var m *cmember
 	if memberID == "" && instanceID != "" {
@@ -458,19 +462,18 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID strin
 			m = cg.members[owner]
 		}
 		if m == nil {
-			return ErrUnknownMemberID
+			return nil, ErrUnknownMemberID
 		}
 	} else {
 		var code int16
 		if m, code = cg.namedMember(memberID, instanceID); code != ErrNone {
-			return code
+			return nil, code
 		}
 	}
 	h := &hbReq{now: now, out: out}
 	g.cNoteLeave(h, m, m.classic == nil || memberID == "" && instanceID != "") // rebalance history
 	g.fenceConsumerMember(h, m)
-	s.writeApplied(out, h.recs, g.logFailure("leave of "+m.id))
-	return ErrNone
+	return h.recs, ErrNone
 }
 
 // maybeDowngrade turns a consumer-protocol group whose members are all

@@ -999,3 +999,69 @@ func TestKIP848AdminLeaveRemovesConsumerMembers(t *testing.T) {
 	}
 	expectCode(t, "removed member's heartbeat", h.cg(hb{member: "m2", epoch: r2.MemberEpoch}).ErrorCode, ErrUnknownMemberID)
 }
+
+// A LeaveGroup that removes members of a consumer group (an administrator's
+// removal, or a classic member of a mixed group leaving) is answered only
+// once the removal's records are durable, as every change of a consumer
+// group is: Kafka completes the request when its records are committed, and
+// a failed append fails it (a top-level error, which clients retry). cohort
+// answered NONE at once, so when the write failed the caller was told the
+// member had gone while the reloaded group still held it.
+func TestConsumerLeaveGroupAnsweredOnceDurable(t *testing.T) {
+	leave := func(h *h, v int16, members ...kmsg.LeaveGroupRequestMember) Ticket {
+		req := kmsg.NewPtrLeaveGroupRequest()
+		req.Version, req.Group = v, "cg"
+		if v < 3 {
+			req.MemberID = members[0].MemberID
+		} else {
+			req.Members = members
+		}
+		return h.do(func(t Ticket, out *Output) { h.s.LeaveGroup(h.now, t, req, out) })
+	}
+
+	// Durable: answered when the writes are done, each member with its
+	// own answer.
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("m1", "a")
+	h.cgJoin("m2", "a")
+	h.hold = true
+	tk := leave(h, 5, lm("m1"), lm("nobody"), lm("m2"))
+	h.notAnswered(tk)
+	h.release()
+	r := h.resp(tk).(*kmsg.LeaveGroupResponse)
+	expectCode(t, "batch removal", r.ErrorCode, ErrNone)
+	for i, want := range []int16{ErrNone, ErrUnknownMemberID, ErrNone} {
+		expectCode(t, "leave of "+r.Members[i].MemberID, r.Members[i].ErrorCode, want)
+	}
+	if re := h.reload().Group("cg"); re == nil || re.cg == nil || len(re.cg.members) != 0 {
+		t.Fatal("the stored group still has members after their removal was answered")
+	}
+
+	// Failed: the write's error, and the member is still in the store.
+	h, _ = newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("m1", "a")
+	h.cgJoin("m2", "a")
+	h.fail = ErrNotCoordinator
+	r = h.resp(leave(h, 5, lm("m1"))).(*kmsg.LeaveGroupResponse)
+	h.fail = ErrNone
+	expectCode(t, "removal whose write failed", r.ErrorCode, ErrNotCoordinator)
+	expectCode(t, "its member's answer", r.Members[0].ErrorCode, ErrNotCoordinator)
+	if !h.s.NeedsReload() {
+		t.Fatal("a failed write of applied records did not ask for a reload")
+	}
+	if re := h.reload().Group("cg"); re == nil || re.cg == nil || re.cg.members["m1"] == nil {
+		t.Fatal("m1 missing from the stored group although its removal failed")
+	}
+
+	// A classic member of a mixed group leaving (LeaveGroup v1) waits too,
+	// and gets the write's error.
+	h, _ = newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("n1", "a")
+	cid, _ := h.classicJoin("", tpset{}, "a")
+	h.hold = true
+	tk = leave(h, 1, lm(cid))
+	h.notAnswered(tk)
+	h.fail = ErrNotCoordinator
+	h.release()
+	expectCode(t, "classic member's leave whose write failed", h.resp(tk).(*kmsg.LeaveGroupResponse).ErrorCode, ErrNotCoordinator)
+}

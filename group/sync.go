@@ -197,13 +197,16 @@ func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
 }
 
 // LeaveGroup handles a LeaveGroup request, single (v0–2) or batch (v3+)
-// (docs/group-semantics.md §leave).
+// (docs/group-semantics.md §leave). A classic group's leave is answered at
+// once; a removal from a consumer group is answered once its records are
+// durable, as every change of a consumer group (docs/kip848.md,
+// Durability).
 func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest, out *Output) {
 	r := kmsg.NewPtrLeaveGroupResponse()
 	r.Version = req.Version
-	defer out.reply(t, r)
 	if req.Group == "" {
 		r.ErrorCode = ErrInvalidGroupID
+		out.reply(t, r)
 		return
 	}
 	ids := req.Members
@@ -213,7 +216,21 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 	g := s.groups[req.Group]
 	if g != nil && g.state == Dead {
 		r.ErrorCode = ErrCoordinatorNotAvailable
+		out.reply(t, r)
 		return
+	}
+	// waiting counts what the answer waits for: this call, and each
+	// removal from a consumer group whose write is not done yet.
+	waiting := 1
+	done := func(out *Output) {
+		if waiting--; waiting > 0 {
+			return
+		}
+		if r.Version < 3 {
+			r.ErrorCode = r.Members[0].ErrorCode
+			r.Members = nil
+		}
+		out.reply(t, r)
 	}
 	// A classic member left (removed) or a KIP-394 pending id did
 	// (pendingLeft): the group reacts once, after all of them.
@@ -225,7 +242,26 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		case g == nil:
 			rm.ErrorCode = ErrUnknownMemberID
 		case g.cg != nil:
-			rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
+			var recs []rec
+			recs, rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
+			if len(recs) == 0 {
+				break
+			}
+			i := len(r.Members)
+			waiting++
+			s.writeApplied(out, recs, func(_ time.Time, code int16, out *Output) {
+				if code != ErrNone {
+					// The member was not removed. Kafka answers a
+					// LeaveGroup whose write failed with that error at
+					// the top level (clients retry); the member's own
+					// answer says which removal of a batch failed.
+					r.Members[i].ErrorCode = code
+					if r.ErrorCode == ErrNone {
+						r.ErrorCode = code
+					}
+				}
+				done(out)
+			})
 		default:
 			var dropped, pending bool
 			rm.ErrorCode, dropped, pending = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
@@ -246,10 +282,7 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		// for them alone.
 		g.tryCompleteJoin(now, out)
 	}
-	if req.Version < 3 {
-		r.ErrorCode = r.Members[0].ErrorCode
-		r.Members = nil
-	}
+	done(out)
 }
 
 // leave takes one member (or pending member) out of the group, without the
