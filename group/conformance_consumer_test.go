@@ -262,6 +262,33 @@ func TestKIP848_C71C72C73Fetch(t *testing.T) {
 	}
 }
 
+// A topic a member subscribes to by name counts as subscribed for the
+// group's offsets even while it does not exist (Kafka tests the set of
+// subscribed names): its offsets neither expire nor can be deleted. cohort
+// looked only at subscribed topics in its catalog.
+func TestKIP848SubscribedMissingTopicProtectsOffsets(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1}, func(c *Config) { c.OffsetsRetention = time.Hour })
+	r := h.cgJoin("m1", "a", "ghost")
+	h.consumerCommit(9, "m1", r.MemberEpoch, "ghost", 0)
+	h.consumerCommit(9, "m1", r.MemberEpoch, "unsubscribed", 0)
+	for i := 0; i < 2*60*2; i++ { // two hours of heartbeats every 30 s
+		h.advance(30 * time.Second)
+		h.cg(hb{member: "m1", epoch: r.MemberEpoch})
+	}
+	var out Output
+	h.s.ExpireOffsets(h.now, &out)
+	h.settle(&out)
+	g := h.s.Group("cg")
+	if !g.hasOffset(topicPartition{"ghost", 0}) || g.hasOffset(topicPartition{"unsubscribed", 0}) {
+		t.Fatalf("offsets after retention: ghost %v (want kept), unsubscribed %v (want expired)",
+			g.hasOffset(topicPartition{"ghost", 0}), g.hasOffset(topicPartition{"unsubscribed", 0}))
+	}
+	if d := h.offsetDelete("cg", map[string][]int32{"ghost": {0}}); d.ErrorCode != 0 || d.Topics[0].Partitions[0].ErrorCode != ErrGroupSubscribedToTopic {
+		t.Fatalf("OffsetDelete of a subscribed missing topic: top %d partition %d, want 0 and %d",
+			d.ErrorCode, d.Topics[0].Partitions[0].ErrorCode, ErrGroupSubscribedToTopic)
+	}
+}
+
 // TestC74C75RetentionAndDeletes: unsubscribed topics' offsets expire while
 // the group is Stable; subscribed ones do not; a non-empty consumer group
 // cannot be deleted and a subscribed topic's offsets cannot be deleted.

@@ -339,6 +339,14 @@ func (cg *consumerGroup) subscribedNow(topics Topics) map[string]bool {
 	return cg.subsCache
 }
 
+// protects reports whether the group is subscribed to topic for the
+// purposes of its offsets (OffsetDelete refuses, retention skips them): a
+// member subscribes to it by name, whether or not it exists (as Kafka,
+// whose test is the set of subscribed names), or a regex gives it.
+func (cg *consumerGroup) protects(topic string, topics Topics) bool {
+	return cg.subscribers[topic] > 0 || cg.subscribedNow(topics)[topic]
+}
+
 // memberTopics returns the existing topics m subscribes to, sorted.
 func (cg *consumerGroup) memberTopics(m *cmember, topics Topics) []string {
 	var out []string

@@ -462,20 +462,13 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 		return
 	}
 	var recs []rec
-	var consumerSubs map[string]bool // a consumer group's subscribed topics
-	if g.cg != nil {
-		consumerSubs = map[string]bool{}
-		for _, t := range g.cg.subscribed(s.cfg.Topics) {
-			consumerSubs[t] = true
-		}
-	}
 	for _, rt := range req.Topics {
 		tr := kmsg.NewOffsetDeleteResponseTopic()
 		tr.Topic = rt.Topic
 		subscribed := false
 		switch {
 		case g.cg != nil:
-			subscribed = consumerSubs[rt.Topic]
+			subscribed = g.cg.protects(rt.Topic, s.cfg.Topics)
 		case g.state != Empty:
 			subscribed = g.subscribes(rt.Topic)
 			if g.subscribed == nil {
@@ -655,7 +648,7 @@ func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, reten
 	case g.cg != nil:
 		// A consumer-protocol group: whatever its state, offsets of
 		// topics no member subscribes to expire after retention.
-		if g.cg.subscribedNow(g.s.cfg.Topics)[tp.topic] {
+		if g.cg.protects(tp.topic, g.s.cfg.Topics) {
 			return false
 		}
 		base = commitTime
