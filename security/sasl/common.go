@@ -27,8 +27,19 @@ func failf(format string, args ...any) error {
 // and an operator can compute them for a name they suspect (printf %s NAME |
 // sha256sum).
 func unknownUser(name string) error {
+	return failf("unknown %s", userRef(false, name))
+}
+
+// userRef names a user in a failure reason: quoted when the store knows it,
+// otherwise withheld as unknownUser says. Every reason that names a user the
+// client sent goes through it, also those decided before or without the
+// lookup's answer.
+func userRef(known bool, name string) string {
+	if known {
+		return fmt.Sprintf("user %q", name)
+	}
 	sum := sha256.Sum256([]byte(name))
-	return failf("unknown user (name withheld: %d bytes, sha256 %x...)", len(name), sum[:4])
+	return fmt.Sprintf("user (name withheld: %d bytes, sha256 %x...)", len(name), sum[:4])
 }
 
 // errFinished is returned by Step once a session has succeeded or failed:

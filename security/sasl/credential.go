@@ -80,15 +80,14 @@ func hashForCode(code byte) (string, scramHash, bool) {
 
 // NewCredential makes a SCRAM credential for mechanism (ScramSHA256 or
 // ScramSHA512) from a password: a random 32-byte salt, and StoredKey and
-// ServerKey derived as RFC 5802 says. The password is normalized with
-// SASLprep (RFC 4013), as the xdg-go/scram client does before hashing, so
-// that clients which prepare the password and clients which send plain
-// ASCII both match; a password SASLprep rejects (control characters,
-// unassigned code points) is an error. Kafka's Java client does not
-// SASLprep, so its users whose password SASLprep changes (non-ASCII
-// spaces, some compatibility characters) cannot log in; ASCII passwords
-// are unchanged by it. Neither the password nor the salted password is
-// kept.
+// ServerKey derived as RFC 5802 says, from the password's UTF-8 bytes as
+// they are. That is what Kafka's clients, librdkafka and franz-go (cohort's
+// own CLI) derive when they log in and what the admin clients store with
+// AlterUserScramCredentials (Kafka's brokers never normalize); clients that
+// SASLprep first (RFC 4013: xdg-go/scram, so sarama and kafka-go) derive the
+// same for every ASCII password and most others, but not for a password
+// SASLprep changes (a no-break space, a decomposed accent). Neither the
+// password nor the salted password is kept.
 func NewCredential(mechanism, password string, iterations int) (Credential, error) {
 	h, err := hashFor(mechanism)
 	if err != nil {
@@ -138,14 +137,22 @@ func credentialFrom(mechanism string, h scramHash, salt, salted []byte, iteratio
 	return Credential{Mechanism: mechanism, Salt: salt, Iterations: iterations, StoredKey: stored, ServerKey: server}
 }
 
-// saltPassword is RFC 5802's Hi(Normalize(password), salt, i).
+// saltPassword is RFC 5802's Hi(password, salt, i) over the password's
+// bytes as they are, as Kafka's clients compute it (see NewCredential).
 func saltPassword(h scramHash, password string, salt []byte, iterations int) ([]byte, error) {
-	prepped, err := stringprep.SASLprep.Prepare(password)
-	if err != nil {
-		// The stringprep error names the offending character: a secret.
-		return nil, errors.New("sasl: the password has characters SASLprep prohibits")
+	return pbkdf2.Key(h.new, password, salt, iterations, h.size)
+}
+
+// preparedPassword is password after SASLprep (RFC 4013), and whether that
+// differs from it: the other form a stored credential may have been made
+// from (by a client that prepares passwords, or by cohort before it stopped
+// doing so). false when SASLprep refuses the password.
+func preparedPassword(password string) (string, bool) {
+	p, err := stringprep.SASLprep.Prepare(password)
+	if err != nil || p == password {
+		return "", false
 	}
-	return pbkdf2.Key(h.new, prepped, salt, iterations, h.size)
+	return p, true
 }
 
 // deriveKeys returns StoredKey = H(HMAC(salted, "Client Key")) and

@@ -96,11 +96,14 @@ func TestNewCredential(t *testing.T) {
 			t.Errorf("%s: CredentialFromSalted disagrees with NewCredential (%v)", mech, err)
 		}
 	}
-	// SASLprep maps a non-ASCII space to a space: both spellings match.
+	// The password's bytes are salted as they are, as Kafka's clients do:
+	// not SASLprep's form (which maps the no-break space to a space).
 	a, _ := NewCredential(ScramSHA256, "pass\u00a0word", MinIterations)
-	salted, _ := saltPassword(hashSHA256, "pass word", a.Salt, a.Iterations)
-	if stored, _ := deriveKeys(hashSHA256, salted); !bytes.Equal(stored, a.StoredKey) {
-		t.Errorf("password not SASLprep-normalized")
+	for pw, want := range map[string]bool{"pass\u00a0word": true, "pass word": false} {
+		salted, _ := saltPassword(hashSHA256, pw, a.Salt, a.Iterations)
+		if stored, _ := deriveKeys(hashSHA256, salted); bytes.Equal(stored, a.StoredKey) != want {
+			t.Errorf("%+q matches the credential: %v, want %v", pw, !want, want)
+		}
 	}
 }
 
@@ -112,7 +115,6 @@ func TestNewCredentialErrors(t *testing.T) {
 		{"SCRAM-SHA-1", "pw", MinIterations},
 		{ScramSHA256, "pw", MinIterations - 1},
 		{ScramSHA512, "pw", MaxIterations + 1},
-		{ScramSHA256, "bell\u0007secret", MinIterations},
 	} {
 		_, err := NewCredential(tc.mech, tc.password, tc.iterations)
 		if err == nil {

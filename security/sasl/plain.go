@@ -49,31 +49,31 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 	if !ok {
 		return nil, false, failf("malformed PLAIN message")
 	}
-	if authzid != "" && authzid != user {
-		return nil, false, failf("authorization id %q differs from user %q", authzid, user)
-	}
 	cred, h, known := s.lookup(user)
+	if authzid != "" && authzid != user {
+		if known {
+			return nil, false, failf("authorization id %q differs from user %q", authzid, user)
+		}
+		// Neither name quoted: both are client-typed text.
+		return nil, false, failf("the authorization id differs from the name of %s", userRef(false, user))
+	}
 	plainSlots <- struct{}{}
-	if testHookPBKDF2 != nil {
-		testHookPBKDF2()
+	match := plainMatches(h, password, cred)
+	if !match {
+		// The credential may have been made from the password after
+		// SASLprep (a client that prepares passwords, or cohort before
+		// it stopped): for a password SASLprep changes, try that form.
+		// Also for an unknown user (its fake credential), so that the
+		// time taken does not tell known users apart.
+		if prepared, ok := preparedPassword(password); ok {
+			match = plainMatches(h, prepared, cred)
+		}
 	}
-	salted, err := saltPassword(h, password, cred.Salt, cred.Iterations)
 	<-plainSlots
-	if err != nil {
-		// SASLprep refused the password: no stored password can match.
-		salted = nil
-	}
-	var stored []byte
-	if salted != nil {
-		var server []byte
-		stored, server = deriveKeys(h, salted)
-		clear(salted)
-		clear(server)
-	}
 	switch {
 	case !known:
 		return nil, false, unknownUser(user)
-	case stored == nil || subtle.ConstantTimeCompare(stored, cred.StoredKey) != 1:
+	case !match:
 		return nil, false, failf("invalid password for user %q", user)
 	}
 	s.principal = userPrincipal(user)
@@ -125,4 +125,20 @@ func splitPlain(in []byte) (authzid, user, password string, ok bool) {
 		return "", "", "", false
 	}
 	return string(parts[0]), string(parts[1]), string(parts[2]), true
+}
+
+// plainMatches derives password's StoredKey with cred's salt and iterations
+// and compares it with cred's in constant time.
+func plainMatches(h scramHash, password string, cred Credential) bool {
+	if testHookPBKDF2 != nil {
+		testHookPBKDF2()
+	}
+	salted, err := saltPassword(h, password, cred.Salt, cred.Iterations)
+	if err != nil {
+		return false
+	}
+	stored, server := deriveKeys(h, salted)
+	clear(salted)
+	clear(server)
+	return subtle.ConstantTimeCompare(stored, cred.StoredKey) == 1
 }

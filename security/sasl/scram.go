@@ -115,14 +115,18 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 		return nil, failf("malformed %s client-first message: %v", s.m.name, err)
 	}
 	s.user = msg.user
+	cred, known := s.m.creds.Lookup(msg.user, s.m.name)
 	if v, ok := msg.extensions["tokenauth"]; ok && strings.EqualFold(v, "true") {
-		return nil, failf("delegation token authentication (tokenauth) is not supported, user %q", msg.user)
+		return nil, failf("delegation token authentication (tokenauth) is not supported, %s", userRef(known, msg.user))
 	}
 	if msg.authzid != "" && msg.authzid != msg.user {
-		return nil, failf("authorization id %q differs from user %q", msg.authzid, msg.user)
+		if known {
+			return nil, failf("authorization id %q differs from user %q", msg.authzid, msg.user)
+		}
+		// Neither name quoted: both are client-typed text.
+		return nil, failf("the authorization id differs from the name of %s", userRef(false, msg.user))
 	}
-	cred, ok := s.m.creds.Lookup(msg.user, s.m.name)
-	if !ok {
+	if !known {
 		s.unknown = true
 		cred = fakeCredential(s.m.creds, s.m.name, s.m.h, msg.user)
 	} else if _, err := cred.validate(); err != nil || cred.Mechanism != s.m.name {
@@ -140,7 +144,7 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 	s.conv = srv.NewConversation()
 	out, err := s.conv.Step(msg.forLibrary)
 	if err != nil {
-		return nil, failf("malformed %s client-first message from user %q", s.m.name, msg.user)
+		return nil, failf("malformed %s client-first message from %s", s.m.name, userRef(known, msg.user))
 	}
 	s.clientFirstBare, s.serverFirst, s.clientNonce, s.cred = msg.bare, out, msg.nonce, cred
 	return []byte(out), nil
@@ -148,7 +152,7 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 
 func (s *scramSession) final(in []byte) ([]byte, error) {
 	if err := checkClientFinal(in, s.m.h.size); err != nil {
-		return nil, failf("malformed %s client-final message from user %q: %v", s.m.name, s.user, err)
+		return nil, failf("malformed %s client-final message from %s: %v", s.m.name, userRef(!s.unknown, s.user), err)
 	}
 	if out, ok, err := s.legacyFinal(string(in)); ok {
 		return out, err
