@@ -297,7 +297,7 @@ func TestSetPasswordChecks(t *testing.T) {
 		}
 	}
 	if err := s.SetPassword(ctx, "a", sasl.ScramSHA256, "bad\x00pw", 4096); !errors.Is(err, server.ErrUnacceptableCredential) || strings.Contains(err.Error(), "bad") {
-		t.Errorf("password SASLprep refuses: %v", err)
+		t.Errorf("password with a NUL: %v", err)
 	}
 	if got := s.Users(nil); len(got) != 0 {
 		t.Errorf("rejected credentials stored: %v", got)

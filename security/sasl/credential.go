@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strings"
 
 	"github.com/xdg-go/scram"
 	"github.com/xdg-go/stringprep"
@@ -86,7 +87,8 @@ func hashForCode(code byte) (string, scramHash, bool) {
 // AlterUserScramCredentials (Kafka's brokers never normalize); clients that
 // SASLprep first (RFC 4013: xdg-go/scram, so sarama and kafka-go) derive the
 // same for every ASCII password and most others, but not for a password
-// SASLprep changes (a no-break space, a decomposed accent). Neither the
+// SASLprep changes (a no-break space, a decomposed accent). A password with
+// a NUL character is refused: PLAIN could never carry it. Neither the
 // password nor the salted password is kept.
 func NewCredential(mechanism, password string, iterations int) (Credential, error) {
 	h, err := hashFor(mechanism)
@@ -95,6 +97,11 @@ func NewCredential(mechanism, password string, iterations int) (Credential, erro
 	}
 	if err := checkIterations(iterations); err != nil {
 		return Credential{}, err
+	}
+	if strings.ContainsRune(password, 0) {
+		// PLAIN separates its fields with NUL (RFC 4616): such a
+		// password could never be given there.
+		return Credential{}, errors.New("sasl: the password contains a NUL character")
 	}
 	salt := make([]byte, saltLen)
 	if _, err := rand.Read(salt); err != nil {

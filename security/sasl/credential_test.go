@@ -115,6 +115,7 @@ func TestNewCredentialErrors(t *testing.T) {
 		{"SCRAM-SHA-1", "pw", MinIterations},
 		{ScramSHA256, "pw", MinIterations - 1},
 		{ScramSHA512, "pw", MaxIterations + 1},
+		{ScramSHA256, "nul\x00secret", MinIterations},
 	} {
 		_, err := NewCredential(tc.mech, tc.password, tc.iterations)
 		if err == nil {
