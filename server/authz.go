@@ -566,7 +566,8 @@ func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *re
 		hidden := kmsg.NewConsumerGroupDescribeResponseGroup()
 		hidden.Group, hidden.ErrorCode = g.Group, codeTopicAuthz
 		hidden.ErrorMessage = kmsg.StringPtr("The group has described topic(s) that the client is not authorized to describe.")
-		hidden.AuthorizedOperations = g.AuthorizedOperations
+		// The rest keeps the defaults, AuthorizedOperations' "omitted"
+		// too, as Kafka's answer for a group in error.
 		*g = hidden
 	}
 	return resp, nil
@@ -987,7 +988,14 @@ func (s *Server) authzDeleteTopics(ctx context.Context, c Client, r *request) (k
 	}
 	var refusals []*kmsg.DeleteTopicsResponseTopic // nil entries are forwarded
 	denied := make([]bool, n)
+	// An entry malformed in the request's shape (a name and an ID, a name
+	// given twice) is INVALID_REQUEST whatever the ACLs say, as in Kafka:
+	// forwarded unchecked, it is answered so and deletes nothing.
+	shape := deleteShapeRefusals(req.Version, deleteTargets(req))
 	for i := 0; i < n; i++ {
+		if shape[i] != "" {
+			continue
+		}
 		var name *string
 		var id [16]byte
 		if req.Version >= 6 {

@@ -718,26 +718,33 @@ func (s *Server) badReplicas(replicas []int32) string {
 	return ""
 }
 
-// deleteTopics answers DeleteTopics, by name (v0-5) or by name or ID (v6+).
-func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
-	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	type target struct {
-		name *string
-		id   [16]byte
-	}
-	var targets []target
+// deleteTarget is one entry of a DeleteTopics request: a name (v0-5), or a
+// name or an ID (v6+).
+type deleteTarget struct {
+	name *string
+	id   [16]byte
+}
+
+// deleteTargets lists req's entries, in order.
+func deleteTargets(req *kmsg.DeleteTopicsRequest) []deleteTarget {
+	var targets []deleteTarget
 	if req.GetVersion() < 6 {
 		for _, n := range req.TopicNames {
-			targets = append(targets, target{name: kmsg.StringPtr(n)})
+			targets = append(targets, deleteTarget{name: kmsg.StringPtr(n)})
 		}
 	} else {
 		for _, t := range req.Topics {
-			targets = append(targets, target{name: t.Topic, id: t.TopicID})
+			targets = append(targets, deleteTarget{name: t.Topic, id: t.TopicID})
 		}
 	}
-	// As Kafka, before anything is deleted: an entry naming both a name and
-	// an ID, or neither, and every entry of a name or ID given twice, are
-	// INVALID_REQUEST and delete nothing.
+	return targets
+}
+
+// deleteShapeRefusals returns, for each target, why it is INVALID_REQUEST
+// whatever it names ("" when it is not): as Kafka, before anything is
+// authorized or deleted, an entry naming both a name and an ID, or neither,
+// and every entry of a name or ID given twice.
+func deleteShapeRefusals(version int16, targets []deleteTarget) []string {
 	var zero [16]byte
 	dupName := duplicates(len(targets), func(i int) string {
 		if targets[i].name == nil || targets[i].id != zero {
@@ -751,21 +758,31 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 		}
 		return string(targets[i].id[:])
 	})
-	for _, tg := range targets {
-		rt := kmsg.NewDeleteTopicsResponseTopic()
-		rt.Topic, rt.TopicID = tg.name, tg.id
-		var refusal string
+	out := make([]string, len(targets))
+	for i, tg := range targets {
 		switch {
 		case tg.name != nil && tg.id != zero:
-			refusal = "You may not specify both topic name and topic id."
-		case tg.name == nil && tg.id == zero && req.GetVersion() >= 6:
-			refusal = "Neither topic name nor id were specified."
+			out[i] = "You may not specify both topic name and topic id."
+		case tg.name == nil && tg.id == zero && version >= 6:
+			out[i] = "Neither topic name nor id were specified."
 		case tg.name != nil && dupName[*tg.name]:
-			refusal = "Duplicate topic name."
+			out[i] = "Duplicate topic name."
 		case tg.name == nil && dupID[string(tg.id[:])]:
-			refusal = "Duplicate topic id."
+			out[i] = "Duplicate topic id."
 		}
-		if refusal != "" {
+	}
+	return out
+}
+
+// deleteTopics answers DeleteTopics, by name (v0-5) or by name or ID (v6+).
+func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	targets := deleteTargets(req)
+	shape := deleteShapeRefusals(req.GetVersion(), targets)
+	for i, tg := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = tg.name, tg.id
+		if refusal := shape[i]; refusal != "" {
 			rt.ErrorCode, rt.ErrorMessage = errInvalidRequest, kmsg.StringPtr(refusal)
 			resp.Topics = append(resp.Topics, rt)
 			continue
