@@ -118,18 +118,22 @@ func (f *jwksFile) maybeReload() {
 	if f.now().Sub(f.checked) < jwksCheckInterval {
 		return
 	}
-	f.reloadLocked()
+	f.reloadLocked(false)
 }
 
-// reload looks at the file now, rereads it if it changed, and returns the
-// error of the file on disk: nil when the keys in use are its keys.
+// reload reads the file now, whatever its size and time say (an operator's
+// SIGHUP: a file replaced with one of the same size and an older or kept
+// time is read too), and returns the error of the file on disk: nil when
+// the keys in use are its keys.
 func (f *jwksFile) reload() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.reloadLocked()
+	return f.reloadLocked(true)
 }
 
-func (f *jwksFile) reloadLocked() error {
+// reloadLocked looks at the file and rereads it if its size or time
+// changed, or always when force is set.
+func (f *jwksFile) reloadLocked(force bool) error {
 	f.checked = f.now()
 	st, err := os.Stat(f.path)
 	if err != nil {
@@ -139,7 +143,7 @@ func (f *jwksFile) reloadLocked() error {
 		f.size, f.mtime = -1, time.Time{}
 		return f.err
 	}
-	if f.keys.Load() != nil && st.Size() == f.size && st.ModTime().Equal(f.mtime) {
+	if !force && f.keys.Load() != nil && st.Size() == f.size && st.ModTime().Equal(f.mtime) {
 		return f.err
 	}
 	f.size, f.mtime = st.Size(), st.ModTime()

@@ -424,6 +424,33 @@ func TestOAuthKeyRotation(t *testing.T) {
 	})
 }
 
+// Reload (an operator's SIGHUP) reads the file even when a replacement has
+// the same size and time as the file it replaced (a key renamed, the time
+// kept by the tool that copied it); the once-a-second look on its own skips
+// such a file.
+func TestOAuthReloadReadsSameSizeFile(t *testing.T) {
+	testKeys(t)
+	f := newOAuthFixture(t, OAuthConfig{}, pub(rsaKey, "ka"))
+	st, err := os.Stat(f.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.writeJWKS(pub(rsaKey, "kb"))
+	if err := os.Chtimes(f.path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if st2, _ := os.Stat(f.path); st2.Size() != st.Size() {
+		t.Fatalf("the fixture's files differ in size: %d and %d", st.Size(), st2.Size())
+	}
+	tokB := sign(t, jose.RS256, rsaKey, "kb", claims())
+	f.now = f.now.Add(time.Second)
+	t.Run("unchanged by size and time", func(t *testing.T) { f.wantInvalid(t, tokB, `no key with kid "kb"`) })
+	if err := f.m.(Reloader).Reload(); err != nil {
+		t.Fatal(err)
+	}
+	f.wantOK(tokB, "User:alice")
+}
+
 func TestNewOAuthBearerErrors(t *testing.T) {
 	testKeys(t)
 	dir := t.TempDir()
