@@ -229,10 +229,11 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 var errRefused = errors.New("refused")
 
 // groupConfigs fills a DescribeConfigs answer for group name: every config
-// cohort keeps (or those asked for), the group's value or the node's.
+// cohort keeps (or those asked for; an empty list asks for all, as a null
+// one), the group's value or the node's.
 func (s *Server) groupConfigs(req *kmsg.DescribeConfigsRequest, rr *kmsg.DescribeConfigsRequestResource, a *kmsg.DescribeConfigsResponseResource) {
 	want := func(name string) bool {
-		if rr.ConfigNames == nil {
+		if len(rr.ConfigNames) == 0 { // null or empty: all, as Kafka
 			return true
 		}
 		for _, n := range rr.ConfigNames {

@@ -813,7 +813,7 @@ func (s *Server) authzMetadata(ctx context.Context, c Client, r *request) (kmsg.
 	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
 		for i := range resp.Topics {
 			t := &resp.Topics[i]
-			if t.Topic != nil && (refused == nil || !refused[i]) {
+			if t.Topic != nil && t.ErrorCode != errInvalidRequest && (refused == nil || !refused[i]) {
 				t.AuthorizedOperations = s.authz.AuthorizedOperations(c.Principal, c.Host, acl.ResourceTopic, *t.Topic)
 			}
 		}

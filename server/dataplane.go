@@ -22,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/security/acl"
 )
 
@@ -661,8 +662,11 @@ func (s *Server) missingPartitions(n int, topic func(i int) (string, int), part 
 	for i := 0; i < n; i++ {
 		name, np := topic(i)
 		t, ok := s.catalog.Lookup(name)
+		// A topic outside the catalog is taken, unless its name is one
+		// no cluster can have (illegal characters, "..", too long).
+		legal := ok || catalog.ValidateName(name) == nil
 		for j := 0; j < np; j++ {
-			if p := part(i, j); name != "" && p >= 0 && (!ok || p < t.Partitions) {
+			if p := part(i, j); legal && p >= 0 && (!ok || p < t.Partitions) {
 				continue
 			}
 			if bad == nil {

@@ -282,10 +282,11 @@ func (s *Server) metadata(c Client, req *kmsg.MetadataRequest) kmsg.Response {
 	resp := s.metadataTopics(c, req)
 	// Authorized operations, when asked for: without an authorizer every
 	// operation Kafka defines, as Kafka answers (authzMetadata replaces
-	// them with the principal's).
+	// them with the principal's), for every topic answered, unknown ones
+	// too, but not in a request refused whole.
 	if req.Version >= 8 && req.IncludeTopicAuthorizedOperations {
 		for i := range resp.Topics {
-			if t := &resp.Topics[i]; t.ErrorCode == errNone {
+			if t := &resp.Topics[i]; t.Topic != nil && t.ErrorCode != errInvalidRequest {
 				t.AuthorizedOperations = acl.SupportedOperations(acl.ResourceTopic)
 			}
 		}
@@ -327,6 +328,21 @@ func (s *Server) metadataTopics(c Client, req *kmsg.MetadataRequest) *kmsg.Metad
 		})
 		return resp
 	}
+	if req.Version == 10 || req.Version == 11 {
+		// These versions carry a topic ID field but take no ID, and a
+		// name is required: Kafka refuses the whole request
+		// (INVALID_REQUEST on every topic asked for).
+		if slices.ContainsFunc(req.Topics, func(rt kmsg.MetadataRequestTopic) bool {
+			return rt.Topic == nil || rt.TopicID != [16]byte{}
+		}) {
+			for _, rt := range req.Topics {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.TopicID, mt.ErrorCode = rt.Topic, rt.TopicID, errInvalidRequest
+				resp.Topics = append(resp.Topics, mt)
+			}
+			return resp
+		}
+	}
 	seenName := make(map[string]bool, len(req.Topics))
 	seenID := make(map[[16]byte]bool)
 	for _, rt := range req.Topics {
@@ -342,6 +358,7 @@ func (s *Server) metadataTopics(c Client, req *kmsg.MetadataRequest) *kmsg.Metad
 			}
 			mt := kmsg.NewMetadataResponseTopic()
 			mt.Topic = kmsg.StringPtr(*rt.Topic)
+			mt.IsInternal = internalTopic(*rt.Topic)
 			mt.ErrorCode = errUnknownTopicOrPartition
 			if catalog.ValidateName(*rt.Topic) != nil {
 				// A name no topic can have: INVALID_TOPIC_EXCEPTION, as
@@ -409,9 +426,22 @@ func newPlacer(brokers []Broker) *placer {
 	return p
 }
 
+// internalTopic reports whether Kafka counts name among its internal
+// topics (Metadata's is_internal, which clients use to leave them out of
+// topic lists): the group and transaction coordinators' logs and the share
+// groups' state.
+func internalTopic(name string) bool {
+	switch name {
+	case "__consumer_offsets", "__transaction_state", "__share_group_state":
+		return true
+	}
+	return false
+}
+
 func (p *placer) topic(t *catalog.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.IsInternal = internalTopic(t.Name)
 	mt.TopicID = t.ID
 	mt.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
 	empty := []int32{}
@@ -623,6 +653,9 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 		rt.ErrorCode, rt.ErrorMessage = code, msg
 		if code == errNone {
 			rt.TopicID, rt.NumPartitions, rt.ReplicationFactor = id, n, 1
+			// v5+: the topic's configs, never null once it is created (Java's
+			// admin client reads the list unchecked): cohort keeps none.
+			rt.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
@@ -779,6 +812,26 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
 	targets := deleteTargets(req)
 	shape := deleteShapeRefusals(req.GetVersion(), targets)
+	// A name whose topic another entry gives by ID: Kafka refuses it and
+	// deletes neither (cohort answers both entries so, in order). Only
+	// entries the principal may delete reach here, so this reveals no ID.
+	byID := map[[16]byte]int{}
+	for i, tg := range targets {
+		if shape[i] == "" && tg.name == nil {
+			byID[tg.id] = i
+		}
+	}
+	for i, tg := range targets {
+		if shape[i] != "" || tg.name == nil || len(byID) == 0 {
+			continue
+		}
+		if t, ok := s.catalog.Lookup(*tg.name); ok {
+			if j, dup := byID[t.ID]; dup {
+				const alias = "The provided topic name maps to an ID that was already supplied."
+				shape[i], shape[j] = alias, alias
+			}
+		}
+	}
 	for i, tg := range targets {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = tg.name, tg.id
@@ -829,6 +882,13 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 		}
 		var racks [][]string
 		if t.Assignment != nil { // a non-null list, even empty, is an assignment (Kafka)
+			// The topic and the new count first, then the assignment, in
+			// Kafka's order.
+			if err := s.catalog.ValidateAddPartitions(t.Topic, t.Count, nil); err != nil {
+				rt.ErrorCode, rt.ErrorMessage = catalogError(err)
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
 			if cur, ok := s.catalog.Lookup(t.Topic); ok && t.Count > cur.Partitions && int64(len(t.Assignment)) != int64(t.Count)-int64(cur.Partitions) {
 				rt.ErrorCode = errInvalidReplicaAssign
 				rt.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("increasing the partition count from %d to %d needs %d assignments, the request has %d",
