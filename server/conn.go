@@ -498,9 +498,10 @@ var longAgo = time.Unix(1, 0)
 // within tens of milliseconds), and a watch costs a goroutine, a read system
 // call and two deadline changes: a tenth of the server's CPU in such a
 // rebalance. A client that hangs up while parked is noticed at most this
-// much later (Config.hangupWatchDelay replaces it in tests), which changes nothing for its group (the coordinator answers
+// much later, which changes nothing for its group (the coordinator answers
 // a parked request whether or not anybody still waits for it); only its
-// connection's goroutine lives that much longer.
+// connection's goroutine lives that much longer. Config.hangupWatchDelay
+// replaces it in tests.
 const hangupWatchDelay = time.Second
 
 // startWatch arms the hang-up watch for the request being handled: unless
