@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -891,6 +892,16 @@ func (s *Server) authzCreateTopics(ctx context.Context, c Client, r *request) (k
 	var denied []bool
 	if !s.allowed(c, acl.OpCreate, acl.ResourceCluster, acl.ClusterName) {
 		denied = s.uniqueDenials(c, r.key, acl.OpCreate, len(req.Topics), func(i int) string { return req.Topics[i].Topic })
+		for i := range denied {
+			// Never a topic anyone creates: INVALID_REQUEST whatever the
+			// ACLs, as in Kafka (the handler answers it).
+			if req.Topics[i].Topic == clusterMetadataTopic {
+				denied[i] = false
+			}
+		}
+		if !slices.Contains(denied, true) {
+			denied = nil
+		}
 	}
 	var resp *kmsg.CreateTopicsResponse
 	if denied == nil {
@@ -918,7 +929,8 @@ func (s *Server) authzCreateTopics(ctx context.Context, c Client, r *request) (k
 		for i := range resp.Topics {
 			t := &resp.Topics[i]
 			if t.ErrorCode == errNone && !s.allowed(c, acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
-				t.ConfigErrorCode, t.NumPartitions, t.ReplicationFactor, t.Configs = codeTopicAuthz, -1, -1, nil
+				t.ConfigErrorCode, t.NumPartitions, t.ReplicationFactor = codeTopicAuthz, -1, -1
+				t.Configs = t.Configs[:0] // cleared, as Kafka, not null
 			}
 		}
 	}

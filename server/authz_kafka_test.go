@@ -55,6 +55,28 @@ func TestDeleteTopicsShapeCheckedBeforeACLs(t *testing.T) {
 	}
 }
 
+// __cluster_metadata is Kafka's KRaft log, never a topic: Kafka's
+// controller (ControllerApis.createTopics) answers it INVALID_REQUEST before
+// it authorizes anything; cohort answered TOPIC_AUTHORIZATION_FAILED to a
+// principal without CREATE. A topic that principal may create next to it is
+// still created, one it may not still refused.
+func TestCreateClusterMetadataTopicRefusedBeforeACLs(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.grant(allow(alice, acl.OpCreate, acl.ResourceTopic, "mine"))
+	req := createReq(false, newTopic(clusterMetadataTopic, 1), newTopic("mine", 1), newTopic("theirs", 1))
+	req.SetVersion(7)
+	resp := e.as(alice, req).(*kmsg.CreateTopicsResponse)
+	want := map[string]int16{clusterMetadataTopic: errInvalidRequest, "mine": 0, "theirs": codeTopicAuthz}
+	for _, rt := range resp.Topics {
+		if rt.ErrorCode != want[rt.Topic] {
+			t.Errorf("%s: code %d, want %d", rt.Topic, rt.ErrorCode, want[rt.Topic])
+		}
+	}
+	if len(resp.Topics) != 3 {
+		t.Fatalf("%d answers, want 3", len(resp.Topics))
+	}
+}
+
 func derefOr(s *string) string {
 	if s == nil {
 		return "<nil>"

@@ -426,6 +426,10 @@ func newPlacer(brokers []Broker) *placer {
 	return p
 }
 
+// clusterMetadataTopic is the name of Kafka's KRaft metadata log: no client
+// creates a topic of that name.
+const clusterMetadataTopic = "__cluster_metadata"
+
 // internalTopic reports whether Kafka counts name among its internal
 // topics (Metadata's is_internal, which clients use to leave them out of
 // topic lists): the group and transaction coordinators' logs and the share
@@ -669,7 +673,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 	if dups[t.Topic] {
 		return fail(errInvalidRequest, namedTwice)
 	}
-	if t.Topic == "__cluster_metadata" { // Kafka's KRaft log, never a topic a client creates
+	if t.Topic == clusterMetadataTopic { // Kafka's KRaft log, never a topic a client creates
 		return fail(errInvalidRequest, "Creation of internal topic __cluster_metadata is prohibited.")
 	}
 	// The name (and whether it is taken) first, then the partitions and
