@@ -271,13 +271,7 @@ func TestKIP848SubscribedMissingTopicProtectsOffsets(t *testing.T) {
 	r := h.cgJoin("m1", "a", "ghost")
 	h.consumerCommit(9, "m1", r.MemberEpoch, "ghost", 0)
 	h.consumerCommit(9, "m1", r.MemberEpoch, "unsubscribed", 0)
-	for i := 0; i < 2*60*2; i++ { // two hours of heartbeats every 30 s
-		h.advance(30 * time.Second)
-		h.cg(hb{member: "m1", epoch: r.MemberEpoch})
-	}
-	var out Output
-	h.s.ExpireOffsets(h.now, &out)
-	h.settle(&out)
+	h.heartbeatPastRetention("m1", r.MemberEpoch)
 	g := h.s.Group("cg")
 	if !g.hasOffset(topicPartition{"ghost", 0}) || g.hasOffset(topicPartition{"unsubscribed", 0}) {
 		t.Fatalf("offsets after retention: ghost %v (want kept), unsubscribed %v (want expired)",
@@ -289,6 +283,19 @@ func TestKIP848SubscribedMissingTopicProtectsOffsets(t *testing.T) {
 	}
 }
 
+// heartbeatPastRetention keeps member alive with a heartbeat every 30 s for
+// two hours (twice the tests' one-hour retention), then runs the offset
+// expiry.
+func (h *h) heartbeatPastRetention(member string, epoch int32) {
+	for i := 0; i < 2*60*2; i++ {
+		h.advance(30 * time.Second)
+		h.cg(hb{member: member, epoch: epoch})
+	}
+	var out Output
+	h.s.ExpireOffsets(h.now, &out)
+	h.settle(&out)
+}
+
 // TestC74C75RetentionAndDeletes: unsubscribed topics' offsets expire while
 // the group is Stable; subscribed ones do not; a non-empty consumer group
 // cannot be deleted and a subscribed topic's offsets cannot be deleted.
@@ -297,13 +304,7 @@ func TestKIP848_C74C75RetentionAndDeletes(t *testing.T) {
 	r := h.cgJoin("m1", "a")
 	h.consumerCommit(9, "m1", r.MemberEpoch, "a", 0)
 	h.consumerCommit(9, "m1", r.MemberEpoch, "b", 0)
-	for i := 0; i < 2*60*2; i++ { // two hours of heartbeats every 30 s
-		h.advance(30 * time.Second)
-		h.cg(hb{member: "m1", epoch: r.MemberEpoch})
-	}
-	var out Output
-	h.s.ExpireOffsets(h.now, &out)
-	h.settle(&out)
+	h.heartbeatPastRetention("m1", r.MemberEpoch)
 	g := h.s.Group("cg")
 	if g == nil || g.cg == nil {
 		t.Fatal("group gone")
