@@ -204,7 +204,21 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 	v := req.Version
 	fail := func(code int16, memberID string) { out.reply(t, joinError(v, code, memberID)) }
 	cg := g.cg
-	if strings.ToLower(s.cfg.ConsumerMigrationPolicy) == MigrationDisabled || req.ProtocolType != "consumer" || len(req.Protocols) == 0 {
+	if strings.ToLower(s.cfg.ConsumerMigrationPolicy) == MigrationDisabled {
+		fail(ErrInconsistentProtocol, req.MemberID)
+		return
+	}
+	instance := strOr(req.InstanceID)
+	if most := s.cfg.ConsumerMaxSize; most > 0 && len(cg.members) >= most && cg.members[req.MemberID] == nil && !cg.hasStaticMember(instance) {
+		// Kafka checks the size first, before the protocols and before a
+		// new member is asked for its id: a joiner that is no member is
+		// refused at once, not one round trip later. A static member's
+		// instance id is exempt, as for ConsumerGroupHeartbeat: the join
+		// can only take that member's place or be fenced.
+		fail(ErrGroupMaxSizeReached, "")
+		return
+	}
+	if req.ProtocolType != "consumer" || len(req.Protocols) == 0 {
 		fail(ErrInconsistentProtocol, req.MemberID)
 		return
 	}
@@ -225,7 +239,6 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		return
 	}
 	session := time.Duration(req.SessionTimeoutMillis) * time.Millisecond // within bounds: JoinGroup checked it
-	instance := strOr(req.InstanceID)
 	var m, replaced *cmember
 	switch {
 	case instance != "":
@@ -250,10 +263,6 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		// out (or a member fenced since): as Kafka does, the join creates
 		// the member with that id.
 		m = cg.members[req.MemberID]
-	}
-	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && len(cg.members) >= s.cfg.ConsumerMaxSize {
-		fail(ErrGroupMaxSizeReached, "")
-		return
 	}
 	h := &hbReq{c: c, now: now, out: out, owned: tpset{}}
 	for _, op := range sub.OwnedPartitions {

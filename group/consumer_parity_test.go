@@ -532,3 +532,33 @@ func TestMigrationChecks(t *testing.T) {
 	h2.wantCode(h2.sync("cg", rr.MemberID, rr.Generation, map[string]string{rr.MemberID: string(a.AppendTo(nil))}), ErrNone)
 	expectCode(t, "upgrade of a group with assignor user data", h2.cgJoin("n1", "a").ErrorCode, ErrGroupIDNotFound)
 }
+
+// A classic JoinGroup into a full consumer group is refused
+// GROUP_MAX_SIZE_REACHED at once, before any MEMBER_ID_REQUIRED round trip
+// and before its protocols are checked: Kafka checks the size first for a
+// joiner that is not a member (a new member id it would hand out is no
+// member). cohort answered MEMBER_ID_REQUIRED first and refused the second
+// join, one round trip later. A member of the group and a static member
+// whose instance id the group holds are not refused for the size.
+func TestClassicJoinIntoFullConsumerGroupRefusedFirst(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) { c.ConsumerMaxSize = 2 })
+	i1 := "i1"
+	h.cg(hb{member: "s1", instance: &i1, names: []string{"a"}, owned: tpset{}})
+	h.cgJoin("d1", "a")
+	meta := string(subscription(nil, "a"))
+
+	r := h.joinResp(h.join("cg", jo{protos: protos("range", meta)}))
+	expectCode(t, "v9 join with no member id into the full group", r.ErrorCode, ErrGroupMaxSizeReached)
+	if r.MemberID != "" {
+		t.Fatalf("refused joiner was given member id %q", r.MemberID)
+	}
+	r = h.joinResp(h.join("cg", jo{ptype: "connect", protos: protos("range", meta)}))
+	expectCode(t, "a joiner whose protocol type the group would refuse too", r.ErrorCode, ErrGroupMaxSizeReached)
+	r = h.joinResp(h.join("cg", jo{member: "stranger", protos: protos("range", meta)}))
+	expectCode(t, "a member id the group does not know", r.ErrorCode, ErrGroupMaxSizeReached)
+	r = h.joinResp(h.join("cg", jo{instance: "i9", protos: protos("range", meta)}))
+	expectCode(t, "a static stranger", r.ErrorCode, ErrGroupMaxSizeReached)
+	if n := len(h.cgroup("cg").members); n != 2 {
+		t.Fatalf("group has %d members after refused joins, want 2", n)
+	}
+}
