@@ -214,10 +214,11 @@ func (c *conn) admit(r *request) bool {
 		c.lm.authResult(c.auth.badMech, false)
 		return false
 	case saslDone:
-		if r.key == keySaslHandshake {
-			return true // a re-authentication (checked in saslHandshake)
+		expired := !c.auth.expires.IsZero() && !c.s.sec.now().Before(c.auth.expires)
+		if r.key == keySaslHandshake && (!expired || c.reauthMayBegin()) {
+			return true // a re-authentication, or refused in saslHandshake
 		}
-		if c.auth.expires.IsZero() || c.s.sec.now().Before(c.auth.expires) {
+		if !expired {
 			return true
 		}
 		c.log.Info("closing connection: SASL session expired without re-authentication",
@@ -264,6 +265,14 @@ func (c *conn) refusalAnswer(r *request) kmsg.Response {
 	return resp
 }
 
+// reauthMayBegin reports whether a SaslHandshake on the authenticated
+// connection may begin a re-authentication, as Kafka decides before it
+// looks at the handshake: the session expires, and the previous
+// re-authentication began at least minReauthInterval ago.
+func (c *conn) reauthMayBegin() bool {
+	return !c.auth.expires.IsZero() && (c.auth.reauthAt.IsZero() || c.s.sec.now().Sub(c.auth.reauthAt) >= minReauthInterval)
+}
+
 // saslHandshake answers a SaslHandshake. close: the connection ends after
 // the response is written (an unsupported mechanism, as Kafka).
 func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
@@ -272,12 +281,13 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	out.SupportedMechanisms = c.s.sec.mechNames
 	switch {
 	case c.auth.state == saslHandshake:
-	case c.auth.state == saslDone && (c.auth.expires.IsZero() ||
-		!c.auth.reauthAt.IsZero() && c.s.sec.now().Sub(c.auth.reauthAt) < minReauthInterval):
+	case c.auth.state == saslDone && !c.reauthMayBegin():
 		// A session that does not expire has nothing to renew, and a
 		// connection re-authenticates at most once a second: Kafka
 		// answers such a handshake as an ordinary request, refused,
-		// keeping the connection.
+		// keeping the connection (unless its session has expired:
+		// admit closed it then, as Kafka closes an expired connection
+		// on any request that does not begin a re-authentication).
 		out.ErrorCode = errIllegalSaslState
 		return out, false
 	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:

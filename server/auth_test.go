@@ -481,6 +481,28 @@ func TestSASLReauthenticationAtMostOncePerSecond(t *testing.T) {
 	}
 }
 
+// A SaslHandshake that cannot begin a re-authentication (less than a second
+// after the previous one began) on a connection whose session has expired
+// closes the connection without an answer, as in Kafka, which treats it as
+// any other request after the expiry. (cohort answered ILLEGAL_SASL_STATE
+// and kept the expired connection.)
+func TestSASLExpiredSessionHandshakeTooSoonCloses(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
+	f.mech.expiry = time.Unix(0, f.now.Load()).Add(60500 * time.Millisecond)
+	c := f.ts.dial(t)
+	login(t, c, "alice", "secret")
+	f.advance(59800 * time.Millisecond)
+	if r := login(t, c, "alice", "secret"); r.SessionLifetimeMillis != 700 {
+		t.Fatalf("re-authentication's lifetime %d ms, want the credential's remaining 700", r.SessionLifetimeMillis)
+	}
+	f.advance(800 * time.Millisecond) // expired, 0.8 s after the re-authentication began
+	req := kmsg.NewPtrSASLHandshakeRequest()
+	req.SetVersion(1)
+	req.Mechanism = "TEST"
+	c.send(req, 5)
+	c.expectClosed()
+}
+
 func TestSASLReauthenticationCannotChangePrincipal(t *testing.T) {
 	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute })
 	c := f.ts.dial(t)
