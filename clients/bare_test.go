@@ -83,6 +83,7 @@ var workdistClients = []workdistClient{
 	{name: "kafkago", command: goWorker("kafkago"), commits: true},
 	{name: "confluent", command: goWorker("confluent"), commits: true},
 	{name: "kafkajs", command: kafkajsWorker, commits: true},
+	{name: "kafkapython", command: kafkaPythonWorker, commits: true},
 	{name: "kcat", command: kcatWorker},
 }
 
@@ -117,6 +118,15 @@ func kafkajsWorker(t *testing.T, addr, group, clientID string) *exec.Cmd {
 		"--session-timeout-ms", ms(bareSession), "--fetch-max-wait-ms", ms(bareFetchWait))
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	return cmd
+}
+
+// kafkaPythonWorker runs examples/workdist/kafkapython/worker.py with
+// kafka-python (Debian's python3-kafka).
+func kafkaPythonWorker(t *testing.T, addr, group, clientID string) *exec.Cmd {
+	needKafkaPython(t)
+	return exec.Command(kafkaPythonInterpreter, "../examples/workdist/kafkapython/worker.py", "--bootstrap", addr, "--group", group,
+		"--topic", bareTopic, "--client-id", clientID,
+		"--session-timeout-ms", ms(bareSession), "--fetch-max-wait-ms", ms(bareFetchWait))
 }
 
 // kcatWorker runs `kcat -G`: librdkafka's group consumer, printing its
@@ -190,13 +200,15 @@ var librdkafkaLog = regexp.MustCompile(`^%(\d)\|`)
 // warning: a line the examples write as "error: ...", a warning or error of
 // franz-go's logger ("[WARN]", "[ERROR]"), of librdkafka (log levels 0-4,
 // "%4|..."; confluent and kcat) or of kafkajs (JSON "level":"WARN" or
-// "ERROR"), or kcat's "% ERROR". sarama and kafka-go report errors only
-// through the examples' "error:" lines. Not counted: the answers
-// REBALANCE_IN_PROGRESS, which is how the protocol tells members to rejoin
-// and which kafkajs logs as an error (once per heartbeat, and a warning
-// from its runner).
+// "ERROR"), kafka-python's (its worker logs "[WARN]" and "[ERROR]"), or
+// kcat's "% ERROR". sarama and kafka-go report errors only through the
+// examples' "error:" lines. Not counted: the answers REBALANCE_IN_PROGRESS,
+// which is how the protocol tells members to rejoin and which kafkajs logs
+// as an error (once per heartbeat, and a warning from its runner) and
+// kafka-python as a warning (once per rebalance).
 func errorLine(line string) bool {
-	if strings.Contains(line, "The group is rebalancing") { // kafkajs's REBALANCE_IN_PROGRESS
+	if strings.Contains(line, "The group is rebalancing") || // kafkajs's REBALANCE_IN_PROGRESS
+		strings.Contains(line, "Heartbeat failed for group") && strings.HasSuffix(line, "because it is rebalancing") { // kafka-python's
 		return false
 	}
 	if m := librdkafkaLog.FindStringSubmatch(line); m != nil {

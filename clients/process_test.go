@@ -38,6 +38,12 @@ const (
 	kafkajsHint = "run `npm ci` in clients/kafkajs"
 	kcatWhat    = "kcat"
 	kcatHint    = "run `apt-get install -y kcat`"
+	// kafka-python: Debian's package, for Debian's own python3 (a Python
+	// of a virtual environment or pyenv earlier in PATH does not see it).
+	kafkaPythonWhat = "kafka-python (" + kafkaPythonInterpreter + " -c 'import kafka')"
+	kafkaPythonHint = "run `apt-get install -y python3-kafka`"
+	// kafkaPythonInterpreter is the Python that runs the kafka-python worker.
+	kafkaPythonInterpreter = "/usr/bin/python3"
 )
 
 func haveKafkajs() bool {
@@ -51,6 +57,11 @@ func haveKcat() bool {
 	return err == nil
 }
 
+// haveKafkaPython reports whether kafkaPythonInterpreter imports kafka.
+var haveKafkaPython = sync.OnceValue(func() bool {
+	return exec.Command(kafkaPythonInterpreter, "-c", "import kafka").Run() == nil
+})
+
 // missingTools describes the external clients that are not installed.
 func missingTools() []string {
 	var out []string
@@ -60,6 +71,9 @@ func missingTools() []string {
 	if !haveKcat() {
 		out = append(out, kcatWhat+": not installed, "+kcatHint)
 	}
+	if !haveKafkaPython() {
+		out = append(out, kafkaPythonWhat+": not installed, "+kafkaPythonHint)
+	}
 	return out
 }
 
@@ -67,6 +81,9 @@ func missingTools() []string {
 // needTool).
 func needKafkajs(t *testing.T) { needTool(t, kafkajsWhat, kafkajsHint, haveKafkajs()) }
 func needKcat(t *testing.T)    { needTool(t, kcatWhat, kcatHint, haveKcat()) }
+func needKafkaPython(t *testing.T) {
+	needTool(t, kafkaPythonWhat, kafkaPythonHint, haveKafkaPython())
+}
 
 // needTool skips a test when an external client is not installed, except in
 // CI (CI=true), where .ci/run installs it and its absence is a failure.
@@ -238,6 +255,20 @@ func startKcat(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
 	return startProc(t, c, "kcat", cmd)
 }
 
+// startKafkaPython runs clients/kafkapython/member.py under Debian's python3.
+func startKafkaPython(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
+	needKafkaPython(t)
+	cmd := exec.Command(kafkaPythonInterpreter, "member.py")
+	cmd.Dir = "kafkapython"
+	cmd.Env = append(os.Environ(),
+		"BROKER="+b.Addr(), "GROUP="+c.Group, "TOPIC="+c.Topic, "CLIENT_ID="+c.ClientID, "PROTOCOL="+c.Protocol,
+		"SESSION_MS="+ms(sessionTimeout), "HEARTBEAT_MS="+ms(heartbeat), "REBALANCE_MS="+ms(rebalanceTimeout),
+		"PROCESS_MS="+ms(processTime))
+	return startProc(t, c, "kafka-python", cmd)
+}
+
 func TestKafkajsGroupChurn(t *testing.T) { runChurn(t, startKafkajs, "roundrobin") }
+
+func TestKafkaPythonGroupChurn(t *testing.T) { runChurn(t, startKafkaPython, "roundrobin") }
 
 func TestKcatGroupChurn(t *testing.T) { runChurn(t, startKcat, "range") }
