@@ -6,7 +6,7 @@ package workdist_test
 // of two addresses, the node's and a TCP proxy's in front of it, with spaces
 // and an empty entry, as a user would type a cluster's addresses. Each worker
 // must be assigned every partition, and every partition must be committed in
-// that first generation: by sarama, kafka-go and kafkajs while the worker
+// that first generation: by sarama, kafka-go, kafkajs and kafka-python while the worker
 // owns it (docs/workdist.md: they commit after the assignment), by franz-go
 // and confluent-kafka-go in the revoke callback on SIGTERM. The fuller
 // scenarios (several workers, SIGKILL, idling) are clients/bare_test.go's.
@@ -49,18 +49,36 @@ var clients = []client{
 	{name: "kafkago", whileOwned: true},
 	{name: "confluent"},
 	{name: "kafkajs", whileOwned: true},
+	{name: "kafkapython", whileOwned: true},
 }
+
+// script reports whether c's worker is a script (kafkajs, kafka-python),
+// not a Go program of this module.
+func (c client) script() bool { return c.name == "kafkajs" || c.name == "kafkapython" }
 
 // command is the worker process of c with the given bootstrap list.
 func command(t *testing.T, c client, bootstrap, group string) *exec.Cmd {
 	t.Helper()
 	common := []string{"bootstrap", bootstrap, "group", group, "topic", topic, "client-id", c.name + "-1"}
 	var args []string
-	if c.name == "kafkajs" {
+	if c.script() {
 		for i := 0; i < len(common); i += 2 {
 			args = append(args, "--"+common[i], common[i+1])
 		}
 		args = append(args, "--session-timeout-ms", "6000", "--fetch-max-wait-ms", "500")
+	}
+	if c.name == "kafkapython" {
+		// Debian's python3 with its python3-kafka (clients/process_test.go).
+		const python = "/usr/bin/python3"
+		if exec.Command(python, "-c", "import kafka").Run() != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("kafka-python is not installed for " + python + " (.ci/run installs python3-kafka)")
+			}
+			t.Skip("SKIPPED: kafka-python is not installed for " + python + "; run `apt-get install -y python3-kafka` to run this test")
+		}
+		return exec.Command(python, append([]string{"kafkapython/worker.py"}, args...)...)
+	}
+	if c.name == "kafkajs" {
 		modules, err := filepath.Abs("../../clients/kafkajs/node_modules")
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +100,7 @@ func command(t *testing.T, c client, bootstrap, group string) *exec.Cmd {
 	args = append(args, "-session-timeout", "6s", "-fetch-max-wait", "500ms")
 	var pkgs []string
 	for _, c := range clients {
-		if c.name != "kafkajs" {
+		if !c.script() {
 			pkgs = append(pkgs, "github.com/cohort-dev/cohort/examples/workdist/"+c.name)
 		}
 	}
