@@ -179,6 +179,7 @@ const (
 	keyIncrementalAlterConfigs int16 = 44
 	keyDeleteGroups            int16 = 42
 	keyOffsetDelete            int16 = 47
+	keyDescribeClientQuotas    int16 = 48
 	keyDescribeCluster         int16 = 60
 
 	keySaslHandshake    int16 = 17
@@ -243,6 +244,7 @@ var supported = [...]APIVersions{
 	{keyDeleteGroups, "DeleteGroups", 0, 3},
 	{keyIncrementalAlterConfigs, "IncrementalAlterConfigs", 0, 1},
 	{keyOffsetDelete, "OffsetDelete", 0, 0},
+	{keyDescribeClientQuotas, "DescribeClientQuotas", 0, 1},
 	{keyDescribeSCRAM, "DescribeUserSCRAMCredentials", 0, 0},
 	{keyAlterSCRAM, "AlterUserSCRAMCredentials", 0, 0},
 	{keyDescribeCluster, "DescribeCluster", 0, 2},

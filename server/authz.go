@@ -125,6 +125,8 @@ func (s *Server) handleAuthorized(ctx context.Context, c Client, r *request) (km
 		return s.authzAlterConfigs(ctx, c, r), nil
 	case keyListConfigResources:
 		return s.authzListConfigResources(c, r), nil
+	case keyDescribeClientQuotas:
+		return s.authzDescribeClientQuotas(c, r), nil
 	default:
 		return nil, fmt.Errorf("no authorization rule for API key %d", r.key)
 	}

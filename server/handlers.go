@@ -127,6 +127,8 @@ func (s *Server) handleUnchecked(ctx context.Context, c Client, r *request) (kms
 		return s.describeConfigs(r.req.(*kmsg.DescribeConfigsRequest), nil), nil
 	case keyListConfigResources:
 		return s.listConfigResources(c, r.req.(*kmsg.ListConfigResourcesRequest)), nil
+	case keyDescribeClientQuotas:
+		return s.describeClientQuotas(r.req.(*kmsg.DescribeClientQuotasRequest)), nil
 	case keyAlterConfigs:
 		return s.legacyAlterConfigs(c, r), nil
 	case keyIncrementalAlterConfigs:

@@ -31,6 +31,7 @@ func TestSupportedAPIsTable(t *testing.T) {
 		60: {0, 2},             // DescribeCluster (describecluster.go)
 		33: {0, 2}, 44: {0, 1}, // AlterConfigs, IncrementalAlterConfigs (alterconfigs.go)
 		74: {0, 1},             // ListConfigResources (listconfigresources.go)
+		48: {0, 1},             // DescribeClientQuotas (clientquotas.go)
 		68: {0, 1}, 69: {0, 1}, // the consumer group protocol (KIP-848)
 	}
 	apis := SupportedAPIs()

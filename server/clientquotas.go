@@ -1,0 +1,91 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/security/acl"
+)
+
+// Client quota entity types and filter match types (KIP-546).
+const (
+	quotaUser     = "user"
+	quotaClientID = "client-id"
+	quotaIP       = "ip"
+
+	quotaMatchExact     kmsg.QuotasMatchType = 0
+	quotaMatchDefault   kmsg.QuotasMatchType = 1
+	quotaMatchSpecified kmsg.QuotasMatchType = 2
+)
+
+// describeClientQuotas answers DescribeClientQuotas (v0–1). cohort enforces
+// no client quotas and stores none, so a well-formed filter matches nothing:
+// no error and an empty entry list, as a Kafka broker without quotas answers.
+// The API is served because kafka-configs.sh --describe --entity-type
+// users (or clients, ips) asks it before anything else, and fails the whole
+// command, the users' SCRAM credentials included, when the broker does not
+// advertise it. A malformed filter gets Kafka's refusal (and no entry list):
+// an empty entity type, a type named twice, exact without a name, default or
+// specified with one, an unknown match type, or ip together with user or
+// client-id are INVALID_REQUEST; an entity type other than user, client-id
+// and ip is UNSUPPORTED_VERSION. With an authorizer, DESCRIBE_CONFIGS on the
+// cluster comes first (authzDescribeClientQuotas).
+func (s *Server) describeClientQuotas(req *kmsg.DescribeClientQuotasRequest) *kmsg.DescribeClientQuotasResponse {
+	resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+	if code, msg := quotaFilterRefusal(req.Components); code != errNone {
+		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(msg)
+		return resp
+	}
+	resp.Entries = []kmsg.DescribeClientQuotasResponseEntry{}
+	return resp
+}
+
+// quotaFilterRefusal checks a DescribeClientQuotas filter in Kafka's order:
+// errNone if it is well formed.
+func quotaFilterRefusal(components []kmsg.DescribeClientQuotasRequestComponent) (int16, string) {
+	seen := map[string]bool{}
+	for _, c := range components {
+		switch {
+		case c.EntityType == "":
+			return errInvalidRequest, "Invalid empty entity type."
+		case seen[c.EntityType]:
+			return errInvalidRequest, "Entity type " + c.EntityType + " cannot appear more than once in the filter."
+		case c.EntityType != quotaUser && c.EntityType != quotaClientID && c.EntityType != quotaIP:
+			return errUnsupportedVersion, "Unsupported entity type " + c.EntityType
+		}
+		seen[c.EntityType] = true
+		switch c.MatchType {
+		case quotaMatchExact:
+			if c.Match == nil {
+				return errInvalidRequest, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+			}
+		case quotaMatchDefault, quotaMatchSpecified:
+			if c.Match != nil {
+				name := "MATCH_TYPE_DEFAULT"
+				if c.MatchType == quotaMatchSpecified {
+					name = "MATCH_TYPE_SPECIFIED"
+				}
+				return errInvalidRequest, "Request specified " + name + ", but also specified a match string."
+			}
+		default:
+			return errInvalidRequest, "Unknown match type " + strconv.Itoa(int(c.MatchType))
+		}
+	}
+	if seen[quotaIP] && (seen[quotaUser] || seen[quotaClientID]) {
+		return errInvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."
+	}
+	return errNone, ""
+}
+
+// authzDescribeClientQuotas: DESCRIBE_CONFIGS on the cluster, or the whole
+// answer is CLUSTER_AUTHORIZATION_FAILED (before the filter is looked at).
+func (s *Server) authzDescribeClientQuotas(c Client, r *request) kmsg.Response {
+	req := r.req.(*kmsg.DescribeClientQuotasRequest)
+	if !s.authorize(c, r.key, acl.OpDescribeConfigs, acl.ResourceCluster, acl.ClusterName) {
+		resp := req.ResponseKind().(*kmsg.DescribeClientQuotasResponse)
+		resp.ErrorCode, resp.ErrorMessage = codeClusterAuthz, errorMessage(codeClusterAuthz)
+		return resp
+	}
+	return s.describeClientQuotas(req)
+}
