@@ -452,37 +452,50 @@ func (g *Group) awaitedFree(m *cmember) bool {
 	return true
 }
 
-// classicLeaveToConsumer removes a member a LeaveGroup names from a
+// classicLeaveToConsumer removes the members a LeaveGroup names from a
 // consumer-protocol group: a classic member leaving, or any member an
 // administrator removes, by instance id (with no member id) or by member
 // id, whichever protocol it uses. Kafka refused a consumer-protocol member
 // named by member id (UNKNOWN_MEMBER_ID) until 4.0 (KAFKA-18188), which
 // broke the admin client's "remove all members".
 //
-// It returns the removal's records, applied already: the caller writes them
-// and answers once they are durable (nil with the error when the member is
-// not removed).
-func (s *Shard) classicLeaveToConsumer(now time.Time, memberID, instanceID string, out *Output, g *Group) ([]rec, int16) {
+// As Kafka's coordinator does for a LeaveGroup reaching a consumer group,
+// every listed member is removed first, each answered on its own (appended
+// to r.Members, NONE for a removal), and then, if anyone was removed, the
+// group epoch is bumped once: the batch is one rebalance and one write, not
+// one of each per member. It returns that write's records, applied already:
+// the caller writes them and answers once they are durable (nil when nobody
+// was removed).
+func (s *Shard) classicLeaveToConsumer(now time.Time, ids []kmsg.LeaveGroupRequestMember, r *kmsg.LeaveGroupResponse, out *Output, g *Group) []rec {
 	cg := g.cg
-	var m *cmember
-	if memberID == "" && instanceID != "" {
-		// Admin removal by instance id.
-		if owner, ok := cg.static[instanceID]; ok {
-			m = cg.members[owner]
-		}
-		if m == nil {
-			return nil, ErrUnknownMemberID
-		}
-	} else {
-		var code int16
-		if m, code = cg.namedMember(memberID, instanceID); code != ErrNone {
-			return nil, code
-		}
-	}
 	h := &hbReq{now: now, out: out}
-	g.cNoteLeave(h, m, m.classic == nil || memberID == "" && instanceID != "") // rebalance history
-	g.fenceConsumerMember(h, m)
-	return h.recs, ErrNone
+	before := cg.epoch
+	for _, id := range ids {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
+		memberID, instanceID := id.MemberID, strOr(id.InstanceID)
+		var m *cmember
+		if memberID == "" && instanceID != "" {
+			// Admin removal by instance id.
+			if owner, ok := cg.static[instanceID]; ok {
+				m = cg.members[owner]
+			}
+			if m == nil {
+				rm.ErrorCode = ErrUnknownMemberID
+			}
+		} else {
+			m, rm.ErrorCode = cg.namedMember(memberID, instanceID)
+		}
+		if m != nil {
+			g.cNoteLeave(h, m, m.classic == nil || memberID == "" && instanceID != "") // rebalance history
+			g.dropConsumerMember(h, m)
+		}
+		r.Members = append(r.Members, rm)
+	}
+	if len(h.recs) > 0 {
+		g.bumpAfterRemoval(h, before)
+	}
+	return h.recs
 }
 
 // maybeDowngrade turns a consumer-protocol group whose members are all

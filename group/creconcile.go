@@ -227,15 +227,30 @@ func (s *Shard) consumerLeave(h *hbReq) (*Group, *cmember, int16, string) {
 }
 
 // fenceConsumerMember removes m (leave, session or rebalance timeout) and
-// bumps the group epoch so that the others take over its partitions. When
-// the group becomes empty its target epoch follows the group epoch, so it
-// reads Empty rather than Assigning.
+// bumps the group epoch so that the others take over its partitions.
 func (g *Group) fenceConsumerMember(h *hbReq, m *cmember) {
-	cg := g.cg
-	before := cg.epoch
+	before := g.cg.epoch
+	g.dropConsumerMember(h, m)
+	g.bumpAfterRemoval(h, before)
+}
+
+// dropConsumerMember removes m from the group (its tombstones) without
+// bumping the group epoch: the caller bumps it once after its removals
+// (bumpAfterRemoval), as a LeaveGroup naming several members does.
+func (g *Group) dropConsumerMember(h *hbReq, m *cmember) {
 	g.emit(h, cTombstone(keyCCurrent, g.id, m.id))
 	g.emit(h, cTombstone(keyCTarget, g.id, m.id))
 	g.emit(h, cTombstone(keyCMember, g.id, m.id))
+}
+
+// bumpAfterRemoval bumps the group epoch once after one or more members
+// were removed (dropConsumerMember), so that the others take over their
+// partitions; before is the epoch before the removals. When the group
+// becomes empty its target epoch follows the group epoch, so it reads Empty
+// rather than Assigning; when only classic members remain it may turn
+// classic (maybeDowngrade).
+func (g *Group) bumpAfterRemoval(h *hbReq, before int32) {
+	cg := g.cg
 	g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
 	if len(cg.members) == 0 {
 		g.emit(h, cTMetaRec(g.id, cg.epoch))

@@ -198,9 +198,10 @@ func (s *Shard) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
 
 // LeaveGroup handles a LeaveGroup request, single (v0–2) or batch (v3+)
 // (docs/group-semantics.md §leave). A classic group's leave is answered at
-// once; a removal from a consumer group is answered once its records are
-// durable, as every change of a consumer group (docs/kip848.md,
-// Durability).
+// once; the members removed from a consumer group go in one write with one
+// bump of the group epoch (classicLeaveToConsumer), and the answer waits
+// until that write is durable, as for every change of a consumer group
+// (docs/kip848.md, Durability).
 func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest, out *Output) {
 	r := kmsg.NewPtrLeaveGroupResponse()
 	r.Version = req.Version
@@ -219,68 +220,70 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 		out.reply(t, r)
 		return
 	}
-	// waiting counts what the answer waits for: this call, and each
-	// removal from a consumer group whose write is not done yet.
-	waiting := 1
+	// done answers; for a consumer group, once its write is durable.
 	done := func(out *Output) {
-		if waiting--; waiting > 0 {
-			return
-		}
 		if r.Version < 3 {
 			r.ErrorCode = r.Members[0].ErrorCode
 			r.Members = nil
 		}
 		out.reply(t, r)
 	}
-	// A classic member left (removed) or a KIP-394 pending id did
-	// (pendingLeft): the group reacts once, after all of them.
-	removed, pendingLeft := false, false
-	for _, id := range ids {
-		rm := kmsg.NewLeaveGroupResponseMember()
-		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
-		switch {
-		case g == nil:
-			rm.ErrorCode = ErrUnknownMemberID
-		case g.cg != nil:
-			var recs []rec
-			recs, rm.ErrorCode = s.classicLeaveToConsumer(now, id.MemberID, strOr(id.InstanceID), out, g)
-			if len(recs) == 0 {
-				break
-			}
-			i := len(r.Members)
-			waiting++
-			s.writeApplied(out, recs, func(_ time.Time, code int16, out *Output) {
-				if code != ErrNone {
-					// The member was not removed. Kafka answers a
-					// LeaveGroup whose write failed with that error at
-					// the top level (clients retry); the member's own
-					// answer says which removal of a batch failed.
-					r.Members[i].ErrorCode = code
-					if r.ErrorCode == ErrNone {
-						r.ErrorCode = code
+	switch {
+	case g == nil:
+		for _, id := range ids {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = id.MemberID, id.InstanceID, ErrUnknownMemberID
+			r.Members = append(r.Members, rm)
+		}
+	case g.cg != nil:
+		// Every listed member is removed first, then the group epoch
+		// is bumped once: one write for the batch, answered once it is
+		// durable.
+		recs := s.classicLeaveToConsumer(now, ids, r, out, g)
+		if len(recs) == 0 {
+			break
+		}
+		s.writeApplied(out, recs, func(_ time.Time, code int16, out *Output) {
+			if code != ErrNone {
+				// No member was removed. Kafka answers a LeaveGroup
+				// whose write failed with that error at the top level
+				// (clients retry); each removal of the batch carries it
+				// too, while a member refused on its own keeps its
+				// answer.
+				r.ErrorCode = code
+				for i := range r.Members {
+					if r.Members[i].ErrorCode == ErrNone {
+						r.Members[i].ErrorCode = code
 					}
 				}
-				done(out)
-			})
-		default:
+			}
+			done(out)
+		})
+		return
+	default:
+		// A classic member left (removed) or a KIP-394 pending id did
+		// (pendingLeft): the group reacts once, after all of them.
+		removed, pendingLeft := false, false
+		for _, id := range ids {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
 			var dropped, pending bool
 			rm.ErrorCode, dropped, pending = g.leave(now, id.MemberID, strOr(id.InstanceID), reasonOf(id.Reason), out)
 			removed, pendingLeft = removed || dropped, pendingLeft || pending
+			r.Members = append(r.Members, rm)
 		}
-		r.Members = append(r.Members, rm)
-	}
-	switch {
-	case g == nil || g.cg != nil:
-	case removed:
-		// As Kafka: every listed member goes first, then one rebalance
-		// (or one check of the join barrier), so that a member removed
-		// later in the batch is not made leader of a generation the
-		// batch's next removal cancels.
-		g.afterRemoval(now, out)
-	case pendingLeft && g.state == PreparingRebalance:
-		// Only pending ids left: the barrier may have been waiting
-		// for them alone.
-		g.tryCompleteJoin(now, out)
+		switch {
+		case removed:
+			// As Kafka: every listed member goes first, then one
+			// rebalance (or one check of the join barrier), so that a
+			// member removed later in the batch is not made leader of a
+			// generation the batch's next removal cancels.
+			g.afterRemoval(now, out)
+		case pendingLeft && g.state == PreparingRebalance:
+			// Only pending ids left: the barrier may have been waiting
+			// for them alone.
+			g.tryCompleteJoin(now, out)
+		}
 	}
 	done(out)
 }
