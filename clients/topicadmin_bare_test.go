@@ -133,3 +133,54 @@ func TestTopicAdminKafkajsBare(t *testing.T) {
 		t.Fatal("js-orders still in the catalog")
 	}
 }
+
+// TestAdminKafkaPythonBare: kafka-python's KafkaAdminClient
+// (clients/kafkapython/admin.py), with older API versions than the other
+// clients' (kafka-python 2.0.2 takes the highest it knows: CreateTopics v3,
+// DeleteTopics v3, CreatePartitions v1, DescribeConfigs v2, DescribeGroups
+// v3, ListGroups v2, OffsetFetch v3, DeleteGroups v1, FindCoordinator v0),
+// on a bare node: topics created, described, grown and
+// deleted, and a group of one kafka-python consumer listed, described, its
+// offsets fetched, refused deletion while it has a member and deleted once
+// it left.
+func TestAdminKafkaPythonBare(t *testing.T) {
+	needKafkaPython(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	b := testbed.StartBare(t, nil)
+	cmd := exec.CommandContext(ctx, kafkaPythonInterpreter, "admin.py")
+	cmd.Dir = "kafkapython"
+	cmd.Env = append(os.Environ(), "BROKER="+b.Addr(), "TOPIC=py-orders", "GROUP=py-group")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	got := strings.TrimSpace(string(outb))
+	want := strings.Join([]string{
+		"CREATE [('py-orders', 0)]",
+		"CREATE_AGAIN ERR TopicAlreadyExistsError",
+		"LIST True",
+		"DESCRIBE [(0, 0, [0]), (1, 0, [0]), (2, 0, [0])]",
+		"CLUSTER [(0, True)]",
+		"GROW [('py-orders', 0)]",
+		"DESCRIBE_GROWN 5",
+		"CONFIGS [(2, 'py-orders', 0, 0), (4, '0', 0, 0)]", // topic and broker: no error, no entries
+		"ASSIGNED [0, 1, 2, 3, 4]",
+		"COMMIT None",
+		"GROUPS [('py-group', 'consumer')]",
+		"DESCRIBE_GROUP [('Stable', 'consumer', 'range', [('py-member', [0, 1, 2, 3, 4])])]",
+		"OFFSETS [(0, 10, 'm'), (1, 11, 'm'), (2, 12, 'm'), (3, 13, 'm'), (4, 14, 'm')]",
+		"OFFSETS_ONE [(3, 13)]",
+		"DELETE_LIVE_GROUP [('py-group', 'NonEmptyGroupError')]",
+		"DESCRIBE_LEFT [('Empty', 0)]",
+		"DELETE_GROUP [('py-group', 'NoError')]",
+		"OFFSETS_DELETED {}",
+		"DELETE [('py-orders', 0)]",
+		"DELETE_AGAIN ERR UnknownTopicOrPartitionError",
+	}, "\n")
+	if err != nil || got != want {
+		t.Fatalf("admin.py: %v\n%s\nwant\n%s\nstderr:\n%s", err, got, want, stderr.String())
+	}
+	if _, ok := b.Node.Catalog().Lookup("py-orders"); ok {
+		t.Fatal("py-orders still in the catalog")
+	}
+}
