@@ -856,3 +856,67 @@ func TestSecuritySegmentio(t *testing.T) {
 	// metadata and for the coordinator at once; none retries a refusal).
 	window.check(ctx, t, "segmentio/kafka-go", 10)
 }
+
+// kafkaPythonSecure runs clients/kafkapython/secure.py with the given
+// password and returns its output lines and exit error.
+func kafkaPythonSecure(ctx context.Context, t *testing.T, s *testbed.Secure, password string, extraEnv ...string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, kafkaPythonInterpreter, "secure.py")
+	cmd.Dir = "kafkapython"
+	cmd.Env = append(os.Environ(),
+		"BROKER="+s.SASLAddr, "CA_FILE="+s.CA.CertFile,
+		"SASL_USERNAME="+testbed.AppUser, "SASL_PASSWORD="+password)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	cmd.Stderr = &prefixWriter{t: t, prefix: "kafka-python stderr: "}
+	out, err := cmd.Output()
+	return strings.Split(strings.TrimSpace(string(out)), "\n"), err
+}
+
+// TestSecurityKafkaPython: kafka-python (clients/kafkapython/secure.py)
+// over SASL_SSL with SCRAM-SHA-512, which it sends the legacy way
+// (SaslHandshake v0, then the SCRAM messages framed by their length alone):
+// a commit and the admin client's group calls as the app user, filtered and
+// refused by the ACLs as for the other clients; a wrong password fails.
+func TestSecurityKafkaPython(t *testing.T) {
+	needKafkaPython(t)
+	s, ctx := startSecure(t)
+	const group = testbed.AppGroupPrefix + "kafkapython"
+
+	window := startFailureWindow(t, s, scram512)
+	lines, err := kafkaPythonSecure(ctx, t, s, s.AppPassword(false),
+		"GROUP="+group, "TOPIC="+testbed.AppTopic, "OFFSET=11", "DENIED_GROUP="+testbed.OtherGroup)
+	t.Logf("kafka-python: %q", lines)
+	if err != nil {
+		t.Fatalf("secure.py: %v", err)
+	}
+	want := map[string]string{
+		"COMMITTED": "11",
+		"OFFSETS":   "[('" + testbed.AppTopic + "', 0, 11)]",
+		"DESCRIBE":  "[('" + group + "', 'Empty')]",
+	}
+	for k, v := range want {
+		if got, _ := lineWith(lines, k); got != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if g, _ := lineWith(lines, "GROUPS"); !strings.Contains(g, "'"+group+"'") || strings.Contains(g, testbed.OtherGroup) {
+		t.Errorf("list_consumer_groups as app: %s, want %s and not %s", g, group, testbed.OtherGroup)
+	}
+	// kafka-python looks the group's coordinator up first (FindCoordinator
+	// v0), which cohort refuses, as Kafka, for a group the principal may
+	// not DESCRIBE.
+	if d, _ := lineWith(lines, "DENIED"); d != "GroupAuthorizationFailedError" {
+		t.Errorf("describe_consumer_groups %s as app: %q, want GroupAuthorizationFailedError", testbed.OtherGroup, d)
+	}
+
+	bad, err := kafkaPythonSecure(ctx, t, s, s.AppPassword(true), "GROUP="+group, "TOPIC="+testbed.AppTopic, "OFFSET=1")
+	t.Logf("kafka-python with a wrong password: %q %v", bad, err)
+	if e, _ := lineWith(bad, "ERROR"); err == nil || e == "" {
+		t.Errorf("secure.py with a wrong password: %q (%v), want an ERROR line and exit code 2", bad, err)
+	}
+	if _, ok := lineWith(bad, "COMMITTED"); ok {
+		t.Errorf("secure.py with a wrong password committed: %q", bad)
+	}
+	// Measured: 2. The admin client tries its bootstrap server, gives up
+	// (NoBrokersAvailable) and the script exits.
+	window.check(ctx, t, "kafka-python", 4)
+}
