@@ -470,6 +470,15 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, ids []kmsg.LeaveGroupReque
 	cg := g.cg
 	h := &hbReq{now: now, out: out}
 	before := cg.epoch
+	// Every identity is looked up in the group as it was before the
+	// request, as in Kafka, so a member named twice (or by member id and
+	// by instance id) is answered NONE each time and removed once.
+	type leaver struct {
+		m     *cmember
+		admin bool // removed by an administrator, not by itself
+	}
+	var leavers []leaver
+	listed := map[string]bool{}
 	for _, id := range ids {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = id.MemberID, id.InstanceID
@@ -486,13 +495,17 @@ func (s *Shard) classicLeaveToConsumer(now time.Time, ids []kmsg.LeaveGroupReque
 		} else {
 			m, rm.ErrorCode = cg.namedMember(memberID, instanceID)
 		}
-		if m != nil {
-			g.cNoteLeave(h, m, m.classic == nil || memberID == "" && instanceID != "") // rebalance history
-			g.dropConsumerMember(h, m)
+		if m != nil && !listed[m.id] {
+			listed[m.id] = true
+			leavers = append(leavers, leaver{m, m.classic == nil || memberID == "" && instanceID != ""})
 		}
 		r.Members = append(r.Members, rm)
 	}
-	if len(h.recs) > 0 {
+	for _, l := range leavers {
+		g.cNoteLeave(h, l.m, l.admin) // rebalance history
+		g.dropConsumerMember(h, l.m)
+	}
+	if len(leavers) > 0 {
 		g.bumpAfterRemoval(h, before)
 	}
 	return h.recs

@@ -268,3 +268,35 @@ func TestConsumerLeaveBatchDowngradesOnce(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A member named twice in one batch, or once by member id and once by its
+// instance id alone, is answered NONE each time and removed once: Kafka
+// looks every identity up in the group as it was before the request (cohort
+// answered the second naming UNKNOWN_MEMBER_ID, the member being gone by
+// then).
+func TestConsumerLeaveBatchSameMemberTwice(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	h.cgJoin("m1", "a")
+	h.cg(hb{member: "m2", names: []string{"a"}, owned: tpset{}, instance: strp("i2")})
+	h.cgJoin("m3", "a")
+	h.cgSettle("m1", "m2", "m3")
+	epoch := h.cgroup("cg").epoch
+	n := len(h.s.History("cg"))
+
+	tk, writes := h.leaveBatch(5, lm("m1"), lm("m1"), lm("m2", "i2"), lm("", "i2"))
+	checkLeaveCodes(t, h.resp(tk).(*kmsg.LeaveGroupResponse), ErrNone, ErrNone, ErrNone, ErrNone, ErrNone)
+	if len(writes) != 1 {
+		t.Fatalf("the batch issued %d writes, want 1", len(writes))
+	}
+	if _, del := countKeys(writes[0]); del[keyCMember] != 2 {
+		t.Fatalf("%d members' tombstones, want 2 (m1 and m2 once each)", del[keyCMember])
+	}
+	cg := h.cgroup("cg")
+	if cg.epoch != epoch+1 || len(cg.members) != 1 || cg.members["m3"] == nil {
+		t.Fatalf("after the batch: epoch %d (was %d), members %v", cg.epoch, epoch, cg.ids)
+	}
+	h.cgSettle("m3")
+	if ev := h.events("cg", n+1)[n]; len(ev.MoreCauses) != 1 || ev.MoreCauses[0].MemberID != "m2" {
+		t.Fatalf("more causes %+v, want m2 once", ev.MoreCauses)
+	}
+}
