@@ -618,13 +618,20 @@ func TestSecurityConfluent(t *testing.T) {
 // kafkajsAdmin runs clients/kafkajs/admin.js with the given password
 // and returns its output lines and exit error.
 func kafkajsAdmin(ctx context.Context, t *testing.T, s *testbed.Secure, password string, extraEnv ...string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "node", "admin.js")
-	cmd.Dir = "kafkajs"
+	return secureScript(ctx, t, s, password, exec.CommandContext(ctx, "node", "admin.js"), "kafkajs", extraEnv)
+}
+
+// secureScript runs a client script (cmd, in directory dir) as the secure
+// bed's app user with the given password, passed with the broker address
+// and CA file through the environment, and returns its output lines and
+// exit error; its stderr goes to the test log.
+func secureScript(ctx context.Context, t *testing.T, s *testbed.Secure, password string, cmd *exec.Cmd, dir string, extraEnv []string) ([]string, error) {
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"BROKER="+s.SASLAddr, "CA_FILE="+s.CA.CertFile,
 		"SASL_USERNAME="+testbed.AppUser, "SASL_PASSWORD="+password)
 	cmd.Env = append(cmd.Env, extraEnv...)
-	cmd.Stderr = &prefixWriter{t: t, prefix: "kafkajs admin stderr: "}
+	cmd.Stderr = &prefixWriter{t: t, prefix: dir + " stderr: "}
 	out, err := cmd.Output()
 	var lines []string
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
@@ -860,15 +867,7 @@ func TestSecuritySegmentio(t *testing.T) {
 // kafkaPythonSecure runs clients/kafkapython/secure.py with the given
 // password and returns its output lines and exit error.
 func kafkaPythonSecure(ctx context.Context, t *testing.T, s *testbed.Secure, password string, extraEnv ...string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, kafkaPythonInterpreter, "secure.py")
-	cmd.Dir = "kafkapython"
-	cmd.Env = append(os.Environ(),
-		"BROKER="+s.SASLAddr, "CA_FILE="+s.CA.CertFile,
-		"SASL_USERNAME="+testbed.AppUser, "SASL_PASSWORD="+password)
-	cmd.Env = append(cmd.Env, extraEnv...)
-	cmd.Stderr = &prefixWriter{t: t, prefix: "kafka-python stderr: "}
-	out, err := cmd.Output()
-	return strings.Split(strings.TrimSpace(string(out)), "\n"), err
+	return secureScript(ctx, t, s, password, exec.CommandContext(ctx, kafkaPythonInterpreter, "secure.py"), "kafkapython", extraEnv)
 }
 
 // TestSecurityKafkaPython: kafka-python (clients/kafkapython/secure.py)

@@ -904,6 +904,38 @@ func BenchmarkRegexFirstJoin(b *testing.B) {
 	}
 }
 
+// mixedStable forms the mixed group "cg" on topic a (6 partitions): two
+// classic members (their ids returned, with what each owns) and the
+// consumer-protocol members n1 and n2, all heartbeating until the group is
+// Stable with both classic members at its epoch and owning partitions.
+func (h *h) mixedStable(t *testing.T) (id1, id2 string, owned map[string]tpset) {
+	t.Helper()
+	id1, id2, _ = h.classicStable()
+	h.cgJoin("n1", "a")
+	h.cgJoin("n2", "a")
+	owned = map[string]tpset{id1: set("a", 0, 1, 2), id2: set("a", 3, 4, 5)}
+	for round := 0; round < 4; round++ {
+		for _, id := range []string{id1, id2} {
+			if got, _ := h.classicRejoin(id, "c", owned[id]); got != nil {
+				owned[id] = got
+			}
+		}
+		for _, n := range []string{"n1", "n2"} {
+			m := h.cmember("cg", n)
+			if r := h.cg(hb{member: n, epoch: m.epoch, owned: m.assigned.clone()}); r.ErrorCode != 0 {
+				t.Fatalf("round %d: %s's heartbeat: %d", round, n, r.ErrorCode)
+			}
+		}
+		h.checkNoDoubleOwner("cg")
+	}
+	cg := h.cgroup("cg")
+	k1, k2 := h.cmember("cg", id1).epoch, h.cmember("cg", id2).epoch
+	if cg.state() != "Stable" || k1 != cg.epoch || k2 != cg.epoch || owned[id1].size() == 0 {
+		t.Fatalf("setup: mixed group %s at epoch %d, classic members at %d and %d owning %v", cg.state(), cg.epoch, k1, k2, owned[id1])
+	}
+	return id1, id2, owned
+}
+
 // serviceTopics is a catalog of 1,000 one-partition topics named like a
 // real deployment's ("service-007.events.orders-0457"); those of services
 // 000-009 (200 topics) match "service-00.*".
@@ -928,29 +960,8 @@ func serviceTopics() map[string]int32 {
 // completes the old epoch no longer passes.
 func TestKIP848DowngradeAfterTwoLeaves(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 6})
-	id1, id2, _ := h.classicStable()
-	h.cgJoin("n1", "a")
-	h.cgJoin("n2", "a")
-	owned := map[string]tpset{id1: set("a", 0, 1, 2), id2: set("a", 3, 4, 5)}
-	for round := 0; round < 4; round++ {
-		for _, id := range []string{id1, id2} {
-			if got, _ := h.classicRejoin(id, "c", owned[id]); got != nil {
-				owned[id] = got
-			}
-		}
-		for _, n := range []string{"n1", "n2"} {
-			m := h.cmember("cg", n)
-			if r := h.cg(hb{member: n, epoch: m.epoch, owned: m.assigned.clone()}); r.ErrorCode != 0 {
-				t.Fatalf("round %d: %s's heartbeat: %d", round, n, r.ErrorCode)
-			}
-		}
-		h.checkNoDoubleOwner("cg")
-	}
-	cg := h.cgroup("cg")
-	k1, k2 := h.cmember("cg", id1).epoch, h.cmember("cg", id2).epoch
-	if cg.state() != "Stable" || k1 != cg.epoch || k2 != cg.epoch || owned[id1].size() == 0 {
-		t.Fatalf("setup: mixed group %s at epoch %d, classic members at %d and %d owning %v", cg.state(), cg.epoch, k1, k2, owned[id1])
-	}
+	id1, id2, owned := h.mixedStable(t)
+	k1 := h.cmember("cg", id1).epoch
 	h.cg(hb{member: "n1", epoch: -1})
 	beforeSecond := h.cgroup("cg").epoch
 	h.cg(hb{member: "n2", epoch: -1})
@@ -1037,14 +1048,8 @@ func TestKIP848AdminLeaveRemovesConsumerMembers(t *testing.T) {
 // member had gone while the reloaded group still held it.
 func TestConsumerLeaveGroupAnsweredOnceDurable(t *testing.T) {
 	leave := func(h *h, v int16, members ...kmsg.LeaveGroupRequestMember) Ticket {
-		req := kmsg.NewPtrLeaveGroupRequest()
-		req.Version, req.Group = v, "cg"
-		if v < 3 {
-			req.MemberID = members[0].MemberID
-		} else {
-			req.Members = members
-		}
-		return h.do(func(t Ticket, out *Output) { h.s.LeaveGroup(h.now, t, req, out) })
+		tk, _ := h.leaveBatch(v, members...)
+		return tk
 	}
 
 	// Durable: answered when the writes are done, each member with its

@@ -221,28 +221,8 @@ func TestConsumerLeaveBatchFailedWrite(t *testing.T) {
 // second removal, after a write and a bump for the first.
 func TestConsumerLeaveBatchDowngradesOnce(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 6})
-	id1, id2, _ := h.classicStable()
-	h.cgJoin("n1", "a")
-	h.cgJoin("n2", "a")
-	owned := map[string]tpset{id1: set("a", 0, 1, 2), id2: set("a", 3, 4, 5)}
-	for round := 0; round < 4; round++ {
-		for _, id := range []string{id1, id2} {
-			if got, _ := h.classicRejoin(id, "c", owned[id]); got != nil {
-				owned[id] = got
-			}
-		}
-		for _, n := range []string{"n1", "n2"} {
-			m := h.cmember("cg", n)
-			if r := h.cg(hb{member: n, epoch: m.epoch, owned: m.assigned.clone()}); r.ErrorCode != 0 {
-				t.Fatalf("round %d: %s's heartbeat: %d", round, n, r.ErrorCode)
-			}
-		}
-	}
-	cg := h.cgroup("cg")
-	epoch := cg.epoch
-	if cg.state() != "Stable" || h.cmember("cg", id1).epoch != epoch || h.cmember("cg", id2).epoch != epoch {
-		t.Fatalf("setup: mixed group %s at epoch %d", cg.state(), epoch)
-	}
+	id1, _, _ := h.mixedStable(t)
+	epoch := h.cgroup("cg").epoch
 	tk, writes := h.leaveBatch(5, lm("n1"), lm("n2"))
 	// The consumer group's records are one write; the classic group's
 	// metadata, as at every downgrade, is its own.
