@@ -95,8 +95,9 @@ class Listener(ConsumerRebalanceListener):
         global owned, generation, to_commit
         owned = sorted(tp.partition for tp in assigned if tp.topic == opt.topic)
         # kafka-python's public API has no generation accessor; the
-        # coordinator's Generation tuple is read for the printed line only.
-        generation = consumer._coordinator._generation.generation_id
+        # coordinator's Generation tuple (2.0.2) is read for the printed line
+        # only, and -1 printed where a version keeps it elsewhere.
+        generation = getattr(getattr(getattr(consumer, "_coordinator", None), "_generation", None), "generation_id", -1)
         report("assigned")
         to_commit = owned or None
 
