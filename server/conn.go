@@ -255,6 +255,9 @@ type conn struct {
 	clientID string
 	// produceLogged: a refused Produce was logged (once per connection).
 	produceLogged bool
+	// software is the client software the connection is counted under
+	// (software.go; zero: not counted, without metrics).
+	software clientSoftware
 	// watch runs watchPeek once a request that can park has been handled
 	// for hangupWatchDelay (nil before the connection's first such
 	// request); watchDone receives once per run of watchPeek.
@@ -311,6 +314,10 @@ func (c *conn) run() {
 	defer c.s.removeConn(c)
 	c.lm.connOpened()
 	defer c.lm.connClosed()
+	if c.s.metrics != nil {
+		c.s.metrics.software.move(&c.software, unknownSoftware)
+		defer c.s.metrics.software.move(&c.software, clientSoftware{})
+	}
 	defer c.close()
 	defer c.releaseBudget() // also after a panic (recoverBug runs first)
 	defer c.recoverBug("serve")
@@ -578,6 +585,9 @@ func (c *conn) serveOne(r *request) bool {
 	var resp kmsg.Response
 	var err error
 	closeAfter := false
+	if r.key == keyApiVersions {
+		c.noteSoftware(r)
+	}
 	switch r.key {
 	case keySaslHandshake:
 		resp, closeAfter = c.saslHandshake(r)

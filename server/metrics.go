@@ -27,6 +27,7 @@ type metrics struct {
 	auth           *prometheus.CounterVec
 	listeners      map[string]*listenerMetrics
 	authz          *authzMetrics
+	software       *softwareConns
 }
 
 // listenerMetrics are one listener's children: its open connections, those
@@ -136,6 +137,9 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 		Help: "Authentication attempts by listener, mechanism (an enabled SASL mechanism, SSL for a client certificate, other for a mechanism not offered, BASIC or SSL for /metrics credentials on listener HTTP) and result (success, failure).",
 	}, []string{"listener", "mechanism", "result"}))
 	if err != nil {
+		return nil, err
+	}
+	if m.software, err = newSoftwareConns(reg); err != nil {
 		return nil, err
 	}
 	if m.authz, err = newAuthzMetrics(reg); err != nil {
