@@ -258,6 +258,8 @@ type conn struct {
 	// software is the client software the connection is counted under
 	// (software.go; zero: not counted, without metrics).
 	software clientSoftware
+	// softwareLogged: the connection's log lines name its client software.
+	softwareLogged bool
 	// watch runs watchPeek once a request that can park has been handled
 	// for hangupWatchDelay (nil before the connection's first such
 	// request); watchDone receives once per run of watchPeek.

@@ -37,7 +37,10 @@ func (s *Server) sweepIdle(now time.Time) int {
 	}
 	s.mu.Unlock()
 	for _, c := range idle {
-		c.log.Debug("closing idle connection", "idle_since", time.Unix(0, c.idleSince.Load()).UTC(), "max_idle", s.cfg.ConnectionsMaxIdle)
+		// s.log, not c.log: c.log belongs to the connection's goroutine,
+		// which may add attributes to it (noteSoftware).
+		s.log.Debug("closing idle connection", "remote", c.nc.RemoteAddr().String(),
+			"idle_since", time.Unix(0, c.idleSince.Load()).UTC(), "max_idle", s.cfg.ConnectionsMaxIdle)
 		c.close()
 	}
 	return len(idle)

@@ -97,11 +97,22 @@ func (s *softwareConns) distinct() int {
 
 // noteSoftware records the client software an ApiVersions v3+ request
 // names, if well formed (a malformed one is refused INVALID_REQUEST and
-// changes nothing).
+// changes nothing): in the gauge, and, the first time, in the
+// connection's log lines (letters, digits, '-' and '.' only, so nothing a
+// log reader could mistake for another field; up to maxSoftwareLabel bytes).
+// It runs on the connection's goroutine, the only one that reads c.log
+// while the connection serves (the idle sweep logs through s.log).
 func (c *conn) noteSoftware(r *request) {
 	req, ok := r.req.(*kmsg.ApiVersionsRequest)
-	if !ok || c.s.metrics == nil || req.Version < 3 || !validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion) {
+	if !ok || req.Version < 3 || !validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion) {
 		return
 	}
-	c.s.metrics.software.move(&c.software, clientSoftware{req.ClientSoftwareName, req.ClientSoftwareVersion})
+	sw := clientSoftware{req.ClientSoftwareName, req.ClientSoftwareVersion}
+	if !c.softwareLogged && len(sw.name) <= maxSoftwareLabel && len(sw.version) <= maxSoftwareLabel {
+		c.softwareLogged = true
+		c.log = c.log.With("client_software", sw.name, "client_software_version", sw.version)
+	}
+	if c.s.metrics != nil {
+		c.s.metrics.software.move(&c.software, sw)
+	}
 }

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,5 +99,36 @@ func TestClientSoftwareConnectionsBounded(t *testing.T) {
 	})
 	if !done || n != maxSoftwareSeries+1 {
 		t.Fatalf("series %d (want %d), other %v (want 6), client-0 %v (want 2)", n, maxSoftwareSeries+1, other, zero)
+	}
+}
+
+// Once a connection has named its client software, its log lines carry it:
+// an operator reading "refusing Produce" (or a bad request) learns which
+// library sent it. A connection that never names it logs without.
+func TestClientSoftwareInConnectionLog(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	ts := startDataPlane(t, func(c *Config) { c.Logger = log })
+	named, anon := ts.dial(t), ts.dial(t)
+	sendApiVersions(t, named, 3, "franz-go", "1.22.3")
+	named.roundTrip(produceReq(8, -1, dpTopic, 0, 1))
+	anon.roundTrip(produceReq(8, -1, dpTopic, 0, 1))
+	mu.Lock()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	mu.Unlock()
+	var with, without int
+	for _, l := range lines {
+		if !strings.Contains(l, "refusing Produce") {
+			continue
+		}
+		if strings.Contains(l, "client_software=franz-go client_software_version=1.22.3") {
+			with++
+		} else if !strings.Contains(l, "client_software") {
+			without++
+		}
+	}
+	if with != 1 || without != 1 {
+		t.Fatalf("refusal lines naming the software %d, not naming it %d, want 1 and 1:\n%s", with, without, strings.Join(lines, "\n"))
 	}
 }
