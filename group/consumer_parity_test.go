@@ -561,4 +561,18 @@ func TestClassicJoinIntoFullConsumerGroupRefusedFirst(t *testing.T) {
 	if n := len(h.cgroup("cg").members); n != 2 {
 		t.Fatalf("group has %d members after refused joins, want 2", n)
 	}
+
+	// Not refused for the size: the instance id a static member holds
+	// (the classic incarnation takes its place), that member rejoining
+	// with the id it was given, and a wrong member id with that instance
+	// id (fenced, not GROUP_MAX_SIZE_REACHED).
+	r = h.joinResp(h.join("cg", jo{instance: "i1", protos: protos("range", meta)}))
+	expectCode(t, "the instance id of a static member, into the full group", r.ErrorCode, ErrNone)
+	if n := len(h.cgroup("cg").members); n != 2 {
+		t.Fatalf("group has %d members after the static replacement, want 2", n)
+	}
+	r = h.joinResp(h.join("cg", jo{member: r.MemberID, instance: "i1", protos: protos("range", meta)}))
+	expectCode(t, "that member rejoining the full group", r.ErrorCode, ErrNone)
+	r = h.joinResp(h.join("cg", jo{member: "bogus", instance: "i1", protos: protos("range", meta)}))
+	expectCode(t, "a wrong member id with the held instance id", r.ErrorCode, ErrFencedInstanceID)
 }

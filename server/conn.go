@@ -258,8 +258,9 @@ type conn struct {
 	// software is the client software the connection is counted under
 	// (software.go; zero: not counted, without metrics).
 	software clientSoftware
-	// softwareLogged: the connection's log lines name its client software.
-	softwareLogged bool
+	// logBase is log before noteSoftware added the client software to it
+	// (nil until then).
+	logBase *slog.Logger
 	// watch runs watchPeek once a request that can park has been handled
 	// for hangupWatchDelay (nil before the connection's first such
 	// request); watchDone receives once per run of watchPeek.

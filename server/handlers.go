@@ -46,8 +46,20 @@ const (
 // NumPartitions -1 (Kafka's num.partitions default).
 const defaultPartitions = 1
 
-// handle answers one decoded request.
+// handle answers one decoded request, and logs the changes an
+// administrative one made (audit).
 func (s *Server) handle(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
+	if !audited(r.key) {
+		return s.handleOne(ctx, c, r)
+	}
+	resp, err := s.handleOne(ctx, c, r)
+	if err == nil && resp != nil {
+		s.audit(c, r.req, resp)
+	}
+	return resp, err
+}
+
+func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	if d, ok := r.req.(*kmsg.DeleteGroupsRequest); ok {
 		// Kafka deletes each group once and answers it once, however
 		// often the request names it.
@@ -729,9 +741,6 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 		code, msg := catalogError(err)
 		return code, msg, [16]byte{}, 0
 	}
-	if !req.ValidateOnly {
-		s.log.Info("topic created", "topic", t.Topic, "partitions", n)
-	}
 	return errNone, nil, catalog.TopicID(t.Topic), n
 }
 
@@ -865,9 +874,6 @@ func (s *Server) deleteTopics(req *kmsg.DeleteTopicsRequest) kmsg.Response {
 		}
 		err := s.catalog.Delete(name)
 		rt.ErrorCode, rt.ErrorMessage = catalogError(err)
-		if err == nil {
-			s.log.Info("topic deleted", "topic", name)
-		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
@@ -926,9 +932,6 @@ func (s *Server) createPartitions(req *kmsg.CreatePartitionsRequest) kmsg.Respon
 			_, err = s.catalog.AddPartitions(t.Topic, t.Count, racks)
 		}
 		rt.ErrorCode, rt.ErrorMessage = catalogError(err)
-		if err == nil && !req.ValidateOnly {
-			s.log.Info("partitions added", "topic", t.Topic, "partitions", t.Count)
-		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp

@@ -197,7 +197,7 @@ func (s *Server) createACLs(ctx context.Context, c Client, req *kmsg.CreateACLsR
 		r := kmsg.NewCreateACLsResponseResult()
 		r.ErrorCode, r.ErrorMessage = adminErrorCode(errAt(errs, i))
 		if r.ErrorCode == errNone {
-			s.log.Info("ACL created", "by", c.Principal, "acl", b.String())
+			s.log.Info("ACL created", "acl", b.String(), "by", c.Principal, "host", c.Host)
 		}
 		resp.Results = append(resp.Results, r)
 	}
@@ -231,7 +231,7 @@ func (s *Server) deleteACLs(ctx context.Context, c Client, req *kmsg.DeleteACLsR
 				m.Principal, m.Host = b.Principal, b.Host
 				m.Operation, m.PermissionType = kmsg.ACLOperation(b.Operation), kmsg.ACLPermissionType(b.Permission)
 				r.MatchingACLs = append(r.MatchingACLs, m)
-				s.log.Info("ACL deleted", "by", c.Principal, "acl", b.String())
+				s.log.Info("ACL deleted", "acl", b.String(), "by", c.Principal, "host", c.Host)
 			}
 		}
 		resp.Results = append(resp.Results, r)
@@ -380,13 +380,13 @@ func (s *Server) alterUserSCRAMCredentials(ctx context.Context, c Client, req *k
 	}
 	for _, d := range dels {
 		if userErr[seen[d.User]] == nil {
-			s.log.Info("SCRAM credential deleted", "by", c.Principal, "user", d.User, "mechanism", d.Mechanism)
+			s.log.Info("SCRAM credential deleted", "user", d.User, "mechanism", d.Mechanism, "by", c.Principal, "host", c.Host)
 		}
 	}
 	for _, u := range ups {
 		if userErr[seen[u.User]] == nil {
-			s.log.Info("SCRAM credential set", "by", c.Principal, "user", u.User, "mechanism", u.Mechanism,
-				"iterations", u.Iterations)
+			s.log.Info("SCRAM credential set", "user", u.User, "mechanism", u.Mechanism, "iterations", u.Iterations,
+				"by", c.Principal, "host", c.Host)
 		}
 	}
 	return resp

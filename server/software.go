@@ -97,21 +97,26 @@ func (s *softwareConns) distinct() int {
 
 // noteSoftware records the client software an ApiVersions v3+ request
 // names, if well formed (a malformed one is refused INVALID_REQUEST and
-// changes nothing): in the gauge, and, the first time, in the
-// connection's log lines (letters, digits, '-' and '.' only, so nothing a
-// log reader could mistake for another field; up to maxSoftwareLabel bytes).
-// It runs on the connection's goroutine, the only one that reads c.log
-// while the connection serves (the idle sweep logs through s.log).
+// changes nothing): in the gauge, and in the connection's log lines, which
+// name the latest pair (letters, digits, '-' and '.' only, so nothing a log
+// reader could mistake for another field), "other" for a name or version
+// over maxSoftwareLabel bytes. It runs on the connection's goroutine, the
+// only one that reads c.log while the connection serves (the idle sweep
+// logs through s.log).
 func (c *conn) noteSoftware(r *request) {
 	req, ok := r.req.(*kmsg.ApiVersionsRequest)
 	if !ok || req.Version < 3 || !validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion) {
 		return
 	}
 	sw := clientSoftware{req.ClientSoftwareName, req.ClientSoftwareVersion}
-	if !c.softwareLogged && len(sw.name) <= maxSoftwareLabel && len(sw.version) <= maxSoftwareLabel {
-		c.softwareLogged = true
-		c.log = c.log.With("client_software", sw.name, "client_software_version", sw.version)
+	logged := sw
+	if len(sw.name) > maxSoftwareLabel || len(sw.version) > maxSoftwareLabel {
+		logged = otherSoftware
 	}
+	if c.logBase == nil {
+		c.logBase = c.log
+	}
+	c.log = c.logBase.With("client_software", logged.name, "client_software_version", logged.version)
 	if c.s.metrics != nil {
 		c.s.metrics.software.move(&c.software, sw)
 	}

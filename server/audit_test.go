@@ -1,0 +1,131 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Administrative changes are logged with the principal and host they came
+// from, once done: a refused or validate-only change is not, and of a config
+// change only the names, never the values.
+func TestAuditLog(t *testing.T) {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	ts := startServer(t, func(c *Config) { c.Logger = log })
+	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		switch r := req.(type) {
+		case *kmsg.DeleteGroupsRequest:
+			resp := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
+			for _, g := range r.Groups {
+				rg := kmsg.NewDeleteGroupsResponseGroup()
+				rg.Group = g
+				if g == "busy" {
+					rg.ErrorCode = 68 // NON_EMPTY_GROUP
+				}
+				resp.Groups = append(resp.Groups, rg)
+			}
+			return resp, nil
+		case *kmsg.OffsetDeleteRequest:
+			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+			for _, rt := range r.Topics {
+				t := kmsg.NewOffsetDeleteResponseTopic()
+				t.Topic = rt.Topic
+				for _, p := range rt.Partitions {
+					rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+					rp.Partition = p.Partition
+					if p.Partition == 1 {
+						rp.ErrorCode = 86 // GROUP_SUBSCRIBED_TO_TOPIC
+					}
+					t.Partitions = append(t.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, t)
+			}
+			return resp, nil
+		}
+		return req.ResponseKind(), nil
+	}
+	c := ts.dial(t)
+
+	create := func(name string, validate bool) {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.SetVersion(7)
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 2, 1
+		req.Topics, req.ValidateOnly = append(req.Topics, rt), validate
+		c.roundTrip(req)
+	}
+	create("orders", false)
+	create("orders", false) // exists: refused, not logged again
+	create("dry-run", true)
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.SetVersion(3)
+	gt := kmsg.NewCreatePartitionsRequestTopic()
+	gt.Topic, gt.Count = "orders", 5
+	grow.Topics = append(grow.Topics, gt)
+	c.roundTrip(grow)
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	alter.SetVersion(1)
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g1"
+	ac := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ac.Name, ac.Value = "consumer.session.timeout.ms", kmsg.StringPtr("47123")
+	ar.Configs = append(ar.Configs, ac)
+	alter.Resources = append(alter.Resources, ar)
+	if r := c.roundTrip(alter).(*kmsg.IncrementalAlterConfigsResponse); r.Resources[0].ErrorCode != errNone {
+		t.Fatalf("altering g1's configs: error %d", r.Resources[0].ErrorCode)
+	}
+	dg := kmsg.NewPtrDeleteGroupsRequest()
+	dg.SetVersion(2)
+	dg.Groups = []string{"old", "busy"}
+	c.roundTrip(dg)
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "old2"
+	odt := kmsg.NewOffsetDeleteRequestTopic()
+	odt.Topic = "orders"
+	for _, p := range []int32{0, 1, 2} {
+		op := kmsg.NewOffsetDeleteRequestTopicPartition()
+		op.Partition = p
+		odt.Partitions = append(odt.Partitions, op)
+	}
+	od.Topics = append(od.Topics, odt)
+	c.roundTrip(od)
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(6)
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr("orders")
+	del.Topics = append(del.Topics, dt)
+	c.roundTrip(del)
+	c.roundTrip(del) // gone: refused, not logged
+
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	count := func(s string) int { return strings.Count(out, s) }
+	want := map[string]int{
+		`msg="topic created" topic=orders partitions=2 by=`:                    1,
+		`msg="partitions added" topic=orders partitions=5 by=`:                 1,
+		`msg="group deleted" group=old by=`:                                    1,
+		`msg="committed offsets deleted" group=old2 partitions=orders/0,2 by=`: 1,
+		`msg="topic deleted" topic=orders by=`:                                 1,
+		"dry-run":                                                              0,
+		"group=busy":                                                           0,
+		"47123":                                                                0, // a config's value
+		`msg="configs altered" resource_type=group resource=g1 configs=consumer.session.timeout.ms(set) by=`: 1,
+		" by=User:ANONYMOUS host=127.0.0.1": 6,
+	}
+	for s, n := range want {
+		if got := count(s); got != n {
+			t.Errorf("%q logged %d times, want %d", s, got, n)
+		}
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Log(out)
+	}
+}
