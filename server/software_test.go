@@ -134,8 +134,8 @@ func TestClientSoftwareInConnectionLog(t *testing.T) {
 		count[sw]++
 	}
 	want := map[string]int{
-		"franz-go client_software_version=1.22.3":   1,
-		"":                                          1,
+		"franz-go client_software_version=1.22.3": 1,
+		"": 1,
 		"librdkafka client_software_version=2.11.1": 1,
 		"other client_software_version=other":       1,
 	}
