@@ -89,39 +89,46 @@ func (s *Server) audit(c Client, req kmsg.Request, resp kmsg.Response) {
 		if req.ValidateOnly {
 			return
 		}
-		names := make(map[[2]string][]string, len(req.Resources))
+		names := map[configResource][]string{}
 		for _, rr := range req.Resources {
-			k := [2]string{strconv.Itoa(int(rr.ResourceType)), rr.ResourceName}
 			for _, cfg := range rr.Configs {
+				k := configResource{rr.ResourceType, rr.ResourceName}
 				names[k] = append(names[k], cfg.Name+"("+strings.ToLower(cfg.Op.String())+")")
 			}
 		}
 		for _, r := range resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
-			if r.ErrorCode == errNone {
-				k := [2]string{strconv.Itoa(int(r.ResourceType)), r.ResourceName}
-				s.log.Info("configs altered", append([]any{"resource_type", resourceTypeName(r.ResourceType), "resource", r.ResourceName,
-					"configs", strings.Join(names[k], ",")}, who...)...)
-			}
+			s.auditConfigs("configs altered", r.ErrorCode, configResource{r.ResourceType, r.ResourceName}, names, who)
 		}
 	case *kmsg.AlterConfigsRequest:
 		if req.ValidateOnly {
 			return
 		}
-		names := make(map[[2]string][]string, len(req.Resources))
+		names := map[configResource][]string{}
 		for _, rr := range req.Resources {
-			k := [2]string{strconv.Itoa(int(rr.ResourceType)), rr.ResourceName}
 			for _, cfg := range rr.Configs {
+				k := configResource{rr.ResourceType, rr.ResourceName}
 				names[k] = append(names[k], cfg.Name)
 			}
 		}
 		for _, r := range resp.(*kmsg.AlterConfigsResponse).Resources {
-			if r.ErrorCode == errNone {
-				k := [2]string{strconv.Itoa(int(r.ResourceType)), r.ResourceName}
-				s.log.Info("configs replaced", append([]any{"resource_type", resourceTypeName(r.ResourceType), "resource", r.ResourceName,
-					"configs", strings.Join(names[k], ",")}, who...)...)
-			}
+			s.auditConfigs("configs replaced", r.ErrorCode, configResource{r.ResourceType, r.ResourceName}, names, who)
 		}
 	}
+}
+
+// configResource is a config resource a request names.
+type configResource struct {
+	t    kmsg.ConfigResourceType
+	name string
+}
+
+// auditConfigs logs one resource's config change, if done (code), naming
+// the configs the request changed for it.
+func (s *Server) auditConfigs(msg string, code int16, r configResource, names map[configResource][]string, who []any) {
+	if code != errNone {
+		return
+	}
+	s.log.Info(msg, append([]any{"resource_type", resourceTypeName(r.t), "resource", r.name, "configs", strings.Join(names[r], ",")}, who...)...)
 }
 
 // resourceTypeName names a config resource type as Kafka's admin tools do
