@@ -10,9 +10,10 @@ import (
 // audit logs, at INFO, each change an administrative request made, with the
 // principal it came from and its host ("by", "host"): topics created,
 // deleted or grown, groups deleted, committed offsets deleted, configs
-// altered. Only what the answer reports done is logged (a refused or
-// validate-only change is not), and of a config change only the names, never
-// the values (a broker config may hold a password). ACL and SCRAM
+// altered, static members removed by their instance id. Only what the
+// answer reports done is logged (a refused or validate-only change is not),
+// and of a config change only the names, never the values (a broker config
+// may hold a password). ACL and SCRAM
 // credential changes are logged where they are made (secadmin.go). In
 // cluster mode a change is logged by the node that made it: a group's
 // deletion by its coordinator, a topic's by the node that wrote the catalog.
@@ -49,6 +50,19 @@ func (s *Server) audit(c Client, req kmsg.Request, resp kmsg.Response) {
 		for _, t := range resp.(*kmsg.CreatePartitionsResponse).Topics {
 			if t.ErrorCode == errNone {
 				s.log.Info("partitions added", append([]any{"topic", t.Topic, "partitions", counts[t.Topic]}, who...)...)
+			}
+		}
+	case *kmsg.LeaveGroupRequest:
+		// A member named by its instance id alone is an administrator's
+		// removal (KIP-345: the admin client's removeMembersFromConsumerGroup);
+		// a member leaving names its member id.
+		r := resp.(*kmsg.LeaveGroupResponse)
+		if r.ErrorCode != errNone {
+			return
+		}
+		for _, m := range r.Members {
+			if m.ErrorCode == errNone && m.MemberID == "" && m.InstanceID != nil {
+				s.log.Info("member removed", append([]any{"group", req.Group, "instance", *m.InstanceID}, who...)...)
 			}
 		}
 	case *kmsg.DeleteGroupsRequest:
@@ -140,7 +154,8 @@ func resourceTypeName(t kmsg.ConfigResourceType) string {
 // audited reports whether requests of key may change something audit logs.
 func audited(key int16) bool {
 	switch key {
-	case keyCreateTopics, keyDeleteTopics, keyCreatePartitions, keyDeleteGroups, keyOffsetDelete, keyIncrementalAlterConfigs, keyAlterConfigs:
+	case keyCreateTopics, keyDeleteTopics, keyCreatePartitions, keyDeleteGroups, keyOffsetDelete, keyIncrementalAlterConfigs, keyAlterConfigs,
+		keyLeaveGroup:
 		return true
 	}
 	return false

@@ -32,6 +32,17 @@ func TestAuditLog(t *testing.T) {
 				resp.Groups = append(resp.Groups, rg)
 			}
 			return resp, nil
+		case *kmsg.LeaveGroupRequest:
+			resp := r.ResponseKind().(*kmsg.LeaveGroupResponse)
+			for _, m := range r.Members {
+				rm := kmsg.NewLeaveGroupResponseMember()
+				rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+				if m.InstanceID != nil && *m.InstanceID == "gone" {
+					rm.ErrorCode = 25 // UNKNOWN_MEMBER_ID
+				}
+				resp.Members = append(resp.Members, rm)
+			}
+			return resp, nil
 		case *kmsg.OffsetDeleteRequest:
 			resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
 			for _, rt := range r.Topics {
@@ -85,6 +96,18 @@ func TestAuditLog(t *testing.T) {
 	dg.SetVersion(2)
 	dg.Groups = []string{"old", "busy"}
 	c.roundTrip(dg)
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.SetVersion(5)
+	leave.Group = "static"
+	for _, m := range [][2]string{{"", "i1"}, {"", "gone"}, {"m1", ""}, {"m2", "i2"}} {
+		lm := kmsg.NewLeaveGroupRequestMember()
+		lm.MemberID = m[0]
+		if m[1] != "" {
+			lm.InstanceID = kmsg.StringPtr(m[1])
+		}
+		leave.Members = append(leave.Members, lm)
+	}
+	c.roundTrip(leave) // i1 removed by an administrator; gone unknown; m1 and m2 left by themselves
 	od := kmsg.NewPtrOffsetDeleteRequest()
 	od.Group = "old2"
 	odt := kmsg.NewOffsetDeleteRequestTopic()
@@ -116,9 +139,12 @@ func TestAuditLog(t *testing.T) {
 		`msg="topic deleted" topic=orders by=`:                                 1,
 		"dry-run":                                                              0,
 		"group=busy":                                                           0,
+		`msg="member removed" group=static instance=i1 by=`:                    1,
+		"instance=gone":                                                        0,
+		"instance=i2":                                                          0,
 		"47123":                                                                0, // a config's value
 		`msg="configs altered" resource_type=group resource=g1 configs=consumer.session.timeout.ms(set) by=`: 1,
-		" by=User:ANONYMOUS host=127.0.0.1": 6,
+		" by=User:ANONYMOUS host=127.0.0.1": 7,
 	}
 	for s, n := range want {
 		if got := count(s); got != n {
