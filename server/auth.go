@@ -221,7 +221,7 @@ func (c *conn) admit(r *request) bool {
 		if !expired {
 			return true
 		}
-		c.log.Info("closing connection: SASL session expired without re-authentication",
+		c.logger().Info("closing connection: SASL session expired without re-authentication",
 			"principal", c.auth.principal, "expired", c.auth.expires)
 		c.s.metrics.protocolError("session_expired")
 		return false
@@ -356,7 +356,7 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 			c.auth.sess = nil
 			c.nc.SetDeadline(time.Time{})
 			c.lm.authResult(c.auth.mech, true)
-			c.log.Debug("authenticated", "principal", p, "mechanism", c.auth.mech)
+			c.logger().Debug("authenticated", "principal", p, "mechanism", c.auth.mech)
 			return out, true, nil
 		}
 	}

@@ -258,9 +258,9 @@ type conn struct {
 	// software is the client software the connection is counted under
 	// (software.go; zero: not counted, without metrics).
 	software clientSoftware
-	// logBase is log before noteSoftware added the client software to it
-	// (nil until then).
-	logBase *slog.Logger
+	// named is the client software the connection named last, for its log
+	// lines (logger); zero until it names one.
+	named clientSoftware
 	// watch runs watchPeek once a request that can park has been handled
 	// for hangupWatchDelay (nil before the connection's first such
 	// request); watchDone receives once per run of watchPeek.
@@ -307,7 +307,7 @@ func (c *conn) drain() {
 // last line of defence, so one bad request cannot take the server down.
 func (c *conn) recoverBug(where string) {
 	if p := recover(); p != nil {
-		c.log.Error("BUG: panic while serving a connection; closing it", "where", where, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		c.logger().Error("BUG: panic while serving a connection; closing it", "where", where, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		c.close()
 	}
 }
@@ -362,7 +362,7 @@ func (c *conn) readRequest() *request {
 			err = io.ErrUnexpectedEOF
 		}
 		if c.ctx.Err() == nil && !errors.Is(err, io.EOF) {
-			c.log.Debug("connection read failed", "err", err)
+			c.logger().Debug("connection read failed", "err", err)
 		}
 		return nil
 	}
@@ -400,7 +400,7 @@ func (c *conn) readRequest() *request {
 	}
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.log.Debug("connection closed mid-frame", "size", size, "err", err)
+			c.logger().Debug("connection closed mid-frame", "size", size, "err", err)
 		}
 		return nil
 	}
@@ -447,7 +447,7 @@ func (c *conn) readRequest() *request {
 // logBadRequest logs why a connection is closed for a bad request, at most
 // burstLogMax lines per window over all connections (burstLog); the line
 // after a quiet spell says how many were left out.
-func (c *conn) logBadRequest(msg string, attrs ...any) { c.s.badLog.info(c.log, msg, attrs...) }
+func (c *conn) logBadRequest(msg string, attrs ...any) { c.s.badLog.info(c.logger(), msg, attrs...) }
 
 // directFrameBytes is the largest frame read into a buffer of its announced
 // size (readFrame): 64 KiB, or 4 KiB before a SASL connection has
@@ -466,7 +466,7 @@ func (c *conn) directFrameBytes() int32 {
 // client guessing passwords in a loop cannot flood the log; the metrics
 // count every one, and the line after a quiet spell says how many were left
 // out.
-func (c *conn) logAuthFailure(msg string, attrs ...any) { c.s.authLog.info(c.log, msg, attrs...) }
+func (c *conn) logAuthFailure(msg string, attrs ...any) { c.s.authLog.info(c.logger(), msg, attrs...) }
 
 // readBufferBytes is the size of a connection's read buffer. Buffered, a
 // request's size prefix and body arrive in one read system call instead of
@@ -605,7 +605,7 @@ func (c *conn) serveOne(r *request) bool {
 	c.releaseBudget() // answered: what is left is the response
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.log.Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)
+			c.logger().Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)
 		}
 		return false
 	}
@@ -615,7 +615,7 @@ func (c *conn) serveOne(r *request) bool {
 	var cut []string
 	c.wbuf, cut = appendResponse(c.wbuf[:0], r.corr, resp)
 	if cut != nil {
-		c.log.Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
+		c.logger().Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
 	}
 	// The tap sees the answer before the client does, so that whatever
 	// the client does next (a test checking what the node recorded, a
@@ -628,7 +628,7 @@ func (c *conn) serveOne(r *request) bool {
 	c.idleSince.Store(c.s.idleClock.Load())
 	if _, err := c.nc.Write(c.wbuf); err != nil {
 		if c.ctx.Err() == nil {
-			c.log.Debug("connection write failed", "err", err)
+			c.logger().Debug("connection write failed", "err", err)
 		}
 		return false
 	}

@@ -282,7 +282,7 @@ func (c *conn) afterDataPlane(r *request, resp kmsg.Response, start time.Time) b
 		req := r.req.(*kmsg.ProduceRequest)
 		if !c.produceLogged {
 			c.produceLogged = true
-			c.log.Info("refusing Produce: cohort stores no records (logged once per connection)",
+			c.logger().Info("refusing Produce: cohort stores no records (logged once per connection)",
 				"client_id", r.clientID, "api_version", r.version, "acks", req.Acks, "topics", len(req.Topics))
 		}
 		if req.Acks == 0 {

@@ -37,8 +37,8 @@ func (s *Server) sweepIdle(now time.Time) int {
 	}
 	s.mu.Unlock()
 	for _, c := range idle {
-		// s.log, not c.log: c.log belongs to the connection's goroutine,
-		// which may add attributes to it (noteSoftware).
+		// s.log, not c.logger(): the client software it adds is the
+		// connection goroutine's to change (noteSoftware).
 		s.log.Debug("closing idle connection", "remote", c.nc.RemoteAddr().String(),
 			"idle_since", time.Unix(0, c.idleSince.Load()).UTC(), "max_idle", s.cfg.ConnectionsMaxIdle)
 		c.close()

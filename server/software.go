@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,27 +98,33 @@ func (s *softwareConns) distinct() int {
 
 // noteSoftware records the client software an ApiVersions v3+ request
 // names, if well formed (a malformed one is refused INVALID_REQUEST and
-// changes nothing): in the gauge, and in the connection's log lines, which
-// name the latest pair (letters, digits, '-' and '.' only, so nothing a log
-// reader could mistake for another field), "other" for a name or version
-// over maxSoftwareLabel bytes. It runs on the connection's goroutine, the
-// only one that reads c.log while the connection serves (the idle sweep
-// logs through s.log).
+// changes nothing): in the gauge, and for the connection's log lines
+// (logger), which name the latest pair (letters, digits, '-' and '.' only,
+// so nothing a log reader could mistake for another field), "other" for a
+// name or version over maxSoftwareLabel bytes.
 func (c *conn) noteSoftware(r *request) {
 	req, ok := r.req.(*kmsg.ApiVersionsRequest)
 	if !ok || req.Version < 3 || !validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion) {
 		return
 	}
 	sw := clientSoftware{req.ClientSoftwareName, req.ClientSoftwareVersion}
-	logged := sw
+	c.named = sw
 	if len(sw.name) > maxSoftwareLabel || len(sw.version) > maxSoftwareLabel {
-		logged = otherSoftware
+		c.named = otherSoftware
 	}
-	if c.logBase == nil {
-		c.logBase = c.log
-	}
-	c.log = c.logBase.With("client_software", logged.name, "client_software_version", logged.version)
 	if c.s.metrics != nil {
 		c.s.metrics.software.move(&c.software, sw)
 	}
+}
+
+// logger is the connection's logger for a line about to be written: with
+// the client software the connection named, if it did. The attributes are
+// added per line, not kept in a logger per connection: a logger with them
+// bound costs a few hundred bytes, which every idle connection would hold.
+// It is for the connection's own goroutine (c.named is its to change).
+func (c *conn) logger() *slog.Logger {
+	if c.named == (clientSoftware{}) {
+		return c.log
+	}
+	return c.log.With("client_software", c.named.name, "client_software_version", c.named.version)
 }
