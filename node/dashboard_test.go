@@ -70,6 +70,13 @@ func TestGrafanaDashboard(t *testing.T) {
 	waitMetric(t, n.HTTPAddr(), 5*time.Second, above(0), "cohort_server_request_errors_total")
 	add(scrapeMetrics(t, n.HTTPAddr()))
 
+	// A node with a SASL listener: the families by SASL mechanism.
+	scfg := secureConfig(t, memstore.New())
+	scfg.HTTPListen = "127.0.0.1:0"
+	sn := startLoaded(t, scfg)
+	defer sn.Close()
+	add(scrapeMetrics(t, sn.HTTPAddr()))
+
 	ec := etcdtest.Start(t, 1)
 	cn, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
 		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),

@@ -410,6 +410,8 @@ func (c *conn) saslAuthenticate(r *request) (resp kmsg.Response, close bool) {
 	if done {
 		if req.GetVersion() >= 1 {
 			c.auth.authV1 = true
+		} else {
+			c.lm.noReauth(c.auth.mech) // v0 carries no session lifetime
 		}
 		if !c.auth.expires.IsZero() {
 			out.SessionLifetimeMillis = max(c.auth.expires.Sub(c.s.sec.now()).Milliseconds(), 1)
@@ -441,9 +443,12 @@ func (c *conn) saslRawExchange() bool {
 		if err != nil {
 			return false
 		}
-		out, _, err := c.saslStep(token)
+		out, done, err := c.saslStep(token)
 		if err != nil {
 			return false // Kafka closes: the v0 framing has no error field
+		}
+		if done {
+			c.lm.noReauth(c.auth.mech) // raw tokens: no way to learn a session lifetime
 		}
 		c.wbuf = binary.BigEndian.AppendUint32(c.wbuf[:0], uint32(len(out)))
 		c.wbuf = append(c.wbuf, out...)

@@ -125,6 +125,20 @@ func (f *authFixture) lastPrincipal() string {
 
 func (f *authFixture) advance(d time.Duration) { f.now.Add(int64(d)) }
 
+// noReauthCount is cohort_server_authentications_without_reauthentication_total
+// for mech over every listener.
+func (f *authFixture) noReauthCount(mech string) float64 {
+	var n float64
+	for _, lm := range f.ts.srv.metrics.listeners {
+		for _, mm := range lm.mechs {
+			if mm.name == mech && mm.noReauth != nil {
+				n += testutil.ToFloat64(mm.noReauth)
+			}
+		}
+	}
+	return n
+}
+
 func (f *authFixture) authCount(mech, result string) float64 {
 	var n float64
 	for l := range f.ts.srv.metrics.listeners {
@@ -235,6 +249,34 @@ func TestSASLv0RawTokens(t *testing.T) {
 	}
 	if code := heartbeat(t, c); code != 0 || f.lastPrincipal() != "User:alice" {
 		t.Fatalf("after raw authentication: code %d principal %q", code, f.lastPrincipal())
+	}
+	// Raw tokens carry no session lifetime: a client that cannot
+	// re-authenticate, counted as Kafka's successful-authentication-no-reauth.
+	if n := f.noReauthCount("TEST"); n != 1 {
+		t.Fatalf("authentications without re-authentication: %v, want 1", n)
+	}
+}
+
+// Successful authentications by clients that cannot re-authenticate are
+// counted: SaslAuthenticate v0 (no session lifetime in its answer), not v1+
+// and not a failure.
+func TestSASLAuthenticationsWithoutReauthCounted(t *testing.T) {
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil)
+	login(t, f.ts.dial(t), "alice", "secret") // v2
+	if n := f.noReauthCount("TEST"); n != 0 {
+		t.Fatalf("after a v2 login: %v, want 0", n)
+	}
+	c := f.ts.dial(t)
+	handshake(t, c, 1, "TEST")
+	authenticate(t, c, 0, "alice:secret")
+	if r := authenticate(t, c, 0, "ok"); r.ErrorCode != 0 {
+		t.Fatalf("v0 login: error %d", r.ErrorCode)
+	}
+	bad := f.ts.dial(t)
+	handshake(t, bad, 1, "TEST")
+	authenticate(t, bad, 0, "alice:wrong")
+	if n, ok := f.noReauthCount("TEST"), f.authCount("TEST", "success"); n != 1 || ok != 2 {
+		t.Fatalf("after a v0 login and a failed one: %v without re-authentication (want 1), %v successes (want 2)", n, ok)
 	}
 }
 

@@ -42,6 +42,9 @@ type listenerMetrics struct {
 type mechMetrics struct {
 	name              string
 	success, failures prometheus.Counter
+	// noReauth counts successes of clients that cannot re-authenticate
+	// (nil for SSL and other).
+	noReauth prometheus.Counter
 }
 
 // numCodes bounds the error codes with a cached child: -1 (UNKNOWN_SERVER_ERROR)
@@ -152,6 +155,13 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 		m.requests[api.Key] = reqs.WithLabelValues(api.Name)
 		m.latency[api.Key] = lat.WithLabelValues(api.Name)
 	}
+	noReauth, err := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Subsystem: "server", Name: "authentications_without_reauthentication_total",
+		Help: "Successful SASL authentications by clients that cannot re-authenticate (SaslAuthenticate v0, or raw tokens after a v0 SaslHandshake): with a session lifetime, their connections are closed when it ends.",
+	}, []string{"listener", "mechanism"}))
+	if err != nil {
+		return nil, err
+	}
 	mech := func(l, name string) mechMetrics {
 		return mechMetrics{name: name, success: m.auth.WithLabelValues(l, name, "success"), failures: m.auth.WithLabelValues(l, name, "failure")}
 	}
@@ -166,7 +176,9 @@ func newMetrics(reg prometheus.Registerer, listeners []Listener, mechs []string)
 		}
 		if l.IsSASL() {
 			for _, name := range mechs {
-				lm.mechs = append(lm.mechs, mech(l.Name, name))
+				mm := mech(l.Name, name)
+				mm.noReauth = noReauth.WithLabelValues(l.Name, name)
+				lm.mechs = append(lm.mechs, mm)
 			}
 		}
 		m.listeners[l.Name] = lm
@@ -220,6 +232,19 @@ func (lm *listenerMetrics) authResult(mechanism string, ok bool) {
 		mm.success.Inc()
 	} else {
 		mm.failures.Inc()
+	}
+}
+
+// noReauth counts a successful first SASL authentication by a client that
+// cannot re-authenticate (Kafka's successful-authentication-no-reauth).
+func (lm *listenerMetrics) noReauth(mechanism string) {
+	if lm == nil {
+		return
+	}
+	for i := range lm.mechs {
+		if lm.mechs[i].name == mechanism && lm.mechs[i].noReauth != nil {
+			lm.mechs[i].noReauth.Inc()
+		}
 	}
 }
 
