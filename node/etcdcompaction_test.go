@@ -137,7 +137,10 @@ func TestClusterCompactionDeniedWarnsOnce(t *testing.T) {
 	})
 	// Each node has by now stepped several times had it gone on (the
 	// cluster took longer than an interval to settle).
-	if l := logs.String(); strings.Count(l, "level=WARN") != 2 || !strings.Contains(l, "--auto-compaction-retention") {
+	// Only the compaction warnings are counted: on a slow machine (the race
+	// detector) a node's lease may also expire and be renewed, which warns
+	// of its own.
+	if l := logs.String(); strings.Count(l, "may not compact") != 2 || !strings.Contains(l, "--auto-compaction-retention") {
 		t.Fatalf("want one warning per node naming etcd's own compaction, got:\n%s", l)
 	}
 	for _, n := range ns {
