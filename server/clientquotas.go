@@ -48,32 +48,28 @@ func quotaFilterRefusal(components []kmsg.DescribeClientQuotasRequestComponent) 
 	for _, c := range components {
 		switch {
 		case c.EntityType == "":
-			return errInvalidRequest, "Invalid empty entity type."
+			return errInvalidRequest, "a filter component has an empty entity type"
 		case seen[c.EntityType]:
-			return errInvalidRequest, "Entity type " + c.EntityType + " cannot appear more than once in the filter."
+			return errInvalidRequest, "the filter names entity type " + c.EntityType + " twice"
 		case c.EntityType != quotaUser && c.EntityType != quotaClientID && c.EntityType != quotaIP:
-			return errUnsupportedVersion, "Unsupported entity type " + c.EntityType
+			return errUnsupportedVersion, "entity type " + c.EntityType + " is not one of user, client-id and ip"
 		}
 		seen[c.EntityType] = true
 		switch c.MatchType {
 		case quotaMatchExact:
 			if c.Match == nil {
-				return errInvalidRequest, "Request specified MATCH_TYPE_EXACT, but set match string to null."
+				return errInvalidRequest, "an exact match (match type 0) needs a match string"
 			}
 		case quotaMatchDefault, quotaMatchSpecified:
 			if c.Match != nil {
-				name := "MATCH_TYPE_DEFAULT"
-				if c.MatchType == quotaMatchSpecified {
-					name = "MATCH_TYPE_SPECIFIED"
-				}
-				return errInvalidRequest, "Request specified " + name + ", but also specified a match string."
+				return errInvalidRequest, "match type " + strconv.Itoa(int(c.MatchType)) + " (default or any specified entity) takes no match string"
 			}
 		default:
-			return errInvalidRequest, "Unknown match type " + strconv.Itoa(int(c.MatchType))
+			return errInvalidRequest, "unknown match type " + strconv.Itoa(int(c.MatchType))
 		}
 	}
 	if seen[quotaIP] && (seen[quotaUser] || seen[quotaClientID]) {
-		return errInvalidRequest, "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."
+		return errInvalidRequest, "an ip filter component cannot be combined with user or client-id components"
 	}
 	return errNone, ""
 }
