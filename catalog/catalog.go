@@ -13,16 +13,19 @@
 //
 // A Catalog is safe for concurrent use. Reads (Lookup, List) take no lock:
 // every change publishes a new immutable view. Changes can be made durable
-// through Options.Persist, which receives the encoded snapshot of the new
-// state before the change becomes visible.
+// through Options.PersistTopic, which receives the one record a change
+// touches (a topic's, keyed by TopicKey) before the change becomes visible:
+// a change costs the same whatever the catalog's size, and no record grows
+// with the number of topics.
 package catalog
 
 import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,12 +49,13 @@ var (
 	ErrNotFound          = errors.New("catalog: unknown topic")
 	ErrInvalidPartitions = errors.New("catalog: invalid partition count")
 	ErrInvalidRacks      = errors.New("catalog: invalid racks")
-	// ErrPersist wraps an error returned by Options.Persist; the change it
+	// ErrPersist wraps an error returned by Options.PersistTopic or
+	// PersistGroup; the change it
 	// was for did not happen.
 	ErrPersist = errors.New("catalog: persisting the change failed")
 )
 
-// Conflict is the error a Persist or PersistGroup returns when it writes
+// Conflict is the error a PersistTopic or PersistGroup returns when it writes
 // only where the stored record is still the one this catalog last saw (a
 // compare-and-swap, as cluster mode does in etcd: several nodes change the
 // same records) and another writer got there first. Current is the stored
@@ -115,19 +119,21 @@ func (t Topic) clone() Topic {
 
 // Options configures a Catalog.
 type Options struct {
-	// Persist, if set, is called with the encoded snapshot (see Snapshot) of
-	// the state a change would produce, before the change becomes visible.
-	// If it returns an error the change is abandoned and the operation fails
-	// with an error wrapping ErrPersist, except for a *Conflict, after which
-	// the change is applied again to the record it carries. Calls are
-	// serialised (never concurrent) and happen in the order of the changes.
-	Persist func(snapshot []byte) error
-	// PersistGroup is Persist for one group's configs (groups.go): their
-	// snapshot (GroupConfigSnapshot), nil when they are removed, stored
-	// apart from the topics'.
+	// PersistTopic, if set, is called with the record a change produces
+	// for the topic it creates, grows or deletes: key is TopicKey of the
+	// topic's name, record its encoding (TopicRecords), nil when the topic
+	// is deleted. It is called before the change becomes visible. If it
+	// returns an error the change is abandoned and the operation fails with
+	// an error wrapping ErrPersist, except for a *Conflict, whose Current is
+	// then the stored record of key: the catalog takes it and applies the
+	// change again. Calls are serialised (never concurrent) and happen in
+	// the order of the changes.
+	PersistTopic func(key string, record []byte) error
+	// PersistGroup is PersistTopic for one group's configs (groups.go):
+	// their snapshot (GroupConfigSnapshot), nil when they are removed.
 	PersistGroup func(group string, snapshot []byte) error
 	// Shared says that other writers change the same records (cluster
-	// mode, with Persist and PersistGroup comparing revisions): a change
+	// mode, with PersistTopic and PersistGroup comparing revisions): a change
 	// that changes nothing in this catalog's view is still persisted, so
 	// that a view behind the store (a change made elsewhere and not seen
 	// yet) cannot report success for a change the store does not hold.
@@ -140,19 +146,22 @@ type Options struct {
 	Removed func(names []string)
 }
 
-// view is an immutable state of the catalog.
+// view is an immutable state of the catalog. Its topics are shared with the
+// views after it that did not change them: a change copies the slice of
+// pointers and the maps (withTopic), not the topics, and indexes nothing
+// again, so it costs little even with many topics.
 type view struct {
-	version uint64  // bumped by every change
-	sorted  []Topic // by name
-	byName  map[string]int
-	byID    map[[16]byte]int
-	byKey   map[string]int // collisionKey(name) -> index
+	version uint64   // bumped by every change
+	sorted  []*Topic // by name
+	byName  map[string]*Topic
+	byID    map[[16]byte]*Topic
+	byKey   map[string]*Topic // collisionKey(name) -> topic
 }
 
 // Catalog is the set of topics. The zero value is not usable; call New.
 type Catalog struct {
-	mu           sync.Mutex // serialises changes (and Persist calls)
-	persist      func([]byte) error
+	mu           sync.Mutex // serialises changes (and the persist calls)
+	persistTopic func(string, []byte) error
 	persistGroup func(string, []byte) error
 	shared       bool
 	removed      func([]string)
@@ -162,27 +171,53 @@ type Catalog struct {
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persist: opts.Persist, persistGroup: opts.PersistGroup, shared: opts.Shared, removed: opts.Removed}
+	c := &Catalog{persistTopic: opts.PersistTopic, persistGroup: opts.PersistGroup, shared: opts.Shared, removed: opts.Removed}
 	c.cur.Store(buildView(nil))
 	c.groups.Store(&groupsView{})
 	return c
 }
 
+// buildView indexes topics (which it takes over) into a view.
 func buildView(topics []Topic) *view {
-	sort.Slice(topics, func(i, j int) bool { return topics[i].Name < topics[j].Name })
 	v := &view{
-		sorted: topics,
-		byName: make(map[string]int, len(topics)),
-		byID:   make(map[[16]byte]int, len(topics)),
-		byKey:  make(map[string]int, len(topics)),
+		sorted: make([]*Topic, len(topics)),
+		byName: make(map[string]*Topic, len(topics)),
+		byID:   make(map[[16]byte]*Topic, len(topics)),
+		byKey:  make(map[string]*Topic, len(topics)),
 	}
-	for i, t := range topics {
-		v.byName[t.Name] = i
-		v.byID[t.ID] = i
-		v.byKey[collisionKey(t.Name)] = i
+	for i := range topics {
+		t := &topics[i]
+		v.sorted[i] = t
+		v.byName[t.Name], v.byID[t.ID], v.byKey[collisionKey(t.Name)] = t, t, t
 	}
+	slices.SortFunc(v.sorted, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
 	return v
 }
+
+// withTopic returns a view of v's topics with key's topic (if any) replaced
+// by a copy of t (nil: removed). Its version is set by install.
+func withTopic(v *view, key string, t *Topic) *view {
+	next := &view{byName: maps.Clone(v.byName), byID: maps.Clone(v.byID), byKey: maps.Clone(v.byKey)}
+	sorted := make([]*Topic, len(v.sorted), len(v.sorted)+1)
+	copy(sorted, v.sorted)
+	if old, ok := v.byKey[key]; ok {
+		delete(next.byName, old.Name)
+		delete(next.byID, old.ID)
+		delete(next.byKey, key)
+		i, _ := slices.BinarySearchFunc(sorted, old.Name, byName)
+		sorted = slices.Delete(sorted, i, i+1)
+	}
+	if t != nil {
+		nt := t.clone()
+		next.byName[nt.Name], next.byID[nt.ID], next.byKey[key] = &nt, &nt, &nt
+		i, _ := slices.BinarySearchFunc(sorted, nt.Name, byName)
+		sorted = slices.Insert(sorted, i, &nt)
+	}
+	next.sorted = sorted
+	return next
+}
+
+func byName(t *Topic, name string) int { return strings.Compare(t.Name, name) }
 
 // ValidateName reports whether name is a legal Kafka topic name: 1 to 249
 // characters of [a-zA-Z0-9._-], and neither "." nor "..".
@@ -209,6 +244,12 @@ func ValidateName(name string) error {
 // collisionKey maps names that Kafka considers colliding (because metric
 // names replace '.' with '_') to the same key.
 func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
+
+// TopicKey is the key of the record that holds topic name
+// (Options.PersistTopic): the name with '.' as '_', so that two names Kafka
+// considers colliding share one record, and two nodes creating them at the
+// same moment meet on it (a Conflict) rather than both succeed.
+func TopicKey(name string) string { return collisionKey(name) }
 
 // TopicID returns the UUID the catalog gives the topic name: the first 16
 // bytes of SHA-256("cohort/topic/" + name), shaped as a version-4-style UUID
@@ -251,34 +292,31 @@ func validatePartitions(n int32) error {
 
 // Lookup returns the topic called name.
 func (c *Catalog) Lookup(name string) (Topic, bool) {
-	v := c.cur.Load()
-	i, ok := v.byName[name]
+	t, ok := c.cur.Load().byName[name]
 	if !ok {
 		return Topic{}, false
 	}
-	return v.sorted[i].clone(), true
+	return t.clone(), true
 }
 
 // LookupID returns the topic whose ID is id.
 func (c *Catalog) LookupID(id [16]byte) (Topic, bool) {
-	v := c.cur.Load()
-	i, ok := v.byID[id]
+	t, ok := c.cur.Load().byID[id]
 	if !ok {
 		return Topic{}, false
 	}
-	return v.sorted[i].clone(), true
+	return t.clone(), true
 }
 
 // Name returns the name of the topic whose ID is id, without copying the
 // topic: the request path resolves the topic IDs of OffsetCommit and
 // OffsetFetch v10 with it.
 func (c *Catalog) Name(id [16]byte) (string, bool) {
-	v := c.cur.Load()
-	i, ok := v.byID[id]
+	t, ok := c.cur.Load().byID[id]
 	if !ok {
 		return "", false
 	}
-	return v.sorted[i].Name, true
+	return t.Name, true
 }
 
 // Len returns the number of topics.
@@ -299,8 +337,8 @@ func (c *Catalog) List() []Topic {
 // retained; Range allocates nothing, which suits hot paths like Metadata.
 func (c *Catalog) Range(fn func(t *Topic) bool) {
 	v := c.cur.Load()
-	for i := range v.sorted {
-		if !fn(&v.sorted[i]) {
+	for _, t := range v.sorted {
+		if !fn(t) {
 			return
 		}
 	}
@@ -314,8 +352,8 @@ func checkCreate(v *view, name string, partitions int32, racks [][]string) error
 	if _, ok := v.byName[name]; ok {
 		return fmt.Errorf("%w: %q", ErrExists, name)
 	}
-	if i, ok := v.byKey[collisionKey(name)]; ok {
-		return fmt.Errorf("%w: %q collides with existing topic %q ('.' and '_' are interchangeable in Kafka metric names)", ErrInvalidName, name, v.sorted[i].Name)
+	if t, ok := v.byKey[collisionKey(name)]; ok {
+		return fmt.Errorf("%w: %q collides with existing topic %q ('.' and '_' are interchangeable in Kafka metric names)", ErrInvalidName, name, t.Name)
 	}
 	if err := validatePartitions(partitions); err != nil {
 		return err
@@ -333,15 +371,14 @@ func (c *Catalog) ValidateCreate(name string, partitions int32, racks [][]string
 // per-partition racks (nil, or one entry per partition).
 func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic, error) {
 	t := Topic{Name: name, ID: TopicID(name), Partitions: partitions, Racks: racks}.clone()
-	err := c.change(func(v *view) ([]Topic, error) {
+	err := c.change(TopicKey(name), func(v *view) (*Topic, error) {
 		if err := checkCreate(v, name, partitions, racks); err != nil {
 			return nil, err
 		}
 		if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
 			return nil, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, name)
 		}
-		next := make([]Topic, 0, len(v.sorted)+1)
-		return append(append(next, v.sorted...), t), nil
+		return &t, nil
 	})
 	if err != nil {
 		return Topic{}, err
@@ -351,13 +388,11 @@ func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic
 
 // Delete removes the topic called name.
 func (c *Catalog) Delete(name string) error {
-	return c.change(func(v *view) ([]Topic, error) {
-		i, ok := v.byName[name]
-		if !ok {
+	return c.change(TopicKey(name), func(v *view) (*Topic, error) {
+		if _, ok := v.byName[name]; !ok {
 			return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 		}
-		next := make([]Topic, 0, len(v.sorted)-1)
-		return append(append(next, v.sorted[:i]...), v.sorted[i+1:]...), nil
+		return nil, nil
 	})
 }
 
@@ -365,32 +400,32 @@ func (c *Catalog) Delete(name string) error {
 func removedTopics(old, next *view) []string {
 	var names []string
 	for _, t := range old.sorted {
-		if _, ok := next.byName[t.Name]; !ok {
+		if next.byName[t.Name] == nil {
 			names = append(names, t.Name)
 		}
 	}
 	return names
 }
 
-func checkAdd(v *view, name string, total int32, racks [][]string) (int, error) {
-	i, ok := v.byName[name]
+func checkAdd(v *view, name string, total int32, racks [][]string) (*Topic, error) {
+	t, ok := v.byName[name]
 	if !ok {
-		return 0, fmt.Errorf("%w: %q", ErrNotFound, name)
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, name)
 	}
-	cur := v.sorted[i].Partitions
+	cur := t.Partitions
 	if total <= cur {
 		if total == cur {
-			return 0, fmt.Errorf("%w: topic %q already has %d partitions", ErrInvalidPartitions, name, cur)
+			return nil, fmt.Errorf("%w: topic %q already has %d partitions", ErrInvalidPartitions, name, cur)
 		}
-		return 0, fmt.Errorf("%w: topic %q has %d partitions, which cannot be decreased to %d", ErrInvalidPartitions, name, cur, total)
+		return nil, fmt.Errorf("%w: topic %q has %d partitions, which cannot be decreased to %d", ErrInvalidPartitions, name, cur, total)
 	}
 	if err := validatePartitions(total); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if racks != nil && int64(len(racks)) != int64(total-cur) {
-		return 0, fmt.Errorf("%w: %d rack lists for %d new partitions", ErrInvalidRacks, len(racks), total-cur)
+		return nil, fmt.Errorf("%w: %d rack lists for %d new partitions", ErrInvalidRacks, len(racks), total-cur)
 	}
-	return i, validateRacks(racks, int32(len(racks)))
+	return t, validateRacks(racks, int32(len(racks)))
 }
 
 // ValidateAddPartitions reports the error AddPartitions would return now,
@@ -407,12 +442,12 @@ func (c *Catalog) ValidateAddPartitions(name string, total int32, racks [][]stri
 // the existing partitions get no rack.
 func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Topic, error) {
 	var t Topic
-	err := c.change(func(v *view) ([]Topic, error) {
-		i, err := checkAdd(v, name, total, racks)
+	err := c.change(TopicKey(name), func(v *view) (*Topic, error) {
+		cur, err := checkAdd(v, name, total, racks)
 		if err != nil {
 			return nil, err
 		}
-		t = v.sorted[i].clone()
+		t = cur.clone()
 		if t.Racks != nil || racks != nil {
 			if t.Racks == nil {
 				t.Racks = make([][]string, t.Partitions)
@@ -426,9 +461,7 @@ func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Top
 			}
 		}
 		t.Partitions = total
-		next := append([]Topic(nil), v.sorted...)
-		next[i] = t
-		return next, nil
+		return &t, nil
 	})
 	if err != nil {
 		return Topic{}, err
@@ -436,39 +469,46 @@ func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Top
 	return t.clone(), nil
 }
 
-// change applies a change to the topics: apply returns the next topics
-// given the current view (or an error that abandons the change); the result
-// is persisted, then published. On a Conflict the stored record is
-// installed and apply runs again on it. Options.Removed hears of every
-// topic the catalog lost meanwhile: the one deleted, and any the stored
-// record no longer had.
-func (c *Catalog) change(apply func(v *view) ([]Topic, error)) error {
+// change applies a change to the topic whose record is key: apply returns
+// that topic's next state given the current view (nil: there is none), or an
+// error that abandons the change; the record is persisted, then the view
+// published. On a Conflict the stored record of key is installed and apply
+// runs again on it. Options.Removed hears of every topic the catalog lost
+// meanwhile: the one deleted, and one the stored record no longer had.
+func (c *Catalog) change(key string, apply func(v *view) (*Topic, error)) error {
 	c.mu.Lock()
 	start := c.cur.Load()
-	err := c.changeLocked(apply)
+	err := c.changeLocked(key, apply)
 	end := c.cur.Load()
 	c.mu.Unlock()
-	c.notifyRemoved(start, end)
+	c.notifyKeyRemoved(start, end, key)
 	return err
+}
+
+// notifyKeyRemoved is notifyRemoved after a change of key's record alone:
+// only its topic can have gone.
+func (c *Catalog) notifyKeyRemoved(old, v *view, key string) {
+	if t := old.byKey[key]; t != nil && v.byName[t.Name] == nil && c.removed != nil {
+		c.removed([]string{t.Name})
+	}
 }
 
 // changeLocked is change with c.mu held, leaving the notification to the
 // caller.
-func (c *Catalog) changeLocked(apply func(v *view) ([]Topic, error)) error {
+func (c *Catalog) changeLocked(key string, apply func(v *view) (*Topic, error)) error {
 	for conflicts := 0; ; conflicts++ {
-		next, err := apply(c.cur.Load())
+		v := c.cur.Load()
+		t, err := apply(v)
 		if err != nil {
 			return err
 		}
-		if c.persist != nil {
-			err = c.persist(encode(next))
+		if c.persistTopic != nil {
+			err = c.persistTopic(key, encodeRecord(t))
 		}
 		var cf *Conflict
 		switch {
 		case err == nil:
-			v := buildView(next)
-			v.version = c.cur.Load().version + 1
-			c.cur.Store(v)
+			c.install(withTopic(v, key, t))
 			return nil
 		case !errors.As(err, &cf):
 			return fmt.Errorf("%w: %w", ErrPersist, err)
@@ -476,15 +516,11 @@ func (c *Catalog) changeLocked(apply func(v *view) ([]Topic, error)) error {
 			return fmt.Errorf("%w: %d concurrent changes in a row through other nodes; try again: %w", ErrPersist, conflicts+1, err)
 		}
 		backOff(conflicts)
-		// An empty record changes nothing (as in Sync): a missing record
-		// never makes the catalog drop what it has.
-		if len(cf.Current) > 0 && string(cf.Current) != string(encode(c.cur.Load().sorted)) {
-			v, derr := decodeSnapshot(cf.Current)
-			if derr != nil {
-				return fmt.Errorf("%w: the stored catalog: %w", ErrPersist, derr)
-			}
-			c.install(v)
+		stored, derr := decodeRecord(key, cf.Current)
+		if derr != nil {
+			return fmt.Errorf("%w: the stored record of topic key %q: %w", ErrPersist, key, derr)
 		}
+		c.installTopic(key, stored)
 		if cf.Accepted != nil {
 			cf.Accepted()
 		}

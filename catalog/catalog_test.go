@@ -1,9 +1,12 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -167,45 +170,126 @@ func TestTopicIDDistinctAndNonZero(t *testing.T) {
 	}
 }
 
+// TestPersistHook: each change persists the one record it touches (keyed by
+// TopicKey, nil for a deletion) before it is visible; a failed persist
+// abandons the change; the records restore the catalog.
 func TestPersistHook(t *testing.T) {
-	var snaps [][]byte
+	records := map[string][]byte{}
+	calls := 0
 	fail := false
-	c := New(Options{Persist: func(b []byte) error {
+	c := New(Options{PersistTopic: func(key string, b []byte) error {
 		if fail {
 			return errors.New("disk full")
 		}
-		snaps = append(snaps, b)
+		calls++
+		if b == nil {
+			delete(records, key)
+		} else {
+			records[key] = b
+		}
 		return nil
 	}})
-	if _, err := c.Create("a", 2, nil); err != nil {
+	if _, err := c.Create("a.x", 2, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Create("b", 1, [][]string{{"r1", "r2"}}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.AddPartitions("b", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := records["a_x"]; !ok || len(records) != 2 {
+		t.Fatalf("records under keys %v, want a_x and b", slices.Collect(maps.Keys(records)))
+	}
 	fail = true
 	if _, err := c.Create("c", 1, nil); !errors.Is(err, ErrPersist) {
-		t.Fatalf("Create with failing Persist = %v, want ErrPersist", err)
+		t.Fatalf("Create with failing PersistTopic = %v, want ErrPersist", err)
 	}
 	if _, ok := c.Lookup("c"); ok {
 		t.Fatal("a change whose persistence failed became visible")
 	}
-	if err := c.Delete("a"); !errors.Is(err, ErrPersist) {
-		t.Fatalf("Delete with failing Persist = %v, want ErrPersist", err)
+	if err := c.Delete("a.x"); !errors.Is(err, ErrPersist) {
+		t.Fatalf("Delete with failing PersistTopic = %v, want ErrPersist", err)
 	}
-	if _, ok := c.Lookup("a"); !ok {
+	if _, ok := c.Lookup("a.x"); !ok {
 		t.Fatal("a failed Delete removed the topic")
 	}
-	if len(snaps) != 2 {
-		t.Fatalf("Persist called %d times successfully, want 2", len(snaps))
+	fail = false
+	if err := c.Delete("a.x"); err != nil {
+		t.Fatal(err)
 	}
-	// The last persisted snapshot restores the state as of that change.
+	if calls != 4 || len(records) != 1 {
+		t.Fatalf("PersistTopic called %d times successfully leaving %d records, want 4 and 1", calls, len(records))
+	}
+	// The records restore the state as of the last change.
 	r := New(Options{})
-	if err := r.Restore(snaps[1]); err != nil {
+	if _, err := r.Create("gone", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RestoreTopics(records); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(r.List()) != fmt.Sprint(c.List()) {
 		t.Fatalf("restored %v, want %v", r.List(), c.List())
+	}
+	if !maps.EqualFunc(r.TopicRecords(), records, bytes.Equal) {
+		t.Fatal("TopicRecords differs from the records persisted")
+	}
+}
+
+// TestRecordSizeIndependentOfCatalog: a change persists one topic's record,
+// whatever the number of topics (the whole catalog used to be one record,
+// rewritten by every change: quadratic bytes for a bulk creation, and a
+// size limit in etcd).
+func TestRecordSizeIndependentOfCatalog(t *testing.T) {
+	largest := 0
+	c := New(Options{PersistTopic: func(_ string, b []byte) error {
+		largest = max(largest, len(b))
+		return nil
+	}})
+	for i := range 2000 {
+		if _, err := c.Create(fmt.Sprintf("topic-%05d", i), 12, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if largest > 200 {
+		t.Fatalf("a record of %d bytes for a 12-partition topic among 2000", largest)
+	}
+}
+
+// TestRestoreTopicsRejects: records that are damaged, stored under another
+// topic's key, hold several topics or collide leave the catalog unchanged.
+func TestRestoreTopicsRejects(t *testing.T) {
+	src := New(Options{})
+	for _, n := range []string{"a", "b.c"} {
+		if _, err := src.Create(n, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := src.TopicRecords()
+	two := src.Snapshot()
+	bad := []map[string][]byte{
+		{"a": []byte("{")},
+		{"x": good["a"]},     // under another key
+		{"b.c": good["b_c"]}, // the name, not the key
+		{"a": two},           // two topics in one record
+		{"a": []byte(`{"version":1,"topics":[]}`)}, // no topic
+		{"a": []byte(`{"version":2,"topics":[]}`)},
+	}
+	c := New(Options{})
+	if _, err := c.Create("keep", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range bad {
+		if err := c.RestoreTopics(r); !errors.Is(err, ErrBadSnapshot) {
+			t.Errorf("RestoreTopics(%q) = %v, want ErrBadSnapshot", r, err)
+		}
+	}
+	if _, ok := c.Lookup("keep"); !ok || c.Len() != 1 {
+		t.Fatal("a rejected RestoreTopics changed the catalog")
+	}
+	if err := c.RestoreTopics(good); err != nil || c.Len() != 2 {
+		t.Fatalf("RestoreTopics(good) = %v, %d topics", err, c.Len())
 	}
 }
 

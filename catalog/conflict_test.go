@@ -9,31 +9,58 @@ import (
 	"testing"
 )
 
-// shared is a record several catalogs write with compare-and-swap, as
-// cluster mode's etcd keys: each writer remembers the revision it last saw.
+// shared is a set of records several catalogs write with compare-and-swap,
+// as cluster mode's etcd keys: each writer remembers, per key, the revision
+// it last saw.
 type shared struct {
 	mu   sync.Mutex
-	val  []byte
-	rev  int64
-	seen map[*Catalog]int64
+	val  map[string][]byte
+	rev  map[string]int64
+	seen map[*Catalog]map[string]int64
 }
 
-func (s *shared) read(c *Catalog) []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.seen[c] = s.rev
-	return s.val
+func newShared() *shared {
+	return &shared{val: map[string][]byte{}, rev: map[string]int64{}, seen: map[*Catalog]map[string]int64{}}
 }
 
-func (s *shared) write(c *Catalog, val []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rev, ok := s.seen[c]; !ok || rev != s.rev {
-		s.seen[c] = s.rev
-		return &Conflict{Current: s.val}
+func (s *shared) saw(c *Catalog, key string) {
+	if s.seen[c] == nil {
+		s.seen[c] = map[string]int64{}
 	}
-	s.val, s.rev = val, s.rev+1
-	s.seen[c] = s.rev
+	s.seen[c][key] = s.rev[key]
+}
+
+func (s *shared) read(c *Catalog, key string) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.saw(c, key)
+	return s.val[key]
+}
+
+// readAll returns every record, as a prefix read of etcd.
+func (s *shared) readAll(c *Catalog) map[string][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.val {
+		s.saw(c, k)
+	}
+	return maps.Clone(s.val)
+}
+
+func (s *shared) write(c *Catalog, key string, val []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev, ok := s.seen[c][key]; !ok || rev != s.rev[key] {
+		s.saw(c, key)
+		return &Conflict{Current: s.val[key]}
+	}
+	if val == nil {
+		delete(s.val, key)
+	} else {
+		s.val[key] = val
+	}
+	s.rev[key]++
+	s.saw(c, key)
 	return nil
 }
 
@@ -42,14 +69,13 @@ func sharedCatalogs(n int, removed func(i int, names []string)) ([]*Catalog, *sh
 }
 
 func sharedCatalogsOpt(n int, isShared bool, removed func(i int, names []string)) ([]*Catalog, *shared, *shared) {
-	topics := &shared{seen: map[*Catalog]int64{}}
-	groups := &shared{seen: map[*Catalog]int64{}}
+	topics, groups := newShared(), newShared()
 	cs := make([]*Catalog, n)
 	for i := range cs {
 		var c *Catalog
 		c = New(Options{
-			Persist:      func(b []byte) error { return topics.write(c, b) },
-			PersistGroup: func(_ string, b []byte) error { return groups.write(c, b) },
+			PersistTopic: func(k string, b []byte) error { return topics.write(c, k, b) },
+			PersistGroup: func(g string, b []byte) error { return groups.write(c, g, b) },
 			Shared:       isShared,
 			Removed: func(names []string) {
 				if removed != nil {
@@ -101,10 +127,10 @@ func TestConflictAppliesChangeAgain(t *testing.T) {
 	}
 	wg.Wait()
 	for _, c := range cs {
-		if err := c.Sync(func() ([]byte, error) { return topics.read(c), nil }); err != nil {
+		if err := c.SyncTopics(func() (map[string][]byte, error) { return topics.readAll(c), nil }); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.SyncGroupConfig("g", func() ([]byte, error) { return groups.read(c), nil }); err != nil {
+		if err := c.SyncGroupConfig("g", func() ([]byte, error) { return groups.read(c, "g"), nil }); err != nil {
 			t.Fatal(err)
 		}
 		if got := len(c.List()); got != 60 {
@@ -118,11 +144,12 @@ func TestConflictAppliesChangeAgain(t *testing.T) {
 
 // TestConflictChecksAgain: the change is checked again against the newer
 // record: a topic created, deleted or grown through another catalog in
-// between makes the operation fail as it would have there, and the topics
-// the newer record lacks are reported as removed.
+// between makes the operation fail as it would have there, and a topic the
+// newer record lacks is reported as removed. A catalog learns of the other
+// topics through SyncTopic (cluster mode's watch), not through a conflict.
 func TestConflictChecksAgain(t *testing.T) {
 	var removed []string
-	cs, _, _ := sharedCatalogs(2, func(i int, names []string) {
+	cs, topics, _ := sharedCatalogs(2, func(i int, names []string) {
 		if i == 0 {
 			removed = append(removed, names...)
 		}
@@ -134,14 +161,24 @@ func TestConflictChecksAgain(t *testing.T) {
 	if _, err := a.Create("y", 2, nil); err != nil {
 		t.Fatal(err)
 	}
-	// b has never read the record: its first write conflicts, and it
-	// learns of x and y.
+	// b has never read x's record: its first write conflicts, and it
+	// learns of x.
 	if _, err := b.Create("x", 1, nil); !errors.Is(err, ErrExists) {
 		t.Fatalf("b creating x (already created through a) = %v, want ErrExists", err)
 	}
 	if _, err := b.AddPartitions("x", 4, nil); err != nil {
 		t.Fatal(err)
 	}
+	if err := b.Delete("y"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("b deleting y, which it has not seen = %v, want ErrNotFound", err)
+	}
+	sync := func(c *Catalog, name string) {
+		t.Helper()
+		if err := c.SyncTopic(TopicKey(name), func() ([]byte, error) { return topics.read(c, TopicKey(name)), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync(b, "y")
 	if err := b.Delete("y"); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +188,10 @@ func TestConflictChecksAgain(t *testing.T) {
 	if tp, _ := a.Lookup("x"); tp.Partitions != 4 {
 		t.Fatalf("a's x has %d partitions, want b's 4", tp.Partitions)
 	}
+	if len(removed) != 0 {
+		t.Fatalf("a was told of removed topics %v before it synced y", removed)
+	}
+	sync(a, "y")
 	if !slices.Equal(removed, []string{"y"}) {
 		t.Fatalf("a was told of removed topics %v, want [y] (deleted through b)", removed)
 	}
@@ -198,48 +239,74 @@ func TestConflictChecksAgain(t *testing.T) {
 }
 
 // TestConflictsBounded: a writer that always loses gives up after
-// MaxConflicts, with ErrPersist, keeping the newest record it saw; a
-// missing record never empties the catalog.
+// MaxConflicts, with ErrPersist, keeping the newest record of the key it saw;
+// a conflict over one topic's record never touches the other topics.
 func TestConflictsBounded(t *testing.T) {
 	calls := 0
 	newer := New(Options{})
-	c := New(Options{Persist: func([]byte) error {
+	if _, err := newer.Create("mine", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	c := New(Options{PersistTopic: func(key string, _ []byte) error {
 		calls++
-		if _, err := newer.Create(fmt.Sprint("other", calls), 1, nil); err != nil {
+		if key != TopicKey("mine") {
+			t.Errorf("PersistTopic(%q), want mine's key", key)
+		}
+		// Another writer grows the topic each time.
+		if _, err := newer.AddPartitions("mine", int32(calls+1), nil); err != nil {
 			return err
 		}
-		return &Conflict{Current: newer.Snapshot()}
+		return &Conflict{Current: newer.TopicRecords()[TopicKey("mine")]}
 	}})
-	_, err := c.Create("mine", 1, nil)
+	if err := c.RestoreTopics(newer.TopicRecords()); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.AddPartitions("mine", 100, nil)
 	if !errors.Is(err, ErrPersist) || !errors.As(err, new(*Conflict)) {
-		t.Fatalf("Create = %v, want ErrPersist wrapping a Conflict", err)
+		t.Fatalf("AddPartitions = %v, want ErrPersist wrapping a Conflict", err)
 	}
 	if calls != MaxConflicts+1 {
-		t.Fatalf("Persist called %d times, want %d", calls, MaxConflicts+1)
+		t.Fatalf("PersistTopic called %d times, want %d", calls, MaxConflicts+1)
 	}
-	if _, ok := c.Lookup("mine"); ok {
-		t.Fatal("the failed creation is visible")
-	}
-	if got := c.Len(); got != MaxConflicts {
-		t.Fatalf("catalog has %d topics, want the %d of the newest record installed", got, MaxConflicts)
+	if tp, _ := c.Lookup("mine"); tp.Partitions != int32(MaxConflicts+1) {
+		t.Fatalf("mine has %d partitions, want the %d of the newest record installed", tp.Partitions, MaxConflicts+1)
 	}
 
 	first := true
-	d := New(Options{Persist: func([]byte) error {
+	d := New(Options{PersistTopic: func(string, []byte) error {
 		if first {
 			first = false
-			return &Conflict{} // no record stored
+			return &Conflict{} // no record stored for the key
 		}
 		return nil
 	}})
-	if err := d.Restore(newer.Snapshot()); err != nil {
+	if err := d.RestoreTopics(newer.TopicRecords()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Create("mine", 1, nil); err != nil {
+	if _, err := d.Create("yours", 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.Len(); got != newer.Len()+1 {
 		t.Fatalf("catalog has %d topics after a conflict with no record, want %d", got, newer.Len()+1)
+	}
+}
+
+// TestConflictCollidingNames: two catalogs creating names Kafka considers
+// colliding ("a.b" and "a_b") write the same record: the second learns of
+// the first and is refused, as one catalog would refuse it.
+func TestConflictCollidingNames(t *testing.T) {
+	cs, topics, _ := sharedCatalogs(2, nil)
+	if _, err := cs[0].Create("a.b", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs[1].Create("a_b", 1, nil); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("creating a_b after a.b through another catalog = %v, want ErrInvalidName", err)
+	}
+	if got := topics.readAll(cs[1]); len(got) != 1 {
+		t.Fatalf("%d records stored, want 1", len(got))
+	}
+	if _, ok := cs[1].Lookup("a.b"); !ok {
+		t.Fatal("the refused catalog did not learn of a.b")
 	}
 }
 
@@ -259,7 +326,7 @@ func TestSharedNoOpStillWrites(t *testing.T) {
 		set(a, "45000")
 		set(b, "50000") // a has not seen it
 		set(a, "45000") // a no-op in a's view
-		got, err := decodeGroup("g", groups.read(a))
+		got, err := decodeGroup("g", groups.read(a, "g"))
 		if err != nil {
 			t.Fatal(err)
 		}

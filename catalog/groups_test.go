@@ -15,7 +15,7 @@ func TestGroupConfigs(t *testing.T) {
 	var topics []byte
 	persisted := map[string][]byte{}
 	persists := 0
-	c := New(Options{Persist: func(b []byte) error { topics = b; return nil },
+	c := New(Options{PersistTopic: func(_ string, b []byte) error { topics = b; return nil },
 		PersistGroup: func(g string, b []byte) error { persisted[g] = b; persists++; return nil }})
 	if _, err := c.Create("t", 1, nil); err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func FuzzRestoreGroupConfig(f *testing.F) {
 	})
 }
 
-// Sync and SyncGroupConfig read under the catalog's lock (no change of the
+// SyncTopics, SyncTopic and SyncGroupConfig read under the catalog's lock (no change of the
 // catalog can fall between the read and the replacement), apply what they
 // read, and leave everything as it was on a read error.
 func TestSyncReadsUnderTheLock(t *testing.T) {
@@ -209,7 +209,10 @@ func TestSyncReadsUnderTheLock(t *testing.T) {
 			return data, nil
 		}
 	}
-	if err := c.Sync(locked(src.Snapshot())); err != nil {
+	if err := c.SyncTopics(func() (map[string][]byte, error) {
+		_, err := locked(nil)()
+		return src.TopicRecords(), err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SyncGroupConfig("g", locked(src.GroupConfigSnapshot("g"))); err != nil {
@@ -220,8 +223,11 @@ func TestSyncReadsUnderTheLock(t *testing.T) {
 	}
 	boom := errors.New("etcd unreachable")
 	fail := func() ([]byte, error) { return nil, boom }
-	if err := c.Sync(fail); err != boom {
-		t.Fatalf("Sync: %v", err)
+	if err := c.SyncTopics(func() (map[string][]byte, error) { return nil, boom }); err != boom {
+		t.Fatalf("SyncTopics: %v", err)
+	}
+	if err := c.SyncTopic(TopicKey("t"), fail); err != boom {
+		t.Fatalf("SyncTopic: %v", err)
 	}
 	if err := c.SyncGroupConfig("g", fail); err != boom {
 		t.Fatalf("SyncGroupConfig: %v", err)
@@ -231,5 +237,8 @@ func TestSyncReadsUnderTheLock(t *testing.T) {
 	}
 	if err := c.SyncGroupConfig("g", locked(nil)); err != nil || c.GroupConfig("g") != nil {
 		t.Fatalf("a group whose record is gone: %v %v", err, c.GroupConfig("g"))
+	}
+	if err := c.SyncTopic(TopicKey("t"), locked(nil)); err != nil || c.Len() != 0 {
+		t.Fatalf("a topic whose record is gone: %v, %d topics left", err, c.Len())
 	}
 }

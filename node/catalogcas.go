@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +27,7 @@ import (
 // one silently drop the other.
 //
 // Every read and write of one key happens under the catalog's lock
-// (catalog.Sync, SyncGroupConfig and the Persist calls), so the revision
+// (catalog.SyncTopic, SyncTopics, SyncGroupConfig and the persist calls), so the revision
 // kept for a key always goes with the value the catalog holds.
 type casKeys struct {
 	cli *clientv3.Client
@@ -55,7 +59,7 @@ func (k *casKeys) read(ctx context.Context, key string) ([]byte, int64, error) {
 	return r.Kvs[0].Value, r.Kvs[0].ModRevision, nil
 }
 
-// sync has the catalog take key's value through apply (catalog.Sync or
+// sync has the catalog take key's value through apply (catalog.SyncTopic or
 // SyncGroupConfig, given the read), and remembers the revision read if it
 // did.
 func (k *casKeys) sync(ctx context.Context, key string, apply func(read func() ([]byte, error)) error) error {
@@ -123,4 +127,92 @@ func (k *casKeys) write(key, what string, val []byte) error {
 		cur, curRev = kvs[0].Value, kvs[0].ModRevision
 	}
 	return &catalog.Conflict{Current: cur, Accepted: func() { k.setRev(key, curRev) }}
+}
+
+// readPrefix returns the values of every key under prefix, by the key after
+// the prefix, and their revisions by full key.
+func (k *casKeys) readPrefix(ctx context.Context, prefix string) (map[string][]byte, map[string]int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	r, err := k.cli.Get(rctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, err
+	}
+	vals, revs := make(map[string][]byte, len(r.Kvs)), make(map[string]int64, len(r.Kvs))
+	for _, kv := range r.Kvs {
+		vals[strings.TrimPrefix(string(kv.Key), prefix)] = kv.Value
+		revs[string(kv.Key)] = kv.ModRevision
+	}
+	return vals, revs, nil
+}
+
+// syncPrefix is sync for every key under prefix at once (catalog.SyncTopics,
+// given one read of them all).
+func (k *casKeys) syncPrefix(ctx context.Context, prefix string, apply func(read func() (map[string][]byte, error)) error) error {
+	var revs map[string]int64
+	err := apply(func() (map[string][]byte, error) {
+		vals, r, err := k.readPrefix(ctx, prefix)
+		revs = r
+		return vals, err
+	})
+	if err == nil {
+		k.mu.Lock()
+		maps.Copy(k.rev, revs)
+		k.mu.Unlock()
+	}
+	return err
+}
+
+// migrateOps is how many records one transaction of a catalog move writes
+// (etcd refuses transactions of more than 128 operations by default).
+const migrateOps = 100
+
+// migrate writes records (by the key after prefix) under prefix and deletes
+// legacyKey, the one record older nodes kept every topic in, in
+// transactions that each go through only while legacyKey is still at the
+// revision read first. If it is not (another node moved it meanwhile, and
+// may have changed topics since) nothing more is written and what is under
+// prefix is returned instead; otherwise records.
+func (k *casKeys) migrate(legacyKey, prefix string, records map[string][]byte, log *slog.Logger) (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	moved := func() (map[string][]byte, error) {
+		vals, _, err := k.readPrefix(ctx, prefix)
+		return vals, err
+	}
+	_, rev, err := k.read(ctx, legacyKey)
+	if err != nil {
+		return nil, err
+	}
+	if rev == 0 {
+		return moved()
+	}
+	guard := clientv3.Compare(clientv3.ModRevision(legacyKey), "=", rev)
+	var ops []clientv3.Op
+	size := 0
+	commit := func() (bool, error) {
+		r, err := k.cli.Txn(ctx).If(guard).Then(ops...).Commit()
+		ops, size = ops[:0], 0
+		return err == nil && r.Succeeded, err
+	}
+	for _, key := range slices.Sorted(maps.Keys(records)) {
+		v := records[key]
+		if len(ops) == migrateOps || len(ops) > 0 && size+len(prefix)+len(key)+len(v) > k.max {
+			if ok, err := commit(); err != nil {
+				return nil, err
+			} else if !ok {
+				return moved()
+			}
+		}
+		ops = append(ops, clientv3.OpPut(prefix+key, string(v)))
+		size += len(prefix) + len(key) + len(v)
+	}
+	ops = append(ops, clientv3.OpDelete(legacyKey))
+	if ok, err := commit(); err != nil {
+		return nil, err
+	} else if !ok {
+		return moved()
+	}
+	log.Info("cluster: topic catalog moved to one record per topic", "topics", len(records))
+	return records, nil
 }

@@ -151,8 +151,8 @@ func TestClusterCatalogConcurrentChanges(t *testing.T) {
 	}
 }
 
-// TestClusterCatalogTooLargeForEtcd: a change that would make the topic
-// catalog's record larger than etcd accepts fails with a message saying so
+// TestClusterCatalogTooLargeForEtcd: a change that would make a topic's
+// record larger than etcd accepts fails with a message saying so
 // before it is sent (not gRPC's or etcd's bare refusal, nor the record's
 // binary key), and changes nothing.
 func TestClusterCatalogTooLargeForEtcd(t *testing.T) {
@@ -167,7 +167,7 @@ func TestClusterCatalogTooLargeForEtcd(t *testing.T) {
 		t.Fatalf("creating a topic whose racks exceed etcd's request limit: %v, want ErrPersist", err)
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "the topic catalog would take") || !strings.Contains(msg, "one record may hold") || !utf8.ValidString(msg) {
+	if !strings.Contains(msg, `the record of topic "wide" would take`) || !strings.Contains(msg, "one record may hold") || !utf8.ValidString(msg) {
 		t.Fatalf("message %q: want it to name the topic catalog and etcd's limit, in UTF-8", msg)
 	}
 	if _, ok := ns[0].Catalog().Lookup("wide"); ok {
@@ -178,15 +178,16 @@ func TestClusterCatalogTooLargeForEtcd(t *testing.T) {
 	}
 }
 
-// TestClusterCatalogNeverOverwritesWhatItCannotRead: a catalog record this
-// node cannot read (a later version's) is never written over: changes fail
-// until a node that reads it writes one this node can.
+// TestClusterCatalogNeverOverwritesWhatItCannotRead: a topic's record this
+// node cannot read (a later version's) is never written over: changes of
+// that topic fail until a node that reads it writes one this node can;
+// other topics are not held up.
 func TestClusterCatalogNeverOverwritesWhatItCannotRead(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	ns := startCluster848(t, ec, 1, nil)
 	cli := ec.Client(t)
 	ctx := context.Background()
-	key := ns[0].cl.st.RecordKey(CatalogPartition, catalogKey)
+	key := ns[0].cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix+catalog.TopicKey("later")))
 	later := `{"version":2,"topics":[],"something":"new"}`
 	if _, err := cli.Put(ctx, key, later); err != nil {
 		t.Fatal(err)
@@ -194,8 +195,11 @@ func TestClusterCatalogNeverOverwritesWhatItCannotRead(t *testing.T) {
 	// The node's watch reports the record and fails to take it; a change
 	// must not succeed over it, now or after the watch has tried.
 	for i := range 3 {
-		if _, err := ns[0].Catalog().Create(fmt.Sprint("after-", i), 1, nil); !errors.Is(err, catalog.ErrPersist) {
+		if _, err := ns[0].Catalog().Create("later", 1, nil); !errors.Is(err, catalog.ErrPersist) {
 			t.Fatalf("creating a topic over a record this node cannot read: %v, want ErrPersist", err)
+		}
+		if _, err := ns[0].Catalog().Create(fmt.Sprint("other-", i), 1, nil); err != nil {
+			t.Fatalf("creating another topic: %v", err)
 		}
 		r, err := cli.Get(ctx, key)
 		if err != nil {

@@ -306,9 +306,14 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 	}
 	// Each key is read again under the catalog's lock (catalog.Sync): the
 	// value read is never older than a change this node already made.
-	topicsKey := n.cl.st.RecordKey(CatalogPartition, catalogKey)
-	syncTopics := func(string) error { return n.cl.keys.sync(ctx, topicsKey, cat.Sync) }
-	follow(topicsKey, false, "catalog", syncTopics, func([]string) error { return syncTopics(topicsKey) })
+	topicsPrefix := n.cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix))
+	syncTopic := func(key string) error {
+		t := strings.TrimPrefix(key, topicsPrefix)
+		return n.cl.keys.sync(ctx, key, func(read func() ([]byte, error)) error { return cat.SyncTopic(t, read) })
+	}
+	follow(topicsPrefix, true, "topic catalog", syncTopic, func([]string) error {
+		return n.cl.keys.syncPrefix(ctx, topicsPrefix, cat.SyncTopics) // one read of every topic
+	})
 	groupsPrefix := n.cl.st.RecordKey(CatalogPartition, []byte(groupConfigPrefix))
 	syncGroup := func(key string) error {
 		g := strings.TrimPrefix(key, groupsPrefix)

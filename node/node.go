@@ -4,6 +4,7 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -39,7 +41,15 @@ import (
 // coordinator partitions are 0..Partitions-1).
 const CatalogPartition int32 = -1
 
-var catalogKey = []byte("catalog")
+// topicRecordPrefix starts the keys of the topics' records in
+// CatalogPartition, one record per topic (catalog.TopicKey after the prefix),
+// so that a change writes one topic's record whatever the number of topics.
+const topicRecordPrefix = "topic/"
+
+// legacyCatalogKey is the one record in which nodes before the per-topic
+// records kept every topic: a node that finds it moves its topics to
+// per-topic records and deletes it (migrateCatalog).
+const legacyCatalogKey = "catalog"
 
 // groupConfigPrefix starts the keys of the groups' configs in
 // CatalogPartition, one record per group (catalog.Catalog.GroupConfigSnapshot)
@@ -564,52 +574,60 @@ func (n *Node) storeName() string {
 
 func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 	st := n.store
-	persist := func(key []byte) func([]byte) error {
-		return func(snap []byte) error {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			return st.Append(ctx, CatalogPartition, []store.Record{{Key: key, Value: snap}})
-		}
+	persist := func(key string, what string, rec []byte) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return st.Append(ctx, CatalogPartition, []store.Record{{Key: []byte(key), Value: rec}})
 	}
-	persistGroup := func(g string, snap []byte) error { return persist([]byte(groupConfigPrefix + g))(snap) }
 	if n.cl != nil {
 		// Other nodes change the same records: write only over what this
 		// node last saw (casKeys).
 		n.cl.keys = newCASKeys(n.cl.cli, n.cl.st.MaxRecordBytes())
-		persist = func(key []byte) func([]byte) error {
-			k, what := n.cl.st.RecordKey(CatalogPartition, key), "the topic catalog"
-			if g, ok := strings.CutPrefix(string(key), groupConfigPrefix); ok {
-				what = fmt.Sprintf("group %q's configs", g)
-			}
-			return func(snap []byte) error { return n.cl.keys.write(k, what, snap) }
+		persist = func(key, what string, rec []byte) error {
+			return n.cl.keys.write(n.cl.st.RecordKey(CatalogPartition, []byte(key)), what, rec)
 		}
 	}
-	cat := catalog.New(catalog.Options{Persist: persist(catalogKey), PersistGroup: persistGroup, Shared: n.cl != nil, Removed: func(names []string) {
-		// A deleted topic's offsets go (through this node's DeleteTopics,
-		// or another node's in cluster mode). The coordinator exists
-		// before any change can come: the start-up Restore removes
-		// nothing.
-		if n.coord != nil {
-			n.coord.TopicsDeleted(names)
-		}
-	}})
-	var snap []byte
-	groups := map[string][]byte{}
+	cat := catalog.New(catalog.Options{
+		PersistTopic: func(key string, rec []byte) error {
+			return persist(topicRecordPrefix+key, fmt.Sprintf("the record of topic %q", key), rec)
+		},
+		PersistGroup: func(g string, rec []byte) error {
+			return persist(groupConfigPrefix+g, fmt.Sprintf("group %q's configs", g), rec)
+		},
+		Shared: n.cl != nil,
+		Removed: func(names []string) {
+			// A deleted topic's offsets go (through this node's
+			// DeleteTopics, or another node's in cluster mode). The
+			// coordinator exists before any change can come: the
+			// start-up restore removes nothing.
+			if n.coord != nil {
+				n.coord.TopicsDeleted(names)
+			}
+		},
+	})
+	var legacy []byte
+	topics, groups := map[string][]byte{}, map[string][]byte{}
 	err := st.Load(context.Background(), CatalogPartition, func(r store.Record) error {
-		if string(r.Key) == string(catalogKey) {
-			snap = append([]byte(nil), r.Value...)
-		} else if g, ok := strings.CutPrefix(string(r.Key), groupConfigPrefix); ok {
-			groups[g] = append([]byte(nil), r.Value...)
+		k := string(r.Key)
+		if k == legacyCatalogKey {
+			legacy = bytes.Clone(r.Value)
+		} else if t, ok := strings.CutPrefix(k, topicRecordPrefix); ok {
+			topics[t] = bytes.Clone(r.Value)
+		} else if g, ok := strings.CutPrefix(k, groupConfigPrefix); ok {
+			groups[g] = bytes.Clone(r.Value)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading the topic catalog: %w", err)
 	}
-	if snap != nil {
-		if err := cat.Restore(snap); err != nil {
-			return nil, fmt.Errorf("restoring the topic catalog: %w", err)
+	if legacy != nil {
+		if topics, err = n.migrateCatalog(legacy, topics); err != nil {
+			return nil, fmt.Errorf("moving the topic catalog to per-topic records: %w", err)
 		}
+	}
+	if err := cat.RestoreTopics(topics); err != nil {
+		return nil, fmt.Errorf("restoring the topic catalog: %w", err)
 	}
 	for g, data := range groups {
 		if err := cat.RestoreGroupConfig(g, data); err != nil {
@@ -617,6 +635,40 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 		}
 	}
 	return cat, nil
+}
+
+// migrateCatalog moves the topics of the one record older nodes kept the
+// catalog in (legacy) to per-topic records and deletes it, returning every
+// topic's record. Per-topic records already stored (a move cut short by a
+// crash) are kept over the old record's: they are as new or newer. On the
+// embedded store the records and the deletion are one append. In cluster
+// mode every write is made only while the old record is still the one read
+// (migrateCASKeys), so that a node that finds another has moved it meanwhile
+// (and may already have changed topics since) writes nothing more and reads
+// the per-topic records instead.
+func (n *Node) migrateCatalog(legacy []byte, stored map[string][]byte) (map[string][]byte, error) {
+	old := catalog.New(catalog.Options{})
+	if err := old.Restore(legacy); err != nil {
+		return nil, err
+	}
+	records := old.TopicRecords()
+	maps.Copy(records, stored)
+	if n.cl != nil {
+		return n.cl.keys.migrate(n.cl.st.RecordKey(CatalogPartition, []byte(legacyCatalogKey)),
+			n.cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix)), records, n.log)
+	}
+	recs := make([]store.Record, 0, len(records)+1)
+	for _, k := range slices.Sorted(maps.Keys(records)) {
+		recs = append(recs, store.Record{Key: []byte(topicRecordPrefix + k), Value: records[k]})
+	}
+	recs = append(recs, store.Record{Key: []byte(legacyCatalogKey)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := n.store.Append(ctx, CatalogPartition, recs); err != nil {
+		return nil, err
+	}
+	n.log.Info("topic catalog moved to one record per topic", "topics", len(records))
+	return records, nil
 }
 
 // Addr is the address the Kafka listener is bound to.

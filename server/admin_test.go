@@ -119,7 +119,7 @@ func TestCreateTopicsEveryVersion(t *testing.T) {
 
 func TestCreateTopicsPersistFailure(t *testing.T) {
 	ts := startServer(t, func(c *Config) {
-		c.Catalog = catalog.New(catalog.Options{Persist: func([]byte) error { return errors.New("disk on fire") }})
+		c.Catalog = catalog.New(catalog.Options{PersistTopic: func(string, []byte) error { return errors.New("disk on fire") }})
 	})
 	resp := ts.dial(t).roundTrip(createReq(false, newTopic("x", 1))).(*kmsg.CreateTopicsResponse)
 	if got := createCodes(resp); got != "x=56" {
