@@ -369,10 +369,24 @@ func FuzzRestore(f *testing.F) {
 	c.Create("x.y", 3, [][]string{{"a"}, nil, {"b"}})
 	f.Add(c.Snapshot())
 	f.Add([]byte(`{"version":1,"topics":null}`))
+	f.Add(c.TopicRecords()[TopicKey("x.y")])
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// As one topic's record: taken whole or refused, never a panic.
+		one := New(Options{})
+		if err := one.SyncTopic("x_y", func() ([]byte, error) { return data, nil }); err == nil && one.Len() > 1 {
+			t.Fatalf("one record gave %d topics", one.Len())
+		}
 		r := New(Options{})
 		if err := r.Restore(data); err != nil {
 			return
+		}
+		// Its topics' records restore the same catalog.
+		per := New(Options{})
+		if err := per.RestoreTopics(r.TopicRecords()); err != nil {
+			t.Fatalf("restoring an accepted catalog's per-topic records failed: %v", err)
+		}
+		if fmt.Sprint(per.List()) != fmt.Sprint(r.List()) {
+			t.Fatal("per-topic records changed the catalog")
 		}
 		// Whatever was accepted must survive a round trip unchanged.
 		again := New(Options{})
