@@ -50,12 +50,19 @@ const Prefix = "/console/"
 
 // Node is what the console needs of a node (node.Node).
 type Node interface {
-	ConsoleListener() (name string, sasl bool)
+	// ConsoleListener names the listener the console's connections
+	// follow, and whether it is SASL; an error when no listener may serve
+	// the console (the page says why).
+	ConsoleListener() (name string, sasl bool, err error)
 	// ConsolePeerTLS is the TLS configuration to dial other nodes with,
 	// nil for plain TCP.
 	ConsolePeerTLS() *tls.Config
 	ServeInternal(nc net.Conn) error
 	SelfAddrs() []string
+	// FailedAuthDelay is how long to wait before answering a wrong
+	// password (the node's failed-authentication delay, which its
+	// in-memory connections leave to the console).
+	FailedAuthDelay() time.Duration
 }
 
 // Console serves the pages.
@@ -138,16 +145,17 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 
 // ServeHTTP serves everything under Prefix.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("X-Frame-Options", "DENY") // for browsers without CSP's frame-ancestors
+	// The pages show what one person may see: no cache keeps them (the
+	// static assets below may be cached).
+	w.Header().Set("Cache-Control", "no-store")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		http.Error(w, "the console is read-only", http.StatusMethodNotAllowed)
 		return
 	}
-	// The pages show what one person may see: no cache keeps them (the
-	// static assets below may be cached).
-	w.Header().Set("Cache-Control", "no-store")
 	path := strings.TrimPrefix(r.URL.Path, strings.TrimSuffix(Prefix, "/"))
 	if name, ok := strings.CutPrefix(path, "/static/"); ok {
 		sub, _ := fs.Sub(staticFS, "static")
@@ -160,7 +168,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.StripPrefix(Prefix+"static/", http.FileServerFS(sub)).ServeHTTP(w, r)
 		return
 	}
-	_, needAuth := c.n.ConsoleListener()
+	_, needAuth, err := c.n.ConsoleListener()
+	if err != nil {
+		c.fail(w, r, http.StatusForbidden, "The console is not served: "+err.Error()+".")
+		return
+	}
 	loopback := localIsLoopback(r)
 	if !needAuth && !loopback {
 		c.fail(w, r, http.StatusForbidden, "The console answers only on a loopback HTTP listener when the node authenticates no one: bind --http-listen to 127.0.0.1 (or ::1), or configure SASL users.")
@@ -184,6 +196,15 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cl, err := c.client(ctx, r, user, pass, needAuth)
 	if err != nil {
 		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism) {
+			// The node's failed-authentication delay, waited here with
+			// the login slot released (the node does not wait it for
+			// the console's connections).
+			t := time.NewTimer(c.n.FailedAuthDelay())
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			t.Stop()
 			askAuth(w)
 			return
 		}

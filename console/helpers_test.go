@@ -33,7 +33,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // startNode runs a node on loopback with the console on its HTTP listener;
 // secure adds a SASL_PLAINTEXT listener, SCRAM and a super user "admin".
-func startNode(t testing.TB, secure bool) *node.Node {
+func startNode(t testing.TB, secure bool, adjust ...func(*node.Config)) *node.Node {
 	t.Helper()
 	gcfg := group.Defaults()
 	gcfg.InitialRebalanceDelay = 0
@@ -57,6 +57,9 @@ func startNode(t testing.TB, secure bool) *node.Node {
 			SuperUsers:        []string{"User:admin"},
 			FailedAuthDelay:   time.Millisecond,
 		}
+	}
+	for _, f := range adjust {
+		f(&cfg)
 	}
 	n, err := node.Start(cfg)
 	if err != nil {

@@ -2,34 +2,54 @@ package node
 
 import (
 	"crypto/tls"
+	"errors"
 	"net"
 	"strconv"
+	"time"
 )
+
+// ErrConsoleNoListener: no listener lets the web console in, since every
+// one asks clients for a certificate and none authenticates with SASL.
+var ErrConsoleNoListener = errors.New("every Kafka listener of this node requires a client certificate and none is SASL, so the console cannot tell who is using it: give the node a SASL listener (SASL_SSL) with SCRAM users for the people using the console")
 
 // ConsoleListener is the listener whose rules the web console's in-memory
 // connections follow (see ServeInternal): the first SASL listener when there
 // is one (sasl true: the console must authenticate as the person using it),
-// else the first listener.
-func (n *Node) ConsoleListener() (name string, sasl bool) {
+// else the first listener that lets in a client without a certificate
+// (its principal then is ANONYMOUS, as any client's there). A listener that
+// requires a client certificate is never used: the in-memory connection has
+// no TLS, so it would let in, as ANONYMOUS, someone that listener refuses.
+// ErrConsoleNoListener when no listener qualifies.
+func (n *Node) ConsoleListener() (name string, sasl bool, err error) {
 	ls := n.srv.Listeners()
 	for _, l := range ls {
-		if l.IsSASL() {
-			return l.Name, true
+		if l.IsSASL() && !l.RequiresClientCert() {
+			return l.Name, true, nil
 		}
 	}
-	if len(ls) == 0 {
-		return "", false
+	for _, l := range ls {
+		if !l.IsSASL() && !l.RequiresClientCert() {
+			return l.Name, false, nil
+		}
 	}
-	return ls[0].Name, false
+	return "", false, ErrConsoleNoListener
 }
 
 // ServeInternal serves nc (one end of a net.Pipe) as a Kafka connection on
 // the console listener, without TLS: the web console is a Kafka client of
 // its own node, so the node's authentication and ACLs decide what it sees.
 func (n *Node) ServeInternal(nc net.Conn) error {
-	name, _ := n.ConsoleListener()
+	name, _, err := n.ConsoleListener()
+	if err != nil {
+		nc.Close()
+		return err
+	}
 	return n.srv.ServeConn(nc, name)
 }
+
+// FailedAuthDelay is how long a failed console login waits before it is
+// answered (--failed-auth-delay), as a failed Kafka login does.
+func (n *Node) FailedAuthDelay() time.Duration { return n.srv.FailedAuthDelay() }
 
 // SelfAddrs are the host:port addresses under which clients reach this
 // node (bound and advertised, every listener): a console dialing one of
@@ -57,7 +77,10 @@ func (n *Node) SelfAddrs() []string {
 // endpoints on that listener then speak TLS too. Other nodes' certificates
 // are verified against tlsconfig.Server.PeerRoots.
 func (n *Node) ConsolePeerTLS() *tls.Config {
-	name, _ := n.ConsoleListener()
+	name, _, err := n.ConsoleListener()
+	if err != nil {
+		return nil
+	}
 	for _, l := range n.srv.Listeners() {
 		if l.Name != name || !l.IsTLS() {
 			continue

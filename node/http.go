@@ -53,7 +53,7 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 	// stayed, or announced a body and stalled, held its descriptor for
 	// ever, and enough of them exhausted the process's descriptors, so that
 	// the Kafka listeners could no longer accept anyone.
-	n.http = &http.Server{Handler: n.mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+	n.http = &http.Server{Handler: guardHTTP(n.mux, n.cfg.HTTPHosts), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		// The stdlib logs every failed TLS handshake (scanners, plain HTTP
 		// sent to the HTTPS port): at debug level here, not on stderr.

@@ -86,7 +86,7 @@ func TestHTTPListenerPerIPLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n")); err != nil { // and no end
+		if _, err := c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")); err != nil { // and no end
 			t.Fatal(err)
 		}
 	}
@@ -97,7 +97,7 @@ func TestHTTPListenerPerIPLimit(t *testing.T) {
 	}
 	defer over.Close()
 	over.SetDeadline(time.Now().Add(3 * time.Second))
-	over.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+	over.Write([]byte("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"))
 	// Closed unanswered: an EOF, or a reset (the request was unread).
 	var ne net.Error
 	if b, err := io.ReadAll(over); len(b) != 0 || errors.As(err, &ne) && ne.Timeout() {
@@ -110,7 +110,7 @@ func TestHTTPListenerPerIPLimit(t *testing.T) {
 	}
 	defer other.Close()
 	other.SetDeadline(time.Now().Add(3 * time.Second))
-	other.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+	other.Write([]byte("GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"))
 	if b, _ := io.ReadAll(other); !strings.HasPrefix(string(b), "HTTP/1.1 200") {
 		t.Fatalf("another address: %q", b)
 	}

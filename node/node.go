@@ -106,6 +106,11 @@ type Config struct {
 	// is (requireMetricsAuth); /healthz and /readyz stay open. The HTTP
 	// listener must then be HTTPS (HTTPTLS) or bound to loopback.
 	MetricsAuth bool
+	// HTTPHosts are host names besides localhost and IP addresses under
+	// which a loopback HTTP listener answers (a reverse proxy on the same
+	// host that passes its own Host header); other names are answered 421,
+	// against DNS rebinding (guardHTTP).
+	HTTPHosts []string
 	// MetricsListen is HTTPListen's deprecated name, used when HTTPListen
 	// is empty.
 	MetricsListen string

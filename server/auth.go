@@ -371,8 +371,13 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 
 // failDelay waits the failed-authentication delay (cut short by shutdown
 // or hang-up), so that a client retrying a wrong password cannot hammer the
-// server.
+// server. An in-memory connection (the web console's, ServeConn) is not
+// made to wait: the console waits the delay itself once it has released its
+// login slot, so that wrong passwords cannot hold the slots right ones need.
 func (c *conn) failDelay() {
+	if !c.external {
+		return
+	}
 	t := time.NewTimer(c.s.sec.failDelay)
 	defer t.Stop()
 	select {

@@ -118,6 +118,17 @@ func (l Listener) IsSASL() bool {
 	return l.Protocol == ProtocolSASLPlaintext || l.Protocol == ProtocolSASLSSL
 }
 
+// FailedAuthDelay is how long the server waits before answering a failed
+// authentication (Security.FailedAuthDelay or its default). Connections
+// from ServeConn are answered at once: their caller waits it (the console).
+func (s *Server) FailedAuthDelay() time.Duration { return s.sec.failDelay }
+
+// RequiresClientCert reports whether the listener refuses a TLS client that
+// presents no certificate (--tls-client-auth required).
+func (l Listener) RequiresClientCert() bool {
+	return l.IsTLS() && l.TLS != nil && (l.TLS.ClientAuth == tls.RequireAndVerifyClientCert || l.TLS.ClientAuth == tls.RequireAnyClientCert)
+}
+
 // listener is a bound Listener.
 type listener struct {
 	Listener

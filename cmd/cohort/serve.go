@@ -175,6 +175,7 @@ type serveFlags struct {
 	etcdUser, etcdPasswordFile                                           string
 	leaseTTL, etcdCompaction                                             time.Duration
 	listeners, advertised                                                string
+	httpHosts                                                            string
 	allowUnauth, authorizer, allowNoACL, httpTLS, metricsAuth            bool
 	hugePages                                                            bool
 	heapFloorMiB                                                         int
@@ -229,6 +230,7 @@ func newServeFlags() *serveFlags {
 	str(&s.httpListen, "http-listen", "", "address of the HTTP listener: Prometheus /metrics, /healthz, /readyz and the web console /console/ (default: off)")
 	boolean(&s.httpTLS, "http-tls", "serve the HTTP listener over HTTPS with --tls-cert-file (reloaded on SIGHUP), so that the console can take passwords from other hosts")
 	boolean(&s.metricsAuth, "metrics-auth", "ask every /metrics scrape for HTTP basic credentials of a user of this node allowed DESCRIBE on the cluster, or over HTTPS with --tls-client-ca-file a client certificate whose principal is (needs --http-tls unless the HTTP listener is loopback; /healthz and /readyz stay open)")
+	str(&s.httpHosts, "http-hosts", "", "comma-separated host names a loopback HTTP listener also answers to, besides localhost and IP addresses (a reverse proxy on this host that passes its own Host header); other names are refused, against DNS rebinding")
 	str(&s.metrics, "metrics-listen", "", "deprecated name of --http-listen")
 	str(&s.logLevel, "log-level", "info", "debug, info, warn or error")
 	str(&s.logFormat, "log-format", "text", "text (key=value lines) or json (one JSON object a line, for log collectors)")
@@ -605,6 +607,7 @@ func serve(args []string) error {
 		ConnectionsMaxIdle:      s.maxIdle,
 		HTTPListen:              s.httpListen,
 		HTTPTLS:                 s.httpTLS,
+		HTTPHosts:               splitList(s.httpHosts),
 		MetricsAuth:             s.metricsAuth,
 		HTTPHandlers:            console.Register,
 		Logger:                  log,
