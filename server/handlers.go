@@ -70,6 +70,20 @@ func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Resp
 		}
 		return resp, err
 	}
+	// A group named twice is described (or its offsets fetched) once:
+	// Kafka answers every entry, so a 200-byte DescribeGroups naming one
+	// group with megabytes of member metadata a hundred times made a
+	// 200 MiB answer, and the list bound (maxListEntries) let it be a
+	// 100,000-fold one. Clients read answers by group id, so one answer
+	// serves every mention.
+	switch q := r.req.(type) {
+	case *kmsg.DescribeGroupsRequest:
+		q.Groups = distinct(q.Groups)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		q.Groups = distinct(q.Groups)
+	case *kmsg.OffsetFetchRequest:
+		q.Groups = mergeOffsetFetchGroups(q.Groups)
+	}
 	if r.version >= 10 && (r.key == keyOffsetCommit || r.key == keyOffsetFetch) {
 		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
 	}
@@ -100,6 +114,37 @@ func explainDeleteGroups(resp *kmsg.DeleteGroupsResponse) {
 			g.ErrorMessage = kmsg.StringPtr(e.Description)
 		}
 	}
+}
+
+// mergeOffsetFetchGroups merges the entries of an OffsetFetch (v8+) that
+// name the same group into its first: the topics of all of them (all topics
+// when one asks for all), its member id and epoch. The answer then holds
+// each group once, with every partition any of its entries asked for.
+func mergeOffsetFetchGroups(gs []kmsg.OffsetFetchRequestGroup) []kmsg.OffsetFetchRequestGroup {
+	if len(gs) < 2 {
+		return gs
+	}
+	first := make(map[string]int, len(gs))
+	out := gs[:0:0]
+	for _, g := range gs {
+		i, seen := first[g.Group]
+		if !seen {
+			first[g.Group] = len(out)
+			out = append(out, g)
+			continue
+		}
+		switch m := &out[i]; {
+		case m.Topics == nil:
+		case g.Topics == nil:
+			m.Topics = nil
+		default:
+			m.Topics = append(m.Topics[:len(m.Topics):len(m.Topics)], g.Topics...)
+		}
+	}
+	if len(out) == len(gs) {
+		return gs
+	}
+	return out
 }
 
 // distinct returns ids without repeats, in first-seen order.

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A group named again and again in one DescribeGroups, ConsumerGroupDescribe
+// or OffsetFetch (v8+), or a partition listed again and again, is answered
+// once: each answer can carry megabytes (member metadata and assignments,
+// 4 KiB of metadata per committed offset), so answering every mention let
+// a request of a few hundred bytes make one of hundreds of megabytes (a
+// DescribeGroups of one group named 100 times: 200 MiB). OffsetFetch
+// entries of one group are merged: every partition any of them asked for,
+// all of them when one asks for all.
+func TestRepeatedEntriesAnsweredOnce(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("t", 4)
+	e.ensureTopic("u", 4)
+	e.commit("g", "t", 7)
+	e.commit("g", "u", 9)
+	e.commit("h", "t", 3)
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = 5, []string{"g", "h", "g", "g", "h"}
+	if resp := e.as(admin, dg).(*kmsg.DescribeGroupsResponse); len(resp.Groups) != 2 || resp.Groups[0].Group != "g" || resp.Groups[1].Group != "h" {
+		t.Errorf("DescribeGroups: %d answers %+v, want g then h once each", len(resp.Groups), resp.Groups)
+	}
+
+	cg := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cg.Groups = []string{"c", "c", "c"}
+	if resp := e.as(admin, cg).(*kmsg.ConsumerGroupDescribeResponse); len(resp.Groups) != 1 || resp.Groups[0].Group != "c" {
+		t.Errorf("ConsumerGroupDescribe: %d answers, want one", len(resp.Groups))
+	}
+
+	// Three entries of g (u/0 twice, t/0, then t/0 four times, one
+	// of them twice over) and one of h asking for all: g answered
+	// once with u/0 and t/0, each once.
+	of := kmsg.NewPtrOffsetFetchRequest()
+	of.Version = 8
+	entry := func(grp string, topics ...kmsg.OffsetFetchRequestGroupTopic) kmsg.OffsetFetchRequestGroup {
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group, g.Topics = grp, topics
+		return g
+	}
+	topic := func(name string, ps ...int32) kmsg.OffsetFetchRequestGroupTopic {
+		return kmsg.OffsetFetchRequestGroupTopic{Topic: name, Partitions: ps}
+	}
+	of.Groups = []kmsg.OffsetFetchRequestGroup{
+		entry("g", topic("u", 0, 0)),
+		entry("h"),
+		entry("g", topic("t", 0)),
+		entry("g", topic("t", 0, 0), topic("t", 0, 0)),
+	}
+	of.Groups[1].Topics = nil // all of h's
+	resp := e.as(admin, of).(*kmsg.OffsetFetchResponse)
+	if len(resp.Groups) != 2 {
+		t.Fatalf("OffsetFetch: %d group answers %+v, want 2", len(resp.Groups), resp.Groups)
+	}
+	got := map[string]int64{}
+	n := 0
+	for _, g := range resp.Groups {
+		for _, tp := range g.Topics {
+			for _, p := range tp.Partitions {
+				got[g.Group+"/"+tp.Topic] = p.Offset
+				n++
+			}
+		}
+	}
+	if n != 3 || got["g/u"] != 9 || got["g/t"] != 7 || got["h/t"] != 3 {
+		t.Errorf("OffsetFetch: %d partition answers %v, want g/u 9, g/t 7, h/t 3 once each", n, got)
+	}
+
+	// One entry asking for all of g's, one for a partition of it: all.
+	of.Groups = []kmsg.OffsetFetchRequestGroup{entry("g", topic("t", 0)), entry("g")}
+	of.Groups[1].Topics = nil
+	resp = e.as(admin, of).(*kmsg.OffsetFetchResponse)
+	if len(resp.Groups) != 1 || len(resp.Groups[0].Topics) != 2 {
+		t.Errorf("OffsetFetch with an all-topics entry: %+v, want g once with both topics", resp.Groups)
+	}
+
+	// Before v8 (one group): a partition listed twice is answered once.
+	old := kmsg.NewPtrOffsetFetchRequest()
+	old.Version, old.Group = 7, "g"
+	old.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "t", Partitions: []int32{0, 0, 0, 1}}}
+	r7 := e.as(admin, old).(*kmsg.OffsetFetchResponse)
+	if len(r7.Topics) != 1 || len(r7.Topics[0].Partitions) != 2 {
+		t.Errorf("OffsetFetch v7: %+v, want t/0 and t/1 once each", r7.Topics)
+	}
+}
