@@ -374,6 +374,6 @@ func writeACLs(w io.Writer, rows []aclRow) {
 		if i > 0 && r == rows[i-1] {
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.typ, r.name, r.pattern, r.principal, r.host, r.op, r.perm)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.typ, cell(r.name), r.pattern, cell(r.principal), cell(r.host), r.op, r.perm)
 	}
 }

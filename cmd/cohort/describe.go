@@ -359,15 +359,15 @@ func logOffsets(ctx context.Context, data *kadm.Client, topics []string, warn io
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			if o.Partition < 0 {
-				fmt.Fprintf(warn, "cohort: warning: data cluster: topic %s: %v\n", o.Topic, o.Err)
+				fmt.Fprintf(warn, "cohort: warning: data cluster: topic %s: %v\n", cell(o.Topic), oneLine(fmt.Sprint(o.Err)))
 			} else {
-				fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: %v\n", o.Topic, o.Partition, o.Err)
+				fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: %v\n", cell(o.Topic), o.Partition, oneLine(fmt.Sprint(o.Err)))
 			}
 			return
 		}
 		s, ok := starts.Lookup(o.Topic, o.Partition)
 		if !ok || s.Err != nil {
-			fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: no log-start offset\n", o.Topic, o.Partition)
+			fmt.Fprintf(warn, "cohort: warning: data cluster: %s partition %d: no log-start offset\n", cell(o.Topic), o.Partition)
 			return
 		}
 		out[tp{o.Topic, o.Partition}] = logRange{start: s.Offset, end: o.Offset}

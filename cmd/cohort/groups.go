@@ -363,9 +363,9 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 	for _, g := range descs {
 		switch {
 		case !haveData:
-			fmt.Fprintf(w, "total lag of %s: - (lag needs --data-bootstrap)\n", g.Group)
+			fmt.Fprintf(w, "total lag of %s: - (lag needs --data-bootstrap)\n", cell(g.Group))
 		default:
-			fmt.Fprintf(w, "total lag of %s: %s\n", g.Group, orDash(g.TotalLag))
+			fmt.Fprintf(w, "total lag of %s: %s\n", cell(g.Group), orDash(g.TotalLag))
 		}
 	}
 }

@@ -137,8 +137,8 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 	}
 	fmt.Fprintln(w, stormSentence(doc.Storm))
 	if doc.Waiting != nil {
-		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", doc.Group, doc.State,
-			doc.Waiting.Since.UTC().Format(tableTime), doc.Group)
+		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", cell(doc.Group), doc.State,
+			doc.Waiting.Since.UTC().Format(tableTime), cell(doc.Group))
 	}
 	return nil
 }
@@ -287,7 +287,7 @@ func causeCounts(cs map[group.CauseKind]int) string {
 func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, noEvents bool) {
 	t := timeFmt{now: now.UTC()}
 	if len(doc.History) == 0 && !noEvents {
-		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", doc.Group)
+		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", cell(doc.Group))
 	}
 	for _, ev := range doc.History {
 		fmt.Fprintln(w, explainEvent(ev, t))
@@ -315,15 +315,15 @@ func (f timeFmt) at(t time.Time) string {
 func memberText(id, instance, client, host string) string {
 	var parts []string
 	if client != "" {
-		parts = append(parts, "client "+client)
+		parts = append(parts, "client "+cell(client))
 	}
 	if host = strings.TrimPrefix(host, "/"); host != "" {
-		parts = append(parts, "host "+host)
+		parts = append(parts, "host "+cell(host))
 	}
 	if instance != "" {
-		parts = append(parts, "instance "+instance)
+		parts = append(parts, "instance "+cell(instance))
 	}
-	s := "member " + strOrDash(id)
+	s := "member " + cell(strOrDash(id))
 	if len(parts) > 0 {
 		s += " (" + strings.Join(parts, ", ") + ")"
 	}

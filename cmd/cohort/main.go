@@ -98,7 +98,7 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "cohort:", err)
+	fmt.Fprintln(stderr, "cohort:", oneLine(err.Error()))
 	var u usageError
 	if errors.As(err, &u) {
 		return exitUsage

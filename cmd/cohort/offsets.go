@@ -454,7 +454,7 @@ func writePlan(w io.Writer, res resetJSON) error {
 				n++
 			}
 		}
-		fmt.Fprintf(w, "committed %d offsets of group %s\n", n, res.Group)
+		fmt.Fprintf(w, "committed %d offsets of group %s\n", n, cell(res.Group))
 	} else {
 		fmt.Fprintln(w, "dry run: nothing committed; run again with --execute to commit this plan")
 	}

@@ -59,6 +59,16 @@ func isControlByte(p []byte, i int) bool {
 	return false
 }
 
+// oneLine is s with its newlines and tabs spelled \n and \t: an error is
+// printed as one line, and the ids and server messages inside it must not
+// break it into lines that read as output of their own.
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
+}
+
 // cell is s for a table cell: quoted, Go style, when it holds a control
 // character, a tab or a newline, which would otherwise break the table's
 // columns or forge a row of their own.

@@ -51,3 +51,48 @@ func TestGroupIDsCannotForgeOutput(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// TestIDsCannotForgeLines: outside tables too, a newline or tab in a group
+// id, or in a name the user typed, stays inside its line: free-text lines
+// (total lag, committed offsets, the history's "no recorded rebalance")
+// quote such an id, and an error is printed as one line with the newline
+// spelled \n. Before, only the tables were safe: `cohort offsets` printed
+// "total lag of evil" and then a line "fake-group: ..." of the id's own.
+func TestIDsCannotForgeLines(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	const evil = "evil\nfake-group\tforged"
+	commit(t, n.Addr(), evil, "events", map[int32]int64{0: 1})
+	forged := func(what, out string) {
+		t.Helper()
+		for line := range strings.Lines(out) {
+			if strings.HasPrefix(line, "fake-group") || strings.HasPrefix(line, "forged") {
+				t.Errorf("%s: the id made a line of its own:\n%s", what, out)
+				return
+			}
+		}
+	}
+	forged("offsets", c.ok("offsets", evil))
+	forged("offsets reset", c.ok("offsets", "reset", evil, "--topic", "events:0", "--to-offset", "0", "--execute"))
+	out, errOut, code := c.run("group", "why", evil)
+	forged("group why", out+errOut)
+	if code != 0 && code != 1 {
+		t.Errorf("group why: exit %d", code)
+	}
+	// Errors: one line, whatever the id or name holds.
+	for _, args := range [][]string{
+		{"group", "describe", "nope\nfake-group"},
+		{"topic", "delete", "no\nforged"},
+		{"group", "delete", "nope\tforged"},
+	} {
+		_, errOut, code := c.run(args...)
+		if code != 1 {
+			t.Errorf("%q: exit %d, want 1", args, code)
+		}
+		if strings.Count(strings.TrimSuffix(errOut, "\n"), "\n") != 0 || !strings.HasPrefix(errOut, "cohort: ") {
+			t.Errorf("%q: the error is not one line:\n%s", args, errOut)
+		}
+		forged(strings.Join(args, " "), errOut)
+	}
+}

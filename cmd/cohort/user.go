@@ -142,12 +142,12 @@ flags:
 	for _, d := range described.Sorted() {
 		switch {
 		case errors.Is(d.Err, kerr.ResourceNotFound):
-			fmt.Fprintf(tw, "%s\t-\t-\n", d.User)
+			fmt.Fprintf(tw, "%s\t-\t-\n", cell(d.User))
 		case d.Err != nil:
 			failed = errors.Join(failed, fmt.Errorf("%s: %w", d.User, withMessage(d.Err, d.ErrMessage)))
 		}
 		for _, ci := range d.CredInfos {
-			fmt.Fprintf(tw, "%s\t%s\t%d\n", d.User, ci.Mechanism, ci.Iterations)
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", cell(d.User), ci.Mechanism, ci.Iterations)
 		}
 	}
 	return failed
