@@ -238,7 +238,10 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 		scope = slices.Collect(maps.Keys(committed))
 	default:
 		// A topic without partitions: all of its partitions, as the
-		// data cluster has them, or cohort's catalog without one.
+		// data cluster has them, or cohort's catalog without one; a
+		// topic only the data cluster has, without it: the partitions
+		// the group has offsets of (the reset moves them, as
+		// --all-topics does; unvouchedTopics explains a name with none).
 		src := adm
 		if data != nil {
 			src = data
@@ -247,7 +250,18 @@ func resetOffsets(e env, f *cmdFlags, id string, mode resetMode, topics *topicFl
 			ps := topics.parts[t]
 			if ps == nil {
 				if ps, err = partitionsOf(ctx, src, t); err != nil {
-					return fmt.Errorf("reset %s: %w", id, err)
+					if data != nil || !errors.Is(err, errNoTopic) {
+						return fmt.Errorf("reset %s: %w", id, err)
+					}
+					for k := range committed {
+						if k.topic == t {
+							ps = append(ps, k.partition)
+						}
+					}
+					if len(ps) == 0 {
+						return fmt.Errorf("reset %s: %w", id, noTopicToMove(kerr.UnknownTopicOrPartition, t))
+					}
+					slices.Sort(ps)
 				}
 			}
 			for _, p := range ps {
@@ -320,6 +334,12 @@ func checkInactive(ctx context.Context, cl *kgo.Client, id string) error {
 		id, g.Type, g.State, plural(g.MemberCount, "member"))
 }
 
+// noTopicToMove is err (UNKNOWN_TOPIC_OR_PARTITION) explained: a reset of a
+// topic neither cohort's catalog nor the group's offsets know.
+func noTopicToMove(err error, topic string) error {
+	return withMessage(err, fmt.Sprintf("cohort has no topic %s and the group has no offset of it to move (to reset a topic only the data cluster has, give --data-bootstrap)", topic))
+}
+
 // unvouchedTopics refuses a plan that would commit an offset of a topic
 // cohort's catalog lacks when nothing vouches for the topic: cohort keeps the
 // offsets consumers commit for topics that only the data cluster has, so a
@@ -357,8 +377,7 @@ func unvouchedTopics(ctx context.Context, cl *kgo.Client, id string, rows []plan
 		switch err := kerr.ErrorForCode(t.ErrorCode); {
 		case err == nil:
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
-			failed = errors.Join(failed, fmt.Errorf("reset %s: %w", id, withMessage(err, fmt.Sprintf(
-				"cohort has no topic %s and the group has no offset of it to move (to reset a topic only the data cluster has, give --data-bootstrap)", name))))
+			failed = errors.Join(failed, fmt.Errorf("reset %s: %w", id, noTopicToMove(err, name)))
 		default:
 			failed = errors.Join(failed, fmt.Errorf("reset %s: topic %s: %w", id, name, err))
 		}

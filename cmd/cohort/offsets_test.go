@@ -164,7 +164,8 @@ func TestOffsetsReset(t *testing.T) {
 	// committed, in a dry run too); a partition a catalog topic lacks
 	// (cohort refuses it); a group with members; --all-topics with nothing
 	// committed.
-	c.fails(1, []string{"offsets", "reset", grp, "--topic", "nope", "--to-offset", "1"}, "no topic nope")
+	c.fails(1, []string{"offsets", "reset", grp, "--topic", "nope", "--to-offset", "1"},
+		"reset r: UNKNOWN_TOPIC_OR_PARTITION: cohort has no topic nope and the group has no offset of it to move (to reset a topic only the data cluster has, give --data-bootstrap)")
 	unvouched := `reset r: UNKNOWN_TOPIC_OR_PARTITION: cohort has no topic elsewhere and the group has no offset of it to move ` +
 		`(to reset a topic only the data cluster has, give --data-bootstrap)`
 	beforeEvents := committed(t, n.Addr(), grp, "events")
@@ -199,6 +200,12 @@ func TestOffsetsReset(t *testing.T) {
 		t.Fatalf("moving a committed offset of a topic outside the catalog: %v", got)
 	}
 	c.fails(1, []string{"offsets", "reset", grp, "--topic", "elsewhere:4", "--to-offset", "3"}, unvouched)
+	// The whole topic, without partitions: the partitions the group has
+	// offsets of (0 and 1), as --all-topics would take them.
+	c.ok("offsets", "reset", grp, "--topic", "elsewhere", "--shift-by", "1", "--execute")
+	if got := committed(t, n.Addr(), grp, "elsewhere"); len(got) != 2 || got[0] != 4 || got[1] != 1 {
+		t.Fatalf("reset of the whole of a topic outside the catalog: committed %v, want 0=4 1=1", got)
+	}
 	c.fails(1, []string{"offsets", "reset", "nobody", "--all-topics", "--to-offset", "1"}, "no committed offsets")
 	consumer(t, n.Addr(), "busy", "events", "busy-app", "")
 	c.fails(1, []string{"offsets", "reset", "busy", "--all-topics", "--to-offset", "1"},

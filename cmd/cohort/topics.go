@@ -146,6 +146,9 @@ func partitionCount(ctx context.Context, adm *kadm.Client, topic string) (int, e
 	return len(ps), err
 }
 
+// errNoTopic: the cluster asked has no such topic.
+var errNoTopic = errors.New("no topic")
+
 // partitionsOf lists topic's partitions on adm's cluster.
 func partitionsOf(ctx context.Context, adm *kadm.Client, topic string) ([]int32, error) {
 	tds, err := adm.ListTopics(ctx, topic)
@@ -154,7 +157,7 @@ func partitionsOf(ctx context.Context, adm *kadm.Client, topic string) ([]int32,
 	}
 	td, ok := tds[topic]
 	if !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
-		return nil, fmt.Errorf("no topic %s", topic)
+		return nil, fmt.Errorf("%w %s", errNoTopic, topic)
 	}
 	if td.Err != nil {
 		return nil, fmt.Errorf("topic %s: %w", topic, td.Err)
