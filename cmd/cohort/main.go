@@ -118,6 +118,7 @@ commands:
   group delete ID...                        delete empty groups and their offsets
   group history ID [--last N]               the group's rebalances: causes, durations, moves
   group why ID [--last N]                   the last rebalances, and what one in progress waits for
+  group config ID [--set N=V] [--delete N]  a consumer group's own session, heartbeat and assignment settings
   offsets ID                                committed offsets and lag
   offsets reset ID ...                      plan (default) or --execute an offset reset
   offsets delete ID --topic T[:P,...]       delete committed offsets (OffsetDelete)
