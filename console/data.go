@@ -110,10 +110,10 @@ type Topic struct {
 // kafkaErr turns a Kafka error code into an error (nil for 0).
 func kafkaErr(code int16) error { return kerr.ErrorForCode(code) }
 
-// listGroups lists the groups the principal may describe, with their
-// details, from every node (kgo sends ListGroups to each broker and
-// DescribeGroups / ConsumerGroupDescribe to each group's coordinator).
-func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow, error) {
+// listGroups lists the groups the principal may describe, from every node
+// (kgo sends ListGroups to each broker): ids, states and types only;
+// describeRows fills in the rest of the rows a page shows.
+func listGroups(ctx context.Context, cl *kgo.Client) ([]GroupRow, error) {
 	lreq := kmsg.NewPtrListGroupsRequest()
 	resp, err := lreq.RequestWith(ctx, cl)
 	if err != nil {
@@ -122,20 +122,45 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 	if err := kafkaErr(resp.ErrorCode); err != nil {
 		return nil, err
 	}
-	var rows []GroupRow
-	var classic, consumer []string
-	idx := map[string]int{}
+	rows := make([]GroupRow, 0, len(resp.Groups))
 	for _, g := range resp.Groups {
 		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
 		if r.Type == "" {
 			r.Type = "classic"
 		}
-		idx[g.Group] = len(rows)
 		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// describeBatch is the most groups one DescribeGroups or
+// ConsumerGroupDescribe of the console names: a page over many groups asks
+// in batches, never in one request a node would refuse (it bounds the
+// entries of a request) or answer with one huge response.
+var describeBatch = 1000 // a variable for tests
+
+// describeRows fills in rows (in place) with what DescribeGroups and
+// ConsumerGroupDescribe say, sent to each group's coordinator in batches.
+func describeRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now time.Time) error {
+	for len(rows) > 0 {
+		n := min(len(rows), describeBatch)
+		if err := describeBatchRows(ctx, cl, rows[:n], now); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now time.Time) error {
+	var classic, consumer []string
+	idx := make(map[string]int, len(rows))
+	for i, r := range rows {
+		idx[r.ID] = i
 		if r.Type == "consumer" {
-			consumer = append(consumer, g.Group)
+			consumer = append(consumer, r.ID)
 		} else {
-			classic = append(classic, g.Group)
+			classic = append(classic, r.ID)
 		}
 	}
 	// row is the line of a described group, nil when the description is
@@ -151,40 +176,38 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 		}
 		return &rows[j]
 	}
-	if len(rows) > 0 {
-		// Every group: the history of consumer-protocol groups comes
-		// from DescribeGroups too; their other columns do not.
-		described, err := describeGroups(ctx, cl, append(slices.Clone(classic), consumer...))
-		if err != nil {
-			return nil, err
+	// Every group: the history of consumer-protocol groups comes from
+	// DescribeGroups too; their other columns do not.
+	described, err := describeGroups(ctx, cl, append(classic, consumer...))
+	if err != nil {
+		return err
+	}
+	for i := range described {
+		d := &described[i]
+		if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
+			// A consumer group's entry answers GROUP_ID_NOT_FOUND (it is
+			// not a classic group) and still carries the history.
+			if d.ErrorCode == 0 || d.ErrorCode == kerr.GroupIDNotFound.Code {
+				summarize(&rows[j], historyOf(d), now)
+			}
+			continue
 		}
-		for i := range described {
-			d := &described[i]
-			if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
-				// A consumer group's entry answers GROUP_ID_NOT_FOUND (it
-				// is not a classic group) and still carries the history.
-				if d.ErrorCode == 0 || d.ErrorCode == kerr.GroupIDNotFound.Code {
-					summarize(&rows[j], historyOf(d), now)
-				}
-				continue
-			}
-			r := row(d.Group, d.ErrorCode)
-			if r == nil {
-				continue
-			}
-			r.State, r.ProtocolType, r.Protocol, r.Members = d.State, d.ProtocolType, d.Protocol, len(d.Members)
-			if gen, _, ok := group.DescribeTagOf(d); ok {
-				r.Generation = gen
-			}
-			summarize(r, historyOf(d), now)
+		r := row(d.Group, d.ErrorCode)
+		if r == nil {
+			continue
 		}
+		r.State, r.ProtocolType, r.Protocol, r.Members = d.State, d.ProtocolType, d.Protocol, len(d.Members)
+		if gen, _, ok := group.DescribeTagOf(d); ok {
+			r.Generation = gen
+		}
+		summarize(r, historyOf(d), now)
 	}
 	if len(consumer) > 0 {
 		creq := kmsg.NewPtrConsumerGroupDescribeRequest()
 		creq.Groups = consumer
 		cresp, err := creq.RequestWith(ctx, cl)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range cresp.Groups {
 			d := &cresp.Groups[i]
@@ -196,7 +219,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, now time.Time) ([]GroupRow,
 			r.ProtocolType = "consumer"
 		}
 	}
-	return rows, nil
+	return nil
 }
 
 // describeGroup fetches one group's page. A group the principal may not
@@ -443,9 +466,9 @@ var (
 	errTopicsForbidden = errors.New("not authorized for the group's topics")
 )
 
-// filterSort applies the groups page's query: state and type filters
-// (case-insensitive, "" = all) and a sort key, descending when desc.
-func filterSort(rows []GroupRow, state, typ, key string, desc bool) []GroupRow {
+// filterRows keeps the rows of the state and type asked for (any when
+// empty), as the groups page's query gives them.
+func filterRows(rows []GroupRow, state, typ string) []GroupRow {
 	var out []GroupRow
 	for _, r := range rows {
 		if state != "" && !strings.EqualFold(r.State, state) {
@@ -456,6 +479,22 @@ func filterSort(rows []GroupRow, state, typ, key string, desc bool) []GroupRow {
 		}
 		out = append(out, r)
 	}
+	return out
+}
+
+// sortNeedsDescription reports whether sorting by key needs what only
+// DescribeGroups tells (members, generation, rebalances); by name, state or
+// type the list alone sorts.
+func sortNeedsDescription(key string) bool {
+	switch key {
+	case "", "state", "type":
+		return false
+	}
+	return true
+}
+
+// sortRows sorts rows by key (then by id), descending with desc.
+func sortRows(rows []GroupRow, key string, desc bool) {
 	less := func(a, b GroupRow) int {
 		switch key {
 		case "state":
@@ -478,7 +517,7 @@ func filterSort(rows []GroupRow, state, typ, key string, desc bool) []GroupRow {
 		}
 		return 0
 	}
-	slices.SortStableFunc(out, func(a, b GroupRow) int {
+	slices.SortStableFunc(rows, func(a, b GroupRow) int {
 		c := less(a, b)
 		if c == 0 {
 			c = strings.Compare(a.ID, b.ID)
@@ -488,5 +527,4 @@ func filterSort(rows []GroupRow, state, typ, key string, desc bool) []GroupRow {
 		}
 		return c
 	})
-	return out
 }

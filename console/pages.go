@@ -41,13 +41,21 @@ func (q groupsQuery) values() url.Values {
 
 type groupsPage struct {
 	Query         groupsQuery
-	Groups        []GroupRow
+	Groups        []GroupRow // those shown: at most maxGroupRows
+	Matching      int        // of the state and type asked for
 	Total         int
 	States, Types []string
 }
 
+// maxGroupRows is the most groups the groups page shows. A page of every
+// group of a node with a hundred thousand took seconds and tens of
+// megabytes to build and show, and asked the node for every group's
+// details; beyond it the page shows the first ones in the order asked for
+// and says how to narrow the list (`cohort groups` lists them all).
+var maxGroupRows = 1000 // a variable for tests
+
 func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
-	rows, err := listGroups(ctx, cl, c.now())
+	rows, err := listGroups(ctx, cl)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
@@ -80,7 +88,25 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		*f.v = f.accepted[i]
 	}
-	p.Groups = filterSort(rows, p.Query.State, p.Query.Type, p.Query.Sort, p.Query.Desc)
+	// Only the groups shown are described, unless the order asked for
+	// needs every matching group's details.
+	matched := filterRows(rows, p.Query.State, p.Query.Type)
+	p.Matching = len(matched)
+	now := c.now()
+	if sortNeedsDescription(p.Query.Sort) {
+		if err := describeRows(ctx, cl, matched, now); err != nil {
+			c.fail(w, r, http.StatusBadGateway, "Describing the groups failed: "+err.Error())
+			return
+		}
+	}
+	sortRows(matched, p.Query.Sort, p.Query.Desc)
+	p.Groups = matched[:min(len(matched), maxGroupRows)]
+	if !sortNeedsDescription(p.Query.Sort) {
+		if err := describeRows(ctx, cl, p.Groups, now); err != nil {
+			c.fail(w, r, http.StatusBadGateway, "Describing the groups failed: "+err.Error())
+			return
+		}
+	}
 	d.Title, d.Body = "Groups", p
 	c.render(w, "groups", http.StatusOK, d)
 }
