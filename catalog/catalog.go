@@ -49,6 +49,9 @@ var (
 	ErrNotFound          = errors.New("catalog: unknown topic")
 	ErrInvalidPartitions = errors.New("catalog: invalid partition count")
 	ErrInvalidRacks      = errors.New("catalog: invalid racks")
+	// ErrLimit: the change would take the catalog past
+	// Options.MaxTotalPartitions.
+	ErrLimit = errors.New("catalog: limit reached")
 	// ErrPersist wraps an error returned by Options.PersistTopic or
 	// PersistGroup; the change it
 	// was for did not happen.
@@ -144,6 +147,13 @@ type Options struct {
 	// created again between two Restores is not seen: a name always has
 	// the same ID.)
 	Removed func(names []string)
+	// MaxTotalPartitions, if positive, bounds the partitions of all
+	// topics together: a create or grow that would pass it fails with
+	// ErrLimit. Every Metadata answer for all topics lists every
+	// partition, so without a bound a few small requests could make each
+	// such answer hundreds of megabytes. Topics already stored are loaded
+	// whatever their number.
+	MaxTotalPartitions int64
 }
 
 // view is an immutable state of the catalog. Its topics are shared with the
@@ -151,11 +161,12 @@ type Options struct {
 // pointers and the maps (withTopic), not the topics, and indexes nothing
 // again, so it costs little even with many topics.
 type view struct {
-	version uint64   // bumped by every change
-	sorted  []*Topic // by name
-	byName  map[string]*Topic
-	byID    map[[16]byte]*Topic
-	byKey   map[string]*Topic // collisionKey(name) -> topic
+	version    uint64   // bumped by every change
+	partitions int64    // of all topics
+	sorted     []*Topic // by name
+	byName     map[string]*Topic
+	byID       map[[16]byte]*Topic
+	byKey      map[string]*Topic // collisionKey(name) -> topic
 }
 
 // Catalog is the set of topics. The zero value is not usable; call New.
@@ -165,13 +176,15 @@ type Catalog struct {
 	persistGroup func(string, []byte) error
 	shared       bool
 	removed      func([]string)
+	maxTotal     int64
 	cur          atomic.Pointer[view]
 	groups       atomic.Pointer[groupsView]
 }
 
 // New returns an empty catalog.
 func New(opts Options) *Catalog {
-	c := &Catalog{persistTopic: opts.PersistTopic, persistGroup: opts.PersistGroup, shared: opts.Shared, removed: opts.Removed}
+	c := &Catalog{persistTopic: opts.PersistTopic, persistGroup: opts.PersistGroup, shared: opts.Shared, removed: opts.Removed,
+		maxTotal: opts.MaxTotalPartitions}
 	c.cur.Store(buildView(nil))
 	c.groups.Store(&groupsView{})
 	return c
@@ -189,6 +202,7 @@ func buildView(topics []Topic) *view {
 		t := &topics[i]
 		v.sorted[i] = t
 		v.byName[t.Name], v.byID[t.ID], v.byKey[collisionKey(t.Name)] = t, t, t
+		v.partitions += int64(t.Partitions)
 	}
 	slices.SortFunc(v.sorted, func(a, b *Topic) int { return strings.Compare(a.Name, b.Name) })
 	return v
@@ -197,24 +211,67 @@ func buildView(topics []Topic) *view {
 // withTopic returns a view of v's topics with key's topic (if any) replaced
 // by a copy of t (nil: removed). Its version is set by install.
 func withTopic(v *view, key string, t *Topic) *view {
-	next := &view{byName: maps.Clone(v.byName), byID: maps.Clone(v.byID), byKey: maps.Clone(v.byKey)}
+	next := cloneView(v)
+	setTopic(next, key, t)
+	return next
+}
+
+// cloneView copies v's indexes (not its topics) into a view not yet
+// published, which setTopic may then change in place.
+func cloneView(v *view) *view {
 	sorted := make([]*Topic, len(v.sorted), len(v.sorted)+1)
 	copy(sorted, v.sorted)
+	return &view{partitions: v.partitions, sorted: sorted, byName: maps.Clone(v.byName), byID: maps.Clone(v.byID), byKey: maps.Clone(v.byKey)}
+}
+
+// setTopic replaces, in v (a view no reader has), key's topic (if any) by
+// a copy of t (nil: removed).
+func setTopic(v *view, key string, t *Topic) {
 	if old, ok := v.byKey[key]; ok {
-		delete(next.byName, old.Name)
-		delete(next.byID, old.ID)
-		delete(next.byKey, key)
-		i, _ := slices.BinarySearchFunc(sorted, old.Name, byName)
-		sorted = slices.Delete(sorted, i, i+1)
+		delete(v.byName, old.Name)
+		delete(v.byID, old.ID)
+		delete(v.byKey, key)
+		i, _ := slices.BinarySearchFunc(v.sorted, old.Name, byName)
+		v.sorted = slices.Delete(v.sorted, i, i+1)
+		v.partitions -= int64(old.Partitions)
 	}
 	if t != nil {
 		nt := t.clone()
-		next.byName[nt.Name], next.byID[nt.ID], next.byKey[key] = &nt, &nt, &nt
-		i, _ := slices.BinarySearchFunc(sorted, nt.Name, byName)
-		sorted = slices.Insert(sorted, i, &nt)
+		v.byName[nt.Name], v.byID[nt.ID], v.byKey[key] = &nt, &nt, &nt
+		i, _ := slices.BinarySearchFunc(v.sorted, nt.Name, byName)
+		v.sorted = slices.Insert(v.sorted, i, &nt)
+		v.partitions += int64(nt.Partitions)
 	}
-	next.sorted = sorted
-	return next
+}
+
+// draft is the view a change works on: base until the change sets a
+// topic, then a copy of it (made once) that the change alters in place and
+// publishes at its end. A change that fails before setting anything copies
+// nothing.
+type draft struct {
+	base, v *view
+}
+
+func (d *draft) view() *view {
+	if d.v != nil {
+		return d.v
+	}
+	return d.base
+}
+
+func (d *draft) set(key string, t *Topic) {
+	if d.v == nil {
+		d.v = cloneView(d.base)
+	}
+	setTopic(d.v, key, t)
+}
+
+// checkLimit refuses adding add partitions to v past the catalog's bound.
+func (c *Catalog) checkLimit(v *view, add int64) error {
+	if c.maxTotal > 0 && v.partitions+add > c.maxTotal {
+		return fmt.Errorf("%w: the topics would have %d partitions together, more than the node's limit of %d (--max-partitions)", ErrLimit, v.partitions+add, c.maxTotal)
+	}
+	return nil
 }
 
 func byName(t *Topic, name string) int { return strings.Compare(t.Name, name) }
@@ -364,26 +421,87 @@ func checkCreate(v *view, name string, partitions int32, racks [][]string) error
 // ValidateCreate reports the error Create would return now, without creating
 // anything (CreateTopics with ValidateOnly).
 func (c *Catalog) ValidateCreate(name string, partitions int32, racks [][]string) error {
-	return checkCreate(c.cur.Load(), name, partitions, racks)
+	v := c.cur.Load()
+	if err := checkCreate(v, name, partitions, racks); err != nil {
+		return err
+	}
+	return c.checkLimit(v, int64(partitions))
 }
 
 // Create adds a topic with the given partition count and optional
 // per-partition racks (nil, or one entry per partition).
 func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic, error) {
 	t := Topic{Name: name, ID: TopicID(name), Partitions: partitions, Racks: racks}.clone()
-	err := c.change(TopicKey(name), func(v *view) (*Topic, error) {
-		if err := checkCreate(v, name, partitions, racks); err != nil {
-			return nil, err
-		}
-		if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
-			return nil, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, name)
-		}
-		return &t, nil
-	})
-	if err != nil {
+	if err := c.change(TopicKey(name), c.creation(&t)); err != nil {
 		return Topic{}, err
 	}
 	return t.clone(), nil
+}
+
+// creation is the change that creates t.
+func (c *Catalog) creation(t *Topic) func(v *view) (*Topic, error) {
+	return func(v *view) (*Topic, error) {
+		if err := checkCreate(v, t.Name, t.Partitions, t.Racks); err != nil {
+			return nil, err
+		}
+		if _, ok := v.byID[t.ID]; ok { // a SHA-256 prefix collision; never expected
+			return nil, fmt.Errorf("%w: %q: its topic ID collides with an existing topic", ErrExists, t.Name)
+		}
+		if err := c.checkLimit(v, int64(t.Partitions)); err != nil {
+			return nil, err
+		}
+		return t, nil
+	}
+}
+
+// NewTopic is one topic of CreateMany: its name, partition count and
+// optional per-partition racks, as Create takes them.
+type NewTopic struct {
+	Name       string
+	Partitions int32
+	Racks      [][]string
+}
+
+// CreateMany creates topics as Create does, one after the other (each
+// checked against the catalog with the ones before it, each persisted
+// through Options.PersistTopic before the next), and returns each one's
+// error (nil: created). A new view is published once per createBatch
+// topics: a Create copies the catalog's indexes, so creating N topics one
+// Create at a time on a catalog of M costs O(N·M), and a CreateTopics
+// request of thousands of topics kept a core busy for tens of seconds; here
+// the copies cost O(M·N/createBatch). The catalog's lock is let go between
+// batches, so other changes (and a cluster node following the others) do
+// not wait for a whole request.
+func (c *Catalog) CreateMany(topics []NewTopic) []error {
+	errs := make([]error, 0, len(topics))
+	for len(topics) > 0 {
+		n := min(len(topics), createBatch)
+		errs = append(errs, c.createBatch(topics[:n])...)
+		topics = topics[n:]
+	}
+	return errs
+}
+
+// createBatch is the most topics CreateMany creates under one hold of the
+// catalog's lock and publishes in one view.
+const createBatch = 1000
+
+func (c *Catalog) createBatch(topics []NewTopic) []error {
+	errs := make([]error, len(topics))
+	c.mu.Lock()
+	start := c.cur.Load()
+	d := draft{base: start}
+	for i, nt := range topics {
+		t := Topic{Name: nt.Name, ID: TopicID(nt.Name), Partitions: nt.Partitions, Racks: nt.Racks}.clone()
+		errs[i] = c.changeIn(&d, TopicKey(nt.Name), c.creation(&t))
+	}
+	if d.v != nil {
+		c.install(d.v)
+	}
+	end := c.cur.Load()
+	c.mu.Unlock()
+	c.notifyRemoved(start, end)
+	return errs
 }
 
 // Delete removes the topic called name.
@@ -431,8 +549,12 @@ func checkAdd(v *view, name string, total int32, racks [][]string) (*Topic, erro
 // ValidateAddPartitions reports the error AddPartitions would return now,
 // without changing anything (CreatePartitions with ValidateOnly).
 func (c *Catalog) ValidateAddPartitions(name string, total int32, racks [][]string) error {
-	_, err := checkAdd(c.cur.Load(), name, total, racks)
-	return err
+	v := c.cur.Load()
+	t, err := checkAdd(v, name, total, racks)
+	if err != nil {
+		return err
+	}
+	return c.checkLimit(v, int64(total-t.Partitions))
 }
 
 // AddPartitions grows topic name to total partitions; partition counts never
@@ -445,6 +567,9 @@ func (c *Catalog) AddPartitions(name string, total int32, racks [][]string) (Top
 	err := c.change(TopicKey(name), func(v *view) (*Topic, error) {
 		cur, err := checkAdd(v, name, total, racks)
 		if err != nil {
+			return nil, err
+		}
+		if err := c.checkLimit(v, int64(total-cur.Partitions)); err != nil {
 			return nil, err
 		}
 		t = cur.clone()
@@ -496,9 +621,20 @@ func (c *Catalog) notifyKeyRemoved(old, v *view, key string) {
 // changeLocked is change with c.mu held, leaving the notification to the
 // caller.
 func (c *Catalog) changeLocked(key string, apply func(v *view) (*Topic, error)) error {
+	d := draft{base: c.cur.Load()}
+	err := c.changeIn(&d, key, apply)
+	if d.v != nil {
+		c.install(d.v)
+	}
+	return err
+}
+
+// changeIn applies a change of key's record to d (see change): on success
+// d holds the change; on a Conflict, the stored record whatever the
+// outcome. The caller publishes d.
+func (c *Catalog) changeIn(d *draft, key string, apply func(v *view) (*Topic, error)) error {
 	for conflicts := 0; ; conflicts++ {
-		v := c.cur.Load()
-		t, err := apply(v)
+		t, err := apply(d.view())
 		if err != nil {
 			return err
 		}
@@ -508,7 +644,7 @@ func (c *Catalog) changeLocked(key string, apply func(v *view) (*Topic, error)) 
 		var cf *Conflict
 		switch {
 		case err == nil:
-			c.install(withTopic(v, key, t))
+			d.set(key, t)
 			return nil
 		case !errors.As(err, &cf):
 			return fmt.Errorf("%w: %w", ErrPersist, err)
@@ -520,7 +656,9 @@ func (c *Catalog) changeLocked(key string, apply func(v *view) (*Topic, error)) 
 		if derr != nil {
 			return fmt.Errorf("%w: the stored record of topic key %q: %w", ErrPersist, key, derr)
 		}
-		c.installTopic(key, stored)
+		if cur := d.view().byKey[key]; !(stored == nil && cur == nil || stored != nil && cur != nil && string(encodeRecord(cur)) == string(encodeRecord(stored))) {
+			d.set(key, stored)
+		}
 		if cf.Accepted != nil {
 			cf.Accepted()
 		}

@@ -56,6 +56,11 @@ const legacyCatalogKey = "catalog"
 // after the prefix: keys a cohort that predates group configs never reads.
 const groupConfigPrefix = "group-config/"
 
+// DefaultMaxPartitions is Config.MaxPartitions's default: a million
+// partitions over all topics (a Metadata answer lists each in about 26
+// bytes).
+const DefaultMaxPartitions = 1_000_000
+
 // Config configures a node.
 type Config struct {
 	Listen    string // TCP address for Kafka clients, e.g. "127.0.0.1:9092"
@@ -81,6 +86,13 @@ type Config struct {
 	Group      group.Config
 	// MaxFrameBytes caps a request frame (0 = 100 MiB).
 	MaxFrameBytes int32
+	// MaxPartitions bounds the partitions of all catalog topics together
+	// (0: DefaultMaxPartitions; negative: no bound): creating or growing a
+	// topic past it is refused POLICY_VIOLATION. Every Metadata answer for
+	// all topics lists every partition, so the bound is what keeps a few
+	// small CreateTopics from making each such answer hundreds of
+	// megabytes.
+	MaxPartitions int64
 	// MaxInflightRequestBytes is server.Config's: the budget of large
 	// request frames served at once (0: the server's default, 16 MiB;
 	// negative: no limit).
@@ -592,7 +604,15 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			return n.cl.keys.write(n.cl.st.RecordKey(CatalogPartition, []byte(key)), what, rec)
 		}
 	}
+	maxParts := n.cfg.MaxPartitions
+	switch {
+	case maxParts == 0:
+		maxParts = DefaultMaxPartitions
+	case maxParts < 0:
+		maxParts = 0 // the catalog's "no bound"
+	}
 	cat := catalog.New(catalog.Options{
+		MaxTotalPartitions: maxParts,
 		PersistTopic: func(key string, rec []byte) error {
 			return persist(topicRecordPrefix+key, fmt.Sprintf("the record of topic %q", key), rec)
 		},

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/catalog"
 )
 
 // A group named again and again in one DescribeGroups, ConsumerGroupDescribe
@@ -87,5 +91,51 @@ func TestRepeatedEntriesAnsweredOnce(t *testing.T) {
 	r7 := e.as(admin, old).(*kmsg.OffsetFetchResponse)
 	if len(r7.Topics) != 1 || len(r7.Topics[0].Partitions) != 2 {
 		t.Errorf("OffsetFetch v7: %+v, want t/0 and t/1 once each", r7.Topics)
+	}
+}
+
+// TestCreateTopicsPastThePartitionLimit: topics that would take the
+// catalog past its bound on all partitions (node --max-partitions) are
+// refused POLICY_VIOLATION with the reason, the others of the request
+// created in order; validate-only reports the same; growing past it too.
+func TestCreateTopicsPastThePartitionLimit(t *testing.T) {
+	cat := catalog.New(catalog.Options{MaxTotalPartitions: 10})
+	e := newAuthzEnv(t, func(c *Config) { c.Catalog = cat })
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = 7
+	for _, tc := range []struct {
+		name string
+		n    int32
+	}{{"a", 6}, {"b", 5}, {"c", 4}} {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tc.name, tc.n, 1
+		req.Topics = append(req.Topics, rt)
+	}
+	for _, validate := range []bool{true, false} {
+		req.ValidateOnly = validate
+		resp := e.as(admin, req).(*kmsg.CreateTopicsResponse)
+		var got []string
+		for _, rt := range resp.Topics {
+			got = append(got, fmt.Sprintf("%s=%d", rt.Topic, rt.ErrorCode))
+		}
+		// Validation checks each topic alone against the catalog.
+		want := "[a=0 b=0 c=0]"
+		if !validate {
+			want = "[a=0 b=44 c=0]"
+			if m := resp.Topics[1].ErrorMessage; m == nil || !strings.Contains(*m, "--max-partitions") || resp.Topics[1].NumPartitions != -1 {
+				t.Errorf("b's refusal: %v, %d partitions", m, resp.Topics[1].NumPartitions)
+			}
+			if resp.Topics[0].TopicID != catalog.TopicID("a") || resp.Topics[2].NumPartitions != 4 {
+				t.Errorf("created topics' answers: %+v", resp.Topics)
+			}
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("validate=%v: %v, want %s", validate, got, want)
+		}
+	}
+	grow := kmsg.NewPtrCreatePartitionsRequest()
+	grow.Topics = []kmsg.CreatePartitionsRequestTopic{{Topic: "c", Count: 5}}
+	if resp := e.as(admin, grow).(*kmsg.CreatePartitionsResponse); resp.Topics[0].ErrorCode != 44 {
+		t.Errorf("growing past the limit: %d, want POLICY_VIOLATION", resp.Topics[0].ErrorCode)
 	}
 }

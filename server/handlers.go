@@ -29,6 +29,7 @@ const (
 	errInvalidReplicaAssign    int16 = 39
 	errInvalidConfig           int16 = 40
 	errInvalidRequest          int16 = 42
+	errPolicyViolation         int16 = 44
 	errKafkaStorageError       int16 = 56
 	errListenerNotFound        int16 = 72
 	errUnknownTopicID          int16 = 100
@@ -636,6 +637,8 @@ func catalogError(err error) (int16, *string) {
 		return errInvalidReplicaAssign, msg
 	case errors.Is(err, catalog.ErrPersist):
 		return errKafkaStorageError, msg
+	case errors.Is(err, catalog.ErrLimit):
+		return errPolicyViolation, msg
 	default:
 		return errUnknownServerError, msg
 	}
@@ -708,26 +711,52 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	dups := duplicates(len(req.Topics), func(i int) string { return req.Topics[i].Topic })
 	var rackOf map[int32]string
+	// The topics that pass the request's checks are created together
+	// (catalog.CreateMany: one copy of the catalog's indexes per
+	// thousand topics, not per topic), in the request's order.
+	var create []catalog.NewTopic
+	var at []int // create[i] answers resp.Topics[at[i]]
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
-		code, msg, id, n := s.createTopic(req, t, dups, &rackOf)
+		code, msg, n, racks := s.createTopic(req, t, dups, &rackOf)
+		if code == errNone && req.ValidateOnly {
+			code, msg = catalogError(s.catalog.ValidateCreate(t.Topic, n, racks))
+		}
 		rt.ErrorCode, rt.ErrorMessage = code, msg
 		if code == errNone {
-			rt.TopicID, rt.NumPartitions, rt.ReplicationFactor = id, n, 1
+			rt.NumPartitions = n
+			if !req.ValidateOnly {
+				create = append(create, catalog.NewTopic{Name: t.Topic, Partitions: n, Racks: racks})
+				at = append(at, len(resp.Topics))
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	for i, err := range s.catalog.CreateMany(create) {
+		rt := &resp.Topics[at[i]]
+		if rt.ErrorCode, rt.ErrorMessage = catalogError(err); err != nil {
+			rt.NumPartitions = -1
+		}
+	}
+	for i := range resp.Topics {
+		if rt := &resp.Topics[i]; rt.ErrorCode == errNone {
+			rt.TopicID, rt.ReplicationFactor = catalog.TopicID(rt.Topic), 1
 			// v5+: the topic's configs, never null once it is created (Java's
 			// admin client reads the list unchecked): cohort keeps none.
 			rt.Configs = []kmsg.CreateTopicsResponseTopicConfig{}
 		}
-		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp
 }
 
-func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dups map[string]bool, rackOf *map[int32]string) (int16, *string, [16]byte, int32) {
-	fail := func(code int16, msg string) (int16, *string, [16]byte, int32) {
-		return code, kmsg.StringPtr(msg), [16]byte{}, 0
+// createTopic checks one topic of a CreateTopics against the request's
+// rules and the catalog: an error code and message, or errNone with the
+// partition count and racks to create it with.
+func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic, dups map[string]bool, rackOf *map[int32]string) (int16, *string, int32, [][]string) {
+	fail := func(code int16, msg string) (int16, *string, int32, [][]string) {
+		return code, kmsg.StringPtr(msg), 0, nil
 	}
 	if dups[t.Topic] {
 		return fail(errInvalidRequest, namedTwice)
@@ -737,9 +766,9 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 	}
 	// The name (and whether it is taken) first, then the partitions and
 	// replicas, in Kafka's order.
-	if err := s.catalog.ValidateCreate(t.Topic, 1, nil); err != nil {
+	if err := s.catalog.ValidateCreate(t.Topic, 1, nil); err != nil && !errors.Is(err, catalog.ErrLimit) {
 		code, msg := catalogError(err)
-		return code, msg, [16]byte{}, 0
+		return code, msg, 0, nil
 	}
 	n := t.NumPartitions
 	var racks [][]string
@@ -762,7 +791,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 		}
 		if len(byPart) > catalog.MaxPartitions {
 			code, msg := catalogError(fmt.Errorf("%w: %d partitions, the maximum is %d", catalog.ErrInvalidPartitions, len(byPart), catalog.MaxPartitions))
-			return code, msg, [16]byte{}, 0
+			return code, msg, 0, nil
 		}
 		n = int32(len(byPart))
 		racks = s.replicaRacks(rackOf, byPart)
@@ -776,17 +805,7 @@ func (s *Server) createTopic(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsR
 			n = defaultPartitions
 		}
 	}
-	var err error
-	if req.ValidateOnly {
-		err = s.catalog.ValidateCreate(t.Topic, n, racks)
-	} else {
-		_, err = s.catalog.Create(t.Topic, n, racks)
-	}
-	if err != nil {
-		code, msg := catalogError(err)
-		return code, msg, [16]byte{}, 0
-	}
-	return errNone, nil, catalog.TopicID(t.Topic), n
+	return errNone, nil, n, racks
 }
 
 // badReplicas says what is wrong with a partition's replica list in a manual

@@ -179,6 +179,7 @@ type serveFlags struct {
 	allowUnauth, authorizer, allowNoACL, httpTLS, metricsAuth            bool
 	hugePages                                                            bool
 	heapFloorMiB                                                         int
+	maxPartitions                                                        int
 	tlsCert, tlsKey, tlsClientCA, tlsClientAuth, tlsRules                string
 	saslMechs, jwks, oauthIssuer, oauthAudience, oauthClaim              string
 	sessionLife, failDelay                                               time.Duration
@@ -224,6 +225,7 @@ func newServeFlags() *serveFlags {
 	num(&s.partitions, "partitions", 50, "coordinator partitions (recorded with the state at the first start; another count is refused later)")
 	num(&s.maxFrame, "max-request-bytes", 100<<20, "largest request frame accepted, in bytes")
 	num(&s.maxInflight, "max-inflight-request-bytes", 16<<20, "large request frames (over 64 KiB) decoded and answered at once, summed over all connections; a large request beyond it waits, one larger than it is served alone (0: no limit)")
+	num(&s.maxPartitions, "max-partitions", node.DefaultMaxPartitions, "partitions of all topics together; creating or growing a topic past it is refused POLICY_VIOLATION, since every Metadata answer for all topics lists every partition (0: no limit)")
 	num(&s.maxConns, "max-connections", 0, "client connections open at once, over all listeners; beyond it a new one is closed at once (0: no limit)")
 	num(&s.maxConnsPerIP, "max-connections-per-ip", 0, "client connections open at once from one IP address; beyond it a new one is closed at once (0: no limit)")
 	dur(&s.maxIdle, "connections-max-idle", 10*time.Minute, "close a client connection that sent no complete request for this long, also one stopped in the middle of a request (0: never)")
@@ -603,6 +605,7 @@ func serve(args []string) error {
 		MaxFrameBytes:           int32(s.maxFrame),
 		MaxInflightRequestBytes: inflightBytes(s.maxInflight),
 		MaxConnections:          s.maxConns,
+		MaxPartitions:           partitionLimit(s.maxPartitions),
 		MaxConnectionsPerIP:     s.maxConnsPerIP,
 		ConnectionsMaxIdle:      s.maxIdle,
 		HTTPListen:              s.httpListen,
@@ -752,6 +755,15 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 // server.Config.MaxInflightRequestBytes, where 0 means the default and
 // negative no limit.
 func inflightBytes(n int) int64 {
+	if n == 0 {
+		return -1
+	}
+	return int64(n)
+}
+
+// partitionLimit is --max-partitions as node.Config.MaxPartitions takes it
+// (the flag's 0, no limit, is the config's negative).
+func partitionLimit(n int) int64 {
 	if n == 0 {
 		return -1
 	}
