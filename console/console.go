@@ -36,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/internal/byname"
+	"github.com/cohort-dev/cohort/internal/loopback"
 	"github.com/cohort-dev/cohort/node"
 )
 
@@ -173,14 +174,14 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusForbidden, "The console is not served: "+err.Error()+".")
 		return
 	}
-	loopback := localIsLoopback(r)
-	if !needAuth && !loopback {
+	local := loopback.Local(r)
+	if !needAuth && !local {
 		c.fail(w, r, http.StatusForbidden, "The console answers only on a loopback HTTP listener when the node authenticates no one: bind --http-listen to 127.0.0.1 (or ::1), or configure SASL users.")
 		return
 	}
 	var user, pass string
 	if needAuth {
-		if r.TLS == nil && !loopback {
+		if r.TLS == nil && !local {
 			c.fail(w, r, http.StatusForbidden, "The node authenticates clients, and passwords are not taken over plain HTTP on a non-loopback listener: serve the HTTP listener over HTTPS (--http-tls), or bind --http-listen to loopback.")
 			return
 		}
@@ -240,20 +241,6 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func askAuth(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Basic realm="cohort", charset="UTF-8"`)
 	http.Error(w, "authentication required: a SCRAM user of this cohort node", http.StatusUnauthorized)
-}
-
-// localIsLoopback reports whether the request arrived on a loopback address.
-func localIsLoopback(r *http.Request) bool {
-	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return false
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // pageData is what every template gets.

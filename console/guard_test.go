@@ -1,20 +1,16 @@
 package console
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
-	"github.com/cohort-dev/cohort/store/memstore"
 )
 
 // startWithListeners starts a node without SASL on the given listeners
@@ -29,21 +25,9 @@ func startWithListeners(t *testing.T, hosts []string, ls ...server.Listener) *no
 	if err != nil {
 		t.Fatal(err)
 	}
-	gcfg := group.Defaults()
-	gcfg.InitialRebalanceDelay = 0
-	n, err := node.Start(node.Config{Listeners: ls, Store: memstore.New(), Group: gcfg,
-		Security: &node.SecurityConfig{TLS: mtls}, HTTPListen: "127.0.0.1:0", HTTPHandlers: Register, HTTPHosts: hosts,
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { n.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := n.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return startNode(t, false, func(c *node.Config) {
+		c.Listen, c.Listeners, c.Security, c.HTTPHosts = "", ls, &node.SecurityConfig{TLS: mtls}, hosts
+	})
 }
 
 // TestConsoleNeverBypassesClientCertificates: the console's in-memory

@@ -4,6 +4,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/cohort-dev/cohort/internal/loopback"
 )
 
 // guardHTTP wraps the HTTP listener's handler with what every answer
@@ -33,7 +35,7 @@ func guardHTTP(next http.Handler, hosts []string) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Frame-Options", "DENY")
-		if localIsLoopback(r) && !hostAllowed(r.Host, allowed) {
+		if loopback.Local(r) && !hostAllowed(r.Host, allowed) {
 			writeText(w, http.StatusMisdirectedRequest, "misdirected request: this loopback HTTP listener answers only requests to localhost or an IP address (a proxy on this host that passes another Host: name it in --http-hosts)")
 			return
 		}
@@ -56,18 +58,4 @@ func hostAllowed(host string, allowed map[string]bool) bool {
 		return true
 	}
 	return allowed[host]
-}
-
-// localIsLoopback reports whether the request arrived on a loopback address.
-func localIsLoopback(r *http.Request) bool {
-	a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return false
-	}
-	host, _, err := net.SplitHostPort(a.String())
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
