@@ -49,7 +49,10 @@ func startCompacting(t *testing.T, ec *etcdtest.Cluster, prefix, user, pass stri
 		t.Cleanup(func() { n.Close() })
 		ns = append(ns, n)
 	}
-	waitClusterSettled(t, 20*time.Second, ns...)
+	// Generous: under the race detector on a loaded machine an etcd with
+	// authentication (bcrypt on every login, in the same race-built
+	// process) took more than 20 s to let both nodes settle.
+	waitClusterSettled(t, time.Minute, ns...)
 	return ns
 }
 
