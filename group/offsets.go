@@ -423,26 +423,11 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 		}
 		return
 	}
-	// Each partition once, however often the request lists it: Kafka
-	// answers every mention, so a request repeating one partition whose
-	// commit holds 4 KiB of metadata was answered a thousand times its
-	// size.
-	var seen map[int32]bool
+	// The server lists each partition once (its onceEach): Kafka answers
+	// every mention, and a request repeating one partition whose commit
+	// holds 4 KiB of metadata was answered a thousand times its size.
 	for _, topic := range order {
-		ps := topics[topic]
-		if len(ps) > 1 {
-			if seen == nil {
-				seen = make(map[int32]bool, len(ps))
-			}
-			clear(seen)
-		}
-		for _, p := range ps {
-			if len(ps) > 1 {
-				if seen[p] {
-					continue
-				}
-				seen[p] = true
-			}
+		for _, p := range topics[topic] {
 			one(topicPartition{topic, p})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/security/acl"
 )
 
 // A group named again and again in one DescribeGroups, ConsumerGroupDescribe
@@ -91,6 +92,47 @@ func TestRepeatedEntriesAnsweredOnce(t *testing.T) {
 	r7 := e.as(admin, old).(*kmsg.OffsetFetchResponse)
 	if len(r7.Topics) != 1 || len(r7.Topics[0].Partitions) != 2 {
 		t.Errorf("OffsetFetch v7: %+v, want t/0 and t/1 once each", r7.Topics)
+	}
+}
+
+// TestRepeatedPartitionsRefusedOnce: a partition the server answers itself
+// (a topic the principal may not describe, a topic ID no topic has) is
+// answered once too, however often and in however many entries the request
+// lists it, at every version.
+func TestRepeatedPartitionsRefusedOnce(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("cat-a", 2)
+	e.ensureTopic("hidden", 2)
+	e.commit("g", "cat-a", 5)
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "cat-a"))
+	twice := func(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRequest {
+		for i := range req.Topics {
+			req.Topics[i].Partitions = []int32{0, 0, 1, 0}
+		}
+		for i := range req.Groups {
+			for j := range req.Groups[i].Topics {
+				req.Groups[i].Topics[j].Partitions = []int32{0, 0, 1, 0}
+			}
+		}
+		return req
+	}
+	for _, tc := range []struct {
+		who  string
+		req  *kmsg.OffsetFetchRequest
+		want string
+	}{
+		{alice, twice(offsetFetch(7, "g", []string{"hidden", "cat-a", "hidden"})), "hidden/0=-1:29 hidden/1=-1:29 cat-a/0=5:0 cat-a/1=-1:0"},
+		{alice, twice(offsetFetch(8, "g", []string{"hidden", "cat-a", "hidden"})), "hidden/0=-1:29 hidden/1=-1:29 cat-a/0=5:0 cat-a/1=-1:0"},
+		{admin, onWire(t, twice(offsetFetch(10, "g", []string{"gone", "cat-a", "gone"}))), "gone/0=-1:100 gone/1=-1:100 cat-a/0=5:0 cat-a/1=-1:0"},
+	} {
+		// The same group twice more, listing the same topics again.
+		if tc.req.Version >= 8 {
+			tc.req.Groups = append(tc.req.Groups, tc.req.Groups[0], tc.req.Groups[0])
+		}
+		resp := e.as(tc.who, tc.req).(*kmsg.OffsetFetchResponse)
+		if got := fetchSummary(resp); got != tc.want {
+			t.Errorf("v%d as %s: %s, want %s", tc.req.Version, tc.who, got, tc.want)
+		}
 	}
 }
 

@@ -84,6 +84,16 @@ func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Resp
 		q.Groups = distinct(q.Groups)
 	case *kmsg.OffsetFetchRequest:
 		q.Groups = mergeOffsetFetchGroups(q.Groups)
+		byID := q.Version >= 10
+		q.Topics = onceEach(q.Topics, func(t *kmsg.OffsetFetchRequestTopic) (string, *[]int32) { return t.Topic, &t.Partitions })
+		for i := range q.Groups {
+			q.Groups[i].Topics = onceEach(q.Groups[i].Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) (string, *[]int32) {
+				if byID {
+					return string(t.TopicID[:]), &t.Partitions
+				}
+				return t.Topic, &t.Partitions
+			})
+		}
 	}
 	if r.version >= 10 && (r.key == keyOffsetCommit || r.key == keyOffsetFetch) {
 		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
@@ -115,6 +125,79 @@ func explainDeleteGroups(resp *kmsg.DeleteGroupsResponse) {
 			g.ErrorMessage = kmsg.StringPtr(e.Description)
 		}
 	}
+}
+
+// onceEach merges the entries of ts naming the same topic (key: its name,
+// or its ID where topics are named by ID) into the first and lists each of
+// their partitions once, first mention first. It returns ts itself when
+// nothing repeats, else new slices (the request's own are left as they
+// are). Every answer built from the request, the coordinator's and the
+// server's own refusals alike, then names each partition once.
+func onceEach[T any](ts []T, topic func(*T) (string, *[]int32)) []T {
+	repeats := false
+	seenTopic := make(map[string]int, len(ts))
+	for i := range ts {
+		k, ps := topic(&ts[i])
+		if _, ok := seenTopic[k]; ok || hasRepeat(*ps) {
+			repeats = true
+			break
+		}
+		seenTopic[k] = i
+	}
+	if !repeats {
+		return ts
+	}
+	first := make(map[string]int, len(ts))
+	out := make([]T, 0, len(ts))
+	for _, t := range ts {
+		k, ps := topic(&t)
+		i, ok := first[k]
+		if !ok {
+			first[k] = len(out)
+			*ps = slices.Clone(*ps)
+			out = append(out, t)
+			continue
+		}
+		_, into := topic(&out[i])
+		*into = append(*into, *ps...)
+	}
+	for i := range out {
+		_, ps := topic(&out[i])
+		*ps = withoutRepeats(*ps)
+	}
+	return out
+}
+
+// hasRepeat reports whether ps lists a partition twice.
+func hasRepeat(ps []int32) bool {
+	if len(ps) < 2 {
+		return false
+	}
+	seen := make(map[int32]struct{}, len(ps))
+	for _, p := range ps {
+		if _, ok := seen[p]; ok {
+			return true
+		}
+		seen[p] = struct{}{}
+	}
+	return false
+}
+
+// withoutRepeats keeps the first mention of each partition of ps (which
+// it may reorder in place: ps is the caller's own copy).
+func withoutRepeats(ps []int32) []int32 {
+	if len(ps) < 2 {
+		return ps
+	}
+	seen := make(map[int32]struct{}, len(ps))
+	out := ps[:0]
+	for _, p := range ps {
+		if _, ok := seen[p]; !ok {
+			seen[p] = struct{}{}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // mergeOffsetFetchGroups merges the entries of an OffsetFetch (v8+) that
