@@ -137,7 +137,7 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 		log = slog.Default()
 	}
 	c := &Console{n: n, cluster: cluster, log: log, now: time.Now, timeout: 10 * time.Second, tmpl: map[string]*template.Template{},
-		logins: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))}
+		logins: make(chan struct{}, loginSlots())}
 	for _, page := range []string{"groups", "group", "topics", "cluster", "error"} {
 		c.tmpl[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html"))
 	}
@@ -329,6 +329,10 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	}
 	return nil, last
 }
+
+// loginSlots is how many console logins may run at once: half the cores,
+// at least one (a variable for tests).
+var loginSlots = func() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // errLoginsBusy: no login slot freed up within the console's timeout.
 var errLoginsBusy = errors.New("too many console logins at once; try again")

@@ -482,15 +482,18 @@ func filterRows(rows []GroupRow, state, typ string) []GroupRow {
 	return out
 }
 
+// sortKeys are the groups page's orders besides the default, by name.
+var sortKeys = []string{"state", "type", "members", "generation", "rebalance", "rate"}
+
 // sortNeedsDescription reports whether sorting by key needs what only
 // DescribeGroups tells (members, generation, rebalances); by name, state or
-// type the list alone sorts.
+// type the list alone sorts. (An unknown key is refused before.)
 func sortNeedsDescription(key string) bool {
 	switch key {
-	case "", "state", "type":
-		return false
+	case "members", "generation", "rebalance", "rate":
+		return true
 	}
-	return true
+	return false
 }
 
 // sortRows sorts rows by key (then by id), descending with desc.

@@ -77,7 +77,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		name     string
 		v        *string
 		accepted []string
-	}{{"state", &p.Query.State, p.States}, {"type", &p.Query.Type, p.Types}} {
+	}{{"state", &p.Query.State, p.States}, {"type", &p.Query.Type, p.Types}, {"sort", &p.Query.Sort, sortKeys}} {
 		if *f.v == "" {
 			continue
 		}

@@ -28,7 +28,7 @@ import (
 func guardHTTP(next http.Handler, hosts []string) http.Handler {
 	allowed := make(map[string]bool, len(hosts))
 	for _, h := range hosts {
-		allowed[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+		allowed[hostName(h)] = true // a port given with a name is not compared
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -43,14 +43,20 @@ func guardHTTP(next http.Handler, hosts []string) http.Handler {
 	})
 }
 
+// hostName is the name of a Host header or --http-hosts entry: without a
+// port, brackets or a trailing dot, in lower case.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+}
+
 // hostAllowed reports whether a request's Host names this node in a way no
 // web site can: an IP address, localhost, a name under .localhost (which
 // resolves to loopback only), or an allowed name.
 func hostAllowed(host string, allowed map[string]bool) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	host = hostName(host)
 	if host == "" {
 		return true // HTTP/1.0 without Host: no browser sends that
 	}

@@ -98,7 +98,9 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "cohort:", oneLine(err.Error()))
+	for _, line := range errorLines(err) {
+		fmt.Fprintln(stderr, "cohort:", line)
+	}
 	var u usageError
 	if errors.As(err, &u) {
 		return exitUsage

@@ -69,6 +69,20 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
 }
 
+// errorLines is err as the lines the CLI prints: one per error that
+// errors.Join put together (several partitions or topics refused), each
+// made one line by oneLine.
+func errorLines(err error) []string {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var lines []string
+		for _, e := range j.Unwrap() {
+			lines = append(lines, errorLines(e)...)
+		}
+		return lines
+	}
+	return []string{oneLine(err.Error())}
+}
+
 // cell is s for a table cell: quoted, Go style, when it holds a control
 // character, a tab or a newline, which would otherwise break the table's
 // columns or forge a row of their own.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -79,6 +80,12 @@ func TestIDsCannotForgeLines(t *testing.T) {
 	forged("group why", out+errOut)
 	if code != 0 && code != 1 {
 		t.Errorf("group why: exit %d", code)
+	}
+	// Errors joined together: one line each, each with its prefix.
+	var b strings.Builder
+	exitCode(errors.Join(errors.New("reset g: topic a: no\nforged"), errors.Join(errors.New("reset g: topic b"))), &b)
+	if b.String() != "cohort: reset g: topic a: no\\nforged\ncohort: reset g: topic b\n" {
+		t.Errorf("joined errors printed as %q", b.String())
 	}
 	// Errors: one line, whatever the id or name holds.
 	for _, args := range [][]string{
