@@ -178,6 +178,9 @@ func (m *oauthMechanism) verify(token string) (string, time.Time, error) {
 	if err != nil {
 		return "", time.Time{}, err
 	}
+	if err := strictClaimNames(payload, m.cfg.PrincipalClaim); err != nil {
+		return "", time.Time{}, err
+	}
 	var std jwt.Claims
 	var all map[string]any
 	if json.Unmarshal(payload, &std) != nil || json.Unmarshal(payload, &all) != nil {
@@ -199,6 +202,44 @@ func (m *oauthMechanism) verify(token string) (string, time.Time, error) {
 		return "", time.Time{}, fmt.Errorf("no non-empty string claim %q", m.cfg.PrincipalClaim)
 	}
 	return name, std.Expiry.Time(), nil
+}
+
+// checkedClaims are the claims verify reads through jwt.Claims.
+var checkedClaims = []string{"iss", "sub", "aud", "exp", "nbf", "iat", "jti"}
+
+// strictClaimNames refuses a claims set that names a claim twice, or that
+// names a claim verify checks (or the principal claim) in another case.
+// Go's JSON decoder matches struct fields ignoring case and keeps the last
+// of repeated names, so {"aud":"other","AUD":"cohort"} passed the audience
+// check and {"sub":"alice","sub":"admin"} logged in as admin; JWT (RFC 7519,
+// section 4) lets a parser refuse repeated names, and Kafka's refuses both.
+func strictClaimNames(payload []byte, principalClaim string) error {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return errors.New("malformed claims")
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return errors.New("malformed claims")
+		}
+		name, _ := tok.(string)
+		if seen[name] {
+			return fmt.Errorf("the claim %q appears twice", name)
+		}
+		seen[name] = true
+		for _, c := range append(checkedClaims, principalClaim) {
+			if name != c && strings.EqualFold(name, c) {
+				return fmt.Errorf("a claim %q, which differs from %q only in case", name, c)
+			}
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return errors.New("malformed claims")
+		}
+	}
+	return nil
 }
 
 // verifySignature returns the payload of tok once one of the keys

@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -501,4 +502,48 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// signRaw signs payload, a claims set written by hand (so that it can
+// repeat a name), with the RSA test key.
+func signRaw(t *testing.T, payload string) string {
+	t.Helper()
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: rsaKey}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "rsa1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := signer.Sign([]byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := obj.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestOAuthClaimNamesExact: a checked claim must be spelled exactly and
+// appear once. Go's JSON decoding matched claim names ignoring case and kept
+// the last of repeated ones, so a token for another audience passed with an
+// extra "AUD", an expired one with a later "Exp", and {"sub":"alice",
+// "sub":"admin"} logged in as admin.
+func TestOAuthClaimNamesExact(t *testing.T) {
+	testKeys(t)
+	f := newOAuthFixture(t, OAuthConfig{Issuer: "https://idp", Audience: "cohort"}, bothKeys()...)
+	exp, past := t0.Add(time.Hour).Unix(), t0.Add(-time.Hour).Unix()
+	body := func(rest string) string {
+		return fmt.Sprintf(`{"iss":"https://idp","iat":%d,%s}`, t0.Unix(), rest)
+	}
+	f.wantOK(signRaw(t, body(fmt.Sprintf(`"aud":"cohort","sub":"alice","exp":%d,"Custom":1,"custom":2`, exp))), "User:alice")
+	for _, tc := range []struct{ name, payload, reason string }{
+		{"audience in two cases", body(fmt.Sprintf(`"aud":"other","AUD":"cohort","sub":"alice","exp":%d`, exp)), `"AUD"`},
+		{"issuer in two cases", fmt.Sprintf(`{"iss":"https://evil","Iss":"https://idp","aud":"cohort","sub":"alice","exp":%d}`, exp), `"Iss"`},
+		{"expiry in two cases", body(fmt.Sprintf(`"aud":"cohort","sub":"alice","exp":%d,"Exp":%d`, past, exp)), `"Exp"`},
+		{"expiry only in upper case", body(fmt.Sprintf(`"aud":"cohort","sub":"alice","EXP":%d`, exp)), `"EXP"`},
+		{"subject twice", body(fmt.Sprintf(`"aud":"cohort","sub":"alice","sub":"admin","exp":%d`, exp)), `"sub" appears twice`},
+		{"audience twice", body(fmt.Sprintf(`"aud":"other","aud":"cohort","sub":"alice","exp":%d`, exp)), `"aud" appears twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) { f.wantInvalid(t, signRaw(t, tc.payload), tc.reason) })
+	}
 }
