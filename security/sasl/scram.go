@@ -73,6 +73,7 @@ type scramSession struct {
 	// For the legacy nonce (see legacyFinal): the client-first-bare and
 	// server-first messages, the client's nonce and the credential.
 	clientFirstBare, serverFirst, clientNonce string
+	gs2                                       string // the GS2 header the client sent
 	cred                                      Credential
 }
 
@@ -147,6 +148,7 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 		return nil, failf("malformed %s client-first message from %s", s.m.name, userRef(known, msg.user))
 	}
 	s.clientFirstBare, s.serverFirst, s.clientNonce, s.cred = msg.bare, out, msg.nonce, cred
+	s.gs2 = msg.gs2
 	return []byte(out), nil
 }
 
@@ -190,6 +192,11 @@ func (s *scramSession) legacyFinal(in string) (out []byte, ok bool, err error) {
 	if combined == "" || nonce != s.clientNonce+combined {
 		return nil, false, nil
 	}
+	// The channel binding repeats the GS2 header, as the library checks
+	// on the usual path (RFC 5802: the server must verify it).
+	if f[0] != "c="+base64.StdEncoding.EncodeToString([]byte(s.gs2)) {
+		return nil, true, failf("channel binding does not repeat the GS2 header for user %q", s.user)
+	}
 	if s.unknown {
 		return nil, true, unknownUser(s.user)
 	}
@@ -228,7 +235,10 @@ func serverNonce(serverFirst string) string {
 // clientFirst is a parsed client-first message.
 type clientFirst struct {
 	// bare is the message without its GS2 header; nonce is the client's.
-	bare, nonce   string
+	bare, nonce string
+	// gs2 is the GS2 header as sent ("n,," or "n,a=...,"): the
+	// client-final's channel binding must be its base64.
+	gs2           string
 	authzid, user string
 	extensions    map[string]string
 	// forLibrary is the message as handed to xdg-go/scram. v1.1.2
@@ -273,7 +283,7 @@ func parseClientFirst(in []byte) (clientFirst, error) {
 	if !ok || !printable(r) {
 		return msg, errString("bad nonce")
 	}
-	msg.nonce, msg.bare = r, strings.Join(f[2:], ",")
+	msg.nonce, msg.bare, msg.gs2 = r, strings.Join(f[2:], ","), f[0]+","+f[1]+","
 	var err error
 	if msg.extensions, err = parseExtensions(f[4:]); err != nil {
 		return msg, err

@@ -13,6 +13,13 @@ import (
 // it sends with password.
 func legacyClient(t *testing.T, m Mechanism, h scramHash, user, password, noncePrefix string) ([]byte, bool, error) {
 	t.Helper()
+	return legacyClientBinding(t, m, h, user, password, noncePrefix, "biws")
+}
+
+// legacyClientBinding is legacyClient with the client-final's channel
+// binding (base64) given: "biws" is "n,,", the GS2 header it sends.
+func legacyClientBinding(t *testing.T, m Mechanism, h scramHash, user, password, noncePrefix, binding string) ([]byte, bool, error) {
+	t.Helper()
 	const cnonce = "rdkafkanonce"
 	c1b := "n=" + user + ",r=" + cnonce
 	s := m.Start()
@@ -35,7 +42,7 @@ func legacyClient(t *testing.T, m Mechanism, h scramHash, user, password, nonceP
 	if noncePrefix != "" {
 		prefix = noncePrefix
 	}
-	c2wop := "c=biws,r=" + prefix + f[1]
+	c2wop := "c=" + binding + ",r=" + prefix + f[1]
 	sig := hmacOf(h, stored, c1b+","+string(s1)+","+c2wop)
 	for i := range clientKey {
 		clientKey[i] ^= sig[i]
@@ -62,6 +69,13 @@ func TestSCRAMLegacyLibrdkafkaNonce(t *testing.T) {
 			wantFailure(t, err, "nonce mismatch")
 			_, _, err = legacyClient(t, m, h, "mallory", "x", "")
 			wantFailure(t, err, "unknown user")
+			// The channel binding must repeat the GS2 header ("n,,"), as
+			// on the usual path: not "y,,", "p=tls-unique,," or junk,
+			// even with a proof over them.
+			for _, cb := range []string{"eSws", "cD10bHMtdW5pcXVlLCw=", "AAAA"} {
+				_, _, err = legacyClientBinding(t, m, h, "alice", "alice-secret", "", cb)
+				wantFailure(t, err, "channel binding")
+			}
 		})
 	}
 }
