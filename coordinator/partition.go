@@ -116,6 +116,13 @@ type partition struct {
 	timer   clock.Timer
 	armed   bool      // timer is set, for armedAt
 	armedAt time.Time // the shard deadline the timer is set for
+
+	// A load that failed is tried again after a pause (the partition
+	// answers COORDINATOR_LOAD_IN_PROGRESS meanwhile): reloadTimer fires
+	// for the load of generation reloadGen; loadFailures sets the pause.
+	reloadTimer  clock.Timer
+	reloadGen    uint64
+	loadFailures int
 }
 
 func newPartition(c *Coordinator, id int32) *partition {
@@ -208,6 +215,10 @@ func (p *partition) pending() int {
 func (p *partition) run(owned bool) {
 	defer p.c.wg.Done()
 	retention := p.c.clock.NewTimer(p.c.cfg.RetentionCheckInterval)
+	p.mu.Lock()
+	p.reloadTimer = p.c.clock.NewTimer(time.Hour)
+	p.reloadTimer.Stop()
+	p.mu.Unlock()
 	writerDone := make(chan struct{})
 	if p.c.multi == nil {
 		go p.writer(writerDone)
@@ -234,6 +245,7 @@ func (p *partition) run(owned bool) {
 			select {
 			case <-p.drained:
 				retention.Stop()
+				p.reloadTimer.Stop()
 				return
 			case res := <-p.results:
 				p.resultDone(res)
@@ -262,6 +274,11 @@ func (p *partition) run(owned bool) {
 		case lr := <-p.loadedCh:
 			p.mu.Lock()
 			p.finishLoad(lr)
+		case <-p.reloadTimer.C():
+			p.mu.Lock()
+			if p.state == stLoading && p.shardGen == p.reloadGen {
+				p.startLoad()
+			}
 		case x := <-p.ctls:
 			p.mu.Lock()
 			switch x {
@@ -512,6 +529,13 @@ func storeErrorCode(err error) int16 {
 	return group.ErrCoordinatorNotAvailable
 }
 
+// The pauses before a failed load is tried again: doubling from
+// loadRetryMin up to loadRetryMax.
+const (
+	loadRetryMin = 100 * time.Millisecond
+	loadRetryMax = 10 * time.Second
+)
+
 func (p *partition) startLoad() {
 	p.state = stLoading
 	p.shardGen++
@@ -555,10 +579,24 @@ func (p *partition) finishLoad(lr loadResult) {
 		return
 	}
 	if lr.err != nil {
-		p.c.log.Error("coordinator: loading partition failed; it stays unavailable", "partition", p.id, "err", lr.err)
-		p.state = stUnowned
+		if p.c.ctx.Err() != nil {
+			p.state = stUnowned // closing
+			return
+		}
+		// Still this node's: try again after a pause, answering
+		// COORDINATOR_LOAD_IN_PROGRESS meanwhile (clients retry it). One
+		// error (an etcd timeout or leader change, a compaction between
+		// two pages of the load) made the partition unavailable for as
+		// long as this node kept it, while every client was sent here.
+		p.loadFailures++
+		pause := min(loadRetryMin<<min(p.loadFailures-1, 10), loadRetryMax)
+		p.c.log.Error("coordinator: loading partition failed; trying again", "partition", p.id, "err", lr.err,
+			"failures", p.loadFailures, "retry_in", pause)
+		p.reloadGen = p.shardGen
+		p.reloadTimer.Reset(pause)
 		return
 	}
+	p.loadFailures = 0
 	p.shard = lr.shard
 	p.state = stActive
 	p.shard.FinishLoad(p.c.clock.Now(), &p.out)
@@ -586,6 +624,7 @@ func (p *partition) unload() {
 	}
 	p.state = stUnowned
 	p.shardGen++
+	p.loadFailures = 0
 	p.shard = nil
 	p.deletedTopics = nil // whoever serves it next heard of them
 	for _, r := range p.out.Replies {
