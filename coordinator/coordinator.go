@@ -254,7 +254,7 @@ func (c *Coordinator) round(reqs []commitReq) (reuse bool) {
 	for _, r := range reqs {
 		start := len(flat)
 		flat = r.b.appendRecords(flat)
-		prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: flat[start:len(flat):len(flat)]})
+		prs = append(prs, store.PartitionRecords{Partition: r.p.id, Records: flat[start:len(flat):len(flat)], Owner: r.b.owner})
 	}
 	defer func() {
 		clear(flat) // drop the references to the records' bytes

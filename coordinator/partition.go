@@ -123,6 +123,12 @@ type partition struct {
 	reloadTimer  clock.Timer
 	reloadGen    uint64
 	loadFailures int
+
+	// ownerToken is the store's token of the ownership the shard was
+	// loaded under (store.OwnerTokens; 0 without one): every batch
+	// carries it, so that a fenced store refuses a batch of an earlier
+	// ownership written after the partition came back to this node.
+	ownerToken int64
 }
 
 func newPartition(c *Coordinator, id int32) *partition {
@@ -412,7 +418,7 @@ func (p *partition) flush() {
 	}
 	if !p.closed && p.inflight < p.maxInflight() && len(p.queued) > 0 {
 		p.inflight++
-		b := batch{writes: p.queued, gen: p.shardGen}
+		b := batch{writes: p.queued, gen: p.shardGen, owner: p.ownerToken}
 		p.queued = nil
 		if p.c.multi != nil {
 			p.c.enqueue(commitReq{p, b}, p.inCall)
@@ -478,7 +484,13 @@ func (p *partition) writer(done chan struct{}) {
 	for b := range p.batches {
 		recs := b.records()
 		code := group.ErrNone
-		if err := p.c.cfg.Store.Append(context.Background(), p.id, recs); err != nil {
+		var err error
+		if ot, ok := p.c.cfg.Store.(store.OwnerTokens); ok && b.owner != 0 {
+			err = ot.AppendOwned(context.Background(), p.id, b.owner, recs)
+		} else {
+			err = p.c.cfg.Store.Append(context.Background(), p.id, recs)
+		}
+		if err != nil {
 			code = storeErrorCode(err)
 			p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err)
 		}
@@ -507,6 +519,7 @@ func (p *partition) maxInflight() int {
 type batch struct {
 	writes []group.Write
 	gen    uint64 // the shard they belong to
+	owner  int64  // the store's ownership token of the shard's load (0: none)
 }
 
 func (b batch) records() []store.Record { return b.appendRecords(nil) }
@@ -539,6 +552,10 @@ const (
 func (p *partition) startLoad() {
 	p.state = stLoading
 	p.shardGen++
+	p.ownerToken = 0
+	if ot, ok := p.c.cfg.Store.(store.OwnerTokens); ok {
+		p.ownerToken = ot.OwnerToken(p.id)
+	}
 	gen := p.shardGen
 	go func() {
 		s := group.NewShard(p.c.cfg.Group, p.c.cfg.Rand)

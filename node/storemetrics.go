@@ -57,7 +57,8 @@ func (m *storeMetrics) done(o prometheus.Observer, start time.Time, err error) {
 }
 
 // meteredStore wraps a store with storeMetrics, keeping the optional
-// interfaces (store.MultiAppender, store.Pipeliner) the wrapped store has.
+// interfaces (store.MultiAppender, store.Pipeliner, store.OwnerTokens) the
+// wrapped store has.
 type meteredStore struct {
 	store.Store
 	m *storeMetrics
@@ -76,6 +77,28 @@ func (s meteredStore) Load(ctx context.Context, p int32, fn func(store.Record) e
 	if err == nil {
 		s.m.load.Observe(time.Since(start).Seconds())
 	}
+	return err
+}
+
+// OwnerToken passes store.OwnerTokens through (0 for a store without it),
+// so that the coordinator's batches carry the ownership they were made
+// under.
+func (s meteredStore) OwnerToken(p int32) int64 {
+	if ot, ok := s.Store.(store.OwnerTokens); ok {
+		return ot.OwnerToken(p)
+	}
+	return 0
+}
+
+// AppendOwned passes store.OwnerTokens through, timed as Append.
+func (s meteredStore) AppendOwned(ctx context.Context, p int32, owner int64, recs []store.Record) error {
+	ot, ok := s.Store.(store.OwnerTokens)
+	if !ok {
+		return s.Append(ctx, p, recs)
+	}
+	start := time.Now()
+	err := ot.AppendOwned(ctx, p, owner, recs)
+	s.m.done(s.m.append, start, err)
 	return err
 }
 

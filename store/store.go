@@ -86,6 +86,22 @@ type Pipeliner interface {
 type PartitionRecords struct {
 	Partition int32
 	Records   []Record
+	// Owner, if not 0, is the ownership the records were produced under
+	// (OwnerTokens.OwnerToken when the partition was loaded): a fenced
+	// store refuses them with ErrNotOwner unless that ownership is still
+	// the current one, so that a batch taken before the partition left
+	// this node cannot be written under a later ownership of it.
+	Owner int64
+}
+
+// OwnerTokens is implemented by fenced stores (cluster mode): OwnerToken is
+// the token of this node's current ownership of partition p, 0 if it owns
+// none. A new ownership of the same partition has a new token.
+type OwnerTokens interface {
+	OwnerToken(p int32) int64
+	// AppendOwned is Append of records produced under ownership owner
+	// (as PartitionRecords.Owner): ErrNotOwner unless it is current.
+	AppendOwned(ctx context.Context, p int32, owner int64, recs []Record) error
 }
 
 // ErrClosed is returned by operations on a closed store.

@@ -157,6 +157,19 @@ func (s *Store) SetOwner(p int32, createRev int64) {
 	s.mu.Unlock()
 }
 
+// OwnerToken implements store.OwnerTokens: the create revision of this
+// node's ownership key of p, 0 if it owns none.
+func (s *Store) OwnerToken(p int32) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.owners[p]
+}
+
+// AppendOwned implements store.OwnerTokens.
+func (s *Store) AppendOwned(ctx context.Context, p int32, owner int64, recs []store.Record) error {
+	return s.appendBatches(ctx, []store.PartitionRecords{{Partition: p, Records: recs, Owner: owner}})
+}
+
 // ClearOwner forgets p's ownership: later writes to p fail with
 // store.ErrNotOwner without reaching etcd.
 func (s *Store) ClearOwner(p int32) {
@@ -191,6 +204,21 @@ func (s *Store) fence(p int32) (*clientv3.Cmp, error) {
 	return &c, nil
 }
 
+// sameOwnership refuses a batch produced under an earlier ownership of its
+// partition than the current one (store.PartitionRecords.Owner): the
+// transaction compares the current ownership key, which a batch taken
+// before the partition left this node would pass once the node owns it
+// again.
+func (s *Store) sameOwnership(b store.PartitionRecords) error {
+	if b.Owner == 0 || !s.opts.Fenced || b.Partition < 0 {
+		return nil
+	}
+	if cur := s.OwnerToken(b.Partition); cur != b.Owner {
+		return fmt.Errorf("partition %d: records of ownership %d, now %d: %w", b.Partition, b.Owner, cur, store.ErrNotOwner)
+	}
+	return nil
+}
+
 // Append implements store.Store.
 func (s *Store) Append(ctx context.Context, p int32, recs []store.Record) error {
 	return s.appendBatches(ctx, []store.PartitionRecords{{Partition: p, Records: recs}})
@@ -218,6 +246,9 @@ func (s *Store) appendBatches(ctx context.Context, batches []store.PartitionReco
 				return err
 			}
 			fences[b.Partition] = c
+		}
+		if err := s.sameOwnership(b); err != nil {
+			return err
 		}
 		pp := s.partPrefix(b.Partition)
 		for _, r := range b.Records {

@@ -164,3 +164,62 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("append with expired local lease: %v", err)
 	}
 }
+
+// TestFencingByOwnership: records carry the ownership they were produced
+// under; once the partition was lost and owned again (a new ownership key),
+// records of the earlier ownership are refused although the node owns the
+// partition, by Append and AppendMulti alike, and nothing is written. Before,
+// a batch taken before the partition left the node, written after it came
+// back, passed the compare of the new key and overwrote what the owner in
+// between had acknowledged.
+func TestFencingByOwnership(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	ctx := context.Background()
+	const prefix = "/owned/"
+	a, _ := etcd.New(etcd.Options{Client: cli, Prefix: prefix, Fenced: true})
+	rec := func(v string) []store.Record { return []store.Record{{Key: []byte("k"), Value: []byte(v)}} }
+	key := etcd.OwnerKey(prefix, 0)
+	own := func() int64 {
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).Then(clientv3.OpPut(key, "a")).Commit()
+		if err != nil || !resp.Succeeded {
+			t.Fatal(err, resp)
+		}
+		a.SetOwner(0, resp.Header.Revision)
+		return resp.Header.Revision
+	}
+	first := own()
+	if got := a.OwnerToken(0); got != first {
+		t.Fatalf("OwnerToken = %d, want %d", got, first)
+	}
+	if err := a.AppendOwned(ctx, 0, first, rec("first")); err != nil {
+		t.Fatal(err)
+	}
+	// Lost (the key deleted, as a hand-over does) and owned again.
+	a.ClearOwner(0)
+	if _, err := cli.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.OwnerToken(0); got != 0 {
+		t.Fatalf("OwnerToken after ClearOwner = %d", got)
+	}
+	second := own()
+	if err := a.AppendOwned(ctx, 0, first, rec("stale")); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("append of the first ownership's records: %v", err)
+	}
+	multi := etcd.Multi{Store: a}
+	if err := multi.AppendMulti(ctx, []store.PartitionRecords{{Partition: 0, Records: rec("stale-multi"), Owner: first}}); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("multi append of the first ownership's records: %v", err)
+	}
+	var got string
+	a.Load(ctx, 0, func(r store.Record) error { got = string(r.Value); return nil })
+	if got != "first" {
+		t.Fatalf("value %q after refused stale writes, want first", got)
+	}
+	if err := multi.AppendMulti(ctx, []store.PartitionRecords{{Partition: 0, Records: rec("second"), Owner: second}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Append(ctx, 0, rec("unowned-token")); err != nil { // no token: the current ownership, as before
+		t.Fatal(err)
+	}
+}
