@@ -553,20 +553,30 @@ func (s *Store) StartMulti(ctx context.Context, batches []store.PartitionRecords
 		}
 		return func() error { return nil }, nil
 	}
+	if err := ctx.Err(); err != nil {
+		s.inflight.Done()
+		_ = e.b.Close()
+		return nil, err
+	}
+	// From here the entry is handed to a worker, which applies it whatever
+	// ctx does: waiting for it (bounded: the commit and, at worst, the
+	// fold's backpressure) rather than for ctx keeps the promise that a
+	// failed StartMulti wrote nothing. Only the store failing ends the wait.
+	committing := context.WithoutCancel(ctx)
 	if s.wo != pebble.Sync { // NoSync: nothing to wait for
-		err := s.run(ctx, func() error {
+		err := s.run(committing, func() error {
 			defer e.b.Close()
 			return s.commit(e, s.db.Apply)
 		})
 		if err != nil {
-			return nil, s.appendError(ctx, err)
+			return nil, s.appendError(committing, err)
 		}
 		return func() error { return nil }, nil
 	}
-	if err := s.run(ctx, func() error { return s.commit(e, s.db.ApplyNoSyncWait) }); err != nil {
-		// The batch may still be in pebble's hands (the store failed or
-		// ctx ended); it is not closed so that pebble never sees it freed.
-		return nil, s.appendError(ctx, err)
+	if err := s.run(committing, func() error { return s.commit(e, s.db.ApplyNoSyncWait) }); err != nil {
+		// The batch may still be in pebble's hands (the store failed);
+		// it is not closed so that pebble never sees it freed.
+		return nil, s.appendError(committing, err)
 	}
 	return func() error {
 		if err := s.enter(); err != nil {

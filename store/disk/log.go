@@ -242,6 +242,12 @@ func (a *arena) copy(b []byte) []byte {
 	if b == nil {
 		return nil
 	}
+	if len(b) == 0 {
+		// Not a.chunk[n:n]: before the first chunk is made that is nil,
+		// and an empty value would become a tombstone (the fold then
+		// deleted a live key whose value, and key, were empty).
+		return []byte{}
+	}
 	if len(b) > cap(a.chunk)-len(a.chunk) {
 		a.chunk = make([]byte, 0, max(arenaChunk, len(b)))
 	}
@@ -314,6 +320,11 @@ func (s *Store) fold() error {
 	var arena arena
 	entry := uint32(0)
 	for valid := it.Last(); valid; valid = it.Prev() {
+		if len(it.Key()) != logKeyLen {
+			err := fmt.Errorf("%w: a record log key of %d bytes (want %d): %x", pebble.ErrCorruption, len(it.Key()), logKeyLen, it.Key())
+			_ = it.Close()
+			return err
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
@@ -386,6 +397,11 @@ func (s *Store) loadTail(ctx context.Context, snap *pebble.Snapshot, p int32, fr
 	}
 	tail := &latest{}
 	for valid := it.First(); valid; valid = it.Next() {
+		if len(it.Key()) != logKeyLen {
+			err := fmt.Errorf("%w: a record log key of %d bytes (want %d): %x", pebble.ErrCorruption, len(it.Key()), logKeyLen, it.Key())
+			_ = it.Close()
+			return nil, err
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()
