@@ -110,7 +110,8 @@ func (s *Shard) ConsumerGroupHeartbeat(now time.Time, t Ticket, c Client, req *k
 }
 
 // heartbeatInterval is the interval a heartbeat answer gives: the
-// configured one while the group is Stable, shorter during a rebalance. A
+// configured one while the group is Stable (or only static members away keep
+// it from being so: converging), shorter during a rebalance. A
 // member learns that it must give up or may take partitions only from a
 // heartbeat answer, so during a rebalance shorter intervals let the
 // members converge in a few short rounds instead of a few full intervals;
@@ -136,7 +137,7 @@ func (s *Shard) heartbeatInterval(g *Group, m *cmember, h *hbReq) time.Duration 
 		d = s.heartbeatFor(g.id)
 	}
 	r := s.cfg.ConsumerRebalanceHeartbeatInterval
-	if g == nil || g.cg == nil || r <= 0 || r >= d || g.cg.state() == "Stable" {
+	if g == nil || g.cg == nil || r <= 0 || r >= d || !g.cg.converging() {
 		return d
 	}
 	first := s.cfg.ConsumerRebalanceHeartbeatMin
@@ -303,6 +304,13 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			}
 		} else if r.MemberEpoch > 0 {
 			return nil, nil, ErrUnknownMemberID, "Static member with instance id " + instance + " is unknown."
+		} else if known := cg.members[r.MemberID]; known != nil {
+			// A known member joining with an instance id no member
+			// holds (a dynamic member turned static, or a static one
+			// renamed) is the same member, updated in place: the new
+			// instance id names it from its member record on, the old
+			// one no longer does. Kafka finds it by id so as well.
+			m = known
 		}
 		if m == nil && instance != "" && r.MemberEpoch > 0 {
 			return nil, nil, ErrUnknownMemberID, ""

@@ -293,6 +293,27 @@ func (cg *consumerGroup) state() string {
 	return "Stable"
 }
 
+// converging reports whether the group's present members are still on their
+// way to the target: it is being computed, or a member has not reached it.
+// Unlike state, it leaves out static members away (epoch -2): they hold their
+// partitions until they come back or their session ends, and the others have
+// nothing to wait for meanwhile (heartbeatInterval).
+func (cg *consumerGroup) converging() bool {
+	if len(cg.members) == 0 {
+		return false
+	}
+	if cg.assignEpoch < cg.epoch {
+		return true
+	}
+	for _, id := range cg.ids {
+		m := cg.members[id]
+		if m.epoch != epochStatic && (m.state != mStable || m.epoch != cg.assignEpoch) {
+			return true
+		}
+	}
+	return false
+}
+
 // subscribed returns the topics some member subscribes to that exist, by
 // name or through a regex (what the regex may give its members, see
 // memberRegexTopics), sorted.
