@@ -428,6 +428,40 @@ func (c *Catalog) ValidateCreate(name string, partitions int32, racks [][]string
 	return c.checkLimit(v, int64(partitions))
 }
 
+// ValidateMany reports the errors CreateMany(topics) would return now,
+// without creating anything (CreateTopics with ValidateOnly): each topic is
+// checked against the catalog and the topics before it in the list (a name
+// or a colliding name already listed, the partitions of all of them against
+// the node's bound), so a validation passes exactly where the same request
+// would create. Unlike CreateMany it copies nothing.
+func (c *Catalog) ValidateMany(topics []NewTopic) []error {
+	v := c.cur.Load()
+	errs := make([]error, len(topics))
+	listed := make(map[string]string, len(topics)) // collision key → name
+	var added int64
+	for i, t := range topics {
+		if err := checkCreate(v, t.Name, t.Partitions, t.Racks); err != nil {
+			errs[i] = err
+			continue
+		}
+		if other, ok := listed[collisionKey(t.Name)]; ok {
+			if other == t.Name {
+				errs[i] = fmt.Errorf("%w: %q", ErrExists, t.Name)
+			} else {
+				errs[i] = fmt.Errorf("%w: %q collides with existing topic %q ('.' and '_' are interchangeable in Kafka metric names)", ErrInvalidName, t.Name, other)
+			}
+			continue
+		}
+		if err := c.checkLimit(v, added+int64(t.Partitions)); err != nil {
+			errs[i] = err
+			continue
+		}
+		listed[collisionKey(t.Name)] = t.Name
+		added += int64(t.Partitions)
+	}
+	return errs
+}
+
 // Create adds a topic with the given partition count and optional
 // per-partition racks (nil, or one entry per partition).
 func (c *Catalog) Create(name string, partitions int32, racks [][]string) (Topic, error) {

@@ -148,3 +148,44 @@ func TestMaxTotalPartitions(t *testing.T) {
 		t.Fatalf("restore of 15 partitions under a bound of 10: %v, %d topics", err, small.Len())
 	}
 }
+
+// TestValidateManyAgreesWithCreateMany: a validation answers what the same
+// creation would, topic for topic (names and colliding names listed before,
+// the partitions of the topics before against the bound), and creates
+// nothing.
+func TestValidateManyAgreesWithCreateMany(t *testing.T) {
+	topics := []NewTopic{
+		{Name: "a", Partitions: 4},
+		{Name: "old", Partitions: 1},
+		{Name: "a", Partitions: 1},
+		{Name: "x_y", Partitions: 1},
+		{Name: "x.y", Partitions: 1},
+		{Name: "big", Partitions: 5}, // 2 + 4 + 1 + 5 > 10
+		{Name: "bad/name", Partitions: 1},
+		{Name: "z", Partitions: 0},
+		{Name: "small", Partitions: 3},
+		{Name: "r", Partitions: 2, Racks: [][]string{{"r1"}}},
+	}
+	fresh := func() *Catalog {
+		c := New(Options{MaxTotalPartitions: 10})
+		if _, err := c.Create("old", 2, nil); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c := fresh()
+	v0 := c.Version()
+	validated := c.ValidateMany(topics)
+	if c.Version() != v0 || c.Len() != 1 {
+		t.Fatalf("validation changed the catalog: version %d → %d, %d topics", v0, c.Version(), c.Len())
+	}
+	created := fresh().CreateMany(topics)
+	for i := range topics {
+		if fmt.Sprint(validated[i]) != fmt.Sprint(created[i]) {
+			t.Errorf("topic %d (%s): validated %v, created %v", i, topics[i].Name, validated[i], created[i])
+		}
+	}
+	if !errors.Is(validated[5], ErrLimit) || validated[8] != nil {
+		t.Errorf("big: %v (want the limit), small: %v (want nil)", validated[5], validated[8])
+	}
+}

@@ -804,20 +804,22 @@ func (s *Server) createTopics(req *kmsg.CreateTopicsRequest) kmsg.Response {
 		rt.Topic = t.Topic
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		code, msg, n, racks := s.createTopic(req, t, dups, &rackOf)
-		if code == errNone && req.ValidateOnly {
-			code, msg = catalogError(s.catalog.ValidateCreate(t.Topic, n, racks))
-		}
 		rt.ErrorCode, rt.ErrorMessage = code, msg
 		if code == errNone {
 			rt.NumPartitions = n
-			if !req.ValidateOnly {
-				create = append(create, catalog.NewTopic{Name: t.Topic, Partitions: n, Racks: racks})
-				at = append(at, len(resp.Topics))
-			}
+			create = append(create, catalog.NewTopic{Name: t.Topic, Partitions: n, Racks: racks})
+			at = append(at, len(resp.Topics))
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	for i, err := range s.catalog.CreateMany(create) {
+	// A validation checks the topics together, as the creation would (the
+	// partition bound counts the ones before each), so it passes exactly
+	// where the same request would create.
+	apply := s.catalog.CreateMany
+	if req.ValidateOnly {
+		apply = s.catalog.ValidateMany
+	}
+	for i, err := range apply(create) {
 		rt := &resp.Topics[at[i]]
 		if rt.ErrorCode, rt.ErrorMessage = catalogError(err); err != nil {
 			rt.NumPartitions = -1
