@@ -341,8 +341,10 @@ func TestNegativeGenerationCommitToEmptyGroup(t *testing.T) {
 
 // The retention sweep leaves a partition alone while a commit to it is being
 // written, even when its stored offset has expired; an OffsetFetch of a group
-// being deleted (Dead) reads -1.
-func TestExpirySkipsCommitsInFlightAndDeadGroupsReadNothing(t *testing.T) {
+// being deleted (Dead) reads its durable offsets until the deletion is
+// durable, then -1 (Kafka's coordinator answers fetches from its last
+// durable state; its older one read -1 at once).
+func TestExpirySkipsCommitsInFlightAndDeadGroupsReadDurable(t *testing.T) {
 	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
 	h.commit("g", "", -1, 9, map[string]int64{"t": 1, "u": 1})
 	h.advance(2 * time.Hour)
@@ -363,10 +365,13 @@ func TestExpirySkipsCommitsInFlightAndDeadGroupsReadNothing(t *testing.T) {
 	if g := h.s.Group("g"); g == nil || g.State() != Dead {
 		t.Fatal("the group is not being deleted")
 	}
-	if o, _ := h.fetch("g", "t", 0); o != -1 {
-		t.Errorf("a Dead group's offset read %d, want -1", o)
+	if o, _ := h.fetch("g", "t", 0); o != 5 {
+		t.Errorf("a Dead group's offset read %d before the deletion is durable, want 5", o)
 	}
 	h.release()
+	if o, _ := h.fetch("g", "t", 0); o != -1 {
+		t.Errorf("the deleted group's offset read %d, want -1", o)
+	}
 }
 
 // A protocol vote that ties goes to the leader's order of preference (the

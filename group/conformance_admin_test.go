@@ -581,3 +581,33 @@ func TestExplicitRetentionTime(t *testing.T) {
 		t.Error("an offset committed with the longest retention time expired")
 	}
 }
+
+// TestOffsetDeleteWithCommitInFlight: an OffsetDelete of a partition whose
+// first commit is still being written deletes it (Kafka reads its latest
+// state, where the commit counts): answered NONE, the offset must not come
+// back when the commit lands, nor at the next load.
+func TestOffsetDeleteWithCommitInFlight(t *testing.T) {
+	h := newH(t)
+	h.commit("g", "", -1, 9, map[string]int64{"other": 1}) // a simple group, Empty
+	h.hold = true
+	tc := h.commit2("g", "t", 42) // no durable offset of t/0 yet
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "g"
+	req.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	td := h.do(func(tk Ticket, out *Output) { h.s.OffsetDelete(h.now, tk, req, out) })
+	h.release()
+	h.resp(tc)
+	r := h.resp(td).(*kmsg.OffsetDeleteResponse)
+	if r.ErrorCode != ErrNone || r.Topics[0].Partitions[0].ErrorCode != ErrNone {
+		t.Fatalf("OffsetDelete: %d / %d", r.ErrorCode, r.Topics[0].Partitions[0].ErrorCode)
+	}
+	if o, _ := h.fetch("g", "t", 0); o != -1 {
+		t.Errorf("t/0 reads %d after the delete, want -1", o)
+	}
+	if o, ok := h.reload().groups["g"].offsets.get(topicPartition{"t", 0}); ok {
+		t.Errorf("the reloaded shard has t/0=%d", o.offset)
+	}
+	if o, _ := h.fetch("g", "other", 0); o != 1 {
+		t.Errorf("other/0 reads %d, want 1 (not deleted)", o)
+	}
+}

@@ -397,10 +397,10 @@ func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespo
 // without a commit). Missing groups are not errors.
 func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[string][]int32, requireStable bool,
 	emit func(topic string, p int32, o int64, epoch int32, meta string, code int16)) {
+	// A group being deleted (Dead until its tombstones are durable) still
+	// answers its durable offsets: only durable state is visible, and the
+	// deletion may yet fail. Once written, the group is gone.
 	g := s.groups[group]
-	if g != nil && g.state == Dead {
-		g = nil
-	}
 	one := func(tp topicPartition) {
 		if g != nil {
 			if requireStable && g.commitInFlight(tp) {
@@ -485,7 +485,10 @@ func (s *Shard) OffsetDelete(now time.Time, t Ticket, req *kmsg.OffsetDeleteRequ
 			switch {
 			case subscribed:
 				pr.ErrorCode = ErrGroupSubscribedToTopic
-			case g.hasOffset(tp):
+			case g.hasOffset(tp) || g.commitInFlight(tp):
+				// A commit being written counts (Kafka reads its latest,
+				// not yet durable state): it reaches the store before
+				// this tombstone, which then removes it.
 				recs = append(recs, offsetTombstone(g.id, tp))
 			}
 			tr.Partitions = append(tr.Partitions, pr)
