@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
@@ -50,14 +51,21 @@ type Config struct {
 
 // Election is one candidate.
 type Election struct {
-	m   *member.Member
-	fn  Func
-	log *slog.Logger
+	m     *member.Member
+	ready chan struct{} // closed once m is set (callbacks may run before)
+	fn    Func
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	token   int32 // current term's token; -1 when not writing
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed when fn returns
+	// refusals counts the writer assignments this process refused because
+	// they were made for another member id (a static member's place taken
+	// over: assigned). It is part of the claim, so that the rejoin after a
+	// refusal changes this member's metadata and the coordinator rebalances
+	// instead of handing the same assignment back.
+	refusals uint32
 }
 
 // Start joins the election group. fn runs whenever this process becomes the
@@ -66,7 +74,7 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	if fn == nil {
 		return nil, errors.New("election: nil Func")
 	}
-	e := &Election{fn: fn, token: -1}
+	e := &Election{fn: fn, token: -1, ready: make(chan struct{})}
 	mc := cfg.Member
 	e.log = mc.Logger
 	if e.log == nil {
@@ -74,9 +82,12 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	}
 	mc.ProtocolType = ProtocolType
 	mc.Protocols = func() []member.Protocol {
-		return []member.Protocol{{Name: Protocol, Metadata: encodeClaim(e.Token())}}
+		e.mu.Lock()
+		claim := encodeClaim(e.token, e.refusals)
+		e.mu.Unlock()
+		return []member.Protocol{{Name: Protocol, Metadata: claim}}
 	}
-	mc.Assign = func(_ context.Context, g member.Generation) (map[string][]byte, error) { return assign(g), nil }
+	mc.Assign = func(_ context.Context, g member.Generation) (map[string][]byte, error) { return assign(g) }
 	mc.Cooperative = true
 	mc.Assigned = e.assigned
 	mc.Revoked = func(member.Generation) { e.stop() }
@@ -86,7 +97,14 @@ func Start(cfg Config, fn Func) (*Election, error) {
 		return nil, err
 	}
 	e.m = m
+	close(e.ready)
 	return e, nil
+}
+
+// rejoin asks the member to rejoin, once Start has set it.
+func (e *Election) rejoin() {
+	<-e.ready
+	e.m.Rejoin()
 }
 
 // Token returns the token of the current term, or -1 when this process is not
@@ -109,10 +127,26 @@ func (e *Election) Abandon() { e.m.Abandon() }
 func (e *Election) Done() <-chan struct{} { return e.m.Done() }
 
 func (e *Election) assigned(ctx context.Context, g member.Generation) {
-	token, writer := decodeAssignment(g.Assignment)
+	token, writer, forID := decodeAssignment(g.Assignment)
 	e.mu.Lock()
 	running := e.token >= 0
 	e.mu.Unlock()
+	if writer && !running && forID != "" && forID != g.MemberID {
+		// The writer's role was assigned to another member id: this
+		// process took over a static member's place (same instance id)
+		// without a rebalance, as Kafka's static membership does, and got
+		// that member's assignment. The process that had it may still be
+		// writing with this token, which a fence cannot tell from ours:
+		// refuse it and rejoin with changed metadata, so that the group
+		// rebalances and the role goes out under a new, higher token.
+		e.mu.Lock()
+		e.refusals++
+		e.mu.Unlock()
+		e.log.Warn("refused the writer's role assigned to another member id (a static member's place taken over); rejoining for a new term",
+			"member", g.MemberID, "assigned_to", forID, "token", token)
+		e.rejoin()
+		return
+	}
 	switch {
 	case writer && !running:
 		fctx, cancel := context.WithCancel(ctx)
@@ -129,7 +163,7 @@ func (e *Election) assigned(ctx context.Context, g member.Generation) {
 		// Only if two members claimed the role: both give it up and the
 		// next rebalance picks one.
 		e.stop()
-		e.m.Rejoin()
+		e.rejoin()
 	}
 }
 
@@ -151,15 +185,20 @@ func (e *Election) stop() {
 // assign keeps the one member that claims the role, or when none (or more
 // than one) claims it, picks the claimant-free choice: no writer while two
 // claim it, otherwise the member with the smallest id, with this generation
-// as token.
-func assign(g member.Generation) map[string][]byte {
+// as token. A claim it cannot read fails the assignment (the leader tries
+// again): that member may be writing, and guessing could make two writers.
+func assign(g member.Generation) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(g.Members))
 	var claimants []member.GroupMember
 	ids := make([]string, 0, len(g.Members))
 	for _, mm := range g.Members {
 		out[mm.ID] = nil
 		ids = append(ids, mm.ID)
-		if decodeClaim(mm.Metadata) >= 0 {
+		token, err := decodeClaim(mm.Metadata)
+		if err != nil {
+			return nil, fmt.Errorf("election: member %q: %w", mm.ID, err)
+		}
+		if token >= 0 {
 			claimants = append(claimants, mm)
 		}
 	}
@@ -167,38 +206,61 @@ func assign(g member.Generation) map[string][]byte {
 	case 0:
 		sort.Strings(ids)
 		if len(ids) > 0 {
-			out[ids[0]] = encodeAssignment(g.ID)
+			out[ids[0]] = encodeAssignment(g.ID, ids[0])
 		}
 	case 1:
-		out[claimants[0].ID] = encodeAssignment(decodeClaim(claimants[0].Metadata))
+		token, _ := decodeClaim(claimants[0].Metadata)
+		out[claimants[0].ID] = encodeAssignment(token, claimants[0].ID)
 	default:
 		// Two processes believe they write; both must stop before anyone
 		// is chosen again.
 	}
-	return out
+	return out, nil
 }
 
-// Metadata: version byte 0, then the int32 token this member writes under
-// (-1: not writing). Assignment: version byte 0, then the token (empty: not
-// the writer).
-func encodeClaim(token int32) []byte {
-	return binary.BigEndian.AppendUint32([]byte{0}, uint32(token))
-}
-
-func decodeClaim(b []byte) int32 {
-	if len(b) < 5 {
-		return -1
+// The formats, version 0 (a later layout gets a new protocol name, so that a
+// group of mixed versions agrees on one both speak; a version byte other
+// than 0 is refused, never guessed at):
+//
+//   - metadata (the claim): version byte 0, the int32 token this member
+//     writes under (-1: not writing), then optionally a uint32 count of the
+//     assignments it refused (assigned);
+//   - assignment: empty (not the writer), or version byte 0, the int32
+//     token, then optionally the member id the role was assigned to.
+//
+// The optional tails came after the first release of the format; decoders
+// of that release read the first five bytes and ignore them.
+func encodeClaim(token int32, refusals uint32) []byte {
+	b := binary.BigEndian.AppendUint32([]byte{0}, uint32(token))
+	if refusals > 0 {
+		b = binary.BigEndian.AppendUint32(b, refusals)
 	}
-	return int32(binary.BigEndian.Uint32(b[1:5]))
+	return b
 }
 
-func encodeAssignment(token int32) []byte {
-	return binary.BigEndian.AppendUint32([]byte{0}, uint32(token))
-}
+var errClaimFormat = errors.New("unreadable claim (a version byte other than 0, or shorter than 5 bytes)")
 
-func decodeAssignment(b []byte) (int32, bool) {
-	if len(b) < 5 {
-		return 0, false
+func decodeClaim(b []byte) (int32, error) {
+	if len(b) == 0 {
+		return -1, nil
 	}
-	return int32(binary.BigEndian.Uint32(b[1:5])), true
+	if len(b) < 5 || b[0] != 0 {
+		return 0, errClaimFormat
+	}
+	return int32(binary.BigEndian.Uint32(b[1:5])), nil
+}
+
+func encodeAssignment(token int32, memberID string) []byte {
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(token)), memberID...)
+}
+
+// decodeAssignment returns the token and the member id the role was
+// assigned to ("" from a leader that does not send it); writer is false for
+// an empty or unreadable assignment (a newer leader's format: not writing is
+// the safe reading).
+func decodeAssignment(b []byte) (token int32, writer bool, memberID string) {
+	if len(b) < 5 || b[0] != 0 {
+		return 0, false, ""
+	}
+	return int32(binary.BigEndian.Uint32(b[1:5])), true, string(b[5:])
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/election"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -264,5 +265,78 @@ func TestFence(t *testing.T) {
 	}
 	if f.Highest() != 5 {
 		t.Fatal(f.Highest())
+	}
+}
+
+// TestStaticTakeoverGetsANewTerm: a second process started with the writer's
+// static instance id takes over the writer's member in the group without a
+// rebalance (Kafka's static membership) and is handed the writer's
+// assignment, token included. It must not write under that token, which the
+// first process may still be using (a fence cannot tell them apart): it
+// refuses the assignment and rejoins, and writes only under a new, higher
+// token, so that the fence refuses the first process from then on. Whether
+// the first process still reaches the coordinator (it is then fenced at its
+// next heartbeat) or not (it writes until its own deadline).
+func TestStaticTakeoverGetsANewTerm(t *testing.T) {
+	testwait.WallClock(t, "static takeover against a live coordinator, 1 s sessions")
+	for _, backend := range []string{"cohort", "kfake"} {
+		for _, cutOff := range []bool{false, true} {
+			name := backend
+			if cutOff {
+				name += "/first-cut-off"
+			}
+			t.Run(name, func(t *testing.T) {
+				var addr string
+				if backend == "cohort" {
+					addr = membertest.StartCohort(t, nil).Addr()
+				} else {
+					addr = membertest.StartKfake(t)
+				}
+				w := newWorld()
+				fa := &membertest.Filter{R: membertest.Client(t, addr)}
+				ca := memberConfig(t, fa, "A")
+				ca.InstanceID = "writer-1"
+				a, err := election.Start(election.Config{Member: ca}, w.writer("A"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(a.Abandon)
+				ivA := <-w.started
+				if cutOff {
+					fa.SetBlock(func(kmsg.Request) bool { return true })
+				}
+				cb := memberConfig(t, membertest.Client(t, addr), "B")
+				cb.InstanceID = "writer-1"
+				b, err := election.Start(election.Config{Member: cb}, w.writer("B"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(b.Abandon)
+				var ivB interval
+				select {
+				case ivB = <-w.started:
+				case <-time.After(15 * time.Second):
+					t.Fatal("B never became the writer")
+				}
+				if ivB.name != "B" || ivB.token <= ivA.token {
+					t.Fatalf("%s started writing with token %d; A's term had %d: want B under a higher token", ivB.name, ivB.token, ivA.token)
+				}
+				// From B's first admitted write on, no write of A's token.
+				testwait.For(t, 5*time.Second, "B's first write", func() bool {
+					w.mu.Lock()
+					defer w.mu.Unlock()
+					return slices.Contains(w.writes, ivB.token)
+				})
+				time.Sleep(50 * time.Millisecond) // both may still run
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				first := slices.Index(w.writes, ivB.token)
+				for _, tok := range w.writes[first:] {
+					if tok != ivB.token {
+						t.Fatalf("a write with token %d admitted after B's first under %d", tok, ivB.token)
+					}
+				}
+			})
+		}
 	}
 }

@@ -143,7 +143,13 @@ type Config struct {
 	Cooperative bool
 
 	// InstanceID enables static membership (KIP-345): the member keeps its
-	// identity across restarts and does not send LeaveGroup on Close.
+	// identity across restarts and does not send LeaveGroup on Close. A
+	// process joining with the instance id of a member still in the group
+	// replaces it without a rebalance and is handed that member's
+	// assignment, for the same generation, while the replaced process may
+	// still act on it until it learns it was fenced: a recipe that uses the
+	// generation as a fencing token must not accept an assignment made for
+	// another member id (election and workers refuse it and rejoin).
 	InstanceID string
 	// SessionTimeout (default 10s), RebalanceTimeout (default 30s) and
 	// HeartbeatInterval (default SessionTimeout/3) are the usual settings.

@@ -84,3 +84,35 @@ func FuzzDecodeNames(f *testing.F) {
 		}
 	})
 }
+
+// TestFormatTails: the metadata's refusal count and the assignment's member
+// id follow the names, which decoders of the first release read alone; an
+// assignment without the id (an older leader) reads with none; a member
+// whose metadata the leader cannot read fails the assignment instead of
+// being planned as running nothing (its resources could start twice).
+func TestFormatTails(t *testing.T) {
+	md := encodeMetadata([]string{"a", "b"}, 2)
+	if names, err := decodeNames(md); err != nil || !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("metadata: %q, %v", names, err)
+	}
+	names, id, err := decodeAssignment(encodeAssignment([]string{"x"}, "member-1"))
+	if err != nil || id != "member-1" || !slices.Equal(names, []string{"x"}) {
+		t.Errorf("assignment: %q %q %v", names, id, err)
+	}
+	if names, id, err := decodeAssignment(encodeNames([]string{"x"})); err != nil || id != "" || len(names) != 1 {
+		t.Errorf("first-release assignment: %q %q %v", names, id, err)
+	}
+	if _, _, err := decodeAssignment(append(encodeNames(nil), 0, 9, 'm')); err == nil {
+		t.Error("a truncated member id read")
+	}
+	p := &Pool{log: slog.New(slog.DiscardHandler), cfg: Config{Resources: func(context.Context) ([]Resource, error) {
+		return []Resource{{Name: "r0"}, {Name: "r1"}}, nil
+	}}}
+	g := member.Generation{Members: []member.GroupMember{
+		{ID: "old", Metadata: encodeNames([]string{"r0"})},
+		{ID: "new", Metadata: []byte{1, 0, 0, 0, 2, 0, 2, 'r', '0', 0, 2, 'r', '1'}},
+	}}
+	if out, err := p.assign(context.Background(), g); err == nil {
+		t.Errorf("assigned %v with a member's metadata unreadable", out)
+	}
+}

@@ -107,6 +107,12 @@ type Pool struct {
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
 	workCtx context.Context // the member context the running resources belong to
+	// refusals counts the assignments refused because they were made for
+	// another member id (a static member's place taken over: assigned). It
+	// is part of the metadata, so that the rejoin after a refusal changes
+	// it and the coordinator rebalances instead of handing the same
+	// assignment back.
+	refusals uint32
 }
 
 // Start joins the pool.
@@ -126,7 +132,11 @@ func Start(cfg Config) (*Pool, error) {
 	}
 	mc.ProtocolType = ProtocolType
 	mc.Protocols = func() []member.Protocol {
-		return []member.Protocol{{Name: Protocol, Metadata: encodeNames(p.Owned())}}
+		owned := p.Owned()
+		p.mu.Lock()
+		refusals := p.refusals
+		p.mu.Unlock()
+		return []member.Protocol{{Name: Protocol, Metadata: encodeMetadata(owned, refusals)}}
 	}
 	mc.Assign = p.assign
 	mc.Cooperative = true
@@ -182,9 +192,27 @@ func (p *Pool) Abandon() { p.m.Abandon() }
 func (p *Pool) Done() <-chan struct{} { return p.m.Done() }
 
 func (p *Pool) assigned(ctx context.Context, g member.Generation) {
-	names, err := decodeNames(g.Assignment)
+	names, forID, err := decodeAssignment(g.Assignment)
 	if err != nil {
 		p.log.Error("bad assignment; rejoining", "err", err)
+		p.member().Rejoin()
+		return
+	}
+	if len(names) > 0 && forID != "" && forID != g.MemberID {
+		// Resources assigned to another member id: this process took over
+		// a static member's place (same instance id) without a
+		// rebalance, as Kafka's static membership does, and got that
+		// member's assignment. The process that had it may still run
+		// those resources with this generation's tokens, which a fence
+		// cannot tell from ours: refuse it and rejoin with changed
+		// metadata, so that the group rebalances and the resources go out
+		// under a new generation.
+		p.stopAll()
+		p.mu.Lock()
+		p.refusals++
+		p.mu.Unlock()
+		p.log.Warn("refused resources assigned to another member id (a static member's place taken over); rejoining for a new generation",
+			"member", g.MemberID, "assigned_to", forID, "resources", len(names))
 		p.member().Rejoin()
 		return
 	}
@@ -248,16 +276,20 @@ func (p *Pool) assign(ctx context.Context, g member.Generation) (map[string][]by
 	res = p.encodable(res)
 	owned := make(map[string][]string, len(g.Members))
 	for _, mm := range g.Members {
-		names, err := decodeNames(mm.Metadata)
+		names, _, err := decodeNamesRest(mm.Metadata)
 		if err != nil {
-			p.log.Warn("unreadable member metadata; treating as owning nothing", "member", mm.ID, "err", err)
+			// What that member runs is unknown: planning as if it ran
+			// nothing could start its resources elsewhere. The leader
+			// tries again (member's backoff) until the member leaves or
+			// speaks a format the leader reads.
+			return nil, fmt.Errorf("workers: member %q: unreadable metadata: %w", mm.ID, err)
 		}
 		owned[mm.ID] = names
 	}
 	plan := Plan(owned, res)
 	out := make(map[string][]byte, len(plan))
 	for id, names := range plan {
-		out[id] = encodeNames(names)
+		out[id] = encodeAssignment(names, id)
 	}
 	return out, nil
 }
@@ -424,8 +456,49 @@ func dedup(ns []string) []string {
 	return out
 }
 
-// Metadata and assignment: version byte 0, uint32 count, then each name as
-// uint16 length + bytes.
+// The formats, version 0 (a later layout gets a new protocol name, so that a
+// pool of mixed versions agrees on one all its members speak; a version byte
+// other than 0 is refused, never guessed at). Both start with the names:
+// version byte 0, uint32 count, then each name as uint16 length + bytes.
+// Then, optionally:
+//
+//   - metadata: a uint32 count of the assignments this member refused
+//     (assigned);
+//   - assignment: a uint16 length and the member id it was made for.
+//
+// The optional tails came after the first release of the format; decoders
+// of that release ignore bytes after the names.
+func encodeMetadata(owned []string, refusals uint32) []byte {
+	b := encodeNames(owned)
+	if refusals > 0 {
+		b = binary.BigEndian.AppendUint32(b, refusals)
+	}
+	return b
+}
+
+func encodeAssignment(names []string, memberID string) []byte {
+	b := encodeNames(names)
+	if len(memberID) <= math.MaxUint16 {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(memberID)))
+		b = append(b, memberID...)
+	}
+	return b
+}
+
+// decodeAssignment returns the names and the member id the assignment was
+// made for ("" from a leader that does not send it).
+func decodeAssignment(b []byte) ([]string, string, error) {
+	names, rest, err := decodeNamesRest(b)
+	if err != nil || len(rest) < 2 {
+		return names, "", err
+	}
+	l := int(binary.BigEndian.Uint16(rest))
+	if len(rest)-2 < l {
+		return nil, "", errMalformed
+	}
+	return names, string(rest[2 : 2+l]), nil
+}
+
 func encodeNames(names []string) []byte {
 	b := []byte{0}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(names)))
@@ -439,29 +512,36 @@ func encodeNames(names []string) []byte {
 var errMalformed = errors.New("workers: malformed names")
 
 func decodeNames(b []byte) ([]string, error) {
+	names, _, err := decodeNamesRest(b)
+	return names, err
+}
+
+// decodeNamesRest decodes the names at the start of b and returns the bytes
+// after them.
+func decodeNamesRest(b []byte) ([]string, []byte, error) {
 	if len(b) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if len(b) < 5 || b[0] != 0 {
-		return nil, errMalformed
+		return nil, nil, errMalformed
 	}
 	n := binary.BigEndian.Uint32(b[1:5])
 	b = b[5:]
 	if uint64(n) > uint64(len(b))/2 {
-		return nil, errMalformed
+		return nil, nil, errMalformed
 	}
 	out := make([]string, 0, n)
 	for range n {
 		if len(b) < 2 {
-			return nil, errMalformed
+			return nil, nil, errMalformed
 		}
 		l := int(binary.BigEndian.Uint16(b))
 		b = b[2:]
 		if len(b) < l {
-			return nil, errMalformed
+			return nil, nil, errMalformed
 		}
 		out = append(out, string(b[:l]))
 		b = b[l:]
 	}
-	return out, nil
+	return out, b, nil
 }

@@ -364,3 +364,56 @@ func runPool(t *testing.T, addr string) {
 		cur = check(fmt.Sprintf("kill %s (%s)", victim.name, kind), cur, t0)
 	}
 }
+
+// TestStaticTakeoverGetsANewGeneration: a second process started with a
+// worker's static instance id takes over that worker's member in the group
+// without a rebalance (Kafka's static membership) and is handed its
+// assignment. It must not start those resources under the generation the
+// first process runs them with (a fence cannot tell the two apart): it
+// refuses the assignment and rejoins, and starts resources only under a new
+// generation, so that a fence refuses the first process from then on.
+func TestStaticTakeoverGetsANewGeneration(t *testing.T) {
+	testwait.WallClock(t, "static takeover against a live coordinator, 1 s sessions")
+	addr := membertest.StartCohort(t, nil).Addr()
+	rs := unitResources(3)
+	type run struct {
+		worker, resource string
+		gen              int32
+	}
+	started := make(chan run, 20)
+	start := func(name string) {
+		p, err := workers.Start(workers.Config{
+			Member: member.Config{
+				Client: membertest.Client(t, addr), Group: "pool", InstanceID: "worker-1",
+				SessionTimeout: session, RebalanceTimeout: rebalance, HeartbeatInterval: session / 5,
+				Logger: membertest.Logger(t).With("worker", name),
+			},
+			Resources: func(context.Context) ([]workers.Resource, error) { return rs, nil },
+			Start: func(ctx context.Context, n string, token int32) {
+				started <- run{name, n, token}
+			},
+			Stop: func(string) {},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Abandon)
+	}
+	start("A")
+	var genA int32
+	for range rs {
+		r := <-started
+		genA = r.gen
+	}
+	start("B")
+	for range rs {
+		select {
+		case r := <-started:
+			if r.worker != "B" || r.gen <= genA {
+				t.Fatalf("%s started %s under generation %d; A runs its resources under %d: want B under a newer one", r.worker, r.resource, r.gen, genA)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("B did not start A's resources")
+		}
+	}
+}
