@@ -248,6 +248,65 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 	}
 }
 
+// TestTooManyPartitionsCloseTheConnection: a request naming more than
+// maxPartitionEntries partitions over its topics (and groups) is closed as a
+// bad request before any of it is served; one at the limit is served. (A
+// 40 MB OffsetFetch of 10 million partitions took a node to 2 GB and stalled
+// its coordinator partition for 13 s.)
+func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
+	ts := startServer(t)
+	parts := func(n int) []int32 { return make([]int32, n) }
+	half := maxPartitionEntries / 2
+	for _, tc := range []struct {
+		name string
+		req  kmsg.Request
+	}{
+		{"OffsetFetch v7", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Version, r.Group = 7, "g"
+			r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(half)}, {Topic: "b", Partitions: parts(half + 1)}}
+			return r
+		}()},
+		{"OffsetFetch v8 across groups", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Version = 8
+			r.Groups = []kmsg.OffsetFetchRequestGroup{
+				{Group: "g", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "a", Partitions: parts(half)}}},
+				{Group: "h", Topics: []kmsg.OffsetFetchRequestGroupTopic{{Topic: "a", Partitions: parts(half + 1)}}},
+			}
+			return r
+		}()},
+		{"OffsetCommit", func() kmsg.Request {
+			r := kmsg.NewPtrOffsetCommitRequest()
+			r.Version, r.Group, r.Generation = 8, "g", -1
+			r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, maxPartitionEntries+1)}}
+			return r
+		}()},
+		{"ListOffsets", func() kmsg.Request {
+			r := kmsg.NewPtrListOffsetsRequest()
+			r.Version = 7
+			r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "a", Partitions: make([]kmsg.ListOffsetsRequestTopicPartition, maxPartitionEntries+1)}}
+			return r
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ts.dial(t)
+			c.send(tc.req, 1)
+			c.expectClosed()
+			checkStillServing(t, ts)
+		})
+	}
+	if n := len(ts.groups.snapshot()); n != 0 {
+		t.Fatalf("refused requests reached Groups %d times", n)
+	}
+	r := kmsg.NewPtrOffsetFetchRequest()
+	r.Version, r.Group = 7, "g"
+	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(maxPartitionEntries)}}
+	if _, ok := ts.dial(t).roundTrip(r).(*kmsg.OffsetFetchResponse); !ok {
+		t.Fatal("an OffsetFetch at the limit was not answered")
+	}
+}
+
 // TestTruncatedBodyError: a body that ends before its fields is logged in
 // words about a request (kbin's own error speaks of a response).
 func TestTruncatedBodyError(t *testing.T) {

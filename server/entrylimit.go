@@ -18,10 +18,26 @@ import (
 // every group of a node with 100,000 groups); Kafka sets no such bound.
 const maxListEntries = 100_000
 
+// maxPartitionEntries is the most partitions a request may name over all its
+// topics (and groups), in the requests that answer every partition named:
+// OffsetFetch, OffsetCommit, OffsetDelete, TxnOffsetCommit, Fetch,
+// ListOffsets and OffsetForLeaderEpoch. Each partition is four bytes on the
+// wire and an answer entry of tens to hundreds of bytes, built while the
+// group's coordinator partition serves nothing else: one 40 MB OffsetFetch
+// naming 10 million partitions of a topic took the node to 2 GB and stalled
+// every group of its coordinator partition for 13 s. A million is the node's
+// default bound on the partitions of all topics (--max-partitions), so a
+// consumer naming every partition of a full catalog still fits; Kafka sets
+// no such bound.
+const maxPartitionEntries = 1_000_000
+
 // checkEntries returns an error naming the list of req that holds more
-// than maxListEntries entries; the connection is then closed as for any
-// other malformed request.
+// than maxListEntries entries, or the partitions past maxPartitionEntries;
+// the connection is then closed as for any other malformed request.
 func checkEntries(req kmsg.Request) error {
+	if n := partitionEntries(req); n > maxPartitionEntries {
+		return fmt.Errorf("%s names %d partitions, more than the %d a request may hold", kmsg.NameForKey(req.Key()), n, maxPartitionEntries)
+	}
 	var what string
 	n := 0
 	switch r := req.(type) {
@@ -46,4 +62,71 @@ func checkEntries(req kmsg.Request) error {
 		return fmt.Errorf("%s lists %d %s, more than the %d a request may hold", kmsg.NameForKey(req.Key()), n, what, maxListEntries)
 	}
 	return nil
+}
+
+// partitionEntries counts the partitions req names (0 for requests that name
+// none). It stops counting once past maxPartitionEntries.
+func partitionEntries(req kmsg.Request) int {
+	n := 0
+	add := func(k int) bool {
+		n += k
+		return n > maxPartitionEntries
+	}
+	switch r := req.(type) {
+	case *kmsg.OffsetFetchRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+		for i := range r.Groups {
+			for j := range r.Groups[i].Topics {
+				if add(len(r.Groups[i].Topics[j].Partitions)) {
+					return n
+				}
+			}
+		}
+	case *kmsg.OffsetCommitRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+	case *kmsg.OffsetDeleteRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+	case *kmsg.TxnOffsetCommitRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+	case *kmsg.FetchRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+		for i := range r.ForgottenTopics {
+			if add(len(r.ForgottenTopics[i].Partitions)) {
+				return n
+			}
+		}
+	case *kmsg.ListOffsetsRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		for i := range r.Topics {
+			if add(len(r.Topics[i].Partitions)) {
+				return n
+			}
+		}
+	}
+	return n
 }
