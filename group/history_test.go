@@ -597,3 +597,77 @@ func TestHistoryInitialDelay(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 }
+
+// TestLoweredHistoryBoundCleansStoredRecords: after a restart with a lower
+// --group-history, the stored events past the bound are deleted with the
+// group's next event, or with the group: a deletion that left them let the
+// deleted group's history (and its numbering) come back at the next load.
+func TestLoweredHistoryBoundCleansStoredRecords(t *testing.T) {
+	stored := func(h *h) int {
+		n := 0
+		for k := range h.store {
+			if k[0] == keyHistory {
+				n++
+			}
+		}
+		return n
+	}
+	for _, next := range []string{"event", "delete"} {
+		t.Run(next, func(t *testing.T) {
+			h := newH(t, func(c *Config) { c.HistorySize = 6 })
+			ids, _ := h.stableGroup("g", 1)
+			for i := 0; i < 5; i++ {
+				h.advance(time.Second)
+				h.rejoinAndSync("g", ids[0])
+			}
+			if n := stored(h); n != 6 {
+				t.Fatalf("%d history records stored, want 6", n)
+			}
+			h.s.cfg.HistorySize = 3
+			h.s = h.reload()
+			if evs := h.events("g", 3); evs[0].Seq != 4 {
+				t.Fatalf("served from seq %d, want 4", evs[0].Seq)
+			}
+			switch next {
+			case "event":
+				h.advance(time.Second)
+				h.rejoinAndSync("g", ids[0])
+				if n := stored(h); n != 3 {
+					t.Fatalf("%d history records stored after the next event, want 3", n)
+				}
+			case "delete":
+				h.leave("g", lm(ids[0]))
+				req := kmsg.NewPtrDeleteGroupsRequest()
+				req.Version = 2
+				req.Groups = []string{"g"}
+				h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+				if n := stored(h); n != 0 {
+					t.Fatalf("%d history records left after the delete", n)
+				}
+				h.s.cfg.HistorySize = 100
+				if doc, _ := h.reload().HistoryDoc("g", 0, h.now); doc != nil && len(doc.History) > 0 {
+					t.Fatalf("the deleted group's history came back: %d events", len(doc.History))
+				}
+			}
+		})
+	}
+}
+
+// TestHistoryPhasesAddUp: join_ms + sync_ms = duration_ms, also when the
+// phases last fractions of a millisecond (each was rounded down on its own,
+// so the sum fell short of the whole by up to a millisecond per phase).
+func TestHistoryPhasesAddUp(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	h.advance(time.Second)
+	t0 := h.join("g", jo{member: ids[0]})
+	h.advance(455600 * time.Microsecond)
+	h.join("g", jo{member: ids[1]})
+	r := h.joinResp(t0)
+	h.advance(600 * time.Microsecond)
+	h.syncAll("g", r.LeaderID, ids, r.Generation)
+	ev := h.events("g", 2)[1]
+	if ev.DurationMs != 456 || ev.JoinMs+ev.SyncMs != ev.DurationMs || ev.JoinMs != 455 {
+		t.Fatalf("duration %d ms, join %d + sync %d; want 456 = 455 + 1", ev.DurationMs, ev.JoinMs, ev.SyncMs)
+	}
+}

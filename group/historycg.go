@@ -552,7 +552,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 		DurationMs: now.Sub(rb.start).Milliseconds(), Evicted: rb.evicted, WaitedFor: rb.waits}
 	if !rb.targetAt.IsZero() {
 		ev.JoinMs = rb.targetAt.Sub(rb.start).Milliseconds()
-		ev.SyncMs = now.Sub(rb.targetAt).Milliseconds()
+		ev.SyncMs = ev.DurationMs - ev.JoinMs // rounded once: join_ms + sync_ms = duration_ms
 	} else {
 		ev.JoinMs = ev.DurationMs
 	}

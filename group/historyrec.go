@@ -59,7 +59,13 @@ type ghist struct {
 	// order: decoding the JSON of every group's history was a quarter of
 	// a partition's load; most groups' history is never read before their
 	// next rebalance (see events).
-	loaded  []rawEvent
+	loaded []rawEvent
+	// trimmed lists stored events no longer kept in memory: past the
+	// bound (--group-history lowered since they were written) or
+	// undecodable. The group's next event, or its deletion, writes their
+	// tombstones; until then they are stored, and a deletion that
+	// forgot them let them come back at the next load.
+	trimmed []uint64
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
 	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
@@ -80,15 +86,26 @@ func (s *Shard) all(group string, h *ghist) []RebalanceEvent {
 		ev, err := decodeEvent(group, le.seq, le.raw)
 		if err != nil {
 			s.logf("%v: dropped", err)
+			h.trimmed = append(h.trimmed, le.seq)
 			continue
 		}
 		h.put(*ev)
 	}
 	h.loaded = nil
-	if n := s.cfg.HistorySize; n > 0 && len(h.events) > n {
-		h.events = slices.Delete(h.events, 0, len(h.events)-n)
-	}
+	h.trim(s.cfg.HistorySize)
 	return h.events
+}
+
+// trim keeps the newest n events in memory (n > 0), noting the others as
+// trimmed.
+func (h *ghist) trim(n int) {
+	if n <= 0 || len(h.events) <= n {
+		return
+	}
+	for _, e := range h.events[:len(h.events)-n] {
+		h.trimmed = append(h.trimmed, e.Seq)
+	}
+	h.events = slices.Delete(h.events, 0, len(h.events)-n)
 }
 
 // put inserts ev in Seq order (replacing an event of the same Seq).
@@ -120,15 +137,16 @@ type rbTracker struct {
 	// initialDelay: a join phase of it began with the initial rebalance
 	// delay (a group that was Empty, KIP-134).
 	initialDelay bool
-	joinMs       int64
-	syncMs       int64
-	joinedAt     map[string]time.Time // first JoinGroup of each member this phase
-	syncedAt     map[string]time.Time
-	joinWaits    map[string]Wait // the last join phase's waits
-	syncWaits    map[string]Wait
-	evicted      []string
-	before       map[string][]byte // member id -> assignment before
-	beforeInst   map[string]string // instance id -> member id before (static renames)
+	// join and sync add up the phases' lengths, rounded to milliseconds
+	// once at the end so that join_ms + sync_ms = duration_ms.
+	join, sync time.Duration
+	joinedAt   map[string]time.Time // first JoinGroup of each member this phase
+	syncedAt   map[string]time.Time
+	joinWaits  map[string]Wait // the last join phase's waits
+	syncWaits  map[string]Wait
+	evicted    []string
+	before     map[string][]byte // member id -> assignment before
+	beforeInst map[string]string // instance id -> member id before (static renames)
 }
 
 // cause builds a Cause about member m (nil: none).
@@ -219,7 +237,7 @@ func (g *Group) rbPrepare(now time.Time) {
 	}
 	rb := g.rb
 	if rb.syncing {
-		rb.syncMs += now.Sub(rb.phaseStart).Milliseconds()
+		rb.sync += now.Sub(rb.phaseStart)
 		rb.syncing = false
 	}
 	rb.phaseStart = now
@@ -238,7 +256,7 @@ func (g *Group) rbJoinDone(now time.Time) {
 	if rb == nil {
 		return
 	}
-	rb.joinMs += now.Sub(rb.phaseStart).Milliseconds()
+	rb.join += now.Sub(rb.phaseStart)
 	rb.joinWaits = g.phaseWaits(rb.phaseStart, now, "join", rb.joinedAt, rb.joinWaits)
 	rb.syncing = true
 	rb.phaseStart = now
@@ -270,15 +288,15 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 	g.rb = nil
 	if rb.syncing {
-		rb.syncMs += now.Sub(rb.phaseStart).Milliseconds()
+		rb.sync += now.Sub(rb.phaseStart)
 		rb.syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, rb.syncWaits)
 	} else {
-		rb.joinMs += now.Sub(rb.phaseStart).Milliseconds()
+		rb.join += now.Sub(rb.phaseStart)
 	}
 	ev := RebalanceEvent{Group: g.id, Type: "classic", ProtocolType: g.protocolType,
 		FromGeneration: rb.fromGen, Generation: g.generation, Start: rb.start, End: now, Outcome: outcome,
 		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
-		JoinMs: rb.joinMs, SyncMs: rb.syncMs, Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
+		JoinMs: rb.join.Milliseconds(), SyncMs: (rb.join + rb.sync).Milliseconds() - rb.join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
 		InitialDelay: rb.initialDelay}
 	for _, ws := range []map[string]Wait{rb.joinWaits, rb.syncWaits} {
 		for _, w := range ws {
@@ -384,8 +402,14 @@ func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 		s.cfg.OnRebalance(*ev)
 	}
 	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev}}
-	if old := int64(ev.Seq) - int64(s.cfg.HistorySize); old > 0 {
+	old := int64(ev.Seq) - int64(s.cfg.HistorySize)
+	if old > 0 {
 		recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: uint64(old), del: true})
+	}
+	for _, seq := range h.trimmed {
+		if int64(seq) != old {
+			recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: seq, del: true})
+		}
 	}
 	return recs
 }
@@ -398,6 +422,9 @@ func (s *Shard) historyTombstones(group string, recs []rec) []rec {
 		}
 		for _, le := range h.loaded {
 			recs = append(recs, rec{kind: keyHistory, group: group, seq: le.seq, del: true})
+		}
+		for _, seq := range h.trimmed {
+			recs = append(recs, rec{kind: keyHistory, group: group, seq: seq, del: true})
 		}
 	}
 	return recs
@@ -412,7 +439,8 @@ func (s *Shard) replayHistory(r *rec) {
 		}
 		h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
 		h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
-		if len(h.events)+len(h.loaded) == 0 && s.groups[r.group] == nil {
+		h.trimmed = slices.DeleteFunc(h.trimmed, func(seq uint64) bool { return seq == r.seq })
+		if len(h.events)+len(h.loaded)+len(h.trimmed) == 0 && s.groups[r.group] == nil {
 			s.cancel(h.timer)
 			delete(s.hist, r.group)
 			if h.flagged && s.cfg.OnStorm != nil {
@@ -437,9 +465,7 @@ func (s *Shard) replayHistory(r *rec) {
 	}
 	s.all(r.group, h)
 	h.put(*r.ev)
-	if n := s.cfg.HistorySize; n > 0 && len(h.events) > n {
-		h.events = slices.Delete(h.events, 0, len(h.events)-n)
-	}
+	h.trim(s.cfg.HistorySize)
 }
 
 func (r *rec) encodeHistory() Record {
