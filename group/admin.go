@@ -62,10 +62,15 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 		}
 		dm.ClientID = m.clientID
 		dm.ClientHost = "/" + m.clientHost
-		dm.ProtocolMetadata, dm.MemberAssignment = []byte{}, []byte{}
+		// The assignment in every state (what the member was last given,
+		// kept through a rebalance that started from Stable), the
+		// metadata only while Stable, as Kafka's coordinator describes.
+		dm.ProtocolMetadata, dm.MemberAssignment = []byte{}, m.assignment
+		if dm.MemberAssignment == nil {
+			dm.MemberAssignment = []byte{}
+		}
 		if stable {
 			dm.ProtocolMetadata = m.metadataFor(g.protocol)
-			dm.MemberAssignment = m.assignment
 		}
 		d.Members = append(d.Members, dm)
 	}

@@ -54,9 +54,10 @@ func TestC69_ListGroupsAndDescribeGroups(t *testing.T) {
 		d.Members[0].ClientHost != "/127.0.0.1" || string(d.Members[0].ProtocolMetadata) != "m" {
 		t.Fatalf("%+v", d)
 	}
-	h.join("g", jo{member: ids[0]}) // rebalancing: no protocol, no bytes
+	h.join("g", jo{member: ids[0]}) // rebalancing: no protocol, no metadata, the assignment still held
 	d = h.s.DescribeGroup("g", 5, true)
-	if d.State != "PreparingRebalance" || d.Protocol != "" || len(d.Members[0].MemberAssignment) != 0 || d.AuthorizedOperations == -2147483648 {
+	if d.State != "PreparingRebalance" || d.Protocol != "" || len(d.Members[0].ProtocolMetadata) != 0 ||
+		string(d.Members[0].MemberAssignment) != "a-"+d.Members[0].MemberID || d.AuthorizedOperations == -2147483648 {
 		t.Fatalf("%+v", d)
 	}
 	if d := h.s.DescribeGroup("missing", 5, false); d.State != "Dead" || d.ErrorCode != 0 {

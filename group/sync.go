@@ -291,7 +291,9 @@ func (s *Shard) LeaveGroup(now time.Time, t Ticket, req *kmsg.LeaveGroupRequest,
 // leave takes one member (or pending member) out of the group, without the
 // group's reaction: LeaveGroup reacts once for the whole batch, with
 // afterRemoval when a member was dropped, or else, when only pending
-// members (KIP-394) went, with a check of the join barrier, as in Kafka.
+// members (KIP-394) went, with a check of the join barrier of a
+// PreparingRebalance group (Kafka's newer coordinator also rebalances a
+// Stable group then; cohort does not: docs/group-semantics.md §deviations).
 // Reacting here, in the middle of a batch, could complete a join that a
 // removal earlier in the batch then cancels.
 func (g *Group) leave(now time.Time, memberID, instanceID, reason string, out *Output) (code int16, dropped, pending bool) {
