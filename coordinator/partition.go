@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -123,6 +124,12 @@ type partition struct {
 	reloadTimer  clock.Timer
 	reloadGen    uint64
 	loadFailures int
+	// panics counts the shard's panics (bugs) on this partition; each
+	// reloads it from the store (shardPanicked), after a pause that grows
+	// with the count. reloadAfterDrain defers that reload until the
+	// batches in flight are done, so that the load sees them.
+	panics           int
+	reloadAfterDrain bool
 
 	// ownerToken is the store's token of the ownership the shard was
 	// loaded under (store.OwnerTokens; 0 without one): every batch
@@ -172,7 +179,7 @@ func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request)
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
 	p.inCall = true
-	resp, answered := p.dispatch(cc)
+	resp, answered := p.dispatchGuarded(cc)
 	p.flush()
 	kick := p.needKick
 	p.inCall, p.needKick = false, false
@@ -266,12 +273,12 @@ func (p *partition) run(owned bool) {
 			p.mu.Lock()
 			p.armed = false
 			if p.state == stActive {
-				p.shard.Tick(p.c.clock.Now(), &p.out)
+				p.safely("timer", func() { p.shard.Tick(p.c.clock.Now(), &p.out) })
 			}
 		case <-retention.C():
 			p.mu.Lock()
 			if p.state == stActive {
-				p.shard.ExpireOffsets(p.c.clock.Now(), &p.out)
+				p.safely("offset expiry", func() { p.shard.ExpireOffsets(p.c.clock.Now(), &p.out) })
 			}
 			retention.Reset(p.c.cfg.RetentionCheckInterval)
 		case res := <-p.results:
@@ -344,9 +351,11 @@ func (p *partition) appendDoneLocked(res appendResult) {
 	p.inflight--
 	if res.gen == p.shardGen && p.state == stActive {
 		now := p.c.clock.Now()
-		for _, w := range res.writes {
-			p.shard.WriteDone(now, w.ID, res.code, &p.out)
-		}
+		p.safely("write done", func() {
+			for _, w := range res.writes {
+				p.shard.WriteDone(now, w.ID, res.code, &p.out)
+			}
+		})
 	}
 	if len(p.queued) == 0 && cap(res.writes) > cap(p.queued) {
 		// Nothing reads the batch any more: its slice takes the next
@@ -364,6 +373,7 @@ func (p *partition) appendDoneLocked(res appendResult) {
 		p.unload()
 		p.startLoad()
 	}
+	p.reloadWhenDrained()
 	if p.closed && p.inflight == 0 {
 		close(p.drained)
 	}
@@ -383,6 +393,9 @@ func (p *partition) dispatch(cc *call) (resp kmsg.Response, answered bool) {
 	}
 	p.nextTicket++
 	t := p.nextTicket
+	if dispatchHook != nil {
+		dispatchHook(cc.req)
+	}
 	if !p.shard.Handle(p.c.clock.Now(), t, cc.cl, cc.req, &p.out) {
 		return group.ErrorResponse(cc.req, group.ErrInvalidRequest), true
 	}
@@ -394,6 +407,69 @@ func (p *partition) dispatch(cc *call) (resp kmsg.Response, answered bool) {
 	}
 	p.waiting[t] = cc
 	return nil, false
+}
+
+// dispatchHook, when set (tests only), runs before the shard handles each
+// request: a test panics in it to stand for a bug of the shard.
+var dispatchHook func(kmsg.Request)
+
+// dispatchGuarded is dispatch, with a panic of the shard (a bug) turned into
+// a reload of the partition (shardPanicked) and a loading answer: without it
+// the panic unwound past the caller with the partition's mutex held, and
+// every group of the partition hung until the node restarted.
+func (p *partition) dispatchGuarded(cc *call) (resp kmsg.Response, answered bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.shardPanicked("request "+kmsg.NameForKey(cc.req.Key()), r)
+			resp, answered = loadingResponse(cc.req), true
+		}
+	}()
+	return p.dispatch(cc)
+}
+
+// safely runs fn, one of the loop's turns on the shard, with a panic of the
+// shard turned into a reload (shardPanicked). p.mu is held.
+func (p *partition) safely(what string, fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.shardPanicked(what, r)
+		}
+	}()
+	fn()
+}
+
+// shardPanicked handles a panic of the shard, which is a bug: its state may
+// be half changed, so it is dropped with the turn's replies and writes
+// (nothing of them was acknowledged), every parked request is answered
+// NOT_COORDINATOR (clients retry), and the partition is loaded again from the
+// store once its batches in flight are done, answering
+// COORDINATOR_LOAD_IN_PROGRESS meanwhile. The pause before the load grows
+// with the partition's panics (a load that panics again is not retried in a
+// tight loop). p.mu is held.
+func (p *partition) shardPanicked(what string, r any) {
+	p.panics++
+	p.c.log.Error("BUG: panic in the group coordinator; reloading the partition from the store",
+		"partition", p.id, "where", what, "panic", fmt.Sprint(r), "panics", p.panics, "stack", string(debug.Stack()))
+	p.out.Reset()
+	p.state = stUnowned // the shard is not asked to unload: it is suspect
+	p.unload()
+	if p.closed {
+		return
+	}
+	p.state = stLoading
+	p.reloadAfterDrain = true
+	p.reloadWhenDrained()
+}
+
+// reloadWhenDrained schedules the reload shardPanicked asked for, once no
+// batch of the partition is in flight. p.mu is held.
+func (p *partition) reloadWhenDrained() {
+	if !p.reloadAfterDrain || p.inflight > 0 || p.closed || p.state != stLoading {
+		return
+	}
+	p.reloadAfterDrain = false
+	p.reloadGen = p.shardGen
+	p.reloadTimer.Reset(min(loadRetryMin<<min(p.panics-1, 10), loadRetryMax))
 }
 
 // loadingResponse is the answer while the partition loads (group.API.Loading).
@@ -471,7 +547,7 @@ func (p *partition) resolveNext() {
 		defer p.mu.Unlock()
 		p.resolving = false
 		if gen == p.shardGen && p.state == stActive {
-			p.shard.RegexResolved(res)
+			p.safely("regex resolved", func() { p.shard.RegexResolved(res) })
 		}
 		p.flush()
 	}()
@@ -616,7 +692,7 @@ func (p *partition) finishLoad(lr loadResult) {
 	p.loadFailures = 0
 	p.shard = lr.shard
 	p.state = stActive
-	p.shard.FinishLoad(p.c.clock.Now(), &p.out)
+	p.safely("load", func() { p.shard.FinishLoad(p.c.clock.Now(), &p.out) })
 	p.removeDeletedTopics()
 }
 
@@ -628,7 +704,7 @@ func (p *partition) removeDeletedTopics() {
 	case stLoading:
 		return
 	case stActive:
-		p.shard.DeleteTopicOffsets(p.deletedTopics, &p.out)
+		p.safely("deleted topics", func() { p.shard.DeleteTopicOffsets(p.deletedTopics, &p.out) })
 	}
 	p.deletedTopics = nil
 }
@@ -642,6 +718,7 @@ func (p *partition) unload() {
 	p.state = stUnowned
 	p.shardGen++
 	p.loadFailures = 0
+	p.reloadAfterDrain = false
 	p.shard = nil
 	p.deletedTopics = nil // whoever serves it next heard of them
 	for _, r := range p.out.Replies {
