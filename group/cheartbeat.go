@@ -354,7 +354,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		}
 		// A new consumer group, or an empty classic group (perhaps only
 		// offsets) replaced by one: its offsets stay.
-		if g.persisted {
+		if g.persisted || g.metaWrites > 0 { // one on its way too (upgradeToConsumer)
 			g.emit(h, groupTombstone(g.id))
 		}
 		g.emit(h, cGroupRec(g.id, 0, 0))

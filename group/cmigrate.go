@@ -162,7 +162,11 @@ func (g *Group) upgradeToConsumer(h *hbReq) {
 	g.joinTimer, g.syncTimer = nil, nil
 	g.state, g.protocol, g.leader, g.generation = Empty, "", "", 0
 	g.emit(h, cGroupRec(g.id, gen, 0))
-	if g.persisted {
+	if g.persisted || g.metaWrites > 0 {
+		// Also when the classic record is still on its way to the store
+		// (a leader's SyncGroup): it lands first, and without this
+		// tombstone a load would rebuild the classic group beside the
+		// consumer group. Kafka always writes it.
 		g.emit(h, groupTombstone(g.id))
 	}
 	g.emit(h, cTMetaRec(g.id, gen))

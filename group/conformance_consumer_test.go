@@ -1098,3 +1098,34 @@ func TestConsumerLeaveGroupAnsweredOnceDurable(t *testing.T) {
 	h.release()
 	expectCode(t, "classic member's leave whose write failed", h.resp(tk).(*kmsg.LeaveGroupResponse).ErrorCode, ErrNotCoordinator)
 }
+
+// TestUpgradeWhileClassicRecordInFlight: a classic group upgraded to the
+// consumer protocol while its leader's metadata write is still on its way to
+// the store: that record lands first, and the upgrade's tombstone must
+// follow it, or a load rebuilt the classic group (with its member) beside
+// the consumer group, and a later downgrade listed the member twice.
+func TestUpgradeWhileClassicRecordInFlight(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	meta := string(subscription(nil, "a"))
+	r1 := h.joinResp(h.newMember("cg", jo{client: "c1", protos: protos("range", meta)}))
+	if r1.ErrorCode != 0 {
+		t.Fatal(r1.ErrorCode)
+	}
+	id1 := r1.MemberID
+	h.hold = true // the leader's SyncGroup write stays in flight; writes complete in order
+	h.sync("cg", id1, r1.Generation, map[string]string{id1: string(encodeAssignment(set("a", 0, 1, 2, 3), []byte(meta)))})
+	req := h.cgReq(hb{member: "n1", names: []string{"a"}, owned: tpset{}})
+	tk := h.do(func(t Ticket, out *Output) { h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "n1"}, req, out) })
+	h.release()
+	h.hold = false
+	if r := h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("the consumer-protocol join: %d", r.ErrorCode)
+	}
+	if g := h.s.Group("cg"); g.cg == nil || len(g.members) != 0 {
+		t.Fatalf("live: consumer group %v, %d classic members", g.cg != nil, len(g.members))
+	}
+	rg := h.reload().Group("cg")
+	if rg == nil || rg.cg == nil || len(rg.members) != 0 || len(rg.cg.members) != 2 {
+		t.Fatalf("reloaded: consumer group %v, %d classic members, %d consumer members", rg != nil && rg.cg != nil, len(rg.members), len(rg.cg.members))
+	}
+}
