@@ -154,10 +154,14 @@ func minus(a, b []topicPartitions) []topicPartitions {
 func (m memberDesc) subscriptionText() string {
 	var parts []string
 	if len(m.SubscribedTopics) > 0 {
-		parts = append(parts, strings.Join(m.SubscribedTopics, ","))
+		topics := make([]string, len(m.SubscribedTopics))
+		for i, t := range m.SubscribedTopics {
+			topics[i] = cell(t)
+		}
+		parts = append(parts, strings.Join(topics, ","))
 	}
 	if m.SubscribedTopicRegex != nil && *m.SubscribedTopicRegex != "" {
-		parts = append(parts, "regex:"+*m.SubscribedTopicRegex)
+		parts = append(parts, "regex:"+cell(*m.SubscribedTopicRegex))
 	}
 	return strOrDash(strings.Join(parts, " "))
 }

@@ -124,7 +124,7 @@ func partitionsText(tps []topicPartitions) string {
 		for i, p := range t.Partitions {
 			ps[i] = strconv.Itoa(int(p))
 		}
-		parts = append(parts, t.Topic+"("+strings.Join(ps, ",")+")")
+		parts = append(parts, cell(t.Topic)+"("+strings.Join(ps, ",")+")")
 	}
 	return strOrDash(strings.Join(parts, " "))
 }

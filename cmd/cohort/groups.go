@@ -222,7 +222,7 @@ func listGroups(e env, f *cmdFlags, states, types []string) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "GROUP\tSTATE\tTYPE\tPROTOCOL-TYPE")
 	for _, g := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(g.Group), strOrDash(g.State), strOrDash(g.Type), strOrDash(g.ProtocolType))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(g.Group), strOrDash(g.State), strOrDash(g.Type), cell(strOrDash(g.ProtocolType)))
 	}
 	return tw.Flush()
 }
@@ -295,16 +295,16 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 			func(tw io.Writer, g *groupDesc) {
 				leader := "-"
 				if g.Leader != nil {
-					leader = strOrDash(*g.Leader)
+					leader = cell(strOrDash(*g.Leader))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.State, strOrDash(g.ProtocolType),
-					strOrDash(g.Protocol), orDash(g.Generation), leader, g.MemberCount)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.State, cell(strOrDash(g.ProtocolType)),
+					cell(strOrDash(g.Protocol)), orDash(g.Generation), leader, g.MemberCount)
 			}))
 	}
 	if df.state && len(consumer) > 0 {
 		err = errors.Join(err, table("GROUP\tCOORDINATOR\tTYPE\tSTATE\tASSIGNOR\tGROUP-EPOCH\tASSIGNMENT-EPOCH\tMEMBERS", consumer,
 			func(tw io.Writer, g *groupDesc) {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.Type, g.State, strOrDash(deref(g.Assignor)),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", cell(g.Group), g.Coordinator, g.Type, g.State, cell(strOrDash(deref(g.Assignor))),
 					orDash(g.GroupEpoch), orDash(g.AssignmentEpoch), g.MemberCount)
 			}))
 	}
@@ -322,7 +322,7 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
-						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), strOrDash(deref(m.Rack)), orDash(m.MemberEpoch), m.subscriptionText(),
+						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), cell(strOrDash(deref(m.Rack))), orDash(m.MemberEpoch), m.subscriptionText(),
 						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
 				}
 			}))
@@ -349,12 +349,12 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 		for _, r := range g.Offsets {
 			member, host, client := "-", "-", "-"
 			if r.MemberID != nil {
-				member, host, client = *r.MemberID, strOrDash(r.Host), strOrDash(r.ClientID)
+				member, host, client = cell(*r.MemberID), cell(strOrDash(r.Host)), cell(strOrDash(r.ClientID))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s", cell(g.Group), cell(r.Topic), r.Partition, orDash(r.CurrentOffset),
 				orDash(r.LogEndOffset), orDash(r.Lag), member, host, client)
 			if verbose {
-				fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(r.LogStartOffset), orDash(r.LeaderEpoch), strOrDash(r.Metadata))
+				fmt.Fprintf(tw, "\t%s\t%s\t%s", orDash(r.LogStartOffset), orDash(r.LeaderEpoch), cell(strOrDash(r.Metadata)))
 			}
 			fmt.Fprintln(tw)
 		}
@@ -371,6 +371,15 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 }
 
 func deleteGroups(e env, f *cmdFlags, ids []string) error {
+	// Each group answered once, in the order first named: "delete g g"
+	// reported g deleted twice.
+	var uniq []string
+	for _, id := range ids {
+		if !slices.Contains(uniq, id) {
+			uniq = append(uniq, id)
+		}
+	}
+	ids = uniq
 	cl, ctx, done, err := f.c.open()
 	if err != nil {
 		return err
@@ -399,7 +408,7 @@ func deleteGroups(e env, f *cmdFlags, ids []string) error {
 		if g.Error != nil {
 			res = "error: " + *g.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", cell(g.Group), res)
+		fmt.Fprintf(tw, "%s\t%s\n", cell(g.Group), cell(res))
 	}
 	return errors.Join(tw.Flush(), failed)
 }

@@ -275,8 +275,9 @@ func TestGroupCommands(t *testing.T) {
 	var deleted struct {
 		Groups []deletedGroupJSON `json:"groups"`
 	}
-	c.jsonOf(&deleted, "group", "delete", "idle2", "idle3")
-	if len(deleted.Groups) != 2 || !deleted.Groups[0].Deleted || deleted.Groups[1].Error != nil {
+	// A group named twice is answered once.
+	c.jsonOf(&deleted, "group", "delete", "idle2", "idle3", "idle2")
+	if len(deleted.Groups) != 2 || deleted.Groups[0].Group != "idle2" || deleted.Groups[1].Group != "idle3" || !deleted.Groups[0].Deleted || deleted.Groups[1].Error != nil {
 		t.Fatalf("group delete json: %+v", deleted)
 	}
 	c.fails(1, []string{"group", "describe", "idle"}, "describe idle")

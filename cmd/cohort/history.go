@@ -128,9 +128,9 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 			cause += fmt.Sprintf("(+%d)", len(ev.MoreCauses))
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
-			ev.FromGeneration, ev.Generation, ev.Outcome, cause, strOrDash(ev.Cause.MemberID),
-			strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost)), compactDur(ev.JoinMs), compactDur(ev.SyncMs),
-			waitsText(ev.WaitedFor), strOrDash(strings.Join(ev.Evicted, ",")), movesText(ev.Members))
+			ev.FromGeneration, ev.Generation, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
+			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), compactDur(ev.JoinMs), compactDur(ev.SyncMs),
+			waitsText(ev.WaitedFor), strOrDash(strings.Join(cells(ev.Evicted), ",")), movesText(ev.Members))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -165,7 +165,7 @@ func waitsText(ws []group.Wait) string {
 		if w.WaitedMs == 0 && !w.Evicted {
 			continue
 		}
-		s := fmt.Sprintf("%s(%s %s", w.MemberID, w.Phase, compactDur(w.WaitedMs))
+		s := fmt.Sprintf("%s(%s %s", cell(w.MemberID), w.Phase, compactDur(w.WaitedMs))
 		if w.Evicted {
 			s += " evicted"
 		}
@@ -190,7 +190,7 @@ func movesText(ms []group.MemberChange) string {
 		default:
 			continue
 		}
-		parts = append(parts, m.MemberID+" "+what)
+		parts = append(parts, cell(m.MemberID)+" "+what)
 	}
 	return strOrDash(strings.Join(parts, "; "))
 }
@@ -203,7 +203,7 @@ func tpsText(sign string, tps []group.TopicPartitions) string {
 		for i, p := range slices.Sorted(slices.Values(t.Partitions)) {
 			ps[i] = strconv.Itoa(int(p))
 		}
-		parts = append(parts, sign+t.Topic+"("+strings.Join(ps, ",")+")")
+		parts = append(parts, sign+cell(t.Topic)+"("+strings.Join(ps, ",")+")")
 	}
 	return strings.Join(parts, " ")
 }
@@ -339,7 +339,7 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 	}
 	detail := ""
 	if c.Detail != "" {
-		detail = " (" + c.Detail + ")"
+		detail = " (" + oneLine(c.Detail) + ")" // may hold member ids and topics
 	}
 	switch c.Kind {
 	case group.CauseMemberJoined:
@@ -349,7 +349,7 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 	case group.CauseSubscriptionChanged:
 		s := who + " changed its subscription"
 		if len(c.Topics) > 0 {
-			s += " (topics " + strings.Join(c.Topics, ", ") + ")"
+			s += " (topics " + strings.Join(cells(c.Topics), ", ") + ")"
 		}
 		return s + detail
 	case group.CauseMemberLeft:
@@ -386,13 +386,13 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 	case group.CauseTopicsChanged:
 		s := "the partitions of subscribed topics changed"
 		if len(c.Topics) > 0 {
-			s += " (" + strings.Join(c.Topics, ", ") + ")"
+			s += " (" + strings.Join(cells(c.Topics), ", ") + ")"
 		}
 		return s + detail
 	case group.CauseOther:
 		s := "of an event cohort does not classify"
 		if c.Detail != "" {
-			s = "of another event: " + c.Detail
+			s = "of another event: " + oneLine(c.Detail)
 		}
 		if c.MemberID != "" {
 			s += " (" + who + ")"
@@ -441,7 +441,7 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 		fmt.Fprintf(&b, " Besides%s.", others)
 	}
 	if len(ev.Evicted) > 0 {
-		fmt.Fprintf(&b, " It evicted %s.", strings.Join(ev.Evicted, ", "))
+		fmt.Fprintf(&b, " It evicted %s.", strings.Join(cells(ev.Evicted), ", "))
 	}
 	b.WriteString(" " + outcomeText(ev, t))
 	if moves := movesProse(ev.Members); moves != "" {
@@ -460,9 +460,9 @@ func waitingFor(ws []group.Wait, phase string) string {
 		if phase != "" && w.Phase != phase || w.WaitedMs == 0 && !w.Evicted {
 			continue
 		}
-		name := w.MemberID
+		name := cell(w.MemberID)
 		if w.InstanceID != "" {
-			name += " (instance " + w.InstanceID + ")"
+			name += " (instance " + cell(w.InstanceID) + ")"
 		}
 		what := proseDur(w.WaitedMs)
 		if phase == "" {
@@ -518,13 +518,13 @@ func outcomeText(ev group.RebalanceEvent, t timeFmt) string {
 		s := fmt.Sprintf("It ended at %s with %s %d", t.at(ev.End), gen, ev.Generation)
 		var with []string
 		if ev.Leader != "" {
-			with = append(with, "leader "+ev.Leader)
+			with = append(with, "leader "+cell(ev.Leader))
 		}
 		switch {
 		case ev.Protocol != "" && ev.Type == "consumer":
-			with = append(with, "assignor "+ev.Protocol)
+			with = append(with, "assignor "+cell(ev.Protocol))
 		case ev.Protocol != "":
-			with = append(with, "protocol "+ev.Protocol)
+			with = append(with, "protocol "+cell(ev.Protocol))
 		}
 		if len(with) > 0 {
 			s += " (" + strings.Join(with, ", ") + ")"
@@ -560,7 +560,7 @@ func movesProse(ms []group.MemberChange) string {
 		if len(got) == 0 {
 			continue
 		}
-		name := m.MemberID
+		name := cell(m.MemberID)
 		if m.New {
 			name += " (new)"
 		}

@@ -456,7 +456,7 @@ func writePlan(w io.Writer, res resetJSON) error {
 			note = strings.TrimPrefix(note+"; ", "; ") + "error: " + *r.Error
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", cell(res.Group), cell(r.Topic), r.Partition, orDash(r.CurrentOffset),
-			orDash(r.NewOffset), orDash(r.LogStartOffset), orDash(r.LogEndOffset), strOrDash(note))
+			orDash(r.NewOffset), orDash(r.LogStartOffset), orDash(r.LogEndOffset), cell(strOrDash(note)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -550,7 +550,7 @@ func deleteOffsets(e env, f *cmdFlags, id string, topics *topicFlag) error {
 		if r.Error != nil {
 			res = "error: " + *r.Error
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(id), cell(r.Topic), r.Partition, res)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(id), cell(r.Topic), r.Partition, cell(res))
 	}
 	return errors.Join(tw.Flush(), failed)
 }

@@ -94,3 +94,12 @@ func cell(s string) string {
 	}
 	return s
 }
+
+// cells is cell of each of ss.
+func cells(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = cell(s)
+	}
+	return out
+}

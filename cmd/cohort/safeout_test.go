@@ -75,6 +75,13 @@ func TestIDsCannotForgeLines(t *testing.T) {
 		}
 	}
 	forged("offsets", c.ok("offsets", evil))
+	// A member's client id is the client's to choose too: a consumer
+	// named "evil\nFAKE-ROW\tx" made describe and offsets print a row
+	// of its own.
+	stop := consumer(t, n.Addr(), "g1", "events", "evil\nforged\tx", "")
+	defer stop()
+	forged("group describe", c.ok("group", "describe", "g1"))
+	forged("offsets of a group with members", c.ok("offsets", "g1"))
 	forged("offsets reset", c.ok("offsets", "reset", evil, "--topic", "events:0", "--to-offset", "0", "--execute"))
 	out, errOut, code := c.run("group", "why", evil)
 	forged("group why", out+errOut)
@@ -101,5 +108,40 @@ func TestIDsCannotForgeLines(t *testing.T) {
 			t.Errorf("%q: the error is not one line:\n%s", args, errOut)
 		}
 		forged(strings.Join(args, " "), errOut)
+	}
+}
+
+// TestDescribeCellsCannotForgeRows: every cell of the describe and offsets
+// tables that a client chooses (leader and member ids, instance and client
+// ids, hosts, racks, protocol names, subscribed topics and regex, topic
+// names in assignments, commit metadata) is printed quoted when it holds a
+// newline or a tab, so each table keeps one row per member or partition.
+func TestDescribeCellsCannotForgeRows(t *testing.T) {
+	const evil = "e\nforged\tx"
+	tps := []topicPartitions{{Topic: evil, Partitions: []int32{0}}}
+	m := memberDesc{MemberID: evil, InstanceID: ptr(evil), ClientID: evil, Host: evil, Assignment: tps,
+		Rack: ptr(evil), MemberEpoch: ptr(int32(1)), SubscribedTopics: []string{evil}, SubscribedTopicRegex: ptr(evil),
+		Revoking: tps, Target: tps}
+	row := offsetRow{Topic: evil, CurrentOffset: ptr(int64(1)), Metadata: evil, MemberID: ptr(evil), ClientID: evil, Host: evil}
+	descs := []*groupDesc{
+		{Group: "c", Type: "classic", State: "Stable", ProtocolType: evil, Protocol: evil, Leader: ptr(evil),
+			Generation: ptr(int32(1)), MemberCount: 1, Members: []memberDesc{m}, Offsets: []offsetRow{row}},
+		{Group: "k", Type: "consumer", State: "Stable", Assignor: ptr(evil), MemberCount: 1,
+			Members: []memberDesc{m}, Offsets: []offsetRow{row}},
+	}
+	var b bytes.Buffer
+	all := describeFlags{members: true, offsets: true, state: true, verbose: true}
+	if err := writeDescribe(&b, descs, all, true); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(b.String()) {
+		if strings.HasPrefix(line, "forged") {
+			t.Fatalf("a client-chosen value made a row of its own:\n%s", b.String())
+		}
+	}
+	// Four tables and two offset rows: 2 + 2 + 2 + 2 + 3 lines, blank
+	// lines between tables, and the two total-lag lines.
+	if n := strings.Count(b.String(), "\n"); n != 2+2+2+2+3+4+2 {
+		t.Errorf("%d lines:\n%s", n, b.String())
 	}
 }

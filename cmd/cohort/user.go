@@ -102,7 +102,7 @@ flags:
 			if err == nil {
 				err = alteredErr(rs, name)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", name, m, *iterations, result(err, "set"))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(name), m, *iterations, cell(result(err, "set")))
 			failed = errors.Join(failed, err)
 		}
 		return failed
@@ -121,12 +121,12 @@ flags:
 			case len(mechs) > 1 && errors.Is(err, kerr.ResourceNotFound):
 				// "both": a mechanism the user has no password for is
 				// not an error, as long as one was deleted.
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", name, m, "none")
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(name), m, "none")
 				continue
 			default:
 				failed = errors.Join(failed, err)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", name, m, result(err, "deleted"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(name), m, cell(result(err, "deleted")))
 		}
 		if failed == nil && deleted == 0 {
 			return fmt.Errorf("user delete: %s has no SCRAM credentials", name)

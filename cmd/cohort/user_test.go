@@ -102,6 +102,11 @@ func TestUserCommands(t *testing.T) {
 	if want := "USER MECHANISM ITERATIONS RESULT\nalice SCRAM-SHA-256 4096 set\nalice SCRAM-SHA-512 4096 set"; out != want {
 		t.Fatalf("user set:\n%s", out)
 	}
+	// A user name with a newline and a tab stays one cell of one row.
+	out = must("x-pw", "user", "set", "evil\nFAKE-ROW\tx", "--iterations", "4096", "--mechanism", "scram-sha-256")
+	if want := "USER MECHANISM ITERATIONS RESULT\n\"evil\\nFAKE-ROW\\tx\" SCRAM-SHA-256 4096 set"; out != want {
+		t.Fatalf("user set of a name with a newline:\n%s", out)
+	}
 	for _, mech := range []string{clientconfig.MechanismSCRAMSHA256, clientconfig.MechanismSCRAMSHA512} {
 		if !sc.canLogin(t, mech, "alice", "alice-pw") {
 			t.Fatalf("alice cannot log in with %s", mech)
