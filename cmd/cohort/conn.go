@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -238,7 +239,8 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 	where := strings.Join(addrs, ",")
 	// byname: offsets of topics outside the catalog are listed and reset
 	// too (they have no topic ID for OffsetCommit/OffsetFetch v10).
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt())...)
+	var connected connectedHook // whether a connection was ever opened
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt(), kgo.WithHooks(&connected))...)
 	if err != nil {
 		return nil, usagef("%s %s: %v", flagName, where, err)
 	}
@@ -268,10 +270,33 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		}
 		if ctx.Err() != nil || attempt >= dialAttempts {
 			cl.Close()
-			return nil, fmt.Errorf("cannot connect to %s at %s (%d attempts in %s): %w",
-				what, where, attempt, time.Since(start).Round(time.Millisecond), last)
+			// A node that accepts the connection but never answers is
+			// not one that cannot be connected to.
+			failed := "cannot connect to"
+			if connected.Load() {
+				failed = "no answer from"
+			}
+			return nil, fmt.Errorf("%s %s at %s (%d attempts in %s): %w",
+				failed, what, where, attempt, time.Since(start).Round(time.Millisecond), last)
 		}
 		backoff = min(2*backoff, dialBackoffMax)
+	}
+}
+
+// connectedHook records whether the client ever opened a connection:
+// a request written (the ApiVersions that opens each connection, written
+// at once, long before a timeout), or a connection reported opened.
+type connectedHook struct{ atomic.Bool }
+
+func (h *connectedHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		h.Store(true)
+	}
+}
+
+func (h *connectedHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, _ error) {
+	if conn != nil {
+		h.Store(true)
 	}
 }
 

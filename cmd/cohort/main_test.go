@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"reflect"
 	"slices"
 	"strings"
@@ -77,6 +78,28 @@ func TestExitCodes(t *testing.T) {
 			t.Fatalf("%q: gave up after %s, want about --timeout", args, el)
 		}
 	}
+	// A listener that accepts and never answers: the error says so,
+	// instead of "cannot connect".
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan net.Conn, 64)
+	go func() {
+		for {
+			conn, err := mute.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- conn
+		}
+	}()
+	c.fails(1, []string{"topics", "--bootstrap", mute.Addr().String(), "--timeout", "400ms"}, "no answer from cohort at "+mute.Addr().String()+" (")
+	mute.Close()
+	for conn := range accepted {
+		conn.Close()
+	}
 	n := startNode(t, "127.0.0.1:0")
 	c.fails(1, []string{"offsets", "g", "--bootstrap", n.Addr(), "--data-bootstrap", dead, "--timeout", "400ms"},
 		"cannot connect to the data cluster at "+dead)
@@ -119,6 +142,14 @@ func TestTopicCommands(t *testing.T) {
 		t.Fatal(out)
 	}
 	c.fails(1, []string{"topic", "create", "events"}, "create events: TOPIC_ALREADY_EXISTS: ")
+	// A count past int32 is refused before it is sent: cast, it wrapped
+	// (4294967298 created 2 partitions and said 4294967298).
+	c.fails(2, []string{"topic", "create", "wrap", "--partitions", "4294967298"}, "--partitions 4294967298: want 1 to 2147483647")
+	c.fails(2, []string{"topic", "grow", "events", "--partitions", "4294967299"}, "--partitions 4294967299: want 1 to 2147483647")
+	// A count the server refuses shows the server's message, not only
+	// the code's generic text ("below 1").
+	c.fails(1, []string{"topic", "create", "huge", "--partitions", "2147483647"}, "create huge: INVALID_PARTITIONS: ", "the maximum is 65536")
+	c.fails(1, []string{"topic", "grow", "events", "--partitions", "2147483647"}, "grow events: INVALID_PARTITIONS: ", "the maximum is 65536")
 	if out := c.ok("topic", "grow", "events", "--partitions", "8"); out != "events now has 8 partitions (was 6)\n" {
 		t.Fatal(out)
 	}

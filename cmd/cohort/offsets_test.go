@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +260,33 @@ func TestResetPlanNoData(t *testing.T) {
 		*rows[1].NewOffset != 0 || *rows[1].RequestedOffset != -1 || rows[1].Note != "below 0: clamped" ||
 		rows[2].Topic != "b" || rows[2].NewOffset != nil || rows[2].Note == "" {
 		t.Fatalf("%+v", rows)
+	}
+	// A shift past either end of int64 saturates there instead of
+	// wrapping: forward it went below 0 (clamped to 0, or to the log
+	// start with a data cluster), backward it would go above.
+	one := []tp{{"a", 0}}
+	at := map[tp]int64{{"a", 0}: 1000}
+	logs := map[tp]logRange{{"a", 0}: {5, 3000}}
+	for _, c := range []struct {
+		shift     int64
+		logs      map[tp]logRange
+		requested int64
+		got       int64
+		note      string
+	}{
+		{9223372036854775000, nil, math.MaxInt64, math.MaxInt64, ""},
+		{math.MaxInt64, logs, math.MaxInt64, 3000, "above the log end 3000: clamped"},
+		{math.MinInt64, nil, math.MinInt64 + 1000, 0, "below 0: clamped"},
+		{math.MinInt64, logs, math.MinInt64 + 1000, 5, "below the log start 5: clamped"},
+	} {
+		rows := planReset(resetMode{name: modeShiftBy, shift: c.shift}, one, at, c.logs, nil)
+		if r := rows[0]; *r.RequestedOffset != c.requested || *r.NewOffset != c.got || r.Note != c.note {
+			t.Errorf("shift %d (logs %v): requested %d, new %d, note %q; want %d, %d, %q",
+				c.shift, c.logs, *r.RequestedOffset, *r.NewOffset, r.Note, c.requested, c.got, c.note)
+		}
+	}
+	if got := addSaturating(-5, math.MinInt64); got != math.MinInt64 {
+		t.Errorf("-5 + MinInt64 = %d", got)
 	}
 	// A partition the data cluster does not have stays as it is.
 	rows = planReset(resetMode{name: modeToOffset, offset: 4}, scope, nil, map[tp]logRange{{"a", 0}: {0, 9}}, nil)

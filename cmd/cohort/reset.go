@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -91,7 +92,7 @@ func planReset(mode resetMode, scope []tp, committed map[tp]int64, logs map[tp]l
 				rows = append(rows, r)
 				continue
 			}
-			want = *r.CurrentOffset + mode.shift
+			want = addSaturating(*r.CurrentOffset, mode.shift)
 		case modeToEarliest:
 			want = lr.start
 		case modeToLatest:
@@ -127,6 +128,19 @@ func planReset(mode resetMode, scope []tp, committed map[tp]int64, logs map[tp]l
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
 	})
 	return rows
+}
+
+// addSaturating is a+b held within int64: a shift past either end stops
+// there (and is then clamped like any offset) instead of wrapping to the
+// other side, where a huge forward shift read as an offset below 0.
+func addSaturating(a, b int64) int64 {
+	switch {
+	case b > 0 && a > math.MaxInt64-b:
+		return math.MaxInt64
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
 }
 
 // parseTopicSpec parses --topic T or T:P[,P...].

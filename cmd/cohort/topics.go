@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -57,8 +58,10 @@ func topicsCmd(e env, cmd string, args []string) error {
 		default:
 			return usagef("topic: unknown action %q: want create, grow or delete", action)
 		}
-		if action != "delete" && *partitions < 1 {
-			return usagef("--partitions %d: want at least 1", *partitions)
+		// Checked before the int32 the request carries: a larger value
+		// would wrap (4294967298 asked for 2 partitions).
+		if action != "delete" && (*partitions < 1 || *partitions > math.MaxInt32) {
+			return usagef("--partitions %d: want 1 to %d", *partitions, math.MaxInt32)
 		}
 	}
 	cl, ctx, done, err := c.open()
@@ -89,7 +92,9 @@ func topicsCmd(e env, cmd string, args []string) error {
 		return tw.Flush()
 	case "create":
 		r, err := adm.CreateTopic(ctx, int32(*partitions), -1, nil, name)
-		if err == nil {
+		if r.Err != nil {
+			// CreateTopic returns the topic's error as err too: r.Err
+			// set means err is it, and the server's message goes with it.
 			err = withMessage(r.Err, r.ErrMessage)
 		}
 		if err != nil {
@@ -97,7 +102,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 		res = topicJSON{Topic: name, Partitions: *partitions}
 		if !o.json() {
-			fmt.Fprintf(e.stdout, "created %s with %s\n", name, plural(int(*partitions), "partition"))
+			fmt.Fprintf(e.stdout, "created %s with %s\n", cell(name), plural(int(*partitions), "partition"))
 		}
 	case "grow":
 		// The count only grows: say so with the current count, before
@@ -118,7 +123,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 		res = topicJSON{Topic: name, Partitions: *partitions, PreviousPartitions: ptr(cur)}
 		if !o.json() {
-			fmt.Fprintf(e.stdout, "%s now has %d partitions (was %d)\n", name, *partitions, cur)
+			fmt.Fprintf(e.stdout, "%s now has %d partitions (was %d)\n", cell(name), *partitions, cur)
 		}
 	case "delete":
 		rs, err := adm.DeleteTopics(ctx, name)
@@ -130,7 +135,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 		res = deletedTopicJSON{Topic: name, Deleted: true}
 		if !o.json() {
-			fmt.Fprintf(e.stdout, "deleted %s\n", name)
+			fmt.Fprintf(e.stdout, "deleted %s\n", cell(name))
 		}
 	}
 	if o.json() {
