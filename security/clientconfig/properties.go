@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -191,6 +192,9 @@ const (
 	oauthModule = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 )
 
+// javaClassName matches a fully qualified Java class name (a.b.C).
+var javaClassName = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*(\.[A-Za-z_$][A-Za-z0-9_$]*)+$`)
+
 // moduleServes fails unless the login module provides credentials for the
 // mechanism (as Kafka's SASL client would find when it authenticates).
 func moduleServes(module, mech string) error {
@@ -203,7 +207,13 @@ func moduleServes(module, mech string) error {
 	switch module {
 	case plainModule, scramModule, oauthModule:
 	default:
-		return fmt.Errorf("login module %s is not supported: use %s, %s or %s", module, plainModule, scramModule, oauthModule)
+		// Named only when it looks like a Java class name: the first
+		// word of a mangled value could be something else entirely.
+		name := "(the first word of the entry)"
+		if javaClassName.MatchString(module) {
+			name = module
+		}
+		return fmt.Errorf("login module %s is not supported: use %s, %s or %s", name, plainModule, scramModule, oauthModule)
 	}
 	if want != "" && module != want {
 		return fmt.Errorf("login module %s does not serve SASL %s", module, mech)
@@ -219,7 +229,11 @@ func moduleServes(module, mech string) error {
 // The tokens are Kafka's (JaasConfig): blanks and control characters
 // separate them; a value is a word or a string in single or double quotes,
 // with backslash escapes; '/' starts a comment ("//" or a lone '/' to the
-// end of the line, "/* ... */"). Errors name keys, never values.
+// end of the line, "/* ... */"). Errors never quote what the value holds:
+// a word where an option name should be may be the rest of a password with
+// a blank in it (password=Hunter2 Secret;), so an option is named by its
+// position, and by its key only when that is a key Kafka's login modules
+// know (see jaasOption).
 func parseJAAS(s string) (module string, opts map[string]string, err error) {
 	toks, err := jaasTokens(s)
 	if err != nil {
@@ -250,7 +264,12 @@ func parseJAAS(s string) (module string, opts map[string]string, err error) {
 		return "", nil, errors.New("invalid login module control flag")
 	}
 	opts = map[string]string{}
-	for {
+	prev := "" // the last option read, as jaasOption names it
+	for n := 1; ; n++ {
+		after := ""
+		if prev != "" {
+			after = " (after " + prev + ")"
+		}
 		t, ok = next()
 		if !ok {
 			return "", nil, errors.New("entry not terminated by a semicolon")
@@ -259,22 +278,35 @@ func parseJAAS(s string) (module string, opts map[string]string, err error) {
 			break
 		}
 		if t.kind != tokWord && t.kind != tokQuoted {
-			return "", nil, errors.New("option name expected")
+			return "", nil, fmt.Errorf("option %d%s: option name expected", n, after)
 		}
 		key := t.text
 		if eq, ok := next(); !ok || eq.kind != tokEquals {
-			return "", nil, fmt.Errorf("value not specified for option %q", key)
+			return "", nil, fmt.Errorf("option %d%s: no '=' after its name (a value holding blanks or any of =;'\"/ must be quoted)", n, after)
 		}
 		v, ok := next()
 		if !ok || (v.kind != tokWord && v.kind != tokQuoted) {
-			return "", nil, fmt.Errorf("value not specified for option %q", key)
+			return "", nil, fmt.Errorf("value not specified for %s%s", jaasOption(n, key), after)
 		}
 		opts[key] = v.text
+		prev = jaasOption(n, key)
 	}
 	if len(toks) > 0 {
 		return "", nil, errors.New("more than one login module: a client uses exactly one")
 	}
 	return module, opts, nil
+}
+
+// jaasOption names the nth option of a JAAS entry in an error: by its key
+// when the key is one Kafka's client login modules read (not a secret), by
+// its position otherwise (an unknown key may be a misplaced piece of a value).
+func jaasOption(n int, key string) string {
+	switch key {
+	case "username", "password", "unsecuredLoginStringClaim_sub", "unsecuredLoginLifetimeSeconds",
+		"clientId", "clientSecret", "scope":
+		return fmt.Sprintf("option %q", key)
+	}
+	return fmt.Sprintf("option %d", n)
 }
 
 type tokKind int

@@ -77,6 +77,15 @@ func TestLoadPropertiesErrors(t *testing.T) {
 		{"jaas without flag", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule;`, "control flag"},
 		{"jaas bad flag", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule mandatory;`, "control flag"},
 		{"jaas option without value", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=;`, `option "username"`},
+		// A blank in an unquoted password splits it: the rest reads as
+		// an option name, and the error must not quote it.
+		{"jaas unquoted password with a blank", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password=Hunter2 Secret;`,
+			`option 3 (after option "password"): no '=' after its name`},
+		{"jaas piece of a value as a key", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=admin Hunter2Secret=;`,
+			`value not specified for option 2 (after option "username")`},
+		{"jaas unknown key before a bad option", sasl + `sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required Hunter2=x = y;`,
+			`option 2 (after option 1): option name expected`},
+		{"jaas module that is no class name", sasl + `sasl.jaas.config=Hunter2Secret required password="x";`, "login module (the first word of the entry) is not supported"},
 		{"jaas two modules", sasl + "sasl.jaas.config=" + scramJAAS + " " + scramJAAS, "exactly one"},
 		{"jaas empty", sasl + "sasl.jaas.config=  /* nothing */", "not specified"},
 		{"jaas module for another mechanism", sasl + "sasl.jaas.config=" + plainJAAS, "does not serve SASL SCRAM-SHA-256"},
@@ -88,8 +97,8 @@ func TestLoadPropertiesErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
 			}
-			for _, secret := range []string{"hunter2", "s3cret-pw", "pl4in-pw"} {
-				if strings.Contains(err.Error(), secret) {
+			for _, secret := range []string{"hunter2", "s3cret-pw", "pl4in-pw", "Secret"} {
+				if strings.Contains(strings.ToLower(err.Error()), strings.ToLower(secret)) {
 					t.Fatalf("error holds a secret: %v", err)
 				}
 			}
