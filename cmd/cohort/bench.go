@@ -94,6 +94,29 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 			fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", args...)
 		}
 	}
+	// The flags' own checks, as usage errors: Validate makes them too,
+	// but takes 0 and below for "the default", which from a flag is
+	// surprising. What Validate still refuses is then about the TLS and
+	// SASL files, not the flags.
+	switch {
+	case *bootstrap == "":
+		return usagef("bench: --bootstrap is empty")
+	case *only != "" && *only != "rebalance" && *only != "heartbeat" && *only != "commit":
+		return usagef("bench: --only %q: want rebalance, heartbeat or commit", *only)
+	case *client != "raw" && *client != "kgo":
+		return usagef("bench: --client %q: want raw or kgo", *client)
+	case *hbMembers < 1:
+		return usagef("bench: --heartbeat-members %d: want at least 1", *hbMembers)
+	case *duration <= 0:
+		return usagef("bench: --duration %v: want a positive duration", *duration)
+	case *roundTimeout <= 0:
+		return usagef("bench: --round-timeout %v: want a positive duration", *roundTimeout)
+	}
+	for _, g := range cfg.HeartbeatGroups {
+		if g > *hbMembers {
+			return usagef("bench: --groups %d: more heartbeat groups than --heartbeat-members %d", g, *hbMembers)
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

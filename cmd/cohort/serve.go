@@ -33,8 +33,17 @@ import (
 )
 
 // parseListenerFlags resolves --listeners (or --listen as one PLAINTEXT
-// listener) and --advertised-listeners.
+// listener) and --advertised-listeners. Its errors are usage errors: it
+// only parses.
 func parseListenerFlags(listeners, listen, advertised string, fs *flag.FlagSet) ([]server.Listener, []server.Endpoint, error) {
+	ls, eps, err := parseListeners(listeners, listen, advertised, fs)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	return ls, eps, nil
+}
+
+func parseListeners(listeners, listen, advertised string, fs *flag.FlagSet) ([]server.Listener, []server.Endpoint, error) {
 	listenSet := false
 	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
 	if _, env := os.LookupEnv("COHORT_LISTEN"); env {
@@ -65,21 +74,39 @@ func parseListenerFlags(listeners, listen, advertised string, fs *flag.FlagSet) 
 }
 
 // securityFlags fills the TLS, SASL and ACL parts of sec from the flags;
-// the bootstrap user's password comes from the environment only.
+// the bootstrap user's password comes from the environment only. A
+// malformed value or flags that do not go together are usage errors; a
+// certificate, key or CA file that cannot be read or loaded is not.
 func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, rules, mechs, superUsers string) error {
+	if clientAuth == "" {
+		clientAuth = tlsconfig.ClientAuthNone // as tlsconfig takes it
+	}
 	if cert != "" || key != "" {
+		// The checks tlsconfig.New makes of the flags themselves, made
+		// first so that they are usage errors; its own errors are then
+		// about the files.
+		switch {
+		case cert == "" || key == "":
+			return usagef("--tls-cert-file and --tls-key-file: give both")
+		case clientAuth != tlsconfig.ClientAuthNone && clientAuth != tlsconfig.ClientAuthRequested && clientAuth != tlsconfig.ClientAuthRequired:
+			return usagef("--tls-client-auth %q: want none, requested or required", clientAuth)
+		case clientAuth != tlsconfig.ClientAuthNone && clientCA == "":
+			return usagef("--tls-client-auth %s needs --tls-client-ca-file", clientAuth)
+		case clientAuth == tlsconfig.ClientAuthNone && clientCA != "":
+			return usagef("--tls-client-ca-file is set but --tls-client-auth is none: set it to requested or required")
+		}
 		t, err := tlsconfig.New(tlsconfig.Options{CertFile: cert, KeyFile: key, ClientCAFile: clientCA, ClientAuth: clientAuth})
 		if err != nil {
 			return err
 		}
 		sec.TLS = t
 	} else if clientCA != "" || clientAuth != "none" {
-		return fmt.Errorf("--tls-client-ca-file and --tls-client-auth need --tls-cert-file and --tls-key-file")
+		return usagef("--tls-client-ca-file and --tls-client-auth need --tls-cert-file and --tls-key-file")
 	}
 	if rules != "" {
 		r, err := principal.ParseRules(rules)
 		if err != nil {
-			return fmt.Errorf("--tls-principal-rules: %w", err)
+			return usagef("--tls-principal-rules: %w", err)
 		}
 		sec.PrincipalRules = r
 	}
@@ -91,14 +118,14 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 	for _, u := range strings.Split(superUsers, ";") {
 		if u = strings.TrimSpace(u); u != "" {
 			if !strings.Contains(u, ":") {
-				return fmt.Errorf("--super-users: %q is not a principal such as User:%s", u, u)
+				return usagef("--super-users: %q is not a principal such as User:%s", u, u)
 			}
 			// A principal may hold commas (a certificate's DN), but
 			// not a second principal: the list is separated by ';',
 			// as Kafka's super.users is, and "User:a,User:b" would
 			// silently be one user named "a,User:b".
 			if i := strings.Index(u, ","); i >= 0 && strings.Contains(u[i:], ",User:") {
-				return fmt.Errorf("--super-users: %q holds two principals: separate them with ';' (quoted for the shell: 'User:a;User:b')", u)
+				return usagef("--super-users: %q holds two principals: separate them with ';' (quoted for the shell: 'User:a;User:b')", u)
 			}
 			sec.SuperUsers = append(sec.SuperUsers, u)
 		}
@@ -106,7 +133,7 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 	if sec.BootstrapUser != "" {
 		sec.BootstrapPassword = os.Getenv("COHORT_BOOTSTRAP_PASSWORD")
 		if sec.BootstrapPassword == "" {
-			return fmt.Errorf("--bootstrap-user %s: set its password in the environment variable COHORT_BOOTSTRAP_PASSWORD", sec.BootstrapUser)
+			return usagef("--bootstrap-user %s: set its password in the environment variable COHORT_BOOTSTRAP_PASSWORD", sec.BootstrapUser)
 		}
 	}
 	return nil
@@ -120,11 +147,11 @@ func etcdPassword(user, file string) (string, error) {
 	inEnv := env != "" // an empty variable (a unit file's placeholder) is unset
 	switch {
 	case user == "" && (file != "" || inEnv):
-		return "", errors.New("an etcd password (--etcd-password-file or COHORT_ETCD_PASSWORD) needs --etcd-user")
+		return "", usagef("an etcd password (--etcd-password-file or COHORT_ETCD_PASSWORD) needs --etcd-user")
 	case user == "":
 		return "", nil
 	case file != "" && inEnv:
-		return "", errors.New("--etcd-password-file and COHORT_ETCD_PASSWORD are both set: give the etcd password once")
+		return "", usagef("--etcd-password-file and COHORT_ETCD_PASSWORD are both set: give the etcd password once")
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -136,7 +163,7 @@ func etcdPassword(user, file string) (string, error) {
 		}
 		return pw, nil
 	case !inEnv:
-		return "", fmt.Errorf("--etcd-user %s: set its password in --etcd-password-file or the environment variable COHORT_ETCD_PASSWORD", user)
+		return "", usagef("--etcd-user %s: set its password in --etcd-password-file or the environment variable COHORT_ETCD_PASSWORD", user)
 	}
 	return env, nil
 }
@@ -393,6 +420,10 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if s.partitions < 1 || s.partitions > math.MaxInt16 {
 		return fmt.Errorf("--partitions %d: want 1 to %d", s.partitions, math.MaxInt16)
 	}
+	if s.retentionCheck == 0 {
+		// 0 does not mean "never": the node would use its default.
+		return fmt.Errorf("--offsets-retention-check-interval 0: want a positive duration")
+	}
 	if s.maxFrame < 1 {
 		return fmt.Errorf("--max-request-bytes must be at least 1")
 	}
@@ -516,7 +547,7 @@ func serve(args []string) error {
 	var clusterCfg *node.ClusterConfig
 	if s.etcd != "" {
 		if s.leaseTTL < 2*time.Second || s.leaseTTL%time.Second != 0 {
-			return fmt.Errorf("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
+			return usagef("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
 		}
 		var eps []string
 		for _, e := range strings.Split(s.etcd, ",") {
@@ -534,7 +565,7 @@ func serve(args []string) error {
 			return err
 		}
 	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" || s.etcdUser != "" || s.etcdPasswordFile != "" {
-		return fmt.Errorf("--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file need --etcd")
+		return usagef("--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file need --etcd")
 	}
 	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
 	if err != nil {
@@ -552,7 +583,7 @@ func serve(args []string) error {
 		log.Warn(w)
 	}
 	if s.heapFloorMiB < 0 {
-		return fmt.Errorf("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
+		return usagef("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
 	}
 	var floor *heapfloor.Floor
 	normalFloor, loadFloor := int64(s.heapFloorMiB)<<20, int64(0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -403,6 +404,68 @@ func TestServeSuperUsers(t *testing.T) {
 			t.Errorf("%q: error %v, want one containing %q", c.in, err, c.err)
 		case c.err == "" && (err != nil || !slices.Equal(sec.SuperUsers, c.want)):
 			t.Errorf("%q: %q, %v; want %q", c.in, sec.SuperUsers, err, c.want)
+		}
+	}
+}
+
+// TestServeBenchUsageExit2: a malformed serve or bench flag, or flags that
+// do not go together, exit 2 as docs/cli.md's exit-code table says (they
+// exited 1); what is wrong outside the flags (a certificate file that
+// cannot be read, a port in use) still exits 1.
+func TestServeBenchUsageExit2(t *testing.T) {
+	t.Setenv("COHORT_ETCD_PASSWORD", "")
+	os.Unsetenv("COHORT_ETCD_PASSWORD")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	data := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--tls-client-auth", "bogus", "--tls-cert-file", "/x", "--tls-key-file", "/y"}, exitUsage},
+		{[]string{"--tls-client-auth", "required", "--tls-cert-file", "/x", "--tls-key-file", "/y"}, exitUsage},
+		{[]string{"--tls-client-ca-file", "/ca", "--tls-cert-file", "/x", "--tls-key-file", "/y"}, exitUsage},
+		{[]string{"--tls-cert-file", "/x"}, exitUsage},
+		{[]string{"--tls-principal-rules", "RULE:bogus"}, exitUsage},
+		{[]string{"--super-users", "admin"}, exitUsage},
+		{[]string{"--listeners", "FOO://127.0.0.1:1"}, exitUsage},
+		{[]string{"--listeners", "PLAINTEXT://127.0.0.1:1", "--listen", "127.0.0.1:2"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage},
+		{[]string{"--etcd", "127.0.0.1:1", "--lease-ttl", "1500ms"}, exitUsage},
+		{[]string{"--etcd", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage}, // no password anywhere
+		{[]string{"--listen", "127.0.0.1:0", "--offsets-retention-check-interval", "0"}, exitUsage},
+		// Not the flags: the files named cannot be read, the port is taken.
+		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
+		{[]string{"--listen", taken.Addr().String()}, exitError},
+	} {
+		args := append([]string{"--log-level", "error", "--data-dir", filepath.Join(data, "d")}, c.args...)
+		done := make(chan error, 1)
+		go func() { done <- serve(args) }()
+		select {
+		case err := <-done:
+			if code := exitCode(err, io.Discard); code != c.want {
+				t.Errorf("serve %q: exit %d, want %d", c.args, code, c.want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("serve %q started (it runs until the test process ends)", c.args)
+		}
+	}
+	for _, args := range [][]string{
+		{"--only", "bogus"},
+		{"--client", "foo"},
+		{"--heartbeat-members", "-1"},
+		{"--duration", "0"},
+		{"--round-timeout", "0s"},
+		{"--groups", "20", "--heartbeat-members", "5"},
+	} {
+		// The address answers nothing: a check made after connecting
+		// would exit 1.
+		all := append([]string{"-q", "--bootstrap", "127.0.0.1:1"}, args...)
+		if code := exitCode(bench(all), io.Discard); code != exitUsage {
+			t.Errorf("bench %q: exit %d, want %d", args, code, exitUsage)
 		}
 	}
 }
