@@ -541,17 +541,28 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 			return
 		}
 	}
-	// A protocol every member supports, in the first member's order.
+	// The protocol the classic group's vote chooses (selectProtocol): each
+	// member votes for the first protocol of its list every member
+	// supports, the most votes win, ties go to the first member's order
+	// (it leads the classic group). Kafka votes so when it converts.
 	first := cg.members[cg.ids[0]]
-	proto := ""
-	for _, p := range first.classic.protocols {
-		all := true
-		for _, id := range cg.ids {
-			all = all && hasProtocol(cg.members[id].classic.protocols, p.Name)
+	votes := map[string]int{}
+	for _, id := range cg.ids {
+		for _, p := range cg.members[id].classic.protocols {
+			all := true
+			for _, other := range cg.ids {
+				all = all && hasProtocol(cg.members[other].classic.protocols, p.Name)
+			}
+			if all {
+				votes[p.Name]++
+				break
+			}
 		}
-		if all {
-			proto = p.Name
-			break
+	}
+	proto, best := "", 0
+	for _, p := range first.classic.protocols {
+		if v := votes[p.Name]; v > best {
+			proto, best = p.Name, v
 		}
 	}
 	if proto == "" {

@@ -1129,3 +1129,62 @@ func TestUpgradeWhileClassicRecordInFlight(t *testing.T) {
 		t.Fatalf("reloaded: consumer group %v, %d classic members, %d consumer members", rg != nil && rg.cg != nil, len(rg.members), len(rg.cg.members))
 	}
 }
+
+// TestClassicMemberRevocationTimer: a classic member of a consumer group
+// that must revoke is not fenced by the consumer-protocol revocation timer
+// armed at its JoinGroup: it has Kafka's join and sync timers only, its
+// rebalance timeout running from the first heartbeat answered
+// REBALANCE_IN_PROGRESS (a slow revocation callback took its partitions 3 s
+// early here).
+func TestClassicMemberRevocationTimer(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	id1, id2, gen := h.classicStable()
+	expectCode(t, "upgrade", h.cgJoin("n1", "a").ErrorCode, ErrNone)
+	expectCode(t, "hb", h.heartbeat("cg", id1, gen), ErrRebalanceInProgress)
+	if h.cgroup("cg").target[id1].size() == 2 {
+		id1, id2 = id2, id1
+	}
+	// c1 rejoins owning what it has: it must revoke something.
+	meta := string(subscription(h.cmember("cg", id1).assigned, "a"))
+	jr := h.joinResp(h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)}))
+	expectCode(t, "join", jr.ErrorCode, ErrNone)
+	m := h.cmember("cg", id1)
+	if m.state != mUnrevoked {
+		t.Fatalf("after its join the classic member is %v, want UNREVOKED_PARTITIONS", m.state)
+	}
+	sr := h.syncResp(h.sync("cg", id1, jr.Generation, nil))
+	expectCode(t, "sync", sr.ErrorCode, ErrNone)
+	// The classic client revokes (its callback takes a while) while heartbeating.
+	for i := 0; i < 9; i++ {
+		h.advance(3 * time.Second)
+		expectCode(t, "heartbeat", h.heartbeat("cg", id1, jr.Generation), ErrRebalanceInProgress)
+	}
+	h.advance(3*time.Second + 500*time.Millisecond) // 30.5s after the join, 27.5s after the first RIP heartbeat
+	if h.cmember("cg", id1) == nil {
+		t.Fatalf("classic member removed 30.5s after its JoinGroup, 27.5s after its first REBALANCE_IN_PROGRESS heartbeat")
+	}
+}
+
+// TestDowngradeProtocolVote: the downgrade to a classic group chooses the
+// protocol by the classic vote (each member's first protocol all support;
+// most votes win), as Kafka converts, not the first member's preference.
+func TestDowngradeProtocolVote(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	meta := string(subscription(nil, "a"))
+	expectCode(t, "n1", h.cgJoin("n1", "a").ErrorCode, ErrNone)
+	var ids []string
+	for i, ps := range [][]string{{"range", meta, "coop", meta}, {"coop", meta, "range", meta}, {"coop", meta, "range", meta}} {
+		jr := h.joinResp(h.join("cg", jo{client: fmt.Sprintf("c%d", i+1), protos: protos(ps...)}))
+		jr = h.joinResp(h.join("cg", jo{member: jr.MemberID, client: fmt.Sprintf("c%d", i+1), protos: protos(ps...)}))
+		expectCode(t, "classic join", jr.ErrorCode, ErrNone)
+		ids = append(ids, jr.MemberID)
+	}
+	h.cg(hb{member: "n1", epoch: -1})
+	g := h.s.Group("cg")
+	if g.cg != nil {
+		t.Fatal("not downgraded")
+	}
+	if g.protocol != g.selectProtocol() {
+		t.Fatalf("downgrade selected %q; Kafka's selectProtocol vote gives %q", g.protocol, g.selectProtocol())
+	}
+}

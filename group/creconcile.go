@@ -50,10 +50,16 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 		h.assignedChanged = true
 	}
 	g.emit(h, cCurrentRec(g.id, m.id, next))
-	if next.state == mUnrevoked {
+	switch {
+	case m.classic != nil:
+		// A classic member has its join and sync timers only
+		// (classicTimer): it learns that it must revoke from a heartbeat
+		// answered REBALANCE_IN_PROGRESS, and its rebalance timeout runs
+		// from then, as in Kafka, not from this reconciliation.
+	case next.state == mUnrevoked:
 		m.rebalanceEpoch = next.epoch
 		g.s.arm(m.rebalance, h.now.Add(m.rebalanceTimeout))
-	} else {
+	default:
 		g.s.cancel(m.rebalance)
 	}
 }
