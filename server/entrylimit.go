@@ -67,66 +67,35 @@ func checkEntries(req kmsg.Request) error {
 // partitionEntries counts the partitions req names (0 for requests that name
 // none). It stops counting once past maxPartitionEntries.
 func partitionEntries(req kmsg.Request) int {
-	n := 0
-	add := func(k int) bool {
-		n += k
-		return n > maxPartitionEntries
-	}
 	switch r := req.(type) {
 	case *kmsg.OffsetFetchRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
+		n := total(r.Topics, func(t *kmsg.OffsetFetchRequestTopic) int { return len(t.Partitions) })
+		for i := 0; i < len(r.Groups) && n <= maxPartitionEntries; i++ {
+			n += total(r.Groups[i].Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) int { return len(t.Partitions) })
 		}
-		for i := range r.Groups {
-			for j := range r.Groups[i].Topics {
-				if add(len(r.Groups[i].Topics[j].Partitions)) {
-					return n
-				}
-			}
-		}
+		return n
 	case *kmsg.OffsetCommitRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.OffsetDeleteRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.OffsetDeleteRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.TxnOffsetCommitRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.FetchRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
-		for i := range r.ForgottenTopics {
-			if add(len(r.ForgottenTopics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.FetchRequestTopic) int { return len(t.Partitions) }) +
+			total(r.ForgottenTopics, func(t *kmsg.FetchRequestForgottenTopic) int { return len(t.Partitions) })
 	case *kmsg.ListOffsetsRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.ListOffsetsRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.OffsetForLeaderEpochRequest:
-		for i := range r.Topics {
-			if add(len(r.Topics[i].Partitions)) {
-				return n
-			}
-		}
+		return total(r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) int { return len(t.Partitions) })
+	}
+	return 0
+}
+
+// total sums parts over ts, stopping once past maxPartitionEntries.
+func total[T any](ts []T, parts func(*T) int) int {
+	n := 0
+	for i := 0; i < len(ts) && n <= maxPartitionEntries; i++ {
+		n += parts(&ts[i])
 	}
 	return n
 }
