@@ -484,12 +484,21 @@ func (m *Machine) onJoin(now time.Time, s sent, resp kmsg.Response, err error) {
 			g.Members = append(g.Members, gm)
 		}
 	}
+	// The coordinator drops members that have not synced within the
+	// rebalance timeout of the join phase's completion, which is no earlier
+	// than this join was sent. But a join answered with the generation this
+	// member is already completing (a rejoin after a failed Assign or
+	// SyncGroup while the group is CompletingRebalance is answered at once)
+	// does not move the coordinator's deadline: it was set when that
+	// generation completed, so the earlier limit stays.
+	limit := s.at.Add(m.cfg.RebalanceTimeout)
+	if same := !m.phaseLimit.IsZero() && m.gen.ID >= 0 && m.gen.ID == g.ID && m.gen.MemberID == g.MemberID; same && m.phaseLimit.Before(limit) {
+		limit = m.phaseLimit
+	}
 	m.memberID = jr.MemberID
 	m.gen = g
 	m.refresh(s.at)
-	// The coordinator drops members that have not synced within the
-	// rebalance timeout of the join's completion (no earlier than sent).
-	m.phaseLimit = s.at.Add(m.cfg.RebalanceTimeout)
+	m.phaseLimit = limit
 	if g.Leader && !jr.SkipAssignment {
 		m.phase = phAssign
 		m.cur = m.call(Callback{Kind: CallAssign, Gen: g})
