@@ -47,11 +47,12 @@ type Machine struct {
 	hbBusy     bool
 	fcBusy     bool
 
-	cur      uint64 // id of the join or sync in flight, or of the Assign callback
-	syncing  Generation
-	inflight map[uint64]sent
-	pending  int // callbacks handed out and not done
-	ids      uint64
+	cur       uint64     // id of the join or sync in flight, or of the Assign callback
+	assigning Generation // the generation the Assign callback runs for
+	syncing   Generation
+	inflight  map[uint64]sent
+	pending   int // callbacks handed out and not done
+	ids       uint64
 
 	closing  bool
 	abandon  bool
@@ -300,10 +301,17 @@ func (m *Machine) CallbackDone(now time.Time, id uint64, assignments map[string]
 		if err != nil {
 			// Rejoining in CompletingRebalance answers at once with the
 			// same generation, so the leader simply tries again.
-			m.log.Error("assign failed; retrying", "generation", m.gen.ID, "err", err)
+			m.log.Error("assign failed; retrying", "generation", m.assigning.ID, "err", err)
 			m.act(now, ActBackoff, "Assign", err)
 		} else {
-			m.sendSync(now, m.gen, assignments)
+			// The generation the Assign ran for, not m.gen: the watchdog
+			// may have declared the work lost meanwhile (m.gen reset).
+			// The sync is still sent: the work context is already
+			// cancelled, and the coordinator, which may well accept it,
+			// need not wait for the session to expire to complete the
+			// generation; if it does accept it the member starts the
+			// generation's work in a new context.
+			m.sendSync(now, m.assigning, assignments)
 		}
 	}
 	m.advance(now)
@@ -501,6 +509,7 @@ func (m *Machine) onJoin(now time.Time, s sent, resp kmsg.Response, err error) {
 	m.phaseLimit = limit
 	if g.Leader && !jr.SkipAssignment {
 		m.phase = phAssign
+		m.assigning = g
 		m.cur = m.call(Callback{Kind: CallAssign, Gen: g})
 		return
 	}

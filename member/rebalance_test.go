@@ -541,3 +541,85 @@ func TestAssignFailureNoDoubleOwnership(t *testing.T) {
 		})
 	}
 }
+
+// TestSlowAssignSyncsItsGeneration: a cooperative leader holding work whose
+// Assign outlasts the rebalance limit less the margin: the watchdog stops
+// the work and calls Lost while Assign runs. When Assign returns, the
+// SyncGroup names the generation and member id the Assign ran for (not the
+// watchdog's reset generation, -1 and ""), and the member keeps its member
+// id whatever the answer: accepted, it starts the generation's work in a
+// new context; refused with a rebalance, it rejoins with its member id.
+func TestSlowAssignSyncsItsGeneration(t *testing.T) {
+	for _, code := range []int16{0, kerr.RebalanceInProgress.Code} {
+		name := "accepted"
+		if code != 0 {
+			name = "rebalance"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := newHand(t, true, nil)
+			h.joinStable(1, "m1")
+			h.tickTo(h.now.Add(time.Second))
+			h.answerHB(0)
+			h.m.Rejoin(h.now)
+			h.collect()
+			t1 := h.now
+			h.step(h.take(JoinGroup), joinAnswer(2, "m1", "m1", 0), nil)
+			a := h.mustCallback(CallAssign)
+			// Assign runs 29 s: heartbeats keep the session, but the
+			// rebalance limit (t1+30s) less the margin passes at t1+28s.
+			for h.now.Before(t1.Add(29 * time.Second)) {
+				h.tickTo(h.now.Add(500 * time.Millisecond))
+				h.answerHB(0)
+			}
+			if len(h.cnl) != 1 || !errors.Is(h.cnl[0].Cause, ErrSessionLost) {
+				t.Fatalf("cancels %v while Assign runs, want the work stopped (ErrSessionLost)", h.cnl)
+			}
+			lost := h.mustCallback(CallLost)
+			h.done(a, map[string][]byte{"m1": []byte("b")}, nil)
+			sq := h.take(SyncGroup)
+			sr := sq.Req.(*kmsg.SyncGroupRequest)
+			if sr.Generation != 2 || sr.MemberID != "m1" || sr.Protocol == nil || *sr.Protocol != "p" || len(sr.GroupAssignment) != 1 {
+				t.Fatalf("SyncGroup generation %d member %q protocol %v with %d assignments, want generation 2, m1, p, 1",
+					sr.Generation, sr.MemberID, sr.Protocol, len(sr.GroupAssignment))
+			}
+			h.done(lost, nil, nil)
+			h.step(sq, syncAnswer(code, []byte("b")), nil)
+			if code != 0 {
+				jr := h.take(JoinGroup).Req.(*kmsg.JoinGroupRequest)
+				if jr.MemberID != "m1" {
+					t.Fatalf("rejoined with member id %q, want m1", jr.MemberID)
+				}
+				return
+			}
+			c := h.mustCallback(CallAssigned)
+			if c.Gen.ID != 2 || c.Gen.MemberID != "m1" || string(c.Gen.Assignment) != "b" || c.Work == h.cnl[0].Work {
+				t.Fatalf("Assigned generation %d member %q assignment %q work %d (the cancelled work %d)",
+					c.Gen.ID, c.Gen.MemberID, c.Gen.Assignment, c.Work, h.cnl[0].Work)
+			}
+			if g, ok := h.m.Generation(); !ok || g.ID != 2 {
+				t.Fatalf("generation %d stable %v, want 2 stable", g.ID, ok)
+			}
+		})
+	}
+}
+
+// TestSlowAssignKeepsGeneration: against the coordinator's logic, a leader
+// whose Assign takes 29 s of its 30 s rebalance timeout stops its work at
+// 28 s (the margin), and its SyncGroup at 29 s completes the generation for
+// both members, a keeping its member id, with no further rebalance.
+func TestSlowAssignKeepsGeneration(t *testing.T) {
+	s, a, b := twoMembers(t, nil)
+	g0, _ := a.m.Generation()
+	assigns := a.assigns
+	a.slow = 29 * time.Second
+	a.m.Rejoin(s.now)
+	s.pump(0)
+	s.run(s.now.Add(60 * time.Second))
+	ga, oka := a.m.Generation()
+	gb, okb := b.m.Generation()
+	if !oka || !okb || ga.ID != g0.ID+1 || gb.ID != ga.ID || ga.MemberID != g0.MemberID || a.assigns != assigns+1 || a.lost != 1 {
+		s.dump()
+		t.Fatalf("a: generation %d stable %v member %q (was %d, %q), %d Assigns, %d Lost; b: generation %d stable %v",
+			ga.ID, oka, ga.MemberID, g0.ID, g0.MemberID, a.assigns-assigns, a.lost, gb.ID, okb)
+	}
+}
