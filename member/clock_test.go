@@ -358,7 +358,9 @@ func TestActionTable(t *testing.T) {
 		{kerr.InconsistentGroupProtocol, ActFatal},
 		{kerr.GroupMaxSizeReached, ActFatal},
 		{kerr.GroupAuthorizationFailed, ActFatal},
+		{kerr.InvalidRequest, ActFatal},
 		{kerr.UnknownServerError, ActBackoff},
+		{kerr.GroupIDNotFound, ActBackoff},
 	} {
 		if got := ActionFor(c.err.Code); got != c.want {
 			t.Errorf("%v: %v, want %v", c.err, got, c.want)

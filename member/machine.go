@@ -46,6 +46,7 @@ type Machine struct {
 	nextHB     time.Time
 	hbBusy     bool
 	fcBusy     bool
+	unexpected map[int16]unexpectedCode // error codes the table does not list, seen since the last sync
 
 	cur       uint64     // id of the join or sync in flight, or of the Assign callback
 	assigning Generation // the generation the Assign callback runs for
@@ -170,28 +171,56 @@ func (a Action) String() string {
 
 // ActionFor is the one table from Kafka error code to action, used for every
 // request kind. A request that got no response (a transport error or a
-// timeout) is ActBackoff. Codes not listed are ActBackoff.
+// timeout) is ActBackoff.
+//
+// INVALID_REQUEST is ActFatal: the coordinator could not make sense of the
+// request, and resending the same request cannot help (a client bug).
+// Codes the table does not list are ActBackoff, but unexpected: the member
+// logs each at Warn the first time it sees it since it was last synced, and
+// then at most once a minute while it persists, with the count. That covers
+// UNKNOWN_SERVER_ERROR (the coordinator failed, for example to store the
+// group: transient) and GROUP_ID_NOT_FOUND (Kafka's coordinator answers it
+// to a classic JoinGroup for a group id held by a group of another type,
+// which lasts until an operator deletes that group): they are retried,
+// visibly, rather than stopping the member for a condition that may clear.
 func ActionFor(code int16) Action {
+	a, _ := actionFor(code)
+	return a
+}
+
+// actionFor is ActionFor and whether the table lists code.
+func actionFor(code int16) (Action, bool) {
 	switch code {
 	case 0:
-		return ActNone
+		return ActNone, true
 	case kerr.MemberIDRequired.Code:
-		return ActRetry
+		return ActRetry, true
+	case kerr.CoordinatorLoadInProgress.Code:
+		return ActBackoff, true
 	case kerr.RebalanceInProgress.Code:
-		return ActRejoin
+		return ActRejoin, true
 	case kerr.IllegalGeneration.Code:
-		return ActResetGeneration
+		return ActResetGeneration, true
 	case kerr.UnknownMemberID.Code:
-		return ActResetMemberID
+		return ActResetMemberID, true
 	case kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code:
-		return ActRediscover
+		return ActRediscover, true
 	case kerr.FencedInstanceID.Code, kerr.InconsistentGroupProtocol.Code, kerr.GroupMaxSizeReached.Code,
 		kerr.InvalidSessionTimeout.Code, kerr.InvalidGroupID.Code, kerr.GroupAuthorizationFailed.Code,
-		kerr.UnsupportedVersion.Code:
-		return ActFatal
-	default: // COORDINATOR_LOAD_IN_PROGRESS and anything unexpected
-		return ActBackoff
+		kerr.UnsupportedVersion.Code, kerr.InvalidRequest.Code:
+		return ActFatal, true
+	default: // unexpected: retried, and logged at Warn (see ActionFor)
+		return ActBackoff, false
 	}
+}
+
+// unexpectedWarnEvery is how often an unexpected error code that persists
+// is logged again at Warn.
+const unexpectedWarnEvery = time.Minute
+
+type unexpectedCode struct {
+	warned time.Time // when it was last logged at Warn
+	n      int       // answers with it since then
 }
 
 // NewMachine returns a machine for cfg (defaults applied as by Start; Client,
@@ -421,11 +450,12 @@ func (m *Machine) fail(err error) {
 	m.closing = true
 }
 
-func codeOf(resp kmsg.Response, err error) (int16, error) {
+// codeOf returns the error code of a response (ok false when there was no
+// response: UNKNOWN_SERVER_ERROR is code -1).
+func codeOf(resp kmsg.Response, err error) (code int16, ok bool, _ error) {
 	if err != nil {
-		return -1, err
+		return 0, false, err
 	}
-	var code int16
 	switch r := resp.(type) {
 	case *kmsg.JoinGroupResponse:
 		code = r.ErrorCode
@@ -434,18 +464,35 @@ func codeOf(resp kmsg.Response, err error) (int16, error) {
 	case *kmsg.HeartbeatResponse:
 		code = r.ErrorCode
 	default:
-		return -1, errors.New("member: unexpected response type")
+		return 0, false, errors.New("member: unexpected response type")
 	}
-	return code, kerr.ErrorForCode(code)
+	return code, true, kerr.ErrorForCode(code)
 }
 
-// actionOf maps a response or transport error through ActionFor.
-func actionOf(resp kmsg.Response, err error) (Action, error) {
-	code, err := codeOf(resp, err)
-	if code < 0 {
+// actionOf maps the response to a request of kind what, or its transport
+// error, through the table, and logs a code the table does not list at
+// Warn (the first time since the member was last synced, then at most
+// every unexpectedWarnEvery while it persists).
+func (m *Machine) actionOf(now time.Time, what string, resp kmsg.Response, err error) (Action, error) {
+	code, ok, err := codeOf(resp, err)
+	if !ok {
 		return ActBackoff, err
 	}
-	return ActionFor(code), err
+	a, known := actionFor(code)
+	if !known {
+		if m.unexpected == nil {
+			m.unexpected = make(map[int16]unexpectedCode)
+		}
+		u := m.unexpected[code]
+		u.n++
+		if u.warned.IsZero() || now.Sub(u.warned) >= unexpectedWarnEvery {
+			m.log.Warn(what+" answered with an unexpected error code; retrying",
+				"code", code, "err", err, "times", u.n, "generation", m.gen.ID, "member", m.memberID)
+			u.warned, u.n = now, 0
+		}
+		m.unexpected[code] = u
+	}
+	return a, err
 }
 
 func (m *Machine) sendJoin(now time.Time) {
@@ -464,7 +511,7 @@ func (m *Machine) sendJoin(now time.Time) {
 }
 
 func (m *Machine) onJoin(now time.Time, s sent, resp kmsg.Response, err error) {
-	a, err := actionOf(resp, err)
+	a, err := m.actionOf(now, "JoinGroup", resp, err)
 	if a != ActNone {
 		if a == ActRetry { // MEMBER_ID_REQUIRED
 			m.memberID = resp.(*kmsg.JoinGroupResponse).MemberID
@@ -536,11 +583,12 @@ func (m *Machine) sendSync(now time.Time, g Generation, assignments map[string][
 }
 
 func (m *Machine) onSync(now time.Time, s sent, resp kmsg.Response, err error) {
-	a, err := actionOf(resp, err)
+	a, err := m.actionOf(now, "SyncGroup", resp, err)
 	if a != ActNone {
 		m.act(now, a, "SyncGroup", err)
 		return
 	}
+	m.unexpected = nil // a later unexpected code is news again
 	g := m.syncing
 	g.Assignment = resp.(*kmsg.SyncGroupResponse).MemberAssignment
 	m.gen = g
@@ -576,7 +624,7 @@ func (m *Machine) onHeartbeat(now time.Time, s sent, resp kmsg.Response, err err
 	if s.id != m.memberID || s.gen != m.gen.ID {
 		return // answers for a generation we already left
 	}
-	a, err := actionOf(resp, err)
+	a, err := m.actionOf(now, "Heartbeat", resp, err)
 	switch a {
 	case ActNone:
 		m.refresh(s.at)

@@ -623,3 +623,92 @@ func TestSlowAssignKeepsGeneration(t *testing.T) {
 			ga.ID, oka, ga.MemberID, g0.ID, g0.MemberID, a.assigns-assigns, a.lost, gb.ID, okb)
 	}
 }
+
+// warnings records the log records at Warn and above.
+type warnings struct{ recs *[]slog.Record }
+
+func (w warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	*w.recs = append(*w.recs, r)
+	return nil
+}
+func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnings) WithGroup(string) slog.Handler      { return w }
+
+// TestInvalidRequestIsFatal: a JoinGroup answered INVALID_REQUEST (the
+// coordinator cannot make sense of the request: resending it cannot help)
+// stops the member with a FatalError.
+func TestInvalidRequestIsFatal(t *testing.T) {
+	h := newHand(t, false, nil)
+	h.step(h.take(JoinGroup), joinAnswer(-1, "", "", kerr.InvalidRequest.Code), nil)
+	var fe *FatalError
+	if err := h.m.Err(); !errors.As(err, &fe) || fe.Request != "JoinGroup" || !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("Err() = %v, want a FatalError for JoinGroup with INVALID_REQUEST", err)
+	}
+	if !h.m.Done() || h.has(JoinGroup) {
+		t.Fatalf("Done %v, JoinGroup pending %v: the member did not stop", h.m.Done(), h.has(JoinGroup))
+	}
+}
+
+// TestUnexpectedCodeWarns: an error code the table does not list is
+// retried after the back-off, and logged at Warn the first time, then at
+// most once a minute while it persists; after a sync the same code is news
+// again. Transport errors are not warned about (they are expected).
+func TestUnexpectedCodeWarns(t *testing.T) {
+	for name, code := range map[string]int16{"unknown-server-error": kerr.UnknownServerError.Code, "group-id-not-found": kerr.GroupIDNotFound.Code} {
+		t.Run(name, func(t *testing.T) {
+			var recs []slog.Record
+			h := newHand(t, false, func(c *Config) { c.Logger = slog.New(warnings{&recs}) })
+			t0 := h.now
+			joins := 0
+			var warnAt []time.Duration
+			for h.now.Before(t0.Add(150 * time.Second)) {
+				if !h.has(JoinGroup) {
+					h.tickTo(h.deadline)
+					continue
+				}
+				joins++
+				q := h.take(JoinGroup)
+				if joins%2 == 0 { // every other join gets no answer at all
+					h.step(q, nil, errors.New("connection reset"))
+				} else {
+					h.step(q, joinAnswer(-1, "", "", code), nil)
+				}
+				for len(warnAt) < len(recs) {
+					warnAt = append(warnAt, h.now.Sub(t0))
+				}
+			}
+			if h.m.Err() != nil || h.m.Done() || joins < 40 {
+				t.Fatalf("Err %v Done %v after %d joins: want retries, not a stop", h.m.Err(), h.m.Done(), joins)
+			}
+			if len(recs) != 3 || warnAt[0] != 0 || warnAt[1] < time.Minute || warnAt[1] > time.Minute+3*time.Second ||
+				warnAt[2]-warnAt[1] < time.Minute || warnAt[2]-warnAt[1] > time.Minute+3*time.Second {
+				t.Fatalf("%d warnings at %v in 150s, want 3: at once, then about once a minute", len(recs), warnAt)
+			}
+			var gotCode int64
+			recs[1].Attrs(func(a slog.Attr) bool {
+				if a.Key == "code" {
+					gotCode = a.Value.Int64()
+				}
+				return true
+			})
+			if gotCode != int64(code) {
+				t.Fatalf("warning %q names code %d, want %d", recs[1].Message, gotCode, code)
+			}
+			// Synced, the member hears the code again from a heartbeat:
+			// warned at once.
+			for !h.has(JoinGroup) {
+				h.tickTo(h.deadline)
+			}
+			h.joinStable(1, "m1")
+			n := len(recs)
+			h.tickTo(h.now.Add(time.Second))
+			resp := kmsg.NewPtrHeartbeatResponse()
+			resp.ErrorCode = code
+			h.step(h.take(Heartbeat), resp, nil)
+			if len(recs) != n+1 {
+				t.Fatalf("%d warnings for an unexpected heartbeat answer after a sync, want 1", len(recs)-n)
+			}
+		})
+	}
+}
