@@ -4,17 +4,21 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/cohort-dev/cohort/internal/javastr"
 )
 
 // kafkaCompare orders members the way Kafka's AbstractPartitionAssignor
 // (MemberInfo.compareTo) does: static members (with a group instance id)
 // first, ordered by instance id, then dynamic members ordered by member id.
 // Ordering static members by instance id keeps their partitions stable
-// across restarts, when their member ids change.
+// across restarts, when their member ids change. Ids compare as Java's
+// String.compareTo does (UTF-16 code units, javastr.Compare), not by bytes:
+// the two differ for characters beyond U+FFFF against U+E000–U+FFFF.
 func kafkaCompare(a, b *Member) int {
 	switch {
 	case a.InstanceID != "" && b.InstanceID != "":
-		if c := cmp.Compare(a.InstanceID, b.InstanceID); c != 0 {
+		if c := javastr.Compare(a.InstanceID, b.InstanceID); c != 0 {
 			return c
 		}
 	case a.InstanceID != "":
@@ -22,7 +26,7 @@ func kafkaCompare(a, b *Member) int {
 	case b.InstanceID != "":
 		return 1
 	}
-	return cmp.Compare(a.ID, b.ID)
+	return javastr.Compare(a.ID, b.ID)
 }
 
 // sortedMembers returns a copy of members in Kafka's order and rejects input

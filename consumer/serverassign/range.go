@@ -3,6 +3,8 @@ package serverassign
 import (
 	"cmp"
 	"slices"
+
+	"github.com/cohort-dev/cohort/internal/javastr"
 )
 
 // Range returns the "range" assignor: Kafka's server-side range semantics.
@@ -126,7 +128,8 @@ func (rangeAssignor) Assign(members []Member, topics map[string]Topic, _ Plan) (
 }
 
 // kafkaOrder is the member order of Kafka's range assignor: members with an
-// instance id first, by instance id, then the others by member id.
+// instance id first, by instance id, then the others by member id, ids
+// compared as Java's String.compareTo (UTF-16 code units, javastr.Compare).
 func kafkaOrder(a, b *Member) int {
 	dynamic := func(m *Member) int {
 		if m.InstanceID == "" {
@@ -134,5 +137,5 @@ func kafkaOrder(a, b *Member) int {
 		}
 		return 0
 	}
-	return cmp.Or(dynamic(a)-dynamic(b), cmp.Compare(a.InstanceID, b.InstanceID), cmp.Compare(a.ID, b.ID))
+	return cmp.Or(dynamic(a)-dynamic(b), javastr.Compare(a.InstanceID, b.InstanceID), javastr.Compare(a.ID, b.ID))
 }
