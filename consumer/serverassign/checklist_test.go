@@ -230,3 +230,30 @@ func TestRangeIgnoresPrev(t *testing.T) {
 		t.Fatalf("range followed prev: %v", p)
 	}
 }
+
+// TestRangeMatchesKafka39Join is Kafka's own vector
+// (RangeAssignorTest.testReassignmentWhenOneMemberAddedAfterInitialAssignmentWithTwoMembersTwoTopics,
+// Kafka 3.9 and later): C joins A and B over two co-partitioned topics of
+// three partitions; B gives up partition 2 for 1 and C takes 2. Kafka 3.9
+// (KAFKA-16944) dropped the stickiness of 3.7–3.8's server-side range
+// (there B kept 2 and C got 1): its authors found stickiness and
+// co-partitioning could not both be kept efficiently. The previous target
+// decides nothing.
+func TestRangeMatchesKafka39Join(t *testing.T) {
+	g := group{topics: map[string]Topic{"topic1": {Name: "topic1", Partitions: 3}, "topic2": {Name: "topic2", Partitions: 3}}}
+	for _, id := range []string{"A", "B", "C"} {
+		g.members = append(g.members, Member{ID: id, Topics: []string{"topic1", "topic2"}})
+	}
+	prev := Plan{
+		"A": {"topic1": {0, 1}, "topic2": {0, 1}},
+		"B": {"topic1": {2}, "topic2": {2}},
+	}
+	p := run(t, Range(), g, prev)
+	for id, want := range map[string][]int32{"A": {0}, "B": {1}, "C": {2}} {
+		for _, topic := range []string{"topic1", "topic2"} {
+			if got := p[id][topic]; !slices.Equal(got, want) {
+				t.Errorf("%s %s: got %v, Kafka 3.9+ gives %v; plan %v", id, topic, got, want, p)
+			}
+		}
+	}
+}

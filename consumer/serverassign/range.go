@@ -7,7 +7,9 @@ import (
 	"github.com/cohort-dev/cohort/internal/javastr"
 )
 
-// Range returns the "range" assignor: Kafka's server-side range semantics.
+// Range returns the "range" assignor: the semantics of Kafka's server-side
+// RangeAssignor as of Kafka 3.9 (KAFKA-16944), which is not sticky (3.7 and
+// 3.8 kept members' previous partitions; 3.9 dropped that).
 //
 // Members are ordered static first, by instance id, then dynamic ones by
 // member id; ordering static members by instance id keeps their ranges when
@@ -21,7 +23,8 @@ import (
 // It ignores prev: the plan depends only on members and topics. Movement
 // after a membership change is whatever the new ranges imply; incremental
 // reconciliation in the coordinator revokes only what moved. Racks are
-// ignored.
+// ignored (Kafka's newer source matches racks within range; cohort does
+// not).
 func Range() Assignor { return rangeAssignor{} }
 
 type rangeAssignor struct{}

@@ -20,7 +20,8 @@
 //   - Range ("range") gives each topic's subscribers contiguous ranges of
 //     its partitions, in a fixed member order, so that topics with the same
 //     partition count and the same subscribers are co-partitioned. It does
-//     not look at the previous target.
+//     not look at the previous target, as Kafka's server-side range since
+//     3.9.
 //
 // See docs/serverassign.md for how these compare with Kafka's own assignors.
 package serverassign
