@@ -45,3 +45,78 @@ func BenchmarkAssignors(b *testing.B) {
 		}
 	}
 }
+
+// skewedRackGroup: one topic of parts partitions, every replica in rack r0;
+// of members members only the first is in r0, the others in r1, so at most
+// a member's share of the partitions can be rack-local.
+func skewedRackGroup(members, parts int) ([]assign.Member, map[string]assign.Topic) {
+	tp := assign.Topic{Name: "t", Partitions: int32(parts)}
+	for range parts {
+		tp.Racks = append(tp.Racks, []string{"r0"})
+	}
+	var ms []assign.Member
+	for i := range members {
+		r := "r1"
+		if i == 0 {
+			r = "r0"
+		}
+		ms = append(ms, assign.Member{ID: fmt.Sprintf("m%04d", i), Topics: []string{"t"}, Rack: r, Generation: -1})
+	}
+	return ms, map[string]assign.Topic{"t": tp}
+}
+
+// doubledGroup: members members over 3 racks on one topic of parts
+// partitions, of which the first half owned every partition twice at
+// generation 7 (member i partitions p with p ≡ i or p+1 ≡ i mod half): the
+// group has just doubled in size, as redundant(2) sees it.
+func doubledGroup(members, parts int) ([]assign.Member, map[string]assign.Topic) {
+	racks := []string{"r0", "r1", "r2"}
+	tp := assign.Topic{Name: "t", Partitions: int32(parts)}
+	for p := range parts {
+		tp.Racks = append(tp.Racks, []string{racks[(p*7)%3]})
+	}
+	half := members / 2
+	var ms []assign.Member
+	for i := range members {
+		m := assign.Member{ID: fmt.Sprintf("m%04d", i), Topics: []string{"t"}, Rack: racks[(i*5)%3], Generation: 7}
+		if i < half {
+			var ps []int32
+			for p := range parts {
+				if p%half == i || (p+1)%half == i {
+					ps = append(ps, int32(p))
+				}
+			}
+			m.Owned = []assign.TopicPartitions{{Topic: "t", Partitions: ps}}
+		}
+		ms = append(ms, m)
+	}
+	return ms, map[string]assign.Topic{"t": tp}
+}
+
+// BenchmarkPreferenceEngine: the rack-aware and redundant assignors on the
+// inputs where their shared engine (balance.go) used to scan every unit
+// against every other: skewed racks, and a redundant group that doubled.
+// Run bounded: go test -run '^$' -bench PreferenceEngine -benchtime 1x.
+func BenchmarkPreferenceEngine(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		a        assign.Assignor
+		group    func(int, int) ([]assign.Member, map[string]assign.Topic)
+		mem, par int
+	}{
+		{"rack-aware/skewed/members=10/partitions=4000", assign.RackAware(), skewedRackGroup, 10, 4000},
+		{"rack-aware/skewed/members=10/partitions=16000", assign.RackAware(), skewedRackGroup, 10, 16000},
+		{"redundant/doubled/members=60/partitions=6400", assign.Redundant(2, quiet()), doubledGroup, 60, 6400},
+		{"rack-aware/skewed/members=100/partitions=100000", assign.RackAware(), skewedRackGroup, 100, 100000},
+		{"redundant/doubled/members=100/partitions=100000", assign.Redundant(2, quiet()), doubledGroup, 100, 100000},
+	} {
+		ms, topics := c.group(c.mem, c.par)
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.a.Assign(ms, topics); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
