@@ -43,8 +43,16 @@ type GroupConfig struct {
 	// Topics the member subscribes to.
 	Topics []string
 	// Assignors in order of preference (default: range). The coordinator
-	// picks the first one every member supports. They must all be eager or
-	// all cooperative.
+	// picks the first one every member supports. The member follows the
+	// cooperative protocol (KIP-429) only when every assignor is
+	// cooperative; a list that mixes eager and cooperative assignors runs
+	// the eager protocol (revoke everything at each rebalance), as Kafka's
+	// consumer picks the highest protocol all its assignors support. That is
+	// the first step of the KIP-429 upgrade: roll out [cooperative-sticky,
+	// range] (eager), then [cooperative-sticky] alone. A cooperative
+	// assignor chosen under the eager protocol sees no owned partitions
+	// (they were revoked before the join), so its plan is valid but not
+	// sticky.
 	Assignors []assign.Assignor
 	// Rack is this member's rack, announced in its subscription (version
 	// 3, KIP-881) for rack-aware assignors. When this member leads, the
@@ -105,11 +113,11 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 		cfg.Assignors = []assign.Assignor{assign.Range()}
 	}
 	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}}
-	g.coop = cfg.Assignors[0].Cooperative()
-	for _, a := range cfg.Assignors[1:] {
-		if a.Cooperative() != g.coop {
-			return nil, errors.New("consumer: mixing eager and cooperative assignors")
-		}
+	// Cooperative only if every assignor is (KIP-429: the highest protocol
+	// all of them support), so a mixed list runs eager.
+	g.coop = true
+	for _, a := range cfg.Assignors {
+		g.coop = g.coop && a.Cooperative()
 	}
 	g.cl = cfg.Client
 	if g.cl == nil {

@@ -251,3 +251,56 @@ func TestGroupCommitsTopicsOutsideTheCatalog(t *testing.T) {
 		t.Errorf("fetched %v, want events/0 at 5 and elsewhere/2 at 9", got)
 	}
 }
+
+// TestGroupMixedAssignorListRunsEager: the first step of the KIP-429
+// upgrade. A member configured with [cooperative-sticky, range] is accepted
+// and follows the eager protocol (Kafka picks the highest protocol all of a
+// member's assignors support): when a cooperative-only member joins, it
+// revokes everything before rejoining, the coordinator picks
+// cooperative-sticky, and no partition is ever owned twice.
+func TestGroupMixedAssignorListRunsEager(t *testing.T) {
+	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
+	n := membertest.StartCohort(t, nil)
+	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	o := newOwners()
+	var mu sync.Mutex
+	var revokedByA []int // sizes of a's Revoked calls
+	a, err := consumer.StartGroup(consumer.GroupConfig{
+		Member: member.Config{
+			Group: "cg", SessionTimeout: session, RebalanceTimeout: 3 * time.Second, HeartbeatInterval: session / 5,
+			Logger: membertest.Logger(t).With("consumer", "a"),
+		},
+		Client:    membertest.Client(t, n.Addr()),
+		Topics:    []string{"events"},
+		Assignors: []assign.Assignor{sticky.NewCooperative(), assign.Range()},
+		Assigned:  func(_ context.Context, _ member.Generation, added []assign.TopicPartitions) { o.add("a", added) },
+		Revoked: func(tps []assign.TopicPartitions) {
+			k := 0
+			for _, tp := range tps {
+				k += len(tp.Partitions)
+			}
+			mu.Lock()
+			revokedByA = append(revokedByA, k)
+			mu.Unlock()
+			o.remove("a", tps)
+		},
+		Lost: func(tps []assign.TopicPartitions) { o.remove("a", tps) },
+	})
+	if err != nil {
+		t.Fatalf("StartGroup with [cooperative-sticky, range]: %v", err)
+	}
+	t.Cleanup(a.Abandon)
+	o.waitSplit(t, []string{"a"}, 6)
+	startGroup(t, n.Addr(), "b", o, sticky.NewCooperative())
+	o.waitSplit(t, []string{"a", "b"}, 3)
+	if g, _ := a.Generation(); g.Protocol != "cooperative-sticky" {
+		t.Errorf("protocol %q, want cooperative-sticky (the first one both members support)", g.Protocol)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(revokedByA) == 0 || revokedByA[0] != 6 {
+		t.Fatalf("a's revocations %v: an eager member revokes all 6 partitions when the rebalance starts", revokedByA)
+	}
+}
