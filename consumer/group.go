@@ -52,7 +52,11 @@ type GroupConfig struct {
 	// range] (eager), then [cooperative-sticky] alone. A cooperative
 	// assignor chosen under the eager protocol sees no owned partitions
 	// (they were revoked before the join), so its plan is valid but not
-	// sticky.
+	// sticky. When this member leads with a cooperative assignor, it takes
+	// out of the plan (and logs) every partition handed to one member while
+	// another that reports owning it must give it up in the same round: it
+	// goes out in the follow-up rebalance, once its owner has revoked it
+	// (KIP-429; Kafka's consumer checks the same and fails the assignment).
 	Assignors []assign.Assignor
 	// Rack is this member's rack, announced in its subscription (version
 	// 3, KIP-881) for rack-aware assignors. When this member leads, the
@@ -339,6 +343,15 @@ func (g *Group) assign(ctx context.Context, gen member.Generation) (map[string][
 	if err != nil {
 		return nil, err
 	}
+	if a.Cooperative() {
+		var withheld []string
+		if plan, withheld = withholdMoves(members, plan); len(withheld) > 0 {
+			const show = 5
+			more := len(withheld) - min(len(withheld), show)
+			g.log.Warn("cooperative assignor moves partitions their owners still report; withholding them until revoked (KIP-429)",
+				"assignor", a.Name(), "generation", gen.ID, "withheld", withheld[:min(len(withheld), show)], "more", more)
+		}
+	}
 	out := make(map[string][]byte, len(plan))
 	for id, as := range plan {
 		b, err := FromAssign(version, as).Encode()
@@ -348,6 +361,86 @@ func (g *Group) assign(ctx context.Context, gen member.Generation) (map[string][
 		out[id] = b
 	}
 	return out, nil
+}
+
+// withholdMoves makes a cooperative assignor's plan safe: it takes out of
+// each member's assignment the partitions that another member, reporting
+// them owned in its subscription, is told to give up in the same round, and
+// returns them ("topic/partition from owner to member"). KIP-429 requires
+// the owner to revoke such a partition first and a follow-up rebalance to
+// hand it over; handed over at once, both members would consume it. The
+// owner, no longer assigned the partition, revokes it and rejoins, and the
+// next plan can give it away. Kafka's ConsumerCoordinator checks the same
+// condition (validateCooperativeAssignment: partitions both added to some
+// member and revoked from another) and fails the assignment instead; here a
+// failed Assign would only be retried with the same subscriptions until the
+// coordinator evicted the leader for not syncing. A member left out of the
+// plan gets nothing, so it gives up everything it reports. plan itself is
+// not modified.
+func withholdMoves(members []assign.Member, plan map[string]assign.Assignment) (map[string]assign.Assignment, []string) {
+	set := func(l []assign.TopicPartitions) map[tp]bool {
+		out := map[tp]bool{}
+		for _, t := range l {
+			for _, p := range t.Partitions {
+				out[tp{t.Topic, p}] = true
+			}
+		}
+		return out
+	}
+	revokedFrom := map[tp]string{}
+	owned := make(map[string]map[tp]bool, len(members))
+	for _, m := range members {
+		owned[m.ID] = set(m.Owned)
+		got := set(plan[m.ID].Partitions)
+		for _, t := range m.Owned {
+			for _, p := range t.Partitions {
+				if k := (tp{t.Topic, p}); !got[k] {
+					if _, ok := revokedFrom[k]; !ok {
+						revokedFrom[k] = m.ID
+					}
+				}
+			}
+		}
+	}
+	if len(revokedFrom) == 0 {
+		return plan, nil
+	}
+	ids := make([]string, 0, len(plan))
+	for id := range plan {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var withheld []string
+	out, cloned := plan, false
+	for _, id := range ids {
+		as := plan[id]
+		var keep []assign.TopicPartitions
+		changed := false
+		for _, t := range as.Partitions {
+			kt := assign.TopicPartitions{Topic: t.Topic}
+			for _, p := range t.Partitions {
+				k := tp{t.Topic, p}
+				if from, ok := revokedFrom[k]; ok && !owned[id][k] {
+					withheld = append(withheld, fmt.Sprintf("%s/%d from %s to %s", t.Topic, p, from, id))
+					changed = true
+					continue
+				}
+				kt.Partitions = append(kt.Partitions, p)
+			}
+			if len(kt.Partitions) > 0 {
+				keep = append(keep, kt)
+			}
+		}
+		if !changed {
+			continue
+		}
+		if !cloned {
+			out, cloned = maps.Clone(plan), true
+		}
+		as.Partitions = keep
+		out[id] = as
+	}
+	return out, withheld
 }
 
 // topicIDs looks the topics' ids up (zero when the server has none).

@@ -304,3 +304,78 @@ func TestGroupMixedAssignorListRunsEager(t *testing.T) {
 		t.Fatalf("a's revocations %v: an eager member revokes all 6 partitions when the rebalance starts", revokedByA)
 	}
 }
+
+// movingCoop is range announced as cooperative: it moves owned partitions
+// in one round, which a cooperative leader must not hand out.
+type movingCoop struct{ assign.Assignor }
+
+func (movingCoop) Name() string      { return "moving-coop" }
+func (movingCoop) Cooperative() bool { return true }
+
+// TestGroupWithholdsDirectMovesOfACooperativeAssignor: an assignor that
+// says it is cooperative but hands a's partitions straight to b: the leader
+// withholds them until a has revoked them (KIP-429), so b gets them only in
+// a generation after the one in which a gave them up, and the group still
+// converges.
+func TestGroupWithholdsDirectMovesOfACooperativeAssignor(t *testing.T) {
+	groupBackends(t, func(t *testing.T, addr string) {
+		o := newOwners()
+		var mu sync.Mutex
+		revokedIn := map[int32]int32{}  // partition -> generation a revoked it in
+		assignedIn := map[int32]int32{} // partition -> generation b was given it in
+		groups := map[string]*consumer.Group{}
+		start := func(name string) {
+			g, err := consumer.StartGroup(consumer.GroupConfig{
+				Member: member.Config{
+					Group: "cg", SessionTimeout: session, RebalanceTimeout: 3 * time.Second, HeartbeatInterval: session / 5,
+					Logger: membertest.Logger(t).With("consumer", name),
+				},
+				Client:    membertest.Client(t, addr),
+				Topics:    []string{"events"},
+				Assignors: []assign.Assignor{movingCoop{assign.Range()}},
+				Assigned: func(_ context.Context, gen member.Generation, added []assign.TopicPartitions) {
+					mu.Lock()
+					for _, tp := range added {
+						for _, p := range tp.Partitions {
+							if name == "b" {
+								assignedIn[p] = gen.ID
+							}
+						}
+					}
+					mu.Unlock()
+					o.add(name, added)
+				},
+				Revoked: func(tps []assign.TopicPartitions) {
+					mu.Lock()
+					gen, _ := groups[name].Generation()
+					for _, tp := range tps {
+						for _, p := range tp.Partitions {
+							revokedIn[p] = gen.ID
+						}
+					}
+					mu.Unlock()
+					o.remove(name, tps)
+				},
+				Lost: func(tps []assign.TopicPartitions) { o.remove(name, tps) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(g.Abandon)
+			mu.Lock()
+			groups[name] = g
+			mu.Unlock()
+		}
+		start("a")
+		o.waitSplit(t, []string{"a"}, 6)
+		start("b")
+		o.waitSplit(t, []string{"a", "b"}, 3) // fails on a double ownership it sees
+		mu.Lock()
+		defer mu.Unlock()
+		for p, gb := range assignedIn {
+			if ga, ok := revokedIn[p]; !ok || gb <= ga {
+				t.Errorf("partition %d given to b in generation %d; a revoked it in generation %d (ok %v)", p, gb, ga, ok)
+			}
+		}
+	})
+}
