@@ -101,7 +101,39 @@ type Group struct {
 	// assignors whose user data remembers it (sticky).
 	last  []assign.TopicPartitions
 	marks map[tp]int64 // offsets marked for commit
+	// failed holds the partitions whose marks were put back after their
+	// commit on revoke failed, with the generation of that commit: such a
+	// mark is still this member's progress if the partition comes back in
+	// the very next generation (nobody else can have owned it), and stale
+	// otherwise.
+	failed   map[tp]int32
+	closing  bool  // Close was called
+	closeErr error // commits on revoke that failed since Close was called
 }
+
+// CommitError reports that the commit of the offsets marked for revoked
+// partitions failed (Close returns it; failures during rebalances are
+// logged). The offsets stay marked: if this member is assigned a partition
+// again in the very next generation, nobody else can have owned it and its
+// mark is committed at its next revocation; otherwise (another member may
+// have committed since) or when the membership is lost, the mark is
+// dropped. After Close nothing commits them; a caller that must not lose
+// the progress can keep them, or commit them once the group is empty.
+type CommitError struct {
+	Generation int32                      // the generation the commit was made in
+	Offsets    map[string]map[int32]int64 // topic -> partition -> offset of the failed commit
+	Err        error
+}
+
+func (e *CommitError) Error() string {
+	n := 0
+	for _, ps := range e.Offsets {
+		n += len(ps)
+	}
+	return fmt.Sprintf("consumer: commit of %d marked offsets on revoke in generation %d failed: %v", n, e.Generation, e.Err)
+}
+
+func (e *CommitError) Unwrap() error { return e.Err }
 
 type tp struct {
 	topic     string
@@ -116,7 +148,7 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	if len(cfg.Assignors) == 0 {
 		cfg.Assignors = []assign.Assignor{assign.Range()}
 	}
-	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}}
+	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}, failed: map[tp]int32{}}
 	// Cooperative only if every assignor is (KIP-429: the highest protocol
 	// all of them support), so a mixed list runs eager.
 	g.coop = true
@@ -142,7 +174,15 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	mc.Assign = g.assign
 	mc.Cooperative = g.coop
 	mc.Assigned = g.assigned
-	mc.Revoked = func(member.Generation) { g.revoke(nil, true) }
+	mc.Revoked = func(gen member.Generation) {
+		if err := g.revoke(nil, true, gen); err != nil {
+			g.mu.Lock()
+			if g.closing {
+				g.closeErr = errors.Join(g.closeErr, err)
+			}
+			g.mu.Unlock()
+		}
+	}
 	mc.Lost = func(member.Generation, error) { g.lose() }
 	m, err := member.Start(mc)
 	if err != nil {
@@ -166,10 +206,13 @@ func (g *Group) Assignment() []assign.TopicPartitions {
 func (g *Group) Generation() (member.Generation, bool) { return g.m.Generation() }
 
 // Mark records offset as the next offset to consume for a partition; marked
-// offsets of a partition are committed when it is revoked and on Close.
+// offsets of a partition are committed when it is revoked and on Close. A
+// failed commit is logged, its offsets stay marked (see CommitError), and
+// Close returns the failure of its own commit.
 func (g *Group) Mark(topic string, partition int32, offset int64) {
 	g.mu.Lock()
 	g.marks[tp{topic, partition}] = offset
+	delete(g.failed, tp{topic, partition})
 	g.mu.Unlock()
 }
 
@@ -258,13 +301,24 @@ func (g *Group) Fetch(ctx context.Context) (map[string]map[int32]int64, error) {
 	return out, first
 }
 
-// Close commits what is marked for the owned partitions, revokes them, and
-// leaves the group (see member.Member.Close).
+// Close revokes the owned partitions, commits what is marked for them, and
+// leaves the group (see member.Member.Close). When that commit fails, Close
+// returns a *CommitError (joined with any other error) naming the offsets
+// not committed. It fails in particular when Close comes while the member
+// waits in a cooperative rebalance for the leader's assignment: the
+// coordinator accepts no commits until the rebalance completes, and the
+// member leaves without waiting for it.
 func (g *Group) Close(ctx context.Context) error {
+	g.mu.Lock()
+	g.closing = true
+	g.mu.Unlock()
 	err := g.m.Close(ctx)
 	if g.own {
 		g.cl.Close()
 	}
+	g.mu.Lock()
+	err = errors.Join(err, g.closeErr)
+	g.mu.Unlock()
 	return err
 }
 
@@ -554,7 +608,7 @@ func (g *Group) assigned(ctx context.Context, gen member.Generation) {
 		}
 		g.mu.Unlock()
 		if len(revoked) > 0 {
-			g.revoke(revoked, false)
+			_ = g.revoke(revoked, false, gen) // a failure is logged; the marks stay
 		}
 	}
 	g.mu.Lock()
@@ -563,6 +617,15 @@ func (g *Group) assigned(ctx context.Context, gen member.Generation) {
 		for p := range ps {
 			if !g.owned[t][p] {
 				added = addTP(added, t, p)
+				k := tp{t, p}
+				if fg, ok := g.failed[k]; ok {
+					// A mark put back after a failed commit is still ours
+					// only if nobody can have owned the partition since.
+					delete(g.failed, k)
+					if gen.ID != fg+1 {
+						delete(g.marks, k)
+					}
+				}
 				if g.owned[t] == nil {
 					g.owned[t] = map[int32]bool{}
 				}
@@ -583,19 +646,19 @@ func (g *Group) assigned(ctx context.Context, gen member.Generation) {
 }
 
 // revoke stops partitions in an orderly way: user callback, then commit of
-// their marked offsets in the generation that owned them. nil with all=true
-// revokes everything.
-func (g *Group) revoke(parts []assign.TopicPartitions, all bool) {
+// their marked offsets in gen, the member's generation (while rebalancing,
+// still the one that owned them until the member's join completes; the
+// coordinator accepts commits in it until then). nil with all=true revokes
+// everything. A failed commit puts the marks back (unless marked again
+// meanwhile) and is returned as a *CommitError.
+func (g *Group) revoke(parts []assign.TopicPartitions, all bool, gen member.Generation) error {
 	g.mu.Lock()
 	if all {
 		parts = toList(g.owned)
 	}
 	g.mu.Unlock()
-	// Still the generation that owned the partitions: commits are accepted
-	// in it until the rebalance completes.
-	gen, _ := g.m.Generation()
 	if len(parts) == 0 {
-		return
+		return nil
 	}
 	if g.cfg.Revoked != nil {
 		g.cfg.Revoked(parts)
@@ -617,9 +680,27 @@ func (g *Group) revoke(parts []assign.TopicPartitions, all bool) {
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), max(g.cfg.Member.SessionTimeout, 5*time.Second))
 	defer cancel()
-	if err := g.commit(ctx, gen, offsets); err != nil {
-		g.log.Warn("commit on revoke failed", "err", err)
+	err := g.commit(ctx, gen, offsets)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for t, ps := range offsets {
+		for p, o := range ps {
+			k := tp{t, p}
+			if err == nil {
+				delete(g.failed, k)
+				continue
+			}
+			if _, again := g.marks[k]; !again {
+				g.marks[k] = o
+				g.failed[k] = gen.ID
+			}
+		}
 	}
+	if err != nil {
+		err = &CommitError{Generation: gen.ID, Offsets: offsets, Err: err}
+		g.log.Warn("commit on revoke failed; the offsets stay marked", "err", err, "offsets", offsets)
+	}
+	return err
 }
 
 func (g *Group) lose() {
@@ -629,6 +710,7 @@ func (g *Group) lose() {
 	g.ownedGen = -1
 	g.last = nil
 	g.marks = map[tp]int64{}
+	g.failed = map[tp]int32{}
 	g.mu.Unlock()
 	if len(parts) > 0 && g.cfg.Lost != nil {
 		g.cfg.Lost(parts)

@@ -2,11 +2,15 @@ package consumer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/cohort-dev/cohort/consumer"
@@ -378,4 +382,75 @@ func TestGroupWithholdsDirectMovesOfACooperativeAssignor(t *testing.T) {
 			}
 		}
 	})
+}
+
+// gatedAssignor holds the leader's Assign until gate is closed.
+type gatedAssignor struct {
+	assign.Assignor
+	gate *atomic.Pointer[chan struct{}]
+}
+
+func (g gatedAssignor) Assign(ms []assign.Member, ts map[string]assign.Topic) (map[string]assign.Assignment, error) {
+	if c := g.gate.Load(); c != nil {
+		<-*c
+	}
+	return g.Assignor.Assign(ms, ts)
+}
+
+// TestGroupCloseDuringCooperativeSyncReportsUncommittedMarks: a cooperative
+// member closed while it waits for the leader's assignment (the coordinator
+// is in CompletingRebalance, which refuses commits) cannot commit its marked
+// offsets; Close says so with a *consumer.CommitError naming them instead of
+// returning nil.
+func TestGroupCloseDuringCooperativeSyncReportsUncommittedMarks(t *testing.T) {
+	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
+	n := membertest.StartCohort(t, nil)
+	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	var gate atomic.Pointer[chan struct{}]
+	o := newOwners()
+	a := startGroup(t, n.Addr(), "a", o, gatedAssignor{sticky.NewCooperative(), &gate})
+	o.waitSplit(t, []string{"a"}, 6)
+	b := startGroup(t, n.Addr(), "b", o, gatedAssignor{sticky.NewCooperative(), &gate})
+	o.waitSplit(t, []string{"a", "b"}, 3)
+	// Rejoin is ignored unless stable: wait until both have synced.
+	testwait.For(t, 10*time.Second, "a and b stable in one generation", func() bool {
+		ga, sa := a.Generation()
+		gb, sb := b.Generation()
+		return sa && sb && ga.ID == gb.ID
+	})
+	if g, _ := a.Generation(); !g.Leader {
+		t.Fatal("a does not lead")
+	}
+	want := map[int32]int64{}
+	for _, tp := range b.Assignment() {
+		for _, p := range tp.Partitions {
+			b.Mark(tp.Topic, p, 42)
+			want[p] = 42
+		}
+	}
+	gb, _ := b.Generation()
+	// The next rebalance parks b's SyncGroup until the gate opens.
+	c := make(chan struct{})
+	gate.Store(&c)
+	defer close(c)
+	a.Rejoin()
+	testwait.For(t, 10*time.Second, "b joined the next generation", func() bool {
+		g, stable := b.Generation()
+		return g.ID > gb.ID && !stable
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := b.Close(ctx)
+	var ce *consumer.CommitError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Close returned %v, want a *consumer.CommitError", err)
+	}
+	if !errors.Is(err, kerr.RebalanceInProgress) {
+		t.Errorf("Close returned %v, want REBALANCE_IN_PROGRESS", err)
+	}
+	if !reflect.DeepEqual(ce.Offsets, map[string]map[int32]int64{"events": want}) {
+		t.Errorf("uncommitted offsets %v, want events: %v", ce.Offsets, want)
+	}
 }
