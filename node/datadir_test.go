@@ -77,3 +77,35 @@ func TestFailedStartLeavesNoDataDir(t *testing.T) {
 		}
 	})
 }
+
+// TestLockedStartLeavesTheOtherStore: a start that found its data
+// directory missing, while another process created and locked it before
+// this start's Open, fails (the store is locked) without removing that
+// directory: it is the other process's live store, whose acknowledged
+// commits the removal destroyed.
+func TestLockedStartLeavesTheOtherStore(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dir := filepath.Join(t.TempDir(), "nest", "data")
+	var first *Node
+	beforeStoreOpen = func() {
+		beforeStoreOpen = nil
+		n, err := Start(Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: quiet})
+		if err != nil {
+			t.Errorf("the first node: %v", err)
+			return
+		}
+		first = n
+	}
+	defer func() { beforeStoreOpen = nil }()
+	if n, err := Start(Config{Listen: "127.0.0.1:0", DataDir: dir, Logger: quiet}); err == nil {
+		n.Close()
+		t.Fatal("a second node opened a locked store")
+	}
+	if first == nil {
+		t.Fatal("the first node did not start")
+	}
+	defer first.Close()
+	if _, err := os.Stat(filepath.Join(dir, "COHORT-STORE")); err != nil {
+		t.Fatalf("the first node's store after the second's failed start: %v", err)
+	}
+}

@@ -242,8 +242,17 @@ func Start(cfg Config) (*Node, error) {
 			dir = "data"
 		}
 		created = firstMissing(dir)
+		if beforeStoreOpen != nil {
+			beforeStoreOpen()
+		}
 		st, err := disk.Open(disk.Options{Dir: dir, Logger: cfg.Logger})
 		if err != nil {
+			if errors.Is(err, disk.ErrLocked) {
+				// Another process created the directory after it was
+				// found missing here, and holds it: it is that
+				// process's store, never this start's to remove.
+				created = ""
+			}
 			return nil, err
 		}
 		n.store, n.ownStore = st, true
@@ -369,6 +378,10 @@ func Start(cfg Config) (*Node, error) {
 		"authorizer", sec.Authorizer != nil)
 	return n, nil
 }
+
+// beforeStoreOpen, when set (tests only), runs between the check of which
+// directories a start creates and the store's Open.
+var beforeStoreOpen func()
 
 // firstMissing returns the outermost directory of dir's path that does not
 // exist yet ("" if dir exists, or if that cannot be told).
