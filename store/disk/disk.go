@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	crerrors "github.com/cockroachdb/errors"
 	"github.com/cockroachdb/pebble/v2"
@@ -212,6 +213,7 @@ func Open(opts Options) (*Store, error) {
 		}()
 	}
 
+	bgWarn := &rateLimited{log: log, msg: "store background error (retried)", every: 10 * time.Second}
 	cacheSize := opts.CacheSize
 	if cacheSize <= 0 {
 		cacheSize = 32 << 20
@@ -226,7 +228,20 @@ func Open(opts Options) (*Store, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{log: log, onFail: s.fail},
 		EventListener: &pebble.EventListener{
-			BackgroundError: func(err error) { log.Warn("store background error (retried)", "err", err) },
+			BackgroundError: func(err error) {
+				if !s.fs.armed.Load() && !pebble.IsCorruptionError(err) {
+					// During Open (the recovered log's flush, the fold):
+					// pebble retries a failed table write for ever, so an
+					// Open on a disk that is still full neither served
+					// nor returned, burning a core. Fail it instead: the
+					// operator (or supervisor) gets an error and a restart.
+					// (Damage is reported by the read that meets it, with
+					// the way out: explain.)
+					s.fail(fmt.Errorf("writing while opening the store: %w", err))
+					return
+				}
+				bgWarn.warn(err)
+			},
 			DiskSlow: func(info pebble.DiskSlowInfo) {
 				log.Warn("store disk slow", "file", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 			},
@@ -291,6 +306,32 @@ func Open(opts Options) (*Store, error) {
 	s.fs.armed.Store(true)
 	log.Debug("store opened", "created", !exists)
 	return s, nil
+}
+
+// rateLimited logs a warning at most once per interval, counting the ones
+// it leaves out: pebble reports every retry of a failing background write,
+// thousands a second on a full disk.
+type rateLimited struct {
+	log     *slog.Logger
+	msg     string
+	every   time.Duration
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+func (r *rateLimited) warn(err error) {
+	r.mu.Lock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < r.every {
+		r.skipped++
+		r.mu.Unlock()
+		return
+	}
+	skipped := r.skipped
+	r.last, r.skipped = now, 0
+	r.mu.Unlock()
+	r.log.Warn(r.msg, "err", err, "unlogged_before", skipped)
 }
 
 // prepareDir checks that the locked directory is a store (reporting whether
