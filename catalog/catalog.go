@@ -56,6 +56,11 @@ var (
 	// PersistGroup; the change it
 	// was for did not happen.
 	ErrPersist = errors.New("catalog: persisting the change failed")
+	// ErrUnavailable, returned by a PersistTopic or PersistGroup (and
+	// then wrapped with ErrPersist), says that changes cannot be made
+	// through this node right now but may be through another (cluster
+	// mode: the node has no valid lease).
+	ErrUnavailable = errors.New("catalog: changes cannot be made through this node right now")
 )
 
 // Conflict is the error a PersistTopic or PersistGroup returns when it writes

@@ -304,9 +304,21 @@ func (c *Cluster) ClusterID() string { return c.cfg.ClusterID }
 // NodeID implements server.Topology: this node's id.
 func (c *Cluster) NodeID() int32 { return c.cfg.NodeID }
 
-// ControllerID implements server.Topology: the lowest live node id.
+// ControllerID implements server.Topology: the lowest live node id. A node
+// without a valid lease (cut off from etcd, or not registered yet) names the
+// lowest other node it knows of, or -1 if it knows none: never itself, since
+// it can change nothing, and a client sent to a node it can reach moves
+// there at once, where -1 only has it ask for metadata again.
 func (c *Cluster) ControllerID() int32 {
 	bs := c.Brokers()
+	if !c.Serving() {
+		for _, b := range bs {
+			if b.NodeID != c.cfg.NodeID {
+				return b.NodeID
+			}
+		}
+		return -1
+	}
 	if len(bs) == 0 {
 		return c.cfg.NodeID
 	}
@@ -329,8 +341,14 @@ func (c *Cluster) Brokers() []server.Broker {
 }
 
 // Coordinator implements server.Topology: the node holding the group's
-// partition, or COORDINATOR_NOT_AVAILABLE (15) while nobody does.
+// partition, or COORDINATOR_NOT_AVAILABLE (15) while nobody does. A node
+// without a valid lease answers 15 for every group: its view of the owners
+// is no longer followed (it may name itself, or a node that has gone), and
+// 15 is retriable, so clients ask another node.
 func (c *Cluster) Coordinator(groupID string) (server.Broker, int16) {
+	if !c.Serving() {
+		return server.Broker{}, 15
+	}
 	p := coordinator.PartitionFor(groupID, c.cfg.Partitions)
 	c.mu.Lock()
 	defer c.mu.Unlock()

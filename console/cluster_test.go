@@ -239,3 +239,27 @@ func TestClusterConsoleOverTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterPageWithoutLease: a node cut off from etcd past its lease says
+// so on its cluster page (what it shows is its last, possibly stale, view).
+func TestClusterPageWithoutLease(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: 4, Group: gcfg,
+		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
+		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-nolease/", LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	testwait.For(t, 20*time.Second, "node settled", nd.Cluster().Settled)
+	url := "http://" + nd.HTTPAddr() + "/console/cluster"
+	if body := waitPage(t, "the cluster page", url, func(string) bool { return true }); strings.Contains(body, `id="nolease"`) {
+		t.Fatalf("a serving node says it has no lease:\n%s", body)
+	}
+	ec.Stop(0)
+	testwait.For(t, 10*time.Second, "node stops serving", func() bool { return !nd.Cluster().Serving() })
+	waitPage(t, "the no-lease notice", url, func(b string) bool { return strings.Contains(b, `id="nolease"`) })
+}

@@ -156,6 +156,10 @@ type ClusterView struct {
 	Partitions int
 	Nodes      []ClusterNode
 	Unowned    []int32
+	// NoLease: this node has no valid etcd lease (cut off from etcd, or
+	// not registered): it serves nothing, and the view is the last it
+	// read, possibly stale.
+	NoLease bool
 }
 
 // ClusterNode is one node of the cluster page.
@@ -174,7 +178,7 @@ func clusterOf(n *node.Node) func() *ClusterView {
 	return func() *ClusterView {
 		cl := n.Cluster()
 		v := cl.View()
-		cv := &ClusterView{Self: v.Self, Partitions: v.Partitions}
+		cv := &ClusterView{Self: v.Self, Partitions: v.Partitions, NoLease: !cl.Serving()}
 		byID := map[int32]*ClusterNode{}
 		get := func(id int32) *ClusterNode {
 			if cn, ok := byID[id]; ok {

@@ -217,6 +217,8 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 		return *refused
 	case errors.Is(err, catalog.ErrInvalidGroupConfig):
 		return invalid(err.Error())
+	case errors.Is(err, catalog.ErrUnavailable):
+		return alterConfigsOutcome{errNotController, err.Error()}
 	case err != nil:
 		s.log.Warn("group config not stored", "group", ch.name, "err", err)
 		return alterConfigsOutcome{errUnknownServerError, "the group's configs could not be stored; nothing changed"}

@@ -28,6 +28,7 @@ const (
 	errInvalidReplicationFact  int16 = 38
 	errInvalidReplicaAssign    int16 = 39
 	errInvalidConfig           int16 = 40
+	errNotController           int16 = 41
 	errInvalidRequest          int16 = 42
 	errPolicyViolation         int16 = 44
 	errKafkaStorageError       int16 = 56
@@ -718,6 +719,10 @@ func catalogError(err error) (int16, *string) {
 		return errInvalidPartitions, msg
 	case errors.Is(err, catalog.ErrInvalidRacks):
 		return errInvalidReplicaAssign, msg
+	case errors.Is(err, catalog.ErrUnavailable):
+		// Retriable; admin clients forget the controller, read Metadata
+		// again and go to the one it names (another node).
+		return errNotController, msg
 	case errors.Is(err, catalog.ErrPersist):
 		return errKafkaStorageError, msg
 	case errors.Is(err, catalog.ErrLimit):

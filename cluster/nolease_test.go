@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/coordinator"
+)
+
+// TestSimCutOffNodeNamesNoStaleOwners: a node cut off from the store past
+// its lease stops serving, and from then on tells clients nothing from its
+// stale view: FindCoordinator (Coordinator) is COORDINATOR_NOT_AVAILABLE for
+// every group, never itself, and the controller it names is another node.
+// Once reconnected it answers again.
+func TestSimCutOffNodeNamesNoStaleOwners(t *testing.T) {
+	s := startSim(t, 3, 3*time.Second)
+	v := s.node(1) // the lowest id: the controller while it serves
+	if got := v.c.ControllerID(); got != 1 {
+		t.Fatalf("controller %d while node 1 serves, want 1", got)
+	}
+	if len(v.c.OwnedPartitions()) == 0 {
+		t.Fatal("node 1 owns nothing")
+	}
+	v.cl.Cut(true)
+	for i := 0; i < 100 && v.c.Serving(); i++ {
+		s.round(50 * time.Millisecond)
+	}
+	if v.c.Serving() {
+		t.Fatal("cut-off node still serving")
+	}
+	s.settle(250*time.Millisecond, 10*time.Second) // the others take its partitions
+	for i := 0; i < 200; i++ {
+		g := fmt.Sprintf("g-%d", i)
+		if b, code := v.c.Coordinator(g); code != 15 {
+			t.Fatalf("Coordinator(%s) (partition %d) at the cut-off node: node %d, code %d; want 15", g, coordinator.PartitionFor(g, simParts), b.NodeID, code)
+		}
+	}
+	if got := v.c.ControllerID(); got == 1 || got < 0 {
+		t.Fatalf("cut-off node 1 names controller %d, want another node it knows", got)
+	}
+	v.cl.Cut(false)
+	s.settle(250*time.Millisecond, 10*time.Second)
+	if b, code := v.c.Coordinator("g-0"); code != 0 || b.NodeID != s.node(2).c.Owner(coordinator.PartitionFor("g-0", simParts)) {
+		t.Fatalf("reconnected: Coordinator(g-0) = node %d code %d", b.NodeID, code)
+	}
+	if got := v.c.ControllerID(); got != 1 {
+		t.Fatalf("reconnected: controller %d, want 1", got)
+	}
+}
+
+// TestSimLoneNodeWithoutLeaseNamesNoController: a node that knows no other
+// node names no controller (-1) while it has no lease, not itself.
+func TestSimLoneNodeWithoutLeaseNamesNoController(t *testing.T) {
+	s := startSim(t, 1, 3*time.Second)
+	v := s.node(1)
+	v.cl.Cut(true)
+	for i := 0; i < 100 && v.c.Serving(); i++ {
+		s.round(50 * time.Millisecond)
+	}
+	if got := v.c.ControllerID(); got != -1 {
+		t.Fatalf("lone node without lease names controller %d, want -1", got)
+	}
+}

@@ -1,0 +1,171 @@
+package node
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// cutProxy is a TCP proxy to etcd that can be cut (every connection closed,
+// new ones accepted and closed at once) and restored: one node loses etcd
+// while the others keep it.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	isCut bool
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	t.Cleanup(func() { p.cut(); ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			cut := p.isCut
+			p.mu.Unlock()
+			if cut {
+				c.Close()
+				continue
+			}
+			up, err := net.DialTimeout("tcp", target, time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) restore() {
+	p.mu.Lock()
+	p.isCut = false
+	p.mu.Unlock()
+}
+
+// startCutCluster starts nodes 1 and 2 on ec, node 1 through a cuttable
+// proxy, and waits until they have settled.
+func startCutCluster(t *testing.T, prefix string) (*cutProxy, *Node, *Node) {
+	t.Helper()
+	ec := etcdtest.Start(t, 1)
+	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	start := func(id int32, eps []string) *Node {
+		cfg := group.Defaults()
+		cfg.InitialRebalanceDelay = 0
+		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg,
+			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Cluster: &ClusterConfig{Endpoints: eps, Prefix: prefix, LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		return nd
+	}
+	n1 := start(1, []string{px.addr()})
+	n2 := start(2, ec.Endpoints())
+	waitClusterSettled(t, 20*time.Second, n1, n2)
+	return px, n1, n2
+}
+
+// TestClusterCutOffNodeSendsClientsElsewhere: node 1, cut off from etcd
+// past its lease, tells clients nothing from its stale view: FindCoordinator
+// answers COORDINATOR_NOT_AVAILABLE (not itself), Metadata names node 2 as
+// controller, and catalog changes fail at once with NOT_CONTROLLER (not
+// KAFKA_STORAGE_ERROR after etcd's timeout), so that an admin client seeded
+// with node 1 alone creates its topic through node 2.
+func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
+	px, n1, n2 := startCutCluster(t, "/cut-off/")
+	g := groupOwnedBy(t, n1, 1, "cut")
+	px.cut()
+	testwait.For(t, 10*time.Second, "node 1 stops serving", func() bool { return !n1.Cluster().Serving() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := client(t, n1.Addr())
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version = 3
+	fc.CoordinatorKey = g
+	if r := atSeed(ctx, t, cl, fc).(*kmsg.FindCoordinatorResponse); r.ErrorCode != 15 {
+		t.Errorf("FindCoordinator(%s) at cut-off node 1: code %d node %d, want 15", g, r.ErrorCode, r.NodeID)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	if r := atSeed(ctx, t, cl, md).(*kmsg.MetadataResponse); r.ControllerID != 2 {
+		t.Errorf("Metadata at cut-off node 1: controller %d, want 2", r.ControllerID)
+	}
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.Version = 4
+	ct.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "while-cut", 1, 1
+	ct.Topics = append(ct.Topics, rt)
+	t0 := time.Now()
+	r := atSeed(ctx, t, cl, ct).(*kmsg.CreateTopicsResponse)
+	if took := time.Since(t0); r.Topics[0].ErrorCode != 41 || took > time.Second {
+		t.Errorf("CreateTopics at cut-off node 1: code %d after %v, want NOT_CONTROLLER (41) at once", r.Topics[0].ErrorCode, took)
+	}
+	ac := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ac.Version = 1
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, g
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = "consumer.session.timeout.ms", kmsg.StringPtr("50000")
+	res.Configs = append(res.Configs, c)
+	ac.Resources = append(ac.Resources, res)
+	if r := atSeed(ctx, t, cl, ac).(*kmsg.IncrementalAlterConfigsResponse); r.Resources[0].ErrorCode != 41 {
+		t.Errorf("group config change at cut-off node 1: code %d (%v), want NOT_CONTROLLER (41)", r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage)
+	}
+
+	// A client that knows only node 1 goes to node 2 for the change.
+	t0 = time.Now()
+	cr, err := kadm.NewClient(client(t, n1.Addr())).CreateTopics(ctx, 1, 1, nil, "through-node-2")
+	if err != nil || cr.Error() != nil {
+		t.Fatalf("CreateTopics through a client seeded with node 1: %v %v", err, cr.Error())
+	}
+	t.Logf("created through node 2 in %v", time.Since(t0))
+	if _, ok := n2.Catalog().Lookup("through-node-2"); !ok {
+		t.Error("topic not on node 2")
+	}
+	px.restore()
+	waitClusterSettled(t, 20*time.Second, n1, n2)
+}
