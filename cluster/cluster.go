@@ -459,6 +459,12 @@ func (c *Cluster) join(ctx context.Context) error {
 		return fmt.Errorf("register: %w", err)
 	}
 	if !ok {
+		// Read the registry all the same: until this node may register,
+		// Metadata names the live nodes (the other process with this id
+		// at its own address) rather than this node alone.
+		if _, lerr := c.load(ctx); lerr != nil {
+			c.log.Debug("cluster: reading the registry", "err", lerr)
+		}
 		return fmt.Errorf("register: node id %d is registered by another live process (or a previous run's lease has not expired yet)", c.cfg.NodeID)
 	}
 	return nil

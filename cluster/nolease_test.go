@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/server"
 )
 
 // TestSimCutOffNodeNamesNoStaleOwners: a node cut off from the store past
@@ -60,5 +61,38 @@ func TestSimLoneNodeWithoutLeaseNamesNoController(t *testing.T) {
 	}
 	if got := v.c.ControllerID(); got != -1 {
 		t.Fatalf("lone node without lease names controller %d, want -1", got)
+	}
+}
+
+// TestSimDuplicateNodeIDListsLiveNodes: a second process started with a
+// live node's id cannot register; meanwhile it lists the live nodes (the
+// first process at its own address), not itself as a one-node cluster.
+func TestSimDuplicateNodeIDListsLiveNodes(t *testing.T) {
+	s := startSim(t, 3, 3*time.Second)
+	dup, err := New(Config{Leases: s.mem.Client(), Fence: &simFence{revs: map[int32]int64{}}, NodeID: 1, Partitions: simParts,
+		LeaseTTL: s.ttl, Clock: s.clk, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dup.coord = &simCoord{held: map[int32]bool{}}
+	dup.SetSelf(server.Broker{Host: "dup", Port: 9})
+	if err := dup.join(s.ctx); err == nil {
+		t.Fatal("a second node 1 registered")
+	}
+	dup.releaseAll("join failed")
+	bs := dup.Brokers()
+	if len(bs) != 3 {
+		t.Fatalf("the duplicate lists brokers %v, want the 3 live nodes", bs)
+	}
+	for _, b := range bs {
+		if b.Host == "dup" {
+			t.Fatalf("the duplicate lists itself: %v", bs)
+		}
+	}
+	if got := dup.ControllerID(); got != 2 {
+		t.Fatalf("the duplicate names controller %d, want 2 (the lowest live node not sharing its id)", got)
+	}
+	if _, code := dup.Coordinator("g"); code != 15 {
+		t.Fatalf("the duplicate answers Coordinator with code %d, want 15", code)
 	}
 }
