@@ -793,7 +793,9 @@ func (c *Cluster) leave() {
 	c.mu.Unlock()
 	for _, id := range leases {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := c.ls.Revoke(ctx, id); err != nil {
+		// Not found: gone already (expired during an outage), as
+		// revokeOld takes it.
+		if err := c.ls.Revoke(ctx, id); err != nil && !errors.Is(err, ErrLeaseNotFound) {
 			c.log.Warn("cluster: lease not revoked on leaving; other nodes take this node's partitions when it expires", "err", err)
 		}
 		cancel()

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +97,40 @@ func TestSimDuplicateNodeIDListsLiveNodes(t *testing.T) {
 	}
 	if _, code := dup.Coordinator("g"); code != 15 {
 		t.Fatalf("the duplicate answers Coordinator with code %d, want 15", code)
+	}
+}
+
+// TestSimLeaveAfterExpiredLeaseNoWarning: a node whose earlier lease expired
+// while it was cut off, then rejoined, leaves without a warning about that
+// lease (it is gone already), and revokes its current one.
+func TestSimLeaveAfterExpiredLeaseNoWarning(t *testing.T) {
+	s := startSim(t, 3, 3*time.Second)
+	v := s.node(3)
+	old := v.c.View().Lease
+	v.cl.Cut(true)
+	for i := 0; i < 200; i++ {
+		s.round(50 * time.Millisecond)
+		if _, ok := s.mem.LeaseExpiry(old); !ok && !v.c.Serving() {
+			break
+		}
+	}
+	if _, ok := s.mem.LeaseExpiry(old); ok {
+		t.Fatal("the cut-off node's lease did not expire")
+	}
+	v.cl.Cut(false)
+	// As run does: the next session joins without revoking first.
+	if err := v.c.join(s.ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur := v.c.View().Lease
+	var logs bytes.Buffer
+	v.c.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	v.c.leave()
+	v.left = true
+	if strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("leaving after an expired lease warned:\n%s", logs.String())
+	}
+	if _, ok := s.mem.LeaseExpiry(cur); ok {
+		t.Error("the current lease was not revoked")
 	}
 }
