@@ -19,6 +19,10 @@ type fakeCoordinator struct {
 	failHB    bool // heartbeats get no answer (a transport error)
 	rebalance bool // heartbeats answer REBALANCE_IN_PROGRESS
 	gen       int32
+	// expired is a member id the coordinator no longer knows (its session
+	// ran out): its joins and heartbeats are UNKNOWN_MEMBER_ID; newID is
+	// the id a join without one is given ("m1" when empty).
+	expired, newID string
 }
 
 func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
@@ -28,6 +32,13 @@ func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
 		if r.MemberID == "" {
 			resp.ErrorCode = kerr.MemberIDRequired.Code
 			resp.MemberID = "m1"
+			if f.newID != "" {
+				resp.MemberID = f.newID
+			}
+			return resp, nil
+		}
+		if r.MemberID == f.expired {
+			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return resp, nil
 		}
 		f.gen++
@@ -49,6 +60,10 @@ func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
 			return nil, errors.New("network down")
 		}
 		resp := r.ResponseKind().(*kmsg.HeartbeatResponse)
+		if r.MemberID == f.expired {
+			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil
+		}
 		if f.rebalance {
 			resp.ErrorCode = kerr.RebalanceInProgress.Code
 		}
@@ -368,5 +383,25 @@ func TestActionTable(t *testing.T) {
 	}
 	if ActionFor(0) != ActNone {
 		t.Error("NONE is not ActNone")
+	}
+}
+
+// TestStaticMemberUnknownRejoinsWithoutItsID: a static member the
+// coordinator removed (its session ran out while it was cut off) is told
+// UNKNOWN_MEMBER_ID; it must rejoin without the old member id, under its
+// instance id, as Kafka's client resets it. Keeping the id, it was answered
+// UNKNOWN_MEMBER_ID at once, for ever, without a back-off (100,000 JoinGroups
+// in 10 s against a live node).
+func TestStaticMemberUnknownRejoinsWithoutItsID(t *testing.T) {
+	d := newDriver(t, false, func(c *Config) { c.InstanceID = "i1" })
+	if d.m.memberID != "m1" || d.fc.gen != 1 {
+		t.Fatalf("start: member %q, generation %d", d.m.memberID, d.fc.gen)
+	}
+	d.fc.expired, d.fc.newID = "m1", "m2"
+	d.take()
+	d.advance(d.now.Add(time.Second)) // the next heartbeat
+	wantKinds(t, d.take(), "cancel", "lost", "assigned")
+	if d.m.memberID != "m2" || d.fc.gen != 2 {
+		t.Fatalf("after UNKNOWN_MEMBER_ID: member %q, generation %d; want m2 in generation 2", d.m.memberID, d.fc.gen)
 	}
 }

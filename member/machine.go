@@ -689,7 +689,11 @@ func (m *Machine) lose(err error, resetID bool) {
 	m.stable = false
 	m.phaseLimit = time.Time{}
 	m.gen = Generation{ID: -1}
-	if resetID && m.cfg.InstanceID == "" {
+	if resetID {
+		// Static members too: the coordinator no longer knows the id
+		// (the session ran out), and a join naming it is refused for
+		// ever; the instance id alone joins again, as Kafka's client
+		// does it.
 		m.memberID = ""
 	}
 }
