@@ -281,6 +281,10 @@ func (c *Catalog) checkLimit(v *view, add int64) error {
 
 func byName(t *Topic, name string) int { return strings.Compare(t.Name, name) }
 
+// MaxTotalPartitions is the bound on the partitions of all topics together
+// (Options.MaxTotalPartitions; 0: none).
+func (c *Catalog) MaxTotalPartitions() int64 { return c.maxTotal }
+
 // ValidateName reports whether name is a legal Kafka topic name: 1 to 249
 // characters of [a-zA-Z0-9._-], and neither "." nor "..".
 func ValidateName(name string) error {

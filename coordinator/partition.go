@@ -452,10 +452,14 @@ func (p *partition) shardPanicked(what string, r any) {
 		"partition", p.id, "where", what, "panic", fmt.Sprint(r), "panics", p.panics, "stack", string(debug.Stack()))
 	p.out.Reset()
 	p.state = stUnowned // the shard is not asked to unload: it is suspect
+	deleted := p.deletedTopics
 	p.unload()
 	if p.closed {
 		return
 	}
+	// This node loads the partition again: the topic deletions it heard of
+	// are applied to what it loads (unload forgets them for another owner).
+	p.deletedTopics = deleted
 	p.state = stLoading
 	p.reloadAfterDrain = true
 	p.reloadWhenDrained()

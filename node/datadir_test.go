@@ -109,3 +109,17 @@ func TestLockedStartLeavesTheOtherStore(t *testing.T) {
 		t.Fatalf("the first node's store after the second's failed start: %v", err)
 	}
 }
+
+// TestRequestPartitionLimitFollowsTheCatalog: a node that lets its catalog
+// hold more partitions than the server's default request bound lets a
+// request name as many (a consumer committing every partition it owns was
+// cut off), and one without a catalog bound sets none.
+func TestRequestPartitionLimitFollowsTheCatalog(t *testing.T) {
+	for _, tc := range []struct{ catalog, want int64 }{
+		{1_000_000, 1_000_000}, {10, 1_000_000}, {5_000_000, 5_000_000}, {0, -1},
+	} {
+		if got := requestPartitionLimit(tc.catalog); got != tc.want {
+			t.Errorf("catalog bound %d: request bound %d, want %d", tc.catalog, got, tc.want)
+		}
+	}
+}

@@ -317,6 +317,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	n.topo = server.SingleNode(server.Broker{NodeID: cfg.NodeID}, cfg.ClusterID)
 	n.srv, err = server.New(server.Config{
+		MaxRequestPartitions:    requestPartitionLimit(cat.MaxTotalPartitions()),
 		Listeners:               listeners,
 		Security:                sec,
 		Groups:                  groups{n.coord, n.serving()},
@@ -377,6 +378,17 @@ func Start(cfg Config) (*Node, error) {
 		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions(),
 		"authorizer", sec.Authorizer != nil)
 	return n, nil
+}
+
+// requestPartitionLimit is the most partitions one request may name on a
+// node whose catalog holds at most catalogBound (0: no bound): as many as the
+// catalog may hold, at least the server's default (offsets of topics outside
+// the catalog count too), and no limit when the catalog has none.
+func requestPartitionLimit(catalogBound int64) int64 {
+	if catalogBound == 0 {
+		return -1
+	}
+	return max(server.DefaultMaxRequestPartitions, catalogBound)
 }
 
 // beforeStoreOpen, when set (tests only), runs between the check of which

@@ -249,14 +249,14 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 }
 
 // TestTooManyPartitionsCloseTheConnection: a request naming more than
-// maxPartitionEntries partitions over its topics (and groups) is closed as a
+// DefaultMaxRequestPartitions partitions over its topics (and groups) is closed as a
 // bad request before any of it is served; one at the limit is served. (A
 // 40 MB OffsetFetch of 10 million partitions took a node to 2 GB and stalled
 // its coordinator partition for 13 s.)
 func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
 	ts := startServer(t)
 	parts := func(n int) []int32 { return make([]int32, n) }
-	half := maxPartitionEntries / 2
+	half := DefaultMaxRequestPartitions / 2
 	for _, tc := range []struct {
 		name string
 		req  kmsg.Request
@@ -279,13 +279,13 @@ func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
 		{"OffsetCommit", func() kmsg.Request {
 			r := kmsg.NewPtrOffsetCommitRequest()
 			r.Version, r.Group, r.Generation = 8, "g", -1
-			r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, maxPartitionEntries+1)}}
+			r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, DefaultMaxRequestPartitions+1)}}
 			return r
 		}()},
 		{"ListOffsets", func() kmsg.Request {
 			r := kmsg.NewPtrListOffsetsRequest()
 			r.Version = 7
-			r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "a", Partitions: make([]kmsg.ListOffsetsRequestTopicPartition, maxPartitionEntries+1)}}
+			r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "a", Partitions: make([]kmsg.ListOffsetsRequestTopicPartition, DefaultMaxRequestPartitions+1)}}
 			return r
 		}()},
 	} {
@@ -301,9 +301,32 @@ func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
 	}
 	r := kmsg.NewPtrOffsetFetchRequest()
 	r.Version, r.Group = 7, "g"
-	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(maxPartitionEntries)}}
+	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(DefaultMaxRequestPartitions)}}
 	if _, ok := ts.dial(t).roundTrip(r).(*kmsg.OffsetFetchResponse); !ok {
 		t.Fatal("an OffsetFetch at the limit was not answered")
+	}
+}
+
+// TestRequestPartitionBoundConfigurable: Config.MaxRequestPartitions sets
+// the bound (a node allowing more catalog partitions allows as many per
+// request); negative lifts it.
+func TestRequestPartitionBoundConfigurable(t *testing.T) {
+	commit := func(n int) kmsg.Request {
+		r := kmsg.NewPtrOffsetCommitRequest()
+		r.Version, r.Group, r.Generation = 8, "g", -1
+		r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, n)}}
+		return r
+	}
+	ts := startServer(t, func(c *Config) { c.MaxRequestPartitions = 10 })
+	c := ts.dial(t)
+	c.send(commit(11), 1)
+	c.expectClosed()
+	if _, ok := ts.dial(t).roundTrip(commit(10)).(*kmsg.OffsetCommitResponse); !ok {
+		t.Fatal("a commit at the bound was not answered")
+	}
+	open := startServer(t, func(c *Config) { c.MaxRequestPartitions = -1 })
+	if _, ok := open.dial(t).roundTrip(commit(DefaultMaxRequestPartitions + 1)).(*kmsg.OffsetCommitResponse); !ok {
+		t.Fatal("without a bound, a commit past the default was not answered")
 	}
 }
 

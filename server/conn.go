@@ -428,7 +428,7 @@ func (c *conn) readRequest() *request {
 		c.s.metrics.protocolError(decodeReason(err))
 		return nil
 	}
-	if err := checkEntries(r.req); err != nil {
+	if err := checkEntries(r.req, c.s.cfg.MaxRequestPartitions); err != nil {
 		c.releaseBudget()
 		c.logBadRequest("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
 		c.s.metrics.protocolError("too_many_entries")

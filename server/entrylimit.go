@@ -18,25 +18,29 @@ import (
 // every group of a node with 100,000 groups); Kafka sets no such bound.
 const maxListEntries = 100_000
 
-// maxPartitionEntries is the most partitions a request may name over all its
-// topics (and groups), in the requests that answer every partition named:
-// OffsetFetch, OffsetCommit, OffsetDelete, TxnOffsetCommit, Fetch,
-// ListOffsets and OffsetForLeaderEpoch. Each partition is four bytes on the
-// wire and an answer entry of tens to hundreds of bytes, built while the
-// group's coordinator partition serves nothing else: one 40 MB OffsetFetch
-// naming 10 million partitions of a topic took the node to 2 GB and stalled
-// every group of its coordinator partition for 13 s. A million is the node's
-// default bound on the partitions of all topics (--max-partitions), so a
-// consumer naming every partition of a full catalog still fits; Kafka sets
-// no such bound.
-const maxPartitionEntries = 1_000_000
+// DefaultMaxRequestPartitions is Config.MaxRequestPartitions's default: the
+// most partitions a request may name over all its topics (and groups), in
+// the requests that answer every partition named: OffsetFetch, OffsetCommit,
+// OffsetDelete, TxnOffsetCommit, Fetch, ListOffsets and
+// OffsetForLeaderEpoch. Each partition is four bytes on the wire and an
+// answer entry of tens to hundreds of bytes, built while the group's
+// coordinator partition serves nothing else: one 40 MB OffsetFetch naming 10
+// million partitions of a topic took the node to 2 GB and stalled every group
+// of its coordinator partition for 13 s. A million is the default bound on
+// the partitions of all topics (node.DefaultMaxPartitions), so a consumer
+// naming every partition of a full catalog fits; a node allowing more
+// partitions allows as many here (node sets it). Kafka sets no such bound.
+const DefaultMaxRequestPartitions = 1_000_000
 
 // checkEntries returns an error naming the list of req that holds more
-// than maxListEntries entries, or the partitions past maxPartitionEntries;
-// the connection is then closed as for any other malformed request.
-func checkEntries(req kmsg.Request) error {
-	if n := partitionEntries(req); n > maxPartitionEntries {
-		return fmt.Errorf("%s names %d partitions, more than the %d a request may hold", kmsg.NameForKey(req.Key()), n, maxPartitionEntries)
+// than maxListEntries entries, or the partitions past maxParts (negative:
+// no bound); the connection is then closed as for any other malformed
+// request.
+func checkEntries(req kmsg.Request, maxParts int64) error {
+	if maxParts >= 0 {
+		if n := partitionEntries(req, maxParts); n > maxParts {
+			return fmt.Errorf("%s names %d partitions, more than the %d a request may hold", kmsg.NameForKey(req.Key()), n, maxParts)
+		}
 	}
 	var what string
 	n := 0
@@ -65,37 +69,37 @@ func checkEntries(req kmsg.Request) error {
 }
 
 // partitionEntries counts the partitions req names (0 for requests that name
-// none). It stops counting once past maxPartitionEntries.
-func partitionEntries(req kmsg.Request) int {
+// none). It stops counting once past most.
+func partitionEntries(req kmsg.Request, most int64) int64 {
 	switch r := req.(type) {
 	case *kmsg.OffsetFetchRequest:
-		n := total(r.Topics, func(t *kmsg.OffsetFetchRequestTopic) int { return len(t.Partitions) })
-		for i := 0; i < len(r.Groups) && n <= maxPartitionEntries; i++ {
-			n += total(r.Groups[i].Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) int { return len(t.Partitions) })
+		n := total(r.Topics, most, func(t *kmsg.OffsetFetchRequestTopic) int { return len(t.Partitions) })
+		for i := 0; i < len(r.Groups) && n <= most; i++ {
+			n += total(r.Groups[i].Topics, most, func(t *kmsg.OffsetFetchRequestGroupTopic) int { return len(t.Partitions) })
 		}
 		return n
 	case *kmsg.OffsetCommitRequest:
-		return total(r.Topics, func(t *kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.OffsetCommitRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.OffsetDeleteRequest:
-		return total(r.Topics, func(t *kmsg.OffsetDeleteRequestTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.OffsetDeleteRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.TxnOffsetCommitRequest:
-		return total(r.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.TxnOffsetCommitRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.FetchRequest:
-		return total(r.Topics, func(t *kmsg.FetchRequestTopic) int { return len(t.Partitions) }) +
-			total(r.ForgottenTopics, func(t *kmsg.FetchRequestForgottenTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.FetchRequestTopic) int { return len(t.Partitions) }) +
+			total(r.ForgottenTopics, most, func(t *kmsg.FetchRequestForgottenTopic) int { return len(t.Partitions) })
 	case *kmsg.ListOffsetsRequest:
-		return total(r.Topics, func(t *kmsg.ListOffsetsRequestTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.ListOffsetsRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.OffsetForLeaderEpochRequest:
-		return total(r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) int { return len(t.Partitions) })
+		return total(r.Topics, most, func(t *kmsg.OffsetForLeaderEpochRequestTopic) int { return len(t.Partitions) })
 	}
 	return 0
 }
 
-// total sums parts over ts, stopping once past maxPartitionEntries.
-func total[T any](ts []T, parts func(*T) int) int {
-	n := 0
-	for i := 0; i < len(ts) && n <= maxPartitionEntries; i++ {
-		n += parts(&ts[i])
+// total sums parts over ts, stopping once past most.
+func total[T any](ts []T, most int64, parts func(*T) int) int64 {
+	var n int64
+	for i := 0; i < len(ts) && n <= most; i++ {
+		n += int64(parts(&ts[i]))
 	}
 	return n
 }

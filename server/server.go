@@ -55,6 +55,11 @@ type Config struct {
 	// is served alone. 0 means DefaultMaxInflightRequestBytes, negative no
 	// limit.
 	MaxInflightRequestBytes int64
+	// MaxRequestPartitions bounds the partitions one request may name over
+	// its topics and groups (entrylimit.go); a request naming more closes
+	// the connection. 0 means DefaultMaxRequestPartitions, negative no
+	// limit.
+	MaxRequestPartitions int64
 	// Logger receives the server's logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// TLS, with Listen, makes the single listener an SSL listener.
@@ -184,6 +189,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxInflightRequestBytes == 0 {
 		cfg.MaxInflightRequestBytes = DefaultMaxInflightRequestBytes
+	}
+	if cfg.MaxRequestPartitions == 0 {
+		cfg.MaxRequestPartitions = DefaultMaxRequestPartitions
 	}
 	if cfg.hangupWatchDelay == 0 {
 		cfg.hangupWatchDelay = hangupWatchDelay
