@@ -671,3 +671,30 @@ func TestHistoryPhasesAddUp(t *testing.T) {
 		t.Fatalf("duration %d ms, join %d + sync %d; want 456 = 455 + 1", ev.DurationMs, ev.JoinMs, ev.SyncMs)
 	}
 }
+
+// TestDeleteWithHistoryEventInFlight: a group deleted while its last
+// rebalance event (the "empty" one its last member's leave wrote) is still
+// being written: the deletion tombstones that event too, so the deleted
+// group's history does not come back at the next load.
+func TestDeleteWithHistoryEventInFlight(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 1)
+	h.hold = true
+	h.leave("g", lm(ids[0]))
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version = 2
+	req.Groups = []string{"g"}
+	tk := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+	h.release()
+	if c := h.resp(tk).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode; c != 0 {
+		t.Fatalf("delete: %d", c)
+	}
+	for k := range h.store {
+		if k[0] == keyHistory {
+			t.Fatalf("history record %x left after the delete", k)
+		}
+	}
+	if h.s.History("g") != nil {
+		t.Fatal("history left in the shard after the delete")
+	}
+}

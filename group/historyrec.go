@@ -66,6 +66,10 @@ type ghist struct {
 	// tombstones; until then they are stored, and a deletion that
 	// forgot them let them come back at the next load.
 	trimmed []uint64
+	// writing lists the seqs of a classic group's events still being
+	// written (recordEvent): a deletion in the meantime tombstones them
+	// too, since they reach the store before its tombstones.
+	writing []uint64
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
 	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
@@ -383,7 +387,10 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	}
 	recs := s.historyRecs(&ev)
 	group := ev.Group
+	h := s.hist[group]
+	h.writing = append(h.writing, ev.Seq)
 	s.write(out, recs, func(now time.Time, code int16, _ *Output) {
+		h.writing = slices.DeleteFunc(h.writing, func(seq uint64) bool { return seq == ev.Seq })
 		if code != ErrNone {
 			s.logWriteFailure(code, "group %q: storing rebalance event %d failed", group, ev.Seq)
 			return
@@ -426,6 +433,9 @@ func (s *Shard) historyTombstones(group string, recs []rec) []rec {
 		for _, seq := range h.trimmed {
 			recs = append(recs, rec{kind: keyHistory, group: group, seq: seq, del: true})
 		}
+		for _, seq := range h.writing {
+			recs = append(recs, rec{kind: keyHistory, group: group, seq: seq, del: true})
+		}
 	}
 	return recs
 }
@@ -440,7 +450,7 @@ func (s *Shard) replayHistory(r *rec) {
 		h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
 		h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
 		h.trimmed = slices.DeleteFunc(h.trimmed, func(seq uint64) bool { return seq == r.seq })
-		if len(h.events)+len(h.loaded)+len(h.trimmed) == 0 && s.groups[r.group] == nil {
+		if len(h.events)+len(h.loaded)+len(h.trimmed)+len(h.writing) == 0 && s.groups[r.group] == nil {
 			s.cancel(h.timer)
 			delete(s.hist, r.group)
 			if h.flagged && s.cfg.OnStorm != nil {
