@@ -567,6 +567,10 @@ func serve(args []string) error {
 	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" || s.etcdUser != "" || s.etcdPasswordFile != "" {
 		return usagef("--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file need --etcd")
 	}
+	if s.backupDir != "" && s.etcd == "" && insideDir(s.dataDir, s.backupDir) {
+		// Checked now rather than at the first SIGUSR1, which refused it.
+		return usagef("--backup-dir %s is inside --data-dir %s: a backup must go outside the store", s.backupDir, s.dataDir)
+	}
 	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
 	if err != nil {
 		return err
@@ -799,4 +803,15 @@ func partitionLimit(n int) int64 {
 		return -1
 	}
 	return int64(n)
+}
+
+// insideDir reports whether path is dir or lies under it (both made
+// absolute; false when either cannot be).
+func insideDir(dir, path string) bool {
+	d, err1 := filepath.Abs(dir)
+	p, err2 := filepath.Abs(path)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return p == d || strings.HasPrefix(p, d+string(filepath.Separator))
 }

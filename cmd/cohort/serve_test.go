@@ -437,6 +437,7 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--etcd", "127.0.0.1:1", "--lease-ttl", "1500ms"}, exitUsage},
 		{[]string{"--etcd", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage}, // no password anywhere
 		{[]string{"--listen", "127.0.0.1:0", "--offsets-retention-check-interval", "0"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:0", "--backup-dir", filepath.Join(data, "d", "backups")}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
 		{[]string{"--listen", taken.Addr().String()}, exitError},

@@ -433,6 +433,12 @@ func (s *Store) openError(err error, fs vfs.FS) error {
 			" lists (that file is damaged, or tables were deleted, or the directory is incomplete)"
 	case strings.Contains(err.Error(), "does not exist"):
 		what = "is missing its MANIFEST/CURRENT files (they were deleted or the directory is incomplete)"
+	case strings.Contains(err.Error(), "unknown format major version"):
+		// Not damage: a newer cohort (its engine) wrote it, and this one
+		// cannot read it. Moving it aside would lose it for nothing.
+		return fmt.Errorf("%w: store %s was written by a newer version of cohort (%s): run that version, or restore a "+
+			"backup this version wrote; an upgrade raises the store's format, so a downgrade needs such a backup",
+			ErrStorage, s.dir, explain(err))
 	}
 	return fmt.Errorf("%w: store %s %s: %s: %s", ErrStorage, s.dir, what, explain(err), adviceDamaged)
 }
