@@ -248,15 +248,17 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 	}
 }
 
-// TestTooManyPartitionsCloseTheConnection: a request naming more than
-// DefaultMaxRequestPartitions partitions over its topics (and groups) is closed as a
-// bad request before any of it is served; one at the limit is served. (A
+// TestTooManyPartitionsCloseTheConnection: a request naming more partitions
+// over its topics (and groups) than Config.MaxRequestPartitions is closed as
+// a bad request before any of it is served; one at the bound is served. (A
 // 40 MB OffsetFetch of 10 million partitions took a node to 2 GB and stalled
-// its coordinator partition for 13 s.)
+// its coordinator partition for 13 s.) A small bound keeps the frames small;
+// TestRequestPartitionBound checks the default's arithmetic.
 func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
-	ts := startServer(t)
+	const bound = 100
+	ts := startServer(t, func(c *Config) { c.MaxRequestPartitions = bound })
 	parts := func(n int) []int32 { return make([]int32, n) }
-	half := DefaultMaxRequestPartitions / 2
+	half := bound / 2
 	for _, tc := range []struct {
 		name string
 		req  kmsg.Request
@@ -279,13 +281,13 @@ func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
 		{"OffsetCommit", func() kmsg.Request {
 			r := kmsg.NewPtrOffsetCommitRequest()
 			r.Version, r.Group, r.Generation = 8, "g", -1
-			r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, DefaultMaxRequestPartitions+1)}}
+			r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, bound+1)}}
 			return r
 		}()},
 		{"ListOffsets", func() kmsg.Request {
 			r := kmsg.NewPtrListOffsetsRequest()
 			r.Version = 7
-			r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "a", Partitions: make([]kmsg.ListOffsetsRequestTopicPartition, DefaultMaxRequestPartitions+1)}}
+			r.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: "a", Partitions: make([]kmsg.ListOffsetsRequestTopicPartition, bound+1)}}
 			return r
 		}()},
 	} {
@@ -301,32 +303,40 @@ func TestTooManyPartitionsCloseTheConnection(t *testing.T) {
 	}
 	r := kmsg.NewPtrOffsetFetchRequest()
 	r.Version, r.Group = 7, "g"
-	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(DefaultMaxRequestPartitions)}}
+	r.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "a", Partitions: parts(bound)}}
 	if _, ok := ts.dial(t).roundTrip(r).(*kmsg.OffsetFetchResponse); !ok {
-		t.Fatal("an OffsetFetch at the limit was not answered")
+		t.Fatal("an OffsetFetch at the bound was not answered")
 	}
 }
 
-// TestRequestPartitionBoundConfigurable: Config.MaxRequestPartitions sets
-// the bound (a node allowing more catalog partitions allows as many per
-// request); negative lifts it.
-func TestRequestPartitionBoundConfigurable(t *testing.T) {
+// TestRequestPartitionBound: the default bound is a million partitions, a
+// request naming one more is refused and one at it is not, and a negative
+// bound lifts it (decoded requests, no network: the frames would be tens of
+// megabytes).
+func TestRequestPartitionBound(t *testing.T) {
 	commit := func(n int) kmsg.Request {
 		r := kmsg.NewPtrOffsetCommitRequest()
-		r.Version, r.Group, r.Generation = 8, "g", -1
-		r.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, n)}}
+		r.Topics = []kmsg.OffsetCommitRequestTopic{
+			{Topic: "a", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, n/2)},
+			{Topic: "b", Partitions: make([]kmsg.OffsetCommitRequestTopicPartition, n-n/2)},
+		}
 		return r
 	}
-	ts := startServer(t, func(c *Config) { c.MaxRequestPartitions = 10 })
-	c := ts.dial(t)
-	c.send(commit(11), 1)
-	c.expectClosed()
-	if _, ok := ts.dial(t).roundTrip(commit(10)).(*kmsg.OffsetCommitResponse); !ok {
-		t.Fatal("a commit at the bound was not answered")
+	s, err := New(Config{Listen: "127.0.0.1:0", Groups: newFakeGroups(), Topology: SingleNode(Broker{NodeID: 0, Host: "127.0.0.1"}, "c")})
+	if err != nil {
+		t.Fatal(err)
 	}
-	open := startServer(t, func(c *Config) { c.MaxRequestPartitions = -1 })
-	if _, ok := open.dial(t).roundTrip(commit(DefaultMaxRequestPartitions + 1)).(*kmsg.OffsetCommitResponse); !ok {
-		t.Fatal("without a bound, a commit past the default was not answered")
+	if s.cfg.MaxRequestPartitions != DefaultMaxRequestPartitions || DefaultMaxRequestPartitions != 1_000_000 {
+		t.Fatalf("default bound %d (constant %d), want a million", s.cfg.MaxRequestPartitions, DefaultMaxRequestPartitions)
+	}
+	if err := checkEntries(commit(DefaultMaxRequestPartitions+1), DefaultMaxRequestPartitions); err == nil {
+		t.Error("one partition past the default bound accepted")
+	}
+	if err := checkEntries(commit(DefaultMaxRequestPartitions), DefaultMaxRequestPartitions); err != nil {
+		t.Errorf("at the default bound: %v", err)
+	}
+	if err := checkEntries(commit(DefaultMaxRequestPartitions+1), -1); err != nil {
+		t.Errorf("without a bound: %v", err)
 	}
 }
 
