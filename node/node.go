@@ -626,11 +626,13 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 		// node last saw (casKeys).
 		n.cl.keys = newCASKeys(n.cl.cli, n.cl.st.MaxRecordBytes())
 		persist = func(key, what string, rec []byte) error {
-			// Without a valid lease the node is cut off from etcd (or not
-			// registered): fail at once, rather than after the write's
-			// timeout, with an error clients retry elsewhere.
-			if !n.cl.c.Serving() {
-				return fmt.Errorf("%w: node %d has no valid etcd lease (cut off from etcd, or not registered); make the change through another node", catalog.ErrUnavailable, n.cfg.NodeID)
+			// A node that had a lease and lost it is cut off from etcd:
+			// fail at once, rather than after the write's timeout, with an
+			// error clients retry elsewhere. Before its first lease (the
+			// node starting) the write goes to etcd as it always did: a
+			// change made right after Start must not fail.
+			if n.cl.c.Sessions() > 0 && !n.cl.c.Serving() {
+				return fmt.Errorf("%w: node %d has no valid etcd lease (cut off from etcd); make the change through another node", catalog.ErrUnavailable, n.cfg.NodeID)
 			}
 			return n.cl.keys.write(n.cl.st.RecordKey(CatalogPartition, []byte(key)), what, rec)
 		}
