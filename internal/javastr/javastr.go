@@ -9,12 +9,16 @@
 // first, Go the latter.
 package javastr
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Compare returns -1, 0 or +1 as a is less than, equal to or greater than b
 // in the order of Java's String.compareTo (UTF-16 code units) for the
 // strings a and b decode to. Bytes that are not valid UTF-8 decode to
-// U+FFFD, one per byte, as utf8.DecodeRuneInString reads them.
+// U+FFFD, one per byte, as utf8.DecodeRuneInString reads them; different
+// strings that decode alike are ordered by their bytes, so 0 means equal.
 //
 // It does not allocate. Strings that first differ at an ASCII byte (or
 // where one is a byte prefix of the other) cost what a byte comparison
@@ -35,6 +39,7 @@ func Compare(a, b string) int {
 	}
 	// Decode both from the start: the difference may be inside a
 	// multi-byte character, and invalid bytes decode one by one.
+	oa, ob := a, b
 	for len(a) > 0 && len(b) > 0 {
 		ra, wa := utf8.DecodeRuneInString(a)
 		rb, wb := utf8.DecodeRuneInString(b)
@@ -50,7 +55,11 @@ func Compare(a, b string) int {
 	}
 	switch {
 	case len(a) == len(b):
-		return 0
+		// Different strings that decode alike (they differ only in
+		// bytes that are not valid UTF-8, each read as U+FFFD): ordered
+		// by their bytes, so that the order stays total and a sort's
+		// result depends on the ids alone.
+		return strings.Compare(oa, ob)
 	case len(a) == 0:
 		return -1
 	}

@@ -8,13 +8,18 @@ import (
 )
 
 // reference is Java's String.compareTo spelled out: encode both to UTF-16
-// (invalid bytes as U+FFFD) and compare the code units.
+// (invalid bytes as U+FFFD) and compare the code units; different strings
+// that encode alike are ordered by their bytes (Compare keeps the order
+// total).
 func reference(a, b string) int {
 	x, y := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
 	for i := 0; i < len(x) && i < len(y); i++ {
 		if x[i] != y[i] {
 			return sign(int(x[i]) - int(y[i]))
 		}
+	}
+	if len(x) == len(y) {
+		return strings.Compare(a, b)
 	}
 	return sign(len(x) - len(y))
 }
@@ -34,7 +39,7 @@ func TestCompareUTF16Order(t *testing.T) {
 	}{
 		{"", "", 0}, {"", "a", -1}, {"a", "", 1}, {"a", "b", -1}, {"ab", "a", 1},
 		{"é", "e", 1}, {"\U0001F600", "\U0001F601", -1}, {"\U00010000", "\U0010FFFF", -1},
-		{"\uE000", "\U00010000", 1}, {"\uD7FF", "\U00010000", -1}, {"\xff", "\uFFFD", 0},
+		{"\uE000", "\U00010000", 1}, {"\uD7FF", "\U00010000", -1}, {"\xff", "\uFFFD", 1}, // decoded alike: by bytes
 	} {
 		if got := Compare(c.a, c.b); got != c.want {
 			t.Errorf("Compare(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
@@ -72,5 +77,17 @@ func TestCompareASCIIDoesNotAllocate(t *testing.T) {
 	u, v := "instance-\U0001F600", "instance-\uFF21"
 	if n := testing.AllocsPerRun(100, func() { _ = Compare(a, b) + Compare(u, v) }); n != 0 {
 		t.Errorf("Compare allocates %v times per call", n)
+	}
+}
+
+// TestDifferentStringsNeverEqual: strings that differ only in bytes that are
+// not valid UTF-8 decode alike but are not equal: Compare orders them by
+// their bytes (a tie made the member order depend on the input's order).
+func TestDifferentStringsNeverEqual(t *testing.T) {
+	for _, p := range [][2]string{{"m-\x80", "m-\x81"}, {"\xff", "\xfe"}, {"a\x80b", "a\uFFFDb"}} {
+		x, y := Compare(p[0], p[1]), Compare(p[1], p[0])
+		if x == 0 || x != -y || x != strings.Compare(p[0], p[1]) {
+			t.Errorf("Compare(%q, %q) = %d, reversed %d", p[0], p[1], x, y)
+		}
 	}
 }

@@ -229,14 +229,15 @@ func Open(opts Options) (*Store, error) {
 		Logger:             pebbleLogger{log: log, onFail: s.fail},
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) {
-				if !s.fs.armed.Load() && !pebble.IsCorruptionError(err) {
+				if !s.fs.armed.Load() && writeFailure(err) {
 					// During Open (the recovered log's flush, the fold):
 					// pebble retries a failed table write for ever, so an
 					// Open on a disk that is still full neither served
 					// nor returned, burning a core. Fail it instead: the
 					// operator (or supervisor) gets an error and a restart.
-					// (Damage is reported by the read that meets it, with
-					// the way out: explain.)
+					// Other background errors (a table's statistics, the
+					// disk usage, damage, which the read that meets it
+					// reports with the way out) stay warnings.
 					s.fail(fmt.Errorf("writing while opening the store: %w", err))
 					return
 				}
@@ -294,7 +295,11 @@ func Open(opts Options) (*Store, error) {
 	select {
 	case r = <-done:
 	case <-s.failed:
-		r.err = s.failErr
+		select {
+		case r = <-done: // the Open's own outcome, when it has one
+		default:
+			r.err = s.failErr
+		}
 	}
 	if r.err != nil {
 		if !errors.Is(r.err, ErrStorage) {
@@ -306,6 +311,14 @@ func Open(opts Options) (*Store, error) {
 	s.fs.armed.Store(true)
 	log.Debug("store opened", "created", !exists)
 	return s, nil
+}
+
+// writeFailure reports whether a background error of the engine is the
+// disk refusing a write (full, over quota, read-only, an I/O error), which
+// its retries cannot get past.
+func writeFailure(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EIO)
 }
 
 // rateLimited logs a warning at most once per interval, counting the ones
