@@ -49,13 +49,9 @@ func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.
 		if m.regex != "" {
 			dm.SubscribedTopicRegex = kmsg.StringPtr(m.regex)
 		}
-		both := m.assigned.clone()
-		for t, ps := range m.pending {
-			for _, p := range ps {
-				both.add(t, p)
-			}
-		}
-		dm.Assignment = s.describeSet(both)
+		// What it is assigned, not what it still has to revoke, as
+		// Kafka describes a member.
+		dm.Assignment = s.describeSet(m.assigned)
 		dm.TargetAssignment = s.describeSet(cg.target[m.id])
 		dm.MemberType = 1 // a consumer-protocol member
 		if m.classic != nil {

@@ -230,7 +230,7 @@ func (s *Shard) isStaticMember(group, member string) bool {
 // group whose parsed regexes are looked up first.
 func (s *Shard) regexRefusal(cg *consumerGroup, r *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
 	if re := strOr(r.SubscribedTopicRegex); re != "" && !s.validRegex(cg, re) {
-		return ErrInvalidRegularExpression, "SubscribedTopicRegex " + re + " is not a valid regular expression."
+		return ErrInvalidRegularExpression, "SubscribedTopicRegex `" + re + "` is not a valid regular expression: " + regexProblem(re) + "."
 	}
 	return ErrNone, ""
 }
@@ -255,7 +255,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		if most := s.cfg.ConsumerMaxSize; most > 0 && len(g.members) >= most {
 			// Upgradable, but the joiner would be one too many: as Kafka,
 			// whose converted group then refuses the joiner.
-			return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+			return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity of " + strconv.Itoa(s.cfg.ConsumerMaxSize) + " members."
 		}
 		if code, msg := s.regexRefusal(nil, r); code != ErrNone {
 			// Refused after the conversion too: refused before it, so that
@@ -280,7 +280,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		// request then replaces that member or is refused for the
 		// instance (a zombie of a replaced member: FENCED_INSTANCE_ID),
 		// and the group does not grow either way.
-		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity of " + strconv.Itoa(s.cfg.ConsumerMaxSize) + " members."
 	}
 	if cg != nil {
 		if instance == "" {
@@ -288,22 +288,29 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		} else if owner, ok := cg.static[instance]; ok {
 			o := cg.members[owner]
 			switch {
-			case r.MemberEpoch == epochJoining && owner == r.MemberID:
+			case r.MemberEpoch == epochJoining && owner == r.MemberID && o.epoch != epochStatic:
 				m = o // a static member rejoining with its own id: in place
 			case r.MemberEpoch == epochJoining && o.epoch != epochStatic && o.classic == nil:
 				// An active consumer-protocol member holds the instance;
 				// a classic one is replaced (a rolling upgrade of static
 				// members), as in Kafka.
-				return nil, nil, ErrUnreleasedInstanceID, "Static member with instance id " + instance + " is still active."
+				return nil, nil, ErrUnreleasedInstanceID, "Static member " + r.MemberID + " with instance id " + instance +
+					" cannot join the group because the instance id is owned by " + owner + " member."
 			case r.MemberEpoch == epochJoining:
+				// The instance's member left for a restart (epoch -2) or
+				// is a classic member: this join takes its place at
+				// epoch 0 with what it says it owns, as Kafka does, also
+				// when it comes back with the same member id (kept in
+				// place, it stayed at -2: its next heartbeat read as
+				// another leave, and it never reconciled).
 				replaced = o
 			case owner != r.MemberID:
-				return nil, nil, ErrFencedInstanceID, "Static member " + r.MemberID + " with instance id " + instance + " was fenced by another member."
+				return nil, nil, ErrFencedInstanceID, "Static member " + r.MemberID + " with instance id " + instance + " was fenced by member " + owner + "."
 			default:
 				m = o
 			}
 		} else if r.MemberEpoch > 0 {
-			return nil, nil, ErrUnknownMemberID, "Static member with instance id " + instance + " is unknown."
+			return nil, nil, ErrUnknownMemberID, "Instance id " + instance + " is unknown."
 		} else if known := cg.members[r.MemberID]; known != nil {
 			// A known member joining with an instance id no member
 			// holds (a dynamic member turned static, or a static one
@@ -320,7 +327,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		return nil, nil, ErrUnknownMemberID, "Member " + r.MemberID + " is not a member of group " + r.Group + "."
 	}
 	if m == nil && replaced == nil && s.cfg.ConsumerMaxSize > 0 && cg != nil && len(cg.members) >= s.cfg.ConsumerMaxSize {
-		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity."
+		return nil, nil, ErrGroupMaxSizeReached, "The consumer group has reached its maximum capacity of " + strconv.Itoa(s.cfg.ConsumerMaxSize) + " members."
 	}
 	h.owned = s.resolveOwned(r, m)
 	if m != nil && r.MemberEpoch == epochJoining {

@@ -24,7 +24,7 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 	case mStable:
 		switch {
 		case m.epoch != cg.assignEpoch:
-			next = g.computeNext(m, h.owned)
+			next = g.computeNext(m, m.epoch, h.owned)
 		case h.subscriptionChanged:
 			next = g.dropUnsubscribed(m, h.owned)
 		}
@@ -34,10 +34,13 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 				next = g.dropUnsubscribed(m, h.owned)
 			}
 		} else {
-			next = g.computeNext(m, h.owned)
+			// Revoked: a revocation still to make (the target moved on
+			// meanwhile) is asked at the next epoch, not beyond the
+			// target's, as Kafka's builder does.
+			next = g.computeNext(m, min(m.epoch+1, cg.assignEpoch), h.owned)
 		}
 	default:
-		next = g.computeNext(m, h.owned)
+		next = g.computeNext(m, m.epoch, h.owned)
 	}
 	if next == nil || (next.epoch == m.epoch && next.prevEpoch == m.prevEpoch && next.state == m.state &&
 		next.assigned.equal(m.assigned) && next.pending.equal(m.pending)) {
@@ -79,8 +82,9 @@ func overlaps(a, b tpset) bool {
 // computeNext is the member's next current assignment given the group's
 // target: it keeps what stays, revokes what moves away (and waits for the
 // revocation before advancing its epoch), and takes what its target adds
-// as far as no other member still holds it.
-func (g *Group) computeNext(m *cmember, owned tpset) *ccurrent {
+// as far as no other member still holds it. A member left with partitions
+// to revoke is at epoch (its own, or the next one after a revocation).
+func (g *Group) computeNext(m *cmember, epoch int32, owned tpset) *ccurrent {
 	cg := g.cg
 	subscribed := map[string]bool{}
 	for _, t := range cg.memberTopics(m, g.s.cfg.Topics) {
@@ -146,7 +150,7 @@ func (g *Group) computeNext(m *cmember, owned tpset) *ccurrent {
 	}
 	forget(m.pending)
 	if revoke.size() > 0 && (owned == nil || overlaps(owned, revoke)) {
-		return &ccurrent{epoch: m.epoch, prevEpoch: m.epoch, state: mUnrevoked, assigned: keep, pending: revoke, assignedAt: at}
+		return &ccurrent{epoch: epoch, prevEpoch: m.epoch, state: mUnrevoked, assigned: keep, pending: revoke, assignedAt: at}
 	}
 	forget(revoke)
 	for t, ps := range add {

@@ -2,6 +2,7 @@ package group
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"regexp"
 	"regexp/syntax"
@@ -515,6 +516,20 @@ func (s *Shard) newRegexMatch(expr string) *regexMatch {
 		s.lastRegex, s.lastRegexExpr = &regexMatch{valid: e.valid, size: e.size}, expr
 	}
 	return e
+}
+
+// regexProblem says why expr does not parse (Go's description; Kafka gives
+// RE2/J's), for the INVALID_REGULAR_EXPRESSION message.
+func regexProblem(expr string) string {
+	_, err := syntax.Parse(expr, syntax.Perl)
+	var se *syntax.Error
+	switch {
+	case errors.As(err, &se):
+		return string(se.Code)
+	case err != nil:
+		return err.Error()
+	}
+	return "refused"
 }
 
 // regexSize estimates the size of the program re (simplified) compiles to:

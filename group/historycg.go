@@ -180,6 +180,9 @@ func (g *Group) cNoteStatic(h *hbReq, old *cmember, newID string) {
 	c := cCause(CauseStaticReplaced, h.now, old)
 	c.MemberID, c.ClientID, c.ClientHost = newID, h.c.ID, h.c.Host
 	c.Detail = "replaced member " + old.id
+	if old.id == newID {
+		c.Detail = "rejoined after a static leave"
+	}
 	g.cNote(h, c)
 	if rb := g.cg.hist.rb; rb != nil {
 		if w, ok := rb.pending[old.id]; ok {
