@@ -135,6 +135,7 @@ type connAuth struct {
 	authV1    bool      // the client authenticated with SaslAuthenticate v1+ (may re-authenticate)
 	expires   time.Time // session end (KIP-368); zero: none
 	started   time.Time // when the current exchange began
+	deadline  time.Time // when the current exchange must be done (the socket's deadline)
 	reauthAt  time.Time // when the last re-authentication began; zero: none yet
 	badMech   string    // saslBadMech: the mechanism the re-authentication asked for
 }
@@ -187,7 +188,7 @@ func (c *conn) startAuth() bool {
 		// Reads and writes: a client that pipelines requests and never
 		// reads the answers blocks the connection in a write, and must not
 		// outlive the authentication timeout either.
-		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
+		c.setAuthDeadline()
 	}
 	return true
 }
@@ -308,7 +309,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		// Kafka does, and failed at the next request (admit).
 		c.auth.state = saslBadMech
 		c.auth.badMech = req.Mechanism
-		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
+		c.setAuthDeadline()
 		return out, false
 	}
 	c.auth.mech = req.Mechanism
@@ -320,9 +321,38 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		c.auth.state = saslAuthenticate
 	}
 	if c.auth.reauth {
-		c.nc.SetDeadline(time.Now().Add(c.s.sec.timeout))
+		c.setAuthDeadline()
 	}
 	return out, false
+}
+
+// setAuthDeadline gives the exchange starting now the authentication
+// timeout, on the socket (reads and writes) and for the session's waits.
+func (c *conn) setAuthDeadline() {
+	c.auth.deadline = time.Now().Add(c.s.sec.timeout)
+	c.nc.SetDeadline(c.auth.deadline)
+}
+
+// step runs the session's Step. A session that may wait before its work
+// (PLAIN, for a slot to check a password in) is given up at the exchange's
+// deadline or when the client hangs up, watched for as a parked request
+// is: a burst of guesses from clients that then left must not keep the
+// password checks busy, and everyone else's logins waiting, long after.
+func (c *conn) step(token []byte) ([]byte, bool, error) {
+	cs, ok := c.auth.sess.(sasl.ContextStepper)
+	if !ok {
+		return c.auth.sess.Step(token)
+	}
+	ctx, cancel := context.WithDeadline(c.ctx, c.auth.deadline)
+	defer cancel()
+	if c.external {
+		c.startWatch()
+		defer func() {
+			c.stopWatch()
+			c.nc.SetReadDeadline(c.auth.deadline) // stopWatch cleared it
+		}()
+	}
+	return cs.StepContext(ctx, token)
 }
 
 // saslStep feeds one client token to the session. It returns the server's
@@ -332,7 +362,7 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 	if len(token) > maxSaslTokenBytes {
 		err = fmt.Errorf("%w: a %d-byte token, the limit is %d", sasl.ErrAuthFailed, len(token), maxSaslTokenBytes)
 	} else {
-		out, done, err = c.auth.sess.Step(token)
+		out, done, err = c.step(token)
 	}
 	if err == nil && done {
 		p := c.auth.sess.Principal()

@@ -2,6 +2,7 @@ package sasl
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"runtime"
 	"time"
@@ -41,6 +42,12 @@ type plainSession struct {
 }
 
 func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
+	return s.StepContext(context.Background(), in)
+}
+
+// StepContext is Step, given up when ctx is done before the password check
+// starts (waiting for a slot, or with a slot but too late).
+func (s *plainSession) StepContext(ctx context.Context, in []byte) ([]byte, bool, error) {
 	if s.finished {
 		return nil, false, errFinished
 	}
@@ -57,7 +64,15 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 		// Neither name quoted: both are client-typed text.
 		return nil, false, failf("the authorization id differs from the name of %s", userRef(false, user))
 	}
-	plainSlots <- struct{}{}
+	select {
+	case plainSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, false, errPlainGivenUp
+	}
+	if ctx.Err() != nil {
+		<-plainSlots
+		return nil, false, errPlainGivenUp
+	}
 	match := plainMatches(h, password, cred)
 	if !match {
 		// The credential may have been made from the password after
@@ -80,13 +95,19 @@ func (s *plainSession) Step(in []byte) ([]byte, bool, error) {
 	return nil, true, nil
 }
 
+// errPlainGivenUp ends a PLAIN exchange whose password was never checked:
+// the client hung up or its authentication time ran out while it waited.
+var errPlainGivenUp = failf("the password check was given up: the client left or its authentication time ran out")
+
 // plainSlots bounds the PLAIN password checks running at once to half the
 // cores (at least one). Each is a PBKDF2 of the stored iteration count
 // (milliseconds of CPU: BenchmarkPlainCheck), and anyone who can
 // reach a SASL listener can ask for them: unbounded, 200 connections
 // guessing passwords kept both cores of a node busy. Bounded, a flood of
-// guesses waits for a slot (within the authentication timeout) while the
-// rest of the node keeps its CPU. SCRAM needs no such bound: its server
+// guesses waits for a slot while the rest of the node keeps its CPU; a
+// waiting check is dropped when its client hangs up or its authentication
+// timeout passes (StepContext), so guesses from clients that left do not
+// hold everyone else's logins back. SCRAM needs no such bound: its server
 // side does no PBKDF2 (the client does).
 var plainSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 

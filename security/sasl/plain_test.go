@@ -1,11 +1,15 @@
 package sasl
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func plainStore(t testing.TB) memCreds {
@@ -155,5 +159,64 @@ func BenchmarkPlainCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlainGivesUpWaitingCheck: a PLAIN check waiting for a slot ends as a
+// failure once its context is done (the client left, or its authentication
+// time ran out), without checking the password; the checks under way and
+// those that come after are not affected.
+func TestPlainGivesUpWaitingCheck(t *testing.T) {
+	m := NewPlain(plainStore(t))
+	var checks atomic.Int32
+	release := make(chan struct{})
+	testHookPBKDF2 = func() {
+		checks.Add(1)
+		<-release
+	}
+	defer func() { testHookPBKDF2 = nil }()
+	// Fill every slot with a check that waits for release.
+	held := make(chan error, cap(plainSlots))
+	for range cap(plainSlots) {
+		go func() {
+			_, _, err := m.Start().Step([]byte("\x00bob\x00bob-256"))
+			held <- err
+		}()
+	}
+	for checks.Load() < int32(cap(plainSlots)) {
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() {
+		_, done, err := m.Start().(ContextStepper).StepContext(ctx, []byte("\x00bob\x00bob-256"))
+		if done {
+			err = errors.New("done")
+		}
+		waited <- err
+	}()
+	cancel()
+	select {
+	case err := <-waited:
+		wantFailure(t, err, "given up", "bob-256")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a PLAIN check waiting for a slot outlived its context by 10s")
+	}
+	// A context already done never checks, even with a slot free.
+	close(release)
+	for range cap(plainSlots) {
+		if err := <-held; err != nil {
+			t.Fatalf("a check under way: %v", err)
+		}
+	}
+	before := checks.Load()
+	if _, _, err := m.Start().(ContextStepper).StepContext(ctx, []byte("\x00bob\x00bob-256")); err == nil {
+		t.Fatal("a done context was authenticated")
+	}
+	if checks.Load() != before {
+		t.Fatal("a done context's password was checked")
+	}
+	if _, done, err := m.Start().Step([]byte("\x00bob\x00bob-256")); err != nil || !done {
+		t.Fatalf("a check after: done %v, %v", done, err)
 	}
 }

@@ -10,6 +10,7 @@
 package sasl
 
 import (
+	"context"
 	"errors"
 	"time"
 )
@@ -70,4 +71,12 @@ type Session interface {
 	// OAUTHBEARER token's exp), or the zero time when it does not expire.
 	// The server caps the session lifetime (KIP-368) to it.
 	Expiry() time.Time
+}
+
+// ContextStepper is a Session whose Step may wait before it works (PLAIN
+// waits for a slot to check a password in). StepContext is its Step that
+// gives up, as a failed exchange, once ctx is done: the server passes the
+// connection's authentication deadline and its hang-up.
+type ContextStepper interface {
+	StepContext(ctx context.Context, in []byte) (out []byte, done bool, err error)
 }
