@@ -119,11 +119,12 @@ func main() {
 	workdist.Stopped()
 }
 
-// commitZero commits offset 0 of the partitions. franz-go sometimes warns
+// commitZero commits offset 0 of the partitions. franz-go may warn
 // "received an OffsetCommitResponse after our group session has ended"
-// after such a commit: by the time the answer comes back it has dropped its
-// own bookkeeping of these partitions (it consumed nothing from them). The
-// commit was acknowledged all the same.
+// after such commits although each was acknowledged: its table of the
+// member's offsets is dropped when a revocation empties it (partitions it
+// consumed nothing from are not in it), and is not rebuilt for partitions
+// it keeps (docs/workdist.md, "Library notes").
 func commitZero(ctx context.Context, cl *kgo.Client, topic string, parts []int32) {
 	offsets := map[string]map[int32]kgo.EpochOffset{topic: {}}
 	for _, p := range parts {
