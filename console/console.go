@@ -112,11 +112,9 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 			}
 			return strings.Join(s, ",")
 		},
-		"rate":  func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
-		"lower": strings.ToLower,
-		// seg escapes a group id (or any name) as one path segment:
-		// html/template leaves '/', '?' and '#' of a URL alone.
-		"seg": url.PathEscape,
+		"rate":      func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
+		"lower":     strings.ToLower,
+		"grouphref": groupHref,
 		"sortlink": func(q groupsQuery, key string) string {
 			v := q.values()
 			v.Set("sort", key)
@@ -223,6 +221,11 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/" || path == "":
 		c.groups(ctx, w, r, cl, d)
 	case path == "/groups/" || path == "/groups":
+		if id := r.URL.Query().Get("id"); id != "" {
+			// The link of a group whose id is a dot segment (groupHref).
+			c.group(ctx, w, r, cl, d, id)
+			return
+		}
 		// No group id: the list of groups, rather than a DescribeGroups
 		// of "" that the node refuses (INVALID_GROUP_ID, once a 502).
 		http.Redirect(w, r, Prefix, http.StatusFound)
@@ -236,6 +239,18 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		c.fail(w, r, http.StatusNotFound, "No such page.")
 	}
+}
+
+// groupHref is the link to a group's page: the id escaped as one path
+// segment (html/template leaves '/', '?' and '#' of a URL alone). An id
+// "." or ".." goes in the query instead: as a path segment, escaped or not
+// (browsers read %2E as a dot), it is resolved away and the link opens
+// the groups list.
+func groupHref(id string) string {
+	if id == "." || id == ".." {
+		return Prefix + "groups/?id=" + url.QueryEscape(id)
+	}
+	return Prefix + "groups/" + url.PathEscape(id)
 }
 
 func askAuth(w http.ResponseWriter) {
