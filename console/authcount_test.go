@@ -1,10 +1,14 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // authCounts sums cohort_server_authentications_total by mechanism and
@@ -54,6 +58,50 @@ func TestConsoleWrongPasswordCountsTwice(t *testing.T) {
 	for _, k := range []string{"SCRAM-SHA-512 failure", "SCRAM-SHA-256 failure"} {
 		if d := after[k] - before[k]; d != 1 {
 			t.Errorf("%s: +%d, want +1 (before %v, after %v)", k, d, before, after)
+		}
+	}
+}
+
+// TestConsoleSHA256OnlyUserCountsNoFailure: page views of a user holding
+// only a SCRAM-SHA-256 credential count no failed authentication (each one
+// counted, and logged, a SCRAM-SHA-512 failure: "unknown user"); a wrong
+// password of that user still counts one failure per mechanism, as for an
+// unknown user, so the two cannot be told apart.
+func TestConsoleSHA256OnlyUserCountsNoFailure(t *testing.T) {
+	n := startNode(t, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, n, true))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "bob-pw"}})
+	if err != nil || res.Error() != nil {
+		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
+	}
+	base := "http://" + n.HTTPAddr() + "/console/"
+	before := authCounts(t, n.HTTPAddr())
+	for range 2 {
+		if code, body := get(t, base+"topics", "bob", "bob-pw"); code != http.StatusOK {
+			t.Fatalf("bob: %d %s", code, body)
+		}
+	}
+	after := authCounts(t, n.HTTPAddr())
+	for _, k := range []string{"SCRAM-SHA-512 failure", "SCRAM-SHA-256 failure"} {
+		if d := after[k] - before[k]; d != 0 {
+			t.Errorf("%s: +%d after two page views with the right password, want +0", k, d)
+		}
+	}
+	if after["SCRAM-SHA-256 success"] == before["SCRAM-SHA-256 success"] {
+		t.Errorf("no SCRAM-SHA-256 success counted (before %v, after %v)", before, after)
+	}
+	for _, user := range []string{"bob", "nobody"} {
+		before = authCounts(t, n.HTTPAddr())
+		if code, _ := get(t, base+"topics", user, "wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("%s with a wrong password: %d, want 401", user, code)
+		}
+		after = authCounts(t, n.HTTPAddr())
+		for _, k := range []string{"SCRAM-SHA-512 failure", "SCRAM-SHA-256 failure"} {
+			if d := after[k] - before[k]; d != 1 {
+				t.Errorf("%s, wrong password: %s +%d, want +1", user, k, d)
+			}
 		}
 	}
 }

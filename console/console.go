@@ -64,6 +64,9 @@ type Node interface {
 	// password (the node's failed-authentication delay, which its
 	// in-memory connections leave to the console).
 	FailedAuthDelay() time.Duration
+	// ConsoleCredentials names the SCRAM mechanisms (SCRAM-SHA-512,
+	// SCRAM-SHA-256) user holds a credential for, looked up in the process.
+	ConsoleCredentials(user string) []string
 }
 
 // Console serves the pages.
@@ -314,8 +317,7 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	}
 	mechs := []sasl.Mechanism{nil}
 	if auth {
-		sc := scram.Auth{User: user, Pass: pass}
-		mechs = []sasl.Mechanism{sc.AsSha512Mechanism(), sc.AsSha256Mechanism()}
+		mechs = scramOrder(user, pass, c.n.ConsoleCredentials(user))
 		select {
 		case c.logins <- struct{}{}:
 			defer func() { <-c.logins }()
@@ -343,6 +345,24 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 		return cl, nil
 	}
 	return nil, last
+}
+
+// scramOrder is the order the console tries the SCRAM mechanisms in for
+// user: those the user holds a credential for first (SCRAM-SHA-512 before
+// SCRAM-SHA-256), then the others. A right password therefore succeeds at
+// the first try, and no failed authentication is counted or logged for a
+// user who holds only SCRAM-SHA-256 (each page view of such a user counted
+// one SCRAM-SHA-512 failure). Both are still tried, whatever the user
+// holds, until one succeeds: a wrong password or an unknown user costs two
+// tries either way, so the time taken does not tell whether the user
+// exists.
+func scramOrder(user, pass string, held []string) []sasl.Mechanism {
+	sc := scram.Auth{User: user, Pass: pass}
+	s512, s256 := sc.AsSha512Mechanism(), sc.AsSha256Mechanism()
+	if len(held) == 1 && held[0] == s256.Name() {
+		return []sasl.Mechanism{s256, s512}
+	}
+	return []sasl.Mechanism{s512, s256}
 }
 
 // loginSlots is how many console logins may run at once: half the cores,

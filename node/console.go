@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/cohort-dev/cohort/security/sasl"
 )
 
 // ErrConsoleNoListener: no listener lets the web console in, since every
@@ -90,4 +93,34 @@ func (n *Node) ConsolePeerTLS() *tls.Config {
 		}
 	}
 	return nil
+}
+
+// ConsoleMechanisms are the SASL mechanisms the console listener's clients
+// may authenticate with (the node's, as for every SASL listener); nil when
+// that listener is not SASL or there is none.
+func (n *Node) ConsoleMechanisms() []string {
+	if _, isSASL, err := n.ConsoleListener(); err != nil || !isSASL {
+		return nil
+	}
+	if sc := n.cfg.Security; sc != nil && len(sc.Mechanisms) > 0 {
+		return slices.Clone(sc.Mechanisms)
+	}
+	return slices.Clone(DefaultMechanisms)
+}
+
+// ConsoleCredentials names the SCRAM mechanisms user holds a credential
+// for, read in the process (nothing is sent to anyone): the console tries
+// those first, so a right password is not first refused by a mechanism
+// the user has no credential for.
+func (n *Node) ConsoleCredentials(user string) []string {
+	if n.auth == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range []string{sasl.ScramSHA512, sasl.ScramSHA256} {
+		if c, ok := n.auth.Lookup(user, m); ok && c.Mechanism == m {
+			out = append(out, m)
+		}
+	}
+	return out
 }
