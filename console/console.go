@@ -8,9 +8,10 @@
 // ListGroups, DescribeGroups, ConsumerGroupDescribe, OffsetFetch and
 // Metadata answers, sent over in-memory connections the node serves like
 // its SASL listener. When the node authenticates clients, the console asks
-// the person for a SCRAM user name and password (HTTP basic
-// authentication), authenticates to the node with them, and therefore shows
-// exactly what that principal's ACLs let it describe.
+// the person for a user name and password (HTTP basic authentication),
+// authenticates to the node with them (SCRAM, or PLAIN on a node without
+// SCRAM), and therefore shows exactly what that principal's ACLs let it
+// describe.
 package console
 
 import (
@@ -26,6 +27,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/internal/byname"
@@ -64,6 +67,9 @@ type Node interface {
 	// password (the node's failed-authentication delay, which its
 	// in-memory connections leave to the console).
 	FailedAuthDelay() time.Duration
+	// ConsoleMechanisms are the SASL mechanisms the console listener
+	// enables (nil when it is not SASL).
+	ConsoleMechanisms() []string
 	// ConsoleCredentials names the SCRAM mechanisms (SCRAM-SHA-512,
 	// SCRAM-SHA-256) user holds a credential for, looked up in the process.
 	ConsoleCredentials(user string) []string
@@ -181,7 +187,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var user, pass string
+	var mechs []string
 	if needAuth {
+		mechs = c.n.ConsoleMechanisms()
+		if !slices.ContainsFunc(mechs, isPasswordMechanism) {
+			c.fail(w, r, http.StatusForbidden, "The console is not served: it takes a user name and password, and this node's SASL listeners accept no password mechanism (SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN), only "+strings.Join(mechs, ", ")+". Enable SCRAM (--sasl-mechanisms) for the people using the console.")
+			return
+		}
 		if r.TLS == nil && !local {
 			c.fail(w, r, http.StatusForbidden, "The node authenticates clients, and passwords are not taken over plain HTTP on a non-loopback listener: serve the HTTP listener over HTTPS (--http-tls), or bind --http-listen to loopback.")
 			return
@@ -195,9 +207,9 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), c.timeout)
 	defer cancel()
-	cl, err := c.client(ctx, r, user, pass, needAuth)
+	cl, err := c.client(ctx, r, user, pass, needAuth, mechs)
 	if err != nil {
-		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) || errors.Is(err, kerr.UnsupportedSaslMechanism) {
+		if errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.IllegalSaslState) {
 			// The node's failed-authentication delay, waited here with
 			// the login slot released (the node does not wait it for
 			// the console's connections).
@@ -288,17 +300,33 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 
 // client connects to the node as the person using the console: every
 // connection kgo opens to this node is an in-memory pipe the node serves;
-// other nodes (cluster mode) are dialed over TCP. SCRAM-SHA-512 is tried
-// first, then SCRAM-SHA-256 (a user may have only one credential).
-func (c *Console) client(ctx context.Context, r *http.Request, user, pass string, auth bool) (*kgo.Client, error) {
+// other nodes (cluster mode) are dialed over TCP. With auth it logs in with
+// user and pass over the enabled mechanisms (enabled): SCRAM when the node
+// has it (scramOrder), else PLAIN, which is sent only over the in-memory
+// connections and over TLS.
+func (c *Console) client(ctx context.Context, r *http.Request, user, pass string, auth bool, enabled []string) (*kgo.Client, error) {
 	self := map[string]bool{}
 	for _, a := range c.n.SelfAddrs() {
 		self[a] = true
 	}
 	remote := r.RemoteAddr
 	peerTLS := c.n.ConsolePeerTLS()
+	var mechs []sasl.Mechanism
+	if auth {
+		mechs = scramOrder(user, pass, c.n.ConsoleCredentials(user), enabled)
+		if len(mechs) == 0 && slices.Contains(enabled, plainName) {
+			mechs = []sasl.Mechanism{plain.Auth{User: user, Pass: pass}.AsMechanism()}
+		}
+	}
+	clearPassword := len(mechs) == 1 && mechs[0].Name() == plainName
 	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
 		if host != selfSeed && !self[host] {
+			if peerTLS == nil && clearPassword {
+				// PLAIN sends the password itself: never over TCP
+				// without TLS (the in-memory connections to this
+				// node never leave the process).
+				return nil, fmt.Errorf("%w (%s)", errPlainOverTCP, host)
+			}
 			if peerTLS == nil {
 				var d net.Dialer
 				return d.DialContext(ctx, network, host)
@@ -315,9 +343,9 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 		}
 		return a, nil
 	}
-	mechs := []sasl.Mechanism{nil}
-	if auth {
-		mechs = scramOrder(user, pass, c.n.ConsoleCredentials(user))
+	if !auth {
+		mechs = []sasl.Mechanism{nil}
+	} else {
 		select {
 		case c.logins <- struct{}{}:
 			defer func() { <-c.logins }()
@@ -356,14 +384,27 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 // holds, until one succeeds: a wrong password or an unknown user costs two
 // tries either way, so the time taken does not tell whether the user
 // exists.
-func scramOrder(user, pass string, held []string) []sasl.Mechanism {
+// Only the mechanisms the node enables (enabled) are tried.
+func scramOrder(user, pass string, held, enabled []string) []sasl.Mechanism {
 	sc := scram.Auth{User: user, Pass: pass}
-	s512, s256 := sc.AsSha512Mechanism(), sc.AsSha256Mechanism()
-	if len(held) == 1 && held[0] == s256.Name() {
-		return []sasl.Mechanism{s256, s512}
+	order := []sasl.Mechanism{sc.AsSha512Mechanism(), sc.AsSha256Mechanism()}
+	if len(held) == 1 && held[0] == order[1].Name() {
+		order[0], order[1] = order[1], order[0]
 	}
-	return []sasl.Mechanism{s512, s256}
+	return slices.DeleteFunc(order, func(m sasl.Mechanism) bool { return !slices.Contains(enabled, m.Name()) })
 }
+
+const plainName = "PLAIN"
+
+// isPasswordMechanism reports whether mechanism takes a user name and
+// password (not OAUTHBEARER's token).
+func isPasswordMechanism(mechanism string) bool {
+	return mechanism == plainName || strings.HasPrefix(mechanism, "SCRAM-")
+}
+
+// errPlainOverTCP: the node has PLAIN but not SCRAM, and the page needs
+// another node reached without TLS.
+var errPlainOverTCP = errors.New("the node accepts no SCRAM, and the console does not send a PLAIN password to another node over TCP without TLS: enable SCRAM (--sasl-mechanisms) or use SASL_SSL listeners")
 
 // loginSlots is how many console logins may run at once: half the cores,
 // at least one (a variable for tests).
