@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,5 +104,33 @@ func TestConsoleSHA256OnlyUserCountsNoFailure(t *testing.T) {
 				t.Errorf("%s, wrong password: %s +%d, want +1", user, k, d)
 			}
 		}
+	}
+}
+
+// TestConsoleLoginsWithinTheSlot: every login of a page view runs while the
+// view holds its login slot. kgo opens two connections to the node, the
+// seed's and the broker's, and each logs in (a PBKDF2 on this node); the
+// broker's opened after the slot was released, so the bound on console
+// logins bounded only half of them.
+func TestConsoleLoginsWithinTheSlot(t *testing.T) {
+	n := startNode(t, true)
+	c := New(n, nil, nil)
+	var dials, outside atomic.Int32
+	c.testHookSelfDial = func() {
+		dials.Add(1)
+		if len(c.logins) == 0 {
+			outside.Add(1)
+		}
+	}
+	before := authCounts(t, n.HTTPAddr())
+	if w := serveAs(c, "127.0.0.1:9100", false, "admin", adminPassword); w.Code != http.StatusOK {
+		t.Fatalf("page view: %d %s", w.Code, w.Body)
+	}
+	after := authCounts(t, n.HTTPAddr())
+	if o := outside.Load(); o != 0 {
+		t.Errorf("%d of the page view's %d connections to the node were opened (and logged in) outside the login slot", o, dials.Load())
+	}
+	if d := after["SCRAM-SHA-512 success"] - before["SCRAM-SHA-512 success"]; d != int(dials.Load()) || d > 2 {
+		t.Errorf("%d logins for %d connections, want one each and at most two", d, dials.Load())
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -89,6 +90,9 @@ type Console struct {
 	// who reaches the HTTP listener can ask for them: unbounded, 100
 	// parallel password guesses kept both cores of a node busy.
 	logins chan struct{}
+	// testHookSelfDial, if set, is called as the console opens an
+	// in-memory connection to its node (tests).
+	testHookSelfDial func()
 }
 
 // Register adds the console to mux (node.Config.HTTPHandlers).
@@ -336,6 +340,9 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 			d := tls.Dialer{Config: cfg}
 			return d.DialContext(ctx, network, host)
 		}
+		if c.testHookSelfDial != nil {
+			c.testHookSelfDial()
+		}
 		a, b := net.Pipe()
 		if err := c.n.ServeInternal(&peerConn{Conn: b, remote: remote}); err != nil {
 			a.Close()
@@ -370,9 +377,40 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 			last = err
 			continue
 		}
+		if m != nil {
+			if err := connectSelf(ctx, cl, self); err != nil {
+				cl.Close()
+				return nil, err
+			}
+		}
 		return cl, nil
 	}
 	return nil, last
+}
+
+// connectSelf opens, and so authenticates, kgo's connection to this node
+// under its broker id while the caller holds the login slot. The Ping
+// authenticated the seed connection only; kgo sends the page's requests
+// over a second one, to the broker the seed named, whose login (another
+// PBKDF2) ran after the slot was released, outside the bound on console
+// logins. Asked through the seed, Metadata names this node's id without
+// another login.
+func connectSelf(ctx context.Context, cl *kgo.Client, self map[string]bool) error {
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return nil
+	}
+	resp, err := seeds[0].Request(ctx, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{}})
+	if err != nil {
+		return err
+	}
+	for _, b := range resp.(*kmsg.MetadataResponse).Brokers {
+		if self[hostPort(b.Host, b.Port)] {
+			_, err := cl.Broker(int(b.NodeID)).Request(ctx, kmsg.NewPtrApiVersionsRequest())
+			return err
+		}
+	}
+	return nil
 }
 
 // scramOrder is the order the console tries the SCRAM mechanisms in for
