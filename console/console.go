@@ -128,6 +128,22 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 		"rate":      func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 		"lower":     strings.ToLower,
 		"grouphref": groupHref,
+		// eventshref links id's page showing its newest n events.
+		"eventshref": func(id string, n int) string {
+			h := groupHref(id)
+			if strings.Contains(h, "?") {
+				return h + "&events=" + strconv.Itoa(n)
+			}
+			return h + "?events=" + strconv.Itoa(n)
+		},
+		// num writes n with thousands separators (1,953).
+		"num": func(n int) string {
+			s := strconv.Itoa(n)
+			for i := len(s) - 3; i > 0; i -= 3 {
+				s = s[:i] + "," + s[i:]
+			}
+			return s
+		},
 		"sortlink": func(q groupsQuery, key string) string {
 			v := q.values()
 			v.Set("sort", key)

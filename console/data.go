@@ -61,9 +61,11 @@ type GroupDetail struct {
 	Leader   string
 	Epoch    int32 // KIP-848 group epoch
 	Assignor string
-	Members  []Member
-	Offsets  []Offset
-	History  History
+	Members  []Member // the first maxMemberRows
+	// MembersOmitted counts the members beyond maxMemberRows.
+	MembersOmitted int
+	Offsets        []Offset
+	History        History
 	// Settings are the group's consumer-protocol settings (group configs):
 	// all of them for a consumer group, the ones set for it otherwise.
 	Settings []Setting
@@ -178,7 +180,7 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 	}
 	// Every group: the history of consumer-protocol groups comes from
 	// DescribeGroups too; their other columns do not.
-	described, err := describeGroups(ctx, cl, append(classic, consumer...))
+	described, err := describeGroups(ctx, cl, append(classic, consumer...), 0)
 	if err != nil {
 		return err
 	}
@@ -226,7 +228,7 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 // describe is errForbidden; a group that does not exist errNotFound.
 func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time) (*GroupDetail, error) {
 	g := &GroupDetail{GroupRow: GroupRow{ID: id, Generation: -1, Type: "classic"}}
-	described, err := describeGroups(ctx, cl, []string{id})
+	described, err := describeGroups(ctx, cl, []string{id}, int32(maxListed))
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
@@ -277,6 +279,7 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	g.GroupRow.Members = len(g.Members)
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
+	g.capMembers()
 	g.Settings = groupSettings(ctx, cl, id, false)
 	g.Offsets, err = fetchOffsets(ctx, cl, id)
 	return g, err
@@ -342,10 +345,25 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	}
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
+	g.capMembers()
 	g.Settings = groupSettings(ctx, cl, g.ID, true)
 	var err2 error
 	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)
 	return g, err2
+}
+
+// maxMemberRows is the most members a group page lists: a group of 2,000
+// members made a page of megabytes. The rest are counted; `cohort group
+// describe` lists them all.
+var maxMemberRows = 500 // a variable for tests
+
+// capMembers keeps the first maxMemberRows members (sorted) and counts
+// the others.
+func (g *GroupDetail) capMembers() {
+	if len(g.Members) > maxMemberRows {
+		g.MembersOmitted = len(g.Members) - maxMemberRows
+		g.Members = g.Members[:maxMemberRows]
+	}
 }
 
 func sorted(ps []int32) []int32 {

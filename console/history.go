@@ -26,6 +26,27 @@ type Event struct {
 	Waited     []string // members waited for, slowest first
 	Evicted    []string
 	Moves      []Move
+	// How many causes, members waited for, evicted members and moves
+	// are not listed (each list shows at most maxListed).
+	MoreOmitted, WaitedOmitted, EvictedOmitted, MovesOmitted int
+}
+
+// maxListed is the most entries a group page lists in each list of an
+// event (more causes, members waited for, evicted, moves) and of the
+// rebalance in progress (members waited for). The node is asked for no
+// more (group.HistoryListsTag); a node that returns more is cut here.
+// Unbounded, a group of 2,000 members had a timeline of 4 MB: every event
+// listed hundreds of joins and moves.
+var maxListed = 25 // a variable for tests
+
+// capList keeps the first maxListed entries of *l and returns how many
+// it left out, plus omitted (those the node already left out).
+func capList[T any](l *[]T, omitted int) int {
+	if len(*l) > maxListed {
+		omitted += len(*l) - maxListed
+		*l = (*l)[:maxListed]
+	}
+	return omitted
 }
 
 // Move is what a rebalance changed for one member.
@@ -50,7 +71,12 @@ type History struct {
 	InProgressCause  string
 	InProgressDetail string
 	InProgressSince  time.Time
+	WaitingOmitted   int    // members waited for that are not listed
 	Note             string // why there is no timeline
+	// Older counts the events older than those shown (the group page
+	// shows the newest ?events=N, eventsShown by default); ShowMore is
+	// the ?events= that shows eventsShown more.
+	Older, ShowMore int
 }
 
 // causeWords are the cause kinds as a person reads them.
@@ -159,6 +185,7 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 			}
 			h.Waiting = append(h.Waiting, line)
 		}
+		h.WaitingOmitted = capList(&h.Waiting, w.OmittedMembers)
 	}
 	for i := len(doc.History) - 1; i >= 0; i-- {
 		e := doc.History[i]
@@ -195,6 +222,14 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 			ev.Moves = append(ev.Moves, Move{Member: name, Added: topicParts(m.Added), Removed: topicParts(m.Removed),
 				Changed: !m.Decoded && m.Changed, Bytes: m.AssignmentBytes, New: m.New})
 		}
+		var o group.Omitted
+		if e.Omitted != nil {
+			o = *e.Omitted
+		}
+		ev.MoreOmitted = capList(&ev.More, o.MoreCauses)
+		ev.WaitedOmitted = capList(&ev.Waited, o.WaitedFor)
+		ev.EvictedOmitted = capList(&ev.Evicted, o.Evicted)
+		ev.MovesOmitted = capList(&ev.Moves, o.Members)
 		h.Events = append(h.Events, ev)
 	}
 	if len(h.Events) == 0 {
@@ -229,4 +264,22 @@ func summarize(r *GroupRow, h History, now time.Time) {
 		}
 	}
 	r.RebalancesPerHour = float64(n)
+}
+
+// eventsShown is how many of the newest events a group page shows by
+// default; ?events=N shows N (older ones are counted, with a link to show
+// more).
+var eventsShown = 20 // a variable for tests
+
+// showEvents keeps the newest n events of h for the page (n < 1:
+// eventsShown) and counts the older ones.
+func (h *History) showEvents(n int) {
+	if n < 1 {
+		n = eventsShown
+	}
+	if len(h.Events) > n {
+		h.Older = len(h.Events) - n
+		h.Events = h.Events[:n]
+		h.ShowMore = n + eventsShown
+	}
 }

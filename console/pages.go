@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -131,6 +132,10 @@ func (c *Console) group(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		G         *GroupDetail
 		OffsetErr string
 	}
+	// The rates of the summary come from every event; the timeline shows
+	// the newest ?events=N.
+	shown, _ := strconv.Atoi(r.URL.Query().Get("events"))
+	g.History.showEvents(shown)
 	p := page{G: g}
 	if err != nil {
 		p.OffsetErr = err.Error()

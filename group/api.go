@@ -319,6 +319,9 @@ var apiTable = []API{
 					// HistoryTag: asked for; consumer-protocol groups
 					// carry it too (they answer as missing otherwise).
 					if doc, ok := s.HistoryDoc(id, int(n), now); ok {
+						if m, ok := HistoryListsRequested(q); ok {
+							doc.BoundLists(int(m))
+						}
 						if err := SetHistoryTag(&d, doc); err != nil {
 							s.logf("group %q: history: %v", id, err)
 						}

@@ -27,6 +27,17 @@ import (
 // get no extra bytes.
 const HistoryTag = 10001
 
+// HistoryListsTag is a second tagged field of a DescribeGroups request
+// (v5+), read only beside HistoryTag: an int32 m >= 0 that bounds each list
+// of the events returned (more_causes, waited_for, evicted, members) and the
+// waiting view's members to m entries; the event or view then says in
+// "omitted" how many were left out. Members whose assignment did not change
+// (and that are not new) are left out first, without being counted. A
+// group of thousands of members has events of megabytes; a page that needs
+// only when they started asks for m = 0. A server without it ignores the
+// tag and returns every entry.
+const HistoryListsTag = 10002
+
 // HistoryDocVersion is HistoryDoc.Version.
 const HistoryDocVersion = 1
 
@@ -152,6 +163,19 @@ type RebalanceEvent struct {
 	Evicted []string `json:"evicted,omitempty"`
 	// Members is the assignment change per member (sorted by member id).
 	Members []MemberChange `json:"members,omitempty"`
+	// Omitted counts the entries HistoryListsTag left out (nil when none).
+	Omitted *Omitted `json:"omitted,omitempty"`
+}
+
+// Omitted counts the entries of an event's lists that a bound on them
+// (HistoryListsTag) left out.
+type Omitted struct {
+	MoreCauses int `json:"more_causes,omitempty"`
+	WaitedFor  int `json:"waited_for,omitempty"`
+	Evicted    int `json:"evicted,omitempty"`
+	// Members counts the members left out whose assignment changed (or
+	// that were new); those without a change are not counted.
+	Members int `json:"members,omitempty"`
 }
 
 // StormStatus is the storm detector's view of a group: flagged when it
@@ -198,6 +222,8 @@ type Waiting struct {
 	// Cause is what started it (nil if unknown, e.g. right after a load).
 	Cause   *Cause          `json:"cause,omitempty"`
 	Members []WaitingMember `json:"members"`
+	// OmittedMembers counts the members HistoryListsTag left out.
+	OmittedMembers int `json:"omitted_members,omitempty"`
 }
 
 // HistoryDoc is the value of HistoryTag in a DescribeGroups answer.
@@ -235,6 +261,59 @@ func HistoryRequested(req *kmsg.DescribeGroupsRequest) (n int32, ok bool) {
 		n, ok = int32(binary.BigEndian.Uint32(val)), true
 	})
 	return n, ok
+}
+
+// RequestHistoryLists asks, in req (beside RequestHistory), for at most m
+// entries in each list of the history's events and waiting view.
+func RequestHistoryLists(req *kmsg.DescribeGroupsRequest, m int32) {
+	req.UnknownTags.Set(HistoryListsTag, kbin.AppendInt32(nil, m))
+}
+
+// HistoryListsRequested reports whether req bounds the history's lists
+// (HistoryListsTag), and to how many entries.
+func HistoryListsRequested(req *kmsg.DescribeGroupsRequest) (m int32, ok bool) {
+	if req.Version < 5 {
+		return 0, false
+	}
+	req.UnknownTags.Each(func(key uint32, val []byte) {
+		if key != HistoryListsTag || len(val) != 4 {
+			return
+		}
+		m, ok = int32(binary.BigEndian.Uint32(val)), true
+	})
+	return m, ok && m >= 0
+}
+
+// BoundLists keeps at most m entries in each list of doc's events and
+// waiting view and counts the others in Omitted (HistoryListsTag). The
+// events are copied: the lists they share with the shard's are not changed.
+func (d *HistoryDoc) BoundLists(m int) {
+	cut := func(n int) int { return max(0, n-m) }
+	evs := make([]RebalanceEvent, len(d.History))
+	for i, e := range d.History {
+		var changed []MemberChange
+		for _, mc := range e.Members {
+			if mc.New || mc.Changed || len(mc.Added) > 0 || len(mc.Removed) > 0 {
+				changed = append(changed, mc)
+			}
+		}
+		o := Omitted{MoreCauses: cut(len(e.MoreCauses)), WaitedFor: cut(len(e.WaitedFor)), Evicted: cut(len(e.Evicted)), Members: cut(len(changed))}
+		e.MoreCauses = e.MoreCauses[:min(len(e.MoreCauses), m):min(len(e.MoreCauses), m)]
+		e.WaitedFor = e.WaitedFor[:min(len(e.WaitedFor), m):min(len(e.WaitedFor), m)]
+		e.Evicted = e.Evicted[:min(len(e.Evicted), m):min(len(e.Evicted), m)]
+		e.Members = changed[:min(len(changed), m):min(len(changed), m)]
+		if o != (Omitted{}) {
+			e.Omitted = &o
+		}
+		evs[i] = e
+	}
+	d.History = evs
+	if w := d.Waiting; w != nil && len(w.Members) > m {
+		cw := *w
+		cw.OmittedMembers = len(w.Members) - m
+		cw.Members = w.Members[:m:m]
+		d.Waiting = &cw
+	}
 }
 
 // SetHistoryTag puts doc into d's HistoryTag.

@@ -25,6 +25,13 @@ import (
 // FindCoordinator's error code (and message). The answers are grouped by
 // coordinator, in the order the coordinators were first named.
 func Describe(ctx context.Context, cl *kgo.Client, ids []string, n int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
+	return DescribeBounded(ctx, cl, ids, n, -1)
+}
+
+// DescribeBounded is Describe with at most m entries in each list of the
+// events and waiting view (group.HistoryListsTag; m < 0: no bound). A node
+// that does not know the bound returns every entry.
+func DescribeBounded(ctx context.Context, cl *kgo.Client, ids []string, n, m int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = ids
 	fresp, err := fc.RequestWith(ctx, cl)
@@ -50,6 +57,9 @@ func Describe(ctx context.Context, cl *kgo.Client, ids []string, n int32) ([]kms
 		req := kmsg.NewPtrDescribeGroupsRequest()
 		req.Groups = byNode[node]
 		group.RequestHistory(req, n)
+		if m >= 0 {
+			group.RequestHistoryLists(req, m)
+		}
 		resp, err := cl.Broker(int(node)).Request(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("DescribeGroups at the coordinator (node %d): %w", node, err)
