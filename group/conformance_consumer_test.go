@@ -878,18 +878,73 @@ func TestRegexSizeEstimate(t *testing.T) {
 	}
 }
 
+// TestRegexSizeBound: a regex whose repeats expand past maxRegexProgram
+// instructions is refused INVALID_REGULAR_EXPRESSION before anything expands
+// them (23 KB of "a{1000}" side by side parse, and compiling them took
+// seconds and a gigabyte on the partition); regexCost, the estimate the
+// bound is checked against, never falls below the compiled program's size
+// for regexes within it, so what passes compiles to at most about the bound.
+func TestRegexSizeBound(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	huge := strings.Repeat("a{1000}", 3300)
+	r := h.cg(hb{member: "m1", regex: &huge, owned: tpset{}})
+	expectCode(t, "side-by-side repeats", r.ErrorCode, ErrInvalidRegularExpression)
+	if msg := strOr(r.ErrorMessage); !strings.Contains(msg, "too large") {
+		t.Fatalf("message %q does not say the regex is too large", msg)
+	}
+	within := strings.Repeat(`[\p{L}\p{N}]{100}`, 320)
+	if r := h.cg(hb{member: "m2", regex: &within, owned: tpset{}}); r.ErrorCode != ErrNone {
+		t.Fatalf("a regex within the bound: %d %s", r.ErrorCode, strOr(r.ErrorMessage))
+	}
+	for _, expr := range []string{
+		"t-00.*", ".*(?:(?:orders)|(?:payments)).*", "(a{10}b){30}", "(.*){100}", "a{1000}", "[a-z]{5,}x",
+		"(?:(?:x{10}){10}){10}", strings.Repeat("(.*.*.*.*)", 3200), within,
+	} {
+		re, err := syntax.Parse(expr, syntax.Perl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		est := regexCost(re)
+		prog, err := syntax.Compile(re.Simplify())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est > maxRegexProgram {
+			t.Errorf("%.40q: estimated %d, over the bound", expr, est)
+		}
+		if got := len(prog.Inst) - 2; est < got { // less the program's own fail and match
+			t.Errorf("%.40q: estimated %d instructions, compiled %d", expr, est, got)
+		}
+	}
+}
+
+// TestRegexOpenQuotation: a regex whose \Q quotation is never closed with
+// \E quotes to its end, as RE2/J (Kafka) reads it: it matches the topic
+// named by the quoted text. (Wrapped to match whole names, the quotation
+// swallowed the wrapper's ")$", the regex failed to compile, and it matched
+// nothing.)
+func TestRegexOpenQuotation(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a.b": 1, "axb": 1})
+	re := `\Qa.b`
+	h.cg(hb{member: "m1", regex: &re, owned: tpset{}})
+	if got := h.cgroup("cg").memberTopics(h.cmember("cg", "m1"), h.s.cfg.Topics); !slices.Equal(got, []string{"a.b"}) {
+		t.Fatalf(`\Qa.b subscribes to %v, want [a.b]`, got)
+	}
+}
+
 // BenchmarkRegexFirstJoin measures what the shard spends on a member joining
 // with a regex new to the group, over a catalog of 1,000 topics: parsing it,
 // and matching it when that is cheap (the costly matching is a RegexJob the
 // runtime runs elsewhere; the harness holds it here). "stars" is 32 KB of
 // `(.*.*.*.*)`, whose matching over these topics takes seconds; "classes",
-// 25 KB of Unicode classes, the slowest to parse found.
+// 5 KB of Unicode classes repeated up to the regex size bound
+// (maxRegexProgram), the slowest to parse found.
 func BenchmarkRegexFirstJoin(b *testing.B) {
 	topics := serviceTopics()
 	for _, c := range []struct{ name, regex string }{
 		{"simple", "service-00.*"},
 		{"stars", strings.Repeat("(.*.*.*.*)", 3200)},
-		{"classes", strings.Repeat(`[\p{L}\p{N}]{100}`, 1500)},
+		{"classes", strings.Repeat(`[\p{L}\p{N}]{100}`, 320)},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h, _ := newCH(b, topics)

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -418,6 +420,13 @@ func cTombstone(kind byte, group, member string) rec {
 // does not compile.
 func compileRegex(expr string) *regexp.Regexp {
 	re, err := regexp.Compile("^(?:" + expr + ")$")
+	if err != nil && strings.Contains(expr, `\Q`) {
+		// A quotation left open runs to the end of the regex, as
+		// Kafka's RE2/J reads it: here it would swallow the ")$" that
+		// follows, so close it first. (expr parsed alone: nothing else
+		// makes the wrapped form fail.)
+		re, err = regexp.Compile("^(?:" + expr + `\E)$`)
+	}
 	if err != nil {
 		return nil
 	}
@@ -471,7 +480,8 @@ func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 	if e.resolved && e.version == v || e.inflight {
 		return e.topics
 	}
-	if cg.s == nil || e.size*cg.s.nameBytes(topics, v) <= syncRegexBudget {
+	// With no topic names, the compile is still the regex's size's work.
+	if cg.s == nil || e.size*max(cg.s.nameBytes(topics, v), 1) <= syncRegexBudget {
 		if e.re == nil {
 			if e.re = compileRegex(expr); e.re == nil {
 				e.valid = false
@@ -508,8 +518,10 @@ func (s *Shard) newRegexMatch(expr string) *regexMatch {
 	}
 	e := &regexMatch{}
 	// The regex alone must parse: once wrapped to match whole names, a
-	// fragment such as "f)|(x" would (Kafka refuses it).
-	if re, err := syntax.Parse(expr, syntax.Perl); err == nil {
+	// fragment such as "f)|(x" would (Kafka refuses it). One whose program
+	// would be too large is refused before Simplify expands its repeats
+	// (regexCost).
+	if re, err := syntax.Parse(expr, syntax.Perl); err == nil && regexCost(re) <= maxRegexProgram {
 		e.valid, e.size = true, regexSize(re.Simplify())+2 // and ^, $
 	}
 	if s != nil {
@@ -521,15 +533,50 @@ func (s *Shard) newRegexMatch(expr string) *regexMatch {
 // regexProblem says why expr does not parse (Go's description; Kafka gives
 // RE2/J's), for the INVALID_REGULAR_EXPRESSION message.
 func regexProblem(expr string) string {
-	_, err := syntax.Parse(expr, syntax.Perl)
+	re, err := syntax.Parse(expr, syntax.Perl)
 	var se *syntax.Error
 	switch {
 	case errors.As(err, &se):
 		return string(se.Code)
 	case err != nil:
 		return err.Error()
+	case regexCost(re) > maxRegexProgram:
+		return "too large (its repeats expand to more than " + strconv.Itoa(maxRegexProgram) + " instructions)"
 	}
 	return "refused"
+}
+
+// maxRegexProgram bounds a subscription regex's program, estimated by
+// regexCost: a topic pattern needs a few hundred instructions at most, and
+// Go's parser accepts repeats side by side ("a{1000}" 3,300 times, 23 KB)
+// whose expansion takes the partition's goroutine seconds and a gigabyte to
+// compile, kept for as long as the member subscribes.
+const maxRegexProgram = 1 << 16
+
+// regexCost estimates the instructions re's program takes once its repeats
+// are expanded, without expanding them (Simplify does, at the cost it
+// estimates); it stops counting past maxRegexProgram.
+func regexCost(re *syntax.Regexp) int {
+	n := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		n = len(re.Rune)
+	case syntax.OpCapture:
+		n = 2
+	}
+	for _, sub := range re.Sub {
+		if n += regexCost(sub); n > maxRegexProgram {
+			return maxRegexProgram + 1
+		}
+	}
+	if re.Op == syntax.OpRepeat {
+		times := max(re.Min, re.Max, 1) // Max is -1 for "at least Min"
+		if n > (maxRegexProgram+1)/times {
+			return maxRegexProgram + 1
+		}
+		n *= times
+	}
+	return n
 }
 
 // regexSize estimates the size of the program re (simplified) compiles to:
