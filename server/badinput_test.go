@@ -211,6 +211,16 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 			r.Version, r.StatesFilter = 4, ids(n)
 			return r
 		}},
+		{"ConsumerGroupHeartbeat", func(n int) kmsg.Request {
+			r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+			r.Group, r.SubscribedTopicNames = "g", ids(n)
+			return r
+		}},
+		{"JoinGroup", func(n int) kmsg.Request {
+			r := kmsg.NewPtrJoinGroupRequest()
+			r.Version, r.Group, r.ProtocolType, r.Protocols = 5, "g", "consumer", make([]kmsg.JoinGroupRequestProtocol, n)
+			return r
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ts.dial(t)
@@ -237,8 +247,8 @@ func TestTooManyEntriesCloseTheConnection(t *testing.T) {
 			}
 		}
 	}
-	if got != 8 {
-		t.Errorf("too_many_entries counted %v times, want 8", got)
+	if got != 10 {
+		t.Errorf("too_many_entries counted %v times, want 10", got)
 	}
 	// At the limit the request is served.
 	r := kmsg.NewPtrDescribeGroupsRequest()
@@ -337,6 +347,12 @@ func TestRequestPartitionBound(t *testing.T) {
 	}
 	if err := checkEntries(commit(DefaultMaxRequestPartitions+1), -1); err != nil {
 		t.Errorf("without a bound: %v", err)
+	}
+	// The partitions a consumer-protocol member says it owns count too.
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{{Partitions: make([]int32, 101)}}
+	if err := checkEntries(hb, 100); err == nil {
+		t.Error("a heartbeat owning more partitions than the bound accepted")
 	}
 }
 

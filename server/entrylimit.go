@@ -10,7 +10,8 @@ import (
 // every entry costs the server far more memory than its bytes on the wire:
 // the groups of DescribeGroups, ConsumerGroupDescribe, OffsetFetch (v8+) and
 // DeleteGroups, the keys of FindCoordinator, the members of LeaveGroup, the
-// resources of DescribeConfigs and the filters of ListGroups. An entry can
+// resources of DescribeConfigs, the filters of ListGroups, the subscribed
+// topic names of ConsumerGroupHeartbeat and the protocols of JoinGroup. An entry can
 // be a single byte (an empty group id) and its answer, with the work of
 // routing it to its coordinator partition, takes hundreds of bytes, so a
 // 1 MB request of empty ids held ~0.8 GB and a 5 MB one ran a node out of
@@ -61,6 +62,13 @@ func checkEntries(req kmsg.Request, maxParts int64) error {
 		what, n = "resources", len(r.Resources)
 	case *kmsg.ListGroupsRequest:
 		what, n = "filters", len(r.StatesFilter)+len(r.TypesFilter)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		// Every name is matched and kept with the member, and each target
+		// computation of its group goes over them: a join with a million
+		// names held its partition 3.5 s, and every later join 5 s.
+		what, n = "subscribed topic names", len(r.SubscribedTopicNames)
+	case *kmsg.JoinGroupRequest:
+		what, n = "protocols", len(r.Protocols)
 	}
 	if n > maxListEntries {
 		return fmt.Errorf("%s lists %d %s, more than the %d a request may hold", kmsg.NameForKey(req.Key()), n, what, maxListEntries)
@@ -91,6 +99,8 @@ func partitionEntries(req kmsg.Request, most int64) int64 {
 		return total(r.Topics, most, func(t *kmsg.ListOffsetsRequestTopic) int { return len(t.Partitions) })
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return total(r.Topics, most, func(t *kmsg.OffsetForLeaderEpochRequestTopic) int { return len(t.Partitions) })
+	case *kmsg.ConsumerGroupHeartbeatRequest: // the partitions the member owns
+		return total(r.Topics, most, func(t *kmsg.ConsumerGroupHeartbeatRequestTopic) int { return len(t.Partitions) })
 	}
 	return 0
 }

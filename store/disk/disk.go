@@ -80,6 +80,11 @@ type Options struct {
 	// CacheSize is the block cache size in bytes; 0 means 32 MiB.
 	CacheSize int64
 
+	// MaxRecordBytes is the largest record (key and value) the coordinator
+	// hands the store (store.RecordLimiter); 0 means DefaultMaxRecordBytes,
+	// negative no limit.
+	MaxRecordBytes int
+
 	// fs replaces the OS filesystem (tests: crash and fault injection).
 	fs vfs.FS
 	// memTableSize overrides the memtable size (tests: force flushes).
@@ -89,6 +94,16 @@ type Options struct {
 	// foldAt overrides the log size that starts a fold (tests).
 	foldAt int
 }
+
+// DefaultMaxRecordBytes bounds a record on disk. The only record that grows
+// with its clients' input is a classic group's metadata (every member's
+// protocols and assignment, written at each SyncGroup): without a bound, six
+// members joining with 40 MB of metadata each wrote a 240 MB record, took a
+// node to 2.4 GB and made its restart ten times slower. Kafka bounds the same
+// record at its offsets topic's message size (1 MiB by default) and answers
+// UNKNOWN_SERVER_ERROR; cohort does the same over 16 MiB, room for a group of
+// 10,000 members or 2,000 members sharing a million partitions.
+const DefaultMaxRecordBytes = 16 << 20
 
 const (
 	markerName    = "COHORT-STORE"
@@ -115,6 +130,8 @@ type Store struct {
 	dir  string
 	log  *slog.Logger
 	wo   *pebble.WriteOptions
+
+	maxRecord int // MaxRecordBytes; negative: none
 
 	mu       sync.RWMutex // guards closed and inflight.Add
 	closed   bool
@@ -152,6 +169,10 @@ var (
 // or empty. It fails with a clear error (wrapping ErrNotStore, ErrLocked or
 // ErrStorage) rather than starting empty when the directory holds something
 // else, is in use, or is damaged.
+// MaxRecordBytes is the largest record the store is handed (Options.
+// MaxRecordBytes; 0: no limit), for store.RecordLimiter.
+func (s *Store) MaxRecordBytes() int { return max(s.maxRecord, 0) }
+
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("disk: Options.Dir is empty")
@@ -165,7 +186,11 @@ func Open(opts Options) (*Store, error) {
 	if base == nil {
 		base = vfs.Default
 	}
-	s := &Store{dir: opts.Dir, log: log, failed: make(chan struct{}), work: make(chan *job), stop: make(chan struct{})}
+	s := &Store{dir: opts.Dir, log: log, failed: make(chan struct{}), work: make(chan *job), stop: make(chan struct{}),
+		maxRecord: opts.MaxRecordBytes}
+	if s.maxRecord == 0 {
+		s.maxRecord = DefaultMaxRecordBytes
+	}
 	memTableSize := uint64(32 << 20)
 	if opts.memTableSize > 0 {
 		memTableSize = opts.memTableSize
