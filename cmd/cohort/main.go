@@ -8,6 +8,7 @@
 //	cohort groups|group|offsets ...    groups, their members, offsets and lag
 //	cohort user|users ...  SCRAM credentials
 //	cohort acl ...         ACLs
+//	cohort version         the build (also cohort --version)
 //
 // Every command that connects to cohort takes --bootstrap, --timeout and the
 // client security flags of package security/clientconfig (--tls, --sasl-*,
@@ -81,6 +82,8 @@ func run(args []string, e env) int {
 		err = users(e, cmd, rest)
 	case "acl":
 		err = acl(e, rest)
+	case "version", "--version", "-version":
+		err = version(e, rest)
 	case "-h", "--help", "help":
 		usage(e.stdout)
 		return exitOK
@@ -126,6 +129,7 @@ commands:
   offsets delete ID --topic T[:P,...]       delete committed offsets (OffsetDelete)
   user set|delete NAME, users               SCRAM credentials (password from stdin)
   acl add|list|delete                       ACLs
+  version, --version                        the build: version, VCS revision and time, Go release
 
 Commands that connect take --bootstrap host:port, --timeout (connection
 failures are retried until it runs out) and the client security flags:

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/buildinfo"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -183,5 +184,21 @@ func TestTopicCommands(t *testing.T) {
 	var deleted map[string]any
 	if err := json.Unmarshal([]byte(out), &deleted); err != nil || !reflect.DeepEqual(deleted, map[string]any{"topic": "events", "deleted": true}) {
 		t.Fatalf("topic delete --output json: %v\n%s", err, out)
+	}
+}
+
+// TestVersion: "cohort version" and "cohort --version" print the build's
+// line (internal/buildinfo), and take no arguments.
+func TestVersion(t *testing.T) {
+	c := cli{t: t}
+	want := buildinfo.String() + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if out := c.ok(args...); out != want || !strings.HasPrefix(out, "cohort ") {
+			t.Fatalf("%q: %q, want %q", args, out, want)
+		}
+	}
+	c.fails(2, []string{"version", "extra"}, `version: unexpected arguments ["extra"]`)
+	if out, errOut, code := c.run("version", "-h"); code != 0 || !strings.Contains(out+errOut, "usage: cohort version") {
+		t.Fatalf("version -h: exit %d\n%s%s", code, out, errOut)
 	}
 }
