@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -239,8 +242,8 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 	where := strings.Join(addrs, ",")
 	// byname: offsets of topics outside the catalog are listed and reset
 	// too (they have no topic ID for OffsetCommit/OffsetFetch v10).
-	var connected connectedHook // whether a connection was ever opened
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt(), kgo.WithHooks(&connected))...)
+	connected := &connectedHook{addrs: addrs} // whether a connection was ever opened; each address's last dial error
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt(), kgo.WithHooks(connected))...)
 	if err != nil {
 		return nil, usagef("%s %s: %v", flagName, where, err)
 	}
@@ -276,8 +279,15 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 			if connected.Load() {
 				failed = "no answer from"
 			}
-			return nil, fmt.Errorf("%s %s at %s (%d attempts in %s): %w",
-				failed, what, where, attempt, time.Since(start).Round(time.Millisecond), last)
+			// kgo tries the addresses in turn within one request, and
+			// with several of them down its request ends with ctx, not
+			// with a dial error: the hook has what each dial said.
+			dials, reason := connected.dialFailures()
+			if reason == nil {
+				dials, reason = attempt, last
+			}
+			return nil, fmt.Errorf("%s %s at %s (%s in %s): %w",
+				failed, what, where, plural(dials, "attempt"), time.Since(start).Round(time.Millisecond), reason)
 		}
 		backoff = min(2*backoff, dialBackoffMax)
 	}
@@ -285,8 +295,18 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 
 // connectedHook records whether the client ever opened a connection:
 // a request written (the ApiVersions that opens each connection, written
-// at once, long before a timeout), or a connection reported opened.
-type connectedHook struct{ atomic.Bool }
+// at once, long before a timeout), or a connection reported opened. It
+// also counts the dials and keeps the last failure of each address.
+type connectedHook struct {
+	atomic.Bool
+
+	addrs []string // the seed addresses, in the order given
+
+	mu     sync.Mutex
+	dials  int
+	order  []string         // addresses whose dial failed
+	failed map[string]error // address -> its last dial error
+}
 
 func (h *connectedHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
 	if err == nil {
@@ -294,11 +314,70 @@ func (h *connectedHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _
 	}
 }
 
-func (h *connectedHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, _ error) {
+func (h *connectedHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
 	if conn != nil {
 		h.Store(true)
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dials++
+	if err == nil {
+		return
+	}
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if h.failed == nil {
+		h.failed = map[string]error{}
+	}
+	if _, seen := h.failed[addr]; !seen {
+		h.order = append(h.order, addr)
+	}
+	h.failed[addr] = err
 }
+
+// dialFailures returns the number of dials and the last dial error of each
+// address that failed, in the order of --bootstrap, one after the other
+// ("; "), each naming its address; a nil error when no dial failed.
+func (h *connectedHook) dialFailures() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.order) == 0 {
+		return h.dials, nil
+	}
+	rank := func(addr string) int {
+		if i := slices.Index(h.addrs, addr); i >= 0 {
+			return i
+		}
+		return len(h.addrs) // a broker of the metadata: after the seeds
+	}
+	slices.SortStableFunc(h.order, func(a, b string) int { return rank(a) - rank(b) })
+	errs := make([]error, len(h.order))
+	for i, addr := range h.order {
+		err := h.failed[addr]
+		if !strings.Contains(err.Error(), addr) {
+			err = fmt.Errorf("%s: %w", addr, err)
+		}
+		errs[i] = err
+	}
+	if len(errs) == 1 {
+		return h.dials, errs[0]
+	}
+	return h.dials, joinedErr(errs)
+}
+
+// joinedErr is several errors on one line, separated by "; " (errors.Join
+// would put them on lines of their own, each then printed as a line of
+// its own as if a failure of its own); errors.Is and As see each.
+type joinedErr []error
+
+func (j joinedErr) Error() string {
+	parts := make([]string, len(j))
+	for i, e := range j {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (j joinedErr) Unwrap() []error { return j }
 
 // isDialError reports whether err is a failure to open a connection.
 func isDialError(err error) bool {

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +202,24 @@ func TestVersion(t *testing.T) {
 	c.fails(2, []string{"version", "extra"}, `version: unexpected arguments ["extra"]`)
 	if out, errOut, code := c.run("version", "-h"); code != 0 || !strings.Contains(out+errOut, "usage: cohort version") {
 		t.Fatalf("version -h: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestConnectErrorNamesEveryAddress: with several --bootstrap addresses
+// down, the error gives each address's own dial failure and the count of
+// dials (franz-go tries them in turn within one request, which used to end
+// with only "context deadline exceeded" and "1 attempts").
+func TestConnectErrorNamesEveryAddress(t *testing.T) {
+	a, b := closedAddr(t), closedAddr(t)
+	c := cli{t: t}
+	_, errOut, code := c.run("topics", "--bootstrap", a+","+b, "--timeout", "1s")
+	re := regexp.MustCompile(`^cohort: cannot connect to cohort at ` + regexp.QuoteMeta(a+","+b) + ` \(([0-9]+) attempts in [0-9.]+m?s\): ` +
+		`.*dial tcp ` + regexp.QuoteMeta(a) + `: connect: connection refused; .*dial tcp ` + regexp.QuoteMeta(b) + `: connect: connection refused\n$`)
+	m := re.FindStringSubmatch(errOut)
+	if code != 1 || m == nil {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 2 {
+		t.Fatalf("%d attempts for two addresses:\n%s", n, errOut)
 	}
 }
