@@ -29,7 +29,7 @@ type aclFlags struct {
 	pattern    string
 }
 
-func (a *aclFlags) register(fs *flag.FlagSet) {
+func (a *aclFlags) register(fs *flag.FlagSet, action string) {
 	fs.Func("principal", "`Type:name` of the principal, such as User:alice (repeatable)", func(s string) error {
 		a.principals = append(a.principals, s)
 		return nil
@@ -44,7 +44,9 @@ func (a *aclFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.group, "group", "", "the group `id` (or prefix with --prefixed)")
 	fs.BoolVar(&a.cluster, "cluster", false, "the cluster resource")
 	fs.BoolVar(&a.prefixed, "prefixed", false, "the name is a prefix (pattern type PREFIXED)")
-	fs.StringVar(&a.pattern, "pattern", "", "list/delete: pattern type literal, prefixed, any or match (default literal with a resource, any without)")
+	if action != "add" {
+		fs.StringVar(&a.pattern, "pattern", "", "pattern type literal, prefixed, any or match (default literal with a resource, any without)")
+	}
 }
 
 // aclSpec is an ACL or a filter, parsed from the flags.
@@ -184,40 +186,67 @@ func (sp aclSpec) builder() *kadm.ACLBuilder {
 	return b
 }
 
-// acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
-// DeleteAcls) and prints the ACLs added, found or deleted.
-func acl(e env, args []string) error {
-	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var c conn
-	c.register(fs)
-	var af aclFlags
-	af.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage:
-  cohort acl add --principal User:NAME [--host H] --operation OP[,OP...]
-                 --permission allow|deny (--topic T | --group G | --cluster) [--prefixed]
-  cohort acl list [--principal P] [--host H] [--operation OP] [--permission allow|deny]
-                  [--topic T | --group G | --cluster] [--prefixed | --pattern literal|prefixed|any|match]
-  cohort acl delete (--topic T | --group G | --cluster) [the filters of list]
-                 deletes every ACL the filter matches
-
+// aclHelp is what every acl command's usage ends with.
+const aclHelp = `
 An ACL lets (or forbids) a principal, connecting from a host, an operation
 on a resource: a topic or group named exactly or by prefix, or the cluster.
 A host is * (any) or an IP address, since the server matches it against the
 client's address; a host name would never match.
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
+`
+
+// The usage of each "cohort acl" action.
+var aclUsages = map[string]string{
+	"add": `usage: cohort acl add --principal User:NAME [--host H] --operation OP[,OP...]
+                      --permission allow|deny (--topic T | --group G | --cluster) [--prefixed]
+  adds the ACLs: every principal, host and operation given
+` + aclHelp,
+	"list": `usage: cohort acl list [--principal P] [--host H] [--operation OP] [--permission allow|deny]
+                       [--topic T | --group G | --cluster] [--prefixed | --pattern literal|prefixed|any|match]
+  lists the ACLs the filter matches (every ACL without one)
+` + aclHelp,
+	"delete": `usage: cohort acl delete (--topic T | --group G | --cluster) [the filters of list]
+  deletes every ACL the filter matches
+` + aclHelp,
+}
+
+// aclCmdFlags are the flags of one acl command.
+type aclCmdFlags struct {
+	c  conn
+	af aclFlags
+}
+
+// aclFamily is "cohort acl add|list|delete".
+var aclFamily = family[*aclCmdFlags]{
+	name:    "acl",
+	actions: []string{"add", "list", "delete"},
+	usage: `usage:
+  cohort acl add --principal User:NAME --operation OP --permission allow|deny (--topic T | --group G | --cluster)
+  cohort acl list [filters]
+  cohort acl delete (--topic T | --group G | --cluster) [filters]
+  (cohort acl ACTION -h: the action's flags)
+` + aclHelp,
+	build: func(e env, action string) (*flag.FlagSet, *aclCmdFlags) {
+		f := &aclCmdFlags{}
+		fs := newFlagSet(e, "acl "+action, aclUsages[action])
+		f.c.register(fs)
+		if action != "" {
+			f.af.register(fs, action)
+		}
+		return fs, f
+	},
+}
+
+// acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
+// DeleteAcls) and prints the ACLs added, found or deleted.
+func acl(e env, args []string) error {
+	action, pos, f, err := aclFamily.parse(e, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || (pos[0] != "add" && pos[0] != "list" && pos[0] != "delete") {
+	if action == "" || len(pos) != 0 {
 		return usagef("acl: want add, list or delete")
 	}
-	action := pos[0]
+	c, af := &f.c, &f.af
 	sp, err := af.parse(action)
 	if err != nil {
 		return usageError{err}

@@ -25,7 +25,7 @@ func parseACLFlags(t *testing.T, action string, args ...string) (aclSpec, error)
 	fs := flag.NewFlagSet("acl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var af aclFlags
-	af.register(fs)
+	af.register(fs, anyAction)
 	if err := fs.Parse(args); err != nil {
 		t.Fatal(err)
 	}

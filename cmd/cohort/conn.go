@@ -151,14 +151,9 @@ type cmdFlags struct {
 // newCmdFlags makes the flag set of command name; -h prints usage and the
 // flags on e's standard error.
 func newCmdFlags(e env, name, usage string) *cmdFlags {
-	f := &cmdFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	f.fs.SetOutput(e.stderr)
+	f := &cmdFlags{fs: newFlagSet(e, name, usage)}
 	f.c.register(f.fs)
 	f.o.register(f.fs)
-	f.fs.Usage = func() {
-		fmt.Fprint(f.fs.Output(), usage)
-		f.fs.PrintDefaults()
-	}
 	return f
 }
 
@@ -168,10 +163,15 @@ func (f *cmdFlags) parse(args []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return pos, f.check()
+}
+
+// check checks the shared flags, once parsed.
+func (f *cmdFlags) check() error {
 	if err := f.o.check(); err != nil {
-		return nil, err
+		return err
 	}
-	return pos, f.d.check()
+	return f.d.check()
 }
 
 // dataConn is --data-bootstrap: the Kafka cluster that holds the records of
@@ -472,7 +472,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 				fs.Usage()
 				return nil, err
 			}
-			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", err, fs.Name())}
+			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", flagError(fs, err), fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) > 0 {

@@ -26,7 +26,7 @@ func TestGroupConfigCommand(t *testing.T) {
 		"INVALID_CONFIG: consumer.session.timeout.ms (60000) must be greater than consumer.heartbeat.interval.ms (90000")
 	c.fails(1, []string{"group", "config", "workers", "--set", "retention.ms=1"}, "unknown group config name: retention.ms")
 	c.fails(2, []string{"group", "config", "workers", "--set", "novalue"}, `--set wants NAME=VALUE`)
-	c.fails(2, []string{"group", "describe", "workers", "--set", "a=1"}, "--set, --delete and --list are for config")
+	c.fails(2, []string{"group", "describe", "workers", "--set", "a=1"}, "group describe: --set is not one of its flags")
 	c.fails(2, []string{"group", "config", "workers", "--list"}, "takes no group id")
 	c.ok("group", "config", "idle-pool", "--set", "consumer.assignment.interval.ms=0")
 	if out := table(c.ok("group", "config", "--list")); out != "GROUP\nidle-pool\nworkers" {

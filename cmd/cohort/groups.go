@@ -31,102 +31,134 @@ type describeFlags struct {
 	members, offsets, state, verbose, all bool
 }
 
-const groupsUsage = `usage:
-  cohort groups [--state S[,S...]] [--type classic|consumer[,...]]
-                          list groups: state, type (classic or consumer) and
-                          protocol type
-  cohort group describe ID...|--all-groups [--state] [--members] [--offsets] [--verbose]
-                        [--data-bootstrap HOST:PORT]
-                          the state table (coordinator, state, protocol type and
-                          protocol, generation, leader, member count; for consumer
-                          groups: type, state, assignor, group and assignment
-                          epochs), the members table (client id, host, instance id,
-                          assignment; for consumer groups also rack, member epoch,
-                          subscription, current assignment, partitions still to
-                          revoke and target assignment) and the offsets table
-                          (committed offset, log end, lag, owner);
-                          --state/--members/--offsets pick tables (default: all)
-  cohort group delete ID...
-                          delete empty groups and their committed offsets
-  cohort group config --list
-                          the groups that have settings of their own
-  cohort group config ID [--set NAME=VALUE]... [--delete NAME]...
-                          a consumer group's own settings (consumer.session.timeout.ms,
-                          consumer.heartbeat.interval.ms, consumer.assignment.interval.ms,
-                          in ms) and where each comes from: group, node (a cohort
-                          serve flag) or default; --set/--delete change them first
-                          (the group need not exist; its members see a change at
-                          their next heartbeat)
-  cohort group history ID [--last N]
-                          the group's rebalances, one row each: start, generations,
-                          outcome, cause and its member, join and sync durations,
-                          members waited for, evictions, partitions moved; then
-                          the storm flag (--output json: the history document)
-  cohort group why ID [--last N]
-                          the last rebalances (default 3) in sentences, the storm
-                          flag, and what a rebalance in progress waits for now
-flags:
-`
+// The usage of "cohort groups" and of each "cohort group" action.
+var groupUsages = map[string]string{
+	"groups": `usage: cohort groups [--state S[,S...]] [--type classic|consumer[,...]]
+  lists groups: state, type (classic or consumer) and protocol type
+`,
+	"describe": `usage: cohort group describe ID...|--all-groups [--state] [--members] [--offsets] [--verbose]
+                            [--data-bootstrap HOST:PORT]
+  the state table (coordinator, state, protocol type and protocol, generation,
+  leader, member count; for consumer groups: type, state, assignor, group and
+  assignment epochs), the members table (client id, host, instance id,
+  assignment; for consumer groups also rack, member epoch, subscription,
+  current assignment, partitions still to revoke and target assignment) and
+  the offsets table (committed offset, log end, lag, owner);
+  --state/--members/--offsets pick tables (default: all)
+`,
+	"delete": `usage: cohort group delete ID...
+  deletes empty groups and their committed offsets
+`,
+	"config": `usage: cohort group config ID [--set NAME=VALUE]... [--delete NAME]...
+       cohort group config --list
+  a consumer group's own settings (consumer.session.timeout.ms,
+  consumer.heartbeat.interval.ms, consumer.assignment.interval.ms, in ms) and
+  where each comes from: group, node (a cohort serve flag) or default;
+  --set/--delete change them first (the group need not exist; its members see
+  a change at their next heartbeat); --list: the groups that have settings of
+  their own
+`,
+	"history": `usage: cohort group history ID [--last N]
+  the group's rebalances, one row each: start, generations, outcome, cause and
+  its member, join and sync durations, members waited for, evictions,
+  partitions moved; then the storm flag (--output json: the history document)
+`,
+	"why": `usage: cohort group why ID [--last N]
+  the last rebalances (default 3) in sentences, the storm flag, and what a
+  rebalance in progress waits for now
+`,
+}
 
-// groupsCmd runs "cohort groups" and "cohort group describe|delete".
+// groupFlags are the flags of one group command.
+type groupFlags struct {
+	*cmdFlags
+	df             describeFlags
+	hf             historyFlags
+	states, types  string // groups
+	sets, dels     stringsFlag
+	listConfigured bool
+}
+
+// groupFamily is "cohort group describe|delete|config|history|why".
+var groupFamily = family[*groupFlags]{
+	name:    "group",
+	actions: []string{"describe", "delete", "config", "history", "why"},
+	usage: `usage:
+  cohort group describe ID...|--all-groups   state, members, assignments, offsets, lag
+  cohort group delete ID...                  delete empty groups and their offsets
+  cohort group config ID [--set N=V]... [--delete N]...  a consumer group's own settings
+  cohort group config --list                 the groups that have settings of their own
+  cohort group history ID [--last N]         the group's rebalances
+  cohort group why ID [--last N]             the last rebalances in sentences
+  (cohort groups lists them; cohort group ACTION -h: the action's flags)
+`,
+	build: func(e env, action string) (*flag.FlagSet, *groupFlags) {
+		f := &groupFlags{cmdFlags: newCmdFlags(e, "group "+action, groupUsages[action])}
+		fs, all := f.fs, action == anyAction
+		if all || action == "describe" {
+			f.d.register(fs)
+			fs.BoolVar(&f.df.members, "members", false, "show the members table")
+			fs.BoolVar(&f.df.offsets, "offsets", false, "show the offsets table (committed offsets, log end and lag)")
+			fs.BoolVar(&f.df.state, "state", false, "show the state table")
+			fs.BoolVar(&f.df.verbose, "verbose", false, "more columns in the offsets table (log start, leader epoch, metadata)")
+			fs.BoolVar(&f.df.all, "all-groups", false, "every group")
+		}
+		switch action {
+		case "history", anyAction:
+			fs.IntVar(&f.hf.last, "last", 0, "only the `N` latest rebalances (default: every one kept)")
+		case "why":
+			fs.IntVar(&f.hf.last, "last", whyDefaultLast, "only the `N` latest rebalances")
+		}
+		if all || action == "config" {
+			fs.Var(&f.sets, "set", "set `NAME=VALUE` (repeatable)")
+			fs.Var(&f.dels, "delete", "remove `NAME`, back to the node's value (repeatable)")
+			fs.BoolVar(&f.listConfigured, "list", false, "list the groups that have settings of their own")
+		}
+		return fs, f
+	},
+}
+
+// groupsCmd runs "cohort groups" and "cohort group describe|delete|config|history|why".
 func groupsCmd(e env, cmd string, args []string) error {
-	f := newCmdFlags(e, cmd, groupsUsage)
-	fs := f.fs
-	var df describeFlags
-	var hf historyFlags
-	var states, types string
-	var sets, dels stringsFlag
-	var listConfigured bool
 	if cmd == "groups" {
-		fs.StringVar(&states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
-		fs.StringVar(&types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
-	} else {
-		f.d.register(fs)
-		fs.BoolVar(&df.members, "members", false, "describe: show the members table")
-		fs.BoolVar(&df.offsets, "offsets", false, "describe: show the offsets table (committed offsets, log end and lag)")
-		fs.BoolVar(&df.state, "state", false, "describe: show the state table")
-		fs.BoolVar(&df.verbose, "verbose", false, "describe: more columns in the offsets table (log start, leader epoch, metadata)")
-		fs.BoolVar(&df.all, "all-groups", false, "describe: every group")
-		fs.IntVar(&hf.last, "last", 0, "history, why: only the `N` latest rebalances (default: history all kept, why 3)")
-		fs.Var(&sets, "set", "config: set `NAME=VALUE` (repeatable)")
-		fs.Var(&dels, "delete", "config: remove `NAME`, back to the node's value (repeatable)")
-		fs.BoolVar(&listConfigured, "list", false, "config: list the groups that have settings of their own")
-	}
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	fs.Visit(func(fl *flag.Flag) { hf.lastSet = hf.lastSet || fl.Name == "last" })
-	if cmd == "groups" {
+		f := &groupFlags{cmdFlags: newCmdFlags(e, cmd, groupUsages[cmd])}
+		f.fs.StringVar(&f.states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
+		f.fs.StringVar(&f.types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
+		pos, err := f.parse(args)
+		if err != nil {
+			return err
+		}
 		if err := checkNoArgs(cmd, pos); err != nil {
 			return err
 		}
-		stateList, err := checkFilter("--state", splitList(states), groupStates)
+		stateList, err := checkFilter("--state", splitList(f.states), groupStates)
 		if err != nil {
 			return err
 		}
-		typeList, err := checkFilter("--type", splitList(types), groupTypes)
+		typeList, err := checkFilter("--type", splitList(f.types), groupTypes)
 		if err != nil {
 			return err
 		}
-		return listGroups(e, f, stateList, typeList)
+		return listGroups(e, f.cmdFlags, stateList, typeList)
 	}
-	if len(pos) == 0 {
+	action, ids, f, err := groupFamily.parse(e, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case action == "" && len(ids) == 0:
 		return usagef("group: want describe|delete|config|history|why ID...")
+	case action == "":
+		return usagef("group: unknown action %q: want describe, delete, config, history or why", ids[0])
 	}
-	action, ids := pos[0], pos[1:]
-	if hf.lastSet && action != "history" && action != "why" {
-		return usagef("group %s: --last is for history and why", action)
+	if err := f.check(); err != nil {
+		return err
 	}
-	if (len(sets) > 0 || len(dels) > 0 || listConfigured) && action != "config" {
-		return usagef("group %s: --set, --delete and --list are for config", action)
-	}
+	f.fs.Visit(func(fl *flag.Flag) { f.hf.lastSet = f.hf.lastSet || fl.Name == "last" })
+	df := f.df
 	switch action {
 	case "history", "why":
-		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
-			return usagef("group %s: takes one group id, --last and --output only", action)
-		}
-		return historyCmd(e, f, hf, action == "why", ids)
+		return historyCmd(e, f.cmdFlags, f.hf, action == "why", ids)
 	case "describe":
 		switch {
 		case df.all && len(ids) > 0:
@@ -134,31 +166,23 @@ func groupsCmd(e env, cmd string, args []string) error {
 		case !df.all && len(ids) == 0:
 			return usagef("group describe: want group ids or --all-groups")
 		}
-		return describeCmd(e, f, df, ids)
+		return describeCmd(e, f.cmdFlags, df, ids)
 	case "delete":
 		if len(ids) == 0 {
 			return usagef("group delete: want one or more group ids")
 		}
-		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
-			return usagef("group delete: takes group ids only (no describe flags)")
-		}
-		return deleteGroups(e, f, ids)
-	case "config":
-		if listConfigured {
-			if len(ids) > 0 || len(sets) > 0 || len(dels) > 0 {
+		return deleteGroups(e, f.cmdFlags, ids)
+	default: // config
+		if f.listConfigured {
+			if len(ids) > 0 || len(f.sets) > 0 || len(f.dels) > 0 {
 				return usagef("group config --list: takes no group id, --set or --delete")
 			}
-			return listConfiguredGroups(e, f)
+			return listConfiguredGroups(e, f.cmdFlags)
 		}
 		if len(ids) != 1 {
 			return usagef("group config: want one group id (or --list)")
 		}
-		if df.all || df.members || df.offsets || df.state || df.verbose || f.d.bootstrap != "" {
-			return usagef("group config: takes one group id, --set, --delete and --output only")
-		}
-		return groupConfigCmd(e, f, ids[0], sets, dels)
-	default:
-		return usagef("group: unknown action %q: want describe, delete, config, history or why", action)
+		return groupConfigCmd(e, f.cmdFlags, ids[0], f.sets, f.dels)
 	}
 }
 

@@ -356,8 +356,8 @@ func TestGroupHistoryErrors(t *testing.T) {
 			{[]string{"group", action, "a", "b"}, "want exactly one group id, got 2"},
 			{[]string{"group", action, "a", "--last", "-1"}, "--last -1: want 0 or more"},
 			{[]string{"group", action, "a", "--last", "x"}, `invalid value "x" for flag -last`},
-			{[]string{"group", action, "a", "--members"}, "takes one group id, --last and --output only"},
-			{[]string{"group", action, "a", "--data-bootstrap", "127.0.0.1:1"}, "takes one group id, --last and --output only"},
+			{[]string{"group", action, "a", "--members"}, "group " + action + ": --members is not one of its flags"},
+			{[]string{"group", action, "a", "--data-bootstrap", "127.0.0.1:1"}, "group " + action + ": --data-bootstrap is not one of its flags"},
 		} {
 			c.fails(2, tc.args, tc.msg)
 		}
@@ -366,7 +366,7 @@ func TestGroupHistoryErrors(t *testing.T) {
 		}
 	}
 	c.fails(2, []string{"group", "why", "a", "--output", "json"}, "group why prints sentences only")
-	c.fails(2, []string{"group", "describe", "a", "--last", "2"}, "--last is for history and why")
+	c.fails(2, []string{"group", "describe", "a", "--last", "2"}, "group describe: --last is not one of its flags")
 	dead := closedAddr(t)
 	start := time.Now()
 	cli{t: t}.fails(1, []string{"group", "history", "g", "--bootstrap", dead, "--timeout", "400ms"}, "cannot connect to cohort at "+dead+" (")

@@ -41,10 +41,12 @@ func TestExitCodes(t *testing.T) {
 		{nil, "usage: cohort"},
 		{[]string{"frob"}, `unknown command "frob"`},
 		{[]string{"topics", "extra"}, `topics: unexpected arguments ["extra"]`},
-		{[]string{"topics", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"topics", "--nope"}, "topics: --nope is not one of its flags (see cohort topics -h)"},
 		{[]string{"topics", "--output", "yaml"}, `--output "yaml": want table or json`},
-		{[]string{"topic", "create"}, "want create|grow|delete NAME"},
-		{[]string{"topic", "create", "a", "b"}, "want create|grow|delete NAME"},
+		{[]string{"topic"}, "want create|grow|delete NAME"},
+		{[]string{"topic", "create"}, "topic create: want one topic NAME"},
+		{[]string{"topic", "create", "a", "b"}, "topic create: want one topic NAME"},
+		{[]string{"topic", "delete", "a", "--partitions", "3"}, "topic delete: --partitions is not one of its flags (see cohort topic delete -h)"},
 		{[]string{"topic", "shrink", "a"}, `unknown action "shrink"`},
 		{[]string{"topic", "create", "a", "--partitions", "0"}, "--partitions 0"},
 		{[]string{"groups", "x"}, "unexpected arguments"},
@@ -57,7 +59,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"group", "describe"}, "want group ids or --all-groups"},
 		{[]string{"group", "describe", "a", "--all-groups"}, "want group ids or --all-groups, not both"},
 		{[]string{"group", "delete"}, "want one or more group ids"},
-		{[]string{"group", "delete", "a", "--members"}, "takes group ids only"},
+		{[]string{"group", "delete", "a", "--members"}, "group delete: --members is not one of its flags (see cohort group delete -h)"},
 		{[]string{"group", "describe", "a", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"group", "describe", "a", "--bootstrap", " , "}, "--bootstrap is empty"},
 		{[]string{"user"}, "want set|delete NAME"},
@@ -106,7 +108,7 @@ func TestExitCodes(t *testing.T) {
 	n := startNode(t, "127.0.0.1:0")
 	c.fails(1, []string{"offsets", "g", "--bootstrap", n.Addr(), "--data-bootstrap", dead, "--timeout", "400ms"},
 		"cannot connect to the data cluster at "+dead)
-	c.fails(2, []string{"topics", "--bootstrap", n.Addr(), "--data-bootstrap", dead}, "flag provided but not defined: -data-bootstrap")
+	c.fails(2, []string{"topics", "--bootstrap", n.Addr(), "--data-bootstrap", dead}, "topics: --data-bootstrap is not one of its flags")
 }
 
 // TestConnectRetry: a command run while the node is still starting (the
@@ -221,5 +223,50 @@ func TestConnectErrorNamesEveryAddress(t *testing.T) {
 	}
 	if n, _ := strconv.Atoi(m[1]); n < 2 {
 		t.Fatalf("%d attempts for two addresses:\n%s", n, errOut)
+	}
+}
+
+// TestSubcommandHelp: each action's -h prints its own usage and only the
+// flags it takes, spelled with two dashes as the docs spell them.
+func TestSubcommandHelp(t *testing.T) {
+	c := cli{t: t}
+	for _, tc := range []struct {
+		args       []string
+		has, lacks []string
+	}{
+		{[]string{"group", "delete", "-h"}, []string{"usage: cohort group delete ID", "--bootstrap", "--output"},
+			[]string{"--set", "--last", "--data-bootstrap", "--verbose", "--members"}},
+		{[]string{"group", "history", "-h"}, []string{"usage: cohort group history ID", "--last N"},
+			[]string{"--set", "--data-bootstrap", "--verbose", "group describe"}},
+		{[]string{"group", "describe", "-h"}, []string{"usage: cohort group describe", "--data-bootstrap", "--verbose", "--all-groups"},
+			[]string{"--set", "--last", "group history"}},
+		{[]string{"group", "config", "-h"}, []string{"--set NAME=VALUE", "--delete NAME", "--list"}, []string{"--last", "--members"}},
+		{[]string{"topic", "--bootstrap", "127.0.0.1:1", "delete", "-h"}, []string{"usage: cohort topic delete NAME"}, []string{"--partitions"}},
+		{[]string{"topic", "grow", "-h"}, []string{"--partitions"}, nil},
+		{[]string{"offsets", "g", "-h"}, []string{"usage: cohort offsets [show] ID", "--data-bootstrap"}, []string{"--to-offset", "--topic"}},
+		{[]string{"offsets", "delete", "-h"}, []string{"--topic"}, []string{"--to-offset", "--data-bootstrap"}},
+		{[]string{"user", "delete", "-h"}, []string{"usage: cohort user delete NAME", "--mechanism"}, []string{"--iterations", "--password-file"}},
+		{[]string{"users", "-h"}, []string{"usage: cohort users"}, []string{"--mechanism", "--iterations"}},
+		{[]string{"acl", "add", "-h"}, []string{"usage: cohort acl add", "--principal"}, []string{"--pattern"}},
+		{[]string{"group", "-h"}, []string{"cohort group history ID", "flags of every group command", "--bootstrap"}, []string{"--verbose", "--data-bootstrap"}},
+	} {
+		out, errOut, code := c.run(tc.args...)
+		help := out + errOut
+		if code != 0 {
+			t.Fatalf("%q: exit %d\n%s", tc.args, code, help)
+		}
+		for _, s := range tc.has {
+			if !strings.Contains(help, s) {
+				t.Errorf("%q: lacks %q:\n%s", tc.args, s, help)
+			}
+		}
+		for _, s := range tc.lacks {
+			if strings.Contains(help, s) {
+				t.Errorf("%q: has %q:\n%s", tc.args, s, help)
+			}
+		}
+		if regexp.MustCompile(`(?m)^\s+-[a-z]`).MatchString(help) {
+			t.Errorf("%q: a flag spelled with one dash:\n%s", tc.args, help)
+		}
 	}
 }

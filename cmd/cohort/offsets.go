@@ -71,70 +71,93 @@ func (t *topicFlag) Set(s string) error {
 
 func (t *topicFlag) String() string { return strings.Join(t.topics, ",") }
 
-const offsetsUsage = `usage:
-  cohort offsets [show] ID... [--data-bootstrap HOST:PORT]
-                      committed offsets; with --data-bootstrap, log start, log end and
-                      lag per partition and in total ("show" is needed for a group
-                      named show, reset or delete)
-  cohort offsets reset ID (--topic T[:P,...]... | --all-topics | --from-file CSV)
-                      (--to-offset N | --shift-by N | --to-earliest | --to-latest |
-                       --to-datetime T | --by-duration D | --from-file CSV)
-                      [--data-bootstrap HOST:PORT] [--dry-run | --execute]
-                      plan (--dry-run, the default) or commit (--execute) new offsets
-                      for a group without members; with --data-bootstrap the new
-                      offsets are clamped to [log start, log end]
-  cohort offsets delete ID --topic T[:P,...]...
-                      delete committed offsets (OffsetDelete)
-flags:
-`
+// The usage of each "cohort offsets" action.
+var offsetsUsages = map[string]string{
+	"show": `usage: cohort offsets [show] ID... [--data-bootstrap HOST:PORT]
+  committed offsets; with --data-bootstrap, log start, log end and lag per
+  partition and in total ("show" is needed for a group named show, reset or
+  delete)
+`,
+	"reset": `usage: cohort offsets reset ID (--topic T[:P,...]... | --all-topics | --from-file CSV)
+                          (--to-offset N | --shift-by N | --to-earliest | --to-latest |
+                           --to-datetime T | --by-duration D | --from-file CSV)
+                          [--data-bootstrap HOST:PORT] [--dry-run | --execute]
+  plans (--dry-run, the default) or commits (--execute) new offsets for a
+  group without members; with --data-bootstrap the new offsets are clamped to
+  [log start, log end]
+`,
+	"delete": `usage: cohort offsets delete ID --topic T[:P,...]...
+  deletes committed offsets (OffsetDelete)
+`,
+}
+
+// offsetsFlags are the flags of one offsets command.
+type offsetsFlags struct {
+	*cmdFlags
+	topics                           topicFlag
+	allTopics, execute               bool
+	toOffset, shiftBy                int64
+	toDatetime, byDuration, fromFile string
+}
+
+// offsetsFamily is "cohort offsets [show]|reset|delete".
+var offsetsFamily = family[*offsetsFlags]{
+	name:     "offsets",
+	actions:  []string{"show", "reset", "delete"},
+	implicit: "show",
+	usage: `usage:
+  cohort offsets [show] ID...                committed offsets and lag
+  cohort offsets reset ID ...                plan (default) or --execute an offset reset
+  cohort offsets delete ID --topic T[:P,...] delete committed offsets (OffsetDelete)
+  (cohort offsets ACTION -h: the action's flags)
+`,
+	build: func(e env, action string) (*flag.FlagSet, *offsetsFlags) {
+		f := &offsetsFlags{cmdFlags: newCmdFlags(e, "offsets "+action, offsetsUsages[action])}
+		fs, all := f.fs, action == anyAction
+		if all || action == "show" || action == "reset" {
+			f.d.register(fs)
+		}
+		if all || action == "reset" || action == "delete" {
+			fs.Var(&f.topics, "topic", "`TOPIC[:PARTITION,...]` (repeatable; without partitions: all of them)")
+		}
+		if all || action == "reset" {
+			fs.BoolVar(&f.allTopics, "all-topics", false, "every topic the group has committed offsets for")
+			fs.Int64Var(&f.toOffset, modeToOffset, 0, "reset to this `offset`")
+			fs.Int64Var(&f.shiftBy, modeShiftBy, 0, "reset to the committed offset plus `N` (negative: back)")
+			fs.Bool(modeToEarliest, false, "reset to the log start (needs --data-bootstrap)")
+			fs.Bool(modeToLatest, false, "reset to the log end (needs --data-bootstrap)")
+			fs.StringVar(&f.toDatetime, modeToDatetime, "", "reset to the first offset at or after `time` YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM] (needs --data-bootstrap)")
+			fs.StringVar(&f.byDuration, modeByDuration, "", "reset to the first offset at or after now minus `duration` (90m, PT1H30M, P1D; needs --data-bootstrap)")
+			fs.StringVar(&f.fromFile, modeFromFile, "", "reset to the offsets of a CSV `file` of topic,partition,offset lines")
+			fs.Bool("dry-run", false, "print the plan only (the default)")
+			fs.BoolVar(&f.execute, "execute", false, "commit the plan")
+		}
+		return fs, f
+	},
+}
 
 // offsetsCmd runs "cohort offsets [show] ID...", "cohort offsets reset ID"
 // and "cohort offsets delete ID".
 func offsetsCmd(e env, args []string) error {
-	f := newCmdFlags(e, "offsets", offsetsUsage)
-	fs := f.fs
-	common := map[string]bool{}
-	fs.VisitAll(func(f *flag.Flag) { common[f.Name] = true })
-	f.d.register(fs)
-	var topics topicFlag
-	fs.Var(&topics, "topic", "reset, delete: `TOPIC[:PARTITION,...]` (repeatable; without partitions: all of them)")
-	allTopics := fs.Bool("all-topics", false, "reset: every topic the group has committed offsets for")
-	toOffset := fs.Int64(modeToOffset, 0, "reset to this `offset`")
-	shiftBy := fs.Int64(modeShiftBy, 0, "reset to the committed offset plus `N` (negative: back)")
-	fs.Bool(modeToEarliest, false, "reset to the log start (needs --data-bootstrap)")
-	fs.Bool(modeToLatest, false, "reset to the log end (needs --data-bootstrap)")
-	toDatetime := fs.String(modeToDatetime, "", "reset to the first offset at or after `time` YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM] (needs --data-bootstrap)")
-	byDuration := fs.String(modeByDuration, "", "reset to the first offset at or after now minus `duration` (90m, PT1H30M, P1D; needs --data-bootstrap)")
-	fromFile := fs.String(modeFromFile, "", "reset to the offsets of a CSV `file` of topic,partition,offset lines")
-	fs.Bool("dry-run", false, "reset: print the plan only (the default)")
-	execute := fs.Bool("execute", false, "reset: commit the plan")
-	pos, err := f.parse(args)
+	action, pos, f, err := offsetsFamily.parse(e, args)
 	if err != nil {
 		return err
 	}
+	if action == "" {
+		return usagef("offsets: want a group id")
+	}
+	if err := f.check(); err != nil {
+		return err
+	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	action := "show"
-	if len(pos) > 0 && (pos[0] == "show" || pos[0] == "reset" || pos[0] == "delete") {
-		action, pos = pos[0], pos[1:]
-	}
-	allowed := map[string][]string{
-		"show":   {"data-bootstrap", "data-command-config"},
-		"delete": {"topic"},
-		"reset": append([]string{"data-bootstrap", "data-command-config", "topic", "all-topics", "dry-run", "execute"},
-			resetModes...),
-	}[action]
-	for name := range set {
-		if !common[name] && !slices.Contains(allowed, name) {
-			return usagef("offsets %s: --%s is not one of its flags", action, name)
-		}
-	}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	topics := &f.topics
 	switch action {
 	case "show":
 		if len(pos) == 0 {
 			return usagef("offsets: want a group id")
 		}
-		return describeCmd(e, f, describeFlags{offsets: true, verbose: true}, pos)
+		return describeCmd(e, f.cmdFlags, describeFlags{offsets: true, verbose: true}, pos)
 	case "delete":
 		if len(pos) != 1 {
 			return usagef("offsets delete: want one group id, got %d arguments", len(pos))
@@ -142,7 +165,7 @@ func offsetsCmd(e env, args []string) error {
 		if len(topics.topics) == 0 {
 			return usagef("offsets delete: want --topic T[:P,...]")
 		}
-		return deleteOffsets(e, f, pos[0], &topics)
+		return deleteOffsets(e, f.cmdFlags, pos[0], topics)
 	}
 	// reset
 	if len(pos) != 1 {
@@ -158,7 +181,8 @@ func offsetsCmd(e env, args []string) error {
 		return usagef("offsets reset: want one of --to-offset, --shift-by, --to-earliest, --to-latest, --to-datetime, --by-duration, --from-file (got %d: %s)",
 			len(modes), strings.Join(modes, " "))
 	}
-	mode := resetMode{name: strings.TrimPrefix(modes[0], "--"), offset: *toOffset, shift: *shiftBy}
+	mode := resetMode{name: strings.TrimPrefix(modes[0], "--"), offset: f.toOffset, shift: f.shiftBy}
+	execute := &f.execute
 	if set["dry-run"] && *execute {
 		return usagef("offsets reset: --dry-run and --execute exclude each other")
 	}
@@ -166,7 +190,7 @@ func offsetsCmd(e env, args []string) error {
 	if len(topics.topics) > 0 {
 		scopes++
 	}
-	if *allTopics {
+	if f.allTopics {
 		scopes++
 	}
 	if mode.name == modeFromFile {
@@ -179,6 +203,7 @@ func offsetsCmd(e env, args []string) error {
 	if needsLog(mode.name) && f.d.bootstrap == "" {
 		return usagef("offsets reset: --%s needs --data-bootstrap, the Kafka cluster that holds the records", mode.name)
 	}
+	toDatetime, byDuration, fromFile := &f.toDatetime, &f.byDuration, &f.fromFile
 	switch mode.name {
 	case modeToOffset:
 		if mode.offset < 0 {
@@ -199,7 +224,7 @@ func offsetsCmd(e env, args []string) error {
 			return err
 		}
 	}
-	return resetOffsets(e, f, pos[0], mode, &topics, *execute)
+	return resetOffsets(e, f.cmdFlags, pos[0], mode, topics, *execute)
 }
 
 // resetOffsets plans (and with execute commits) the reset of group's offsets.

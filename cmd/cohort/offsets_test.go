@@ -244,7 +244,7 @@ func TestOffsetsReset(t *testing.T) {
 		c.fails(2, append([]string{"offsets", "reset", grp}, tc.args...), tc.msg)
 	}
 	c.fails(2, []string{"offsets", "reset", "--all-topics", "--to-offset", "1"}, "want one group id, got 0")
-	c.fails(2, []string{"offsets", "idle", "--to-offset", "1"}, "offsets show: --to-offset is not one of its flags")
+	c.fails(2, []string{"offsets", "idle", "--to-offset", "1"}, "offsets show: --to-offset is not one of its flags (see cohort offsets show -h)")
 	c.fails(2, []string{"offsets", "delete", "idle", "--topic", "events", "--execute"}, "offsets delete: --execute is not one of its flags")
 	c.fails(2, []string{"offsets"}, "want a group id")
 	// A missing CSV file is an error, not a usage error.

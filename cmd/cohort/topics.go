@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 
@@ -25,45 +26,89 @@ type deletedTopicJSON struct {
 	Deleted bool   `json:"deleted"`
 }
 
-const topicsUsage = `usage:
-  cohort topics                           list the topic catalog
+// The usage of "cohort topics" and of each "cohort topic" action.
+var topicUsages = map[string]string{
+	"topics": `usage: cohort topics
+  lists the topic catalog: each topic and its partition count
+`,
+	"create": `usage: cohort topic create NAME [--partitions N]
+  adds topic NAME to the catalog with N partitions (default 1)
+`,
+	"grow": `usage: cohort topic grow NAME --partitions N
+  raises NAME's partition count to N (it can only grow)
+`,
+	"delete": `usage: cohort topic delete NAME
+  deletes topic NAME from the catalog, and every group's committed offsets of it
+`,
+}
+
+// topicFamily is "cohort topic create|grow|delete NAME".
+var topicFamily = family[*topicFlags]{
+	name:    "topic",
+	actions: []string{"create", "grow", "delete"},
+	usage: `usage:
   cohort topic create NAME [--partitions N]
   cohort topic grow NAME --partitions N   raise the partition count to N (it can only grow)
   cohort topic delete NAME
-flags:
-`
+  (cohort topics lists them; cohort topic ACTION -h: the action's flags)
+`,
+	build: func(e env, action string) (*flag.FlagSet, *topicFlags) {
+		f := &topicFlags{cmdFlags: newCmdFlags(e, "topic "+action, topicUsages[action])}
+		switch action {
+		case "create", "grow", anyAction:
+			f.fs.IntVar(&f.partitions, "partitions", 1, "partitions of the new topic (create), or the new, larger total (grow)")
+		}
+		return f.fs, f
+	},
+}
+
+// topicFlags are the flags of one topic command.
+type topicFlags struct {
+	*cmdFlags
+	partitions int
+}
 
 // topicsCmd runs "cohort topics" and "cohort topic create|grow|delete NAME"
 // against cohort's topic catalog.
 func topicsCmd(e env, cmd string, args []string) error {
-	f := newCmdFlags(e, cmd, topicsUsage)
-	fs, c, o := f.fs, &f.c, &f.o
-	partitions := fs.Int("partitions", 1, "partitions of a created topic (topic create), or the new, larger total (topic grow)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
+	var f *topicFlags
 	action, name := "", ""
 	if cmd == "topics" {
+		f = &topicFlags{cmdFlags: newCmdFlags(e, cmd, topicUsages[cmd])}
+		pos, err := f.parse(args)
+		if err != nil {
+			return err
+		}
 		if err := checkNoArgs(cmd, pos); err != nil {
 			return err
 		}
 	} else {
-		if len(pos) != 2 || pos[1] == "" {
+		var pos []string
+		var err error
+		action, pos, f, err = topicFamily.parse(e, args)
+		if err != nil {
+			return err
+		}
+		if action == "" {
+			if len(pos) > 0 {
+				return usagef("topic: unknown action %q: want create, grow or delete", pos[0])
+			}
 			return usagef("topic: want create|grow|delete NAME")
 		}
-		action, name = pos[0], pos[1]
-		switch action {
-		case "create", "grow", "delete":
-		default:
-			return usagef("topic: unknown action %q: want create, grow or delete", action)
+		if err := f.check(); err != nil {
+			return err
 		}
+		if len(pos) != 1 || pos[0] == "" {
+			return usagef("topic %s: want one topic NAME", action)
+		}
+		name = pos[0]
 		// Checked before the int32 the request carries: a larger value
 		// would wrap (4294967298 asked for 2 partitions).
-		if action != "delete" && (*partitions < 1 || *partitions > math.MaxInt32) {
-			return usagef("--partitions %d: want 1 to %d", *partitions, math.MaxInt32)
+		if action != "delete" && (f.partitions < 1 || f.partitions > math.MaxInt32) {
+			return usagef("--partitions %d: want 1 to %d", f.partitions, math.MaxInt32)
 		}
 	}
+	c, o, partitions := &f.c, &f.o, &f.partitions
 	cl, ctx, done, err := c.open()
 	if err != nil {
 		return err

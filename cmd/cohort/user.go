@@ -21,6 +21,57 @@ const (
 	maxIterations = 16384
 )
 
+// The usage of "cohort users" and of each "cohort user" action.
+var userUsages = map[string]string{
+	"users": `usage: cohort users [NAME...]
+  SCRAM credentials: user, mechanism, iterations
+`,
+	"set": `usage: cohort user set NAME [--mechanism M] [--iterations N] [--password-file F]
+  sets NAME's SCRAM password, read from standard input (or F) with one
+  trailing newline dropped
+`,
+	"delete": `usage: cohort user delete NAME [--mechanism M]
+  deletes NAME's SCRAM credentials
+`,
+}
+
+// userFlags are the flags of one user command.
+type userFlags struct {
+	fs           *flag.FlagSet
+	c            conn
+	mechanism    string
+	iterations   int
+	passwordFile string
+}
+
+func newUserFlags(e env, name, usage string) *userFlags {
+	f := &userFlags{fs: newFlagSet(e, name, usage), mechanism: "both"}
+	f.c.register(f.fs)
+	return f
+}
+
+// userFamily is "cohort user set|delete NAME".
+var userFamily = family[*userFlags]{
+	name:    "user",
+	actions: []string{"set", "delete"},
+	usage: `usage:
+  cohort user set NAME      set NAME's SCRAM password, read from standard input
+  cohort user delete NAME   delete NAME's SCRAM credentials
+  (cohort users lists them; cohort user ACTION -h: the action's flags)
+`,
+	build: func(e env, action string) (*flag.FlagSet, *userFlags) {
+		f := newUserFlags(e, "user "+action, userUsages[action])
+		if action != "" {
+			f.fs.StringVar(&f.mechanism, "mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
+		}
+		if action == "set" || action == anyAction {
+			f.fs.IntVar(&f.iterations, "iterations", sasl.DefaultIterations, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
+			f.fs.StringVar(&f.passwordFile, "password-file", "", "`file` holding the new password, - for standard input (default: standard input)")
+		}
+		return f.fs, f
+	},
+}
+
 // users runs "cohort user set|delete NAME" and "cohort users [NAME...]":
 // SCRAM credentials through AlterUserScramCredentials and
 // DescribeUserScramCredentials. The new password of "user set" comes from
@@ -28,38 +79,29 @@ const (
 // it (kadm), so the password itself never leaves this process.
 func users(e env, cmd string, args []string) error {
 	stdin, out := e.stdin, e.stdout
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	var c conn
-	c.register(fs)
-	mechanism := fs.String("mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
-	iterations := fs.Int("iterations", sasl.DefaultIterations, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
-	passwordFile := fs.String("password-file", "", "`file` holding the new password, - for standard input (default: standard input)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage:
-  cohort user set NAME [--mechanism M] [--iterations N] [--password-file F]
-                           set NAME's SCRAM password, read from standard input
-                           (or F) with one trailing newline dropped
-  cohort user delete NAME [--mechanism M]
-  cohort users [NAME...]   SCRAM credentials: user, mechanism, iterations
-flags:
-`)
-		fs.PrintDefaults()
-	}
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return err
-	}
-	mechs, err := scramMechanisms(*mechanism)
-	if err != nil {
-		return usageError{err}
-	}
+	var f *userFlags
+	var pos []string
+	var err error
 	action, name := "", ""
-	if cmd == "user" {
-		if len(pos) != 2 || (pos[0] != "set" && pos[0] != "delete") || pos[1] == "" {
+	if cmd == "users" {
+		f = newUserFlags(e, cmd, userUsages[cmd])
+		if pos, err = parseArgs(f.fs, args); err != nil {
+			return err
+		}
+	} else {
+		action, pos, f, err = userFamily.parse(e, args)
+		if err != nil {
+			return err
+		}
+		if action == "" || len(pos) != 1 || pos[0] == "" {
 			return usagef("user: want set|delete NAME")
 		}
-		action, name = pos[0], pos[1]
+		name = pos[0]
+	}
+	c, iterations, passwordFile := &f.c, &f.iterations, &f.passwordFile
+	mechs, err := scramMechanisms(f.mechanism)
+	if err != nil {
+		return usageError{err}
 	}
 	var password string
 	if action == "set" {

@@ -178,7 +178,7 @@ func TestUserArgs(t *testing.T) {
 		{[]string{"user", "set", "a", "--password-file", writeTemp(t, "empty", "\n")}, "", "empty is empty"},
 		{[]string{"user", "set", "a", "--password-file", filepath.Join(t.TempDir(), "nope")}, "", "new password"},
 		{[]string{"user", "set", "a", "--sasl-mechanism", "PLAIN", "--sasl-username", "x", "--sasl-password-file", "-"}, "pw", "cannot hold both"},
-		{[]string{"user", "set", "a", "--password"}, "", "flag provided but not defined"},
+		{[]string{"user", "set", "a", "--password"}, "", "user set: --password is not one of its flags"},
 		{[]string{"users", "--sasl-mechanism", "PLAIN"}, "", "needs a username"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
