@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -204,15 +205,17 @@ var aclUsages = map[string]string{
                        [--topic T | --group G | --cluster] [--prefixed | --pattern literal|prefixed|any|match]
   lists the ACLs the filter matches (every ACL without one)
 ` + aclHelp,
-	"delete": `usage: cohort acl delete (--topic T | --group G | --cluster) [the filters of list]
-  deletes every ACL the filter matches
+	"delete": `usage: cohort acl delete (--topic T | --group G | --cluster) [the filters of list] [--dry-run | --yes]
+  deletes every ACL the filter matches; --dry-run lists them and deletes
+  nothing; on a terminal it lists them and asks first, unless --yes
 ` + aclHelp,
 }
 
 // aclCmdFlags are the flags of one acl command.
 type aclCmdFlags struct {
-	c  conn
-	af aclFlags
+	c   conn
+	af  aclFlags
+	del deleteFlags
 }
 
 // aclFamily is "cohort acl add|list|delete".
@@ -232,6 +235,9 @@ var aclFamily = family[*aclCmdFlags]{
 		if action != "" {
 			f.af.register(fs, action)
 		}
+		if action == "delete" || action == anyAction {
+			f.del.register(fs)
+		}
 		return fs, f
 	},
 }
@@ -250,6 +256,9 @@ func acl(e env, args []string) error {
 	sp, err := af.parse(action)
 	if err != nil {
 		return usageError{err}
+	}
+	if err := f.del.check("acl delete"); err != nil {
+		return err
 	}
 	cl, ctx, done, err := c.open()
 	if err != nil {
@@ -277,21 +286,30 @@ func acl(e env, args []string) error {
 			rows = append(rows, aclRow{r.Principal, r.Host, r.Operation, r.Permission, r.Type, r.Name, r.Pattern})
 		}
 	case "list":
-		rs, err := adm.DescribeACLs(ctx, sp.builder())
-		if err != nil {
+		if rows, fails, results, err = describeACLs(ctx, adm, sp); err != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		results = len(rs)
-		for _, r := range rs {
-			if r.Err != nil {
-				fails = append(fails, aclFailure{filterText(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Name, r.Pattern),
-					withMessage(r.Err, r.ErrMessage)})
-			}
-			for _, d := range r.Described {
-				rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
-			}
-		}
 	case "delete":
+		// What the filter matches now, shown before it is deleted (a
+		// dry run, or a question on a terminal): DescribeAcls takes the
+		// same filter as DeleteAcls.
+		preview := func(w io.Writer, _ bool) (int, error) {
+			rows, fails, results, err := describeACLs(ctx, adm, sp)
+			if err == nil {
+				err = aclErrors(what, fails, results)
+			}
+			if err != nil {
+				return 0, err
+			}
+			tw := newTable(w)
+			fmt.Fprintln(tw, "TO DELETE")
+			n := writeACLs(tw, rows)
+			return n, tw.Flush()
+		}
+		ok, err := f.del.gate(e, what, "delete these ACLs?", false, preview)
+		if !ok || err != nil {
+			return err
+		}
 		rs, err := adm.DeleteACLs(ctx, sp.builder())
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, err)
@@ -331,6 +349,27 @@ func acl(e env, args []string) error {
 	}
 	writeACLs(tw, rows)
 	return errors.Join(tw.Flush(), failed)
+}
+
+// describeACLs lists the ACLs that sp, as a filter, matches (DescribeAcls):
+// the ACLs, the failures of its filters and how many filters there were.
+func describeACLs(ctx context.Context, adm *kadm.Client, sp aclSpec) ([]aclRow, []aclFailure, int, error) {
+	rs, err := adm.DescribeACLs(ctx, sp.builder())
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var rows []aclRow
+	var fails []aclFailure
+	for _, r := range rs {
+		if r.Err != nil {
+			fails = append(fails, aclFailure{filterText(r.Principal, r.Host, r.Permission, r.Operation, r.Type, r.Name, r.Pattern),
+				withMessage(r.Err, r.ErrMessage)})
+		}
+		for _, d := range r.Described {
+			rows = append(rows, aclRow{d.Principal, d.Host, d.Operation, d.Permission, d.Type, d.Name, d.Pattern})
+		}
+	}
+	return rows, fails, len(rs), nil
 }
 
 // aclFailure is the error of one ACL (add, or an ACL a delete matched) or
@@ -392,17 +431,20 @@ type aclRow struct {
 }
 
 // writeACLs prints rows as a table, sorted by resource then principal, each
-// ACL once (filters of one request may overlap).
-func writeACLs(w io.Writer, rows []aclRow) {
+// ACL once (filters of one request may overlap), and returns how many.
+func writeACLs(w io.Writer, rows []aclRow) int {
 	slices.SortFunc(rows, func(a, b aclRow) int {
 		return cmp.Or(cmp.Compare(a.typ, b.typ), strings.Compare(a.name, b.name), cmp.Compare(a.pattern, b.pattern),
 			strings.Compare(a.principal, b.principal), strings.Compare(a.host, b.host), cmp.Compare(a.op, b.op), cmp.Compare(a.perm, b.perm))
 	})
 	fmt.Fprintln(w, "RESOURCE\tNAME\tPATTERN\tPRINCIPAL\tHOST\tOPERATION\tPERMISSION")
+	n := 0
 	for i, r := range rows {
 		if i > 0 && r == rows[i-1] {
 			continue
 		}
+		n++
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.typ, cell(r.name), r.pattern, cell(r.principal), cell(r.host), r.op, r.perm)
 	}
+	return n
 }

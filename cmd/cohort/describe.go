@@ -159,6 +159,22 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 	if len(ids) == 0 {
 		return []*groupDesc{}, nil
 	}
+	byID, errs := describeEach(ctx, cl, ids)
+	out := []*groupDesc{}
+	var failed error
+	for _, id := range ids {
+		if g, ok := byID[id]; ok {
+			out = append(out, g)
+			continue
+		}
+		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, describeErr(errs, id)))
+	}
+	return out, failed
+}
+
+// describeEach describes the groups ids: the description of each one
+// described, the error of each other one.
+func describeEach(ctx context.Context, cl *kgo.Client, ids []string) (map[string]*groupDesc, map[string]error) {
 	byID := map[string]*groupDesc{}
 	errs := map[string]error{}
 	consumer := hasConsumerDescribe(ctx, cl)
@@ -187,20 +203,15 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 		}
 		return struct{}{}, nil
 	})
-	out := []*groupDesc{}
-	var failed error
-	for _, id := range ids {
-		if g, ok := byID[id]; ok {
-			out = append(out, g)
-			continue
-		}
-		err, ok := errs[id]
-		if !ok {
-			err = errors.New("no answer for the group")
-		}
-		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, err))
+	return byID, errs
+}
+
+// describeErr is the error of group id, which has no description.
+func describeErr(errs map[string]error, id string) error {
+	if err, ok := errs[id]; ok {
+		return err
 	}
-	return out, failed
+	return errors.New("no answer for the group")
 }
 
 // describeClassicGroups describes ids with DescribeGroups into byID, or

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // listedGroupJSON is one group of "cohort groups".
@@ -46,8 +49,10 @@ var groupUsages = map[string]string{
   the offsets table (committed offset, log end, lag, owner);
   --state/--members/--offsets pick tables (default: all)
 `,
-	"delete": `usage: cohort group delete ID...
-  deletes empty groups and their committed offsets
+	"delete": `usage: cohort group delete ID... [--dry-run | --yes]
+  deletes empty groups and their committed offsets; --dry-run shows each
+  group's state, members and offsets and whether it can be deleted, and
+  deletes nothing; on a terminal it shows them and asks first, unless --yes
 `,
 	"config": `usage: cohort group config ID [--set NAME=VALUE]... [--delete NAME]...
        cohort group config --list
@@ -77,6 +82,7 @@ type groupFlags struct {
 	states, types  string // groups
 	sets, dels     stringsFlag
 	listConfigured bool
+	del            deleteFlags
 }
 
 // groupFamily is "cohort group describe|delete|config|history|why".
@@ -108,6 +114,9 @@ var groupFamily = family[*groupFlags]{
 			fs.IntVar(&f.hf.last, "last", 0, "only the `N` latest rebalances (default: every one kept)")
 		case "why":
 			fs.IntVar(&f.hf.last, "last", whyDefaultLast, "only the `N` latest rebalances")
+		}
+		if all || action == "delete" {
+			f.del.register(fs)
 		}
 		if all || action == "config" {
 			fs.Var(&f.sets, "set", "set `NAME=VALUE` (repeatable)")
@@ -171,7 +180,10 @@ func groupsCmd(e env, cmd string, args []string) error {
 		if len(ids) == 0 {
 			return usagef("group delete: want one or more group ids")
 		}
-		return deleteGroups(e, f.cmdFlags, ids)
+		if err := f.del.check("group delete"); err != nil {
+			return err
+		}
+		return deleteGroups(e, f.cmdFlags, f.del, ids)
 	default: // config
 		if f.listConfigured {
 			if len(ids) > 0 || len(f.sets) > 0 || len(f.dels) > 0 {
@@ -394,7 +406,7 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 	}
 }
 
-func deleteGroups(e env, f *cmdFlags, ids []string) error {
+func deleteGroups(e env, f *cmdFlags, del deleteFlags, ids []string) error {
 	// Each group answered once, in the order first named: "delete g g"
 	// reported g deleted twice.
 	var uniq []string
@@ -409,6 +421,37 @@ func deleteGroups(e env, f *cmdFlags, ids []string) error {
 		return err
 	}
 	defer done()
+	var wouldFail error // of a dry run
+	preview := func(w io.Writer, asJSON bool) (int, error) {
+		rows, n, err := previewGroupDelete(ctx, cl, ids)
+		if err != nil {
+			return 0, err
+		}
+		list := []deletedGroupJSON{}
+		for _, r := range rows {
+			if r.err != nil {
+				wouldFail = errors.Join(wouldFail, fmt.Errorf("delete %s: %w", r.group, r.err))
+			}
+			list = append(list, deletedGroupJSON{Group: r.group, Deleted: false, Error: errText(r.err)})
+		}
+		if asJSON {
+			return n, writeJSON(w, map[string]any{"groups": list})
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "GROUP\tSTATE\tMEMBERS\tOFFSETS\tTO DELETE")
+		for _, r := range rows {
+			res := "yes"
+			if r.err != nil {
+				res = "no: " + r.err.Error()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", cell(r.group), strOrDash(r.state), orDash(r.members), orDash(r.offsets), cell(res))
+		}
+		return n, tw.Flush()
+	}
+	ok, err := del.gate(e, "group delete", "delete these groups and their offsets?", f.o.json(), preview)
+	if !ok || err != nil {
+		return errors.Join(err, wouldFail)
+	}
 	rs, err := kadm.NewClient(cl).DeleteGroups(ctx, ids...)
 	if err != nil {
 		return err
@@ -435,4 +478,48 @@ func deleteGroups(e env, f *cmdFlags, ids []string) error {
 		fmt.Fprintf(tw, "%s\t%s\n", cell(g.Group), cell(res))
 	}
 	return errors.Join(tw.Flush(), failed)
+}
+
+// groupDeleteRow is one group of "group delete --dry-run": its state, its
+// member and offset counts, and why it cannot be deleted (nil: it can).
+type groupDeleteRow struct {
+	group            string
+	state            string
+	members, offsets *int32
+	err              error
+}
+
+// previewGroupDelete describes the groups ids for a dry run of their
+// deletion, and counts those that can be deleted: those without members,
+// as the server deletes only those.
+func previewGroupDelete(ctx context.Context, cl *kgo.Client, ids []string) ([]groupDeleteRow, int, error) {
+	byID, errs := describeEach(ctx, cl, ids)
+	fetched := kadm.NewClient(cl).FetchManyOffsets(ctx, ids...)
+	var rows []groupDeleteRow
+	n := 0
+	for _, id := range ids {
+		r := groupDeleteRow{group: id}
+		g, ok := byID[id]
+		switch {
+		case !ok:
+			r.err = describeErr(errs, id)
+		case g.MemberCount > 0:
+			r.state, r.members = g.State, ptr(int32(g.MemberCount))
+			r.err = fmt.Errorf("%w: it is %s with %s", kerr.NonEmptyGroup, g.State, plural(g.MemberCount, "member"))
+		default:
+			r.state, r.members = g.State, ptr(int32(0))
+			n++
+		}
+		if f, ok := fetched[id]; ok && f.Err == nil {
+			c := int32(0)
+			f.Fetched.Each(func(o kadm.OffsetResponse) {
+				if o.Err == nil && o.At >= 0 {
+					c++
+				}
+			})
+			r.offsets = &c
+		}
+		rows = append(rows, r)
+	}
+	return rows, n, nil
 }

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -37,8 +41,10 @@ var topicUsages = map[string]string{
 	"grow": `usage: cohort topic grow NAME --partitions N
   raises NAME's partition count to N (it can only grow)
 `,
-	"delete": `usage: cohort topic delete NAME
-  deletes topic NAME from the catalog, and every group's committed offsets of it
+	"delete": `usage: cohort topic delete NAME [--dry-run | --yes]
+  deletes topic NAME from the catalog, and every group's committed offsets of
+  it; --dry-run shows the topic and the groups that have offsets of it and
+  deletes nothing; on a terminal it shows them and asks first, unless --yes
 `,
 }
 
@@ -49,7 +55,7 @@ var topicFamily = family[*topicFlags]{
 	usage: `usage:
   cohort topic create NAME [--partitions N]
   cohort topic grow NAME --partitions N   raise the partition count to N (it can only grow)
-  cohort topic delete NAME
+  cohort topic delete NAME [--dry-run | --yes]
   (cohort topics lists them; cohort topic ACTION -h: the action's flags)
 `,
 	build: func(e env, action string) (*flag.FlagSet, *topicFlags) {
@@ -57,6 +63,9 @@ var topicFamily = family[*topicFlags]{
 		switch action {
 		case "create", "grow", anyAction:
 			f.fs.IntVar(&f.partitions, "partitions", 1, "partitions of the new topic (create), or the new, larger total (grow)")
+		}
+		if action == "delete" || action == anyAction {
+			f.del.register(f.fs)
 		}
 		return f.fs, f
 	},
@@ -66,6 +75,7 @@ var topicFamily = family[*topicFlags]{
 type topicFlags struct {
 	*cmdFlags
 	partitions int
+	del        deleteFlags
 }
 
 // topicsCmd runs "cohort topics" and "cohort topic create|grow|delete NAME"
@@ -102,6 +112,9 @@ func topicsCmd(e env, cmd string, args []string) error {
 			return usagef("topic %s: want one topic NAME", action)
 		}
 		name = pos[0]
+		if err := f.del.check("topic delete"); err != nil {
+			return err
+		}
 		// Checked before the int32 the request carries: a larger value
 		// would wrap (4294967298 asked for 2 partitions).
 		if action != "delete" && (f.partitions < 1 || f.partitions > math.MaxInt32) {
@@ -171,6 +184,29 @@ func topicsCmd(e env, cmd string, args []string) error {
 			fmt.Fprintf(e.stdout, "%s now has %d partitions (was %d)\n", cell(name), *partitions, cur)
 		}
 	case "delete":
+		preview := func(w io.Writer, asJSON bool) (int, error) {
+			p, err := previewTopicDelete(ctx, adm, name)
+			if err != nil {
+				return 0, fmt.Errorf("delete %s: %w", name, err)
+			}
+			if asJSON {
+				return 1, writeJSON(w, p)
+			}
+			offsets := "no group has committed offsets of it"
+			if len(p.Groups) > 0 {
+				quoted := make([]string, len(p.Groups))
+				for i, g := range p.Groups {
+					quoted[i] = cell(g)
+				}
+				offsets = fmt.Sprintf("with it the committed offsets of %s: %s", plural(len(p.Groups), "group"), strings.Join(quoted, ", "))
+			}
+			fmt.Fprintf(w, "to delete: topic %s (%s); %s\n", cell(name), plural(p.Partitions, "partition"), offsets)
+			return 1, nil
+		}
+		ok, err := f.del.gate(e, "topic delete", "delete topic "+cell(name)+"?", o.json(), preview)
+		if !ok || err != nil {
+			return err
+		}
 		rs, err := adm.DeleteTopics(ctx, name)
 		if err == nil {
 			err = answerErr(rs, name, func(r kadm.DeleteTopicResponse) (string, error) { return r.ErrMessage, r.Err })
@@ -187,6 +223,45 @@ func topicsCmd(e env, cmd string, args []string) error {
 		return writeJSON(e.stdout, res)
 	}
 	return nil
+}
+
+// topicDeletePreview is what "topic delete --dry-run" shows: the topic,
+// its partition count, and the groups whose committed offsets of it the
+// delete would delete too.
+type topicDeletePreview struct {
+	Topic      string   `json:"topic"`
+	Partitions int      `json:"partitions"`
+	Groups     []string `json:"groups_with_offsets"`
+	Deleted    bool     `json:"deleted"` // false: a dry run
+}
+
+// previewTopicDelete finds what deleting topic would delete: an error
+// when cohort has no such topic, as the delete would fail.
+func previewTopicDelete(ctx context.Context, adm *kadm.Client, topic string) (topicDeletePreview, error) {
+	p := topicDeletePreview{Topic: topic, Groups: []string{}}
+	n, err := partitionCount(ctx, adm, topic)
+	if errors.Is(err, errNoTopic) {
+		err = kerr.UnknownTopicOrPartition
+	}
+	if err != nil {
+		return p, err
+	}
+	p.Partitions = n
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		return p, err
+	}
+	fetched := adm.FetchManyOffsets(ctx, groups.Groups()...)
+	for _, id := range slices.Sorted(maps.Keys(fetched)) {
+		g := fetched[id]
+		if g.Err != nil {
+			return p, fmt.Errorf("offsets of group %s: %w", g.Group, g.Err)
+		}
+		if len(g.Fetched[topic]) > 0 {
+			p.Groups = append(p.Groups, g.Group)
+		}
+	}
+	return p, nil
 }
 
 // partitionCount is the number of partitions of topic, as adm's cluster

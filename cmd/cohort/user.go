@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -30,8 +31,9 @@ var userUsages = map[string]string{
   sets NAME's SCRAM password, read from standard input (or F) with one
   trailing newline dropped
 `,
-	"delete": `usage: cohort user delete NAME [--mechanism M]
-  deletes NAME's SCRAM credentials
+	"delete": `usage: cohort user delete NAME [--mechanism M] [--dry-run | --yes]
+  deletes NAME's SCRAM credentials; --dry-run shows them and deletes nothing;
+  on a terminal it shows them and asks first, unless --yes
 `,
 }
 
@@ -42,6 +44,7 @@ type userFlags struct {
 	mechanism    string
 	iterations   int
 	passwordFile string
+	del          deleteFlags
 }
 
 func newUserFlags(e env, name, usage string) *userFlags {
@@ -63,6 +66,9 @@ var userFamily = family[*userFlags]{
 		f := newUserFlags(e, "user "+action, userUsages[action])
 		if action != "" {
 			f.fs.StringVar(&f.mechanism, "mechanism", "both", "SCRAM-SHA-256, SCRAM-SHA-512 or both")
+		}
+		if action == "delete" || action == anyAction {
+			f.del.register(f.fs)
 		}
 		if action == "set" || action == anyAction {
 			f.fs.IntVar(&f.iterations, "iterations", sasl.DefaultIterations, fmt.Sprintf("SCRAM iterations of a new password (%d to %d)", minIterations, maxIterations))
@@ -97,6 +103,9 @@ func users(e env, cmd string, args []string) error {
 			return usagef("user: want set|delete NAME")
 		}
 		name = pos[0]
+		if err := f.del.check("user delete"); err != nil {
+			return err
+		}
 	}
 	c, iterations, passwordFile := &f.c, &f.iterations, &f.passwordFile
 	mechs, err := scramMechanisms(f.mechanism)
@@ -149,6 +158,35 @@ func users(e env, cmd string, args []string) error {
 		}
 		return failed
 	case "delete":
+		preview := func(w io.Writer, _ bool) (int, error) {
+			described, err := adm.DescribeUserSCRAMs(ctx, name)
+			if err != nil {
+				return 0, fmt.Errorf("user delete: %w", err)
+			}
+			d := described[name]
+			if d.Err != nil && !errors.Is(d.Err, kerr.ResourceNotFound) {
+				return 0, fmt.Errorf("user delete: %s: %w", name, withMessage(d.Err, d.ErrMessage))
+			}
+			t := newTable(w)
+			fmt.Fprintln(t, "USER\tMECHANISM\tITERATIONS\tTO DELETE")
+			n := 0
+			for _, ci := range d.CredInfos {
+				if slices.Contains(mechs, ci.Mechanism) {
+					n++
+					fmt.Fprintf(t, "%s\t%s\t%d\tyes\n", cell(name), ci.Mechanism, ci.Iterations)
+				}
+			}
+			if err := t.Flush(); err != nil {
+				return 0, err
+			}
+			if n == 0 {
+				return 0, fmt.Errorf("user delete: %s has no SCRAM credentials", name)
+			}
+			return n, nil
+		}
+		if ok, err := f.del.gate(e, "user delete", "delete "+cell(name)+"'s credentials?", false, preview); !ok || err != nil {
+			return err
+		}
 		fmt.Fprintln(tw, "USER\tMECHANISM\tRESULT")
 		var failed error
 		deleted := 0
