@@ -118,3 +118,43 @@ func TestDeleteDryRunAndConfirm(t *testing.T) {
 		t.Fatalf("user delete without a terminal:\n%s", out)
 	}
 }
+
+// TestScriptFacingErrors: errors name what failed ("users: ..."); group
+// describe --output json has an entry with the error of each group it
+// could not describe; users named that have no credential are errors;
+// offsets reset without a mode says what is missing.
+func TestScriptFacingErrors(t *testing.T) {
+	addr, adminFlags := startSASLNode(t)
+	admin := cli{t: t, base: adminFlags}
+	if _, errOut, code := runInput(strings.NewReader("bob-pw"), adminFlags, "user", "set", "bob"); code != 0 {
+		t.Fatal(errOut)
+	}
+	bob := cli{t: t, base: saslFlags(t, addr, "bob", "bob-pw")}
+	if out := bob.fails(1, []string{"users"}, "cohort: users: CLUSTER_AUTHORIZATION_FAILED"); out != "" {
+		t.Fatalf("users refused printed %q", out)
+	}
+	out := admin.fails(1, []string{"users", "bob", "nobody"}, "cohort: users: nobody has no SCRAM credentials")
+	if table(out) != "USER MECHANISM ITERATIONS\nbob SCRAM-SHA-256 8192\nbob SCRAM-SHA-512 8192" {
+		t.Fatalf("users bob nobody:\n%s", out)
+	}
+
+	admin.ok("offsets", "reset", "idle", "--topic", "events", "--to-offset", "1", "--execute", "--data-bootstrap", startData(t, 1, "events").addr)
+	out = admin.fails(1, []string{"group", "describe", "nope", "idle", "--output", "json"}, "cohort: describe nope: GROUP_ID_NOT_FOUND: group nope not found")
+	var doc struct {
+		Groups []map[string]any `json:"groups"`
+	}
+	if err := decodeStrict(out, &doc); err != nil || len(doc.Groups) != 2 {
+		t.Fatalf("group describe --output json: %v\n%s", err, out)
+	}
+	nope, idle := doc.Groups[0], doc.Groups[1]
+	if nope["group"] != "nope" || nope["error"] != "GROUP_ID_NOT_FOUND: group nope not found" || nope["state"] != nil || nope["members"] != nil ||
+		len(nope) != len(idle) {
+		t.Fatalf("the entry of a missing group: %v (a described one: %v)", nope, idle)
+	}
+	if idle["group"] != "idle" || idle["error"] != nil || idle["state"] != "Empty" {
+		t.Fatalf("the entry of a described group: %v", idle)
+	}
+
+	admin.fails(2, []string{"offsets", "reset", "idle", "--all-topics"},
+		"cohort: offsets reset: say what offset to reset to: give one of --to-offset N, --shift-by N, --to-earliest, --to-latest, --to-datetime T, --by-duration D or --from-file CSV")
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,9 @@ type groupDesc struct {
 	Members         []memberDesc `json:"members"`
 	Offsets         []offsetRow  `json:"offsets"`
 	TotalLag        *int64       `json:"total_lag"` // null without --data-bootstrap
+	// Error is why the group could not be described (then every other
+	// field but Group is null); null for a group described.
+	Error *string `json:"error"`
 }
 
 // nodeJSON is the node that coordinates a group (found with FindCoordinator).
@@ -156,8 +160,15 @@ var errNoGroup = errors.New("the group does not exist")
 // exist, in the order of ids, and an error for each that could not be
 // described.
 func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*groupDesc, error) {
+	descs, _, err := describeGroupsEach(ctx, cl, ids)
+	return descs, err
+}
+
+// describeGroupsEach is describeGroups that also returns the error of each
+// group that could not be described.
+func describeGroupsEach(ctx context.Context, cl *kgo.Client, ids []string) ([]*groupDesc, map[string]error, error) {
 	if len(ids) == 0 {
-		return []*groupDesc{}, nil
+		return []*groupDesc{}, nil, nil
 	}
 	byID, errs := describeEach(ctx, cl, ids)
 	out := []*groupDesc{}
@@ -169,7 +180,7 @@ func describeGroups(ctx context.Context, cl *kgo.Client, ids []string) ([]*group
 		}
 		failed = errors.Join(failed, fmt.Errorf("describe %s: %w", id, describeErr(errs, id)))
 	}
-	return out, failed
+	return out, errs, failed
 }
 
 // describeEach describes the groups ids: the description of each one
@@ -384,4 +395,18 @@ func logOffsets(ctx context.Context, data *kadm.Client, topics []string, warn io
 		out[tp{o.Topic, o.Partition}] = logRange{start: s.Offset, end: o.Offset}
 	})
 	return out, nil
+}
+
+// failedGroupEntry is the JSON entry of group id, which could not be
+// described: the fields of groupDesc, each null but the group and its
+// error.
+func failedGroupEntry(id string, err error) map[string]any {
+	b, _ := json.Marshal(groupDesc{})
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	for k := range m {
+		m[k] = nil
+	}
+	m["group"], m["error"] = id, err.Error()
+	return m
 }

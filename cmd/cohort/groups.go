@@ -292,14 +292,29 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 			return err
 		}
 	}
-	descs, failed := describeGroups(ctx, cl, ids)
+	descs, errs, failed := describeGroupsEach(ctx, cl, ids)
 	if needOffsets {
 		if err := addOffsets(ctx, cl, adm, data, descs, e.stderr); err != nil {
 			return errors.Join(err, failed)
 		}
 	}
 	if f.o.json() {
-		return errors.Join(writeJSON(e.stdout, map[string]any{"groups": descs}), failed)
+		// Each group named has its entry, in order: a group that could
+		// not be described has its error there (as in group delete),
+		// besides the line on standard error.
+		entries := make([]any, 0, len(ids))
+		described := map[string]*groupDesc{}
+		for _, g := range descs {
+			described[g.Group] = g
+		}
+		for _, id := range ids {
+			if g, ok := described[id]; ok {
+				entries = append(entries, g)
+			} else {
+				entries = append(entries, failedGroupEntry(id, describeErr(errs, id)))
+			}
+		}
+		return errors.Join(writeJSON(e.stdout, map[string]any{"groups": entries}), failed)
 	}
 	if len(descs) == 0 && failed != nil {
 		return failed // no table of nothing

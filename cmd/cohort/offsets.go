@@ -177,9 +177,12 @@ func offsetsCmd(e env, args []string) error {
 			modes = append(modes, "--"+m)
 		}
 	}
-	if len(modes) != 1 {
-		return usagef("offsets reset: want one of --to-offset, --shift-by, --to-earliest, --to-latest, --to-datetime, --by-duration, --from-file (got %d: %s)",
-			len(modes), strings.Join(modes, " "))
+	const modeList = "--to-offset N, --shift-by N, --to-earliest, --to-latest, --to-datetime T, --by-duration D or --from-file CSV"
+	switch {
+	case len(modes) == 0:
+		return usagef("offsets reset: say what offset to reset to: give one of %s", modeList)
+	case len(modes) > 1:
+		return usagef("offsets reset: %s exclude each other: give one of %s", strings.Join(modes, " and "), modeList)
 	}
 	mode := resetMode{name: strings.TrimPrefix(modes[0], "--"), offset: f.toOffset, shift: f.shiftBy}
 	execute := &f.execute

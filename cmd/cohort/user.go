@@ -215,16 +215,18 @@ func users(e env, cmd string, args []string) error {
 	}
 	described, err := adm.DescribeUserSCRAMs(ctx, pos...)
 	if err != nil {
-		return err
+		return fmt.Errorf("users: %w", err)
 	}
 	fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
 	var failed error
 	for _, d := range described.Sorted() {
 		switch {
 		case errors.Is(d.Err, kerr.ResourceNotFound):
-			fmt.Fprintf(tw, "%s\t-\t-\n", cell(d.User))
+			// A user named that has no credential: an error, as it
+			// would be for a group or a topic.
+			failed = errors.Join(failed, fmt.Errorf("users: %s has no SCRAM credentials", d.User))
 		case d.Err != nil:
-			failed = errors.Join(failed, fmt.Errorf("%s: %w", d.User, withMessage(d.Err, d.ErrMessage)))
+			failed = errors.Join(failed, fmt.Errorf("users: %s: %w", d.User, withMessage(d.Err, d.ErrMessage)))
 		}
 		for _, ci := range d.CredInfos {
 			fmt.Fprintf(tw, "%s\t%s\t%d\n", cell(d.User), ci.Mechanism, ci.Iterations)

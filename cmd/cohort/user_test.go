@@ -152,7 +152,8 @@ func TestUserCommands(t *testing.T) {
 	if _, err := run("", "user", "delete", "alice", "--mechanism", "SCRAM-SHA-512"); err == nil {
 		t.Fatal("deleting a missing SCRAM-SHA-512 credential did not fail")
 	}
-	if out = must("", "users", "alice"); out != "USER MECHANISM ITERATIONS\nalice - -" {
+	if out, err := run("", "users", "alice", "bob"); out != "USER MECHANISM ITERATIONS\nbob SCRAM-SHA-256 8192\nbob SCRAM-SHA-512 8192" ||
+		err == nil || err.Error() != "users: alice has no SCRAM credentials" {
 		t.Fatalf("users alice after delete:\n%s", out)
 	}
 }
