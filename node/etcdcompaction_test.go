@@ -42,7 +42,10 @@ func startCompacting(t *testing.T, ec *etcdtest.Cluster, prefix, user, pass stri
 		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: 4, HTTPListen: "127.0.0.1:0",
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second,
-				Username: user, Password: pass, CompactionInterval: 200 * time.Millisecond}})
+				Username: user, Password: pass, CompactionInterval: 200 * time.Millisecond,
+				// The first connection logs in (bcrypt, in a race-built etcd
+				// sharing the machine): 5 s, the default, ran out in a CI run.
+				DialTimeout: 30 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
