@@ -526,6 +526,9 @@ func serve(args []string) error {
 	} else if err != nil {
 		return usageError{err}
 	}
+	if err := checkServeEnv(s.fs, os.Environ()); err != nil {
+		return err
+	}
 	cfg := s.groupConfig()
 	sec := &node.SecurityConfig{
 		SessionLifetime:           s.sessionLife,
