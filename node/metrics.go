@@ -1,10 +1,13 @@
 package node
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/internal/buildinfo"
 )
 
 // groupStates are the states reported for each group type, so that every
@@ -161,5 +164,20 @@ func (o observedPartitions) Release(p int32) {
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(buildInfoGauge())
 	return reg
+}
+
+// buildInfoGauge is cohort_build_info, always 1: which cohort this node
+// runs, as labels, so that a dashboard sees every node's version and a
+// mixed-version cluster during an upgrade stands out.
+func buildInfoGauge() prometheus.Gauge {
+	version, revision, _ := buildinfo.Info()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "cohort_build_info",
+		Help:        "Always 1; its labels are the cohort version, the VCS revision it was built from and the Go version that built it.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	return g
 }

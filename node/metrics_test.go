@@ -1,11 +1,14 @@
 package node
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/buildinfo"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
@@ -428,4 +432,49 @@ func TestHTTPListener(t *testing.T) {
 	if n.HTTPMux() == nil {
 		t.Error("no HTTPMux")
 	}
+}
+
+// TestBuildInfo: /metrics has cohort_build_info at 1 with the build's
+// version, revision and Go version, and the start line names the version.
+func TestBuildInfo(t *testing.T) {
+	var logs lockedBuffer
+	n := startLoaded(t, Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Store: memstore.New(),
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	defer n.Close()
+	version, revision, _ := buildinfo.Info()
+	s := scrapeMetrics(t, n.HTTPAddr())
+	if got := s.value("cohort_build_info", "version", version, "revision", revision, "goversion", runtime.Version()); got != 1 {
+		t.Errorf("cohort_build_info{version=%q,revision=%q,goversion=%q} = %v, want 1", version, revision, runtime.Version(), got)
+	}
+	if mf := s["cohort_build_info"]; mf == nil || len(mf.Metric) != 1 {
+		t.Errorf("cohort_build_info: %v, want one series", mf)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `msg="cohort serving"`) {
+			line = l
+		}
+	}
+	if want := fmt.Sprintf("version=%q", buildinfo.String()); !strings.Contains(line, want) && !strings.Contains(line, "version="+buildinfo.String()+" ") {
+		t.Errorf("start line %q lacks %s", line, want)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that the node's goroutines may write to
+// at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

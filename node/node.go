@@ -29,6 +29,7 @@ import (
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/buildinfo"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -374,7 +375,7 @@ func Start(cfg Config) (*Node, error) {
 	for _, e := range self.Endpoints {
 		eps = append(eps, e.Listener+"://"+net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))))
 	}
-	n.log.Info("cohort serving", "listen", n.srv.Addr().String(), "advertised", strings.Join(eps, ","),
+	n.log.Info("cohort serving", "version", buildinfo.String(), "listen", n.srv.Addr().String(), "advertised", strings.Join(eps, ","),
 		"node_id", cfg.NodeID, "cluster_id", cfg.ClusterID, "partitions", n.coord.Partitions(),
 		"authorizer", sec.Authorizer != nil)
 	return n, nil
