@@ -185,6 +185,71 @@ type Node struct {
 	cancel    context.CancelFunc
 }
 
+// ConfigError is a Config that cannot work, found before the node opens
+// its store or any listener: settings that do not go together, a listener
+// that would authenticate no one on a reachable address. cohort serve exits
+// 2 on it, as on any other mistake in its flags. What goes wrong later (a
+// port in use, a file that cannot be read) is not a ConfigError.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// CheckConfig makes the checks of cfg that Start makes before it opens
+// anything, without opening anything; a failure is a *ConfigError.
+func CheckConfig(cfg Config) error {
+	_, err := checkConfig(cfg)
+	return err
+}
+
+// checkConfig is CheckConfig, returning the listeners as Start serves them
+// (with their TLS configurations).
+func checkConfig(cfg Config) ([]server.Listener, error) {
+	fail := func(err error) ([]server.Listener, error) { return nil, &ConfigError{err} }
+	ls := cfg.Listeners
+	if len(ls) == 0 {
+		ls = []server.Listener{{Name: server.ProtocolPlaintext, Protocol: server.ProtocolPlaintext, Addr: cfg.Listen}}
+	}
+	sc := cfg.Security
+	if sc == nil {
+		sc = &SecurityConfig{}
+	}
+	listeners, err := sc.checkListeners(ls)
+	if err != nil {
+		return fail(err)
+	}
+	for _, a := range cfg.Advertised {
+		if !slices.ContainsFunc(listeners, func(l server.Listener) bool { return l.Name == a.Listener }) {
+			return fail(fmt.Errorf("advertised listener %s has no listener of that name", a.Listener))
+		}
+	}
+	if slices.ContainsFunc(listeners, server.Listener.IsSASL) {
+		for _, m := range sc.Mechanisms {
+			if !slices.Contains(knownMechanisms, m) {
+				return fail(fmt.Errorf("unknown SASL mechanism %q (cohort has %s)", m, strings.Join(knownMechanisms, ", ")))
+			}
+		}
+	}
+	if cfg.HTTPTLS && sc.TLS == nil {
+		return fail(errors.New("HTTPS on the HTTP listener (--http-tls) needs the node's TLS certificate (--tls-cert-file, --tls-key-file)"))
+	}
+	if cfg.HTTPTLS && cmp.Or(cfg.HTTPListen, cfg.MetricsListen) == "" {
+		return fail(errors.New("--http-tls needs --http-listen"))
+	}
+	if cfg.MetricsAuth {
+		switch addr := cmp.Or(cfg.HTTPListen, cfg.MetricsListen); {
+		case addr == "":
+			return fail(errors.New("--metrics-auth needs --http-listen"))
+		case cfg.DisableMetrics:
+			return fail(errors.New("--metrics-auth: this node records no metrics"))
+		case !cfg.HTTPTLS && !isLoopback(addr):
+			return fail(fmt.Errorf("--metrics-auth would take passwords over plain HTTP on %s, reachable from other hosts: "+
+				"add --http-tls, or bind --http-listen to loopback", addr))
+		}
+	}
+	return listeners, nil
+}
+
 // Start opens the store, loads the catalog, starts the coordinator (its
 // partitions load in the background) and begins serving.
 func Start(cfg Config) (*Node, error) {
@@ -198,26 +263,9 @@ func Start(cfg Config) (*Node, error) {
 	// first is what Wait returns; neither sender ever blocks.
 	n := &Node{cfg: cfg, log: cfg.Logger, done: make(chan error, 2)}
 	// Refuse bad listeners before opening (and creating) the store.
-	listeners, err := n.listeners()
+	listeners, err := checkConfig(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.HTTPTLS && (cfg.Security == nil || cfg.Security.TLS == nil) {
-		return nil, errors.New("HTTPS on the HTTP listener (--http-tls) needs the node's TLS certificate (--tls-cert-file, --tls-key-file)")
-	}
-	if cfg.HTTPTLS && cmp.Or(cfg.HTTPListen, cfg.MetricsListen) == "" {
-		return nil, errors.New("--http-tls needs --http-listen")
-	}
-	if cfg.MetricsAuth {
-		switch addr := cmp.Or(cfg.HTTPListen, cfg.MetricsListen); {
-		case addr == "":
-			return nil, errors.New("--metrics-auth needs --http-listen")
-		case cfg.DisableMetrics:
-			return nil, errors.New("--metrics-auth: this node records no metrics")
-		case !cfg.HTTPTLS && !isLoopback(addr):
-			return nil, fmt.Errorf("--metrics-auth would take passwords over plain HTTP on %s, reachable from other hosts: "+
-				"add --http-tls, or bind --http-listen to loopback", addr)
-		}
 	}
 	n.store = cfg.Store
 	// A start that fails (a listen address in use, say) leaves no new data
@@ -444,15 +492,7 @@ func advertised(adv string, bound net.Addr) (server.Broker, error) {
 // listeners returns the configured listeners (Listen as one PLAINTEXT
 // listener by default), checked against the security settings.
 func (n *Node) listeners() ([]server.Listener, error) {
-	ls := n.cfg.Listeners
-	if len(ls) == 0 {
-		ls = []server.Listener{{Name: server.ProtocolPlaintext, Protocol: server.ProtocolPlaintext, Addr: n.cfg.Listen}}
-	}
-	sc := n.cfg.Security
-	if sc == nil {
-		sc = &SecurityConfig{}
-	}
-	return sc.checkListeners(ls)
+	return checkConfig(n.cfg)
 }
 
 // advertisedBroker is this node as clients see it: an endpoint per

@@ -64,6 +64,9 @@ type SecurityConfig struct {
 // DefaultMechanisms are the SASL mechanisms enabled by default.
 var DefaultMechanisms = []string{sasl.ScramSHA256, sasl.ScramSHA512}
 
+// knownMechanisms are the SASL mechanisms a node can serve.
+var knownMechanisms = []string{sasl.ScramSHA256, sasl.ScramSHA512, sasl.Plain, sasl.OAuthBearer}
+
 // ParseListeners parses Kafka's listener list: comma-separated
 // PROTOCOL://HOST:PORT, the listener's name being its protocol.
 func ParseListeners(s string) ([]server.Listener, error) {

@@ -655,7 +655,9 @@ func serve(args []string) error {
 		RetentionCheckInterval:  s.retentionCheck,
 		Cluster:                 clusterCfg,
 	})
-	if err != nil {
+	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
+		return usageError{err}
+	} else if err != nil {
 		return err
 	}
 	if loadFloor > normalFloor {

@@ -438,6 +438,13 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--etcd", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage}, // no password anywhere
 		{[]string{"--listen", "127.0.0.1:0", "--offsets-retention-check-interval", "0"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--backup-dir", filepath.Join(data, "d", "backups")}, exitUsage},
+		// Found by the node before it opens anything (they exited 1).
+		{[]string{"--listeners", "SASL_SSL://127.0.0.1:0"}, exitUsage},                                   // no certificate
+		{[]string{"--listen", "0.0.0.0:0"}, exitUsage},                                                   // authenticates no one (not bound)
+		{[]string{"--listen", "127.0.0.1:0", "--metrics-auth", "--http-listen", "0.0.0.0:0"}, exitUsage}, // password over plain HTTP (not bound)
+		{[]string{"--listen", "127.0.0.1:0", "--http-tls", "--http-listen", "127.0.0.1:0"}, exitUsage},   // no certificate
+		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "GSSAPI"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "SSL://h:1"}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
 		{[]string{"--listen", taken.Addr().String()}, exitError},
