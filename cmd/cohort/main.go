@@ -40,6 +40,14 @@ type usageError struct{ err error }
 func (u usageError) Error() string { return u.err.Error() }
 func (u usageError) Unwrap() error { return u.err }
 
+// loggedError is an error the command has reported in its own log already
+// (cohort serve --log-format json, whose every line is JSON): exitCode gives
+// its exit code without printing it again.
+type loggedError struct{ err error }
+
+func (l loggedError) Error() string { return l.err.Error() }
+func (l loggedError) Unwrap() error { return l.err }
+
 // usagef returns a usageError with a formatted message.
 func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
@@ -101,8 +109,10 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	for _, line := range errorLines(err) {
-		fmt.Fprintln(stderr, "cohort:", line)
+	if logged := (loggedError{}); !errors.As(err, &logged) {
+		for _, line := range errorLines(err) {
+			fmt.Fprintln(stderr, "cohort:", line)
+		}
 	}
 	var u usageError
 	if errors.As(err, &u) {

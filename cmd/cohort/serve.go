@@ -526,6 +526,26 @@ func serve(args []string) error {
 	} else if err != nil {
 		return usageError{err}
 	}
+	// parse checked the format and level.
+	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
+	if err != nil {
+		return usageError{err}
+	}
+	err = runServe(s, log)
+	if err != nil && s.logFormat == "json" {
+		// A log collector reads JSON lines: the reason cohort exits is
+		// one of them, not the plain "cohort: ..." line of the text
+		// format, which main prints otherwise.
+		code := exitCode(err, io.Discard)
+		log.Error("cohort serve exits", "err", err, "exit_code", code)
+		return loggedError{err}
+	}
+	return err
+}
+
+// runServe runs the node of the flags s (parsed) until a signal stops it,
+// logging to log.
+func runServe(s *serveFlags, log *slog.Logger) error {
 	if err := checkServeEnv(s.fs, os.Environ()); err != nil {
 		return err
 	}
@@ -574,11 +594,40 @@ func serve(args []string) error {
 		// Checked now rather than at the first SIGUSR1, which refused it.
 		return usagef("--backup-dir %s is inside --data-dir %s: a backup must go outside the store", s.backupDir, s.dataDir)
 	}
-	log, err := newLogger(os.Stderr, s.logFormat, s.logLevel)
-	if err != nil {
-		return err
-	}
 	slog.SetDefault(log)
+	nodeCfg := node.Config{
+		Listeners:               listeners,
+		Advertised:              advertisedEPs,
+		Security:                sec,
+		Advertise:               s.advertise,
+		NodeID:                  int32(s.nodeID),
+		ClusterID:               s.clusterID,
+		DataDir:                 s.dataDir,
+		Partitions:              s.partitions,
+		Group:                   cfg,
+		MaxFrameBytes:           int32(s.maxFrame),
+		MaxInflightRequestBytes: inflightBytes(s.maxInflight),
+		MaxConnections:          s.maxConns,
+		MaxPartitions:           partitionLimit(s.maxPartitions),
+		MaxConnectionsPerIP:     s.maxConnsPerIP,
+		ConnectionsMaxIdle:      s.maxIdle,
+		HTTPListen:              s.httpListen,
+		HTTPTLS:                 s.httpTLS,
+		HTTPHosts:               splitList(s.httpHosts),
+		MetricsAuth:             s.metricsAuth,
+		HTTPHandlers:            console.Register,
+		Logger:                  log,
+		RetentionCheckInterval:  s.retentionCheck,
+		Cluster:                 clusterCfg,
+	}
+	// The node's own checks of its configuration, before anything is
+	// logged or set up: a start that is refused says only why.
+	if err := node.CheckConfig(nodeCfg); err != nil {
+		return usageError{err}
+	}
+	if s.heapFloorMiB < 0 {
+		return usagef("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
+	}
 
 	if s.metrics != "" {
 		log.Warn("--metrics-listen (COHORT_METRICS_LISTEN) is deprecated: use --http-listen (COHORT_HTTP_LISTEN)")
@@ -588,9 +637,6 @@ func serve(args []string) error {
 	}
 	for _, w := range clusterCfg.Warnings() {
 		log.Warn(w)
-	}
-	if s.heapFloorMiB < 0 {
-		return usagef("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
 	}
 	var floor *heapfloor.Floor
 	normalFloor, loadFloor := int64(s.heapFloorMiB)<<20, int64(0)
@@ -630,31 +676,7 @@ func serve(args []string) error {
 		signal.Notify(sig, backupSignal)
 	}
 	defer signal.Stop(sig)
-	n, err := node.Start(node.Config{
-		Listeners:               listeners,
-		Advertised:              advertisedEPs,
-		Security:                sec,
-		Advertise:               s.advertise,
-		NodeID:                  int32(s.nodeID),
-		ClusterID:               s.clusterID,
-		DataDir:                 s.dataDir,
-		Partitions:              s.partitions,
-		Group:                   cfg,
-		MaxFrameBytes:           int32(s.maxFrame),
-		MaxInflightRequestBytes: inflightBytes(s.maxInflight),
-		MaxConnections:          s.maxConns,
-		MaxPartitions:           partitionLimit(s.maxPartitions),
-		MaxConnectionsPerIP:     s.maxConnsPerIP,
-		ConnectionsMaxIdle:      s.maxIdle,
-		HTTPListen:              s.httpListen,
-		HTTPTLS:                 s.httpTLS,
-		HTTPHosts:               splitList(s.httpHosts),
-		MetricsAuth:             s.metricsAuth,
-		HTTPHandlers:            console.Register,
-		Logger:                  log,
-		RetentionCheckInterval:  s.retentionCheck,
-		Cluster:                 clusterCfg,
-	})
+	n, err := node.Start(nodeCfg)
 	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
 		return usageError{err}
 	} else if err != nil {
@@ -781,7 +803,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		// four levels.
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: readableDuration}
 	switch format {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -789,6 +811,16 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// readableDuration writes a time.Duration as Go writes it, "58ms" or "1m30s",
+// in both formats: slog's JSON handler would write its nanoseconds as a bare
+// number.
+func readableDuration(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // inflightBytes turns --max-inflight-request-bytes into

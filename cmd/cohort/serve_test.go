@@ -295,7 +295,7 @@ func TestNewLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	log.Debug("hidden")
-	log.Info("backup written", "dir", "/b/cohort-1", "n", 3)
+	log.Info("backup written", "dir", "/b/cohort-1", "n", 3, "duration", 58*time.Millisecond)
 	var got map[string]any
 	if err := json.Unmarshal(buf.Bytes(), &got); err != nil || strings.Count(buf.String(), "\n") != 1 {
 		t.Fatalf("json log %q: %v", buf.String(), err)
@@ -303,14 +303,17 @@ func TestNewLogger(t *testing.T) {
 	if got["level"] != "INFO" || got["msg"] != "backup written" || got["dir"] != "/b/cohort-1" || got["n"] != 3.0 {
 		t.Errorf("json log %v", got)
 	}
+	if got["duration"] != "58ms" { // not 58000000 (nanoseconds)
+		t.Errorf("json log: duration %v, want \"58ms\"", got["duration"])
+	}
 	buf.Reset()
 	log, err = newLogger(&buf, "text", "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
 	log.Info("hidden")
-	log.Warn("slow", "ms", 5)
-	if s := buf.String(); !strings.Contains(s, "level=WARN msg=slow ms=5") || strings.Contains(s, "hidden") {
+	log.Warn("slow", "ms", 5, "took", 90*time.Second)
+	if s := buf.String(); !strings.Contains(s, "level=WARN msg=slow ms=5 took=1m30s") || strings.Contains(s, "hidden") {
 		t.Errorf("text log %q", s)
 	}
 }
