@@ -119,6 +119,11 @@ type Cluster struct {
 	leases  []LeaseID     // earlier sessions' leases to revoke
 	changed chan struct{} // closed and replaced on every ownership change
 
+	// idWaitSince is when this node first found its id registered by
+	// another process, in the wait going on (zero: none); idWaitLogged is
+	// when it last said so. Used by run's goroutine only.
+	idWaitSince, idWaitLogged time.Time
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -386,14 +391,12 @@ func (c *Cluster) run() {
 			return
 		}
 		c.releaseAll("session ended")
-		attrs := []any{"node_id", c.cfg.NodeID, "err", err, "backoff", backoff}
-		switch {
-		case errors.Is(err, rpctypes.ErrAuthFailed):
-			attrs = append(attrs, "hint", "etcd refuses this node's user or password (changed in etcd?): restart the node with the current one")
-		case errors.Is(err, rpctypes.ErrPermissionDenied):
-			attrs = append(attrs, "hint", "this node's etcd user lost read-write permission on its prefix")
+		if errors.Is(err, errNodeIDTaken) {
+			// No session began: another process holds the id.
+			c.logIDWait()
+		} else {
+			c.logSessionEnded(err, backoff)
 		}
-		c.log.Warn("cluster: session ended; rejoining", attrs...)
 		c.revokeOld()
 		if !c.sleep(c.ctx, backoff) {
 			return
@@ -402,6 +405,43 @@ func (c *Cluster) run() {
 			backoff = 2 * time.Second
 		}
 	}
+}
+
+// idWaitLogEvery is how often a node that cannot register its id says
+// again that it is still waiting (it tries every 2 s).
+const idWaitLogEvery = time.Minute
+
+// errNodeIDTaken is join's error when another process holds this node's id.
+var errNodeIDTaken = errors.New("registered by another live process (or a previous run's lease has not expired yet)")
+
+// logIDWait says that this node waits for its id to be free: at the first
+// attempt that finds it taken, then at most once per idWaitLogEvery.
+func (c *Cluster) logIDWait() {
+	now := c.clk.Now()
+	if c.idWaitSince.IsZero() {
+		c.idWaitSince = now
+	} else if now.Sub(c.idWaitLogged) < idWaitLogEvery {
+		return
+	}
+	c.idWaitLogged = now
+	attrs := []any{"node_id", c.cfg.NodeID}
+	if waited := now.Sub(c.idWaitSince); waited > 0 {
+		attrs = append(attrs, "waited", waited.Round(time.Second))
+	}
+	c.log.Warn(fmt.Sprintf("cluster: waiting for node id %d to be free: %v", c.cfg.NodeID, errNodeIDTaken), attrs...)
+}
+
+// logSessionEnded reports a session that ended (or could not begin) for
+// another reason than a taken id.
+func (c *Cluster) logSessionEnded(err error, backoff time.Duration) {
+	attrs := []any{"node_id", c.cfg.NodeID, "err", err, "backoff", backoff}
+	switch {
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		attrs = append(attrs, "hint", "etcd refuses this node's user or password (changed in etcd?): restart the node with the current one")
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		attrs = append(attrs, "hint", "this node's etcd user lost read-write permission on its prefix")
+	}
+	c.log.Warn("cluster: session ended; rejoining", attrs...)
 }
 
 func (c *Cluster) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -465,7 +505,12 @@ func (c *Cluster) join(ctx context.Context) error {
 		if _, lerr := c.load(ctx); lerr != nil {
 			c.log.Debug("cluster: reading the registry", "err", lerr)
 		}
-		return fmt.Errorf("register: node id %d is registered by another live process (or a previous run's lease has not expired yet)", c.cfg.NodeID)
+		return fmt.Errorf("register: node id %d is %w", c.cfg.NodeID, errNodeIDTaken)
+	}
+	if !c.idWaitSince.IsZero() {
+		c.log.Info("cluster: node id registered after waiting for it to be free", "node_id", c.cfg.NodeID,
+			"waited", c.clk.Now().Sub(c.idWaitSince).Round(time.Second))
+		c.idWaitSince, c.idWaitLogged = time.Time{}, time.Time{}
 	}
 	return nil
 }
