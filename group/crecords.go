@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"regexp/syntax"
 	"slices"
@@ -518,10 +519,10 @@ func (s *Shard) newRegexMatch(expr string) *regexMatch {
 	}
 	e := &regexMatch{}
 	// The regex alone must parse: once wrapped to match whole names, a
-	// fragment such as "f)|(x" would (Kafka refuses it). One whose program
-	// would be too large is refused before Simplify expands its repeats
-	// (regexCost).
-	if re, err := syntax.Parse(expr, syntax.Perl); err == nil && regexCost(re) <= maxRegexProgram {
+	// fragment such as "f)|(x" would (Kafka refuses it). One whose repeats
+	// would expand too far is refused before Simplify expands them
+	// (regexTooLarge).
+	if re, err := syntax.Parse(expr, syntax.Perl); err == nil && !regexTooLarge(re) {
 		e.valid, e.size = true, regexSize(re.Simplify())+2 // and ^, $
 	}
 	if s != nil {
@@ -540,23 +541,35 @@ func regexProblem(expr string) string {
 		return string(se.Code)
 	case err != nil:
 		return err.Error()
-	case regexCost(re) > maxRegexProgram:
+	case regexTooLarge(re):
 		return "too large (its repeats expand to more than " + strconv.Itoa(maxRegexProgram) + " instructions)"
 	}
 	return "refused"
 }
 
-// maxRegexProgram bounds a subscription regex's program, estimated by
-// regexCost: a topic pattern needs a few hundred instructions at most, and
-// Go's parser accepts repeats side by side ("a{1000}" 3,300 times, 23 KB)
-// whose expansion takes the partition's goroutine seconds and a gigabyte to
-// compile, kept for as long as the member subscribes.
+// maxRegexProgram bounds what a subscription regex's repeats add to its
+// program once expanded (regexTooLarge): a topic pattern's repeats add a few
+// hundred instructions at most, and Go's parser accepts repeats side by side
+// ("a{1000}" 3,300 times, 23 KB) whose expansion took the partition's
+// goroutine seconds and a gigabyte to compile, kept for as long as the
+// member subscribes. A long regex without repeats (franz-go's alternation of
+// thousands of patterns) costs in proportion to its text and is not bounded
+// here.
 const maxRegexProgram = 1 << 16
 
-// regexCost estimates the instructions re's program takes once its repeats
-// are expanded, without expanding them (Simplify does, at the cost it
-// estimates); it stops counting past maxRegexProgram.
-func regexCost(re *syntax.Regexp) int {
+// regexTooLarge reports whether re's repeats, expanded, would add more than
+// maxRegexProgram instructions to its program. It counts without expanding
+// them (Simplify does, at the cost it would bound).
+func regexTooLarge(re *syntax.Regexp) bool {
+	base := regexInsts(re, false, math.MaxInt/2)
+	return regexInsts(re, true, base+maxRegexProgram) > base+maxRegexProgram
+}
+
+// regexInsts estimates the instructions of re's program: one per node, one
+// per rune of a literal, two per capture, and with expand a repeat's body
+// once per repetition (a simplified regex has no repeats left). It stops
+// counting past limit.
+func regexInsts(re *syntax.Regexp, expand bool, limit int) int {
 	n := 1
 	switch re.Op {
 	case syntax.OpLiteral:
@@ -565,25 +578,23 @@ func regexCost(re *syntax.Regexp) int {
 		n = 2
 	}
 	for _, sub := range re.Sub {
-		if n += regexCost(sub); n > maxRegexProgram {
-			return maxRegexProgram + 1
+		if n += regexInsts(sub, expand, limit); n > limit {
+			return limit + 1
 		}
 	}
-	if re.Op == syntax.OpRepeat {
+	if expand && re.Op == syntax.OpRepeat {
 		times := max(re.Min, re.Max, 1) // Max is -1 for "at least Min"
-		if n > (maxRegexProgram+1)/times {
-			return maxRegexProgram + 1
+		if n > (limit+1)/times {
+			return limit + 1
 		}
 		n *= times
 	}
 	return n
 }
 
-// regexSize estimates the size of the program re (simplified) compiles to:
-// one instruction per node, one per rune of a literal, two per capture
-// (within 25% of regexp/syntax's count on the regexes of the tests). It is
-// regexCost, whose repeats a simplified regex no longer has.
-func regexSize(re *syntax.Regexp) int { return regexCost(re) }
+// regexSize estimates the size of the program re (simplified) compiles to
+// (within 25% of regexp/syntax's count on the regexes of the tests).
+func regexSize(re *syntax.Regexp) int { return regexInsts(re, false, math.MaxInt/2) }
 
 // matchTopics appends to dst the names of the topics re matches, sorted.
 func matchTopics(re *regexp.Regexp, topics Topics, dst []string) []string {
