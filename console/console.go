@@ -290,7 +290,7 @@ func groupHref(id string) string {
 
 func askAuth(w http.ResponseWriter) {
 	w.Header().Set("WWW-Authenticate", `Basic realm="cohort", charset="UTF-8"`)
-	http.Error(w, "authentication required: a SCRAM user of this cohort node", http.StatusUnauthorized)
+	http.Error(w, "authentication required: a SASL user (SCRAM or PLAIN) of this cohort node", http.StatusUnauthorized)
 }
 
 // pageData is what every template gets.
@@ -321,9 +321,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // client connects to the node as the person using the console: every
 // connection kgo opens to this node is an in-memory pipe the node serves;
 // other nodes (cluster mode) are dialed over TCP. With auth it logs in with
-// user and pass over the enabled mechanisms (enabled): SCRAM when the node
-// has it (scramOrder), else PLAIN, which is sent only over the in-memory
-// connections and over TLS.
+// user and pass over the enabled mechanisms (enabled), in loginOrder; PLAIN
+// is sent only over the in-memory connections and over TLS.
 func (c *Console) client(ctx context.Context, r *http.Request, user, pass string, auth bool, enabled []string) (*kgo.Client, error) {
 	self := map[string]bool{}
 	for _, a := range c.n.SelfAddrs() {
@@ -333,12 +332,9 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 	peerTLS := c.n.ConsolePeerTLS()
 	var mechs []sasl.Mechanism
 	if auth {
-		mechs = scramOrder(user, pass, c.n.ConsoleCredentials(user), enabled)
-		if len(mechs) == 0 && slices.Contains(enabled, plainName) {
-			mechs = []sasl.Mechanism{plain.Auth{User: user, Pass: pass}.AsMechanism()}
-		}
+		mechs = loginOrder(user, pass, c.n.ConsoleCredentials(user), enabled)
 	}
-	clearPassword := len(mechs) == 1 && mechs[0].Name() == plainName
+	clearPassword := false // the client being tried logs in with PLAIN
 	dial := func(ctx context.Context, network, host string) (net.Conn, error) {
 		if host != selfSeed && !self[host] {
 			if peerTLS == nil && clearPassword {
@@ -383,6 +379,7 @@ func (c *Console) client(ctx context.Context, r *http.Request, user, pass string
 		if m != nil {
 			opts = append(opts, kgo.SASL(m))
 		}
+		clearPassword = m != nil && m.Name() == plainName
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, err
@@ -446,6 +443,27 @@ func scramOrder(user, pass string, held, enabled []string) []sasl.Mechanism {
 		order[0], order[1] = order[1], order[0]
 	}
 	return slices.DeleteFunc(order, func(m sasl.Mechanism) bool { return !slices.Contains(enabled, m.Name()) })
+}
+
+// loginOrder is the order the console tries the node's password
+// mechanisms in for user: the SCRAM ones (scramOrder), then PLAIN when the
+// node has it, which checks the same stored credentials, so that a user
+// whose credential is of a SCRAM mechanism the node does not enable (or a
+// node without SCRAM) still logs in. PLAIN comes first for a user who holds
+// credentials but none of an enabled SCRAM mechanism: its right password
+// then counts no failure. Every mechanism is tried until one succeeds, so a
+// wrong password costs as many tries whoever the user is.
+func loginOrder(user, pass string, held, enabled []string) []sasl.Mechanism {
+	order := scramOrder(user, pass, held, enabled)
+	if !slices.Contains(enabled, plainName) {
+		return order
+	}
+	p := plain.Auth{User: user, Pass: pass}.AsMechanism()
+	usable := slices.ContainsFunc(held, func(m string) bool { return slices.Contains(enabled, m) && m != plainName })
+	if len(held) > 0 && !usable {
+		return append([]sasl.Mechanism{p}, order...)
+	}
+	return append(order, p)
 }
 
 const plainName = "PLAIN"

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
 )
@@ -72,6 +74,37 @@ func TestConsoleOnNodeWithoutPasswordMechanism(t *testing.T) {
 		code, body := get(t, "http://"+n.HTTPAddr()+"/console/", "admin", pass)
 		if code != http.StatusForbidden || !strings.Contains(body, "no password mechanism") {
 			t.Errorf("password %q: %d, want 403 saying the node has no password mechanism\n%s", pass, code, body)
+		}
+	}
+}
+
+// TestLoginOrder: the console tries every password mechanism the node
+// enables, so that a user whose credential is of a SCRAM mechanism the node
+// does not enable still logs in through PLAIN (it checks the same stored
+// credentials), and first for such a user, so that the right password counts
+// no failure; the SCRAM mechanisms the user holds come first otherwise.
+func TestLoginOrder(t *testing.T) {
+	names := func(ms []kgosasl.Mechanism) string {
+		var s []string
+		for _, m := range ms {
+			s = append(s, m.Name())
+		}
+		return strings.Join(s, ",")
+	}
+	const s512, s256, pl = "SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"
+	for _, tc := range []struct {
+		held, enabled []string
+		want          string
+	}{
+		{[]string{s512}, []string{s256, pl}, "PLAIN,SCRAM-SHA-256"},                           // its credential's mechanism is off
+		{nil, []string{s256, pl}, "SCRAM-SHA-256,PLAIN"},                                      // unknown user: every mechanism
+		{[]string{s512, s256}, []string{s512, s256, pl}, "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"}, // held first
+		{[]string{s256}, []string{s512, s256}, "SCRAM-SHA-256,SCRAM-SHA-512"},
+		{[]string{s512}, []string{pl}, "PLAIN"},
+		{[]string{s512}, []string{"OAUTHBEARER"}, ""},
+	} {
+		if got := names(loginOrder("u", "p", tc.held, tc.enabled)); got != tc.want {
+			t.Errorf("held %v, enabled %v: %s, want %s", tc.held, tc.enabled, got, tc.want)
 		}
 	}
 }

@@ -228,6 +228,9 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 			if !slices.Contains(knownMechanisms, m) {
 				return fail(fmt.Errorf("unknown SASL mechanism %q (cohort has %s)", m, strings.Join(knownMechanisms, ", ")))
 			}
+			if m == sasl.OAuthBearer && sc.OAuth.JWKSFile == "" {
+				return fail(errors.New("SASL mechanism OAUTHBEARER needs the keys tokens are verified with (--oauth-jwks-file)"))
+			}
 		}
 	}
 	if cfg.HTTPTLS && sc.TLS == nil {

@@ -447,6 +447,7 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--metrics-auth", "--http-listen", "0.0.0.0:0"}, exitUsage}, // password over plain HTTP (not bound)
 		{[]string{"--listen", "127.0.0.1:0", "--http-tls", "--http-listen", "127.0.0.1:0"}, exitUsage},   // no certificate
 		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "GSSAPI"}, exitUsage},
+		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "OAUTHBEARER"}, exitUsage}, // no --oauth-jwks-file
 		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "SSL://h:1"}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},

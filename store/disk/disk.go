@@ -159,7 +159,12 @@ type Store struct {
 	failErr  error
 }
 
+// MaxRecordBytes is the largest record the store is handed (Options.
+// MaxRecordBytes; 0: no limit), for store.RecordLimiter.
+func (s *Store) MaxRecordBytes() int { return max(s.maxRecord, 0) }
+
 var (
+	_ store.RecordLimiter = (*Store)(nil)
 	_ store.Store         = (*Store)(nil)
 	_ store.MultiAppender = (*Store)(nil)
 	_ store.Pipeliner     = (*Store)(nil)
@@ -169,10 +174,6 @@ var (
 // or empty. It fails with a clear error (wrapping ErrNotStore, ErrLocked or
 // ErrStorage) rather than starting empty when the directory holds something
 // else, is in use, or is damaged.
-// MaxRecordBytes is the largest record the store is handed (Options.
-// MaxRecordBytes; 0: no limit), for store.RecordLimiter.
-func (s *Store) MaxRecordBytes() int { return max(s.maxRecord, 0) }
-
 func Open(opts Options) (*Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("disk: Options.Dir is empty")
