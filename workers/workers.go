@@ -108,11 +108,14 @@ type Pool struct {
 	running map[string]context.CancelCauseFunc
 	workCtx context.Context // the member context the running resources belong to
 	// refusals counts the assignments refused because they were made for
-	// another member id (a static member's place taken over: assigned). It
-	// is part of the metadata, so that the rejoin after a refusal changes
-	// it and the coordinator rebalances instead of handing the same
-	// assignment back.
+	// another member id (a static member's place taken over: assigned),
+	// and the rejoins asked for (Rejoin). It is part of the metadata, so
+	// that such a rejoin changes it and the coordinator rebalances instead
+	// of handing the same assignment back.
 	refusals uint32
+	// rejoinAsked: Rejoin was called and no JoinGroup has carried the
+	// metadata since (Protocols clears it); assigned rejoins again.
+	rejoinAsked bool
 }
 
 // Start joins the pool.
@@ -135,6 +138,7 @@ func Start(cfg Config) (*Pool, error) {
 		owned := p.Owned()
 		p.mu.Lock()
 		refusals := p.refusals
+		p.rejoinAsked = false // this JoinGroup carries the metadata as it is now
 		p.mu.Unlock()
 		return []member.Protocol{{Name: Protocol, Metadata: encodeMetadata(owned, refusals)}}
 	}
@@ -177,8 +181,23 @@ var (
 	errStopping  = errors.New("workers: member stopping its resources")
 )
 
-// Rejoin triggers a rebalance, for example after the resource list changed.
-func (p *Pool) Rejoin() { p.m.Rejoin() }
+// Rejoin triggers a rebalance, for example after the resource list changed,
+// whichever member calls it. A member rejoining with the metadata it had is
+// handed its assignment back without a rebalance (Kafka's rule for a
+// follower), so the rejoin changes the member's metadata (the count in its
+// tail): the coordinator then rebalances, and the leader reads the resource
+// list again.
+//
+// A Rejoin during a rebalance, after this member's JoinGroup went out (its
+// metadata without the change), is made again once the rebalance completes:
+// the member's own Rejoin does nothing while it is rejoining.
+func (p *Pool) Rejoin() {
+	p.mu.Lock()
+	p.refusals++
+	p.rejoinAsked = true
+	p.mu.Unlock()
+	p.member().Rejoin()
+}
 
 // Close stops this member's resources and leaves the group; the others take
 // them over after one rebalance.
@@ -192,6 +211,12 @@ func (p *Pool) Abandon() { p.m.Abandon() }
 func (p *Pool) Done() <-chan struct{} { return p.m.Done() }
 
 func (p *Pool) assigned(ctx context.Context, g member.Generation) {
+	p.mu.Lock()
+	again := p.rejoinAsked // a Rejoin this generation's JoinGroup did not carry
+	p.mu.Unlock()
+	if again {
+		defer p.member().Rejoin()
+	}
 	names, forID, err := decodeAssignment(g.Assignment)
 	if err != nil {
 		p.log.Error("bad assignment; rejoining", "err", err)

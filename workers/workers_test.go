@@ -417,3 +417,83 @@ func TestStaticTakeoverGetsANewGeneration(t *testing.T) {
 		}
 	}
 }
+
+// TestRejoinFromAnyMember: Pool.Rejoin after the resource list changed makes
+// the group take the new list whichever member calls it. A follower that
+// rejoined with unchanged metadata was handed its assignment back without a
+// rebalance (Kafka's rule), so its Rejoin did nothing; only the leader's
+// worked, and the Pool API does not say which member leads. Each of the two
+// workers calls it once, after its own change of the list: one of them is a
+// follower.
+func TestRejoinFromAnyMember(t *testing.T) {
+	testwait.WallClock(t, "workers rejoining against a live coordinator")
+	for _, backend := range []string{"cohort", "kfake"} {
+		t.Run(backend, func(t *testing.T) {
+			var addr string
+			if backend == "cohort" {
+				addr = membertest.StartCohort(t, nil).Addr()
+			} else {
+				addr = membertest.StartKfake(t)
+			}
+			var mu sync.Mutex
+			list := unitResources(4)
+			started := map[string]bool{}
+			var pools []*workers.Pool
+			for i := range 2 {
+				p, err := workers.Start(workers.Config{
+					Member: member.Config{
+						Client: membertest.Client(t, addr), Group: "rejoin",
+						SessionTimeout: session, RebalanceTimeout: rebalance, HeartbeatInterval: session / 5,
+						Logger: membertest.Logger(t).With("worker", i),
+					},
+					Resources: func(context.Context) ([]workers.Resource, error) {
+						mu.Lock()
+						defer mu.Unlock()
+						return append([]workers.Resource(nil), list...), nil
+					},
+					Start: func(_ context.Context, n string, _ int32) { mu.Lock(); started[n] = true; mu.Unlock() },
+					Stop:  func(string) {},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(p.Abandon)
+				pools = append(pools, p)
+			}
+			runs := func(n string) func() bool {
+				return func() bool { mu.Lock(); defer mu.Unlock(); return started[n] }
+			}
+			// settled: every resource of the list runs, spread over both
+			// workers, unchanged for two sessions (no rebalance under way
+			// that would read the new list anyway).
+			settled := func() {
+				var last string
+				var since time.Time
+				testwait.For(t, 20*time.Second, "the pool settled", func() bool {
+					a, b := pools[0].Owned(), pools[1].Owned()
+					mu.Lock()
+					n := len(list)
+					mu.Unlock()
+					state := fmt.Sprint(a, b)
+					if len(a) == 0 || len(b) == 0 || len(a)+len(b) != n {
+						last = ""
+						return false
+					}
+					if state != last {
+						last, since = state, time.Now()
+					}
+					return time.Since(since) > 2*session
+				})
+			}
+			for i, p := range pools {
+				settled()
+				name := fmt.Sprintf("new%d", i)
+				mu.Lock()
+				list = append(list, workers.Resource{Name: name})
+				mu.Unlock()
+				p.Rejoin()
+				testwait.For(t, 10*time.Second, fmt.Sprintf("%s running after worker %d's Rejoin", name, i), runs(name))
+			}
+		})
+	}
+}
