@@ -8,6 +8,15 @@
 // refuse a write from a former writer that has not noticed yet that it was
 // replaced — a paused process, for example.
 //
+// Tokens grow as long as the group exists on the coordinator. A group whose
+// candidates have all stopped is kept by cohort for the offsets retention
+// (`cohort serve --offsets-retention`, 7 days by default); after that, or
+// after `cohort group delete`, or on a Kafka coordinator (which removes an
+// empty group without offsets within minutes), the next candidate starts a
+// new group at token 1, and a resource that kept a higher token refuses it.
+// So keep a candidate running, or, after such a full stop, clear the
+// resource's record of tokens before starting the candidates again.
+//
 // The writer keeps its role across rebalances as long as it stays in the
 // group: each candidate announces in its JoinGroup metadata whether it writes
 // and since which generation, and the leader's assignment keeps a current

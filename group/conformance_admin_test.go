@@ -323,6 +323,47 @@ func TestOffsetRetentionAndEmptyGroupExpiry(t *testing.T) {
 	}
 }
 
+// TestRecipeGroupKeptForRetention: an Empty group of cohort's recipes
+// (protocol type election or workers) without offsets stays for the offsets
+// retention after it emptied, as a group with offsets does, so that its
+// generation, the recipes' fencing token, keeps growing across a stop of
+// every process shorter than that; removed at the next check, as a consumer
+// group is, the next member started again at generation 1 and every write
+// of it was refused as stale.
+func TestRecipeGroupKeptForRetention(t *testing.T) {
+	h := newH(t, func(c *Config) { c.OffsetsRetention = time.Hour })
+	expire := func() { h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) }) }
+	gens := map[string]int32{}
+	for _, ptype := range []string{"election", "workers", "consumer"} {
+		id := ptype + "-group"
+		r := h.joinResp(h.newMember(id, jo{ptype: ptype, protos: protos("p", "m")}))
+		h.leave(id, lm(r.MemberID))
+		gens[id] = r.Generation
+	}
+	h.advance(10 * time.Minute)
+	expire()
+	if h.s.Group("consumer-group") != nil {
+		t.Fatal("an Empty consumer group without offsets kept past the check")
+	}
+	for _, id := range []string{"election-group", "workers-group"} {
+		if h.s.Group(id) == nil {
+			t.Fatalf("%s removed 10 minutes after it emptied", id)
+		}
+		r := h.joinResp(h.newMember(id, jo{ptype: strings.TrimSuffix(id, "-group"), protos: protos("p", "m")}))
+		if r.Generation <= gens[id] {
+			t.Fatalf("%s: generation %d after a stop, not above %d", id, r.Generation, gens[id])
+		}
+		h.leave(id, lm(r.MemberID))
+	}
+	h.advance(time.Hour)
+	expire()
+	for _, id := range []string{"election-group", "workers-group"} {
+		if h.s.Group(id) != nil {
+			t.Fatalf("%s kept past the retention", id)
+		}
+	}
+}
+
 func TestC80_LoadRestoresGroupsAndOffsets(t *testing.T) {
 	h := newH(t)
 	ids, gen := h.stableGroup("g", 2)

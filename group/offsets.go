@@ -522,7 +522,8 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 				expired = append(expired, tp)
 			}
 		})
-		removeGroup := g.empty() && len(g.members) == 0 && g.offsets.len() == len(expired) && len(g.inflight) == 0
+		removeGroup := g.empty() && len(g.members) == 0 && g.offsets.len() == len(expired) && len(g.inflight) == 0 &&
+			!g.keptForFencing(now, retention)
 		if len(expired) == 0 && !removeGroup {
 			continue
 		}
@@ -647,6 +648,25 @@ func explicitExpiry(commitMs, retentionMs int64) int64 {
 // an explicit expiry time (OffsetCommit v2–v4) replaces only the count, as in
 // Kafka, so it never expires a subscribed topic's offset or one of a group
 // that is rebalancing.
+// fencingProtocolTypes are the protocol types of cohort's recipes (packages
+// election and workers), whose generation is the fencing token their users'
+// resources keep.
+var fencingProtocolTypes = map[string]bool{"election": true, "workers": true}
+
+// keptForFencing reports whether g, Empty and without offsets, stays until
+// retention has passed since it emptied instead of going at the next check,
+// as a group with committed offsets would: a recipe's group. Removed, its
+// id would start again at generation 1 with the next member, below the
+// tokens its resources have recorded, which would refuse every writer from
+// then on (Kafka removes such a group at once; cohort's recipes commit no
+// offsets to keep it).
+func (g *Group) keptForFencing(now time.Time, retention time.Duration) bool {
+	if g.cg != nil || !fencingProtocolTypes[g.protocolType] || g.stateTime.IsZero() || retention <= 0 {
+		return false
+	}
+	return now.Sub(g.stateTime) < retention
+}
+
 func (g *Group) offsetExpired(tp topicPartition, o *offset, now time.Time, retention time.Duration) bool {
 	commitTime := time.UnixMilli(o.commitMs)
 	var base time.Time

@@ -81,8 +81,12 @@ type GroupMember struct {
 // Generation describes one generation of the group as this member sees it.
 type Generation struct {
 	// ID is the generation id. It only grows for a group (while the group
-	// exists on the coordinator), so it is a fencing token: work started in
-	// generation n must be refused by a resource that has seen n+1.
+	// exists on the coordinator: an empty group without committed offsets
+	// is removed at the coordinator's next expiry check, and a new one
+	// starts again at 1; cohort keeps the recipes' groups, of protocol type
+	// election and workers, for the offsets retention), so it is a fencing
+	// token: work started in generation n must be refused by a resource
+	// that has seen n+1.
 	ID         int32
 	MemberID   string
 	InstanceID string

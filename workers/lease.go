@@ -14,7 +14,11 @@ import (
 // got it. For one resource, a later owner always has a greater generation
 // (while the group exists on the coordinator), so a store that keeps the
 // greatest generation it has accepted per resource can refuse a former owner
-// (see Fence).
+// (see Fence). A pool whose workers have all stopped keeps its group on
+// cohort for the offsets retention (7 days by default); after that, after
+// `cohort group delete`, or on a Kafka coordinator (which removes an empty
+// group without offsets within minutes), generations start again at 1, and
+// such a store must have its record cleared before the pool starts again.
 type Token struct {
 	Resource   string
 	Generation int32
