@@ -336,11 +336,13 @@ func TestRecipeGroupKeptForRetention(t *testing.T) {
 	gens := map[string]int32{}
 	for _, ptype := range []string{"election", "workers", "consumer"} {
 		id := ptype + "-group"
-		r := h.joinResp(h.newMember(id, jo{ptype: ptype, protos: protos("p", "m")}))
+		r := h.joinResp(h.newMember(id, jo{ptype: ptype, protos: protos("range", "m")}))
+		h.syncAllType(id, ptype, r.LeaderID, []string{r.MemberID}, r.Generation)
 		h.leave(id, lm(r.MemberID))
 		gens[id] = r.Generation
 	}
 	h.advance(10 * time.Minute)
+	h.s = h.reload() // kept across a restart too: the time it emptied is stored
 	expire()
 	if h.s.Group("consumer-group") != nil {
 		t.Fatal("an Empty consumer group without offsets kept past the check")

@@ -284,6 +284,24 @@ func (h *h) newMember(group string, o jo) Ticket {
 	return h.join(group, o)
 }
 
+// syncAllType is syncAll for a group of protocol type ptype (protocol
+// "range"): the leader's SyncGroup carries every member's assignment.
+func (h *h) syncAllType(group, ptype, leader string, ids []string, gen int32) {
+	h.t.Helper()
+	req := kmsg.NewPtrSyncGroupRequest()
+	req.Version = 5
+	req.Group, req.MemberID, req.Generation = group, leader, gen
+	p := "range"
+	req.ProtocolType, req.Protocol = &ptype, &p
+	for _, id := range ids {
+		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte("a-" + id)})
+	}
+	tk := h.do(func(t Ticket, out *Output) { h.s.SyncGroup(h.now, t, req, out) })
+	if c := h.syncResp(tk).ErrorCode; c != 0 {
+		h.t.Fatalf("sync error %d", c)
+	}
+}
+
 func (h *h) sync(group, member string, gen int32, assign map[string]string, inst ...string) Ticket {
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Version = 5
