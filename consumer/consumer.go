@@ -1,4 +1,9 @@
-// Package consumer is the codec of Kafka's consumer embedded protocol: the
+// Package consumer is cohort's consumer group client and the codec it is
+// built on. Group joins a group of protocol type "consumer" as any Kafka
+// consumer does, runs the leader's assignor (package consumer/assign), tells
+// the caller what it owns, and commits offsets fenced by generation; start
+// there to own partitions of a topic. The rest of the package is the codec of
+// Kafka's consumer embedded protocol: the
 // bytes a member of a group with protocol type "consumer" puts in JoinGroup
 // (its Subscription) and the bytes the leader hands each member in SyncGroup
 // (its Assignment). The coordinator treats both as opaque; only members and

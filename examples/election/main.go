@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/cohort-dev/cohort/election"
@@ -35,7 +36,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *runFor > 0 {
 		var cancel context.CancelFunc
@@ -43,7 +44,11 @@ func main() {
 		defer cancel()
 	}
 
-	var fence election.Fence // stands in for the resource the writer protects
+	// Stands in for the resource the writer protects. Here each process has
+	// its own, so it fences nothing across candidates: a real resource keeps
+	// the highest token where every candidate writes (a database row, a
+	// file on shared storage) and checks it in the same transaction.
+	var fence election.Fence
 	e, err := election.Start(election.Config{Member: member.Config{
 		Brokers: []string{*addr}, ClientOpts: clientOpts, Group: *group, SessionTimeout: *session, Logger: log,
 	}}, func(ctx context.Context, token int32) {

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cohort-dev/cohort/member"
@@ -38,7 +40,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *runFor > 0 {
 		var cancel context.CancelFunc
@@ -50,14 +52,34 @@ func main() {
 	for i := range resources {
 		resources[i] = workers.Resource{Name: fmt.Sprintf("task-%d", i)}
 	}
+	// Stop must return only once the resource no longer runs: it waits for
+	// the resource's goroutine (its context is cancelled before Stop).
+	var mu sync.Mutex
+	running := map[string]chan struct{}{}
 	p, err := workers.Start(workers.Config{
 		Member:    member.Config{Brokers: []string{*addr}, ClientOpts: clientOpts, Group: *group, SessionTimeout: *session, Logger: log},
 		Resources: func(context.Context) ([]workers.Resource, error) { return resources, nil },
 		Start: func(ctx context.Context, name string, token int32) {
 			log.Info("start", "resource", name, "token", token)
-			go work(ctx, log, *unit)
+			done := make(chan struct{})
+			mu.Lock()
+			running[name] = done
+			mu.Unlock()
+			go func() {
+				defer close(done)
+				work(ctx, log, *unit)
+			}()
 		},
-		Stop: func(name string) { log.Info("stop", "resource", name) },
+		Stop: func(name string) {
+			mu.Lock()
+			done := running[name]
+			delete(running, name)
+			mu.Unlock()
+			if done != nil {
+				<-done
+			}
+			log.Info("stop", "resource", name)
+		},
 	})
 	if err != nil {
 		log.Error("start", "err", err)
