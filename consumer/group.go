@@ -218,7 +218,9 @@ func (g *Group) Mark(topic string, partition int32, offset int64) {
 
 // Commit commits offsets with this member's id and generation, so the
 // coordinator refuses it (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
-// UNKNOWN_MEMBER_ID) if the partitions may have moved on.
+// UNKNOWN_MEMBER_ID) once the generation has moved on. The coordinator checks
+// the member and its generation, not which partitions it was assigned:
+// commit only the partitions of Assignment.
 func (g *Group) Commit(ctx context.Context, offsets map[string]map[int32]int64) error {
 	gen, _ := g.m.Generation()
 	if gen.ID < 0 {
@@ -332,6 +334,15 @@ func (g *Group) Abandon() {
 
 // Rejoin triggers a rebalance (for example after the topics changed).
 func (g *Group) Rejoin() { g.m.Rejoin() }
+
+// Done is closed when the group member has stopped (Close, Abandon, or an
+// error that stops it for good: Err).
+func (g *Group) Done() <-chan struct{} { return g.m.Done() }
+
+// Err is the error that stopped the member for good (a *member.FatalError:
+// the coordinator refused its configuration, for one), or nil while it runs
+// and after Close or Abandon.
+func (g *Group) Err() error { return g.m.Err() }
 
 func (g *Group) protocols() []member.Protocol {
 	g.mu.Lock()

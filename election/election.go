@@ -135,6 +135,11 @@ func (e *Election) Abandon() { e.m.Abandon() }
 // Done is closed when the candidate has stopped.
 func (e *Election) Done() <-chan struct{} { return e.m.Done() }
 
+// Err is the error that stopped the candidate for good (a *member.FatalError:
+// the coordinator refused its configuration, for one), or nil while it runs
+// and after Close or Abandon.
+func (e *Election) Err() error { return e.m.Err() }
+
 func (e *Election) assigned(ctx context.Context, g member.Generation) {
 	token, writer, forID := decodeAssignment(g.Assignment)
 	e.mu.Lock()

@@ -210,6 +210,11 @@ func (p *Pool) Abandon() { p.m.Abandon() }
 // Done is closed when the member has stopped.
 func (p *Pool) Done() <-chan struct{} { return p.m.Done() }
 
+// Err is the error that stopped the member for good (a *member.FatalError:
+// the coordinator refused its configuration, for one), or nil while it runs
+// and after Close or Abandon.
+func (p *Pool) Err() error { return p.m.Err() }
+
 func (p *Pool) assigned(ctx context.Context, g member.Generation) {
 	p.mu.Lock()
 	again := p.rejoinAsked // a Rejoin this generation's JoinGroup did not carry

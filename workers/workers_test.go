@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -495,5 +496,35 @@ func TestRejoinFromAnyMember(t *testing.T) {
 				testwait.For(t, 10*time.Second, fmt.Sprintf("%s running after worker %d's Rejoin", name, i), runs(name))
 			}
 		})
+	}
+}
+
+// TestErrTellsWhyThePoolStopped: a pool the coordinator refuses for good (a
+// session timeout above the coordinator's maximum) closes Done and says why
+// through Err, a *member.FatalError; a pool closed by its caller has no error.
+func TestErrTellsWhyThePoolStopped(t *testing.T) {
+	addr := membertest.StartCohort(t, nil).Addr()
+	p, err := workers.Start(workers.Config{
+		Member: member.Config{
+			Client: membertest.Client(t, addr), Group: "refused",
+			SessionTimeout: 31 * time.Minute, RebalanceTimeout: rebalance, HeartbeatInterval: session / 5,
+			Logger: membertest.Logger(t),
+		},
+		Resources: func(context.Context) ([]workers.Resource, error) { return unitResources(1), nil },
+		Start:     func(context.Context, string, int32) {},
+		Stop:      func(string) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Abandon)
+	select {
+	case <-p.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("a refused pool still runs")
+	}
+	var fe *member.FatalError
+	if !errors.As(p.Err(), &fe) {
+		t.Fatalf("Err %v, want a *member.FatalError", p.Err())
 	}
 }
