@@ -313,7 +313,10 @@ func (m *Member) Err() error {
 // Close stops the member gracefully: the work context is cancelled, Revoked is
 // called, and a dynamic member sends LeaveGroup so the group rebalances at
 // once (a static member does not: its instance id keeps its place until the
-// session timeout). ctx bounds the LeaveGroup.
+// session timeout). ctx bounds the LeaveGroup and how long Close waits; when
+// ctx ends first, Close returns its error and the member still stops, its
+// LeaveGroup sent once the callbacks under way return (bounded by the
+// request's own timeout).
 func (m *Member) Close(ctx context.Context) error {
 	m.closeMu.Lock()
 	if !m.closing {
@@ -459,8 +462,12 @@ func (m *Member) send(r Request, stopped chan struct{}) {
 	case JoinGroup, SyncGroup:
 		parent = m.ctx
 	case LeaveGroup:
+		// Bounded by Close's context, unless that ended before the
+		// LeaveGroup could go (a callback took longer): then by the
+		// request's own timeout, so that the others rebalance at once
+		// instead of waiting for this member's session to expire.
 		m.closeMu.Lock()
-		if m.leaveCtx != nil {
+		if m.leaveCtx != nil && m.leaveCtx.Err() == nil {
 			parent = m.leaveCtx
 		}
 		m.closeMu.Unlock()

@@ -439,3 +439,31 @@ func TestFatalInconsistentProtocol(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseAfterItsContextStillLeaves: a Close whose context ends before the
+// member could send its LeaveGroup (a Revoked callback that took longer)
+// returns the context's error, and the LeaveGroup is still sent once the
+// callback returns, bounded by its own request timeout: the others rebalance
+// at once instead of waiting for the session to expire. It was sent with
+// Close's dead context, failed at once, and the group waited a session.
+func TestCloseAfterItsContextStillLeaves(t *testing.T) {
+	backends(t, func(t *testing.T, addr string) {
+		long := func(c *member.Config) { c.SessionTimeout, c.HeartbeatInterval = 20*time.Second, time.Second }
+		a := start(t, membertest.Client(t, addr), "leave-late", "a", func(c *member.Config) {
+			long(c)
+			c.Revoked = func(member.Generation) { time.Sleep(500 * time.Millisecond) } // ignores Close's deadline
+		})
+		a.next(t, 10*time.Second, func(e event) bool { return e.kind == "assigned" })
+		b := start(t, membertest.Client(t, addr), "leave-late", "b", long)
+		g := b.next(t, 20*time.Second, func(e event) bool { return e.kind == "assigned" }).gen
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := a.m.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close: %v, want its context's deadline", err)
+		}
+		e := b.next(t, 10*time.Second, func(e event) bool { return e.kind == "assigned" && e.gen.ID > g.ID })
+		if len(e.gen.Members) > 1 {
+			t.Fatalf("b's generation %d still lists %d members", e.gen.ID, len(e.gen.Members))
+		}
+	})
+}
