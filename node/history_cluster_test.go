@@ -37,7 +37,7 @@ func TestHistorySurvivesFailoverStop(t *testing.T) {
 
 func TestHistorySurvivesFailoverLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	px := startTCPProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
 	historyFailoverCase(t, ec, []string{"http://" + px.addr()}, func([]*Node) { px.cut() })
 }
 

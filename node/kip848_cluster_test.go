@@ -3,11 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -158,66 +155,9 @@ func TestKIP848ClusterCoordinatorStops(t *testing.T) {
 // still work, so they are told NOT_COORDINATOR rather than refused.
 func TestKIP848ClusterCoordinatorLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	px := startTCPProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
 	clusterCase848(t, ec, []string{"http://" + px.addr()}, func(ns []*Node) []*Node {
 		px.cut()
 		return ns[1:]
 	})
-}
-
-// tcpProxy forwards connections to target until cut.
-type tcpProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	isCut  bool
-}
-
-func startTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln, target: target}
-	t.Cleanup(p.cut)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.DialTimeout("tcp", target, time.Second)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.isCut {
-				c.Close()
-				up.Close()
-			} else {
-				p.conns = append(p.conns, c, up)
-				go func() { io.Copy(up, c); up.Close() }()
-				go func() { io.Copy(c, up); c.Close() }()
-			}
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-// cut closes the listener and every forwarded connection.
-func (p *tcpProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	p.ln.Close()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
