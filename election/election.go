@@ -6,7 +6,10 @@
 // the process became the writer. Tokens only grow from one writer to the next,
 // so a resource that remembers the highest token it has seen (see Fence) can
 // refuse a write from a former writer that has not noticed yet that it was
-// replaced — a paused process, for example.
+// replaced — a paused process, for example. Func's context also carries the
+// term's Lease, whose Check refuses once the member's own loss deadline has
+// passed on this process's clock, before any timer has run in a process that
+// resumes from a freeze; it narrows the window, the fence closes it.
 //
 // Tokens grow as long as the group exists on the coordinator. A group whose
 // candidates have all stopped is kept by cohort for the offsets retention
@@ -34,7 +37,9 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/member"
 )
 
@@ -47,6 +52,10 @@ const (
 // Func is the writer's work. It runs only while this process is the writer and
 // must return soon after ctx is cancelled (within member.Config.LostMargin
 // when the role is lost). token is the fencing token of this term.
+//
+// ctx carries the term's Lease (LeaseOf): call its Check before each write,
+// so that a process resumed after a freeze refuses before any of its timers
+// has noticed that the term may be over.
 type Func func(ctx context.Context, token int32)
 
 // Config configures a candidate.
@@ -64,6 +73,7 @@ type Election struct {
 	ready chan struct{} // closed once m is set (callbacks may run before)
 	fn    Func
 	log   *slog.Logger
+	clk   clock.Clock
 
 	mu      sync.Mutex
 	token   int32 // current term's token; -1 when not writing
@@ -86,6 +96,10 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	e := &Election{fn: fn, token: -1, ready: make(chan struct{})}
 	mc := cfg.Member
 	e.log = mc.Logger
+	e.clk = mc.Clock
+	if e.clk == nil {
+		e.clk = clock.Real{}
+	}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -114,6 +128,12 @@ func Start(cfg Config, fn Func) (*Election, error) {
 func (e *Election) rejoin() {
 	<-e.ready
 	e.m.Rejoin()
+}
+
+// validUntil is the member's ValidUntil, once Start has set it.
+func (e *Election) validUntil() time.Time {
+	<-e.ready
+	return e.m.ValidUntil()
 }
 
 // Token returns the token of the current term, or -1 when this process is not
@@ -164,6 +184,7 @@ func (e *Election) assigned(ctx context.Context, g member.Generation) {
 	switch {
 	case writer && !running:
 		fctx, cancel := context.WithCancel(ctx)
+		fctx = newLease(fctx, token, e.clk, e.validUntil)
 		done := make(chan struct{})
 		e.mu.Lock()
 		e.token, e.cancel, e.stopped = token, cancel, done

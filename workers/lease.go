@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/lease"
 )
 
 // Token is a fencing token: a resource and the generation in which a member
@@ -44,19 +44,14 @@ var (
 // from the context passed to Config.Start, and call Check before each unit of
 // work. Its methods are safe for concurrent use.
 type Lease struct {
-	ctx   context.Context
 	token Token
-	clk   clock.Clock
-	until func() time.Time // member.ValidUntil
-
-	mu   sync.Mutex
-	over error // set by the first failed Check: a lease never comes back
+	l     *lease.Lease
 }
 
 type leaseKey struct{}
 
 func newLease(ctx context.Context, tok Token, clk clock.Clock, until func() time.Time) (context.Context, *Lease) {
-	l := &Lease{ctx: ctx, token: tok, clk: clk, until: until}
+	l := &Lease{token: tok, l: lease.New(ctx, clk, until, lease.Errors{Stopped: ErrStopped, Expired: ErrLeaseExpired, Label: tok.String()})}
 	return context.WithValue(ctx, leaseKey{}, l), l
 }
 
@@ -83,7 +78,7 @@ func (l *Lease) Deadline() time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	return l.until()
+	return l.l.Deadline()
 }
 
 // Check reports whether this member may do one more unit of work on the
@@ -101,30 +96,7 @@ func (l *Lease) Check() error {
 	if l == nil {
 		return ErrNoLease
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.over != nil {
-		return l.over
-	}
-	// The deadline is read before the context: if the context is still live
-	// afterwards, the deadline belongs to the membership this resource
-	// started in (a membership's context is cancelled before a new one can
-	// begin).
-	until := l.until()
-	if cause := context.Cause(l.ctx); cause != nil {
-		l.over = fmt.Errorf("%w: %v: %w", ErrStopped, l.token, cause)
-		return l.over
-	}
-	now := l.clk.Now()
-	if until.IsZero() {
-		l.over = fmt.Errorf("%w: %v: the member holds no work", ErrLeaseExpired, l.token)
-		return l.over
-	}
-	if !now.Before(until) {
-		l.over = fmt.Errorf("%w: %v: %v past its deadline", ErrLeaseExpired, l.token, now.Sub(until))
-		return l.over
-	}
-	return nil
+	return l.l.Check()
 }
 
 // Valid reports whether Check returns nil.

@@ -53,6 +53,7 @@ func main() {
 		Brokers: []string{*addr}, ClientOpts: clientOpts, Group: *group, SessionTimeout: *session, Logger: log,
 	}}, func(ctx context.Context, token int32) {
 		log.Info("writer: active", "token", token)
+		lease := election.LeaseOf(ctx)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -61,6 +62,13 @@ func main() {
 				log.Info("writer: stopped", "token", token, "cause", context.Cause(ctx))
 				return
 			case <-tick.C:
+				// The lease refuses once this process's term may be
+				// over (a freeze past the session, say) even before
+				// ctx is cancelled; the fence refuses what slips by.
+				if err := lease.Check(); err != nil {
+					log.Warn("not writing", "err", err)
+					return
+				}
 				if err := fence.Admit(token); err != nil {
 					log.Warn("write refused", "err", err)
 				}
