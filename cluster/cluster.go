@@ -431,8 +431,8 @@ func (c *Cluster) logIDWait() {
 	c.log.Warn(fmt.Sprintf("cluster: waiting for node id %d to be free: %v", c.cfg.NodeID, errNodeIDTaken), attrs...)
 }
 
-// logSessionEnded reports a session that ended (or could not begin) for
-// another reason than a taken id.
+// logSessionEnded reports a session that ended, or could not begin
+// (errNoSession), for another reason than a taken id.
 func (c *Cluster) logSessionEnded(err error, backoff time.Duration) {
 	attrs := []any{"node_id", c.cfg.NodeID, "err", err, "backoff", backoff}
 	switch {
@@ -441,8 +441,16 @@ func (c *Cluster) logSessionEnded(err error, backoff time.Duration) {
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		attrs = append(attrs, "hint", "this node's etcd user lost read-write permission on its prefix")
 	}
+	if errors.Is(err, errNoSession) {
+		c.log.Warn("cluster: could not begin a session; retrying", attrs...)
+		return
+	}
 	c.log.Warn("cluster: session ended; rejoining", attrs...)
 }
+
+// errNoSession marks a session that could not begin: etcd granted no lease,
+// so there was no session to end.
+var errNoSession = errors.New("no lease granted")
 
 func (c *Cluster) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 3*time.Second)
@@ -477,7 +485,7 @@ func (c *Cluster) join(ctx context.Context) error {
 	id, ttl, err := c.ls.Grant(tctx, c.ttl)
 	tcancel()
 	if err != nil {
-		return fmt.Errorf("grant: %w", err)
+		return fmt.Errorf("%w: grant: %w", errNoSession, err)
 	}
 	c.sessions.Add(1)
 	c.mu.Lock()

@@ -102,3 +102,55 @@ func TestDuplicateNodeIDWaitsQuietly(t *testing.T) {
 		t.Errorf("no line saying the node registered after waiting:\n%s", logs.String())
 	}
 }
+
+// TestNoLeaseIsNotASessionEnded: a node started while the store is down never
+// had a session, so its failed attempts say that none could begin, not that
+// one ended; once it has had a session, losing it says so.
+func TestNoLeaseIsNotASessionEnded(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC))
+	mem := NewMemLeases(clk)
+	mem.SetDown(true)
+	var logs lockedLog
+	c, err := New(Config{Leases: mem.Client(), Fence: &simFence{revs: map[int32]int64{}}, NodeID: 1, Partitions: simParts,
+		LeaseTTL: 3 * time.Second, Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetSelf(server.Broker{Host: "n1", Port: 10})
+	c.Start(&simCoord{held: map[int32]bool{}})
+	defer c.Close()
+	step := func() {
+		t.Helper()
+		var next time.Time
+		testwait.For(t, 10*time.Second, "the node's next timer", func() bool {
+			var ok bool
+			next, ok = clk.NextDeadline()
+			return ok
+		})
+		clk.Set(next)
+	}
+	for range 3 {
+		step()
+	}
+	if n := logs.count("could not begin a session"); n < 3 {
+		t.Errorf("%d lines saying no session could begin, after 3 failed grants:\n%s", n, logs.String())
+	}
+	if n := logs.count("session ended"); n != 0 {
+		t.Errorf("%d lines saying a session ended, for a node that never had one:\n%s", n, logs.String())
+	}
+	mem.SetDown(false)
+	step()
+	testwait.For(t, 10*time.Second, "the node to serve", c.Serving)
+
+	// A session it had ends: now it says so.
+	mem.SetDown(true)
+	testwait.For(t, 10*time.Second, "a line saying the session ended", func() bool {
+		if logs.count("session ended") > 0 {
+			return true
+		}
+		if next, ok := clk.NextDeadline(); ok {
+			clk.Set(next)
+		}
+		return false
+	})
+}
