@@ -85,6 +85,14 @@ func TestExamples(t *testing.T) {
 			if !strings.Contains(o, "msg=assigned") || !strings.Contains(o, "consumer: done") {
 				t.Fatalf("consumer was not assigned:\n%s", o)
 			}
+			// The topic one of them created is not reported as a
+			// refusal by the other.
+			if strings.Contains(o, "TOPIC_ALREADY_EXISTS") || strings.Contains(o, "could not create") {
+				t.Fatalf("an existing topic was reported:\n%s", o)
+			}
+		}
+		if n := strings.Count(outs[0]+outs[1], "created topic"); n != 1 {
+			t.Fatalf("%d consumers say they created the topic, want 1:\n%s\n%s", n, outs[0], outs[1])
 		}
 	})
 }

@@ -1,12 +1,13 @@
 // Command consumer joins a consumer group through cohort and reports which
 // partitions it owns; it fetches no records (that stays with your Kafka
-// client). It creates the topic in cohort's catalog if it is missing.
+// client). It creates the topic in cohort's catalog if the catalog does not list it.
 //
 //	go run ./examples/consumer -addr 127.0.0.1:9092 -topic events -assignor cooperative-sticky
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"log/slog"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
@@ -69,9 +71,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(*partitions), 1, nil, *topic); err != nil {
-		log.Info("create topic", "result", err) // already exists is fine
-	}
+	ensureTopic(ctx, log, kadm.NewClient(cl), *topic, int32(*partitions))
 
 	g, err := consumer.StartGroup(consumer.GroupConfig{
 		Member:    member.Config{Group: *group, SessionTimeout: *session, Logger: log},
@@ -96,4 +96,21 @@ func main() {
 		log.Error("close", "err", err)
 	}
 	log.Info("consumer: done")
+}
+
+// ensureTopic creates topic when the catalog does not list it yet. An
+// existing topic is left alone and not reported: a user allowed to describe
+// it but not to create topics runs the example without a refusal in its log.
+func ensureTopic(ctx context.Context, log *slog.Logger, adm *kadm.Client, topic string, partitions int32) {
+	if details, err := adm.ListTopics(ctx, topic); err == nil && details.Has(topic) && details[topic].Err == nil {
+		return
+	}
+	_, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	switch {
+	case err == nil:
+		log.Info("created topic", "topic", topic, "partitions", partitions)
+	case errors.Is(err, kerr.TopicAlreadyExists): // created meanwhile
+	default:
+		log.Warn("could not create the topic; the group waits for it", "topic", topic, "err", err)
+	}
 }
