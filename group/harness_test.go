@@ -36,6 +36,11 @@ type h struct {
 	// runtime does once their matching ends.
 	holdRegex bool
 	regexJobs []RegexJob
+	// refuseOver, when positive, fails a write holding a record (key and
+	// value) larger than that with COORDINATOR_NOT_AVAILABLE, as the etcd
+	// store's write fails past etcd's request limit; refused counts them.
+	refuseOver int
+	refused    int
 }
 
 type seededReader struct{ r *rand.ChaCha8 }
@@ -107,15 +112,22 @@ func (h *h) settle(out *Output) {
 
 func (h *h) complete(w Write, out *Output) {
 	h.completed++
+	code := h.fail
 	for _, r := range w.Records {
-		if len(r.Key) > 0 && r.Key[0] == keyGroup {
-			h.staleMeta[string(r.Key[1:])] = h.fail != ErrNone
+		if h.refuseOver > 0 && len(r.Key)+len(r.Value) > h.refuseOver && code == ErrNone {
+			code = ErrCoordinatorNotAvailable
+			h.refused++
 		}
 	}
-	if h.fail == ErrNone {
+	for _, r := range w.Records {
+		if len(r.Key) > 0 && r.Key[0] == keyGroup {
+			h.staleMeta[string(r.Key[1:])] = code != ErrNone
+		}
+	}
+	if code == ErrNone {
 		storeRecords(h.store, w.Records)
 	}
-	h.s.WriteDone(h.now, w.ID, h.fail, out)
+	h.s.WriteDone(h.now, w.ID, code, out)
 }
 
 // storeRecords applies durable records to an in-memory store (a nil

@@ -32,9 +32,9 @@ const HistoryTag = 10001
 // of the events returned (more_causes, waited_for, evicted, members) and the
 // waiting view's members to m entries; the event or view then says in
 // "omitted" how many were left out. Members whose assignment did not change
-// (and that are not new) are left out first, without being counted. A
-// group of thousands of members has events of megabytes; a page that needs
-// only when they started asks for m = 0. A server without it ignores the
+// (and that are not new) are left out first, without being counted. An
+// event of a big group still lists up to storedListMax entries per list (the
+// stored bound); a page that needs only when they started asks for m = 0. A server without it ignores the
 // tag and returns every entry.
 const HistoryListsTag = 10002
 
@@ -167,8 +167,9 @@ type RebalanceEvent struct {
 	Omitted *Omitted `json:"omitted,omitempty"`
 }
 
-// Omitted counts the entries of an event's lists that a bound on them
-// (HistoryListsTag) left out.
+// Omitted counts the entries of an event's lists that a bound on them left
+// out: the stored bound (storedListMax, historybound.go), which every event
+// of a big group has, and HistoryListsTag, which adds to it.
 type Omitted struct {
 	MoreCauses int `json:"more_causes,omitempty"`
 	WaitedFor  int `json:"waited_for,omitempty"`
@@ -176,6 +177,10 @@ type Omitted struct {
 	// Members counts the members left out whose assignment changed (or
 	// that were new); those without a change are not counted.
 	Members int `json:"members,omitempty"`
+	// CauseDetails: the event was too large to store even with its lists
+	// emptied, so its causes keep only their kind and time, and its
+	// leader and protocol are left out (the stored bound).
+	CauseDetails bool `json:"cause_details,omitempty"`
 }
 
 // StormStatus is the storm detector's view of a group: flagged when it
@@ -285,19 +290,28 @@ func HistoryListsRequested(req *kmsg.DescribeGroupsRequest) (m int32, ok bool) {
 }
 
 // BoundLists keeps at most m entries in each list of doc's events and
-// waiting view and counts the others in Omitted (HistoryListsTag). The
-// events are copied: the lists they share with the shard's are not changed.
+// waiting view and counts the others in Omitted (HistoryListsTag), added to
+// what the stored bound already left out. The events are copied: the lists
+// they share with the shard's are not changed.
 func (d *HistoryDoc) BoundLists(m int) {
 	cut := func(n int) int { return max(0, n-m) }
 	evs := make([]RebalanceEvent, len(d.History))
 	for i, e := range d.History {
 		var changed []MemberChange
 		for _, mc := range e.Members {
-			if mc.New || mc.Changed || len(mc.Added) > 0 || len(mc.Removed) > 0 {
+			if memberChanged(&mc) {
 				changed = append(changed, mc)
 			}
 		}
-		o := Omitted{MoreCauses: cut(len(e.MoreCauses)), WaitedFor: cut(len(e.WaitedFor)), Evicted: cut(len(e.Evicted)), Members: cut(len(changed))}
+		var o Omitted
+		if e.Omitted != nil {
+			o = *e.Omitted
+		}
+		o.MoreCauses += cut(len(e.MoreCauses))
+		o.WaitedFor += cut(len(e.WaitedFor))
+		o.Evicted += cut(len(e.Evicted))
+		o.Members += cut(len(changed))
+		e.Omitted = nil
 		e.MoreCauses = e.MoreCauses[:min(len(e.MoreCauses), m):min(len(e.MoreCauses), m)]
 		e.WaitedFor = e.WaitedFor[:min(len(e.WaitedFor), m):min(len(e.WaitedFor), m)]
 		e.Evicted = e.Evicted[:min(len(e.Evicted), m):min(len(e.Evicted), m)]

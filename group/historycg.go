@@ -572,6 +572,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	}
 	sortWaits(ev.WaitedFor)
 	if cg != nil {
+		ev.Members = make([]MemberChange, 0, len(cg.ids))
 		for _, id := range cg.ids {
 			m := cg.members[id]
 			prev, had := rb.before[id]

@@ -302,6 +302,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
 		JoinMs: rb.join.Milliseconds(), SyncMs: (rb.join + rb.sync).Milliseconds() - rb.join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
 		InitialDelay: rb.initialDelay}
+	ev.WaitedFor = make([]Wait, 0, len(rb.joinWaits)+len(rb.syncWaits))
 	for _, ws := range []map[string]Wait{rb.joinWaits, rb.syncWaits} {
 		for _, w := range ws {
 			ev.WaitedFor = append(ev.WaitedFor, w)
@@ -309,6 +310,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 	sortWaits(ev.WaitedFor)
 	decode := g.protocolType == "consumer"
+	ev.Members = make([]MemberChange, 0, len(g.members))
 	for _, m := range g.members {
 		prev, had := rb.before[m.id]
 		if !had && m.instanceID != "" { // a static member replaced: compare with its predecessor
@@ -399,16 +401,18 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	})
 }
 
-// historyRecs numbers ev, tells the observer, and returns the records that
-// store it: the event and the tombstone of the event it pushes out.
+// historyRecs numbers ev, bounds it for storage (boundStored), tells the
+// observer, and returns the records that store it: the event and the
+// tombstone of the event it pushes out.
 func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	h := s.histOf(ev.Group)
 	ev.Seq = h.nextSeq + 1
 	h.nextSeq = ev.Seq
+	js := boundStored(ev, s.historyEventBudget())
 	if s.cfg.OnRebalance != nil {
 		s.cfg.OnRebalance(*ev)
 	}
-	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev}}
+	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev, evJSON: js}}
 	old := int64(ev.Seq) - int64(s.cfg.HistorySize)
 	if old > 0 {
 		recs = append(recs, rec{kind: keyHistory, group: ev.Group, seq: uint64(old), del: true})
@@ -484,9 +488,12 @@ func (r *rec) encodeHistory() Record {
 		return Record{Key: k}
 	}
 	k = historyKey(r.group, r.ev.Seq)
-	b, err := json.Marshal(r.ev)
-	if err != nil { // cannot happen: the event holds only plain values
-		b = []byte("{}")
+	b := r.evJSON
+	if b == nil {
+		var err error
+		if b, err = json.Marshal(r.ev); err != nil { // cannot happen: the event holds only plain values
+			b = []byte("{}")
+		}
 	}
 	v := make([]byte, 2, 2+s2.MaxEncodedLen(len(b)))
 	binary.BigEndian.PutUint16(v, historyValueLatest)

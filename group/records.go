@@ -99,6 +99,9 @@ type rec struct {
 	// raw is a loaded keyHistory value not decoded yet (historyrec.go:
 	// history is decoded when first read, not at load).
 	raw []byte
+	// evJSON is ev's JSON as boundStored made it (historyRecs), so that
+	// the event is encoded once.
+	evJSON []byte
 }
 
 // isConsumer reports whether the record belongs to a consumer-protocol group.

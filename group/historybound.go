@@ -1,0 +1,145 @@
+package group
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+)
+
+// The stored bound of the rebalance history (docs/history.md, "Stored
+// bound"). An event lists every member of its group (members, waited_for)
+// and every member it evicted: unbounded, a rebalance of a classic group of
+// 10,000 members was a 4 MB event (1.2 MB stored, compressed), of 100,000
+// members 40 MB (12 MB stored), encoded in one to two seconds on the
+// shard's goroutine; a record that large is refused by etcd
+// (--max-request-bytes, 1.5 MiB by default), which failed the write of the
+// request that completed a consumer-protocol group's rebalance and made the
+// partition reload, and took the other writes of its batch with it. So
+// each event is bounded before it is stored (and before the shard keeps
+// it, so that a reload gives back the same history):
+//
+//   - waited_for, evicted and members keep at most storedListMax entries
+//     each; members keeps first those whose assignment changed (or that are
+//     new), as HistoryListsTag does, and leaves out the unchanged ones
+//     uncounted; what else is left out is counted in Omitted;
+//   - if the event's JSON is still over the byte budget (members with many
+//     partitions each), those lists are halved until it fits, down to none;
+//   - if it still does not fit (clients' ids and details of tens of KiB),
+//     every cause keeps only its kind and time (Omitted.CauseDetails), and
+//     the leader and protocol are left out. more_causes (at most 64) are
+//     never cut: the storm detector counts their kinds.
+
+// storedListMax bounds each of an event's lists when it is stored.
+const storedListMax = 200
+
+// storedEventBytes bounds a stored event's JSON (before compression); a
+// store with a record limit (Config.MaxRecordBytes) gets at most a quarter
+// of it.
+const storedEventBytes = 256 << 10
+
+// historyEventBudget is the most bytes of JSON a stored event may take.
+func (s *Shard) historyEventBudget() int {
+	b := storedEventBytes
+	if most := s.cfg.MaxRecordBytes; most > 0 {
+		b = min(b, most/4)
+	}
+	return b
+}
+
+// boundStored bounds ev's lists for storage (see above), counting what it
+// leaves out in ev.Omitted, and returns ev's JSON, at most budget bytes
+// unless even its causes' kinds and its group id take more.
+func boundStored(ev *RebalanceEvent, budget int) []byte {
+	waits, evicted, members := ev.WaitedFor, ev.Evicted, ev.Members
+	var base Omitted
+	if ev.Omitted != nil {
+		base = *ev.Omitted
+	}
+	// Members whose assignment changed (or that are new) first: the ones
+	// left out of the others are not counted.
+	var changed, unchanged []MemberChange
+	split := false
+	apply := func(n int) {
+		if len(members) > n && !split {
+			split = true
+			for _, m := range members {
+				if memberChanged(&m) {
+					changed = append(changed, m)
+				} else {
+					unchanged = append(unchanged, m)
+				}
+			}
+		}
+		o := base
+		ev.WaitedFor = waits[:min(len(waits), n):min(len(waits), n)]
+		o.WaitedFor += len(waits) - len(ev.WaitedFor)
+		ev.Evicted = evicted[:min(len(evicted), n):min(len(evicted), n)]
+		o.Evicted += len(evicted) - len(ev.Evicted)
+		switch {
+		case len(members) <= n:
+			ev.Members = members
+		case len(changed) >= n:
+			ev.Members = changed[:n:n]
+			o.Members += len(changed) - n
+		default:
+			kept := make([]MemberChange, 0, n)
+			kept = append(append(kept, changed...), unchanged[:n-len(changed)]...)
+			slices.SortFunc(kept, func(a, b MemberChange) int { return strings.Compare(a.MemberID, b.MemberID) })
+			ev.Members = kept
+		}
+		// Empty lists as nil, as a reloaded event has them.
+		if len(ev.WaitedFor) == 0 {
+			ev.WaitedFor = nil
+		}
+		if len(ev.Evicted) == 0 {
+			ev.Evicted = nil
+		}
+		if len(ev.Members) == 0 {
+			ev.Members = nil
+		}
+		ev.Omitted = nil
+		if o != (Omitted{}) {
+			ev.Omitted = &o
+		}
+	}
+	encode := func() []byte {
+		b, err := json.Marshal(ev)
+		if err != nil { // cannot happen: the event holds only plain values
+			b = []byte("{}")
+		}
+		return b
+	}
+	n := storedListMax
+	apply(n)
+	b := encode()
+	for len(b) > budget && n > 0 {
+		n /= 2
+		apply(n)
+		b = encode()
+	}
+	if len(b) <= budget {
+		return b
+	}
+	// Only the causes and the names are left: keep what the storm
+	// detector and a reader of the table need, each cause's kind and time.
+	ev.Cause = Cause{Kind: ev.Cause.Kind, At: ev.Cause.At}
+	more := make([]Cause, len(ev.MoreCauses))
+	for i, c := range ev.MoreCauses {
+		more[i] = Cause{Kind: c.Kind, At: c.At}
+	}
+	ev.MoreCauses = more
+	ev.Leader, ev.Protocol = "", ""
+	o := Omitted{CauseDetails: true}
+	if ev.Omitted != nil {
+		o = *ev.Omitted
+		o.CauseDetails = true
+	}
+	ev.Omitted = &o
+	return encode()
+}
+
+// memberChanged reports whether the rebalance changed m's assignment (or m
+// is new): the members the list bounds keep first.
+func memberChanged(m *MemberChange) bool {
+	return m.New || m.Changed || len(m.Added) > 0 || len(m.Removed) > 0
+}
