@@ -123,14 +123,16 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 	}
 	fmt.Fprintf(tw, "SEQ\tSTART\t%s\tOUTCOME\tCAUSE\tMEMBER\tCLIENT\tJOIN\tSYNC\tWAITED-FOR\tEVICTED\tMOVED\n", gen)
 	for _, ev := range doc.History {
+		o := omittedOf(ev)
 		cause := string(ev.Cause.Kind)
-		if len(ev.MoreCauses) > 0 {
-			cause += fmt.Sprintf("(+%d)", len(ev.MoreCauses))
+		if n := len(ev.MoreCauses) + o.MoreCauses; n > 0 {
+			cause += fmt.Sprintf("(+%d)", n)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
 			ev.FromGeneration, ev.Generation, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
 			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), compactDur(ev.JoinMs), compactDur(ev.SyncMs),
-			waitsText(ev.WaitedFor), strOrDash(strings.Join(cells(ev.Evicted), ",")), movesText(ev.Members))
+			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
+			andMore(movesText(ev.Members), o.Members))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -141,6 +143,29 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 			doc.Waiting.Since.UTC().Format(tableTime), cell(doc.Group))
 	}
 	return nil
+}
+
+// omittedOf is what the stored bound left out of ev's lists (docs/history.md,
+// "Stored bound"), zero when nothing.
+func omittedOf(ev group.RebalanceEvent) group.Omitted {
+	if ev.Omitted == nil {
+		return group.Omitted{}
+	}
+	return *ev.Omitted
+}
+
+// andMore adds to a list cell " +N more" when the event left N entries
+// out.
+func andMore(s string, n int) string {
+	if n == 0 {
+		return s
+	}
+	if s == "-" {
+		s = ""
+	} else {
+		s += " "
+	}
+	return fmt.Sprintf("%s+%d more", s, n)
 }
 
 // tableTime is how the history table shows instants (UTC).
@@ -440,12 +465,23 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 	if others := waitingFor(otherWaits(ev.WaitedFor), ""); others != "" && ev.Type != "consumer" {
 		fmt.Fprintf(&b, " Besides%s.", others)
 	}
-	if len(ev.Evicted) > 0 {
-		fmt.Fprintf(&b, " It evicted %s.", strings.Join(cells(ev.Evicted), ", "))
+	o := omittedOf(ev)
+	if o.WaitedFor > 0 {
+		fmt.Fprintf(&b, " %d more members it waited for are not recorded.", o.WaitedFor)
+	}
+	if len(ev.Evicted) > 0 || o.Evicted > 0 {
+		evicted := strings.Join(cells(ev.Evicted), ", ")
+		if o.Evicted > 0 {
+			evicted = strings.TrimPrefix(fmt.Sprintf("%s and %d more members", evicted, o.Evicted), " and ")
+		}
+		fmt.Fprintf(&b, " It evicted %s.", evicted)
 	}
 	b.WriteString(" " + outcomeText(ev, t))
 	if moves := movesProse(ev.Members); moves != "" {
 		b.WriteString(" " + moves)
+	}
+	if o.Members > 0 {
+		fmt.Fprintf(&b, " %d more members whose assignment changed are not recorded.", o.Members)
 	}
 	return b.String()
 }

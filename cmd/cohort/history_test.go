@@ -531,3 +531,22 @@ func TestWhyNamesTheInitialDelay(t *testing.T) {
 		t.Fatalf("without the delay: %q", s)
 	}
 }
+
+// TestHistoryShowsWhatTheStoredBoundLeftOut: an event of a big group keeps
+// at most a few hundred entries per list (docs/history.md "Stored bound");
+// the table and "why" count the rest instead of passing them over.
+func TestHistoryShowsWhatTheStoredBoundLeftOut(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	ev := group.RebalanceEvent{Seq: 1, Group: "g", Type: "classic", Generation: 1, Start: t0, End: t0.Add(time.Second),
+		Outcome: "stable", Cause: group.Cause{Kind: group.CauseMemberJoined, At: t0, MemberID: "m"}, JoinMs: 1000,
+		WaitedFor: []group.Wait{{MemberID: "a", Phase: "join", WaitedMs: 900}}, Evicted: []string{"x"},
+		Members: []group.MemberChange{{MemberID: "a", New: true, AssignmentBytes: 8, Changed: true}},
+		Omitted: &group.Omitted{WaitedFor: 1799, Evicted: 4, Members: 800}}
+	var b strings.Builder
+	if err := writeHistoryTable(&b, &group.HistoryDoc{Group: "g", Type: "classic", History: []group.RebalanceEvent{ev}}); err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "table", b.String(), "a(join 900ms) +1799 more", "x +4 more", "a changed(8 B) +800 more")
+	wantIn(t, "why", explainEvent(ev, timeFmt{now: t0}), "1799 more members it waited for are not recorded.",
+		"It evicted x and 4 more members.", "800 more members whose assignment changed are not recorded.")
+}
