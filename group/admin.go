@@ -25,6 +25,13 @@ const opsUnset = -2147483648
 // DescribeGroup describes one group (docs/group-semantics.md §describe). v is
 // the request version; includeOps is IncludeAuthorizedOperations.
 func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.DescribeGroupsResponseGroup {
+	return s.describeGroup(id, v, includeOps, -1)
+}
+
+// describeGroup is DescribeGroup listing at most maxMembers members and
+// giving the member count in MembersTag; maxMembers < 0: every member, no
+// count (a request without the tag).
+func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers int) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
 	d.AuthorizedOperations = opsUnset
@@ -53,7 +60,12 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 	if stable {
 		d.Protocol = g.protocol
 	}
-	for _, m := range g.members {
+	members := g.members
+	if maxMembers >= 0 {
+		SetMemberCount(&d, int32(len(members)))
+		members = members[:min(len(members), maxMembers)]
+	}
+	for _, m := range members {
 		dm := kmsg.NewDescribeGroupsResponseGroupMember()
 		dm.MemberID = m.id
 		if m.instanceID != "" {

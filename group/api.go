@@ -313,8 +313,12 @@ var apiTable = []API{
 			resp := kmsg.NewPtrDescribeGroupsResponse()
 			resp.Version = q.Version
 			n, hist := HistoryRequested(q)
+			maxMembers := -1 // MembersTag: every member unless asked
+			if m, ok := MembersRequested(q); ok {
+				maxMembers = int(m)
+			}
 			for _, id := range q.Groups {
-				d := s.DescribeGroup(id, q.Version, q.IncludeAuthorizedOperations)
+				d := s.describeGroup(id, q.Version, q.IncludeAuthorizedOperations, maxMembers)
 				if hist {
 					// HistoryTag: asked for; consumer-protocol groups
 					// carry it too (they answer as missing otherwise).
