@@ -179,8 +179,9 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 		return &rows[j]
 	}
 	// Every group: the history of consumer-protocol groups comes from
-	// DescribeGroups too; their other columns do not.
-	described, err := describeGroups(ctx, cl, append(classic, consumer...), 0)
+	// DescribeGroups too; their other columns do not. No members: the page
+	// shows how many there are, which the node counts (group.MembersTag).
+	described, err := describeGroups(ctx, cl, append(classic, consumer...), 0, 0)
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 		if r == nil {
 			continue
 		}
-		r.State, r.ProtocolType, r.Protocol, r.Members = d.State, d.ProtocolType, d.Protocol, len(d.Members)
+		r.State, r.ProtocolType, r.Protocol, r.Members = d.State, d.ProtocolType, d.Protocol, memberCount(d)
 		if gen, _, ok := group.DescribeTagOf(d); ok {
 			r.Generation = gen
 		}
@@ -228,7 +229,7 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 // describe is errForbidden; a group that does not exist errNotFound.
 func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time) (*GroupDetail, error) {
 	g := &GroupDetail{GroupRow: GroupRow{ID: id, Generation: -1, Type: "classic"}}
-	described, err := describeGroups(ctx, cl, []string{id}, int32(maxListed))
+	described, err := describeGroups(ctx, cl, []string{id}, int32(maxListed), int32(maxMemberRows))
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
@@ -276,10 +277,9 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 		}
 		g.Members = append(g.Members, mm)
 	}
-	g.GroupRow.Members = len(g.Members)
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
-	g.capMembers()
+	g.capMembers(memberCount(d))
 	g.Settings = groupSettings(ctx, cl, id, false)
 	g.Offsets, err = fetchOffsets(ctx, cl, id)
 	return g, err
@@ -327,7 +327,6 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 		}
 		g.Members = append(g.Members, mm)
 	}
-	g.GroupRow.Members = len(g.Members)
 	// An assignment may name topics only by id; Metadata names them.
 	if byID {
 		names, _ := topicNames(ctx, cl)
@@ -345,7 +344,7 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	}
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
-	g.capMembers()
+	g.capMembers(len(g.Members))
 	g.Settings = groupSettings(ctx, cl, g.ID, true)
 	var err2 error
 	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)
@@ -354,16 +353,18 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 
 // maxMemberRows is the most members a group page lists: a group of 2,000
 // members made a page of megabytes. The rest are counted; `cohort group
-// describe` lists them all.
+// describe` lists them all. A classic group's page asks the node for no
+// more (group.MembersTag), the first it lists (join order); a
+// consumer-protocol group's comes whole from ConsumerGroupDescribe, which
+// has no such bound, and the page keeps the first by client and member id.
 var maxMemberRows = 500 // a variable for tests
 
-// capMembers keeps the first maxMemberRows members (sorted) and counts
-// the others.
-func (g *GroupDetail) capMembers() {
-	if len(g.Members) > maxMemberRows {
-		g.MembersOmitted = len(g.Members) - maxMemberRows
-		g.Members = g.Members[:maxMemberRows]
-	}
+// capMembers keeps the first maxMemberRows members (sorted) of the total
+// the group has and counts the others, those the node did not send too.
+func (g *GroupDetail) capMembers(total int) {
+	g.Members = g.Members[:min(len(g.Members), maxMemberRows)]
+	g.GroupRow.Members = max(total, len(g.Members))
+	g.MembersOmitted = g.GroupRow.Members - len(g.Members)
 }
 
 func sorted(ps []int32) []int32 {

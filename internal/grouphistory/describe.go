@@ -32,6 +32,26 @@ func Describe(ctx context.Context, cl *kgo.Client, ids []string, n int32) ([]kms
 // events and waiting view (group.HistoryListsTag; m < 0: no bound). A node
 // that does not know the bound returns every entry.
 func DescribeBounded(ctx context.Context, cl *kgo.Client, ids []string, n, m int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
+	return DescribeLimited(ctx, cl, ids, Limits{Events: n, Lists: m, Members: -1})
+}
+
+// Limits bound what DescribeLimited asks for.
+type Limits struct {
+	// Events is how many of the latest rebalance events (group.HistoryTag;
+	// < 0: every event kept).
+	Events int32
+	// Lists bounds each list of the events and the waiting view
+	// (group.HistoryListsTag; < 0: no bound).
+	Lists int32
+	// Members bounds the members listed per classic group, and asks for
+	// each group's member count (group.MembersTag, read with
+	// group.MemberCountOf; < 0: every member, no count).
+	Members int32
+}
+
+// DescribeLimited is Describe within l. A node that does not know a bound
+// ignores it: it returns every entry (and every member, with no count).
+func DescribeLimited(ctx context.Context, cl *kgo.Client, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = ids
 	fresp, err := fc.RequestWith(ctx, cl)
@@ -56,9 +76,12 @@ func DescribeBounded(ctx context.Context, cl *kgo.Client, ids []string, n, m int
 	for _, node := range order {
 		req := kmsg.NewPtrDescribeGroupsRequest()
 		req.Groups = byNode[node]
-		group.RequestHistory(req, n)
-		if m >= 0 {
-			group.RequestHistoryLists(req, m)
+		group.RequestHistory(req, l.Events)
+		if l.Lists >= 0 {
+			group.RequestHistoryLists(req, l.Lists)
+		}
+		if l.Members >= 0 {
+			group.RequestMembers(req, l.Members)
 		}
 		resp, err := cl.Broker(int(node)).Request(ctx, req)
 		if err != nil {
