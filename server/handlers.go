@@ -346,35 +346,38 @@ var apiVersionKeys = func() []kmsg.ApiVersionsResponseApiKey {
 func apiVersions(r *request, topo Topology) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	if r.req == nil { // a version cohort does not serve
+		// As Kafka (KIP-511): UNSUPPORTED_VERSION at v0 with the range of
+		// ApiVersions alone, all a client needs to ask again.
 		resp.SetVersion(0)
 		resp.ErrorCode = errUnsupportedVersion
-	} else {
-		resp.SetVersion(r.version)
-		req := r.req.(*kmsg.ApiVersionsRequest)
-		if req.Version >= 3 && (!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
-			// Kafka refuses a v3+ request whose client software name
-			// or version is not a word of letters, digits, '-' and
-			// '.': INVALID_REQUEST, and no API list.
+		resp.ApiKeys = apiVersionsKeyOnly
+		return resp
+	}
+	resp.SetVersion(r.version)
+	req := r.req.(*kmsg.ApiVersionsRequest)
+	if req.Version >= 3 && (!validSoftware(req.ClientSoftwareName) || !validSoftware(req.ClientSoftwareVersion)) {
+		// Kafka refuses a v3+ request whose client software name
+		// or version is not a word of letters, digits, '-' and
+		// '.': INVALID_REQUEST, and no API list.
+		resp.ErrorCode = errInvalidRequest
+		return resp
+	}
+	if req.Version >= 5 {
+		// KIP-1242: a client that knows which cluster and node it
+		// meant to reach names both (a bootstrap connection names
+		// neither). One without the other is INVALID_REQUEST; a
+		// cluster or node that is not this one is
+		// REBOOTSTRAP_REQUIRED, so that a client whose address now
+		// reaches another node starts again from its bootstrap
+		// servers. No API list either way.
+		named, nodeNamed := req.ClusterID != nil, req.NodeID != -1
+		switch {
+		case named != nodeNamed:
 			resp.ErrorCode = errInvalidRequest
 			return resp
-		}
-		if req.Version >= 5 {
-			// KIP-1242: a client that knows which cluster and node it
-			// meant to reach names both (a bootstrap connection names
-			// neither). One without the other is INVALID_REQUEST; a
-			// cluster or node that is not this one is
-			// REBOOTSTRAP_REQUIRED, so that a client whose address now
-			// reaches another node starts again from its bootstrap
-			// servers. No API list either way.
-			named, nodeNamed := req.ClusterID != nil, req.NodeID != -1
-			switch {
-			case named != nodeNamed:
-				resp.ErrorCode = errInvalidRequest
-				return resp
-			case named && (*req.ClusterID != topo.ClusterID() || req.NodeID != topo.NodeID()):
-				resp.ErrorCode = errRebootstrapRequired
-				return resp
-			}
+		case named && (*req.ClusterID != topo.ClusterID() || req.NodeID != topo.NodeID()):
+			resp.ErrorCode = errRebootstrapRequired
+			return resp
 		}
 	}
 	resp.ApiKeys = apiVersionKeys
@@ -383,6 +386,12 @@ func apiVersions(r *request, topo Topology) kmsg.Response {
 		// protocol (KIP-848) is enabled, as Kafka 4 brokers report it.
 		// The finalized set never changes, so its epoch is constant.
 		resp.SupportedFeatures = supportedFeatures
+		if resp.Version < 4 {
+			// A supported range starting at 0 is left out below v4, as
+			// Kafka does (KAFKA-17492): Java clients 3.3 to 3.7, which
+			// send v3, fail to read one. The finalized level stays.
+			resp.SupportedFeatures = supportedFeaturesV3
+		}
 		resp.FinalizedFeatures = finalizedFeatures
 		resp.FinalizedFeaturesEpoch = 1
 	}
@@ -408,6 +417,27 @@ func validSoftware(s string) bool {
 var (
 	supportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{{Name: "group.version", MinVersion: 0, MaxVersion: 1}}
 	finalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "group.version", MinVersionLevel: 1, MaxVersionLevel: 1}}
+	// supportedFeaturesV3 is supportedFeatures without the ranges that
+	// start at 0.
+	supportedFeaturesV3 = func() []kmsg.ApiVersionsResponseSupportedFeature {
+		var out []kmsg.ApiVersionsResponseSupportedFeature
+		for _, f := range supportedFeatures {
+			if f.MinVersion > 0 {
+				out = append(out, f)
+			}
+		}
+		return out
+	}()
+	// apiVersionsKeyOnly is the key list of the answer to an ApiVersions
+	// request of a version cohort does not serve.
+	apiVersionsKeyOnly = func() []kmsg.ApiVersionsResponseApiKey {
+		for _, k := range apiVersionKeys {
+			if k.ApiKey == 18 {
+				return []kmsg.ApiVersionsResponseApiKey{k}
+			}
+		}
+		panic("ApiVersions is not advertised")
+	}()
 )
 
 func errorMessage(code int16) *string {

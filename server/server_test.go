@@ -156,7 +156,11 @@ func TestApiVersionsUnsupportedVersionAnswersV0(t *testing.T) {
 		if resp.ErrorCode != 35 {
 			t.Fatalf("v%d: error %d, want 35 UNSUPPORTED_VERSION", v, resp.ErrorCode)
 		}
-		checkAPIKeys(t, resp.ApiKeys)
+		// As Kafka (KIP-511): only ApiVersions' own range, which is all
+		// the client needs to ask again.
+		if len(resp.ApiKeys) != 1 || resp.ApiKeys[0].ApiKey != 18 || resp.ApiKeys[0].MinVersion != 0 || resp.ApiKeys[0].MaxVersion < 3 {
+			t.Fatalf("v%d: keys %+v, want ApiVersions' range alone", v, resp.ApiKeys)
+		}
 	}
 }
 
@@ -859,6 +863,21 @@ func TestApiVersionsFeatures(t *testing.T) {
 		}
 		if !ok || decoded.FinalizedFeaturesEpoch < 0 {
 			t.Fatalf("v%d: finalized features %+v epoch %d", v, decoded.FinalizedFeatures, decoded.FinalizedFeaturesEpoch)
+		}
+		// Below v4 a supported range starting at 0 is left out, as Kafka
+		// does: Java clients 3.3-3.7 send v3 and refuse a minimum of 0.
+		// From v4 group.version is supported from 0 to 1.
+		var group *kmsg.ApiVersionsResponseSupportedFeature
+		for i, f := range decoded.SupportedFeatures {
+			if f.MinVersion < 1 && v < 4 {
+				t.Fatalf("v%d: supported feature %+v starts at 0", v, f)
+			}
+			if f.Name == "group.version" {
+				group = &decoded.SupportedFeatures[i]
+			}
+		}
+		if v >= 4 && (group == nil || group.MinVersion != 0 || group.MaxVersion != 1) {
+			t.Fatalf("v%d: supported features %+v, want group.version 0-1", v, decoded.SupportedFeatures)
 		}
 	}
 }
