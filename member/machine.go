@@ -42,6 +42,7 @@ type Machine struct {
 	aliveUntil time.Time // the coordinator keeps our session at least until then
 	lastOK     time.Time // send time of the last NONE heartbeat or sync in the stable phase
 	phaseLimit time.Time // while rebalancing: removal possible from then (zero: none)
+	joinFrom   time.Time // send time of the first JoinGroup since one was answered with a generation
 	retryAt    time.Time // phase backoff: when to join again
 	nextHB     time.Time
 	hbBusy     bool
@@ -504,6 +505,9 @@ func (m *Machine) sendJoin(now time.Time) {
 	req.MemberID = m.memberID
 	req.InstanceID = m.instance()
 	req.ProtocolType = m.cfg.ProtocolType
+	if m.joinFrom.IsZero() {
+		m.joinFrom = now
+	}
 	// A join parks until the rebalance completes: up to the (largest)
 	// rebalance timeout, or the coordinator's initial delay.
 	m.cur = m.send(now, JoinGroup, req, m.cfg.RebalanceTimeout+m.cfg.SessionTimeout+5*time.Second)
@@ -540,13 +544,23 @@ func (m *Machine) onJoin(now time.Time, s sent, resp kmsg.Response, err error) {
 		}
 	}
 	// The coordinator drops members that have not synced within the
-	// rebalance timeout of the join phase's completion, which is no earlier
-	// than this join was sent. But a join answered with the generation this
-	// member is already completing (a rejoin after a failed Assign or
-	// SyncGroup while the group is CompletingRebalance is answered at once)
-	// does not move the coordinator's deadline: it was set when that
-	// generation completed, so the earlier limit stays.
-	limit := s.at.Add(m.cfg.RebalanceTimeout)
+	// rebalance timeout of the join phase's completion. That is no earlier
+	// than the first JoinGroup sent since the last one answered with a
+	// generation, but it can be earlier than this one: a join whose answer
+	// was lost (a transport error or timeout after the coordinator took it)
+	// may have completed the generation, and the rejoin after the back-off
+	// is then answered at once with it. So the limit counts from that first
+	// join. And a join answered with the generation this member is already
+	// completing (a rejoin after a failed Assign or SyncGroup while the
+	// group is CompletingRebalance is answered at once) does not move the
+	// coordinator's deadline: it was set when that generation completed, so
+	// the earlier limit stays.
+	from := s.at
+	if !m.joinFrom.IsZero() && m.joinFrom.Before(from) {
+		from = m.joinFrom
+	}
+	m.joinFrom = time.Time{}
+	limit := from.Add(m.cfg.RebalanceTimeout)
 	if same := !m.phaseLimit.IsZero() && m.gen.ID >= 0 && m.gen.ID == g.ID && m.gen.MemberID == g.MemberID; same && m.phaseLimit.Before(limit) {
 		limit = m.phaseLimit
 	}

@@ -267,6 +267,51 @@ func TestSyncRetryKeepsRebalanceDeadline(t *testing.T) {
 	}
 }
 
+// TestLostJoinAnswerKeepsRebalanceDeadline: a cooperative follower's
+// JoinGroup reaches the coordinator and completes the generation, but its
+// answer is lost (the connection breaks); the rejoin after the back-off is
+// answered at once with that generation. The coordinator's deadline for the
+// member's SyncGroup counts from the generation's completion, which is no
+// earlier than the first join was sent, so the member's limit must count
+// from that join, not from the rejoin a back-off later: its work stops at
+// (first join sent) + rebalance timeout − margin.
+func TestLostJoinAnswerKeepsRebalanceDeadline(t *testing.T) {
+	h := newHand(t, true, func(c *Config) { c.RetryBackoff = 2 * time.Second })
+	h.joinStable(1, "m0")
+	h.tickTo(h.now.Add(time.Second))
+	h.answerHB(kerr.RebalanceInProgress.Code) // the group rebalances: rejoin
+	t1 := h.now                               // the first join of generation 2 is sent now
+	limit := t1.Add(30 * time.Second)
+	want := limit.Add(-2 * time.Second)
+	q := h.take(JoinGroup)
+	h.tickTo(t1.Add(500 * time.Millisecond))
+	h.answerHB(0)
+	h.step(q, nil, errors.New("connection reset")) // generation 2 completed with it; the answer is lost
+	for !h.has(JoinGroup) {
+		h.answerHB(0)
+		h.tickTo(h.deadline)
+	}
+	t2 := h.now
+	if t2.Sub(t1) < 2*time.Second {
+		t.Fatalf("rejoined at t1+%v, want after the back-off", t2.Sub(t1))
+	}
+	h.step(h.take(JoinGroup), joinAnswer(2, "m1", "m0", 0), nil)
+	if got := h.m.phaseLimit; !got.Equal(limit) {
+		t.Fatalf("rejoin at t1+%v answered with generation 2: rebalance limit t1+%v, want t1+%v", t2.Sub(t1), got.Sub(t1), limit.Sub(t1))
+	}
+	h.take(SyncGroup) // the leader never syncs: no answer
+	for h.now.Before(t1.Add(60*time.Second)) && len(h.cnl) == 0 {
+		h.answerHB(0)
+		h.tickTo(h.deadline)
+	}
+	if len(h.cnl) != 1 || !h.now.Equal(want) || !errors.Is(h.cnl[0].Cause, ErrSessionLost) {
+		t.Fatalf("cancels %v at t1+%v, want one (ErrSessionLost) at t1+%v", h.cnl, h.now.Sub(t1), want.Sub(t1))
+	}
+	if _, ok := h.callback(CallLost); !ok {
+		t.Fatal("no Lost callback")
+	}
+}
+
 // shardSim runs machines against a group.Shard with zero latency on
 // simulated time. Callbacks run at once unless the member's next Assign is
 // made slow or set to fail.
