@@ -173,6 +173,10 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	mc.Protocols = g.protocols
 	mc.Assign = g.assign
 	mc.Cooperative = g.coop
+	// A cooperative member closed while it waits for the leader's
+	// assignment commits in the new generation rather than being refused
+	// (REBALANCE_IN_PROGRESS) in the old one.
+	mc.FinishRebalanceOnClose = true
 	mc.Assigned = g.assigned
 	mc.Revoked = func(gen member.Generation) {
 		if err := g.revoke(nil, true, gen); err != nil {
@@ -306,10 +310,22 @@ func (g *Group) Fetch(ctx context.Context) (map[string]map[int32]int64, error) {
 // Close revokes the owned partitions, commits what is marked for them, and
 // leaves the group (see member.Member.Close). When that commit fails, Close
 // returns a *CommitError (joined with any other error) naming the offsets
-// not committed. It fails in particular when Close comes while the member
-// waits in a cooperative rebalance for the leader's assignment: the
-// coordinator accepts no commits until the rebalance completes, and the
-// member leaves without waiting for it.
+// not committed.
+//
+// When Close comes while a cooperative member is rebalancing (its JoinGroup
+// or SyncGroup under way, or its assignor running), it first lets the
+// rebalance complete, for at most half the time ctx leaves it: the
+// coordinator accepts no commits while it waits for the leader's
+// assignment, and accepts them in the new generation. The partitions this
+// member owned are then revoked and their marks committed in the new
+// generation (partitions the new assignment adds are not reported), and it
+// leaves. If the rebalance does not complete in that time (or fails), the
+// member stops waiting and revokes in the generation it has, which the
+// coordinator refuses while it waits for the assignment: Close then returns
+// the *CommitError. When ctx ends first, Close returns its error, and the
+// revocation and the LeaveGroup still happen (a failed commit may then only
+// be logged). Kafka's consumer does not wait: during a rebalance its commit
+// on close fails and is logged, and it leaves.
 func (g *Group) Close(ctx context.Context) error {
 	g.mu.Lock()
 	g.closing = true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -106,10 +107,16 @@ func (o *owners) waitSplit(t *testing.T, members []string, want int) map[int32]s
 
 func startGroup(t *testing.T, addr, name string, o *owners, as ...assign.Assignor) *consumer.Group {
 	t.Helper()
+	return startGroupLog(t, addr, name, o, membertest.Logger(t), as...)
+}
+
+// startGroupLog is startGroup with the member's logger.
+func startGroupLog(t *testing.T, addr, name string, o *owners, log *slog.Logger, as ...assign.Assignor) *consumer.Group {
+	t.Helper()
 	g, err := consumer.StartGroup(consumer.GroupConfig{
 		Member: member.Config{
 			Group: "cg", SessionTimeout: session, RebalanceTimeout: 3 * time.Second, HeartbeatInterval: session / 5,
-			Logger: membertest.Logger(t).With("consumer", name),
+			Logger: log.With("consumer", name),
 		},
 		Client:    membertest.Client(t, addr),
 		Topics:    []string{"events"},
@@ -397,22 +404,50 @@ func (g gatedAssignor) Assign(ms []assign.Member, ts map[string]assign.Topic) (m
 	return g.Assignor.Assign(ms, ts)
 }
 
-// TestGroupCloseDuringCooperativeSyncReportsUncommittedMarks: a cooperative
-// member closed while it waits for the leader's assignment (the coordinator
-// is in CompletingRebalance, which refuses commits) cannot commit its marked
-// offsets; Close says so with a *consumer.CommitError naming them instead of
-// returning nil.
-func TestGroupCloseDuringCooperativeSyncReportsUncommittedMarks(t *testing.T) {
-	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
-	n := membertest.StartCohort(t, nil)
-	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
-		t.Fatal(err)
+// signalLog passes records on to a logger's handler and closes ch at the
+// first record with msg, whatever its level.
+type signalLog struct {
+	slog.Handler
+	msg  string
+	ch   chan struct{}
+	once *sync.Once
+}
+
+func newSignalLog(base *slog.Logger, msg string) (*slog.Logger, <-chan struct{}) {
+	h := signalLog{Handler: base.Handler(), msg: msg, ch: make(chan struct{}), once: new(sync.Once)}
+	return slog.New(h), h.ch
+}
+
+func (h signalLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h signalLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.once.Do(func() { close(h.ch) })
 	}
-	var gate atomic.Pointer[chan struct{}]
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+func (h signalLog) WithAttrs(as []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(as)
+	return h
+}
+func (h signalLog) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
+}
+
+// closeDuringSync starts cooperative members a (the leader, whose
+// assignor waits for the gate) and b, has b mark an offset for each of its
+// partitions, and starts a rebalance that parks b's SyncGroup until the
+// gate opens. It returns the gate and the offsets b marked.
+func closeDuringSync(t *testing.T, addr string, blog *slog.Logger) (a, b *consumer.Group, gate chan struct{}, marked map[int32]int64) {
+	t.Helper()
+	var g atomic.Pointer[chan struct{}]
 	o := newOwners()
-	a := startGroup(t, n.Addr(), "a", o, gatedAssignor{sticky.NewCooperative(), &gate})
+	a = startGroup(t, addr, "a", o, gatedAssignor{sticky.NewCooperative(), &g})
 	o.waitSplit(t, []string{"a"}, 6)
-	b := startGroup(t, n.Addr(), "b", o, gatedAssignor{sticky.NewCooperative(), &gate})
+	b = startGroupLog(t, addr, "b", o, blog, gatedAssignor{sticky.NewCooperative(), &g})
 	o.waitSplit(t, []string{"a", "b"}, 3)
 	// Rejoin is ignored unless stable: wait until both have synced.
 	testwait.For(t, 10*time.Second, "a and b stable in one generation", func() bool {
@@ -423,24 +458,80 @@ func TestGroupCloseDuringCooperativeSyncReportsUncommittedMarks(t *testing.T) {
 	if g, _ := a.Generation(); !g.Leader {
 		t.Fatal("a does not lead")
 	}
-	want := map[int32]int64{}
+	marked = map[int32]int64{}
 	for _, tp := range b.Assignment() {
 		for _, p := range tp.Partitions {
 			b.Mark(tp.Topic, p, 42)
-			want[p] = 42
+			marked[p] = 42
 		}
 	}
 	gb, _ := b.Generation()
 	// The next rebalance parks b's SyncGroup until the gate opens.
-	c := make(chan struct{})
-	gate.Store(&c)
-	defer close(c)
+	gate = make(chan struct{})
+	g.Store(&gate)
 	a.Rejoin()
 	testwait.For(t, 10*time.Second, "b joined the next generation", func() bool {
 		g, stable := b.Generation()
 		return g.ID > gb.ID && !stable
 	})
+	return a, b, gate, marked
+}
+
+// TestGroupCloseDuringCooperativeSyncCommitsMarks: a cooperative member
+// closed while it waits for the leader's assignment (the coordinator is in
+// CompletingRebalance, which refuses commits) lets the rebalance complete,
+// commits its marked offsets in the new generation, and leaves. It
+// returned a *consumer.CommitError (REBALANCE_IN_PROGRESS) instead: it left
+// without waiting for the assignment.
+func TestGroupCloseDuringCooperativeSyncCommitsMarks(t *testing.T) {
+	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
+	n := membertest.StartCohort(t, nil)
+	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	blog, waiting := newSignalLog(membertest.Logger(t), "closing once the rebalance under way completes")
+	a, b, gate, want := closeDuringSync(t, n.Addr(), blog)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close(ctx) }()
+	select {
+	case <-waiting: // b waits for its SyncGroup: let the leader assign
+		close(gate)
+	case err := <-closed:
+		close(gate)
+		t.Fatalf("Close returned %v without waiting for the rebalance under way", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	got, err := a.Fetch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, o := range want {
+		if got["events"][p] != o {
+			t.Errorf("committed offset of events/%d: %d, want %d (committed: %v)", p, got["events"][p], o, got)
+		}
+	}
+}
+
+// TestGroupCloseDuringStuckCooperativeSyncReportsUncommittedMarks: when the
+// leader's assignment does not come within half of Close's time, the member
+// stops waiting and revokes in the generation it has, which the
+// coordinator refuses while it waits for the assignment: Close says so
+// with a *consumer.CommitError naming the offsets not committed.
+func TestGroupCloseDuringStuckCooperativeSyncReportsUncommittedMarks(t *testing.T) {
+	testwait.WallClock(t, "consumer groups against a live coordinator, 1 s sessions")
+	n := membertest.StartCohort(t, nil)
+	if _, err := n.Catalog().Create("events", 6, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, b, gate, want := closeDuringSync(t, n.Addr(), membertest.Logger(t))
+	defer close(gate)
+	// Half of it (1 s) is well within the coordinator's sync deadline and
+	// b's own rebalance limit (3 s, less the margin, from its join).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := b.Close(ctx)
 	var ce *consumer.CommitError

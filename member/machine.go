@@ -13,9 +13,10 @@ import (
 // Machine is the member's protocol logic with no I/O, no goroutines and no
 // clock: the shape of etcd raft's RawNode. Inputs are responses (Step), the
 // passing of time (Tick), the results of callbacks (CallbackDone) and the
-// user's calls (Rejoin, Close, Abandon), each with the current time. Outputs
-// are collected by Ready: requests to send, work contexts to cancel,
-// callbacks to run in order, and the time by which Tick must be called next.
+// user's calls (Rejoin, Close, CloseNow, Abandon), each with the current
+// time. Outputs are collected by Ready: requests to send, work contexts to
+// cancel, callbacks to run in order, and the time by which Tick must be
+// called next.
 //
 // Member runs a Machine behind a small loop that sends the requests, runs
 // the callbacks on one goroutine and feeds the results back; tests drive a
@@ -57,6 +58,7 @@ type Machine struct {
 	ids       uint64
 
 	closing  bool
+	finish   bool // closing, but the join or sync under way completes first (Config.FinishRebalanceOnClose)
 	abandon  bool
 	shutdown bool // the final callbacks / LeaveGroup were issued
 	leaving  bool
@@ -307,9 +309,31 @@ func (m *Machine) Rejoin(now time.Time) {
 }
 
 // Close stops gracefully: once no callback runs, the work is cancelled,
-// Revoked called, and a dynamic member sends LeaveGroup.
+// Revoked called, and a dynamic member sends LeaveGroup. With
+// Config.FinishRebalanceOnClose, a member that holds its work while its
+// JoinGroup or SyncGroup is under way (or its Assign runs) first lets that
+// rebalance complete: the answers are still taken (the leader still syncs)
+// and no new join is sent; once synced, Revoked is called with the new
+// generation (Assigned is not), in which the coordinator accepts commits.
+// If the join, Assign or sync fails, or the work is lost, the member stops
+// waiting and stops as without the option. CloseNow ends the wait.
 func (m *Machine) Close(now time.Time) {
+	if !m.closing {
+		m.closing = true
+		m.finish = m.cfg.FinishRebalanceOnClose && m.holding && m.rebalancing()
+		if m.finish {
+			m.log.Debug("closing once the rebalance under way completes", "generation", m.gen.ID, "member", m.memberID)
+		}
+	}
+	m.advance(now)
+}
+
+// CloseNow is Close without waiting for a rebalance under way, also after
+// Close (its time to wait ran out): the join or sync is abandoned, and the
+// work revoked in the generation the member has.
+func (m *Machine) CloseNow(now time.Time) {
 	m.closing = true
+	m.finish = false
 	m.advance(now)
 }
 
@@ -320,14 +344,21 @@ func (m *Machine) Abandon(now time.Time) {
 		m.abandon = true
 	}
 	m.closing = true
+	m.finish = false
 	m.advance(now)
+}
+
+// rebalancing reports whether a JoinGroup or SyncGroup is under way or the
+// leader's Assign runs.
+func (m *Machine) rebalancing() bool {
+	return m.phase == phJoin || m.phase == phAssign || m.phase == phSync
 }
 
 // CallbackDone reports that callback id returned; for CallAssign with the
 // assignments and error Assign returned.
 func (m *Machine) CallbackDone(now time.Time, id uint64, assignments map[string][]byte, err error) {
 	m.pending--
-	if m.phase == phAssign && id == m.cur && !m.closing {
+	if m.phase == phAssign && id == m.cur && (!m.closing || m.finish) {
 		if err != nil {
 			// Rejoining in CompletingRebalance answers at once with the
 			// same generation, so the leader simply tries again.
@@ -378,11 +409,11 @@ func (m *Machine) Step(now time.Time, id uint64, resp kmsg.Response, err error) 
 			m.log.Debug("left group", "member", s.id)
 		}
 	case JoinGroup:
-		if id == m.cur && m.phase == phJoin && !m.closing {
+		if id == m.cur && m.phase == phJoin && (!m.closing || m.finish) {
 			m.onJoin(now, s, resp, err)
 		}
 	case SyncGroup:
-		if id == m.cur && m.phase == phSync && !m.closing {
+		if id == m.cur && m.phase == phSync && (!m.closing || m.finish) {
 			m.onSync(now, s, resp, err)
 		}
 	}
@@ -449,6 +480,7 @@ func (m *Machine) fail(err error) {
 	m.fatal = err
 	m.lose(err, false)
 	m.closing = true
+	m.finish = false
 }
 
 // codeOf returns the error code of a response (ok false when there was no
@@ -611,6 +643,16 @@ func (m *Machine) onSync(now time.Time, s sent, resp kmsg.Response, err error) {
 		m.lastOK = s.at
 	}
 	m.b.reset()
+	if m.finish {
+		// Closing: the generation is complete and the coordinator now
+		// accepts commits in it; the shutdown revokes the work in it
+		// instead of starting the new assignment.
+		m.finish = false
+		m.phaseLimit = time.Time{}
+		m.phase = phStable
+		m.log.Debug("rebalance completed while closing", "generation", g.ID, "member", g.MemberID)
+		return
+	}
 	// Start the work: a new context unless a cooperative member still
 	// holds one.
 	if !m.holding || m.work == 0 || !m.cfg.Cooperative {
@@ -744,7 +786,14 @@ func (m *Machine) advance(now time.Time) {
 		}
 	}
 	if m.closing {
-		m.advanceShutdown(now)
+		if m.finish && (!m.holding || !m.rebalancing()) {
+			// The join, Assign or sync failed, or the work was lost:
+			// nothing to finish.
+			m.finish = false
+		}
+		if !m.finish {
+			m.advanceShutdown(now)
+		}
 		return
 	}
 	if m.phase == phStable && m.rejoin && m.pending == 0 {

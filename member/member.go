@@ -145,6 +145,20 @@ type Config struct {
 	// Cooperative selects the cooperative rebalance style: the member does
 	// not revoke before rejoining, and work contexts survive rebalances.
 	Cooperative bool
+	// FinishRebalanceOnClose makes Close let a rebalance under way
+	// complete before it revokes and leaves, when the member holds its
+	// work through it (cooperative) and its JoinGroup or SyncGroup is
+	// under way or its Assign runs: the coordinator refuses commits while
+	// it waits for the leader's assignment, and accepts them again in the
+	// new generation. Close then waits, no new join is sent, and once the
+	// member has synced, the work context is cancelled and Revoked called
+	// with the new generation (Assigned is not called for it); it waits
+	// at most half the time its context leaves it, so that Revoked and
+	// the LeaveGroup have the rest, and then abandons the join or sync as
+	// without the option. Until then the work context stays live and the
+	// lost watchdog runs (Lost instead of Revoked if it fires). A failed
+	// join, Assign or sync ends the wait too.
+	FinishRebalanceOnClose bool
 
 	// InstanceID enables static membership (KIP-345): the member keeps its
 	// identity across restarts and does not send LeaveGroup on Close. A
@@ -204,19 +218,22 @@ func (e *FatalError) Unwrap() error { return e.Err }
 // time on one goroutine, cancels work contexts, arms one timer for the next
 // deadline and feeds every result back into the machine.
 type Member struct {
-	cfg  Config
-	cl   Requester
-	own  *kgo.Client
-	clk  clock.Clock
-	ctx  context.Context // cancelled by Close/Abandon: aborts joins, syncs and Assign
+	cfg Config
+	cl  Requester
+	own *kgo.Client
+	clk clock.Clock
+	// ctx is cancelled by Close (once it no longer waits for a rebalance)
+	// and Abandon: it aborts joins, syncs and Assign.
+	ctx  context.Context
 	stop context.CancelFunc
 
-	wake    chan struct{} // a user call changed the machine
-	results chan result
-	done    chan struct{} // closed when the member has stopped
-	closeMu sync.Mutex
-	closing bool
-	abandon bool
+	closeReq chan struct{} // closed by the first Close or Abandon
+	wake     chan struct{} // a user call changed the machine
+	results  chan result
+	done     chan struct{} // closed when the member has stopped
+	closeMu  sync.Mutex
+	closing  bool
+	abandon  bool
 	// leaveCtx bounds the LeaveGroup (Close's context).
 	leaveCtx context.Context
 
@@ -244,12 +261,13 @@ func Start(cfg Config) (*Member, error) {
 		return nil, err
 	}
 	m := &Member{
-		cfg:     mc.cfg,
-		clk:     cfg.Clock,
-		mc:      mc,
-		wake:    make(chan struct{}, 1),
-		results: make(chan result, 16),
-		done:    make(chan struct{}),
+		cfg:      mc.cfg,
+		clk:      cfg.Clock,
+		mc:       mc,
+		closeReq: make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		results:  make(chan result, 16),
+		done:     make(chan struct{}),
 	}
 	m.cl = cfg.Client
 	if m.cl == nil {
@@ -313,16 +331,23 @@ func (m *Member) Err() error {
 // Close stops the member gracefully: the work context is cancelled, Revoked is
 // called, and a dynamic member sends LeaveGroup so the group rebalances at
 // once (a static member does not: its instance id keeps its place until the
-// session timeout). ctx bounds the LeaveGroup and how long Close waits; when
-// ctx ends first, Close returns its error and the member still stops, its
-// LeaveGroup sent once the callbacks under way return (bounded by the
-// request's own timeout).
+// session timeout). With Config.FinishRebalanceOnClose, a rebalance under
+// way may complete first, for at most half the time ctx leaves (see there).
+// ctx bounds the LeaveGroup and how long Close waits; when ctx ends first,
+// Close returns its error and the member still stops, its LeaveGroup sent
+// once the callbacks under way return (bounded by the request's own
+// timeout).
 func (m *Member) Close(ctx context.Context) error {
 	m.closeMu.Lock()
 	if !m.closing {
 		m.closing = true
 		m.leaveCtx = ctx
-		m.stop()
+		close(m.closeReq)
+		if m.cfg.FinishRebalanceOnClose {
+			go m.endRebalanceWait(ctx)
+		} else {
+			m.stop()
+		}
 	}
 	m.closeMu.Unlock()
 	select {
@@ -333,18 +358,45 @@ func (m *Member) Close(ctx context.Context) error {
 	return nil
 }
 
+// endRebalanceWait ends Close's wait for a rebalance under way
+// (Config.FinishRebalanceOnClose) when half the time ctx left Close has
+// passed, or ctx ends: it aborts the join, sync or Assign, and the loop
+// tells the machine to close now.
+func (m *Member) endRebalanceWait(ctx context.Context) {
+	wait, cancel := rebalanceWait(ctx)
+	defer cancel()
+	select {
+	case <-wait.Done():
+	case <-m.done:
+	case <-m.ctx.Done(): // Abandon
+	}
+	m.stop()
+}
+
+// rebalanceWait is the part of Close's context a rebalance under way may
+// take: half the time to its deadline (all of it when it has none).
+func rebalanceWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, time.Until(d)/2)
+}
+
 // Abandon stops the member the way a crash would: the work context is
 // cancelled and Lost is called, but no LeaveGroup is sent, so the coordinator
 // notices only when the session times out. It returns when the member has
-// stopped.
+// stopped. After Close it only ends Close's wait for a rebalance and waits
+// for the member to stop.
 func (m *Member) Abandon() {
 	m.closeMu.Lock()
 	if !m.closing {
 		m.closing = true
 		m.abandon = true
-		m.stop()
+		close(m.closeReq)
 	}
 	m.closeMu.Unlock()
+	m.stop()
 	<-m.done
 }
 
@@ -371,7 +423,7 @@ func (m *Member) run() {
 	var backlog []Callback // callbacks not yet handed to the queue
 	go m.callbacks(queue, works, stopped)
 	var timer clock.Timer
-	closed := m.ctx.Done()
+	closeReq, aborted := m.closeReq, m.ctx.Done()
 	for {
 		m.mu.Lock()
 		rd := m.mc.Ready()
@@ -439,8 +491,8 @@ func (m *Member) run() {
 		case <-m.wake:
 		case qc <- next:
 			backlog = backlog[1:]
-		case <-closed:
-			closed = nil
+		case <-closeReq:
+			closeReq = nil
 			m.closeMu.Lock()
 			abandon := m.abandon
 			m.closeMu.Unlock()
@@ -449,6 +501,19 @@ func (m *Member) run() {
 				m.mc.Abandon(m.clk.Now())
 			} else {
 				m.mc.Close(m.clk.Now())
+			}
+			m.mu.Unlock()
+		case <-aborted:
+			// Close no longer waits for a rebalance (or Abandon).
+			aborted = nil
+			m.closeMu.Lock()
+			abandon := m.abandon
+			m.closeMu.Unlock()
+			m.mu.Lock()
+			if abandon {
+				m.mc.Abandon(m.clk.Now())
+			} else {
+				m.mc.CloseNow(m.clk.Now())
 			}
 			m.mu.Unlock()
 		}

@@ -305,7 +305,10 @@ func (s *sim) config(sm *simMember) member.Config {
 		RetryBackoff:      50 * time.Millisecond,
 		MaxRetryBackoff:   time.Second,
 		Cooperative:       s.rec != recPlain,
-		Logger:            discard,
+		// Every other member lets a rebalance under way complete when
+		// it is closed (as consumer.Group does).
+		FinishRebalanceOnClose: sm.name[len(sm.name)-1]%2 == 1,
+		Logger:                 discard,
 	}
 }
 
