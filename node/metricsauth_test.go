@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -108,6 +109,47 @@ func TestMetricsAuthRefusedOverPlainHTTP(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), c.want) {
 			t.Errorf("MetricsAuth with --http-listen %q: %v", c.listen, err)
+		}
+	}
+}
+
+// TestMetricsAuthNeedsSomeoneAllowed: MetricsAuth on a node that enforces
+// no ACLs (no listener authenticates, no Authorizer) and has no super user
+// is a ConfigError: a scrape needs DESCRIBE on the cluster, and such a node
+// refuses to store ACLs, so no one could ever scrape. With the authorizer,
+// an authenticating listener, a super user or AllowEveryoneIfNoACLFound it
+// may start.
+func TestMetricsAuthNeedsSomeoneAllowed(t *testing.T) {
+	open := func() Config {
+		cfg := secureConfig(t, memstore.New())
+		cfg.Listeners = []server.Listener{{Protocol: server.ProtocolPlaintext, Addr: "127.0.0.1:0"}}
+		cfg.Security.SuperUsers = nil
+		cfg.HTTPListen, cfg.MetricsAuth = "127.0.0.1:0", true
+		return cfg
+	}
+	err := CheckConfig(open())
+	var ce *ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("MetricsAuth on a node without ACLs or super users: %v, want a ConfigError", err)
+	}
+	for _, want := range []string{"--metrics-auth", "--authorizer", "--super-users"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	for name, change := range map[string]func(*Config){
+		"authorizer":      func(c *Config) { c.Security.Authorizer = true },
+		"super user":      func(c *Config) { c.Security.SuperUsers = []string{"User:admin"} },
+		"allow if no ACL": func(c *Config) { c.Security.AllowEveryoneIfNoACLFound = true },
+		"SASL listener": func(c *Config) {
+			c.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+		},
+		"no metrics-auth": func(c *Config) { c.MetricsAuth = false },
+	} {
+		cfg := open()
+		change(&cfg)
+		if err := CheckConfig(cfg); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 }

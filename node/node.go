@@ -117,7 +117,10 @@ type Config struct {
 	// of a user of the node's credential store allowed DESCRIBE on the
 	// cluster, or over HTTPS a verified client certificate whose principal
 	// is (requireMetricsAuth); /healthz and /readyz stay open. The HTTP
-	// listener must then be HTTPS (HTTPTLS) or bound to loopback.
+	// listener must then be HTTPS (HTTPTLS) or bound to loopback, and
+	// someone must be able to pass: the node enforces ACLs (an
+	// authenticating listener or Security.Authorizer), or has super users
+	// (or AllowEveryoneIfNoACLFound); otherwise Start refuses.
 	MetricsAuth bool
 	// HTTPHosts are host names besides localhost and IP addresses under
 	// which a loopback HTTP listener answers (a reverse proxy on the same
@@ -248,6 +251,13 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 		case !cfg.HTTPTLS && !isLoopback(addr):
 			return fail(fmt.Errorf("--metrics-auth would take passwords over plain HTTP on %s, reachable from other hosts: "+
 				"add --http-tls, or bind --http-listen to loopback", addr))
+		case !sc.Authorizer && !sc.authEnabled(listeners) && len(sc.SuperUsers) == 0 && !sc.AllowEveryoneIfNoACLFound:
+			// A scrape needs DESCRIBE on the cluster (or a super
+			// user), and without an authorizer the node refuses to
+			// store ACLs (SECURITY_DISABLED): no one could ever scrape.
+			return fail(errors.New("--metrics-auth: no one could scrape /metrics, which needs a super user or an ACL " +
+				"allowing DESCRIBE on the cluster, and this node manages no ACLs (no listener authenticates and --authorizer is off): " +
+				"add --authorizer, an authenticating listener, or --super-users"))
 		}
 	}
 	return listeners, nil

@@ -446,6 +446,8 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--listen", "0.0.0.0:0"}, exitUsage},                                                   // authenticates no one (not bound)
 		{[]string{"--listen", "127.0.0.1:0", "--metrics-auth", "--http-listen", "0.0.0.0:0"}, exitUsage}, // password over plain HTTP (not bound)
 		{[]string{"--listen", "127.0.0.1:0", "--http-tls", "--http-listen", "127.0.0.1:0"}, exitUsage},   // no certificate
+		// No authorizer, no super user: no one could ever scrape.
+		{[]string{"--listen", "127.0.0.1:0", "--metrics-auth", "--http-listen", "127.0.0.1:0"}, exitUsage},
 		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "GSSAPI"}, exitUsage},
 		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "OAUTHBEARER"}, exitUsage}, // no --oauth-jwks-file
 		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "SSL://h:1"}, exitUsage},
