@@ -221,6 +221,31 @@ type serveFlags struct {
 	rebalanceStorm                                                       string // --rebalance-storm N/DURATION
 	stormN                                                               int
 	stormWindow                                                          time.Duration
+	// given maps the name of each flag set on the command line or by a
+	// non-empty environment variable to how it was set ("--name" or
+	// "$COHORT_NAME"); filled by parse.
+	given map[string]string
+}
+
+// clusterOnly are the flags of cluster mode: without --etcd nothing reads
+// them.
+var clusterOnly = []string{"etcd-ca", "etcd-cert", "etcd-key", "etcd-user", "etcd-password-file", "etcd-prefix",
+	"lease-ttl", "etcd-compaction-interval", "rack"}
+
+// clusterOnlyGiven names the cluster-mode settings given (flags, as given,
+// and COHORT_ETCD_PASSWORD), in clusterOnly's order: without --etcd they
+// would be ignored.
+func (s *serveFlags) clusterOnlyGiven() []string {
+	var out []string
+	for _, name := range clusterOnly {
+		if how, ok := s.given[name]; ok {
+			out = append(out, how)
+		}
+	}
+	if os.Getenv("COHORT_ETCD_PASSWORD") != "" {
+		out = append(out, "$COHORT_ETCD_PASSWORD")
+	}
+	return out
 }
 
 func newServeFlags() *serveFlags {
@@ -381,8 +406,12 @@ line wins. Durations use Go syntax: 100ms, 3s, 10m, 168h.
 // ranges of numbers and durations.
 func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool)) error {
 	var err error
+	s.given = map[string]string{}
 	s.fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := lookupEnv(envName(f.Name)); ok && err == nil {
+			if v != "" {
+				s.given[f.Name] = "$" + envName(f.Name)
+			}
 			if e := f.Value.Set(v); e != nil {
 				kind, _ := flag.UnquoteUsage(f)
 				want := map[string]string{"duration": "a duration such as 3s or 10m", "int": "an integer", "": "true or false"}[kind]
@@ -402,6 +431,7 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if s.fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", s.fs.Args())
 	}
+	s.fs.Visit(func(f *flag.Flag) { s.given[f.Name] = "--" + f.Name })
 	s.fs.VisitAll(func(f *flag.Flag) {
 		switch v := f.Value.(flag.Getter).Get().(type) {
 		case time.Duration:
@@ -587,8 +617,15 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
 			return err
 		}
-	} else if s.etcdCA != "" || s.etcdCert != "" || s.etcdKey != "" || s.etcdUser != "" || s.etcdPasswordFile != "" {
-		return usagef("--etcd-ca/--etcd-cert/--etcd-key/--etcd-user/--etcd-password-file need --etcd")
+	} else if given := s.clusterOnlyGiven(); len(given) > 0 {
+		// Settings of cluster mode that a node on --data-dir would
+		// silently ignore (never their values: one may be a secret).
+		what, them := "a cluster-mode setting", "it"
+		if len(given) > 1 {
+			what, them = "cluster-mode settings", "them"
+		}
+		return usagef("%s: %s without --etcd, where the node keeps its state in --data-dir and would ignore %s; add --etcd or remove %s",
+			strings.Join(given, ", "), what, them, them)
 	}
 	if s.backupDir != "" && s.etcd == "" && insideDir(s.dataDir, s.backupDir) {
 		// Checked now rather than at the first SIGUSR1, which refused it.

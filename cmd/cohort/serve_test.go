@@ -385,6 +385,66 @@ func TestServeEtcdUser(t *testing.T) {
 	})
 }
 
+// TestServeClusterOnlyNeedsEtcd: a cluster-mode setting given without
+// --etcd, on the command line or through its environment variable, is a
+// usage error (exit 2) naming each such setting, never its value; a node
+// on --data-dir would ignore it (even a --lease-ttl that cluster mode
+// refuses). An empty variable counts as unset.
+func TestServeClusterOnlyNeedsEtcd(t *testing.T) {
+	t.Setenv("COHORT_ETCD_PASSWORD", "")
+	os.Unsetenv("COHORT_ETCD_PASSWORD")
+	data := t.TempDir()
+	for _, c := range []struct {
+		args  []string
+		env   []string // name, value pairs
+		names []string // in the error
+	}{
+		{[]string{"--lease-ttl", "1s"}, nil, []string{"--lease-ttl"}},
+		{[]string{"--lease-ttl", "10s"}, nil, []string{"--lease-ttl"}},
+		{[]string{"--rack", "r1", "--etcd-compaction-interval", "10m"}, nil, []string{"--etcd-compaction-interval", "--rack"}},
+		{[]string{"--etcd-prefix", "/x/"}, nil, []string{"--etcd-prefix"}},
+		{nil, []string{"COHORT_ETCD_PREFIX", "/x/"}, []string{"$COHORT_ETCD_PREFIX"}},
+		{nil, []string{"COHORT_ETCD_PASSWORD", "s3cret-etcd"}, []string{"$COHORT_ETCD_PASSWORD"}},
+		{[]string{"--etcd-ca", "/ca.pem", "--etcd-user", "bob"}, []string{"COHORT_RACK", "r1"}, []string{"--etcd-ca", "--etcd-user", "$COHORT_RACK"}},
+	} {
+		t.Run(strings.Join(append(slices.Clone(c.args), c.env...), " "), func(t *testing.T) {
+			for i := 0; i+1 < len(c.env); i += 2 {
+				t.Setenv(c.env[i], c.env[i+1])
+			}
+			// An empty variable (a shared environment file's
+			// placeholder) is not a setting given.
+			t.Setenv("COHORT_ETCD_KEY", "")
+			args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--data-dir", filepath.Join(data, "d")}, c.args...)
+			done := make(chan error, 1)
+			go func() { done <- serve(args) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("serve %q started (it runs until the test process ends)", c.args)
+			}
+			if code := exitCode(err, io.Discard); code != exitUsage {
+				t.Fatalf("exit %d (%v), want %d", code, err, exitUsage)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "without --etcd") || strings.Contains(msg, "s3cret") || strings.Contains(msg, "ETCD_KEY") {
+				t.Errorf("error %q", msg)
+			}
+			for _, n := range c.names {
+				if !strings.Contains(msg, n) {
+					t.Errorf("error %q does not name %s", msg, n)
+				}
+			}
+		})
+	}
+	// With --etcd they are read (here refused, before connecting, for
+	// the lease TTL cluster mode does not take).
+	err := serve([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--etcd", "127.0.0.1:1", "--lease-ttl", "1s"})
+	if err == nil || !strings.Contains(err.Error(), "--lease-ttl 1s: want whole seconds") {
+		t.Errorf("--etcd --lease-ttl 1s: %v", err)
+	}
+}
+
 // TestServeSuperUsers: --super-users is separated by ';' as Kafka's
 // super.users is; a principal may hold commas (a certificate's DN), but a
 // comma before a second "User:" is refused instead of making one principal
