@@ -75,7 +75,8 @@ func parseListeners(listeners, listen, advertised string, fs *flag.FlagSet) ([]s
 
 // securityFlags fills the TLS, SASL and ACL parts of sec from the flags;
 // the bootstrap user's password comes from the environment only. A
-// malformed value or flags that do not go together are usage errors; a
+// malformed value, flags that do not go together and a
+// COHORT_BOOTSTRAP_PASSWORD without a bootstrap user are usage errors; a
 // certificate, key or CA file that cannot be read or loaded is not.
 func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, rules, mechs, superUsers string) error {
 	if clientAuth == "" {
@@ -130,11 +131,16 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 			sec.SuperUsers = append(sec.SuperUsers, u)
 		}
 	}
-	if sec.BootstrapUser != "" {
-		sec.BootstrapPassword = os.Getenv("COHORT_BOOTSTRAP_PASSWORD")
-		if sec.BootstrapPassword == "" {
-			return usagef("--bootstrap-user %s: set its password in the environment variable COHORT_BOOTSTRAP_PASSWORD", sec.BootstrapUser)
-		}
+	switch pw := os.Getenv("COHORT_BOOTSTRAP_PASSWORD"); {
+	case sec.BootstrapUser != "" && pw == "":
+		return usagef("--bootstrap-user %s: set its password in the environment variable COHORT_BOOTSTRAP_PASSWORD", sec.BootstrapUser)
+	case sec.BootstrapUser != "":
+		sec.BootstrapPassword = pw
+	case pw != "":
+		// An empty variable (a unit file's placeholder) is unset, as
+		// COHORT_ETCD_PASSWORD's; a set one would be ignored.
+		return usagef("COHORT_BOOTSTRAP_PASSWORD is set but --bootstrap-user (COHORT_BOOTSTRAP_USER) is not: " +
+			"name the user it is the password of, or unset the variable (once the user exists, drop both)")
 	}
 	return nil
 }

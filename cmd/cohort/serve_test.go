@@ -445,6 +445,37 @@ func TestServeClusterOnlyNeedsEtcd(t *testing.T) {
 	}
 }
 
+// TestServeBootstrapPasswordNeedsUser: COHORT_BOOTSTRAP_PASSWORD without
+// --bootstrap-user is a usage error (exit 2) naming the missing flag and
+// not the value, as --bootstrap-user without the password is; an empty
+// variable counts as unset.
+func TestServeBootstrapPasswordNeedsUser(t *testing.T) {
+	t.Setenv("COHORT_BOOTSTRAP_PASSWORD", "s3cret-bootstrap")
+	var sec node.SecurityConfig
+	err := securityFlags(&sec, "", "", "", "none", "", "", "")
+	if code := exitCode(err, io.Discard); code != exitUsage {
+		t.Fatalf("COHORT_BOOTSTRAP_PASSWORD without --bootstrap-user: exit %d (%v), want %d", code, err, exitUsage)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "--bootstrap-user") || strings.Contains(msg, "s3cret") {
+		t.Errorf("error %q: want one naming --bootstrap-user, without the password", msg)
+	}
+	// The whole command refuses before it opens anything.
+	err = serve([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--data-dir", filepath.Join(t.TempDir(), "d")})
+	if code := exitCode(err, io.Discard); code != exitUsage {
+		t.Fatalf("serve: exit %d (%v), want %d", code, err, exitUsage)
+	}
+
+	sec = node.SecurityConfig{BootstrapUser: "admin"}
+	if err := securityFlags(&sec, "", "", "", "none", "", "", ""); err != nil || sec.BootstrapPassword != "s3cret-bootstrap" {
+		t.Errorf("with --bootstrap-user: %v", err)
+	}
+	t.Setenv("COHORT_BOOTSTRAP_PASSWORD", "")
+	sec = node.SecurityConfig{}
+	if err := securityFlags(&sec, "", "", "", "none", "", "", ""); err != nil {
+		t.Errorf("an empty COHORT_BOOTSTRAP_PASSWORD: %v", err)
+	}
+}
+
 // TestServeSuperUsers: --super-users is separated by ';' as Kafka's
 // super.users is; a principal may hold commas (a certificate's DN), but a
 // comma before a second "User:" is refused instead of making one principal
