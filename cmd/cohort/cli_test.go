@@ -306,7 +306,8 @@ func (c cli) listGroups(args ...string) []listedGroupJSON {
 
 // TestWarnsAboutReadableSecretFiles: a command given a password file or a
 // --command-config with a password that other users of the machine can read
-// warns on standard error (and still runs).
+// warns on standard error (and still runs); so does user set given such a
+// file for the new password.
 func TestWarnsAboutReadableSecretFiles(t *testing.T) {
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "pw")
@@ -324,5 +325,22 @@ func TestWarnsAboutReadableSecretFiles(t *testing.T) {
 	_, errOut, code := c.run("groups")
 	if code == 0 || !strings.Contains(errOut, "cohort: warning: "+pw+" holds a secret") || !strings.Contains(errOut, "chmod 600") || strings.Contains(errOut, "s3cret") {
 		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+
+	// The new password of user set, from a file, likewise.
+	newPw := filepath.Join(dir, "new-pw")
+	if err := os.WriteFile(newPw, []byte("n3w-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u := cli{t: t, base: []string{"--bootstrap", closedAddr(t), "--timeout", "200ms"}}
+	if _, errOut, _ := u.run("user", "set", "bob", "--password-file", newPw); strings.Contains(errOut, "warning") {
+		t.Fatalf("user set with a 0600 password file warned:\n%s", errOut)
+	}
+	if err := os.Chmod(newPw, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = u.run("user", "set", "bob", "--password-file", newPw)
+	if code == 0 || !strings.Contains(errOut, "cohort: warning: "+newPw+" holds a secret") || strings.Contains(errOut, "n3w-secret") {
+		t.Fatalf("user set with a group-readable password file: exit %d, stderr:\n%s", code, errOut)
 	}
 }

@@ -138,6 +138,8 @@ func users(e env, cmd string, args []string) error {
 			}
 			return fmt.Errorf("user set: new password: %w", err)
 		}
+		// As for --sasl-password-file: a file others can read warns.
+		warnExposed(e.stderr, clientconfig.Config{PasswordFile: src})
 	}
 	adm, ctx, tw, done, err := c.dial(out)
 	if err != nil {
