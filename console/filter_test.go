@@ -1,15 +1,19 @@
 package console
 
 import (
+	"html"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cohort-dev/cohort/group"
 )
 
 // TestGroupsFilterRejectsUnknownValues: an unknown ?state= or ?type= on the
 // groups page is a 400 naming the accepted values (it showed "0 of N
-// groups", as if no group were in that state); a known one in another case
-// filters and is selected in the form.
+// groups", as if no group were in that state), Dead among the unknown, as
+// for cohort groups --state; a known one in another case filters and is
+// selected in the form.
 func TestGroupsFilterRejectsUnknownValues(t *testing.T) {
 	_, base := nodeWithGroup(t, "filter-app", "filtered", 1)
 
@@ -21,6 +25,13 @@ func TestGroupsFilterRejectsUnknownValues(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("state=bogus: the page lacks %q\n%s", want, body)
 		}
+	}
+	// Dead is no state a listed group has (ListGroups leaves a group
+	// being removed out): refused, as cohort groups --state dead is, with
+	// the same list of states.
+	code, body = get(t, base+"?state=Dead", "", "")
+	if want := html.EscapeString(`want one of ` + strings.Join(group.ListedStates(), ", ")); code != http.StatusBadRequest || !strings.Contains(body, want) {
+		t.Errorf("state=Dead: %d, want 400 with %q\n%s", code, want, body)
 	}
 	code, body = get(t, base+"?type=klassic", "", "")
 	if code != http.StatusBadRequest || !strings.Contains(body, "classic, consumer") {

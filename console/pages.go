@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
 )
 
@@ -64,7 +65,9 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	q := r.URL.Query()
 	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1"}
 	p := groupsPage{Query: gq, Total: len(rows),
-		States: []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Assigning", "Reconciling"},
+		// The states cohort groups --state takes: a Dead group is never
+		// listed, so ?state=Dead would only ever show none.
+		States: group.ListedStates(),
 		Types:  []string{"classic", "consumer"}}
 	for _, g := range rows {
 		if g.State != "" && !slices.Contains(p.States, g.State) {

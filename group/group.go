@@ -23,6 +23,14 @@ const (
 
 var stateNames = [...]string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead"}
 
+// ListedStates are the states a group can have in a ListGroups answer: a
+// classic group's but Dead (a group being removed is never listed), then a
+// consumer group's own, Assigning and Reconciling (it is otherwise Empty or
+// Stable). The states cohort groups --state and the console's ?state= take.
+func ListedStates() []string {
+	return []string{"Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Assigning", "Reconciling"}
+}
+
 func (s State) String() string {
 	if int(s) < len(stateNames) {
 		return stateNames[s]

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cohort-dev/cohort/group"
 )
 
 // listedGroupJSON is one group of "cohort groups".
@@ -210,10 +212,10 @@ func splitList(s string) []string {
 }
 
 // The values "groups" filters on: the states ListGroups gives cohort's
-// classic and consumer groups (a Dead group is never listed), and the group
-// types cohort has.
+// classic and consumer groups (a Dead group is never listed; the console's
+// ?state= takes the same), and the group types cohort has.
 var (
-	groupStates = []string{"Empty", "Stable", "PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"}
+	groupStates = group.ListedStates()
 	groupTypes  = []string{"classic", "consumer"}
 )
 
