@@ -249,7 +249,8 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 	}
 	start := time.Now()
 	backoff := dialBackoffMin
-	var last error // the last connection failure
+	var last error  // the last connection failure
+	var final error // the last attempt's failure
 	for attempt := 1; ; attempt++ {
 		req := kmsg.NewPtrMetadataRequest()
 		req.Topics = []kmsg.MetadataRequestTopic{} // none: only "are you there"
@@ -257,6 +258,7 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		if err == nil {
 			return cl, nil
 		}
+		final = err
 		if isDialError(err) || last == nil && ctx.Err() != nil {
 			last = err
 		} else if ctx.Err() == nil {
@@ -272,25 +274,49 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 			}
 		}
 		if ctx.Err() != nil || attempt >= dialAttempts {
-			cl.Close()
-			// A node that accepts the connection but never answers is
-			// not one that cannot be connected to.
-			failed := "cannot connect to"
-			if connected.Load() {
-				failed = "no answer from"
-			}
 			// kgo tries the addresses in turn within one request, and
 			// with several of them down its request ends with ctx, not
-			// with a dial error: the hook has what each dial said.
-			dials, reason := connected.dialFailures()
+			// with a dial error: the hook has what each dial said
+			// (read before Close, which would end a dial under way).
+			dials, refused := connected.dialFailures()
+			cl.Close()
+			if refused == nil {
+				dials = attempt
+			}
+			failed, reason := "cannot connect to", refused
 			if reason == nil {
-				dials, reason = attempt, last
+				reason = last
+			}
+			if connected.Load() {
+				// A node that accepts the connection but never
+				// answers is not one that cannot be connected to;
+				// and dials refused before it came up are not why
+				// it did not answer.
+				failed, reason = "no answer from", noAnswer(final, refused)
 			}
 			return nil, fmt.Errorf("%s %s at %s (%s in %s): %w",
 				failed, what, where, plural(dials, "attempt"), time.Since(start).Round(time.Millisecond), reason)
 		}
 		backoff = min(2*backoff, dialBackoffMax)
 	}
+}
+
+// noAnswer is why a node that was connected to never answered: final, the
+// last attempt's failure (the timeout, or a dial refused after the
+// connection that got no answer), then refused, the dials that failed, if
+// any (each address's last).
+func noAnswer(final, refused error) error {
+	if isDialError(final) {
+		if refused == nil {
+			refused = final
+		}
+		return joinedErr{refused, errors.New("an earlier connection was opened but got no answer")}
+	}
+	reason := fmt.Errorf("connected, but no answer before the timeout (%w)", final)
+	if refused == nil {
+		return reason
+	}
+	return joinedErr{reason, fmt.Errorf("earlier attempts: %w", refused)}
 }
 
 // connectedHook records whether the client ever opened a connection:
@@ -317,6 +343,9 @@ func (h *connectedHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _
 func (h *connectedHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
 	if conn != nil {
 		h.Store(true)
+	}
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return // a dial ended by Close: no attempt of the command's
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -227,6 +227,50 @@ func TestConnectErrorNamesEveryAddress(t *testing.T) {
 	}
 }
 
+// TestConnectErrorNodeCameUpMute: when the address refused connections at
+// first and then a listener came up that accepts but never answers, the
+// error says "no answer" and gives the last attempt's failure first, not
+// only the earlier refusals ("no answer from ...: connection refused"
+// contradicted itself), which it names after it.
+func TestConnectErrorNodeCameUpMute(t *testing.T) {
+	addr := closedAddr(t)
+	up := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(1200 * time.Millisecond)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			up <- nil
+			return
+		}
+		up <- ln
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close() // held open, never answered
+		}
+	}()
+	// Attempts at about 0, 50, 150, 350, 750 and 1550 ms (the backoff
+	// doubles from 50ms): the one at 1550 connects.
+	_, errOut, code := cli{t: t}.run("topics", "--bootstrap", addr, "--timeout", "2500ms")
+	ln := <-up
+	if ln == nil {
+		t.Skip("the closed address was taken meanwhile")
+	}
+	ln.Close()
+	re := regexp.MustCompile(`^cohort: (?:topics: )?no answer from cohort at ` + regexp.QuoteMeta(addr) + ` \([0-9]+ attempts in [0-9.]+m?s\): (.*)\n$`)
+	m := re.FindStringSubmatch(errOut)
+	if code != 1 || m == nil {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	// The last attempt's failure (the timeout), then the refusals.
+	if reason := m[1]; !strings.HasPrefix(reason, "connected, but no answer before the timeout (context deadline exceeded); earlier attempts: ") ||
+		!strings.HasSuffix(reason, "dial tcp "+addr+": connect: connection refused") {
+		t.Errorf("reason %q: want the timeout of the connection that got no answer, then the earlier refusals", reason)
+	}
+}
+
 // TestSubcommandHelp: each action's -h prints its own usage and only the
 // flags it takes, spelled with two dashes as the docs spell them.
 func TestSubcommandHelp(t *testing.T) {
