@@ -274,7 +274,7 @@ func acl(e env, args []string) error {
 	case "add":
 		rs, err := adm.CreateACLs(ctx, sp.builder())
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return c.fail(what, err)
 		}
 		results = len(rs)
 		for _, r := range rs {
@@ -287,7 +287,7 @@ func acl(e env, args []string) error {
 		}
 	case "list":
 		if rows, fails, results, err = describeACLs(ctx, adm, sp); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return c.fail(what, err)
 		}
 	case "delete":
 		// What the filter matches now, shown before it is deleted (a
@@ -312,7 +312,7 @@ func acl(e env, args []string) error {
 		}
 		rs, err := adm.DeleteACLs(ctx, sp.builder())
 		if err != nil {
-			return fmt.Errorf("%s: %w", what, err)
+			return c.fail(what, err)
 		}
 		results = len(rs)
 		for _, r := range rs {

@@ -33,7 +33,8 @@ type conn struct {
 	bootstrap string
 	timeout   time.Duration
 	sec       clientconfig.Config
-	fs        *flag.FlagSet // its output (the command's stderr) takes warnings
+	fs        *flag.FlagSet  // its output (the command's stderr) takes warnings
+	hook      *connectedHook // the open client's, for fail; nil before open
 }
 
 func (c *conn) register(fs *flag.FlagSet) {
@@ -55,15 +56,53 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 	}
 	warnExposed(c.fs.Output(), c.sec)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	cl, err := connect(ctx, "cohort", "--bootstrap", c.bootstrap, opts)
+	cl, hook, err := connect(ctx, "cohort", "--bootstrap", c.bootstrap, opts)
 	if err != nil {
 		if errors.Is(err, kerr.UnsupportedSaslMechanism) {
 			err = withEnabledMechanisms(ctx, err, c.bootstrap, c.sec)
 		}
 		cancel()
-		return nil, nil, nil, err
+		// "cohort: <command>: ...", as every error line reads.
+		return nil, nil, nil, fmt.Errorf("%s: %w", strings.TrimSpace(c.fs.Name()), err)
 	}
+	c.hook = hook
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
+}
+
+// fail is err of the command's step what, once connected: "what: err", and
+// when err is a failed connection (a node that closed one at once, as at its
+// --max-connections, or one that could not be dialled) "what: cohort at
+// ADDR: err", ADDR the node whose connection failed, as the errors of
+// connecting name it. nil if err is.
+func (c *conn) fail(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if !isConnFailure(err) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	addr := strings.Join(strings.FieldsFunc(c.bootstrap, func(r rune) bool { return r == ',' || r == ' ' }), ",")
+	if a := c.hook.lastFailed(); a != "" {
+		addr = a
+	}
+	if eof := (*kgo.ErrFirstReadEOF)(nil); errors.As(err, &eof) {
+		// kgo guesses at TLS or SASL settings, but the first
+		// connection worked with the same ones.
+		err = fmt.Errorf("%w (the command's first connection worked with the same settings: the node may be at its --max-connections or --max-connections-per-ip limit)", err)
+	}
+	if strings.Contains(err.Error(), addr) {
+		return fmt.Errorf("%s: cohort: %w", what, err)
+	}
+	return fmt.Errorf("%s: cohort at %s: %w", what, addr, err)
+}
+
+// isConnFailure reports whether err is a connection that failed rather than
+// an answer: one dialled in vain, closed before its first answer (kgo's
+// guess at why then), or cut off.
+func isConnFailure(err error) bool {
+	var eof *kgo.ErrFirstReadEOF
+	var op *net.OpError
+	return errors.As(err, &eof) || errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // withEnabledMechanisms adds to err, a refused SASL mechanism, the
@@ -208,9 +247,9 @@ func (d *dataConn) open(ctx context.Context) (*kadm.Client, error) {
 		return nil, fmt.Errorf("--data-command-config: %w", err)
 	}
 	warnExposed(d.fs.Output(), sec)
-	cl, err := connect(ctx, "the data cluster", "--data-bootstrap", d.bootstrap, opts)
+	cl, _, err := connect(ctx, "the data cluster", "--data-bootstrap", d.bootstrap, opts)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", strings.TrimSpace(d.fs.Name()), err)
 	}
 	context.AfterFunc(ctx, cl.Close)
 	return kadm.NewClient(cl), nil
@@ -228,8 +267,9 @@ const (
 // answers: a connection that fails (refused, unreachable, timing out: a
 // node that is still starting, say) is retried with backoff until ctx ends,
 // and the error then names the addresses tried. Any other failure, such as
-// a refused authentication, is returned at once.
-func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.Opt) (*kgo.Client, error) {
+// a refused authentication, is returned at once. The hook goes on recording
+// the client's connections (conn.fail).
+func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.Opt) (*kgo.Client, *connectedHook, error) {
 	var addrs []string
 	for _, a := range strings.Split(bootstrap, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -237,7 +277,7 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, usagef("%s is empty: want host:port", flagName)
+		return nil, nil, usagef("%s is empty: want host:port", flagName)
 	}
 	where := strings.Join(addrs, ",")
 	// byname: offsets of topics outside the catalog are listed and reset
@@ -245,7 +285,7 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 	connected := &connectedHook{addrs: addrs} // whether a connection was ever opened; each address's last dial error
 	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(addrs...), byname.Opt(), kgo.WithHooks(connected))...)
 	if err != nil {
-		return nil, usagef("%s %s: %v", flagName, where, err)
+		return nil, nil, usagef("%s %s: %v", flagName, where, err)
 	}
 	start := time.Now()
 	backoff := dialBackoffMin
@@ -256,14 +296,15 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		req.Topics = []kmsg.MetadataRequestTopic{} // none: only "are you there"
 		_, err := req.RequestWith(ctx, cl)
 		if err == nil {
-			return cl, nil
+			connected.connectedNow()
+			return cl, connected, nil
 		}
 		final = err
 		if isDialError(err) || last == nil && ctx.Err() != nil {
 			last = err
 		} else if ctx.Err() == nil {
 			cl.Close()
-			return nil, fmt.Errorf("%s at %s: %w", what, where, err)
+			return nil, nil, fmt.Errorf("%s at %s: %w", what, where, err)
 		}
 		if ctx.Err() == nil {
 			timer := time.NewTimer(backoff)
@@ -294,7 +335,7 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 				// it did not answer.
 				failed, reason = "no answer from", noAnswer(final, refused)
 			}
-			return nil, fmt.Errorf("%s %s at %s (%s in %s): %w",
+			return nil, nil, fmt.Errorf("%s %s at %s (%s in %s): %w",
 				failed, what, where, plural(dials, "attempt"), time.Since(start).Round(time.Millisecond), reason)
 		}
 		backoff = min(2*backoff, dialBackoffMax)
@@ -332,6 +373,43 @@ type connectedHook struct {
 	dials  int
 	order  []string         // addresses whose dial failed
 	failed map[string]error // address -> its last dial error
+	// last is the address of the broker whose connection failed last
+	// since connect returned (a dial, or a request's write or read);
+	// before, since is false and nothing is kept.
+	last  string
+	since bool
+}
+
+// connectedNow marks the end of connect: connection failures from now on
+// are the command's (lastFailed).
+func (h *connectedHook) connectedNow() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.since, h.last = true, ""
+}
+
+// lastFailed is the address of the broker whose connection failed last
+// since connect returned, "" if none did (or h is nil).
+func (h *connectedHook) lastFailed() string {
+	if h == nil {
+		return ""
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
+// OnBrokerE2E notes a request that failed on its connection: its write,
+// or its read (a connection the broker closed).
+func (h *connectedHook) OnBrokerE2E(meta kgo.BrokerMetadata, _ int16, e2e kgo.BrokerE2E) {
+	if e2e.Err() == nil || errors.Is(e2e.Err(), kgo.ErrClientClosed) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.since {
+		h.last = net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	}
 }
 
 func (h *connectedHook) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.Duration, err error) {
@@ -354,6 +432,9 @@ func (h *connectedHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration
 		return
 	}
 	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if h.since {
+		h.last = addr
+	}
 	if h.failed == nil {
 		h.failed = map[string]error{}
 	}

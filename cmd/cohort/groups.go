@@ -245,7 +245,7 @@ func listGroups(e env, f *cmdFlags, states, types []string) error {
 	// are applied here too, for servers that ignore them.
 	gs, err := kadm.NewClient(cl).ListGroupsByType(ctx, types, states...)
 	if err != nil {
-		return err
+		return f.c.fail("groups", err)
 	}
 	list := []listedGroupJSON{}
 	for _, g := range gs.Sorted() {
@@ -279,7 +279,7 @@ func describeCmd(e env, f *cmdFlags, df describeFlags, ids []string) error {
 	if df.all {
 		gs, err := untilReachable(ctx, cl, func() (kadm.ListedGroups, error) { return adm.ListGroups(ctx) })
 		if err != nil {
-			return err
+			return f.c.fail("group describe --all-groups", err)
 		}
 		ids = gs.Groups()
 		slices.Sort(ids)

@@ -133,7 +133,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 	case "":
 		topics, err := adm.ListTopics(ctx)
 		if err != nil {
-			return err
+			return c.fail("topics", err)
 		}
 		list := []topicJSON{}
 		for _, t := range topics.Sorted() {
@@ -156,7 +156,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 			err = withMessage(r.Err, r.ErrMessage)
 		}
 		if err != nil {
-			return fmt.Errorf("create %s: %w", name, err)
+			return c.fail("create "+name, err)
 		}
 		res = topicJSON{Topic: name, Partitions: *partitions}
 		if !o.json() {
@@ -167,7 +167,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		// asking (Kafka's code for a refused count reads "below 1").
 		cur, err := partitionCount(ctx, adm, name)
 		if err != nil {
-			return fmt.Errorf("grow %s: %w", name, err)
+			return c.fail("grow "+name, err)
 		}
 		if *partitions <= cur {
 			return fmt.Errorf("grow %s: it has %d partitions and the count can only grow: give --partitions above %d", name, cur, cur)
@@ -177,7 +177,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 			err = answerErr(rs, name, func(r kadm.CreatePartitionsResponse) (string, error) { return r.ErrMessage, r.Err })
 		}
 		if err != nil {
-			return fmt.Errorf("grow %s: %w", name, err)
+			return c.fail("grow "+name, err)
 		}
 		res = topicJSON{Topic: name, Partitions: *partitions, PreviousPartitions: ptr(cur)}
 		if !o.json() {
@@ -187,7 +187,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		preview := func(w io.Writer, asJSON bool) (int, error) {
 			p, err := previewTopicDelete(ctx, adm, name)
 			if err != nil {
-				return 0, fmt.Errorf("delete %s: %w", name, err)
+				return 0, c.fail("delete "+name, err)
 			}
 			if asJSON {
 				return 1, writeJSON(w, p)
@@ -212,7 +212,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 			err = answerErr(rs, name, func(r kadm.DeleteTopicResponse) (string, error) { return r.ErrMessage, r.Err })
 		}
 		if err != nil {
-			return fmt.Errorf("delete %s: %w", name, err)
+			return c.fail("delete "+name, err)
 		}
 		res = deletedTopicJSON{Topic: name, Deleted: true}
 		if !o.json() {

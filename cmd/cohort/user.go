@@ -156,14 +156,14 @@ func users(e env, cmd string, args []string) error {
 				err = alteredErr(rs, name)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(name), m, *iterations, cell(result(err, "set")))
-			failed = errors.Join(failed, err)
+			failed = errors.Join(failed, c.fail("user set "+name+" "+m.String(), err))
 		}
 		return failed
 	case "delete":
 		preview := func(w io.Writer, _ bool) (int, error) {
 			described, err := adm.DescribeUserSCRAMs(ctx, name)
 			if err != nil {
-				return 0, fmt.Errorf("user delete: %w", err)
+				return 0, c.fail("user delete", err)
 			}
 			d := described[name]
 			if d.Err != nil && !errors.Is(d.Err, kerr.ResourceNotFound) {
@@ -206,7 +206,7 @@ func users(e env, cmd string, args []string) error {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(name), m, "none")
 				continue
 			default:
-				failed = errors.Join(failed, err)
+				failed = errors.Join(failed, c.fail("user delete "+name+" "+m.String(), err))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(name), m, cell(result(err, "deleted")))
 		}
@@ -217,7 +217,7 @@ func users(e env, cmd string, args []string) error {
 	}
 	described, err := adm.DescribeUserSCRAMs(ctx, pos...)
 	if err != nil {
-		return fmt.Errorf("users: %w", err)
+		return c.fail("users", err)
 	}
 	fmt.Fprintln(tw, "USER\tMECHANISM\tITERATIONS")
 	var failed error
