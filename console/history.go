@@ -232,7 +232,10 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		ev.MovesOmitted = capList(&ev.Moves, o.Members)
 		h.Events = append(h.Events, ev)
 	}
-	if len(h.Events) == 0 {
+	switch {
+	case doc.HistoryOff:
+		h.Note = "This node keeps no rebalance history (cohort serve --group-history 0): no rebalance is recorded."
+	case len(h.Events) == 0:
 		h.Note = "No rebalance recorded yet."
 	}
 	return h

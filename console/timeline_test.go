@@ -138,4 +138,14 @@ func TestTimelineRendering(t *testing.T) {
 	if h := historyOf(&kmsg.DescribeGroupsResponseGroup{}); len(h.Events) != 0 || !strings.Contains(h.Note, "no rebalance history") {
 		t.Errorf("without the tag: %+v", h)
 	}
+	// A node that keeps no history (--group-history 0) says so, not
+	// "no rebalance recorded yet".
+	var off kmsg.DescribeGroupsResponseGroup
+	if err := group.SetHistoryTag(&off, &group.HistoryDoc{Version: 1, Group: "g", Type: "classic", State: "Stable",
+		History: []group.RebalanceEvent{}, HistoryOff: true}); err != nil {
+		t.Fatal(err)
+	}
+	if h := historyOf(&off); !strings.Contains(h.Note, "keeps no rebalance history (cohort serve --group-history 0)") {
+		t.Errorf("history off: %+v", h)
+	}
 }

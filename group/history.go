@@ -245,6 +245,11 @@ type HistoryDoc struct {
 	// Withheld: the history names topics the asker may not describe, and
 	// only Version, Group, Type and State are given (WithholdHistory).
 	Withheld bool `json:"withheld,omitempty"`
+	// HistoryOff: the node records no history (Config.HistorySize < 0,
+	// cohort serve --group-history 0), so History is empty and Storm
+	// counts nothing whatever the group did. Left out when false (and
+	// by nodes before it).
+	HistoryOff bool `json:"history_off,omitempty"`
 }
 
 // RequestHistory asks, in req, for the history of each group: at most n of

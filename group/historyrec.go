@@ -706,6 +706,7 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 		doc.History = append(doc.History, evs...)
 	}
 	doc.Storm = s.storm(group, now)
+	doc.HistoryOff = s.cfg.HistorySize < 0
 	return doc, true
 }
 

@@ -134,10 +134,16 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
 			andMore(movesText(ev.Members), o.Members))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	if doc.HistoryOff {
+		// No empty table and no "0 completed rebalances": the node
+		// counts none.
+		fmt.Fprintln(w, historyOffSentence(doc.Group))
+	} else {
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, stormSentence(doc.Storm))
 	}
-	fmt.Fprintln(w, stormSentence(doc.Storm))
 	if doc.Waiting != nil {
 		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", cell(doc.Group), doc.State,
 			doc.Waiting.Since.UTC().Format(tableTime), cell(doc.Group))
@@ -247,6 +253,12 @@ func durText(ms int64, sep string) string {
 	return strconv.FormatFloat(float64(tenths)/10, 'f', -1, 64) + sep + "s"
 }
 
+// historyOffSentence says that the node records no rebalance, so that an
+// empty history and a storm count of 0 are not read as a quiet group.
+func historyOffSentence(id string) string {
+	return fmt.Sprintf("The node keeps no rebalance history (cohort serve --group-history 0): no rebalance of %s is recorded, nor counted for storms.", cell(id))
+}
+
 // stormSentence says whether the group is flagged as rebalancing too often,
 // and the causes counted. The detector counts rebalances as they complete
 // (a rebalance in progress is told apart by the "Now" sentence).
@@ -311,14 +323,19 @@ func causeCounts(cs map[group.CauseKind]int) string {
 // were asked for (--last 0).
 func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, noEvents bool) {
 	t := timeFmt{now: now.UTC()}
-	if len(doc.History) == 0 && !noEvents {
+	switch {
+	case doc.HistoryOff:
+		fmt.Fprintln(w, historyOffSentence(doc.Group))
+	case len(doc.History) == 0 && !noEvents:
 		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", cell(doc.Group))
 	}
 	for _, ev := range doc.History {
 		fmt.Fprintln(w, explainEvent(ev, t))
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, stormSentence(doc.Storm))
+	if !doc.HistoryOff {
+		fmt.Fprintln(w, stormSentence(doc.Storm))
+	}
 	fmt.Fprintln(w, nowSentence(doc, leader, t))
 	fmt.Fprintln(w, "(Times are UTC.)")
 }

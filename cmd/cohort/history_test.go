@@ -382,6 +382,40 @@ func TestGroupHistoryErrors(t *testing.T) {
 	wantIn(t, "why idle", c.ok("group", "why", "idle"), "Group idle has no recorded rebalance.", "No rebalance storm: 0 completed rebalances started within the last 5m0s (a storm is more than 10).", "Now the group is Empty: no rebalance is in progress.")
 }
 
+// TestGroupHistoryOff: on a node that keeps no history (--group-history
+// 0), group history and group why say so in one line, instead of an empty
+// table, "no recorded rebalance" and a storm count of 0 that read as a
+// quiet group; the JSON document carries "history_off": true.
+func TestGroupHistoryOff(t *testing.T) {
+	n := startNodeWith(t, "127.0.0.1:0", func(c *group.Config) { c.HistorySize = -1 }) // what --group-history 0 sets
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	const g = "unrecorded"
+	m := newRawMember(t, n.Addr(), "c-1", 45*time.Second)
+	j, err := m.join(g)
+	must(t, err)
+	must(t, m.sync(g, j.Generation, map[string][]int32{m.id: {0}}))
+
+	const off = "The node keeps no rebalance history (cohort serve --group-history 0): no rebalance of unrecorded is recorded, nor counted for storms."
+	for _, action := range []string{"history", "why"} {
+		out := c.ok("group", action, g)
+		if !strings.Contains(out, off) || strings.Contains(out, "No rebalance storm") || strings.Contains(out, "no recorded rebalance") || strings.Contains(out, "SEQ") {
+			t.Errorf("group %s on a node without history:\n%s", action, out)
+		}
+	}
+	if d := c.historyDoc(g); !d.HistoryOff || len(d.History) != 0 {
+		t.Errorf("history document: %+v", d)
+	}
+	// A node that keeps history leaves the field out.
+	on := startNode(t, "127.0.0.1:0")
+	m2 := newRawMember(t, on.Addr(), "c-1", 45*time.Second)
+	j, err = m2.join(g)
+	must(t, err)
+	must(t, m2.sync(g, j.Generation, nil))
+	if out := (cli{t: t, base: []string{"--bootstrap", on.Addr()}}).ok("group", "history", g, "--output", "json"); strings.Contains(out, "history_off") {
+		t.Errorf("history_off sent by a node that keeps history:\n%s", out)
+	}
+}
+
 // TestGroupHistoryConsumerProtocol: the history of a consumer-protocol
 // (KIP-848) group, which DescribeGroups answers as missing but with its
 // history: two franz-go consumers join one after the other and the second
