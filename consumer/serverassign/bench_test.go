@@ -2,6 +2,7 @@ package serverassign
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -150,5 +151,108 @@ func BenchmarkRange1M(b *testing.B) {
 		if _, err := Range().Assign(in.g.members, in.g.topics, nil); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// heteroGroup is ntopics x nparts partitions and nmembers members, each
+// subscribed to k topics drawn at random (a fixed seed), with three racks
+// when racks is set (members round-robin, every partition with replicas in
+// two of them).
+func heteroGroup(ntopics, nparts, nmembers, k int, racks bool) group {
+	r := rand.New(rand.NewPCG(uint64(ntopics)<<32|uint64(nmembers), uint64(k)))
+	g := group{topics: map[string]Topic{}}
+	names := make([]string, ntopics)
+	for i := range names {
+		names[i] = fmt.Sprintf("topic-%04d", i)
+		t := Topic{Name: names[i], Partitions: int32(nparts)}
+		if racks {
+			pairs := [][]string{{"r0", "r1"}, {"r1", "r2"}, {"r0", "r2"}}
+			t.Racks = make([][]string, nparts)
+			for p := range t.Racks {
+				t.Racks[p] = pairs[(i+p)%3]
+			}
+		}
+		g.topics[names[i]] = t
+	}
+	g.members = make([]Member, nmembers)
+	idx := make([]int, ntopics)
+	for i := range idx {
+		idx[i] = i
+	}
+	for i := range g.members {
+		// A partial Fisher-Yates shuffle draws k distinct topics.
+		for j := 0; j < k; j++ {
+			s := j + r.IntN(ntopics-j)
+			idx[j], idx[s] = idx[s], idx[j]
+		}
+		sel := slices.Clone(idx[:k])
+		slices.Sort(sel)
+		m := Member{ID: fmt.Sprintf("member-%05d", i), Topics: make([]string, k)}
+		for j, t := range sel {
+			m.Topics[j] = names[t]
+		}
+		if racks {
+			m.Rack = fmt.Sprintf("r%d", i%3)
+		}
+		g.members[i] = m
+	}
+	return g
+}
+
+// BenchmarkUniformHeterogeneous: members subscribed to k random topics
+// each, no previous target (a cold start, or every member replaced), named
+// topics x partitions / members / k. "join" is one more member (k random
+// topics) joining the plan of the others.
+func BenchmarkUniformHeterogeneous(b *testing.B) {
+	if testing.Short() {
+		b.Skip("large benchmark skipped in -short mode")
+	}
+	cases := []struct {
+		nt, np, nm, k int
+		racks, join   bool
+	}{
+		{100, 100, 1000, 10, false, false},
+		{500, 100, 5000, 10, false, false},
+		{1000, 100, 10000, 10, false, false},
+		{100, 1000, 10000, 50, false, false},
+		{10, 10000, 10000, 5, false, false},
+		{1000, 100, 10000, 10, true, false},
+		{1000, 100, 10000, 10, false, true},
+	}
+	for _, c := range cases {
+		name := fmt.Sprintf("%dx%d/%dm/%dt", c.nt, c.np, c.nm, c.k)
+		if c.racks {
+			name += "/racks"
+		}
+		if c.join {
+			name += "/join"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := heteroGroup(c.nt, c.np, c.nm, c.k, c.racks)
+			var prev Plan
+			if c.join {
+				var err error
+				if prev, err = Uniform().Assign(g.members[:c.nm-1], g.topics, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			a := Uniform()
+			var p Plan
+			b.ReportAllocs()
+			for b.Loop() {
+				var err error
+				if p, err = a.Assign(g.members, g.topics, prev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var counts []int
+			for _, m := range g.members {
+				counts = append(counts, count(p, m.ID))
+			}
+			b.ReportMetric(float64(slices.Max(counts)-slices.Min(counts)), "spread")
+			if prev != nil {
+				b.ReportMetric(float64(moved(prev, p)), "moved")
+			}
+		})
 	}
 }

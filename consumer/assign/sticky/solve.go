@@ -388,6 +388,17 @@ func (s *solver) violation() (int32, bool) {
 // balance moves partitions along cheapest paths from the most loaded
 // members that can shed load until no path from a member to one with a
 // load two lower remains.
+//
+// Each round finds the highest such load (violation), the cheapest paths
+// from all members at that load (spfa) and the cheapest cost at which one
+// of the members two or more below can be reached, and the least loaded
+// of those: the receivers. With one receiver it moves partitions along the
+// cheapest path to it; with several, from as many of the sources as it
+// can, one path each, to the receivers (blockingFlow), each path still a
+// cheapest one when it is used, which is what keeps (2). Moving along a
+// single path per round took thousands of rounds, each a scan of the whole
+// graph, for thousands of members with differing subscriptions and no
+// history.
 func (s *solver) balance() error {
 	var sources []int32
 	for {
@@ -404,19 +415,186 @@ func (s *solver) balance() error {
 		if err := s.spfa(sources); err != nil {
 			return err
 		}
-		b := int32(-1)
+		// The receivers: the least loaded of the cheapest to reach among
+		// the members with a load of at most level-2.
+		b, open := int32(-1), 0
 		for m := 0; m < s.nm; m++ {
 			if s.load[m] > level-2 || s.dist[m] == inf {
 				continue
 			}
-			if b < 0 || s.dist[m] < s.dist[b] || s.dist[m] == s.dist[b] && s.load[m] < s.load[b] {
-				b = int32(m)
+			switch {
+			case b < 0 || s.dist[m] < s.dist[b] || s.dist[m] == s.dist[b] && s.load[m] < s.load[b]:
+				b, open = int32(m), 1
+			case s.dist[m] == s.dist[b] && s.load[m] == s.load[b]:
+				open++
 			}
 		}
-		if b < 0 {
+		switch {
+		case b < 0:
+			return errInternal
+		case open == 1:
+			// The one-path step: no search for more paths to make.
+			s.augment(b, (level-s.load[b])/2)
+		case s.blockingFlow(sources, level, s.dist[b], s.load[b], open) == 0:
 			return errInternal
 		}
-		s.augment(b, (level-s.load[b])/2)
+	}
+}
+
+// blockingFlow moves partitions from the sources (members at load level,
+// spfa's sources) to the open receivers, the members at distance best with
+// load low (the least loaded of the cheapest to reach with a load of at
+// most level-2: those the one-path step chooses from), along paths whose every arc is tight for spfa's distances
+// (dist[w] = dist[v] + cost), until no such path or no receiver remains,
+// and returns how many paths it used. Each source sends along one path and
+// each receiver takes from one; as in the one-path step, a path carries as
+// many units as its arcs allow at their current cost, up to half the gap
+// between its two ends, so every path lowers the sum of squared loads.
+//
+// Moving units along tight arcs keeps dist a valid potential (no residual
+// arc gets a negative reduced cost: the reverse of a tight arc is tight,
+// and an arc's cost only rises as it is used), so every later path of
+// tight arcs is still a cheapest path: the residual graph keeps having no
+// negative cycle. As in Dinic's algorithm, paths only follow arcs that go
+// one step further from the sources in a breadth-first layering of the
+// tight arcs, so arcs gained in the round (reverses) are never used and a
+// node found to lead nowhere stays dead for the round.
+func (s *solver) blockingFlow(sources []int32, level, best, low int32, open int) int {
+	nm := int32(s.nm)
+	lvl, cur := s.label, s.count // spfa is done with count; violation redoes label
+	for i := range lvl {
+		lvl[i] = -1
+		cur[i] = 0
+	}
+	// Breadth-first layers over the tight arcs.
+	q := s.queue[:0]
+	for _, m := range sources {
+		lvl[m] = 0
+		q = append(q, m)
+	}
+	for head := 0; head < len(q); head++ {
+		v := q[head]
+		d, l := s.dist[v], lvl[v]+1
+		if v < nm {
+			for _, a := range s.memberArcs[v] {
+				if cost, _, ok := s.outCost(a); ok {
+					if w := nm + s.arcClass[a]; lvl[w] < 0 && s.dist[w] == d+cost {
+						lvl[w] = l
+						q = append(q, w)
+					}
+				}
+			}
+			continue
+		}
+		c := &s.classes[v-nm]
+		for k, w := range c.members {
+			if lvl[w] < 0 {
+				if cost, _ := s.inCost(int32(c.arcStart + k)); s.dist[w] == d+cost {
+					lvl[w] = l
+					q = append(q, w)
+				}
+			}
+		}
+	}
+	s.queue = q[:0]
+
+	sink := func(m int32) bool {
+		return m < nm && s.load[m] == low && s.dist[m] == best
+	}
+	moved := 0
+	path := s.order[:0] // arcs; path nodes are implied
+	nodes := make([]int32, 0, 16)
+	for _, src := range sources {
+		if open == 0 {
+			break
+		}
+		if lvl[src] < 0 {
+			continue
+		}
+		path, nodes = path[:0], append(nodes[:0], src)
+		for len(nodes) > 0 {
+			v := nodes[len(nodes)-1]
+			if v != src && sink(v) {
+				delta := min(s.capacity(path), (level-s.load[v])/2)
+				s.push(path, delta)
+				s.load[src] -= delta
+				s.load[v] += delta
+				open--
+				moved++
+				break
+			}
+			a, w, ok := s.nextAdmissible(v, lvl, cur)
+			if ok {
+				path = append(path, a)
+				nodes = append(nodes, w)
+				continue
+			}
+			lvl[v] = -1 // dead for the round
+			nodes = nodes[:len(nodes)-1]
+			if len(path) > 0 {
+				path = path[:len(path)-1]
+			}
+		}
+	}
+	s.order = path[:0]
+	return moved
+}
+
+// nextAdmissible returns, from v's current arc on (cur[v]), the first
+// residual arc v -> w that is tight and leads one layer further to a node
+// not yet dead, leaving cur[v] at it.
+func (s *solver) nextAdmissible(v int32, lvl, cur []int32) (a, w int32, ok bool) {
+	nm := int32(s.nm)
+	d := s.dist[v]
+	if v < nm {
+		arcs := s.memberArcs[v]
+		for ; int(cur[v]) < len(arcs); cur[v]++ {
+			a := arcs[cur[v]]
+			if cost, _, ok := s.outCost(a); ok {
+				if w := nm + s.arcClass[a]; lvl[w] == lvl[v]+1 && s.dist[w] == d+cost {
+					return a, w, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	c := &s.classes[v-nm]
+	for ; int(cur[v]) < len(c.members); cur[v]++ {
+		a := int32(c.arcStart) + cur[v]
+		cost, _ := s.inCost(a)
+		if w := s.arcMember[a]; lvl[w] == lvl[v]+1 && s.dist[w] == d+cost {
+			return a, w, true
+		}
+	}
+	return 0, 0, false
+}
+
+// capacity is how many units can move along a path of arcs from a member
+// (member -> class and class -> member arcs alternating) at the cost of
+// its first unit.
+func (s *solver) capacity(path []int32) int32 {
+	c := int32(inf)
+	for i, a := range path {
+		if i%2 == 0 {
+			_, n, _ := s.outCost(a)
+			c = min(c, n)
+		} else {
+			_, n := s.inCost(a)
+			c = min(c, n)
+		}
+	}
+	return c
+}
+
+// push moves delta units along a path of arcs from a member: a member ->
+// class arc gives them up, a class -> member arc takes them.
+func (s *solver) push(path []int32, delta int32) {
+	for i, a := range path {
+		if i%2 == 0 {
+			s.x[a] -= delta
+		} else {
+			s.x[a] += delta
+		}
 	}
 }
 
