@@ -502,7 +502,7 @@ func (s *solver) blockingFlow(sources []int32, level, best, low int32, open int)
 		return m < nm && s.load[m] == low && s.dist[m] == best
 	}
 	moved := 0
-	path := s.order[:0] // arcs; path nodes are implied
+	path := s.order[:0] // the arcs of the path from src; nodes, its nodes
 	nodes := make([]int32, 0, 16)
 	for _, src := range sources {
 		if open == 0 {
