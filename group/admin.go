@@ -29,8 +29,9 @@ func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.Describe
 }
 
 // describeGroup is DescribeGroup listing at most maxMembers members and
-// giving the member count in MembersTag; maxMembers < 0: every member, no
-// count (a request without the tag).
+// giving the member count in MembersTag, or a consumer-protocol group's
+// summary in ConsumerSummaryTag; maxMembers < 0: every member, no count, no
+// summary (a request without the tag).
 func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers int) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
@@ -48,6 +49,11 @@ func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers in
 			msg := "group " + id + " not found"
 			d.ErrorMessage = &msg
 			d.AuthorizedOperations = opsUnset
+		}
+		if maxMembers >= 0 && v >= 5 && g != nil && g.cg != nil && g.state != Dead {
+			// Asked for the member counts (MembersTag): a
+			// consumer-protocol group sums itself up.
+			SetConsumerSummary(&d, s.consumerSummary(g))
 		}
 		return d
 	}

@@ -21,7 +21,8 @@ import (
 // exists carries it too with an int32: how many members the group has, those
 // left out included. A missing group, and a consumer-protocol group (which
 // answers as missing here; ConsumerGroupDescribe describes it), carries
-// none. A request without the tag gets the answer it always got, every
+// none: a consumer-protocol group carries its member count, state, epoch
+// and assignor in ConsumerSummaryTag instead. A request without the tag gets the answer it always got, every
 // member and no count; a server that does not know the tag ignores it and
 // lists every member, so a client reads the count with MemberCountOf and
 // falls back to len(Members).

@@ -45,7 +45,9 @@ type Limits struct {
 	Lists int32
 	// Members bounds the members listed per classic group, and asks for
 	// each group's member count (group.MembersTag, read with
-	// group.MemberCountOf; < 0: every member, no count).
+	// group.MemberCountOf) and each consumer-protocol group's summary
+	// (group.ConsumerSummaryTag, read with group.ConsumerSummaryOf); < 0:
+	// every member, no count, no summary.
 	Members int32
 }
 
