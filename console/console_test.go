@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,13 @@ func TestAuthAndACLs(t *testing.T) {
 	}
 	if !strings.Contains(body, "groups/visible-app") || strings.Contains(body, "hidden-app") || !strings.Contains(body, "<b>alice</b>") {
 		t.Errorf("alice's groups page:\n%s", body)
+	}
+	// The row of mixed-848 comes from the node's summary, which names no
+	// topic and needs only DESCRIBE on the group (group-semantics.md
+	// §describe): its member, no error.
+	if row := regexp.MustCompile(`(?s)<tr data-group="mixed-848".*?</tr>`).FindString(body); !regexp.MustCompile(`(?s)state-stable">Stable<.*<td>consumer / uniform</td>\s*<td class="num">1</td>`).MatchString(row) ||
+		strings.Contains(row, `class="error"`) || strings.Contains(row, "hidden") {
+		t.Errorf("alice's row of mixed-848, want Stable, its assignor and 1 member, no error, no topic: %s", row)
 	}
 	if code, _ := get(t, base+"groups/hidden-app", "alice", "alice-pw"); code != http.StatusForbidden {
 		t.Errorf("alice on hidden-app: %d, want 403", code)

@@ -141,8 +141,9 @@ func listGroups(ctx context.Context, cl *kgo.Client) ([]GroupRow, error) {
 // entries of a request) or answer with one huge response.
 var describeBatch = 1000 // a variable for tests
 
-// describeRows fills in rows (in place) with what DescribeGroups and
-// ConsumerGroupDescribe say, sent to each group's coordinator in batches.
+// describeRows fills in rows (in place) with what DescribeGroups says, sent
+// to each group's coordinator in batches, and ConsumerGroupDescribe for
+// consumer-protocol groups the node does not sum up.
 func describeRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now time.Time) error {
 	for len(rows) > 0 {
 		n := min(len(rows), describeBatch)
@@ -178,20 +179,29 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 		}
 		return &rows[j]
 	}
-	// Every group: the history of consumer-protocol groups comes from
-	// DescribeGroups too; their other columns do not. No members: the page
-	// shows how many there are, which the node counts (group.MembersTag).
+	// Every group, consumer-protocol groups too. No members: the page
+	// shows how many there are, which the node counts (group.MembersTag),
+	// and for a consumer-protocol group sums up with the other columns
+	// (group.ConsumerSummaryTag).
 	described, err := describeGroups(ctx, cl, append(classic, consumer...), 0, 0)
 	if err != nil {
 		return err
 	}
+	summed := map[string]bool{}
 	for i := range described {
 		d := &described[i]
 		if j, ok := idx[d.Group]; ok && rows[j].Type == "consumer" {
 			// A consumer group's entry answers GROUP_ID_NOT_FOUND (it is
-			// not a classic group) and still carries the history.
+			// not a classic group) and still carries the history, and
+			// its summary when the node gives one.
 			if d.ErrorCode == 0 || d.ErrorCode == kerr.GroupIDNotFound.Code {
 				summarize(&rows[j], historyOf(d), now)
+			}
+			if cs, ok := group.ConsumerSummaryOf(d); ok {
+				r := &rows[j]
+				r.State, r.Members, r.Generation, r.Protocol = cs.State, int(cs.Members), cs.Epoch, cs.Assignor
+				r.ProtocolType = "consumer"
+				summed[d.Group] = true
 			}
 			continue
 		}
@@ -205,6 +215,9 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 		}
 		summarize(r, historyOf(d), now)
 	}
+	// A node that gives no summary (an older cohort) is asked
+	// ConsumerGroupDescribe, which sends every member with its assignment.
+	consumer = slices.DeleteFunc(consumer, func(id string) bool { return summed[id] })
 	if len(consumer) > 0 {
 		creq := kmsg.NewPtrConsumerGroupDescribeRequest()
 		creq.Groups = consumer

@@ -14,11 +14,12 @@ import (
 // rebalance event, each list of which (more causes, members waited for,
 // evicted, moves) holds at most lists entries, and with at most members
 // members per classic group, whose count the node then gives
-// (group.MembersTag, read by memberCount). Package grouphistory sends it:
-// kgo's own routing of DescribeGroups would drop the tagged fields. The
-// groups page asks for no list entries (it shows when the rebalances
-// started) and no members (it shows how many), a group page for maxListed
-// entries and maxMemberRows members.
+// (group.MembersTag, read by memberCount), as it gives a summary of each
+// consumer-protocol group (group.ConsumerSummaryTag). Package grouphistory
+// sends it: kgo's own routing of DescribeGroups would drop the tagged
+// fields. The groups page asks for no list entries (it shows when the
+// rebalances started) and no members (it shows how many), a group page for
+// maxListed entries and maxMemberRows members.
 func describeGroups(ctx context.Context, cl *kgo.Client, ids []string, lists, members int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	return grouphistory.DescribeLimited(ctx, cl, ids, grouphistory.Limits{Events: -1, Lists: lists, Members: members})
 }
