@@ -493,29 +493,11 @@ func (m *Member) run() {
 			backlog = backlog[1:]
 		case <-closeReq:
 			closeReq = nil
-			m.closeMu.Lock()
-			abandon := m.abandon
-			m.closeMu.Unlock()
-			m.mu.Lock()
-			if abandon {
-				m.mc.Abandon(m.clk.Now())
-			} else {
-				m.mc.Close(m.clk.Now())
-			}
-			m.mu.Unlock()
+			m.stopMachine(m.mc.Close)
 		case <-aborted:
 			// Close no longer waits for a rebalance (or Abandon).
 			aborted = nil
-			m.closeMu.Lock()
-			abandon := m.abandon
-			m.closeMu.Unlock()
-			m.mu.Lock()
-			if abandon {
-				m.mc.Abandon(m.clk.Now())
-			} else {
-				m.mc.CloseNow(m.clk.Now())
-			}
-			m.mu.Unlock()
+			m.stopMachine(m.mc.CloseNow)
 		}
 	}
 }
@@ -584,5 +566,20 @@ func (m *Member) callbacks(queue <-chan Callback, works map[uint64]context.Conte
 		case <-stopped:
 			return
 		}
+	}
+}
+
+// stopMachine tells the machine that the member stops: Abandon if Abandon
+// was called, otherwise close (Machine.Close or CloseNow).
+func (m *Member) stopMachine(close func(time.Time)) {
+	m.closeMu.Lock()
+	abandon := m.abandon
+	m.closeMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if abandon {
+		m.mc.Abandon(m.clk.Now())
+	} else {
+		close(m.clk.Now())
 	}
 }
