@@ -233,8 +233,10 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		h.Events = append(h.Events, ev)
 	}
 	switch {
-	case doc.HistoryOff:
+	case doc.HistoryOff && len(h.Events) == 0:
 		h.Note = "This node keeps no rebalance history (cohort serve --group-history 0): no rebalance is recorded."
+	case doc.HistoryOff:
+		h.Note = "This node keeps no rebalance history (cohort serve --group-history 0): the rebalances below were recorded before; none since is recorded."
 	case len(h.Events) == 0:
 		h.Note = "No rebalance recorded yet."
 	}

@@ -148,4 +148,13 @@ func TestTimelineRendering(t *testing.T) {
 	if h := historyOf(&off); !strings.Contains(h.Note, "keeps no rebalance history (cohort serve --group-history 0)") {
 		t.Errorf("history off: %+v", h)
 	}
+	// Events stored before history was turned off are shown, as older.
+	older := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	if err := group.SetHistoryTag(&off, &group.HistoryDoc{Version: 1, Group: "g", Type: "classic", State: "Stable", HistoryOff: true,
+		History: []group.RebalanceEvent{{Seq: 1, Start: older, Generation: 1, Outcome: "completed", Cause: group.Cause{Kind: group.CauseMemberJoined, At: older}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if h := historyOf(&off); len(h.Events) != 1 || !strings.Contains(h.Note, "recorded before") || strings.Contains(h.Note, "no rebalance is recorded") {
+		t.Errorf("history off with older events: %+v", h)
+	}
 }

@@ -134,11 +134,20 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
 			andMore(movesText(ev.Members), o.Members))
 	}
-	if doc.HistoryOff {
+	switch {
+	case doc.HistoryOff && len(doc.History) == 0:
 		// No empty table and no "0 completed rebalances": the node
 		// counts none.
 		fmt.Fprintln(w, historyOffSentence(doc.Group))
-	} else {
+	case doc.HistoryOff:
+		// Events stored before the node was restarted with history
+		// off (or by another node before a failover): shown, but
+		// nothing new is recorded or counted.
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w, historyOffOlderSentence(doc.Group))
+	default:
 		if err := tw.Flush(); err != nil {
 			return err
 		}
@@ -259,6 +268,13 @@ func historyOffSentence(id string) string {
 	return fmt.Sprintf("The node keeps no rebalance history (cohort serve --group-history 0): no rebalance of %s is recorded, nor counted for storms.", cell(id))
 }
 
+// historyOffOlderSentence goes with events a node that keeps no history
+// still has from before (a restart with --group-history 0, a failover from
+// a node that kept it).
+func historyOffOlderSentence(id string) string {
+	return fmt.Sprintf("The node keeps no rebalance history (cohort serve --group-history 0): the rebalances of %s shown were recorded before; none since is recorded, nor counted for storms.", cell(id))
+}
+
 // stormSentence says whether the group is flagged as rebalancing too often,
 // and the causes counted. The detector counts rebalances as they complete
 // (a rebalance in progress is told apart by the "Now" sentence).
@@ -324,8 +340,10 @@ func causeCounts(cs map[group.CauseKind]int) string {
 func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, noEvents bool) {
 	t := timeFmt{now: now.UTC()}
 	switch {
-	case doc.HistoryOff:
+	case doc.HistoryOff && len(doc.History) == 0:
 		fmt.Fprintln(w, historyOffSentence(doc.Group))
+	case doc.HistoryOff:
+		fmt.Fprintf(w, "%s\n\n", historyOffOlderSentence(doc.Group))
 	case len(doc.History) == 0 && !noEvents:
 		fmt.Fprintf(w, "Group %s has no recorded rebalance.\n\n", cell(doc.Group))
 	}

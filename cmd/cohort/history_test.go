@@ -584,3 +584,40 @@ func TestHistoryShowsWhatTheStoredBoundLeftOut(t *testing.T) {
 	wantIn(t, "why", explainEvent(ev, timeFmt{now: t0}), "1799 more members it waited for are not recorded.",
 		"It evicted x and 4 more members.", "800 more members whose assignment changed are not recorded.")
 }
+
+// TestHistoryOffWithOlderEvents: a node restarted with --group-history 0
+// (or taking over a partition from one that kept history) still serves the
+// events stored before; history and why show them and say that none since
+// is recorded, instead of "no rebalance is recorded" over a hidden table.
+func TestHistoryOffWithOlderEvents(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	ev := group.RebalanceEvent{Seq: 7, Start: t0, FromGeneration: 3, Generation: 4, Outcome: "completed",
+		Cause: group.Cause{Kind: group.CauseMemberJoined, At: t0, MemberID: "m-b", ClientID: "worker-b"}}
+	doc := &group.HistoryDoc{Version: 1, Group: "g", Type: "classic", State: "Stable", HistoryOff: true,
+		History: []group.RebalanceEvent{ev}, Storm: group.StormStatus{Group: "g", Threshold: 10, WindowMs: 300_000}}
+	var out strings.Builder
+	if err := writeHistoryTable(&out, doc); err != nil {
+		t.Fatal(err)
+	}
+	older := "the rebalances of g shown were recorded before; none since is recorded"
+	wantIn(t, "history", out.String(), "SEQ", "3->4", older)
+	if strings.Contains(out.String(), "no rebalance of g is recorded") || strings.Contains(out.String(), "No rebalance storm") {
+		t.Fatalf("history:\n%s", out.String())
+	}
+	out.Reset()
+	writeWhy(&out, doc, "", t0.Add(time.Minute), false)
+	wantIn(t, "why", out.String(), older, "m-b")
+	if strings.Contains(out.String(), "no rebalance of g is recorded") {
+		t.Fatalf("why:\n%s", out.String())
+	}
+	// Without events: the one line, as before.
+	doc.History = nil
+	out.Reset()
+	if err := writeHistoryTable(&out, doc); err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "history without events", out.String(), "no rebalance of g is recorded")
+	if strings.Contains(out.String(), "SEQ") {
+		t.Fatalf("history without events:\n%s", out.String())
+	}
+}
