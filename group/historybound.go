@@ -23,7 +23,8 @@ import (
 //     new), as HistoryListsTag does, and leaves out the unchanged ones
 //     uncounted; what else is left out is counted in Omitted;
 //   - if the event's JSON is still over the byte budget (members with many
-//     partitions each), those lists are halved until it fits, down to none;
+//     partitions each), members is halved until it fits, down to none, then
+//     waited_for and evicted;
 //   - if it still does not fit (clients' ids and details of tens of KiB),
 //     every cause keeps only its kind and time (Omitted.CauseDetails), and
 //     the leader and protocol are left out. more_causes (at most 64) are
@@ -59,7 +60,7 @@ func boundStored(ev *RebalanceEvent, budget int) []byte {
 	// left out of the others are not counted.
 	var changed, unchanged []MemberChange
 	split := false
-	apply := func(n int) {
+	apply := func(n, ln int) {
 		if len(members) > n && !split {
 			split = true
 			for _, m := range members {
@@ -71,9 +72,9 @@ func boundStored(ev *RebalanceEvent, budget int) []byte {
 			}
 		}
 		o := base
-		ev.WaitedFor = waits[:min(len(waits), n):min(len(waits), n)]
+		ev.WaitedFor = waits[:min(len(waits), ln):min(len(waits), ln)]
 		o.WaitedFor += len(waits) - len(ev.WaitedFor)
-		ev.Evicted = evicted[:min(len(evicted), n):min(len(evicted), n)]
+		ev.Evicted = evicted[:min(len(evicted), ln):min(len(evicted), ln)]
 		o.Evicted += len(evicted) - len(ev.Evicted)
 		switch {
 		case len(members) <= n:
@@ -109,12 +110,20 @@ func boundStored(ev *RebalanceEvent, budget int) []byte {
 		}
 		return b
 	}
-	n := storedListMax
-	apply(n)
+	// The members' moves go first: waited_for (who held the rebalance
+	// up, slowest first) and evicted are short entries a reader of the
+	// event needs most.
+	n, ln := storedListMax, storedListMax
+	apply(n, ln)
 	b := encode()
 	for len(b) > budget && n > 0 {
 		n /= 2
-		apply(n)
+		apply(n, ln)
+		b = encode()
+	}
+	for len(b) > budget && ln > 0 {
+		ln /= 2
+		apply(n, ln)
 		b = encode()
 	}
 	if len(b) <= budget {

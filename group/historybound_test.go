@@ -256,11 +256,17 @@ func TestHistoryStoredBoundBytes(t *testing.T) {
 		}
 		ev.Members = append(ev.Members, MemberChange{MemberID: fmt.Sprintf("m%03d", i), Decoded: true, Partitions: 1000,
 			Added: []TopicPartitions{{Topic: "t", Partitions: ps}}, Changed: true})
+		ev.WaitedFor = append(ev.WaitedFor, Wait{MemberID: fmt.Sprintf("m%03d", i), Phase: "join", WaitedMs: int64(300 - i)})
 	}
 	js := boundStored(&ev, budget)
 	if len(js) > budget || len(ev.Members) == 0 || len(ev.Members) >= storedListMax || ev.Omitted == nil ||
 		len(ev.Members)+ev.Omitted.Members != 300 || ev.Omitted.CauseDetails {
 		t.Errorf("many partitions: %d bytes, %d members listed, omitted %+v", len(js), len(ev.Members), ev.Omitted)
+	}
+	// The moves are cut first: whom the rebalance waited for (short
+	// entries, slowest first) keeps its stored bound.
+	if len(ev.WaitedFor) != storedListMax || ev.WaitedFor[0].WaitedMs != 300 || ev.Omitted.WaitedFor != 300-storedListMax {
+		t.Errorf("many partitions: %d waits kept (first %+v), omitted %+v", len(ev.WaitedFor), ev.WaitedFor[0], ev.Omitted)
 	}
 
 	big := strings.Repeat("x", 20<<10)
