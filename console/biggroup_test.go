@@ -67,51 +67,11 @@ func TestBigGroupPagesBounded(t *testing.T) {
 	// (every member takes the assignment it is given): each join is a
 	// rebalance that moves partitions of the members before it. The last
 	// join is left in progress, waiting for them.
-	type state struct {
-		epoch int32
-		owned []kmsg.ConsumerGroupHeartbeatRequestTopic
-	}
-	st := map[string]*state{}
-	beat := func(id string) bool {
-		t.Helper()
-		s := st[id]
-		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = "g-big", id, s.epoch, 60000
-		hb.SubscribedTopicNames, hb.Topics = []string{"big"}, s.owned
-		if hb.Topics == nil {
-			hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		}
-		resp, err := hb.RequestWith(ctx, kcl)
-		if err != nil || resp.ErrorCode != 0 {
-			t.Fatalf("ConsumerGroupHeartbeat of %s: %v %+v", id, err, resp)
-		}
-		before := fmt.Sprint(s.epoch, s.owned)
-		s.epoch = resp.MemberEpoch
-		if a := resp.Assignment; a != nil {
-			s.owned = s.owned[:0:0]
-			for _, tp := range a.Topics {
-				s.owned = append(s.owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
-			}
-		}
-		return fmt.Sprint(s.epoch, s.owned) != before
-	}
-	var ids []string
+	g := newHandConsumers(ctx, t, kcl, "g-big", "big")
 	for i := range members {
-		id := fmt.Sprintf("m-%02d", i)
-		ids = append(ids, id)
-		st[id] = &state{}
-		beat(id)
-		for round := 0; i < members-1; round++ {
-			if round == 50 {
-				t.Fatalf("the group did not converge after %s joined", id)
-			}
-			changed := false
-			for _, m := range ids {
-				changed = beat(m) || changed
-			}
-			if !changed {
-				break
-			}
+		g.join(fmt.Sprintf("m-%02d", i))
+		if i < members-1 {
+			g.converge()
 		}
 	}
 	base := "http://" + n.HTTPAddr() + "/console/"

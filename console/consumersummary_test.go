@@ -174,51 +174,9 @@ func TestConsumerRowsWithoutSummary(t *testing.T) {
 // heartbeats changes nothing (the group converged).
 func joinConsumers(ctx context.Context, t *testing.T, cl *kgo.Client, grp, topic string, n int) {
 	t.Helper()
-	type state struct {
-		epoch int32
-		owned []kmsg.ConsumerGroupHeartbeatRequestTopic
-	}
-	st := map[string]*state{}
-	beat := func(id string) bool {
-		t.Helper()
-		s := st[id]
-		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-		hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = grp, id, s.epoch, 60000
-		hb.SubscribedTopicNames, hb.Topics = []string{topic}, s.owned
-		if hb.Topics == nil {
-			hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		}
-		resp, err := hb.RequestWith(ctx, cl)
-		if err != nil || resp.ErrorCode != 0 {
-			t.Fatalf("ConsumerGroupHeartbeat of %s: %v %+v", id, err, resp)
-		}
-		before := fmt.Sprint(s.epoch, s.owned)
-		s.epoch = resp.MemberEpoch
-		if a := resp.Assignment; a != nil {
-			s.owned = s.owned[:0:0]
-			for _, tp := range a.Topics {
-				s.owned = append(s.owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
-			}
-		}
-		return fmt.Sprint(s.epoch, s.owned) != before
-	}
-	var ids []string
+	g := newHandConsumers(ctx, t, cl, grp, topic)
 	for i := range n {
-		id := fmt.Sprintf("m-%02d", i)
-		ids = append(ids, id)
-		st[id] = &state{}
-		beat(id)
+		g.join(fmt.Sprintf("m-%02d", i))
 	}
-	for round := 0; ; round++ {
-		if round == 50 {
-			t.Fatalf("group %s did not converge", grp)
-		}
-		changed := false
-		for _, id := range ids {
-			changed = beat(id) || changed
-		}
-		if !changed {
-			return
-		}
-	}
+	g.converge()
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
@@ -149,4 +151,77 @@ func nodeWithGroup(t testing.TB, grp, topic string, partitions int32) (*node.Nod
 	defer cancel()
 	commit(ctx, t, kadm.NewClient(kafkaClient(t, n, false)), grp, topic, partitions)
 	return n, "http://" + n.HTTPAddr() + "/console/"
+}
+
+// handConsumers drives the members of one consumer-protocol group by hand:
+// each heartbeat reports the partitions the member was last assigned, so
+// the member takes whatever it is given.
+type handConsumers struct {
+	ctx        context.Context
+	t          *testing.T
+	cl         *kgo.Client
+	grp, topic string
+	ids        []string
+	st         map[string]*handConsumer
+}
+
+type handConsumer struct {
+	epoch int32
+	owned []kmsg.ConsumerGroupHeartbeatRequestTopic
+}
+
+func newHandConsumers(ctx context.Context, t *testing.T, cl *kgo.Client, grp, topic string) *handConsumers {
+	return &handConsumers{ctx: ctx, t: t, cl: cl, grp: grp, topic: topic, st: map[string]*handConsumer{}}
+}
+
+// join sends member id's first heartbeat.
+func (g *handConsumers) join(id string) {
+	g.t.Helper()
+	g.ids = append(g.ids, id)
+	g.st[id] = &handConsumer{}
+	g.beat(id)
+}
+
+// beat sends one heartbeat of member id and reports whether its epoch or
+// assignment changed.
+func (g *handConsumers) beat(id string) bool {
+	g.t.Helper()
+	s := g.st[id]
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.MemberEpoch, hb.RebalanceTimeoutMillis = g.grp, id, s.epoch, 60000
+	hb.SubscribedTopicNames, hb.Topics = []string{g.topic}, s.owned
+	if hb.Topics == nil {
+		hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	}
+	resp, err := hb.RequestWith(g.ctx, g.cl)
+	if err != nil || resp.ErrorCode != 0 {
+		g.t.Fatalf("ConsumerGroupHeartbeat of %s: %v %+v", id, err, resp)
+	}
+	before := fmt.Sprint(s.epoch, s.owned)
+	s.epoch = resp.MemberEpoch
+	if a := resp.Assignment; a != nil {
+		s.owned = s.owned[:0:0]
+		for _, tp := range a.Topics {
+			s.owned = append(s.owned, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: tp.TopicID, Partitions: tp.Partitions})
+		}
+	}
+	return fmt.Sprint(s.epoch, s.owned) != before
+}
+
+// converge sends rounds of heartbeats of every member until one changes
+// nothing.
+func (g *handConsumers) converge() {
+	g.t.Helper()
+	for round := 0; ; round++ {
+		if round == 50 {
+			g.t.Fatalf("group %s did not converge with %d members", g.grp, len(g.ids))
+		}
+		changed := false
+		for _, id := range g.ids {
+			changed = g.beat(id) || changed
+		}
+		if !changed {
+			return
+		}
+	}
 }
