@@ -24,33 +24,9 @@ func TestDescribeConsumerSummary(t *testing.T) {
 	ids := []string{"g", "cg", "missing"}
 	serve := func(v int16, ask bool) (*kmsg.DescribeGroupsResponse, []byte) {
 		t.Helper()
-		req := kmsg.NewPtrDescribeGroupsRequest()
-		req.Version, req.Groups = v, ids
-		if ask {
-			RequestMembers(req, 0)
-		}
-		back := kmsg.NewPtrDescribeGroupsRequest()
-		back.Version = v
-		if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
-			t.Fatal(err)
-		}
-		tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, back, out) })
-		wire := h.resp(tk).(*kmsg.DescribeGroupsResponse).AppendTo(nil)
-		dec := kmsg.NewPtrDescribeGroupsResponse()
-		dec.Version = v
-		if err := dec.ReadFrom(wire); err != nil {
-			t.Fatal(err)
-		}
-		return dec, wire
+		return h.describeWire(t, v, ids, 0, ask)
 	}
-	unbounded := func(v int16) []byte {
-		resp := kmsg.NewPtrDescribeGroupsResponse()
-		resp.Version = v
-		for _, id := range ids {
-			resp.Groups = append(resp.Groups, h.s.DescribeGroup(id, v, false))
-		}
-		return resp.AppendTo(nil)
-	}
+	unbounded := func(v int16) []byte { return h.describeUnbounded(v, ids) }
 	for _, v := range []int16{0, 4, 5, 6} {
 		resp, wire := serve(v, false)
 		if !bytes.Equal(wire, unbounded(v)) {

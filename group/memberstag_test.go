@@ -29,36 +29,9 @@ func TestDescribeMembersTag(t *testing.T) {
 	ids := []string{"g", "missing", "cg"}
 	serve := func(v int16, n int32, ask bool) (*kmsg.DescribeGroupsResponse, []byte) {
 		t.Helper()
-		req := kmsg.NewPtrDescribeGroupsRequest()
-		req.Version = v
-		req.Groups = ids
-		if ask {
-			RequestMembers(req, n)
-		}
-		// The request as a client sends it, the answer as it gets it.
-		back := kmsg.NewPtrDescribeGroupsRequest()
-		back.Version = v
-		if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
-			t.Fatal(err)
-		}
-		tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, back, out) })
-		wire := h.resp(tk).(*kmsg.DescribeGroupsResponse).AppendTo(nil)
-		dec := kmsg.NewPtrDescribeGroupsResponse()
-		dec.Version = v
-		if err := dec.ReadFrom(wire); err != nil {
-			t.Fatal(err)
-		}
-		return dec, wire
+		return h.describeWire(t, v, ids, n, ask)
 	}
-	// What a request without the tag always got: DescribeGroup of each.
-	unbounded := func(v int16) []byte {
-		resp := kmsg.NewPtrDescribeGroupsResponse()
-		resp.Version = v
-		for _, id := range ids {
-			resp.Groups = append(resp.Groups, h.s.DescribeGroup(id, v, false))
-		}
-		return resp.AppendTo(nil)
-	}
+	unbounded := func(v int16) []byte { return h.describeUnbounded(v, ids) }
 	for _, v := range []int16{4, 5, 6} {
 		plain, wire := serve(v, 0, false)
 		if !bytes.Equal(wire, unbounded(v)) {
@@ -137,4 +110,40 @@ func TestDescribeMembersTag(t *testing.T) {
 	if _, ok := MemberCountOf(&d); ok {
 		t.Errorf("a truncated count is trusted")
 	}
+}
+
+// describeWire sends DescribeGroups v for ids through the shard as a client
+// would (encoded, then decoded), with tag 10003 asking for at most n members
+// when ask, and returns the answer decoded and as it went on the wire.
+func (h *h) describeWire(t *testing.T, v int16, ids []string, n int32, ask bool) (*kmsg.DescribeGroupsResponse, []byte) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Version, req.Groups = v, ids
+	if ask {
+		RequestMembers(req, n)
+	}
+	back := kmsg.NewPtrDescribeGroupsRequest()
+	back.Version = v
+	if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, back, out) })
+	wire := h.resp(tk).(*kmsg.DescribeGroupsResponse).AppendTo(nil)
+	dec := kmsg.NewPtrDescribeGroupsResponse()
+	dec.Version = v
+	if err := dec.ReadFrom(wire); err != nil {
+		t.Fatal(err)
+	}
+	return dec, wire
+}
+
+// describeUnbounded is what a DescribeGroups without the tags always got:
+// DescribeGroup of each id.
+func (h *h) describeUnbounded(v int16, ids []string) []byte {
+	resp := kmsg.NewPtrDescribeGroupsResponse()
+	resp.Version = v
+	for _, id := range ids {
+		resp.Groups = append(resp.Groups, h.s.DescribeGroup(id, v, false))
+	}
+	return resp.AppendTo(nil)
 }
