@@ -152,3 +152,94 @@ func boundStored(ev *RebalanceEvent, budget int) []byte {
 func memberChanged(m *MemberChange) bool {
 	return m.New || m.Changed || len(m.Added) > 0 || len(m.Removed) > 0
 }
+
+// The members and waits an event of a big group can keep are chosen before
+// its entries are built: building, decoding and diffing an entry for every
+// member of a 10,000-member group, and sorting them all, was most of what
+// recording its rebalance cost the shard's goroutine, for entries the
+// stored bound then dropped. What is chosen is exactly what boundStored
+// would keep of the full lists (it then works on the chosen ones, with the
+// left-out ones already counted in Omitted).
+
+// storeCandidates returns the indexes of the members of a group of n
+// (member i has id(i); changed(i): its assignment changed, or it is new)
+// that a stored event can list, in member-id order: all of them when n is
+// at most storedListMax, else the storedListMax first by id among the
+// changed ones, filled up with the first unchanged ones; and how many
+// changed members it left out (unchanged ones left out are not counted).
+func storeCandidates(n int, id func(int) string, changed func(int) bool) (keep []int, omitted int) {
+	byID := func(a, b int) int { return strings.Compare(id(a), id(b)) }
+	if n <= storedListMax {
+		keep = make([]int, n)
+		for i := range keep {
+			keep[i] = i
+		}
+		slices.SortFunc(keep, byID)
+		return keep, 0
+	}
+	var ch, un []int
+	for i := range n {
+		if changed(i) {
+			ch = append(ch, i)
+		} else {
+			un = append(un, i)
+		}
+	}
+	if len(ch) >= storedListMax {
+		return smallestK(ch, storedListMax, byID), len(ch) - storedListMax
+	}
+	keep = append(ch, smallestK(un, storedListMax-len(ch), byID)...)
+	slices.SortFunc(keep, byID)
+	return keep, 0
+}
+
+// storeWaits returns the storedListMax first of ws in sortWaits' order
+// (slowest first), sorted, and how many it left out. ws is reordered.
+func storeWaits(ws []Wait) (kept []Wait, omitted int) {
+	k := min(len(ws), storedListMax)
+	return smallestK(ws, k, compareWaits), len(ws) - k
+}
+
+// smallestK returns the k smallest of xs by cmp, sorted; it reorders xs
+// and returns a prefix of it. It costs about one comparison per element
+// when k is small against len(xs), where sorting xs would cost log len(xs).
+func smallestK[T any](xs []T, k int, cmp func(a, b T) int) []T {
+	if k <= 0 {
+		return xs[:0]
+	}
+	if k*4 >= len(xs) {
+		slices.SortFunc(xs, cmp)
+		return xs[:min(k, len(xs))]
+	}
+	// xs[:k] is kept as a heap with the greatest of the kept at its root;
+	// an element smaller than the root replaces it.
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= k {
+				return
+			}
+			c := l
+			if r := l + 1; r < k && cmp(xs[r], xs[l]) > 0 {
+				c = r
+			}
+			if cmp(xs[c], xs[i]) <= 0 {
+				return
+			}
+			xs[i], xs[c] = xs[c], xs[i]
+			i = c
+		}
+	}
+	for i := k/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for j := k; j < len(xs); j++ {
+		if cmp(xs[j], xs[0]) < 0 {
+			xs[0], xs[j] = xs[j], xs[0]
+			down(0)
+		}
+	}
+	top := xs[:k]
+	slices.SortFunc(top, cmp)
+	return top
+}

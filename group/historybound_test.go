@@ -44,6 +44,29 @@ func (h *h) storedEvent(group string, seq uint64) (recBytes int, js []byte) {
 	return len(k) + len(v), js
 }
 
+// joinMany has n new members join group (which must be Empty) at once,
+// within an initial rebalance delay of 100ms, and returns their ids (in
+// join order), the leader and the generation.
+func (h *h) joinMany(group string, n int, meta []kmsg.JoinGroupRequestProtocol) (ids []string, leader string, gen int32) {
+	h.t.Helper()
+	h.s.cfg.InitialRebalanceDelay = 100 * time.Millisecond
+	var joins []Ticket
+	for range n {
+		joins = append(joins, h.newMember(group, jo{protos: meta}))
+	}
+	for i := 0; i < 100 && !h.answered(joins[0]); i++ {
+		h.advance(100 * time.Millisecond)
+	}
+	for _, tk := range joins {
+		r := h.joinResp(tk)
+		if r.ErrorCode != 0 {
+			h.t.Fatalf("join: %d", r.ErrorCode)
+		}
+		ids, leader, gen = append(ids, r.MemberID), r.LeaderID, r.Generation
+	}
+	return ids, leader, gen
+}
+
 // A rebalance of a classic group of 1,000 members stores an event of at
 // most storedListMax entries per list, counting the rest in omitted, far
 // below any store's limit; the storm detector still counts every cause,
@@ -56,25 +79,8 @@ func TestHistoryStoredBoundBigClassicGroup(t *testing.T) {
 	h := newH(t)
 	var logs []string
 	h.s.Logf = func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) }
-	h.s.cfg.InitialRebalanceDelay = 100 * time.Millisecond
 	meta := protos("range", consumerMeta("t"))
-	var joins []Ticket
-	for range n {
-		joins = append(joins, h.newMember("g", jo{protos: meta}))
-	}
-	for i := 0; i < 100 && !h.answered(joins[0]); i++ {
-		h.advance(100 * time.Millisecond)
-	}
-	var ids []string
-	var leader string
-	var gen int32
-	for _, tk := range joins {
-		r := h.joinResp(tk)
-		if r.ErrorCode != 0 {
-			t.Fatalf("join: %d", r.ErrorCode)
-		}
-		ids, leader, gen = append(ids, r.MemberID), r.LeaderID, r.Generation
-	}
+	ids, leader, gen := h.joinMany("g", n, meta)
 	sorted := slices.Sorted(slices.Values(ids))
 	// sync gives the i-th member (by id) the partition part(i).
 	sync := func(part func(i int) int32) {

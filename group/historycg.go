@@ -570,17 +570,34 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 		}
 		ev.WaitedFor = append(ev.WaitedFor, Wait{MemberID: id, InstanceID: inst, Phase: w.phaseOf(), WaitedMs: now.Sub(rb.targetAt).Milliseconds()})
 	}
-	sortWaits(ev.WaitedFor)
+	var omitted Omitted
+	ev.WaitedFor, omitted.WaitedFor = storeWaits(ev.WaitedFor)
 	if cg != nil {
-		ev.Members = make([]MemberChange, 0, len(cg.ids))
-		for _, id := range cg.ids {
-			m := cg.members[id]
+		// Entries only for the members the stored event can list
+		// (storeCandidates, historybound.go).
+		type before struct {
+			prev [2]tpset
+			had  bool
+		}
+		prevs := make([]before, len(cg.ids))
+		for i, id := range cg.ids {
 			prev, had := rb.before[id]
-			if !had && m.instanceID != "" {
+			if m := cg.members[id]; !had && m.instanceID != "" {
 				if old, ok := rb.beforeInst[m.instanceID]; ok {
 					prev, had = rb.before[old]
 				}
 			}
+			prevs[i] = before{prev, had}
+		}
+		keep, omittedMembers := storeCandidates(len(cg.ids), func(i int) string { return cg.ids[i] },
+			func(i int) bool {
+				return !prevs[i].had || !equalUnion(cg.target[cg.ids[i]], prevs[i].prev[0], prevs[i].prev[1])
+			})
+		omitted.Members = omittedMembers
+		ev.Members = make([]MemberChange, 0, len(keep))
+		for _, i := range keep {
+			id := cg.ids[i]
+			m, prev, had := cg.members[id], prevs[i].prev, prevs[i].had
 			before := tpset{}
 			for _, set := range prev {
 				before.addSet(set)
@@ -595,11 +612,36 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 				Changed: len(added)+len(removed) > 0, New: !had})
 		}
 	}
+	if omitted != (Omitted{}) {
+		ev.Omitted = &omitted
+	}
 	recs := s.historyRecs(&ev)
 	for _, r := range recs {
 		g.emit(h, r)
 	}
 	s.evalStorm(g.id, now)
+}
+
+// equalUnion reports whether s holds exactly the partitions of a and b
+// together, without building their union.
+func equalUnion(s, a, b tpset) bool {
+	for _, o := range []tpset{a, b} {
+		for t, ps := range o {
+			for _, p := range ps {
+				if !s.has(t, p) {
+					return false
+				}
+			}
+		}
+	}
+	for t, ps := range s {
+		for _, p := range ps {
+			if !a.has(t, p) && !b.has(t, p) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tpsetString renders a set as "t[0 1] u[3]".

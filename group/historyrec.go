@@ -2,11 +2,11 @@ package group
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -146,8 +146,8 @@ type rbTracker struct {
 	join, sync time.Duration
 	joinedAt   map[string]time.Time // first JoinGroup of each member this phase
 	syncedAt   map[string]time.Time
-	joinWaits  map[string]Wait // the last join phase's waits
-	syncWaits  map[string]Wait
+	joinWaits  []Wait // the last join phase's waits (a member at most once)
+	syncWaits  []Wait
 	evicted    []string
 	before     map[string][]byte // member id -> assignment before
 	beforeInst map[string]string // instance id -> member id before (static renames)
@@ -218,16 +218,12 @@ func (g *Group) rbEvict(m *member, phase string, now time.Time) {
 	}
 	rb.evicted = append(rb.evicted, m.id)
 	w := Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: now.Sub(rb.phaseStart).Milliseconds(), Evicted: true}
+	// m is removed next: phaseWaits, which lists the members still in
+	// the group, does not list it again.
 	if phase == "sync" {
-		if rb.syncWaits == nil {
-			rb.syncWaits = map[string]Wait{}
-		}
-		rb.syncWaits[m.id] = w
+		rb.syncWaits = append(rb.syncWaits, w)
 	} else {
-		if rb.joinWaits == nil {
-			rb.joinWaits = map[string]Wait{}
-		}
-		rb.joinWaits[m.id] = w
+		rb.joinWaits = append(rb.joinWaits, w)
 	}
 }
 
@@ -265,21 +261,19 @@ func (g *Group) rbJoinDone(now time.Time) {
 	rb.syncing = true
 	rb.phaseStart = now
 	clear(rb.syncedAt)
-	rb.syncWaits = map[string]Wait{}
+	rb.syncWaits = nil
 }
 
 // phaseWaits adds to waits how long the phase that ends at now waited for
 // each member (arrived: when each came; a member that did not, all of it).
-func (g *Group) phaseWaits(start, now time.Time, phase string, arrived map[string]time.Time, waits map[string]Wait) map[string]Wait {
-	if waits == nil {
-		waits = map[string]Wait{}
-	}
+func (g *Group) phaseWaits(start, now time.Time, phase string, arrived map[string]time.Time, waits []Wait) []Wait {
+	waits = slices.Grow(waits, len(g.members))
 	for _, m := range g.members {
 		at, ok := arrived[m.id]
 		if !ok {
 			at = now
 		}
-		waits[m.id] = Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: at.Sub(start).Milliseconds()}
+		waits = append(waits, Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: at.Sub(start).Milliseconds()})
 	}
 	return waits
 }
@@ -302,22 +296,33 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
 		JoinMs: rb.join.Milliseconds(), SyncMs: (rb.join + rb.sync).Milliseconds() - rb.join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
 		InitialDelay: rb.initialDelay}
-	ev.WaitedFor = make([]Wait, 0, len(rb.joinWaits)+len(rb.syncWaits))
-	for _, ws := range []map[string]Wait{rb.joinWaits, rb.syncWaits} {
-		for _, w := range ws {
-			ev.WaitedFor = append(ev.WaitedFor, w)
-		}
+	waits := append(rb.joinWaits, rb.syncWaits...)
+	var omitted Omitted
+	ev.WaitedFor, omitted.WaitedFor = storeWaits(waits)
+	// The members' entries: only for those the stored event can list
+	// (storeCandidates); whether an assignment changed is told by its
+	// bytes, before anything is decoded.
+	type before struct {
+		prev []byte
+		had  bool
 	}
-	sortWaits(ev.WaitedFor)
-	decode := g.protocolType == "consumer"
-	ev.Members = make([]MemberChange, 0, len(g.members))
-	for _, m := range g.members {
+	prevs := make([]before, len(g.members))
+	for i, m := range g.members {
 		prev, had := rb.before[m.id]
 		if !had && m.instanceID != "" { // a static member replaced: compare with its predecessor
 			if id, ok := rb.beforeInst[m.instanceID]; ok {
 				prev, had = rb.before[id]
 			}
 		}
+		prevs[i] = before{prev, had}
+	}
+	keep, omittedMembers := storeCandidates(len(g.members), func(i int) string { return g.members[i].id },
+		func(i int) bool { return !prevs[i].had || !bytes.Equal(prevs[i].prev, g.members[i].assignment) })
+	omitted.Members = omittedMembers
+	decode := g.protocolType == "consumer"
+	ev.Members = make([]MemberChange, 0, len(keep))
+	for _, i := range keep {
+		m, prev, had := g.members[i], prevs[i].prev, prevs[i].had
 		mc := MemberChange{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
 			AssignmentBytes: len(m.assignment), Changed: !bytes.Equal(prev, m.assignment), New: !had}
 		if decode {
@@ -334,22 +339,24 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 		}
 		ev.Members = append(ev.Members, mc)
 	}
-	sort.Slice(ev.Members, func(i, j int) bool { return ev.Members[i].MemberID < ev.Members[j].MemberID })
+	if omitted != (Omitted{}) {
+		ev.Omitted = &omitted
+	}
 	g.s.recordEvent(ev, out)
 }
 
 // sortWaits orders waits slowest first (then by phase and member id).
-func sortWaits(ws []Wait) {
-	sort.Slice(ws, func(i, j int) bool {
-		a, b := ws[i], ws[j]
-		if a.WaitedMs != b.WaitedMs {
-			return a.WaitedMs > b.WaitedMs
-		}
-		if a.Phase != b.Phase {
-			return a.Phase < b.Phase
-		}
-		return a.MemberID < b.MemberID
-	})
+func sortWaits(ws []Wait) { slices.SortFunc(ws, compareWaits) }
+
+// compareWaits is sortWaits' order.
+func compareWaits(a, b Wait) int {
+	if a.WaitedMs != b.WaitedMs {
+		return cmp.Compare(b.WaitedMs, a.WaitedMs)
+	}
+	if a.Phase != b.Phase {
+		return strings.Compare(a.Phase, b.Phase)
+	}
+	return strings.Compare(a.MemberID, b.MemberID)
 }
 
 // diffSets returns the partitions of a that are not in b, by topic.

@@ -1,0 +1,88 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// BenchmarkClassicRebalanceHistory measures one rebalance of a classic
+// consumer group of n members (every member rejoins, the leader assigns
+// each member 10 partitions, shifted by one member from the last
+// generation so that every assignment changes, every member syncs), with
+// the rebalance history on (the default) and off: the difference is what
+// recording the event costs the shard's goroutine.
+func BenchmarkClassicRebalanceHistory(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, hist := range []string{"on", "off"} {
+			b.Run(fmt.Sprintf("members=%d/history=%s", n, hist), func(b *testing.B) {
+				h := newH(b, func(c *Config) {
+					if hist == "off" {
+						c.HistorySize = -1
+					}
+				})
+				meta := protos("range", consumerMeta("t"))
+				ids, leader, gen := h.joinMany("g", n, meta)
+				sorted := slices.Sorted(slices.Values(ids))
+				assignments := func(shift int) map[string]string {
+					out := make(map[string]string, n)
+					for i, id := range sorted {
+						a := kmsg.NewConsumerMemberAssignment()
+						at := kmsg.NewConsumerMemberAssignmentTopic()
+						at.Topic = "t"
+						for p := range 10 {
+							at.Partitions = append(at.Partitions, int32(((i+shift)%n)*10+p))
+						}
+						a.Topics = append(a.Topics, at)
+						out[id] = string(a.AppendTo(nil))
+					}
+					return out
+				}
+				round := func(shift int) {
+					var ts []Ticket
+					for _, id := range ids {
+						if id != leader {
+							ts = append(ts, h.sync("g", id, gen, nil))
+						}
+					}
+					ts = append(ts, h.sync("g", leader, gen, assignments(shift)))
+					for _, tk := range ts {
+						if c := h.syncResp(tk).ErrorCode; c != 0 {
+							b.Fatalf("sync: error %d", c)
+						}
+					}
+				}
+				round(0)
+				b.ResetTimer()
+				for i := range b.N {
+					b.StopTimer()
+					as := assignments(i + 1)
+					b.StartTimer()
+					var ts []Ticket
+					for _, id := range ids {
+						ts = append(ts, h.join("g", jo{member: id, protos: meta}))
+					}
+					r := h.joinResp(ts[0])
+					if r.ErrorCode != 0 {
+						b.Fatalf("rejoin: %d", r.ErrorCode)
+					}
+					leader, gen = r.LeaderID, r.Generation
+					ts = ts[:0]
+					for _, id := range ids {
+						if id != leader {
+							ts = append(ts, h.sync("g", id, gen, nil))
+						}
+					}
+					ts = append(ts, h.sync("g", leader, gen, as))
+					for _, tk := range ts {
+						if c := h.syncResp(tk).ErrorCode; c != 0 {
+							b.Fatalf("sync: error %d", c)
+						}
+					}
+				}
+			})
+		}
+	}
+}
