@@ -144,7 +144,12 @@ func TestWrongPasswordsDoNotHoldTheLoginSlot(t *testing.T) {
 		t.Fatalf("the wrong password was answered (%d after %v) before the right one got in: the delay is not being waited", a.code, a.took)
 	default:
 	}
-	a := <-wrong
+	var a answer
+	select {
+	case a = <-wrong:
+	case <-time.After(30 * time.Second): // get failed in its goroutine (reported there)
+		t.Fatal("the wrong login was not answered")
+	}
 	if a.code != http.StatusUnauthorized || a.took < delay {
 		t.Fatalf("wrong password: %d after %v, want 401 after at least %v", a.code, a.took, delay)
 	}

@@ -343,7 +343,12 @@ func TestCoordinatorUnreachable(t *testing.T) {
 func TestPausedMember(t *testing.T) {
 	backends(t, func(t *testing.T, addr string) {
 		f := &membertest.Filter{R: membertest.Client(t, addr)}
-		a := start(t, f, "g", "a", nil)
+		// Half a session of margin, not the default fifth: a declares
+		// itself lost ~500 ms after its last confirmed heartbeat, which
+		// leaves the test's wall-clock comparisons (lost within the
+		// session, before b is alone) half a second of slack on a
+		// loaded machine instead of 200 ms.
+		a := start(t, f, "g", "a", func(c *member.Config) { c.LostMargin = session / 2 })
 		b := start(t, membertest.Client(t, addr), "g", "b", nil)
 		stable(t, a, b)
 		f.SetBlock(membertest.All)

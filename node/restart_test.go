@@ -76,27 +76,46 @@ func TestRestartKeepsStateAndEvictsSilentMembers(t *testing.T) {
 	cl, clB := newClient(), newClient()
 	doOn := func(cl *kgo.Client, req kmsg.Request) kmsg.Response { t.Helper(); return answered(t, ctx, cl, req) }
 	do := func(req kmsg.Request) kmsg.Response { return doOn(cl, req) }
-	join := func(cl *kgo.Client, member string) *kmsg.JoinGroupResponse {
+	joinReq := func(member string) kmsg.Request {
 		j := kmsg.NewPtrJoinGroupRequest()
 		j.Group, j.MemberID, j.ProtocolType = "r", member, "consumer"
 		j.SessionTimeoutMillis, j.RebalanceTimeoutMillis = 10000, 10000
 		j.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}}
 		j.Version = 3 // no MEMBER_ID_REQUIRED round trip; pinned keeps kgo from raising it
-		return doOn(cl, &pinned{j, 3}).(*kmsg.JoinGroupResponse)
+		return &pinned{j, 3}
+	}
+	join := func(cl *kgo.Client, member string) *kmsg.JoinGroupResponse {
+		return doOn(cl, joinReq(member)).(*kmsg.JoinGroupResponse)
 	}
 	// Two members: the first joins alone (generation 1), the second's join
 	// rebalances; both rejoin in parallel.
 	a := join(cl, "")
-	type jr = *kmsg.JoinGroupResponse
+	// b's join is sent from a goroutine (it parks until a rejoins), which
+	// must not call t.Fatal: its outcome comes back on bch. a rejoins only
+	// once b's join is parked: rejoining alone would complete a's
+	// rebalance and leave b's join parked on the fake clock for good.
+	type jr struct {
+		resp kmsg.Response
+		err  error
+	}
 	bch := make(chan jr, 1)
-	go func() { bch <- join(clB, "") }()
-	testwait.Until(2*time.Second, func() bool { // until b's join is parked
+	go func() { r, err := clB.Request(ctx, joinReq("")); bch <- jr{r, err} }()
+	testwait.For(t, 30*time.Second, "b's join parked", func() bool {
 		d := kmsg.NewPtrDescribeGroupsRequest()
 		d.Groups = []string{"r"}
 		return do(d).(*kmsg.DescribeGroupsResponse).Groups[0].State == "PreparingRebalance"
 	})
 	a = join(cl, a.MemberID)
-	b := <-bch
+	var b *kmsg.JoinGroupResponse
+	select {
+	case r := <-bch:
+		if r.err != nil {
+			t.Fatalf("b's join: %v", r.err)
+		}
+		b = r.resp.(*kmsg.JoinGroupResponse)
+	case <-time.After(30 * time.Second):
+		t.Fatal("b's join was not answered")
+	}
 	if a.Generation != 2 || b.Generation != 2 || a.LeaderID != a.MemberID {
 		t.Fatalf("setup: %+v %+v", a, b)
 	}

@@ -257,8 +257,9 @@ func runPool(t *testing.T, addr string) {
 		var since time.Time
 		testwait.For(t, 20*time.Second, what+": settled", func() bool {
 			rec.mu.Lock()
-			if rec.violation != "" {
-				t.Fatal(rec.violation)
+			if v := rec.violation; v != "" {
+				rec.mu.Unlock() // the workers' Stop, run at clean-up, takes it
+				t.Fatal(v)
 			}
 			counts := map[string]int{}
 			ok := len(rec.owner) == nRes
