@@ -86,3 +86,33 @@ func BenchmarkClassicRebalanceHistory(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkConsumerRebalanceHistory measures one rebalance of a KIP-848
+// consumer group of n members (4 partitions each): one member leaves and
+// joins again, every member heartbeats until the group is Stable again,
+// with the rebalance history on and off.
+func BenchmarkConsumerRebalanceHistory(b *testing.B) {
+	for _, n := range []int{1000, 2000} {
+		for _, hist := range []string{"on", "off"} {
+			b.Run(fmt.Sprintf("members=%d/history=%s", n, hist), func(b *testing.B) {
+				h, _ := newCH(b, map[string]int32{"t": int32(4 * n)}, func(c *Config) {
+					if hist == "off" {
+						c.HistorySize = -1
+					}
+				})
+				ids := make([]string, n)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("m%05d", i)
+					h.cgJoin(ids[i], "t")
+				}
+				h.cgSettle(ids...)
+				b.ResetTimer()
+				for range b.N {
+					h.cg(hb{member: ids[0], epoch: -1})
+					h.cgJoin(ids[0], "t")
+					h.cgSettle(ids...)
+				}
+			})
+		}
+	}
+}
