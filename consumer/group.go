@@ -220,6 +220,11 @@ func (g *Group) Mark(topic string, partition int32, offset int64) {
 	g.mu.Unlock()
 }
 
+// ErrNoGeneration is Commit's error before the member has joined a
+// generation, or after it lost its membership and until it joins again:
+// there is no generation to commit in, so nothing was sent.
+var ErrNoGeneration = errors.New("consumer: no generation to commit in")
+
 // Commit commits offsets with this member's id and generation, so the
 // coordinator refuses it (ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS,
 // UNKNOWN_MEMBER_ID) once the generation has moved on. The coordinator checks
@@ -228,7 +233,7 @@ func (g *Group) Mark(topic string, partition int32, offset int64) {
 func (g *Group) Commit(ctx context.Context, offsets map[string]map[int32]int64) error {
 	gen, _ := g.m.Generation()
 	if gen.ID < 0 {
-		return errors.New("consumer: no generation to commit in")
+		return ErrNoGeneration
 	}
 	return g.commit(ctx, gen, offsets)
 }

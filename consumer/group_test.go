@@ -545,3 +545,29 @@ func TestGroupCloseDuringStuckCooperativeSyncReportsUncommittedMarks(t *testing.
 		t.Errorf("uncommitted offsets %v, want events: %v", ce.Offsets, want)
 	}
 }
+
+// TestCommitWithoutGenerationIsErrNoGeneration: a member that never got an
+// answer from the coordinator has no generation; Commit says so with a
+// sentinel callers can test for, and sends nothing.
+func TestCommitWithoutGenerationIsErrNoGeneration(t *testing.T) {
+	n := membertest.StartCohort(t, nil)
+	f := &membertest.Filter{R: membertest.Client(t, n.Addr())}
+	f.SetBlock(membertest.All)
+	g, err := consumer.StartGroup(consumer.GroupConfig{
+		Member: member.Config{
+			Client: f, Brokers: []string{n.Addr()}, Group: "unjoined", SessionTimeout: session, RebalanceTimeout: 3 * time.Second,
+			HeartbeatInterval: session / 5, Logger: membertest.Logger(t),
+		},
+		Topics: []string{"events"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Abandon)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = g.Commit(ctx, map[string]map[int32]int64{"events": {0: 5}})
+	if !errors.Is(err, consumer.ErrNoGeneration) {
+		t.Fatalf("commit without a generation: %v, want ErrNoGeneration", err)
+	}
+}
