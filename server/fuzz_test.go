@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
 )
 
 // seedFrames returns well-formed request frames (without the size prefix)
@@ -33,6 +34,13 @@ func seedFrames() [][]byte {
 				r.Topics = append(r.Topics, t)
 			case *kmsg.FindCoordinatorRequest:
 				r.CoordinatorKey, r.CoordinatorKeys = "g", []string{"g", "h"}
+			case *kmsg.DescribeGroupsRequest: // cohort's tags: history, its lists' bound, the members' bound
+				r.Groups = []string{"g", "h"}
+				if v >= 5 {
+					group.RequestHistory(r, 3)
+					group.RequestHistoryLists(r, 2)
+					group.RequestMembers(r, 1)
+				}
 			case *kmsg.DeleteGroupsRequest: // one named twice
 				r.Groups = []string{"g", "h", "g"}
 			case *kmsg.DescribeClusterRequest:
