@@ -114,12 +114,13 @@ func TestWrongPasswordsDoNotHoldTheLoginSlot(t *testing.T) {
 	type answer struct {
 		code int
 		took time.Duration
+		err  error
 	}
 	wrong := make(chan answer, 1)
 	go func() {
 		start := time.Now()
-		code, _ := get(t, base, "admin", "wrong")
-		wrong <- answer{code, time.Since(start)}
+		code, _, err := getErr(base, "admin", "wrong")
+		wrong <- answer{code, time.Since(start), err}
 	}()
 	// Once both mechanisms have failed, the wrong login waits its delay.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -147,8 +148,11 @@ func TestWrongPasswordsDoNotHoldTheLoginSlot(t *testing.T) {
 	var a answer
 	select {
 	case a = <-wrong:
-	case <-time.After(30 * time.Second): // get failed in its goroutine (reported there)
+	case <-time.After(30 * time.Second):
 		t.Fatal("the wrong login was not answered")
+	}
+	if a.err != nil {
+		t.Fatalf("wrong password: %v", a.err)
 	}
 	if a.code != http.StatusUnauthorized || a.took < delay {
 		t.Fatalf("wrong password: %d after %v, want 401 after at least %v", a.code, a.took, delay)

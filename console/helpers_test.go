@@ -124,9 +124,19 @@ func commit(ctx context.Context, t testing.TB, adm *kadm.Client, grp, topic stri
 // and body.
 func get(t testing.TB, url, user, pass string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	code, body, err := getErr(url, user, pass)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return code, body
+}
+
+// getErr is get for a goroutine other than the test's: it returns the
+// failure instead of failing the test.
+func getErr(url, user, pass string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
 	}
 	if user != "" {
 		req.SetBasicAuth(user, pass)
@@ -134,11 +144,11 @@ func get(t testing.TB, url, user, pass string) (int, string) {
 	cl := &http.Client{Timeout: 20 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, string(b), nil
 }
 
 // nodeWithGroup starts a node without authentication on which group has

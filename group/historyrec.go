@@ -219,10 +219,15 @@ func (g *Group) rbEvict(m *member, phase string, now time.Time) {
 	rb.evicted = append(rb.evicted, m.id)
 	w := Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: phase, WaitedMs: now.Sub(rb.phaseStart).Milliseconds(), Evicted: true}
 	// m is removed next: phaseWaits, which lists the members still in
-	// the group, does not list it again.
+	// the group, does not list it again. A session that expires in the
+	// sync phase replaces m's wait in the join phase, which already lists
+	// it (at most once per sync phase: the expiry starts a new join phase).
 	if phase == "sync" {
 		rb.syncWaits = append(rb.syncWaits, w)
 	} else {
+		if rb.syncing {
+			rb.joinWaits = slices.DeleteFunc(rb.joinWaits, func(o Wait) bool { return o.MemberID == m.id })
+		}
 		rb.joinWaits = append(rb.joinWaits, w)
 	}
 }
