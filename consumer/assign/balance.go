@@ -27,11 +27,15 @@ import (
 // filling phase every member for each owner it adds, so a run is about
 // O(units × replicas × members) plus improvement passes of O(units ×
 // candidates) each; balancing rounds look only at members two or more
-// above the least loaded. Measured figures: docs/benchmarks.md,
+// above the least loaded. With member classes (rack-aware, classes.go) the
+// first two phases instead look at the head of each class subscribed to
+// the unit's topic, a handful, so a run is about O(units × classes) plus
+// the improvement passes. Measured figures: docs/benchmarks.md,
 // "rack-aware and redundant: the preference engine".
 
 type unit struct {
 	idx    int // position in engine.units
+	ti     int // the topic's position in the engine's names
 	topic  string
 	part   int32
 	need   int
@@ -54,6 +58,10 @@ type engine struct {
 	// for u (a superset is allowed); nil means every member. It lets the
 	// engine visit a unit's few preferred members instead of all of them.
 	cands func(u *unit) []int
+	// classes, when set, lets the preferring and filling phases pick a
+	// single-owner unit's owner without visiting its candidates (see
+	// memberClasses); nil: they visit them.
+	classes *memberClasses
 }
 
 // newEngine builds the units: every partition of every subscribed topic,
@@ -61,7 +69,17 @@ type engine struct {
 func newEngine(members []Member, names []string, subs map[string][]int, topics map[string]Topic, replicas int) *engine {
 	e := &engine{members: members, load: make([]int, len(members)), held: make([][]*unit, len(members))}
 	isActive := make([]bool, len(members))
+	// The units, their owners and their held-list slots are cut from three
+	// allocations: a group can have a million partitions.
+	n, owners := 0, 0
 	for _, t := range names {
+		n += int(max(topics[t].Partitions, 0))
+		owners += int(max(topics[t].Partitions, 0)) * min(replicas, len(subs[t]))
+	}
+	units := make([]unit, 0, n)
+	e.units = make([]*unit, 0, n)
+	ownerSpace, slotSpace := make([]int, owners), make([]int, owners)
+	for ti, t := range names {
 		s := make([]bool, len(members))
 		for _, m := range subs[t] {
 			s[m] = true
@@ -69,7 +87,10 @@ func newEngine(members []Member, names []string, subs map[string][]int, topics m
 		}
 		need := min(replicas, len(subs[t]))
 		for p := int32(0); p < topics[t].Partitions; p++ {
-			e.units = append(e.units, &unit{idx: len(e.units), topic: t, part: p, need: need, sub: s})
+			units = append(units, unit{idx: len(e.units), ti: ti, topic: t, part: p, need: need, sub: s,
+				owners: ownerSpace[:0:need], slot: slotSpace[:0:need]})
+			ownerSpace, slotSpace = ownerSpace[need:], slotSpace[need:]
+			e.units = append(e.units, &units[len(units)-1])
 		}
 	}
 	for m, ok := range isActive {
@@ -99,6 +120,9 @@ func (e *engine) give(u *unit, m int) {
 	u.slot = append(u.slot, len(e.held[m]))
 	e.held[m] = append(e.held[m], u)
 	e.load[m]++
+	if e.classes != nil {
+		e.classes.raised(m)
+	}
 }
 
 // unhold removes u (owned by m through owner slot i) from held[m].
@@ -149,6 +173,19 @@ func (e *engine) preferPhase() {
 		return e.load[m] < base || (e.load[m] == base && atCeil < extra)
 	}
 	for _, u := range e.units {
+		if e.classes != nil && u.need == 1 && len(u.owners) == 0 {
+			// The same choice as the loop below (rank is 0 for every
+			// preferred member here), from the classes' least loaded
+			// members. Eligibility only falls as load rises, so if the
+			// least loaded preferred member is not eligible, none is.
+			if best := e.classes.least(u, true); best >= 0 && eligible(best) {
+				if e.load[best] == base {
+					atCeil++
+				}
+				e.give(u, best)
+			}
+			continue
+		}
 		if u.need-len(u.owners) == 1 {
 			// One owner to add: the first eligible preferred member in the
 			// order below (rank, then load, then member order), found
@@ -204,6 +241,10 @@ func (e *engine) preferPhase() {
 // members).
 func (e *engine) fillPhase() {
 	for _, u := range e.units {
+		if e.classes != nil && u.need == 1 && len(u.owners) == 0 {
+			e.give(u, e.classes.least(u, false))
+			continue
+		}
 		for len(u.owners) < u.need {
 			best := -1
 			for _, m := range e.active {

@@ -120,3 +120,48 @@ func BenchmarkPreferenceEngine(b *testing.B) {
 		})
 	}
 }
+
+// replicatedRackGroup: members over 3 racks, all subscribed to topicsN
+// topics of parts partitions each, every partition with rf replicas in
+// consecutive racks (rf 3: a replica in every rack, so every member is
+// rack-local for every partition).
+func replicatedRackGroup(members, topicsN, parts, rf int) ([]assign.Member, map[string]assign.Topic) {
+	racks := []string{"r0", "r1", "r2"}
+	topics := map[string]assign.Topic{}
+	var names []string
+	for i := range topicsN {
+		n := fmt.Sprintf("topic-%03d", i)
+		names = append(names, n)
+		tp := assign.Topic{Name: n, Partitions: int32(parts)}
+		for p := range parts {
+			rs := make([]string, rf)
+			for k := range rf {
+				rs[k] = racks[(p+i+k)%3]
+			}
+			tp.Racks = append(tp.Racks, rs)
+		}
+		topics[n] = tp
+	}
+	var ms []assign.Member
+	for i := range members {
+		ms = append(ms, assign.Member{ID: fmt.Sprintf("member-%04d", i), Topics: names, Rack: racks[i%3], Generation: -1})
+	}
+	return ms, topics
+}
+
+// BenchmarkRackAwareAtScale: rack-aware over 1,000 members, where a unit's
+// preferred members are a third of the group (one replica rack) or all of
+// it (three). Run bounded: go test -run '^$' -bench RackAwareAtScale
+// -benchtime 1x.
+func BenchmarkRackAwareAtScale(b *testing.B) {
+	for _, c := range []struct{ topics, parts, rf int }{{10, 10000, 1}, {10, 10000, 3}, {100, 10000, 1}, {100, 10000, 3}} {
+		ms, topics := replicatedRackGroup(1000, c.topics, c.parts, c.rf)
+		b.Run(fmt.Sprintf("members=1000/partitions=%d/replicas=%d", c.topics*c.parts, c.rf), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := assign.RackAware().Assign(ms, topics); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,9 @@
 package assign
 
-import "slices"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // RackAware returns the rack-aware assignor ("rack-aware"): each partition
 // goes to one member, preferring members whose rack (subscription version 3,
@@ -17,16 +20,28 @@ import "slices"
 // chain of exchanges can be missed (53 of 2,000 small random groups were one
 // placement short of a brute-force optimum). When racks are unknown (no
 // member rack or no replica racks) it is a plain balanced assignment,
-// deterministic for the input. Cost grows with partitions × members (see
-// docs/architecture.md, assignors).
+// deterministic for the input. Cost grows with partitions × the number of
+// distinct (rack, subscriptions) among members, not with the members
+// themselves (see docs/architecture.md, assignors).
 func RackAware() Assignor { return rackAware{simple{RackAwareName}} }
 
 type rackAware struct{ simple }
 
 func (a rackAware) Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error) {
-	ms, names, subs, err := subscribers(a.name, members, topics)
+	ms, e, err := a.engine(members, topics)
 	if err != nil {
 		return nil, err
+	}
+	e.run()
+	return e.plan().result(ms), nil
+}
+
+// engine builds the engine Assign runs, with its rank, candidates and
+// member classes.
+func (a rackAware) engine(members []Member, topics map[string]Topic) ([]Member, *engine, error) {
+	ms, names, subs, err := subscribers(a.name, members, topics)
+	if err != nil {
+		return nil, nil, err
 	}
 	e := newEngine(ms, names, subs, topics, 1)
 	// Racks as small integers: a member's rack, and per unit the racks of
@@ -55,6 +70,9 @@ func (a rackAware) Assign(members []Member, topics map[string]Topic) (map[string
 		}
 		for _, r := range racks[u.part] {
 			if id, ok := rackID[r]; ok && !slices.Contains(unitRacks[u.idx], id) {
+				if unitRacks[u.idx] == nil {
+					unitRacks[u.idx] = make([]int, 0, len(racks[u.part]))
+				}
 				unitRacks[u.idx] = append(unitRacks[u.idx], id)
 			}
 		}
@@ -65,6 +83,7 @@ func (a rackAware) Assign(members []Member, topics map[string]Topic) (map[string
 		}
 		return -1
 	}
+	e.classes = rackClasses(e, names, subs, memberRack, unitRacks)
 	var buf []int
 	e.cands = func(u *unit) []int {
 		rs := unitRacks[u.idx]
@@ -78,6 +97,51 @@ func (a rackAware) Assign(members []Member, topics map[string]Topic) (map[string
 		slices.Sort(buf)
 		return buf
 	}
-	e.run()
-	return e.plan().result(ms), nil
+	return ms, e, nil
+}
+
+// rackClasses splits the active members by rack and subscriptions, the
+// classes memberClasses needs: members of one class are subscribed to the
+// same topics and are rack-local for the same partitions.
+func rackClasses(e *engine, names []string, subs map[string][]int, memberRack []int, unitRacks [][]int) *memberClasses {
+	topicsOf := make([][]int, len(e.members)) // member -> the topics (by position) it subscribes to
+	for ti, t := range names {
+		for _, m := range subs[t] {
+			topicsOf[m] = append(topicsOf[m], ti)
+		}
+	}
+	type key struct {
+		rack   int
+		topics string
+	}
+	ids := map[key]int{}
+	class := make([]int, len(e.members))
+	var classRack []int
+	byTopic := make([][]int, len(names))
+	var b []byte
+	for m := range e.members {
+		class[m] = -1
+		if len(topicsOf[m]) == 0 {
+			continue
+		}
+		b = b[:0]
+		for _, ti := range topicsOf[m] {
+			b = binary.AppendUvarint(b, uint64(ti))
+		}
+		k := key{memberRack[m], string(b)}
+		c, ok := ids[k]
+		if !ok {
+			c = len(classRack)
+			ids[k] = c
+			classRack = append(classRack, memberRack[m])
+			for _, ti := range topicsOf[m] {
+				byTopic[ti] = append(byTopic[ti], c)
+			}
+		}
+		class[m] = c
+	}
+	return newMemberClasses(e.load, class, len(classRack), byTopic, func(u *unit, c int) bool {
+		r := classRack[c]
+		return r >= 0 && slices.Contains(unitRacks[u.idx], r)
+	})
 }
