@@ -27,10 +27,11 @@ import (
 // filling phase every member for each owner it adds, so a run is about
 // O(units × replicas × members) plus improvement passes of O(units ×
 // candidates) each; balancing rounds look only at members two or more
-// above the least loaded. With member classes (rack-aware, classes.go) the
-// first two phases instead look at the head of each class subscribed to
-// the unit's topic, a handful, so a run is about O(units × classes) plus
-// the improvement passes. Measured figures: docs/benchmarks.md,
+// above the least loaded. With member classes (classes.go) the filling
+// phase, and for rack-aware the preferring phase too, instead look at the
+// head of each class subscribed to the unit's topic, a handful, so a run is
+// about O(units × replicas × classes) plus the candidates' visits and the
+// improvement passes. Measured figures: docs/benchmarks.md,
 // "rack-aware and redundant: the preference engine".
 
 type unit struct {
@@ -173,7 +174,7 @@ func (e *engine) preferPhase() {
 		return e.load[m] < base || (e.load[m] == base && atCeil < extra)
 	}
 	for _, u := range e.units {
-		if e.classes != nil && u.need == 1 && len(u.owners) == 0 {
+		if e.classes != nil && e.classes.preferred != nil && u.need == 1 && len(u.owners) == 0 {
 			// The same choice as the loop below (rank is 0 for every
 			// preferred member here), from the classes' least loaded
 			// members. Eligibility only falls as load rises, so if the
@@ -241,8 +242,10 @@ func (e *engine) preferPhase() {
 // members).
 func (e *engine) fillPhase() {
 	for _, u := range e.units {
-		if e.classes != nil && u.need == 1 && len(u.owners) == 0 {
-			e.give(u, e.classes.least(u, false))
+		if e.classes != nil {
+			for len(u.owners) < u.need {
+				e.give(u, e.fillOwner(u))
+			}
 			continue
 		}
 		for len(u.owners) < u.need {
@@ -259,6 +262,33 @@ func (e *engine) fillPhase() {
 			e.give(u, best) // need <= subscribers, so best >= 0
 		}
 	}
+}
+
+// fillOwner makes fillPhase's choice for u from the member classes: the
+// least loaded member that can own u, a preferred one first among equals,
+// then member order.
+func (e *engine) fillOwner(u *unit) int {
+	mc := e.classes
+	// u's owners cannot own it twice: out of reach while choosing.
+	const away = 1 << 40
+	for _, o := range u.owners {
+		mc.shift(o, away)
+	}
+	best := mc.least(u, false)
+	if mc.preferred == nil && !e.preferred(u, best) {
+		// Preference per member (redundant's claims): the first preferred
+		// member at the least load, if any.
+		for _, m := range e.candidates(u) {
+			if e.load[m] == e.load[best] && e.canOwn(u, m) && e.preferred(u, m) {
+				best = m
+				break
+			}
+		}
+	}
+	for _, o := range u.owners {
+		mc.shift(o, -away)
+	}
+	return best
 }
 
 // balancePhase moves single units from a member to one holding at least two

@@ -165,3 +165,27 @@ func BenchmarkRackAwareAtScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRedundantAtScale: redundant(2) over 1,000 members, a fresh group
+// (no claims: every owner comes from the filling phase) and one that just
+// doubled (doubledGroup: half the members claim every partition twice).
+// Run bounded: go test -run '^$' -bench RedundantAtScale -benchtime 1x.
+func BenchmarkRedundantAtScale(b *testing.B) {
+	for _, parts := range []int{100000, 1000000} {
+		fresh, freshTopics := replicatedRackGroup(1000, 10, parts/10, 1)
+		doubled, doubledTopics := doubledGroup(1000, parts)
+		for _, c := range []struct {
+			name   string
+			ms     []assign.Member
+			topics map[string]assign.Topic
+		}{{"fresh", fresh, freshTopics}, {"doubled", doubled, doubledTopics}} {
+			b.Run(fmt.Sprintf("%s/members=1000/partitions=%d", c.name, parts), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := assign.Redundant(2, quiet()).Assign(c.ms, c.topics); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

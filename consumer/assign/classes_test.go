@@ -2,6 +2,8 @@ package assign
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -58,54 +60,79 @@ func classGroup(r *rand.Rand) ([]Member, map[string]Topic) {
 		if r.IntN(6) > 0 {
 			m.Rack = racks[r.IntN(len(racks))]
 		}
+		if r.IntN(2) == 0 { // claims, for redundant's preference
+			m.Generation = int32(r.IntN(4))
+			for _, t := range m.Topics {
+				var ps []int32
+				for p := range topics[t].Partitions {
+					if r.IntN(4) == 0 {
+						ps = append(ps, p)
+					}
+				}
+				if ps != nil {
+					m.Owned = append(m.Owned, TopicPartitions{Topic: t, Partitions: ps})
+				}
+			}
+		}
 		ms = append(ms, m)
 	}
 	return ms, topics
 }
 
-// TestMemberClassesChooseAsTheScans: the rack-aware engine with its member
-// classes makes exactly the plan it makes by visiting every candidate (the
-// classes only find the same member faster), on random groups.
+// TestMemberClassesChooseAsTheScans: the engine with member classes makes
+// exactly the plan it makes by visiting every candidate and every member
+// (the classes only find the same member faster), phase by phase, on random
+// groups, for rack-aware and for redundant(2) and (3).
 func TestMemberClassesChooseAsTheScans(t *testing.T) {
-	const n = 3000
-	withFill := 0
-	for seed := range uint64(n) {
-		r := rand.New(rand.NewPCG(seed, 848))
-		members, topics := classGroup(r)
-		ms, fast, err := rackAware{simple{RackAwareName}}.engine(members, topics)
-		if err != nil {
-			t.Fatal(err)
+	const n = 2000
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, a := range []struct {
+		name  string
+		build func([]Member, map[string]Topic) ([]Member, *engine, error)
+	}{
+		{"rack-aware", rackAware{simple{RackAwareName}}.engine},
+		{"redundant(2)", redundant{simple: simple{RedundantName}, replicas: 2, log: quiet}.engine},
+		{"redundant(3)", redundant{simple: simple{RedundantName}, replicas: 3, log: quiet}.engine},
+	} {
+		withFill := 0
+		for seed := range uint64(n) {
+			r := rand.New(rand.NewPCG(seed, 848))
+			members, topics := classGroup(r)
+			ms, fast, err := a.build(members, topics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, slow, _ := a.build(members, topics)
+			if fast.classes == nil {
+				t.Fatalf("%s built no member classes", a.name)
+			}
+			slow.classes = nil
+			fast.preferPhase()
+			slow.preferPhase()
+			if !reflect.DeepEqual(fast.plan().result(ms), slow.plan().result(ms)) {
+				t.Fatalf("%s, seed %d: after the preferring phase the classes chose otherwise than the scan", a.name, seed)
+			}
+			before := 0
+			for _, u := range fast.units {
+				before += len(u.owners)
+			}
+			fast.fillPhase()
+			slow.fillPhase()
+			after := 0
+			for _, u := range fast.units {
+				after += len(u.owners)
+			}
+			if after > before {
+				withFill++
+			}
+			if !reflect.DeepEqual(fast.plan().result(ms), slow.plan().result(ms)) {
+				t.Fatalf("%s, seed %d: after the filling phase the classes chose otherwise than the scan", a.name, seed)
+			}
 		}
-		_, slow, _ := rackAware{simple{RackAwareName}}.engine(members, topics)
-		if fast.classes == nil {
-			t.Fatal("rack-aware built no member classes")
+		// The filling phase must have had work in many of the groups, or
+		// the comparison above says little about it.
+		if withFill < n/4 {
+			t.Fatalf("%s: the filling phase placed units in only %d of %d groups", a.name, withFill, n)
 		}
-		slow.classes = nil
-		fast.preferPhase()
-		slow.preferPhase()
-		if !reflect.DeepEqual(fast.plan().result(ms), slow.plan().result(ms)) {
-			t.Fatalf("seed %d: after the preferring phase the classes chose otherwise than the scan", seed)
-		}
-		before := 0
-		for _, u := range fast.units {
-			before += len(u.owners)
-		}
-		fast.fillPhase()
-		slow.fillPhase()
-		after := 0
-		for _, u := range fast.units {
-			after += len(u.owners)
-		}
-		if after > before {
-			withFill++
-		}
-		if !reflect.DeepEqual(fast.plan().result(ms), slow.plan().result(ms)) {
-			t.Fatalf("seed %d: after the filling phase the classes chose otherwise than the scan", seed)
-		}
-	}
-	// The filling phase must have had work in many of the groups, or the
-	// comparison above says little about it.
-	if withFill < n/4 {
-		t.Fatalf("the filling phase placed units in only %d of %d groups", withFill, n)
 	}
 }

@@ -1,9 +1,6 @@
 package assign
 
-import (
-	"encoding/binary"
-	"slices"
-)
+import "slices"
 
 // RackAware returns the rack-aware assignor ("rack-aware"): each partition
 // goes to one member, preferring members whose rack (subscription version 3,
@@ -83,7 +80,14 @@ func (a rackAware) engine(members []Member, topics map[string]Topic) ([]Member, 
 		}
 		return -1
 	}
-	e.classes = rackClasses(e, names, subs, memberRack, unitRacks)
+	// Members of one rack and one subscription set are rack-local for the
+	// same partitions: one class.
+	var classRack []int
+	e.classes = newMemberClasses(e, names, subs, memberRack, func(c, rack int) { classRack = append(classRack, rack) })
+	e.classes.preferred = func(u *unit, c int) bool {
+		r := classRack[c]
+		return r >= 0 && slices.Contains(unitRacks[u.idx], r)
+	}
 	var buf []int
 	e.cands = func(u *unit) []int {
 		rs := unitRacks[u.idx]
@@ -98,50 +102,4 @@ func (a rackAware) engine(members []Member, topics map[string]Topic) ([]Member, 
 		return buf
 	}
 	return ms, e, nil
-}
-
-// rackClasses splits the active members by rack and subscriptions, the
-// classes memberClasses needs: members of one class are subscribed to the
-// same topics and are rack-local for the same partitions.
-func rackClasses(e *engine, names []string, subs map[string][]int, memberRack []int, unitRacks [][]int) *memberClasses {
-	topicsOf := make([][]int, len(e.members)) // member -> the topics (by position) it subscribes to
-	for ti, t := range names {
-		for _, m := range subs[t] {
-			topicsOf[m] = append(topicsOf[m], ti)
-		}
-	}
-	type key struct {
-		rack   int
-		topics string
-	}
-	ids := map[key]int{}
-	class := make([]int, len(e.members))
-	var classRack []int
-	byTopic := make([][]int, len(names))
-	var b []byte
-	for m := range e.members {
-		class[m] = -1
-		if len(topicsOf[m]) == 0 {
-			continue
-		}
-		b = b[:0]
-		for _, ti := range topicsOf[m] {
-			b = binary.AppendUvarint(b, uint64(ti))
-		}
-		k := key{memberRack[m], string(b)}
-		c, ok := ids[k]
-		if !ok {
-			c = len(classRack)
-			ids[k] = c
-			classRack = append(classRack, memberRack[m])
-			for _, ti := range topicsOf[m] {
-				byTopic[ti] = append(byTopic[ti], c)
-			}
-		}
-		class[m] = c
-	}
-	return newMemberClasses(e.load, class, len(classRack), byTopic, func(u *unit, c int) bool {
-		r := classRack[c]
-		return r >= 0 && slices.Contains(unitRacks[u.idx], r)
-	})
 }

@@ -18,7 +18,8 @@ import "log/slog"
 // of exchanges (2 of about 3,000 small random groups kept one claim fewer
 // than a brute-force optimum). Clients on the eager protocol report no
 // owned partitions, in which case the assignment is simply balanced. Cost
-// grows with partitions × replicas × members (see docs/architecture.md,
+// grows with partitions × replicas × the number of distinct subscription
+// sets, plus each partition's claimants (see docs/architecture.md,
 // assignors).
 //
 // replicas below 1 makes Assign return an error.
@@ -36,12 +37,23 @@ type redundant struct {
 }
 
 func (a redundant) Assign(members []Member, topics map[string]Topic) (map[string]Assignment, error) {
-	if err := checkReplicas(a.name, a.replicas); err != nil {
+	ms, e, err := a.engine(members, topics)
+	if err != nil {
 		return nil, err
+	}
+	e.run()
+	return e.plan().result(ms), nil
+}
+
+// engine builds the engine Assign runs, with its rank, candidates and
+// member classes.
+func (a redundant) engine(members []Member, topics map[string]Topic) ([]Member, *engine, error) {
+	if err := checkReplicas(a.name, a.replicas); err != nil {
+		return nil, nil, err
 	}
 	ms, names, subs, err := subscribers(a.name, members, topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, t := range names {
 		if n := len(subs[t]); n < a.replicas && topics[t].Partitions > 0 {
@@ -104,6 +116,8 @@ func (a redundant) Assign(members []Member, topics map[string]Topic) (map[string
 		}
 		return buf
 	}
-	e.run()
-	return e.plan().result(ms), nil
+	// Members of one subscription set form a class; preference stays per
+	// member (its claims), checked on a unit's claimants.
+	e.classes = newMemberClasses(e, names, subs, nil, nil)
+	return ms, e, nil
 }
