@@ -34,10 +34,12 @@ func (g *Group) reconcile(h *hbReq, m *cmember) {
 				next = g.dropUnsubscribed(m, h.owned)
 			}
 		} else {
-			// Revoked: a revocation still to make (the target moved on
-			// meanwhile) is asked at the next epoch, not beyond the
-			// target's, as Kafka's builder does.
-			next = g.computeNext(m, min(m.epoch+1, cg.assignEpoch), h.owned)
+			// Revoked: the member moves on from its own epoch. A further
+			// revocation (the target moved on meanwhile) is asked at that
+			// same epoch, never a bumped one, as Kafka does since 4.2: a
+			// bump would let two members own one partition at one epoch
+			// (one after the other). Reaching the target takes its epoch.
+			next = g.computeNext(m, m.epoch, h.owned)
 		}
 	default:
 		next = g.computeNext(m, m.epoch, h.owned)
