@@ -87,7 +87,9 @@ func (s *Shard) describeSet(set tpset) kmsg.Assignment {
 // (assigned or pending) and was given to it at or before that epoch — so a
 // member whose newer epoch is still in flight can commit what it kept,
 // while commits for partitions that moved stay fenced. A rejection fails the
-// whole request. Commits do not extend a consumer member's session.
+// whole request; a partition whose metadata is too large is left out of
+// that check (it gets its own error). Commits do not extend a consumer
+// member's session.
 func (g *Group) validateConsumerCommit(req *kmsg.OffsetCommitRequest) int16 {
 	cg := g.cg
 	if len(cg.members) == 0 && req.Generation < 0 {
@@ -114,6 +116,12 @@ func (g *Group) validateConsumerCommit(req *kmsg.OffsetCommitRequest) int16 {
 	}
 	for _, t := range req.Topics {
 		for _, p := range t.Partitions {
+			if g.s.metadataTooLarge(strOr(p.Metadata)) {
+				// Answered OFFSET_METADATA_TOO_LARGE on its own and never
+				// committed: as in Kafka, it is not checked against the
+				// epoch, so it cannot fail the rest of the request.
+				continue
+			}
 			at, ok := m.assignedAt[topicPartition{t.Topic, p.Partition}]
 			if !ok || at > e {
 				return stale

@@ -1259,3 +1259,50 @@ func TestDowngradeProtocolVote(t *testing.T) {
 		t.Fatalf("downgrade selected %q (a vote now: %q); want coop, two votes against one", g.protocol, g.selectProtocol())
 	}
 }
+
+// TestKIP848LaggingCommitSkipsOversizedMetadata: a commit at an older member
+// epoch is checked partition by partition (KIP-1251), and, as in Kafka 4.3,
+// a partition whose metadata is too large is answered
+// OFFSET_METADATA_TOO_LARGE before that check: it does not fail the whole
+// request as STALE_MEMBER_EPOCH, and the partitions the member may still
+// commit at that epoch are committed.
+func TestKIP848LaggingCommitSkipsOversizedMetadata(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4})
+	e1 := h.cgJoin("m1", "a").MemberEpoch
+	h.cgJoin("m2", "a")
+	h.cg(hb{member: "m1", epoch: e1, owned: set("a", 0, 1, 2, 3)})
+	kept := h.cmember("cg", "m1").assigned.clone()
+	h.cg(hb{member: "m1", epoch: e1, owned: kept})
+	if h.cmember("cg", "m1").epoch <= e1 {
+		t.Fatal("m1 did not advance")
+	}
+	keptP, movedP := kept["a"][0], int32(-1)
+	for p := int32(0); p < 4; p++ {
+		if !kept.has("a", p) {
+			movedP = p
+		}
+	}
+	big := strings.Repeat("x", 4097)
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.MemberID, req.Generation = 9, "cg", "m1", e1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = "a"
+	for _, p := range []int32{keptP, movedP} {
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, 7
+		if p == movedP {
+			rp.Metadata = &big // moved away, and too large
+		}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	tk := h.do(func(t Ticket, out *Output) { h.s.OffsetCommit(h.now, t, req, out) })
+	ps := h.resp(tk).(*kmsg.OffsetCommitResponse).Topics[0].Partitions
+	if ps[0].ErrorCode != ErrNone || ps[1].ErrorCode != ErrOffsetMetadataTooLarge {
+		t.Fatalf("kept partition answered %d (want 0), moved one with too large metadata %d (want %d)",
+			ps[0].ErrorCode, ps[1].ErrorCode, ErrOffsetMetadataTooLarge)
+	}
+	if !h.s.Group("cg").hasOffset(topicPartition{"a", keptP}) {
+		t.Fatal("the kept partition's offset was not committed")
+	}
+}

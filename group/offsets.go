@@ -86,7 +86,7 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	for i, rt := range req.Topics {
 		for j, rp := range rt.Partitions {
 			meta := strOr(rp.Metadata)
-			if len(meta) > s.cfg.OffsetMetadataMaxBytes && utf16Len(meta) > s.cfg.OffsetMetadataMaxBytes {
+			if s.metadataTooLarge(meta) {
 				resp.Topics[i].Partitions[j].ErrorCode = ErrOffsetMetadataTooLarge
 				continue
 			}
@@ -615,6 +615,13 @@ func (s *Shard) DeleteTopicOffsets(topics []string, out *Output) {
 
 // utf16Len is the length of s in UTF-16 code units, the length Kafka
 // measures offset metadata in (never more than len(s), its bytes).
+// metadataTooLarge reports whether a committed offset's metadata is over
+// OffsetMetadataMaxBytes, counted in UTF-16 code units as Kafka counts a
+// Java string's length.
+func (s *Shard) metadataTooLarge(meta string) bool {
+	return len(meta) > s.cfg.OffsetMetadataMaxBytes && utf16Len(meta) > s.cfg.OffsetMetadataMaxBytes
+}
+
 func utf16Len(s string) int {
 	n := 0
 	for _, r := range s {
