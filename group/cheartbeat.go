@@ -333,8 +333,8 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	if m != nil && r.MemberEpoch == epochJoining {
 		// A known member rejoining at epoch 0 is let in at its current
 		// state (franz-go rejoins so with its id after a fence; Kafka
-		// fences it unless its previous epoch is 0), but what it says it
-		// owns does not release partitions it is asked to revoke: the
+		// lets it in too since KAFKA-19233), but what it says it owns does not
+		// release partitions it is asked to revoke (Kafka's does): the
 		// request may be a late or repeated join while the member still
 		// works on them, which would hand them to another member at once.
 		// Its next heartbeat at its epoch releases them.
