@@ -109,7 +109,7 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 			state, gtype = g.cg.state(), "consumer"
 		}
 		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(f string) bool {
-			return strings.EqualFold(strings.TrimSpace(f), state) // Kafka trims states, not types
+			return strings.EqualFold(javaTrim(f), state) // Kafka trims states, not types
 		}) {
 			continue
 		}

@@ -181,7 +181,7 @@ func (s *Shard) assignmentOf(m *cmember) *kmsg.ConsumerGroupHeartbeatResponseAss
 // validateHeartbeat applies the checks Kafka makes before looking at any
 // state (INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION).
 func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
-	blank := func(x string) bool { return strings.TrimSpace(x) == "" }
+	blank := func(x string) bool { return javaTrim(x) == "" }
 	switch { // in Kafka's order
 	case blank(r.MemberID) && (r.Version >= 1 || r.MemberEpoch > 0 || r.MemberEpoch == epochLeave):
 		return ErrInvalidRequest, "MemberId can't be empty."
@@ -214,6 +214,14 @@ func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 			strings.Join(s.cfg.ConsumerAssignors, ", ") + "."
 	}
 	return ErrNone, ""
+}
+
+// javaTrim removes what Kafka's String.trim() removes: every character up
+// to U+0020 (spaces and control characters) at either end, and nothing
+// else (strings.TrimSpace also removes Unicode spaces such as U+00A0, and
+// keeps control characters).
+func javaTrim(x string) string {
+	return strings.TrimFunc(x, func(r rune) bool { return r <= ' ' })
 }
 
 func (s *Shard) isStaticMember(group, member string) bool {

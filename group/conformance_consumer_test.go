@@ -55,6 +55,35 @@ func TestKIP848_C3C5C6C7C8C9Validation(t *testing.T) {
 	expectCode(t, "C7 names []", h.cg(hb{member: "m-empty", names: []string{}, owned: tpset{}}).ErrorCode, ErrNone)
 }
 
+// TestKIP848BlankIsJavaTrim: "blank" ids are those Kafka's String.trim()
+// leaves empty: trim removes every character up to U+0020 (control
+// characters included) at either end and nothing else, so an id of control
+// characters is INVALID_REQUEST and one of a no-break space is an id like any
+// other. Go's strings.TrimSpace had it the other way round for both.
+func TestKIP848BlankIsJavaTrim(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	str := func(s string) *string { return &s }
+	expectCode(t, "member id of control characters",
+		h.cg(hb{member: "\x01\x1f", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrInvalidRequest)
+	expectCode(t, "instance id of control characters",
+		h.cg(hb{member: "m1", names: []string{"a"}, owned: tpset{}, instance: str("\t\x00")}).ErrorCode, ErrInvalidRequest)
+	expectCode(t, "rack id of a no-break space",
+		h.cg(hb{member: "m2", names: []string{"a"}, owned: tpset{}, rack: str("\u00a0")}).ErrorCode, ErrNone)
+	expectCode(t, "instance id of a no-break space",
+		h.cg(hb{member: "m3", names: []string{"a"}, owned: tpset{}, instance: str("\u00a0")}).ErrorCode, ErrNone)
+	// ListGroups trims its state filters the same way.
+	state := h.cgroup("cg").state()
+	req := kmsg.NewPtrListGroupsRequest()
+	req.Version, req.StatesFilter = 5, []string{"\x01" + state + "\x01"}
+	if gs := h.s.ListGroups(req); len(gs) != 1 {
+		t.Fatalf("a state filter padded with control characters listed %d groups, want 1", len(gs))
+	}
+	req.StatesFilter = []string{"\u00a0" + state}
+	if gs := h.s.ListGroups(req); len(gs) != 0 {
+		t.Fatalf("a state filter after a no-break space listed %d groups, want 0", len(gs))
+	}
+}
+
 // TestC44PreferredAssignor: the group runs the assignor most members ask
 // for; uniform when none does.
 func TestKIP848_C44PreferredAssignor(t *testing.T) {
