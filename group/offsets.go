@@ -613,8 +613,6 @@ func (s *Shard) DeleteTopicOffsets(topics []string, out *Output) {
 	}
 }
 
-// utf16Len is the length of s in UTF-16 code units, the length Kafka
-// measures offset metadata in (never more than len(s), its bytes).
 // metadataTooLarge reports whether a committed offset's metadata is over
 // OffsetMetadataMaxBytes, counted in UTF-16 code units as Kafka counts a
 // Java string's length.
@@ -622,6 +620,8 @@ func (s *Shard) metadataTooLarge(meta string) bool {
 	return len(meta) > s.cfg.OffsetMetadataMaxBytes && utf16Len(meta) > s.cfg.OffsetMetadataMaxBytes
 }
 
+// utf16Len is the length of s in UTF-16 code units, the length Kafka
+// measures offset metadata in (never more than len(s), its bytes).
 func utf16Len(s string) int {
 	n := 0
 	for _, r := range s {
