@@ -880,3 +880,51 @@ func TestClusterUnknownUserSaltShared(t *testing.T) {
 		t.Fatalf("unknown user %q, stored user %q: salts of different lengths", one, real)
 	}
 }
+
+// TestOpenNodeRefusesCredentialChanges: a node that authenticates no one
+// refuses SCRAM credential changes from its clients (Kafka accepts them), so
+// a stranger who reaches it cannot set the password of the user the operator
+// later makes a super user: after a restart with SASL, --bootstrap-user
+// creates that user with the operator's password, not the stranger's.
+func TestOpenNodeRefusesCredentialChanges(t *testing.T) {
+	st := memstore.New()
+	open := startNode(t, st)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := client(t, open.Addr(), kgo.RequestRetries(0))
+	stranger := kadm.NewClient(cl)
+	if _, err := stranger.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "admin", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "strangers-pw"}}); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("anonymous AlterUserScramCredentials on an open node (kadm): %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+	// The answer says why (kadm keeps only the code).
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "admin", 2, 4096, []byte("salt"), make([]byte, 64)
+	req.Upsertions = append(req.Upsertions, up)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Results[0]; r.ErrorCode != kerr.ClusterAuthorizationFailed.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "--bootstrap-user") {
+		t.Fatalf("anonymous AlterUserScramCredentials on an open node: %d %v, want CLUSTER_AUTHORIZATION_FAILED naming --bootstrap-user", r.ErrorCode, r.ErrorMessage)
+	}
+	described, err := stranger.DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatalf("DescribeUserScramCredentials on an open node: %v", err)
+	}
+	if len(described) != 0 {
+		t.Fatalf("credentials after the refused change: %v", described)
+	}
+	if err := open.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	n := startLoaded(t, secureConfig(t, st))
+	t.Cleanup(func() { n.Close() })
+	if _, err := kadm.NewClient(scramClient(t, n.Addr(), "admin", adminPassword)).ListGroups(ctx); err != nil {
+		t.Fatalf("the bootstrap admin with the operator's password: %v", err)
+	}
+	if _, err := kadm.NewClient(scramClient(t, n.Addr(), "admin", "strangers-pw")).ListGroups(ctx); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("the stranger's password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+}

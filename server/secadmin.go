@@ -47,15 +47,32 @@ func (e kafkaError) Error() string {
 	return fmt.Sprintf("kafka error %d", int16(e))
 }
 
+// explainedError is a Kafka error code answered with cohort's own message.
+type explainedError struct {
+	code int16
+	msg  string
+}
+
+func (e explainedError) Error() string { return e.msg }
+
+// errAnonymousCredentials refuses a credential change from a client that
+// authenticated no one on a node without an authorizer (see refusal).
+var errAnonymousCredentials = explainedError{kerr.ClusterAuthorizationFailed.Code,
+	"this node authenticates no one and enforces no ACLs, so SCRAM credentials cannot be changed through it " +
+		"(anyone could set them); create the first user with --bootstrap-user, then change credentials over SASL"}
+
 // adminErrorCode maps a SecurityAdmin error (or a kafkaError) to a Kafka
 // code and message.
 func adminErrorCode(err error) (int16, *string) {
 	var ke kafkaError
+	var ee explainedError
 	switch {
 	case err == nil:
 		return errNone, nil
 	case errors.As(err, &ke):
 		return int16(ke), errorMessage(int16(ke))
+	case errors.As(err, &ee):
+		return ee.code, kmsg.StringPtr(ee.msg)
 	}
 	code := kerr.UnknownServerError.Code
 	switch {
@@ -91,8 +108,12 @@ func (s *Server) securityAdmin() SecurityAdmin {
 // for the three ACL APIs, no authorizer: as in Kafka, ACLs are managed only
 // where they are enforced (otherwise any client of an open node could store
 // ACLs, and grant itself rights, that the authorizer would honour once
-// turned on). The SCRAM APIs work without an authorizer, as in Kafka. nil
-// when it may.
+// turned on). The SCRAM APIs work without an authorizer, as in Kafka,
+// except that changing credentials needs an authenticated client there
+// (CLUSTER_AUTHORIZATION_FAILED, errAnonymousCredentials): Kafka lets
+// anyone, so any client of an open node could set the password of a user
+// the operator later names a super user (and --bootstrap-user keeps a
+// credential that exists). nil when it may.
 func (s *Server) refusal(c Client, key int16, op acl.Operation) error {
 	switch {
 	case s.authz != nil && !s.authorize(c, key, op, acl.ResourceCluster, acl.ClusterName):
@@ -101,6 +122,8 @@ func (s *Server) refusal(c Client, key int16, op acl.Operation) error {
 		return kafkaError(kerr.SecurityDisabled.Code)
 	case s.authz == nil && (key == keyDescribeACLs || key == keyCreateACLs || key == keyDeleteACLs):
 		return kafkaError(kerr.SecurityDisabled.Code)
+	case s.authz == nil && key == keyAlterSCRAM && c.Principal == Anonymous:
+		return errAnonymousCredentials
 	}
 	return nil
 }

@@ -489,3 +489,49 @@ func TestACLAdminWithoutAuthorizerIsSecurityDisabled(t *testing.T) {
 		t.Errorf("DescribeUserScramCredentials without an authorizer: %d, want 0", code)
 	}
 }
+
+// Without an authorizer a client that authenticated no one may not change
+// SCRAM credentials (Kafka lets it): on an open node anyone could otherwise
+// set the password of a user the operator later makes a super user, and
+// --bootstrap-user would keep it. An authenticated client may, and anyone
+// may still describe them.
+func TestAnonymousMayNotChangeCredentialsWithoutAuthorizer(t *testing.T) {
+	fa := &secAdminFake{}
+	s, _ := secAdminServer(t, fa, nil)
+	up := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+	up.Name, up.Mechanism, up.Iterations, up.Salt, up.SaltedPassword = "admin", 2, 8192, []byte("salt"), []byte("salted-password-bytes-32-long!!!")
+	del := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+	del.Name, del.Mechanism = "ops", 2
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	req.Upsertions, req.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{up}, []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del}
+
+	anon := Client{Principal: Anonymous, Host: "192.0.2.7"}
+	resp := s.alterUserSCRAMCredentials(context.Background(), anon, req).(*kmsg.AlterUserSCRAMCredentialsResponse)
+	if len(resp.Results) != 2 {
+		t.Fatalf("%d results, want 2", len(resp.Results))
+	}
+	for _, r := range resp.Results {
+		if r.ErrorCode != kerr.ClusterAuthorizationFailed.Code || r.ErrorMessage == nil || !strings.Contains(*r.ErrorMessage, "--bootstrap-user") {
+			t.Errorf("%s: error %d %v, want CLUSTER_AUTHORIZATION_FAILED saying why", r.User, r.ErrorCode, r.ErrorMessage)
+		}
+	}
+	if len(fa.upserts)+len(fa.dels) != 0 {
+		t.Fatalf("an anonymous client changed credentials: %d upserts, %d deletions", len(fa.upserts), len(fa.dels))
+	}
+	_, _, _, ds, _ := secAdminRequests()
+	if code := s.describeUserSCRAMCredentials(anon, ds).(*kmsg.DescribeUserSCRAMCredentialsResponse).ErrorCode; code != 0 {
+		t.Errorf("anonymous DescribeUserScramCredentials: %d, want 0", code)
+	}
+
+	fa.alterErrs = []error{nil, nil}
+	alice := Client{Principal: "User:alice", Host: "192.0.2.7"}
+	resp = s.alterUserSCRAMCredentials(context.Background(), alice, req).(*kmsg.AlterUserSCRAMCredentialsResponse)
+	for _, r := range resp.Results {
+		if r.ErrorCode != 0 {
+			t.Errorf("authenticated %s: error %d, want 0", r.User, r.ErrorCode)
+		}
+	}
+	if len(fa.upserts) != 1 || len(fa.dels) != 1 {
+		t.Errorf("authenticated change: %d upserts, %d deletions, want 1 and 1", len(fa.upserts), len(fa.dels))
+	}
+}

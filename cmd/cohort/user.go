@@ -155,6 +155,7 @@ func users(e env, cmd string, args []string) error {
 			if err == nil {
 				err = alteredErr(rs, name)
 			}
+			err = credentialRefusal(err)
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", cell(name), m, *iterations, cell(result(err, "set")))
 			failed = errors.Join(failed, c.fail("user set "+name+" "+m.String(), err))
 		}
@@ -197,6 +198,7 @@ func users(e env, cmd string, args []string) error {
 			if err == nil {
 				err = alteredErr(rs, name)
 			}
+			err = credentialRefusal(err)
 			switch {
 			case err == nil:
 				deleted++
@@ -253,6 +255,16 @@ func scramMechanisms(s string) ([]kadm.ScramMechanism, error) {
 
 // alteredErr is the result for user in an AlterUserScramCredentials
 // answer.
+// credentialRefusal says what a CLUSTER_AUTHORIZATION_FAILED answer to a
+// credential change means (kadm keeps the code, not the node's message).
+func credentialRefusal(err error) error {
+	if !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		return err
+	}
+	return fmt.Errorf("%w (changing credentials needs ALTER on the CLUSTER; a node that authenticates no one "+
+		"refuses every change: create the first user with cohort serve --bootstrap-user, then connect over SASL)", err)
+}
+
 func alteredErr(rs kadm.AlteredUserSCRAMs, user string) error {
 	r, ok := rs[user]
 	if !ok {

@@ -214,3 +214,15 @@ func TestAdminOverSASLSSL(t *testing.T) {
 		t.Fatal("plaintext admin command worked against SASL_SSL")
 	}
 }
+
+// A node that authenticates no one refuses credential changes; the CLI says
+// what that means (kadm drops the node's own message).
+func TestUserSetOnOpenNodeSaysWhy(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	var out bytes.Buffer
+	err := users(env{stdin: strings.NewReader("bob-pw"), stdout: &out, stderr: io.Discard}, "user",
+		[]string{"set", "bob", "--mechanism", "SCRAM-SHA-256", "--bootstrap", n.Addr()})
+	if err == nil || !strings.Contains(err.Error(), "CLUSTER_AUTHORIZATION_FAILED") || !strings.Contains(err.Error(), "--bootstrap-user") {
+		t.Fatalf("user set on an open node: %v, want CLUSTER_AUTHORIZATION_FAILED with the --bootstrap-user hint\n%s", err, out.String())
+	}
+}
