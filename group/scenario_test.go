@@ -11,8 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,100 +22,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/internal/script"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of group/testdata/*.txt scenario files")
 
 func TestScenarios(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no scenario files in testdata")
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScenarioFile(t, f) })
-	}
-}
-
-// scenarioStep is one command of a file with the text around it.
-type scenarioStep struct {
-	pre  []string // comment and blank lines before the command, verbatim
-	line int      // 1-based line of the command
-	cmd  string
-	want []string // expected output lines
-}
-
-// parseScenario splits a file into steps. A command line is followed by a
-// line "----" and its expected output, which ends at the first blank line
-// (or the end of the file). Lines starting with '#' and blank lines between
-// steps are comments. trailer holds the lines after the last step.
-func parseScenario(text string) (steps []scenarioStep, trailer []string, err error) {
-	lines := strings.Split(strings.TrimSuffix(text, "\n"), "\n")
-	var pre []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pre = append(pre, l)
-			continue
-		}
-		st := scenarioStep{pre: pre, line: i + 1, cmd: strings.TrimSpace(l)}
-		pre = nil
-		if i+1 >= len(lines) || lines[i+1] != "----" {
-			return nil, nil, fmt.Errorf("line %d: command %q not followed by ----", i+1, l)
-		}
-		i += 2
-		for ; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
-			st.want = append(st.want, lines[i])
-		}
-		i-- // the blank line (if any) is the next step's pre
-		steps = append(steps, st)
-	}
-	return steps, pre, nil
-}
-
-func runScenarioFile(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, trailer, err := parseScenario(string(data))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	sc := newScenario(t)
-	var b strings.Builder
-	for i := range steps {
-		st := &steps[i]
-		got := sc.run(st.cmd)
-		for _, l := range got {
-			if strings.HasPrefix(l, "error:") {
-				t.Errorf("%s:%d: %s: %s", path, st.line, st.cmd, l)
-			}
-		}
-		if *rewrite {
-			st.want = got
-		} else if !slices.Equal(got, st.want) {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s\n(if the change is intended: go test ./group/ -run TestScenarios -rewrite, then review git diff %s)",
-				path, st.line, st.cmd, strings.Join(got, "\n"), strings.Join(st.want, "\n"), path)
-		}
-		for _, l := range st.pre {
-			b.WriteString(l + "\n")
-		}
-		b.WriteString(st.cmd + "\n----\n")
-		for _, l := range st.want {
-			b.WriteString(l + "\n")
-		}
-	}
-	for _, l := range trailer {
-		b.WriteString(l + "\n")
-	}
-	if *rewrite && b.String() != string(data) {
-		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	script.RunDir(t, "testdata", *rewrite, "go test ./group/ -run TestScenarios -rewrite", func(t *testing.T) func(string) []string {
+		return newScenario(t).run
+	})
 }
 
 // scenario is the state of one file's run: a shard on a fake clock whose
@@ -184,89 +97,12 @@ func (sc *scenario) printf(format string, args ...any) {
 	sc.out = append(sc.out, fmt.Sprintf(format, args...))
 }
 
-// args is a command's key=value arguments (a bare word is a key with an
-// empty value).
-type args struct {
-	kv   map[string]string
-	used map[string]bool
-	err  []string
-}
-
-func parseArgs(fields []string) *args {
-	a := &args{kv: map[string]string{}, used: map[string]bool{}}
-	for _, f := range fields {
-		k, v, _ := strings.Cut(f, "=")
-		a.kv[k] = v
-	}
-	return a
-}
-
-func (a *args) has(k string) bool { a.used[k] = true; _, ok := a.kv[k]; return ok }
-
-func (a *args) str(k, def string) string {
-	a.used[k] = true
-	if v, ok := a.kv[k]; ok {
-		return v
-	}
-	return def
-}
-
-func (a *args) int(k string, def int64) int64 {
-	a.used[k] = true
-	v, ok := a.kv[k]
-	if !ok {
-		return def
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		a.err = append(a.err, fmt.Sprintf("%s=%q: not a number", k, v))
-	}
-	return n
-}
-
-func (a *args) dur(k string, def time.Duration) time.Duration {
-	a.used[k] = true
-	v, ok := a.kv[k]
-	if !ok {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		a.err = append(a.err, fmt.Sprintf("%s=%q: %v", k, v, err))
-	}
-	return d
-}
-
-// list splits a comma-separated value; absent gives nil, empty gives [].
-func (a *args) list(k string) []string {
-	a.used[k] = true
-	v, ok := a.kv[k]
-	if !ok {
-		return nil
-	}
-	if v == "" || v == "[]" {
-		return []string{}
-	}
-	return strings.Split(v, ",")
-}
-
-func (a *args) unused() []string {
-	var out []string
-	for k := range a.kv {
-		if !a.used[k] {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // run executes one command line and returns its output lines.
 func (sc *scenario) run(line string) []string {
 	sc.out = nil
 	fields := strings.Fields(line)
 	cmd := fields[0]
-	a := parseArgs(fields[1:])
+	a := script.ParseArgs(fields[1:])
 	switch cmd {
 	case "config":
 		sc.config(a)
@@ -299,10 +135,10 @@ func (sc *scenario) run(line string) []string {
 	default:
 		return []string{fmt.Sprintf("error: unknown command %q", cmd)}
 	}
-	if u := a.unused(); len(u) > 0 && cmd != "describe" && cmd != "advance" {
+	if u := a.Unused(); len(u) > 0 && cmd != "describe" && cmd != "advance" {
 		sc.printf("error: unknown arguments %v", u)
 	}
-	for _, e := range a.err {
+	for _, e := range a.Errs {
 		sc.printf("error: %s", e)
 	}
 	sc.checkInvariants()
@@ -366,9 +202,9 @@ func (sc *scenario) bind(name, id string) {
 
 // memberID is the id to send for member name: its latest id, or "" if it
 // has none yet. id= overrides: a printed name (m1, m1#2) or a literal id.
-func (sc *scenario) memberID(a *args, name string) string {
-	if a.has("id") {
-		v := a.str("id", "")
+func (sc *scenario) memberID(a *script.Args, name string) string {
+	if a.Has("id") {
+		v := a.Str("id", "")
 		for id, n := range sc.names {
 			if n == v {
 				return id
@@ -382,28 +218,28 @@ func (sc *scenario) memberID(a *args, name string) string {
 	return ""
 }
 
-func (sc *scenario) config(a *args) {
+func (sc *scenario) config(a *script.Args) {
 	if sc.s != nil {
 		sc.printf("error: config must come before the first request")
 		return
 	}
 	c := &sc.cfg
-	c.InitialRebalanceDelay = a.dur("initial-delay", c.InitialRebalanceDelay)
-	c.MaxSize = int(a.int("max-size", int64(c.MaxSize)))
-	c.ConsumerMaxSize = int(a.int("consumer-max-size", int64(c.ConsumerMaxSize)))
-	c.ConsumerSessionTimeout = a.dur("consumer-session", c.ConsumerSessionTimeout)
-	c.ConsumerRebalanceHeartbeatInterval = a.dur("consumer-rebalance-interval", c.ConsumerRebalanceHeartbeatInterval)
-	c.ConsumerRebalanceHeartbeatMin = a.dur("consumer-rebalance-min", c.ConsumerRebalanceHeartbeatMin)
-	c.OffsetsRetention = a.dur("retention", c.OffsetsRetention)
-	c.ConsumerAssignmentInterval = a.dur("consumer-assignment-interval", c.ConsumerAssignmentInterval)
-	c.ConsumerAssignmentDelayPerMember = a.dur("consumer-assignment-per-member", c.ConsumerAssignmentDelayPerMember)
-	c.ConsumerMigrationPolicy = a.str("migration", c.ConsumerMigrationPolicy)
+	c.InitialRebalanceDelay = a.Dur("initial-delay", c.InitialRebalanceDelay)
+	c.MaxSize = int(a.Int("max-size", int64(c.MaxSize)))
+	c.ConsumerMaxSize = int(a.Int("consumer-max-size", int64(c.ConsumerMaxSize)))
+	c.ConsumerSessionTimeout = a.Dur("consumer-session", c.ConsumerSessionTimeout)
+	c.ConsumerRebalanceHeartbeatInterval = a.Dur("consumer-rebalance-interval", c.ConsumerRebalanceHeartbeatInterval)
+	c.ConsumerRebalanceHeartbeatMin = a.Dur("consumer-rebalance-min", c.ConsumerRebalanceHeartbeatMin)
+	c.OffsetsRetention = a.Dur("retention", c.OffsetsRetention)
+	c.ConsumerAssignmentInterval = a.Dur("consumer-assignment-interval", c.ConsumerAssignmentInterval)
+	c.ConsumerAssignmentDelayPerMember = a.Dur("consumer-assignment-per-member", c.ConsumerAssignmentDelayPerMember)
+	c.ConsumerMigrationPolicy = a.Str("migration", c.ConsumerMigrationPolicy)
 }
 
 // topics creates topics in the catalog consumer groups are assigned from
 // (topics a=4 b=2), grows an existing one to the count given, or deletes
 // them (topics delete=b,c).
-func (sc *scenario) topics(a *args) {
+func (sc *scenario) topics(a *script.Args) {
 	if sc.cat == nil {
 		if sc.s != nil {
 			sc.printf("error: the first topics command must come before the first request")
@@ -411,14 +247,9 @@ func (sc *scenario) topics(a *args) {
 		}
 		sc.cat = catalog.New(catalog.Options{})
 	}
-	names := make([]string, 0, len(a.kv))
-	for k := range a.kv {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range a.Keys() {
 		if n == "delete" {
-			for _, d := range a.list("delete") {
+			for _, d := range a.List("delete") {
 				if err := sc.cat.Delete(d); err != nil {
 					sc.printf("error: %v", err)
 				}
@@ -427,9 +258,9 @@ func (sc *scenario) topics(a *args) {
 		}
 		var err error
 		if _, ok := sc.cat.Lookup(n); ok {
-			_, err = sc.cat.AddPartitions(n, int32(a.int(n, 1)), nil)
+			_, err = sc.cat.AddPartitions(n, int32(a.Int(n, 1)), nil)
 		} else {
-			_, err = sc.cat.Create(n, int32(a.int(n, 1)), nil)
+			_, err = sc.cat.Create(n, int32(a.Int(n, 1)), nil)
 		}
 		if err != nil {
 			sc.printf("error: %v", err)
@@ -498,17 +329,17 @@ func (sc *scenario) complete(w Write, out *Output) {
 // storeMode: "store hold" keeps writes in flight, "store fail=16" fails
 // them with that code, "store ok" makes them succeed again, "store release"
 // completes the held ones (in the current mode).
-func (sc *scenario) storeMode(a *args) {
+func (sc *scenario) storeMode(a *script.Args) {
 	sc.shard()
 	switch {
-	case a.has("hold"):
+	case a.Has("hold"):
 		sc.hold = true
-	case a.has("fail"):
-		sc.fail = int16(a.int("fail", 0))
-	case a.has("ok"):
+	case a.Has("fail"):
+		sc.fail = int16(a.Int("fail", 0))
+	case a.Has("ok"):
 		sc.fail = ErrNone
 		sc.hold = false
-	case a.has("release"):
+	case a.Has("release"):
 		sc.hold = false
 		held := sc.held
 		sc.held = nil
@@ -525,7 +356,7 @@ func (sc *scenario) storeMode(a *args) {
 	}
 }
 
-func (sc *scenario) advance(a *args, fields []string) {
+func (sc *scenario) advance(a *script.Args, fields []string) {
 	if len(fields) != 1 {
 		sc.printf("error: advance DURATION")
 		return
@@ -535,7 +366,7 @@ func (sc *scenario) advance(a *args, fields []string) {
 		sc.printf("error: %v", err)
 		return
 	}
-	a.used[fields[0]] = true
+	a.Use(fields[0])
 	s := sc.shard()
 	target := sc.now.Add(d)
 	for {
@@ -579,29 +410,29 @@ func (sc *scenario) reload() {
 
 // ---- requests
 
-func (sc *scenario) join(a *args) {
-	group := a.str("group", "g")
-	name := a.str("member", "")
+func (sc *scenario) join(a *script.Args) {
+	group := a.Str("group", "g")
+	name := a.Str("member", "")
 	req := kmsg.NewPtrJoinGroupRequest()
-	req.Version = int16(a.int("v", 9))
+	req.Version = int16(a.Int("v", 9))
 	req.Group = group
 	req.MemberID = sc.memberID(a, name)
-	if a.has("instance") {
-		inst := a.str("instance", "")
+	if a.Has("instance") {
+		inst := a.Str("instance", "")
 		req.InstanceID = &inst
 	}
-	req.SessionTimeoutMillis = int32(a.dur("session", 10*time.Second).Milliseconds())
-	req.RebalanceTimeoutMillis = int32(a.dur("rebalance", 30*time.Second).Milliseconds())
-	req.ProtocolType = a.str("type", "consumer")
+	req.SessionTimeoutMillis = int32(a.Dur("session", 10*time.Second).Milliseconds())
+	req.RebalanceTimeoutMillis = int32(a.Dur("rebalance", 30*time.Second).Milliseconds())
+	req.ProtocolType = a.Str("type", "consumer")
 	req.Protocols = protos("range", "m")
-	if ps := a.list("protocols"); ps != nil {
+	if ps := a.List("protocols"); ps != nil {
 		req.Protocols = nil
 		for _, p := range ps {
 			n, m, _ := strings.Cut(p, ":")
 			req.Protocols = append(req.Protocols, kmsg.JoinGroupRequestProtocol{Name: n, Metadata: []byte(m)})
 		}
 	}
-	client := Client{ID: a.str("client", "cli"), Host: "127.0.0.1"}
+	client := Client{ID: a.Str("client", "cli"), Host: "127.0.0.1"}
 	t := sc.tick + 1
 	sc.send("join "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.JoinGroup(now, t, client, req, out) })
 	// Before v4 a new member gets its id only in the (parked) answer:
@@ -617,24 +448,24 @@ func (sc *scenario) join(a *args) {
 
 // gen is the generation to send for member name: gen= or that of its last
 // successful join.
-func (sc *scenario) genArg(a *args, name string) int32 {
+func (sc *scenario) genArg(a *script.Args, name string) int32 {
 	if g, ok := sc.gen[name]; ok {
-		return int32(a.int("gen", int64(g)))
+		return int32(a.Int("gen", int64(g)))
 	}
-	return int32(a.int("gen", -1))
+	return int32(a.Int("gen", -1))
 }
 
-func (sc *scenario) sync(a *args) {
-	name := a.str("member", "")
+func (sc *scenario) sync(a *script.Args) {
+	name := a.Str("member", "")
 	req := kmsg.NewPtrSyncGroupRequest()
-	req.Version = int16(a.int("v", 5))
-	req.Group, req.MemberID, req.Generation = a.str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
-	if a.has("instance") {
-		inst := a.str("instance", "")
+	req.Version = int16(a.Int("v", 5))
+	req.Group, req.MemberID, req.Generation = a.Str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
+	if a.Has("instance") {
+		inst := a.Str("instance", "")
 		req.InstanceID = &inst
 	}
 	if req.Version >= 5 { // type=null or protocol=null sends a null field
-		pt, p := a.str("type", "consumer"), a.str("protocol", "range")
+		pt, p := a.Str("type", "consumer"), a.Str("protocol", "range")
 		req.ProtocolType, req.Protocol = &pt, &p
 		if pt == "null" {
 			req.ProtocolType = nil
@@ -644,7 +475,7 @@ func (sc *scenario) sync(a *args) {
 		}
 	}
 	// assign=m1:x,m2:y gives member m1 the bytes "x".
-	for _, e := range a.list("assign") {
+	for _, e := range a.List("assign") {
 		n, v, _ := strings.Cut(e, ":")
 		id := n
 		if ids := sc.ids[n]; len(ids) > 0 {
@@ -655,13 +486,13 @@ func (sc *scenario) sync(a *args) {
 	sc.send("sync "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.SyncGroup(now, t, req, out) })
 }
 
-func (sc *scenario) heartbeat(a *args) {
-	name := a.str("member", "")
+func (sc *scenario) heartbeat(a *script.Args) {
+	name := a.Str("member", "")
 	req := kmsg.NewPtrHeartbeatRequest()
 	req.Version = 4
-	req.Group, req.MemberID, req.Generation = a.str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
-	if a.has("instance") {
-		inst := a.str("instance", "")
+	req.Group, req.MemberID, req.Generation = a.Str("group", "g"), sc.memberID(a, name), sc.genArg(a, name)
+	if a.Has("instance") {
+		inst := a.Str("instance", "")
 		req.InstanceID = &inst
 	}
 	sc.send("heartbeat "+name, name, func(now time.Time, t Ticket, out *Output) { sc.s.Heartbeat(now, t, req, out) })
@@ -669,17 +500,17 @@ func (sc *scenario) heartbeat(a *args) {
 
 // leave sends a LeaveGroup v5 for members=m1,/b,m2/a (member[/instance])
 // or, with v=1..2, a single member=m1.
-func (sc *scenario) leave(a *args) {
+func (sc *scenario) leave(a *script.Args) {
 	req := kmsg.NewPtrLeaveGroupRequest()
-	req.Version = int16(a.int("v", 5))
-	req.Group = a.str("group", "g")
+	req.Version = int16(a.Int("v", 5))
+	req.Group = a.Str("group", "g")
 	label := "leave"
 	if req.Version < 3 {
-		name := a.str("member", "")
+		name := a.Str("member", "")
 		req.MemberID = sc.memberID(a, name)
 		label += " " + name
 	}
-	for _, e := range a.list("members") {
+	for _, e := range a.List("members") {
 		n, inst, static := strings.Cut(e, "/")
 		m := kmsg.NewLeaveGroupRequestMember()
 		if ids := sc.ids[n]; len(ids) > 0 {
@@ -697,25 +528,25 @@ func (sc *scenario) leave(a *args) {
 
 // commit sends an OffsetCommit: offsets=t/0=5,t/1=7; member= and gen= (the
 // member's last generation by default; -1 without a member).
-func (sc *scenario) commit(a *args) {
-	name := a.str("member", "")
+func (sc *scenario) commit(a *script.Args) {
+	name := a.Str("member", "")
 	req := kmsg.NewPtrOffsetCommitRequest()
-	req.Version = int16(a.int("v", 9))
-	req.Group, req.MemberID = a.str("group", "g"), sc.memberID(a, name)
+	req.Version = int16(a.Int("v", 9))
+	req.Group, req.MemberID = a.Str("group", "g"), sc.memberID(a, name)
 	req.Generation = sc.genArg(a, name)
-	if e, ok := sc.epoch[name]; ok && !a.has("gen") {
+	if e, ok := sc.epoch[name]; ok && !a.Has("gen") {
 		req.Generation = e
 	}
-	if a.has("instance") {
-		inst := a.str("instance", "")
+	if a.Has("instance") {
+		inst := a.Str("instance", "")
 		req.InstanceID = &inst
 	}
 	var meta *string
-	if a.has("meta") {
-		m := a.str("meta", "")
+	if a.Has("meta") {
+		m := a.Str("meta", "")
 		meta = &m
 	}
-	for _, e := range a.list("offsets") {
+	for _, e := range a.List("offsets") {
 		tp, off, _ := strings.Cut(e, "=")
 		topic, ps, _ := strings.Cut(tp, "/")
 		p, _ := strconv.Atoi(ps)
@@ -740,12 +571,12 @@ func (sc *scenario) commit(a *args) {
 
 // fetch asks OffsetFetch v8 for a group's offsets: all of them, or
 // topics=t/0,t/1; stable sets RequireStable.
-func (sc *scenario) fetch(a *args) {
+func (sc *scenario) fetch(a *script.Args) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Version = 8
 	rg := kmsg.NewOffsetFetchRequestGroup()
-	rg.Group = a.str("group", "g")
-	if tps := a.list("topics"); tps != nil {
+	rg.Group = a.Str("group", "g")
+	if tps := a.List("topics"); tps != nil {
 		rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
 		for _, e := range tps {
 			topic, ps, _ := strings.Cut(e, "/")
@@ -758,15 +589,15 @@ func (sc *scenario) fetch(a *args) {
 			rg.Topics[i].Partitions = append(rg.Topics[i].Partitions, int32(p))
 		}
 	}
-	req.RequireStable = a.has("stable")
+	req.RequireStable = a.Has("stable")
 	req.Groups = append(req.Groups, rg)
 	sc.send("fetch "+rg.Group, "", func(now time.Time, t Ticket, out *Output) { out.reply(t, sc.s.OffsetFetch(req)) })
 }
 
-func (sc *scenario) deleteGroups(a *args) {
+func (sc *scenario) deleteGroups(a *script.Args) {
 	req := kmsg.NewPtrDeleteGroupsRequest()
 	req.Version = 2
-	req.Groups = a.list("groups")
+	req.Groups = a.List("groups")
 	sc.send("delete-groups", "", func(now time.Time, t Ticket, out *Output) { sc.s.DeleteGroups(now, t, req, out) })
 }
 
@@ -776,37 +607,37 @@ func (sc *scenario) deleteGroups(a *args) {
 // member's last answer assigned it). epoch defaults to the member's epoch
 // from its last answer (0 before any); rebalance defaults to 60s on a join
 // (epoch 0) and to -1 (unchanged) otherwise.
-func (sc *scenario) cgheartbeat(a *args) {
-	name := a.str("member", "")
+func (sc *scenario) cgheartbeat(a *script.Args) {
+	name := a.Str("member", "")
 	req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	req.Version = int16(a.int("v", 1))
-	req.Group = a.str("group", "cg")
+	req.Version = int16(a.Int("v", 1))
+	req.Group = a.Str("group", "cg")
 	req.MemberID = name
-	if a.has("id") {
-		req.MemberID = a.str("id", "")
+	if a.Has("id") {
+		req.MemberID = a.Str("id", "")
 	}
-	req.MemberEpoch = int32(a.int("epoch", int64(sc.epoch[name])))
+	req.MemberEpoch = int32(a.Int("epoch", int64(sc.epoch[name])))
 	opt := func(k string) *string {
-		if !a.has(k) {
+		if !a.Has(k) {
 			return nil
 		}
-		v := a.str(k, "")
+		v := a.Str(k, "")
 		return &v
 	}
 	req.InstanceID, req.RackID, req.SubscribedTopicRegex, req.ServerAssignor = opt("instance"), opt("rack"), opt("regex"), opt("assignor")
-	req.SubscribedTopicNames = a.list("subscribe")
+	req.SubscribedTopicNames = a.List("subscribe")
 	switch {
-	case a.str("rebalance", "") == "-1":
+	case a.Str("rebalance", "") == "-1":
 		req.RebalanceTimeoutMillis = -1
-	case a.has("rebalance"):
-		req.RebalanceTimeoutMillis = int32(a.dur("rebalance", 0).Milliseconds())
+	case a.Has("rebalance"):
+		req.RebalanceTimeoutMillis = int32(a.Dur("rebalance", 0).Milliseconds())
 	case req.MemberEpoch == 0:
 		req.RebalanceTimeoutMillis = 60000
 	default:
 		req.RebalanceTimeoutMillis = -1
 	}
-	if a.has("owned") {
-		v := a.str("owned", "")
+	if a.Has("owned") {
+		v := a.Str("owned", "")
 		var owned tpset
 		if v == "last" {
 			owned = sc.last[name].clone()
@@ -1193,12 +1024,10 @@ func (sc *scenario) printRec(r *rec, raw Record) {
 
 // describe prints the shard's view of groups (all of them without an
 // argument): state, generation or epoch, members and what they hold.
-func (sc *scenario) describe(a *args, fields []string) {
+func (sc *scenario) describe(a *script.Args, fields []string) {
 	s := sc.shard()
 	ids := fields
-	for _, f := range fields {
-		a.used[f] = true
-	}
+	a.Use(fields...)
 	if len(ids) == 0 {
 		ids = s.GroupIDs()
 		if len(ids) == 0 {

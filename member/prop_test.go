@@ -141,8 +141,10 @@ type simMember struct {
 
 	frozenUntil    time.Time
 	partitionUntil time.Time
+	slow           time.Duration // scripted: how long each callback runs
 	deadline       time.Time
 	timeouts       map[uint64]time.Time // requests waiting for an answer
+	kinds          map[uint64]member.RequestKind
 
 	queue     []member.Callback // callbacks waiting; queue[0] runs when running
 	running   bool
@@ -169,9 +171,15 @@ type sim struct {
 	t     *testing.T
 	rec   recipe
 	rnd   *rand.Rand
+	start time.Time
 	now   time.Time
 	end   time.Time
 	steps int
+	// scripted: a scenario file drives the run (scenario_test.go):
+	// answers take a millisecond and are never lost, callbacks take their
+	// member's slow, nothing happens that the file does not say, and the
+	// whole trace is kept.
+	scripted bool
 
 	gcfg   group.Config
 	shard  *group.Shard
@@ -204,27 +212,8 @@ const (
 )
 
 func newSim(t *testing.T, r recipe, seed uint64) *sim {
-	s := &sim{
-		t:      t,
-		rec:    r,
-		rnd:    rand.New(rand.NewPCG(seed, 17)),
-		now:    time.UnixMilli(1_700_000_000_000),
-		store:  map[string][]byte{},
-		routes: map[group.Ticket]route{},
-		stats:  map[string]int{},
-		// MEMBER_PROP_NO_GEN=1 leaves out the generation check, to see
-		// the recipe's own property (two writers, a resource on two
-		// workers) catch a broken member by itself.
-		noGenCheck: os.Getenv("MEMBER_PROP_NO_GEN") == "1",
-	}
+	s := emptySim(t, r, seed)
 	s.end = s.now.Add(propDuration)
-	s.gcfg = group.Defaults()
-	s.gcfg.InitialRebalanceDelay = 0
-	s.gcfg.MinSessionTimeout = 100 * time.Millisecond
-	s.shard = group.NewShard(s.gcfg, s.seeded())
-	for i := range 6 {
-		s.res = append(s.res, workers.Resource{Name: fmt.Sprintf("r%d", i)})
-	}
 	n := 2 + s.rnd.IntN(3)
 	for i := range n {
 		at := s.now
@@ -256,6 +245,33 @@ func newSim(t *testing.T, r recipe, seed uint64) *sim {
 	return s
 }
 
+// emptySim is a simulation without members or faults: a shard with no
+// initial rebalance delay, six resources for the workers recipe.
+func emptySim(t *testing.T, r recipe, seed uint64) *sim {
+	s := &sim{
+		t:      t,
+		rec:    r,
+		rnd:    rand.New(rand.NewPCG(seed, 17)),
+		now:    time.UnixMilli(1_700_000_000_000),
+		store:  map[string][]byte{},
+		routes: map[group.Ticket]route{},
+		stats:  map[string]int{},
+		// MEMBER_PROP_NO_GEN=1 leaves out the generation check, to see
+		// the recipe's own property (two writers, a resource on two
+		// workers) catch a broken member by itself.
+		noGenCheck: os.Getenv("MEMBER_PROP_NO_GEN") == "1",
+	}
+	s.start, s.end = s.now, s.now
+	s.gcfg = group.Defaults()
+	s.gcfg.InitialRebalanceDelay = 0
+	s.gcfg.MinSessionTimeout = 100 * time.Millisecond
+	s.shard = group.NewShard(s.gcfg, s.seeded())
+	for i := range 6 {
+		s.res = append(s.res, workers.Resource{Name: fmt.Sprintf("r%d", i)})
+	}
+	return s
+}
+
 type seededReader struct{ r *rand.ChaCha8 }
 
 func (r seededReader) Read(p []byte) (int, error) { return r.r.Read(p) }
@@ -275,6 +291,7 @@ func (s *sim) addMember(at time.Time) {
 		epoch:    s.epoch,
 		startAt:  at,
 		timeouts: map[uint64]time.Time{},
+		kinds:    map[uint64]member.RequestKind{},
 		live:     map[uint64]bool{},
 		owned:    map[string]bool{},
 		token:    -1,
@@ -283,8 +300,8 @@ func (s *sim) addMember(at time.Time) {
 }
 
 func (s *sim) logf(format string, args ...any) {
-	s.trace = append(s.trace, fmt.Sprintf("%8.3fs ", float64(s.now.Sub(s.end.Add(-propDuration)))/1e9)+fmt.Sprintf(format, args...))
-	if len(s.trace) > 60 && os.Getenv("MEMBER_PROP_TRACE") == "" {
+	s.trace = append(s.trace, fmt.Sprintf("%8.3fs ", float64(s.now.Sub(s.start))/1e9)+fmt.Sprintf(format, args...))
+	if len(s.trace) > 60 && os.Getenv("MEMBER_PROP_TRACE") == "" && !s.scripted {
 		s.trace = s.trace[1:]
 	}
 }
@@ -519,7 +536,7 @@ func (s *sim) stepAll() {
 		for id, to := range sm.timeouts {
 			if !to.After(s.now) {
 				delete(sm.timeouts, id)
-				s.logf("%s: request %d timed out", sm.name, id)
+				s.logf("%s: %s timed out", sm.name, sm.kinds[id])
 				sm.m.Step(s.now, id, nil, errTimeout)
 				s.pump(i)
 			}
@@ -574,18 +591,19 @@ func (s *sim) pump(i int) {
 func (s *sim) send(i int, r member.Request) {
 	sm := s.ms[i]
 	sm.timeouts[r.ID] = s.now.Add(r.Timeout)
+	sm.kinds[r.ID] = r.Kind
 	r.Req.SetVersion(r.Req.MaxVersion()) // as a current client would negotiate
 	if jr, ok := r.Req.(*kmsg.JoinGroupRequest); ok {
 		for _, p := range s.config(sm).Protocols() {
 			jr.Protocols = append(jr.Protocols, kmsg.JoinGroupRequestProtocol{Name: p.Name, Metadata: p.Metadata})
 		}
 	}
-	s.logf("%s -> %s %s", sm.name, r.Kind, describeReq(r.Req))
+	s.logf("%s", strings.TrimSpace(fmt.Sprintf("%s -> %s %s", sm.name, r.Kind, describeReq(r.Req))))
 	s.stats[r.Kind.String()]++
 	if s.now.Before(sm.partitionUntil) {
 		return // never arrives
 	}
-	latency := time.Duration(s.rnd.Int64N(int64(20 * time.Millisecond)))
+	latency := s.latency()
 	if r.Kind == member.FindCoordinator {
 		s.inbox = append(s.inbox, delivery{at: s.now.Add(latency), mi: i, id: r.ID, resp: kmsg.NewPtrFindCoordinatorResponse(), find: true})
 		return
@@ -595,10 +613,18 @@ func (s *sim) send(i int, r member.Request) {
 		return
 	}
 	s.ticket++
-	s.routes[s.ticket] = route{mi: i, id: r.ID, lost: s.rnd.IntN(100) < 3}
+	s.routes[s.ticket] = route{mi: i, id: r.ID, lost: !s.scripted && s.rnd.IntN(100) < 3}
 	var out group.Output
 	s.shard.Handle(s.now, s.ticket, group.Client{ID: sm.name, Host: "sim"}, r.Req, &out)
 	s.settle(&out)
+}
+
+// latency is how long a request or answer takes on the way.
+func (s *sim) latency() time.Duration {
+	if s.scripted {
+		return time.Millisecond
+	}
+	return time.Duration(s.rnd.Int64N(int64(20 * time.Millisecond)))
 }
 
 func describeReq(r kmsg.Request) string {
@@ -615,16 +641,29 @@ func describeReq(r kmsg.Request) string {
 	return ""
 }
 
+// codeName is an error code's name (NONE for 0).
+func codeName(code int16) string {
+	if code == 0 {
+		return "NONE"
+	}
+	if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return e.Message
+	}
+	return fmt.Sprintf("error %d", code)
+}
+
 func describeResp(r kmsg.Response) string {
 	switch r := r.(type) {
 	case *kmsg.JoinGroupResponse:
-		return fmt.Sprintf("JoinGroup %v gen=%d id=%q leader=%q", kerr.ErrorForCode(r.ErrorCode), r.Generation, r.MemberID, r.LeaderID)
+		return fmt.Sprintf("JoinGroup %s gen=%d id=%q leader=%q", codeName(r.ErrorCode), r.Generation, r.MemberID, r.LeaderID)
 	case *kmsg.SyncGroupResponse:
-		return fmt.Sprintf("SyncGroup %v %q", kerr.ErrorForCode(r.ErrorCode), r.MemberAssignment)
+		return fmt.Sprintf("SyncGroup %s %q", codeName(r.ErrorCode), r.MemberAssignment)
 	case *kmsg.HeartbeatResponse:
-		return fmt.Sprintf("Heartbeat %v", kerr.ErrorForCode(r.ErrorCode))
+		return fmt.Sprintf("Heartbeat %s", codeName(r.ErrorCode))
 	case *kmsg.LeaveGroupResponse:
-		return fmt.Sprintf("LeaveGroup %v", kerr.ErrorForCode(r.ErrorCode))
+		return fmt.Sprintf("LeaveGroup %s", codeName(r.ErrorCode))
+	case *kmsg.FindCoordinatorResponse:
+		return "FindCoordinator"
 	}
 	return fmt.Sprintf("%T", r)
 }
@@ -642,8 +681,7 @@ func (s *sim) settle(out *group.Output) {
 				s.logf("%s: answer lost", s.ms[rt.mi].name)
 				continue
 			}
-			latency := time.Duration(s.rnd.Int64N(int64(20 * time.Millisecond)))
-			s.inbox = append(s.inbox, delivery{at: s.now.Add(latency), mi: rt.mi, id: rt.id, resp: r.Resp})
+			s.inbox = append(s.inbox, delivery{at: s.now.Add(s.latency()), mi: rt.mi, id: rt.id, resp: r.Resp})
 		}
 		writes := out.Writes
 		out = &group.Output{}
@@ -689,8 +727,14 @@ func (s *sim) fault(f fault) {
 		sm.frozenUntil = latest(sm.frozenUntil, s.now.Add(f.d))
 	case "close":
 		if sm.started && !sm.closed && !s.now.Before(sm.frozenUntil) {
-			s.logf("%s closes; a new member will join", sm.name)
 			sm.closed = true
+			if s.scripted {
+				s.logf("%s closes", sm.name)
+				sm.m.Close(s.now)
+				s.pump(f.mi)
+				break
+			}
+			s.logf("%s closes; a new member will join", sm.name)
 			sm.m.Close(s.now)
 			s.pump(f.mi)
 			s.addMember(s.now.Add(time.Duration(s.rnd.Int64N(int64(5 * time.Second)))))
@@ -714,13 +758,15 @@ func (s *sim) startCallback(i int) {
 	}
 	cb := sm.queue[0]
 	sm.running = true
-	var d time.Duration
-	switch k := s.rnd.IntN(100); {
-	case k < 80:
-	case k < 97:
-		d = time.Duration(s.rnd.Int64N(int64(time.Second)))
-	default:
-		d = time.Duration(s.rnd.Int64N(int64(2 * propSession)))
+	d := sm.slow
+	if !s.scripted {
+		switch k := s.rnd.IntN(100); {
+		case k < 80:
+		case k < 97:
+			d = time.Duration(s.rnd.Int64N(int64(time.Second)))
+		default:
+			d = time.Duration(s.rnd.Int64N(int64(2 * propSession)))
+		}
 	}
 	sm.busyUntil = s.now.Add(d)
 	s.stats[[...]string{"", "assign", "assigned", "revoked", "lost"}[cb.Kind]]++
