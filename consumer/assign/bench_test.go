@@ -189,3 +189,30 @@ func BenchmarkRedundantAtScale(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRangeRacks: range over 1,000 members in 3 racks, with each
+// partition's replica in one rack (the rack-aware form of KIP-881) and the
+// same group without replica racks (plain range), in the same run.
+// Run bounded: go test -run '^$' -bench RangeRacks -benchtime 3x.
+func BenchmarkRangeRacks(b *testing.B) {
+	for _, c := range []struct{ topics, parts int }{{1, 100000}, {10, 10000}, {100, 10000}} {
+		ms, racked := replicatedRackGroup(1000, c.topics, c.parts, 1)
+		plain := map[string]assign.Topic{}
+		for n, t := range racked {
+			t.Racks = nil
+			plain[n] = t
+		}
+		for _, v := range []struct {
+			name   string
+			topics map[string]assign.Topic
+		}{{"racks", racked}, {"plain", plain}} {
+			b.Run(fmt.Sprintf("%s/topics=%d/partitions=%d", v.name, c.topics, c.topics*c.parts), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := assign.Range().Assign(ms, v.topics); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

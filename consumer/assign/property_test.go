@@ -207,6 +207,7 @@ func TestPropertiesRandomGroups(t *testing.T) {
 				// Round robin is only balanced for equal subscriptions.
 			case assign.RangeName:
 				checkRangePerTopic(t, name, members, topics, owners)
+				checkCopartitioned(t, name, members, topics, owners)
 			case assign.CopartitionName:
 				if owners[tp{"t0", 0}] != nil && owners[tp{"t1", 0}] != nil {
 					for p := int32(0); p < topics["t0"].Partitions; p++ {
@@ -249,6 +250,25 @@ func checkRangePerTopic(t *testing.T, name string, members []assign.Member, topi
 		}
 		if len(count) > 0 && hi-lo > 1 {
 			t.Fatalf("%s: range unbalanced on %s: %v", name, topic, count)
+		}
+	}
+}
+
+// Range keeps partition p of topics with the same subscribers and partition
+// count on one member, with or without racks.
+func checkCopartitioned(t *testing.T, name string, members []assign.Member, topics map[string]assign.Topic, owners map[tp][]string) {
+	t.Helper()
+	for a, ma := range topics {
+		for b, mb := range topics {
+			subsA := subscribers(members, a)
+			if a >= b || ma.Partitions != mb.Partitions || len(subsA) == 0 || !slices.Equal(subsA, subscribers(members, b)) {
+				continue
+			}
+			for p := int32(0); p < ma.Partitions; p++ {
+				if !slices.Equal(owners[tp{a, p}], owners[tp{b, p}]) {
+					t.Fatalf("%s: %s-%d on %v but %s-%d on %v", name, a, p, owners[tp{a, p}], b, p, owners[tp{b, p}])
+				}
+			}
 		}
 	}
 }

@@ -1,5 +1,7 @@
 package assign
 
+import "slices"
+
 // Protocol names of the assignors in this package.
 const (
 	RangeName       = "range"
@@ -16,9 +18,12 @@ const (
 // Partition p of every topic with the same subscribers and partition count
 // therefore lands on the same member, which is why range is Kafka's default.
 //
-// It matches Kafka's RangeAssignor when no rack information is in play
-// (Kafka 3.5+ switches to a rack-aware variant when both consumers and
-// brokers report racks; use RackAware for that).
+// It matches Kafka's RangeAssignor, including the rack-aware variant Kafka
+// 3.5+ (KIP-881) switches to when members report racks (Member.Rack) and
+// partition replicas sit on some racks but not all (Topic.Racks): the same
+// per-topic counts, partitions placed on rack-local members as far as those
+// counts and co-partitioning allow (rangeracks.go). RackAware trades
+// co-partitioning for more locality.
 func Range() Assignor { return rangeAssignor{simple{RangeName}} }
 
 type rangeAssignor struct{ simple }
@@ -29,10 +34,21 @@ func (a rangeAssignor) Assign(members []Member, topics map[string]Topic) (map[st
 		return nil, err
 	}
 	p := newPlan(len(ms))
-	for _, t := range names {
-		rangeTopic(p, t, topics[t].Partitions, subs[t])
+	if !racksInPlay(ms, names, topics) || !rangeWithRacks(p, ms, names, subs, topics) {
+		for _, t := range names {
+			rangeTopic(p, t, topics[t].Partitions, subs[t])
+		}
 	}
 	return p.result(ms), nil
+}
+
+// racksInPlay reports whether some member has a rack and some subscribed
+// topic has replica racks: the cheap test before range looks further.
+func racksInPlay(ms []Member, names []string, topics map[string]Topic) bool {
+	if !slices.ContainsFunc(ms, func(m Member) bool { return m.Rack != "" }) {
+		return false
+	}
+	return slices.ContainsFunc(names, func(t string) bool { return topics[t].Racks != nil })
 }
 
 func rangeTopic(p plan, topic string, partitions int32, subs []int) {
