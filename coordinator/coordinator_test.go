@@ -308,6 +308,53 @@ func TestRepliesWaitForDurableWrites(t *testing.T) {
 	}
 }
 
+// An OffsetFetch with RequireStable of a group whose commit is being written
+// waits for that write, through the store, and answers the committed value
+// (Kafka 4.x); it was answered UNSTABLE_OFFSET_COMMIT at once.
+func TestStableFetchWaitsForCommitInFlight(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	e.c.WaitLoaded(context.Background())
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.appendGate = gate
+	st.mu.Unlock()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			st.mu.Lock()
+			st.appendGate = nil
+			st.mu.Unlock()
+			close(gate)
+		})
+	}
+	defer release() // also when the test fails: the env's cleanup waits for the write
+	committed := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() { committed <- e.do(commitRequest("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
+	for st.held.Load() == 0 {
+		time.Sleep(time.Millisecond) // the commit's write is at the gate
+	}
+	fetched := make(chan *kmsg.OffsetFetchResponse, 1)
+	go func() {
+		r := fetchReq("g", "t")
+		r.RequireStable = true
+		fetched <- e.do(r).(*kmsg.OffsetFetchResponse)
+	}()
+	select {
+	case r := <-fetched:
+		t.Fatalf("stable fetch answered while the commit was being written: %+v", r.Topics)
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	if r := <-committed; r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
+	}
+	r := <-fetched
+	if p := r.Topics[0].Partitions[0]; r.ErrorCode != 0 || p.ErrorCode != 0 || p.Offset != 5 {
+		t.Fatalf("stable fetch: top %d, partition %+v; want offset 5", r.ErrorCode, p)
+	}
+}
+
 func TestGroupCommitBatchesConcurrentWrites(t *testing.T) {
 	st := newGateStore()
 	e := newEnv(t, st, nil)

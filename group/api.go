@@ -214,7 +214,7 @@ var apiTable = []API{
 		},
 		Error: offsetFetchError,
 		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
-			out.reply(t, s.OffsetFetch(r.(*kmsg.OffsetFetchRequest)))
+			s.ServeOffsetFetch(t, r.(*kmsg.OffsetFetchRequest), out)
 		},
 	},
 	{

@@ -252,21 +252,25 @@ func TestOffsetFetchAllTopicsMultiGroupAndRequireStable(t *testing.T) {
 		r.Groups[1].Topics[0].Partitions[0].Offset != 3 || r.Groups[1].Topics[0].Partitions[1].Offset != -1 || len(r.Groups[2].Topics) != 0 {
 		t.Fatalf("%+v", r)
 	}
-	// RequireStable: an in-flight commit makes the partition unstable.
+	// RequireStable: a fetch of a group with a commit in flight waits for
+	// it and answers what it wrote (Kafka 4.x); without, the durable value.
 	h.hold = true
 	h.commit2("a", "x", 10)
 	req = kmsg.NewPtrOffsetFetchRequest()
 	req.Version, req.Group, req.RequireStable = 7, "a", true
 	req.Topics = []kmsg.OffsetFetchRequestTopic{{Topic: "x", Partitions: []int32{0}}}
-	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.ErrorCode != ErrUnstableOffsetCommit || p.Offset != -1 {
-		t.Fatalf("%+v", p)
-	}
-	req.RequireStable = false
-	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.Offset != 1 {
+	stable := h.do(func(t Ticket, out *Output) { h.s.ServeOffsetFetch(t, req, out) })
+	h.notAnswered(stable)
+	plain := *req
+	plain.RequireStable = false
+	if p := h.s.OffsetFetch(&plain).Topics[0].Partitions[0]; p.Offset != 1 {
 		t.Fatal("uncommitted offset visible")
 	}
 	h.release()
-	if p := h.s.OffsetFetch(req).Topics[0].Partitions[0]; p.Offset != 10 {
+	if p := h.resp(stable).(*kmsg.OffsetFetchResponse).Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 10 {
+		t.Fatalf("stable fetch after the commit: %+v", p)
+	}
+	if p := h.s.OffsetFetch(&plain).Topics[0].Partitions[0]; p.Offset != 10 {
 		t.Fatal(p.Offset)
 	}
 }

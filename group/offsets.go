@@ -325,9 +325,52 @@ func (s *Shard) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) int
 	return ErrNone
 }
 
+// ServeOffsetFetch answers an OffsetFetch (docs/group-semantics.md §fetch).
+// Without RequireStable, or when no asked group has a commit being written,
+// the answer is OffsetFetch's, at once. With RequireStable and such a
+// commit, the answer waits behind it, as Kafka's coordinator makes a stable
+// fetch wait for the writes before it: it then shows what those commits
+// wrote. The wait is an empty write, which the store completes after every
+// write issued before it; if it fails (the store's error, which clients
+// retry), so does the fetch, and a commit that failed on its own leaves
+// the offset the fetch then shows as it was.
+func (s *Shard) ServeOffsetFetch(t Ticket, req *kmsg.OffsetFetchRequest, out *Output) {
+	if !req.RequireStable || !s.commitsInFlight(req) {
+		out.reply(t, s.OffsetFetch(req))
+		return
+	}
+	s.write(out, nil, func(_ time.Time, code int16, out *Output) {
+		if code != ErrNone {
+			out.reply(t, offsetFetchError(req, code))
+			return
+		}
+		out.reply(t, s.OffsetFetch(req))
+	})
+}
+
+// commitsInFlight reports whether a group req asks about has a commit being
+// written.
+func (s *Shard) commitsInFlight(req *kmsg.OffsetFetchRequest) bool {
+	busy := func(id string) bool {
+		g := s.groups[id]
+		return g != nil && len(g.inflight) > 0
+	}
+	if req.Version < 8 {
+		return busy(req.Group)
+	}
+	for _, rg := range req.Groups {
+		if busy(rg.Group) {
+			return true
+		}
+	}
+	return false
+}
+
 // OffsetFetch handles an OffsetFetch request for groups of this shard: the
 // single group of v0–7, or every entry of Groups for v8+ (the caller splits a
-// multi-group request by shard and merges the responses).
+// multi-group request by shard and merges the responses). It answers from
+// the durable offsets, whatever RequireStable says: ServeOffsetFetch is
+// what makes a stable fetch wait for the commits being written.
 func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := kmsg.NewPtrOffsetFetchResponse()
 	resp.Version = req.Version
@@ -354,7 +397,7 @@ func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespo
 				}
 				topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 			}
-			s.fetchOffsets(rg.Group, all, order, topics, req.RequireStable, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
+			s.fetchOffsets(rg.Group, all, order, topics, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
 				if n := len(gr.Topics); n == 0 || gr.Topics[n-1].Topic != topic {
 					t := kmsg.NewOffsetFetchResponseGroupTopic()
 					t.Topic = topic
@@ -378,7 +421,7 @@ func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespo
 		}
 		topics[t.Topic] = append(topics[t.Topic], t.Partitions...)
 	}
-	s.fetchOffsets(req.Group, all, order, topics, req.RequireStable, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
+	s.fetchOffsets(req.Group, all, order, topics, func(topic string, p int32, o int64, epoch int32, meta string, code int16) {
 		if n := len(resp.Topics); n == 0 || resp.Topics[n-1].Topic != topic {
 			t := kmsg.NewOffsetFetchResponseTopic()
 			t.Topic = topic
@@ -395,7 +438,7 @@ func (s *Shard) OffsetFetch(req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchRespo
 // fetchOffsets emits the committed offsets asked for, topic by topic: all of
 // the group's when all is set, otherwise the listed partitions (-1 for those
 // without a commit). Missing groups are not errors.
-func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[string][]int32, requireStable bool,
+func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[string][]int32,
 	emit func(topic string, p int32, o int64, epoch int32, meta string, code int16)) {
 	// A group being deleted (Dead until its tombstones are durable) still
 	// answers its durable offsets: only durable state is visible, and the
@@ -403,10 +446,6 @@ func (s *Shard) fetchOffsets(group string, all bool, order []string, topics map[
 	g := s.groups[group]
 	one := func(tp topicPartition) {
 		if g != nil {
-			if requireStable && g.commitInFlight(tp) {
-				emit(tp.topic, tp.partition, -1, -1, "", ErrUnstableOffsetCommit)
-				return
-			}
 			if o, ok := g.offsets.get(tp); ok {
 				emit(tp.topic, tp.partition, o.offset, o.leaderEpoch, o.metadata, ErrNone)
 				return

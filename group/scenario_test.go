@@ -569,8 +569,9 @@ func (sc *scenario) commit(a *script.Args) {
 	sc.send(label, name, func(now time.Time, t Ticket, out *Output) { sc.s.OffsetCommit(now, t, req, out) })
 }
 
-// fetch asks OffsetFetch v8 for a group's offsets: all of them, or
-// topics=t/0,t/1; stable sets RequireStable.
+// fetch asks OffsetFetch v8 for a group's offsets (through the API table,
+// as the coordinator serves it): all of them, or topics=t/0,t/1; stable sets
+// RequireStable.
 func (sc *scenario) fetch(a *script.Args) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Version = 8
@@ -591,7 +592,9 @@ func (sc *scenario) fetch(a *script.Args) {
 	}
 	req.RequireStable = a.Has("stable")
 	req.Groups = append(req.Groups, rg)
-	sc.send("fetch "+rg.Group, "", func(now time.Time, t Ticket, out *Output) { out.reply(t, sc.s.OffsetFetch(req)) })
+	sc.send("fetch "+rg.Group, "", func(now time.Time, t Ticket, out *Output) {
+		LookupAPI(req.Key()).Serve(sc.s, now, t, Client{}, req, out)
+	})
 }
 
 func (sc *scenario) deleteGroups(a *script.Args) {
