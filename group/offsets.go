@@ -57,6 +57,13 @@ type offset struct {
 // §commit). The response is released once the offsets are durable.
 func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequest, out *Output) {
 	v := req.Version
+	if !namesPartitions(req) {
+		// Nothing to commit: Kafka's API layer answers without asking its
+		// coordinator, so such a request neither creates a group nor
+		// keeps a member's session alive, and nor does it here.
+		out.reply(t, offsetCommitResponse(req, ErrNone))
+		return
+	}
 	code := s.validateCommit(now, req)
 	if code != ErrNone {
 		out.reply(t, offsetCommitResponse(req, code))
@@ -118,6 +125,16 @@ func (s *Shard) OffsetCommit(now time.Time, t Ticket, req *kmsg.OffsetCommitRequ
 	s.nextWrite++
 	s.writes[s.nextWrite] = pendingWrite{recs: recs, commit: c}
 	out.Writes = append(out.Writes, Write{ID: s.nextWrite, Records: enc})
+}
+
+// namesPartitions reports whether an OffsetCommit names any partition.
+func namesPartitions(req *kmsg.OffsetCommitRequest) bool {
+	for _, t := range req.Topics {
+		if len(t.Partitions) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // offsetCommitCall is one OffsetCommit waiting for its records to be
