@@ -263,6 +263,12 @@ func (g *Group) dropConsumerMember(h *hbReq, m *cmember) {
 // classic (maybeDowngrade).
 func (g *Group) bumpAfterRemoval(h *hbReq, before int32) {
 	cg := g.cg
+	// The bump carries the metadata hash of what the remaining members
+	// subscribe to, as Kafka's removal records the remaining members'
+	// topic metadata (its hash since 4.1): a topic only the removed members
+	// subscribed to leaves the hash with this bump. Keeping the old hash
+	// made the next heartbeat find it changed and bump the epoch again.
+	g.cNoteTopics(h, g.refreshMetadataHash()) // rebalance history
 	g.emit(h, cGroupRec(g.id, cg.epoch+1, cg.hash))
 	if len(cg.members) == 0 {
 		g.emit(h, cTMetaRec(g.id, cg.epoch))
