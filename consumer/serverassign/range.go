@@ -23,8 +23,8 @@ import (
 // It ignores prev: the plan depends only on members and topics. Movement
 // after a membership change is whatever the new ranges imply; incremental
 // reconciliation in the coordinator revokes only what moved. Racks are
-// ignored (Kafka's newer source matches racks within range; cohort does
-// not).
+// ignored, as by Kafka's server-side range from 3.8 on (its rack matching
+// inside range is in the classic client-side assignor only).
 func Range() Assignor { return rangeAssignor{} }
 
 type rangeAssignor struct{}
