@@ -38,6 +38,24 @@ type gateStore struct {
 	records    atomic.Int64
 }
 
+// holdAppends makes st's appends wait at the gate until release is called
+// (again: no effect).
+func holdAppends(st *gateStore) (release func()) {
+	gate := make(chan struct{})
+	st.mu.Lock()
+	st.appendGate = gate
+	st.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			st.mu.Lock()
+			st.appendGate = nil
+			st.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
 func newGateStore() *gateStore {
 	return &gateStore{Store: memstore.New(), loadGate: map[int32]chan struct{}{}}
 }
@@ -278,10 +296,8 @@ func TestRepliesWaitForDurableWrites(t *testing.T) {
 	st := newGateStore()
 	e := newEnv(t, st, nil)
 	e.c.WaitLoaded(context.Background())
-	gate := make(chan struct{})
-	st.mu.Lock()
-	st.appendGate = gate
-	st.mu.Unlock()
+	release := holdAppends(st)
+	defer release()
 	done := make(chan *kmsg.OffsetCommitResponse, 1)
 	go func() { done <- e.do(commitRequest("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
 	// While the append is held, a heartbeat (no write) on the same
@@ -296,10 +312,7 @@ func TestRepliesWaitForDurableWrites(t *testing.T) {
 		t.Fatal("commit acknowledged before the write was durable")
 	default:
 	}
-	st.mu.Lock()
-	st.appendGate = nil
-	st.mu.Unlock()
-	close(gate)
+	release()
 	if r := <-done; r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatal(r.Topics[0].Partitions[0].ErrorCode)
 	}
@@ -315,19 +328,7 @@ func TestStableFetchWaitsForCommitInFlight(t *testing.T) {
 	st := newGateStore()
 	e := newEnv(t, st, nil)
 	e.c.WaitLoaded(context.Background())
-	gate := make(chan struct{})
-	st.mu.Lock()
-	st.appendGate = gate
-	st.mu.Unlock()
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			st.mu.Lock()
-			st.appendGate = nil
-			st.mu.Unlock()
-			close(gate)
-		})
-	}
+	release := holdAppends(st)
 	defer release() // also when the test fails: the env's cleanup waits for the write
 	committed := make(chan *kmsg.OffsetCommitResponse, 1)
 	go func() { committed <- e.do(commitRequest("g", "", -1, "t", 5)).(*kmsg.OffsetCommitResponse) }()
