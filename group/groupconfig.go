@@ -85,7 +85,10 @@ type GroupConfigEntry struct {
 	NodeName    string
 	NodeValue   string
 	NodeDefault bool
-	Doc         string
+	// DefaultValue is the node setting's default, the value NodeName has
+	// when no flag changes it.
+	DefaultValue string
+	Doc          string
 }
 
 // DescribeGroupConfig lists every group config for a group whose configs
@@ -93,21 +96,22 @@ type GroupConfigEntry struct {
 func (c Config) DescribeGroupConfig(set map[string]string) []GroupConfigEntry {
 	c = c.withDefaults()
 	d := Defaults()
-	node := func(v, def time.Duration) (string, bool) {
-		return strconv.FormatInt(v.Milliseconds(), 10), v == def
+	node := func(v, def time.Duration) (string, bool, string) {
+		ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+		return ms(v), v == def, ms(def)
 	}
 	out := make([]GroupConfigEntry, 0, len(GroupConfigNames))
 	for _, name := range GroupConfigNames {
 		e := GroupConfigEntry{Name: name, NodeName: "group." + name}
 		switch name {
 		case ConfigSessionTimeout:
-			e.NodeValue, e.NodeDefault = node(c.ConsumerSessionTimeout, d.ConsumerSessionTimeout)
+			e.NodeValue, e.NodeDefault, e.DefaultValue = node(c.ConsumerSessionTimeout, d.ConsumerSessionTimeout)
 			e.Doc = "How long a member of this consumer group lives without a heartbeat (cohort serve --consumer-session-timeout for every group)."
 		case ConfigHeartbeatInterval:
-			e.NodeValue, e.NodeDefault = node(c.ConsumerHeartbeatInterval, d.ConsumerHeartbeatInterval)
+			e.NodeValue, e.NodeDefault, e.DefaultValue = node(c.ConsumerHeartbeatInterval, d.ConsumerHeartbeatInterval)
 			e.Doc = "The heartbeat interval given to this consumer group's members (cohort serve --consumer-heartbeat-interval for every group)."
 		case ConfigAssignmentInterval:
-			e.NodeValue, e.NodeDefault = node(c.ConsumerAssignmentInterval, d.ConsumerAssignmentInterval)
+			e.NodeValue, e.NodeDefault, e.DefaultValue = node(c.ConsumerAssignmentInterval, d.ConsumerAssignmentInterval)
 			e.Doc = "The wait between two target assignment computations of this consumer group; 0 computes on every change (cohort serve --consumer-assignment-interval is the longest wait for every group, scaled down for small groups)."
 		}
 		e.Value = e.NodeValue

@@ -269,6 +269,14 @@ func (s *Server) groupConfigs(req *kmsg.DescribeConfigsRequest, rr *kmsg.Describ
 			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 			syn.Name, syn.Value, syn.Source = e.NodeName, kmsg.StringPtr(e.NodeValue), nodeSource
 			cf.ConfigSynonyms = append(cf.ConfigSynonyms, syn)
+			if !e.NodeDefault {
+				// The chain goes on to the setting's default, as Kafka
+				// lists a broker setting's static value and then its
+				// default under the same name.
+				syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+				syn.Name, syn.Value, syn.Source = e.NodeName, kmsg.StringPtr(e.DefaultValue), kmsg.ConfigSourceDefaultConfig
+				cf.ConfigSynonyms = append(cf.ConfigSynonyms, syn)
+			}
 		}
 		if req.IncludeDocumentation {
 			cf.Documentation = kmsg.StringPtr(e.Doc)

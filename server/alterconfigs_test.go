@@ -89,7 +89,7 @@ func TestGroupConfigsAltered(t *testing.T) {
 	})
 	s := ts.srv
 	want := `consumer.session.timeout.ms=45000/5 group.consumer.session.timeout.ms=45000/5
-consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4
+consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=5000/5
 consumer.assignment.interval.ms=1000/5 group.consumer.assignment.interval.ms=1000/5`
 	if got := groupDescribed(t, s, "g"); got != want {
 		t.Fatalf("before any change:\n%s\nwant\n%s", got, want)
@@ -103,7 +103,7 @@ consumer.assignment.interval.ms=1000/5 group.consumer.assignment.interval.ms=100
 		}
 	}
 	want = `consumer.session.timeout.ms=60000/8 consumer.session.timeout.ms=60000/8 group.consumer.session.timeout.ms=45000/5
-consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4
+consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=4000/4 group.consumer.heartbeat.interval.ms=5000/5
 consumer.assignment.interval.ms=0/8 consumer.assignment.interval.ms=0/8 group.consumer.assignment.interval.ms=1000/5`
 	if got := groupDescribed(t, s, "g"); got != want {
 		t.Fatalf("after setting:\n%s\nwant\n%s", got, want)
