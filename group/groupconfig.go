@@ -36,6 +36,13 @@ const (
 	maxGroupAssignmentMs = 15_000
 )
 
+// ParseGroupConfigInt reads a group config's value as Kafka reads an INT
+// config: a 32-bit integer, blanks (and control characters) around it
+// ignored, as Java's trim drops them.
+func ParseGroupConfigInt(v string) (int64, error) {
+	return strconv.ParseInt(javaTrim(v), 10, 32)
+}
+
 // ParseOverrides turns a group's configs (name -> value, as stored) into
 // Overrides (for Config.GroupOverrides). A value that does not parse is
 // ignored: values are checked when they are set (CheckGroupConfig).
@@ -46,7 +53,7 @@ func ParseOverrides(cfg map[string]string) Overrides {
 		if !ok {
 			return 0, false
 		}
-		n, err := strconv.ParseInt(v, 10, 32)
+		n, err := ParseGroupConfigInt(v)
 		if err != nil || n < min {
 			return 0, false
 		}
@@ -139,7 +146,7 @@ func (c Config) CheckGroupConfig(set map[string]string) error {
 		if !known {
 			return fmt.Errorf("unknown group config name: %s (cohort keeps %s)", name, strings.Join(GroupConfigNames, ", "))
 		}
-		n, err := strconv.ParseInt(v, 10, 32)
+		n, err := ParseGroupConfigInt(v)
 		if err != nil {
 			return fmt.Errorf("invalid value %q for configuration %s: not an integer (milliseconds)", v, name)
 		}

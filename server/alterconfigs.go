@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/security/acl"
 )
 
@@ -206,8 +207,8 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 			refused = &o
 			return nil, errRefused
 		}
-		for k, v := range next { // stored in canonical form: "060000" is 60000
-			n, _ := strconv.ParseInt(v, 10, 32) // checked above
+		for k, v := range next { // stored in canonical form: "060000" and " 60000" are 60000
+			n, _ := group.ParseGroupConfigInt(v) // checked above
 			next[k] = strconv.FormatInt(n, 10)
 		}
 		return next, nil

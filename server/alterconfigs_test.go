@@ -301,3 +301,20 @@ func TestAuthzListConfigResources(t *testing.T) {
 		t.Errorf("with it: %s", got)
 	}
 }
+
+// A value with blanks around the number is the number, as Kafka parses an
+// INT config after trimming it (kafka-configs passes "name= 50000" so):
+// it is accepted and stored without them.
+func TestGroupConfigValueTrimmed(t *testing.T) {
+	ts := startDataPlane(t, func(c *Config) { c.Group = group.Defaults() })
+	s := ts.srv
+	if got := iacResult(t, answer(t, s, iac(1, grp, "g", group.ConfigSessionTimeout, set, " 50000\t", group.ConfigAssignmentInterval, set, "0 "))); got != "0" {
+		t.Fatalf("set with blanks: %s", got)
+	}
+	if got := s.Catalog().GroupConfig("g"); got[group.ConfigSessionTimeout] != "50000" || got[group.ConfigAssignmentInterval] != "0" {
+		t.Fatalf("stored %q", got)
+	}
+	if o := group.ParseOverrides(map[string]string{group.ConfigSessionTimeout: " 50000 "}); o.SessionTimeout != 50*time.Second {
+		t.Fatalf("a stored value with blanks is used: %v", o.SessionTimeout)
+	}
+}
