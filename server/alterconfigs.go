@@ -32,7 +32,8 @@ import (
 // (it stores no records; CreateTopics drops them too) and no broker configs
 // (its settings are cohort serve's flags), so altering them is INVALID_CONFIG
 // once the resource is found to exist, rather than a success that changes
-// nothing; a type Kafka does not alter is INVALID_REQUEST.
+// nothing; a type Kafka does not alter is INVALID_REQUEST (for
+// AlterConfigs, broker loggers too: only the incremental API sets them).
 //
 // With an authorizer each resource needs ALTER_CONFIGS: on the group
 // (GROUP_AUTHORIZATION_FAILED), the topic (TOPIC_AUTHORIZATION_FAILED) or
@@ -131,9 +132,16 @@ func (s *Server) alterConfigs(c Client, r *request, changes []configChange, vali
 		ch := &changes[i]
 		switch ch.rtype {
 		case kmsg.ConfigResourceTypeGroupConfig, kmsg.ConfigResourceTypeTopic, kmsg.ConfigResourceTypeBroker,
-			kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+			kmsg.ConfigResourceTypeClientMetrics:
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			if !ch.replace {
+				break
+			}
+			// The legacy AlterConfigs never altered loggers: Kafka
+			// refuses the type as one it does not know.
+			fallthrough
 		default:
-			out[i] = alterConfigsOutcome{errInvalidRequest, "Unexpected resource type " + strconv.Itoa(int(ch.rtype)) + " for resource " + ch.name}
+			out[i] = alterConfigsOutcome{errInvalidRequest, "Unknown resource type " + strconv.Itoa(int(ch.rtype))}
 			continue
 		}
 		if count[resource{ch.rtype, ch.name}] > 1 {

@@ -137,7 +137,7 @@ consumer.assignment.interval.ms=0/8 consumer.assignment.interval.ms=0/8 group.co
 		{iac(1, kmsg.ConfigResourceTypeTopic, dpTopic, "retention.ms", set, "1"), "40 cohort keeps no topic configs: it stores no records (only a consumer group's configs can be altered)"},
 		{iac(1, kmsg.ConfigResourceTypeTopic, "missing", "retention.ms", set, "1"), "3 UNKNOWN_TOPIC_OR_PARTITION"},
 		{iac(1, kmsg.ConfigResourceTypeBroker, "", "log.retention.ms", set, "1"), "40 cohort keeps no broker or client-metrics configs: its settings are cohort serve's flags (only a consumer group's configs can be altered)"},
-		{iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"), "42 Unexpected resource type 99 for resource x"},
+		{iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"), "42 Unknown resource type 99"},
 	} {
 		if got := iacResult(t, answer(t, s, c.req)); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
@@ -236,7 +236,7 @@ func TestAuthzAlterConfigs(t *testing.T) {
 	}
 	// A resource type Kafka does not alter is refused as such, with or
 	// without ACLs (not as a cluster resource).
-	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"))); !strings.HasPrefix(got, "42 Unexpected resource type 99") {
+	if got := iacResult(t, e.as(alice, iac(1, kmsg.ConfigResourceType(99), "x", "a", set, "1"))); !strings.HasPrefix(got, "42 Unknown resource type 99") {
 		t.Errorf("unknown type: %s", got)
 	}
 }
@@ -316,5 +316,30 @@ func TestGroupConfigValueTrimmed(t *testing.T) {
 	}
 	if o := group.ParseOverrides(map[string]string{group.ConfigSessionTimeout: " 50000 "}); o.SessionTimeout != 50*time.Second {
 		t.Fatalf("a stored value with blanks is used: %v", o.SessionTimeout)
+	}
+}
+
+// AlterConfigs (the legacy API) does not alter broker loggers: Kafka
+// refuses that resource type with INVALID_REQUEST before anything else, as
+// any type it does not know, where IncrementalAlterConfigs accepts it.
+func TestLegacyAlterConfigsRefusesBrokerLoggers(t *testing.T) {
+	ts := startDataPlane(t, func(c *Config) { c.Group = group.Defaults() })
+	for _, rt := range []kmsg.ConfigResourceType{kmsg.ConfigResourceTypeBrokerLogger, 99} {
+		req := kmsg.NewPtrAlterConfigsRequest()
+		req.SetVersion(2)
+		rr := kmsg.NewAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = rt, "0"
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "kafka.server", kmsg.StringPtr("DEBUG")
+		rr.Configs = append(rr.Configs, c)
+		req.Resources = append(req.Resources, rr)
+		want := fmt.Sprintf("42 Unknown resource type %d", rt)
+		if got := iacResult(t, answer(t, ts.srv, req)); got != want {
+			t.Errorf("AlterConfigs of type %d: %s, want %s", rt, got, want)
+		}
+	}
+	// IncrementalAlterConfigs knows the type (cohort keeps no logger levels).
+	if got := iacResult(t, answer(t, ts.srv, iac(1, kmsg.ConfigResourceTypeBrokerLogger, "0", "kafka.server", set, "DEBUG"))); !strings.HasPrefix(got, "40 ") {
+		t.Errorf("IncrementalAlterConfigs of a broker logger: %s", got)
 	}
 }
