@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,30 +138,55 @@ func (c Config) DescribeGroupConfig(set map[string]string) []GroupConfigEntry {
 // text is for the client (INVALID_CONFIG).
 func (c Config) CheckGroupConfig(set map[string]string) error {
 	c = c.withDefaults()
-	ms := map[string]int64{}
-	for name, v := range set {
-		known := false
-		for _, k := range GroupConfigNames {
-			known = known || k == name
+	// Checked in phases, in Kafka's order, so that a change with several
+	// wrong values is always refused for the same one: names (sorted),
+	// then whether each value is a number (in GroupConfigNames' order),
+	// then the bounds (heartbeat interval, session timeout, assignment
+	// interval), then the pair.
+	var unknown []string
+	for name := range set {
+		if !slices.Contains(GroupConfigNames, name) {
+			unknown = append(unknown, name)
 		}
-		if !known {
-			return fmt.Errorf("unknown group config name: %s (cohort keeps %s)", name, strings.Join(GroupConfigNames, ", "))
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return fmt.Errorf("unknown group config name: %s (cohort keeps %s)", unknown[0], strings.Join(GroupConfigNames, ", "))
+	}
+	bounds := func(name string) (int64, int64) {
+		switch name {
+		case ConfigHeartbeatInterval:
+			return minGroupHeartbeatMs, maxGroupSessionMs
+		case ConfigAssignmentInterval:
+			return 0, maxGroupAssignmentMs
+		}
+		return minGroupSessionMs, maxGroupSessionMs
+	}
+	ms := map[string]int64{}
+	for _, name := range GroupConfigNames {
+		v, ok := set[name]
+		if !ok {
+			continue
 		}
 		n, err := ParseGroupConfigInt(v)
 		if err != nil {
 			return fmt.Errorf("invalid value %q for configuration %s: not an integer (milliseconds)", v, name)
 		}
-		lo, hi := int64(minGroupSessionMs), int64(maxGroupSessionMs)
-		switch name {
-		case ConfigHeartbeatInterval:
-			lo = minGroupHeartbeatMs
-		case ConfigAssignmentInterval:
-			lo, hi = 0, maxGroupAssignmentMs
-		}
-		if n < lo || n > hi {
+		if lo, hi := bounds(name); n < min(lo, 1) {
+			// Below any value of its kind (a negative interval, a zero
+			// timeout): Kafka refuses it while reading the values.
 			return fmt.Errorf("%s must be in the range %d to %d inclusive, not %d", name, lo, hi, n)
 		}
 		ms[name] = n
+	}
+	for _, name := range []string{ConfigHeartbeatInterval, ConfigSessionTimeout, ConfigAssignmentInterval} {
+		n, ok := ms[name]
+		if !ok {
+			continue
+		}
+		if lo, hi := bounds(name); n < lo || n > hi {
+			return fmt.Errorf("%s must be in the range %d to %d inclusive, not %d", name, lo, hi, n)
+		}
 	}
 	session, ok := ms[ConfigSessionTimeout]
 	if !ok {

@@ -118,3 +118,33 @@ func TestGroupOverridesInconsistentPair(t *testing.T) {
 		t.Fatal("a fenced by the group's 4 s session paired with a 5 s interval")
 	}
 }
+
+// When several values of one change are wrong, the refusal names the same
+// one every time, in Kafka's order: an unknown name before any value, a
+// value that is not a number before one out of bounds, and among those out
+// of bounds the heartbeat interval, then the session timeout, then the
+// assignment interval. (cohort walked the change in map order, so the same
+// request could be refused with either message.)
+func TestCheckGroupConfigReportsInKafkaOrder(t *testing.T) {
+	c := Defaults()
+	for _, tc := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{ConfigSessionTimeout: "500", ConfigHeartbeatInterval: "50", ConfigAssignmentInterval: "99999"},
+			"consumer.heartbeat.interval.ms must be in the range 100 to 3600000 inclusive, not 50"},
+		{map[string]string{ConfigSessionTimeout: "0", ConfigHeartbeatInterval: "50"}, // 0 is no timeout at all
+			"consumer.session.timeout.ms must be in the range 1000 to 3600000 inclusive, not 0"},
+		{map[string]string{ConfigSessionTimeout: "500", ConfigAssignmentInterval: "x"},
+			`invalid value "x" for configuration consumer.assignment.interval.ms: not an integer (milliseconds)`},
+		{map[string]string{ConfigSessionTimeout: "x", ConfigHeartbeatInterval: "y", "share.session.timeout.ms": "1"},
+			"unknown group config name: share.session.timeout.ms (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms)"},
+	} {
+		for i := 0; i < 50; i++ {
+			err := c.CheckGroupConfig(tc.set)
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("%v (try %d): %v\nwant %s", tc.set, i, err, tc.want)
+			}
+		}
+	}
+}
