@@ -11,7 +11,8 @@ import (
 // Dynamic group configs: Kafka's GROUP config resource (IncrementalAlterConfigs,
 // DescribeConfigs), a consumer group's own values of the consumer protocol's
 // settings. cohort keeps the three a consumer group uses; Kafka's share.*,
-// streams.* and dead-letter names belong to group types cohort does not serve.
+// streams.* and dead-letter names belong to group types cohort does not serve,
+// and consumer.assignor.offload.enable switches a thread of Kafka's own.
 // Values are milliseconds, as in Kafka. Classic groups and classic members
 // are not affected (their session timeout is the one they join with).
 const (
