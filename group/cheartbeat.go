@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -196,7 +197,14 @@ func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 	case r.MemberEpoch == epochStatic && r.InstanceID == nil && !s.isStaticMember(r.Group, r.MemberID):
 		// Kafka requires the InstanceId of a -2 leave; franz-go omits it
 		// (it sends only the member id), so cohort accepts a -2 leave
-		// whose member id is a static member's (docs/kip848.md).
+		// whose member id is a static member's (docs/kip848.md). A member
+		// id the group does not know (its session expired, or it never
+		// joined) is answered UNKNOWN_MEMBER_ID: the member is gone, and
+		// franz-go's Close takes that as a completed leave where
+		// INVALID_REQUEST made it fail.
+		if !s.isMember(r.Group, r.MemberID) {
+			return ErrUnknownMemberID, fmt.Sprintf("Member %s is not a member of group %s.", r.MemberID, r.Group)
+		}
 		return ErrInvalidRequest, "InstanceId can't be null."
 	}
 	if r.MemberEpoch == epochJoining {
@@ -222,6 +230,12 @@ func (s *Shard) validateHeartbeat(r *kmsg.ConsumerGroupHeartbeatRequest) (int16,
 // keeps control characters).
 func javaTrim(x string) string {
 	return strings.TrimFunc(x, func(r rune) bool { return r <= ' ' })
+}
+
+// isMember reports whether member is a member of the consumer group.
+func (s *Shard) isMember(group, member string) bool {
+	g := s.groups[group]
+	return g != nil && g.cg != nil && g.cg.members[member] != nil
 }
 
 func (s *Shard) isStaticMember(group, member string) bool {
