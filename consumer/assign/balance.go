@@ -269,8 +269,10 @@ func (e *engine) fillPhase() {
 // then member order.
 func (e *engine) fillOwner(u *unit) int {
 	mc := e.classes
-	// u's owners cannot own it twice: out of reach while choosing.
-	const away = 1 << 40
+	// u's owners cannot own it twice: out of reach while choosing. No load
+	// exceeds the unit count, so that is far enough, and it fits any int
+	// (a 32-bit build refused a constant of 1 << 40).
+	away := len(e.units) + 1
 	for _, o := range u.owners {
 		mc.shift(o, away)
 	}
