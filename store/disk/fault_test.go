@@ -50,13 +50,19 @@ func TestWriteFailureFailsStore(t *testing.T) {
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
 			for seed := int64(0); seed < 4; seed++ {
-				writeFailureRound(t, seed, fault)
+				writeFailureRound(t, seed, fault, false)
+			}
+		})
+		// The coordinator's path: StartMulti, several writes in flight.
+		t.Run(name+", pipelined", func(t *testing.T) {
+			for seed := int64(0); seed < 4; seed++ {
+				writeFailureRound(t, seed, fault, true)
 			}
 		})
 	}
 }
 
-func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error) {
+func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error, pipelined bool) {
 	rng := rand.New(rand.NewSource(seed))
 	mem := vfs.NewCrashableMem()
 	var on atomic.Bool
@@ -81,7 +87,7 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error) {
 	errs := make([]error, writers)
 	var wg sync.WaitGroup
 	for i := range ws {
-		ws[i] = &crashWriter{id: i, p: int32(i % 5)}
+		ws[i] = &crashWriter{id: i, p: int32(i % 5), pipelined: pipelined}
 		wg.Add(1)
 		go func(i int, seed int64) {
 			defer wg.Done()
@@ -151,8 +157,17 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error) {
 }
 
 // runUntilError is crashWriter.run without a context: it appends until an
-// Append fails and returns that error.
+// Append fails and returns that error. A pipelined writer keeps
+// pipelineDepth StartMulti calls unacknowledged, as crashWriter.run does,
+// and returns the first error of a StartMulti or a wait (the waits of the
+// writes still in flight are called too, but not counted as acknowledged).
 func (w *crashWriter) runUntilError(s *Store, rng *rand.Rand, onAck func()) error {
+	var pending []startedOp
+	defer func() {
+		for _, op := range pending {
+			_ = op.wait()
+		}
+	}()
 	for {
 		n := 1 + rng.Intn(4)
 		op := crashOp{}
@@ -171,13 +186,26 @@ func (w *crashWriter) runUntilError(s *Store, rng *rand.Rand, onAck func()) erro
 				recs[i].Value = crashValue(w.id, seq)
 			}
 		}
-		if err := s.Append(context.Background(), w.p, recs); err != nil {
+		if !w.pipelined {
+			if err := s.Append(context.Background(), w.p, recs); err != nil {
+				return err
+			}
+			w.ack(seq, onAck)
+			continue
+		}
+		wait, err := s.StartMulti(context.Background(), []store.PartitionRecords{{Partition: w.p, Records: recs}})
+		if err != nil {
 			return err
 		}
-		w.mu.Lock()
-		w.acked = seq
-		w.mu.Unlock()
-		onAck()
+		pending = append(pending, startedOp{seq, wait})
+		for len(pending) > pipelineDepth {
+			op := pending[0]
+			pending = pending[1:]
+			if err := op.wait(); err != nil {
+				return err
+			}
+			w.ack(op.seq, onAck)
+		}
 	}
 }
 
