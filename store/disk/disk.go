@@ -521,10 +521,24 @@ func explain(err error) string {
 // fail latches the first storage failure: from then on every operation
 // returns ErrStorage until the process reopens the store.
 func (s *Store) fail(err error) {
+	s.latch(fmt.Errorf("%w: %v (the store refuses all operations until the process restarts; "+
+		"acknowledged data is on disk and is recovered on the next Open)", ErrStorage, err), err)
+}
+
+// failDamaged latches damage found while serving (the record log does not
+// read back): as fail, but the next Open refuses the store too, so the
+// error gives the operator's way out instead of promising a recovery.
+func (s *Store) failDamaged(err error) {
+	failErr := fmt.Errorf("%w: store %s is damaged: %s (the store refuses all operations; a restart will refuse it too): %s",
+		ErrStorage, s.dir, explain(err), adviceDamaged)
+	s.latch(failErr, failErr)
+}
+
+// latch makes failErr the store's failure, once.
+func (s *Store) latch(failErr, cause error) {
 	s.failOnce.Do(func() {
-		s.failErr = fmt.Errorf("%w: %v (the store refuses all operations until the process restarts; "+
-			"acknowledged data is on disk and is recovered on the next Open)", ErrStorage, err)
-		s.log.Error("store failed", "err", err)
+		s.failErr = failErr
+		s.log.Error("store failed", "err", cause)
 		close(s.failed)
 	})
 }

@@ -62,7 +62,10 @@
 // directory that holds other files (ErrNotStore), that another process has
 // open (ErrLocked), or whose files are missing or damaged (ErrStorage); it
 // never silently starts empty over existing data. Damage that pebble only
-// detects when reading a table surfaces as an ErrStorage error from Load.
+// detects when reading a table surfaces as an ErrStorage error from Load;
+// damage in the record log found by a background fold fails the whole store
+// (below), since every later fold and Load would meet it and the next Open
+// refuses the store.
 //
 // The first failed write, sync, or file creation/rename (a full disk, an I/O
 // error) fails the whole store: that operation and every later Append, Load

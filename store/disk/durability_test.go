@@ -1,11 +1,14 @@
 package disk
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cohort-dev/cohort/store"
 )
@@ -135,5 +138,54 @@ func TestMalformedRecordLogKeyInTheMiddle(t *testing.T) {
 	}
 	if err := s.Compact(ctx); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("fold: %v, want an error naming %s", err, want)
+	}
+}
+
+// TestDamagedRecordLogFailsStore: damage in the record log found by a
+// background fold (a key the store never writes, as a damaged table would
+// show the engine's checksums failing) fails the store, as a failed write
+// does: every later fold and every Load would meet the same damage (the log
+// could never shrink again, no partition could load), and a restart refuses
+// the store, so nothing more may be acknowledged into it.
+func TestDamagedRecordLogFailsStore(t *testing.T) {
+	ctx := context.Background()
+	// In memory: a failed store leaves its engine open, still writing.
+	s := openT(t, Options{Dir: "/store", fs: vfs.NewMem(), foldAt: 1 << 10})
+	defer s.Close()
+	if err := s.Append(ctx, 2, []store.Record{{Key: []byte("a"), Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	bad := append(logKey(s.folded.Load()), 0) // sorts after the first unfolded entry
+	if err := s.db.Set(bad, []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Append until a background fold starts, then wait for it. The append
+	// that starts it may see the store fail before its own sync is done.
+	var done <-chan struct{}
+	value := bytes.Repeat([]byte("v"), 100)
+	for i := 0; done == nil; i++ {
+		err := s.Append(ctx, 2, []store.Record{{Key: []byte(fmt.Sprint("k", i)), Value: value}})
+		s.seqMu.Lock()
+		done = s.foldDone // set when the first fold starts
+		s.seqMu.Unlock()
+		if err != nil && (done == nil || !errors.Is(err, ErrStorage)) {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	<-done
+	select {
+	case <-s.Failed():
+	default:
+		t.Fatal("a fold met a damaged record log and the store goes on acknowledging appends")
+	}
+	want := fmt.Sprintf("%x", bad)
+	if err := s.Err(); !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Err() = %v, want ErrStorage saying the store is damaged and naming %s", err, want)
+	}
+	if strings.Contains(s.Err().Error(), "recovered on the next Open") {
+		t.Errorf("Err() = %v promises a recovery the next Open refuses", s.Err())
+	}
+	if err := s.Append(ctx, 2, []store.Record{{Key: []byte("after"), Value: []byte("1")}}); !errors.Is(err, ErrStorage) {
+		t.Fatalf("Append after the damage was found = %v, want ErrStorage", err)
 	}
 }

@@ -278,7 +278,15 @@ func (s *Store) maybeFold() (wait <-chan struct{}) {
 	s.foldDone = done
 	go func() {
 		defer s.inflight.Done()
-		if err := s.fold(); err != nil {
+		switch err := s.fold(); {
+		case errors.Is(err, pebble.ErrCorruption):
+			// Every later fold and every Load read the same damage:
+			// the log would never shrink again, no partition could
+			// load, and the next Open refuses the store. Acknowledging
+			// more appends into it would only add to what is stuck
+			// there: fail, as a failed write does.
+			s.failDamaged(err)
+		case err != nil:
 			s.log.Warn("store record log fold failed (retried at the next fold)", "err", err)
 		}
 		s.seqMu.Lock()
