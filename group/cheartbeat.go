@@ -286,6 +286,9 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			// upgradeToConsumer changes the live group at once).
 			return nil, nil, code, msg
 		}
+		if msg := g.upgradeRecordRefusal(h); msg != "" {
+			return nil, nil, ErrUnknownServer, msg // as above: before the conversion
+		}
 		g.upgradeToConsumer(h)
 	}
 	var cg *consumerGroup
@@ -374,6 +377,21 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	}
 	if code, msg := s.regexRefusal(cg, r); code != ErrNone {
 		return nil, nil, code, msg
+	}
+	var next cmember
+	switch {
+	case m != nil:
+		next = *m
+	case replaced != nil:
+		next = *replaced
+	}
+	heartbeatFields(&next, h)
+	idLen := len(r.MemberID)
+	if idLen == 0 {
+		idLen = generatedIDLen("") - 1 // see below
+	}
+	if msg := s.memberRecordRefusal(r.Group, idLen, &next); msg != "" {
+		return nil, nil, ErrUnknownServer, msg
 	}
 
 	// Accepted: from here on, changes are records.
@@ -510,10 +528,15 @@ type memberUpdate struct {
 // storeMember).
 func (g *Group) applyMemberUpdate(h *hbReq, m *cmember, isNew bool, u memberUpdate) bool {
 	next := *m
-	next.clientID, next.clientHost = h.c.ID, h.c.Host
+	classicFields(&next, h.c, u)
+	return g.storeMember(h, m, &next, isNew)
+}
+
+// classicFields applies a classic member's JoinGroup fields to next.
+func classicFields(next *cmember, c Client, u memberUpdate) {
+	next.clientID, next.clientHost = c.ID, c.Host
 	next.instanceID, next.rack, next.rebalanceTimeout, next.names, next.classic = u.instanceID, u.rack, u.rebalance, u.names, u.classic
 	next.regex, next.assignor, next.principal = "", "", ""
-	return g.storeMember(h, m, &next, isNew)
 }
 
 // resolveOwned returns the request's owned partitions (TopicPartitions) by
@@ -594,8 +617,15 @@ func (m *cmember) assignedTopic(id [16]byte) (string, bool) {
 // It reports whether the group epoch must be bumped: a new member with a
 // subscription, a changed subscription, or a changed preferred assignor.
 func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
-	r := h.req
 	next := *m
+	heartbeatFields(&next, h)
+	return g.storeMember(h, m, &next, isNew)
+}
+
+// heartbeatFields applies the heartbeat's member fields to next: its
+// client, and the request's non-null fields.
+func heartbeatFields(next *cmember, h *hbReq) {
+	r := h.req
 	next.clientID, next.clientHost, next.principal = h.c.ID, h.c.Host, h.c.Principal
 	if r.InstanceID != nil {
 		next.instanceID = *r.InstanceID
@@ -618,7 +648,6 @@ func (g *Group) updateConsumerMember(h *hbReq, m *cmember, isNew bool) bool {
 		next.assignor = *r.ServerAssignor
 	}
 	next.classic = nil
-	return g.storeMember(h, m, &next, isNew)
 }
 
 // storeMember writes next as m's metadata if it differs (a new member also

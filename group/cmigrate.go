@@ -124,20 +124,14 @@ func (g *Group) upgradeRefusal() string {
 func (g *Group) upgradeToConsumer(h *hbReq) {
 	g.rbConverted(h.now, "group converted to the consumer protocol", h.out) // rebalance history
 	type snap struct {
-		m         *member
-		sub       *kmsg.ConsumerMemberMetadata
-		assigned  tpset
-		protocols []kmsg.JoinGroupRequestProtocol // dropMember forgets them
+		m        *member
+		cm       *cmember // its protocols cloned: dropMember forgets them
+		assigned tpset
 	}
 	var members []snap
 	for _, m := range g.members {
-		meta := m.metadataFor(g.protocol)
-		if g.protocol == "" && len(m.protocols) > 0 {
-			meta = m.protocols[0].Metadata
-		}
-		sub, _ := parseSubscription(meta)
 		assigned, _ := parseAssignment(m.assignment)
-		members = append(members, snap{m, sub, assigned, cloneProtocols(m.protocols)})
+		members = append(members, snap{m, g.consumerMemberOf(m, cloneProtocols(m.protocols)), assigned})
 	}
 	gen := g.generation
 	for _, sn := range members {
@@ -172,10 +166,7 @@ func (g *Group) upgradeToConsumer(h *hbReq) {
 	g.emit(h, cTMetaRec(g.id, gen))
 	for _, sn := range members {
 		m := sn.m
-		cm := &cmember{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost,
-			rebalanceTimeout: m.rebalanceTimeout, names: subscriptionNames(sn.sub), rack: strOr(sn.sub.Rack),
-			classic: &classicMeta{session: m.sessionTimeout, protocols: sn.protocols}}
-		g.emit(h, cMemberRec(g.id, cm))
+		g.emit(h, cMemberRec(g.id, sn.cm))
 		g.emit(h, cTargetRec(g.id, m.id, sn.assigned.clone()))
 		at := map[topicPartition]int32{}
 		for t, ps := range sn.assigned {
@@ -187,6 +178,44 @@ func (g *Group) upgradeToConsumer(h *hbReq) {
 			assigned: sn.assigned, pending: tpset{}, assignedAt: at}))
 		g.s.arm(g.cg.members[m.id].session, h.now.Add(m.sessionTimeout))
 	}
+}
+
+// consumerMemberOf is classic member m as upgradeToConsumer makes it a
+// member of the consumer group, with protocols as its classic protocols.
+func (g *Group) consumerMemberOf(m *member, protocols []kmsg.JoinGroupRequestProtocol) *cmember {
+	meta := m.metadataFor(g.protocol)
+	if g.protocol == "" && len(m.protocols) > 0 {
+		meta = m.protocols[0].Metadata
+	}
+	cm := &cmember{id: m.id, instanceID: m.instanceID, clientID: m.clientID, clientHost: m.clientHost,
+		rebalanceTimeout: m.rebalanceTimeout, classic: &classicMeta{session: m.sessionTimeout, protocols: protocols}}
+	if sub, ok := parseSubscription(meta); ok {
+		cm.names, cm.rack = subscriptionNames(sub), strOr(sub.Rack)
+	}
+	return cm
+}
+
+// upgradeRecordRefusal is memberRecordRefusal for the conversion h would
+// make of the classic group g: each member's record, and the joiner's
+// (taking over a member of its instance id, if one has it), "" if all fit.
+// Checked before the conversion, which changes the group at once.
+func (g *Group) upgradeRecordRefusal(h *hbReq) string {
+	var joiner cmember
+	for _, m := range g.members {
+		cm := g.consumerMemberOf(m, m.protocols)
+		if msg := g.s.memberRecordRefusal(g.id, len(cm.id), cm); msg != "" {
+			return msg
+		}
+		if h.req.InstanceID != nil && m.instanceID == *h.req.InstanceID {
+			joiner = *cm
+		}
+	}
+	heartbeatFields(&joiner, h)
+	idLen := len(h.req.MemberID)
+	if idLen == 0 {
+		idLen = generatedIDLen("") - 1
+	}
+	return g.s.memberRecordRefusal(g.id, idLen, &joiner)
 }
 
 func subscriptionNames(sub *kmsg.ConsumerMemberMetadata) []string {
@@ -268,6 +297,26 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		// the member with that id.
 		m = cg.members[req.MemberID]
 	}
+	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	if v == 0 || rebalance <= 0 {
+		rebalance = session
+	}
+	upd := memberUpdate{instanceID: instance, rack: strOr(sub.Rack), rebalance: rebalance, names: subscriptionNames(sub),
+		classic: &classicMeta{session: session, protocols: req.Protocols}}
+	var next cmember
+	classicFields(&next, c, upd)
+	idLen := len(req.MemberID)
+	switch {
+	case replaced != nil:
+		idLen = generatedIDLen(instance)
+	case m == nil && req.MemberID == "":
+		idLen = generatedIDLen(c.ID)
+	}
+	if msg := s.memberRecordRefusal(g.id, idLen, &next); msg != "" {
+		fail(ErrUnknownServer, req.MemberID) // JoinGroup has no message: logged
+		return
+	}
+	upd.classic.protocols = cloneProtocols(req.Protocols)
 	h := &hbReq{c: c, now: now, out: out, owned: tpset{}}
 	for _, op := range sub.OwnedPartitions {
 		for _, p := range op.Partitions {
@@ -288,12 +337,6 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 		}
 		m = &cmember{id: id, epoch: epochJoining, assigned: tpset{}, pending: tpset{}}
 	}
-	rebalance := time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
-	if v == 0 || rebalance <= 0 {
-		rebalance = session
-	}
-	upd := memberUpdate{instanceID: instance, rack: strOr(sub.Rack), rebalance: rebalance, names: subscriptionNames(sub),
-		classic: &classicMeta{session: session, protocols: cloneProtocols(req.Protocols)}}
 	if code := g.bumpAndAssign(h, g.applyMemberUpdate(h, m, isNew, upd), false); code != ErrNone {
 		fail(code, req.MemberID)
 		return

@@ -408,6 +408,63 @@ func cMemberRec(group string, m *cmember) rec {
 		names: m.names, regex: m.regex, assignor: m.assignor, classic: m.classic, principal: m.principal}}}
 }
 
+// memberRecordBytes is the size (key and value) of the metadata record
+// encodeConsumer writes for member m of group, counting idLen bytes for its
+// id (a member id not generated yet: generatedIDLen).
+func memberRecordBytes(group string, idLen int, m *cmember) int {
+	str := func(n int) int { return uvarintLen(n) + n }
+	n := 1 + str(len(group)) + str(idLen) // the key
+	n += 2 + str(len(m.instanceID)) + str(len(m.rack)) + str(len(m.clientID)) + str(len(m.clientHost)) + 4
+	n += uvarintLen(len(m.names))
+	for _, name := range m.names {
+		n += str(len(name))
+	}
+	n += str(len(m.regex)) + str(len(m.assignor))
+	if m.classic == nil {
+		n++
+	} else {
+		n += uvarintLen(len(m.classic.protocols)+1) + 4
+		for _, p := range m.classic.protocols {
+			n += str(len(p.Name)) + str(len(p.Metadata))
+		}
+	}
+	return n + str(len(m.principal))
+}
+
+func uvarintLen(n int) int {
+	k := 1
+	for ; n >= 0x80; n >>= 7 {
+		k++
+	}
+	return k
+}
+
+// generatedIDLen is the length of an id newMemberID(prefix) returns.
+func generatedIDLen(prefix string) int { return min(len(prefix), maxMemberIDPrefix) + 37 }
+
+// memberRecordRefusal is the message refusing a request that would make m's
+// metadata record larger than the store takes (Config.MaxRecordBytes: etcd's
+// request limit in cluster mode), "" if it fits. It is checked before any
+// record of the request is emitted: a consumer group's records are applied
+// before they are written, and a write the store refused left the shard
+// ahead of the store, which only a reload of the whole partition repairs;
+// the client's retries then reloaded it again and again. Kafka's answer to a
+// write too large for its log is UNKNOWN_SERVER_ERROR, and its runtime drops
+// the change.
+func (s *Shard) memberRecordRefusal(group string, idLen int, m *cmember) string {
+	most := s.cfg.MaxRecordBytes
+	if most <= 0 {
+		return ""
+	}
+	n := memberRecordBytes(group, idLen, m)
+	if n <= most {
+		return ""
+	}
+	s.logf("group %q: a member's metadata record of %d bytes (%d subscribed names, a regex of %d bytes) is larger than the store takes (%d); request refused",
+		group, n, len(m.names), len(m.regex), most)
+	return "The member's metadata of " + strconv.Itoa(n) + " bytes is larger than the coordinator's store takes (" + strconv.Itoa(most) + " bytes)."
+}
+
 func cCurrentRec(group, member string, cur *ccurrent) rec {
 	return rec{kind: keyCCurrent, group: group, c: &crec{member: member, cur: cur}}
 }
