@@ -1,7 +1,9 @@
 package group
 
 import (
+	"encoding/binary"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,9 +43,23 @@ type classicMeta struct {
 	protocols []kmsg.JoinGroupRequestProtocol
 }
 
+// maxSubscribedTopics is the most topics a classic member's subscription
+// may list in a consumer-protocol group, the bound the server puts on a
+// ConsumerGroupHeartbeat's subscribed topic names (server/entrylimit.go):
+// every name is kept with the member and gone over by each target
+// computation of its group.
+const maxSubscribedTopics = 100_000
+
 // parseSubscription decodes a consumer-protocol subscription (JoinGroup
-// metadata): topics, owned partitions and rack.
+// metadata): topics, owned partitions and rack. One listing more than
+// maxSubscribedTopics topics does not parse; its count is read before
+// anything is decoded.
 func parseSubscription(b []byte) (*kmsg.ConsumerMemberMetadata, bool) {
+	// Every version starts with an int16 version and the topics' int32
+	// count (ConsumerProtocol has no flexible version).
+	if len(b) >= 6 && int32(binary.BigEndian.Uint32(b[2:])) > maxSubscribedTopics {
+		return nil, false
+	}
 	var md kmsg.ConsumerMemberMetadata
 	if err := md.ReadFrom(b); err != nil {
 		return nil, false
@@ -105,7 +121,7 @@ func (g *Group) upgradeRefusal() string {
 			meta = m.protocols[0].Metadata
 		}
 		if _, ok := parseSubscription(meta); !ok {
-			return "a member's subscription does not parse"
+			return "a member's subscription does not parse or lists more than " + strconv.Itoa(maxSubscribedTopics) + " topics"
 		}
 		if _, ok := parseAssignment(m.assignment); !ok {
 			return "a member's assignment carries user data or does not parse"
