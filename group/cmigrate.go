@@ -212,8 +212,9 @@ func (g *Group) consumerMemberOf(m *member, protocols []kmsg.JoinGroupRequestPro
 }
 
 // upgradeRecordRefusal is memberRecordRefusal for the conversion h would
-// make of the classic group g: each member's record, and the joiner's
-// (taking over a member of its instance id, if one has it), "" if all fit.
+// make of the classic group g: each member's metadata and current
+// assignment records, and the joiner's metadata (taking over a member of its
+// instance id, if one has it), "" if all fit.
 // Checked before the conversion, which changes the group at once.
 func (g *Group) upgradeRecordRefusal(h *hbReq) string {
 	var joiner cmember
@@ -221,6 +222,13 @@ func (g *Group) upgradeRecordRefusal(h *hbReq) string {
 		cm := g.consumerMemberOf(m, m.protocols)
 		if msg := g.s.memberRecordRefusal(g.id, len(cm.id), cm); msg != "" {
 			return msg
+		}
+		// Its current assignment, the classic one with an epoch per
+		// partition (the target record, without, is smaller).
+		if assigned, ok := parseAssignment(m.assignment); ok {
+			if msg := g.s.recordRefusal(g.id, "assignment", currentRecordBytes(g.id, len(m.id), assigned)); msg != "" {
+				return msg
+			}
 		}
 		if h.req.InstanceID != nil && m.instanceID == *h.req.InstanceID {
 			joiner = *cm

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A consumer-protocol member whose metadata record (its subscription, or a
@@ -93,6 +95,52 @@ func TestMemberRecordBytes(t *testing.T) {
 		rec := r.encode()
 		if got, want := memberRecordBytes("g"+long, len(m.id), m), len(rec.Key)+len(rec.Value); got != want {
 			t.Errorf("member %d: %d bytes counted, %d encoded", i, got, want)
+		}
+	}
+}
+
+// A classic group's member becomes, in the conversion, a member whose
+// current assignment is the one its leader gave it, stored with an epoch per
+// partition: twice its size in the classic group's record, which the store
+// took. One that would be over the store's limit makes the conversion
+// UNKNOWN_SERVER_ERROR, as a member record over it does, and the group stays
+// classic (it was written, refused by the store, and the partition reloaded).
+func TestUpgradeAssignmentOverStoreLimitRefused(t *testing.T) {
+	const most = 4096
+	h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.MaxRecordBytes = most })
+	h.refuseOver = most
+	jr := h.joinResp(h.newMember("cg", jo{client: "c", protos: protos("range", string(subscription(tpset{}, "a")))}))
+	expectCode(t, "classic join", jr.ErrorCode, ErrNone)
+	a := kmsg.NewConsumerMemberAssignment()
+	at := kmsg.NewConsumerMemberAssignmentTopic()
+	at.Topic = "a"
+	for p := range int32(600) {
+		at.Partitions = append(at.Partitions, p)
+	}
+	a.Topics = append(a.Topics, at)
+	h.wantCode(h.sync("cg", jr.MemberID, jr.Generation, map[string]string{jr.MemberID: string(a.AppendTo(nil))}), ErrNone)
+	if h.refused > 0 {
+		t.Fatal("setup: the classic group's record was refused")
+	}
+	r := h.cg(hb{member: "n1", names: []string{"a"}, owned: tpset{}})
+	expectCode(t, "the join that would convert the group", r.ErrorCode, ErrUnknownServer)
+	if h.refused > 0 || h.s.NeedsReload() {
+		t.Fatalf("%d writes refused by the store, partition needs a reload: %v", h.refused, h.s.NeedsReload())
+	}
+	if g := h.s.Group("cg"); g == nil || g.cg != nil || g.State() != Stable {
+		t.Fatal("the refused conversion changed the classic group")
+	}
+}
+
+// currentRecordBytes is the size of the record encodeConsumer writes.
+func TestCurrentRecordBytes(t *testing.T) {
+	long := strings.Repeat("t", 200)
+	for i, set := range []tpset{{}, set("a", 0, 1, 2), {long: make([]int32, 300), "b": {7}}} {
+		at := map[topicPartition]int32{}
+		r := cCurrentRec("g"+long, "m"+long, &ccurrent{assigned: set, pending: tpset{}, assignedAt: at})
+		rec := r.encode()
+		if got, want := currentRecordBytes("g"+long, 1+len(long), set), len(rec.Key)+len(rec.Value); got != want {
+			t.Errorf("set %d: %d bytes counted, %d encoded", i, got, want)
 		}
 	}
 }

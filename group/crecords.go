@@ -452,17 +452,33 @@ func generatedIDLen(prefix string) int { return min(len(prefix), maxMemberIDPref
 // write too large for its log is UNKNOWN_SERVER_ERROR, and its runtime drops
 // the change.
 func (s *Shard) memberRecordRefusal(group string, idLen int, m *cmember) string {
+	if s.cfg.MaxRecordBytes <= 0 {
+		return ""
+	}
+	return s.recordRefusal(group, "metadata", memberRecordBytes(group, idLen, m))
+}
+
+// recordRefusal is memberRecordRefusal's message for a member's record of n
+// bytes (what it holds: "metadata", "assignment"), "" if it fits.
+func (s *Shard) recordRefusal(group, what string, n int) string {
 	most := s.cfg.MaxRecordBytes
-	if most <= 0 {
+	if most <= 0 || n <= most {
 		return ""
 	}
-	n := memberRecordBytes(group, idLen, m)
-	if n <= most {
-		return ""
+	s.logf("group %q: a member's %s record of %d bytes is larger than the store takes (%d); request refused", group, what, n, most)
+	return "The member's " + what + " of " + strconv.Itoa(n) + " bytes is larger than the coordinator's store takes (" + strconv.Itoa(most) + " bytes)."
+}
+
+// currentRecordBytes is the size (key and value) of the current-assignment
+// record of a member (id idLen bytes long) of group that holds assigned and
+// has nothing pending.
+func currentRecordBytes(group string, idLen int, assigned tpset) int {
+	str := func(n int) int { return uvarintLen(n) + n }
+	n := 1 + str(len(group)) + str(idLen) + 2 + 4 + 4 + 1 + uvarintLen(len(assigned))
+	for t, ps := range assigned {
+		n += str(len(t)) + uvarintLen(len(ps)) + 8*len(ps)
 	}
-	s.logf("group %q: a member's metadata record of %d bytes (%d subscribed names, a regex of %d bytes) is larger than the store takes (%d); request refused",
-		group, n, len(m.names), len(m.regex), most)
-	return "The member's metadata of " + strconv.Itoa(n) + " bytes is larger than the coordinator's store takes (" + strconv.Itoa(most) + " bytes)."
+	return n + uvarintLen(0) // pending
 }
 
 func cCurrentRec(group, member string, cur *ccurrent) rec {
