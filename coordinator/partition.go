@@ -494,6 +494,12 @@ func (p *partition) flush() {
 	p.out.Reset()
 	if p.state == stActive {
 		p.regexJobs = append(p.regexJobs, p.shard.TakeRegexJobs()...)
+		if len(p.regexJobs) > 0 {
+			// Jobs for regexes no member uses any more (or resolved
+			// since) are dropped, not run: the queue holds at most one
+			// job per regex in use.
+			p.regexJobs = slices.DeleteFunc(p.regexJobs, func(j group.RegexJob) bool { return !p.shard.RegexWanted(j) })
+		}
 		p.resolveNext()
 	}
 	if !p.closed && p.inflight < p.maxInflight() && len(p.queued) > 0 {

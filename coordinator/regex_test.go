@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,5 +99,86 @@ func TestCostlyRegexMatchedOffThePartition(t *testing.T) {
 	case <-started:
 		t.Fatal("a second matching ran for the same regex and catalog")
 	default:
+	}
+}
+
+// A regex matching queued for a regex no member uses any more is dropped,
+// not run: a member that changed its costly regex at every heartbeat queued a
+// matching each time, each run in turn on the node's one regex slot (seconds
+// each for a long regex over many topics) while the queue grew, and the
+// regexes of every other group of the node waited behind them.
+func TestStaleRegexMatchingsDropped(t *testing.T) {
+	cat := catalog.New(catalog.Options{})
+	for i := range 1000 {
+		if _, err := cat.Create(fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	gcfg.Topics = cat
+	gcfg.ConsumerAssignmentInterval = 0
+	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	c.resolveGate = func() {
+		if runs.Add(1) == 1 {
+			started <- struct{}{}
+			<-release
+		}
+	}
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c}
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("zq%03dk", i)
+	}
+	regex := func(k int) *string { // each over the shard's budget, 200 topics
+		r := fmt.Sprintf("service-0%d.*|", k) + strings.Join(words, "|")
+		return &r
+	}
+	var epoch int32
+	hb := func(re *string) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, "fickle", "m1", epoch
+		r.RebalanceTimeoutMillis, r.SubscribedTopicRegex = -1, re
+		if epoch == 0 {
+			r.RebalanceTimeoutMillis, r.Topics = 60000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp := e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: code %d", resp.ErrorCode)
+		}
+		epoch = resp.MemberEpoch
+		return resp
+	}
+	hb(regex(0))
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no matching started")
+	}
+	// While the first matching is held, the member changes its regex
+	// four times: the last one is the only one in use.
+	for k := 1; k <= 4; k++ {
+		hb(regex(k))
+	}
+	close(release)
+	testwait.For(t, 10*time.Second, "the last regex's topics reach the member", func() bool {
+		r := hb(nil)
+		return r.Assignment != nil && len(r.Assignment.Topics) == 200
+	})
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d matchings ran, want 2: the one under way and the last regex's", n)
 	}
 }

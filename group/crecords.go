@@ -569,7 +569,7 @@ func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 	}
 	if cached {
 		e.inflight = true
-		cg.s.regexJobs = append(cg.s.regexJobs, RegexJob{Group: cg.id, Expr: expr, Version: v, re: e.re, topics: topics})
+		cg.s.regexJobs = append(cg.s.regexJobs, RegexJob{Group: cg.id, Expr: expr, Version: v, re: e.re, topics: topics, match: e})
 	}
 	return e.topics
 }
@@ -700,6 +700,7 @@ type RegexJob struct {
 	Version     uint64 // of the topics, when the job was made
 	re          *regexp.Regexp
 	topics      Topics
+	match       *regexMatch // the group's entry it resolves (RegexWanted)
 }
 
 // RegexResult is a RegexJob's outcome.
@@ -729,6 +730,15 @@ func (s *Shard) TakeRegexJobs() []RegexJob {
 	jobs := s.regexJobs
 	s.regexJobs = nil
 	return jobs
+}
+
+// RegexWanted reports whether j's result is still awaited: its group's
+// members still use its regex, and nothing resolved it since. The runtime
+// drops a job that is not before running it: a member that changes its
+// regex at every heartbeat leaves a job behind each time, each one costly.
+func (s *Shard) RegexWanted(j RegexJob) bool {
+	g := s.groups[j.Group]
+	return g != nil && g.cg != nil && j.match != nil && g.cg.regexCache[j.Expr] == j.match && j.match.inflight
 }
 
 // RegexResolved takes a RegexJob's result: the group's regex gives these
