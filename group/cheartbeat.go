@@ -390,7 +390,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	if idLen == 0 {
 		idLen = generatedIDLen("") - 1 // see below
 	}
-	if msg := s.memberRecordRefusal(r.Group, idLen, &next); msg != "" {
+	if msg := s.memberRecordRefusal(h.now, r.Group, idLen, &next); msg != "" {
 		return nil, nil, ErrUnknownServer, msg
 	}
 

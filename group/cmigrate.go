@@ -220,13 +220,13 @@ func (g *Group) upgradeRecordRefusal(h *hbReq) string {
 	var joiner cmember
 	for _, m := range g.members {
 		cm := g.consumerMemberOf(m, m.protocols)
-		if msg := g.s.memberRecordRefusal(g.id, len(cm.id), cm); msg != "" {
+		if msg := g.s.memberRecordRefusal(h.now, g.id, len(cm.id), cm); msg != "" {
 			return msg
 		}
 		// Its current assignment, the classic one with an epoch per
 		// partition (the target record, without, is smaller).
 		if assigned, ok := parseAssignment(m.assignment); ok {
-			if msg := g.s.recordRefusal(g.id, "assignment", currentRecordBytes(g.id, len(m.id), assigned)); msg != "" {
+			if msg := g.s.recordRefusal(h.now, g.id, "assignment", currentRecordBytes(g.id, len(m.id), assigned)); msg != "" {
 				return msg
 			}
 		}
@@ -239,7 +239,7 @@ func (g *Group) upgradeRecordRefusal(h *hbReq) string {
 	if idLen == 0 {
 		idLen = generatedIDLen("") - 1
 	}
-	return g.s.memberRecordRefusal(g.id, idLen, &joiner)
+	return g.s.memberRecordRefusal(h.now, g.id, idLen, &joiner)
 }
 
 func subscriptionNames(sub *kmsg.ConsumerMemberMetadata) []string {
@@ -336,7 +336,7 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 	case m == nil && req.MemberID == "":
 		idLen = generatedIDLen(c.ID)
 	}
-	if msg := s.memberRecordRefusal(g.id, idLen, &next); msg != "" {
+	if msg := s.memberRecordRefusal(now, g.id, idLen, &next); msg != "" {
 		fail(ErrUnknownServer, req.MemberID) // JoinGroup has no message: logged
 		return
 	}

@@ -1,9 +1,11 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -142,5 +144,44 @@ func TestCurrentRecordBytes(t *testing.T) {
 		if got, want := currentRecordBytes("g"+long, 1+len(long), set), len(rec.Key)+len(rec.Value); got != want {
 			t.Errorf("set %d: %d bytes counted, %d encoded", i, got, want)
 		}
+	}
+}
+
+// A request refused for a record over the store's limit is logged at most
+// once a minute, the next line counting those left out: a client retrying
+// logged a line (quoting a group id of up to 32 KB) at every request.
+func TestRecordRefusalLogBounded(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.MaxRecordBytes = 4096 })
+	var lines []string
+	h.s.Logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	big := []string{strings.Repeat("x", 5000)}
+	for range 4 {
+		expectCode(t, "join", h.cg(hb{member: "n1", names: big, owned: tpset{}}).ErrorCode, ErrUnknownServer)
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d lines logged for 4 refusals in the same minute: %q", len(lines), lines)
+	}
+	h.advance(time.Minute)
+	expectCode(t, "join", h.cg(hb{member: "n1", names: big, owned: tpset{}}).ErrorCode, ErrUnknownServer)
+	if len(lines) != 2 || !strings.Contains(lines[1], "(3 more refused since the last such line)") {
+		t.Fatalf("after a minute: %q", lines)
+	}
+}
+
+// So is a classic group's metadata record over the limit, which a member
+// can make its group try to write at every rebalance.
+func TestClassicRecordRefusalLogBounded(t *testing.T) {
+	h := newH(t, func(c *Config) { c.MaxRecordBytes = 400 })
+	var lines []string
+	h.s.Logf = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	meta := protos("range", strings.Repeat("m", 500))
+	jr := h.joinResp(h.newMember("big", jo{protos: meta}))
+	for range 3 {
+		expectCode(t, "join", jr.ErrorCode, ErrNone)
+		h.wantCode(h.sync("big", jr.MemberID, jr.Generation, map[string]string{jr.MemberID: "a"}), ErrUnknownServer)
+		jr = h.joinResp(h.join("big", jo{member: jr.MemberID, protos: meta}))
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d lines logged for 3 refusals in the same minute: %q", len(lines), lines)
 	}
 }

@@ -451,22 +451,35 @@ func generatedIDLen(prefix string) int { return min(len(prefix), maxMemberIDPref
 // the client's retries then reloaded it again and again. Kafka's answer to a
 // write too large for its log is UNKNOWN_SERVER_ERROR, and its runtime drops
 // the change.
-func (s *Shard) memberRecordRefusal(group string, idLen int, m *cmember) string {
+func (s *Shard) memberRecordRefusal(now time.Time, group string, idLen int, m *cmember) string {
 	if s.cfg.MaxRecordBytes <= 0 {
 		return ""
 	}
-	return s.recordRefusal(group, "metadata", memberRecordBytes(group, idLen, m))
+	return s.recordRefusal(now, group, "metadata", memberRecordBytes(group, idLen, m))
 }
 
 // recordRefusal is memberRecordRefusal's message for a member's record of n
-// bytes (what it holds: "metadata", "assignment"), "" if it fits.
-func (s *Shard) recordRefusal(group, what string, n int) string {
+// bytes (what it holds: "metadata", "assignment"), "" if it fits. A refusal
+// is logged at most once a minute (logRefusal): a client retrying would log
+// a line, which quotes a group id of up to 32 KB, at every request.
+func (s *Shard) recordRefusal(now time.Time, group, what string, n int) string {
 	most := s.cfg.MaxRecordBytes
 	if most <= 0 || n <= most {
 		return ""
 	}
-	s.logf("group %q: a member's %s record of %d bytes is larger than the store takes (%d); request refused", group, what, n, most)
+	s.logRefusal(now, "group %q: a member's %s record of %d bytes is larger than the store takes (%d); request refused", group, what, n, most)
 	return "The member's " + what + " of " + strconv.Itoa(n) + " bytes is larger than the coordinator's store takes (" + strconv.Itoa(most) + " bytes)."
+}
+
+// logRefusal logs a request refused for a record over the store's limit, at
+// most once a minute per shard; the next line logged counts those left out.
+func (s *Shard) logRefusal(now time.Time, format string, args ...any) {
+	if now.Before(s.refusalLogged.Add(time.Minute)) {
+		s.refusalsUnlogged++
+		return
+	}
+	s.logf(format+" (%d more refused since the last such line)", append(args, s.refusalsUnlogged)...)
+	s.refusalLogged, s.refusalsUnlogged = now, 0
 }
 
 // currentRecordBytes is the size (key and value) of the current-assignment

@@ -219,7 +219,7 @@ func (g *Group) writeMetadata(now time.Time, out *Output, img *groupImage, done 
 	if most := g.s.cfg.MaxRecordBytes; most > 0 {
 		r := g.groupRec(img)
 		if e := r.encode(); len(e.Key)+len(e.Value) > most {
-			g.s.logf("group %q: its metadata record of %d bytes (%d members) is larger than the store takes (%d); not written",
+			g.s.logRefusal(now, "group %q: its metadata record of %d bytes (%d members) is larger than the store takes (%d); not written",
 				g.id, len(e.Key)+len(e.Value), len(img.members), most)
 			if done != nil {
 				done(now, ErrUnknownServer, out)

@@ -85,6 +85,11 @@ type Shard struct {
 
 	nextWrite uint64
 	writes    map[uint64]pendingWrite
+	// refusalLogged is when a request refused for a record over the
+	// store's limit was last logged; refusalsUnlogged counts those since
+	// (recordRefusal).
+	refusalLogged    time.Time
+	refusalsUnlogged int
 	// needsReload: see NeedsReload.
 	needsReload bool
 	// unloading is true while Unload gives up on the writes in flight.
