@@ -615,7 +615,9 @@ func (c *conn) serveOne(r *request) bool {
 	var cut []string
 	c.wbuf, cut = appendResponse(c.wbuf[:0], r.corr, resp)
 	if cut != nil {
-		c.logger().Warn("strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
+		// At most burstLogMax lines a window: a client can repeat the
+		// request whose answer quotes its over-long id.
+		c.s.cutLog.log(c.logger(), slog.LevelWarn, "strings too long for the protocol cut in a response", "api", kmsg.NameForKey(r.key), "api_version", r.version, "fields", cut)
 	}
 	// The tap sees the answer before the client does, so that whatever
 	// the client does next (a test checking what the node recorded, a

@@ -158,6 +158,7 @@ type Server struct {
 	refusals refusalLog
 	badLog   burstLog // "closing connection: bad request" lines
 	authLog  burstLog // failed and refused authentications
+	cutLog   burstLog // "strings too long for the protocol cut" lines
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
@@ -536,6 +537,11 @@ func (b *burstLog) allow(now time.Time) (ok bool, skipped int) {
 // info logs msg at info level if allow lets it through now, adding how many
 // lines were left out before it.
 func (b *burstLog) info(log *slog.Logger, msg string, attrs ...any) {
+	b.log(log, slog.LevelInfo, msg, attrs...)
+}
+
+// log is info at level.
+func (b *burstLog) log(log *slog.Logger, level slog.Level, msg string, attrs ...any) {
 	ok, skipped := b.allow(time.Now())
 	if !ok {
 		return
@@ -543,7 +549,7 @@ func (b *burstLog) info(log *slog.Logger, msg string, attrs ...any) {
 	if skipped > 0 {
 		attrs = append(attrs, "unlogged_before", skipped)
 	}
-	log.Info(msg, attrs...)
+	log.Log(context.Background(), level, msg, attrs...)
 }
 
 func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Addr) {

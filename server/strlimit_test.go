@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -350,4 +353,50 @@ func stringFields(t reflect.Type) []string {
 	}
 	walk(t, t.Name())
 	return fields
+}
+
+// The warning that a response's strings were cut is logged at most
+// burstLogMax times per window over all connections: a client repeating a
+// request whose answer quotes its over-long id logged a line per request.
+func TestCutStringsLogBounded(t *testing.T) {
+	var buf syncBuffer
+	ts := startServer(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
+	long := strings.Repeat("g", maxStringLen)
+	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
+		r := req.(*kmsg.DescribeGroupsRequest)
+		resp := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
+		d := kmsg.NewDescribeGroupsResponseGroup()
+		d.Group, d.ErrorCode, d.ErrorMessage = r.Groups[0], 69, kmsg.StringPtr("group "+long+" not found")
+		resp.Groups = append(resp.Groups, d)
+		return resp, nil
+	}
+	c := ts.dial(t)
+	for range 3 * burstLogMax {
+		describe := kmsg.NewPtrDescribeGroupsRequest()
+		describe.SetVersion(6)
+		describe.Groups = []string{"g"}
+		c.roundTrip(describe)
+	}
+	if n := strings.Count(buf.String(), "strings too long for the protocol cut"); n != burstLogMax {
+		t.Fatalf("%d lines for %d cut answers, want %d", n, 3*burstLogMax, burstLogMax)
+	}
+}
+
+// syncBuffer is a bytes.Buffer the server's goroutines may log to while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
