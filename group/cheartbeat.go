@@ -378,20 +378,26 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	if code, msg := s.regexRefusal(cg, r); code != ErrNone {
 		return nil, nil, code, msg
 	}
-	var next cmember
-	switch {
-	case m != nil:
-		next = *m
-	case replaced != nil:
-		next = *replaced
-	}
-	heartbeatFields(&next, h)
-	idLen := len(r.MemberID)
-	if idLen == 0 {
-		idLen = generatedIDLen("") - 1 // see below
-	}
-	if msg := s.memberRecordRefusal(h.now, r.Group, idLen, &next); msg != "" {
-		return nil, nil, ErrUnknownServer, msg
+	// The member's metadata record must fit the store. An ordinary
+	// heartbeat (every field null, the same client) leaves it as it is:
+	// not counted again.
+	if m == nil || replaced != nil || r.SubscribedTopicNames != nil || r.SubscribedTopicRegex != nil || r.InstanceID != nil ||
+		r.RackID != nil || r.ServerAssignor != nil || h.c.ID != m.clientID || h.c.Host != m.clientHost || h.c.Principal != m.principal {
+		var next cmember
+		switch {
+		case m != nil:
+			next = *m
+		case replaced != nil:
+			next = *replaced
+		}
+		heartbeatFields(&next, h)
+		idLen := len(r.MemberID)
+		if idLen == 0 {
+			idLen = generatedIDLen("") - 1 // see below
+		}
+		if msg := s.memberRecordRefusal(h.now, r.Group, idLen, &next); msg != "" {
+			return nil, nil, ErrUnknownServer, msg
+		}
 	}
 
 	// Accepted: from here on, changes are records.
