@@ -3,7 +3,9 @@ package node
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/store/disk"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
 // TestDiskStoreBoundsGroupMetadata: on the embedded store a classic group's
@@ -69,5 +72,39 @@ func TestDiskStoreBoundsGroupMetadata(t *testing.T) {
 		if g.Group == "big" && g.State == "Stable" {
 			t.Fatal("big became Stable without its record")
 		}
+	}
+}
+
+// TestClusterConsumerMemberTooLargeForEtcd: in cluster mode a
+// consumer-protocol member whose metadata record etcd would refuse (a
+// subscription of 1.8 MB of topic names) is answered UNKNOWN_SERVER_ERROR and
+// the group's partition goes on serving. The member was applied first and
+// written after: etcd refused the write, the client got a retriable error,
+// and the partition reloaded, again at each retry.
+func TestClusterConsumerMemberTooLargeForEtcd(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ns := startCluster848(t, ec, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(ns[0].Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	join := func(member string, names []string) int16 {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Group, r.MemberID, r.MemberEpoch, r.RebalanceTimeoutMillis = "big", member, 0, 60000
+		r.SubscribedTopicNames, r.Topics = names, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return answered(t, ctx, cl, &pinned{r, 1}).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode
+	}
+	big := make([]string, 60)
+	for i := range big {
+		big[i] = fmt.Sprintf("%05d", i) + strings.Repeat("t", 30000)
+	}
+	if code := join("m1", big); code != group.ErrUnknownServer {
+		t.Fatalf("a member of 1.8 MB: code %d, want UNKNOWN_SERVER_ERROR", code)
+	}
+	if code := join("m2", []string{"t"}); code != 0 {
+		t.Fatalf("a small member of the same group afterwards: code %d", code)
 	}
 }
