@@ -24,15 +24,19 @@ func RaiseFileLimit(need int) error {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("reading the file descriptor limit: %w", err)
 	}
-	if lim.Cur >= uint64(need) {
+	// The fields are uint64 on Linux and int64 on the BSDs.
+	if uint64(lim.Cur) >= uint64(need) {
 		return nil
 	}
-	if lim.Max < uint64(need) {
+	if uint64(lim.Max) < uint64(need) {
 		return fmt.Errorf("need %d file descriptors, the hard limit is %d (raise it with ulimit -Hn)", need, lim.Max)
 	}
-	lim.Cur = uint64(need)
+	setLimit(&lim.Cur, need)
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("raising the file descriptor limit to %d: %w", need, err)
 	}
 	return nil
 }
+
+// setLimit sets an Rlimit field, whichever integer type the platform gives it.
+func setLimit[T int64 | uint64](f *T, n int) { *f = T(n) }

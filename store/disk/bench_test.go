@@ -22,6 +22,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -243,7 +244,7 @@ func buildLoadStore(b *testing.B, dir string) (records int, bytes int64) {
 		g := i / 100 // 10,000 groups with 100 offsets each
 		add(g%benchPartitions, store.Record{
 			Key:   fmt.Appendf(nil, "\x00\x01group-%06d/topic-%04d/%06d", g, i%7, i%100),
-			Value: fmt.Appendf(nil, "\x00\x03%016d%012d", rng.Int63n(1<<40), 1_700_000_000_000+i),
+			Value: fmt.Appendf(nil, "\x00\x03%016d%012d", rng.Int63n(1<<40), int64(1_700_000_000_000)+int64(i)),
 		})
 	}
 	for g := 0; g < groups; g++ {
@@ -334,7 +335,7 @@ func BenchmarkLoad(b *testing.B) {
 			b.StopTimer() // a fresh copy: Open folds the tail it finds
 			run := copyFiles(b, tailDir)
 			b.StartTimer()
-			s, err := Open(Options{Dir: run, Logger: slog.New(slog.DiscardHandler), foldAt: 1 << 40})
+			s, err := Open(Options{Dir: run, Logger: slog.New(slog.DiscardHandler), foldAt: math.MaxInt})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -594,7 +595,7 @@ func runWide(b *testing.B, e appendEngine, appenders, width int) {
 // log (50-offset commits over existing offset keys, synced, not folded) and
 // returns the copy: what a crash just before a fold leaves.
 func crashImageWithTail(b *testing.B, dir string) string {
-	s, err := Open(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler), foldAt: 1 << 40})
+	s, err := Open(Options{Dir: dir, Logger: slog.New(slog.DiscardHandler), foldAt: math.MaxInt})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -606,7 +607,7 @@ func crashImageWithTail(b *testing.B, dir string) string {
 			j := g*100 + i
 			recs[i] = store.Record{
 				Key:   fmt.Appendf(nil, "\x00\x01group-%06d/topic-%04d/%06d", g, j%7, j%100),
-				Value: fmt.Appendf(nil, "\x00\x03%016d%012d", n, 1_700_000_000_000+j),
+				Value: fmt.Appendf(nil, "\x00\x03%016d%012d", n, int64(1_700_000_000_000)+int64(j)),
 			}
 		}
 		if err := s.Append(ctx, int32(g%benchPartitions), recs); err != nil {
@@ -658,7 +659,7 @@ func copyFiles(b *testing.B, dir string) string {
 func BenchmarkFold(b *testing.B) {
 	for _, groups := range []int{64, 10_000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
-			s, err := Open(Options{Dir: b.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler), foldAt: 1 << 40})
+			s, err := Open(Options{Dir: b.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler), foldAt: math.MaxInt})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -678,7 +679,7 @@ func BenchmarkFold(b *testing.B) {
 					for i := range recs {
 						recs[i] = store.Record{
 							Key:   fmt.Appendf(recs[i].Key[:0], "\x00\x01group-%06d/topic-0001/%06d", g, i),
-							Value: fmt.Appendf(recs[i].Value[:0], "\x00\x03%016d%012d", n, 1_700_000_000_000+n),
+							Value: fmt.Appendf(recs[i].Value[:0], "\x00\x03%016d%012d", n, int64(1_700_000_000_000)+int64(n)),
 						}
 					}
 					if err := s.Append(ctx, int32(g%benchPartitions), recs); err != nil {

@@ -2,6 +2,7 @@ package sticky
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"sort"
@@ -352,7 +353,7 @@ func minCostFlow(in instance) (squares, keptN int) {
 	}
 	total := 0
 	for f := 0; f < np; f++ {
-		const inf = 1 << 60
+		const inf = math.MaxInt32 // no path is longer; fits a 32-bit int
 		dist := make([]int, nodes)
 		pv := make([]int, nodes)
 		pa := make([]int, nodes)
