@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	randv2 "math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -188,41 +186,7 @@ func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, 
 	s := openT(t, Options{Dir: dir, fs: fs, NoSync: noSync, memTableSize: memTable})
 
 	const writers = 8
-	threshold := int64(20 + rng.Intn(1500))
-	var acks atomic.Int64
-	crash := make(chan struct{})
-	var crashOnce sync.Once
-	onAck := func() {
-		if acks.Add(1) >= threshold {
-			crashOnce.Do(func() { close(crash) })
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ws := make([]*crashWriter, writers)
-	var wg sync.WaitGroup
-	for i := range ws {
-		ws[i] = &crashWriter{id: i, p: int32(i % 5), pipelined: pipelined}
-		wg.Add(1)
-		go func(w *crashWriter, seed int64) {
-			defer wg.Done()
-			w.run(ctx, s, rand.New(rand.NewSource(seed)), onAck)
-		}(ws[i], rng.Int63())
-	}
-	<-crash
-	// Everything acknowledged before this snapshot was synced before the
-	// crash image is taken below, so it must be in the image.
-	minAcked := make([]int, writers)
-	for i, w := range ws {
-		w.mu.Lock()
-		minAcked[i] = w.acked
-		w.mu.Unlock()
-	}
-	image := fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: unsyncedPercent, RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 1))})
-	cancel()
-	wg.Wait()
-	if err := s.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	image, ws, minAcked := crashPhase(t, s, fs, rng, 0, writers, int64(20+rng.Intn(1500)), pipelined, unsyncedPercent)
 
 	names, err := image.List(dir)
 	if err != nil {
@@ -238,29 +202,9 @@ func crashRoundWith(t *testing.T, seed int64, noSync bool, unsyncedPercent int, 
 	}
 	r := openT(t, Options{Dir: dir, fs: image})
 	defer r.Close()
-	got := make([]map[int]int, writers)
-	for i := range got {
-		got[i] = map[int]int{}
-	}
-	for p := int32(0); p < 5; p++ {
-		err := r.Load(context.Background(), p, func(rec store.Record) error {
-			var w, k int
-			if _, err := fmt.Sscanf(string(rec.Key), "w%d-k%d", &w, &k); err != nil || w < 0 || w >= writers || int32(w%5) != p {
-				return fmt.Errorf("unexpected key %q in partition %d", rec.Key, p)
-			}
-			seq := crashParse(w, string(rec.Value))
-			if seq < 1 {
-				return fmt.Errorf("key %q: garbage value %q", rec.Key, rec.Value)
-			}
-			got[w][k] = seq
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("seed %d: Load(%d) after crash: %v", seed, p, err)
-		}
-	}
+	got := loadWriters(t, r)
 	for i, w := range ws {
-		if err := w.check(minAcked[i], got[i]); err != nil {
+		if err := w.check(minAcked[i], orEmpty(got[w.id])); err != nil {
 			errs = append(errs, err)
 		}
 	}

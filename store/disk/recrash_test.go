@@ -15,12 +15,13 @@ import (
 )
 
 // crashPhase runs writers (ids from firstID, partitions id%5) against s
-// until threshold acknowledgements, then takes a crash image of fs and
-// stops them. It returns the image, the writers and how many of each
-// writer's ops were acknowledged before the image was taken.
-func crashPhase(t *testing.T, s *Store, fs *vfs.MemFS, rng *rand.Rand, firstID, writers int, pipelined bool, unsyncedPercent int) (*vfs.MemFS, []*crashWriter, []int) {
+// until threshold acknowledgements, then takes a crash image of fs
+// (unsyncedPercent of the unsynced data kept) and stops them. It returns the
+// image, the writers and how many of each writer's ops were acknowledged
+// before the image was taken: everything acknowledged by then was synced
+// before the image, so it must be in the image.
+func crashPhase(t *testing.T, s *Store, fs *vfs.MemFS, rng *rand.Rand, firstID, writers int, threshold int64, pipelined bool, unsyncedPercent int) (*vfs.MemFS, []*crashWriter, []int) {
 	t.Helper()
-	threshold := int64(20 + rng.Intn(600))
 	var acks atomic.Int64
 	crash := make(chan struct{})
 	var once sync.Once
@@ -108,7 +109,7 @@ func TestCrashAfterRecovery(t *testing.T) {
 		mem := vfs.NewCrashableMem()
 		opts := Options{Dir: dir, fs: mem, memTableSize: 64 << 10, foldAt: 2 << 10}
 		s := openT(t, opts)
-		image1, ws1, acked1 := crashPhase(t, s, mem, rng, 0, writers, pipelined, unsynced)
+		image1, ws1, acked1 := crashPhase(t, s, mem, rng, 0, writers, int64(20+rng.Intn(600)), pipelined, unsynced)
 
 		opts.fs = image1
 		s = openT(t, opts)
@@ -118,7 +119,7 @@ func TestCrashAfterRecovery(t *testing.T) {
 				t.Fatalf("seed %d, first crash: %v", seed, err)
 			}
 		}
-		image2, ws2, acked2 := crashPhase(t, s, image1, rng, writers, writers, pipelined, unsynced)
+		image2, ws2, acked2 := crashPhase(t, s, image1, rng, writers, writers, int64(20+rng.Intn(600)), pipelined, unsynced)
 
 		opts.fs = image2
 		s = openT(t, opts)
