@@ -23,31 +23,8 @@ import (
 // requests, the member's own heartbeats included; once it ends, the member's
 // next heartbeat brings the matching topics.
 func TestCostlyRegexMatchedOffThePartition(t *testing.T) {
-	cat := catalog.New(catalog.Options{})
-	for i := range 1000 {
-		if _, err := cat.Create(fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i), 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gcfg := group.Defaults()
-	gcfg.InitialRebalanceDelay = 0
-	gcfg.Topics = cat
-	gcfg.ConsumerAssignmentInterval = 0 // targets at once: the fake clock stands still
-	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
-		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	started, release := make(chan struct{}, 4), make(chan struct{})
-	c.resolveGate = func() { started <- struct{}{}; <-release }
-	c.Start()
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, c: c}
+	e := newRegexEnv(t, func() { started <- struct{}{}; <-release })
 
 	words := make([]string, 300)
 	for i := range words {
@@ -108,37 +85,14 @@ func TestCostlyRegexMatchedOffThePartition(t *testing.T) {
 // each for a long regex over many topics) while the queue grew, and the
 // regexes of every other group of the node waited behind them.
 func TestStaleRegexMatchingsDropped(t *testing.T) {
-	cat := catalog.New(catalog.Options{})
-	for i := range 1000 {
-		if _, err := cat.Create(fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i), 1, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gcfg := group.Defaults()
-	gcfg.InitialRebalanceDelay = 0
-	gcfg.Topics = cat
-	gcfg.ConsumerAssignmentInterval = 0
-	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
-		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var runs atomic.Int32
 	started, release := make(chan struct{}, 1), make(chan struct{})
-	c.resolveGate = func() {
+	e := newRegexEnv(t, func() {
 		if runs.Add(1) == 1 {
 			started <- struct{}{}
 			<-release
 		}
-	}
-	c.Start()
-	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.WaitLoaded(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, c: c}
+	})
 	words := make([]string, 300)
 	for i := range words {
 		words[i] = fmt.Sprintf("zq%03dk", i)
@@ -181,4 +135,35 @@ func TestStaleRegexMatchingsDropped(t *testing.T) {
 	if n := runs.Load(); n != 2 {
 		t.Fatalf("%d matchings ran, want 2: the one under way and the last regex's", n)
 	}
+}
+
+// newRegexEnv starts a one-partition coordinator over 1,000 topics (service-
+// 000 to -049, 20 each) whose regex matchings call gate before they run, and
+// waits until it has loaded.
+func newRegexEnv(t *testing.T, gate func()) *env {
+	t.Helper()
+	cat := catalog.New(catalog.Options{})
+	for i := range 1000 {
+		if _, err := cat.Create(fmt.Sprintf("service-%03d.events.orders-%04d", i%50, i), 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	gcfg.Topics = cat
+	gcfg.ConsumerAssignmentInterval = 0 // targets at once: the fake clock stands still
+	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.resolveGate = gate
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, c: c}
 }
