@@ -135,6 +135,12 @@ func (g *Group) cNoteMember(h *hbReq, m, next *cmember, isNew, subChanged, assig
 	}
 }
 
+// ClassicRejoinTimeoutDetail is the detail of a rebalance_timeout cause of a
+// consumer-protocol group whose classic-protocol member was fenced for not
+// sending the JoinGroup or SyncGroup it owed (not for keeping partitions it
+// had to revoke): readers of the history tell the two apart by it.
+const ClassicRejoinTimeoutDetail = "classic protocol member did not send the JoinGroup or SyncGroup it owed within its rebalance timeout"
+
 // cNoteTimer notes why a timer fences m (fenceOnTimer's what).
 func (g *Group) cNoteTimer(h *hbReq, m *cmember, what string) {
 	var c Cause
@@ -148,7 +154,7 @@ func (g *Group) cNoteTimer(h *hbReq, m *cmember, what string) {
 		c.Detail = fmt.Sprintf("did not revoke %s within its rebalance timeout (%v)", tpsetString(m.pending), m.rebalanceTimeout)
 	default:
 		c = cCause(CauseRebalanceTimeout, h.now, m)
-		c.Detail = "classic protocol member did not send the JoinGroup or SyncGroup it owed within its rebalance timeout"
+		c.Detail = ClassicRejoinTimeoutDetail
 	}
 	g.cNote(h, c)
 }

@@ -422,6 +422,11 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 		}
 		return s
 	case group.CauseRebalanceTimeout:
+		if groupType == "consumer" && c.Detail == group.ClassicRejoinTimeoutDetail {
+			// A classic-protocol member of the group: it owed a
+			// JoinGroup or SyncGroup, not a revocation.
+			return who + ", a classic-protocol member, did not send the JoinGroup or SyncGroup it owed within its rebalance timeout and was evicted"
+		}
 		if groupType == "consumer" {
 			return who + " did not revoke its partitions within the rebalance timeout and was evicted" + detail
 		}

@@ -621,3 +621,23 @@ func TestHistoryOffWithOlderEvents(t *testing.T) {
 		t.Fatalf("history without events:\n%s", out.String())
 	}
 }
+
+// TestWhyClassicMemberRejoinTimeout: a classic-protocol member of a
+// consumer-protocol group fenced because it did not send the JoinGroup or
+// SyncGroup it owed (group.cNoteTimer's detail) is not said to have failed to
+// revoke its partitions, which is what the sentence for a consumer-protocol
+// member's rebalance timeout says.
+func TestWhyClassicMemberRejoinTimeout(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	c := group.Cause{Kind: group.CauseRebalanceTimeout, At: t0, MemberID: "m-k", ClientID: "legacy",
+		Detail: "classic protocol member did not send the JoinGroup or SyncGroup it owed within its rebalance timeout"}
+	s := causeText(c, "consumer", timeFmt{now: t0})
+	if want := "member m-k (client legacy), a classic-protocol member, did not send the JoinGroup or SyncGroup it owed within its rebalance timeout and was evicted"; s != want {
+		t.Errorf("classic member's rebalance timeout:\n got %q\nwant %q", s, want)
+	}
+	c.ClientID, c.Detail = "modern", "did not revoke t[2 3] within its rebalance timeout (30s)"
+	s = causeText(c, "consumer", timeFmt{now: t0})
+	if want := "member m-k (client modern) did not revoke its partitions within the rebalance timeout and was evicted (did not revoke t[2 3] within its rebalance timeout (30s))"; s != want {
+		t.Errorf("consumer member's rebalance timeout:\n got %q\nwant %q", s, want)
+	}
+}
