@@ -126,7 +126,7 @@ var offsetsFamily = family[*offsetsFlags]{
 			fs.Int64Var(&f.shiftBy, modeShiftBy, 0, "reset to the committed offset plus `N` (negative: back)")
 			fs.Bool(modeToEarliest, false, "reset to the log start (needs --data-bootstrap)")
 			fs.Bool(modeToLatest, false, "reset to the log end (needs --data-bootstrap)")
-			fs.StringVar(&f.toDatetime, modeToDatetime, "", "reset to the first offset at or after `time` YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM] (needs --data-bootstrap)")
+			fs.StringVar(&f.toDatetime, modeToDatetime, "", "reset to the first offset at or after `time` YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM] (UTC without a zone; needs --data-bootstrap)")
 			fs.StringVar(&f.byDuration, modeByDuration, "", "reset to the first offset at or after now minus `duration` (90m, PT1H30M, P1D; needs --data-bootstrap)")
 			fs.StringVar(&f.fromFile, modeFromFile, "", "reset to the offsets of a CSV `file` of topic,partition,offset lines")
 			fs.Bool("dry-run", false, "print the plan only (the default)")

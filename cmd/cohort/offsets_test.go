@@ -351,3 +351,30 @@ func TestOffsetsListTopicsOutsideTheCatalog(t *testing.T) {
 		t.Errorf("listed offsets %v, want events 3 and elsewhere 8", got)
 	}
 }
+
+// TestParseDatetimeLikeKafka: --to-datetime reads a time without a zone as
+// UTC, as kafka-consumer-groups does (Utils.getDateTime appends a Z), not in
+// the local time zone of the machine the command runs on, and takes the zone
+// forms Kafka's tool takes (+08:00, +0800, +08). The test runs with a local
+// zone two hours east of UTC, where a local reading would be 2 h off.
+func TestParseDatetimeLikeKafka(t *testing.T) {
+	saved := time.Local
+	time.Local = time.FixedZone("UTC+2", 2*3600)
+	t.Cleanup(func() { time.Local = saved })
+	want := time.Date(2024, 5, 1, 10, 0, 4, 500_000_000, time.UTC)
+	for _, s := range []string{"2024-05-01T10:00:04.500", "2024-05-01T10:00:04.500Z", "2024-05-01T12:00:04.500+02:00",
+		"2024-05-01T12:00:04.500+0200", "2024-05-01T12:00:04.500+02", "2024-05-01T08:00:04.500-02:00"} {
+		got, err := parseDatetime(s)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("--to-datetime %s: %v (%v), want %v", s, got.UTC(), err, want)
+		}
+	}
+	if got, err := parseDatetime("2024-05-01T10:00:04"); err != nil || !got.Equal(want.Truncate(time.Second)) {
+		t.Errorf("--to-datetime 2024-05-01T10:00:04: %v (%v), want %v", got.UTC(), err, want.Truncate(time.Second))
+	}
+	for _, bad := range []string{"2024-05-01", "2024-05-01 10:00:04", "10:00:04", "2024-05-01T10:00:04+2"} {
+		if _, err := parseDatetime(bad); err == nil {
+			t.Errorf("--to-datetime %q parsed", bad)
+		}
+	}
+}

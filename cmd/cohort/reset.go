@@ -165,17 +165,20 @@ func parseTopicSpec(s string) (string, []int32, error) {
 	return topic, ps, nil
 }
 
-// parseDatetime parses --to-datetime: RFC 3339 with a zone
-// (2024-05-01T10:00:00Z, 2024-05-01T12:00:00.500+02:00), or without a zone
-// (2024-05-01T10:00:00[.000]) in the local time zone, as Kafka's tool does.
+// parseDatetime parses --to-datetime: YYYY-MM-DDTHH:MM:SS[.sss] followed by
+// Z, ±HH:MM, ±HHMM or ±HH, or by nothing, which is UTC: kafka-consumer-groups
+// reads a time without a zone as UTC (Utils.getDateTime appends a Z), so a
+// runbook's time means the same here whatever the machine's time zone.
 func parseDatetime(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
+	for _, layout := range []string{"2006-01-02T15:04:05Z07:00", "2006-01-02T15:04:05Z0700", "2006-01-02T15:04:05Z07"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	if t, err := time.ParseInLocation("2006-01-02T15:04:05", s, time.UTC); err == nil {
 		return t, nil
 	}
-	if t, err := time.ParseInLocation("2006-01-02T15:04:05", s, time.Local); err == nil {
-		return t, nil
-	}
-	return time.Time{}, usagef("--to-datetime %q: want YYYY-MM-DDTHH:MM:SS[.sss][Z|±HH:MM]", s)
+	return time.Time{}, usagef("--to-datetime %q: want YYYY-MM-DDTHH:MM:SS[.sss], UTC, or followed by Z or ±HH:MM", s)
 }
 
 var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
