@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -374,14 +375,19 @@ func noTopicToMove(err error, topic string) error {
 // reset may set them, but only where the data cluster's log was consulted
 // for the partition (its row has a log end) or the group already has an
 // offset of the partition (the reset moves it). Anything else is what a
-// mistyped name looks like. It runs before the plan is shown, so a dry run
-// and --execute refuse alike, and nothing is committed.
+// mistyped name looks like. It also refuses a partition that a catalog topic
+// does not have, which cohort would refuse at the commit, as
+// kafka-consumer-groups checks every partition before it resets any. It runs
+// before the plan is shown, so a dry run and --execute refuse alike, and
+// nothing is committed.
 func unvouchedTopics(ctx context.Context, cl *kgo.Client, id string, rows []planRow, committed map[tp]int64) error {
-	names := map[string]bool{}
+	names := map[string]bool{} // every topic the plan commits to; true: nothing vouches for it
 	for _, r := range rows {
-		if _, had := committed[tp{r.Topic, r.Partition}]; r.NewOffset != nil && r.LogEndOffset == nil && !had {
-			names[r.Topic] = true
+		if r.NewOffset == nil {
+			continue
 		}
+		_, had := committed[tp{r.Topic, r.Partition}]
+		names[r.Topic] = names[r.Topic] || r.LogEndOffset == nil && !had
 	}
 	if len(names) == 0 {
 		return nil
@@ -404,6 +410,10 @@ func unvouchedTopics(ctx context.Context, cl *kgo.Client, id string, rows []plan
 		}
 		switch err := kerr.ErrorForCode(t.ErrorCode); {
 		case err == nil:
+			failed = errors.Join(failed, missingPartitions(id, name, t.Partitions, rows))
+		case !names[name]:
+			// Vouched for (outside the catalog, or not ours to
+			// describe): the commit answers for it.
 		case errors.Is(err, kerr.UnknownTopicOrPartition):
 			failed = errors.Join(failed, fmt.Errorf("reset %s: %w", id, noTopicToMove(err, name)))
 		default:
@@ -411,6 +421,30 @@ func unvouchedTopics(ctx context.Context, cl *kgo.Client, id string, rows []plan
 		}
 	}
 	return failed
+}
+
+// missingPartitions is the error for the rows of topic, a catalog topic
+// whose partitions are have, that would commit to a partition it lacks.
+func missingPartitions(id, topic string, have []kmsg.MetadataResponseTopicPartition, rows []planRow) error {
+	exists := map[int32]bool{}
+	for _, p := range have {
+		exists[p.Partition] = true
+	}
+	var missing []string
+	for _, r := range rows {
+		if r.Topic == topic && r.NewOffset != nil && !exists[r.Partition] {
+			missing = append(missing, strconv.Itoa(int(r.Partition)))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	what := "no partition " + missing[0]
+	if len(missing) > 1 {
+		what = "no partitions " + strings.Join(missing, ",")
+	}
+	return fmt.Errorf("reset %s: %w", id, withMessage(kerr.UnknownTopicOrPartition,
+		fmt.Sprintf("topic %s has %s (0 to %d): %s", topic, plural(len(have), "partition"), len(have)-1, what)))
 }
 
 // commitPlan commits the new offsets of rows as an admin (generation -1, no

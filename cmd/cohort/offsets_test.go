@@ -163,7 +163,7 @@ func TestOffsetsReset(t *testing.T) {
 	// Errors (exit 1): a topic cohort does not have (a whole topic, or
 	// named partitions nothing vouches for: refused before anything is
 	// committed, in a dry run too); a partition a catalog topic lacks
-	// (cohort refuses it); a group with members; --all-topics with nothing
+	// (the same way); a group with members; --all-topics with nothing
 	// committed.
 	c.fails(1, []string{"offsets", "reset", grp, "--topic", "nope", "--to-offset", "1"},
 		"reset r: UNKNOWN_TOPIC_OR_PARTITION: cohort has no topic nope and the group has no offset of it to move (to reset a topic only the data cluster has, give --data-bootstrap)")
@@ -179,7 +179,20 @@ func TestOffsetsReset(t *testing.T) {
 	if got := committed(t, n.Addr(), grp, "events"); got[0] != beforeEvents[0] || got[0] == 2 {
 		t.Fatalf("a refused reset committed events/0: %v, before %v", got, beforeEvents)
 	}
-	c.fails(1, []string{"offsets", "reset", grp, "--topic", "events:7", "--to-offset", "1", "--execute"}, "reset r: events partition 7: UNKNOWN_TOPIC_OR_PARTITION")
+	// A partition a catalog topic lacks is refused before anything is
+	// shown or committed, as kafka-consumer-groups refuses an invalid
+	// partition: a dry run does not show a plan that --execute would only
+	// half commit (events:0 committed, events:7 refused).
+	before := committed(t, n.Addr(), grp, "events")
+	noPartition := "reset r: UNKNOWN_TOPIC_OR_PARTITION: topic events has 3 partitions (0 to 2): no partition 7"
+	for _, extra := range [][]string{nil, {"--execute"}} {
+		if out := c.fails(1, append([]string{"offsets", "reset", grp, "--topic", "events:0,7", "--to-offset", "1"}, extra...), noPartition); out != "" {
+			t.Fatalf("a refused reset %q printed a plan:\n%s", extra, out)
+		}
+	}
+	if got := committed(t, n.Addr(), grp, "events"); got[0] != before[0] || got[0] == 1 {
+		t.Fatalf("a refused reset committed events/0: %v, before %v", got, before)
+	}
 	// A topic only the data cluster has (cohort keeps consumers' offsets of
 	// such topics): planned against the data cluster's log (p0 holds 5
 	// records: 9 is clamped to 5; p1 is empty), committed by name; a
