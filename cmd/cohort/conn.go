@@ -52,7 +52,14 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 	}
 	opts, err := c.sec.ResolveOpts()
 	if err != nil {
-		return nil, nil, nil, err
+		// "cohort: <command>: ...", as every error line reads; settings
+		// that do not go together are a usage error (exit 2), a file
+		// that cannot be read is not.
+		name := strings.TrimSpace(c.fs.Name())
+		if errors.As(err, new(clientconfig.SettingsError)) {
+			return nil, nil, nil, usagef("%s: %w", name, err)
+		}
+		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	warnExposed(c.fs.Output(), c.sec)
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)

@@ -67,6 +67,10 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"user", "set", "a", "--iterations", "1"}, "--iterations 1"},
 		{[]string{"acl"}, "want add, list or delete"},
 		{[]string{"acl", "add", "--topic", "t"}, "--principal is required"},
+		// Security flags that cannot go together, named with the command.
+		{[]string{"groups", "--sasl-username", "admin"}, "cohort: groups: SASL credentials are given but no SASL mechanism"},
+		{[]string{"offsets", "reset", "g", "--all-topics", "--to-offset", "1", "--sasl-mechanism", "PLAIN"}, "cohort: offsets reset: SASL PLAIN needs a username"},
+		{[]string{"topics", "--tls-ca-file", "ca.pem"}, "cohort: topics: TLS settings (CA file, client certificate, server name) are given but TLS is off"},
 	} {
 		args := tc.args
 		if !slices.Contains(args, "--bootstrap") {

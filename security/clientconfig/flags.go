@@ -81,11 +81,19 @@ func (c *Config) resolve(stdin io.Reader, lookupEnv func(string) (string, bool))
 		}
 	}
 	if err := merged.Validate(); err != nil {
-		return err
+		return SettingsError{err}
 	}
 	*c = merged
 	return nil
 }
+
+// SettingsError is Resolve's error for settings that do not go together (what
+// Validate reports), as opposed to a file that could not be read: a program
+// can take it for a usage error.
+type SettingsError struct{ Err error }
+
+func (e SettingsError) Error() string { return e.Err.Error() }
+func (e SettingsError) Unwrap() error { return e.Err }
 
 // overlay returns base with every setting that top gives replacing base's.
 func (base Config) overlay(top Config) Config {
