@@ -66,7 +66,7 @@ func TestMetricsConsumerProtocolGroup(t *testing.T) {
 		return out
 	}
 	r := beat("a", 0, []kmsg.ConsumerGroupHeartbeatRequestTopic{})
-	r = beat("a", r.MemberEpoch, owned(r)) // a reconciled: the join's rebalance is complete
+	beat("a", r.MemberEpoch, owned(r)) // a reconciled: the join's rebalance is complete
 	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_groups", "type", "consumer", "state", "Stable")
 	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_group_members", "type", "consumer")
 	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_rebalances_total", "type", "consumer", "cause", "member_joined")
