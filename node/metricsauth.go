@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
@@ -23,7 +24,9 @@ const (
 // credential store, checked as a PLAIN login is (the password salted with
 // the user's stored SCRAM salt and iterations, its stored key compared; an
 // unknown user costs the same; the checks share PLAIN's bound on
-// concurrent PBKDF2), and that user must be allowed DESCRIBE on the
+// concurrent PBKDF2, and like a PLAIN login a check still waiting for one
+// is dropped when its client hangs up or the authentication timeout passes,
+// answered 503), and that user must be allowed DESCRIBE on the
 // cluster resource (kafka-cluster) by the node's ACLs, as Kafka's
 // DescribeCluster asks, or be a super user. A wrong password is answered
 // 401 after the failed-authentication delay; a user without the ACL gets
@@ -34,11 +37,14 @@ const (
 // is the one the SSL listener would give it (--tls-principal-rules), and
 // the same ACL applies.
 func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
-	delay := server.DefaultFailedAuthDelay
+	delay, timeout := server.DefaultFailedAuthDelay, server.DefaultAuthTimeout
 	var rules *principal.Rules
 	if sc := n.cfg.Security; sc != nil {
 		if sc.FailedAuthDelay > 0 {
 			delay = sc.FailedAuthDelay
+		}
+		if sc.AuthTimeout > 0 {
+			timeout = sc.AuthTimeout
 		}
 		rules = sc.PrincipalRules
 	}
@@ -75,8 +81,23 @@ func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 		sess := plain.Start()
 		msg := make([]byte, 0, 2+len(user)+len(pass))
 		msg = append(append(append(append(msg, 0), user...), 0), pass...)
-		_, _, err = sess.Step(msg)
+		// Given up, as a Kafka listener's PLAIN login is, when the client
+		// leaves (a connection closed, an HTTP/2 stream reset: the handler
+		// runs on) or the authentication timeout passes before a slot frees
+		// up: otherwise a burst of scrapes that hang up at once queues
+		// PBKDF2 work no one waits for, and PLAIN logins wait behind it.
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
+		_, _, err = sess.(sasl.ContextStepper).StepContext(ctx, msg)
+		givenUp := err != nil && ctx.Err() != nil
+		cancel()
 		clear(msg)
+		if givenUp {
+			n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, false,
+				"remote", r.RemoteAddr, "reason", err.Error())
+			w.Header().Set("Retry-After", "1")
+			writeText(w, http.StatusServiceUnavailable, "too many logins at once: try again in a moment")
+			return
+		}
 		if err != nil {
 			n.srv.ExternalAuthentication(metricsAuthListener, metricsAuthMechanism, false,
 				"remote", r.RemoteAddr, "reason", err.Error())

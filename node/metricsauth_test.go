@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -213,5 +214,33 @@ func TestMetricsAuthClientCertificate(t *testing.T) {
 	strangerCfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &stranger.TLS, nil }
 	if code, _, err := get(strangerCfg); err == nil {
 		t.Errorf("scrape with a certificate of another CA: %d, want a failed handshake", code)
+	}
+}
+
+// TestMetricsAuthCheckDroppedWhenClientGone: a scrape whose client has gone
+// (or whose authentication time ran out) before its password check got a
+// slot is not checked, as a Kafka PLAIN login in the same case is not: the
+// checks share PLAIN's few slots, and a flood of scrapes that hang up at
+// once (HTTP/2 resets its streams, or closes the connection, leaving each
+// handler running) must not queue PBKDF2 work that holds the Kafka
+// listeners' PLAIN logins back after its clients left. It is answered 503
+// (nobody reads it) whatever the password, and nothing is served.
+func TestMetricsAuthCheckDroppedWhenClientGone(t *testing.T) {
+	cfg := secureConfig(t, memstore.New())
+	cfg.HTTPListen = "127.0.0.1:0"
+	cfg.MetricsAuth = true
+	n := startLoaded(t, cfg)
+	t.Cleanup(func() { n.Close() })
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, pass := range []string{adminPassword, "wrong"} {
+		req := httptest.NewRequestWithContext(gone, http.MethodGet, "/metrics", nil)
+		req.SetBasicAuth("admin", pass)
+		rec := httptest.NewRecorder()
+		n.HTTPMux().ServeHTTP(rec, req)
+		if rec.Code != http.StatusServiceUnavailable || strings.Contains(rec.Body.String(), "cohort_") {
+			t.Errorf("scrape with password %q whose client is gone: %d %.60q, want 503 and no metrics (its password never checked)",
+				pass, rec.Code, rec.Body.String())
+		}
 	}
 }
