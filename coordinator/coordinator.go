@@ -370,12 +370,16 @@ func (c *Coordinator) Close() error {
 }
 
 // Acquire makes this node serve partition p: it loads p's state from the
-// store, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile.
-func (c *Coordinator) Acquire(p int32) { c.parts[p].control(ctlAcquire) }
+// store, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. The load starts
+// before Acquire returns, under the store's ownership token of this moment
+// (the cluster sets it just before).
+func (c *Coordinator) Acquire(p int32) { c.parts[p].acquire() }
 
-// Release stops serving partition p at once: parked requests are answered
-// NOT_COORDINATOR and later requests get NOT_COORDINATOR.
-func (c *Coordinator) Release(p int32) { c.parts[p].control(ctlRelease) }
+// Release stops serving partition p at once: when it returns, parked
+// requests have been answered NOT_COORDINATOR and later requests get
+// NOT_COORDINATOR. The cluster hands p to another node right after, so this
+// is done on the caller's goroutine, not left to the partition's loop.
+func (c *Coordinator) Release(p int32) { c.parts[p].release() }
 
 // TopicsDeleted removes the committed offsets of topics deleted from the
 // catalog from every group of the partitions this node serves, as Kafka's

@@ -29,9 +29,7 @@ const (
 type ctl int8
 
 const (
-	ctlAcquire ctl = iota
-	ctlRelease
-	ctlTopicsDeleted // deletedTopics holds names to remove offsets of
+	ctlTopicsDeleted ctl = iota // deletedTopics holds names to remove offsets of
 )
 
 // call is one request run against a partition, waiting for its response.
@@ -153,6 +151,30 @@ func newPartition(c *Coordinator, id int32) *partition {
 		waiting:  make(map[group.Ticket]*call),
 		batches:  make(chan batch, 1),
 	}
+}
+
+// acquire starts loading the partition unless it is served or loading
+// already (Coordinator.Acquire).
+func (p *partition) acquire() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.c.ctx.Err() != nil || p.state != stUnowned {
+		return
+	}
+	p.startLoad()
+	p.flush()
+}
+
+// release stops serving the partition (Coordinator.Release): everything
+// parked is answered NOT_COORDINATOR before it returns.
+func (p *partition) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return // the loop's exit unloaded it
+	}
+	p.unload()
+	p.flush()
 }
 
 func (p *partition) control(x ctl) {
@@ -293,14 +315,11 @@ func (p *partition) run(owned bool) {
 				p.startLoad()
 			}
 		case x := <-p.ctls:
+			if ctlHook != nil {
+				ctlHook(p.id, x)
+			}
 			p.mu.Lock()
 			switch x {
-			case ctlAcquire:
-				if p.state == stUnowned {
-					p.startLoad()
-				}
-			case ctlRelease:
-				p.unload()
 			case ctlTopicsDeleted:
 				p.removeDeletedTopics()
 			}
@@ -408,6 +427,11 @@ func (p *partition) dispatch(cc *call) (resp kmsg.Response, answered bool) {
 	p.waiting[t] = cc
 	return nil, false
 }
+
+// ctlHook, when set (tests only), runs on the partition's loop when it takes
+// a control message, before it takes the partition's mutex: a test blocks it
+// to stand for a loop that has not been scheduled yet (a busy machine).
+var ctlHook func(p int32, x ctl)
 
 // dispatchHook, when set (tests only), runs before the shard handles each
 // request: a test panics in it to stand for a bug of the shard.
