@@ -554,6 +554,13 @@ func (c *Cluster) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease != id {
+		// The session ended while the answer was on its way (releaseAll
+		// cleared the deadline): it must not make the node serve again.
+		return nil
+	}
 	if d := sent + int64(ttl); d > c.deadline.Load() {
 		c.deadline.Store(d)
 	}
@@ -791,9 +798,9 @@ func (c *Cluster) releaseAll(why string) {
 	for _, p := range ps {
 		c.drop(p)
 	}
-	c.deadline.Store(0)
 	c.mu.Lock()
 	c.lease = 0
+	c.deadline.Store(0) // with the lease: renew moves the deadline only of the current lease
 	c.mu.Unlock()
 	if len(ps) > 0 {
 		level := slog.LevelWarn // a lost lease: other nodes take over
