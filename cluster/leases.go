@@ -213,12 +213,15 @@ func (e EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
 }
 
 // Watch implements LeaseStore: one etcd watch on the registrations and one on
-// the ownership keys, merged.
+// the ownership keys, merged. Both require a leader: an etcd member cut off
+// from the others ends them (instead of delivering nothing more while the
+// node's keepalives, through other endpoints, keep its lease), and the node
+// reads again and watches anew.
 func (e EtcdLeases) Watch(ctx context.Context, rev int64) <-chan WatchBatch {
 	out := make(chan WatchBatch)
 	go func() {
 		defer close(out)
-		wctx, cancel := context.WithCancel(ctx)
+		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 		defer cancel()
 		wn := e.Client.Watch(wctx, e.nodePrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev))
 		wo := e.Client.Watch(wctx, etcdstore.OwnerPrefix(e.Prefix), clientv3.WithPrefix(), clientv3.WithRev(rev))
