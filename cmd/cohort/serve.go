@@ -460,6 +460,12 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 		// 0 does not mean "never": the node would use its default.
 		return fmt.Errorf("--offsets-retention-check-interval 0: want a positive duration")
 	}
+	if s.retention == 0 {
+		// Nor does 0 mean "never" or "at once" here: Kafka refuses an
+		// offsets.retention.minutes below 1, and group.Config reads 0
+		// as its default, 7 days.
+		return fmt.Errorf("--offsets-retention 0: want a positive duration")
+	}
 	if s.maxFrame < 1 {
 		return fmt.Errorf("--max-request-bytes must be at least 1")
 	}
