@@ -299,7 +299,7 @@ func newServeFlags() *serveFlags {
 	num(&s.heapFloorMiB, "heap-floor-mib", heapfloor.DefaultMiB, "smallest heap goal of the Go collector, in MiB: with little live state it collects once per this much garbage instead of every few MiB; raised to 4x the data directory's size while the stored state loads (0: Go's default; GOGC and GOMEMLIMIT still apply)")
 
 	section("Groups and offsets")
-	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for")
+	dur(&s.minSession, "min-session-timeout", d.MinSessionTimeout, "smallest session timeout a member may ask for (0: no lower bound)")
 	dur(&s.maxSession, "max-session-timeout", d.MaxSessionTimeout, "largest session timeout a member may ask for")
 	dur(&s.initialDelay, "initial-rebalance-delay", d.InitialRebalanceDelay, "wait for more members before a new group's first generation (0 disables)")
 	num(&s.maxSize, "group-max-size", 0, "most members a group may have (0 = unlimited)")
@@ -542,6 +542,12 @@ func shortDur(d time.Duration) string {
 func (s *serveFlags) groupConfig() group.Config {
 	cfg := group.Defaults()
 	cfg.MinSessionTimeout = s.minSession
+	if s.minSession == 0 {
+		// No lower bound, as group.min.session.timeout.ms=0 in Kafka.
+		// group.Config reads a zero minimum as its 6 s default; session
+		// timeouts are whole milliseconds, so 1 ns bounds none but 0 ms.
+		cfg.MinSessionTimeout = time.Nanosecond
+	}
 	cfg.MaxSessionTimeout = s.maxSession
 	cfg.InitialRebalanceDelay = s.initialDelay
 	cfg.OffsetsRetention = s.retention

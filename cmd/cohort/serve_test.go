@@ -17,6 +17,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestShortDuration(t *testing.T) {
@@ -573,6 +574,41 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		all := append([]string{"-q", "--bootstrap", "127.0.0.1:1"}, args...)
 		if code := exitCode(bench(all), io.Discard); code != exitUsage {
 			t.Errorf("bench %q: exit %d, want %d", args, code, exitUsage)
+		}
+	}
+}
+
+// TestServeMinSessionTimeoutZero: --min-session-timeout 0 sets no lower
+// bound, as group.min.session.timeout.ms=0 does in Kafka; a member may then
+// join with a 1 s session (group.Config reads a zero minimum as the 6 s
+// default, which refused it with INVALID_SESSION_TIMEOUT).
+func TestServeMinSessionTimeoutZero(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	for _, c := range []struct {
+		min  string
+		want int16
+	}{
+		{"0", 79},  // MEMBER_ID_REQUIRED: admitted
+		{"0s", 79}, // the same
+		{"2s", 26}, // INVALID_SESSION_TIMEOUT: below the bound
+	} {
+		s := newServeFlags()
+		if err := s.parse([]string{"--min-session-timeout", c.min}, noEnv); err != nil {
+			t.Fatal(err)
+		}
+		sh := group.NewShard(s.groupConfig(), bytes.NewReader(make([]byte, 64)))
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version = 5
+		req.Group, req.ProtocolType = "g", "consumer"
+		req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 1000, 1000
+		req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte{}}}
+		var out group.Output
+		sh.JoinGroup(time.Unix(1000, 0), 1, group.Client{ID: "c"}, req, &out)
+		if len(out.Replies) != 1 {
+			t.Fatalf("--min-session-timeout %s: %d replies", c.min, len(out.Replies))
+		}
+		if got := out.Replies[0].Resp.(*kmsg.JoinGroupResponse).ErrorCode; got != c.want {
+			t.Errorf("--min-session-timeout %s: JoinGroup with a 1s session answered %d, want %d", c.min, got, c.want)
 		}
 	}
 }
