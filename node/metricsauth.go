@@ -40,9 +40,7 @@ func (n *Node) requireMetricsAuth(next http.Handler) http.Handler {
 	delay, timeout := server.DefaultFailedAuthDelay, server.DefaultAuthTimeout
 	var rules *principal.Rules
 	if sc := n.cfg.Security; sc != nil {
-		if sc.FailedAuthDelay > 0 {
-			delay = sc.FailedAuthDelay
-		}
+		delay = server.EffectiveFailedAuthDelay(sc.FailedAuthDelay)
 		if sc.AuthTimeout > 0 {
 			timeout = sc.AuthTimeout
 		}

@@ -37,7 +37,7 @@ type SecurityConfig struct {
 	// SessionLifetime is KIP-368's session lifetime (0 = off).
 	SessionLifetime time.Duration
 	// FailedAuthDelay is the wait before answering a failed
-	// authentication (default 100ms).
+	// authentication (0: the default, 100ms; negative: none).
 	FailedAuthDelay time.Duration
 	// AuthTimeout bounds a new connection's TLS handshake and SASL
 	// exchange (default 10s).

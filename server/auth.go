@@ -84,9 +84,7 @@ func newSecurityRuntime(cfg *Security) securityRuntime {
 		r.mechNames = append(r.mechNames, name)
 	}
 	sort.Strings(r.mechNames)
-	if cfg.FailedAuthDelay > 0 {
-		r.failDelay = cfg.FailedAuthDelay
-	}
+	r.failDelay = EffectiveFailedAuthDelay(cfg.FailedAuthDelay)
 	if cfg.AuthTimeout > 0 {
 		r.timeout = cfg.AuthTimeout
 	}
@@ -399,13 +397,26 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 	return out, false, nil
 }
 
+// EffectiveFailedAuthDelay is the wait a configured FailedAuthDelay gives:
+// 0 means the default (DefaultFailedAuthDelay), a negative value no wait
+// (Kafka's connection.failed.authentication.delay.ms=0).
+func EffectiveFailedAuthDelay(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultFailedAuthDelay
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
 // failDelay waits the failed-authentication delay (cut short by shutdown
 // or hang-up), so that a client retrying a wrong password cannot hammer the
 // server. An in-memory connection (the web console's, ServeConn) is not
 // made to wait: the console waits the delay itself once it has released its
 // login slot, so that wrong passwords cannot hold the slots right ones need.
 func (c *conn) failDelay() {
-	if !c.external {
+	if !c.external || c.s.sec.failDelay <= 0 {
 		return
 	}
 	t := time.NewTimer(c.s.sec.failDelay)

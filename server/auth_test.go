@@ -948,3 +948,25 @@ func TestAuthFailureLogBurst(t *testing.T) {
 		t.Fatal("the auth failures used up the bad-request lines' budget")
 	}
 }
+
+// TestFailedAuthDelayZeroAndNegative: a Security's FailedAuthDelay of 0 is
+// the default, Kafka's 100ms; a negative one is no wait at all, which
+// cohort serve --failed-auth-delay 0 asks for (Kafka's
+// connection.failed.authentication.delay.ms=0). A wrong password is still
+// refused and its connection closed.
+func TestFailedAuthDelayZeroAndNegative(t *testing.T) {
+	for _, c := range []struct {
+		set, want time.Duration
+	}{{0, DefaultFailedAuthDelay}, {-1, 0}, {5 * time.Millisecond, 5 * time.Millisecond}} {
+		f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.FailedAuthDelay = c.set })
+		if got := f.ts.srv.FailedAuthDelay(); got != c.want {
+			t.Errorf("FailedAuthDelay %v: the server waits %v, want %v", c.set, got, c.want)
+		}
+		conn := f.ts.dial(t)
+		handshake(t, conn, 1, "TEST")
+		if r := authenticate(t, conn, 2, "alice:wrong"); r.ErrorCode != errSaslAuthenticationFailed {
+			t.Fatalf("FailedAuthDelay %v: error %d, want SASL_AUTHENTICATION_FAILED", c.set, r.ErrorCode)
+		}
+		conn.expectClosed()
+	}
+}

@@ -33,7 +33,8 @@ type Security struct {
 	// credential's own expiry), or it is closed at its next request.
 	SessionLifetime time.Duration
 	// FailedAuthDelay is how long the server waits after a failed
-	// authentication before answering and closing (Kafka: 100ms).
+	// authentication before answering and closing: 0 means the default,
+	// 100ms as in Kafka; negative means no wait.
 	FailedAuthDelay time.Duration
 	// AuthTimeout bounds the TLS handshake and the SASL exchange of a new
 	// connection (default 10s).

@@ -331,7 +331,7 @@ func newServeFlags() *serveFlags {
 	str(&s.oauthAudience, "oauth-audience", "", "required aud claim of OAUTHBEARER tokens")
 	str(&s.oauthClaim, "oauth-principal-claim", "sub", "claim naming the principal of an OAUTHBEARER token")
 	dur(&s.sessionLife, "sasl-session-lifetime", 0, "KIP-368: SASL clients must re-authenticate within this (0 = never)")
-	dur(&s.failDelay, "failed-auth-delay", 100*time.Millisecond, "wait before answering a failed authentication")
+	dur(&s.failDelay, "failed-auth-delay", 100*time.Millisecond, "wait before answering a failed authentication (0: none)")
 	boolean(&s.authorizer, "authorizer", "enforce ACLs even when no listener authenticates (they are enforced anyway once one does)")
 	str(&s.superUsers, "super-users", "", "principals that bypass ACLs, e.g. User:admin;User:ops")
 	boolean(&s.allowNoACL, "allow-everyone-if-no-acl-found", "allow requests on resources that have no ACL at all")
@@ -591,6 +591,16 @@ func serve(args []string) error {
 	return err
 }
 
+// failedAuthDelay is the node's FailedAuthDelay for the flag: its 0 is no
+// wait, as Kafka's connection.failed.authentication.delay.ms=0, which the
+// config spells negative (its 0 is the default, 100ms).
+func (s *serveFlags) failedAuthDelay() time.Duration {
+	if s.failDelay == 0 {
+		return -1
+	}
+	return s.failDelay
+}
+
 // runServe runs the node of the flags s (parsed) until a signal stops it,
 // logging to log.
 func runServe(s *serveFlags, log *slog.Logger) error {
@@ -600,7 +610,7 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	cfg := s.groupConfig()
 	sec := &node.SecurityConfig{
 		SessionLifetime:           s.sessionLife,
-		FailedAuthDelay:           s.failDelay,
+		FailedAuthDelay:           s.failedAuthDelay(),
 		Authorizer:                s.authorizer,
 		AllowEveryoneIfNoACLFound: s.allowNoACL,
 		AllowUnauthenticated:      s.allowUnauth,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -609,6 +610,30 @@ func TestServeMinSessionTimeoutZero(t *testing.T) {
 		}
 		if got := out.Replies[0].Resp.(*kmsg.JoinGroupResponse).ErrorCode; got != c.want {
 			t.Errorf("--min-session-timeout %s: JoinGroup with a 1s session answered %d, want %d", c.min, got, c.want)
+		}
+	}
+}
+
+// TestServeFailedAuthDelayZero: --failed-auth-delay 0 means no wait, as
+// Kafka's connection.failed.authentication.delay.ms=0; it used to reach the
+// node as its zero value, the 100ms default.
+func TestServeFailedAuthDelayZero(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 100 * time.Millisecond},
+		{[]string{"--failed-auth-delay", "0"}, 0},
+		{[]string{"--failed-auth-delay", "0s"}, 0},
+		{[]string{"--failed-auth-delay", "250ms"}, 250 * time.Millisecond},
+	} {
+		s := newServeFlags()
+		if err := s.parse(c.args, noEnv); err != nil {
+			t.Fatal(err)
+		}
+		if got := server.EffectiveFailedAuthDelay(s.failedAuthDelay()); got != c.want {
+			t.Errorf("%q: failed authentications wait %v, want %v", c.args, got, c.want)
 		}
 	}
 }
