@@ -478,6 +478,10 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 		}
 		s.httpListen = s.metrics
 	}
+	if s.maxSession == 0 {
+		// 0 would be group.Config's default, 30 minutes, not a bound.
+		return fmt.Errorf("--max-session-timeout 0: want a positive duration")
+	}
 	if s.minSession > s.maxSession {
 		return fmt.Errorf("--min-session-timeout %s is above --max-session-timeout %s", shortDuration(s.minSession), shortDuration(s.maxSession))
 	}

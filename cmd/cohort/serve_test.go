@@ -112,6 +112,7 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--initial-rebalance-delay", "-3s"}, nil, "--initial-rebalance-delay -3s"},
 		{[]string{"--offsets-retention", "0"}, nil, "--offsets-retention 0: want a positive duration"},
 		{nil, []string{"COHORT_OFFSETS_RETENTION", "0s"}, "--offsets-retention 0: want a positive duration"},
+		{[]string{"--min-session-timeout", "0", "--max-session-timeout", "0"}, nil, "--max-session-timeout 0: want a positive duration"},
 		{[]string{"--min-session-timeout", "1h"}, nil, "--min-session-timeout 1h is above --max-session-timeout 30m"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
 		{nil, []string{"COHORT_MAX_SESSION_TIMEOUT", "7d"}, `$COHORT_MAX_SESSION_TIMEOUT "7d": want a duration`},
