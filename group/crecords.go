@@ -212,7 +212,8 @@ func decodeConsumer(key, value []byte) (rec, error) {
 		m.rack = vr.string()
 		m.clientID = vr.string()
 		m.clientHost = vr.string()
-		m.rebalanceTimeout = time.Duration(vr.u32()) * time.Millisecond
+		// Signed, as written: a negative timeout (the deadline already past) stays one.
+		m.rebalanceTimeout = time.Duration(int32(vr.u32())) * time.Millisecond
 		n := vr.uvarint()
 		if n > uint64(len(vr.b)) {
 			vr.err = true
