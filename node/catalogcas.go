@@ -70,9 +70,24 @@ func (k *casKeys) sync(ctx context.Context, key string, apply func(read func() (
 		return v, err
 	})
 	if err == nil {
-		k.setRev(key, rev)
+		if rev == 0 {
+			// No such key (deleted, often by this node or another one
+			// through the watch): nothing is kept for it, or a node
+			// would keep an entry for every topic or group config ever
+			// deleted in the cluster. The next write reads it first.
+			k.forget(key)
+		} else {
+			k.setRev(key, rev)
+		}
 	}
 	return err
+}
+
+// forget drops what is known of key's revision.
+func (k *casKeys) forget(key string) {
+	k.mu.Lock()
+	delete(k.rev, key)
+	k.mu.Unlock()
 }
 
 func (k *casKeys) setRev(key string, rev int64) {
@@ -157,6 +172,13 @@ func (k *casKeys) syncPrefix(ctx context.Context, prefix string, apply func(read
 	})
 	if err == nil {
 		k.mu.Lock()
+		// Keys under prefix that the read did not return were deleted
+		// (while the watch was down): forgotten, as sync forgets them.
+		for key := range k.rev {
+			if _, ok := revs[key]; !ok && strings.HasPrefix(key, prefix) {
+				delete(k.rev, key)
+			}
+		}
 		maps.Copy(k.rev, revs)
 		k.mu.Unlock()
 	}

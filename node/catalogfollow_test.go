@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -209,5 +210,69 @@ func TestClusterCatalogNeverOverwritesWhatItCannotRead(t *testing.T) {
 			t.Fatalf("the record was overwritten with %s", r.Kvs[0].Value)
 		}
 		time.Sleep(100 * time.Millisecond) // let the watch try again
+	}
+}
+
+// TestClusterCatalogForgetsDeletedKeys: a node keeps no revision for a
+// topic that was deleted, whichever node deleted it: the watch's event of
+// the deletion used to leave an entry (revision 0) on every node for good,
+// so a cluster whose applications create and delete topics grew every
+// node's map by one entry per topic ever deleted. A reread of the whole
+// prefix (the watch restarting) forgets keys deleted meanwhile too.
+func TestClusterCatalogForgetsDeletedKeys(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ns := startCluster848(t, ec, 2, nil)
+	revs := func(n *Node) int {
+		n.cl.keys.mu.Lock()
+		defer n.cl.keys.mu.Unlock()
+		return len(n.cl.keys.rev)
+	}
+	base := []int{revs(ns[0]), revs(ns[1])}
+	const churn = 30
+	for i := range churn {
+		name := fmt.Sprint("churn-", i)
+		if _, err := ns[0].Catalog().Create(name, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ns[0].Catalog().Delete(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A topic created through each node and seen by the other: each node's
+	// watch has then handled every deletion before it (events come in
+	// order).
+	for i, n := range ns {
+		mark := fmt.Sprint("mark-", i)
+		if _, err := n.Catalog().Create(mark, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		other := ns[1-i]
+		testwait.For(t, 20*time.Second, "the other node sees "+mark, func() bool {
+			_, ok := other.Catalog().Lookup(mark)
+			return ok
+		})
+	}
+	for i, n := range ns {
+		// The two markers at most (a node may learn of its own through
+		// its write and of the other's through the watch).
+		if got := revs(n); got > base[i]+2 {
+			t.Errorf("node %d keeps %d revisions after %d topics were created and deleted (%d before, 2 topics created since)", i+1, got, churn, base[i])
+		}
+	}
+
+	// A key deleted while the watch was down is dropped by the reread of
+	// the prefix that follows.
+	keys := ns[0].cl.keys
+	prefix := ns[0].cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix))
+	gone := prefix + catalog.TopicKey("deleted-unwatched")
+	keys.setRev(gone, 12345)
+	if err := keys.syncPrefix(context.Background(), prefix, ns[0].Catalog().SyncTopics); err != nil {
+		t.Fatal(err)
+	}
+	keys.mu.Lock()
+	_, kept := keys.rev[gone]
+	keys.mu.Unlock()
+	if kept {
+		t.Errorf("the reread of the topics kept the revision of a key it did not find")
 	}
 }
