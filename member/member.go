@@ -239,6 +239,19 @@ type Member struct {
 
 	mu sync.Mutex
 	mc *Machine
+	// works are the work contexts not yet done with (guarded by mu): a
+	// context is dropped once it is cancelled and no Assigned callback
+	// queued with it is left to run, so that a member that rebalances for
+	// months does not keep one per generation.
+	works map[uint64]*work
+}
+
+// work is a work context and what keeps it in Member.works.
+type work struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	queued int  // Assigned callbacks with this context not yet returned
+	ended  bool // cancelled
 }
 
 // result is a response or a callback's return, for the loop.
@@ -264,6 +277,7 @@ func Start(cfg Config) (*Member, error) {
 		cfg:      mc.cfg,
 		clk:      cfg.Clock,
 		mc:       mc,
+		works:    map[uint64]*work{},
 		closeReq: make(chan struct{}),
 		wake:     make(chan struct{}, 1),
 		results:  make(chan result, 16),
@@ -417,11 +431,9 @@ func (m *Member) run() {
 		}
 		close(m.done)
 	}()
-	works := map[uint64]context.Context{}
-	cancels := map[uint64]context.CancelCauseFunc{}
 	queue := make(chan Callback, 64)
 	var backlog []Callback // callbacks not yet handed to the queue
-	go m.callbacks(queue, works, stopped)
+	go m.callbacks(queue, stopped)
 	var timer clock.Timer
 	closeReq, aborted := m.closeReq, m.ctx.Done()
 	for {
@@ -432,16 +444,30 @@ func (m *Member) run() {
 		for _, cb := range rd.Callbacks {
 			if cb.Kind == CallAssigned {
 				m.mu.Lock()
-				if _, ok := works[cb.Work]; !ok {
-					works[cb.Work], cancels[cb.Work] = context.WithCancelCause(context.Background())
+				w := m.works[cb.Work]
+				if w == nil {
+					w = &work{}
+					w.ctx, w.cancel = context.WithCancelCause(context.Background())
+					m.works[cb.Work] = w
 				}
+				w.queued++
 				m.mu.Unlock()
 			}
 		}
 		for _, c := range rd.Cancels {
-			if cancel := cancels[c.Work]; cancel != nil {
-				cancel(c.Cause)
-				delete(cancels, c.Work)
+			m.mu.Lock()
+			w := m.works[c.Work]
+			if w != nil && !w.ended {
+				w.ended = true
+				if w.queued == 0 {
+					delete(m.works, c.Work)
+				}
+			} else {
+				w = nil
+			}
+			m.mu.Unlock()
+			if w != nil {
+				w.cancel(c.Cause)
 			}
 		}
 		for _, r := range rd.Requests {
@@ -536,7 +562,7 @@ func (m *Member) send(r Request, stopped chan struct{}) {
 }
 
 // callbacks runs the user's callbacks one at a time.
-func (m *Member) callbacks(queue <-chan Callback, works map[uint64]context.Context, stopped chan struct{}) {
+func (m *Member) callbacks(queue <-chan Callback, stopped chan struct{}) {
 	for cb := range queue {
 		res := result{callback: true, id: cb.ID}
 		switch cb.Kind {
@@ -546,11 +572,16 @@ func (m *Member) callbacks(queue <-chan Callback, works map[uint64]context.Conte
 			cancel()
 		case CallAssigned:
 			m.mu.Lock()
-			ctx := works[cb.Work]
+			w := m.works[cb.Work]
 			m.mu.Unlock()
 			if m.cfg.Assigned != nil {
-				m.cfg.Assigned(ctx, cb.Gen)
+				m.cfg.Assigned(w.ctx, cb.Gen)
 			}
+			m.mu.Lock()
+			if w.queued--; w.queued == 0 && w.ended {
+				delete(m.works, cb.Work)
+			}
+			m.mu.Unlock()
 		case CallRevoked:
 			if m.cfg.Revoked != nil {
 				m.cfg.Revoked(cb.Gen)
