@@ -708,6 +708,11 @@ func (g *Group) revoke(parts []assign.TopicPartitions, all bool, gen member.Gene
 			}
 			delete(g.owned[t.Topic], p)
 		}
+		if len(g.owned[t.Topic]) == 0 {
+			// Nothing kept for a topic no longer owned: a member of a
+			// group over short-lived topics would keep one per topic.
+			delete(g.owned, t.Topic)
+		}
 	}
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), max(g.cfg.Member.SessionTimeout, 5*time.Second))

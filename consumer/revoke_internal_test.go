@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -69,5 +70,41 @@ func TestFailedCommitOnRevokeKeepsMarks(t *testing.T) {
 	}
 	if want := map[int32]int64{0: 10, 2: 20}; !reflect.DeepEqual(got["events"], want) {
 		t.Fatalf("committed %v, want %v", got["events"], want)
+	}
+}
+
+// TestRevokedTopicsForgotten: a member keeps nothing for a topic it no
+// longer owns a partition of. Revoking a topic's last partition used to
+// leave the topic's (empty) set behind, so a long-running member of a group
+// over short-lived topics (a regex subscription to per-job topics) grew by
+// one entry per topic it ever owned.
+func TestRevokedTopicsForgotten(t *testing.T) {
+	const topics = 50
+	var names []string
+	for i := range topics {
+		names = append(names, fmt.Sprint("job-", i))
+	}
+	cl := membertest.Client(t, membertest.StartKfake(t, kfake.SeedTopics(1, names...)))
+	g := &Group{
+		cfg: GroupConfig{Member: member.Config{Group: "g"}}, cl: cl, log: membertest.Logger(t),
+		owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}, failed: map[tp]int32{},
+	}
+	for i, name := range names {
+		b, err := FromAssign(MaxVersion, assign.Assignment{Partitions: []assign.TopicPartitions{{Topic: name, Partitions: []int32{0}}}}).Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.assigned(context.Background(), member.Generation{ID: int32(i + 1), Assignment: b})
+		g.Mark(name, 0, 7)
+		// An eager rebalance revokes everything; generation -1 without a
+		// member id: a commit the empty group accepts.
+		if err := g.revoke(nil, true, member.Generation{ID: -1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.owned) != 0 || len(g.marks) != 0 || len(g.failed) != 0 {
+		t.Fatalf("after %d topics owned and revoked one at a time: %d topics kept as owned, %d marks, %d failed marks; want none", topics, len(g.owned), len(g.marks), len(g.failed))
 	}
 }
