@@ -232,3 +232,32 @@ func TestRecycledCommitsBounded(t *testing.T) {
 		}
 	}
 }
+
+// The finished commits a shard keeps for reuse are bounded in bytes as well
+// as in records: commits of 30 partitions with the largest metadata a
+// commit may carry (4 KB each) have 120 KB encoding buffers, and the record
+// bound alone kept eight of them, a megabyte per shard and some 50 MB over a
+// node's shards, where the kept calls are meant to hold about 80 KB.
+func TestKeptCommitBuffersBoundedInBytes(t *testing.T) {
+	h := newH(t)
+	h.hold = true
+	meta := string(bytes.Repeat([]byte{'m'}, 4000))
+	for i := range 10 {
+		req := wideCommit(fmt.Sprintf("g%d", i), 30, 100)
+		for j := range req.Topics[0].Partitions {
+			req.Topics[0].Partitions[j].Metadata = &meta
+		}
+		h.do(func(tk Ticket, out *Output) { h.s.OffsetCommit(h.now, tk, req, out) })
+	}
+	h.release()
+	kept := 0
+	for _, c := range h.s.freeCommits {
+		kept += cap(c.buf)
+	}
+	if len(h.s.freeCommits) == 0 {
+		t.Fatal("no commit kept for reuse at all")
+	}
+	if kept > freeBufBudget {
+		t.Fatalf("the shard keeps %d commits holding %d bytes of buffers, want at most %d", len(h.s.freeCommits), kept, freeBufBudget)
+	}
+}

@@ -176,13 +176,16 @@ type oneCommitResp struct {
 const oneCommitBytes = 160
 
 // Bounds of the shard's finished calls kept for later commits: how many
-// one-partition calls (under 5 KB in all), and how many records all the
-// kept calls of several partitions may hold together (about 80 KB: five
-// 50-partition calls; a node's 50 shards keep at most 4 MB). A commit of
-// more partitions than that allocates its own, and its call is not kept.
+// one-partition calls (under 5 KB in all), how many records all the kept
+// calls of several partitions may hold together (about 80 KB: five
+// 50-partition calls), and how many bytes their encoding buffers may hold
+// (offset metadata makes records up to ~4 KB each, so 256 of them could
+// hold a megabyte). A node's 50 shards keep under 7 MB. A commit of
+// more than that allocates its own, and its call is not kept.
 const (
 	freeOneMax     = 8
 	freeRecsBudget = 256
+	freeBufBudget  = 128 << 10
 )
 
 // newOffsetCommitCall returns the call for req, whose n partitions encode
@@ -221,6 +224,7 @@ func (s *Shard) newOffsetCommitCall(req *kmsg.OffsetCommitRequest, n, size int) 
 		s.freeCommits[k-1] = nil
 		s.freeCommits = s.freeCommits[:k-1]
 		s.freeRecs -= cap(c.recs)
+		s.freeBuf -= cap(c.buf)
 	} else {
 		c = &offsetCommitCall{}
 	}
@@ -253,9 +257,10 @@ func (s *Shard) recycleCommit(c *offsetCommitCall) {
 		if len(s.freeOne) < freeOneMax {
 			s.freeOne = append(s.freeOne, c.one)
 		}
-	case s.freeRecs+cap(c.recs) <= freeRecsBudget:
+	case s.freeRecs+cap(c.recs) <= freeRecsBudget && s.freeBuf+cap(c.buf) <= freeBufBudget:
 		s.freeCommits = append(s.freeCommits, c)
 		s.freeRecs += cap(c.recs)
+		s.freeBuf += cap(c.buf)
 	}
 }
 

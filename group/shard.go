@@ -111,6 +111,7 @@ type Shard struct {
 	// commit; a one-partition commit's call was one 640-byte allocation.
 	freeCommits []*offsetCommitCall
 	freeRecs    int // records the calls of freeCommits can hold
+	freeBuf     int // bytes their encoding buffers hold
 	freeOne     []*oneOffsetCommit
 
 	// Logf, when set, receives diagnostic messages (invariant violations
