@@ -405,3 +405,47 @@ func TestStaticMemberUnknownRejoinsWithoutItsID(t *testing.T) {
 		t.Fatalf("after UNKNOWN_MEMBER_ID: member %q, generation %d; want m2 in generation 2", d.m.memberID, d.fc.gen)
 	}
 }
+
+// TestLateConfirmationAfterDeadlineLoses: a heartbeat answer that is read
+// only after the loss deadline has passed (a process resumed from a freeze
+// whose member goroutine sees the answer before its timer) must not revive
+// the work. Lease.Check has refused since the deadline (ValidUntil <= now),
+// and a caller that stopped on that refusal keeps announcing the work until
+// the member loses it: the member therefore declares the loss on any input
+// at or past the deadline, as if its timer had come first.
+func TestLateConfirmationAfterDeadlineLoses(t *testing.T) {
+	d := newDriver(t, true, nil)
+	t0 := d.now
+	work := d.take()[0].work
+	// Heartbeats get no answer from t0+1s to t0+6s: the deadline stays
+	// at t0+10s-2s.
+	d.fc.failHB = true
+	d.advance(t0.Add(7*time.Second - time.Millisecond))
+	deadline := t0.Add(8 * time.Second)
+	if got := d.m.ValidUntil(); !got.Equal(deadline) {
+		t.Fatalf("valid until t0+%v, want t0+8s", got.Sub(t0))
+	}
+	// The heartbeat of t0+7s goes out; its answer is read at t0+8s+1ms,
+	// before any Tick at or past the deadline.
+	d.now = t0.Add(7 * time.Second)
+	d.m.Tick(d.now)
+	rd := d.m.Ready()
+	if len(rd.Requests) != 1 || rd.Requests[0].Kind != Heartbeat {
+		t.Fatalf("requests %v at t0+7s, want one heartbeat", rd.Requests)
+	}
+	hb := rd.Requests[0]
+	d.now = deadline.Add(time.Millisecond)
+	if d.now.Before(d.m.ValidUntil()) {
+		t.Fatal("a lease checked now would still be valid")
+	}
+	d.m.Step(d.now, hb.ID, hb.Req.ResponseKind(), nil)
+	rd = d.m.Ready()
+	lost := false
+	for _, c := range rd.Cancels {
+		lost = lost || c.Work == work && errors.Is(c.Cause, ErrSessionLost)
+	}
+	if !lost {
+		t.Fatalf("work still live after its deadline (valid until t0+%v, cancels %v): a lease that refused at t0+8s+1ms is not followed by the loss",
+			d.m.ValidUntil().Sub(t0), rd.Cancels)
+	}
+}

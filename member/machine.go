@@ -386,6 +386,13 @@ func (m *Machine) Step(now time.Time, id uint64, resp kmsg.Response, err error) 
 		return
 	}
 	delete(m.inflight, id)
+	// The watchdog first: an answer read at or past the loss deadline
+	// (the member's goroutine saw it before its timer, after a freeze)
+	// comes too late. Leases have refused since the deadline, and work
+	// that stopped on that refusal must not stay announced as held.
+	if !m.done {
+		m.watchdog(now)
+	}
 	switch s.kind {
 	case FindCoordinator:
 		m.fcBusy = false
@@ -760,16 +767,7 @@ func (m *Machine) advance(now time.Time) {
 	if m.done {
 		return
 	}
-	if m.holding {
-		if now.Compare(m.lostAt()) >= 0 {
-			m.log.Warn("no confirmed heartbeat within the session; stopping work",
-				"generation", m.gen.ID, "member", m.memberID)
-			m.lose(ErrSessionLost, false)
-			if m.phase == phStable {
-				m.phase = phIdle
-			}
-		}
-	}
+	m.watchdog(now)
 	if !m.hbBusy && now.Compare(m.nextHB) >= 0 {
 		if m.memberID != "" && m.gen.ID >= 0 {
 			req := kmsg.NewPtrHeartbeatRequest()
@@ -814,6 +812,19 @@ func (m *Machine) advance(now time.Time) {
 	}
 	if m.phase == phIdle && m.pending == 0 {
 		m.sendJoin(now)
+	}
+}
+
+// watchdog declares the membership lost once now has reached the loss
+// deadline (lostAt), the instant from which ValidUntil's callers refuse.
+func (m *Machine) watchdog(now time.Time) {
+	if m.holding && now.Compare(m.lostAt()) >= 0 {
+		m.log.Warn("no confirmed heartbeat within the session; stopping work",
+			"generation", m.gen.ID, "member", m.memberID)
+		m.lose(ErrSessionLost, false)
+		if m.phase == phStable {
+			m.phase = phIdle
+		}
 	}
 }
 
