@@ -52,6 +52,14 @@ func (l *Lease) Check() error {
 	if l.over != nil {
 		return l.over
 	}
+	// The clock is read before the deadline: the member moves its deadline
+	// only for an answer it takes before the deadline has passed (any input
+	// at or past it declares the loss first), so a deadline read after the
+	// clock that is still ahead of it is one the member keeps, and one that
+	// is not is one the member loses. Read the other way round, a deadline
+	// moved between the two reads would look passed to this lease, whose
+	// refusal is final, while the member kept the work.
+	now := l.clk.Now()
 	// The deadline is read before the context: if the context is still live
 	// afterwards, the deadline belongs to the membership this work started
 	// in (a membership's context is cancelled before a new one can begin).
@@ -60,7 +68,6 @@ func (l *Lease) Check() error {
 		l.over = fmt.Errorf("%w: %s: %w", l.errs.Stopped, l.errs.Label, cause)
 		return l.over
 	}
-	now := l.clk.Now()
 	if until.IsZero() {
 		l.over = fmt.Errorf("%w: %s: the member holds no work", l.errs.Expired, l.errs.Label)
 		return l.over
