@@ -53,6 +53,13 @@ const (
 // must return soon after ctx is cancelled (within member.Config.LostMargin
 // when the role is lost). token is the fencing token of this term.
 //
+// A Func that returns while ctx is still live gives up the role: the process
+// stops claiming it (Token returns -1) and rejoins, and the group chooses a
+// writer again under a new token, preferring a candidate whose Func did not
+// return on its own; with no other candidate, this process again. From the
+// second short term in a row (shorter than the session timeout) on, the
+// rejoin waits member.Config.RetryBackoff, doubling up to MaxRetryBackoff.
+//
 // ctx carries the term's Lease (LeaseOf): call its Check before each write,
 // so that a process resumed after a freeze refuses before any of its timers
 // has noticed that the term may be over.
@@ -85,6 +92,16 @@ type Election struct {
 	// refusal changes this member's metadata and the coordinator rebalances
 	// instead of handing the same assignment back.
 	refusals uint32
+	// gaveUp: this process's last term ended by Func returning on its own
+	// (ended). It is part of the claim, so that the leader prefers another
+	// candidate; cleared when a term starts. quits counts such terms in a
+	// row that lasted less than the session timeout: from the second on,
+	// the rejoin that hands the role out again waits a backoff.
+	gaveUp    bool
+	quits     int
+	termStart time.Time
+	session   time.Duration // member.Config.SessionTimeout, default applied
+	backoff   [2]time.Duration
 }
 
 // Start joins the election group. fn runs whenever this process becomes the
@@ -103,10 +120,22 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
+	// member's defaults, for ended's backoff.
+	e.session = mc.SessionTimeout
+	if e.session <= 0 {
+		e.session = 10 * time.Second
+	}
+	e.backoff = [2]time.Duration{mc.RetryBackoff, mc.MaxRetryBackoff}
+	if e.backoff[0] <= 0 {
+		e.backoff[0] = 100 * time.Millisecond
+	}
+	if e.backoff[1] < e.backoff[0] {
+		e.backoff[1] = max(2*time.Second, e.backoff[0])
+	}
 	mc.ProtocolType = ProtocolType
 	mc.Protocols = func() []member.Protocol {
 		e.mu.Lock()
-		claim := encodeClaim(e.token, e.refusals)
+		claim := encodeClaim(e.token, e.refusals, e.gaveUp)
 		e.mu.Unlock()
 		return []member.Protocol{{Name: Protocol, Metadata: claim}}
 	}
@@ -188,11 +217,13 @@ func (e *Election) assigned(ctx context.Context, g member.Generation) {
 		done := make(chan struct{})
 		e.mu.Lock()
 		e.token, e.cancel, e.stopped = token, cancel, done
+		e.gaveUp, e.termStart = false, e.clk.Now()
 		e.mu.Unlock()
 		e.log.Info("became the writer", "member", g.MemberID, "token", token)
 		go func() {
 			defer close(done)
 			e.fn(fctx, token)
+			e.ended(fctx, done)
 		}()
 	case !writer && running:
 		// Only if two members claimed the role: both give it up and the
@@ -200,6 +231,60 @@ func (e *Election) assigned(ctx context.Context, g member.Generation) {
 		e.stop()
 		e.rejoin()
 	}
+}
+
+// ended gives up the role when fn returned on its own, its context still
+// live (the term whose fn closes done is still the current one): the
+// process stops claiming the role, marks its claim as given up, and rejoins
+// with that changed claim, so that the group rebalances and chooses a
+// writer again under a new token, another candidate if there is one.
+// Without it, the claim would keep the role with a process that no longer
+// writes, through every rebalance, for as long as it stays in the group.
+// After two or more short terms in a row the rejoin waits a backoff, so
+// that a Func that fails at once does not rebalance the group without
+// pause when no other candidate takes the role.
+func (e *Election) ended(fctx context.Context, done chan struct{}) {
+	e.mu.Lock()
+	own := e.stopped == done && fctx.Err() == nil
+	cancel := e.cancel
+	var wait time.Duration
+	if own {
+		e.token, e.cancel, e.stopped = -1, nil, nil
+		e.gaveUp = true
+		if e.clk.Now().Sub(e.termStart) < e.session {
+			e.quits++
+		} else {
+			e.quits = 0
+		}
+		if e.quits > 1 {
+			wait = min(e.backoff[0]<<min(e.quits-2, 20), e.backoff[1])
+		}
+	}
+	e.mu.Unlock()
+	if !own {
+		return // stop cancelled it: the role went away first
+	}
+	cancel()
+	e.log.Info("the writer's Func returned; giving up the role", "rejoin_in", wait)
+	if wait == 0 {
+		e.rejoin()
+		return
+	}
+	// Not on this goroutine: a stop that raced with the return may be
+	// waiting for done.
+	go func() {
+		<-e.ready
+		t := e.clk.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-t.C():
+		case <-e.m.Done():
+			return
+		}
+		if e.Token() < 0 { // no term started meanwhile
+			e.rejoin()
+		}
+	}()
 }
 
 // stop cancels fn and waits for it to return.
@@ -219,32 +304,45 @@ func (e *Election) stop() {
 
 // assign keeps the one member that claims the role, or when none (or more
 // than one) claims it, picks the claimant-free choice: no writer while two
-// claim it, otherwise the member with the smallest id, with this generation
-// as token. A claim it cannot read fails the assignment (the leader tries
-// again): that member may be writing, and guessing could make two writers.
+// claim it, otherwise the member with the smallest id, among those that did
+// not give up their last term if there are any (ended), with this
+// generation as token. A claim it cannot read fails the assignment (the
+// leader tries again): that member may be writing, and guessing could make
+// two writers.
 func assign(g member.Generation) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(g.Members))
 	var claimants []member.GroupMember
+	quit := map[string]bool{}
 	ids := make([]string, 0, len(g.Members))
 	for _, mm := range g.Members {
 		out[mm.ID] = nil
 		ids = append(ids, mm.ID)
-		token, err := decodeClaim(mm.Metadata)
+		token, gaveUp, err := decodeClaim(mm.Metadata)
 		if err != nil {
 			return nil, fmt.Errorf("election: member %q: %w", mm.ID, err)
 		}
 		if token >= 0 {
 			claimants = append(claimants, mm)
 		}
+		if gaveUp {
+			quit[mm.ID] = true
+		}
 	}
 	switch len(claimants) {
 	case 0:
-		sort.Strings(ids)
+		// The smallest id, preferring candidates whose last term did not
+		// end by their Func returning.
+		sort.SliceStable(ids, func(i, j int) bool {
+			if quit[ids[i]] != quit[ids[j]] {
+				return !quit[ids[i]]
+			}
+			return ids[i] < ids[j]
+		})
 		if len(ids) > 0 {
 			out[ids[0]] = encodeAssignment(g.ID, ids[0])
 		}
 	case 1:
-		token, _ := decodeClaim(claimants[0].Metadata)
+		token, _, _ := decodeClaim(claimants[0].Metadata)
 		out[claimants[0].ID] = encodeAssignment(token, claimants[0].ID)
 	default:
 		// Two processes believe they write; both must stop before anyone
@@ -259,30 +357,34 @@ func assign(g member.Generation) (map[string][]byte, error) {
 //
 //   - metadata (the claim): version byte 0, the int32 token this member
 //     writes under (-1: not writing), then optionally a uint32 count of the
-//     assignments it refused (assigned);
+//     assignments it refused (assigned) and, after it, optionally a flags
+//     byte (bit 0: its last term ended by its Func returning, see ended);
 //   - assignment: empty (not the writer), or version byte 0, the int32
 //     token, then optionally the member id the role was assigned to.
 //
 // The optional tails came after the first release of the format; decoders
 // of that release read the first five bytes and ignore them.
-func encodeClaim(token int32, refusals uint32) []byte {
+func encodeClaim(token int32, refusals uint32, gaveUp bool) []byte {
 	b := binary.BigEndian.AppendUint32([]byte{0}, uint32(token))
-	if refusals > 0 {
+	if refusals > 0 || gaveUp {
 		b = binary.BigEndian.AppendUint32(b, refusals)
+	}
+	if gaveUp {
+		b = append(b, 1)
 	}
 	return b
 }
 
 var errClaimFormat = errors.New("unreadable claim (a version byte other than 0, or shorter than 5 bytes)")
 
-func decodeClaim(b []byte) (int32, error) {
+func decodeClaim(b []byte) (token int32, gaveUp bool, _ error) {
 	if len(b) == 0 {
-		return -1, nil
+		return -1, false, nil
 	}
 	if len(b) < 5 || b[0] != 0 {
-		return 0, errClaimFormat
+		return 0, false, errClaimFormat
 	}
-	return int32(binary.BigEndian.Uint32(b[1:5])), nil
+	return int32(binary.BigEndian.Uint32(b[1:5])), len(b) > 9 && b[9]&1 != 0, nil
 }
 
 func encodeAssignment(token int32, memberID string) []byte {

@@ -340,3 +340,53 @@ func TestStaticTakeoverGetsANewTerm(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterReturningGivesUpTheRole: a Func that returns on its own (its
+// resource failed, say) while its context is still live ends the term: the
+// process no longer claims the role, and the group chooses a writer again,
+// under a new token, instead of leaving the role for ever with a process
+// that no longer writes. Candidate a returns at once from every term; once
+// b has joined, b gets the role (the group may pick a again first: it picks
+// the smallest member id among candidates that claim nothing).
+func TestWriterReturningGivesUpTheRole(t *testing.T) {
+	testwait.WallClock(t, "re-election against a live coordinator, 1 s sessions")
+	addr := membertest.StartCohort(t, nil).Addr()
+	start := func(name string, fn election.Func) *election.Election {
+		e, err := election.Start(election.Config{Member: memberConfig(t, membertest.Client(t, addr), name)}, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Abandon)
+		return e
+	}
+	var mu sync.Mutex
+	var aTokens []int32
+	aFirst := make(chan int32, 1)
+	a := start("a", func(_ context.Context, token int32) {
+		mu.Lock()
+		aTokens = append(aTokens, token)
+		mu.Unlock()
+		select {
+		case aFirst <- token:
+		default:
+		}
+	})
+	first := <-aFirst
+	testwait.For(t, 10*time.Second, "a gives up its first term", func() bool { return a.Token() != first })
+	bToken := make(chan int32, 1)
+	start("b", func(ctx context.Context, token int32) {
+		bToken <- token
+		<-ctx.Done()
+	})
+	select {
+	case tok := <-bToken:
+		mu.Lock()
+		defer mu.Unlock()
+		if last := aTokens[len(aTokens)-1]; tok <= last {
+			t.Fatalf("b writes under token %d, a's last term had %d", tok, last)
+		}
+		t.Logf("a had %d terms (tokens %d to %d); b writes under token %d", len(aTokens), aTokens[0], aTokens[len(aTokens)-1], tok)
+	case <-time.After(15 * time.Second):
+		t.Fatalf("b never became the writer (a's token %d)", a.Token())
+	}
+}
