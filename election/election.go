@@ -174,7 +174,9 @@ func (e *Election) Token() int32 {
 }
 
 // Close stops writing (waiting for fn to return) and leaves the group, so
-// another candidate takes over after one rebalance.
+// another candidate takes over after one rebalance. A static candidate
+// (member.Config.InstanceID) sends no LeaveGroup: the others take over once
+// the coordinator expires its session (member.Config.SessionTimeout).
 func (e *Election) Close(ctx context.Context) error { return e.m.Close(ctx) }
 
 // Abandon stops as a crash would: fn's context is cancelled and the group is

@@ -200,7 +200,9 @@ func (p *Pool) Rejoin() {
 }
 
 // Close stops this member's resources and leaves the group; the others take
-// them over after one rebalance.
+// them over after one rebalance. A static member (member.Config.InstanceID)
+// sends no LeaveGroup: its resources move once the coordinator expires its
+// session (member.Config.SessionTimeout).
 func (p *Pool) Close(ctx context.Context) error { return p.m.Close(ctx) }
 
 // Abandon stops as a crash would: resources are stopped, the group is not

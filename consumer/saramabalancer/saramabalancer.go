@@ -1,10 +1,11 @@
 // Package saramabalancer lets IBM/sarama consumers use cohort's assignors
 // today, against any Kafka-protocol coordinator: New wraps an
 // assign.Assignor as a sarama.BalanceStrategy. sarama encodes and decodes the
-// consumer protocol itself (subscription versions 0-2, so no rack), decodes
-// members' subscriptions for the strategy, and does not pass group instance
-// ids to strategies; members therefore reach the assignor with
-// InstanceID "" and Rack "".
+// consumer protocol itself and does not pass group instance ids to
+// strategies, so members reach the assignor with InstanceID "". Its own
+// subscriptions carry no rack (it writes versions 0-2), but it decodes the
+// version-3 subscriptions of other clients in the group, whose racks reach
+// the assignor.
 //
 // The adapter is generic: a cooperative assignor (Cooperative() true)
 // declares sarama's cooperative rebalance protocol (and eager, for rolling
