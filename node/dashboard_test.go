@@ -301,6 +301,16 @@ func TestGrafanaDashboard(t *testing.T) {
 	if len(queries) < 10 || len(targets) < 10 {
 		t.Fatalf("%d queries, %d targets in the dashboard", len(queries), len(targets))
 	}
+	// Grafana's import replaces only the text ${NAME} of each input with
+	// what the user picked (pkg/services/dashboardimport/utils): an input
+	// nothing refers to asks a question whose answer is dropped.
+	inputs, _ := dash["__inputs"].([]any)
+	for _, in := range inputs {
+		name, _ := in.(map[string]any)["name"].(string)
+		if !strings.Contains(string(raw), "${"+name+"}") {
+			t.Errorf("the dashboard declares the import input %s, which nothing refers to: what the user picks for it at import is ignored", name)
+		}
+	}
 	exported := scrapedFamilies(t)
 	errorNames := kafkaErrorNames()
 	for _, q := range queries {
