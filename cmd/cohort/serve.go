@@ -736,15 +736,22 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	}
 	// SIGHUP is caught from before the listeners open: a certificate
 	// rotation that signals as soon as the port answers must find it
-	// handled (queued until the loop below runs), not the signal's default
+	// handled (queued until the node is up), not the signal's default
 	// action (exit) or, for a process started under nohup, an ignored signal.
 	// SIGINT and SIGTERM keep their default action until the node is up.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGHUP)
+	// Each kind of signal has a channel of its own: the signal package
+	// drops a signal that finds its channel full, so a stop signal sharing
+	// one slot with a SIGHUP or SIGUSR1 not yet taken was lost. A repeat
+	// of one kind finds its slot taken and is dropped, which loses nothing.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var backupSig chan os.Signal // nil: never ready
 	if backupSignal != nil {
-		signal.Notify(sig, backupSignal)
+		backupSig = make(chan os.Signal, 1)
+		signal.Notify(backupSig, backupSignal)
+		defer signal.Stop(backupSig)
 	}
-	defer signal.Stop(sig)
 	n, err := node.Start(nodeCfg)
 	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
 		return usageError{err}
@@ -762,44 +769,33 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 			log.Debug("collector heap floor back to its usual value after loading", "floor_mib", normalFloor>>20)
 		}()
 	}
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(stop)
+	// Reloads read files (certificates, the JWKS file), which can hang (a
+	// network mount): they run on a goroutine of their own, so that a stop
+	// signal is acted on meanwhile (one still under way when the node
+	// stops is left to finish or not).
+	closing := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				reload(n, sec, s.tlsClientCA != "", log)
+			case <-closing:
+				return
+			}
+		}
+	}()
 	var stopped error // why the node stopped by itself; the exit status
 	waited := waitErr(n)
 	var backingUp atomic.Bool
 wait:
 	for {
 		select {
-		case sg := <-sig:
-			if backupSignal != nil && sg == backupSignal {
-				backup(n, s.backupDir, &backingUp, log)
-				continue
-			}
-			if sg == syscall.SIGHUP {
-				if sec.TLS == nil {
-					log.Info("SIGHUP: no TLS certificate to reload")
-				} else if err := n.ReloadTLS(); err != nil {
-					log.Error("SIGHUP: TLS files not reloaded; the certificate and client CAs in use stay", "err", err)
-				} else if s.tlsClientCA != "" {
-					log.Info("SIGHUP: TLS certificate and client CAs reloaded")
-				} else {
-					log.Info("SIGHUP: TLS certificate reloaded")
-				}
-				switch err := n.ReloadOAuthKeys(); {
-				case errors.Is(err, node.ErrNotConfigured):
-				case err != nil:
-					log.Error("SIGHUP: OAUTHBEARER JWKS file not loaded; the keys read before stay in use", "err", err)
-				default:
-					log.Info("SIGHUP: OAUTHBEARER JWKS file checked; its keys are in use")
-				}
-				switch err := n.ReloadEtcdTLS(); {
-				case errors.Is(err, node.ErrNotConfigured):
-				case err != nil:
-					log.Error("SIGHUP: etcd client certificate not reloaded; the one in use stays", "err", err)
-				default:
-					log.Info("SIGHUP: etcd client certificate reloaded")
-				}
-				continue
-			}
+		case <-backupSig:
+			backup(n, s.backupDir, &backingUp, log)
+		case sg := <-stop:
 			log.Info("shutting down", "signal", sg.String())
 			break wait
 		case stopped = <-waited:
@@ -809,6 +805,7 @@ wait:
 			break wait
 		}
 	}
+	close(closing)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -826,6 +823,34 @@ wait:
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("shutdown did not finish in 30s")
+	}
+}
+
+// reload reads the files a SIGHUP reloads again: the TLS certificate and
+// client CAs, the OAUTHBEARER JWKS file, the etcd client certificate.
+func reload(n *node.Node, sec *node.SecurityConfig, clientCAs bool, log *slog.Logger) {
+	if sec.TLS == nil {
+		log.Info("SIGHUP: no TLS certificate to reload")
+	} else if err := n.ReloadTLS(); err != nil {
+		log.Error("SIGHUP: TLS files not reloaded; the certificate and client CAs in use stay", "err", err)
+	} else if clientCAs {
+		log.Info("SIGHUP: TLS certificate and client CAs reloaded")
+	} else {
+		log.Info("SIGHUP: TLS certificate reloaded")
+	}
+	switch err := n.ReloadOAuthKeys(); {
+	case errors.Is(err, node.ErrNotConfigured):
+	case err != nil:
+		log.Error("SIGHUP: OAUTHBEARER JWKS file not loaded; the keys read before stay in use", "err", err)
+	default:
+		log.Info("SIGHUP: OAUTHBEARER JWKS file checked; its keys are in use")
+	}
+	switch err := n.ReloadEtcdTLS(); {
+	case errors.Is(err, node.ErrNotConfigured):
+	case err != nil:
+		log.Error("SIGHUP: etcd client certificate not reloaded; the one in use stays", "err", err)
+	default:
+		log.Info("SIGHUP: etcd client certificate reloaded")
 	}
 }
 
