@@ -806,10 +806,24 @@ wait:
 		}
 	}
 	close(closing)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	timeout := time.NewTimer(shutdownTimeout)
+	defer timeout.Stop()
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
+	return finishShutdown(done, stop, timeout.C, stopped, log)
+}
+
+// shutdownTimeout bounds how long cohort serve waits for the node to close.
+const shutdownTimeout = 30 * time.Second
+
+// finishShutdown waits for the node's Close to report on done, or for the
+// timeout, and returns the exit status's error: stopped (the node stopped
+// by itself) if set, else Close's. A second SIGINT or SIGTERM on stop ends
+// the wait at once: the node answers a write only once it is durable, so
+// leaving now loses nothing acknowledged (the store recovers as after a
+// crash), though a backup under way is cut short and, in cluster mode, the
+// other nodes may have to wait for the lease to expire.
+func finishShutdown(done <-chan error, stop <-chan os.Signal, timeout <-chan time.Time, stopped error, log *slog.Logger) error {
 	select {
 	case err := <-done:
 		if stopped != nil {
@@ -821,8 +835,14 @@ wait:
 		}
 		log.Info("stopped cleanly")
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("shutdown did not finish in 30s")
+	case sg := <-stop:
+		log.Warn("signal during the shutdown: exiting before it finished; acknowledged writes are durable already", "signal", sg.String())
+		if stopped != nil {
+			return stopped
+		}
+		return fmt.Errorf("shutdown cut short by a second signal (%s)", sg)
+	case <-timeout:
+		return fmt.Errorf("shutdown did not finish in %s", shutdownTimeout)
 	}
 }
 
