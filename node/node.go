@@ -829,9 +829,16 @@ func (n *Node) Close() error {
 	// node first hands its partitions over (see closeCluster).
 	n.closeCluster()
 	n.coord.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), connGrace)
 	err := n.srv.Shutdown(ctx)
 	cancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A client that did not take its answer in time (stopped, or
+		// behind a full window) had its connection closed: its loss, as
+		// at a crash, not a failure of the node's state.
+		n.log.Warn("closed client connections that had not read their answers within the grace", "grace", connGrace)
+		err = nil
+	}
 	n.cancel()
 	if n.http != nil {
 		n.http.Close()
@@ -844,6 +851,10 @@ func (n *Node) Close() error {
 	}
 	return err
 }
+
+// connGrace is how long Close lets connections write the answers they are
+// working on before it closes them.
+var connGrace = 10 * time.Second
 
 func (n *Node) closeStore() error {
 	var err error
