@@ -8,7 +8,10 @@ import (
 )
 
 // safeWriter writes what the CLI prints with every control character but
-// newline and tab spelled out as an escape (\x1b, \a, \u0085, ...). Group
+// newline and tab spelled out as an escape (\x1b, \x07, \u007f, \u0085,
+// ...). DEL and the C1 characters, which encoding/json leaves raw inside
+// strings, are spelled \uXXXX, an escape JSON reads too, so --output json
+// stays valid and decodes to the ids as they are. Group
 // ids, member ids, client ids, topic names and server messages come from
 // clients, and Kafka restricts none of their characters: printed raw, an id
 // holding a terminal escape sequence could retitle the operator's terminal,
@@ -32,6 +35,8 @@ func (s safeWriter) Write(p []byte) (int, error) {
 		case p[i] == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] < 0xa0: // C1, U+0080..U+009F
 			fmt.Fprintf(&b, `\u%04x`, p[i+1])
 			i++
+		case p[i] == 0x7f:
+			b.WriteString(`\u007f`)
 		case isControlByte(p, i):
 			fmt.Fprintf(&b, `\x%02x`, p[i])
 		default:

@@ -14,7 +14,7 @@ func TestSafeWriter(t *testing.T) {
 		"plain\tcolumns\n":           "plain\tcolumns\n",
 		"grüße, 組":                   "grüße, 組",
 		"\x1b]0;pwned\x07\x1b[2J":    `\x1b]0;pwned\x07\x1b[2J`,
-		"cr\rdel\x7fnul\x00":         `cr\x0ddel\x7fnul\x00`,
+		"cr\rdel\x7fnul\x00":         `cr\x0ddel\u007fnul\x00`,
 		"c1 \u009b31m and \u0085end": `c1 \u009b31m and \u0085end`,
 	} {
 		var b bytes.Buffer
@@ -143,5 +143,30 @@ func TestDescribeCellsCannotForgeRows(t *testing.T) {
 	// lines between tables, and the two total-lag lines.
 	if n := strings.Count(b.String(), "\n"); n != 2+2+2+2+3+4+2 {
 		t.Errorf("%d lines:\n%s", n, b.String())
+	}
+}
+
+// TestJSONOutputKeepsControlCharacters: --output json stays valid JSON
+// that decodes to the ids as the server holds them, whatever control
+// characters a client put in them. encoding/json writes DEL (and C1
+// characters) raw inside strings; the CLI's output filter spelled DEL
+// \x7f, which is no JSON escape, so a script reading `cohort groups
+// --output json` failed on the whole document because of one group id.
+func TestJSONOutputKeepsControlCharacters(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	ids := []string{"del\x7fgroup", "c1\u009b31m-group", "esc\x1b[2J-group", "bidi\u202egroup"}
+	for _, id := range ids {
+		commit(t, n.Addr(), id, "events", map[int32]int64{0: 1})
+	}
+	got := map[string]bool{}
+	for _, g := range c.listGroups() {
+		got[g.Group] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Errorf("group %q missing from the JSON list; got %v", id, got)
+		}
 	}
 }
