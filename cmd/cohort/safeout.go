@@ -5,13 +5,16 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // safeWriter writes what the CLI prints with every control character but
 // newline and tab spelled out as an escape (\x1b, \x07, \u007f, \u0085,
-// ...). DEL and the C1 characters, which encoding/json leaves raw inside
-// strings, are spelled \uXXXX, an escape JSON reads too, so --output json
-// stays valid and decodes to the ids as they are. Group
+// ...), and so are the bidirectional controls (\u202e) and bytes that are
+// not UTF-8 (\x9b). DEL, the C1 characters and the bidirectional controls,
+// which encoding/json leaves raw inside strings, are spelled \uXXXX, an
+// escape JSON reads too, so --output json stays valid and decodes to the ids
+// as they are (encoding/json writes no byte that is not UTF-8). Group
 // ids, member ids, client ids, topic names and server messages come from
 // clients, and Kafka restricts none of their characters: printed raw, an id
 // holding a terminal escape sequence could retitle the operator's terminal,
@@ -21,7 +24,7 @@ type safeWriter struct{ w io.Writer }
 func (s safeWriter) Write(p []byte) (int, error) {
 	clean := true
 	for i := 0; i < len(p); i++ {
-		if isControlByte(p, i) {
+		if p[i] < 0x20 && p[i] != '\n' && p[i] != '\t' || p[i] >= 0x7f {
 			clean = false
 			break
 		}
@@ -30,18 +33,25 @@ func (s safeWriter) Write(p []byte) (int, error) {
 		return s.w.Write(p)
 	}
 	var b strings.Builder
-	for i := 0; i < len(p); i++ {
+	for i := 0; i < len(p); {
+		r, size := utf8.DecodeRune(p[i:])
 		switch {
-		case p[i] == 0xc2 && i+1 < len(p) && p[i+1] >= 0x80 && p[i+1] < 0xa0: // C1, U+0080..U+009F
-			fmt.Fprintf(&b, `\u%04x`, p[i+1])
-			i++
-		case p[i] == 0x7f:
-			b.WriteString(`\u007f`)
-		case isControlByte(p, i):
+		case r == utf8.RuneError && size == 1 && utf8.FullRune(p[i:]):
+			// A byte that starts no character: in a terminal that reads
+			// bytes as Latin-1, 0x9b alone is CSI.
 			fmt.Fprintf(&b, `\x%02x`, p[i])
+		case r == utf8.RuneError && size == 1:
+			// The start of a character whose end is in the next Write.
+			b.Write(p[i:])
+			size = len(p) - i
+		case r == 0x7f || r >= 0x80 && r < 0xa0 || bidiControl(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case r < 0x20 && r != '\n' && r != '\t':
+			fmt.Fprintf(&b, `\x%02x`, r)
 		default:
-			b.WriteByte(p[i])
+			b.Write(p[i : i+size])
 		}
+		i += size
 	}
 	if _, err := io.WriteString(s.w, b.String()); err != nil {
 		return 0, err
@@ -49,19 +59,14 @@ func (s safeWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// isControlByte reports whether p[i] starts a control character other than
-// newline and tab: C0, DEL, or a C1 character (two bytes in UTF-8).
-func isControlByte(p []byte, i int) bool {
-	c := p[i]
-	switch {
-	case c == '\n' || c == '\t':
-		return false
-	case c < 0x20 || c == 0x7f:
-		return true
-	case c == 0xc2 && i+1 < len(p):
-		return p[i+1] >= 0x80 && p[i+1] < 0xa0
-	}
-	return false
+// bidiControl reports whether r is one of the characters that reorder the
+// text around them (the embeddings, overrides and isolates of Unicode's
+// bidirectional algorithm, and its marks): an id holding U+202E (RIGHT-TO-
+// LEFT OVERRIDE) shows the rest of its line backwards wherever the line is
+// laid out for bidirectional text, a terminal that does so or a chat or
+// ticket it is pasted into, and can make a row read as something else.
+func bidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }
 
 // oneLine is s with its newlines and tabs spelled \n and \t: an error is
@@ -88,12 +93,18 @@ func errorLines(err error) []string {
 	return []string{oneLine(err.Error())}
 }
 
-// cell is s for a table cell: quoted, Go style, when it holds a control
-// character, a tab or a newline, which would otherwise break the table's
-// columns or forge a row of their own.
+// cell is s for a table cell: quoted, Go style, when it holds a character
+// strconv does not count printable (a control character, a tab, a newline,
+// a bidirectional control, a space other than ' ') or a byte that is not
+// UTF-8: the first three would break the table's columns or forge a row of
+// their own, a bidirectional control reorders the rest of the row, and an
+// invisible character would make two ids look the same.
 func cell(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 {
+		if !strconv.IsPrint(r) {
 			return strconv.Quote(s)
 		}
 	}

@@ -170,3 +170,49 @@ func TestJSONOutputKeepsControlCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestBidiAndNonUTF8CannotReorderOutput: a bidirectional control in an id
+// (U+202E shows the rest of its line backwards wherever the line is laid
+// out for bidirectional text) and a byte that is not UTF-8 (0x9b alone is
+// CSI to a terminal reading Latin-1) reach no output raw: table cells
+// holding them are quoted, and sentences spell them as escapes.
+func TestBidiAndNonUTF8CannotReorderOutput(t *testing.T) {
+	for in, want := range map[string]string{
+		"rlo\u202eevil \u2066x\u2069": `rlo\u202eevil \u2066x\u2069`,
+		"lone \x9b31m c1":             `lone \x9b31m c1`,
+		"grüße, 組 \xe2\x80":           "grüße, 組 \xe2\x80", // a character the next Write ends
+	} {
+		var b bytes.Buffer
+		if n, err := (safeWriter{&b}).Write([]byte(in)); err != nil || n != len(in) {
+			t.Errorf("%q: wrote %d, %v", in, n, err)
+		}
+		if b.String() != want {
+			t.Errorf("%q printed as %q, want %q", in, b.String(), want)
+		}
+	}
+	for in, want := range map[string]string{
+		"bidi\u202eevil": `"bidi\u202eevil"`,
+		"lone\x9b":       `"lone\x9b"`,
+		"nb\u00a0space":  `"nb\u00a0space"`,
+		"grüße 組 🙂":      "grüße 組 🙂",
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %q, want %q", in, got, want)
+		}
+	}
+
+	n := startNode(t, "127.0.0.1:0")
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "1")
+	const evil = "payments\u202e0 gal latot"
+	commit(t, n.Addr(), evil, "events", map[int32]int64{0: 1})
+	for _, args := range [][]string{{"groups"}, {"offsets", evil}, {"group", "describe", evil}} {
+		out := c.ok(args...)
+		if strings.Contains(out, "\u202e") {
+			t.Errorf("%q: U+202E reached the output:\n%s", args, out)
+		}
+		if !strings.Contains(out, `payments\u202e0 gal latot`) {
+			t.Errorf("%q: the id is not spelled with its escape:\n%s", args, out)
+		}
+	}
+}
