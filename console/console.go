@@ -41,6 +41,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/loopback"
+	"github.com/cohort-dev/cohort/internal/shellarg"
 	"github.com/cohort-dev/cohort/node"
 )
 
@@ -128,6 +129,10 @@ func New(n Node, cluster func() *ClusterView, log *slog.Logger) *Console {
 		"rate":      func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) },
 		"lower":     strings.ToLower,
 		"grouphref": groupHref,
+		// shellarg is an id as the last word of a cohort command line
+		// the page suggests: quoted so that, pasted into a shell, the
+		// line names the group and runs nothing else.
+		"shellarg": shellarg.Arg,
 		// eventshref links id's page showing its newest n events.
 		"eventshref": func(id string, n int) string {
 			h := groupHref(id)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/grouphistory"
+	"github.com/cohort-dev/cohort/internal/shellarg"
 )
 
 // "cohort group history ID" and "cohort group why ID": the rebalance history
@@ -154,8 +155,11 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		fmt.Fprintln(w, stormSentence(doc.Storm))
 	}
 	if doc.Waiting != nil {
+		// The hint is a command line to paste: the id goes in as one
+		// shell word, not as a cell (a group "x; touch PWNED" would run
+		// a second command).
 		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", cell(doc.Group), doc.State,
-			doc.Waiting.Since.UTC().Format(tableTime), cell(doc.Group))
+			doc.Waiting.Since.UTC().Format(tableTime), shellarg.Arg(doc.Group))
 	}
 	return nil
 }

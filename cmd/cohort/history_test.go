@@ -641,3 +641,27 @@ func TestWhyClassicMemberRejoinTimeout(t *testing.T) {
 		t.Errorf("consumer member's rebalance timeout:\n got %q\nwant %q", s, want)
 	}
 }
+
+// TestHistoryHintQuotesTheGroupID: the "see cohort group why ID" hint of a
+// group in a rebalance names the group as one shell word. Before, the id
+// went in as it was: a group named "x; touch PWNED" made the hint a command
+// line that ran a second command when pasted, and an id starting with '-'
+// read as a flag.
+func TestHistoryHintQuotesTheGroupID(t *testing.T) {
+	for id, want := range map[string]string{
+		"x; touch PWNED":        "(see cohort group why 'x; touch PWNED')",
+		"--bootstrap=evil:9092": "(see cohort group why -- --bootstrap=evil:9092)",
+		"evil\n$(touch PWNED)":  `(see cohort group why $'evil\n$(touch PWNED)')`,
+		"hg":                    "(see cohort group why hg)",
+	} {
+		doc := &group.HistoryDoc{Version: 1, Group: id, Type: "classic", State: "PreparingRebalance",
+			Waiting: &group.Waiting{State: "PreparingRebalance", Since: time.Date(2026, 5, 1, 10, 0, 1, 0, time.UTC)}}
+		var b strings.Builder
+		if err := writeHistoryTable(&b, doc); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("group %q: the output lacks %s:\n%s", id, want, b.String())
+		}
+	}
+}
