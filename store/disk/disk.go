@@ -255,15 +255,18 @@ func Open(opts Options) (*Store, error) {
 		Logger:             pebbleLogger{log: log, onFail: s.fail},
 		EventListener: &pebble.EventListener{
 			BackgroundError: func(err error) {
-				if !s.fs.armed.Load() && writeFailure(err) {
+				if !s.fs.armed.Load() && (writeFailure(err) || s.fs.refused() != nil) {
 					// During Open (the recovered log's flush, the fold):
 					// pebble retries a failed table write for ever, so an
 					// Open on a disk that is still full neither served
 					// nor returned, burning a core. Fail it instead: the
 					// operator (or supervisor) gets an error and a restart.
-					// Other background errors (a table's statistics, the
-					// disk usage, damage, which the read that meets it
-					// reports with the way out) stay warnings.
+					// Any refused write counts, whatever its error number
+					// (a file over RLIMIT_FSIZE fails with EFBIG, a file
+					// not writable with EACCES). Other background errors
+					// (a table's statistics, the disk usage, damage, which
+					// the read that meets it reports with the way out)
+					// stay warnings.
 					s.fail(fmt.Errorf("writing while opening the store: %w", err))
 					return
 				}
@@ -340,11 +343,13 @@ func Open(opts Options) (*Store, error) {
 }
 
 // writeFailure reports whether a background error of the engine is the
-// disk refusing a write (full, over quota, read-only, an I/O error), which
-// its retries cannot get past.
+// disk refusing a write (full, over quota, a file over the size limit,
+// read-only, an I/O error), which its retries cannot get past. The store's
+// own files are covered whatever the error (failStopFS.refused); this
+// catches the errors of files the engine writes around it.
 func writeFailure(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EIO)
+		errors.Is(err, syscall.EFBIG) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.EIO)
 }
 
 // rateLimited logs a warning at most once per interval, counting the ones

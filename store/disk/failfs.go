@@ -28,7 +28,8 @@ import (
 // on disk and is recovered from the WAL when the process restarts.
 //
 // Until armed (during Open) errors are passed through unchanged so that
-// pebble.Open can report them.
+// pebble.Open can report them; the first is kept (refused), so that Open
+// knows the disk refused a write whatever the error's number.
 //
 // Only the store's own files count: a failed write elsewhere (a Checkpoint
 // into a full or read-only backup directory) is an ordinary error of that
@@ -38,17 +39,34 @@ type failStopFS struct {
 	dir    string // the store directory, cleaned
 	armed  atomic.Bool
 	onFail func(error)
+	// openRefused is the first write-path failure in the store directory
+	// before the wrapper was armed (during Open).
+	openRefused atomic.Pointer[error]
 }
 
-// check reports err if it is nil, the wrapper is not armed yet or name is
-// outside the store directory, and otherwise records the failure and never
-// returns.
+// check reports err if it is nil or name is outside the store directory; if
+// the wrapper is not armed yet, it keeps the first such err (see refused)
+// and reports it; otherwise it records the failure and never returns.
 func (fs *failStopFS) check(op, name string, err error) error {
-	if err == nil || !fs.armed.Load() || !within(fs.dir, name) {
+	if err == nil || !within(fs.dir, name) {
+		return err
+	}
+	if !fs.armed.Load() {
+		refused := fmt.Errorf("%s %s: %w", op, name, err)
+		fs.openRefused.CompareAndSwap(nil, &refused)
 		return err
 	}
 	fs.onFail(fmt.Errorf("%s %s: %w", op, name, err))
 	select {} // park: see the type comment.
+}
+
+// refused is the first write, sync, creation or rename in the store
+// directory that failed while the store was opening, or nil.
+func (fs *failStopFS) refused() error {
+	if p := fs.openRefused.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // within reports whether name is dir or a path under it (dir cleaned).

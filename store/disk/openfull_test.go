@@ -21,7 +21,18 @@ import (
 // fails with ErrStorage instead of retrying for ever: the process neither
 // served nor exited (a supervisor saw it alive), burned a core and wrote
 // thousands of warnings a second.
+//
+// Every refusal counts, not only a full disk: a file over the process's
+// file size limit (RLIMIT_FSIZE, systemd's LimitFSIZE=) fails with EFBIG,
+// and a file the process may not write with EACCES; both used to be
+// retried for ever as well.
 func TestOpenOnFullDiskFails(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EFBIG, syscall.EACCES} {
+		t.Run(errno.Error(), func(t *testing.T) { openOnFullDisk(t, errno) })
+	}
+}
+
+func openOnFullDisk(t *testing.T, errno syscall.Errno) {
 	ctx := context.Background()
 	mem := vfs.NewCrashableMem()
 	s := openT(t, Options{Dir: "/s", fs: mem, memTableSize: 1 << 20})
@@ -46,7 +57,7 @@ func TestOpenOnFullDiskFails(t *testing.T) {
 		}
 		switch op.Kind {
 		case errorfs.OpCreate, errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate:
-			return syscall.ENOSPC
+			return errno
 		}
 		return nil
 	}))
