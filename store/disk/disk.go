@@ -462,6 +462,19 @@ func writeFileDurably(fs vfs.FS, dir, name string, data []byte) error {
 
 // openError explains an engine Open failure to the operator.
 func (s *Store) openError(err error, fs vfs.FS) error {
+	if refused := s.fs.refused(); refused != nil && notWritable(refused) {
+		return fmt.Errorf("%w: store %s cannot be opened: %v: this process needs write access to the directory and its "+
+			"files (check their owner and permissions, and that the file system is not read-only)", ErrNotWritable, s.dir, refused)
+	} else if refused != nil {
+		// The disk refused a write (full, a quota, the file size limit, an
+		// I/O error), whichever way the engine reported it (an error of
+		// its Open, a fatal error, a background one). That does not damage
+		// what the store holds: the way out is to let it write, not the
+		// advice for damage, which would drop the store for a full disk.
+		return fmt.Errorf("%w: store %s cannot be opened: the disk refused a write (%v): free space on its file system "+
+			"(or raise the quota or file size limit, or mend the disk), then start cohort again; nothing the store "+
+			"acknowledged is lost", ErrStorage, s.dir, refused)
+	}
 	if errors.Is(err, ErrStorage) {
 		return err
 	}

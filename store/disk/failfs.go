@@ -39,29 +39,34 @@ type failStopFS struct {
 	dir    string // the store directory, cleaned
 	armed  atomic.Bool
 	onFail func(error)
-	// openRefused is the first write-path failure in the store directory
-	// before the wrapper was armed (during Open).
+	// openRefused is the first write-path failure before the wrapper was
+	// armed (during Open).
 	openRefused atomic.Pointer[error]
 }
 
-// check reports err if it is nil or name is outside the store directory; if
-// the wrapper is not armed yet, it keeps the first such err (see refused)
-// and reports it; otherwise it records the failure and never returns.
+// check reports err if it is nil, the wrapper is not armed yet or name is
+// outside the store directory, and otherwise records the failure and never
+// returns. Before it is armed it keeps the first failure (see refused):
+// the Open is then the wrapper's only user, so a failure outside the store
+// directory (the engine syncs its parent directory) is the Open's too.
 func (fs *failStopFS) check(op, name string, err error) error {
-	if err == nil || !within(fs.dir, name) {
-		return err
+	if err == nil {
+		return nil
 	}
 	if !fs.armed.Load() {
 		refused := fmt.Errorf("%s %s: %w", op, name, err)
 		fs.openRefused.CompareAndSwap(nil, &refused)
 		return err
 	}
+	if !within(fs.dir, name) {
+		return err
+	}
 	fs.onFail(fmt.Errorf("%s %s: %w", op, name, err))
 	select {} // park: see the type comment.
 }
 
-// refused is the first write, sync, creation or rename in the store
-// directory that failed while the store was opening, or nil.
+// refused is the first write, sync, creation or rename that failed while
+// the store was opening, or nil.
 func (fs *failStopFS) refused() error {
 	if p := fs.openRefused.Load(); p != nil {
 		return *p

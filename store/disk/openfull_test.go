@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -71,10 +72,74 @@ func openOnFullDisk(t *testing.T, errno syscall.Errno) {
 	}()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrStorage) {
+		if !errors.Is(err, ErrStorage) && !(errno == syscall.EACCES && errors.Is(err, ErrNotWritable)) {
 			t.Fatalf("Open on a full disk: %v, want ErrStorage", err)
 		}
 	case <-time.After(60 * time.Second): // a hang detector, not a timing claim
 		t.Fatal("Open on a full disk did not return")
+	}
+}
+
+// TestOpenRefusedWriteAdvice: an Open that fails because the disk refused
+// one of its writes (full, over the file size limit, an I/O error), whether
+// the engine returns the error or treats it as fatal, says so and says to
+// start again once the disk takes writes, never to restore a backup or move
+// the store aside to start empty: the store is not damaged, and following
+// that advice would drop every committed offset for a full disk.
+func TestOpenRefusedWriteAdvice(t *testing.T) {
+	ctx := context.Background()
+	kinds := map[string][]errorfs.OpKind{
+		"create": {errorfs.OpCreate},
+		"write":  {errorfs.OpFileWrite, errorfs.OpFileWriteAt},
+		"sync":   {errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo},
+	}
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EFBIG, syscall.EIO, syscall.EACCES} {
+		for name, ops := range kinds {
+			t.Run(name+" "+errno.Error(), func(t *testing.T) {
+				mem := vfs.NewCrashableMem()
+				s := openT(t, Options{Dir: "/s", fs: mem})
+				if err := s.Append(ctx, 0, []store.Record{rec("k", "v")}); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Close(); err != nil {
+					t.Fatal(err)
+				}
+				refusing := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+					if slices.Contains(ops, op.Kind) && !strings.HasSuffix(op.Path, "LOCK") {
+						return errno
+					}
+					return nil
+				}))
+				r, err := Open(Options{Dir: "/s", fs: refusing, Logger: discard})
+				if err == nil {
+					_ = r.Close()
+					t.Fatal("Open succeeded with every " + name + " refused")
+				}
+				msg := err.Error()
+				if errno == syscall.EACCES {
+					// Not the disk: the permissions, said as when the
+					// directory itself is not writable.
+					if !errors.Is(err, ErrNotWritable) || !strings.Contains(msg, "permissions") || strings.Contains(msg, "move it aside") {
+						t.Fatalf("Open: %v\nwant ErrNotWritable naming the permissions", err)
+					}
+				} else if !errors.Is(err, ErrStorage) || !strings.Contains(msg, errno.Error()) ||
+					!strings.Contains(msg, "refused a write") || !strings.Contains(msg, "start cohort again") ||
+					strings.Contains(msg, "move it aside") || strings.Contains(msg, "until the process restarts") {
+					t.Fatalf("Open: %v\nwant ErrStorage naming %q, saying the disk refused a write and to start cohort again, "+
+						"without the advice for damage", err, errno.Error())
+				}
+				// Started again once the disk takes writes (a new process:
+				// what the failed Open left synced), the store opens, whole.
+				s = openT(t, Options{Dir: "/s", fs: mem.CrashClone(vfs.CrashCloneCfg{})})
+				defer s.Close()
+				var got []string
+				if err := s.Load(ctx, 0, func(r store.Record) error {
+					got = append(got, string(r.Key)+"="+string(r.Value))
+					return nil
+				}); err != nil || !slices.Equal(got, []string{"k=v"}) {
+					t.Fatalf("after the disk took writes again: %v, %v", got, err)
+				}
+			})
+		}
 	}
 }
