@@ -313,8 +313,23 @@ func Open(opts Options) (*Store, error) {
 			if err = s.openLog(); err == nil {
 				err = s.fold()
 			}
-			if err != nil {
+			if err == nil && s.wo == pebble.Sync {
+				// The fold is written to the WAL without waiting for it;
+				// wait now, while a refused write is still an error of
+				// the Open: a refusal the engine met in the background
+				// would otherwise stay in its WAL writer, failing every
+				// Append without failing the store.
+				err = db.LogData(nil, pebble.Sync)
+			}
+			if refused := s.fs.refused(); refused != nil && err == nil {
+				err = refused
+			}
+			if err != nil && s.fs.refused() == nil {
 				_ = db.Close()
+				db = nil
+			} else if err != nil {
+				// Not closed: the engine panics closing a WAL whose
+				// write failed. The process exits on this error.
 				db = nil
 			}
 		}
@@ -331,7 +346,8 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	if r.err != nil {
-		if !errors.Is(r.err, ErrStorage) {
+		// A failed store keeps the lock: its engine is wedged, not closed.
+		if !errors.Is(r.err, ErrStorage) && s.fs.refused() == nil {
 			_ = lock.Close()
 		}
 		return nil, s.openError(r.err, base)

@@ -143,3 +143,56 @@ func TestOpenRefusedWriteAdvice(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenRefusedLogWriteFailsOpen: Open folds the record log a crash left
+// without waiting for a sync, so the engine writes that fold to its new WAL
+// in the background. When the disk refused that write (a WAL file over the
+// process's file size limit, seen with a real RLIMIT_FSIZE), Open returned
+// a store whose WAL writer kept the error: every Append failed without the
+// store failing (the node served on, refusing every write, instead of
+// stopping), and Close then crashed the process in the engine's WAL rotation.
+// Open must fail instead, and a start once the disk takes writes must find
+// everything.
+func TestOpenRefusedLogWriteFailsOpen(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EFBIG, syscall.ENOSPC} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			ctx := context.Background()
+			mem := vfs.NewCrashableMem()
+			s := openT(t, Options{Dir: "/s", fs: mem, memTableSize: 1 << 20})
+			for i := range 200 {
+				if err := s.Append(ctx, int32(i%4), []store.Record{rec(fmt.Sprint("k", i), "v")}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			image := mem.CrashClone(vfs.CrashCloneCfg{}) // the log tail not folded
+			_ = s.Close()
+
+			refusing := errorfs.Wrap(image, errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) {
+					return errno
+				}
+				return nil
+			}))
+			r, err := Open(Options{Dir: "/s", fs: refusing, Logger: discard, memTableSize: 1 << 20})
+			if err == nil {
+				// Not closed: the engine's Close panics on its broken WAL.
+				aerr := r.Append(ctx, 0, []store.Record{rec("after", "v")})
+				t.Fatalf("Open succeeded though the disk refused its WAL writes; then Append: %v; store failed: %v", aerr, r.Err())
+			}
+			if !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), "refused a write") {
+				t.Fatalf("Open: %v, want ErrStorage saying the disk refused a write", err)
+			}
+			s = openT(t, Options{Dir: "/s", fs: image.CrashClone(vfs.CrashCloneCfg{}), memTableSize: 1 << 20})
+			defer s.Close()
+			n := 0
+			for p := range int32(4) {
+				if err := s.Load(ctx, p, func(store.Record) error { n++; return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n != 200 {
+				t.Fatalf("after the disk took writes again: %d records, want 200", n)
+			}
+		})
+	}
+}
