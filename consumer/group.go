@@ -87,12 +87,15 @@ type GroupConfig struct {
 // resource use it, and so do tests of the assignors against real
 // coordinators.
 type Group struct {
-	cfg  GroupConfig
-	cl   *kgo.Client
-	own  bool
-	m    *member.Member
-	log  *slog.Logger
-	coop bool
+	cfg GroupConfig
+	cl  *kgo.Client
+	own bool
+	m   *member.Member
+	// ready is closed once StartGroup has set m: the member's callbacks
+	// may run before (see member).
+	ready chan struct{}
+	log   *slog.Logger
+	coop  bool
 
 	mu       sync.Mutex
 	owned    map[string]map[int32]bool
@@ -148,7 +151,7 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 	if len(cfg.Assignors) == 0 {
 		cfg.Assignors = []assign.Assignor{assign.Range()}
 	}
-	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}, failed: map[tp]int32{}}
+	g := &Group{cfg: cfg, owned: map[string]map[int32]bool{}, ownedGen: -1, marks: map[tp]int64{}, failed: map[tp]int32{}, ready: make(chan struct{})}
 	// Cooperative only if every assignor is (KIP-429: the highest protocol
 	// all of them support), so a mixed list runs eager.
 	g.coop = true
@@ -196,7 +199,15 @@ func StartGroup(cfg GroupConfig) (*Group, error) {
 		return nil, err
 	}
 	g.m = m
+	close(g.ready)
 	return g, nil
+}
+
+// member returns the member once StartGroup has set it; the callbacks, which
+// the member's goroutine may run before, use it.
+func (g *Group) member() *member.Member {
+	<-g.ready
+	return g.m
 }
 
 // Assignment returns the partitions this member owns, sorted.
@@ -616,7 +627,7 @@ func (g *Group) assigned(ctx context.Context, gen member.Generation) {
 	a, err := DecodeAssignment(gen.Assignment)
 	if err != nil {
 		g.log.Error("undecodable assignment; rejoining", "err", err)
-		g.m.Rejoin()
+		g.member().Rejoin()
 		return
 	}
 	next := map[string]map[int32]bool{}
@@ -673,7 +684,7 @@ func (g *Group) assigned(ctx context.Context, gen member.Generation) {
 		g.cfg.Assigned(ctx, gen, added)
 	}
 	if len(revoked) > 0 {
-		g.m.Rejoin() // KIP-429: the revoked partitions go out next round
+		g.member().Rejoin() // KIP-429: the revoked partitions go out next round
 	}
 }
 

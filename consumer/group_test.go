@@ -198,6 +198,80 @@ func TestGroupCooperativeSticky(t *testing.T) {
 	})
 }
 
+// TestGroupCallbackAfterStartGroupSeesTheMember: a cooperative member that
+// gives partitions up rejoins from its member's goroutine, which Start has
+// running before StartGroup stored the member. Under the race detector the
+// rejoin's read must be ordered after that store; in a test process almost
+// anything orders them (every socket write and read does, as do a shared
+// logger or callback state under a lock), so here nothing that comes after
+// StartGroup(a) in the test goroutine reaches a: b is started by a goroutine
+// that a's own first assignment wakes, with a client made beforehand, and
+// the test goroutine only waits. That is a consumer whose broker and peers
+// are other processes, as in examples/consumer.
+func TestGroupCallbackAfterStartGroupSeesTheMember(t *testing.T) {
+	groupBackends(t, func(t *testing.T, addr string) {
+		config := func(want int, reached chan struct{}) consumer.GroupConfig {
+			n := 0 // owned partitions; only the member's callbacks touch it
+			var once sync.Once
+			return consumer.GroupConfig{
+				Member: member.Config{
+					Group: "cg", SessionTimeout: session, RebalanceTimeout: 3 * time.Second, HeartbeatInterval: session / 5,
+					Logger: slog.New(slog.DiscardHandler),
+				},
+				Client:    membertest.Client(t, addr),
+				Topics:    []string{"events"},
+				Assignors: []assign.Assignor{sticky.NewCooperative()},
+				Assigned: func(_ context.Context, _ member.Generation, added []assign.TopicPartitions) {
+					for _, tp := range added {
+						n += len(tp.Partitions)
+					}
+					if n == want {
+						once.Do(func() { close(reached) })
+					}
+				},
+				Revoked: func(tps []assign.TopicPartitions) {
+					for _, tp := range tps {
+						n -= len(tp.Partitions)
+					}
+				},
+			}
+		}
+		aAll, bHalf := make(chan struct{}), make(chan struct{})
+		aCfg, bCfg := config(6, aAll), config(3, bHalf)
+		var a, b *consumer.Group
+		bStarted := make(chan error, 1)
+		t.Cleanup(func() {
+			if a != nil {
+				a.Abandon()
+			}
+			if err := <-bStarted; err == nil {
+				b.Abandon()
+			}
+		})
+		go func() {
+			select {
+			case <-aAll:
+			case <-time.After(15 * time.Second):
+				bStarted <- errors.New("a: not all 6 partitions")
+				return
+			}
+			// b gets its 3 only after a revoked 3 and rejoined.
+			var err error
+			b, err = consumer.StartGroup(bCfg)
+			bStarted <- err
+		}()
+		var err error
+		if a, err = consumer.StartGroup(aCfg); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-bHalf:
+		case <-time.After(15 * time.Second):
+			t.Fatal("b: not 3 partitions")
+		}
+	})
+}
+
 // TestGroupCommitOnRevoke: marked offsets are committed when the partitions
 // are revoked (here: on Close, eager range).
 func TestGroupCommitOnRevoke(t *testing.T) {
