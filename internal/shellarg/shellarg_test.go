@@ -13,7 +13,7 @@ func TestQuote(t *testing.T) {
 		"evil\nfake\ttab", "esc\x1b]0;t\x07", "rlo\u202ex", "lone\x9b", "back\\slash\"", "", "組 🙂", "'$'\\'"}
 	for _, id := range ids {
 		q := Quote(id)
-		if strings.ContainsAny(q, "\n\x1b\x07\u202e\x9b") {
+		if strings.ContainsAny(q, "\n\x1b\x07\u202e") || strings.IndexByte(q, 0x9b) >= 0 {
 			t.Errorf("Quote(%q) = %q holds a control character", id, q)
 		}
 		for _, sh := range []string{"bash", "zsh"} {
