@@ -120,18 +120,10 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	// member's defaults, for ended's backoff.
+	// member's timings, for ended's backoff.
+	mc = mc.WithDefaults()
 	e.session = mc.SessionTimeout
-	if e.session <= 0 {
-		e.session = 10 * time.Second
-	}
 	e.backoff = [2]time.Duration{mc.RetryBackoff, mc.MaxRetryBackoff}
-	if e.backoff[0] <= 0 {
-		e.backoff[0] = 100 * time.Millisecond
-	}
-	if e.backoff[1] < e.backoff[0] {
-		e.backoff[1] = max(2*time.Second, e.backoff[0])
-	}
 	mc.ProtocolType = ProtocolType
 	mc.Protocols = func() []member.Protocol {
 		e.mu.Lock()

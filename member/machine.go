@@ -247,10 +247,12 @@ func NewMachine(cfg Config, now time.Time, seed uint64) (*Machine, error) {
 	return m, nil
 }
 
-func withDefaults(cfg Config) (Config, error) {
-	if cfg.Group == "" || cfg.ProtocolType == "" || cfg.Protocols == nil || cfg.Assign == nil {
-		return cfg, errors.New("member: Group, ProtocolType, Protocols and Assign are required")
-	}
+// WithDefaults returns c with each timing setting left at zero
+// (SessionTimeout, RebalanceTimeout, HeartbeatInterval, LostMargin,
+// RetryBackoff, MaxRetryBackoff) set to the value Start uses for it, for
+// code built on a member that needs the same timings.
+func (c Config) WithDefaults() Config {
+	cfg := c
 	if cfg.SessionTimeout <= 0 {
 		cfg.SessionTimeout = 10 * time.Second
 	}
@@ -263,14 +265,22 @@ func withDefaults(cfg Config) (Config, error) {
 	if cfg.LostMargin <= 0 {
 		cfg.LostMargin = cfg.SessionTimeout / 5
 	}
-	if cfg.HeartbeatInterval >= cfg.SessionTimeout-cfg.LostMargin {
-		return cfg, errors.New("member: HeartbeatInterval must be well below SessionTimeout-LostMargin")
-	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
 	}
 	if cfg.MaxRetryBackoff < cfg.RetryBackoff {
 		cfg.MaxRetryBackoff = max(2*time.Second, cfg.RetryBackoff)
+	}
+	return cfg
+}
+
+func withDefaults(cfg Config) (Config, error) {
+	if cfg.Group == "" || cfg.ProtocolType == "" || cfg.Protocols == nil || cfg.Assign == nil {
+		return cfg, errors.New("member: Group, ProtocolType, Protocols and Assign are required")
+	}
+	cfg = cfg.WithDefaults()
+	if cfg.HeartbeatInterval >= cfg.SessionTimeout-cfg.LostMargin {
+		return cfg, errors.New("member: HeartbeatInterval must be well below SessionTimeout-LostMargin")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
