@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/cluster"
 	"github.com/cohort-dev/cohort/security/authstate"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
@@ -101,7 +101,7 @@ func newEtcdTLS(cc *ClusterConfig) (*etcdTLS, error) {
 	}
 	t := &etcdTLS{certFile: cc.CertFile, keyFile: cc.KeyFile, cfg: &tls.Config{MinVersion: tls.VersionTLS12}}
 	if cc.CAFile != "" {
-		pem, err := os.ReadFile(cc.CAFile)
+		pem, err := tlsconfig.ReadPEMFile(cc.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--etcd-ca: %w", err)
 		}
@@ -131,7 +131,7 @@ func (t *etcdTLS) reload() error {
 	if t.certFile == "" {
 		return fmt.Errorf("etcd client certificate: %w", ErrNotConfigured)
 	}
-	cert, err := tls.LoadX509KeyPair(t.certFile, t.keyFile)
+	cert, err := tlsconfig.LoadKeyPair(t.certFile, t.keyFile)
 	if err != nil {
 		return fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
 	}

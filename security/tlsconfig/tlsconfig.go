@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync/atomic"
 )
@@ -127,7 +128,7 @@ func (s *Server) RequiresClientCert() bool { return s.cfg.ClientAuth == tls.Requ
 // Connections already established keep what they were verified with; new
 // handshakes get the new certificate and are verified against the new CAs.
 func (s *Server) Reload() error {
-	cert, err := tls.LoadX509KeyPair(s.opts.CertFile, s.opts.KeyFile)
+	cert, err := LoadKeyPair(s.opts.CertFile, s.opts.KeyFile)
 	if err != nil {
 		// The error names the files, never their contents.
 		return fmt.Errorf("loading TLS certificate %s and key %s: %w", s.opts.CertFile, s.opts.KeyFile, err)
@@ -136,13 +137,13 @@ func (s *Server) Reload() error {
 		cert.Leaf, _ = x509.ParseCertificate(cert.Certificate[0])
 	}
 	var verifying *tls.Config
+	var caPEM []byte
 	if s.cfg.ClientAuth != tls.NoClientCert {
-		pem, err := os.ReadFile(s.opts.ClientCAFile)
-		if err != nil {
+		if caPEM, err = ReadPEMFile(s.opts.ClientCAFile); err != nil {
 			return fmt.Errorf("TLS client CA: %w", err)
 		}
 		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		if !pool.AppendCertsFromPEM(caPEM) {
 			return fmt.Errorf("TLS client CA %s: no PEM certificate in it", s.opts.ClientCAFile)
 		}
 		if s.cfg.ClientCAs == nil {
@@ -155,25 +156,62 @@ func (s *Server) Reload() error {
 	if verifying != nil {
 		s.verifying.Store(verifying)
 	}
-	s.peers.Store(peerRoots(cert, s.opts.ClientCAFile))
+	s.peers.Store(peerRoots(cert, caPEM))
 	return nil
 }
 
+// MaxPEMFile bounds the size of a certificate, key or CA file: a few
+// kilobytes each in practice, and some hundreds for a large CA bundle
+// (the system's, about 200 KiB). A larger file, or a path that reads
+// without end (/dev/zero, by mistake), is refused after this many bytes
+// instead of being read into memory whole.
+const MaxPEMFile = 4 << 20
+
+// ReadPEMFile reads a certificate, key or CA file of at most MaxPEMFile
+// bytes. It works for pipes too (a shell's process substitution), which
+// can be read only once. Its errors name the file, never its content.
+func ReadPEMFile(name string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxPEMFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxPEMFile {
+		return nil, fmt.Errorf("%s: larger than %d MiB, too large for a PEM file", name, MaxPEMFile>>20)
+	}
+	return data, nil
+}
+
+// LoadKeyPair reads a certificate chain and its private key from two PEM
+// files, as tls.LoadX509KeyPair, reading each through ReadPEMFile.
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := ReadPEMFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := ReadPEMFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
 // peerRoots is the pool that verifies other nodes of the same cluster when
-// this node is their client (the web console): the system's CAs, the client
-// CA file (a private CA usually signs nodes and clients alike), and every
-// certificate of this node's own certificate file (its chain, and the leaf
-// itself for nodes sharing one self-signed certificate).
-func peerRoots(cert tls.Certificate, clientCAFile string) *x509.CertPool {
+// this node is their client (the web console): the system's CAs, those of
+// the client CA file (caPEM: a private CA usually signs nodes and clients
+// alike), and every certificate of this node's own certificate file (its
+// chain, and the leaf itself for nodes sharing one self-signed
+// certificate).
+func peerRoots(cert tls.Certificate, caPEM []byte) *x509.CertPool {
 	pool, err := x509.SystemCertPool()
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
 	}
-	if clientCAFile != "" {
-		if pem, err := os.ReadFile(clientCAFile); err == nil {
-			pool.AppendCertsFromPEM(pem)
-		}
-	}
+	pool.AppendCertsFromPEM(caPEM)
 	for _, der := range cert.Certificate {
 		if c, err := x509.ParseCertificate(der); err == nil {
 			pool.AddCert(c)

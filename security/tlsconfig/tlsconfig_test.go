@@ -248,3 +248,57 @@ func TestReloadClientCAs(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRefusesHugeFile: a certificate, key or CA file is read up to
+// MaxPEMFile bytes and no further, so that a path given by mistake (a log,
+// a disk image, /dev/zero) fails the reload instead of filling the memory;
+// the pair in use stays. (The file here is a good certificate followed by
+// 64 MiB of zeros, which a whole read accepted.)
+func TestReloadRefusesHugeFile(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	first, second := ca.Server(t, "first"), ca.Server(t, "second")
+	dir := t.TempDir()
+	certFile, keyFile, caFile := dir+"/tls.crt", dir+"/tls.key", dir+"/ca.pem"
+	copyFile(t, first.CertFile, certFile)
+	copyFile(t, first.KeyFile, keyFile)
+	copyFile(t, ca.CertFile, caFile)
+	s, err := New(Options{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientAuth: ClientAuthRequested})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, second.KeyFile, keyFile)
+	for _, huge := range []string{certFile, caFile} {
+		copyFile(t, second.CertFile, certFile)
+		copyFile(t, ca.CertFile, caFile)
+		if err := os.Truncate(huge, 64<<20); err != nil { // sparse: no disk used
+			t.Fatal(err)
+		}
+		err := s.Reload()
+		if err == nil || !strings.Contains(err.Error(), "too large") {
+			t.Fatalf("reload with a 64 MiB %s: %v, want an error saying it is too large", huge, err)
+		}
+		if cn := s.Certificate().Leaf.Subject.CommonName; cn != "first" {
+			t.Fatalf("after a refused reload the certificate is %q, want first", cn)
+		}
+	}
+	copyFile(t, second.CertFile, certFile)
+	copyFile(t, ca.CertFile, caFile)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if cn := s.Certificate().Leaf.Subject.CommonName; cn != "second" {
+		t.Fatalf("the next good reload serves %q, want second", cn)
+	}
+}
+
+// copyFile writes src's content to dst.
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
