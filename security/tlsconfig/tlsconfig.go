@@ -7,8 +7,10 @@
 package tlsconfig
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -169,7 +171,11 @@ const MaxPEMFile = 4 << 20
 
 // ReadPEMFile reads a certificate, key or CA file of at most MaxPEMFile
 // bytes. It works for pipes too (a shell's process substitution), which
-// can be read only once. Its errors name the file, never its content.
+// can be read only once. A file with a PEM block that does not decode
+// whole is refused: Go's PEM readers skip such a block, so a file read
+// while an editor or a script rewrote it in place loaded as if its last
+// certificates were not there (a chain without its intermediate, a CA
+// bundle short of a CA). Its errors name the file, never its content.
 func ReadPEMFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
@@ -183,7 +189,28 @@ func ReadPEMFile(name string) ([]byte, error) {
 	if len(data) > MaxPEMFile {
 		return nil, fmt.Errorf("%s: larger than %d MiB, too large for a PEM file", name, MaxPEMFile>>20)
 	}
+	if bad, all := cutBlocks(data); bad > 0 {
+		return nil, fmt.Errorf("%s: %d of its %d PEM blocks are cut short or malformed (was it read while being written?)", name, bad, all)
+	}
 	return data, nil
+}
+
+// cutBlocks counts the PEM blocks data begins (a -----BEGIN line) and
+// those of them that do not decode.
+func cutBlocks(data []byte) (bad, all int) {
+	// pem.Decode takes a BEGIN line only at the start of a line.
+	all = bytes.Count(data, []byte("\n-----BEGIN "))
+	if bytes.HasPrefix(data, []byte("-----BEGIN ")) {
+		all++
+	}
+	good := 0
+	for rest := data; ; good++ {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+	}
+	return max(all-good, 0), all
 }
 
 // LoadKeyPair reads a certificate chain and its private key from two PEM

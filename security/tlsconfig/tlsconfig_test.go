@@ -2,6 +2,7 @@ package tlsconfig
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"crypto/x509/pkix"
 	"net"
 	"os"
@@ -300,5 +301,84 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 	if err := os.WriteFile(dst, b, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReloadRefusesHalfWrittenFile: a file rewritten in place (an editor,
+// `cat new > file`) can be read half written. Go's PEM readers skip a block
+// cut short, so such a read loaded a certificate file as its leaf without
+// the intermediate after it, and a CA file without its last CAs, whose
+// clients were then refused. The reload now fails and keeps what is in use;
+// the next reload of the whole file takes it.
+func TestReloadRefusesHalfWrittenFile(t *testing.T) {
+	root := testpki.NewCA(t, "root")
+	caA, caB := testpki.NewCA(t, "clients-a"), testpki.NewCA(t, "clients-b")
+	first, second := root.Server(t, "first"), root.Server(t, "second")
+	dir := t.TempDir()
+	certFile, keyFile, caFile := dir+"/tls.crt", dir+"/tls.key", dir+"/ca.pem"
+	read := func(name string) []byte {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	write := func(name string, b []byte) {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Leaf and the CA after it: a chain of two.
+	chain1 := append(read(first.CertFile), root.CertPEM...)
+	chain2 := append(read(second.CertFile), root.CertPEM...)
+	bundle := append(read(caA.CertFile), read(caB.CertFile)...)
+	write(certFile, chain1)
+	write(keyFile, read(first.KeyFile))
+	write(caFile, bundle)
+	s, err := New(Options{CertFile: certFile, KeyFile: keyFile, ClientCAFile: caFile, ClientAuth: ClientAuthRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusts := func(ca *testpki.CA) bool {
+		c := ca.Client(t, pkix.Name{CommonName: "alice"})
+		leaf, err := x509.ParseCertificate(c.TLS.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: s.verifying.Load().ClientCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err == nil
+	}
+	if !trusts(caA) || !trusts(caB) {
+		t.Fatal("before any reload: want both client CAs trusted")
+	}
+	write(keyFile, read(second.KeyFile))
+	// The certificate file read with its second block half written.
+	write(certFile, chain2[:len(chain2)-len(root.CertPEM)/2])
+	err = s.Reload()
+	if err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("reload of a chain whose second certificate is cut short: %v (served %d certificates), want an error", err, len(s.Certificate().Certificate))
+	}
+	if strings.Contains(err.Error(), "MII") {
+		t.Fatalf("error %q shows the file's content", err)
+	}
+	if cn, n := s.Certificate().Leaf.Subject.CommonName, len(s.Certificate().Certificate); cn != "first" || n != 2 {
+		t.Fatalf("after a refused reload: serving %q with %d certificates, want first with 2", cn, n)
+	}
+	// The CA file read with its second CA half written.
+	write(certFile, chain2)
+	write(caFile, bundle[:len(bundle)-100])
+	if err := s.Reload(); err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("reload of a CA file whose second CA is cut short: %v (client CA b trusted: %v), want an error", err, trusts(caB))
+	}
+	if !trusts(caB) || s.Certificate().Leaf.Subject.CommonName != "first" {
+		t.Fatal("a refused reload changed the client CAs or the certificate in use")
+	}
+	// The writes finish: the next reload takes the files.
+	write(caFile, bundle)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if cn, n := s.Certificate().Leaf.Subject.CommonName, len(s.Certificate().Certificate); cn != "second" || n != 2 || !trusts(caA) || !trusts(caB) {
+		t.Fatalf("after the writes: serving %q with %d certificates, want second with 2 and both client CAs", cn, n)
 	}
 }
