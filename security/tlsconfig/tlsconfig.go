@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 )
 
@@ -224,7 +225,27 @@ func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil && encryptedKey(keyPEM) {
+		// Go's own error reads as a malformed file.
+		return cert, fmt.Errorf("%s: the private key is encrypted with a passphrase, which cohort cannot use: give it the key decrypted (openssl pkey -in KEY -out NEW), readable by its user only", keyFile)
+	}
+	return cert, err
+}
+
+// encryptedKey reports whether keyPEM holds a passphrase-protected private
+// key: PKCS #8's ENCRYPTED PRIVATE KEY, or the older OpenSSL form whose
+// Proc-Type header says ENCRYPTED.
+func encryptedKey(keyPEM []byte) bool {
+	for rest := keyPEM; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if b.Type == "ENCRYPTED PRIVATE KEY" || strings.Contains(b.Headers["Proc-Type"], "ENCRYPTED") {
+			return true
+		}
+	}
 }
 
 // peerRoots is the pool that verifies other nodes of the same cluster when

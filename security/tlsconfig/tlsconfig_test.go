@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"net"
 	"os"
 	"strings"
@@ -380,5 +381,42 @@ func TestReloadRefusesHalfWrittenFile(t *testing.T) {
 	}
 	if cn, n := s.Certificate().Leaf.Subject.CommonName, len(s.Certificate().Certificate); cn != "second" || n != 2 || !trusts(caA) || !trusts(caB) {
 		t.Fatalf("after the writes: serving %q with %d certificates, want second with 2 and both client CAs", cn, n)
+	}
+}
+
+// TestEncryptedKeyIsNamed: a passphrase-protected key (PKCS #8's ENCRYPTED
+// PRIVATE KEY, or OpenSSL's older Proc-Type: 4,ENCRYPTED) is refused with
+// an error that says so and how to decrypt it, where Go's own error was an
+// ASN.1 structure error that read as a corrupt file; a reload to such a key
+// keeps the pair in use.
+func TestEncryptedKeyIsNamed(t *testing.T) {
+	ca := testpki.NewCA(t, "ca")
+	first := ca.Server(t, "first")
+	dir := t.TempDir()
+	certFile, keyFile := dir+"/tls.crt", dir+"/tls.key"
+	copyFile(t, first.CertFile, certFile)
+	copyFile(t, first.KeyFile, keyFile)
+	s, err := New(Options{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("0123456789abcdef0123456789abcdef") // ciphertext, as far as Go can tell
+	for name, block := range map[string]*pem.Block{
+		"PKCS #8":    {Type: "ENCRYPTED PRIVATE KEY", Bytes: body},
+		"Proc-Type:": {Type: "RSA PRIVATE KEY", Headers: map[string]string{"Proc-Type": "4,ENCRYPTED", "DEK-Info": "AES-256-CBC,00112233445566778899AABBCCDDEEFF"}, Bytes: body},
+	} {
+		if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Reload()
+		if err == nil || !strings.Contains(err.Error(), "encrypted with a passphrase") || !strings.Contains(err.Error(), keyFile) {
+			t.Fatalf("%s: reload with an encrypted key: %v, want an error naming the file and saying the key is encrypted", name, err)
+		}
+		if s.Certificate().Leaf.Subject.CommonName != "first" {
+			t.Fatalf("%s: the pair in use was dropped", name)
+		}
+		if _, err := New(Options{CertFile: certFile, KeyFile: keyFile}); err == nil || !strings.Contains(err.Error(), "encrypted with a passphrase") {
+			t.Fatalf("%s: start with an encrypted key: %v", name, err)
+		}
 	}
 }
