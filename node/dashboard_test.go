@@ -18,6 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
+	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -80,9 +83,18 @@ func exportedFamilies(t *testing.T) map[string]*family {
 	waitMetric(t, n.HTTPAddr(), 5*time.Second, above(0), "cohort_server_request_errors_total")
 	add(scrapeMetrics(t, n.HTTPAddr()))
 
-	// A node with a SASL listener: the families by SASL mechanism.
+	// A node with SASL listeners, one over TLS: the families by SASL
+	// mechanism, and those of its certificate.
 	scfg := secureConfig(t, memstore.New())
 	scfg.HTTPListen = "127.0.0.1:0"
+	ca := testpki.NewCA(t, "ca")
+	pair := ca.Server(t, "cohort")
+	srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: pair.CertFile, KeyFile: pair.KeyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg.Listeners = append(scfg.Listeners, server.Listener{Protocol: server.ProtocolSASLSSL, Addr: "127.0.0.1:0"})
+	scfg.Security.TLS = srvTLS
 	sn := startLoaded(t, scfg)
 	defer sn.Close()
 	add(scrapeMetrics(t, sn.HTTPAddr()))

@@ -56,7 +56,7 @@ func TestClusterEtcdTLS(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func(ca, cert, key string) (*Node, error) {
-		return Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2, Logger: quiet,
+		return Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2, Logger: quiet,
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), CAFile: ca, CertFile: cert, KeyFile: key,
 				LeaseTTL: 5 * time.Second, DialTimeout: 3 * time.Second}})
 	}
@@ -96,6 +96,22 @@ func TestClusterEtcdTLS(t *testing.T) {
 	put(second.CertFile, second.KeyFile)
 	if err := n.ReloadEtcdTLS(); err != nil {
 		t.Fatalf("reload: %v", err)
+	}
+	// The reloads are counted, and the expiry exported is the new
+	// certificate's.
+	s := scrapeMetrics(t, n.HTTPAddr())
+	for _, want := range []struct {
+		name   string
+		labels []string
+		v      float64
+	}{
+		{"cohort_reloads_total", []string{"files", "etcd_tls", "result", "failed"}, 1},
+		{"cohort_reloads_total", []string{"files", "etcd_tls", "result", "reloaded"}, 1},
+		{"cohort_tls_certificate_expiry_timestamp_seconds", []string{"certificate", "etcd"}, float64(second.TLS.Leaf.NotAfter.Unix())},
+	} {
+		if v := s.value(want.name, want.labels...); v != want.v {
+			t.Errorf("%s%v: %v, want %v", want.name, want.labels, v, want.v)
+		}
 	}
 
 	// etcd now trusts only the second CA: every connection is made again.

@@ -30,6 +30,7 @@ type nodeCollector struct {
 	groups, members, owned, loading *prometheus.Desc
 	leaseValid, leaseSessions       *prometheus.Desc
 	clusterNodes                    *prometheus.Desc
+	certExpiry                      *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -47,6 +48,8 @@ func newNodeCollector(n *Node) *nodeCollector {
 		leaseSessions: d("cohort_cluster_lease_sessions_total",
 			"Cluster mode: etcd leases this node was granted (one per session; each one after the first follows a lost lease)."),
 		clusterNodes: d("cohort_cluster_nodes", "Cluster mode: live nodes registered in etcd, this one included."),
+		certExpiry: d("cohort_tls_certificate_expiry_timestamp_seconds",
+			"When the certificate this node presents expires (its NotAfter, Unix seconds): listeners (SSL, SASL_SSL, HTTPS) and etcd (its client certificate); the one in use, the last that loaded.", "certificate"),
 	}
 }
 
@@ -60,6 +63,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.leaseSessions
 		ch <- c.clusterNodes
 	}
+	ch <- c.certExpiry
 }
 
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -100,6 +104,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.leaseValid, prometheus.GaugeValue, valid)
 		ch <- prometheus.MustNewConstMetric(c.leaseSessions, prometheus.CounterValue, float64(cl.c.Sessions()))
 		ch <- prometheus.MustNewConstMetric(c.clusterNodes, prometheus.GaugeValue, float64(len(cl.c.Brokers())))
+	}
+	for name, cert := range c.n.certificates() {
+		if l := leaf(cert); l != nil {
+			ch <- prometheus.MustNewConstMetric(c.certExpiry, prometheus.GaugeValue, float64(l.NotAfter.Unix()), name)
+		}
 	}
 }
 

@@ -181,7 +181,9 @@ type Node struct {
 	cl       *clusterMode // nil unless cluster mode
 	cm       *clusterMetrics
 	rm       *rebalanceMetrics // nil with DisableMetrics
-	auth     *authstate.State
+	// reloads is cohort_reloads_total; nil with DisableMetrics.
+	reloads *prometheus.CounterVec
+	auth    *authstate.State
 	// oauthKeys rereads OAUTHBEARER's JWKS file; nil without OAUTHBEARER.
 	oauthKeys sasl.Reloader
 	done      chan error
@@ -342,6 +344,9 @@ func Start(cfg Config) (*Node, error) {
 	sec, err := n.openSecurity(listeners)
 	if err != nil {
 		return nil, err
+	}
+	if reg != nil {
+		n.reloads = newReloadCounter(reg, n.reloadable())
 	}
 	gcfg := cfg.Group
 	if gcfg.Topics == nil {
@@ -546,7 +551,7 @@ func (n *Node) ReloadTLS() error {
 	if n.cfg.Security == nil || n.cfg.Security.TLS == nil {
 		return fmt.Errorf("TLS: %w", ErrNotConfigured)
 	}
-	return n.cfg.Security.TLS.Reload()
+	return n.countReload(reloadTLS, n.cfg.Security.TLS.Reload())
 }
 
 // ReloadEtcdTLS reads the etcd client certificate and key files
@@ -558,7 +563,7 @@ func (n *Node) ReloadEtcdTLS() error {
 	if n.cl == nil || n.cl.tls == nil {
 		return fmt.Errorf("etcd client certificate: %w", ErrNotConfigured)
 	}
-	return n.cl.tls.reload()
+	return n.countReload(reloadEtcdTLS, n.cl.tls.reload())
 }
 
 // ErrNotConfigured is returned by ReloadTLS, ReloadEtcdTLS and
@@ -573,7 +578,7 @@ func (n *Node) ReloadOAuthKeys() error {
 	if n.oauthKeys == nil {
 		return fmt.Errorf("OAUTHBEARER: %w", ErrNotConfigured)
 	}
-	return n.oauthKeys.Reload()
+	return n.countReload(reloadOAuthJWKS, n.oauthKeys.Reload())
 }
 
 // ErrNoBackup is returned by Backup for a node whose state is not in its

@@ -75,15 +75,21 @@ type Pair struct {
 
 // Server issues a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Server(t testing.TB, name string) Pair {
-	return ca.issue(t, pkix.Name{CommonName: name}, true)
+	return ca.issue(t, pkix.Name{CommonName: name}, true, time.Now().Add(24*time.Hour))
+}
+
+// ServerUntil issues a server certificate for 127.0.0.1, ::1 and localhost
+// that expires at notAfter.
+func (ca *CA) ServerUntil(t testing.TB, name string, notAfter time.Time) Pair {
+	return ca.issue(t, pkix.Name{CommonName: name}, true, notAfter)
 }
 
 // Client issues a client certificate with the given subject.
 func (ca *CA) Client(t testing.TB, subject pkix.Name) Pair {
-	return ca.issue(t, subject, false)
+	return ca.issue(t, subject, false, time.Now().Add(24*time.Hour))
 }
 
-func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Pair {
+func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool, notAfter time.Time) Pair {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -94,7 +100,7 @@ func (ca *CA) issue(t testing.TB, subject pkix.Name, server bool) Pair {
 		SerialNumber: big.NewInt(ca.serial),
 		Subject:      subject,
 		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
 	if server {
