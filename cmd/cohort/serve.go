@@ -738,7 +738,8 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	// rotation that signals as soon as the port answers must find it
 	// handled (queued until the node is up), not the signal's default
 	// action (exit) or, for a process started under nohup, an ignored signal.
-	// SIGINT and SIGTERM keep their default action until the node is up.
+	// SIGINT and SIGTERM end the process at once until the node is up
+	// (watchStopDuringStart); from then on they stop it cleanly.
 	// Each kind of signal has a channel of its own: the signal package
 	// drops a signal that finds its channel full, so a stop signal sharing
 	// one slot with a SIGHUP or SIGUSR1 not yet taken was lost. A repeat
@@ -752,7 +753,12 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		signal.Notify(backupSig, backupSignal)
 		defer signal.Stop(backupSig)
 	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(stop)
+	started := watchStopDuringStart(stop, log)
 	n, err := node.Start(nodeCfg)
+	started()
 	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
 		return usageError{err}
 	} else if err != nil {
@@ -769,9 +775,6 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 			log.Debug("collector heap floor back to its usual value after loading", "floor_mib", normalFloor>>20)
 		}()
 	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(stop)
 	// Reloads read files (certificates, the JWKS file), which can hang (a
 	// network mount): they run on a goroutine of their own, so that a stop
 	// signal is acted on meanwhile (one still under way when the node
