@@ -150,3 +150,38 @@ func TestWALFillOnlyInTheStore(t *testing.T) {
 		t.Error("within")
 	}
 }
+
+// TestCheckpointPrivateWhileWritten: the copy's directory is private (0700)
+// from its creation, not only once it is complete: a directory readable by
+// others while the tables are linked and the WAL copied let another local
+// user open the files (SCRAM credentials among them) and keep them open
+// after a later chmod. Every file created in the copy finds it private.
+func TestCheckpointPrivateWhileWritten(t *testing.T) {
+	root := t.TempDir()
+	backups := filepath.Join(root, "backups")
+	if err := os.Mkdir(backups, 0o755); err != nil { // an existing --backup-dir keeps its mode
+		t.Fatal(err)
+	}
+	backup := filepath.Join(backups, "b1")
+	var seen []string
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && within(backup, op.Path) {
+			if fi, err := os.Stat(backup); err == nil && fi.Mode().Perm() != 0o700 {
+				seen = append(seen, fmt.Sprintf("%s created in a directory of mode %v", filepath.Base(op.Path), fi.Mode().Perm()))
+			}
+		}
+		return nil
+	}))
+	s := openT(t, Options{Dir: filepath.Join(root, "data"), fs: fs})
+	defer s.Close()
+	appendN(t, s, 0, 50, "v")
+	if err := s.Checkpoint(context.Background(), backup); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) > 0 {
+		t.Errorf("the copy was readable by others while it was written: %v", seen)
+	}
+	if fi, err := os.Stat(backup); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("%s: mode %v (%v), want 0700", backup, fi.Mode().Perm(), err)
+	}
+}

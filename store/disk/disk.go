@@ -1013,19 +1013,15 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) error {
 		return err
 	}
 	err := s.run(ctx, func() error {
-		// The engine makes the copy and its missing parents readable by
-		// everyone (0755); like the store, they are made private. The
-		// missing parents first, then the copy itself once it exists.
+		// Like the store, the copy and its missing parents are private:
+		// the parents are made here, the copy by the engine through
+		// failStopFS.MkdirAll, which creates it 0700 before any file is
+		// put in it.
 		if err := s.base.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 			return err
 		}
 		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 			return err
-		}
-		if s.base == vfs.Default {
-			if err := os.Chmod(dir, 0o700); err != nil {
-				return err
-			}
 		}
 		return writeFileDurably(s.base, dir, markerName, []byte(markerContent))
 	})

@@ -129,8 +129,13 @@ func (fs *failStopFS) Rename(oldname, newname string) error {
 	return fs.check("rename", newname, fs.FS.Rename(oldname, newname))
 }
 
-func (fs *failStopFS) MkdirAll(dir string, perm os.FileMode) error {
-	return fs.check("mkdir", dir, fs.FS.MkdirAll(dir, perm))
+// MkdirAll creates the directories the engine asks for private (0700)
+// whatever mode it asks (0755): a Checkpoint's copy holds what the store
+// holds, SCRAM credentials included, and was readable by everyone from its
+// creation until it was complete, long enough for another local user to
+// open its files and keep them. A directory that exists keeps its mode.
+func (fs *failStopFS) MkdirAll(dir string, _ os.FileMode) error {
+	return fs.check("mkdir", dir, fs.FS.MkdirAll(dir, 0o700))
 }
 
 func (fs *failStopFS) Unwrap() vfs.FS { return fs.FS }
