@@ -185,3 +185,33 @@ func TestCheckpointPrivateWhileWritten(t *testing.T) {
 		t.Errorf("%s: mode %v (%v), want 0700", backup, fi.Mode().Perm(), err)
 	}
 }
+
+// TestCheckpointMarkerFailureRemovesTheCopy: a backup disk that fills up
+// only when the marker is written (the tables and log fitted) fails the
+// Checkpoint, and the copy, which can never be opened without its marker, is
+// removed as the engine removes one that failed earlier, rather than left
+// taking the backup disk's space.
+func TestCheckpointMarkerFailureRemovesTheCopy(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasPrefix(op.Path, "/backup/") && strings.HasSuffix(op.Path, markerName+".tmp") &&
+			op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return syscall.ENOSPC
+		}
+		return nil
+	}))
+	s := openT(t, Options{Dir: "/store", fs: fs})
+	defer s.Close()
+	appendN(t, s, 0, 20, "v")
+	if err := s.Checkpoint(context.Background(), "/backup/b1"); err == nil {
+		t.Fatal("a checkpoint whose marker could not be written succeeded")
+	}
+	if names, err := mem.List("/backup/b1"); err == nil {
+		t.Errorf("the copy without its marker was left: %v", names)
+	}
+	select {
+	case <-s.Failed():
+		t.Fatalf("the store failed with its checkpoint: %v", s.Err())
+	default:
+	}
+}

@@ -1023,7 +1023,14 @@ func (s *Store) Checkpoint(ctx context.Context, dir string) error {
 		if err := s.db.Checkpoint(dir, pebble.WithFlushedWAL()); err != nil {
 			return err
 		}
-		return writeFileDurably(s.base, dir, markerName, []byte(markerContent))
+		if err := writeFileDurably(s.base, dir, markerName, []byte(markerContent)); err != nil {
+			// A copy without its marker is refused by Open: remove it,
+			// as the engine removes one whose writing failed, rather
+			// than leave it taking the backup disk's space.
+			_ = s.base.RemoveAll(dir)
+			return err
+		}
+		return nil
 	})
 	if err != nil && !errors.Is(err, ErrStorage) && ctx.Err() == nil {
 		err = fmt.Errorf("disk: checkpoint of %s into %s: %w", s.dir, dir, err)
