@@ -2,6 +2,7 @@ package disk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -213,5 +214,48 @@ func TestCheckpointMarkerFailureRemovesTheCopy(t *testing.T) {
 	case <-s.Failed():
 		t.Fatalf("the store failed with its checkpoint: %v", s.Err())
 	default:
+	}
+}
+
+// TestCheckpointCutShortIsExplained: a copy cut short (a crash or kill
+// during a backup, before its marker) is refused, and the refusal says what
+// it most likely is, whatever point the copy had reached: it used to call a
+// cohort backup "a pebble database created by another program", or, cut
+// before the engine's MANIFEST was copied, give no hint at all.
+func TestCheckpointCutShortIsExplained(t *testing.T) {
+	root := t.TempDir()
+	s := openT(t, Options{Dir: filepath.Join(root, "data"), memTableSize: 64 << 10})
+	appendN(t, s, 0, 300, "v")
+	if err := s.Checkpoint(context.Background(), filepath.Join(root, "full")); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	names := dirNames(t, filepath.Join(root, "full"))
+	for stage, keep := range map[string]func(string) bool{
+		"all but the marker": func(n string) bool { return n != markerName },
+		"before the manifest": func(n string) bool {
+			return strings.HasPrefix(n, "OPTIONS-") || strings.HasPrefix(n, "marker.format-version.")
+		},
+	} {
+		dir := filepath.Join(root, strings.ReplaceAll(stage, " ", "-"))
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if !keep(n) {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(root, "full", n))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Open(Options{Dir: dir, Logger: discard})
+		if !errors.Is(err, ErrNotStore) || !strings.Contains(err.Error(), "backup cut short") {
+			t.Errorf("%s: Open = %v, want ErrNotStore saying it may be a backup cut short", stage, err)
+		}
 	}
 }

@@ -424,8 +424,12 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 			"or another format version: %s", ErrStorage, marker, content, adviceDamaged)
 	case len(others) > 0:
 		hint := ""
-		if slices.ContainsFunc(others, func(n string) bool { return strings.HasPrefix(n, "MANIFEST-") }) {
-			hint = " (the files look like a pebble database created by another program)"
+		if slices.ContainsFunc(others, enginesFile) {
+			// A backup (Checkpoint) writes its marker last: one cut
+			// short at any point is the engine's files alone.
+			hint = " (the files look like a pebble database without cohort's marker: a cohort backup cut short " +
+				"before its marker was written, which is incomplete (take the backup again, or restore an earlier " +
+				"one), or a database created by another program)"
 		}
 		return false, fmt.Errorf("%w: %s has no %s file but contains %d other files, e.g. %q%s: "+
 			"point the store (cohort serve --data-dir) at an empty or missing directory, or move the contents aside",
@@ -435,6 +439,23 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 		return false, fmt.Errorf("%w: write %s: %v", ErrStorage, marker, err)
 	}
 	return false, nil
+}
+
+// enginesFile reports whether name is one the engine writes in a store's
+// directory (and so in a backup's): its MANIFEST, OPTIONS and marker files,
+// tables, logs and blob files.
+func enginesFile(name string) bool {
+	for _, p := range []string{"MANIFEST-", "OPTIONS-", "marker."} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	for _, x := range []string{".sst", ".log", ".blob"} {
+		if strings.HasSuffix(name, x) {
+			return true
+		}
+	}
+	return false
 }
 
 func readFile(fs vfs.FS, name string) ([]byte, error) {
