@@ -888,8 +888,13 @@ const loadFloorFor = 10 * time.Minute
 
 // backup writes a copy of the node's store into a new directory under dir
 // (SIGUSR1), in the background: the node keeps serving. One at a time; the
-// result is logged.
+// result is logged. In cluster mode there is no store of the node's to copy:
+// the signal says so, whether dir is set or not.
 func backup(n *node.Node, dir string, busy *atomic.Bool, log *slog.Logger) {
+	if n.Cluster() != nil {
+		log.Warn("SIGUSR1: no backup written: in cluster mode the state is in etcd; back it up with etcd's own snapshots (etcdctl snapshot save)")
+		return
+	}
 	if dir == "" {
 		log.Warn("SIGUSR1: no backup written: --backup-dir is not set")
 		return
