@@ -2,10 +2,12 @@ package disk
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -42,6 +44,12 @@ type failStopFS struct {
 	// openRefused is the first write-path failure before the wrapper was
 	// armed (during Open).
 	openRefused atomic.Pointer[error]
+
+	// wals are the store's WAL files open for writing, by name: a read
+	// of one (a Checkpoint's copy) stops where the writes had got to when
+	// it was opened (see Open).
+	walsMu sync.Mutex
+	wals   map[string]*failStopFile
 }
 
 // check reports err if it is nil, the wrapper is not armed yet or name is
@@ -87,12 +95,60 @@ func (fs *failStopFS) wrap(f vfs.File, name string) vfs.File {
 	return &failStopFile{File: f, fs: fs, name: name}
 }
 
+// wrapWAL wraps a file the engine writes from its start (Create,
+// ReuseForWrite) and, if it is a WAL of the store, registers it in fs.wals
+// until it is closed.
+func (fs *failStopFS) wrapWAL(f vfs.File, name string) vfs.File {
+	if f == nil || !isWAL(name) || !within(fs.dir, name) {
+		return fs.wrap(f, name)
+	}
+	ff := &failStopFile{File: f, fs: fs, name: name, wal: true}
+	fs.walsMu.Lock()
+	if fs.wals == nil {
+		fs.wals = map[string]*failStopFile{}
+	}
+	fs.wals[filepath.Clean(name)] = ff
+	fs.walsMu.Unlock()
+	return ff
+}
+
+// Open opens name for reading. A WAL file of the store that is being
+// written is read only up to where its writes had got to: a Checkpoint
+// copies the live WAL while the engine goes on appending to it, and the
+// file holds more than was written (walFillFS writes zeros ahead; a
+// recycled file holds an older log). Read to its end, the copy could get
+// zeros (or the older log) at one offset and, the writes having gone on
+// meanwhile, records further on: a gap that the engine, opening the copy,
+// takes for damage, since those records say that the bytes before them
+// were synced. Cut where the writes were, the copy ends as a crash would
+// leave the log: whole records, then at most one torn one. Every write
+// acknowledged before the Checkpoint began is before that point (it syncs
+// the WAL first).
+func (fs *failStopFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	var writer *failStopFile
+	if isWAL(name) && within(fs.dir, name) {
+		fs.walsMu.Lock()
+		writer = fs.wals[filepath.Clean(name)]
+		fs.walsMu.Unlock()
+	}
+	var upTo int64
+	if writer != nil {
+		// Before the open: whatever is written by then is in the file.
+		upTo = writer.writtenTo()
+	}
+	f, err := fs.FS.Open(name, opts...)
+	if err != nil || writer == nil {
+		return f, err
+	}
+	return &limitedFile{File: f, n: upTo}, nil
+}
+
 func (fs *failStopFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
 	if err = fs.check("create", name, err); err != nil {
 		return nil, err
 	}
-	return fs.wrap(f, name), nil
+	return fs.wrapWAL(f, name), nil
 }
 
 func (fs *failStopFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -118,7 +174,7 @@ func (fs *failStopFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCate
 	if err = fs.check("reuse for write", newname, err); err != nil {
 		return nil, err
 	}
-	return fs.wrap(f, newname), nil
+	return fs.wrapWAL(f, newname), nil
 }
 
 func (fs *failStopFS) Link(oldname, newname string) error {
@@ -148,17 +204,36 @@ type failStopFile struct {
 	fs      *failStopFS
 	name    string
 	written atomic.Bool
+	wal     bool // a WAL file of the store: registered in fs.wals until closed
+
+	mu  sync.Mutex
+	off int64 // where the next Write goes
+	end int64 // the end of what was written, by Write or WriteAt
+}
+
+// writtenTo is the end of what was written to the file so far.
+func (f *failStopFile) writtenTo() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.end
 }
 
 func (f *failStopFile) Write(p []byte) (int, error) {
 	f.written.Store(true)
 	n, err := f.File.Write(p)
+	f.mu.Lock()
+	f.off += int64(n)
+	f.end = max(f.end, f.off)
+	f.mu.Unlock()
 	return n, f.fs.check("write", f.name, err)
 }
 
 func (f *failStopFile) WriteAt(p []byte, off int64) (int, error) {
 	f.written.Store(true)
 	n, err := f.File.WriteAt(p, off)
+	f.mu.Lock()
+	f.end = max(f.end, off+int64(n))
+	f.mu.Unlock()
 	return n, f.fs.check("write", f.name, err)
 }
 
@@ -176,11 +251,50 @@ func (f *failStopFile) SyncTo(length int64) (bool, error) {
 }
 
 func (f *failStopFile) Close() error {
+	if f.wal {
+		f.fs.walsMu.Lock()
+		if k := filepath.Clean(f.name); f.fs.wals[k] == f {
+			delete(f.fs.wals, k)
+		}
+		f.fs.walsMu.Unlock()
+	}
 	err := f.File.Close()
 	if f.written.Load() {
 		return f.fs.check("close", f.name, err)
 	}
 	return err
+}
+
+// limitedFile reads a file only up to n bytes (failStopFS.Open).
+type limitedFile struct {
+	vfs.File
+	n   int64
+	off int64 // of the next Read
+}
+
+func (f *limitedFile) Read(p []byte) (int, error) {
+	if f.off >= f.n {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), f.n-f.off)]
+	n, err := f.File.Read(p)
+	f.off += int64(n)
+	return n, err
+}
+
+func (f *limitedFile) ReadAt(p []byte, off int64) (int, error) {
+	if off >= f.n {
+		return 0, io.EOF
+	}
+	short := int64(len(p)) > f.n-off
+	if short {
+		p = p[:f.n-off]
+	}
+	n, err := f.File.ReadAt(p, off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
 }
 
 // pebbleLogger routes pebble's log lines to slog. Fatalf, which pebble calls
