@@ -634,6 +634,11 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		if s.leaseTTL < 2*time.Second || s.leaseTTL%time.Second != 0 {
 			return usagef("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
 		}
+		if (s.etcdCert == "") != (s.etcdKey == "") {
+			// As --tls-cert-file and --tls-key-file: flags that do not
+			// go together, found before any file is read.
+			return usagef("--etcd-cert and --etcd-key: give both")
+		}
 		var eps []string
 		for _, e := range strings.Split(s.etcd, ",") {
 			if e = strings.TrimSpace(e); e != "" {

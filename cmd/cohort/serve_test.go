@@ -535,6 +535,10 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage},
 		{[]string{"--etcd", "127.0.0.1:1", "--lease-ttl", "1500ms"}, exitUsage},
 		{[]string{"--etcd", "127.0.0.1:1", "--etcd-user", "bob"}, exitUsage}, // no password anywhere
+		// A client certificate without its key, or the key alone, as
+		// --tls-cert-file without --tls-key-file (they exited 1).
+		{[]string{"--etcd", "127.0.0.1:1", "--etcd-cert", "/x"}, exitUsage},
+		{[]string{"--etcd", "127.0.0.1:1", "--etcd-key", "/y"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--offsets-retention-check-interval", "0"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--backup-dir", filepath.Join(data, "d", "backups")}, exitUsage},
 		// Found by the node before it opens anything (they exited 1).
