@@ -73,6 +73,24 @@ func parseListeners(listeners, listen, advertised string, fs *flag.FlagSet) ([]s
 	return ls, eps, nil
 }
 
+// checkAdvertise refuses a malformed --advertise as a usage error, as
+// parseListenerFlags refuses a malformed --advertised-listeners entry: the
+// node checks it too, but only once its listener is bound, and exited 1.
+// Port 0 stands for the bound port, as the node reads it.
+func checkAdvertise(adv string) error {
+	if adv == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(adv)
+	if err != nil {
+		return usagef("--advertise %q: %w", adv, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return usagef("--advertise %q: bad port", adv)
+	}
+	return nil
+}
+
 // securityFlags fills the TLS, SASL and ACL parts of sec from the flags;
 // the bootstrap user's password comes from the environment only. A
 // malformed value, flags that do not go together and a
@@ -624,6 +642,9 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	}
 	listeners, advertisedEPs, err := parseListenerFlags(s.listeners, s.listen, s.advertised, s.fs)
 	if err != nil {
+		return err
+	}
+	if err := checkAdvertise(s.advertise); err != nil {
 		return err
 	}
 	if err := securityFlags(sec, s.tlsCert, s.tlsKey, s.tlsClientCA, s.tlsClientAuth, s.tlsRules, s.saslMechs, s.superUsers); err != nil {

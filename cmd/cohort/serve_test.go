@@ -551,6 +551,10 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "GSSAPI"}, exitUsage},
 		{[]string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--sasl-mechanisms", "OAUTHBEARER"}, exitUsage}, // no --oauth-jwks-file
 		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "SSL://h:1"}, exitUsage},
+		// A malformed --advertise, as a malformed --advertised-listeners
+		// entry (they exited 1, found by the node).
+		{[]string{"--listen", "127.0.0.1:0", "--advertise", "no-port"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:0", "--advertise", "h:99999"}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
 		{[]string{"--listen", taken.Addr().String()}, exitError},
