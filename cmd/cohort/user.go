@@ -122,7 +122,7 @@ func users(e env, cmd string, args []string) error {
 			src = "-"
 		}
 		if src == "-" && c.sec.PasswordFile == "-" {
-			return errors.New("user set: standard input cannot hold both the new password and --sasl-password-file: give one of them in a file")
+			return usagef("user set: standard input cannot hold both the new password and --sasl-password-file: give one of them in a file")
 		}
 		if src == "-" && isTerminal(stdin) {
 			return errors.New("user set: standard input is a terminal, which would echo the password: pipe it in or use --password-file")

@@ -226,3 +226,18 @@ func TestUserSetOnOpenNodeSaysWhy(t *testing.T) {
 		t.Fatalf("user set on an open node: %v, want CLUSTER_AUTHORIZATION_FAILED with the --bootstrap-user hint\n%s", err, out.String())
 	}
 }
+
+// TestUserSetStdinTwiceIsUsage: the new password and the SASL password
+// both from standard input are settings that cannot go together, a usage
+// error (exit 2, docs/cli.md) found before connecting, with the new
+// password's stdin given explicitly or by default.
+func TestUserSetStdinTwiceIsUsage(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--password-file", "-"}} {
+		args := append([]string{"set", "a", "--bootstrap", "127.0.0.1:1", "--sasl-mechanism", "PLAIN",
+			"--sasl-username", "x", "--sasl-password-file", "-"}, extra...)
+		err := users(env{stdin: strings.NewReader("pw\n"), stdout: io.Discard, stderr: io.Discard}, "user", args)
+		if code := exitCode(err, io.Discard); code != exitUsage || err == nil || !strings.Contains(err.Error(), "cannot hold both") {
+			t.Errorf("user %q: exit %d (%v), want %d and the reason", args, code, err, exitUsage)
+		}
+	}
+}
