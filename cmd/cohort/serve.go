@@ -463,6 +463,9 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 				err = fmt.Errorf("--%s %v: want a non-negative duration", f.Name, v)
 			}
 		case int:
+			if f.Name == "partitions" || f.Name == "max-request-bytes" {
+				return // their own ranges, from 1, below
+			}
 			if (v < 0 || v > math.MaxInt32) && err == nil {
 				err = fmt.Errorf("--%s %d: want an integer from 0 to %d", f.Name, v, math.MaxInt32)
 			}
@@ -484,8 +487,8 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 		// as its default, 7 days.
 		return fmt.Errorf("--offsets-retention 0: want a positive duration")
 	}
-	if s.maxFrame < 1 {
-		return fmt.Errorf("--max-request-bytes must be at least 1")
+	if s.maxFrame < 1 || s.maxFrame > math.MaxInt32 {
+		return fmt.Errorf("--max-request-bytes %d: want 1 to %d", s.maxFrame, math.MaxInt32)
 	}
 	if s.etcdCompaction != 0 && s.etcdCompaction < time.Minute {
 		return fmt.Errorf("--etcd-compaction-interval %s: want 0 (never) or at least 1m (a watch falling further behind than one interval reads everything again)", shortDuration(s.etcdCompaction))

@@ -108,6 +108,10 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--partitions", "x"}, nil, "partitions"},
 		{[]string{"--partitions", "0"}, nil, "--partitions 0"},
 		{[]string{"--partitions", "40000"}, nil, "--partitions 40000"},
+		// Their own ranges, not the generic one from 0 (0 is refused).
+		{[]string{"--partitions", "-3"}, nil, "--partitions -3: want 1 to 32767"},
+		{[]string{"--max-request-bytes", "-1"}, nil, "--max-request-bytes -1: want 1 to 2147483647"},
+		{[]string{"--max-request-bytes", "0"}, nil, "--max-request-bytes 0: want 1 to 2147483647"},
 		{[]string{"--node-id", "-1"}, nil, "--node-id -1"},
 		{[]string{"--initial-rebalance-delay", "-3s"}, nil, "--initial-rebalance-delay -3s"},
 		{[]string{"--offsets-retention", "0"}, nil, "--offsets-retention 0: want a positive duration"},
