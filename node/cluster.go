@@ -234,7 +234,7 @@ func (n *Node) openCluster() error {
 	}
 	m := &clusterMode{cli: cli, tls: etls}
 	var c *cluster.Cluster
-	m.st, err = etcdstore.New(etcdstore.Options{Client: cli, Prefix: cc.Prefix, Fenced: true,
+	m.st, err = etcdstore.New(etcdstore.Options{Client: cli, Prefix: cc.Prefix, Fenced: true, Logger: n.log,
 		Valid: func() bool { return c != nil && c.Serving() }})
 	if err != nil {
 		cli.Close()

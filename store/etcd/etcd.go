@@ -36,11 +36,17 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cohort-dev/cohort/store"
 )
@@ -63,7 +69,11 @@ type Options struct {
 	// node must not write anything (its lease is presumed expired).
 	Valid func() bool
 	// MaxTxnOps caps the operations of one transaction (etcd's
-	// --max-txn-ops, default 128).
+	// --max-txn-ops, default 128). If etcd refuses a transaction as too
+	// many operations (it runs with a lower --max-txn-ops), the store
+	// halves the cap, logs so, and writes the same records in smaller
+	// transactions; the same for MaxTxnBytes and a transaction etcd finds
+	// too large.
 	MaxTxnOps int
 	// MaxTxnBytes caps the key and value bytes of one transaction (default
 	// 1 MiB, below etcd's default --max-request-bytes of 1.5 MiB to leave
@@ -72,6 +82,8 @@ type Options struct {
 	MaxTxnBytes int
 	// LoadPageSize is the number of keys read per request by Load (1000).
 	LoadPageSize int64
+	// Logger receives the store's warnings (slog.Default if nil).
+	Logger *slog.Logger
 	// Timeout bounds every etcd request (default 5s): without quorum a write
 	// fails with a retriable error instead of hanging.
 	Timeout time.Duration
@@ -82,6 +94,11 @@ type Store struct {
 	opts   Options
 	cli    *clientv3.Client
 	prefix string
+
+	// txnOps and txnBytes are the caps transactions are packed to:
+	// MaxTxnOps and MaxTxnBytes, lowered when etcd refuses a transaction
+	// as too many operations or too large (lowerLimits).
+	txnOps, txnBytes atomic.Int64
 
 	mu     sync.RWMutex
 	owners map[int32]int64 // partition -> create revision of our ownership key
@@ -128,7 +145,10 @@ func New(opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	return &Store{opts: opts, cli: opts.Client, prefix: opts.Prefix, owners: map[int32]int64{}}, nil
+	s := &Store{opts: opts, cli: opts.Client, prefix: opts.Prefix, owners: map[int32]int64{}}
+	s.txnOps.Store(int64(opts.MaxTxnOps))
+	s.txnBytes.Store(int64(opts.MaxTxnBytes))
+	return s, nil
 }
 
 // OwnerKey is the ownership key of partition p under prefix.
@@ -271,6 +291,7 @@ func (s *Store) appendBatches(ctx context.Context, batches []store.PartitionReco
 	}
 	// Pack into transactions. Compares count against the limit too.
 	for start := 0; start < len(ops); {
+		maxOps, maxBytes := int(s.txnOps.Load()), int(s.txnBytes.Load())
 		var cmps []clientv3.Cmp
 		seen := map[int32]bool{}
 		var thens []clientv3.Op
@@ -284,7 +305,7 @@ func (s *Store) appendBatches(ctx context.Context, batches []store.PartitionReco
 				nc++
 			}
 			sz := len(o.key) + len(o.val) + 16
-			if i > start && (len(thens)+1 > s.opts.MaxTxnOps || nc > s.opts.MaxTxnOps || size+sz > s.opts.MaxTxnBytes) {
+			if i > start && (len(thens)+1 > maxOps || nc > maxOps || size+sz > maxBytes) {
 				break
 			}
 			if newCmp {
@@ -298,12 +319,74 @@ func (s *Store) appendBatches(ctx context.Context, batches []store.PartitionReco
 				thens = append(thens, clientv3.OpPut(string(o.key), string(o.val)))
 			}
 		}
-		if err := s.commit(ctx, cmps, thens); err != nil {
+		err := s.commit(ctx, cmps, thens)
+		if err != nil && len(thens) > 1 && s.lowerLimits(err, len(thens), size) {
+			continue // refused whole, nothing applied: the same records in smaller transactions
+		}
+		if err != nil {
+			if len(thens) == 1 && tooLarge(err) {
+				err = fmt.Errorf("%w (one record of %d bytes: more than etcd's --max-request-bytes)", err, size-16)
+			}
 			return err
 		}
 		start = i
 	}
 	return nil
+}
+
+// lowerLimits learns, from etcd refusing a transaction of ops operations
+// and size bytes as too many operations or too large a request, that etcd
+// runs with a lower --max-txn-ops or --max-request-bytes than the store's
+// options assume: later transactions (and the retry of the refused one,
+// which etcd applied none of) carry at most half as much. It reports
+// whether err was such a refusal.
+func (s *Store) lowerLimits(err error, ops, size int) bool {
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		if lowerTo(&s.txnOps, int64(max(ops/2, 1))) {
+			s.log().Warn("store/etcd: etcd refused a transaction as too many operations: its --max-txn-ops is lower than cohort assumed; transactions now carry fewer operations (raise etcd's --max-txn-ops to 128 or more to avoid the failed attempts)",
+				"operations", ops, "now_at_most", s.txnOps.Load())
+		}
+		return true
+	case tooLarge(err):
+		if lowerTo(&s.txnBytes, int64(max(size/2, 1))) {
+			s.log().Warn("store/etcd: etcd refused a transaction as too large: its --max-request-bytes is lower than cohort assumed; transactions now carry fewer bytes (run etcd with --max-request-bytes of at least 1.5 MiB, its default: a single record over etcd's limit cannot be written)",
+				"bytes", size, "now_at_most", s.txnBytes.Load())
+		}
+		return true
+	}
+	return false
+}
+
+// tooLarge tells whether err is etcd refusing a request as too large: etcd
+// itself when the request exceeds its --max-request-bytes, or, 512 KiB
+// beyond, its gRPC server, which then answers with gRPC's own message.
+func tooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
+}
+
+// lowerTo sets *v to n if n is lower; it reports whether it did.
+func lowerTo(v *atomic.Int64, n int64) bool {
+	for {
+		cur := v.Load()
+		if n >= cur {
+			return false
+		}
+		if v.CompareAndSwap(cur, n) {
+			return true
+		}
+	}
+}
+
+func (s *Store) log() *slog.Logger {
+	if s.opts.Logger != nil {
+		return s.opts.Logger
+	}
+	return slog.Default()
 }
 
 func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, thens []clientv3.Op) error {

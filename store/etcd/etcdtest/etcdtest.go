@@ -35,6 +35,8 @@ type Cluster struct {
 	mu      sync.Mutex
 	members []*embed.Etcd // nil when stopped
 	tls     *TLS          // nil: plain client URLs
+
+	configure func(*embed.Config) // nil: etcd's defaults
 }
 
 // TLS serves a cluster's client URLs over TLS (peer URLs stay plain).
@@ -60,15 +62,22 @@ func freePort(t testing.TB) string { return testport.Reserve(t) }
 // Under -short it skips the test (testwait.WallClock): a test on embedded
 // etcd runs on the wall clock (leases, elections) and is left out of the
 // inner loop.
-func Start(t testing.TB, n int) *Cluster { return start(t, n, nil) }
+func Start(t testing.TB, n int) *Cluster { return start(t, n, nil, nil) }
 
 // StartTLS is Start with the client URLs served over TLS as tc says.
-func StartTLS(t testing.TB, n int, tc TLS) *Cluster { return start(t, n, &tc) }
+func StartTLS(t testing.TB, n int, tc TLS) *Cluster { return start(t, n, &tc, nil) }
 
-func start(t testing.TB, n int, tc *TLS) *Cluster {
+// StartWith is Start with each member's configuration changed by configure
+// before it starts (and restarts): etcd's limits, such as
+// QuotaBackendBytes, MaxRequestBytes or MaxTxnOps.
+func StartWith(t testing.TB, n int, configure func(*embed.Config)) *Cluster {
+	return start(t, n, nil, configure)
+}
+
+func start(t testing.TB, n int, tc *TLS, configure func(*embed.Config)) *Cluster {
 	t.Helper()
 	testwait.WallClock(t, "embedded etcd")
-	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n), tls: tc}
+	c := &Cluster{t: t, dir: t.TempDir(), members: make([]*embed.Etcd, n), tls: tc, configure: configure}
 	scheme := "http://"
 	if tc != nil {
 		scheme = "https://"
@@ -124,6 +133,9 @@ func (c *Cluster) start(i int, state string) error {
 			TrustedCAFile: tc.ClientCAFile, ClientCertAuth: tc.ClientCAFile != ""}
 	}
 	c.mu.Unlock()
+	if c.configure != nil {
+		c.configure(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return fmt.Errorf("etcdtest: starting %s: %w", cfg.Name, err)
