@@ -64,7 +64,9 @@ type Coordinator struct {
 	cfg   Config
 	log   *slog.Logger
 	clock clock.Clock
-	parts []*partition
+	// appendFails bounds the warnings of the committer's failed appends.
+	appendFails failureLog
+	parts       []*partition
 	// loadSlots bounds concurrent partition loads (Config.LoadConcurrency);
 	// nil: unbounded.
 	loadSlots chan struct{}
@@ -302,7 +304,9 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 	code := group.ErrNone
 	if err != nil {
 		code = storeErrorCode(err)
-		c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err)
+		if log, unlogged := c.appendFails.note(c.clock.Now()); log {
+			c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err, "failed_unlogged", unlogged)
+		}
 	}
 	for _, r := range reqs {
 		res := appendResult{writes: r.b.writes, code: code, gen: r.b.gen}

@@ -65,6 +65,8 @@ type loadResult struct {
 type partition struct {
 	c  *Coordinator
 	id int32
+	// appendFails bounds the warnings of the writer's failed appends.
+	appendFails failureLog
 
 	ctls    chan ctl
 	drained chan struct{} // closed when the partition is closed with no batch in flight
@@ -602,7 +604,10 @@ func (p *partition) writer(done chan struct{}) {
 		}
 		if err != nil {
 			code = storeErrorCode(err)
-			p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err)
+			if log, unlogged := p.appendFails.note(p.c.clock.Now()); log {
+				p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err,
+					"failed_unlogged", unlogged)
+			}
 		}
 		p.appendDone(appendResult{writes: b.writes, code: code, gen: b.gen})
 	}
@@ -642,6 +647,34 @@ func (b batch) appendRecords(dst []store.Record) []store.Record {
 		}
 	}
 	return dst
+}
+
+// failureLog bounds the warnings of failed appends to one a minute (of a
+// partition, or of the committer's rounds). A store that refuses every
+// write for a while (etcd out of space, whose NOSPACE alarm stays until
+// an operator disarms it) fails each retry of each client at once: a line
+// each made thousands a second, burying the first one, which says why.
+// cohort_store_append_errors_total counts them all.
+type failureLog struct {
+	mu       sync.Mutex
+	logged   time.Time // when the last warning was logged (zero: none)
+	unlogged int       // failures since, not logged
+}
+
+// failureLogEvery is the least time between two warnings of a failureLog.
+const failureLogEvery = time.Minute
+
+// note records a failure at now: it reports whether to log it, and how
+// many failures went unlogged since the last warning.
+func (f *failureLog) note(now time.Time) (log bool, unlogged int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.logged.IsZero() && now.Sub(f.logged) < failureLogEvery {
+		f.unlogged++
+		return false, 0
+	}
+	unlogged, f.logged, f.unlogged = f.unlogged, now, 0
+	return true, unlogged
 }
 
 // storeErrorCode maps a store failure to the Kafka error clients retry on.
