@@ -233,7 +233,7 @@ func (c Config) Validate() error {
 	case "GSSAPI":
 		return errors.New("SASL GSSAPI (Kerberos) is not supported: use PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
 	default:
-		return fmt.Errorf("unknown SASL mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", c.Mechanism)
+		return fmt.Errorf("unknown SASL mechanism %s: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", quoteWord(c.Mechanism))
 	}
 	return nil
 }

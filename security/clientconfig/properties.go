@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -72,7 +73,7 @@ func fromProperties(props map[string]string) (Config, error) {
 	case "SASL_SSL":
 		c.TLS, useSASL = true, true
 	default:
-		return Config{}, fmt.Errorf("security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", p)
+		return Config{}, fmt.Errorf("security.protocol %s: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", quoteWord(p))
 	}
 	if c.TLS {
 		if err := c.tlsFromProperties(props); err != nil {
@@ -87,6 +88,36 @@ func fromProperties(props map[string]string) (Config, error) {
 	return c, nil
 }
 
+// quoteWord quotes a setting's value for an error if it looks like the
+// word such a setting takes (see settingWord), and otherwise says that the
+// value is not shown.
+func quoteWord(v string) string {
+	if !settingWord(v) {
+		return valueNotShown
+	}
+	return strconv.Quote(v)
+}
+
+const valueNotShown = "(value not shown: not a setting name)"
+
+// settingWord reports whether v looks like the word a setting such as
+// security.protocol takes: letters, digits, '-', '_' and '.', at most 32
+// of them. A value that is not may be two lines run together (a line
+// ending in a backslash continues on the next) whose second holds a
+// password, so errors do not show it.
+func settingWord(v string) bool {
+	if len(v) > 32 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // pemStore returns the location of a Java trust or key store (prefix
 // ssl.truststore or ssl.keystore) if it is a PEM file.
 func pemStore(props map[string]string, prefix string) (string, error) {
@@ -99,6 +130,9 @@ func pemStore(props map[string]string, prefix string) (string, error) {
 		typ = "JKS" // Kafka's default
 	}
 	if typ != "PEM" {
+		if !settingWord(typ) {
+			typ = valueNotShown
+		}
 		return "", fmt.Errorf("%s.type %s is not supported: convert the store to PEM files and set %s.type=PEM", prefix, typ, prefix)
 	}
 	return loc, nil
@@ -142,7 +176,7 @@ func (c *Config) tlsFromProperties(props map[string]string) error {
 		case "", "none":
 			return errors.New("ssl.endpoint.identification.algorithm is empty: turning off host name verification is not supported; set --tls-server-name to the name in the server certificate instead")
 		default:
-			return fmt.Errorf("ssl.endpoint.identification.algorithm %q: want https", alg)
+			return fmt.Errorf("ssl.endpoint.identification.algorithm %s: want https", quoteWord(alg))
 		}
 	}
 	switch v := strings.ToLower(strings.TrimSpace(props["enable.ssl.certificate.verification"])); v {
@@ -150,7 +184,7 @@ func (c *Config) tlsFromProperties(props map[string]string) error {
 	case "false":
 		c.InsecureSkipVerify = true
 	default:
-		return fmt.Errorf("enable.ssl.certificate.verification %q: want true or false", v)
+		return fmt.Errorf("enable.ssl.certificate.verification %s: want true or false", quoteWord(v))
 	}
 	return nil
 }

@@ -122,3 +122,49 @@ func TestLoadPropertiesFile(t *testing.T) {
 		t.Fatalf("missing file: %v", err)
 	}
 }
+
+// TestErrorsWithholdRunTogetherValues: a line that ends in a backslash
+// continues on the next, so a stray one runs a setting's value into the
+// line below, which may hold a password. The error for such a value must
+// not quote it (neither in LoadProperties nor in Validate); a value that
+// merely names something unsupported is still quoted.
+func TestErrorsWithholdRunTogetherValues(t *testing.T) {
+	const next = "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"hunter2\";"
+	for _, tc := range []struct{ name, in, want string }{
+		{"protocol", "security.protocol=SASL_SSL\\\n" + next, "security.protocol"},
+		{"truststore type", "security.protocol=SSL\nssl.truststore.location=/t\nssl.truststore.type=PEM\\\nssl.keystore.password=hunter2", "ssl.truststore.type"},
+		{"keystore type", "security.protocol=SSL\nssl.keystore.location=/k\nssl.keystore.type=PEM\\\nssl.key.password=hunter2", "ssl.keystore.type"},
+		{"endpoint identification", "security.protocol=SSL\nssl.endpoint.identification.algorithm=https\\\nssl.key.password=hunter2", "ssl.endpoint.identification.algorithm"},
+		{"certificate verification", "security.protocol=SSL\nenable.ssl.certificate.verification=true\\\nssl.key.password=hunter2", "enable.ssl.certificate.verification"},
+		{"mechanism", "security.protocol=SASL_SSL\nsasl.username=a\nsasl.password=hunter2\nsasl.mechanism=PLAIN\\\nsasl.password=hunter2", "SASL mechanism"},
+		{"mechanism for the module", "security.protocol=SASL_SSL\n" + next + "\nsasl.mechanism=SCRAM-SHA-256\\\nsasl.password=hunter2", "SASL mechanism"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadProperties(strings.NewReader(tc.in))
+			if err == nil {
+				err = c.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error about %s", err, tc.want)
+			}
+			if strings.Contains(strings.ToLower(err.Error()), "hunter2") {
+				t.Fatalf("error holds the password: %v", err)
+			}
+		})
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"security.protocol=TLS", `security.protocol "TLS"`},
+		{"security.protocol=SSL\nssl.truststore.location=/t\nssl.truststore.type=PKCS12", "ssl.truststore.type PKCS12"},
+		{"security.protocol=SSL\nssl.endpoint.identification.algorithm=ldaps", `ssl.endpoint.identification.algorithm "ldaps"`},
+		{"security.protocol=SSL\nenable.ssl.certificate.verification=yes", `enable.ssl.certificate.verification "yes"`},
+		{"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-1", `unknown SASL mechanism "SCRAM-SHA-1"`},
+	} {
+		c, err := LoadProperties(strings.NewReader(tc.in))
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error with %s", tc.in, err, tc.want)
+		}
+	}
+}
