@@ -1,7 +1,6 @@
 package election
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/cohort-dev/cohort/member"
@@ -54,7 +53,7 @@ func FuzzAssign(f *testing.F) {
 			}
 		}
 		if len(out) != len(g.Members) || writers > 1 || (claimants > 1) != (writers == 0) {
-			t.Fatal(fmt.Sprintf("%d claimants, %d writers: %v", claimants, writers, out))
+			t.Fatalf("%d claimants, %d writers: %v", claimants, writers, out)
 		}
 	})
 }
