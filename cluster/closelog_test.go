@@ -1,42 +1,23 @@
 package cluster_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the node's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestCloseLogsNoWarning: a node that stops hands its partitions over and
 // says so at INFO (why=closing); a WARN there would trip alerts on every
 // clean restart. (A lost lease still warns: the other tests' nodes.)
 func TestCloseLogsNoWarning(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	var logs syncBuffer
+	var logs testlog.Buffer
 	n, err := node.Start(nodeConfig(1, ec.Endpoints(), 3*time.Second,
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {

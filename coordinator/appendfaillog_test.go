@@ -1,12 +1,10 @@
 package coordinator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,9 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAppendFailureLogBounded: a store refusing every write (etcd out of
 // space refuses each at once, until an operator disarms its alarm) fails
@@ -48,7 +30,7 @@ func TestAppendFailureLogBounded(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			st := newGateStore()
-			var logs syncBuffer
+			var logs testlog.Buffer
 			clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 			var s store.Store = appendOnly{st}
 			if multi {

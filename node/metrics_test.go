@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/buildinfo"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
@@ -437,7 +437,7 @@ func TestHTTPListener(t *testing.T) {
 // TestBuildInfo: /metrics has cohort_build_info at 1 with the build's
 // version, revision and Go version, and the start line names the version.
 func TestBuildInfo(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	n := startLoaded(t, Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Store: memstore.New(),
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	defer n.Close()
@@ -458,23 +458,4 @@ func TestBuildInfo(t *testing.T) {
 	if want := fmt.Sprintf("version=%q", buildinfo.String()); !strings.Contains(line, want) && !strings.Contains(line, "version="+buildinfo.String()+" ") {
 		t.Errorf("start line %q lacks %s", line, want)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer that the node's goroutines may write to
-// at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,18 +1,18 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testlog"
 )
 
 // A flexible request may encode a string of any length, but Kafka refuses one
@@ -359,7 +359,7 @@ func stringFields(t reflect.Type) []string {
 // burstLogMax times per window over all connections: a client repeating a
 // request whose answer quotes its over-long id logged a line per request.
 func TestCutStringsLogBounded(t *testing.T) {
-	var buf syncBuffer
+	var buf testlog.Buffer
 	ts := startServer(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
 	long := strings.Repeat("g", maxStringLen)
 	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
@@ -380,23 +380,4 @@ func TestCutStringsLogBounded(t *testing.T) {
 	if n := strings.Count(buf.String(), "strings too long for the protocol cut"); n != burstLogMax {
 		t.Fatalf("%d lines for %d cut answers, want %d", n, 3*burstLogMax, burstLogMax)
 	}
-}
-
-// syncBuffer is a bytes.Buffer the server's goroutines may log to while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
