@@ -171,7 +171,7 @@ func (c *conn) startAuth() bool {
 	if c.l.IsTLS() {
 		if err := c.handshakeTLS(); err != nil {
 			if c.ctx.Err() == nil {
-				c.logAuthFailure("closing connection: authentication failed", "listener", c.l.Name, "reason", err.Error())
+				c.logAuthFailure("closing connection: authentication failed", "reason", err.Error())
 				c.lm.authResult("SSL", false)
 			}
 			return false
@@ -208,7 +208,7 @@ func (c *conn) admit(r *request) bool {
 			return true
 		}
 	case saslBadMech:
-		c.logAuthFailure("closing connection: re-authentication failed", "listener", c.l.Name,
+		c.logAuthFailure("closing connection: re-authentication failed",
 			"principal", c.auth.principal, "reason", fmt.Sprintf("SASL mechanism %s asked for the re-authentication of a %s session", c.auth.badMech, c.auth.mech))
 		c.lm.authResult(c.auth.badMech, false)
 		return false
@@ -390,7 +390,7 @@ func (c *conn) saslStep(token []byte) (out []byte, done bool, err error) {
 	}
 	if err != nil {
 		c.lm.authResult(c.auth.mech, false)
-		c.logAuthFailure("authentication failed", "mechanism", c.auth.mech, "listener", c.l.Name, "reason", err.Error())
+		c.logAuthFailure("authentication failed", "mechanism", c.auth.mech, "reason", err.Error())
 		c.failDelay()
 		return nil, false, err
 	}

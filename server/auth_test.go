@@ -90,7 +90,7 @@ type authFixture struct {
 	reg  *prometheus.Registry
 }
 
-func startAuthServer(t *testing.T, protocol string, tlsCfg *tls.Config, edit func(*Security)) *authFixture {
+func startAuthServer(t *testing.T, protocol string, tlsCfg *tls.Config, edit func(*Security), opts ...serverOpt) *authFixture {
 	t.Helper()
 	f := &authFixture{mech: &testMech{users: map[string]string{"alice": "secret", "bob": "hunter2"}},
 		reg: prometheus.NewRegistry()}
@@ -105,12 +105,12 @@ func startAuthServer(t *testing.T, protocol string, tlsCfg *tls.Config, edit fun
 	if edit != nil {
 		edit(sec)
 	}
-	f.ts = startServer(t, func(c *Config) {
+	f.ts = startServer(t, append([]serverOpt{func(c *Config) {
 		c.Listen = ""
 		c.Listeners = []Listener{{Protocol: protocol, Addr: "127.0.0.1:0", TLS: tlsCfg}}
 		c.Security = sec
 		c.Registerer = f.reg
-	})
+	}}, opts...)...)
 	return f
 }
 

@@ -275,6 +275,9 @@ func newConn(s *Server, nc net.Conn, l *listener) *conn {
 		nc = tls.Server(nc, l.TLS)
 	}
 	ctx, cancel := context.WithCancel(s.baseCtx)
+	// Every line about the connection names the client's address and the
+	// listener it came in on: with several listeners, the operator must
+	// see which one a misconfigured client is hitting.
 	return &conn{
 		s:      s,
 		l:      l,
@@ -282,7 +285,7 @@ func newConn(s *Server, nc net.Conn, l *listener) *conn {
 		br:     bufio.NewReaderSize(nc, readBufferBytes),
 		host:   host,
 		lm:     s.metrics.listener(l.Name),
-		log:    s.log.With("remote", remote),
+		log:    s.log.With("remote", remote, "listener", l.Name),
 		ctx:    ctx,
 		cancel: cancel,
 	}

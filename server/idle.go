@@ -39,7 +39,7 @@ func (s *Server) sweepIdle(now time.Time) int {
 	for _, c := range idle {
 		// s.log, not c.logger(): the client software it adds is the
 		// connection goroutine's to change (noteSoftware).
-		s.log.Debug("closing idle connection", "remote", c.nc.RemoteAddr().String(),
+		s.log.Debug("closing idle connection", "remote", c.nc.RemoteAddr().String(), "listener", c.l.Name,
 			"idle_since", time.Unix(0, c.idleSince.Load()).UTC(), "max_idle", s.cfg.ConnectionsMaxIdle)
 		c.close()
 	}
