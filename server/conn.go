@@ -376,6 +376,12 @@ func (c *conn) readRequest() *request {
 		maxFrame, msg = maxUnauthenticatedFrameBytes, "closing connection: request too large before SASL authentication"
 	}
 	if size < 0 || size > maxFrame {
+		if tlsRecordPrefix(size) && !c.l.IsTLS() {
+			c.logBadRequest("closing connection: TLS handshake on a listener without TLS (is the client set up for SSL or SASL_SSL?)",
+				"protocol", c.l.Protocol)
+			c.s.metrics.protocolError("tls_handshake")
+			return nil
+		}
 		c.logBadRequest(msg, "size", size, "max", maxFrame)
 		c.s.metrics.protocolError("frame_size")
 		return nil
@@ -445,6 +451,15 @@ func (c *conn) readRequest() *request {
 		c.spare = r.req
 	}
 	return r
+}
+
+// tlsRecordPrefix reports whether a frame's size prefix is the start of a
+// TLS handshake record (content type 22, protocol version 3.0 to 3.4): what
+// a client set up for TLS sends first, read by a listener without TLS as a
+// request of about 369 MB. Only a size the listener refuses anyway is
+// looked at.
+func tlsRecordPrefix(size int32) bool {
+	return uint32(size)>>16 == 0x1603 && uint32(size)>>8&0xff <= 4
 }
 
 // logBadRequest logs why a connection is closed for a bad request, at most

@@ -1,10 +1,14 @@
 package server
 
 import (
+	"crypto/tls"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -67,5 +71,45 @@ func TestConnLogLinesNameListener(t *testing.T) {
 		if !found {
 			t.Errorf("no line %q in:\n%s", w, buf.String())
 		}
+	}
+}
+
+// TestTLSClientOnListenerWithoutTLS: a client configured for SSL or
+// SASL_SSL that connects to a PLAINTEXT or SASL_PLAINTEXT listener sends a
+// TLS ClientHello, whose first four bytes read as a request of some 369 MB.
+// The connection is closed as before (Kafka closes it too; the client's own
+// message is the helpful one), but the operator's line and counter name the
+// cause instead of "bad request size" / frame_size, and the line names the
+// listener.
+func TestTLSClientOnListenerWithoutTLS(t *testing.T) {
+	for _, protocol := range []string{ProtocolPlaintext, ProtocolSASLPlaintext} {
+		t.Run(protocol, func(t *testing.T) {
+			buf := &syncBuffer{}
+			f := startAuthServer(t, protocol, nil, nil, func(c *Config) {
+				c.Logger = slog.New(slog.NewTextHandler(buf, nil))
+			})
+			nc, err := net.DialTimeout("tcp", f.ts.addr, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			tc := tls.Client(nc, &tls.Config{InsecureSkipVerify: true})
+			if err := tc.Handshake(); err == nil {
+				t.Fatal("a TLS handshake with a listener without TLS succeeded")
+			}
+			pe := f.ts.srv.metrics.protocolErrors
+			if got := testutil.ToFloat64(pe.WithLabelValues("tls_handshake")); got != 1 {
+				t.Errorf("protocol errors tls_handshake = %v, want 1 (frame_size = %v)", got, testutil.ToFloat64(pe.WithLabelValues("frame_size")))
+			}
+			if got := testutil.ToFloat64(pe.WithLabelValues("frame_size")); got != 0 {
+				t.Errorf("protocol errors frame_size = %v, want 0: it is not a request of a bad size", got)
+			}
+			log := buf.String()
+			if !strings.Contains(log, "closing connection: TLS handshake on a listener without TLS") ||
+				!strings.Contains(log, "listener="+protocol) {
+				t.Errorf("the log does not name the cause and the listener:\n%s", log)
+			}
+		})
 	}
 }

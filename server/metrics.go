@@ -287,7 +287,7 @@ func (m *metrics) errorCode(key int16, code int16) {
 
 // protocolErrorReasons are the reasons protocolError is called with.
 var protocolErrorReasons = []string{"frame_size", "truncated_header", "unknown_api", "unsupported_version",
-	"malformed_body", "too_many_entries", "session_expired", "unauthenticated_request", "sasl_token_size"}
+	"malformed_body", "too_many_entries", "session_expired", "unauthenticated_request", "sasl_token_size", "tls_handshake"}
 
 // budgetWait counts a large request that waited for the request budget.
 func (m *metrics) budgetWait() {
