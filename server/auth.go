@@ -291,9 +291,19 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		return out, false
 	case c.auth.state == saslDone && c.auth.authV1 && req.GetVersion() >= 1:
 		c.auth.reauth, c.auth.reauthAt = true, c.s.sec.now()
+	case c.auth.state == saslNone:
+		// A client set up for SASL on a listener without it: Kafka
+		// answers ILLEGAL_SASL_STATE and keeps the connection, and the
+		// client gives up. Said and counted here, or the operator
+		// looking for why it never gets in finds nothing.
+		c.logAuthFailure("refusing SaslHandshake on a listener without SASL (is the client set up for SASL_PLAINTEXT or SASL_SSL?)",
+			"mechanism", req.Mechanism, "protocol", c.l.Protocol)
+		c.lm.authResult("", false) // "other": the listener offers no mechanism
+		out.ErrorCode = errIllegalSaslState
+		return out, false
 	default:
 		out.ErrorCode = errIllegalSaslState
-		return out, c.auth.state != saslNone
+		return out, true
 	}
 	m, ok := c.s.sec.cfg.Mechanisms[req.Mechanism]
 	if !ok {

@@ -113,3 +113,33 @@ func TestTLSClientOnListenerWithoutTLS(t *testing.T) {
 		})
 	}
 }
+
+// TestSASLClientOnListenerWithoutSASL: a client set up for SASL that
+// connects to a PLAINTEXT (or SSL) listener gets ILLEGAL_SASL_STATE for its
+// SaslHandshake, as from Kafka, and the connection stays usable; the client
+// gives up on it and retries. The node said nothing about it: no line and
+// no authentication counted, so an operator looking for why a client never
+// gets in found nothing. It is now logged (on the failed-authentication
+// budget) naming the listener and the mechanism, and counted as a failed
+// authentication with a mechanism the listener does not offer ("other").
+func TestSASLClientOnListenerWithoutSASL(t *testing.T) {
+	buf := &syncBuffer{}
+	f := startAuthServer(t, ProtocolPlaintext, nil, nil, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
+	})
+	c := f.ts.dial(t)
+	if h := handshake(t, c, 1, "SCRAM-SHA-512"); h.ErrorCode != errIllegalSaslState {
+		t.Fatalf("SaslHandshake on PLAINTEXT: error %d, want ILLEGAL_SASL_STATE", h.ErrorCode)
+	}
+	if code := heartbeat(t, c); code != 0 {
+		t.Fatalf("heartbeat after the refused handshake: %d", code)
+	}
+	if got := f.authCount("other", "failure"); got != 1 {
+		t.Errorf("failed authentications with mechanism other = %v, want 1", got)
+	}
+	log := buf.String()
+	if !strings.Contains(log, "SaslHandshake on a listener without SASL") ||
+		!strings.Contains(log, "listener="+ProtocolPlaintext) || !strings.Contains(log, "mechanism=SCRAM-SHA-512") {
+		t.Errorf("the log does not name the cause, the listener and the mechanism:\n%s", log)
+	}
+}
