@@ -73,7 +73,11 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 		return nil, nil, nil, fmt.Errorf("%s: %w", strings.TrimSpace(c.fs.Name()), err)
 	}
 	c.hook = hook
-	return cl, ctx, func() { cancel(); cl.Close() }, nil
+	return cl, ctx, func() {
+		cancel()
+		hook.warnAdvertised(c.fs.Output(), c.bootstrap)
+		cl.Close()
+	}, nil
 }
 
 // fail is err of the command's step what, once connected: "what: err", and
@@ -385,6 +389,49 @@ type connectedHook struct {
 	// before, since is false and nothing is kept.
 	last  string
 	since bool
+	// seedOK: a connection to a --bootstrap address opened. adv: the
+	// addresses of the metadata's brokers (the ones the nodes advertise)
+	// that are no --bootstrap address and whose last dial failed, with
+	// that failure (warnAdvertised); advOrder in the order first failed.
+	seedOK   bool
+	adv      map[string]advertisedFailure
+	advOrder []string
+}
+
+// advertisedFailure is the last failed dial of a node's advertised address.
+type advertisedFailure struct {
+	node int32
+	err  error
+}
+
+// warnAdvertised writes to w, once per address, that a node's advertised
+// address could not be reached though a --bootstrap address (bootstrap)
+// answered: the node told the client to go somewhere this host cannot
+// reach, which the dial error alone ("connection refused" for an address
+// the user never typed) does not explain. A wrong --advertise or
+// --advertised-listeners (a container's published port, a name that
+// resolves elsewhere) is the usual cause; a node that is down is the other.
+func (h *connectedHook) warnAdvertised(w io.Writer, bootstrap string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.seedOK {
+		return
+	}
+	for _, addr := range h.advOrder {
+		f, ok := h.adv[addr]
+		if !ok {
+			continue // reached since
+		}
+		reason := f.err
+		var op *net.OpError
+		if errors.As(reason, &op) {
+			reason = op.Err // the dial's own words, without the address again
+		}
+		fmt.Fprintf(w, "cohort: warning: node %d advertises %s, which could not be reached from here (%v), although %s answered: "+
+			"if the node is up, its --advertise or --advertised-listeners names an address that is wrong for this host\n",
+			f.node, addr, reason, bootstrap)
+	}
+	h.adv, h.advOrder = nil, nil
 }
 
 // connectedNow marks the end of connect: connection failures from now on
@@ -435,10 +482,26 @@ func (h *connectedHook) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.dials++
+	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	// kgo gives the --bootstrap addresses negative node ids; a node id
+	// of 0 or more is a broker of the metadata, at its advertised address.
+	advertised := meta.NodeID >= 0 && !slices.Contains(h.addrs, addr)
 	if err == nil {
+		if meta.NodeID < 0 {
+			h.seedOK = true
+		}
+		delete(h.adv, addr)
 		return
 	}
-	addr := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
+	if advertised {
+		if h.adv == nil {
+			h.adv = map[string]advertisedFailure{}
+		}
+		if !slices.Contains(h.advOrder, addr) {
+			h.advOrder = append(h.advOrder, addr)
+		}
+		h.adv[addr] = advertisedFailure{node: meta.NodeID, err: err}
+	}
 	if h.since {
 		h.last = addr
 	}
