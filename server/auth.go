@@ -150,6 +150,10 @@ func (c *conn) handshakeTLS() error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.sec.timeout)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
+		if refusedServerCertificate(err) {
+			return fmt.Errorf("TLS handshake: the client refused the node's certificate (%w): does the client trust the CA "+
+				"that issued it, and does the certificate hold the name or address the client connects to?", err)
+		}
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	st := tc.ConnectionState()
@@ -161,6 +165,25 @@ func (c *conn) handshakeTLS() error {
 		c.auth.principal = p
 	}
 	return nil
+}
+
+// refusedServerCertificate reports whether a failed server handshake ended
+// with the client's alert about a certificate: the only certificate the
+// client has seen is the node's, so the client refused it (Go clients send
+// "bad certificate" for an unknown CA or a wrong name, Java clients
+// "certificate unknown"). Go reports a peer's alert as a net.OpError "remote
+// error" whose text is the alert's name.
+func refusedServerCertificate(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	switch op.Err.Error() {
+	case "tls: bad certificate", "tls: unsupported certificate", "tls: revoked certificate", "tls: expired certificate",
+		"tls: unknown certificate", "tls: unknown certificate authority":
+		return true
+	}
+	return false
 }
 
 // startAuth prepares a new connection: TLS handshake, and on SASL

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 // TestConnLogLinesNameListener: every line a connection's refusal logs names
@@ -141,5 +143,47 @@ func TestSASLClientOnListenerWithoutSASL(t *testing.T) {
 	if !strings.Contains(log, "SaslHandshake on a listener without SASL") ||
 		!strings.Contains(log, "listener="+ProtocolPlaintext) || !strings.Contains(log, "mechanism=SCRAM-SHA-512") {
 		t.Errorf("the log does not name the cause, the listener and the mechanism:\n%s", log)
+	}
+}
+
+// TestClientRefusingTheNodeCertificateIsNamed: a client that does not trust
+// the node's certificate (another CA, or a name the certificate does not
+// hold) aborts the handshake with an alert, which Go reports as "remote
+// error: tls: bad certificate" (Java clients send "certificate unknown").
+// On a listener that checks client certificates that reads as if the
+// client's certificate were bad; the line now says that it is the client
+// that refused the node's certificate, and what to check.
+func TestClientRefusingTheNodeCertificateIsNamed(t *testing.T) {
+	serverTLS, _ := selfSigned(t)
+	buf := &syncBuffer{}
+	f := startAuthServer(t, ProtocolSSL, serverTLS, nil, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
+	})
+	_, otherClient := selfSigned(t) // trusts another self-signed certificate
+	nc, err := net.DialTimeout("tcp", f.ts.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := tls.Client(nc, otherClient).Handshake(); err == nil {
+		t.Fatal("a client trusting another certificate completed the handshake")
+	}
+	nc.Close()
+	var line string
+	testwait.For(t, 5*time.Second, "the failed handshake logged", func() bool {
+		for _, l := range strings.Split(buf.String(), "\n") {
+			if strings.Contains(l, "authentication failed") {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(line, "the client refused the node's certificate") || !strings.Contains(line, "bad certificate") {
+		t.Errorf("the line does not say that the client refused the node's certificate: %s", line)
+	}
+	if got := f.authCount("SSL", "failure"); got != 1 {
+		t.Errorf("SSL failures = %v, want 1", got)
 	}
 }
