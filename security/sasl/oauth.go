@@ -189,12 +189,13 @@ func (m *oauthMechanism) verify(token string) (string, time.Time, error) {
 	if std.Expiry == nil {
 		return "", time.Time{}, errors.New("no exp claim")
 	}
-	expected := jwt.Expected{Issuer: m.cfg.Issuer, Time: m.cfg.Now()}
+	now := m.cfg.Now()
+	expected := jwt.Expected{Issuer: m.cfg.Issuer, Time: now}
 	if m.cfg.Audience != "" {
 		expected.AnyAudience = jwt.Audience{m.cfg.Audience}
 	}
 	if err := std.ValidateWithLeeway(expected, m.cfg.ClockSkew); err != nil {
-		return "", time.Time{}, claimError(err)
+		return "", time.Time{}, claimError(err, &std, now, m.cfg.ClockSkew)
 	}
 	name, _ := all[m.cfg.PrincipalClaim].(string)
 	// Kafka trims the subject and refuses a blank one.
@@ -284,9 +285,28 @@ func keyFits(k verifyKey, alg string) bool {
 	return false
 }
 
-// claimError words go-jose's claim validation errors.
-func claimError(err error) error {
+// claimError words go-jose's claim validation errors of std, checked at
+// now with skew. A time claim's error gives the claim's time and how far it
+// is from now: hours mean a clock that is off (the token issuer's, the
+// client's if it makes its own tokens, or the node's), seconds a token that
+// merely ran out.
+func claimError(err error, std *jwt.Claims, now time.Time, skew time.Duration) error {
+	off := func(what, claim string, at *jwt.NumericDate) error {
+		t := at.Time().UTC()
+		d, rel := t.Sub(now), "after"
+		if d < 0 {
+			d, rel = -d, "before"
+		}
+		return fmt.Errorf("%s (%s %s, %v %s the node's clock; %v of clock skew allowed)",
+			what, claim, t.Format(time.RFC3339), d.Round(time.Second), rel, skew)
+	}
 	switch {
+	case errors.Is(err, jwt.ErrExpired) && std.Expiry != nil:
+		return off("expired", "exp", std.Expiry)
+	case errors.Is(err, jwt.ErrNotValidYet) && std.NotBefore != nil:
+		return off("not valid yet", "nbf", std.NotBefore)
+	case errors.Is(err, jwt.ErrIssuedInTheFuture) && std.IssuedAt != nil:
+		return off("issued in the future", "iat", std.IssuedAt)
 	case errors.Is(err, jwt.ErrExpired):
 		return errors.New("expired (exp)")
 	case errors.Is(err, jwt.ErrNotValidYet):

@@ -237,9 +237,9 @@ func TestOAuthClaims(t *testing.T) {
 	f.wantOK(good("exp", t0.Add(-29*time.Second).Unix()), "User:alice")
 	f.wantOK(good("nbf", t0.Add(29*time.Second).Unix()), "User:alice")
 	for _, tc := range []struct{ name, token, reason string }{
-		{"expired", good("exp", t0.Add(-31*time.Second).Unix()), "expired (exp)"},
-		{"not yet valid", good("nbf", t0.Add(time.Minute).Unix()), "not valid yet (nbf)"},
-		{"issued in the future", good("iat", t0.Add(time.Minute).Unix()), "issued in the future (iat)"},
+		{"expired", good("exp", t0.Add(-31*time.Second).Unix()), "expired (exp "},
+		{"not yet valid", good("nbf", t0.Add(time.Minute).Unix()), "not valid yet (nbf "},
+		{"issued in the future", good("iat", t0.Add(time.Minute).Unix()), "issued in the future (iat "},
 		{"no exp", good("exp", nil), "no exp claim"},
 		{"exp not a number", good("exp", "tomorrow"), "malformed claims"},
 		{"wrong issuer", good("iss", "https://evil"), "wrong issuer (iss)"},
@@ -545,5 +545,25 @@ func TestOAuthClaimNamesExact(t *testing.T) {
 		{"audience twice", body(fmt.Sprintf(`"aud":"other","aud":"cohort","sub":"alice","exp":%d`, exp)), `"aud" appears twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) { f.wantInvalid(t, signRaw(t, tc.payload), tc.reason) })
+	}
+}
+
+// TestOAuthClockOffIsMeasured: a token refused for its times says how far
+// its claim is from the node's clock and the skew allowed, so that the
+// operator can tell a client (or token issuer) whose clock is hours off from
+// a token that merely expired: "issued in the future (iat)" alone did not.
+func TestOAuthClockOffIsMeasured(t *testing.T) {
+	testKeys(t)
+	f := newOAuthFixture(t, OAuthConfig{}, bothKeys()...)
+	good := func(extra ...any) string { return sign(t, jose.RS256, rsaKey, "rsa1", claims(extra...)) }
+	for _, tc := range []struct{ name, token, reason string }{
+		{"iat", good("iat", t0.Add(2*time.Hour).Unix(), "exp", t0.Add(3*time.Hour).Unix()),
+			"issued in the future (iat 2023-11-15T00:13:20Z, 2h0m0s after the node's clock; 30s of clock skew allowed)"},
+		{"nbf", good("nbf", t0.Add(90*time.Minute).Unix()),
+			"not valid yet (nbf 2023-11-14T23:43:20Z, 1h30m0s after the node's clock; 30s of clock skew allowed)"},
+		{"exp", good("exp", t0.Add(-5*time.Hour).Unix()),
+			"expired (exp 2023-11-14T17:13:20Z, 5h0m0s before the node's clock; 30s of clock skew allowed)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { f.wantInvalid(t, tc.token, tc.reason) })
 	}
 }
