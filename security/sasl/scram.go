@@ -162,7 +162,7 @@ func (s *scramSession) final(in []byte) ([]byte, error) {
 	out, err := s.conv.Step(string(in))
 	switch {
 	case s.unknown:
-		return nil, unknownUser(s.user)
+		return nil, s.unknownFailure()
 	case err == nil && s.conv.Valid():
 		return []byte(out), nil
 	case out == "e=invalid-proof":
@@ -173,6 +173,24 @@ func (s *scramSession) final(in []byte) ([]byte, error) {
 		return nil, failf("channel binding mismatch for user %q", s.user)
 	}
 	return nil, failf("client-final message of user %q rejected", s.user)
+}
+
+// unknownFailure is the failure of a user without a credential for the
+// session's mechanism. A user the store knows under the other SCRAM
+// mechanism is named, with the mechanism it has: a client set up for the
+// wrong one (a user created with --mechanism SCRAM-SHA-512 only) is then
+// not logged as an unknown user. The client's answer is the same either
+// way, so this tells a client nothing about which users exist.
+func (s *scramSession) unknownFailure() error {
+	other := ScramSHA512
+	if s.m.name == ScramSHA512 {
+		other = ScramSHA256
+	}
+	if _, ok := s.m.creds.Lookup(s.user, other); ok {
+		return failf("user %q has no %s credential, only %s (give it one with cohort user set --mechanism %s, or set the client to %s)",
+			s.user, s.m.name, other, s.m.name, other)
+	}
+	return unknownUser(s.user)
 }
 
 // legacyFinal verifies a client-final message whose nonce is the client's
@@ -198,7 +216,7 @@ func (s *scramSession) legacyFinal(in string) (out []byte, ok bool, err error) {
 		return nil, true, failf("channel binding does not repeat the GS2 header for user %q", s.user)
 	}
 	if s.unknown {
-		return nil, true, unknownUser(s.user)
+		return nil, true, s.unknownFailure()
 	}
 	withoutProof := in[:strings.LastIndex(in, ",p=")]
 	proof, _ := base64.StdEncoding.DecodeString(f[len(f)-1][2:])

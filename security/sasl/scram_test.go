@@ -403,3 +403,25 @@ func TestSCRAMUnknownUserShapedByStore(t *testing.T) {
 		t.Fatalf("out-of-range shape: %d-byte salt, %s iterations", len(salt), iters)
 	}
 }
+
+// TestSCRAMUserWithOnlyTheOtherMechanism: a client that authenticates with
+// SCRAM-SHA-256 as a user that has only a SCRAM-SHA-512 credential (or the
+// reverse: cohort user set --mechanism, or Kafka's tools, set one) fails as
+// an unknown user does, the client's answer telling nothing. The log reason
+// said "unknown user (name withheld ...)", which sent the operator looking
+// for a missing user; it now names the user (the store knows it) and the
+// mechanism it does have. The password is still never in the reason.
+func TestSCRAMUserWithOnlyTheOtherMechanism(t *testing.T) {
+	store := memCreds{}
+	store.add(t, "bob", ScramSHA512, "bob-secret")
+	store.add(t, "carol", ScramSHA256, "carol-secret")
+	m := newSCRAM(t, ScramSHA256, store)
+	_, err := scramExchange(t, m, scram.SHA256, "bob", "bob-secret", "")
+	wantFailure(t, err, `user "bob" has no SCRAM-SHA-256 credential, only SCRAM-SHA-512`, "bob-secret")
+	m = newSCRAM(t, ScramSHA512, store)
+	_, err = scramExchange(t, m, scram.SHA512, "carol", "carol-secret", "")
+	wantFailure(t, err, `user "carol" has no SCRAM-SHA-512 credential, only SCRAM-SHA-256`, "carol-secret")
+	// A user with neither is still withheld.
+	_, err = scramExchange(t, m, scram.SHA512, "mallory", "guess", "")
+	wantFailure(t, err, `unknown user (name withheld`, "mallory", "guess")
+}
