@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
@@ -22,7 +23,7 @@ import (
 // authentication and of a bad request (a TLS client on a listener without
 // TLS) named only the remote address.
 func TestConnLogLinesNameListener(t *testing.T) {
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	})
@@ -86,7 +87,7 @@ func TestConnLogLinesNameListener(t *testing.T) {
 func TestTLSClientOnListenerWithoutTLS(t *testing.T) {
 	for _, protocol := range []string{ProtocolPlaintext, ProtocolSASLPlaintext} {
 		t.Run(protocol, func(t *testing.T) {
-			buf := &syncBuffer{}
+			buf := &testlog.Buffer{}
 			f := startAuthServer(t, protocol, nil, nil, func(c *Config) {
 				c.Logger = slog.New(slog.NewTextHandler(buf, nil))
 			})
@@ -125,7 +126,7 @@ func TestTLSClientOnListenerWithoutTLS(t *testing.T) {
 // budget) naming the listener and the mechanism, and counted as a failed
 // authentication with a mechanism the listener does not offer ("other").
 func TestSASLClientOnListenerWithoutSASL(t *testing.T) {
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	f := startAuthServer(t, ProtocolPlaintext, nil, nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	})
@@ -155,7 +156,7 @@ func TestSASLClientOnListenerWithoutSASL(t *testing.T) {
 // that refused the node's certificate, and what to check.
 func TestClientRefusingTheNodeCertificateIsNamed(t *testing.T) {
 	serverTLS, _ := selfSigned(t)
-	buf := &syncBuffer{}
+	buf := &testlog.Buffer{}
 	f := startAuthServer(t, ProtocolSSL, serverTLS, nil, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
 	})
