@@ -18,6 +18,11 @@
   paused.textContent = " (paused while you use the page)";
   paused.hidden = true;
   label.appendChild(paused);
+  var down = document.createElement("span");
+  down.id = "refresh-down";
+  down.className = "error";
+  down.hidden = true;
+  label.appendChild(down);
   slot.appendChild(label);
   // The groups page's filter form as served: a reload would throw away
   // a choice made in it and not applied yet.
@@ -38,11 +43,28 @@
   }
   var timer = null;
   var due = false;
+  // reload asks first whether the HTTP listener answers at all (the
+  // stylesheet: no login, nothing asked of the node): a reload while the
+  // node restarts would leave the console for the browser's error page,
+  // where no script refreshes it again. Until it answers, the page stays,
+  // says since when, and is tried again every 5 s.
+  var downSince = null;
+  function reload() {
+    if (!window.fetch) { location.reload(); return; }
+    fetch("/console/static/console.css", { method: "HEAD", cache: "no-store" }).then(function () {
+      location.reload();
+    }, function () {
+      if (!downSince) { downSince = new Date(); }
+      down.textContent = " — the node has not answered since " + downSince.toISOString().slice(11, 19) + " UTC; what is shown is from before";
+      down.hidden = false;
+      if (!timer) { timer = setTimeout(tick, every); }
+    });
+  }
   function tick() {
     timer = null;
     due = true;
     if (!box.checked) { return; }
-    if (!busy()) { location.reload(); return; }
+    if (!busy()) { paused.hidden = true; reload(); return; }
     paused.hidden = document.hidden;
     timer = setTimeout(tick, every);
   }
