@@ -270,8 +270,10 @@ var holdStarted atomic.Pointer[func()]
 
 // afterDataPlane finishes the requests whose answer involves the
 // connection: a Fetch is held (fetchHold, holdFetch); a refused Produce is
-// logged once per connection and, with acks=0, ends the connection. false:
-// close the connection without writing resp.
+// logged once per connection, and at most burstLogMax times a window over
+// all connections (prodLog: an acks=0 producer reconnects after every
+// Produce), and with acks=0 ends the connection. false: close the
+// connection without writing resp.
 func (c *conn) afterDataPlane(r *request, resp kmsg.Response, start time.Time) bool {
 	switch r.key {
 	case keyFetch:
@@ -282,7 +284,7 @@ func (c *conn) afterDataPlane(r *request, resp kmsg.Response, start time.Time) b
 		req := r.req.(*kmsg.ProduceRequest)
 		if !c.produceLogged {
 			c.produceLogged = true
-			c.logger().Info("refusing Produce: cohort stores no records (logged once per connection)",
+			c.s.prodLog.info(c.logger(), "refusing Produce: cohort stores no records (logged once per connection)",
 				"client_id", r.clientID, "api_version", r.version, "acks", req.Acks, "topics", len(req.Topics))
 		}
 		if req.Acks == 0 {

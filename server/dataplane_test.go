@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -1012,5 +1013,23 @@ func TestMetadataDuplicatesAndZeroID(t *testing.T) {
 	r := c.roundTrip(req).(*kmsg.MetadataResponse)
 	if len(r.Topics) != 2 || r.Topics[0].ErrorCode != 0 || r.Topics[1].ErrorCode != errUnknownTopicID {
 		t.Fatalf("an ID asked twice and a zero ID: %+v", r.Topics)
+	}
+}
+
+// TestProduceRefusedLogBurst: a producer with acks=0 has its connection
+// closed at every Produce and reconnects at once (kgo does, about a hundred
+// times a second); each new connection's refusal must not add a line: at
+// most burstLogMax lines a window over all connections, the rest counted in
+// the next line's unlogged_before.
+func TestProduceRefusedLogBurst(t *testing.T) {
+	var buf testlog.Buffer
+	ts := startDataPlane(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(&buf, nil)) })
+	for range 3 * burstLogMax {
+		rc := ts.dial(t)
+		rc.send(produceReq(9, 0, dpTopic, 0), 3)
+		rc.expectClosed()
+	}
+	if n := strings.Count(buf.String(), "refusing Produce"); n != burstLogMax {
+		t.Fatalf("%d lines for %d reconnecting acks=0 producers, want %d:\n%s", n, 3*burstLogMax, burstLogMax, buf.String())
 	}
 }

@@ -159,6 +159,7 @@ type Server struct {
 	badLog   burstLog // "closing connection: bad request" lines
 	authLog  burstLog // failed and refused authentications
 	cutLog   burstLog // "strings too long for the protocol cut" lines
+	prodLog  burstLog // "refusing Produce" lines
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
