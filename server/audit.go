@@ -97,7 +97,7 @@ func (s *Server) audit(c Client, req kmsg.Request, resp kmsg.Response) {
 			}
 		}
 		if b.Len() > 0 {
-			s.log.Info("committed offsets deleted", append([]any{"group", req.Group, "partitions", b.String()}, who...)...)
+			s.log.Info("committed offsets deleted", append([]any{"group", req.Group, "topic_partitions", b.String()}, who...)...)
 		}
 	case *kmsg.IncrementalAlterConfigsRequest:
 		if req.ValidateOnly {

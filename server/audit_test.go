@@ -3,11 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,7 +20,8 @@ import (
 func TestAuditLog(t *testing.T) {
 	var mu sync.Mutex
 	var buf bytes.Buffer
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
+	var jsonBuf testlog.Buffer // the same lines as a log collector reads them
+	log := slog.New(slog.NewMultiHandler(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil), slog.NewJSONHandler(&jsonBuf, nil)))
 	ts := startServer(t, func(c *Config) { c.Logger = log })
 	ts.groups.hook = func(_ context.Context, _ Client, req kmsg.Request) (kmsg.Response, error) {
 		switch r := req.(type) {
@@ -132,23 +136,40 @@ func TestAuditLog(t *testing.T) {
 	mu.Unlock()
 	count := func(s string) int { return strings.Count(out, s) }
 	want := map[string]int{
-		`msg="topic created" topic=orders partitions=2 by=`:                    1,
-		`msg="partitions added" topic=orders partitions=5 by=`:                 1,
-		`msg="group deleted" group=old by=`:                                    1,
-		`msg="committed offsets deleted" group=old2 partitions=orders/0,2 by=`: 1,
-		`msg="topic deleted" topic=orders by=`:                                 1,
-		"dry-run":                                                              0,
-		"group=busy":                                                           0,
-		`msg="member removed" group=static instance=i1 by=`:                    1,
-		"instance=gone":                                                        0,
-		"instance=i2":                                                          0,
-		"47123":                                                                0, // a config's value
+		`msg="topic created" topic=orders partitions=2 by=`:                          1,
+		`msg="partitions added" topic=orders partitions=5 by=`:                       1,
+		`msg="group deleted" group=old by=`:                                          1,
+		`msg="committed offsets deleted" group=old2 topic_partitions=orders/0,2 by=`: 1,
+		`msg="topic deleted" topic=orders by=`:                                       1,
+		"dry-run":                                                                    0,
+		"group=busy":                                                                 0,
+		`msg="member removed" group=static instance=i1 by=`:                          1,
+		"instance=gone":                                                              0,
+		"instance=i2":                                                                0,
+		"47123":                                                                      0, // a config's value
 		`msg="configs altered" resource_type=group resource=g1 configs=consumer.session.timeout.ms(set) by=`: 1,
 		" by=User:ANONYMOUS host=127.0.0.1": 7,
 	}
 	for s, n := range want {
 		if got := count(s); got != n {
 			t.Errorf("%q logged %d times, want %d", s, got, n)
+		}
+	}
+	// A key holds one JSON type in every line: a collector that indexes
+	// it (Elasticsearch maps a field by its first value) refuses the lines
+	// whose value is of another type.
+	keyType := map[string]string{}
+	for line := range strings.Lines(jsonBuf.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		for k, v := range m {
+			typ := fmt.Sprintf("%T", v)
+			if prev, ok := keyType[k]; ok && prev != typ {
+				t.Errorf("key %q is a %s in one line and a %s in %s", k, prev, typ, line)
+			}
+			keyType[k] = typ
 		}
 	}
 	if t.Failed() || testing.Verbose() {
