@@ -303,6 +303,27 @@ func (c *Cluster) Settled() bool {
 	return c.Serving()
 }
 
+// Awaited returns the partitions targeted at this node under its view of
+// the live nodes that it does not serve yet (still held by another node,
+// or free and not acquired yet), and whether that view lists this node at
+// all (false until its first read of the registry after registering).
+func (c *Cluster) Awaited() (ps []int32, listed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.nodes[c.cfg.NodeID]; !ok {
+		return nil, false
+	}
+	for p, t := range Assign(c.cfg.Partitions, c.liveLocked()) {
+		if t != c.cfg.NodeID {
+			continue
+		}
+		if _, mine := c.mine[int32(p)]; !mine {
+			ps = append(ps, int32(p))
+		}
+	}
+	return ps, true
+}
+
 // ClusterID implements server.Topology.
 func (c *Cluster) ClusterID() string { return c.cfg.ClusterID }
 

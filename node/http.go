@@ -96,11 +96,14 @@ func (n *Node) MetricsAddr() string { return n.HTTPAddr() }
 
 // Ready reports whether the node serves every coordinator partition it
 // owns, and if not, why not in a few words: in cluster mode it must hold
-// its etcd lease and have loaded every partition the cluster gave it;
+// its etcd lease, be listed in its own view of the registry, hold every
+// partition the assignment gives it under the live nodes it sees (not
+// waiting for another node to hand one over) and have loaded them all;
 // alone, it must have loaded every partition.
 func (n *Node) Ready() (bool, string) {
 	states := n.coord.PartitionStates(nil)
 	owned := func(p int32) bool { return true }
+	var awaitedList []string
 	if n.cl != nil {
 		if !n.cl.c.Serving() {
 			return false, "no valid etcd lease"
@@ -110,6 +113,13 @@ func (n *Node) Ready() (bool, string) {
 			mine[p] = true
 		}
 		owned = func(p int32) bool { return mine[p] }
+		awaited, listed := n.cl.c.Awaited()
+		if !listed {
+			return false, "not in the cluster's registry yet"
+		}
+		for _, p := range awaited {
+			awaitedList = append(awaitedList, fmt.Sprint(p))
+		}
 	}
 	var loading, down []string
 	total := 0
@@ -132,6 +142,9 @@ func (n *Node) Ready() (bool, string) {
 	}
 	if len(down) > 0 {
 		why = append(why, fmt.Sprintf("%d coordinator partitions not served (%s)", len(down), short(down)))
+	}
+	if len(awaitedList) > 0 {
+		why = append(why, fmt.Sprintf("%d coordinator partitions not yet handed over by other nodes (%s)", len(awaitedList), short(awaitedList)))
 	}
 	if len(why) > 0 {
 		return false, strings.Join(why, "; ")
