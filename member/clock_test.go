@@ -374,6 +374,8 @@ func TestActionTable(t *testing.T) {
 		{kerr.GroupMaxSizeReached, ActFatal},
 		{kerr.GroupAuthorizationFailed, ActFatal},
 		{kerr.InvalidRequest, ActFatal},
+		{kerr.SaslAuthenticationFailed, ActFatal},
+		{kerr.UnsupportedSaslMechanism, ActFatal},
 		{kerr.UnknownServerError, ActBackoff},
 		{kerr.GroupIDNotFound, ActBackoff},
 	} {

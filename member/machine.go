@@ -174,7 +174,15 @@ func (a Action) String() string {
 
 // ActionFor is the one table from Kafka error code to action, used for every
 // request kind. A request that got no response (a transport error or a
-// timeout) is ActBackoff.
+// timeout) is ActBackoff, unless the client's error carries a code this
+// table stops on (see codeOf).
+//
+// SASL_AUTHENTICATION_FAILED and UNSUPPORTED_SASL_MECHANISM are ActFatal:
+// the connection's credentials or mechanism were refused, which Kafka's
+// clients raise to the application as an authentication error rather than
+// retry. A password changed while the member runs stops it only when it
+// next authenticates with the old one: on a new connection, or when the
+// node's session lifetime asks for a re-authentication (KIP-368).
 //
 // INVALID_REQUEST is ActFatal: the coordinator could not make sense of the
 // request, and resending the same request cannot help (a client bug).
@@ -210,7 +218,8 @@ func actionFor(code int16) (Action, bool) {
 		return ActRediscover, true
 	case kerr.FencedInstanceID.Code, kerr.InconsistentGroupProtocol.Code, kerr.GroupMaxSizeReached.Code,
 		kerr.InvalidSessionTimeout.Code, kerr.InvalidGroupID.Code, kerr.GroupAuthorizationFailed.Code,
-		kerr.UnsupportedVersion.Code, kerr.InvalidRequest.Code:
+		kerr.UnsupportedVersion.Code, kerr.InvalidRequest.Code,
+		kerr.SaslAuthenticationFailed.Code, kerr.UnsupportedSaslMechanism.Code:
 		return ActFatal, true
 	default: // unexpected: retried, and logged at Warn (see ActionFor)
 		return ActBackoff, false
@@ -502,8 +511,19 @@ func (m *Machine) fail(err error) {
 
 // codeOf returns the error code of a response (ok false when there was no
 // response: UNKNOWN_SERVER_ERROR is code -1).
+//
+// kgo answers some refusals with an error and no response: the coordinator
+// lookup's (FindCoordinator answered GROUP_AUTHORIZATION_FAILED) and the
+// connection's authentication (SASL_AUTHENTICATION_FAILED). Such an error
+// whose code the table stops on counts as that code, so that the member stops
+// as it would on the coordinator's own answer instead of retrying a refusal
+// for ever; any other error is a transport error.
 func codeOf(resp kmsg.Response, err error) (code int16, ok bool, _ error) {
 	if err != nil {
+		var ke *kerr.Error
+		if errors.As(err, &ke) && ActionFor(ke.Code) == ActFatal {
+			return ke.Code, true, err
+		}
 		return 0, false, err
 	}
 	switch r := resp.(type) {

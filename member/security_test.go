@@ -3,11 +3,16 @@ package member_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
@@ -15,7 +20,11 @@ import (
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
+	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/clientconfig"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store/memstore"
 	"github.com/cohort-dev/cohort/workers"
 )
 
@@ -124,5 +133,72 @@ func closeOnce(ch chan struct{}) {
 	case <-ch:
 	default:
 		close(ch)
+	}
+}
+
+// secureCohort starts a cohort node with a SASL_PLAINTEXT listener,
+// SCRAM-SHA-512 and ACLs, and the user app (password appPassword) that no
+// ACL grants anything. It returns the node's address and an admin client.
+func secureCohort(t *testing.T) (string, *kadm.Client) {
+	t.Helper()
+	cfg := membertest.CohortConfig(t, "", memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
+		BootstrapPassword: "admin-secret-1", SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}
+	n := membertest.StartNode(t, cfg)
+	adm := kadm.NewClient(membertest.Client(t, n.Addr(), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret-1"}.AsSha512Mechanism())))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: appPassword}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("AlterUserSCRAMs: %v", err)
+	}
+	return n.Addr(), adm
+}
+
+const appPassword = "app-secret-7f3k"
+
+// TestRefusedCredentialsAndGroupAreFatal: kgo reports a refused SASL
+// authentication and a group the principal may not use (FindCoordinator
+// answered GROUP_AUTHORIZATION_FAILED) as the request's error, without a
+// response. The member stops with a FatalError naming the refusal, as
+// Kafka's clients raise both to the application; it retried both for ever,
+// logging nothing above Debug, and never reported a generation. The error
+// does not hold the password.
+func TestRefusedCredentialsAndGroupAreFatal(t *testing.T) {
+	addr, _ := secureCohort(t)
+	for _, tc := range []struct {
+		name, pass string
+		want       error
+	}{
+		{"wrong password", "not-the-" + appPassword, kerr.SaslAuthenticationFailed},
+		{"no READ on the group", appPassword, kerr.GroupAuthorizationFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := member.Start(member.Config{Brokers: []string{addr}, Group: "g1", ProtocolType: "p",
+				ClientOpts: []kgo.Opt{kgo.SASL(scram.Auth{User: "app", Pass: tc.pass}.AsSha512Mechanism())},
+				Protocols:  func() []member.Protocol { return []member.Protocol{{Name: "v1"}} },
+				Assign:     func(context.Context, member.Generation) (map[string][]byte, error) { return nil, nil },
+				Logger:     membertest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Abandon()
+			select {
+			case <-m.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("member still retrying after 10s, Err %v; want it stopped with %v", m.Err(), tc.want)
+			}
+			var fe *member.FatalError
+			if err := m.Err(); !errors.As(err, &fe) || !errors.Is(err, tc.want) {
+				t.Fatalf("Err %v (%T), want a *member.FatalError wrapping %v", err, err, tc.want)
+			}
+			if strings.Contains(m.Err().Error(), tc.pass) {
+				t.Fatalf("Err %q holds the password", m.Err())
+			}
+		})
 	}
 }
