@@ -1,9 +1,11 @@
 package member
 
 import (
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -546,6 +548,9 @@ func codeOf(resp kmsg.Response, err error) (code int16, ok bool, _ error) {
 func (m *Machine) actionOf(now time.Time, what string, resp kmsg.Response, err error) (Action, error) {
 	code, ok, err := codeOf(resp, err)
 	if !ok {
+		if tlsRefused(err) {
+			return ActFatal, err
+		}
 		return ActBackoff, err
 	}
 	a, known := actionFor(code)
@@ -563,6 +568,30 @@ func (m *Machine) actionOf(now time.Time, what string, resp kmsg.Response, err e
 		m.unexpected[code] = u
 	}
 	return a, err
+}
+
+// tlsRefused reports whether err is a TLS handshake that failed on a
+// certificate: this client does not trust the node's (another CA, a name
+// the certificate does not hold, expired), or the node refused this
+// client's (none given on a listener that requires one, or one it does not
+// trust), which it reports with an alert. Retrying the same configuration
+// against the same node cannot succeed; Kafka's clients raise it to the
+// application as an authentication error (SslAuthenticationException).
+func tlsRefused(err error) bool {
+	if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+		return true
+	}
+	// crypto/tls reports an alert received from the peer as a *net.OpError
+	// with Op "remote error"; the alert's type is not exported.
+	if op, ok := errors.AsType[*net.OpError](err); ok && op.Op == "remote error" && op.Err != nil {
+		switch op.Err.Error() {
+		case "tls: bad certificate", "tls: unsupported certificate", "tls: revoked certificate",
+			"tls: expired certificate", "tls: unknown certificate", "tls: unknown certificate authority",
+			"tls: certificate required", "tls: access denied":
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) sendJoin(now time.Time) {

@@ -3,6 +3,7 @@ package member_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509/pkix"
 	"errors"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/clientconfig"
 	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/memstore"
 	"github.com/cohort-dev/cohort/workers"
@@ -198,6 +200,65 @@ func TestRefusedCredentialsAndGroupAreFatal(t *testing.T) {
 			}
 			if strings.Contains(m.Err().Error(), tc.pass) {
 				t.Fatalf("Err %q holds the password", m.Err())
+			}
+		})
+	}
+}
+
+// TestRefusedCertificateIsFatal: on an SSL listener that requires client
+// certificates, a member that does not trust the node's certificate, or
+// that has no certificate of its own, fails its TLS handshake on every
+// attempt. It stops with a FatalError naming the certificate, as Kafka's
+// clients raise an SslAuthenticationException; it retried for ever,
+// logging nothing above Debug. The same member with a certificate joins.
+func TestRefusedCertificateIsFatal(t *testing.T) {
+	ca := testpki.NewCA(t, "member-ca")
+	other := testpki.NewCA(t, "other-ca")
+	srv := ca.Server(t, "cohort")
+	srvTLS, err := tlsconfig.New(tlsconfig.Options{CertFile: srv.CertFile, KeyFile: srv.KeyFile,
+		ClientCAFile: ca.CertFile, ClientAuth: tlsconfig.ClientAuthRequired})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := membertest.CohortConfig(t, "", memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSSL, Addr: "127.0.0.1:0"}}
+	cfg.Security = &node.SecurityConfig{TLS: srvTLS, SuperUsers: []string{"User:app"}}
+	addr := membertest.StartNode(t, cfg).ListenerAddr(server.ProtocolSSL)
+	app := ca.Client(t, pkix.Name{CommonName: "app"})
+	for _, tc := range []struct {
+		name string
+		tls  *tls.Config
+		want string // "" for a member that joins
+	}{
+		{"with a certificate", ca.ClientConfig(&app), ""},
+		{"node certificate not trusted", other.ClientConfig(&app), "certificate signed by unknown authority"},
+		{"no client certificate", ca.ClientConfig(nil), "certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assigned := make(chan struct{})
+			m, err := member.Start(member.Config{Brokers: []string{addr}, Group: "g1", ProtocolType: "p",
+				ClientOpts: []kgo.Opt{kgo.DialTLSConfig(tc.tls)},
+				Protocols:  func() []member.Protocol { return []member.Protocol{{Name: "v1"}} },
+				Assign:     func(context.Context, member.Generation) (map[string][]byte, error) { return nil, nil },
+				Assigned:   func(context.Context, member.Generation) { closeOnce(assigned) },
+				Logger:     membertest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Abandon()
+			select {
+			case <-assigned:
+				if tc.want != "" {
+					t.Fatal("assigned")
+				}
+				return
+			case <-m.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("member still retrying after 10s, Err %v", m.Err())
+			}
+			var fe *member.FatalError
+			if err := m.Err(); tc.want == "" || !errors.As(err, &fe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Err %v (%T), want a *member.FatalError about %q", err, err, tc.want)
 			}
 		})
 	}
