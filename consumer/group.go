@@ -40,7 +40,9 @@ type GroupConfig struct {
 	// franz-go's defaults negotiates it, so it commits and fetches only
 	// topics whose IDs the server's Metadata gives.
 	Client *kgo.Client
-	// Topics the member subscribes to.
+	// Topics the member subscribes to. A topic the server does not know,
+	// or that the leader's principal may not DESCRIBE, is not assigned;
+	// the leader logs the latter at Warn.
 	Topics []string
 	// Assignors in order of preference (default: range). The coordinator
 	// picks the first one every member supports. The member follows the
@@ -559,6 +561,21 @@ func (g *Group) metadata(ctx context.Context, topicSet map[string]bool) (map[str
 	resp, err := g.requestMetadata(ctx, maps.Keys(topicSet))
 	if err != nil {
 		return nil, err
+	}
+	// A topic this principal may not DESCRIBE is left out like a missing
+	// one, but it is a configuration error the members cannot see: they
+	// are simply assigned none of its partitions. Kafka's consumer raises
+	// it from poll (TopicAuthorizationException); the leader says so.
+	var refused []string
+	for _, t := range resp.Topics {
+		if t.ErrorCode == kerr.TopicAuthorizationFailed.Code && t.Topic != nil {
+			refused = append(refused, *t.Topic)
+		}
+	}
+	if len(refused) > 0 {
+		sort.Strings(refused)
+		g.log.Warn("subscribed topics not assigned: not authorized to DESCRIBE them (TOPIC_AUTHORIZATION_FAILED)",
+			"topics", refused, "group", g.cfg.Member.Group)
 	}
 	return topicsFromMetadata(resp), nil
 }
