@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +21,11 @@ import (
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member/membertest"
+	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/clientconfig"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store/memstore"
 )
 
 func build(t *testing.T, pkg string) string {
@@ -129,4 +134,48 @@ func TestExamplesSASLSSL(t *testing.T) {
 			t.Fatalf("consumer was not assigned over SASL_SSL:\n%s", outs[0])
 		}
 	})
+}
+
+// TestExamplesStopWhenRefused: an example whose credentials the server
+// refuses exits with status 1 and says why, without the password. The
+// member stops for good on SASL_AUTHENTICATION_FAILED, but the examples
+// waited only for a signal or -run-for, so each one sat there, its
+// candidate, pool or group stopped, until it was killed.
+func TestExamplesStopWhenRefused(t *testing.T) {
+	testwait.WallClock(t, "the examples as processes against a node with SASL")
+	cfg := membertest.CohortConfig(t, "", memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA256}, BootstrapUser: "app",
+		BootstrapPassword: "app-secret-1", SuperUsers: []string{"User:app"}, FailedAuthDelay: time.Millisecond}
+	addr := membertest.StartNode(t, cfg).Addr()
+	const wrong = "wrong-pw-4c9e"
+	t.Setenv(clientconfig.PasswordEnv, wrong)
+	var wg sync.WaitGroup
+	for _, ex := range []string{"election", "workers", "consumer"} {
+		bin := build(t, ex)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var buf bytes.Buffer
+			cmd := exec.CommandContext(ctx, bin, "-addr", addr, "-session-timeout", "1s",
+				"--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "app")
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			err := cmd.Run()
+			out := buf.String()
+			var ee *exec.ExitError
+			switch {
+			case ctx.Err() != nil:
+				t.Errorf("%s still running after 20s with a refused password:\n%s", ex, out)
+			case !errors.As(err, &ee) || ee.ExitCode() != 1:
+				t.Errorf("%s: %v, want exit status 1:\n%s", ex, err, out)
+			case !strings.Contains(out, "stopped") || !strings.Contains(out, "SASL_AUTHENTICATION_FAILED"):
+				t.Errorf("%s does not say it stopped on SASL_AUTHENTICATION_FAILED:\n%s", ex, out)
+			case strings.Contains(out, wrong):
+				t.Errorf("%s logs the password:\n%s", ex, out)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -88,7 +88,15 @@ func main() {
 		log.Error("start", "err", err)
 		os.Exit(1)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-g.Done():
+		// Stopped for good: the node refused the credentials, the
+		// certificate or the group (ACLs), or another error retrying
+		// cannot fix. Err says which; the process should not go on.
+		log.Error("consumer stopped", "err", g.Err())
+		os.Exit(1)
+	}
 	log.Info("owned at exit", "partitions", g.Assignment())
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

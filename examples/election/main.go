@@ -79,7 +79,15 @@ func main() {
 		log.Error("start", "err", err)
 		os.Exit(1)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-e.Done():
+		// Stopped for good: the node refused the credentials, the
+		// certificate or the group (ACLs), or another error retrying
+		// cannot fix. Err says which; the process should not go on.
+		log.Error("candidate stopped", "err", e.Err())
+		os.Exit(1)
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := e.Close(cctx); err != nil {
