@@ -203,7 +203,11 @@ var (
 
 // FatalError is returned by Err when the member stopped because the
 // coordinator refused it in a way retrying cannot fix (for example
-// FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED).
+// FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, GROUP_MAX_SIZE_REACHED),
+// or refused its credentials or certificate (SASL_AUTHENTICATION_FAILED,
+// a failed TLS handshake) or its use of the group (GROUP_AUTHORIZATION_FAILED,
+// also when the group's ACL is removed while it runs). Err wraps the kerr
+// error where there is one; the password is never part of it.
 type FatalError struct {
 	Request string
 	Err     error
