@@ -16,10 +16,6 @@ import (
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
-	"github.com/cohort-dev/cohort/node"
-	"github.com/cohort-dev/cohort/security/sasl"
-	"github.com/cohort-dev/cohort/server"
-	"github.com/cohort-dev/cohort/store/memstore"
 )
 
 // TestUndescribableTopicIsLogged: a consumer whose principal may READ the
@@ -28,17 +24,9 @@ import (
 // before; the leader now says so at Warn, naming the topic. Nothing told the
 // application or the operator why the topic was never assigned.
 func TestUndescribableTopicIsLogged(t *testing.T) {
-	cfg := membertest.CohortConfig(t, "", memstore.New())
-	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
-	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
-		BootstrapPassword: "admin-secret-1", SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}
-	n := membertest.StartNode(t, cfg)
+	n, adm := membertest.SecureCohort(t, "app", "app-secret-2")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(membertest.Client(t, n.Addr(), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret-1"}.AsSha512Mechanism())))
-	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "app-secret-2"}}); err != nil || res.Error() != nil {
-		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
-	}
 	for _, topic := range []string{"allowed", "secret"} {
 		if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
 			t.Fatalf("CreateTopic %s: %v", topic, err)

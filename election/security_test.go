@@ -14,10 +14,6 @@ import (
 	"github.com/cohort-dev/cohort/election"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"
-	"github.com/cohort-dev/cohort/node"
-	"github.com/cohort-dev/cohort/security/sasl"
-	"github.com/cohort-dev/cohort/server"
-	"github.com/cohort-dev/cohort/store/memstore"
 )
 
 // TestGroupACLRemovedEndsTheTerm: the writer's principal loses READ on the
@@ -26,17 +22,9 @@ import (
 // cause, the candidate stops for good (Err names it) and no longer claims
 // the role (Token -1), so it does not go on writing.
 func TestGroupACLRemovedEndsTheTerm(t *testing.T) {
-	cfg := membertest.CohortConfig(t, "", memstore.New())
-	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
-	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
-		BootstrapPassword: "admin-secret-1", SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}
-	n := membertest.StartNode(t, cfg)
+	n, adm := membertest.SecureCohort(t, "app", "app-secret-2")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	adm := kadm.NewClient(membertest.Client(t, n.Addr(), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret-1"}.AsSha512Mechanism())))
-	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "app-secret-2"}}); err != nil || res.Error() != nil {
-		t.Fatalf("AlterUserSCRAMs: %v %v", err, res.Error())
-	}
 	acl := kadm.NewACLs().Allow("User:app").AllowHosts("*").Groups("eg").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
 	if res, err := adm.CreateACLs(ctx, acl); err != nil || res[0].Err != nil {
 		t.Fatalf("CreateACLs: %v %v", err, res)

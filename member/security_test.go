@@ -23,7 +23,6 @@ import (
 	"github.com/cohort-dev/cohort/member/membertest"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/clientconfig"
-	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -138,26 +137,12 @@ func closeOnce(ch chan struct{}) {
 	}
 }
 
-// secureCohort starts a cohort node with a SASL_PLAINTEXT listener,
-// SCRAM-SHA-512 and ACLs, and the user app (password appPassword) that no
-// ACL grants anything. It returns the node's address and an admin client.
+// secureCohort starts a cohort node with SCRAM and ACLs and the user app
+// (password appPassword) that no ACL grants anything. It returns the
+// node's address and an admin client.
 func secureCohort(t *testing.T) (string, *kadm.Client) {
 	t.Helper()
-	cfg := membertest.CohortConfig(t, "", memstore.New())
-	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
-	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
-		BootstrapPassword: "admin-secret-1", SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}
-	n := membertest.StartNode(t, cfg)
-	adm := kadm.NewClient(membertest.Client(t, n.Addr(), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-secret-1"}.AsSha512Mechanism())))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: appPassword}})
-	if err == nil {
-		err = res.Error()
-	}
-	if err != nil {
-		t.Fatalf("AlterUserSCRAMs: %v", err)
-	}
+	n, adm := membertest.SecureCohort(t, "app", appPassword)
 	return n.Addr(), adm
 }
 

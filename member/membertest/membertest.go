@@ -15,12 +15,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/sasl"
+	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -259,4 +263,31 @@ func (p *Proxy) accept() {
 		go pipe(up, c)
 		go pipe(c, up)
 	}
+}
+
+// AdminPassword is the password of SecureCohort's super user admin.
+const AdminPassword = "admin-secret-1"
+
+// SecureCohort starts a cohort node with a SASL_PLAINTEXT listener on
+// 127.0.0.1, SCRAM-SHA-512 and ACLs enforced, the super user admin
+// (AdminPassword) and the user user with password, whom no ACL grants
+// anything yet. It returns the node and an admin client.
+func SecureCohort(t testing.TB, user, password string) (*node.Node, *kadm.Client) {
+	t.Helper()
+	cfg := CohortConfig(t, "", memstore.New())
+	cfg.Listeners = []server.Listener{{Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+	cfg.Security = &node.SecurityConfig{Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
+		BootstrapPassword: AdminPassword, SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond}
+	n := StartNode(t, cfg)
+	adm := kadm.NewClient(Client(t, n.Addr(), kgo.SASL(scram.Auth{User: "admin", Pass: AdminPassword}.AsSha512Mechanism())))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: user, Mechanism: kadm.ScramSha512, Iterations: 4096, Password: password}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("AlterUserSCRAMs: %v", err)
+	}
+	return n, adm
 }
