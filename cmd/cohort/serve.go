@@ -767,8 +767,9 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	// rotation that signals as soon as the port answers must find it
 	// handled (queued until the node is up), not the signal's default
 	// action (exit) or, for a process started under nohup, an ignored signal.
-	// SIGINT and SIGTERM end the process at once until the node is up
-	// (watchStopDuringStart); from then on they stop it cleanly.
+	// SIGINT and SIGTERM are caught from before the start too: one that
+	// comes during the start stops the node cleanly once it is up, a second
+	// one ends the process at once (watchStopDuringStart).
 	// Each kind of signal has a channel of its own: the signal package
 	// drops a signal that finds its channel full, so a stop signal sharing
 	// one slot with a SIGHUP or SIGUSR1 not yet taken was lost. A repeat

@@ -3,7 +3,6 @@ package main
 import (
 	"log/slog"
 	"os"
-	"sync"
 )
 
 // exitAsSignal ends the process as sg's default action would; a variable
@@ -11,42 +10,41 @@ import (
 var exitAsSignal = exitBySignal
 
 // watchStopDuringStart reads stop (SIGINT, SIGTERM) while the node starts.
-// A stop signal before started is called ends the process at once, as the
-// signal's default action would (the node has acknowledged nothing yet,
-// and a long load should not hold a stop up). The returned started hands
-// stop over to the caller: a signal that arrives from then on stays queued
-// on stop for the caller's loop, which shuts the node down cleanly.
-// Catching the stop signals only after the node was up, as cohort serve
-// did, left a window in which the port already answered and a SIGTERM
-// still killed the process without a clean stop.
+// The node may already answer on its port before its start returns, so a
+// first stop signal is kept and handed to the caller's loop once started is
+// called: the node then stops cleanly as soon as it is up (a start that
+// fails ends the process anyway). A second stop signal during the start
+// ends the process at once, as the signal's default action would (nothing
+// acknowledged is lost: the node answers a write only once it is durable),
+// for an operator who will not wait for a slow start. Before, stop signals
+// were caught only after the start, so one that came while the port already
+// answered killed the process without its clean stop.
 func watchStopDuringStart(stop chan os.Signal, log *slog.Logger) (started func()) {
-	var mu sync.Mutex
-	up := false
+	var first os.Signal
 	quit, exited := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(exited)
 		select {
+		case first = <-stop:
+			log.Info("stop signal during the start: the node stops once it is up; a second signal exits at once", "signal", first.String())
+		case <-quit:
+			return
+		}
+		select {
 		case sg := <-stop:
-			mu.Lock()
-			defer mu.Unlock()
-			if up {
-				// The node came up meanwhile: the caller's loop takes it.
-				select {
-				case stop <- sg:
-				default: // another stop signal is queued already
-				}
-				return
-			}
-			log.Info("stop signal during the start: exiting", "signal", sg.String())
+			log.Warn("second stop signal during the start: exiting", "signal", sg.String())
 			exitAsSignal(sg)
 		case <-quit:
 		}
 	}()
 	return func() {
-		mu.Lock()
-		up = true
-		mu.Unlock()
 		close(quit)
 		<-exited
+		if first != nil {
+			select {
+			case stop <- first:
+			default: // a second signal is queued already: the loop stops on it
+			}
+		}
 	}
 }

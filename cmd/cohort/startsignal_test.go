@@ -7,32 +7,62 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
-// TestStopSignalAcrossTheStart: a stop signal while the node starts ends
-// the process (as the signal's default action did); one from the moment the
-// node is up stays queued for serve's loop, which stops the node cleanly.
-// serve used to catch SIGINT and SIGTERM only some time after the node
-// opened its port, so a SIGTERM sent as soon as the port answered killed
-// the process without its clean stop (TestSIGTERMStopsWhileAReloadHangs saw
-// "exit after SIGTERM: signal: terminated").
+// TestStopSignalAcrossTheStart: a stop signal while the node starts is kept
+// and handed to serve's loop once the node is up, which stops it cleanly (the
+// node may answer on its port before its start returns); a second one during
+// the start ends the process at once; one after the start stays queued for
+// the loop. serve used to catch SIGINT and SIGTERM only after the start, and
+// a first version of this change ended the process on a signal during the
+// start: either way a SIGTERM sent as soon as the port answered killed the
+// process without its clean stop (TestSIGTERMStopsWhileAReloadHangs in node
+// failed so, "exit after SIGTERM: signal: terminated", with the log line
+// "stop signal during the start: exiting").
 func TestStopSignalAcrossTheStart(t *testing.T) {
 	exits := make(chan os.Signal, 1)
 	defer func(f func(os.Signal)) { exitAsSignal = f }(exitAsSignal)
 	exitAsSignal = func(sg os.Signal) { exits <- sg }
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	taken := func(stop chan os.Signal) {
+		testwait.For(t, 10*time.Second, "the watcher takes the signal", func() bool { return len(stop) == 0 })
+	}
 
-	// During the start.
+	// One signal during the start: kept for the loop, no exit.
 	stop := make(chan os.Signal, 1)
 	started := watchStopDuringStart(stop, log)
 	stop <- syscall.SIGTERM
+	taken(stop)
+	started()
 	select {
 	case sg := <-exits:
+		t.Fatalf("one stop signal during the start ended the process (%v); want a clean stop once up", sg)
+	default:
+	}
+	select {
+	case sg := <-stop:
 		if sg != syscall.SIGTERM {
-			t.Fatalf("exited as %v, want SIGTERM", sg)
+			t.Fatalf("serve's loop got %v, want SIGTERM", sg)
+		}
+	default:
+		t.Fatal("a SIGTERM during the start did not reach serve's loop once the node was up")
+	}
+
+	// Two signals during the start: the second ends the process.
+	stop = make(chan os.Signal, 1)
+	started = watchStopDuringStart(stop, log)
+	stop <- syscall.SIGTERM
+	taken(stop)
+	stop <- syscall.SIGINT
+	select {
+	case sg := <-exits:
+		if sg != syscall.SIGINT {
+			t.Fatalf("exited as %v, want SIGINT", sg)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("a SIGTERM during the start did not end the process")
+		t.Fatal("a second stop signal during the start did not end the process")
 	}
 	started()
 
@@ -41,13 +71,8 @@ func TestStopSignalAcrossTheStart(t *testing.T) {
 	started = watchStopDuringStart(stop, log)
 	started()
 	stop <- syscall.SIGINT
-	select {
-	case sg := <-stop:
-		if sg != syscall.SIGINT {
-			t.Fatalf("serve's loop got %v, want SIGINT", sg)
-		}
-	default:
-		t.Fatal("a SIGINT after the start was taken from serve's loop")
+	if sg := <-stop; sg != syscall.SIGINT {
+		t.Fatalf("serve's loop got %v, want SIGINT", sg)
 	}
 	select {
 	case sg := <-exits:
