@@ -53,6 +53,22 @@ func (g *rollGroup) gap() (time.Duration, int) {
 	return g.maxGap, g.takes
 }
 
+// taken is the callback for partitions member i had taken from it (how:
+// revoked or lost): it forgets them and records the take.
+func (g *rollGroup) taken(i int, how string) func(context.Context, *kgo.Client, map[string][]int32) {
+	return func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, p := range m[g.topic] {
+			delete(g.owned[i], p)
+		}
+		if len(m[g.topic]) > 0 {
+			g.takes++
+			g.how = append(g.how, fmt.Sprintf("%s member %d %s %v", time.Now().Format("15:04:05.000"), i, how, m[g.topic]))
+		}
+	}
+}
+
 func startRollGroup(t *testing.T, seeds []string, name, topic string, kip848 bool, members int) *rollGroup {
 	g := &rollGroup{name: name, topic: topic, owned: map[int]map[int32]bool{}, acked: map[int32]int64{}, stop: make(chan struct{}), lastOK: time.Now()}
 	for i := 0; i < members; i++ {
@@ -70,28 +86,8 @@ func startRollGroup(t *testing.T, seeds []string, name, topic string, kip848 boo
 					g.owned[i][p] = true
 				}
 			}),
-			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				g.mu.Lock()
-				defer g.mu.Unlock()
-				for _, p := range m[topic] {
-					delete(g.owned[i], p)
-				}
-				if len(m[topic]) > 0 {
-					g.takes++
-					g.how = append(g.how, fmt.Sprintf("%s member %d revoked %v", time.Now().Format("15:04:05.000"), i, m[topic]))
-				}
-			}),
-			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-				g.mu.Lock()
-				defer g.mu.Unlock()
-				for _, p := range m[topic] {
-					delete(g.owned[i], p)
-				}
-				if len(m[topic]) > 0 {
-					g.takes++
-					g.how = append(g.how, fmt.Sprintf("%s member %d lost %v", time.Now().Format("15:04:05.000"), i, m[topic]))
-				}
-			}),
+			kgo.OnPartitionsRevoked(g.taken(i, "revoked")),
+			kgo.OnPartitionsLost(g.taken(i, "lost")),
 		}
 		opts = append(opts, kgo.WithHooks(manageErrHook{g, i}))
 		if kip848 {
