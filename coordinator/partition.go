@@ -203,6 +203,14 @@ func (p *partition) call(ctx context.Context, cl group.Client, req kmsg.Request)
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
 	p.inCall = true
+	if p.deletedTopics != nil && p.state == stActive {
+		// Topics deleted before this request came: their offsets go
+		// first, as the loop's turn on the deletion (still to come)
+		// would have removed them had it run. Left to that turn, a
+		// commit of this request to a topic of the same name (created
+		// again) would be removed after it was acknowledged.
+		p.removeDeletedTopics()
+	}
 	resp, answered := p.dispatchGuarded(cc)
 	p.flush()
 	kick := p.needKick
