@@ -459,6 +459,10 @@ func (g *Group) bumpAndAssign(h *hbReq, bump, mayDefer bool) int16 {
 	if cg.assignEpoch >= cg.epoch {
 		return ErrNone
 	}
+	if cg.holdsUnresolved(g.s.cfg.Topics) {
+		// The first heartbeat after the matching computes it.
+		return ErrNone
+	}
 	if mayDefer && !cg.assignedAt.IsZero() {
 		if at := cg.assignedAt.Add(g.s.assignWait(g.id, len(cg.members))); h.now.Before(at) {
 			g.deferTarget(at)
@@ -510,7 +514,7 @@ func (g *Group) deferTarget(at time.Time) {
 // consumer group) still needs it. Members learn it from their next
 // heartbeat.
 func (g *Group) onAssignTimer(cg *consumerGroup, now time.Time, out *Output) {
-	if g.cg != cg || g.s.groups[g.id] != g || cg.assignEpoch >= cg.epoch || len(cg.members) == 0 {
+	if g.cg != cg || g.s.groups[g.id] != g || cg.assignEpoch >= cg.epoch || len(cg.members) == 0 || cg.holdsUnresolved(g.s.cfg.Topics) {
 		return
 	}
 	h := &hbReq{now: now, out: out}
@@ -701,6 +705,9 @@ func (g *Group) refreshMetadataHash() bool {
 	v, av := topics.Version(), cg.accessVersion()
 	if v == cg.hashVersion && av == cg.hashAccess && !cg.subsDirty {
 		return false
+	}
+	if cg.holdsUnresolved(topics) {
+		return false // computed again once the matching is in (RegexResolved)
 	}
 	cg.hashVersion, cg.hashAccess, cg.subsDirty = v, av, false
 	h := cg.accessHash(metadataHash(cg.subscribed(topics), topics), topics)

@@ -19,6 +19,11 @@ import (
 //     picking up partitions their previous holders have released.
 func (g *Group) reconcile(h *hbReq, m *cmember) {
 	cg := g.cg
+	if cg.memberUnresolved(m, g.s.cfg.Topics) {
+		// Its regex's topics are not known yet (holdsUnresolved): it
+		// keeps what it holds until they are.
+		return
+	}
 	var next *ccurrent
 	switch m.state {
 	case mStable:

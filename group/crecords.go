@@ -588,6 +588,48 @@ func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 	return e.topics
 }
 
+// regexUnresolved reports whether expr has given no topics yet because its
+// first matching in this group is still out (a RegexJob): since the group
+// was loaded, or since a member first used it. regexTopics starts the
+// matching if it is needed.
+func (cg *consumerGroup) regexUnresolved(expr string, topics Topics) bool {
+	cg.regexTopics(expr, topics)
+	e := cg.regexCache[expr]
+	return e != nil && e.valid && !e.resolved
+}
+
+// holdsUnresolved reports whether a member holds partitions (assigned or
+// pending revocation) while its regex is unresolved (regexUnresolved).
+// Its topics are then unknown, not gone: a target computed now would leave
+// them out and take every partition the regex gave away from its members,
+// to give them back once the matching comes. That is what a group with a
+// costly regex went through after each load (a restart, a cluster node
+// taking the partition over): the matches are not stored, as Kafka stores
+// them, and the first heartbeats came before the matching.
+func (cg *consumerGroup) holdsUnresolved(topics Topics) bool {
+	unresolved := false
+	for expr := range cg.regexes {
+		if cg.regexUnresolved(expr, topics) {
+			unresolved = true // and the others' matchings started too
+		}
+	}
+	if !unresolved {
+		return false
+	}
+	for _, id := range cg.ids {
+		if m := cg.members[id]; cg.memberUnresolved(m, topics) {
+			return true
+		}
+	}
+	return false
+}
+
+// memberUnresolved reports whether m holds partitions while its regex is
+// unresolved (holdsUnresolved).
+func (cg *consumerGroup) memberUnresolved(m *cmember, topics Topics) bool {
+	return m.regex != "" && (len(m.assigned) > 0 || len(m.pending) > 0) && cg.regexUnresolved(m.regex, topics)
+}
+
 // syncRegexBudget bounds the matching a shard does itself, in regex program
 // size times bytes of topic names (about 10 ns each at worst on the machine
 // of docs/benchmarks.md: 40 ms). A simple regex over a few thousand topics is
