@@ -25,8 +25,9 @@ var (
 
 // Lease is this process's term as the writer: its fencing token and a
 // deadline on this process's clock, the member's own loss deadline
-// (member.Member.ValidUntil: the session timeout, less LostMargin, after the
-// send time of the last heartbeat the coordinator confirmed). Get it with
+// (member.Member.ValidUntil: the session timeout, or a shorter rebalance
+// timeout, less LostMargin, after the send time of the last heartbeat the
+// coordinator confirmed). Get it with
 // LeaseOf from the context passed to Func and call Check before each write.
 // Its methods are safe for concurrent use.
 type Lease struct {

@@ -270,11 +270,15 @@ func (c Config) WithDefaults() Config {
 	if cfg.RebalanceTimeout <= 0 {
 		cfg.RebalanceTimeout = 30 * time.Second
 	}
+	// The heartbeat and the margin fit the shorter of the two timeouts:
+	// a dynamic member may be dropped the rebalance timeout after a
+	// rebalance it has not heard of began (lostAt).
+	window := min(cfg.SessionTimeout, cfg.RebalanceTimeout)
 	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = cfg.SessionTimeout / 3
+		cfg.HeartbeatInterval = window / 3
 	}
 	if cfg.LostMargin <= 0 {
-		cfg.LostMargin = cfg.SessionTimeout / 5
+		cfg.LostMargin = window / 5
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = 100 * time.Millisecond
@@ -292,6 +296,12 @@ func withDefaults(cfg Config) (Config, error) {
 	cfg = cfg.WithDefaults()
 	if cfg.HeartbeatInterval >= cfg.SessionTimeout-cfg.LostMargin {
 		return cfg, errors.New("member: HeartbeatInterval must be well below SessionTimeout-LostMargin")
+	}
+	if cfg.InstanceID == "" && cfg.HeartbeatInterval >= cfg.RebalanceTimeout-cfg.LostMargin {
+		// lostAt: a dynamic member counts the rebalance timeout from its
+		// last confirmed heartbeat too, so a shorter one would declare
+		// it lost between two heartbeats.
+		return cfg, errors.New("member: HeartbeatInterval must be well below RebalanceTimeout-LostMargin (a dynamic member)")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -933,12 +943,23 @@ func (m *Machine) advanceShutdown(now time.Time) {
 
 // lostAt is when the watchdog declares the membership lost: LostMargin
 // before the session could expire (measured from the send time of the last
-// confirmed request) or, while rebalancing, before the rebalance timeout
-// could drop the member.
+// confirmed request) or before the rebalance timeout could drop the member:
+// while rebalancing from phaseLimit, and, for a dynamic member, in the
+// stable phase too. A rebalance this member has not heard of (its
+// heartbeats get no answer) may have begun as soon as the coordinator
+// answered the last heartbeat NONE, no earlier than lastOK; the coordinator
+// drops the dynamic members that have not rejoined when the join phase
+// ends, the rebalance timeout after it began (static members stay until
+// their session expires). With a rebalance timeout shorter than the session
+// that comes first.
 func (m *Machine) lostAt() time.Time {
 	deadline := m.aliveUntil
-	if !m.phaseLimit.IsZero() && m.phaseLimit.Before(deadline) {
-		deadline = m.phaseLimit
+	limit := m.phaseLimit
+	if limit.IsZero() && m.cfg.InstanceID == "" && !m.lastOK.IsZero() {
+		limit = m.lastOK.Add(m.cfg.RebalanceTimeout)
+	}
+	if !limit.IsZero() && limit.Before(deadline) {
+		deadline = limit
 	}
 	return deadline.Add(-m.cfg.LostMargin)
 }

@@ -31,9 +31,12 @@
 // Member measures from the moment it sent the last request that the
 // coordinator confirmed: when no confirmation has arrived for the session
 // timeout less Config.LostMargin, it cancels the work context before the
-// coordinator can have removed it. While it rejoins during a rebalance it also
-// watches the rebalance timeout, after which the coordinator drops members
-// that have not rejoined. This is what makes the generation a usable fencing
+// coordinator can have removed it. It also watches the rebalance timeout,
+// after which the coordinator drops members that have not rejoined: while it
+// rejoins, and, for a dynamic member, also before it has heard of a
+// rebalance, counted from its last confirmed heartbeat (a rebalance may have
+// begun right after it), which matters when RebalanceTimeout is shorter than
+// SessionTimeout. This is what makes the generation a usable fencing
 // token: a process that cannot reach the coordinator stops on its own before
 // a successor can start.
 //
@@ -170,12 +173,17 @@ type Config struct {
 	// another member id (election and workers refuse it and rejoin).
 	InstanceID string
 	// SessionTimeout (default 10s), RebalanceTimeout (default 30s) and
-	// HeartbeatInterval (default SessionTimeout/3) are the usual settings.
+	// HeartbeatInterval (default a third of the shorter of the two) are
+	// the usual settings. A dynamic member whose rebalance timeout is
+	// shorter than its session stops its work on its own within that
+	// shorter time (see the package documentation), so HeartbeatInterval
+	// must be well below both, less LostMargin.
 	SessionTimeout    time.Duration
 	RebalanceTimeout  time.Duration
 	HeartbeatInterval time.Duration
 	// LostMargin is how long before the coordinator could expire the
-	// session the member declares itself lost (default SessionTimeout/5).
+	// session the member declares itself lost (default a fifth of the
+	// shorter of SessionTimeout and RebalanceTimeout).
 	// It must cover the time the caller needs to stop its work.
 	LostMargin time.Duration
 	// RetryBackoff is the first backoff after a failed join (default

@@ -2,6 +2,7 @@ package member_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -194,9 +195,12 @@ type sim struct {
 	faults     []fault
 	terms      []term
 	noGenCheck bool
-	stats      map[string]int
-	trace      []string
-	failure    string
+	// rebalance is the members' rebalance timeout (propRebalance when
+	// zero; scenario files set it with recipe's rebalance=).
+	rebalance time.Duration
+	stats     map[string]int
+	trace     []string
+	failure   string
 }
 
 type fault struct {
@@ -316,7 +320,7 @@ func (s *sim) config(sm *simMember) member.Config {
 		// The simulation runs the leader's assignor itself (CallAssign).
 		Assign:            func(context.Context, member.Generation) (map[string][]byte, error) { return nil, nil },
 		SessionTimeout:    propSession,
-		RebalanceTimeout:  propRebalance,
+		RebalanceTimeout:  cmp.Or(s.rebalance, propRebalance),
 		HeartbeatInterval: 500 * time.Millisecond,
 		LostMargin:        600 * time.Millisecond,
 		RetryBackoff:      50 * time.Millisecond,

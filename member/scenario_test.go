@@ -46,8 +46,17 @@ func (sc *memberScenario) run(line string) []string {
 	var out []string
 	if sc.s == nil {
 		rec := recPlain
+		var rebalance time.Duration
 		if cmd == "recipe" {
-			switch a.Use(fields[1:]...); strings.Join(fields[1:], " ") {
+			var name []string
+			for _, f := range fields[1:] {
+				if !strings.Contains(f, "=") {
+					name = append(name, f)
+				}
+			}
+			a.Use(name...)
+			rebalance = a.Dur("rebalance", 0)
+			switch strings.Join(name, " ") {
 			case "plain":
 			case "election":
 				rec = recElection
@@ -58,7 +67,11 @@ func (sc *memberScenario) run(line string) []string {
 			}
 		}
 		sc.s = newScriptedSim(sc.t, rec)
+		sc.s.rebalance = rebalance
 		if cmd == "recipe" {
+			if len(a.Errs) > 0 {
+				return []string{"error: " + strings.Join(a.Errs, "; ")}
+			}
 			return nil
 		}
 	}

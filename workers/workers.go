@@ -24,8 +24,9 @@
 // Each resource run therefore carries a Lease (LeaseOf on the context given
 // to Config.Start): its Token, the resource and the generation in which this
 // member got it, and a deadline on this process's monotonic clock, LostMargin
-// before the coordinator could expire the member (the session timeout after
-// the send time of the last confirmed heartbeat). Call Lease.Check before each
+// before the coordinator could expire the member (the session timeout, or a
+// shorter rebalance timeout, after the send time of the last confirmed
+// heartbeat; see member.Member.ValidUntil). Call Lease.Check before each
 // unit of work: it refuses once the deadline has passed, reading the clock
 // itself, so a resumed process refuses before any of its timers has run.
 //
