@@ -12,13 +12,20 @@
 // resumes from a freeze; it narrows the window, the fence closes it.
 //
 // Tokens grow as long as the group exists on the coordinator. A group whose
-// candidates have all stopped is kept by cohort for the offsets retention
+// candidates have all left is kept by cohort for the offsets retention
 // (`cohort serve --offsets-retention`, 7 days by default); after that, or
 // after `cohort group delete`, or on a Kafka coordinator (which removes an
 // empty group without offsets within minutes), the next candidate starts a
-// new group at token 1, and a resource that kept a higher token refuses it.
-// So keep a candidate running, or, after such a full stop, clear the
-// resource's record of tokens before starting the candidates again.
+// new group at token 1, and from then on tokens repeat those of the removed
+// group: a resource that kept a higher token refuses the new writers until
+// the new group's generations pass it, and then admits one whose token
+// equals the recorded one, which a writer of the removed group may also
+// hold. A group is removed only once its members are gone from it, but a
+// process the coordinator expired may still be running: frozen (a suspended
+// VM, SIGSTOP) or cut off, with a write under way. So keep a candidate
+// running; after such a removal, stop every process of the former group (kill
+// it, do not count on it having left) and only then clear the resource's
+// record of tokens and start the candidates again.
 //
 // The writer keeps its role across rebalances as long as it stays in the
 // group: each candidate announces in its JoinGroup metadata whether it writes

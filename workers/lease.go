@@ -14,11 +14,16 @@ import (
 // got it. For one resource, a later owner always has a greater generation
 // (while the group exists on the coordinator), so a store that keeps the
 // greatest generation it has accepted per resource can refuse a former owner
-// (see Fence). A pool whose workers have all stopped keeps its group on
-// cohort for the offsets retention (7 days by default); after that, after
-// `cohort group delete`, or on a Kafka coordinator (which removes an empty
-// group without offsets within minutes), generations start again at 1, and
-// such a store must have its record cleared before the pool starts again.
+// (see Fence). A pool whose workers have all left keeps its group on cohort
+// for the offsets retention (7 days by default); after that, after `cohort
+// group delete`, or on a Kafka coordinator (which removes an empty group
+// without offsets within minutes), generations start again at 1 and repeat
+// those of the removed group: such a store refuses the new owners until the
+// new generations pass its record, then admits an equal token, which a
+// process of the removed group (expired, but frozen or cut off with a write
+// under way) may hold too. Stop every process of the former pool (kill it,
+// do not count on it having left), then clear the store's record, then start
+// the pool again.
 type Token struct {
 	Resource   string
 	Generation int32
