@@ -93,7 +93,14 @@ type Config struct {
 	Start func(ctx context.Context, name string, token int32)
 	// Stop is called when the resource stops on this member (moved away,
 	// membership lost, Close). When it returns the resource must no longer
-	// run: only then may another member start it.
+	// run. While this member keeps its membership, no other member starts
+	// the resource before Stop has returned. A Stop that blocks also blocks
+	// this member's rejoin, and a member that cannot rejoin a rebalance
+	// within the rebalance timeout gives up its membership: its resources'
+	// contexts are then cancelled (member.ErrSessionLost) LostMargin
+	// before the coordinator can hand them on, whether Stop has returned
+	// or not. So stop within member.Config.LostMargin of the context's
+	// cancellation; only the token (Fence) covers a run that goes on.
 	Stop func(name string)
 }
 
