@@ -84,7 +84,8 @@ type Config struct {
 // Election is one candidate.
 type Election struct {
 	m     *member.Member
-	ready chan struct{} // closed once m is set (callbacks may run before)
+	ready chan struct{}    // closed once m and until are set (callbacks may run before)
+	until func() time.Time // m.ValidUntil
 	fn    Func
 	log   *slog.Logger
 	clk   clock.Clock
@@ -147,7 +148,7 @@ func Start(cfg Config, fn Func) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.m = m
+	e.m, e.until = m, m.ValidUntil
 	close(e.ready)
 	return e, nil
 }
@@ -161,15 +162,29 @@ func (e *Election) rejoin() {
 // validUntil is the member's ValidUntil, once Start has set it.
 func (e *Election) validUntil() time.Time {
 	<-e.ready
-	return e.m.ValidUntil()
+	return e.until()
 }
 
 // Token returns the token of the current term, or -1 when this process is not
-// the writer.
+// the writer. Like Lease.Check it reads the clock itself: from the term's
+// deadline on (the member's loss deadline) it returns -1, also in a process
+// that has just resumed from a freeze and whose member has not yet noticed.
+// It is a status, not a permission: a write must still carry the token to a
+// resource that checks it (Fence).
 func (e *Election) Token() int32 {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.token
+	token := e.token
+	e.mu.Unlock()
+	if token < 0 {
+		return -1
+	}
+	// The clock before the deadline, as Lease.Check reads them: a deadline
+	// moved in between is one the member kept.
+	now := e.clk.Now()
+	if until := e.validUntil(); until.IsZero() || !now.Before(until) {
+		return -1
+	}
+	return token
 }
 
 // Close stops writing (waiting for fn to return) and leaves the group, so
@@ -282,7 +297,10 @@ func (e *Election) ended(fctx context.Context, done chan struct{}) {
 		case <-e.m.Done():
 			return
 		}
-		if e.Token() < 0 { // no term started meanwhile
+		e.mu.Lock()
+		idle := e.token < 0 // no term started meanwhile
+		e.mu.Unlock()
+		if idle {
 			e.rejoin()
 		}
 	}()
