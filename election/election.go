@@ -33,7 +33,13 @@
 // writer. A new writer is chosen only when no member claims the role, i.e.
 // after the old writer has stopped and left, or after the coordinator expired
 // it; a writer that cannot reach the coordinator stops on its own before that
-// can happen (member's local loss detection).
+// can happen (member's local loss detection). Static membership
+// (member.Config.InstanceID) adds one more way, which only the token guards:
+// a process started with the instance id of a writer that still runs takes
+// its member's place, refuses the role it is handed with it and rejoins, and
+// the role goes out again under a higher token while the replaced process
+// may still write, until its next heartbeat is refused (FENCED_INSTANCE_ID)
+// or its own deadline passes. Give each process its own instance id.
 package election
 
 import (
