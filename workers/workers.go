@@ -11,7 +11,8 @@
 // away from its owner, which stops it and rejoins at once, and the second
 // rebalance hands it to its new owner. Resources of members that left or were
 // expired are free at once. A member that cannot reach the coordinator stops
-// its resources on its own before its session can expire (see package member).
+// its resources on its own before the coordinator can drop it (its session,
+// or a shorter rebalance timeout; see package member).
 //
 // # Validity and fencing
 //
