@@ -35,6 +35,8 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,11 +112,15 @@ type Cluster struct {
 	started  atomic.Bool
 	sessions atomic.Int64 // leases granted (Sessions)
 
-	mu      sync.Mutex
-	nodes   map[int32]server.Broker
-	owners  map[int32]Holder // partition -> holder, as etcd says
-	ownRev  map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
-	mine    map[int32]int64  // partitions this node serves -> create revision of its key
+	mu     sync.Mutex
+	nodes  map[int32]server.Broker
+	owners map[int32]Holder // partition -> holder, as etcd says
+	ownRev map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
+	mine   map[int32]int64  // partitions this node serves -> create revision of its key
+	// heldBy is the node that last held each partition's key, as far as
+	// this node has seen (kept when the key goes): the log line of a
+	// partition this node takes over says where it came from.
+	heldBy  map[int32]int32
 	lease   LeaseID
 	leases  []LeaseID     // earlier sessions' leases to revoke
 	changed chan struct{} // closed and replaced on every ownership change
@@ -185,6 +191,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg: cfg, log: cfg.Logger, ls: cfg.Leases, fence: cfg.Fence, clk: cfg.Clock, ttl: cfg.LeaseTTL,
 		margin: cfg.SafetyMargin, base: cfg.Clock.Now(),
 		nodes: map[int32]server.Broker{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
+		heldBy:  map[int32]int32{},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	if c.ls == nil {
@@ -700,6 +707,7 @@ func (c *Cluster) applyOwnerLocked(o OwnerKV) {
 		return
 	}
 	c.owners[o.P] = o.Holder
+	c.heldBy[o.P] = o.Holder.Node
 }
 
 // View returns what this node decides from, at its clock's now.
@@ -722,10 +730,19 @@ func (c *Cluster) reconcile(ctx context.Context) (expired bool) {
 	if a.Expired {
 		return true
 	}
-	for _, p := range a.Lost {
-		c.drop(p)
-		c.log.Warn("cluster: lost ownership", "partition", p)
+	if len(a.Lost) > 0 {
+		now := map[int32]string{}
+		for _, p := range a.Lost {
+			c.drop(p)
+			now[p] = "no node"
+			if o, ok := v.Owners[p]; ok {
+				now[p] = fmt.Sprintf("node %d", o.Node)
+			}
+		}
+		c.log.Warn("cluster: lost ownership", "partitions", len(a.Lost), "partition_ids", idRanges(a.Lost),
+			"held_by", byLabel(now))
 	}
+	var from map[int32]string // partitions taken over in this round -> where from
 	for _, p := range a.Adopt {
 		rev := v.Owners[p].CreateRev
 		c.mu.Lock()
@@ -734,18 +751,94 @@ func (c *Cluster) reconcile(ctx context.Context) (expired bool) {
 		c.mu.Unlock()
 		c.fence.SetOwner(p, rev)
 		c.coord.Acquire(p)
+		if from == nil {
+			from = map[int32]string{}
+		}
+		from[p] = "this node's own key, whose acquisition answer was lost"
 	}
 	for _, p := range a.Stray {
 		c.handOver(ctx, p, v.Owners[p].CreateRev)
 	}
-	for _, p := range a.Release {
-		c.handOver(ctx, p, c.drop(p))
-		c.log.Debug("cluster: released", "partition", p)
+	if len(a.Release) > 0 {
+		target := Assign(v.Partitions, v.Nodes)
+		to := map[int32]string{}
+		for _, p := range a.Release {
+			c.handOver(ctx, p, c.drop(p))
+			to[p] = "no node: this node is not in the registry"
+			if int(p) < len(target) && slices.Contains(v.Nodes, v.Self) {
+				to[p] = fmt.Sprintf("node %d", target[p])
+			}
+		}
+		c.log.Info("cluster: handed partitions over", "partitions", len(a.Release), "partition_ids", idRanges(a.Release),
+			"to", byLabel(to), "nodes", idList(v.Nodes))
 	}
 	if len(a.Acquire) > 0 {
-		c.acquire(ctx, a.Acquire, v.Lease)
+		for p, f := range c.acquire(ctx, a.Acquire, v.Lease, v.Nodes) {
+			if from == nil {
+				from = map[int32]string{}
+			}
+			from[p] = f
+		}
+	}
+	if len(from) > 0 {
+		ps := slices.Sorted(maps.Keys(from))
+		c.log.Info("cluster: serving partitions", "partitions", len(ps), "partition_ids", idRanges(ps),
+			"from", byLabel(from), "nodes", idList(v.Nodes))
 	}
 	return false
+}
+
+// idRanges writes sorted partition ids as ranges: "0-3,7,9-10".
+func idRanges(ps []int32) string {
+	var b strings.Builder
+	for i := 0; i < len(ps); {
+		j := i
+		for j+1 < len(ps) && ps[j+1] == ps[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(int(ps[i])))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(int(ps[j])))
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+// idList writes node ids: "1,2,4".
+func idList(ids []int32) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.Itoa(int(id))
+	}
+	return strings.Join(s, ",")
+}
+
+// byLabel says what labels partitions have: the label alone when they all
+// share it, else each label with its partitions ("node 2 (0-3); node 4
+// (7)").
+func byLabel(m map[int32]string) string {
+	groups := map[string][]int32{}
+	for p, l := range m {
+		groups[l] = append(groups[l], p)
+	}
+	if len(groups) == 1 {
+		for l := range groups {
+			return l
+		}
+	}
+	labels := slices.Sorted(maps.Keys(groups))
+	parts := make([]string, len(labels))
+	for i, l := range labels {
+		ps := groups[l]
+		slices.Sort(ps)
+		parts[i] = l + " (" + idRanges(ps) + ")"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // handOver deletes p's ownership key if it is still the one created at rev,
@@ -782,34 +875,54 @@ func (c *Cluster) drop(p int32) int64 {
 }
 
 // acquire takes free partitions: one transaction per partition (so that
-// one taken meanwhile by another node does not fail the others).
-func (c *Cluster) acquire(ctx context.Context, ps []int32, lease LeaseID) {
+// one taken meanwhile by another node does not fail the others). It returns
+// the partitions taken, each with where it came from, for the log: the node
+// that held its key last, as this node saw it, among live (the registered
+// nodes).
+func (c *Cluster) acquire(ctx context.Context, ps []int32, lease LeaseID, live []int32) map[int32]string {
+	var taken map[int32]string
 	for _, p := range ps {
 		if ctx.Err() != nil || !c.Serving() {
-			return
+			break
 		}
 		tctx, cancel := c.timeout(ctx)
 		rev, ok, err := c.ls.Acquire(tctx, p, c.cfg.NodeID, lease)
 		cancel()
 		if err != nil {
 			c.log.Debug("cluster: acquiring", "partition", p, "err", err)
-			return
+			break
 		}
 		if !ok {
 			continue
 		}
 		c.mu.Lock()
+		prev, seen := c.heldBy[p]
 		c.mine[p] = rev
 		if rev > c.ownRev[p] {
 			c.owners[p] = Holder{Node: c.cfg.NodeID, CreateRev: rev, Lease: lease}
 			c.ownRev[p] = rev
+			c.heldBy[p] = c.cfg.NodeID
 		}
 		c.notifyLocked()
 		c.mu.Unlock()
 		c.fence.SetOwner(p, rev)
 		c.coord.Acquire(p)
 		c.log.Debug("cluster: acquired", "partition", p, "rev", rev)
+		if taken == nil {
+			taken = map[int32]string{}
+		}
+		switch {
+		case !seen:
+			taken[p] = "no node held it"
+		case prev == c.cfg.NodeID:
+			taken[p] = "this node's earlier session"
+		case slices.Contains(live, prev):
+			taken[p] = fmt.Sprintf("handed over by node %d", prev)
+		default:
+			taken[p] = fmt.Sprintf("node %d left the cluster", prev)
+		}
 	}
+	return taken
 }
 
 // releaseAll stops serving everything and ends the session's lease locally
@@ -828,7 +941,8 @@ func (c *Cluster) releaseAll(why string) {
 		if why == "closing" {
 			level = slog.LevelInfo // a node stopping hands its partitions over
 		}
-		c.log.Log(context.Background(), level, "cluster: stopped serving all partitions", "why", why, "partitions", len(ps))
+		c.log.Log(context.Background(), level, "cluster: stopped serving all partitions", "why", why, "partitions", len(ps),
+			"partition_ids", idRanges(ps))
 	}
 }
 
