@@ -200,6 +200,11 @@ type StormStatus struct {
 	// members that rejoin during a rebalance add MoreCauses, and in a
 	// storm of joins they would otherwise look like its cause.
 	StartedBy map[CauseKind]int `json:"started_by,omitempty"`
+	// Loaded, told to OnStorm only: the group was found flagged when its
+	// partition loaded (a restart, or in cluster mode a partition that moved
+	// here), so the storm is, as a rule, one flagged before, by this node or
+	// the one that served the partition: not a new storm.
+	Loaded bool `json:"-"`
 }
 
 // WaitingMember is a member a rebalance in progress waits for.

@@ -612,6 +612,7 @@ func (s *Shard) evalStorm(group string, now time.Time) {
 	st := s.storm(group, now)
 	if st.Flagged != h.flagged {
 		h.flagged = st.Flagged
+		st.Loaded = st.Flagged && s.stormsAtLoad
 		if s.cfg.OnStorm != nil {
 			s.cfg.OnStorm(st)
 		}

@@ -593,9 +593,11 @@ func (g *Group) restore(img *groupImage) {
 func (s *Shard) FinishLoad(now time.Time, out *Output) {
 	s.flushLoadedOffsets()
 	s.loading = loading{}
+	s.stormsAtLoad = true
 	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
 		s.evalStorm(id, now)
 	}
+	s.stormsAtLoad = false
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
 		if cg := g.cg; cg != nil {

@@ -94,6 +94,9 @@ type Shard struct {
 	needsReload bool
 	// unloading is true while Unload gives up on the writes in flight.
 	unloading bool
+	// stormsAtLoad is true while FinishLoad evaluates the storm flags
+	// (StormStatus.Loaded).
+	stormsAtLoad bool
 	// regexJobs: see TakeRegexJobs. nameBytes*: see nameBytes. lastRegex*:
 	// see newRegexMatch.
 	regexJobs        []RegexJob

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -23,9 +24,10 @@ import (
 // by exactly one for that cause and no other, and the join and sync duration
 // histograms by exactly one sample each. The storm detector (threshold 3 in
 // a minute) flags the group at the fourth rebalance:
-// cohort_rebalance_storms_total goes to 1 and cohort_groups_storming to 1,
-// and back to 0 once the window has passed the rebalances; the log names the
-// group at each change of the flag.
+// cohort_rebalance_storms_total goes to 1 and cohort_groups_storming to 1;
+// the group's partition released and loaded again is still flagged and not
+// counted again; back to 0 once the window has passed the rebalances; the
+// log names the group at each change of the flag.
 func TestMetricsRebalanceCauses(t *testing.T) {
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	cfg := group.Defaults()
@@ -128,6 +130,24 @@ func TestMetricsRebalanceCauses(t *testing.T) {
 	}
 	if c := read(); c.storms != 1 {
 		t.Errorf("cohort_rebalance_storms_total %v after the flag, want 1", c.storms)
+	}
+	// The group's partition leaves the node and comes back (cluster mode:
+	// handed over, later taken over again; or another node loading it):
+	// the gauge follows, and the node that loads it flags the group again,
+	// but it is the same storm, counted once (summed over the nodes, a
+	// storm that moved counted once more at each move), and the log line
+	// says it was flagged at the load.
+	p := coordinator.PartitionFor(rawGroup, n.coord.Partitions())
+	n.coord.Release(p)
+	n.rm.released(p)
+	waitMetric(t, addr, 10*time.Second, eq(0), "cohort_groups_storming")
+	n.coord.Acquire(p)
+	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_groups_storming")
+	if c := read(); c.storms != 1 {
+		t.Errorf("cohort_rebalance_storms_total %v after the group's partition loaded again, want 1 (the same storm)", c.storms)
+	}
+	if want := `session_timeout=1" loaded=true`; !logs.has(want) {
+		t.Errorf("no storm line ending %q in the log after the load", want)
 	}
 	// The window passes the first rebalances: unflagged, the count of
 	// storms stays.

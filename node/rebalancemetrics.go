@@ -62,7 +62,7 @@ func newRebalanceMetrics(reg prometheus.Registerer, parts func() int) *rebalance
 	}, []string{"type"})
 	storms := prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: "cohort", Name: "rebalance_storms_total",
-		Help: "Times a group was flagged as rebalancing too often (--rebalance-storm).",
+		Help: "Times a group was flagged as rebalancing too often (--rebalance-storm); a flag found again when the group's partition loads (a restart, a move) is not counted again.",
 	})
 	m := &rebalanceMetrics{count: map[rebalanceKey]prometheus.Counter{}, join: map[string]prometheus.Observer{},
 		sync: map[string]prometheus.Observer{}, storms: storms, flagged: map[string]bool{}, parts: parts}
@@ -106,7 +106,11 @@ func (m *rebalanceMetrics) storm(st group.StormStatus) {
 		delete(m.flagged, st.Group)
 		return
 	}
-	if !m.flagged[st.Group] {
+	if !m.flagged[st.Group] && !st.Loaded {
+		// A flag found at the load of the group's partition is a storm
+		// counted before (by this node, or the one that served the
+		// partition): summed over the nodes, or over a restart, it would
+		// count once more at every move.
 		m.storms.Inc()
 	}
 	m.flagged[st.Group] = true
@@ -162,7 +166,11 @@ func logStorms(cfg *group.Config, log *slog.Logger) {
 			causes = append(causes, fmt.Sprintf("%s=%d", k, n))
 		}
 		slices.Sort(causes)
-		log.Warn("group rebalancing in a storm (see cohort group why)", "group", st.Group, "rebalances", st.Count,
-			"threshold", st.Threshold, "window", time.Duration(st.WindowMs)*time.Millisecond, "causes", strings.Join(causes, ","))
+		attrs := []any{"group", st.Group, "rebalances", st.Count, "threshold", st.Threshold,
+			"window", time.Duration(st.WindowMs) * time.Millisecond, "causes", strings.Join(causes, ",")}
+		if st.Loaded {
+			attrs = append(attrs, "loaded", true) // flagged before its partition loaded here
+		}
+		log.Warn("group rebalancing in a storm (see cohort group why)", attrs...)
 	}
 }
