@@ -242,8 +242,11 @@ func listGroups(e env, f *cmdFlags, states, types []string) error {
 	}
 	defer done()
 	// The filters go to the server (ListGroups v4+ states, v5+ types) and
-	// are applied here too, for servers that ignore them.
-	gs, err := kadm.NewClient(cl).ListGroupsByType(ctx, types, states...)
+	// are applied here too, for servers that ignore them. ListGroups goes
+	// to every node: one that just died (still listed until its lease
+	// ends, in cluster mode) is waited out, as describe and offsets do.
+	adm := kadm.NewClient(cl)
+	gs, err := untilReachable(ctx, cl, func() (kadm.ListedGroups, error) { return adm.ListGroupsByType(ctx, types, states...) })
 	if err != nil {
 		return f.c.fail("groups", err)
 	}

@@ -210,3 +210,48 @@ func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// TestGroupsRidesOutADeadNode: `cohort groups` run right after a node of a
+// cluster died (SIGKILL: its registration stays in etcd until its lease
+// ends, so Metadata still lists it) asks again until the node is gone and
+// lists the groups, within the default --timeout (10 s, longer than the
+// 3 s lease), as docs/cli.md says of groups, describe and offsets. It
+// failed at once: ListGroups goes to every node, and one shard's dial
+// error ended the command ("request ListGroups has 1 separate shard
+// errors, first: unable to dial").
+func TestGroupsRidesOutADeadNode(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n1, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
+		Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dead/", LeaseTTL: 3 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n1.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	child := cohortCommand(ctx, t, "serve", "--listen", closedAddr(t), "--node-id", "2", "--partitions", "4",
+		"--etcd", ec.Endpoints()[0], "--etcd-prefix", "/dead/", "--lease-ttl", "3s", "--cluster-id", "test",
+		"--log-level", "error")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	testwait.For(t, 30*time.Second, "node 2 serving its share", func() bool {
+		return len(n1.Cluster().Brokers()) == 2 && len(n1.Cluster().OwnedPartitions()) == 2
+	})
+	c := cli{t: t, base: []string{"--bootstrap", n1.Addr()}}
+	c.ok("groups")
+	child.Process.Kill()
+	child.Wait()
+	if len(n1.Cluster().Brokers()) != 2 {
+		t.Fatal("node 2 left the registry at once: the test does not exercise a dead node still listed")
+	}
+	out, errOut, code := c.run("groups")
+	if code != 0 {
+		t.Fatalf("groups right after node 2 died: exit %d\n%s", code, errOut)
+	}
+	if !strings.HasPrefix(out, "GROUP") {
+		t.Fatalf("groups: %q", out)
+	}
+}
