@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -114,25 +116,49 @@ func kafkaErr(code int16) error { return kerr.ErrorForCode(code) }
 
 // listGroups lists the groups the principal may describe, from every node
 // (kgo sends ListGroups to each broker): ids, states and types only;
-// describeRows fills in the rest of the rows a page shows.
-func listGroups(ctx context.Context, cl *kgo.Client) ([]GroupRow, error) {
+// describeRows fills in the rest of the rows a page shows. A node that
+// cannot be reached (in cluster mode, one that died and stays in the
+// registry until its lease ends) does not fail the list: unreachable says
+// which nodes the groups of are missing. Any other failure of a node, or
+// every node unreachable, is an error.
+func listGroups(ctx context.Context, cl *kgo.Client) (rows []GroupRow, unreachable []string, err error) {
 	lreq := kmsg.NewPtrListGroupsRequest()
-	resp, err := lreq.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	if err := kafkaErr(resp.ErrorCode); err != nil {
-		return nil, err
-	}
-	rows := make([]GroupRow, 0, len(resp.Groups))
-	for _, g := range resp.Groups {
-		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
-		if r.Type == "" {
-			r.Type = "classic"
+	seen := map[string]bool{}
+	var firstErr error
+	shards := cl.RequestSharded(ctx, lreq)
+	for _, sh := range shards {
+		if sh.Err != nil {
+			var op *net.OpError
+			if !errors.As(sh.Err, &op) || op.Op != "dial" {
+				return nil, nil, sh.Err
+			}
+			if firstErr == nil {
+				firstErr = sh.Err
+			}
+			unreachable = append(unreachable, fmt.Sprintf("node %d (%s) could not be reached (%v)",
+				sh.Meta.NodeID, net.JoinHostPort(sh.Meta.Host, strconv.Itoa(int(sh.Meta.Port))), op.Err))
+			continue
 		}
-		rows = append(rows, r)
+		resp := sh.Resp.(*kmsg.ListGroupsResponse)
+		if err := kafkaErr(resp.ErrorCode); err != nil {
+			return nil, nil, err
+		}
+		for _, g := range resp.Groups {
+			if seen[g.Group] { // listed by two nodes while its partition moves
+				continue
+			}
+			seen[g.Group] = true
+			r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
+			if r.Type == "" {
+				r.Type = "classic"
+			}
+			rows = append(rows, r)
+		}
 	}
-	return rows, nil
+	if len(unreachable) == len(shards) && firstErr != nil {
+		return nil, nil, firstErr
+	}
+	return rows, unreachable, nil
 }
 
 // describeBatch is the most groups one DescribeGroups or

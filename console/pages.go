@@ -47,6 +47,9 @@ type groupsPage struct {
 	Matching      int        // of the state and type asked for
 	Total         int
 	States, Types []string
+	// Unreachable are the nodes that could not be reached, whose groups
+	// are not listed.
+	Unreachable []string
 }
 
 // maxGroupRows is the most groups the groups page shows. A page of every
@@ -57,14 +60,14 @@ type groupsPage struct {
 var maxGroupRows = 1000 // a variable for tests
 
 func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
-	rows, err := listGroups(ctx, cl)
+	rows, unreachable, err := listGroups(ctx, cl)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
 	}
 	q := r.URL.Query()
 	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1"}
-	p := groupsPage{Query: gq, Total: len(rows),
+	p := groupsPage{Query: gq, Total: len(rows), Unreachable: unreachable,
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
 		States: group.ListedStates(),

@@ -1,0 +1,111 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// TestGroupsPageWithADeadNode: right after a node of a cluster dies
+// (SIGKILL, a crashed host) it stays in the registry, so in Metadata, until
+// its lease ends, and the console's ListGroups, sent to every node, cannot
+// reach it. The groups page lists the groups of the nodes that answer and
+// says which node it could not reach; before, it was a 502 ("Listing the
+// groups failed: ... unable to dial") for as long as the lease lasted, the
+// moment an operator opens the console. Node 2 here is a registration with
+// an address nothing listens on, under a lease that outlives the test.
+func TestGroupsPageWithADeadNode(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	const parts, prefix = 4, "/console-dead/"
+	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: parts, Group: gcfg,
+		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	testwait.For(t, 20*time.Second, "node 1 serving every partition", func() bool {
+		return len(n.Cluster().OwnedPartitions()) == parts
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(kafkaClient(t, n, false))
+	var ids []string
+	for i := 0; i < 8; i++ {
+		id := fmt.Sprintf("app-%d", i)
+		ids = append(ids, id)
+		commit(ctx, t, adm, id, "orders", 1)
+	}
+
+	// Node 2 "dies" registered: nothing listens at its address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ls := cluster.EtcdLeases{Client: ec.Client(t), Prefix: prefix}
+	lease, _, err := ls.Grant(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ls.Register(ctx, 2, fmt.Appendf(nil, `{"id":2,"host":"127.0.0.1","port":%d}`, port), lease); err != nil || !ok {
+		t.Fatalf("registering node 2: %v %v", ok, err)
+	}
+	t.Cleanup(func() { ls.Revoke(context.Background(), lease) })
+	share := 0
+	for _, id := range cluster.Assign(parts, []int32{1, 2}) {
+		if id == 1 {
+			share++
+		}
+	}
+	testwait.For(t, 20*time.Second, "node 1 seeing node 2 and handing its share over", func() bool {
+		return len(n.Cluster().Brokers()) == 2 && len(n.Cluster().OwnedPartitions()) == share
+	})
+	mine := map[int32]bool{}
+	for _, p := range n.Cluster().OwnedPartitions() {
+		mine[p] = true
+	}
+	if len(mine) == 0 || len(mine) == parts {
+		t.Fatalf("node 1 serves %d of %d partitions", len(mine), parts)
+	}
+
+	code, body := get(t, "http://"+n.HTTPAddr()+"/console/", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("groups page with node 2 down: %d\n%s", code, body)
+	}
+	listed := 0
+	for _, id := range ids {
+		served := mine[coordinator.PartitionFor(id, parts)]
+		has := strings.Contains(body, `data-group="`+id+`"`)
+		if served && !has {
+			t.Errorf("group %s, on node 1's partition, is not listed", id)
+		}
+		if has {
+			listed++
+		}
+	}
+	if listed == 0 {
+		t.Fatalf("no group listed:\n%s", body)
+	}
+	if want := fmt.Sprintf("node 2 (127.0.0.1:%d) could not be reached", port); !strings.Contains(body, want) {
+		t.Errorf("the page does not say %q:\n%s", want, body)
+	}
+}
