@@ -50,7 +50,23 @@ func fetchHistory(f *cmdFlags, id string, n int32) (*group.HistoryDoc, string, e
 // message); so is a server that sends no history (not cohort, or a cohort
 // without it). A consumer-protocol group answers DescribeGroups as missing
 // but still carries its history, which is used.
+//
+// A coordinator that cannot be reached, or that answers that it does not
+// serve the group right now (a partition that moves), is asked again until
+// ctx ends (untilReachable), as group describe does.
 func historyOf(ctx context.Context, cl *kgo.Client, id string, n int32) (*group.HistoryDoc, string, error) {
+	type answer struct {
+		doc    *group.HistoryDoc
+		leader string
+	}
+	a, err := untilReachable(ctx, cl, func() (answer, error) {
+		doc, leader, err := historyOnce(ctx, cl, id, n)
+		return answer{doc, leader}, err
+	})
+	return a.doc, a.leader, err
+}
+
+func historyOnce(ctx context.Context, cl *kgo.Client, id string, n int32) (*group.HistoryDoc, string, error) {
 	ds, err := grouphistory.Describe(ctx, cl, []string{id}, n)
 	if err != nil {
 		return nil, "", fmt.Errorf("history of %s: %w", id, err)

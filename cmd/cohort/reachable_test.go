@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -211,15 +212,43 @@ func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// TestGroupsRidesOutADeadNode: `cohort groups` run right after a node of a
-// cluster died (SIGKILL: its registration stays in etcd until its lease
-// ends, so Metadata still lists it) asks again until the node is gone and
-// lists the groups, within the default --timeout (10 s, longer than the
-// 3 s lease), as docs/cli.md says of groups, describe and offsets. It
-// failed at once: ListGroups goes to every node, and one shard's dial
-// error ended the command ("request ListGroups has 1 separate shard
-// errors, first: unable to dial").
-func TestGroupsRidesOutADeadNode(t *testing.T) {
+// TestCommandsRideOutADeadNode: `cohort groups`, and `cohort group history`
+// of a group the dead node coordinated, run right after a node of a cluster
+// died (SIGKILL: its registration and partitions stay in etcd until its
+// lease ends, so Metadata still lists it and FindCoordinator still names
+// it) ask again until the node is gone and its partitions have moved, within
+// the default --timeout (10 s, longer than the 3 s lease), as docs/cli.md
+// says of groups, describe and offsets. Both failed at once: ListGroups goes
+// to every node, and one shard's dial error ended the command ("request
+// ListGroups has 1 separate shard errors, first: unable to dial"); group
+// history dialled the dead coordinator once.
+func TestCommandsRideOutADeadNode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args func(g string) []string
+		want func(g, out string) bool
+	}{
+		{"groups", func(string) []string { return []string{"groups"} },
+			func(g, out string) bool { return strings.HasPrefix(out, "GROUP") }},
+		{"history", func(g string) []string { return []string{"group", "history", g} },
+			func(g, out string) bool { return !strings.Contains(out, "error") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, g, kill := clusterWithDoomedNode(t)
+			kill()
+			out, errOut, code := c.run(tc.args(g)...)
+			if code != 0 || !tc.want(g, out) {
+				t.Fatalf("%v right after node 2 died: exit %d\n%s\n%s", tc.args(g), code, out, errOut)
+			}
+		})
+	}
+}
+
+// clusterWithDoomedNode starts node 1 in-process and node 2 as a child
+// process (3 s leases, 4 partitions), and a group node 2 coordinates, with
+// a committed offset. It returns a cli that knows node 1 only, the group,
+// and kill, which SIGKILLs node 2 and checks that node 1 still lists it.
+func clusterWithDoomedNode(t *testing.T) (cli, string, func()) {
 	ec := etcdtest.Start(t, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n1, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
@@ -229,29 +258,42 @@ func TestGroupsRidesOutADeadNode(t *testing.T) {
 	}
 	t.Cleanup(func() { n1.Close() })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	child := cohortCommand(ctx, t, "serve", "--listen", closedAddr(t), "--node-id", "2", "--partitions", "4",
 		"--etcd", ec.Endpoints()[0], "--etcd-prefix", "/dead/", "--lease-ttl", "3s", "--cluster-id", "test",
 		"--log-level", "error")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { child.Process.Kill(); child.Wait() }()
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 	testwait.For(t, 30*time.Second, "node 2 serving its share", func() bool {
 		return len(n1.Cluster().Brokers()) == 2 && len(n1.Cluster().OwnedPartitions()) == 2
 	})
+	var g string
+	for i := 0; g == ""; i++ {
+		if cand := fmt.Sprintf("group-%d", i); n1.Cluster().Owner(coordinator.PartitionFor(cand, 4)) == 2 {
+			g = cand
+		}
+	}
 	c := cli{t: t, base: []string{"--bootstrap", n1.Addr()}}
-	c.ok("groups")
-	child.Process.Kill()
-	child.Wait()
-	if len(n1.Cluster().Brokers()) != 2 {
-		t.Fatal("node 2 left the registry at once: the test does not exercise a dead node still listed")
+	c.ok("topic", "create", "events", "--partitions", "1")
+	adm, actx := adminOf(t, n1.Addr())
+	var last error
+	if !testwait.Until(20*time.Second, func() bool { // once node 2's catalog has the topic
+		rs, err := adm.CommitOffsets(actx, g, kadm.OffsetsFromRecords(kgo.Record{Topic: "events", Offset: 2}))
+		if err == nil {
+			err = rs.Error()
+		}
+		last = err
+		return err == nil
+	}) {
+		t.Fatalf("committing for %s: %v", g, last)
 	}
-	out, errOut, code := c.run("groups")
-	if code != 0 {
-		t.Fatalf("groups right after node 2 died: exit %d\n%s", code, errOut)
-	}
-	if !strings.HasPrefix(out, "GROUP") {
-		t.Fatalf("groups: %q", out)
+	return c, g, func() {
+		child.Process.Kill()
+		child.Wait()
+		if len(n1.Cluster().Brokers()) != 2 {
+			t.Fatal("node 2 left the registry at once: the test does not exercise a dead node still listed")
+		}
 	}
 }
