@@ -38,7 +38,14 @@ func freePort(t *testing.T) string { return testport.Reserve(t) }
 // answers.
 func startChild(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd {
 	t.Helper()
-	args := append([]string{"serve", "--listen", addr, "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn"}, extra...)
+	return startChildOn(t, bin, dir, addr, append([]string{"--listen", addr}, extra...)...)
+}
+
+// startChildOn is startChild with the listener in extra (--listeners),
+// addr being the one to wait on.
+func startChildOn(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"serve", "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
