@@ -802,16 +802,7 @@ func TestCostlyRegexResolvedInTheBackground(t *testing.T) {
 	topics := serviceTopics()
 	h, cat := newCH(t, topics)
 	h.holdRegex = true
-	// Long (a program of ~2,000 instructions) but quick to match: the shard
-	// goes by the size alone.
-	words := make([]string, 300)
-	for i := range words {
-		words[i] = fmt.Sprintf("zq%03dk", i)
-	}
-	regex := "service-00.*|" + strings.Join(words, "|")
-	if cost := h.s.newRegexMatch(regex).size * h.s.nameBytes(cat, cat.Version()); cost <= syncRegexBudget {
-		t.Fatalf("the regex costs %d, within the shard's budget %d", cost, syncRegexBudget)
-	}
+	regex := costlyRegex(t, h, cat)
 	partitions := func(r *kmsg.ConsumerGroupHeartbeatResponse) int {
 		n := 0
 		if r.Assignment != nil {
@@ -880,15 +871,33 @@ func TestCostlyRegexResolvedInTheBackground(t *testing.T) {
 	}
 }
 
-// regexSize, the shard's estimate of a regex's matching cost per byte, stays
-// near the size of the program regexp compiles.
-func TestRegexSizeEstimate(t *testing.T) {
+// longServiceRegex matches the service-00* topics of serviceTopics with a
+// long program (~2,000 instructions) that is still quick to match: the shard
+// goes by the program's size alone.
+func longServiceRegex() string {
 	words := make([]string, 300)
 	for i := range words {
 		words[i] = fmt.Sprintf("zq%03dk", i)
 	}
+	return "service-00.*|" + strings.Join(words, "|")
+}
+
+// costlyRegex is longServiceRegex, checked to be over the shard's budget
+// for synchronous matching over cat, so that h matches it in the background.
+func costlyRegex(t *testing.T, h *h, cat *catalog.Catalog) string {
+	t.Helper()
+	regex := longServiceRegex()
+	if cost := h.s.newRegexMatch(regex).size * h.s.nameBytes(cat, cat.Version()); cost <= syncRegexBudget {
+		t.Fatalf("the regex costs %d, within the shard's budget %d", cost, syncRegexBudget)
+	}
+	return regex
+}
+
+// regexSize, the shard's estimate of a regex's matching cost per byte, stays
+// near the size of the program regexp compiles.
+func TestRegexSizeEstimate(t *testing.T) {
 	for _, expr := range []string{
-		"t-00.*", ".*(?:(?:orders)|(?:payments)).*", "(^a)|(^b)", "service-00.*|" + strings.Join(words, "|"),
+		"t-00.*", ".*(?:(?:orders)|(?:payments)).*", "(^a)|(^b)", longServiceRegex(),
 		strings.Repeat("((((((((((a*)*)*)*)*)*)*)*)*)*)", 100), strings.Repeat("(.*.*.*.*)", 100),
 		strings.Repeat(`[\p{L}\p{N}]{100}`, 5), "(.*){100}", "a{1000}",
 	} {

@@ -1,8 +1,6 @@
 package group
 
 import (
-	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,14 +17,7 @@ import (
 // and then only the partitions it gets move.
 func TestCostlyRegexAfterLoadKeepsPartitions(t *testing.T) {
 	h, cat := newCH(t, serviceTopics())
-	words := make([]string, 300)
-	for i := range words {
-		words[i] = fmt.Sprintf("zq%03dk", i)
-	}
-	regex := "service-00.*|" + strings.Join(words, "|")
-	if cost := h.s.newRegexMatch(regex).size * h.s.nameBytes(cat, cat.Version()); cost <= syncRegexBudget {
-		t.Fatalf("the regex costs %d, within the shard's budget %d", cost, syncRegexBudget)
-	}
+	regex := costlyRegex(t, h, cat)
 	toSet := func(a *kmsg.ConsumerGroupHeartbeatResponseAssignment) tpset {
 		s := tpset{}
 		for _, tp := range a.Topics {
@@ -87,7 +78,7 @@ func TestCostlyRegexAfterLoadKeepsPartitions(t *testing.T) {
 		t.Fatalf("m1 keeps %d partitions once m2 is in, want 100", kept.size())
 	}
 	r2 = h.cg(hb{member: "m2", epoch: r2.MemberEpoch, owned: tpset{}})
-	r = h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: kept})
+	h.cg(hb{member: "m1", epoch: r.MemberEpoch, owned: kept})
 	r2 = h.cg(hb{member: "m2", epoch: r2.MemberEpoch, owned: tpset{}})
 	if r2.Assignment == nil || toSet(r2.Assignment).size() != 100 {
 		t.Fatalf("m2 after m1's revocation: %v", r2.Assignment)
