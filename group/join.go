@@ -49,7 +49,7 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 		}
 		g = s.newGroup(req.Group, now)
 	}
-	if !g.acceptJoiningMember(req.MemberID) {
+	if !g.acceptJoiningMember(req.MemberID, instanceID) {
 		// KIP-389: over group.max.size. A known member is evicted so that
 		// a group above a lowered limit shrinks (KAFKA-9885).
 		if m := g.memberByID(req.MemberID); m != nil {
@@ -91,10 +91,19 @@ type joinReq struct {
 	instanceID string
 }
 
-func (g *Group) acceptJoiningMember(memberID string) bool {
+func (g *Group) acceptJoiningMember(memberID, instanceID string) bool {
 	max := g.s.cfg.MaxSize
 	if max <= 0 {
 		return true
+	}
+	if cur, ok := g.static[instanceID]; ok && memberID == "" && instanceID != "" {
+		// A static member restarting takes its instance's place (the
+		// old incarnation is fenced): the group does not grow, so it is
+		// admitted as that member would be. Kafka's classic coordinator
+		// counts it as a newcomer and refuses it at the limit with an
+		// error Java consumers treat as fatal; its consumer groups exempt
+		// the instance (KAFKA-20601), as cohort's do.
+		memberID = cur
 	}
 	switch g.state {
 	case Empty, Dead:
