@@ -139,7 +139,8 @@ type RebalanceEvent struct {
 	End            time.Time `json:"end"`
 	// Outcome: "stable" (a new assignment is in force), "empty" (every
 	// member left), "superseded" (another rebalance started before this one
-	// completed; consumer groups), "failed" (a write failed).
+	// completed; consumer groups); "failed" is reserved and never written
+	// (a failed assignment write does not end the event).
 	Outcome string `json:"outcome"`
 	// Cause is what started the rebalance; MoreCauses what happened while
 	// it was in progress (they did not start another one), in order.
