@@ -406,11 +406,14 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 			g = s.newGroup(r.Group, h.now)
 		}
 		// A new consumer group, or an empty classic group (perhaps only
-		// offsets) replaced by one: its offsets stay.
+		// offsets) replaced by one: its offsets stay. The consumer
+		// group's record comes first: replayed before it, the classic
+		// record's tombstone would remove a group without offsets from
+		// the shard while this heartbeat still works on it.
+		g.emit(h, cGroupRec(g.id, 0, 0))
 		if g.persisted || g.metaWrites > 0 { // one on its way too (upgradeToConsumer)
 			g.emit(h, groupTombstone(g.id))
 		}
-		g.emit(h, cGroupRec(g.id, 0, 0))
 	}
 	cg = g.cg
 	id := r.MemberID

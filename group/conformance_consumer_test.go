@@ -483,6 +483,34 @@ func TestKIP848_C76C84ConvertEmptyGroups(t *testing.T) {
 	}
 }
 
+// TestKIP848_C76EmptyClassicGroupWithoutOffsets: a classic group whose
+// members all left, with no offsets (none committed, or all deleted), is
+// replaced by the first consumer-protocol member's group: the member joins
+// and gets the partitions, and a reload finds the consumer group, not the
+// classic one. The tombstone of the classic record removed the group from
+// the shard as it was replayed, before the consumer group's first record,
+// and the heartbeat went on with the removed group (nil pointer: a panic).
+func TestKIP848_C76EmptyClassicGroupWithoutOffsets(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	ids, _ := h.stableGroup("cg", 1)
+	h.leave("cg", lm(ids[0]))
+	if g := h.s.Group("cg"); g == nil || g.State() != Empty || !g.persisted || g.NumOffsets() != 0 {
+		t.Fatal("setup: want an empty classic group with a stored record and no offsets")
+	}
+	r := h.cgJoin("m1", "a")
+	expectCode(t, "C76 join", r.ErrorCode, ErrNone)
+	if got := assigned(r); !got.equal(set("a", 0)) {
+		t.Fatalf("C76: the member got %v", got)
+	}
+	if l := h.s.ListGroups(kmsg.NewPtrListGroupsRequest()); len(l) != 1 || l[0].GroupType != "consumer" || l[0].GroupState != "Stable" {
+		t.Fatalf("C76: listed %+v", l)
+	}
+	re := h.reload()
+	if g := re.Group("cg"); g == nil || g.cg == nil || g.cg.members["m1"] == nil || g.persisted {
+		t.Fatal("C76: reloaded without the consumer group, or with the classic record")
+	}
+}
+
 // TestC77C80C81C82C83OnlineMigration: a consumer-protocol member joins a
 // live classic group (upgrade): the classic members keep their partitions,
 // are told to rejoin, rejoin through JoinGroup/SyncGroup served from the
