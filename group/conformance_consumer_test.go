@@ -483,6 +483,49 @@ func TestKIP848_C76C84ConvertEmptyGroups(t *testing.T) {
 	}
 }
 
+// TestKIP848_C84ConversionWrittenInOrder: a classic JoinGroup turns an
+// empty consumer group classic (here its first JoinGroup, answered
+// MEMBER_ID_REQUIRED); a consumer-protocol member that joins while the
+// conversion's tombstones are still on their way to the store makes it a
+// consumer group again. The tombstones, replayed once durable, removed that
+// new consumer group from the shard: the member's next heartbeat was
+// answered GROUP_ID_NOT_FOUND while the store held it as a member. And a
+// conversion whose write failed left the shard classic and the store with
+// the consumer group, without asking for a reload.
+func TestKIP848_C84ConversionWrittenInOrder(t *testing.T) {
+	for _, offsets := range []bool{false, true} {
+		h, _ := newCH(t, map[string]int32{"t": 1, "a": 1})
+		if offsets {
+			h.commit("cg", "", -1, 2, map[string]int64{"t": 42})
+		}
+		h.cgJoin("m1", "a")
+		h.cg(hb{member: "m1", epoch: -1})
+		h.hold = true
+		meta := string(subscription(nil, "a"))
+		expectCode(t, "classic join", h.joinResp(h.join("cg", jo{protos: protos("range", meta)})).ErrorCode, ErrMemberIDRequired)
+		req := h.cgReq(hb{member: "m2", names: []string{"a"}, owned: tpset{}})
+		tk := h.do(func(t Ticket, out *Output) {
+			h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "client-m2", Host: "127.0.0.1"}, req, out)
+		})
+		h.release() // in write order: the conversion's, then m2's
+		r := h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse)
+		expectCode(t, "m2 join", r.ErrorCode, ErrNone)
+		r = h.cg(hb{member: "m2", epoch: r.MemberEpoch})
+		expectCode(t, fmt.Sprintf("m2 heartbeat (offsets %v)", offsets), r.ErrorCode, ErrNone)
+		if d := h.checkReload(); d != "" {
+			t.Fatalf("offsets %v: %s", offsets, d)
+		}
+	}
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	h.cgJoin("m1", "a")
+	h.cg(hb{member: "m1", epoch: -1})
+	h.fail = ErrCoordinatorNotAvailable
+	h.join("cg", jo{protos: protos("range", string(subscription(nil, "a")))})
+	if !h.s.NeedsReload() {
+		t.Fatal("a failed conversion write left the shard classic and the store with the consumer group, and no reload asked")
+	}
+}
+
 // TestKIP848_C76EmptyClassicGroupWithoutOffsets: a classic group whose
 // members all left, with no offsets (none committed, or all deleted), is
 // replaced by the first consumer-protocol member's group: the member joins

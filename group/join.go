@@ -38,9 +38,19 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 			s.classicJoinToConsumer(now, t, c, req, out, g)
 			return
 		}
-		// An empty consumer group becomes a classic group; its offsets stay.
-		s.write(out, []rec{cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, "")}, nil)
-		g.cg, g.protocolType = nil, ""
+		// An empty consumer group becomes a classic group; its offsets
+		// stay. The tombstones are applied now, as the consumer group's
+		// own records are: replayed only once durable, they removed a
+		// consumer group that a member had created again meanwhile, and
+		// a failed write left the shard classic and the store not. A
+		// group without offsets goes with them (as in Kafka, which
+		// removes the consumer group and then creates a classic one).
+		recs := []rec{cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, "")}
+		for i := range recs {
+			s.replay(&recs[i], false)
+		}
+		s.writeApplied(out, recs, nil)
+		g = s.groups[req.Group]
 	}
 	if g == nil {
 		if req.MemberID != "" {
