@@ -526,6 +526,34 @@ func TestKIP848_C84ConversionWrittenInOrder(t *testing.T) {
 	}
 }
 
+// TestKIP848_C84NotDuringDelete: a classic JoinGroup to an empty consumer
+// group that DeleteGroups is removing is told to retry
+// (COORDINATOR_NOT_AVAILABLE), as for a classic group being deleted, and
+// once the deletion is durable the group id is free for either protocol.
+// The JoinGroup used to turn the group classic first: the deletion's
+// consumer-group tombstones then found no consumer group to remove and the
+// group stayed Dead in memory, every JoinGroup and ConsumerGroupHeartbeat
+// answered COORDINATOR_NOT_AVAILABLE until the partition was loaded again.
+func TestKIP848_C84NotDuringDelete(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 1, "a": 1})
+	h.commit("cg", "", -1, 2, map[string]int64{"t": 42})
+	h.cgJoin("m1", "a")
+	h.cg(hb{member: "m1", epoch: -1})
+	h.hold = true
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version, req.Groups = 2, []string{"cg"}
+	dt := h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+	meta := string(subscription(nil, "a"))
+	expectCode(t, "join during the delete", h.joinResp(h.join("cg", jo{protos: protos("range", meta)})).ErrorCode, ErrCoordinatorNotAvailable)
+	h.release()
+	expectCode(t, "delete", h.resp(dt).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode, ErrNone)
+	if g := h.s.Group("cg"); g != nil {
+		t.Fatalf("after the delete: a group is left, state %v, consumer %v", g.State(), g.cg != nil)
+	}
+	expectCode(t, "classic join after the delete", h.joinResp(h.join("cg", jo{protos: protos("range", meta)})).ErrorCode, ErrMemberIDRequired)
+	expectCode(t, "consumer join after the delete", h.cgJoin("m2", "a").ErrorCode, ErrNone)
+}
+
 // TestKIP848_C76EmptyClassicGroupWithoutOffsets: a classic group whose
 // members all left, with no offsets (none committed, or all deleted), is
 // replaced by the first consumer-protocol member's group: the member joins

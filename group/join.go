@@ -32,7 +32,10 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 		instanceID = *req.InstanceID
 	}
 	g := s.groups[req.Group]
-	if g != nil && g.cg != nil {
+	if g != nil && g.cg != nil && g.state != Dead {
+		// (A consumer group being deleted stays one: its deletion's
+		// tombstones remove it once durable; meanwhile the join is told
+		// to retry, below.)
 		if len(g.cg.members) > 0 {
 			// A classic member of a consumer-protocol group (mixed).
 			s.classicJoinToConsumer(now, t, c, req, out, g)
