@@ -80,7 +80,16 @@ func exportedFamilies(t *testing.T) map[string]*family {
 	if _, err := hb.RequestWith(t.Context(), client(t, n.Addr())); err != nil {
 		t.Fatal(err)
 	}
-	waitMetric(t, n.HTTPAddr(), 5*time.Second, above(0), "cohort_server_request_errors_total")
+	// A describe of a group that is not there (GROUP_ID_NOT_FOUND from v6),
+	// as monitoring tools send for consumer-protocol groups
+	// (docs/compatibility.md names the series).
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = 6, []string{"nobody"}
+	if _, err := dg.RequestWith(t.Context(), client(t, n.Addr())); err != nil {
+		t.Fatal(err)
+	}
+	waitMetric(t, n.HTTPAddr(), 5*time.Second, above(0), "cohort_server_request_errors_total", "api", "Heartbeat")
+	waitMetric(t, n.HTTPAddr(), 5*time.Second, above(0), "cohort_server_request_errors_total", "api", "DescribeGroups", "error", "GROUP_ID_NOT_FOUND")
 	add(scrapeMetrics(t, n.HTTPAddr()))
 
 	// A node with SASL listeners, one over TLS: the families by SASL
