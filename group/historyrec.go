@@ -456,6 +456,22 @@ func (s *Shard) historyTombstones(group string, recs []rec) []rec {
 	return recs
 }
 
+// forgetHistory drops the history of a group that is gone from the shard
+// once none of its events is kept or being written.
+func (s *Shard) forgetHistory(group string) {
+	h := s.hist[group]
+	if h == nil || s.groups[group] != nil || len(h.events)+len(h.loaded)+len(h.trimmed)+len(h.writing) > 0 {
+		return
+	}
+	s.cancel(h.timer)
+	delete(s.hist, group)
+	if h.flagged && s.cfg.OnStorm != nil {
+		// The group is gone: it no longer storms (metrics count
+		// flagged groups from these calls).
+		s.cfg.OnStorm(StormStatus{Group: group, Threshold: s.cfg.StormThreshold, WindowMs: s.cfg.StormWindow.Milliseconds()})
+	}
+}
+
 // replayHistory applies a history record.
 func (s *Shard) replayHistory(r *rec) {
 	if r.del {
@@ -466,15 +482,7 @@ func (s *Shard) replayHistory(r *rec) {
 		h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
 		h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
 		h.trimmed = slices.DeleteFunc(h.trimmed, func(seq uint64) bool { return seq == r.seq })
-		if len(h.events)+len(h.loaded)+len(h.trimmed)+len(h.writing) == 0 && s.groups[r.group] == nil {
-			s.cancel(h.timer)
-			delete(s.hist, r.group)
-			if h.flagged && s.cfg.OnStorm != nil {
-				// The group is gone: it no longer storms (metrics count
-				// flagged groups from these calls).
-				s.cfg.OnStorm(StormStatus{Group: r.group, Threshold: s.cfg.StormThreshold, WindowMs: s.cfg.StormWindow.Milliseconds()})
-			}
-		}
+		s.forgetHistory(r.group)
 		return
 	}
 	h := s.histOf(r.group)

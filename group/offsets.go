@@ -621,6 +621,9 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			}
 			if g.state == Dead && s.groups[g.id] == g {
 				delete(s.groups, g.id) // never stored: no tombstone to replay
+				// Its history's tombstones replayed while it was
+				// still here (Dead) and could not drop the history.
+				s.forgetHistory(g.id)
 			}
 		})
 	}
