@@ -414,6 +414,17 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 		if g.persisted || g.metaWrites > 0 { // one on its way too (upgradeToConsumer)
 			g.emit(h, groupTombstone(g.id))
 		}
+		// Nothing of the classic group is left (Kafka deletes it): a
+		// later JoinGroup that turns the group classic again starts a
+		// new group at generation 0, as after a load.
+		for id, pt := range g.pending {
+			s.cancel(pt)
+			delete(g.pending, id)
+		}
+		s.cancel(g.joinTimer)
+		s.cancel(g.syncTimer)
+		g.joinTimer, g.syncTimer = nil, nil
+		g.state, g.protocol, g.leader, g.generation = Empty, "", "", 0
 	}
 	cg = g.cg
 	id := r.MemberID

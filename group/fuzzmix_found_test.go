@@ -33,3 +33,42 @@ func TestMixExpiredConvertedGroupLeavesNoHistory(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// Found by FuzzMixedGroups. An empty classic group replaced by a consumer
+// group (its offsets keep the group in the shard) kept its classic
+// generation, protocol and leader; when a classic JoinGroup later turned
+// the emptied consumer group classic again, its first rebalance continued
+// the old generation. Kafka deletes the classic group and creates a new one
+// at generation 0 each way, and a shard loaded from the store (which holds
+// the classic record's tombstone) starts at generation 0 too.
+func TestMixReplacedClassicGroupStartsAtGenerationZero(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 1})
+	ids, gen := h.stableGroup("g", 1)
+	if c := commitCodes(h.commitReq(commitReq("g", ids[0], gen))); c[0] != ErrNone {
+		t.Fatalf("commit: %v", c)
+	}
+	h.leave("g", lm(ids[0]))
+	if g := h.s.Group("g"); g.state != Empty || g.generation != 2 {
+		t.Fatalf("setup: %v generation %d", g.state, g.generation)
+	}
+	expectCode(t, "cg join", h.cg(hb{group: "g", member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+	expectCode(t, "cg leave", h.cg(hb{group: "g", member: "m0", epoch: -1}).ErrorCode, ErrNone)
+	gens := map[string]int32{}
+	for _, which := range []string{"live", "reloaded"} {
+		if which == "reloaded" {
+			h.s = h.reload()
+		}
+		jr := h.joinResp(h.newMember("g", jo{}))
+		expectCode(t, which+" classic join", jr.ErrorCode, ErrNone)
+		gens[which] = jr.Generation
+		h.leave("g", lm(jr.MemberID))
+		if which == "live" {
+			// back to the state before the join, for the reloaded run
+			expectCode(t, "cg join", h.cg(hb{group: "g", member: "m1", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+			expectCode(t, "cg leave", h.cg(hb{group: "g", member: "m1", epoch: -1}).ErrorCode, ErrNone)
+		}
+	}
+	if gens["live"] != 1 || gens["reloaded"] != 1 {
+		t.Fatalf("first generation of the new classic group: live %d, reloaded %d; want 1 (a new group)", gens["live"], gens["reloaded"])
+	}
+}
