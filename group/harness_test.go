@@ -527,8 +527,12 @@ func (h *h) checkReload() string {
 		if (live.state != Stable && live.state != Empty) || h.staleMeta[id] {
 			continue
 		}
-		if live.state == Empty && !live.persisted && live.generation == 0 && len(live.offsets) == 0 {
-			continue // nothing of it was ever stored
+		if _, stored := h.store[string(groupKey(id))]; live.state == Empty && !stored && live.generation == 0 && len(live.offsets) == 0 {
+			// Nothing of it is stored. (The store, not live.persisted:
+			// a classic record landing after the tombstone a conversion
+			// applied at once sets persisted although the store holds
+			// the tombstone; that only costs a redundant tombstone.)
+			continue
 		}
 		a, b := h.s.DescribeGroup(id, 5, false), re.DescribeGroup(id, 5, false)
 		encode := func(g kmsg.DescribeGroupsResponseGroup) []byte {

@@ -1,0 +1,434 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FuzzMixedGroups drives classic and KIP-848 requests at the same two group
+// ids, where the seams between group types lie: classic joins (dynamic and
+// static, at v3 and v4+), syncs, heartbeats and leaves (one member or all),
+// ConsumerGroupHeartbeats (joins, leaves at epoch -1 and -2), DeleteGroups,
+// OffsetDelete, member and admin OffsetCommits, topic deletions, clock
+// advances past session timeouts and offset retention, and writes held,
+// completed or failed. After every step it checks that nothing panicked,
+// every answer encodes, and, when no write is in flight, that a shard
+// rebuilt from the store answers ListGroups, DescribeGroups,
+// ConsumerGroupDescribe and OffsetFetch as the live one does.
+//
+//	go test -run '^$' -fuzz FuzzMixedGroups -fuzztime 3m -parallel 1 ./group/
+func FuzzMixedGroups(f *testing.F) {
+	for _, s := range mixSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { runMix(t, data, testing.Verbose()) })
+}
+
+// mixSeeds are quick inputs run by go test ./group/ (FuzzMixedGroups and
+// the tests of the bugs it found).
+var mixSeeds = [][]byte{
+	// a classic member joins (KIP-394 round trip), syncs, commits and
+	// leaves; a consumer member replaces the empty group and leaves; a
+	// classic member turns it classic again and joins
+	// (TestMixReplacedClassicGroupStartsAtGenerationZero)
+	{0, 0, 0, 0, 0, 0, 9, 1, 1, 0, 7, 0, 1, 0, 3, 0, 0, 4, 0, 0, 4, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 1, 12, 1},
+	// a static classic member replaced by a consumer member with its
+	// instance id (upgrade), leaving at epoch -2; writes held over a
+	// DeleteGroups and a classic join, then offsets retention
+	{0, 4, 0, 9, 1, 1, 4, 7, 4, 0, 0, 4, 4, 0, 4, 4, 3, 10, 5, 0, 0, 0, 0, 12, 1, 9, 0x81, 6, 0, 0},
+	// failed writes while a mixed group downgrades
+	{4, 0, 0, 0, 2, 0, 0, 2, 0, 9, 1, 11, 0, 4, 0, 2, 11, 1, 12, 1, 9, 50, 12, 0},
+	// a consumer group with history turned classic (MEMBER_ID_REQUIRED)
+	// and removed by offsets retention
+	// (TestMixExpiredConvertedGroupLeavesNoHistory)
+	{4, 0, 0, 4, 0, 2, 0, 0, 0, 9, 0x81},
+}
+
+type mixClassic struct {
+	id       string
+	gen      int32
+	leader   bool
+	members  []string
+	protocol string
+}
+
+func runMix(t *testing.T, data []byte, verbose bool) {
+	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
+	h.s.Logf = func(string, ...any) {}
+	h.s.cfg.OffsetsRetention = time.Minute
+	vlog := func(f string, a ...any) {
+		if verbose {
+			t.Logf(f, a...)
+		}
+	}
+	b := func() byte {
+		if len(data) == 0 {
+			return 0
+		}
+		x := data[0]
+		data = data[1:]
+		return x
+	}
+	groups := []string{"g0", "g1"}
+	cls := map[string]*mixClassic{}                          // group/slot -> classic member
+	parked := map[Ticket]string{}                            // join ticket -> group/slot
+	cgs := map[string]*kmsg.ConsumerGroupHeartbeatResponse{} // group/member -> last answer
+	seen := map[Ticket]bool{}
+	take := func() {
+		for tk, r := range h.got {
+			if seen[tk] {
+				continue
+			}
+			seen[tk] = true
+			r.AppendTo(nil) // every answer encodes at its version
+			key, ok := parked[tk]
+			if !ok {
+				continue
+			}
+			delete(parked, tk)
+			jr := r.(*kmsg.JoinGroupResponse)
+			c := cls[key]
+			if c == nil {
+				c = &mixClassic{}
+				cls[key] = c
+			}
+			switch jr.ErrorCode {
+			case ErrNone:
+				c.id, c.gen, c.leader = jr.MemberID, jr.Generation, jr.LeaderID == jr.MemberID
+				c.members = c.members[:0]
+				for _, m := range jr.Members {
+					c.members = append(c.members, m.MemberID)
+				}
+				if jr.Protocol != nil {
+					c.protocol = *jr.Protocol
+				}
+			case ErrMemberIDRequired:
+				c.id = jr.MemberID
+			case ErrUnknownMemberID, ErrFencedInstanceID:
+				c.id = ""
+			}
+		}
+	}
+	pick := func() (string, int) {
+		x := b()
+		return groups[x%2], int(x>>1) % 4
+	}
+	instance := func(slot int) *string {
+		if slot >= 2 {
+			s := fmt.Sprintf("s%d", slot)
+			return &s
+		}
+		return nil
+	}
+	steps := 0
+	for len(data) > 0 && steps < 80 {
+		steps++
+		if h.s.NeedsReload() && h.s.PendingWrites() == 0 && len(h.held) == 0 {
+			// as the runtime: a failed applied write discards the shard
+			h.s = h.reload()
+			h.s.Logf = func(string, ...any) {}
+			h.staleMeta = map[string]bool{}
+		}
+		op := b() % 13
+		switch op {
+		case 0: // classic JoinGroup
+			g, slot := pick()
+			key := fmt.Sprintf("%s/%d", g, slot)
+			c := cls[key]
+			if c == nil {
+				c = &mixClassic{}
+				cls[key] = c
+			}
+			fl := b()
+			req := kmsg.NewPtrJoinGroupRequest()
+			req.Version = 9
+			if fl&1 != 0 {
+				req.Version = 3
+			}
+			req.Group, req.MemberID, req.InstanceID = g, c.id, instance(slot)
+			if fl&2 != 0 {
+				req.MemberID = ""
+			}
+			req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = 6000, 10000
+			req.ProtocolType = "consumer"
+			topics := []string{"a", "b"}[:1+int(fl>>2)%2]
+			req.Protocols = protos("range", string(subscription(tpset{}, topics...)))
+			if fl&0x10 != 0 {
+				req.Protocols = protos("range", "m") // not a consumer subscription
+			}
+			if fl&0x60 == 0x60 {
+				req.ProtocolType = "connect" // cannot become a consumer group
+			}
+			tk := h.do(func(tk Ticket, out *Output) { h.s.JoinGroup(h.now, tk, Client{ID: "c", Host: "h"}, req, out) })
+			parked[tk] = key
+			vlog("join v%d %s id=%q inst=%v", req.Version, key, req.MemberID, req.InstanceID != nil)
+		case 1: // classic SyncGroup
+			g, slot := pick()
+			c := cls[fmt.Sprintf("%s/%d", g, slot)]
+			if c == nil {
+				break
+			}
+			req := kmsg.NewPtrSyncGroupRequest()
+			req.Version = 5
+			req.Group, req.MemberID, req.Generation, req.InstanceID = g, c.id, c.gen, instance(slot)
+			pt, p := "consumer", "range"
+			req.ProtocolType, req.Protocol = &pt, &p
+			if c.leader {
+				for _, m := range c.members {
+					req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: []byte{0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}})
+				}
+			}
+			h.do(func(tk Ticket, out *Output) { h.s.SyncGroup(h.now, tk, req, out) })
+			vlog("sync %s/%d gen=%d", g, slot, c.gen)
+		case 2: // classic Heartbeat
+			g, slot := pick()
+			c := cls[fmt.Sprintf("%s/%d", g, slot)]
+			if c == nil {
+				break
+			}
+			req := kmsg.NewPtrHeartbeatRequest()
+			req.Version = 4
+			req.Group, req.MemberID, req.Generation, req.InstanceID = g, c.id, c.gen, instance(slot)
+			h.do(func(tk Ticket, out *Output) { h.s.Heartbeat(h.now, tk, req, out) })
+		case 3: // classic LeaveGroup: one member, or every slot
+			g, slot := pick()
+			req := kmsg.NewPtrLeaveGroupRequest()
+			req.Version = 5
+			req.Group = g
+			all := b()%2 == 0
+			for s := 0; s < 4; s++ {
+				if !all && s != slot {
+					continue
+				}
+				c := cls[fmt.Sprintf("%s/%d", g, s)]
+				m := kmsg.LeaveGroupRequestMember{InstanceID: instance(s)}
+				if c != nil {
+					m.MemberID = c.id
+				}
+				if m.InstanceID == nil && m.MemberID == "" {
+					continue
+				}
+				req.Members = append(req.Members, m)
+			}
+			if len(req.Members) == 0 {
+				break
+			}
+			h.do(func(tk Ticket, out *Output) { h.s.LeaveGroup(h.now, tk, req, out) })
+			vlog("leave %s all=%v", g, all)
+		case 4: // ConsumerGroupHeartbeat
+			g, slot := pick()
+			member := fmt.Sprintf("m%d", slot)
+			key := g + "/" + member
+			prev := cgs[key]
+			o := hb{group: g, member: member}
+			switch b() % 7 {
+			case 6: // a subscription change at the current epoch
+				if prev != nil {
+					o.epoch, o.names = prev.MemberEpoch, []string{"a", "b"}[slot%2:]
+				}
+			case 0, 1:
+				o.epoch, o.names, o.owned = 0, []string{"a", "b"}[:1+slot%2], tpset{}
+			case 2:
+				o.epoch = -1
+			case 3:
+				o.epoch = -2
+			default:
+				if prev != nil {
+					o.epoch = prev.MemberEpoch
+					if a := assigned(prev); a != nil {
+						o.owned = a
+					}
+				}
+			}
+			if slot >= 2 {
+				o.instance = instance(slot) // shared with the classic slot: static replacement across protocols
+			}
+			req := h.cgReq(o)
+			tk := h.do(func(tk Ticket, out *Output) {
+				h.s.ConsumerGroupHeartbeat(h.now, tk, Client{ID: "c", Host: "h"}, req, out)
+			})
+			if r, ok := h.got[tk]; ok {
+				resp := r.(*kmsg.ConsumerGroupHeartbeatResponse)
+				vlog("cg %s epoch=%d -> %d epoch=%d", key, o.epoch, resp.ErrorCode, resp.MemberEpoch)
+				if resp.ErrorCode == 0 && resp.MemberEpoch >= 0 {
+					cgs[key] = resp
+				} else {
+					delete(cgs, key)
+				}
+			}
+		case 5: // DeleteGroups
+			g, slot := pick()
+			req := kmsg.NewPtrDeleteGroupsRequest()
+			req.Version = 2
+			req.Groups = []string{g}
+			if slot == 3 {
+				req.Groups = groups
+			}
+			h.do(func(tk Ticket, out *Output) { h.s.DeleteGroups(h.now, tk, req, out) })
+			vlog("delete %s", g)
+		case 6: // OffsetDelete
+			g, _ := pick()
+			req := kmsg.NewPtrOffsetDeleteRequest()
+			req.Group = g
+			rt := kmsg.NewOffsetDeleteRequestTopic()
+			rt.Topic = []string{"a", "b"}[b()%2]
+			rt.Partitions = []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}
+			req.Topics = append(req.Topics, rt)
+			h.do(func(tk Ticket, out *Output) { h.s.OffsetDelete(h.now, tk, req, out) })
+			vlog("offset delete %s %s", g, rt.Topic)
+		case 7: // OffsetCommit: admin, classic member or consumer member
+			g, slot := pick()
+			var req *kmsg.OffsetCommitRequest
+			switch b() % 3 {
+			case 0:
+				req = commitReq(g, "", -1)
+			case 1:
+				c := cls[fmt.Sprintf("%s/%d", g, slot)]
+				if c == nil {
+					req = commitReq(g, "", -1)
+				} else {
+					req = commitReq(g, c.id, c.gen)
+				}
+			case 2:
+				member := fmt.Sprintf("m%d", slot)
+				var epoch int32
+				if r := cgs[g+"/"+member]; r != nil {
+					epoch = r.MemberEpoch
+				}
+				req = commitReq(g, member, epoch)
+			}
+			req.Topics[0].Topic = []string{"a", "b"}[b()%2]
+			h.do(func(tk Ticket, out *Output) { h.s.OffsetCommit(h.now, tk, req, out) })
+			vlog("commit %s member=%q gen=%d", g, req.MemberID, req.Generation)
+		case 8: // topic deleted (and maybe created again)
+			name := []string{"a", "b"}[b()%2]
+			if _, ok := cat.Lookup(name); ok {
+				cat.Delete(name)
+				h.do(func(_ Ticket, out *Output) { h.s.DeleteTopicOffsets([]string{name}, out) })
+				vlog("delete topic %s", name)
+			} else {
+				cat.Create(name, 1, nil)
+				vlog("create topic %s", name)
+			}
+		case 9: // time passes; maybe offsets expire
+			x := b()
+			d := time.Duration(x&0x7f) * time.Second
+			if x&0x80 != 0 {
+				d = 2 * time.Minute
+			}
+			h.advance(d)
+			if x&1 != 0 {
+				h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+			}
+			vlog("advance %v expire=%v", d, x&1 != 0)
+		case 10: // hold writes, or release those held
+			h.hold = !h.hold
+			if !h.hold {
+				h.release()
+			}
+			vlog("hold=%v", h.hold)
+		case 11: // writes fail or succeed
+			if b()%3 == 0 {
+				h.fail = ErrNotCoordinator
+			} else {
+				h.fail = ErrNone
+			}
+			vlog("fail=%d", h.fail)
+		case 12: // release everything and let writes succeed
+			h.fail = ErrNone
+			h.release()
+			vlog("release")
+			if b()%2 == 0 && h.s.PendingWrites() == 0 {
+				// the partition moves: a shard loaded from the store goes on
+				var out Output
+				h.s.Unload(h.now, &out)
+				h.settle(&out)
+				take()
+				h.s = h.reload()
+				h.s.Logf = func(string, ...any) {}
+				h.staleMeta = map[string]bool{}
+				parked = map[Ticket]string{}
+				vlog("reloaded")
+			}
+		}
+		take()
+		if d := mixCheck(h, groups); d != "" {
+			t.Fatalf("step %d (op %d): %s", steps, op, d)
+		}
+	}
+	h.fail = ErrNone
+	h.release()
+	take()
+	if h.s.NeedsReload() && h.s.PendingWrites() == 0 {
+		h.s = h.reload()
+		h.s.Logf = func(string, ...any) {}
+		h.staleMeta = map[string]bool{}
+	}
+	if d := mixCheck(h, groups); d != "" {
+		t.Fatalf("at the end: %s", d)
+	}
+	h.advance(time.Hour)
+	var out Output
+	h.s.Unload(h.now, &out)
+	h.settle(&out)
+	take()
+}
+
+// mixCheck compares the live shard with one rebuilt from the store when no
+// write is in flight; it returns a description of the first difference.
+func mixCheck(h *h, groups []string) string {
+	if h.s.PendingWrites() > 0 || len(h.held) > 0 || h.s.NeedsReload() {
+		return ""
+	}
+	if d := h.checkReload(); d != "" {
+		return d
+	}
+	re := h.reload()
+	list := func(s *Shard) map[string]string {
+		m := map[string]string{}
+		for _, lg := range s.ListGroups(kmsg.NewPtrListGroupsRequest()) {
+			g := s.Group(lg.Group)
+			if g.cg == nil && ((g.state != Stable && g.state != Empty) || h.staleMeta[lg.Group]) {
+				continue // a classic group between generations is ahead of its record
+			}
+			if _, stored := h.store[string(groupKey(lg.Group))]; g.cg == nil && g.state == Empty && !stored && g.generation == 0 && len(g.offsets) == 0 {
+				continue // nothing of it was ever stored
+			}
+			m[lg.Group] = fmt.Sprintf("%s/%s/%s", lg.GroupType, lg.GroupState, lg.ProtocolType)
+		}
+		return m
+	}
+	live, rel := list(h.s), list(re)
+	for id, a := range live {
+		if b, ok := rel[id]; ok && a != b {
+			return fmt.Sprintf("ListGroups %q: live %s, reloaded %s", id, a, b)
+		}
+		if _, ok := rel[id]; !ok && re.Group(id) == nil {
+			return fmt.Sprintf("ListGroups %q: live %s, absent after reload", id, a)
+		}
+	}
+	for id, b := range rel {
+		if h.s.Group(id) == nil || h.s.Group(id).state == Dead {
+			return fmt.Sprintf("ListGroups %q: absent live, reloaded %s", id, b)
+		}
+	}
+	for _, id := range groups {
+		if h.staleMeta[id] {
+			continue
+		}
+		enc := func(s *Shard) []byte {
+			r := kmsg.NewPtrConsumerGroupDescribeResponse()
+			r.Version = 1
+			r.Groups = append(r.Groups, s.DescribeConsumerGroup(id, 1, false))
+			return r.AppendTo(nil)
+		}
+		if a, b := enc(h.s), enc(re); !bytes.Equal(a, b) {
+			return fmt.Sprintf("ConsumerGroupDescribe %q differs after reload:\nlive     %+v\nreloaded %+v", id, h.s.DescribeConsumerGroup(id, 1, false), re.DescribeConsumerGroup(id, 1, false))
+		}
+	}
+	return ""
+}
