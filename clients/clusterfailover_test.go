@@ -484,15 +484,7 @@ func newFailoverClient(t *testing.T, addrs ...string) *kgo.Client {
 func committed(ctx context.Context, cl *kgo.Client, group string) bool {
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = group
-	rt := kmsg.NewOffsetFetchRequestTopic()
-	rt.Topic = bareTopic
-	for p := int32(0); p < barePartitions; p++ {
-		rt.Partitions = append(rt.Partitions, p)
-	}
-	req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
-	resp, err := req.RequestWith(rctx, cl)
+	resp, err := testkafka.OffsetFetchRequest(group, bareTopic, barePartitions).RequestWith(rctx, cl)
 	if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != barePartitions {
 		return false
 	}

@@ -31,14 +31,8 @@ func FuzzConsumerGroupHeartbeats(f *testing.F) {
 				t.Logf(f, a...)
 			}
 		}
-		b := func() byte {
-			if len(data) == 0 {
-				return 0
-			}
-			x := data[0]
-			data = data[1:]
-			return x
-		}
+		src := byteSource(data)
+		b := src.next
 		i32 := func() int32 {
 			var x [4]byte
 			for i := range x {
@@ -49,7 +43,7 @@ func FuzzConsumerGroupHeartbeats(f *testing.F) {
 		last := map[string]*kmsg.ConsumerGroupHeartbeatResponse{}
 		regexes := []string{"a|b", "(", "", ".*", "c.*", "[", "new.*", "(?i)A"}
 		steps := 0
-		for len(data) > 0 && steps < 60 {
+		for len(src) > 0 && steps < 60 {
 			steps++
 			if h.s.NeedsReload() && h.s.PendingWrites() == 0 && len(h.held) == 0 {
 				// as the runtime: a failed applied write discards the shard

@@ -56,6 +56,19 @@ type mixClassic struct {
 	protocol string
 }
 
+// byteSource hands a fuzz input out a byte at a time, and zeros once it is
+// used up.
+type byteSource []byte
+
+func (s *byteSource) next() byte {
+	if len(*s) == 0 {
+		return 0
+	}
+	x := (*s)[0]
+	*s = (*s)[1:]
+	return x
+}
+
 func runMix(t *testing.T, data []byte, verbose bool) {
 	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
 	h.s.Logf = func(string, ...any) {}
@@ -65,14 +78,8 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 			t.Logf(f, a...)
 		}
 	}
-	b := func() byte {
-		if len(data) == 0 {
-			return 0
-		}
-		x := data[0]
-		data = data[1:]
-		return x
-	}
+	src := byteSource(data)
+	b := src.next
 	groups := []string{"g0", "g1"}
 	cls := map[string]*mixClassic{}                          // group/slot -> classic member
 	parked := map[Ticket]string{}                            // join ticket -> group/slot
@@ -125,7 +132,7 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 		return nil
 	}
 	steps := 0
-	for len(data) > 0 && steps < 80 {
+	for len(src) > 0 && steps < 80 {
 		steps++
 		if h.s.NeedsReload() && h.s.PendingWrites() == 0 && len(h.held) == 0 {
 			// as the runtime: a failed applied write discards the shard

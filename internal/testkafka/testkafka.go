@@ -12,12 +12,9 @@ import (
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
-// FetchOffsets asks for the committed offsets of partitions 0..partitions-1
-// of topic in group, again until the answer has no error (at any level) (a partition may
-// still be loading or moving after a crash or failover), each try bounded by
-// 5 s and all of them by within; it fails the test when no answer came.
-func FetchOffsets(t testing.TB, cl kmsg.Requestor, group, topic string, partitions int32, within time.Duration) *kmsg.OffsetFetchResponse {
-	t.Helper()
+// OffsetFetchRequest asks for the committed offsets of partitions
+// 0..partitions-1 of topic in group.
+func OffsetFetchRequest(group, topic string, partitions int32) *kmsg.OffsetFetchRequest {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = group
 	rt := kmsg.NewOffsetFetchRequestTopic()
@@ -26,6 +23,16 @@ func FetchOffsets(t testing.TB, cl kmsg.Requestor, group, topic string, partitio
 		rt.Partitions = append(rt.Partitions, p)
 	}
 	req.Topics = []kmsg.OffsetFetchRequestTopic{rt}
+	return req
+}
+
+// FetchOffsets asks for the committed offsets of partitions 0..partitions-1
+// of topic in group, again until the answer has no error (at any level) (a partition may
+// still be loading or moving after a crash or failover), each try bounded by
+// 5 s and all of them by within; it fails the test when no answer came.
+func FetchOffsets(t testing.TB, cl kmsg.Requestor, group, topic string, partitions int32, within time.Duration) *kmsg.OffsetFetchResponse {
+	t.Helper()
+	req := OffsetFetchRequest(group, topic, partitions)
 	var resp *kmsg.OffsetFetchResponse
 	var err error
 	if !testwait.Until(within, func() bool {
