@@ -2,6 +2,7 @@ package serverassign
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
 
 	"github.com/cohort-dev/cohort/internal/javastr"
@@ -43,18 +44,35 @@ func (rangeAssignor) Assign(members []Member, topics map[string]Topic, _ Plan) (
 
 	// Every existing, non-empty topic some member subscribes to, by name
 	// (C50: the others give no error and no assignment), with its
-	// subscribers in member order. Consecutive members with the same list
-	// share one resolution of it.
+	// subscribers in member order. Members with the same list share one
+	// resolution of it, adjacent in that order or not (a group changing
+	// its subscription has members on two long lists, interleaved), and
+	// resolving a list costs one pass over it: the time is linear in the
+	// members' topic entries, as in Kafka.
 	index := map[string]int{}
 	var names []string
+	var added []int // added[x]: 1 + the position whose resolution last took topic x
+	byList := map[string]int{}
+	var key []byte
 	resolved := make([][]int, len(order)) // per position in order
 	for k, i := range order {
-		if k > 0 && slices.Equal(members[i].Topics, members[order[k-1]].Topics) {
+		list := members[i].Topics
+		if k > 0 && slices.Equal(list, members[order[k-1]].Topics) {
 			resolved[k] = resolved[k-1]
 			continue
 		}
+		key = key[:0]
+		for _, t := range list {
+			key = binary.AppendUvarint(key, uint64(len(t)))
+			key = append(key, t...)
+		}
+		if first, ok := byList[string(key)]; ok {
+			resolved[k] = resolved[first]
+			continue
+		}
+		byList[string(key)] = k
 		var ts []int
-		for _, t := range members[i].Topics {
+		for _, t := range list {
 			if md, ok := topics[t]; !ok || md.Partitions <= 0 {
 				continue
 			}
@@ -63,8 +81,10 @@ func (rangeAssignor) Assign(members []Member, topics map[string]Topic, _ Plan) (
 				x = len(names)
 				index[t] = x
 				names = append(names, t)
+				added = append(added, 0)
 			}
-			if !slices.Contains(ts, x) {
+			if added[x] != k+1 { // a name listed twice counts once
+				added[x] = k + 1
 				ts = append(ts, x)
 			}
 		}
