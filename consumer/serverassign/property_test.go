@@ -235,46 +235,57 @@ func TestRangeProperties(t *testing.T) {
 		r := rand.New(rand.NewPCG(seed, 4))
 		g := randomGroup(r, 5, 12, 7, seed%2 == 0, false)
 		p := run(t, Range(), g, nil)
-		order := slices.Clone(g.members)
-		slices.SortFunc(order, func(a, b Member) int { return kafkaOrder(&a, &b) })
-		subsOf := map[string]string{}
-		for _, name := range sortedTopics(g) {
-			P := int(g.topics[name].Partitions)
-			var subs []string
-			for _, m := range order {
-				if slices.Contains(m.Topics, name) {
-					subs = append(subs, m.ID)
-				}
-			}
-			subsOf[name] = fmt.Sprint(P, subs)
-			next := int32(0)
-			for k, id := range subs {
-				size := P / len(subs)
-				if k < P%len(subs) {
-					size++
-				}
-				var want []int32
-				for i := 0; i < size; i++ {
-					want = append(want, next)
-					next++
-				}
-				if got := p[id][name]; !slices.Equal(got, want) {
-					t.Fatalf("seed %d: %s/%s got %v want %v", seed, id, name, got, want)
-				}
+		if err := checkRangeFormula(g, p); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// checkRangeFormula checks a range plan against the formula for every
+// topic (subscribers in Kafka's member order, contiguous ranges, the first
+// P mod n one larger) and that equal-size topics with equal subscribers are
+// co-partitioned.
+func checkRangeFormula(g group, p Plan) error {
+	order := slices.Clone(g.members)
+	slices.SortFunc(order, func(a, b Member) int { return kafkaOrder(&a, &b) })
+	subsOf := map[string]string{}
+	for _, name := range sortedTopics(g) {
+		P := int(g.topics[name].Partitions)
+		var subs []string
+		for _, m := range order {
+			if slices.Contains(m.Topics, name) {
+				subs = append(subs, m.ID)
 			}
 		}
-		for a := range g.topics {
-			for b := range g.topics {
-				if a != b && subsOf[a] == subsOf[b] {
-					for _, m := range g.members {
-						if !slices.Equal(p[m.ID][a], p[m.ID][b]) {
-							t.Fatalf("seed %d: %s not co-partitioned on %s and %s", seed, m.ID, a, b)
-						}
+		subsOf[name] = fmt.Sprint(P, subs)
+		next := int32(0)
+		for k, id := range subs {
+			size := P / len(subs)
+			if k < P%len(subs) {
+				size++
+			}
+			var want []int32
+			for i := 0; i < size; i++ {
+				want = append(want, next)
+				next++
+			}
+			if got := p[id][name]; !slices.Equal(got, want) {
+				return fmt.Errorf("%s/%s got %v want %v", id, name, got, want)
+			}
+		}
+	}
+	for a := range g.topics {
+		for b := range g.topics {
+			if a != b && subsOf[a] == subsOf[b] {
+				for _, m := range g.members {
+					if !slices.Equal(p[m.ID][a], p[m.ID][b]) {
+						return fmt.Errorf("%s not co-partitioned on %s and %s", m.ID, a, b)
 					}
 				}
 			}
 		}
 	}
+	return nil
 }
 
 // TestUniformHeterogeneousCertificate checks uniform on larger groups than
