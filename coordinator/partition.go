@@ -582,6 +582,14 @@ func (p *partition) resolveNext() {
 		case <-p.c.ctx.Done():
 			return // closing: the shard goes with the partition
 		}
+		// The job may have waited long for the slot, behind other
+		// partitions' matchings: if nothing wants it any more, the
+		// partition's next wanted job takes the slot instead.
+		var ok bool
+		if job, gen, ok = p.nextWantedJob(job, gen); !ok {
+			<-p.c.regexSlot
+			return
+		}
 		if gate := p.c.resolveGate; gate != nil {
 			gate()
 		}
@@ -595,6 +603,30 @@ func (p *partition) resolveNext() {
 		}
 		p.flush()
 	}()
+}
+
+// nextWantedJob returns job (taken from the queue for shard generation gen)
+// if the shard still wants its result (Shard.RegexWanted), else the first
+// queued job it wants, removed from the queue; ok is false, and the partition
+// no longer resolving, if there is none. Its caller holds the node's regex
+// slot: a job dropped in the queue (flush) but taken from it before its regex
+// went out of use would otherwise hold the slot for nothing, while the
+// regexes of every other group of the node, and its own member's new one,
+// waited.
+func (p *partition) nextWantedJob(job group.RegexJob, gen uint64) (_ group.RegexJob, _ uint64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for gen != p.shardGen || p.state != stActive || !p.shard.RegexWanted(job) {
+		if p.closed || p.state != stActive || len(p.regexJobs) == 0 {
+			p.resolving = false
+			return job, gen, false
+		}
+		// Queued jobs belong to the current shard (unload empties the
+		// queue).
+		job, gen = p.regexJobs[0], p.shardGen
+		p.regexJobs = slices.Delete(p.regexJobs, 0, 1)
+	}
+	return job, gen, true
 }
 
 // writer appends the partition's batches one at a time, in order (stores

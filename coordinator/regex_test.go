@@ -137,10 +137,77 @@ func TestStaleRegexMatchingsDropped(t *testing.T) {
 	}
 }
 
+// A matching taken from its partition's queue waits there for the node's
+// one regex slot, behind the matchings of other partitions (seconds each for
+// a long regex over many topics). If its regex is no longer wanted when the
+// slot comes (its member changed it or left), it is dropped then, as queued
+// ones are, and the partition's next wanted matching takes the slot instead:
+// it ran anyway, holding the slot for nothing while every other group's
+// regexes waited, and the member's current regex waited behind it.
+func TestStaleRegexMatchingDroppedWhenTheSlotComes(t *testing.T) {
+	var runs atomic.Int32
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	e := newRegexEnvN(t, 2, func() {
+		if runs.Add(1) == 1 {
+			started <- struct{}{}
+			<-release
+		}
+	})
+	if PartitionFor("busy", 2) == PartitionFor("fickle", 2) {
+		t.Fatal("the two groups must be on different partitions")
+	}
+	words := make([]string, 300)
+	for i := range words {
+		words[i] = fmt.Sprintf("zq%03dk", i)
+	}
+	regex := func(k int) *string { // each over the shard's budget, 200 topics
+		r := fmt.Sprintf("service-0%d.*|", k) + strings.Join(words, "|")
+		return &r
+	}
+	epochs := map[string]int32{}
+	hb := func(g string, re *string) *kmsg.ConsumerGroupHeartbeatResponse {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, g, "m1", epochs[g]
+		r.RebalanceTimeoutMillis, r.SubscribedTopicRegex = -1, re
+		if epochs[g] == 0 {
+			r.RebalanceTimeoutMillis, r.Topics = 60000, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp := e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat of %s: code %d", g, resp.ErrorCode)
+		}
+		epochs[g] = resp.MemberEpoch
+		return resp
+	}
+	// Another partition's matching holds the slot.
+	hb("busy", regex(9))
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no matching started")
+	}
+	// This partition's first matching is taken from its queue and waits
+	// for the slot; meanwhile the member changes its regex four times.
+	for k := 0; k <= 4; k++ {
+		hb("fickle", regex(k))
+	}
+	close(release)
+	testwait.For(t, 10*time.Second, "the last regex's topics reach the member", func() bool {
+		r := hb("fickle", nil)
+		return r.Assignment != nil && len(r.Assignment.Topics) == 200
+	})
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("%d matchings ran, want 2: the other partition's and the last regex's", n)
+	}
+}
+
 // newRegexEnv starts a one-partition coordinator over 1,000 topics (service-
 // 000 to -049, 20 each) whose regex matchings call gate before they run, and
 // waits until it has loaded.
-func newRegexEnv(t *testing.T, gate func()) *env {
+func newRegexEnv(t *testing.T, gate func()) *env { return newRegexEnvN(t, 1, gate) }
+
+// newRegexEnvN is newRegexEnv with n partitions.
+func newRegexEnvN(t *testing.T, n int, gate func()) *env {
 	t.Helper()
 	cat := catalog.New(catalog.Options{})
 	for i := range 1000 {
@@ -152,7 +219,7 @@ func newRegexEnv(t *testing.T, gate func()) *env {
 	gcfg.InitialRebalanceDelay = 0
 	gcfg.Topics = cat
 	gcfg.ConsumerAssignmentInterval = 0 // targets at once: the fake clock stands still
-	c, err := New(Config{Partitions: 1, Group: gcfg, Store: memstore.New(),
+	c, err := New(Config{Partitions: n, Group: gcfg, Store: memstore.New(),
 		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Rand: seeded{rand.NewChaCha8([32]byte{7})}})
 	if err != nil {
 		t.Fatal(err)
