@@ -1,0 +1,59 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+)
+
+// storedGroups counts, by group id, the records the harness's store holds
+// (every record kind's key starts with its kind and names its group).
+func storedGroups(h *h) map[string]int {
+	n := map[string]int{}
+	for k := range h.store {
+		b := []byte(k)
+		var g string
+		if b[0] == keyGroup {
+			g = string(b[1:])
+		} else {
+			l, w := binary.Uvarint(b[1:])
+			g = string(b[1+w : 1+w+int(l)])
+		}
+		n[g]++
+	}
+	return n
+}
+
+// Groups come and go by the thousand on a long-running node: a group id
+// that is gone from the shard must leave nothing behind, in memory or in
+// the store. An empty consumer group without offsets is removed when a
+// classic JoinGroup reaches it (it turns classic, and a classic group of no
+// members and no offsets is nothing); when that JoinGroup names a member id
+// it is answered UNKNOWN_MEMBER_ID and no classic group is created, as in
+// Kafka. The consumer group's rebalance history stayed behind, in memory
+// and in the store, for every such group id.
+func TestChurnConvertedGroupRefusedJoinLeavesNothing(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	const n = 20
+	for i := range n {
+		g := fmt.Sprintf("g%d", i)
+		expectCode(t, "cg join", h.cg(hb{group: g, member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+		expectCode(t, "cg leave", h.cg(hb{group: g, member: "m0", epoch: -1}).ErrorCode, ErrNone)
+		h.wantCode(h.join(g, jo{member: "stale-classic-id"}), ErrUnknownMemberID)
+	}
+	if l := h.s.Len(); l != 0 {
+		t.Fatalf("%d groups left in the shard after %d were removed", l, n)
+	}
+	if l := len(h.s.hist); l != 0 {
+		t.Errorf("rebalance history kept in memory for %d of %d removed groups", l, n)
+	}
+	if doc, ok := h.s.HistoryDoc("g0", -1, h.now); ok {
+		t.Errorf("removed group still has a history document: state %s, %d events", doc.State, len(doc.History))
+	}
+	if st := storedGroups(h); len(st) != 0 {
+		t.Errorf("records of %d of %d removed groups still stored: %v", len(st), n, st)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}
