@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // storedGroups counts, by group id, the records the harness's store holds
@@ -55,5 +56,42 @@ func TestChurnConvertedGroupRefusedJoinLeavesNothing(t *testing.T) {
 	}
 	if d := h.checkReload(); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// A group that is gone after a load (here a classic group that replaced an
+// empty consumer group and was never stored, its member still to send its
+// second JoinGroup when the partition moved) leaves its stored rebalance
+// history with no group to go with: nothing deleted it, at the next load or
+// ever after, so every such group id kept its history records for good.
+// The offsets expiry sweep, which removes the groups that are gone, now
+// removes such history too.
+func TestChurnHistoryOfGroupGoneAtLoadIsRemoved(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	h.s.cfg.OffsetsRetention = time.Minute
+	const n = 20
+	for i := range n {
+		g := fmt.Sprintf("g%d", i)
+		expectCode(t, "cg join", h.cg(hb{group: g, member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+		expectCode(t, "cg leave", h.cg(hb{group: g, member: "m0", epoch: -1}).ErrorCode, ErrNone)
+		h.wantCode(h.join(g, jo{}), ErrMemberIDRequired) // turns the group classic, unstored
+	}
+	var out Output
+	h.s.Unload(h.now, &out)
+	h.settle(&out)
+	h.s = h.reload()
+	if l := h.s.Len(); l != 0 {
+		t.Fatalf("setup: %d groups loaded, want none", l)
+	}
+	h.advance(2 * time.Minute)
+	h.do(func(_ Ticket, out *Output) { h.s.ExpireOffsets(h.now, out) })
+	if l := len(h.s.hist); l != 0 {
+		t.Errorf("rebalance history kept in memory for %d of %d gone groups", l, n)
+	}
+	if doc, ok := h.s.HistoryDoc("g0", -1, h.now); ok {
+		t.Errorf("gone group still has a history document: state %s, %d events", doc.State, len(doc.History))
+	}
+	if st := storedGroups(h); len(st) != 0 {
+		t.Errorf("records of %d of %d gone groups still stored: %v", len(st), n, st)
 	}
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -624,6 +625,32 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 				// Its history's tombstones replayed while it was
 				// still here (Dead) and could not drop the history.
 				s.forgetHistory(g.id)
+			}
+		})
+	}
+	s.expireOrphanHistory(out)
+}
+
+// expireOrphanHistory removes the rebalance history of group ids that have
+// no group: a group's history goes with it when it is deleted or expires,
+// but a group that never reached the store (a classic group that replaced
+// an empty consumer group, say) is simply absent after a load, and its
+// history records, loaded like any other, had nothing left to remove them.
+// Nothing else reads them: a group created again under the id would show
+// them as its own.
+func (s *Shard) expireOrphanHistory(out *Output) {
+	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
+		if s.groups[id] != nil {
+			continue
+		}
+		recs := s.historyTombstones(id, nil)
+		if len(recs) == 0 {
+			s.forgetHistory(id)
+			continue
+		}
+		s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
+			if code != ErrNone {
+				s.logWriteFailure(code, "group %q: removing the rebalance history of a removed group failed", id)
 			}
 		})
 	}
