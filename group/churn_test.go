@@ -95,3 +95,39 @@ func TestChurnHistoryOfGroupGoneAtLoadIsRemoved(t *testing.T) {
 		t.Errorf("records of %d of %d gone groups still stored: %v", len(st), n, st)
 	}
 }
+
+// A consumer group outlives the topics it consumes: a regex subscription to
+// per-job topics sees thousands created, assigned, deleted and revoked. The
+// group's index of who holds each partition kept a slot array for every
+// topic any member had ever held, for as long as the group lived.
+func TestChurnOwnerIndexForgetsReleasedTopics(t *testing.T) {
+	h, cat := newCH(t, map[string]int32{})
+	re := "job-.*"
+	reconcile := func(what string, want int) {
+		t.Helper()
+		for range 10 {
+			m := h.cmember("g", "m0")
+			r := h.cg(hb{group: "g", member: "m0", epoch: m.epoch, owned: m.assigned.clone()})
+			expectCode(t, what, r.ErrorCode, ErrNone)
+			if m := h.cmember("g", "m0"); m.assigned.size() == want && m.pending.size() == 0 && m.state == mStable {
+				return
+			}
+		}
+		t.Fatalf("%s: the member did not reach %d partitions", what, want)
+	}
+	expectCode(t, "join", h.cg(hb{group: "g", member: "m0", regex: &re, owned: tpset{}}).ErrorCode, ErrNone)
+	const n = 50
+	for i := range n {
+		topic := fmt.Sprintf("job-%d", i)
+		if _, err := cat.Create(topic, 2, nil); err != nil {
+			t.Fatal(err)
+		}
+		reconcile("assign "+topic, 2)
+		cat.Delete(topic)
+		h.do(func(_ Ticket, out *Output) { h.s.DeleteTopicOffsets([]string{topic}, out) })
+		reconcile("revoke "+topic, 0)
+	}
+	if l := len(h.s.Group("g").cg.owner.dense); l != 0 {
+		t.Errorf("the owner index holds %d topics after %d were held, deleted and released; want 0", l, n)
+	}
+}

@@ -497,18 +497,28 @@ func (cg *consumerGroup) release(m *cmember) {
 // partition below ownerDense is a slot of its topic's slice (no hashing: a
 // member's record replays release and hold all its partitions, a thousand
 // for one member of a new group); others, which only a classic member's
-// assignment bytes can name, go to a map.
+// assignment bytes can name, go to a map. A topic whose last held
+// partition is released is forgotten: a group outlives the topics it
+// consumes (a regex over short-lived topics), and kept a slice for every
+// topic its members had ever held.
 type ownerIndex struct {
-	dense  map[string][]string // topic -> holder by partition, "" for none
+	dense  map[string]*ownerSlots
 	sparse map[topicPartition]string
+}
+
+// ownerSlots are one topic's holders by partition ("" for none) and how
+// many partitions are held.
+type ownerSlots struct {
+	holder []string
+	held   int
 }
 
 const ownerDense = 1 << 16
 
 func (o *ownerIndex) get(t string, p int32) (string, bool) {
 	if p >= 0 && p < ownerDense {
-		if s := o.dense[t]; int(p) < len(s) && s[p] != "" {
-			return s[p], true
+		if s := o.dense[t]; s != nil && int(p) < len(s.holder) && s.holder[p] != "" {
+			return s.holder[p], true
 		}
 		return "", false
 	}
@@ -516,53 +526,68 @@ func (o *ownerIndex) get(t string, p int32) (string, bool) {
 	return id, ok
 }
 
-// setAll makes id the holder of ps (sorted) of topic t.
+// setAll makes id (not "") the holder of ps (sorted) of topic t.
 func (o *ownerIndex) setAll(t string, ps []int32, id string) {
 	if len(ps) == 0 {
 		return
 	}
-	var s []string
+	var s *ownerSlots
 	if hi := ps[len(ps)-1]; ps[0] >= 0 && hi < ownerDense {
 		s = o.topic(t, hi)
 	}
 	for _, p := range ps {
 		if s != nil {
-			s[p] = id
+			s.put(p, id)
 		} else {
 			o.set(t, p, id)
 		}
 	}
 }
 
+// set makes id (not "") the holder of partition p of topic t.
 func (o *ownerIndex) set(t string, p int32, id string) {
 	if p >= 0 && p < ownerDense {
-		o.topic(t, p)[p] = id
+		o.topic(t, p).put(p, id)
 		return
 	}
 	mapPut(&o.sparse, topicPartition{t, p}, id)
 }
 
-// topic is t's slice, long enough for partition hi (< ownerDense).
-func (o *ownerIndex) topic(t string, hi int32) []string {
-	s := o.dense[t]
-	if int(hi) < len(s) {
-		return s
+func (s *ownerSlots) put(p int32, id string) {
+	if s.holder[p] == "" {
+		s.held++
 	}
-	n := max(int(hi)+1, min(2*len(s), ownerDense))
-	grown := make([]string, n)
-	copy(grown, s)
-	if o.dense == nil {
-		o.dense = map[string][]string{}
-	}
-	o.dense[t] = grown
-	return grown
+	s.holder[p] = id
 }
 
-// drop forgets p's holder if it is id.
+// topic is t's slots, long enough for partition hi (< ownerDense).
+func (o *ownerIndex) topic(t string, hi int32) *ownerSlots {
+	s := o.dense[t]
+	if s == nil {
+		s = &ownerSlots{}
+		if o.dense == nil {
+			o.dense = map[string]*ownerSlots{}
+		}
+		o.dense[t] = s
+	}
+	if int(hi) < len(s.holder) {
+		return s
+	}
+	n := max(int(hi)+1, min(2*len(s.holder), ownerDense))
+	grown := make([]string, n)
+	copy(grown, s.holder)
+	s.holder = grown
+	return s
+}
+
+// drop forgets p's holder if it is id, and the topic with its last holder.
 func (o *ownerIndex) drop(t string, p int32, id string) {
 	if p >= 0 && p < ownerDense {
-		if s := o.dense[t]; int(p) < len(s) && s[p] == id {
-			s[p] = ""
+		if s := o.dense[t]; s != nil && int(p) < len(s.holder) && s.holder[p] == id {
+			s.holder[p] = ""
+			if s.held--; s.held == 0 {
+				delete(o.dense, t)
+			}
 		}
 		return
 	}
