@@ -1,7 +1,6 @@
 package group
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"time"
@@ -639,10 +638,14 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 // Nothing else reads them: a group created again under the id would show
 // them as its own.
 func (s *Shard) expireOrphanHistory(out *Output) {
-	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
-		if s.groups[id] != nil {
-			continue
+	var gone []string
+	for id := range s.hist {
+		if s.groups[id] == nil {
+			gone = append(gone, id)
 		}
+	}
+	slices.Sort(gone) // the writes in a stable order
+	for _, id := range gone {
 		recs := s.historyTombstones(id, nil)
 		if len(recs) == 0 {
 			s.forgetHistory(id)
