@@ -287,11 +287,15 @@ func (s *State) Apply(key, value []byte) {
 // shared store, in cluster mode) never takes the state back past one of
 // them. Applying an event's value instead could: the late event of an older
 // write, say the ACL this node has just deleted, would restore it until the
-// event of the deletion came. An undecodable record is logged and ignored,
-// as by Apply; an error of read stops the sync and is returned.
+// event of the deletion came. Every key is read before any is applied, and
+// they are published together: the records of one change (a DeleteACLs
+// removing a DENY and the ALLOW it overrode) are never decided on half
+// applied. An undecodable record is logged and ignored, as by Apply; an
+// error of read stops the sync, applies nothing and is returned.
 func (s *State) Sync(keys [][]byte, read func(key []byte) ([]byte, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	es := make([]entry, 0, len(keys))
 	for _, key := range keys {
 		value, err := read(key)
 		if err != nil {
@@ -302,7 +306,10 @@ func (s *State) Sync(keys [][]byte, read func(key []byte) ([]byte, error)) error
 			s.log.Error("authstate: ignoring a security record from the store", "err", err)
 			continue
 		}
-		s.applyLocked([]entry{e})
+		es = append(es, e)
+	}
+	s.applyLocked(es)
+	for _, e := range es {
 		s.log.Debug("authstate: security record applied", "key", e.key, "deleted", e.deleted())
 	}
 	return nil

@@ -630,3 +630,54 @@ func TestUnknownUserKeyAndShape(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSyncPublishesAChangeWhole: a DeleteACLs of node A that removes a DENY
+// and the ALLOW it overrode is one write; node B, applying it from the
+// watch (Sync), must never authorize by the ALLOW without the DENY, which
+// no node ever held. Each read below checks what B decides at that moment.
+func TestSyncPublishesAChangeWhole(t *testing.T) {
+	src := memstore.New()
+	a := open(t, src)
+	b := open(t, memstore.New())
+	allowAll := acl.Binding{ResourceType: acl.ResourceTopic, ResourceName: "orders", PatternType: acl.PatternLiteral,
+		Principal: "User:*", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionAllow}
+	denyBob := acl.Binding{ResourceType: acl.ResourceTopic, ResourceName: "orders", PatternType: acl.PatternLiteral,
+		Principal: "User:bob", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionDeny}
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{allowAll, denyBob}))
+	keys := [][]byte{[]byte("a/" + denyBob.Key()), []byte("a/" + allowAll.Key())}
+	current := func(key []byte) ([]byte, error) {
+		var v []byte
+		err := src.Load(ctx, authstate.Partition, func(r store.Record) error {
+			if bytes.Equal(r.Key, key) {
+				v = r.Value
+			}
+			return nil
+		})
+		return v, err
+	}
+	if err := b.Sync(keys, current); err != nil {
+		t.Fatal(err)
+	}
+	if b.Authorize("User:bob", "h", acl.OpRead, acl.ResourceTopic, "orders") {
+		t.Fatal("bob is allowed before the change")
+	}
+	// One DeleteACLs removes both: bob ends up without access.
+	orders := "orders"
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, ResourceName: &orders,
+		PatternType: acl.PatternLiteral, Operation: acl.OpAny, Permission: acl.PermissionAny}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	err := b.Sync(keys, func(key []byte) ([]byte, error) {
+		if b.Authorize("User:bob", "h", acl.OpRead, acl.ResourceTopic, "orders") {
+			t.Errorf("bob is allowed while B applies the deletion (reading %s): the DENY is gone, the ALLOW not yet", key)
+		}
+		return current(key)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Authorize("User:bob", "h", acl.OpRead, acl.ResourceTopic, "orders") || len(b.ACLs(acl.Filter{ResourceType: acl.ResourceAny,
+		PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny})) != 0 {
+		t.Fatal("the deletion is not applied")
+	}
+}

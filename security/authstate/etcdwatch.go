@@ -58,14 +58,31 @@ func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *Stat
 	}
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stop()
-	read := func(key []byte) ([]byte, error) {
-		gctx, cancel := context.WithTimeout(ctx, reloadTimeout)
-		defer cancel()
-		r, err := cli.Get(gctx, prefix+string(key))
-		if err != nil || len(r.Kvs) == 0 {
-			return nil, err
+	// reader returns the read of one Sync: its first Get is a linearizable
+	// read of etcd's latest revision, and the others read that same
+	// revision, so that the records applied together are as etcd held them
+	// at one moment, never a mix of two changes.
+	reader := func() func(key []byte) ([]byte, error) {
+		var rev int64
+		return func(key []byte) ([]byte, error) {
+			gctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+			defer cancel()
+			var opts []clientv3.OpOption
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			r, err := cli.Get(gctx, prefix+string(key), opts...)
+			if err != nil {
+				return nil, err
+			}
+			if rev == 0 {
+				rev = r.Header.Revision
+			}
+			if len(r.Kvs) == 0 {
+				return nil, nil
+			}
+			return r.Kvs[0].Value, nil
 		}
-		return r.Kvs[0].Value, nil
 	}
 	for wr := range cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
 		if err := wr.Err(); err != nil {
@@ -89,7 +106,7 @@ func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *Stat
 			err = s.Reload(rctx)
 			cancel()
 		} else {
-			err = s.Sync(keys, read)
+			err = s.Sync(keys, reader())
 		}
 		if err != nil {
 			return err
