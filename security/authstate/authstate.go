@@ -232,6 +232,12 @@ func (s *State) withUnknownKey(es []entry, force bool) ([]entry, error) {
 func (s *State) Reload(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.reloadLocked(ctx)
+}
+
+// reloadLocked is Reload; the caller holds s.mu. The ACL snapshot (and
+// ACLVersion) changes only if the bindings read differ from those held.
+func (s *State) reloadLocked(ctx context.Context) error {
 	creds := map[credID]sasl.Credential{}
 	bindings := map[string]acl.Binding{}
 	var key []byte
@@ -252,6 +258,7 @@ func (s *State) Reload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("authstate: loading: %w", err)
 	}
+	changed := !maps.Equal(bindings, s.bindings)
 	s.bindings = bindings
 	s.creds.Store(&creds)
 	shapes := shapesOf(creds)
@@ -259,8 +266,10 @@ func (s *State) Reload(ctx context.Context) error {
 	if key != nil {
 		s.unknownKey.Store(&key)
 	}
-	s.acls.Store(acl.NewSet(slices.Collect(maps.Values(bindings))))
-	s.aclVersion.Add(1)
+	if changed || s.acls.Load() == nil {
+		s.acls.Store(acl.NewSet(slices.Collect(maps.Values(bindings))))
+		s.aclVersion.Add(1)
+	}
 	return nil
 }
 
@@ -727,10 +736,25 @@ func (s *State) ACLs(f acl.Filter) []acl.Binding { return s.acls.Load().Match(f)
 // CreateACLs implements server.SecurityAdmin as Kafka's AclControlManager
 // does: an invalid binding is acl.ErrInvalid, one that exists (or appears
 // twice) succeeds without a write, and the new ones are stored together.
+// Whether one exists is taken from the store, read again when this node
+// holds one of them: in a cluster another node may have deleted it a
+// moment ago, unseen here yet, and the request would be answered success
+// for a binding that no longer exists.
 func (s *State) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
 	errs := make([]error, len(bs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	held := slices.ContainsFunc(bs, func(b acl.Binding) bool { return b.Validate() == nil && hasKey(s.bindings, aclKey(b)) })
+	if held {
+		if err := s.reloadLocked(ctx); err != nil {
+			for i, b := range bs {
+				if errs[i] = b.Validate(); errs[i] == nil {
+					errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+				}
+			}
+			return errs
+		}
+	}
 	var es []entry
 	pending := map[string]bool{}
 	for i, b := range bs {

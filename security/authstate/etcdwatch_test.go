@@ -123,3 +123,33 @@ func TestWatchNeverRestoresWhatThisNodeChanged(t *testing.T) {
 		}
 	}
 }
+
+// TestACLChangesThroughANodeBehindTheWatch: node b has not yet seen a's
+// latest ACL changes (its watch lags, or is being set up again after etcd
+// broke it). A binding b creates must exist once b says so, even if b
+// still holds it from before a deleted it. As with Kafka's single
+// controller, the later request wins.
+func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	newStore := func() *etcdstore.Store {
+		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	a := open(t, newStore())
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	b := open(t, newStore()) // loads readOrders; no watch: it sees nothing more
+	all := acl.Filter{ResourceType: acl.ResourceAny, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}
+	inEtcd := func() []acl.Binding { return open(t, newStore()).ACLs(all) }
+
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{all}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	mustNil(t, b.CreateACLs(ctx, []acl.Binding{readOrders}))
+	if got := inEtcd(); len(got) != 1 || got[0] != readOrders {
+		t.Fatalf("b created %v after a deleted it, and answered success; etcd holds %v", readOrders, got)
+	}
+}
