@@ -782,12 +782,23 @@ func (s *State) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
 // DeleteACLs implements server.SecurityAdmin as Kafka's AclControlManager
 // does: each valid filter reports every binding it matches in the state
 // before the request (a binding two filters match is reported by both);
-// all of them are deleted together.
+// all of them are deleted together. The filters are matched against the
+// bindings read from the store at once, not those this node holds: in a
+// cluster another node may have created one a moment ago, unseen here yet,
+// which a deletion made after it must remove.
 func (s *State) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.Binding, []error) {
 	deleted := make([][]acl.Binding, len(fs))
 	errs := make([]error, len(fs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.reloadLocked(ctx); err != nil {
+		for i, f := range fs {
+			if errs[i] = f.Validate(); errs[i] == nil {
+				errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+			}
+		}
+		return deleted, errs
+	}
 	cur := s.acls.Load()
 	var es []entry
 	pending := map[string]bool{}

@@ -127,8 +127,9 @@ func TestWatchNeverRestoresWhatThisNodeChanged(t *testing.T) {
 // TestACLChangesThroughANodeBehindTheWatch: node b has not yet seen a's
 // latest ACL changes (its watch lags, or is being set up again after etcd
 // broke it). A binding b creates must exist once b says so, even if b
-// still holds it from before a deleted it. As with Kafka's single
-// controller, the later request wins.
+// still holds it from before a deleted it; and a binding b deletes by a
+// filter must be gone, even if b has not yet seen a create it. As with
+// Kafka's single controller, the later request wins.
 func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
@@ -151,5 +152,17 @@ func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
 	mustNil(t, b.CreateACLs(ctx, []acl.Binding{readOrders}))
 	if got := inEtcd(); len(got) != 1 || got[0] != readOrders {
 		t.Fatalf("b created %v after a deleted it, and answered success; etcd holds %v", readOrders, got)
+	}
+
+	b = open(t, newStore()) // holds readOrders, and sees nothing more
+	deny := readOrders
+	deny.Principal, deny.Permission = "User:mallory", acl.PermissionDeny
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{deny}))
+	deleted, errs := b.DeleteACLs(ctx, []acl.Filter{all})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if got := inEtcd(); len(got) != 0 || len(deleted[0]) != 2 {
+		t.Fatalf("b deleted every ACL after a created %v: it reported deleting %v, and etcd holds %v", deny, deleted[0], got)
 	}
 }
