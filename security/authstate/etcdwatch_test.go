@@ -2,6 +2,10 @@ package authstate_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +17,7 @@ import (
 	"github.com/cohort-dev/cohort/server"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // eventually polls cond until it holds or 2 s have passed: the change
@@ -165,4 +170,125 @@ func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
 	if got := inEtcd(); len(got) != 0 || len(deleted[0]) != 2 {
 		t.Fatalf("b deleted every ACL after a created %v: it reported deleting %v, and etcd holds %v", deny, deleted[0], got)
 	}
+}
+
+// TestWatchCatchesUpAfterCutAndCompaction: b's connection to etcd is cut
+// while a deletes a user and etcd's history is compacted past the revision
+// b's watch stood at. Once b reaches etcd again it must drop the user: its
+// watch cannot resume there, and it reads everything again.
+func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	px := newCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	bcli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.ln.Addr().String()}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bcli.Close() })
+	newState := func(c *clientv3.Client) (*authstate.State, string) {
+		st, err := etcdstore.New(etcdstore.Options{Client: c, Prefix: "/sec/", Fenced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return open(t, st), st.RecordKey(authstate.Partition, nil)
+	}
+	a, _ := newState(cli)
+	if err := a.SetPassword(ctx, "alice", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	b, prefix := newState(bcli)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); authstate.Watch(wctx, bcli, prefix, b, quiet) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := a.SetPassword(ctx, "ready", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "b's watch is up", func() bool { _, ok := b.Lookup("ready", sasl.ScramSHA256); return ok })
+
+	px.cut()
+	if err := a.DeleteUser(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 { // history b's watch has not seen, then compacted
+		if _, err := cli.Put(ctx, "/other/key", strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := cli.Get(ctx, "/other/key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, r.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Lookup("alice", sasl.ScramSHA256); !ok {
+		t.Fatal("b saw the deletion through a cut connection")
+	}
+	px.restore()
+	testwait.For(t, 15*time.Second, "b drops the user deleted while it was cut off", func() bool {
+		_, ok := b.Lookup("alice", sasl.ScramSHA256)
+		return !ok
+	})
+}
+
+// cutProxy forwards TCP connections to etcd until cut: then it closes them
+// and refuses new ones until restored.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	isCut bool
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.isCut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.mu.Unlock()
+			up, err := net.DialTimeout("tcp", target, time.Second)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { io.Copy(up, c); up.Close() }()
+			go func() { io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *cutProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.isCut = false
 }
