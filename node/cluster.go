@@ -427,7 +427,11 @@ func (n *Node) watchSecurity() {
 	n.cl.stopAuth = func() { cancel(); <-done }
 	go func() {
 		defer close(done)
-		authstate.Watch(ctx, n.cl.cli, n.cl.st.RecordKey(authstate.Partition, nil), n.auth, n.log)
+		var observe func(error)
+		if n.cm != nil {
+			observe = n.cm.securitySync
+		}
+		authstate.Watch(ctx, n.cl.cli, n.cl.st.RecordKey(authstate.Partition, nil), n.auth, n.log, observe)
 	}()
 }
 

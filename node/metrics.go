@@ -119,6 +119,22 @@ type clusterMetrics struct {
 	// compactions counts this node's turns at compacting etcd's history
 	// (etcdstore.Compactor), by result.
 	compactions *prometheus.CounterVec
+	// securitySynced and securityFailures follow the watch that keeps the
+	// node's users and ACLs in step with etcd (authstate.Watch).
+	securitySynced   prometheus.Gauge
+	securityFailures prometheus.Counter
+}
+
+// securitySync is authstate.Watch's observer: nil once the node's users
+// and ACLs are read again and watched, an error when that fails or the
+// watch breaks.
+func (m *clusterMetrics) securitySync(err error) {
+	if err != nil {
+		m.securitySynced.Set(0)
+		m.securityFailures.Inc()
+		return
+	}
+	m.securitySynced.Set(1)
 }
 
 // compactionResults are the results compactions counts, each exported from
@@ -139,8 +155,16 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 			Namespace: "cohort", Subsystem: "cluster", Name: "etcd_compactions_total",
 			Help: "Cluster mode: this node's compactions of etcd's history (--etcd-compaction-interval), by result: compacted; failed (etcd's history keeps growing until one succeeds); denied (etcd lets only root compact: etcd must compact by itself).",
 		}, []string{"result"}),
+		securitySynced: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "cohort", Subsystem: "cluster", Name: "security_synced",
+			Help: "Cluster mode: 1 while this node's users and ACLs follow etcd (read and watched), 0 until the first read and while the watch is broken (the node keeps the users and ACLs it read last, retrying every second).",
+		}),
+		securityFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cohort", Subsystem: "cluster", Name: "security_sync_failures_total",
+			Help: "Cluster mode: times reading or watching the users and ACLs in etcd failed (each is logged and retried a second later).",
+		}),
 	}
-	reg.MustRegister(m.acquired, m.released, m.compactions)
+	reg.MustRegister(m.acquired, m.released, m.compactions, m.securitySynced, m.securityFailures)
 	for _, r := range compactionResults {
 		m.compactions.WithLabelValues(r)
 	}

@@ -3,6 +3,7 @@ package authstate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -26,12 +27,25 @@ const reloadTimeout = 10 * time.Second
 // saw are applied again, which changes nothing). When the watch breaks
 // (etcd unreachable, leader lost, history compacted) it pauses and starts
 // over the same way.
-func Watch(ctx context.Context, cli *clientv3.Client, prefix string, s *State, log *slog.Logger) {
+//
+// observe, when not nil, is told how the watch goes: nil each time the
+// state has been read again and is being watched, the error each time that
+// fails or the watch breaks (the node then keeps the users and ACLs it read
+// last). A node's metrics show with it whether its security state still
+// follows etcd, which a valid lease alone does not tell.
+func Watch(ctx context.Context, cli *clientv3.Client, prefix string, s *State, log *slog.Logger, observe func(error)) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if observe == nil {
+		observe = func(error) {}
+	}
 	for {
-		if err := watchOnce(ctx, cli, prefix, s); err != nil && ctx.Err() == nil {
+		if err := watchOnce(ctx, cli, prefix, s, observe); ctx.Err() == nil {
+			if err == nil {
+				err = errors.New("watch ended")
+			}
+			observe(err)
 			log.Warn("authstate: watching credential and ACL changes in etcd; retrying", "err", err)
 		}
 		t := time.NewTimer(rewatchPause)
@@ -45,8 +59,8 @@ func Watch(ctx context.Context, cli *clientv3.Client, prefix string, s *State, l
 }
 
 // watchOnce re-reads the state and applies changes until the watch ends;
-// it returns why it ended.
-func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *State) error {
+// it returns why it ended. It calls observe(nil) once the state is read.
+func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *State, observe func(error)) error {
 	rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
 	resp, err := cli.Get(rctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err == nil {
@@ -56,6 +70,7 @@ func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *Stat
 	if err != nil {
 		return err
 	}
+	observe(nil)
 	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer stop()
 	// reader returns the read of one Sync: its first Get is a linearizable

@@ -51,7 +51,7 @@ func TestWatchSharesChangesBetweenNodes(t *testing.T) {
 	watch := func(n *authstate.State) func() {
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); authstate.Watch(wctx, cli, prefix, n, quiet) }()
+		go func() { defer close(done); authstate.Watch(wctx, cli, prefix, n, quiet, nil) }()
 		return sync.OnceFunc(func() { cancel(); <-done })
 	}
 	stopA, stopB := watch(a), watch(b)
@@ -108,7 +108,7 @@ func TestWatchNeverRestoresWhatThisNodeChanged(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		authstate.Watch(wctx, cli, st.RecordKey(authstate.Partition, nil), a, quiet)
+		authstate.Watch(wctx, cli, st.RecordKey(authstate.Partition, nil), a, quiet, nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	// The watch is up once it reports a change.
@@ -199,7 +199,7 @@ func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
 	b, prefix := newState(bcli)
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); authstate.Watch(wctx, bcli, prefix, b, quiet) }()
+	go func() { defer close(done); authstate.Watch(wctx, bcli, prefix, b, quiet, nil) }()
 	t.Cleanup(func() { cancel(); <-done })
 	if err := a.SetPassword(ctx, "ready", sasl.ScramSHA256, "pw", 4096); err != nil {
 		t.Fatal(err)
