@@ -28,6 +28,7 @@ type nodeCollector struct {
 	n *Node
 
 	groups, members, owned, loading *prometheus.Desc
+	ready                           *prometheus.Desc
 	leaseValid, leaseSessions       *prometheus.Desc
 	clusterNodes                    *prometheus.Desc
 	certExpiry                      *prometheus.Desc
@@ -43,6 +44,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		members: d("cohort_group_members", "Members of the groups this node coordinates, by group type.", "type"),
 		owned:   d("cohort_coordinator_partitions_owned", "Coordinator partitions this node serves or is loading."),
 		loading: d("cohort_coordinator_partitions_loading", "Coordinator partitions this node is loading (answering COORDINATOR_LOAD_IN_PROGRESS)."),
+		ready:   d("cohort_ready", "1 while /readyz answers 200 (the node serves every coordinator partition it owns), 0 while it answers 503."),
 		leaseValid: d("cohort_cluster_lease_valid",
 			"Cluster mode: 1 while this node holds a valid etcd lease by its own clock (it serves its partitions), 0 otherwise."),
 		leaseSessions: d("cohort_cluster_lease_sessions_total",
@@ -58,6 +60,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.members
 	ch <- c.owned
 	ch <- c.loading
+	ch <- c.ready
 	if c.n.cl != nil {
 		ch <- c.leaseValid
 		ch <- c.leaseSessions
@@ -96,6 +99,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.owned, prometheus.GaugeValue, float64(owned))
 	ch <- prometheus.MustNewConstMetric(c.loading, prometheus.GaugeValue, float64(loading))
+	ready := 0.0
+	if ok, _ := c.n.Ready(); ok {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
 	if cl := c.n.cl; cl != nil {
 		valid := 0.0
 		if cl.c.Serving() {

@@ -329,8 +329,8 @@ func (s gatedStore) Load(ctx context.Context, p int32, fn func(store.Record) err
 }
 
 // TestReadyzWhileLoading: /readyz answers 503 naming the partition that is
-// still loading, the loading gauge shows it, and both recover once it has
-// loaded; /healthz answers 200 throughout.
+// still loading, the loading gauge shows it, cohort_ready is 0, and all
+// recover once it has loaded; /healthz answers 200 throughout.
 func TestReadyzWhileLoading(t *testing.T) {
 	st := gatedStore{Store: memstore.New(), part: 7, gate: make(chan struct{})}
 	n, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Store: st, ClusterID: "test",
@@ -346,6 +346,9 @@ func TestReadyzWhileLoading(t *testing.T) {
 	if code != http.StatusServiceUnavailable || strings.TrimSpace(body) != "loading 1 of 50 coordinator partitions (7)" {
 		t.Errorf("/readyz while loading: %d %q", code, body)
 	}
+	if v := scrapeMetrics(t, addr).value("cohort_ready"); v != 0 {
+		t.Errorf("cohort_ready %v while /readyz answers 503", v)
+	}
 	if code, _ := httpGet(t, addr, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while loading: %d", code)
 	}
@@ -359,6 +362,9 @@ func TestReadyzWhileLoading(t *testing.T) {
 	waitMetric(t, addr, 5*time.Second, eq(0), "cohort_coordinator_partitions_loading")
 	if code, body := httpGet(t, addr, "/readyz"); code != http.StatusOK || strings.TrimSpace(body) != "ok" {
 		t.Errorf("/readyz once loaded: %d %q", code, body)
+	}
+	if v := scrapeMetrics(t, addr).value("cohort_ready"); v != 1 {
+		t.Errorf("cohort_ready %v while /readyz answers 200", v)
 	}
 	if v := scrapeMetrics(t, addr).value("cohort_store_load_duration_seconds"); v != 50 {
 		t.Errorf("partition loads timed %v, want 50", v)
