@@ -227,6 +227,15 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 		if !slices.ContainsFunc(listeners, func(l server.Listener) bool { return l.Name == a.Listener }) {
 			return fail(fmt.Errorf("advertised listener %s has no listener of that name", a.Listener))
 		}
+		if err := checkAdvertisedHost("--advertised-listeners "+a.Listener+"://"+net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port))), a.Host); err != nil {
+			return fail(err)
+		}
+	}
+	if host, _, err := net.SplitHostPort(cfg.Advertise); err == nil {
+		// A malformed --advertise is advertised's error, once bound.
+		if err := checkAdvertisedHost("--advertise "+cfg.Advertise, host); err != nil {
+			return fail(err)
+		}
 	}
 	if slices.ContainsFunc(listeners, server.Listener.IsSASL) {
 		for _, m := range sc.Mechanisms {
@@ -477,6 +486,23 @@ func firstMissing(dir string) string {
 			return ""
 		}
 	}
+}
+
+// checkAdvertisedHost refuses an advertised host that no client can connect
+// to: empty, or the wildcard address (0.0.0.0, ::), which a listener binds to
+// serve every interface but which a client dials as its own machine. Kafka
+// refuses an advertised listener on 0.0.0.0 at start too. what names the
+// setting as given.
+func checkAdvertisedHost(what, host string) error {
+	switch ip := net.ParseIP(host); {
+	case host == "":
+		return fmt.Errorf("%s names no host: a client told to connect there dials its own machine; "+
+			"advertise the host name or IP address clients reach this node at", what)
+	case ip != nil && ip.IsUnspecified():
+		return fmt.Errorf("%s: %s means every interface to a listener, not an address a client can connect to "+
+			"(a client dials its own machine); advertise the host name or IP address clients reach this node at", what, host)
+	}
+	return nil
 }
 
 // advertised resolves the address given to clients.

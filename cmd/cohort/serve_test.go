@@ -559,6 +559,9 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		// entry (they exited 1, found by the node).
 		{[]string{"--listen", "127.0.0.1:0", "--advertise", "no-port"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--advertise", "h:99999"}, exitUsage},
+		// An advertised host no client can connect to (they served).
+		{[]string{"--listen", "127.0.0.1:0", "--advertise", "0.0.0.0:9092"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "PLAINTEXT://:9092"}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
 		{[]string{"--listen", taken.Addr().String()}, exitError},

@@ -1,0 +1,51 @@
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cohort-dev/cohort/server"
+)
+
+// TestAdvertisedHostMustBeConnectable: an advertised address whose host is
+// the wildcard (0.0.0.0, ::) or empty is no address a client on another
+// machine can connect to: a client given it dials its own machine. Kafka
+// refuses advertised.listeners on 0.0.0.0 at start; cohort served it. Both
+// --advertise and --advertised-listeners are now refused before anything
+// is opened, naming the flag; a host name or a routable address starts.
+func TestAdvertisedHostMustBeConnectable(t *testing.T) {
+	plain := []server.Listener{{Protocol: server.ProtocolPlaintext, Addr: "127.0.0.1:0"}}
+	for _, c := range []struct {
+		advertise  string
+		advertised []server.Endpoint
+		want       string // in the error; "" starts
+	}{
+		{advertise: "0.0.0.0:9092", want: "--advertise 0.0.0.0:9092"},
+		{advertise: "[::]:9092", want: "--advertise [::]:9092"},
+		{advertise: ":9092", want: "--advertise :9092"},
+		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "0.0.0.0", Port: 9092}}, want: "--advertised-listeners PLAINTEXT://0.0.0.0:9092"},
+		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "::", Port: 9092}}, want: "--advertised-listeners PLAINTEXT://[::]:9092"},
+		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "", Port: 0}}, want: "--advertised-listeners PLAINTEXT://:0"},
+		{advertise: "kafka.example.com:9092"},
+		{advertise: "10.1.2.3:0"},
+		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "::1", Port: 9092}}},
+	} {
+		cfg := Config{Listeners: plain, Advertise: c.advertise, Advertised: c.advertised}
+		err := CheckConfig(cfg)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("advertise %q %v: %v", c.advertise, c.advertised, err)
+			}
+			continue
+		}
+		var ce *ConfigError
+		if !errors.As(err, &ce) {
+			t.Errorf("advertise %q %v: %v, want a ConfigError", c.advertise, c.advertised, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "host name or IP address") {
+			t.Errorf("advertise %q %v: error %q does not name %q and what to give", c.advertise, c.advertised, err, c.want)
+		}
+	}
+}
