@@ -517,6 +517,13 @@ func (s *serveFlags) checkConsumer() error {
 	if s.consumerHeartbeat <= 0 || s.consumerSession <= 0 {
 		return fmt.Errorf("--consumer-session-timeout and --consumer-heartbeat-interval must be positive")
 	}
+	if most := time.Duration(math.MaxInt32) * time.Millisecond; s.consumerHeartbeat > most {
+		// The interval goes to members as int32 milliseconds (Kafka's
+		// group.consumer.heartbeat.interval.ms is an int): more wrapped
+		// round to a negative interval.
+		return fmt.Errorf("--consumer-heartbeat-interval %s: want at most %s (%d ms, the most a heartbeat answer carries)",
+			shortDuration(s.consumerHeartbeat), most, math.MaxInt32)
+	}
 	if s.consumerSession <= s.consumerHeartbeat {
 		return fmt.Errorf("--consumer-session-timeout %s must be above --consumer-heartbeat-interval %s",
 			shortDuration(s.consumerSession), shortDuration(s.consumerHeartbeat))

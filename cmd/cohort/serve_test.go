@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -124,6 +125,10 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--consumer-session-timeout", "5s"}, nil, "--consumer-session-timeout 5s must be above --consumer-heartbeat-interval 5s"},
 		{[]string{"--consumer-heartbeat-interval", "1m"}, nil, "--consumer-session-timeout 45s must be above --consumer-heartbeat-interval 1m"},
 		{[]string{"--consumer-heartbeat-interval", "0s"}, nil, "must be positive"},
+		// The heartbeat answer carries the interval as int32 milliseconds:
+		// 1000h went to members as -694967296.
+		{[]string{"--consumer-heartbeat-interval", "1000h", "--consumer-session-timeout", "2000h"}, nil,
+			"--consumer-heartbeat-interval 1000h: want at most 596h31m23.647s"},
 		{[]string{"--consumer-assignors", "uniform,sticky"}, nil, `unknown assignor "sticky": want some of uniform, range`},
 		{[]string{"--consumer-assignors", ""}, nil, `unknown assignor ""`},
 		{[]string{"--consumer-assignors", "range,Range"}, nil, "range is named twice"},
@@ -142,6 +147,28 @@ func TestServeFlagParsing(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("args %q env %q: error %v, want one containing %q", c.args, c.env, err, c.want)
 		}
+	}
+}
+
+// TestServeConsumerHeartbeatIntervalFitsTheAnswer: the largest interval a
+// ConsumerGroupHeartbeat answer can carry (2^31-1 ms, the bound of Kafka's
+// int config group.consumer.heartbeat.interval.ms) is accepted and reaches
+// group.Config; one millisecond more is refused before the node starts.
+func TestServeConsumerHeartbeatIntervalFitsTheAnswer(t *testing.T) {
+	most := time.Duration(math.MaxInt32) * time.Millisecond
+	s := newServeFlags()
+	err := s.parse([]string{"--consumer-heartbeat-interval", most.String(), "--consumer-session-timeout", "1000h"},
+		func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.groupConfig().ConsumerHeartbeatInterval; got != most {
+		t.Fatalf("heartbeat interval %v, want %v", got, most)
+	}
+	err = newServeFlags().parse([]string{"--consumer-heartbeat-interval", (most + time.Millisecond).String(),
+		"--consumer-session-timeout", "1000h"}, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "--consumer-heartbeat-interval") {
+		t.Fatalf("an interval of 2^31 ms: %v, want an error naming --consumer-heartbeat-interval", err)
 	}
 }
 
