@@ -291,6 +291,19 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		return nil, nil, usagef("%s is empty: want host:port", flagName)
 	}
 	where := strings.Join(addrs, ",")
+	for _, a := range addrs {
+		// A port that cannot be dialled is a typo, not a node that is
+		// down: without this it was retried until --timeout. (An address
+		// without a port is the client's default, 9092.)
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+				if err != nil {
+					port = strconv.Quote(port)
+				}
+				return nil, nil, usagef("%s %s: port %s: want 1 to 65535", flagName, where, port)
+			}
+		}
+	}
 	// byname: offsets of topics outside the catalog are listed and reset
 	// too (they have no topic ID for OffsetCommit/OffsetFetch v10).
 	connected := &connectedHook{addrs: addrs} // whether a connection was ever opened; each address's last dial error

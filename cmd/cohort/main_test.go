@@ -63,6 +63,11 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"group", "delete", "a", "--members"}, "group delete: --members is not one of its flags (see cohort group delete -h)"},
 		{[]string{"group", "describe", "a", "--timeout", "0s"}, "--timeout 0s"},
 		{[]string{"group", "describe", "a", "--bootstrap", " , "}, "--bootstrap is empty"},
+		// A port no one can listen on: retried until --timeout and exit 1
+		// before, as if the node were down.
+		{[]string{"groups", "--bootstrap", "127.0.0.1:99999", "--timeout", "1s"}, "--bootstrap 127.0.0.1:99999: port 99999: want 1 to 65535"},
+		{[]string{"groups", "--bootstrap", "localhost:9092,localhost:x", "--timeout", "1s"}, `--bootstrap localhost:9092,localhost:x: port "x": want 1 to 65535`},
+		{[]string{"topics", "--bootstrap", "[::1]:0", "--timeout", "1s"}, "--bootstrap [::1]:0: port 0: want 1 to 65535"},
 		{[]string{"user"}, "want set|delete NAME"},
 		{[]string{"user", "set", "a", "--iterations", "1"}, "--iterations 1"},
 		{[]string{"acl"}, "want add, list or delete"},
