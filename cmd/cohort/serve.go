@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -33,26 +34,32 @@ import (
 )
 
 // parseListenerFlags resolves --listeners (or --listen as one PLAINTEXT
-// listener) and --advertised-listeners. Its errors are usage errors: it
-// only parses.
-func parseListenerFlags(listeners, listen, advertised string, fs *flag.FlagSet) ([]server.Listener, []server.Endpoint, error) {
-	ls, eps, err := parseListeners(listeners, listen, advertised, fs)
+// listener) and --advertised-listeners. given says how each flag was set
+// (serveFlags.given). Its errors are usage errors: it only parses.
+func parseListenerFlags(listeners, listen, advertised string, given map[string]string) ([]server.Listener, []server.Endpoint, error) {
+	ls, eps, err := parseListeners(listeners, listen, advertised, given)
 	if err != nil {
 		return nil, nil, usageError{err}
 	}
 	return ls, eps, nil
 }
 
-func parseListeners(listeners, listen, advertised string, fs *flag.FlagSet) ([]server.Listener, []server.Endpoint, error) {
-	listenSet := false
-	fs.Visit(func(f *flag.Flag) { listenSet = listenSet || f.Name == "listen" })
-	if _, env := os.LookupEnv("COHORT_LISTEN"); env {
-		listenSet = true
-	}
-	if listeners == "" {
+func parseListeners(listeners, listen, advertised string, given map[string]string) ([]server.Listener, []server.Endpoint, error) {
+	// Named as they were set: a COHORT_LISTEN left in an environment
+	// file is no --listen on the command line. An empty variable is not
+	// set (given), as elsewhere.
+	listenHow, listenSet := given["listen"]
+	switch {
+	case listeners != "" && listenSet:
+		return nil, nil, fmt.Errorf("%s and %s: give one of them", listenHow, cmp.Or(given["listeners"], "--listeners"))
+	case listeners == "" && listen == "":
+		how := "--listen"
+		if v, ok := os.LookupEnv(envName("listen")); ok && v == "" && !strings.HasPrefix(listenHow, "--") {
+			how = "$" + envName("listen")
+		}
+		return nil, nil, fmt.Errorf("%s is empty: want host:port (or --listeners)", how)
+	case listeners == "":
 		listeners = "PLAINTEXT://" + listen
-	} else if listenSet {
-		return nil, nil, fmt.Errorf("--listen and --listeners: give one of them")
 	}
 	ls, err := node.ParseListeners(listeners)
 	if err != nil {
@@ -650,7 +657,7 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		OAuth: sasl.OAuthConfig{JWKSFile: s.jwks, Issuer: s.oauthIssuer, Audience: s.oauthAudience,
 			PrincipalClaim: s.oauthClaim},
 	}
-	listeners, advertisedEPs, err := parseListenerFlags(s.listeners, s.listen, s.advertised, s.fs)
+	listeners, advertisedEPs, err := parseListenerFlags(s.listeners, s.listen, s.advertised, s.given)
 	if err != nil {
 		return err
 	}

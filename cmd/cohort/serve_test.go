@@ -680,3 +680,53 @@ func TestServeFailedAuthDelayZero(t *testing.T) {
 		}
 	}
 }
+
+// TestServeListenAndListenersAsGiven: --listen and --listeners cannot both
+// be given, and the refusal names each as it was set, a flag or its
+// variable: an operator who typed only --listeners was told "--listen and
+// --listeners" for a COHORT_LISTEN left in the environment. An empty
+// COHORT_LISTEN (a placeholder, unset as the other empty variables) does
+// not count against --listeners, and alone it is named rather than read as
+// the listener "PLAINTEXT://".
+func TestServeListenAndListenersAsGiven(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "d")
+	for _, c := range []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		want      []string // in the error
+		forbidden string   // not in it
+	}{
+		{"empty COHORT_LISTEN and --listeners", map[string]string{"COHORT_LISTEN": ""},
+			// Refused after the listeners parse, for the advertised one.
+			[]string{"--listeners", "PLAINTEXT://127.0.0.1:0", "--advertised-listeners", "SSL://h:1"},
+			[]string{"advertised listener SSL"}, "--listen "},
+		{"COHORT_LISTEN and --listeners", map[string]string{"COHORT_LISTEN": "127.0.0.1:0"},
+			[]string{"--listeners", "PLAINTEXT://127.0.0.1:0"}, []string{"$COHORT_LISTEN and --listeners: give one of them"}, ""},
+		{"--listen and COHORT_LISTENERS", map[string]string{"COHORT_LISTENERS": "PLAINTEXT://127.0.0.1:0"},
+			[]string{"--listen", "127.0.0.1:0"}, []string{"--listen and $COHORT_LISTENERS: give one of them"}, ""},
+		{"empty COHORT_LISTEN alone", map[string]string{"COHORT_LISTEN": ""},
+			nil, []string{"$COHORT_LISTEN is empty"}, "PLAINTEXT://"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			err := serve(append([]string{"--data-dir", data, "--log-level", "error"}, c.args...))
+			if code := exitCode(err, io.Discard); code != exitUsage {
+				t.Fatalf("exit %d (%v), want %d", code, err, exitUsage)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q, want it to contain %q", err, w)
+				}
+			}
+			if c.forbidden != "" && strings.Contains(err.Error(), c.forbidden) {
+				t.Errorf("error %q contains %q", err, c.forbidden)
+			}
+		})
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Errorf("data directory after refused starts: %v; want none", err)
+	}
+}
