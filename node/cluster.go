@@ -176,6 +176,37 @@ func etcdError(cc *ClusterConfig, err error) error {
 	return err
 }
 
+// check refuses what cc cannot mean (nil: not cluster mode): no endpoint,
+// or TLS files with an http:// endpoint, for which the etcd client drops
+// TLS whatever its configuration holds (the first endpoint's scheme even
+// decides for all of them): the node would talk to etcd in plain text,
+// password included, as if the TLS flags applied.
+func (cc *ClusterConfig) check() error {
+	if cc == nil {
+		return nil
+	}
+	if len(cc.Endpoints) == 0 {
+		return errors.New("--etcd names no etcd endpoint: want host:port or https://host:port, comma-separated")
+	}
+	var tlsFlags []string
+	for _, f := range [][2]string{{cc.CAFile, "--etcd-ca"}, {cc.CertFile, "--etcd-cert"}, {cc.KeyFile, "--etcd-key"}} {
+		if f[0] != "" {
+			tlsFlags = append(tlsFlags, f[1])
+		}
+	}
+	if len(tlsFlags) == 0 {
+		return nil
+	}
+	for _, ep := range cc.Endpoints {
+		if len(ep) > 7 && strings.EqualFold(ep[:7], "http://") {
+			rest := ep[7:]
+			return fmt.Errorf("--etcd %s is plain text, to which %s would not apply (the etcd client drops TLS for http:// endpoints): "+
+				"write it https://%s or %s", ep, strings.Join(tlsFlags, " and "), rest, rest)
+		}
+	}
+	return nil
+}
+
 // Warnings are the start-up warnings about cc: a password sent to etcd in
 // clear text over the network.
 func (cc *ClusterConfig) Warnings() []string {

@@ -247,6 +247,9 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 			}
 		}
 	}
+	if err := cfg.Cluster.check(); err != nil {
+		return fail(err)
+	}
 	if cfg.HTTPTLS && sc.TLS == nil {
 		return fail(errors.New("HTTPS on the HTTP listener (--http-tls) needs the node's TLS certificate (--tls-cert-file, --tls-key-file)"))
 	}

@@ -570,6 +570,9 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		// --tls-cert-file without --tls-key-file (they exited 1).
 		{[]string{"--etcd", "127.0.0.1:1", "--etcd-cert", "/x"}, exitUsage},
 		{[]string{"--etcd", "127.0.0.1:1", "--etcd-key", "/y"}, exitUsage},
+		// TLS files with a plain-text endpoint, and no endpoint (exit 1).
+		{[]string{"--etcd", "http://127.0.0.1:1", "--etcd-ca", "/x"}, exitUsage},
+		{[]string{"--etcd", " , "}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--offsets-retention-check-interval", "0"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--backup-dir", filepath.Join(data, "d", "backups")}, exitUsage},
 		// Found by the node before it opens anything (they exited 1).
