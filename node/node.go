@@ -223,6 +223,9 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkPorts(listeners, cmp.Or(cfg.HTTPListen, cfg.MetricsListen)); err != nil {
+		return fail(err)
+	}
 	for _, a := range cfg.Advertised {
 		if !slices.ContainsFunc(listeners, func(l server.Listener) bool { return l.Name == a.Listener }) {
 			return fail(fmt.Errorf("advertised listener %s has no listener of that name", a.Listener))
@@ -489,6 +492,54 @@ func firstMissing(dir string) string {
 			return ""
 		}
 	}
+}
+
+// checkPorts refuses two of the node's listeners (its Kafka listeners and
+// httpAddr, "" if none) that could not both bind: the same port on the same
+// address, or on the wildcard address for either. Kafka refuses listeners
+// sharing a port in its configuration check too. Host names are compared
+// as written (one that resolves to another listener's address still fails
+// at the bind); port 0 is a free port each.
+func checkPorts(ls []server.Listener, httpAddr string) error {
+	type bind struct{ what, addr string }
+	var binds []bind
+	for _, l := range ls {
+		binds = append(binds, bind{l.Protocol + "://" + l.Addr, l.Addr})
+	}
+	if httpAddr != "" {
+		binds = append(binds, bind{"--http-listen " + httpAddr, httpAddr})
+	}
+	host := func(h string) (string, bool) { // normalised; whether the wildcard
+		if ip := net.ParseIP(h); ip != nil {
+			return ip.String(), ip.IsUnspecified()
+		}
+		return strings.ToLower(h), h == ""
+	}
+	for i, a := range binds {
+		ha, pa, err := net.SplitHostPort(a.addr)
+		if err != nil {
+			continue
+		}
+		for _, b := range binds[:i] {
+			hb, pb, err := net.SplitHostPort(b.addr)
+			if err != nil {
+				continue
+			}
+			na, wa := host(ha)
+			nb, wb := host(hb)
+			p, err1 := strconv.Atoi(pa)
+			q, err2 := strconv.Atoi(pb)
+			if err1 != nil || err2 != nil || p == 0 || p != q || na != nb && !wa && !wb {
+				continue
+			}
+			where := "on the same address"
+			if wa || wb {
+				where = "(one of them on every address)"
+			}
+			return fmt.Errorf("%s and %s both bind port %d %s: give each listener a port of its own", b.what, a.what, p, where)
+		}
+	}
+	return nil
 }
 
 // checkAdvertisedHost refuses an advertised host that no client can connect

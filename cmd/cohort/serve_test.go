@@ -592,6 +592,10 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		// An advertised host no client can connect to (they served).
 		{[]string{"--listen", "127.0.0.1:0", "--advertise", "0.0.0.0:9092"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "PLAINTEXT://:9092"}, exitUsage},
+		// Two of the node's own listeners on one port (exit 1, "address
+		// already in use", at the second bind).
+		{[]string{"--listeners", "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19092"}, exitUsage},
+		{[]string{"--listen", "127.0.0.1:19092", "--http-listen", "127.0.0.1:19092"}, exitUsage},
 		// Not the flags: the files named cannot be read, the port is taken.
 		{[]string{"--tls-cert-file", "/nonexistent/cert.pem", "--tls-key-file", "/nonexistent/key.pem"}, exitError},
 		{[]string{"--listen", taken.Addr().String()}, exitError},
