@@ -457,7 +457,7 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	// usage.
 	s.fs.SetOutput(io.Discard)
 	if err := s.fs.Parse(args); err != nil {
-		return err
+		return s.unknownFlag(err)
 	}
 	if s.fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", s.fs.Args())
@@ -514,6 +514,29 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 		return fmt.Errorf("--min-session-timeout %s is above --max-session-timeout %s", shortDuration(s.minSession), shortDuration(s.maxSession))
 	}
 	return s.checkConsumer()
+}
+
+// unknownFlag rewrites the flag package's error for an undefined flag as
+// the other commands put it (flagError), with the nearest flag of serve if
+// one is near enough to be a typo; other parse errors are returned as they
+// are.
+func (s *serveFlags) unknownFlag(err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	if !ok {
+		return err
+	}
+	name = strings.TrimPrefix(name, "-")
+	best, bestDist := "", 0
+	s.fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); best == "" || d < bestDist {
+			best, bestDist = f.Name, d
+		}
+	})
+	hint := ""
+	if best != "" && bestDist <= min(3, max(1, len(name)/3)) {
+		hint = "did you mean --" + best + "? "
+	}
+	return fmt.Errorf("serve: --%s is not one of its flags (%scohort serve -h lists them)", name, hint)
 }
 
 // checkConsumer checks the consumer-protocol flags: a heartbeat interval

@@ -120,6 +120,11 @@ func TestServeFlagParsing(t *testing.T) {
 		{[]string{"--min-session-timeout", "0", "--max-session-timeout", "0"}, nil, "--max-session-timeout 0: want a positive duration"},
 		{[]string{"--min-session-timeout", "1h"}, nil, "--min-session-timeout 1h is above --max-session-timeout 30m"},
 		{[]string{"extra"}, nil, "unexpected arguments"},
+		// As the other commands name an unknown flag, with the nearest
+		// one (it was the flag package's "flag provided but not
+		// defined: -lisen").
+		{[]string{"--lisen", "127.0.0.1:1"}, nil, "serve: --lisen is not one of its flags (did you mean --listen? cohort serve -h lists them)"},
+		{[]string{"--frobnicate"}, nil, "serve: --frobnicate is not one of its flags (cohort serve -h lists them)"},
 		{nil, []string{"COHORT_MAX_SESSION_TIMEOUT", "7d"}, `$COHORT_MAX_SESSION_TIMEOUT "7d": want a duration`},
 		{nil, []string{"COHORT_GROUP_MAX_SIZE", "many"}, `$COHORT_GROUP_MAX_SIZE "many": want an integer`},
 		{[]string{"--consumer-session-timeout", "5s"}, nil, "--consumer-session-timeout 5s must be above --consumer-heartbeat-interval 5s"},
