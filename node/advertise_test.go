@@ -49,3 +49,22 @@ func TestAdvertisedHostMustBeConnectable(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvertiseAndAdvertisedListenersOnce: --advertise is the address of
+// the first listener; an --advertised-listeners entry for that same
+// listener silently won over it. Giving both for one listener is now
+// refused, naming both; --advertise for the first listener with
+// --advertised-listeners for the others still starts.
+func TestAdvertiseAndAdvertisedListenersOnce(t *testing.T) {
+	ls := []server.Listener{{Protocol: server.ProtocolPlaintext, Addr: "127.0.0.1:0"}, {Protocol: server.ProtocolSASLPlaintext, Addr: "127.0.0.1:0"}}
+	err := CheckConfig(Config{Listeners: ls, Advertise: "a.example.com:9092",
+		Advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "b.example.com", Port: 9092}}})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "--advertise a.example.com:9092 and --advertised-listeners PLAINTEXT://b.example.com:9092") {
+		t.Errorf("both for PLAINTEXT: %v, want a ConfigError naming both", err)
+	}
+	if err := CheckConfig(Config{Listeners: ls, Advertise: "a.example.com:9092",
+		Advertised: []server.Endpoint{{Listener: "SASL_PLAINTEXT", Host: "b.example.com", Port: 9093}}}); err != nil {
+		t.Errorf("--advertise for PLAINTEXT, --advertised-listeners for SASL_PLAINTEXT: %v", err)
+	}
+}

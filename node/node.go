@@ -230,8 +230,14 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 		if !slices.ContainsFunc(listeners, func(l server.Listener) bool { return l.Name == a.Listener }) {
 			return fail(fmt.Errorf("advertised listener %s has no listener of that name", a.Listener))
 		}
-		if err := checkAdvertisedHost("--advertised-listeners "+a.Listener+"://"+net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port))), a.Host); err != nil {
+		given := "--advertised-listeners " + a.Listener + "://" + net.JoinHostPort(a.Host, strconv.Itoa(int(a.Port)))
+		if err := checkAdvertisedHost(given, a.Host); err != nil {
 			return fail(err)
+		}
+		if cfg.Advertise != "" && a.Listener == listeners[0].Name {
+			// advertisedBroker takes the entry and drops --advertise.
+			return fail(fmt.Errorf("--advertise %s and %s both give the address of listener %s: give it once",
+				cfg.Advertise, given, a.Listener))
 		}
 	}
 	if host, _, err := net.SplitHostPort(cfg.Advertise); err == nil {

@@ -597,6 +597,8 @@ func TestServeBenchUsageExit2(t *testing.T) {
 		// An advertised host no client can connect to (they served).
 		{[]string{"--listen", "127.0.0.1:0", "--advertise", "0.0.0.0:9092"}, exitUsage},
 		{[]string{"--listen", "127.0.0.1:0", "--advertised-listeners", "PLAINTEXT://:9092"}, exitUsage},
+		// Two addresses for one listener (the entry won, silently).
+		{[]string{"--listen", "127.0.0.1:0", "--advertise", "a.example.com:1", "--advertised-listeners", "PLAINTEXT://b.example.com:2"}, exitUsage},
 		// Two of the node's own listeners on one port (exit 1, "address
 		// already in use", at the second bind).
 		{[]string{"--listeners", "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19092"}, exitUsage},
