@@ -715,6 +715,14 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		if clusterCfg.Password, err = etcdPassword(s.etcdUser, s.etcdPasswordFile); err != nil {
 			return err
 		}
+		if how, ok := s.given["data-dir"]; ok && disk.IsStore(s.dataDir) {
+			// Cluster mode never reads it: the groups and offsets in it
+			// would seem lost. (A --data-dir without a store, as a shared
+			// environment file may give every node, is no reason to stop.)
+			return usagef("%s %s holds an embedded store, which cluster mode (--etcd) does not read: its groups and offsets "+
+				"would not be served; to start on the state in etcd, remove %s (the store stays as it is), or drop --etcd to serve the store",
+				how, s.dataDir, how)
+		}
 	} else if given := s.clusterOnlyGiven(); len(given) > 0 {
 		// Settings of cluster mode that a node on --data-dir would
 		// silently ignore (never their values: one may be a secret).

@@ -18,6 +18,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/server"
+	"github.com/cohort-dev/cohort/store/disk"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -742,5 +743,50 @@ func TestServeListenAndListenersAsGiven(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !os.IsNotExist(err) {
 		t.Errorf("data directory after refused starts: %v; want none", err)
+	}
+}
+
+// TestServeEtcdWithStoreInDataDir: cluster mode keeps the state in etcd and
+// never reads --data-dir. A node moved to cluster mode with the --data-dir
+// of its embedded store still given started on etcd's state, and every
+// group's committed offsets seemed lost (clients fell back to
+// auto.offset.reset) while they sat unread in the directory. A --data-dir
+// given with --etcd that holds a store is now refused before etcd is
+// dialled, naming both; one without a store (a shared environment file's
+// COHORT_DATA_DIR) is no reason to refuse.
+func TestServeEtcdWithStoreInDataDir(t *testing.T) {
+	dir := t.TempDir()
+	st, err := disk.Open(disk.Options{Dir: dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	// No etcd listens at 127.0.0.1:1: had the node got as far as dialling
+	// it, the start would fail (exit 1) saying so.
+	for _, args := range [][]string{
+		{"--data-dir", dir},
+		{"--data-dir", filepath.Join(dir, ".")},
+	} {
+		err = serve(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--etcd", "127.0.0.1:1"}, args...))
+		if code := exitCode(err, io.Discard); code != exitUsage {
+			t.Fatalf("%q: exit %d (%v), want %d", args, code, err, exitUsage)
+		}
+		for _, want := range []string{"--data-dir", dir, "--etcd"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%q: error %q does not name %q", args, err, want)
+			}
+		}
+	}
+	t.Setenv("COHORT_DATA_DIR", dir)
+	err = serve([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--etcd", "127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "$COHORT_DATA_DIR") {
+		t.Errorf("COHORT_DATA_DIR on a store with --etcd: %v, want a refusal naming the variable", err)
+	}
+	os.Unsetenv("COHORT_DATA_DIR")
+	// Refused later, by the node's own check, before etcd is dialled.
+	err = serve([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--etcd", "127.0.0.1:1",
+		"--data-dir", filepath.Join(t.TempDir(), "none"), "--advertised-listeners", "SSL://h:1"})
+	if err == nil || !strings.Contains(err.Error(), "advertised listener SSL") {
+		t.Errorf("--data-dir holding no store with --etcd: %v, want it to get as far as the node's check", err)
 	}
 }

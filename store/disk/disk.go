@@ -1109,6 +1109,13 @@ func (s *Store) Close() error {
 	}
 }
 
+// IsStore reports whether dir holds a store (its marker file): cohort serve
+// refuses to leave one unread in cluster mode.
+func IsStore(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, markerName))
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // DirBytes is the size of the files under dir, a store's directory: what a
 // restarted node is about to load (cohort serve sizes the collector's heap
 // floor for the load from it). Files that vanish meanwhile (a compaction)
