@@ -57,6 +57,15 @@ type Config struct {
 	// ones serve requests while the others still load. Loads from a remote
 	// store (etcd) wait on the network and are left unbounded.
 	LoadConcurrency int
+	// OnUnload, when set, is called with p whenever this node drops the
+	// state of partition p: released (cluster mode), loaded again from the
+	// store (after a write that failed once applied, or a panic of the
+	// shard), or the coordinator closing. What the group callbacks told of
+	// the partition's groups (group.Config OnStorm's flags) no longer holds;
+	// the shard that loads the partition next tells it again. Called with
+	// the partition's mutex held: it must be cheap and must not call into
+	// the coordinator.
+	OnUnload func(p int32)
 }
 
 // Coordinator serves the group APIs for the partitions it owns.

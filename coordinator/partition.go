@@ -822,6 +822,9 @@ func (p *partition) unload() {
 	if p.state == stActive {
 		p.shard.Unload(p.c.clock.Now(), &p.out)
 	}
+	if p.shard != nil && p.c.cfg.OnUnload != nil {
+		p.c.cfg.OnUnload(p.id)
+	}
 	p.state = stUnowned
 	p.shardGen++
 	p.loadFailures = 0

@@ -329,7 +329,7 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		n.cl.c.SetSelf(self)
 	}
 	if n.cm != nil {
-		n.cl.c.Start(observedPartitions{n.coord, n.cm, n.rm})
+		n.cl.c.Start(observedPartitions{n.coord, n.cm})
 	} else {
 		n.cl.c.Start(n.coord)
 	}

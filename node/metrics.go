@@ -182,9 +182,8 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 // observedPartitions is the coordinator as the cluster drives it, counting
 // hand-overs.
 type observedPartitions struct {
-	c  *coordinator.Coordinator
-	m  *clusterMetrics
-	rm *rebalanceMetrics // nil with DisableMetrics
+	c *coordinator.Coordinator
+	m *clusterMetrics
 }
 
 func (o observedPartitions) Acquire(p int32) {
@@ -195,8 +194,17 @@ func (o observedPartitions) Acquire(p int32) {
 func (o observedPartitions) Release(p int32) {
 	o.m.released.Inc()
 	o.c.Release(p)
-	if o.rm != nil {
-		o.rm.released(p)
+}
+
+// partitionUnloaded is the coordinator's OnUnload: the storm flags of
+// partition p's groups are dropped whenever the partition's state is,
+// whether it leaves the node (cluster mode) or is loaded again from the
+// store (after a failed write or a panic of the shard); the shard that
+// loads it flags again the groups that still storm, without counting
+// them again (group.StormStatus.Loaded).
+func (n *Node) partitionUnloaded(p int32) {
+	if n.rm != nil {
+		n.rm.released(p)
 	}
 }
 

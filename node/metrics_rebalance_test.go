@@ -139,7 +139,6 @@ func TestMetricsRebalanceCauses(t *testing.T) {
 	// says it was flagged at the load.
 	p := coordinator.PartitionFor(rawGroup, n.coord.Partitions())
 	n.coord.Release(p)
-	n.rm.released(p)
 	waitMetric(t, addr, 10*time.Second, eq(0), "cohort_groups_storming")
 	n.coord.Acquire(p)
 	waitMetric(t, addr, 10*time.Second, eq(1), "cohort_groups_storming")

@@ -399,6 +399,7 @@ func Start(cfg Config) (*Node, error) {
 		RetentionCheckInterval: cfg.RetentionCheckInterval,
 		Owned:                  n.owned(),
 		LoadConcurrency:        n.loadConcurrency(),
+		OnUnload:               n.partitionUnloaded,
 	})
 	if err != nil {
 		return nil, err

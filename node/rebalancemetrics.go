@@ -117,8 +117,9 @@ func (m *rebalanceMetrics) storm(st group.StormStatus) {
 }
 
 // released forgets the storm flags of the groups of coordinator partition
-// p, which this node no longer serves (cluster mode): the shard that loads
-// it again flags them anew if they still storm.
+// p, whose state this node dropped (Node.partitionUnloaded): the shard that
+// loads it next, here or on another node, flags them anew if they still
+// storm.
 func (m *rebalanceMetrics) released(p int32) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
