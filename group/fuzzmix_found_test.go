@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -70,5 +71,44 @@ func TestMixReplacedClassicGroupStartsAtGenerationZero(t *testing.T) {
 	}
 	if gens["live"] != 1 || gens["reloaded"] != 1 {
 		t.Fatalf("first generation of the new classic group: live %d, reloaded %d; want 1 (a new group)", gens["live"], gens["reloaded"])
+	}
+}
+
+// Found by FuzzMixedGroups (its history check). A classic JoinGroup
+// removes an empty consumer group that holds no offsets, as Kafka deletes
+// it, but its rebalance history stayed, in memory and in the store. A join
+// naming a member id is then refused UNKNOWN_MEMBER_ID and makes no group:
+// DescribeGroups with the history tag answered a document (state Dead, with
+// its events) for a group ListGroups does not list, live and after a
+// reload, never freed. A join without one makes a new classic group, which
+// is not stored before its first generation: a reload dropped the group
+// and kept its history, the same orphan. The history now goes with the
+// consumer group, as a deleted or expired group's does.
+func TestMixConvertedGroupWithoutOffsetsDropsHistory(t *testing.T) {
+	for _, member := range []string{"gone-member", ""} {
+		t.Run(fmt.Sprintf("member %q", member), func(t *testing.T) {
+			h, _ := newCH(t, map[string]int32{"a": 2})
+			expectCode(t, "cg join", h.cg(hb{group: "g", member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+			expectCode(t, "cg leave", h.cg(hb{group: "g", member: "m0", epoch: -1}).ErrorCode, ErrNone)
+			if n := len(h.s.History("g")); n == 0 {
+				t.Fatal("setup: no history")
+			}
+			want := ErrUnknownMemberID
+			if member == "" {
+				want = ErrMemberIDRequired
+			}
+			h.wantCode(h.join("g", jo{member: member}), want)
+			if g := h.s.Group("g"); member != "" && g != nil || member == "" && (g == nil || g.cg != nil) {
+				t.Fatalf("setup: group %+v after the join", g)
+			}
+			for _, which := range []string{"live", "reloaded"} {
+				if which == "reloaded" {
+					h.s = h.reload()
+				}
+				if evs := h.s.History("g"); len(evs) > 0 {
+					t.Fatalf("%s: the consumer group is gone but %d events of its history are kept (first: %s)", which, len(evs), evs[0].Cause.Kind)
+				}
+			}
+		})
 	}
 }

@@ -731,10 +731,12 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 	return doc, true
 }
 
-// History returns the stored events of a group, oldest first.
+// History returns the stored events of a group, oldest first (nil: none).
 func (s *Shard) History(group string) []RebalanceEvent {
 	if h := s.hist[group]; h != nil {
-		return slices.Clone(s.all(group, h))
+		if evs := s.all(group, h); len(evs) > 0 {
+			return slices.Clone(evs)
+		}
 	}
 	return nil
 }

@@ -54,6 +54,26 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 		}
 		s.writeApplied(out, recs, nil)
 		g = s.groups[req.Group]
+		if g == nil {
+			// Nothing of the consumer group is left: its history goes
+			// with it, as a deleted or expired group's does; a classic
+			// group made below for this join is a new group (generation
+			// 0, as in Kafka). Without this, a refused join (a member
+			// id) left the history of a group that no longer exists,
+			// and a new classic group, never stored until its first
+			// generation, left it at the next load. The tombstones
+			// replay once durable, after any event still being written.
+			if hist := s.historyTombstones(req.Group, nil); len(hist) > 0 {
+				id := req.Group
+				s.write(out, hist, func(now time.Time, code int16, _ *Output) {
+					if code != ErrNone {
+						s.logWriteFailure(code, "group %q: deleting the history of the removed consumer group failed", id)
+						return
+					}
+					s.evalStorm(id, now) // a new group of the id keeps none of the old events
+				})
+			}
+		}
 	}
 	if g == nil {
 		if req.MemberID != "" {

@@ -607,6 +607,7 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		}
 		if len(recs) == 0 { // a never-persisted empty group
 			delete(s.groups, g.id)
+			s.forgetHistory(g.id) // an entry its events' tombstones emptied
 			continue
 		}
 		// Once durable, replaying the tombstones removed the offsets
