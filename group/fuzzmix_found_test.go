@@ -112,3 +112,41 @@ func TestMixConvertedGroupWithoutOffsetsDropsHistory(t *testing.T) {
 		})
 	}
 }
+
+// Found by FuzzMixedGroups (its history check). A classic group that is not
+// stored (cohort writes a classic group at its first generation's end) but
+// holds rebalance history, here an emptied consumer group with offsets
+// turned classic by a JoinGroup and then losing its offsets to a topic
+// deletion: a shard loaded from the store has no such group, but loaded its
+// history, which stayed for good (a history record never makes a group
+// exist, and nothing removes a history without a group): DescribeGroups
+// with the history tag answered it, and a later group of that id took the
+// old events as its own. The load now deletes the history of a group it
+// did not find.
+func TestLoadDropsHistoryOfMissingGroup(t *testing.T) {
+	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
+	expectCode(t, "cg join", h.cg(hb{group: "g", member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+	expectCode(t, "cg leave", h.cg(hb{group: "g", member: "m0", epoch: -1}).ErrorCode, ErrNone)
+	req := commitReq("g", "", -1)
+	req.Topics[0].Topic = "b"
+	if c := commitCodes(h.commitReq(req)); c[0] != ErrNone {
+		t.Fatalf("commit: %v", c)
+	}
+	h.wantCode(h.join("g", jo{}), ErrMemberIDRequired) // turns the group classic; its offsets keep it
+	cat.Delete("b")
+	h.do(func(_ Ticket, out *Output) { h.s.DeleteTopicOffsets([]string{"b"}, out) })
+	if n := len(h.s.History("g")); n == 0 {
+		t.Fatal("setup: no history")
+	}
+	h.adopt()
+	if g := h.s.Group("g"); g != nil {
+		t.Fatalf("setup: the loaded shard has the group (%v)", g.state)
+	}
+	if doc, ok := h.s.HistoryDoc("g", -1, h.now); ok {
+		t.Fatalf("loaded shard: a group it does not have has a history document: state %s, %d events", doc.State, len(doc.History))
+	}
+	h.adopt()
+	if evs := h.s.History("g"); len(evs) > 0 {
+		t.Fatalf("loaded again: %d events of a group that does not exist", len(evs))
+	}
+}

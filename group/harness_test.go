@@ -475,8 +475,15 @@ func (h *h) commitReq(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse 
 }
 
 // reload returns a new shard loaded from h's store, as a node restarting or
-// taking over the partition would build it.
+// taking over the partition would build it. What its load writes is left
+// out: the shard serves only to be compared (see adopt).
 func (h *h) reload() *Shard {
+	h.t.Helper()
+	var out Output
+	return h.reloadInto(&out)
+}
+
+func (h *h) reloadInto(out *Output) *Shard {
 	h.t.Helper()
 	s := NewShard(h.s.cfg, seededReader{rand.NewChaCha8([32]byte{2})})
 	for k, v := range h.store {
@@ -484,9 +491,17 @@ func (h *h) reload() *Shard {
 			h.t.Fatalf("reload: %v", err)
 		}
 	}
-	var out Output
-	s.FinishLoad(h.now, &out)
+	s.FinishLoad(h.now, out)
 	return s
+}
+
+// adopt replaces h's shard by one loaded from the store, as the runtime
+// does, and settles what the load writes.
+func (h *h) adopt() {
+	h.t.Helper()
+	var out Output
+	h.s = h.reloadInto(&out)
+	h.settle(&out)
 }
 
 // checkReload compares the live shard's answers with those of a shard

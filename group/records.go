@@ -595,6 +595,21 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 	s.loading = loading{}
 	s.stormsAtLoad = true
 	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
+		if s.groups[id] == nil {
+			// The history of a group the store no longer holds (a
+			// classic group not stored yet, which lost the offsets that
+			// kept it; or written by a cohort that left it behind): a
+			// history record never makes a group exist, so nothing else
+			// would ever remove it, and a later group of the id would
+			// take its events as its own. It goes as a deleted group's
+			// does, once its tombstones are durable.
+			if recs := s.historyTombstones(id, nil); len(recs) > 0 {
+				s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
+					s.logWriteFailure(code, "group %q: deleting the history of a group that no longer exists failed", id)
+				})
+			}
+			continue
+		}
 		s.evalStorm(id, now)
 	}
 	s.stormsAtLoad = false
