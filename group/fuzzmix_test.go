@@ -18,7 +18,11 @@ import (
 // completed or failed. After every step it checks that nothing panicked,
 // every answer encodes, and, when no write is in flight, that a shard
 // rebuilt from the store answers ListGroups, DescribeGroups,
-// ConsumerGroupDescribe and OffsetFetch as the live one does.
+// ConsumerGroupDescribe and OffsetFetch as the live one does. It also checks
+// the storm flags and the rebalance history (stormCheck): the flags
+// OnStorm's calls leave, kept as the node's cohort_groups_storming keeps
+// them, are the shard's own storm status of each group; events are in order
+// and do not overlap; a group that is gone keeps no history.
 //
 //	go test -run '^$' -fuzz FuzzMixedGroups -fuzztime 3m -parallel 1 ./group/
 func FuzzMixedGroups(f *testing.F) {
@@ -46,6 +50,10 @@ var mixSeeds = [][]byte{
 	// and removed by offsets retention
 	// (TestMixExpiredConvertedGroupLeavesNoHistory)
 	{4, 0, 0, 4, 0, 2, 0, 0, 0, 9, 0x81},
+	// a consumer member joins, leaves and joins again: the third
+	// rebalance in the window flags the group (threshold 2), but its write
+	// fails and the partition is loaded again without it: not storming
+	{4, 0, 0, 4, 0, 2, 11, 0, 4, 0, 0, 12, 0},
 }
 
 type mixClassic struct {
@@ -73,6 +81,42 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
 	h.s.Logf = func(string, ...any) {}
 	h.s.cfg.OffsetsRetention = time.Minute
+	groups := []string{"g0", "g1"}
+	// The storm flags as node.rebalanceMetrics keeps them from OnStorm
+	// (cohort_groups_storming): forgotten when the partition's state is
+	// dropped, told again by the shard loaded next. listen is off while
+	// mixCheck builds shards only to compare them.
+	h.s.cfg.StormThreshold, h.s.cfg.StormWindow = 2, time.Minute
+	flagged, listen := map[string]bool{}, true
+	h.s.cfg.OnStorm = func(st StormStatus) {
+		if !listen {
+			return
+		}
+		if st.Flagged {
+			flagged[st.Group] = true
+		} else {
+			delete(flagged, st.Group)
+		}
+	}
+	// failedAt is h.failed when the shard was last loaded: the check that
+	// a gone group keeps no history holds while no write has failed since
+	// (a failed deletion of it leaves it to the next load).
+	failedAt := 0
+	adopt := func() { // the partition is dropped and loaded again
+		clear(flagged)
+		failedAt = h.failed // the load's own writes may fail too
+		h.adopt()
+		h.s.Logf = func(string, ...any) {}
+		h.staleMeta = map[string]bool{}
+	}
+	check := func() string {
+		listen = false
+		defer func() { listen = true }()
+		if d := mixCheck(h, groups); d != "" {
+			return d
+		}
+		return stormCheck(h, flagged, h.failed == failedAt)
+	}
 	vlog := func(f string, a ...any) {
 		if verbose {
 			t.Logf(f, a...)
@@ -80,7 +124,6 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 	}
 	src := byteSource(data)
 	b := src.next
-	groups := []string{"g0", "g1"}
 	cls := map[string]*mixClassic{}                          // group/slot -> classic member
 	parked := map[Ticket]string{}                            // join ticket -> group/slot
 	cgs := map[string]*kmsg.ConsumerGroupHeartbeatResponse{} // group/member -> last answer
@@ -136,9 +179,7 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 		steps++
 		if h.s.NeedsReload() && h.s.PendingWrites() == 0 && len(h.held) == 0 {
 			// as the runtime: a failed applied write discards the shard
-			h.s = h.reload()
-			h.s.Logf = func(string, ...any) {}
-			h.staleMeta = map[string]bool{}
+			adopt()
 		}
 		op := b() % 13
 		switch op {
@@ -355,15 +396,13 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 				h.s.Unload(h.now, &out)
 				h.settle(&out)
 				take()
-				h.s = h.reload()
-				h.s.Logf = func(string, ...any) {}
-				h.staleMeta = map[string]bool{}
+				adopt()
 				parked = map[Ticket]string{}
 				vlog("reloaded")
 			}
 		}
 		take()
-		if d := mixCheck(h, groups); d != "" {
+		if d := check(); d != "" {
 			t.Fatalf("step %d (op %d): %s", steps, op, d)
 		}
 	}
@@ -371,14 +410,15 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 	h.release()
 	take()
 	if h.s.NeedsReload() && h.s.PendingWrites() == 0 {
-		h.s = h.reload()
-		h.s.Logf = func(string, ...any) {}
-		h.staleMeta = map[string]bool{}
+		adopt()
 	}
-	if d := mixCheck(h, groups); d != "" {
+	if d := check(); d != "" {
 		t.Fatalf("at the end: %s", d)
 	}
 	h.advance(time.Hour)
+	if d := check(); d != "" {
+		t.Fatalf("an hour later: %s", d)
+	}
 	var out Output
 	h.s.Unload(h.now, &out)
 	h.settle(&out)
@@ -435,6 +475,44 @@ func mixCheck(h *h, groups []string) string {
 		}
 		if a, b := enc(h.s), enc(re); !bytes.Equal(a, b) {
 			return fmt.Sprintf("ConsumerGroupDescribe %q differs after reload:\nlive     %+v\nreloaded %+v", id, h.s.DescribeConsumerGroup(id, 1, false), re.DescribeConsumerGroup(id, 1, false))
+		}
+	}
+	return ""
+}
+
+// stormCheck compares the storm flags OnStorm's calls leave (flagged) with
+// the shard's own storm status of every group it keeps a history of, and
+// checks each group's history: events in order, none ending before it
+// starts or starting before the previous one ended, and none kept for a
+// group that is gone once no write is in flight (unless one failed: gone
+// false).
+func stormCheck(h *h, flagged map[string]bool, gone bool) string {
+	for id := range flagged {
+		if h.s.hist[id] == nil {
+			return fmt.Sprintf("group %q counted as storming without a history", id)
+		}
+	}
+	for id := range h.s.hist {
+		st := h.s.storm(id, h.now)
+		if !st.Flagged && flagged[id] && h.s.storm(id, h.now.Add(-time.Millisecond)).Flagged {
+			continue // the timer that unflags it fires 1 ms after the window has passed its oldest event
+		}
+		if st.Flagged != flagged[id] {
+			return fmt.Sprintf("group %q: storm status flagged=%v (%d in the window), OnStorm's calls leave it flagged=%v", id, st.Flagged, st.Count, flagged[id])
+		}
+		evs := h.s.History(id)
+		for i, ev := range evs {
+			if ev.End.Before(ev.Start) {
+				return fmt.Sprintf("group %q event %d ends before it starts: %+v", id, ev.Seq, ev)
+			}
+			if i > 0 && (ev.Seq <= evs[i-1].Seq || ev.Start.Before(evs[i-1].End)) {
+				return fmt.Sprintf("group %q event %d (start %v) overlaps event %d (end %v)", id, ev.Seq, ev.Start, evs[i-1].Seq, evs[i-1].End)
+			}
+		}
+		if gone && h.s.PendingWrites() == 0 && len(h.held) == 0 && len(evs) > 0 {
+			if g := h.s.Group(id); g == nil || g.state == Dead {
+				return fmt.Sprintf("group %q is gone but keeps %d history events", id, len(evs))
+			}
 		}
 	}
 	return ""

@@ -29,8 +29,9 @@ type h struct {
 	// stored image may lag their live state (Kafka only logs some of these
 	// failures), so checkReload does not compare their membership.
 	staleMeta map[string]bool
-	// completed counts the writes completed (durable or failed).
-	completed int
+	// completed counts the writes completed (durable or failed), failed
+	// those that failed.
+	completed, failed int
 	// holdRegex keeps the shard's regex jobs in regexJobs; by default each
 	// call's jobs are resolved and handed back right after it, as the
 	// runtime does once their matching ends.
@@ -126,6 +127,8 @@ func (h *h) complete(w Write, out *Output) {
 	}
 	if code == ErrNone {
 		storeRecords(h.store, w.Records)
+	} else {
+		h.failed++
 	}
 	h.s.WriteDone(h.now, w.ID, code, out)
 }
