@@ -64,8 +64,8 @@ func TestChurnConvertedGroupRefusedJoinLeavesNothing(t *testing.T) {
 // second JoinGroup when the partition moved) leaves its stored rebalance
 // history with no group to go with: nothing deleted it, at the next load or
 // ever after, so every such group id kept its history records for good.
-// The offsets expiry sweep, which removes the groups that are gone, now
-// removes such history too.
+// The partition's load now tombstones such history (FinishLoad); the test
+// checks after a load and an offsets expiry sweep that nothing is left.
 func TestChurnHistoryOfGroupGoneAtLoadIsRemoved(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
 	h.s.cfg.OffsetsRetention = time.Minute

@@ -77,18 +77,6 @@ func (s *Shard) JoinGroup(now time.Time, t Ticket, c Client, req *kmsg.JoinGroup
 	}
 	if g == nil {
 		if req.MemberID != "" {
-			// No group is created for a member id. The group may have
-			// been removed just above (an empty consumer group without
-			// offsets): its rebalance history goes with it, as it does
-			// when a group is deleted or expires.
-			if recs := s.historyTombstones(req.Group, nil); len(recs) > 0 {
-				group := req.Group
-				s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
-					if code != ErrNone {
-						s.logWriteFailure(code, "group %q: removing the rebalance history of the removed group failed", group)
-					}
-				})
-			}
 			fail(ErrUnknownMemberID, req.MemberID)
 			return
 		}

@@ -628,36 +628,6 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 			}
 		})
 	}
-	s.expireOrphanHistory(out)
-}
-
-// expireOrphanHistory removes the rebalance history of group ids that have
-// no group: a group's history goes with it when it is deleted or expires,
-// but a group that never reached the store (a classic group that replaced
-// an empty consumer group, say) is simply absent after a load, and its
-// history records, loaded like any other, had nothing left to remove them.
-// Nothing else reads them: a group created again under the id would show
-// them as its own.
-func (s *Shard) expireOrphanHistory(out *Output) {
-	var gone []string
-	for id := range s.hist {
-		if s.groups[id] == nil {
-			gone = append(gone, id)
-		}
-	}
-	slices.Sort(gone) // the writes in a stable order
-	for _, id := range gone {
-		recs := s.historyTombstones(id, nil)
-		if len(recs) == 0 {
-			s.forgetHistory(id)
-			continue
-		}
-		s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
-			if code != ErrNone {
-				s.logWriteFailure(code, "group %q: removing the rebalance history of a removed group failed", id)
-			}
-		})
-	}
 }
 
 // DeleteTopicOffsets removes every group's committed offsets of the named
