@@ -165,7 +165,7 @@ func newClusterMetrics(reg prometheus.Registerer) *clusterMetrics {
 		}, []string{"result"}),
 		securitySynced: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "cohort", Subsystem: "cluster", Name: "security_synced",
-			Help: "Cluster mode: 1 while this node's users and ACLs follow etcd (read and watched), 0 until the first read and while the watch is broken (the node keeps the users and ACLs it read last, retrying every second).",
+			Help: "Cluster mode: 1 while this node's users and ACLs follow etcd (read and watched), 0 until the first read and while reading or watching them fails (the node keeps the users and ACLs it read last, retrying every second); a connection to etcd that is only lost may leave it at 1 (see cohort_cluster_lease_valid).",
 		}),
 		securityFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "cohort", Subsystem: "cluster", Name: "security_sync_failures_total",
