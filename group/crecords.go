@@ -475,12 +475,25 @@ func (s *Shard) recordRefusal(now time.Time, group, what string, n int) string {
 // logRefusal logs a request refused for a record over the store's limit, at
 // most once a minute per shard; the next line logged counts those left out.
 func (s *Shard) logRefusal(now time.Time, format string, args ...any) {
-	if now.Before(s.refusalLogged.Add(time.Minute)) {
-		s.refusalsUnlogged++
+	s.refusalLog.logf(s, now, format, args...)
+}
+
+// minuteLog lets one line through a minute and counts the ones it holds
+// back, for lines a client can repeat at every request.
+type minuteLog struct {
+	logged   time.Time
+	unlogged int
+}
+
+// logf logs through s at most once a minute, adding how many lines were
+// left out since the last one.
+func (l *minuteLog) logf(s *Shard, now time.Time, format string, args ...any) {
+	if now.Before(l.logged.Add(time.Minute)) {
+		l.unlogged++
 		return
 	}
-	s.logf(format+" (%d more refused since the last such line)", append(args, s.refusalsUnlogged)...)
-	s.refusalLogged, s.refusalsUnlogged = now, 0
+	s.logf(format+" (%d more refused since the last such line)", append(args, l.unlogged)...)
+	l.logged, l.unlogged = now, 0
 }
 
 // currentRecordBytes is the size (key and value) of the current-assignment

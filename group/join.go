@@ -188,8 +188,9 @@ func (g *Group) joinExisting(now time.Time, j *joinReq, out *Output) {
 	if pt, ok := g.pending[id]; ok {
 		if j.instanceID != "" {
 			// Kafka treats this as an invariant violation: pending ids are
-			// only given to dynamic members.
-			g.s.logf("group %q: pending member %q joined with instance id %q", g.id, id, j.instanceID)
+			// only given to dynamic members. The pending id stays, so a
+			// client can repeat the request: at most a line a minute.
+			g.s.pendingStaticLog.logf(g.s, now, "group %q: pending member %q joined with instance id %q; request refused", g.id, id, j.instanceID)
 			out.reply(j.t, joinError(j.v, ErrUnknownServer, id))
 			return
 		}

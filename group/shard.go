@@ -85,11 +85,12 @@ type Shard struct {
 
 	nextWrite uint64
 	writes    map[uint64]pendingWrite
-	// refusalLogged is when a request refused for a record over the
-	// store's limit was last logged; refusalsUnlogged counts those since
-	// (recordRefusal).
-	refusalLogged    time.Time
-	refusalsUnlogged int
+	// refusalLog bounds the lines about requests refused for a record
+	// over the store's limit (recordRefusal).
+	refusalLog minuteLog
+	// pendingStaticLog bounds the lines about JoinGroups that name a
+	// pending member id with an instance id (joinExisting).
+	pendingStaticLog minuteLog
 	// needsReload: see NeedsReload.
 	needsReload bool
 	// unloading is true while Unload gives up on the writes in flight.
