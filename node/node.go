@@ -388,7 +388,7 @@ func Start(cfg Config) (*Node, error) {
 		n.rm = newRebalanceMetrics(reg, func() int { return n.coord.Partitions() })
 		n.rm.hook(&gcfg)
 	}
-	logStorms(&gcfg, n.log)
+	logStorms(&gcfg, n.log, cfg.Clock)
 	n.coord, err = coordinator.New(coordinator.Config{
 		Partitions:             cfg.Partitions,
 		Group:                  gcfg,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
 )
 
 // rebalanceCauses are the causes with a series from the start; any other
@@ -151,15 +152,33 @@ func (m *rebalanceMetrics) hook(cfg *group.Config) {
 // logStorms adds to cfg's OnStorm (keeping any already set) a log line when
 // a group is flagged as storming (WARN, with the count, the window and the
 // causes) and when it no longer is (INFO): the metric tells that some group
-// storms, the line which one, for an operator reading the log.
-func logStorms(cfg *group.Config, log *slog.Logger) {
+// storms, the line which one, for an operator reading the log. At most
+// stormLogMax lines a stormLogWindow over all groups (on clk): a client can
+// make group after group storm (a member joining and leaving each group
+// eleven times does it at the default threshold), a line for each, and
+// one more as each group's window clears; the next line logged says
+// how many were left out, and cohort_rebalance_storms_total and the
+// console still count and mark every one.
+func logStorms(cfg *group.Config, log *slog.Logger, clk clock.Clock) {
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	prev := cfg.OnStorm
+	var lim stormLog
 	cfg.OnStorm = func(st group.StormStatus) {
 		if prev != nil {
 			prev(st)
 		}
+		ok, skipped := lim.allow(clk.Now())
+		if !ok {
+			return
+		}
+		var attrs []any
+		if skipped > 0 {
+			attrs = []any{"unlogged_before", skipped}
+		}
 		if !st.Flagged {
-			log.Info("group no longer rebalancing in a storm", "group", st.Group)
+			log.Info("group no longer rebalancing in a storm", append([]any{"group", st.Group}, attrs...)...)
 			return
 		}
 		causes := make([]string, 0, len(st.Causes))
@@ -167,11 +186,42 @@ func logStorms(cfg *group.Config, log *slog.Logger) {
 			causes = append(causes, fmt.Sprintf("%s=%d", k, n))
 		}
 		slices.Sort(causes)
-		attrs := []any{"group", st.Group, "rebalances", st.Count, "threshold", st.Threshold,
-			"window", time.Duration(st.WindowMs) * time.Millisecond, "causes", strings.Join(causes, ",")}
+		attrs = append([]any{"group", st.Group, "rebalances", st.Count, "threshold", st.Threshold,
+			"window", time.Duration(st.WindowMs) * time.Millisecond, "causes", strings.Join(causes, ",")}, attrs...)
 		if st.Loaded {
 			attrs = append(attrs, "loaded", true) // flagged before its partition loaded here
 		}
 		log.Warn("group rebalancing in a storm (see cohort group why)", attrs...)
 	}
+}
+
+// stormLog lets at most stormLogMax storm lines through per stormLogWindow
+// and counts the rest (OnStorm is called from every partition's goroutine).
+type stormLog struct {
+	mu      sync.Mutex
+	start   time.Time
+	n       int
+	skipped int
+}
+
+const (
+	stormLogMax    = 10
+	stormLogWindow = 10 * time.Second
+)
+
+// allow reports whether a line may be logged at now, and how many were
+// left out since the last one logged.
+func (b *stormLog) allow(now time.Time) (ok bool, skipped int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if now.Sub(b.start) >= stormLogWindow {
+		b.start, b.n = now, 0
+	}
+	if b.n >= stormLogMax {
+		b.skipped++
+		return false, 0
+	}
+	b.n++
+	skipped, b.skipped = b.skipped, 0
+	return true, skipped
 }
