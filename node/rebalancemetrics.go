@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/logburst"
 )
 
 // rebalanceCauses are the causes with a series from the start; any other
@@ -153,7 +154,7 @@ func (m *rebalanceMetrics) hook(cfg *group.Config) {
 // a group is flagged as storming (WARN, with the count, the window and the
 // causes) and when it no longer is (INFO): the metric tells that some group
 // storms, the line which one, for an operator reading the log. At most
-// stormLogMax lines a stormLogWindow over all groups (on clk): a client can
+// logburst.Max lines a logburst.Window over all groups (on clk): a client can
 // make group after group storm (a member joining and leaving each group
 // eleven times does it at the default threshold), a line for each, and
 // one more as each group's window clears; the next line logged says
@@ -164,12 +165,12 @@ func logStorms(cfg *group.Config, log *slog.Logger, clk clock.Clock) {
 		clk = clock.Real{}
 	}
 	prev := cfg.OnStorm
-	var lim stormLog
+	var lim logburst.Limiter
 	cfg.OnStorm = func(st group.StormStatus) {
 		if prev != nil {
 			prev(st)
 		}
-		ok, skipped := lim.allow(clk.Now())
+		ok, skipped := lim.Allow(clk.Now())
 		if !ok {
 			return
 		}
@@ -193,35 +194,4 @@ func logStorms(cfg *group.Config, log *slog.Logger, clk clock.Clock) {
 		}
 		log.Warn("group rebalancing in a storm (see cohort group why)", attrs...)
 	}
-}
-
-// stormLog lets at most stormLogMax storm lines through per stormLogWindow
-// and counts the rest (OnStorm is called from every partition's goroutine).
-type stormLog struct {
-	mu      sync.Mutex
-	start   time.Time
-	n       int
-	skipped int
-}
-
-const (
-	stormLogMax    = 10
-	stormLogWindow = 10 * time.Second
-)
-
-// allow reports whether a line may be logged at now, and how many were
-// left out since the last one logged.
-func (b *stormLog) allow(now time.Time) (ok bool, skipped int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now.Sub(b.start) >= stormLogWindow {
-		b.start, b.n = now, 0
-	}
-	if b.n >= stormLogMax {
-		b.skipped++
-		return false, 0
-	}
-	b.n++
-	skipped, b.skipped = b.skipped, 0
-	return true, skipped
 }

@@ -10,9 +10,10 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/logburst"
 )
 
-// The storm lines are logged at most stormLogMax a window over all groups,
+// The storm lines are logged at most logburst.Max a window over all groups,
 // the next line saying how many were left out: a client that makes group
 // after group storm (a member joining and leaving eleven times flags a
 // group at the default threshold) logged a warn line for every group, and
@@ -29,13 +30,13 @@ func TestStormLogBounded(t *testing.T) {
 	for i := range 100 {
 		cfg.OnStorm(group.StormStatus{Group: fmt.Sprint("g", i)})
 	}
-	if n := strings.Count(buf.String(), "rebalancing in a storm"); n != stormLogMax {
-		t.Fatalf("%d storm lines for 100 groups flagged and unflagged in one window, want %d", n, stormLogMax)
+	if n := strings.Count(buf.String(), "rebalancing in a storm"); n != logburst.Max {
+		t.Fatalf("%d storm lines for 100 groups flagged and unflagged in one window, want %d", n, logburst.Max)
 	}
-	clk.Advance(stormLogWindow)
+	clk.Advance(logburst.Window)
 	buf.Reset()
 	cfg.OnStorm(group.StormStatus{Group: "h", Flagged: true, Count: 11, Threshold: 10, WindowMs: 300000})
-	if s := buf.String(); !strings.Contains(s, "group=h") || !strings.Contains(s, fmt.Sprint("unlogged_before=", 200-stormLogMax)) {
+	if s := buf.String(); !strings.Contains(s, "group=h") || !strings.Contains(s, fmt.Sprint("unlogged_before=", 200-logburst.Max)) {
 		t.Fatalf("the next window's line: %s", s)
 	}
 }

@@ -944,7 +944,7 @@ func TestAuthFailureLogBurst(t *testing.T) {
 	if n := strings.Count(buf.String(), "authentication failed"); n != burstLogMax {
 		t.Fatalf("%d lines for 60 failures, want %d:\n%s", n, burstLogMax, buf.String())
 	}
-	if ok, _ := s.badLog.allow(time.Now()); !ok {
+	if ok, _ := s.badLog.Allow(time.Now()); !ok {
 		t.Fatal("the auth failures used up the bad-request lines' budget")
 	}
 }

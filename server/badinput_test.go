@@ -376,7 +376,7 @@ func TestBadRequestLogBurst(t *testing.T) {
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	logged := 0
 	for i := range 500 {
-		if ok, skipped := b.allow(t0.Add(time.Duration(i) * time.Millisecond)); ok {
+		if ok, skipped := b.Allow(t0.Add(time.Duration(i) * time.Millisecond)); ok {
 			logged++
 			if skipped != 0 {
 				t.Fatalf("line %d: %d skipped within the first window", i, skipped)
@@ -386,7 +386,7 @@ func TestBadRequestLogBurst(t *testing.T) {
 	if logged != burstLogMax {
 		t.Fatalf("%d lines logged in one window, want %d", logged, burstLogMax)
 	}
-	ok, skipped := b.allow(t0.Add(burstLogWindow))
+	ok, skipped := b.Allow(t0.Add(burstLogWindow))
 	if !ok || skipped != 500-burstLogMax {
 		t.Fatalf("next window: ok %v, skipped %d, want %d", ok, skipped, 500-burstLogMax)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/logburst"
 )
 
 // DefaultMaxFrameBytes is the default largest request accepted, Kafka's
@@ -149,17 +150,18 @@ type Server struct {
 	authz   Authorizer // nil: every request allowed
 	sec     securityRuntime
 
-	lcfg     []Listener
-	mu       sync.Mutex
-	lns      []*listener // bound, in lcfg order
-	conns    map[*conn]struct{}
-	counted  int                // connections from listeners, while a limit is set
-	perIP    map[netip.Addr]int // … by remote address
-	refusals refusalLog
-	badLog   burstLog // "closing connection: bad request" lines
-	authLog  burstLog // failed and refused authentications
-	cutLog   burstLog // "strings too long for the protocol cut" lines
-	prodLog  burstLog // "refusing Produce" lines
+	lcfg      []Listener
+	mu        sync.Mutex
+	lns       []*listener // bound, in lcfg order
+	conns     map[*conn]struct{}
+	counted   int                // connections from listeners, while a limit is set
+	perIP     map[netip.Addr]int // … by remote address
+	refusals  refusalLog
+	badLog    burstLog // "closing connection: bad request" lines
+	authLog   burstLog // failed and refused authentications
+	cutLog    burstLog // "strings too long for the protocol cut" lines
+	prodLog   burstLog // "refusing Produce" lines
+	acceptLog burstLog // "accept failed; retrying" lines
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
@@ -388,7 +390,11 @@ func (s *Server) accept(l *listener) error {
 			}
 			if isTemporary(err) {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; retrying", "listener", l.Name, "err", err, "backoff", backoff)
+				// Bounded: out of file descriptors, the backoff falls back
+				// to its least after each connection accepted, and a
+				// client closing and opening connections at the limit
+				// would otherwise make a line every few milliseconds.
+				s.acceptLog.log(s.log, slog.LevelWarn, "accept failed; retrying", "listener", l.Name, "err", err, "backoff", backoff)
 				time.Sleep(backoff)
 				continue
 			}
@@ -506,51 +512,22 @@ const refusalLogEvery = 10 * time.Second
 // counts the rest, so that a flood of bad requests (hundreds of
 // connections each sending garbage) logs a few lines, not one per
 // connection; the metric counts every one.
-type burstLog struct {
-	mu      sync.Mutex
-	start   time.Time
-	n       int
-	skipped int
-}
+type burstLog struct{ logburst.Limiter }
 
 const (
-	burstLogMax    = 10
-	burstLogWindow = 10 * time.Second
+	burstLogMax    = logburst.Max
+	burstLogWindow = logburst.Window
 )
 
-// allow reports whether a line may be logged at now, and how many were
-// left out since the last one logged.
-func (b *burstLog) allow(now time.Time) (ok bool, skipped int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if now.Sub(b.start) >= burstLogWindow {
-		b.start, b.n = now, 0
-	}
-	if b.n >= burstLogMax {
-		b.skipped++
-		return false, 0
-	}
-	b.n++
-	skipped, b.skipped = b.skipped, 0
-	return true, skipped
-}
-
-// info logs msg at info level if allow lets it through now, adding how many
-// lines were left out before it.
+// info logs msg at info level if the limiter lets it through now, adding
+// how many lines were left out before it.
 func (b *burstLog) info(log *slog.Logger, msg string, attrs ...any) {
 	b.log(log, slog.LevelInfo, msg, attrs...)
 }
 
 // log is info at level.
 func (b *burstLog) log(log *slog.Logger, level slog.Level, msg string, attrs ...any) {
-	ok, skipped := b.allow(time.Now())
-	if !ok {
-		return
-	}
-	if skipped > 0 {
-		attrs = append(attrs, "unlogged_before", skipped)
-	}
-	log.Log(context.Background(), level, msg, attrs...)
+	b.Log(log, level, time.Now(), msg, attrs...)
 }
 
 func (r *refusalLog) note(log *slog.Logger, listener, reason string, peer net.Addr) {
