@@ -79,6 +79,14 @@ type Options struct {
 	// Logger receives changes applied from elsewhere and load problems
 	// (never a secret); nil means slog.Default().
 	Logger *slog.Logger
+	// Shared says that other nodes change the same records (cluster mode,
+	// Store in etcd). Each change made through this State is then
+	// published with every change the store held before it, read again
+	// once the change is stored: the node never enforces a change without
+	// those made before it elsewhere, which its watch may not have brought
+	// yet (an ACL created through it after a DENY created through another
+	// node must not take effect without that DENY).
+	Shared bool
 }
 
 // credID names one stored credential.
@@ -92,15 +100,19 @@ func aclKey(b acl.Binding) string { return aclPrefix + b.Key() }
 // server.Authorizer and server.SecurityAdmin; all methods are safe for
 // concurrent use.
 type State struct {
-	store store.Store
-	authz acl.Authorizer
-	log   *slog.Logger
+	store  store.Store
+	authz  acl.Authorizer
+	log    *slog.Logger
+	shared bool // Options.Shared
 
 	// mu serializes changes. A local change holds it from its Append to
 	// its publication, and Apply and Reload take it too: a change another
 	// node makes after ours reaches etcd is seen by the watch after ours,
 	// so it is applied after our publication and the state converges to
-	// etcd's order.
+	// etcd's order. A change another node made before ours is published
+	// with ours (commitLocked reads the store again when shared), so what
+	// the node enforces is always etcd's state at some revision, never a
+	// later change without an earlier one.
 	mu       sync.Mutex
 	bindings map[string]acl.Binding // by record key (guarded by mu)
 
@@ -178,7 +190,7 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, bindings: map[string]acl.Binding{}}
+	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, shared: opts.Shared, bindings: map[string]acl.Binding{}}
 	empty := map[credID]sasl.Credential{}
 	s.creds.Store(&empty)
 	noShapes := map[string]credShape{}
@@ -472,6 +484,13 @@ func (s *State) ACLVersion() uint64 { return s.aclVersion.Load() }
 
 // commitLocked makes es durable, then visible, with the unknown-user key
 // when es stores the first credential. The caller holds s.mu.
+//
+// In a shared store the records are then read again, and the state
+// replaced with them: other nodes' changes stored before es (those a
+// client may have made, and seen answered, before this one) become
+// visible with es, not after it when the watch brings them. Should that
+// read fail, es is durable all the same: it is published alone, and the
+// watch brings the others.
 func (s *State) commitLocked(ctx context.Context, es []entry) error {
 	if len(es) == 0 {
 		return nil
@@ -490,6 +509,13 @@ func (s *State) commitLocked(ctx context.Context, es []entry) error {
 	}
 	if err := s.store.Append(ctx, Partition, recs); err != nil {
 		return fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+	}
+	if s.shared {
+		err := s.reloadLocked(ctx)
+		if err == nil {
+			return nil
+		}
+		s.log.Warn("authstate: reading the security records again after a change; the changes of other nodes follow through the watch", "err", err)
 	}
 	s.applyLocked(es)
 	return nil

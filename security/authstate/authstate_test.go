@@ -30,8 +30,20 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func open(t *testing.T, st store.Store) *authstate.State {
 	t.Helper()
-	s, err := authstate.Open(ctx, authstate.Options{Store: st, Logger: quiet,
-		Authorizer: acl.Authorizer{SuperUsers: []string{"User:root"}}})
+	return openWith(t, authstate.Options{Store: st})
+}
+
+// openShared opens st as a cluster node does (Options.Shared): other
+// States write the same records.
+func openShared(t *testing.T, st store.Store) *authstate.State {
+	t.Helper()
+	return openWith(t, authstate.Options{Store: st, Shared: true})
+}
+
+func openWith(t *testing.T, opts authstate.Options) *authstate.State {
+	t.Helper()
+	opts.Logger, opts.Authorizer = quiet, acl.Authorizer{SuperUsers: []string{"User:root"}}
+	s, err := authstate.Open(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
