@@ -613,7 +613,11 @@ func TestRegexSubscriptionGivesOnlyDescribableTopics(t *testing.T) {
 // through one node reaches a regex consumer whose group another node may
 // coordinate: its next heartbeats bring the newly describable topic (the
 // ACLs reach every node through etcd, and the group's filter follows their
-// version).
+// version). kadm sends each CreateAcls to any node it knows, not only the
+// one it was given: the two grants below may go through different nodes,
+// and a node publishes its own change with those stored before it
+// elsewhere (authstate's Shared), so the wait for the topic grant also
+// covers the group grant made before it.
 func TestClusterRegexACLGrantFromOtherNode(t *testing.T) {
 	nodes := startSecureCluster(t, "/regex-acl/")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
