@@ -115,6 +115,15 @@ type State struct {
 	// later change without an earlier one.
 	mu       sync.Mutex
 	bindings map[string]acl.Binding // by record key (guarded by mu)
+	// kRecords are the k/ record keys the store holds (guarded by mu):
+	// with bindings and the credentials, every key of Partition, which
+	// catchUpLocked counts.
+	kRecords map[string]bool
+	// rev is a store revision the state is at least as recent as (guarded
+	// by mu; 0 when unknown, or when the store has no revisions): every
+	// record is as the store held it at rev or at some later revision
+	// (revStore, catchUpLocked).
+	rev int64
 
 	// Published snapshots, replaced whole, never modified.
 	acls  atomic.Pointer[acl.Set]
@@ -180,6 +189,18 @@ var (
 	_ server.SecurityAdmin = (*State)(nil)
 )
 
+// revStore is a store whose reads name the revision they were made at
+// (store/etcd), so that a State that read everything once need later read
+// only what changed since (catchUpLocked).
+type revStore interface {
+	// LoadRev is store.Store's Load, returning the revision read at.
+	LoadRev(ctx context.Context, p int32, fn func(store.Record) error) (int64, error)
+	// LoadSince reads, at the store's current revision (returned), the
+	// records of p modified after revision after, and the number of
+	// records p holds.
+	LoadSince(ctx context.Context, p int32, after int64, fn func(store.Record) error) (rev, count int64, err error)
+}
+
 // Open loads the security records of opts.Store. A record it cannot
 // decode is an error: skipping it could drop a DENY binding, so the node
 // refuses to start rather than enforce less than it was told to.
@@ -190,7 +211,7 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, shared: opts.Shared, bindings: map[string]acl.Binding{}}
+	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, shared: opts.Shared, bindings: map[string]acl.Binding{}, kRecords: map[string]bool{}}
 	empty := map[credID]sasl.Credential{}
 	s.creds.Store(&empty)
 	noShapes := map[string]credShape{}
@@ -252,11 +273,15 @@ func (s *State) Reload(ctx context.Context) error {
 func (s *State) reloadLocked(ctx context.Context) error {
 	creds := map[credID]sasl.Credential{}
 	bindings := map[string]acl.Binding{}
+	kRecords := map[string]bool{}
 	var key []byte
-	err := s.store.Load(ctx, Partition, func(r store.Record) error {
+	fn := func(r store.Record) error {
 		e, err := decode(r.Key, r.Value)
 		if err != nil {
 			return err
+		}
+		if strings.HasPrefix(e.key, keyPrefix) && e.stored() {
+			kRecords[e.key] = true
 		}
 		switch {
 		case e.skip:
@@ -266,12 +291,19 @@ func (s *State) reloadLocked(ctx context.Context) error {
 			e.fold(creds, bindings)
 		}
 		return nil
-	})
+	}
+	var rev int64
+	var err error
+	if rs, ok := s.store.(revStore); ok {
+		rev, err = rs.LoadRev(ctx, Partition, fn)
+	} else {
+		err = s.store.Load(ctx, Partition, fn)
+	}
 	if err != nil {
 		return fmt.Errorf("authstate: loading: %w", err)
 	}
 	changed := !maps.Equal(bindings, s.bindings)
-	s.bindings = bindings
+	s.bindings, s.kRecords, s.rev = bindings, kRecords, rev
 	s.creds.Store(&creds)
 	shapes := shapesOf(creds)
 	s.shapes.Store(&shapes)
@@ -297,6 +329,7 @@ func (s *State) Apply(key, value []byte) {
 	}
 	s.mu.Lock()
 	s.applyLocked([]entry{e})
+	s.rev = 0 // the event's value may be older than what the state holds
 	s.mu.Unlock()
 	s.log.Debug("authstate: security record applied", "key", e.key, "deleted", e.deleted())
 }
@@ -325,6 +358,7 @@ func (s *State) Sync(keys [][]byte, read func(key []byte) ([]byte, error)) error
 		e, err := decode(key, value)
 		if err != nil {
 			s.log.Error("authstate: ignoring a security record from the store", "err", err)
+			s.rev = 0 // the key keeps a value the store no longer holds
 			continue
 		}
 		es = append(es, e)
@@ -345,16 +379,20 @@ type entry struct {
 	binding    *acl.Binding // a/ keys with a value
 	unknownKey []byte       // the unknownKeyRecord's value
 	skip       bool         // a k/ record of a later version
+	present    bool         // decoded from a value (not a deletion)
 }
 
 func (e entry) deleted() bool { return e.cred == nil && e.binding == nil && e.unknownKey == nil }
+
+// stored reports whether the store holds e's key once e is applied.
+func (e entry) stored() bool { return e.present || !e.deleted() }
 
 // errBadRecord wraps every decoding failure.
 var errBadRecord = errors.New("malformed security record")
 
 // decode parses one record; the result shares nothing with key and value.
 func decode(key, value []byte) (entry, error) {
-	e := entry{key: string(key)}
+	e := entry{key: string(key), present: len(value) > 0}
 	switch {
 	case strings.HasPrefix(e.key, userPrefix):
 		mech, user, ok := strings.Cut(e.key[len(userPrefix):], "/")
@@ -433,6 +471,13 @@ func (s *State) applyLocked(es []entry) {
 	credsCopied := false
 	before := map[string]*acl.Binding{} // ACL keys touched -> binding before, nil if absent
 	for _, e := range es {
+		if strings.HasPrefix(e.key, keyPrefix) {
+			if e.stored() {
+				s.kRecords[e.key] = true
+			} else {
+				delete(s.kRecords, e.key)
+			}
+		}
 		if e.skip {
 			continue
 		}
@@ -485,12 +530,12 @@ func (s *State) ACLVersion() uint64 { return s.aclVersion.Load() }
 // commitLocked makes es durable, then visible, with the unknown-user key
 // when es stores the first credential. The caller holds s.mu.
 //
-// In a shared store the records are then read again, and the state
-// replaced with them: other nodes' changes stored before es (those a
-// client may have made, and seen answered, before this one) become
-// visible with es, not after it when the watch brings them. Should that
-// read fail, es is durable all the same: it is published alone, and the
-// watch brings the others.
+// In a shared store the state is then brought up to the store's current
+// revision, es with it (catchUpLocked): other nodes' changes stored before
+// es (those a client may have made, and seen answered, before this one)
+// become visible with es, not after it when the watch brings them. Should
+// that read fail, es is durable all the same: it is published alone, and
+// the watch brings the others.
 func (s *State) commitLocked(ctx context.Context, es []entry) error {
 	if len(es) == 0 {
 		return nil
@@ -511,7 +556,7 @@ func (s *State) commitLocked(ctx context.Context, es []entry) error {
 		return fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
 	}
 	if s.shared {
-		err := s.reloadLocked(ctx)
+		err := s.catchUpLocked(ctx, es)
 		if err == nil {
 			return nil
 		}
@@ -519,6 +564,71 @@ func (s *State) commitLocked(ctx context.Context, es []entry) error {
 	}
 	s.applyLocked(es)
 	return nil
+}
+
+// catchUpLocked publishes the store's current state, own (this node's
+// change, just stored) included; the caller holds s.mu. Where the store has
+// revisions and the state is known to be at least as recent as s.rev, it
+// reads only the records modified since s.rev, with the number of records
+// the store holds: a record deleted since (which such a read does not
+// show; the etcd store deletes a key, it keeps no tombstone) leaves that
+// number below the state's, and then, as without revisions, everything is
+// read again (reloadLocked). Nothing is published before the state is
+// known to be the store's.
+func (s *State) catchUpLocked(ctx context.Context, own []entry) error {
+	rs, ok := s.store.(revStore)
+	if !ok || s.rev == 0 {
+		return s.reloadLocked(ctx)
+	}
+	changed := map[string]entry{} // by key: own, then what the store holds now
+	for _, e := range own {
+		changed[e.key] = e
+	}
+	var read []entry
+	rev, count, err := rs.LoadSince(ctx, Partition, s.rev, func(r store.Record) error {
+		e, err := decode(r.Key, r.Value)
+		if err != nil {
+			return err
+		}
+		changed[e.key] = e
+		read = append(read, e)
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, errBadRecord) {
+			return s.reloadLocked(ctx) // says which, or finds it gone
+		}
+		return fmt.Errorf("authstate: loading: %w", err)
+	}
+	n := int64(len(s.bindings) + len(*s.creds.Load()) + len(s.kRecords))
+	for _, e := range changed {
+		if was := s.holds(e); was != e.stored() {
+			if was {
+				n--
+			} else {
+				n++
+			}
+		}
+	}
+	if n != count {
+		return s.reloadLocked(ctx) // a record deleted since s.rev is still held
+	}
+	s.applyLocked(append(slices.Clone(own), read...))
+	s.rev = rev
+	return nil
+}
+
+// holds reports whether the state holds a record of e's key. The caller
+// holds s.mu.
+func (s *State) holds(e entry) bool {
+	switch {
+	case strings.HasPrefix(e.key, userPrefix):
+		return hasKey(*s.creds.Load(), e.id)
+	case strings.HasPrefix(e.key, aclPrefix):
+		return hasKey(s.bindings, e.key)
+	default:
+		return s.kRecords[e.key]
+	}
 }
 
 // Lookup implements sasl.Credentials: lock-free, on the current snapshot.
@@ -772,7 +882,7 @@ func (s *State) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
 	defer s.mu.Unlock()
 	held := slices.ContainsFunc(bs, func(b acl.Binding) bool { return b.Validate() == nil && hasKey(s.bindings, aclKey(b)) })
 	if held {
-		if err := s.reloadLocked(ctx); err != nil {
+		if err := s.catchUpLocked(ctx, nil); err != nil {
 			for i, b := range bs {
 				if errs[i] = b.Validate(); errs[i] == nil {
 					errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
@@ -817,7 +927,7 @@ func (s *State) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.Bindin
 	errs := make([]error, len(fs))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.reloadLocked(ctx); err != nil {
+	if err := s.catchUpLocked(ctx, nil); err != nil {
 		for i, f := range fs {
 			if errs[i] = f.Validate(); errs[i] == nil {
 				errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)

@@ -224,6 +224,68 @@ func TestNodeChangeComesAfterEarlierChangesOfOthers(t *testing.T) {
 	}
 }
 
+// TestNodeChangeComesAfterEarlierDeletionsOfOthers is
+// TestNodeChangeComesAfterEarlierChangesOfOthers for deletions: b reads only
+// the records changed since the revision it is at, and etcd shows no
+// deleted key among them; a binding or user deleted through a before b's
+// change must be gone from b once b enforces its change.
+func TestNodeChangeComesAfterEarlierDeletionsOfOthers(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	newStore := func() *etcdstore.Store {
+		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	name := func(s string) *string { return &s }
+	a := openShared(t, newStore())
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	if err := a.SetPassword(ctx, "carol", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	b := openShared(t, newStore()) // no watch: b sees only what it reads itself
+	// b changes something first, so that its next change reads only what
+	// changed since.
+	if err := b.SetPassword(ctx, "dave", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, ResourceName: name("orders"), PatternType: acl.PatternLiteral,
+		Operation: acl.OpAny, Permission: acl.PermissionAny}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	other := readOrders
+	other.ResourceName = "payments"
+	mustNil(t, b.CreateACLs(ctx, []acl.Binding{other}))
+	if b.Authorize(readOrders.Principal, "h", acl.OpRead, acl.ResourceTopic, "orders") {
+		t.Fatal("b enforces the ACL it created but still allows what a deleted before")
+	}
+	if err := a.DeleteUser(ctx, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPassword(ctx, "erin", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Lookup("carol", sasl.ScramSHA256); ok {
+		t.Fatal("b authenticates erin, created through b, and still carol, deleted through a before")
+	}
+	// A deletion through b of what a created, and a's creation of what b
+	// deleted: each node ends with etcd's state.
+	if _, errs := b.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, ResourceName: name("payments"), PatternType: acl.PatternLiteral,
+		Operation: acl.OpAny, Permission: acl.PermissionAny}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	if err := b.SetPassword(ctx, "dave", sasl.ScramSHA256, "pw2", 4096); err != nil {
+		t.Fatal(err)
+	}
+	all := acl.Filter{ResourceType: acl.ResourceAny, PatternType: acl.PatternAny, Operation: acl.OpAny, Permission: acl.PermissionAny}
+	if got := b.ACLs(all); len(got) != 1 || got[0] != readOrders {
+		t.Fatalf("b holds %v; etcd holds %v", got, openShared(t, newStore()).ACLs(all))
+	}
+}
+
 // TestWatchCatchesUpAfterCutAndCompaction: b's connection to etcd is cut
 // while a deletes a user and etcd's history is compacted past the revision
 // b's watch stood at. Once b reaches etcd again it must drop the user: its

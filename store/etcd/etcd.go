@@ -405,38 +405,81 @@ func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, thens []clientv
 // Load implements store.Store: a linearizable, paged read of the partition's
 // prefix at one revision (a consistent snapshot).
 func (s *Store) Load(ctx context.Context, p int32, fn func(store.Record) error) error {
+	_, err := s.LoadRev(ctx, p, fn)
+	return err
+}
+
+// LoadRev is Load, and returns the etcd revision it read the partition at.
+func (s *Store) LoadRev(ctx context.Context, p int32, fn func(store.Record) error) (rev int64, err error) {
+	rev, _, err = s.load(ctx, p, 0, fn)
+	return rev, err
+}
+
+// LoadSince reads, in one linearizable read at etcd's current revision,
+// the records of partition p modified after revision after (created or
+// changed since; a key deleted since is not among them, etcd keeps no trace
+// of it in the range) and the number of keys p holds: a reader that held p
+// as of revision after learns what changed, and from the count whether any
+// key it holds was deleted. It returns the revision read at. etcd still
+// walks every key of the range to filter them, but sends only those changed.
+func (s *Store) LoadSince(ctx context.Context, p int32, after int64, fn func(store.Record) error) (rev, count int64, err error) {
+	if after <= 0 {
+		return 0, 0, fmt.Errorf("store/etcd: LoadSince revision %d", after)
+	}
+	return s.load(ctx, p, after, fn)
+}
+
+// load is LoadRev with after 0, LoadSince otherwise (count is then the
+// number of keys of p).
+func (s *Store) load(ctx context.Context, p int32, after int64, fn func(store.Record) error) (rev, count int64, err error) {
 	s.mu.RLock()
 	closed := s.closed
 	s.mu.RUnlock()
 	if closed {
-		return store.ErrClosed
+		return 0, 0, store.ErrClosed
 	}
 	pp := s.partPrefix(p)
 	end := clientv3.GetPrefixRangeEnd(string(pp))
 	from := string(pp)
-	var rev int64
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(s.opts.LoadPageSize),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if after > 0 {
+			opts = append(opts, clientv3.WithMinModRev(after+1))
+		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-		resp, err := s.cli.Get(rctx, from, opts...)
+		var resp *clientv3.GetResponse
+		if rev == 0 && after > 0 {
+			// The count and the first page at one revision.
+			var tr *clientv3.TxnResponse
+			tr, err = s.cli.Txn(rctx).Then(
+				clientv3.OpGet(string(pp), clientv3.WithRange(end), clientv3.WithCountOnly()),
+				clientv3.OpGet(from, opts...)).Commit()
+			if err == nil {
+				count = tr.Responses[0].GetResponseRange().Count
+				resp = (*clientv3.GetResponse)(tr.Responses[1].GetResponseRange())
+				resp.Header = tr.Header
+			}
+		} else {
+			resp, err = s.cli.Get(rctx, from, opts...)
+		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("store/etcd: loading partition %d: %w", p, err)
+			return 0, 0, fmt.Errorf("store/etcd: loading partition %d: %w", p, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			if err := fn(store.Record{Key: bytes.TrimPrefix(kv.Key, pp), Value: nonNil(kv.Value)}); err != nil {
-				return err
+				return 0, 0, err
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return nil
+			return rev, count, nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}

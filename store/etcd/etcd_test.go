@@ -89,6 +89,54 @@ func TestSplitsAndPaging(t *testing.T) {
 	}
 }
 
+// TestLoadSince: LoadSince reports the records created or changed after a
+// revision LoadRev returned (over several pages), not the others, and the
+// number of keys the partition holds, which a deletion lowers.
+func TestLoadSince(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	s, _ := etcd.New(etcd.Options{Client: cli, Prefix: "/since/", LoadPageSize: 3})
+	other, _ := etcd.New(etcd.Options{Client: cli, Prefix: "/since-other/"})
+	ctx := context.Background()
+	var recs []store.Record
+	for i := range 20 {
+		recs = append(recs, store.Record{Key: fmt.Appendf(nil, "k%02d", i), Value: []byte("v0")})
+	}
+	if err := s.Append(ctx, 3, recs); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := s.LoadRev(ctx, 3, func(store.Record) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Changed since: k01, k05, k07 (changed), k20 (new), k09 (deleted, then
+	// written again); k03 deleted; writes elsewhere move the revision on.
+	if err := s.Append(ctx, 3, []store.Record{{Key: []byte("k01"), Value: []byte("v1")}, {Key: []byte("k03")},
+		{Key: []byte("k05"), Value: []byte("v1")}, {Key: []byte("k09")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Append(ctx, 3, recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(ctx, 3, []store.Record{{Key: []byte("k07"), Value: []byte("v1")},
+		{Key: []byte("k09"), Value: []byte("v1")}, {Key: []byte("k20"), Value: []byte("v1")}}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	at, count, err := s.LoadSince(ctx, 3, rev, func(r store.Record) error { got[string(r.Key)] = string(r.Value); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"k01": "v1", "k05": "v1", "k07": "v1", "k09": "v1", "k20": "v1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || count != 20 || at <= rev {
+		t.Fatalf("LoadSince(%d) = %v, %d keys at %d; want %v, 20 keys after %d", rev, got, count, at, want, rev)
+	}
+	got = map[string]string{}
+	if _, count, err = s.LoadSince(ctx, 3, at, func(r store.Record) error { got[string(r.Key)] = string(r.Value); return nil }); err != nil || len(got) != 0 || count != 20 {
+		t.Fatalf("LoadSince(%d) with no change since = %v, %d keys, %v; want nothing, 20 keys", at, got, count, err)
+	}
+}
+
 // TestFencing: writes compare the ownership key's create revision. A store
 // whose ownership key was deleted (lease expired) or re-created by another
 // node (a successor) gets store.ErrNotOwner and writes nothing.
