@@ -2,11 +2,8 @@ package node
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,80 +11,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
-// cutProxy is a TCP proxy to etcd that can be cut (every connection closed,
-// new ones accepted and closed at once) and restored: one node loses etcd
-// while the others keep it.
-type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	isCut bool
-}
-
-func startCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln}
-	t.Cleanup(func() { p.cut(); ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			cut := p.isCut
-			p.mu.Unlock()
-			if cut {
-				c.Close()
-				continue
-			}
-			up, err := net.DialTimeout("tcp", target, time.Second)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *cutProxy) restore() {
-	p.mu.Lock()
-	p.isCut = false
-	p.mu.Unlock()
-}
-
 // startCutCluster starts nodes 1 and 2 on ec, node 1 through a cuttable
 // proxy, and waits until they have settled.
-func startCutCluster(t *testing.T, prefix string) (*cutProxy, *Node, *Node) {
+func startCutCluster(t *testing.T, prefix string) (*cutproxy.Proxy, *Node, *Node) {
 	t.Helper()
 	ec := etcdtest.Start(t, 1)
-	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
 	start := func(id int32, eps []string) *Node {
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
@@ -100,7 +34,7 @@ func startCutCluster(t *testing.T, prefix string) (*cutProxy, *Node, *Node) {
 		t.Cleanup(func() { nd.Close() })
 		return nd
 	}
-	n1 := start(1, []string{px.addr()})
+	n1 := start(1, []string{px.Addr()})
 	n2 := start(2, ec.Endpoints())
 	waitClusterSettled(t, 20*time.Second, n1, n2)
 	return px, n1, n2
@@ -115,7 +49,7 @@ func startCutCluster(t *testing.T, prefix string) (*cutProxy, *Node, *Node) {
 func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
 	px, n1, n2 := startCutCluster(t, "/cut-off/")
 	g := groupOwnedBy(t, n1, 1, "cut")
-	px.cut()
+	px.Cut()
 	testwait.For(t, 10*time.Second, "node 1 stops serving", func() bool { return !n1.Cluster().Serving() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -169,7 +103,7 @@ func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
 	if _, ok := n2.Catalog().Lookup("through-node-2"); !ok {
 		t.Error("topic not on node 2")
 	}
-	px.restore()
+	px.Restore()
 	waitClusterSettled(t, 20*time.Second, n1, n2)
 }
 
@@ -179,9 +113,9 @@ func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
 // a time growing with the outage (19 s after a 45 s cut, 7 s after 20 s).
 func TestClusterRejoinsSoonAfterLongCut(t *testing.T) {
 	px, n1, n2 := startCutCluster(t, "/long-cut/")
-	px.cut()
+	px.Cut()
 	time.Sleep(30 * time.Second)
-	px.restore()
+	px.Restore()
 	back := time.Now()
 	waitClusterSettled(t, 60*time.Second, n1, n2)
 	took := time.Since(back)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -37,8 +38,8 @@ func TestHistorySurvivesFailoverStop(t *testing.T) {
 
 func TestHistorySurvivesFailoverLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	historyFailoverCase(t, ec, []string{"http://" + px.addr()}, func([]*Node) { px.cut() })
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	historyFailoverCase(t, ec, []string{"http://" + px.Addr()}, func([]*Node) { px.Cut() })
 }
 
 func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, takeDown func(ns []*Node)) {

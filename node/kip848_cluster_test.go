@@ -10,6 +10,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -155,9 +156,9 @@ func TestKIP848ClusterCoordinatorStops(t *testing.T) {
 // still work, so they are told NOT_COORDINATOR rather than refused.
 func TestKIP848ClusterCoordinatorLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	clusterCase848(t, ec, []string{"http://" + px.addr()}, func(ns []*Node) []*Node {
-		px.cut()
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	clusterCase848(t, ec, []string{"http://" + px.Addr()}, func(ns []*Node) []*Node {
+		px.Cut()
 		return ns[1:]
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -23,7 +24,7 @@ import (
 // becomes ready.
 func TestClusterReadyWaitsForItsShare(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	px := startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
 	start := func(id int32, eps []string, ttl time.Duration) *Node {
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
@@ -36,12 +37,12 @@ func TestClusterReadyWaitsForItsShare(t *testing.T) {
 		t.Cleanup(func() { nd.Close() })
 		return nd
 	}
-	n1 := start(1, []string{px.addr()}, 60*time.Second)
+	n1 := start(1, []string{px.Addr()}, 60*time.Second)
 	waitClusterSettled(t, 20*time.Second, n1)
 	if got := len(n1.Cluster().OwnedPartitions()); got != k848Parts {
 		t.Fatalf("node 1 alone serves %d partitions, want %d", got, k848Parts)
 	}
-	px.cut()
+	px.Cut()
 	n2 := start(2, ec.Endpoints(), 2*time.Second)
 	// Node 2 has its lease and sees both nodes registered and node 1
 	// holding every partition.
@@ -59,7 +60,7 @@ func TestClusterReadyWaitsForItsShare(t *testing.T) {
 		t.Errorf("node 2 not ready, but says %q", why)
 	}
 	t.Logf("node 2 while its share is held by node 1: %s", why)
-	px.restore()
+	px.Restore()
 	testwait.For(t, 30*time.Second, "node 2 ready once node 1 hands its share over", func() bool {
 		ok, _ := n2.Ready()
 		return ok

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -686,18 +687,18 @@ func TestCrashAnswersTheSame(t *testing.T) {
 // coordinator partition, each through its own cuttable proxy; restart takes
 // down the node that holds it (take gets the nodes, their proxies and the
 // holder's index), and the other loads it from etcd.
-func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, pxs []*cutProxy, holder int)) *diffNode {
+func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, pxs []*cutproxy.Proxy, holder int)) *diffNode {
 	ec := etcdtest.Start(t, 1)
 	ns := make([]*Node, 2)
-	pxs := make([]*cutProxy, 2)
+	pxs := make([]*cutproxy.Proxy, 2)
 	var addrs []string
 	for i := range ns {
-		pxs[i] = startCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+		pxs[i] = cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
 		cfg := secureConfig(t, nil)
 		cfg.NodeID = int32(i + 1)
 		cfg.Partitions = 1
 		cfg.Group.ConsumerAssignmentInterval = 0
-		cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://" + pxs[i].addr()}, Prefix: "/diff/", LeaseTTL: 2 * time.Second}
+		cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://" + pxs[i].Addr()}, Prefix: "/diff/", LeaseTTL: 2 * time.Second}
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -731,7 +732,7 @@ func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, p
 // cluster mode, where the coordinator partition moves to the other node
 // as its holder stops.
 func TestFailoverAnswersTheSame(t *testing.T) {
-	failoverAnswersTheSame(t, func(ns []*Node, _ []*cutProxy, holder int) {
+	failoverAnswersTheSame(t, func(ns []*Node, _ []*cutproxy.Proxy, holder int) {
 		if err := ns[holder].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -742,13 +743,13 @@ func TestFailoverAnswersTheSame(t *testing.T) {
 // loses etcd (its lease expires while its process runs on, as at a crash
 // or a partition of the network) instead of stopping.
 func TestLeaseLossAnswersTheSame(t *testing.T) {
-	failoverAnswersTheSame(t, func(_ []*Node, pxs []*cutProxy, holder int) { pxs[holder].cut() })
+	failoverAnswersTheSame(t, func(_ []*Node, pxs []*cutproxy.Proxy, holder int) { pxs[holder].Cut() })
 }
 
 // failoverAnswersTheSame builds the rich state on a two-node cluster, has
 // stop end the partition holder's service, and compares the answers of the
 // node that takes the partition over with those from before.
-func failoverAnswersTheSame(t *testing.T, stop func(ns []*Node, pxs []*cutProxy, holder int)) {
+func failoverAnswersTheSame(t *testing.T, stop func(ns []*Node, pxs []*cutproxy.Proxy, holder int)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	d := startDiffCluster(t, ctx, stop)

@@ -2,14 +2,13 @@ package authstate_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/acl"
 	"github.com/cohort-dev/cohort/security/authstate"
@@ -293,8 +292,8 @@ func TestNodeChangeComesAfterEarlierDeletionsOfOthers(t *testing.T) {
 func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
-	px := newCutProxy(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	bcli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.ln.Addr().String()}, DialTimeout: 2 * time.Second})
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	bcli, err := clientv3.New(clientv3.Config{Endpoints: []string{px.Addr()}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +319,7 @@ func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
 	}
 	eventually(t, "b's watch is up", func() bool { _, ok := b.Lookup("ready", sasl.ScramSHA256); return ok })
 
-	px.cut()
+	px.Cut()
 	if err := a.DeleteUser(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -339,70 +338,9 @@ func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
 	if _, ok := b.Lookup("alice", sasl.ScramSHA256); !ok {
 		t.Fatal("b saw the deletion through a cut connection")
 	}
-	px.restore()
+	px.Restore()
 	testwait.For(t, 15*time.Second, "b drops the user deleted while it was cut off", func() bool {
 		_, ok := b.Lookup("alice", sasl.ScramSHA256)
 		return !ok
 	})
-}
-
-// cutProxy forwards TCP connections to etcd until cut: then it closes them
-// and refuses new ones until restored.
-type cutProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	isCut bool
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln}
-	t.Cleanup(func() { ln.Close(); p.cut() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.isCut {
-				p.mu.Unlock()
-				c.Close()
-				continue
-			}
-			p.mu.Unlock()
-			up, err := net.DialTimeout("tcp", target, time.Second)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return p
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *cutProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.isCut = false
 }
