@@ -137,13 +137,7 @@ func TestWatchNeverRestoresWhatThisNodeChanged(t *testing.T) {
 func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
-	newStore := func() *etcdstore.Store {
-		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	newStore := func() *etcdstore.Store { return fencedStore(t, cli, "/sec/") }
 	a := openShared(t, newStore())
 	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
 	b := openShared(t, newStore()) // loads readOrders; no watch: it learns of a's changes only by reading etcd itself
@@ -183,13 +177,7 @@ func TestACLChangesThroughANodeBehindTheWatch(t *testing.T) {
 func TestNodeChangeComesAfterEarlierChangesOfOthers(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
-	newStore := func() *etcdstore.Store {
-		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	newStore := func() *etcdstore.Store { return fencedStore(t, cli, "/sec/") }
 	a, b := openShared(t, newStore()), openShared(t, newStore()) // no watch: b sees only what it reads itself
 	groupRead := acl.Binding{ResourceType: acl.ResourceGroup, ResourceName: "rg", PatternType: acl.PatternLiteral,
 		Principal: "User:app", Host: "*", Operation: acl.OpRead, Permission: acl.PermissionAllow}
@@ -231,13 +219,7 @@ func TestNodeChangeComesAfterEarlierChangesOfOthers(t *testing.T) {
 func TestNodeChangeComesAfterEarlierDeletionsOfOthers(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
-	newStore := func() *etcdstore.Store {
-		st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: "/sec/", Fenced: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	newStore := func() *etcdstore.Store { return fencedStore(t, cli, "/sec/") }
 	name := func(s string) *string { return &s }
 	a := openShared(t, newStore())
 	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
@@ -343,4 +325,14 @@ func TestWatchCatchesUpAfterCutAndCompaction(t *testing.T) {
 		_, ok := b.Lookup("alice", sasl.ScramSHA256)
 		return !ok
 	})
+}
+
+// fencedStore is an etcd store of prefix as a cluster node opens it.
+func fencedStore(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore.Store {
+	t.Helper()
+	st, err := etcdstore.New(etcdstore.Options{Client: cli, Prefix: prefix, Fenced: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
