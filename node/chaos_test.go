@@ -56,22 +56,22 @@ import (
 // conversion takes each member's last SyncGroup assignment, in Kafka as in
 // cohort), which this check would count against the coordinator.
 //
-// COHORT_CHAOS_SECONDS and COHORT_CHAOS_SEED make longer runs and replay
+// COHORT_TEST_CHAOS_SECONDS and COHORT_TEST_CHAOS_SEED make longer runs and replay
 // the chaos's choices (not their timing).
 func TestChaosOwnership(t *testing.T) {
 	testwait.WallClock(t, "franz-go consumers under connection chaos")
 	dur := 2 * time.Second
-	if s, err := strconv.Atoi(os.Getenv("COHORT_CHAOS_SECONDS")); err == nil && s > 0 {
+	if s, err := strconv.Atoi(os.Getenv("COHORT_TEST_CHAOS_SECONDS")); err == nil && s > 0 {
 		dur = time.Duration(s) * time.Second
 	}
 	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("COHORT_CHAOS_SEED"), 10, 64); err == nil {
+	if s, err := strconv.ParseUint(os.Getenv("COHORT_TEST_CHAOS_SEED"), 10, 64); err == nil {
 		seed = s
 	}
 	for _, proto := range []string{"classic", "consumer", "mixed"} {
 		t.Run(proto, func(t *testing.T) {
 			t.Parallel() // each has its own node; they mostly wait on timers
-			t.Logf("COHORT_CHAOS_SEED=%d", seed)
+			t.Logf("COHORT_TEST_CHAOS_SEED=%d", seed)
 			runChaos(t, proto, seed, dur)
 		})
 	}
