@@ -122,7 +122,9 @@ type State struct {
 	// rev is a store revision the state is at least as recent as (guarded
 	// by mu; 0 when unknown, or when the store has no revisions): every
 	// record is as the store held it at rev or at some later revision
-	// (revStore, catchUpLocked).
+	// (revStore, catchUpLocked). Also 0 while the store holds a key with
+	// an empty value, which the store's count of keys includes but which is
+	// no record: the count would no longer show a deletion.
 	rev int64
 
 	// Published snapshots, replaced whole, never modified.
@@ -275,7 +277,9 @@ func (s *State) reloadLocked(ctx context.Context) error {
 	bindings := map[string]acl.Binding{}
 	kRecords := map[string]bool{}
 	var key []byte
+	empty := false // a key holds an empty value: no record, yet etcd counts it
 	fn := func(r store.Record) error {
+		empty = empty || len(r.Value) == 0
 		e, err := decode(r.Key, r.Value)
 		if err != nil {
 			return err
@@ -301,6 +305,9 @@ func (s *State) reloadLocked(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("authstate: loading: %w", err)
+	}
+	if empty {
+		rev = 0 // catchUpLocked's count would take the key for one the state holds
 	}
 	changed := !maps.Equal(bindings, s.bindings)
 	s.bindings, s.kRecords, s.rev = bindings, kRecords, rev
@@ -585,7 +592,9 @@ func (s *State) catchUpLocked(ctx context.Context, own []entry) error {
 		changed[e.key] = e
 	}
 	var read []entry
+	empty := false
 	rev, count, err := rs.LoadSince(ctx, Partition, s.rev, func(r store.Record) error {
+		empty = empty || len(r.Value) == 0
 		e, err := decode(r.Key, r.Value)
 		if err != nil {
 			return err
@@ -599,6 +608,12 @@ func (s *State) catchUpLocked(ctx context.Context, own []entry) error {
 			return s.reloadLocked(ctx) // says which, or finds it gone
 		}
 		return fmt.Errorf("authstate: loading: %w", err)
+	}
+	if empty {
+		// A key holding an empty value (written by something other than
+		// cohort, which deletes keys) is no record, but etcd counts it: it
+		// could make up for a deletion in the count.
+		return s.reloadLocked(ctx)
 	}
 	n := int64(len(s.bindings) + len(*s.creds.Load()) + len(s.kRecords))
 	for _, e := range changed {

@@ -49,6 +49,19 @@ func TestOwnChangePublishesEtcdStateRandomized(t *testing.T) {
 	}
 	ec := etcdtest.Start(t, 1)
 	cli := ec.Client(t)
+	// Seeds that found a defect, with the steps that did.
+	for _, reg := range []struct {
+		seed  uint64
+		steps int
+	}{
+		// Empty values in etcd made a node's count of records match etcd's
+		// though it still held a DENY deleted through another node.
+		{30, 12},
+	} {
+		t.Run("regression/seed="+strconv.FormatUint(reg.seed, 10), func(t *testing.T) {
+			runCatchUpProperty(t, cli, reg.seed, reg.steps)
+		})
+	}
 	for seed := first; seed < first+uint64(seeds); seed++ {
 		t.Run("seed="+strconv.FormatUint(seed, 10), func(t *testing.T) {
 			runCatchUpProperty(t, cli, seed, steps)
@@ -81,7 +94,7 @@ var (
 
 func runCatchUpProperty(t *testing.T, cli *clientv3.Client, seed uint64, steps int) {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	prefix := fmt.Sprintf("/prop%d/", seed)
+	prefix := fmt.Sprintf("/prop%d-%d/", seed, steps)
 	recPrefix := fencedStore(t, cli, prefix).RecordKey(authstate.Partition, nil)
 	var log strings.Builder // the steps, reported on failure
 	logf := func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) }

@@ -336,3 +336,36 @@ func fencedStore(t *testing.T, cli *clientv3.Client, prefix string) *etcdstore.S
 	}
 	return st
 }
+
+// TestNodeChangeComesAfterEarlierDeletionsWithEmptyRecords is
+// TestNodeChangeComesAfterEarlierDeletionsOfOthers with a key of the
+// security partition holding an empty value, written by something other
+// than cohort: etcd counts the key, which is no record. b's count of records
+// must not take it for the binding a deleted.
+func TestNodeChangeComesAfterEarlierDeletionsWithEmptyRecords(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	cli := ec.Client(t)
+	st := fencedStore(t, cli, "/sec/")
+	a := openShared(t, st)
+	mustNil(t, a.CreateACLs(ctx, []acl.Binding{readOrders}))
+	b := openShared(t, fencedStore(t, cli, "/sec/")) // no watch: b sees only what it reads itself
+	if err := b.SetPassword(ctx, "dave", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, st.RecordKey(authstate.Partition, []byte("u/SCRAM-SHA-512/empty")), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetPassword(ctx, "erin", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := a.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, PatternType: acl.PatternAny,
+		Operation: acl.OpAny, Permission: acl.PermissionAny}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if err := b.SetPassword(ctx, "frank", sasl.ScramSHA256, "pw", 4096); err != nil {
+		t.Fatal(err)
+	}
+	if b.Authorize(readOrders.Principal, "h", acl.OpRead, acl.ResourceTopic, "orders") {
+		t.Fatal("b enforces the user it created but still allows what a deleted before")
+	}
+}
