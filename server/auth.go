@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"reflect"
 	"sort"
@@ -243,7 +244,10 @@ func (c *conn) admit(r *request) bool {
 		if !expired {
 			return true
 		}
-		c.logger().Info("closing connection: SASL session expired without re-authentication",
+		// At most burstLogMax lines a window over all connections, on the
+		// session clock: every connection of clients that never
+		// re-authenticate ends this way.
+		c.s.expiryLog.Log(c.logger(), slog.LevelInfo, c.s.sec.now(), "closing connection: SASL session expired without re-authentication",
 			"principal", c.auth.principal, "expired", c.auth.expires)
 		c.s.metrics.protocolError("session_expired")
 		return false

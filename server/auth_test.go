@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/security/acl"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -968,5 +969,44 @@ func TestFailedAuthDelayZeroAndNegative(t *testing.T) {
 			t.Fatalf("FailedAuthDelay %v: error %d, want SASL_AUTHENTICATION_FAILED", c.set, r.ErrorCode)
 		}
 		conn.expectClosed()
+	}
+}
+
+// TestSessionExpiryLogBurst: "closing connection: SASL session expired
+// without re-authentication" is logged at most burstLogMax times a window
+// over all connections, on the session clock, and the first line of the
+// next window says how many were left out. A fleet of clients that never
+// re-authenticate (or a client opening connections with short sessions)
+// logged one line per connection without bound.
+func TestSessionExpiryLogBurst(t *testing.T) {
+	const conns = burstLogMax + 5
+	const msg = "SASL session expired without re-authentication"
+	buf := &testlog.Buffer{}
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, func(s *Security) { s.SessionLifetime = time.Minute },
+		func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(buf, nil)) })
+	expire := func(n int) {
+		cs := make([]*rawConn, n)
+		for i := range cs {
+			cs[i] = f.ts.dial(t)
+			login(t, cs[i], "alice", "secret")
+		}
+		f.advance(time.Minute)
+		for _, c := range cs {
+			req := kmsg.NewPtrHeartbeatRequest()
+			req.Group = "g"
+			c.send(req, 9)
+			c.expectClosed() // after the line, if it is logged
+		}
+	}
+	expire(conns)
+	if n := strings.Count(buf.String(), msg); n != burstLogMax {
+		t.Fatalf("%d session-expiry lines for %d connections in one window, want %d:\n%s", n, conns, burstLogMax, buf.String())
+	}
+	f.advance(burstLogWindow) // the next window, on the injected clock
+	before := len(buf.String())
+	expire(1)
+	line := buf.String()[before:]
+	if !strings.Contains(line, msg) || !strings.Contains(line, fmt.Sprintf("unlogged_before=%d", conns-burstLogMax)) {
+		t.Fatalf("first session-expiry line of the next window %q, want one with unlogged_before=%d", line, conns-burstLogMax)
 	}
 }

@@ -162,6 +162,7 @@ type Server struct {
 	cutLog    burstLog // "strings too long for the protocol cut" lines
 	prodLog   burstLog // "refusing Produce" lines
 	acceptLog burstLog // "accept failed; retrying" lines
+	expiryLog burstLog // "SASL session expired" lines (on the session clock)
 	// idleClock is the time (Unix ns) of the last idle sweep: connections
 	// stamp their idle start with it, an atomic load per request instead
 	// of a clock read.
