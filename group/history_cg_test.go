@@ -563,3 +563,47 @@ func TestHistoryCGJoinBurst(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A rebalance whose completing write fails did not happen: the partition
+// reloads from the store, where the group is still reconciling, and the
+// loaded group's event (cause loaded) is the one that completes. OnRebalance
+// (cohort_rebalances_total and the phase histograms) tells each event the
+// history keeps once, when its write is durable; it told the failed
+// completion as well, so the one rebalance counted twice.
+func TestHistoryCGFailedCompletionToldOnce(t *testing.T) {
+	var seen []RebalanceEvent
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+		c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+	})
+	h.cgJoin("a", "t")
+	h.cgJoin("b", "t")
+	h.advance(time.Second)
+	h.cgBeat("a", h.cgOwned("a")) // told to revoke two
+	h.advance(time.Second)
+	h.cgBeat("a", h.cmember("cg", "a").assigned.clone()) // revoked
+	h.advance(time.Second)
+	// b takes its half: the heartbeat that completes the rebalance. Its
+	// write fails.
+	h.fail = ErrCoordinatorNotAvailable
+	r := h.cg(hb{member: "b", epoch: h.cmember("cg", "b").epoch, owned: tpset{}})
+	h.fail = ErrNone
+	if r.ErrorCode != ErrCoordinatorNotAvailable || len(h.s.History("cg")) != 2 || !h.s.NeedsReload() {
+		t.Fatalf("completing heartbeat: error %d, %d events in memory, reload %v; want COORDINATOR_NOT_AVAILABLE, 2, true",
+			r.ErrorCode, len(h.s.History("cg")), h.s.NeedsReload())
+	}
+	h.adopt() // the runtime's reload
+	h.advance(time.Second)
+	h.cgSettle("a", "b")
+	evs := h.events("cg", 2)
+	checkCEvent(t, evs[1], CauseLoaded, "", 2, 2, "stable")
+	if len(seen) != len(evs) {
+		b, _ := json.MarshalIndent(seen, "", " ")
+		t.Fatalf("OnRebalance told %d events, the history holds %d: %s", len(seen), len(evs), b)
+	}
+	for i := range evs {
+		if seen[i].Seq != evs[i].Seq || seen[i].Cause.Kind != evs[i].Cause.Kind {
+			t.Fatalf("OnRebalance told event %d as seq %d cause %s, the history holds seq %d cause %s",
+				i, seen[i].Seq, seen[i].Cause.Kind, evs[i].Seq, evs[i].Cause.Kind)
+		}
+	}
+}

@@ -394,12 +394,17 @@ func (s *Shard) histOf(group string) *ghist {
 
 // recordEvent numbers ev, tells the observer, and writes it (with the
 // tombstone of the event it pushes out); replay adds it to the history once
-// durable.
+// durable. A classic group's event is recorded once the rebalance it tells
+// is durable (its assignment stored, or the group Empty), so the observer
+// is told now, even if the event's own record then fails.
 func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	if s.cfg.HistorySize < 0 {
 		return
 	}
 	recs := s.historyRecs(&ev)
+	if s.cfg.OnRebalance != nil {
+		s.cfg.OnRebalance(ev)
+	}
 	group := ev.Group
 	h := s.hist[group]
 	h.writing = append(h.writing, ev.Seq)
@@ -413,17 +418,15 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	})
 }
 
-// historyRecs numbers ev, bounds it for storage (boundStored), tells the
-// observer, and returns the records that store it: the event and the
-// tombstone of the event it pushes out.
+// historyRecs numbers ev, bounds it for storage (boundStored), and returns
+// the records that store it: the event and the tombstone of the event it
+// pushes out. The caller tells the observer (recordEvent, or WriteDone for
+// a consumer group's event: toldWhenDurable).
 func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	h := s.histOf(ev.Group)
 	ev.Seq = h.nextSeq + 1
 	h.nextSeq = ev.Seq
 	js := boundStored(ev, s.historyEventBudget())
-	if s.cfg.OnRebalance != nil {
-		s.cfg.OnRebalance(*ev)
-	}
 	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev, evJSON: js}}
 	old := int64(ev.Seq) - int64(s.cfg.HistorySize)
 	if old > 0 {
@@ -751,4 +754,19 @@ func reasonOf(p *string) string {
 		r = r[:512]
 	}
 	return strings.ToValidUTF8(r, "?")
+}
+
+// toldWhenDurable tells the observer the rebalance events among recs, the
+// records of an applied write (a consumer group's) that is now durable. A
+// consumer group's event is applied with the write that completes its
+// rebalance; if that write fails, the partition reloads from the store,
+// where the rebalance is not complete, and the loaded group's event
+// (cause loaded) is the one told, once: telling both counted one rebalance
+// twice in cohort_rebalances_total.
+func (s *Shard) toldWhenDurable(recs []rec) {
+	for i := range recs {
+		if r := &recs[i]; r.kind == keyHistory && !r.del && r.ev != nil {
+			s.cfg.OnRebalance(*r.ev)
+		}
+	}
 }

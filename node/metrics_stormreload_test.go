@@ -103,4 +103,9 @@ func TestMetricsStormGaugeAfterReload(t *testing.T) {
 	if v := s.value("cohort_rebalance_storms_total"); v != 1 {
 		t.Errorf("cohort_rebalance_storms_total %v, want 1", v)
 	}
+	// b's join did not happen: the store holds two rebalances, and so
+	// does the counter.
+	if v := s.value("cohort_rebalances_total", "type", "consumer"); v != 2 {
+		t.Errorf("cohort_rebalances_total{type=consumer} %v after the reload, want the 2 stored: the failed one counted", v)
+	}
 }
