@@ -2,6 +2,7 @@ package acl
 
 import (
 	"cmp"
+	"maps"
 	"net/netip"
 	"slices"
 )
@@ -63,7 +64,7 @@ func compareBindings(a, b Binding) int {
 func fromSorted(all []Binding) *Set {
 	s := &Set{all: all}
 	for _, b := range all {
-		if b.ResourceType < ResourceTopic || b.ResourceType > ResourceUser {
+		if !indexed(b) {
 			continue
 		}
 		ix := s.types[b.ResourceType]
@@ -71,10 +72,7 @@ func fromSorted(all []Binding) *Set {
 			ix = &resourceIndex{literal: map[string][]entry{}, prefixed: map[string][]entry{}}
 			s.types[b.ResourceType] = ix
 		}
-		e := entry{principal: b.Principal, host: b.Host, op: b.Operation, perm: b.Permission}
-		if a, err := netip.ParseAddr(b.Host); err == nil {
-			e.addr = a.Unmap()
-		}
+		e := entryOf(b)
 		switch b.PatternType {
 		case PatternLiteral:
 			ix.literal[b.ResourceName] = append(ix.literal[b.ResourceName], e)
@@ -92,6 +90,160 @@ func fromSorted(all []Binding) *Set {
 		}
 	}
 	return s
+}
+
+// indexed reports whether Authorize considers b: a concrete resource type
+// with a LITERAL or PREFIXED pattern.
+func indexed(b Binding) bool {
+	return b.ResourceType >= ResourceTopic && b.ResourceType <= ResourceUser &&
+		(b.PatternType == PatternLiteral || b.PatternType == PatternPrefixed)
+}
+
+func entryOf(b Binding) entry {
+	e := entry{principal: b.Principal, host: b.Host, op: b.Operation, perm: b.Permission}
+	if a, err := netip.ParseAddr(b.Host); err == nil {
+		e.addr = a.Unmap()
+	}
+	return e
+}
+
+// compareEntries is compareBindings for the entries of one resource
+// pattern: the order fromSorted lists them in.
+func compareEntries(a, b entry) int {
+	return cmp.Or(
+		cmp.Compare(a.principal, b.principal),
+		cmp.Compare(a.host, b.host),
+		cmp.Compare(a.op, b.op),
+		cmp.Compare(a.perm, b.perm),
+	)
+}
+
+// sameResource reports whether a and b have the same resource pattern.
+func sameResource(a, b Binding) bool {
+	return a.ResourceType == b.ResourceType && a.ResourceName == b.ResourceName && a.PatternType == b.PatternType
+}
+
+// derive returns a set holding all (sorted and unique): s's index with the
+// bindings of changes (sorted, unique; all added, or all removed, with add
+// false) added or removed. s is not changed: the index of each resource
+// type that changes is copied first (its maps and lengths; the entry lists
+// of the names that change are new), the others are shared. A change to
+// one binding of a set of n thus costs copying n bindings and one type's
+// maps, not sorting and indexing all n again.
+func (s *Set) derive(all []Binding, changes []Binding, add bool) *Set {
+	n := &Set{all: all, types: s.types}
+	var copied, prefixesGone [ResourceUser + 1]bool
+	for i := 0; i < len(changes); {
+		b := changes[i]
+		j := i + 1
+		for j < len(changes) && sameResource(changes[j], b) {
+			j++
+		}
+		run := changes[i:j] // one resource pattern: sorted as its entries
+		i = j
+		if !indexed(b) {
+			continue
+		}
+		rt := b.ResourceType
+		if !copied[rt] {
+			n.types[rt] = n.types[rt].copy()
+			copied[rt] = true
+		}
+		ix := n.types[rt]
+		m := ix.literal
+		if b.PatternType == PatternPrefixed {
+			m = ix.prefixed
+		}
+		old, had := m[b.ResourceName]
+		var es []entry
+		if add {
+			es = mergeEntries(old, run)
+		} else {
+			es = dropEntries(old, run)
+		}
+		switch {
+		case len(es) > 0:
+			m[b.ResourceName] = es
+		case had:
+			delete(m, b.ResourceName)
+		}
+		if b.PatternType == PatternPrefixed && had != (len(es) > 0) {
+			if add {
+				l := len(b.ResourceName)
+				if k, found := slices.BinarySearch(ix.lengths, l); !found {
+					ix.lengths = slices.Insert(ix.lengths, k, l)
+				}
+			} else {
+				prefixesGone[rt] = true
+			}
+		}
+	}
+	for rt, ix := range n.types {
+		if !copied[rt] {
+			continue
+		}
+		if prefixesGone[rt] {
+			ix.lengths = slices.DeleteFunc(ix.lengths, func(l int) bool {
+				for p := range ix.prefixed {
+					if len(p) == l {
+						return false
+					}
+				}
+				return true
+			})
+		}
+		if len(ix.lengths) == 0 {
+			ix.lengths = nil
+		}
+		if len(ix.literal) == 0 && len(ix.prefixed) == 0 {
+			n.types[rt] = nil
+		}
+	}
+	return n
+}
+
+// copy returns a copy of ix that can be changed without changing ix (an
+// empty index for nil). The entry lists are shared: a change replaces a
+// name's list, never writes into it.
+func (ix *resourceIndex) copy() *resourceIndex {
+	if ix == nil {
+		return &resourceIndex{literal: map[string][]entry{}, prefixed: map[string][]entry{}}
+	}
+	return &resourceIndex{literal: maps.Clone(ix.literal), prefixed: maps.Clone(ix.prefixed), lengths: slices.Clone(ix.lengths)}
+}
+
+// mergeEntries returns a new list of the entries of es (sorted) and of the
+// bindings of run (sorted, none in es).
+func mergeEntries(es []entry, run []Binding) []entry {
+	out := make([]entry, 0, len(es)+len(run))
+	i := 0
+	for _, b := range run {
+		e := entryOf(b)
+		for i < len(es) && compareEntries(es[i], e) < 0 {
+			out = append(out, es[i])
+			i++
+		}
+		out = append(out, e)
+	}
+	return append(out, es[i:]...)
+}
+
+// dropEntries returns a new list of the entries of es (sorted) other than
+// those of the bindings of run (sorted, all in es); nil if none is left.
+func dropEntries(es []entry, run []Binding) []entry {
+	if len(run) >= len(es) {
+		return nil
+	}
+	out := make([]entry, 0, len(es)-len(run))
+	j := 0
+	for _, e := range es {
+		if j < len(run) && compareEntries(e, entryOf(run[j])) == 0 {
+			j++
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // Len is the number of bindings in s.
@@ -127,35 +279,62 @@ func (s *Set) Match(f Filter) []Binding {
 }
 
 // With returns the set of s's bindings and bs; s itself when bs adds
-// nothing new.
+// nothing new. s is not changed (derive).
 func (s *Set) With(bs ...Binding) *Set {
 	if s == nil {
 		return NewSet(bs)
 	}
-	if !slices.ContainsFunc(bs, func(b Binding) bool { return !s.has(b) }) {
+	var add []Binding
+	for _, b := range bs {
+		if !s.has(b) {
+			add = append(add, b)
+		}
+	}
+	if len(add) == 0 {
 		return s
 	}
-	all := make([]Binding, 0, len(s.all)+len(bs))
-	return NewSet(append(append(all, s.all...), bs...))
+	slices.SortFunc(add, compareBindings)
+	add = slices.Compact(add)
+	all := make([]Binding, 0, len(s.all)+len(add))
+	i := 0
+	for _, b := range add {
+		for i < len(s.all) && compareBindings(s.all[i], b) < 0 {
+			all = append(all, s.all[i])
+			i++
+		}
+		all = append(all, b)
+	}
+	all = append(all, s.all[i:]...)
+	return s.derive(all, add, true)
 }
 
 // Without returns the set of s's bindings other than bs; s itself when
-// it holds none of bs.
+// it holds none of bs. s is not changed (derive).
 func (s *Set) Without(bs ...Binding) *Set {
-	if s == nil || !slices.ContainsFunc(bs, s.has) {
+	if s == nil {
 		return s
 	}
-	drop := make(map[Binding]struct{}, len(bs))
+	var del []Binding
 	for _, b := range bs {
-		drop[b] = struct{}{}
-	}
-	kept := make([]Binding, 0, len(s.all))
-	for _, b := range s.all {
-		if _, ok := drop[b]; !ok {
-			kept = append(kept, b)
+		if s.has(b) {
+			del = append(del, b)
 		}
 	}
-	return fromSorted(kept)
+	if len(del) == 0 {
+		return s
+	}
+	slices.SortFunc(del, compareBindings)
+	del = slices.Compact(del)
+	kept := make([]Binding, 0, len(s.all)-len(del))
+	j := 0
+	for _, b := range s.all {
+		if j < len(del) && b == del[j] {
+			j++
+			continue
+		}
+		kept = append(kept, b)
+	}
+	return s.derive(kept, del, false)
 }
 
 // has reports whether b is in s.

@@ -1,6 +1,9 @@
 package acl
 
 import (
+	"maps"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -89,4 +92,84 @@ func TestSetMatchOrder(t *testing.T) {
 	if !slices.Equal(names, []string{"*", "a", "m", "z"}) {
 		t.Errorf("Match order = %v", names)
 	}
+}
+
+// TestSetWithWithoutRandomized: With and Without change a set in place of
+// rebuilding it; after every change the set must be exactly (index
+// included) the one NewSet builds from the same bindings, and every set
+// made before must still be the one it was (sets are values that readers
+// keep using while a store publishes the next). Seeded random changes of
+// one to a few bindings, over a small universe so that changes collide:
+// several resource types, names sharing a pattern, prefixes of equal and
+// different lengths, the wildcard, hosts as names and IP addresses, and
+// bindings Authorize does not index (a non-concrete type or pattern).
+func TestSetWithWithoutRandomized(t *testing.T) {
+	types := []ResourceType{ResourceTopic, ResourceGroup, ResourceCluster, ResourceUser, ResourceAny}
+	names := []string{"a", "ab", "abc", "b", "bc", Wildcard, "kafka-cluster"}
+	patterns := []PatternType{PatternLiteral, PatternPrefixed, PatternPrefixed, PatternMatch}
+	principals := []string{alice, bob, "User:*"}
+	hosts := []string{"*", ip1, "::ffff:10.0.0.2", "host.example"}
+	ops := []Operation{OpRead, OpWrite, OpAll, OpDescribe}
+	for seed := range uint64(25) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		pick := func() Binding {
+			b := Binding{ResourceType: types[r.IntN(len(types))], ResourceName: names[r.IntN(len(names))],
+				PatternType: patterns[r.IntN(len(patterns))], Principal: principals[r.IntN(len(principals))],
+				Host: hosts[r.IntN(len(hosts))], Operation: ops[r.IntN(len(ops))], Permission: PermissionAllow}
+			if r.IntN(3) == 0 {
+				b.Permission = PermissionDeny
+			}
+			return b
+		}
+		type kept struct {
+			set  *Set
+			want []Binding
+		}
+		var history []kept
+		var s *Set
+		in := map[Binding]bool{}
+		for step := range 300 {
+			bs := make([]Binding, 1+r.IntN(4))
+			for i := range bs {
+				bs[i] = pick()
+				if r.IntN(2) == 0 && s.Len() > 0 { // often one the set holds
+					bs[i] = s.all[r.IntN(s.Len())]
+				}
+			}
+			if r.IntN(2) == 0 {
+				s = s.With(bs...)
+				for _, b := range bs {
+					in[b] = true
+				}
+			} else {
+				s = s.Without(bs...)
+				for _, b := range bs {
+					delete(in, b)
+				}
+			}
+			want := slices.Collect(maps.Keys(in))
+			if got, rebuilt := s, NewSet(want); !sameSet(got, rebuilt) {
+				t.Fatalf("seed %d step %d: the set changed in place differs from the one built anew:\n%v\n%v", seed, step, got.All(), rebuilt.All())
+			}
+			history = append(history, kept{s, want})
+		}
+		for i, k := range history {
+			if !sameSet(k.set, NewSet(k.want)) {
+				t.Fatalf("seed %d: the set of step %d changed after later changes", seed, i)
+			}
+		}
+	}
+}
+
+// sameSet reports whether a and b hold the same bindings with the same
+// index (nil is the empty set).
+func sameSet(a, b *Set) bool {
+	var ta, tb [ResourceUser + 1]*resourceIndex
+	if a != nil {
+		ta = a.types
+	}
+	if b != nil {
+		tb = b.types
+	}
+	return sameBindings(a.All(), b.All()) && reflect.DeepEqual(ta, tb)
 }
