@@ -607,3 +607,43 @@ func TestHistoryCGFailedCompletionToldOnce(t *testing.T) {
 		}
 	}
 }
+
+// The storm a rebalance would make is flagged once that rebalance is
+// durable, as for classic groups: a completion whose write fails did not
+// happen, and flagging it (OnStorm, cohort_rebalance_storms_total) counted
+// the group's one storm twice, once for the failed completion and once when
+// the reloaded group's own event took it over the threshold again.
+func TestHistoryCGFailedCompletionStormFlaggedOnce(t *testing.T) {
+	var flagged []StormStatus
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+		c.StormThreshold, c.StormWindow = 1, time.Minute
+		c.OnStorm = func(s StormStatus) {
+			if s.Flagged {
+				flagged = append(flagged, s)
+			}
+		}
+	})
+	h.cgJoin("a", "t") // one event: at the threshold
+	h.cgJoin("b", "t")
+	h.advance(time.Second)
+	h.cgBeat("a", h.cgOwned("a")) // told to revoke two
+	h.advance(time.Second)
+	h.cgBeat("a", h.cmember("cg", "a").assigned.clone()) // revoked
+	h.advance(time.Second)
+	h.fail = ErrCoordinatorNotAvailable // b's heartbeat completes the rebalance; its write fails
+	r := h.cg(hb{member: "b", epoch: h.cmember("cg", "b").epoch, owned: tpset{}})
+	h.fail = ErrNone
+	if r.ErrorCode != ErrCoordinatorNotAvailable || !h.s.NeedsReload() {
+		t.Fatalf("completing heartbeat: error %d, reload %v", r.ErrorCode, h.s.NeedsReload())
+	}
+	if len(flagged) != 0 {
+		t.Fatalf("flagged by a rebalance whose write failed: %+v", flagged)
+	}
+	h.adopt()
+	h.advance(time.Second)
+	h.cgSettle("a", "b") // the loaded event: two stored, over the threshold
+	h.events("cg", 2)
+	if len(flagged) != 1 || flagged[0].Loaded || flagged[0].Count != 2 {
+		t.Fatalf("flagged %+v, want once (count 2, not at a load)", flagged)
+	}
+}

@@ -625,7 +625,8 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	for _, r := range recs {
 		g.emit(h, r)
 	}
-	s.evalStorm(g.id, now)
+	// The observer and the storm detector learn of the event once the
+	// write holding it is durable (Shard.eventsDurable).
 }
 
 // equalUnion reports whether s holds exactly the partitions of a and b

@@ -421,7 +421,7 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 // historyRecs numbers ev, bounds it for storage (boundStored), and returns
 // the records that store it: the event and the tombstone of the event it
 // pushes out. The caller tells the observer (recordEvent, or WriteDone for
-// a consumer group's event: toldWhenDurable).
+// a consumer group's event: eventsDurable).
 func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	h := s.histOf(ev.Group)
 	ev.Seq = h.nextSeq + 1
@@ -756,17 +756,21 @@ func reasonOf(p *string) string {
 	return strings.ToValidUTF8(r, "?")
 }
 
-// toldWhenDurable tells the observer the rebalance events among recs, the
-// records of an applied write (a consumer group's) that is now durable. A
-// consumer group's event is applied with the write that completes its
-// rebalance; if that write fails, the partition reloads from the store,
-// where the rebalance is not complete, and the loaded group's event
-// (cause loaded) is the one told, once: telling both counted one rebalance
-// twice in cohort_rebalances_total.
-func (s *Shard) toldWhenDurable(recs []rec) {
+// eventsDurable tells the observer the rebalance events among recs, the
+// records of an applied write (a consumer group's) that is now durable, and
+// evaluates their groups' storms, as recordEvent's write does for a classic
+// group. A consumer group's event is applied with the write that completes
+// its rebalance; if that write fails, the partition reloads from the store,
+// where the rebalance is not complete, and the loaded group's event (cause
+// loaded) is the one told, once: telling both counted one rebalance twice in
+// cohort_rebalances_total, and flagging both one storm twice.
+func (s *Shard) eventsDurable(now time.Time, recs []rec) {
 	for i := range recs {
 		if r := &recs[i]; r.kind == keyHistory && !r.del && r.ev != nil {
-			s.cfg.OnRebalance(*r.ev)
+			if s.cfg.OnRebalance != nil {
+				s.cfg.OnRebalance(*r.ev)
+			}
+			s.evalStorm(r.group, now)
 		}
 	}
 }

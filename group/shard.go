@@ -228,8 +228,8 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		for i := range w.recs {
 			s.replay(&w.recs[i], false)
 		}
-	case code == ErrNone && s.cfg.OnRebalance != nil:
-		s.toldWhenDurable(w.recs)
+	case code == ErrNone:
+		s.eventsDurable(now, w.recs)
 	}
 	switch {
 	case w.commit != nil:
