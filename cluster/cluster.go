@@ -195,7 +195,7 @@ func New(cfg Config) (*Cluster, error) {
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
 	if c.ls == nil {
-		c.ls = EtcdLeases{Client: cfg.Client, Prefix: cfg.Store.Prefix()}
+		c.ls = &EtcdLeases{Client: cfg.Client, Prefix: cfg.Store.Prefix()}
 	}
 	if c.fence == nil {
 		if cfg.Store != nil {

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 )
@@ -91,16 +95,19 @@ type WatchBatch struct {
 
 // EtcdLeases is the LeaseStore on etcd, under prefix: registrations at
 // <prefix>nodes/<id>, ownership keys at <prefix>own/<p> (store/etcd's
-// OwnerKey, which its fenced writes compare).
+// OwnerKey, which its fenced writes compare). Use it through a pointer: its
+// keepalives share one etcd stream.
 type EtcdLeases struct {
 	Client *clientv3.Client
 	Prefix string
+
+	ka keepAliveStream
 }
 
-var _ LeaseStore = EtcdLeases{}
+var _ LeaseStore = (*EtcdLeases)(nil)
 
-func (e EtcdLeases) nodeKey(id int32) string { return e.Prefix + "nodes/" + strconv.Itoa(int(id)) }
-func (e EtcdLeases) nodePrefix() string      { return e.Prefix + "nodes/" }
+func (e *EtcdLeases) nodeKey(id int32) string { return e.Prefix + "nodes/" + strconv.Itoa(int(id)) }
+func (e *EtcdLeases) nodePrefix() string      { return e.Prefix + "nodes/" }
 
 func etcdErr(err error) error {
 	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -110,7 +117,7 @@ func etcdErr(err error) error {
 }
 
 // Grant implements LeaseStore.
-func (e EtcdLeases) Grant(ctx context.Context, ttl time.Duration) (LeaseID, time.Duration, error) {
+func (e *EtcdLeases) Grant(ctx context.Context, ttl time.Duration) (LeaseID, time.Duration, error) {
 	r, err := e.Client.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return 0, 0, err
@@ -118,22 +125,133 @@ func (e EtcdLeases) Grant(ctx context.Context, ttl time.Duration) (LeaseID, time
 	return LeaseID(r.ID), time.Duration(r.TTL) * time.Second, nil
 }
 
-// KeepAlive implements LeaseStore.
-func (e EtcdLeases) KeepAlive(ctx context.Context, id LeaseID) (time.Duration, error) {
-	r, err := e.Client.KeepAliveOnce(ctx, clientv3.LeaseID(id))
-	if err != nil {
-		return 0, etcdErr(err)
+// KeepAlive implements LeaseStore: one request on the keepalive stream the
+// node keeps open to etcd, and its answer.
+//
+// Not a stream per keepalive (etcd client's KeepAliveOnce): with etcd's
+// authentication on, the etcd client logs in again for every stream it
+// opens, and each login is a bcrypt check of the password and a raft write
+// on etcd and leaves a token in etcd's memory until --auth-token-ttl; a node
+// renewing every TTL/3 did that for as long as it ran (etcd's operators have
+// seen their members stall under such tokens when the TTL is long). One
+// stream logs in once; etcd checks its token at each renewal, and a stream
+// whose token etcd no longer accepts (expired, or etcd restarted) ends, after
+// which one new stream is tried at once.
+func (e *EtcdLeases) KeepAlive(ctx context.Context, id LeaseID) (time.Duration, error) {
+	return e.ka.renew(ctx, e.Client, id)
+}
+
+// keepAliveStream is the one LeaseKeepAlive stream of a client, used by one
+// keepalive at a time. A keepalive that fails in any way closes it, so that
+// a late answer to one request is never taken for the answer to the next:
+// the cluster counts its lease from the time of the request answered.
+type keepAliveStream struct {
+	mu     sync.Mutex
+	stream pb.Lease_LeaseKeepAliveClient
+	cancel context.CancelFunc
+}
+
+func (k *keepAliveStream) renew(ctx context.Context, cli *clientv3.Client, id LeaseID) (time.Duration, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for {
+		fresh := k.stream == nil
+		if fresh {
+			// The stream lives as long as the client, not as one
+			// keepalive's ctx; it requires a leader, as the etcd client's
+			// own keepalive stream does, so that a member cut off from the
+			// others ends it rather than leaving each request to time out.
+			sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(cli.Ctx()))
+			s, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(sctx)
+			if err != nil {
+				cancel()
+				return 0, etcdErr(rpctypes.Error(err))
+			}
+			k.stream, k.cancel = s, cancel
+		}
+		ttl, err := k.once(ctx, id)
+		if err == nil || errors.Is(err, ErrLeaseNotFound) {
+			return ttl, err
+		}
+		k.close()
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		if fresh {
+			// A new stream failed too: try again while the keepalive has
+			// time if etcd was unreachable (the client may not have
+			// noticed yet that the member it picked is gone), as the etcd
+			// client's KeepAliveOnce does; not on a refusal.
+			if !unavailable(err) {
+				return 0, err
+			}
+			select {
+			case <-ctx.Done():
+				return 0, err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		// A stream that had served ended (its etcd member went away,
+		// its token expired): a new stream right away.
 	}
-	return time.Duration(r.TTL) * time.Second, nil
+}
+
+// unavailable tells an error of an etcd that could not be reached, or had
+// no leader, from a refusal.
+func unavailable(err error) bool {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable
+	}
+	return status.Code(err) == codes.Unavailable
+}
+
+func (k *keepAliveStream) once(ctx context.Context, id LeaseID) (time.Duration, error) {
+	s := k.stream
+	if err := s.Send(&pb.LeaseKeepAliveRequest{ID: int64(id)}); err != nil {
+		return 0, etcdErr(rpctypes.Error(err))
+	}
+	type answer struct {
+		r   *pb.LeaseKeepAliveResponse
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := s.Recv()
+		ch <- answer{r, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			return 0, etcdErr(rpctypes.Error(a.err))
+		}
+		if a.r.ID != int64(id) {
+			return 0, fmt.Errorf("cluster: keepalive of lease %x answered for lease %x", int64(id), a.r.ID)
+		}
+		if a.r.TTL <= 0 {
+			return 0, ErrLeaseNotFound
+		}
+		return time.Duration(a.r.TTL) * time.Second, nil
+	case <-ctx.Done():
+		// close (by the caller) ends the Recv.
+		return 0, ctx.Err()
+	}
+}
+
+func (k *keepAliveStream) close() {
+	if k.cancel != nil {
+		k.cancel()
+	}
+	k.stream, k.cancel = nil, nil
 }
 
 // Revoke implements LeaseStore.
-func (e EtcdLeases) Revoke(ctx context.Context, id LeaseID) error {
+func (e *EtcdLeases) Revoke(ctx context.Context, id LeaseID) error {
 	_, err := e.Client.Revoke(ctx, clientv3.LeaseID(id))
 	return etcdErr(err)
 }
 
-func (e EtcdLeases) createIfAbsent(ctx context.Context, key, val string, lease LeaseID) (int64, bool, error) {
+func (e *EtcdLeases) createIfAbsent(ctx context.Context, key, val string, lease LeaseID) (int64, bool, error) {
 	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
 	if err != nil {
@@ -143,18 +261,18 @@ func (e EtcdLeases) createIfAbsent(ctx context.Context, key, val string, lease L
 }
 
 // Register implements LeaseStore.
-func (e EtcdLeases) Register(ctx context.Context, id int32, info []byte, lease LeaseID) (bool, error) {
+func (e *EtcdLeases) Register(ctx context.Context, id int32, info []byte, lease LeaseID) (bool, error) {
 	_, ok, err := e.createIfAbsent(ctx, e.nodeKey(id), string(info), lease)
 	return ok, err
 }
 
 // Acquire implements LeaseStore.
-func (e EtcdLeases) Acquire(ctx context.Context, p, node int32, lease LeaseID) (int64, bool, error) {
+func (e *EtcdLeases) Acquire(ctx context.Context, p, node int32, lease LeaseID) (int64, bool, error) {
 	return e.createIfAbsent(ctx, etcdstore.OwnerKey(e.Prefix, p), strconv.Itoa(int(node)), lease)
 }
 
 // Release implements LeaseStore.
-func (e EtcdLeases) Release(ctx context.Context, p int32, createRev int64) (int64, bool, error) {
+func (e *EtcdLeases) Release(ctx context.Context, p int32, createRev int64) (int64, bool, error) {
 	k := etcdstore.OwnerKey(e.Prefix, p)
 	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", createRev)).
 		Then(clientv3.OpDelete(k)).Commit()
@@ -165,7 +283,7 @@ func (e EtcdLeases) Release(ctx context.Context, p int32, createRev int64) (int6
 }
 
 // Load implements LeaseStore.
-func (e EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
+func (e *EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
 	nresp, err := e.Client.Get(ctx, e.nodePrefix(), clientv3.WithPrefix())
 	if err != nil {
 		return Snapshot{}, err
@@ -188,7 +306,7 @@ func (e EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
 	return s, nil
 }
 
-func (e EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
+func (e *EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
 	id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), e.nodePrefix()))
 	if err != nil {
 		return NodeKV{}, false
@@ -196,7 +314,7 @@ func (e EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
 	return NodeKV{ID: int32(id), Info: kv.Value, Deleted: deleted}, true
 }
 
-func (e EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
+func (e *EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
 	p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix)))
 	if err != nil {
 		return OwnerKV{}, false
@@ -217,7 +335,7 @@ func (e EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
 // from the others ends them (instead of delivering nothing more while the
 // node's keepalives, through other endpoints, keep its lease), and the node
 // reads again and watches anew.
-func (e EtcdLeases) Watch(ctx context.Context, rev int64) <-chan WatchBatch {
+func (e *EtcdLeases) Watch(ctx context.Context, rev int64) <-chan WatchBatch {
 	out := make(chan WatchBatch)
 	go func() {
 		defer close(out)

@@ -52,7 +52,7 @@ func TestLeaseStoreMem(t *testing.T) {
 // expiry is etcd's own and is not waited for here).
 func TestLeaseStoreEtcd(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
-	testLeaseStore(t, EtcdLeases{Client: ec.Client(t), Prefix: "/leasestore-test/"}, nil)
+	testLeaseStore(t, &EtcdLeases{Client: ec.Client(t), Prefix: "/leasestore-test/"}, nil)
 }
 
 func testLeaseStore(t *testing.T, ls LeaseStore, advance func(time.Duration)) {
