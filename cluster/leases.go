@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cohort-dev/cohort/internal/etcdwatch"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 )
 
@@ -339,7 +340,7 @@ func (e *EtcdLeases) Watch(ctx context.Context, rev int64) <-chan WatchBatch {
 	out := make(chan WatchBatch)
 	go func() {
 		defer close(out)
-		wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, cancel := context.WithCancel(etcdwatch.Context(ctx))
 		defer cancel()
 		wn := e.Client.Watch(wctx, e.nodePrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev))
 		wo := e.Client.Watch(wctx, etcdstore.OwnerPrefix(e.Prefix), clientv3.WithPrefix(), clientv3.WithRev(rev))

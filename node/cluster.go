@@ -21,6 +21,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/internal/etcdwatch"
 	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
@@ -405,7 +406,7 @@ func (n *Node) follow(ctx context.Context, key string, isPrefix bool, what strin
 		scope = append(scope, clientv3.WithPrefix())
 	}
 	for ctx.Err() == nil {
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		wctx, wcancel := context.WithCancel(etcdwatch.Context(ctx))
 		wc := n.cl.cli.Watch(wctx, key, append(scope, clientv3.WithCreatedNotify())...)
 		if wr, ok := <-wc; ok && wr.Created {
 			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cohort-dev/cohort/internal/etcdwatch"
 )
 
 // rewatchPause is how long Watch waits after a broken watch before it
@@ -71,7 +73,7 @@ func watchOnce(ctx context.Context, cli *clientv3.Client, prefix string, s *Stat
 		return err
 	}
 	observe(nil)
-	wctx, stop := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	wctx, stop := context.WithCancel(etcdwatch.Context(ctx))
 	defer stop()
 	// reader returns the read of one Sync: its first Get is a linearizable
 	// read of etcd's latest revision, and the others read that same
