@@ -410,6 +410,18 @@ func (c *Catalog) Range(fn func(t *Topic) bool) {
 	}
 }
 
+// Sorted returns the topics in name order as they are at one version of the
+// catalog, and that version (Range and Version, read separately, may see two
+// different ones). The slice and its topics are shared with the catalog, which
+// never changes them once published: the caller must not modify them. It
+// costs no copy, so holding on to it keeps that version's topics alive for as
+// long as it is held (a regex matching done in slices goes on with the
+// topics it started with).
+func (c *Catalog) Sorted() ([]*Topic, uint64) {
+	v := c.cur.Load()
+	return v.sorted, v.version
+}
+
 // checkCreate validates a creation against view v.
 func checkCreate(v *view, name string, partitions int32, racks [][]string) error {
 	if err := ValidateName(name); err != nil {

@@ -596,7 +596,7 @@ func (cg *consumerGroup) regexTopics(expr string, topics Topics) []string {
 	}
 	if cached {
 		e.inflight = true
-		cg.s.regexJobs = append(cg.s.regexJobs, RegexJob{Group: cg.id, Expr: expr, Version: v, re: e.re, topics: topics, match: e})
+		cg.s.regexJobs = append(cg.s.regexJobs, RegexJob{Group: cg.id, Expr: expr, Version: v, re: e.re, size: e.size, topics: topics, match: e})
 	}
 	return e.topics
 }
@@ -763,13 +763,39 @@ func (s *Shard) nameBytes(topics Topics, v uint64) int {
 
 // RegexJob is the matching of one group's regex against the topics, too
 // costly for the shard's goroutine (consumerGroup.regexTopics). The runtime
-// runs it elsewhere (Resolve) and hands the result back (Shard.RegexResolved).
+// runs it elsewhere (Resolve, or Step by Step) and hands the result back
+// (Shard.RegexResolved).
 type RegexJob struct {
 	Group, Expr string
 	Version     uint64 // of the topics, when the job was made
 	re          *regexp.Regexp
+	size        int // of the regex's program (regexMatch.size): the work per byte of name
 	topics      Topics
 	match       *regexMatch // the group's entry it resolves (RegexWanted)
+	run         *regexRun   // where Step stands; nil before the first step
+}
+
+// RegexSliceBudget is the work a runtime lets a RegexJob do per Step, in the
+// units of syncRegexBudget (regex program size times bytes of names
+// matched): about 40 ms at worst, the most the shard spends on a matching
+// itself. A job needing more takes several turns.
+const RegexSliceBudget = syncRegexBudget
+
+// regexRun is a RegexJob's progress between steps: the topics it matches
+// (one version of them, taken at its first step), how far it went, and what
+// matched so far.
+type regexRun struct {
+	re      *regexp.Regexp // nil: the regex does not compile (nothing matches)
+	names   []*catalog.Topic
+	version uint64
+	next    int // index in names of the next topic to match
+	matched []string
+}
+
+// sortedTopics is a Topics that can give its topics at one version without a
+// copy (catalog.Catalog.Sorted).
+type sortedTopics interface {
+	Sorted() ([]*catalog.Topic, uint64)
 }
 
 // RegexResult is a RegexJob's outcome.
@@ -779,18 +805,76 @@ type RegexResult struct {
 	Topics      []string // matching names, sorted
 }
 
-// Resolve matches the regex against the topics. Safe to run on any
+// Resolve matches the regex against the topics at once. Safe to run on any
 // goroutine: it reads only the job and the topics.
 func (j RegexJob) Resolve() RegexResult {
-	res := RegexResult{Group: j.Group, Expr: j.Expr, Version: j.Version}
-	re := j.re
-	if re == nil {
-		re = compileRegex(j.Expr)
-	}
-	if re != nil {
-		res.Topics = matchTopics(re, j.topics, nil)
-	}
+	res, _ := j.Step(math.MaxInt)
 	return res
+}
+
+// Started reports whether the job is part-way: a Step ran and more are
+// needed.
+func (j RegexJob) Started() bool { return j.run != nil }
+
+// Step goes on with the matching for about budget units of work (the
+// regex's program size times the bytes of each name matched, plus one, as
+// the shard estimates it): topics are matched one after another until the
+// work done reaches budget, at least one per step (one match cannot be cut
+// short), and the first step compiles the regex too. done reports whether
+// every topic was matched; res is the result then. A runtime can so share
+// one place to run matchings among several jobs, each taking its turn, and
+// drop a job between steps (Shard.RegexWanted).
+//
+// The first step takes the topics as they are then, at one version of the
+// catalog, and the later ones go on with those whatever the catalog does
+// meanwhile: the result is that version's (res.Version), and a change made
+// since is matched again as any catalog change is (the regex's entry is then
+// older than the catalog: consumerGroup.regexTopics). Starting again at each
+// change instead would never end a long matching over a catalog that
+// changes more often than the matching takes.
+//
+// Steps of one job must not run at the same time; any goroutine may run
+// them, one after another.
+func (j *RegexJob) Step(budget int) (res RegexResult, done bool) {
+	r := j.run
+	if r == nil {
+		r = &regexRun{re: j.re}
+		if r.re == nil {
+			r.re = compileRegex(j.Expr)
+		}
+		if r.re != nil {
+			if st, ok := j.topics.(sortedTopics); ok {
+				r.names, r.version = st.Sorted()
+			} else {
+				// Read before the topics: the result is labelled
+				// with a version no newer than what it saw, so a
+				// change in between is matched again. The names
+				// are copied: Range's topics are not to be kept.
+				r.version = j.topics.Version()
+				j.topics.Range(func(t *catalog.Topic) bool {
+					r.names = append(r.names, &catalog.Topic{Name: t.Name})
+					return true
+				})
+			}
+		} else {
+			r.version = j.Version
+		}
+		j.run = r
+	}
+	size := max(j.size, 1)
+	for work := 0; r.next < len(r.names) && (work < budget || work == 0); r.next++ {
+		name := r.names[r.next].Name
+		if r.re.MatchString(name) {
+			r.matched = append(r.matched, name)
+		}
+		work += size * (len(name) + 1)
+	}
+	if r.next < len(r.names) {
+		return RegexResult{}, false
+	}
+	slices.Sort(r.matched) // in name order already, unless a Topics breaks its word
+	j.run = nil
+	return RegexResult{Group: j.Group, Expr: j.Expr, Version: r.version, Topics: r.matched}, true
 }
 
 // TakeRegexJobs returns the regex matchings the shard left to the runtime
