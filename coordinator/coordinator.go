@@ -79,10 +79,15 @@ type Coordinator struct {
 	// loadSlots bounds concurrent partition loads (Config.LoadConcurrency);
 	// nil: unbounded.
 	loadSlots chan struct{}
-	// regexSlot lets one regex matching run at a time on the whole node
-	// (partition.resolveNext); resolveGate, if set, runs before each (tests).
-	regexSlot   chan struct{}
-	resolveGate func()
+	// regexes runs the node's regex matchings, one slice at a time
+	// (partition.resolveTurn), each of regexSlice work
+	// (group.RegexSliceBudget). For tests: resolveGate, if set, runs
+	// before each slice; regexResolvedHook after a result reaches its
+	// shard.
+	regexes           regexRunner
+	regexSlice        int
+	resolveGate       func(group.RegexJob)
+	regexResolvedHook func(group.RegexResult)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -138,7 +143,8 @@ func New(cfg Config) (*Coordinator, error) {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 10 * time.Minute
 	}
-	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, regexSlot: make(chan struct{}, 1)}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, regexSlice: group.RegexSliceBudget}
+	c.regexes.c = c
 	if cfg.LoadConcurrency > 0 {
 		c.loadSlots = make(chan struct{}, cfg.LoadConcurrency)
 	}

@@ -109,8 +109,9 @@ type partition struct {
 	batches          chan batch
 
 	// Regex matchings the shard left to the runtime (group.RegexJob), run
-	// one at a time off the partition's lock; resolving is set while one
-	// runs.
+	// one at a time off the partition's lock (resolveTurn); resolving is
+	// set while the partition is in the node's regex runner's queue or has
+	// its turn.
 	regexJobs []group.RegexJob
 	resolving bool
 
@@ -562,71 +563,99 @@ func (p *partition) flush() {
 	}
 }
 
-// resolveNext starts the next queued regex matching, unless one runs: on its
-// own goroutine, as Kafka resolves regexes in the background, so that a
-// costly regex (a long one over many topics can take seconds) holds no
-// request of the partition. One runs at a time on the node (regexSlot). The
-// result reaches the shard it came from, if it is still the partition's.
-// Called with mu held.
+// resolveNext puts the partition in the node's queue of regex matchings
+// (regexRunner) if it has jobs queued and is not there already: they run
+// off the partition's lock, as Kafka resolves regexes in the background, so
+// that a costly regex (a long one over many topics can take seconds) holds
+// no request of the partition; one runs at a time on the node, a slice at a
+// time (resolveTurn). The result reaches the shard it came from, if it is
+// still the partition's. Called with mu held.
 func (p *partition) resolveNext() {
 	if p.resolving || p.closed || len(p.regexJobs) == 0 {
 		return
 	}
-	job := p.regexJobs[0]
-	p.regexJobs = slices.Delete(p.regexJobs, 0, 1)
 	p.resolving = true
-	gen := p.shardGen
-	go func() {
-		select {
-		case p.c.regexSlot <- struct{}{}:
-		case <-p.c.ctx.Done():
-			return // closing: the shard goes with the partition
-		}
-		// The job may have waited long for the slot, behind other
-		// partitions' matchings: if nothing wants it any more, the
-		// partition's next wanted job takes the slot instead.
-		var ok bool
-		if job, gen, ok = p.nextWantedJob(job, gen); !ok {
-			<-p.c.regexSlot
-			return
-		}
-		if gate := p.c.resolveGate; gate != nil {
-			gate()
-		}
-		res := job.Resolve()
-		<-p.c.regexSlot
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.resolving = false
-		if gen == p.shardGen && p.state == stActive {
-			p.safely("regex resolved", func() { p.shard.RegexResolved(res) })
-		}
-		p.flush()
-	}()
+	p.c.regexes.add(p)
 }
 
-// nextWantedJob returns job (taken from the queue for shard generation gen)
-// if the shard still wants its result (Shard.RegexWanted), else the first
-// queued job it wants, removed from the queue; ok is false, and the partition
-// no longer resolving, if there is none. Its caller holds the node's regex
-// slot: a job dropped in the queue (flush) but taken from it before its regex
-// went out of use would otherwise hold the slot for nothing, while the
-// regexes of every other group of the node, and its own member's new one,
-// waited.
-func (p *partition) nextWantedJob(job group.RegexJob, gen uint64) (_ group.RegexJob, _ uint64, ok bool) {
+// resolveTurn is the partition's turn on the node's regex runner: its first
+// queued job still wanted (Shard.RegexWanted: the queue may have waited long
+// behind other partitions' matchings) runs a slice at a time
+// (group.RegexJob.Step, Coordinator.regexSlice of work each, about 40 ms at
+// worst), on until another partition waits for its turn or one of its own
+// jobs is queued (goOn). A job left unfinished goes to the back of the
+// partition's queue, and the partition to the back of the node's: the
+// node's matchings take turns, so that one long regex (a 32 KB program over
+// 100,000 topic names of 249 bytes can take hours) holds no other group's
+// matching for more than a slice. Between slices the job is dropped if its
+// regex is no longer wanted or its shard was unloaded; it goes on with the
+// topics it started with (see Step).
+func (p *partition) resolveTurn() {
+	job, gen, ok := p.nextWantedJob()
+	if !ok {
+		return
+	}
+	var res group.RegexResult
+	done := false
+	for {
+		if gate := p.c.resolveGate; gate != nil {
+			gate(job)
+		}
+		if res, done = job.Step(p.c.regexSlice); done || !p.goOn(job, gen) {
+			break
+		}
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for gen != p.shardGen || p.state != stActive || !p.shard.RegexWanted(job) {
-		if p.closed || p.state != stActive || len(p.regexJobs) == 0 {
-			p.resolving = false
-			return job, gen, false
+	p.resolving = false
+	switch {
+	case gen != p.shardGen || p.state != stActive:
+		// Unloaded meanwhile: the rest of the job goes with the shard.
+	case done:
+		p.safely("regex resolved", func() { p.shard.RegexResolved(res) })
+		if hook := p.c.regexResolvedHook; hook != nil {
+			hook(res)
 		}
-		// Queued jobs belong to the current shard (unload empties the
-		// queue).
-		job, gen = p.regexJobs[0], p.shardGen
-		p.regexJobs = slices.Delete(p.regexJobs, 0, 1)
+	default:
+		// Behind the partition's other jobs; a job whose regex went
+		// out of use is dropped there (flush).
+		p.regexJobs = append(p.regexJobs, job)
 	}
-	return job, gen, true
+	p.flush()
+}
+
+// goOn reports whether job may run its next slice at once: no other
+// partition waits for its turn on the node's regex runner, none of its own
+// jobs is queued, and its shard still wants it (and is still the
+// partition's).
+func (p *partition) goOn(job group.RegexJob, gen uint64) bool {
+	if p.c.regexes.waiting() > 0 {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && gen == p.shardGen && p.state == stActive && len(p.regexJobs) == 0 && p.shard.RegexWanted(job)
+}
+
+// nextWantedJob takes the first queued job the shard still wants
+// (Shard.RegexWanted) from the queue, with the shard's generation; the
+// jobs before it are dropped. ok is false, and the partition no longer
+// resolving, if there is none. A job queued (and so kept by flush) before
+// its regex went out of use would otherwise take the node's runner for
+// nothing, while the regexes of every other group of the node, and its own
+// member's new one, waited.
+func (p *partition) nextWantedJob() (_ group.RegexJob, gen uint64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for !p.closed && p.state == stActive && len(p.regexJobs) > 0 {
+		job := p.regexJobs[0]
+		p.regexJobs = slices.Delete(p.regexJobs, 0, 1)
+		if p.shard.RegexWanted(job) {
+			return job, p.shardGen, true
+		}
+	}
+	p.resolving = false
+	return group.RegexJob{}, 0, false
 }
 
 // writer appends the partition's batches one at a time, in order (stores

@@ -137,13 +137,13 @@ func TestStaleRegexMatchingsDropped(t *testing.T) {
 	}
 }
 
-// A matching taken from its partition's queue waits there for the node's
-// one regex slot, behind the matchings of other partitions (seconds each for
-// a long regex over many topics). If its regex is no longer wanted when the
-// slot comes (its member changed it or left), it is dropped then, as queued
-// ones are, and the partition's next wanted matching takes the slot instead:
-// it ran anyway, holding the slot for nothing while every other group's
-// regexes waited, and the member's current regex waited behind it.
+// A partition's matching waits for the node's one regex slot (its turn on
+// the regex runner), behind the matchings of other partitions (seconds each
+// for a long regex over many topics). If its regex is no longer wanted when
+// the slot comes (its member changed it or left), it is dropped then, as
+// queued ones are, and the partition's next wanted matching takes the slot
+// instead: it ran anyway, holding the slot for nothing while every other
+// group's regexes waited, and the member's current regex waited behind it.
 func TestStaleRegexMatchingDroppedWhenTheSlotComes(t *testing.T) {
 	var runs atomic.Int32
 	started, release := make(chan struct{}, 1), make(chan struct{})
@@ -208,6 +208,18 @@ func newRegexEnv(t *testing.T, gate func()) *env { return newRegexEnvN(t, 1, gat
 
 // newRegexEnvN is newRegexEnv with n partitions.
 func newRegexEnvN(t *testing.T, n int, gate func()) *env {
+	return newRegexEnvWith(t, n, func(c *Coordinator) {
+		c.resolveGate = func(j group.RegexJob) {
+			if !j.Started() { // once per matching, before its first slice
+				gate()
+			}
+		}
+	})
+}
+
+// newRegexEnvWith is newRegexEnvN with setup called on the coordinator
+// before it starts, instead of a gate.
+func newRegexEnvWith(t *testing.T, n int, setup func(c *Coordinator)) *env {
 	t.Helper()
 	cat := catalog.New(catalog.Options{})
 	for i := range 1000 {
@@ -224,7 +236,7 @@ func newRegexEnvN(t *testing.T, n int, gate func()) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.resolveGate = gate
+	setup(c)
 	c.Start()
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
