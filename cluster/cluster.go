@@ -595,6 +595,11 @@ func (c *Cluster) renew(ctx context.Context) error {
 	return nil
 }
 
+// watchRetryPause is how long watchLoop waits before reading the state
+// again after a failed read, or after a watch that ended before delivering
+// anything.
+const watchRetryPause = 200 * time.Millisecond
+
 // watchLoop reads the registry and ownership keys, then follows their
 // changes and reconciles, until an error that needs a fresh read (nil
 // return) or the end of the session (error).
@@ -610,7 +615,7 @@ func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
 			return err
 		default:
 		}
-		c.sleep(ctx, 200*time.Millisecond)
+		c.sleep(ctx, watchRetryPause)
 		return nil
 	}
 	wctx, wcancel := context.WithCancel(ctx)
@@ -621,6 +626,7 @@ func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
 	if c.reconcile(ctx) {
 		return errLeaseExpired
 	}
+	delivered := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -631,8 +637,17 @@ func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
 			tick.Reset(250 * time.Millisecond)
 		case b, ok := <-wch:
 			if !ok || b.Err != nil {
+				if !delivered {
+					// A watch that ends before it delivered anything may
+					// end so again at once (etcd refusing it while
+					// granting the reads): pause as after a failed read,
+					// not re-read and re-watch in a tight loop.
+					c.log.Debug("cluster: watch ended before delivering", "err", b.Err)
+					c.sleep(ctx, watchRetryPause)
+				}
 				return nil // re-read and re-watch
 			}
+			delivered = true
 			c.apply(b)
 		}
 		if c.reconcile(ctx) {
