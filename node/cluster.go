@@ -225,22 +225,33 @@ func (cc *ClusterConfig) Warnings() []string {
 	return nil
 }
 
-// openCluster connects to etcd and makes the fenced store the node's store.
-func (n *Node) openCluster() error {
-	cc := n.cfg.Cluster
+// DialEtcd connects to the etcd of cc as a node does (its TLS files, user
+// and password) and checks, with one read under its prefix, that etcd
+// answers and lets the user read there: for tools that work on a
+// cluster's state without being a node (cohort store copy).
+func DialEtcd(cc *ClusterConfig) (*clientv3.Client, error) {
+	if err := cc.check(); err != nil {
+		return nil, err
+	}
+	cli, _, err := dialEtcd(cc)
+	return cli, err
+}
+
+// dialEtcd connects to etcd and checks that it answers under the prefix.
+func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	if len(cc.Endpoints) == 0 {
-		return errors.New("cluster mode: no etcd endpoints")
+		return nil, nil, errors.New("cluster mode: no etcd endpoints")
 	}
 	etls, err := newEtcdTLS(cc)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	dial := cc.DialTimeout
 	if dial <= 0 {
 		dial = 5 * time.Second
 	}
 	if (cc.Username == "") != (cc.Password == "") {
-		return errors.New("cluster mode: an etcd user needs its password, and a password its user")
+		return nil, nil, errors.New("cluster mode: an etcd user needs its password, and a password its user")
 	}
 	// gRPC's default reconnect backoff grows to 120 s: after a long
 	// outage the node would stay out for up to that long once etcd is
@@ -252,7 +263,7 @@ func (n *Node) openCluster() error {
 		DialOptions: []grpc.DialOption{reconnect},
 		Username:    cc.Username, Password: cc.Password})
 	if err != nil {
-		return fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, etcdError(cc, err))
+		return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, etcdError(cc, err))
 	}
 	// Fail early (and clearly) when etcd is not reachable or refuses the
 	// node: one read under the prefix, the only keys a node with a
@@ -262,7 +273,17 @@ func (n *Node) openCluster() error {
 	cancel()
 	if err != nil {
 		cli.Close()
-		return fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, etcdError(cc, err))
+		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, etcdError(cc, err))
+	}
+	return cli, etls, nil
+}
+
+// openCluster connects to etcd and makes the fenced store the node's store.
+func (n *Node) openCluster() error {
+	cc := n.cfg.Cluster
+	cli, etls, err := dialEtcd(cc)
+	if err != nil {
+		return err
 	}
 	m := &clusterMode{cli: cli, tls: etls}
 	var c *cluster.Cluster

@@ -8,6 +8,7 @@
 //	cohort groups|group|offsets ...    groups, their members, offsets and lag
 //	cohort user|users ...  SCRAM credentials
 //	cohort acl ...         ACLs
+//	cohort store copy ...  move a stopped node's state between --data-dir and etcd
 //	cohort version         the build (also cohort --version)
 //
 // Every command that connects to cohort takes --bootstrap, --timeout and the
@@ -90,6 +91,8 @@ func run(args []string, e env) int {
 		err = users(e, cmd, rest)
 	case "acl":
 		err = acl(e, rest)
+	case "store":
+		err = storeCmd(e, rest)
 	case "version", "--version", "-version":
 		err = version(e, rest)
 	case "-h", "--help", "help":
@@ -139,6 +142,8 @@ commands:
   offsets delete ID --topic T[:P,...]       delete committed offsets (OffsetDelete)
   user set|delete NAME, users               SCRAM credentials (password from stdin)
   acl add|list|delete                       ACLs
+  store copy --from-data-dir D --to-etcd E  move a stopped node's state into etcd (cluster mode),
+  store copy --from-etcd E --to-data-dir D  or a stopped cluster's back into a data directory
   version, --version                        the build: version, VCS revision and time, Go release
 
 Commands that connect take --bootstrap host:port, --timeout (connection

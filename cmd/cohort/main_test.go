@@ -333,6 +333,8 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"offsets", "delete", "-h"}, []string{"--topic"}, []string{"--to-offset", "--data-bootstrap"}},
 		{[]string{"user", "delete", "-h"}, []string{"usage: cohort user delete NAME", "--mechanism"}, []string{"--iterations", "--password-file"}},
 		{[]string{"users", "-h"}, []string{"usage: cohort users"}, []string{"--mechanism", "--iterations"}},
+		{[]string{"store", "copy", "-h"}, []string{"usage: cohort store copy --from-data-dir DIR", "--to-etcd endpoints", "--etcd-password-file file"},
+			[]string{"--bootstrap"}},
 		{[]string{"acl", "add", "-h"}, []string{"usage: cohort acl add", "--principal"}, []string{"--pattern"}},
 		{[]string{"group", "-h"}, []string{"cohort group history ID", "flags of every group command", "--bootstrap"}, []string{"--verbose", "--data-bootstrap"}},
 	} {

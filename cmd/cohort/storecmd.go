@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/authstate"
+	"github.com/cohort-dev/cohort/store"
+	"github.com/cohort-dev/cohort/store/disk"
+	etcdstore "github.com/cohort-dev/cohort/store/etcd"
+	"github.com/cohort-dev/cohort/store/storecopy"
+)
+
+const storeCopyUsage = `usage: cohort store copy --from-data-dir DIR --to-etcd ENDPOINTS [--etcd-prefix P] [etcd flags]
+       cohort store copy --from-etcd ENDPOINTS [--etcd-prefix P] [etcd flags] --to-data-dir DIR
+  copies a stopped node's state (groups, committed offsets, rebalance history,
+  topics, group configs, SCRAM users, ACLs) from its data directory into etcd
+  for cluster mode, or a stopped cluster's state from etcd into a data
+  directory, byte for byte; then reads the destination back and compares
+  every partition's record count and digest with the source's. It refuses a
+  source in use (a node running on the data directory, live nodes under the
+  prefix) and a destination that holds anything. Start the nodes on the
+  destination with the source's --partitions.
+`
+
+// storeCopyFlags are the flags of cohort store copy.
+type storeCopyFlags struct {
+	fromDir, toDir, fromEtcd, toEtcd          string
+	prefix, ca, cert, key, user, passwordFile string
+	timeout                                   time.Duration
+}
+
+// storeCmd runs "cohort store copy".
+func storeCmd(e env, args []string) error {
+	var f storeCopyFlags
+	fs := newFlagSet(e, "store copy", storeCopyUsage)
+	fs.StringVar(&f.fromDir, "from-data-dir", "", "data directory (--data-dir of cohort serve) to copy from; no node may be running on it")
+	fs.StringVar(&f.toDir, "to-data-dir", "", "data directory to copy into: missing or empty")
+	fs.StringVar(&f.fromEtcd, "from-etcd", "", "comma-separated etcd `endpoints` to copy from; no node may be running under --etcd-prefix")
+	fs.StringVar(&f.toEtcd, "to-etcd", "", "comma-separated etcd `endpoints` to copy into: nothing may be stored under --etcd-prefix")
+	fs.StringVar(&f.prefix, "etcd-prefix", etcdstore.DefaultPrefix, "prefix of the cluster's etcd keys (cohort serve --etcd-prefix)")
+	fs.StringVar(&f.ca, "etcd-ca", "", "CA certificate `file` to verify etcd (TLS)")
+	fs.StringVar(&f.cert, "etcd-cert", "", "client certificate `file` for etcd (TLS)")
+	fs.StringVar(&f.key, "etcd-key", "", "client key `file` for etcd (TLS)")
+	fs.StringVar(&f.user, "etcd-user", "", "etcd user, when etcd has authentication enabled; its password comes from --etcd-password-file or COHORT_ETCD_PASSWORD")
+	fs.StringVar(&f.passwordFile, "etcd-password-file", "", "`file` holding the password of --etcd-user (one line)")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "bound of every etcd request and of connecting to etcd")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 0 {
+			return usagef("store: want copy (see cohort store copy -h)")
+		}
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	if args[0] != "copy" {
+		return usagef("store: unknown action %q: want copy (see cohort store copy -h)", args[0])
+	}
+	pos, err := parseArgs(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("store copy: unexpected argument %q (see cohort store copy -h)", pos[0])
+	}
+	return storeCopy(e, f)
+}
+
+// storeSide is one end of a copy: its store, what to call it, and how to
+// let it go.
+type storeSide struct {
+	st    store.Store
+	name  string
+	close func() error
+	// keys counts the keys under the etcd prefix followed by sub (nil
+	// for a data dir).
+	keys func(ctx context.Context, sub string) (int64, error)
+}
+
+func storeCopy(e env, f storeCopyFlags) error {
+	switch {
+	case (f.fromDir == "") == (f.fromEtcd == ""):
+		return usagef("store copy: give the source: --from-data-dir or --from-etcd (one of them)")
+	case (f.toDir == "") == (f.toEtcd == ""):
+		return usagef("store copy: give the destination: --to-data-dir or --to-etcd (one of them)")
+	case f.fromDir != "" && f.toDir != "":
+		return usagef("store copy: from a data directory to another: copy it with cohort serve --backup-dir (SIGUSR1) instead")
+	case f.fromEtcd != "" && f.toEtcd != "":
+		return usagef("store copy: from etcd to etcd: give one side as a data directory")
+	case f.prefix == "":
+		return usagef("store copy: --etcd-prefix is empty")
+	case (f.cert == "") != (f.key == ""):
+		return usagef("--etcd-cert and --etcd-key: give both")
+	case f.timeout <= 0:
+		return usagef("store copy: --timeout %s: want more than 0", f.timeout)
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The destination is checked first, the source then opened (a data
+	// directory is locked from then on) and read, and a destination
+	// directory made last: a refused copy leaves both as they were.
+	var dst, src *storeSide
+	var err error
+	if f.toDir != "" {
+		err = emptyDataDir(f.toDir)
+	} else {
+		dst, err = openEtcd(ctx, f, f.toEtcd, log, false)
+	}
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if dst != nil {
+			dst.close()
+		}
+	}()
+	if f.fromDir != "" {
+		src, err = sourceDataDir(f.fromDir, log)
+	} else {
+		src, err = openEtcd(ctx, f, f.fromEtcd, log, true)
+	}
+	if err != nil {
+		return err
+	}
+	defer src.close()
+
+	n, parts, err := node.StorePartitions(ctx, src.st)
+	if errors.Is(err, node.ErrNoPartitionCount) {
+		return fmt.Errorf("store copy: %s holds no cohort state (no partition count in its catalog): is it the right one? "+
+			"(a store of a version before the count was recorded: start and stop a node of this version on it once)", src.name)
+	}
+	if err != nil {
+		return fmt.Errorf("store copy: %s: %w", src.name, err)
+	}
+	// Read the source whole before writing anything: a record the
+	// destination cannot hold (etcd's request size) stops the copy here.
+	var dstLimit any // a data directory takes any record
+	if dst != nil {
+		dstLimit = dst.st
+	}
+	var want []storecopy.Stats
+	for _, p := range parts {
+		s, err := storecopy.Summarize(ctx, src.st, p)
+		if err != nil {
+			return fmt.Errorf("store copy: %s: %w", src.name, err)
+		}
+		if lim, ok := dstLimit.(store.RecordLimiter); ok && lim.MaxRecordBytes() > 0 && s.MaxRecord > lim.MaxRecordBytes() {
+			return fmt.Errorf("store copy: %s: partition %d holds a record of %d bytes, more than %s takes (%d bytes); nothing was copied",
+				src.name, p, s.MaxRecord, dst.name, lim.MaxRecordBytes())
+		}
+		want = append(want, s)
+	}
+	if src.keys != nil {
+		// Records in partitions no node reads (none are written) would
+		// be left behind unnoticed: refuse to leave them.
+		var total int64
+		for _, s := range want {
+			total += s.Records
+		}
+		if k, err := src.keys(ctx, "d"); err != nil {
+			return fmt.Errorf("store copy: %s: %w", src.name, err)
+		} else if k != total {
+			return fmt.Errorf("store copy: %s holds %d records, %d of them in the partitions a node with --partitions %d reads; "+
+				"the others would not be copied, so nothing was", src.name, k, total, n)
+		}
+	}
+	if f.toDir != "" {
+		// Made only now: a refused copy leaves no directory behind.
+		if err = emptyDataDir(f.toDir); err != nil {
+			return err
+		}
+		if dst, err = openDataDir(f.toDir, log); err != nil {
+			return fmt.Errorf("store copy: --to-data-dir %s: %w", f.toDir, err)
+		}
+	}
+	for i, p := range parts {
+		s, err := storecopy.Copy(ctx, src.st, dst.st, p, storecopy.Options{})
+		if err != nil {
+			return fmt.Errorf("store copy: %s to %s: %w; %s is incomplete: empty it before copying again", src.name, dst.name, err, dst.name)
+		}
+		if d := storecopy.Diff(want[i:i+1], []storecopy.Stats{s}); d != nil {
+			return fmt.Errorf("store copy: %s changed while it was copied (%s): is a node running on it? %s is incomplete: empty it before copying again",
+				src.name, d[0], dst.name)
+		}
+	}
+
+	// Read back what the destination holds, from disk for a data dir.
+	if f.toDir != "" {
+		err := dst.close()
+		dst = nil
+		if err != nil {
+			return fmt.Errorf("store copy: closing %s: %w", f.toDir, err)
+		}
+		if dst, err = openDataDir(f.toDir, log); err != nil {
+			return fmt.Errorf("store copy: reading %s back: %w", f.toDir, err)
+		}
+	}
+	var got []storecopy.Stats
+	var total int64
+	for _, p := range parts {
+		s, err := storecopy.Summarize(ctx, dst.st, p)
+		if err != nil {
+			return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+		}
+		got = append(got, s)
+	}
+	diff := storecopy.Diff(want, got)
+	for _, s := range want {
+		total += s.Records
+	}
+	if dst.keys != nil {
+		// Nothing but what was copied under the prefix (a node started
+		// on it meanwhile would have registered).
+		if k, err := dst.keys(ctx, ""); err != nil {
+			return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+		} else if k != total {
+			diff = append(diff, fmt.Sprintf("%d keys under the prefix, %d records copied", k, total))
+		}
+	}
+	printCopySummary(e.stdout, src.name, dst.name, n, want)
+	if diff != nil {
+		return fmt.Errorf("store copy: %s does not hold what %s holds:\n%s\ndo not start nodes on it: empty it and copy again",
+			dst.name, src.name, strings.Join(diff, "\n"))
+	}
+	fmt.Fprintf(e.stdout, "verified: %s holds the same records as %s (count, bytes and SHA-256 digest of every partition); "+
+		"start its nodes with --partitions %d\n", dst.name, src.name, n)
+	return nil
+}
+
+// printCopySummary prints the records copied by partition kind.
+func printCopySummary(w io.Writer, from, to string, n int, stats []storecopy.Stats) {
+	fmt.Fprintf(w, "copied %s to %s\n", from, to)
+	t := newTable(w)
+	fmt.Fprintln(t, "PARTITIONS\tRECORDS\tBYTES")
+	var coord, all storecopy.Stats
+	for _, s := range stats {
+		all.Records, all.Bytes = all.Records+s.Records, all.Bytes+s.Bytes
+		if s.Partition >= 0 {
+			coord.Records, coord.Bytes = coord.Records+s.Records, coord.Bytes+s.Bytes
+		}
+	}
+	fmt.Fprintf(t, "coordinator 0..%d (groups, offsets, history)\t%d\t%d\n", n-1, coord.Records, coord.Bytes)
+	for _, kind := range []struct {
+		p    int32
+		name string
+	}{{node.CatalogPartition, "catalog %d (topics, group configs, partition count)"}, {authstate.Partition, "security %d (SCRAM users, ACLs)"}} {
+		for _, s := range stats {
+			if s.Partition == kind.p {
+				fmt.Fprintf(t, kind.name+"\t%d\t%d\n", s.Partition, s.Records, s.Bytes)
+			}
+		}
+	}
+	fmt.Fprintf(t, "total\t%d\t%d\n", all.Records, all.Bytes)
+	t.Flush()
+}
+
+// openDataDir opens the store in dir.
+func openDataDir(dir string, log *slog.Logger) (*storeSide, error) {
+	st, err := disk.Open(disk.Options{Dir: dir, Logger: log, MaxRecordBytes: -1})
+	if err != nil {
+		return nil, err
+	}
+	return &storeSide{st: st, name: "data directory " + dir, close: st.Close}, nil
+}
+
+// sourceDataDir opens the data directory to copy from: a store, and no
+// node running on it.
+func sourceDataDir(dir string, log *slog.Logger) (*storeSide, error) {
+	if !disk.IsStore(dir) {
+		return nil, fmt.Errorf("store copy: --from-data-dir %s is not a cohort data directory (it has no COHORT-STORE file)", dir)
+	}
+	s, err := openDataDir(dir, log)
+	if errors.Is(err, disk.ErrLocked) {
+		return nil, fmt.Errorf("store copy: --from-data-dir %s is in use: a cohort node is running on it (it holds the directory's LOCK); "+
+			"stop that node (cohort serve --data-dir %s) and copy again", dir, dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store copy: --from-data-dir %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// emptyDataDir refuses a data directory to copy into that is not missing
+// or empty.
+func emptyDataDir(dir string) error {
+	names, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("store copy: --to-data-dir: %w", err)
+	}
+	if len(names) > 0 {
+		what := "files"
+		if disk.IsStore(dir) {
+			what = "a cohort store"
+		}
+		return fmt.Errorf("store copy: --to-data-dir %s is not empty (it holds %s, e.g. %s); nothing was copied: "+
+			"give a missing or empty directory (move this one aside if it is to be replaced)", dir, what, names[0].Name())
+	}
+	return nil
+}
+
+// openEtcd connects to the etcd at endpoints. As a source, no node may be
+// running under the prefix; as a destination, the prefix must hold no key.
+func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog.Logger, source bool) (*storeSide, error) {
+	flagName := "--to-etcd"
+	if source {
+		flagName = "--from-etcd"
+	}
+	var eps []string
+	for _, ep := range strings.Split(endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	cc := &node.ClusterConfig{Endpoints: eps, CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Prefix: f.prefix,
+		Username: f.user, DialTimeout: f.timeout}
+	var err error
+	if cc.Password, err = etcdPassword(f.user, f.passwordFile); err != nil {
+		return nil, err
+	}
+	cli, err := node.DialEtcd(cc)
+	if err != nil {
+		return nil, fmt.Errorf("store copy: %s: %w", flagName, err)
+	}
+	name := fmt.Sprintf("etcd %s prefix %q", strings.Join(eps, ","), f.prefix)
+	get := func(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+		rctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		return cli.Get(rctx, key, append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
+	}
+	if source {
+		// A node registers under nodes/<id> and owns partitions under
+		// own/<p>, both keys on its lease: either means a node is (or
+		// was a moment ago) serving this state.
+		var ids []string
+		owned := 0
+		for _, what := range []string{"nodes/", "own/"} {
+			resp, err := get(f.prefix+what, clientv3.WithKeysOnly())
+			if err != nil {
+				cli.Close()
+				return nil, fmt.Errorf("store copy: %s: %w", name, err)
+			}
+			for _, kv := range resp.Kvs {
+				if what == "nodes/" {
+					ids = append(ids, strings.TrimPrefix(string(kv.Key), f.prefix+what))
+				} else {
+					owned++
+				}
+			}
+		}
+		slices.SortFunc(ids, func(a, b string) int {
+			x, _ := strconv.Atoi(a)
+			y, _ := strconv.Atoi(b)
+			return x - y
+		})
+		const stop = "stop every node (cohort serve --etcd-prefix %s) and copy again (a killed node's leases lapse after its --lease-ttl)"
+		switch {
+		case len(ids) > 0:
+			cli.Close()
+			return nil, fmt.Errorf("store copy: %s is in use: cohort nodes are running on it (node ids %s: their leases under nodes/ are live); "+stop,
+				name, strings.Join(ids, ", "), f.prefix)
+		case owned > 0:
+			cli.Close()
+			return nil, fmt.Errorf("store copy: %s is in use: %d coordinator partitions are owned by a node (their leases under own/ are live); "+stop,
+				name, owned, f.prefix)
+		}
+	} else {
+		resp, err := get(f.prefix, clientv3.WithCountOnly())
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("store copy: %s: %w", name, err)
+		}
+		if resp.Count > 0 {
+			cli.Close()
+			return nil, fmt.Errorf("store copy: %s is not empty (%d keys under the prefix); nothing was copied: "+
+				"give another --etcd-prefix, or delete the keys first (etcdctl del --prefix %s) if they are to be replaced",
+				name, resp.Count, f.prefix)
+		}
+	}
+	st, err := etcdstore.New(etcdstore.Options{Client: cli, CloseClient: true, Prefix: f.prefix, Logger: log, Timeout: f.timeout})
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	side := &storeSide{st: st, name: name, close: st.Close}
+	side.keys = func(ctx context.Context, sub string) (int64, error) {
+		resp, err := get(f.prefix+sub, clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		return resp.Count, nil
+	}
+	return side, nil
+}
