@@ -162,8 +162,17 @@ func (k *keepAliveStream) renew(ctx context.Context, cli *clientv3.Client, id Le
 			// keepalive's ctx; it requires a leader, as the etcd client's
 			// own keepalive stream does, so that a member cut off from the
 			// others ends it rather than leaving each request to time out.
+			// Opening it is bounded by the keepalive's ctx all the same:
+			// the etcd client logs in first (authentication on) with the
+			// stream's context, so a login etcd was slow to answer held
+			// this keepalive, and every later one (mu), past the lease's
+			// deadline.
 			sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(cli.Ctx()))
+			stop := context.AfterFunc(ctx, cancel)
 			s, err := pb.NewLeaseClient(cli.ActiveConnection()).LeaseKeepAlive(sctx)
+			if !stop() && err == nil {
+				err = ctx.Err() // ended while opening: the stream is cancelled
+			}
 			if err != nil {
 				cancel()
 				return 0, etcdErr(rpctypes.Error(err))
