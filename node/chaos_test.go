@@ -49,6 +49,20 @@ import (
 //
 // and after the chaos, every live member keeps running: the partitions
 // are spread over them, each owned once, as the coordinator describes.
+//
+// A zombie's commit is refused, and not written. Those commits are too
+// rare in the chaos's timing to be left to it, so one member is made a
+// zombie: cut off while the group is stable, until the coordinator has
+// fenced it (its session expired); then, while it still believes it owns
+// its partitions, a raw OffsetCommit carries its last member id and
+// generation or epoch. After the chaos, the identities the other members
+// had then (older now: the fence moved the group on) and the zombie's are
+// replayed the same way. Each must get Kafka's answer for that group,
+// member protocol and version (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+// STALE_MEMBER_EPOCH), and no committed offset may become a zombie's. The
+// group package's tests check each rule; this checks that the coordinator
+// applies them to real clients' identities as the group moves on.
+//
 // In the mixed run members alternate between the protocols and the first
 // one (consumer protocol) stays, so the group is a consumer group with
 // classic members throughout: a classic group upgraded in the middle of a
@@ -102,9 +116,13 @@ type chaosMember struct {
 	crashed bool
 	// cutOff: no dial succeeds (a network partition) until restored.
 	cutOff bool
-	// stop ends the member's commit loop (crash or leave).
+	// stop ends the member's commit loop (crash or leave); loopDone is
+	// closed when it has ended.
 	stop     chan struct{}
 	stopOnce sync.Once
+	loopDone chan struct{}
+	// consumerProto: the member uses the consumer protocol (KIP-848).
+	consumerProto bool
 	// lastHB is when an answer to the member's heartbeat (Heartbeat,
 	// JoinGroup, SyncGroup, ConsumerGroupHeartbeat) last arrived.
 	lastHB atomic.Int64
@@ -301,7 +319,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 	newName := func() string { next++; return fmt.Sprintf("m%d", next) }
 	var commit func(*chaosMember)
 	start := func(name string) *chaosMember {
-		m := &chaosMember{name: name, stop: make(chan struct{})}
+		m := &chaosMember{name: name, stop: make(chan struct{}), loopDone: make(chan struct{})}
 		m.lastHB.Store(time.Now().UnixNano())
 		opts := []kgo.Opt{
 			kgo.SeedBrokers(n.Addr()), kgo.ClientID(name), kgo.Dialer(m.dial),
@@ -337,6 +355,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 		}
 		if proto == "consumer" || proto == "mixed" && next%2 == 1 {
 			opts = append(opts, kgo.ServerSideBalancer())
+			m.consumerProto = true
 		}
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -347,6 +366,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 		wg.Add(1)
 		go func() { // the member commits what it owns, until it stops
 			defer wg.Done()
+			defer close(m.loopDone)
 			for {
 				select {
 				case <-time.After(time.Duration(50+pace.IntN(250)) * time.Millisecond):
@@ -439,6 +459,81 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 	}
 	var crashed []*chaosMember
 	counts := map[string]int{}
+
+	// The zombie: a member other than m1 that owns partitions is cut off
+	// (no dial succeeds) until the coordinator no longer lists its member
+	// id, i.e. has fenced it; while it is still cut off and still believes
+	// it owns its partitions, a commit with the member id and generation or
+	// epoch it last had must be refused. It is then let back and rejoins.
+	// The chaos leaves it alone otherwise (no crash, leave or partition),
+	// so that it is live at the end. It is cut off while the group is
+	// stable, so that its session expiring is what fences it: a rebalance
+	// under way could drop it first (a classic member that has not
+	// rejoined, a consumer member that has not revoked), while one that
+	// begins after the cut gives it a rebalance timeout (here as long as a
+	// session) from then, which ends after its session.
+	zb := &zombieBook{rng: rand.New(rand.NewPCG(seed, 0x20b1e))}
+	var zombie *chaosMember
+	var zombieID chaosIdentity
+	var notedAtCut []chaosIdentity // the other live members' identities then
+	zombieDone := make(chan struct{})
+	chaosStart := time.Now()
+	startZombie := func() bool {
+		own := tl.owns()
+		for _, m := range live() {
+			m.mu.Lock()
+			off := m.cutOff
+			m.mu.Unlock()
+			if m.name == "m1" || off || len(own[m.name]) == 0 {
+				continue
+			}
+			id := identityOf(m, own[m.name])
+			if id.member == "" || id.epoch <= 0 || groupState(ctx, admin, groupID, proto) != "Stable" {
+				continue
+			}
+			zombie, zombieID = m, id
+			for _, o := range live() {
+				if oid := identityOf(o, own[o.name]); o != m && oid.member != "" && oid.epoch > 0 {
+					notedAtCut = append(notedAtCut, oid)
+				}
+			}
+			m.mu.Lock()
+			m.cutOff = true
+			m.mu.Unlock()
+			m.cut(false)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(zombieDone)
+				defer func() {
+					m.mu.Lock()
+					m.cutOff = false
+					m.mu.Unlock()
+				}()
+				var view map[string]chaosViewMember
+				cutAt := time.Now()
+				if !testwait.Until(3*(chaosSession+chaosRebalance), func() bool {
+					v, ok := coordinatorMembers(ctx, admin, groupID, proto)
+					if _, in := v[id.member]; ok && !in {
+						view = v
+						return true
+					}
+					return false
+				}) {
+					zb.fail("zombie %s (member %s): the coordinator did not fence it while it was cut off", m.name, id.member)
+					return
+				}
+				zb.note("zombie %s cut off %v after the first three members started, fenced %v later", m.name, cutAt.Sub(chaosStart).Round(time.Millisecond), time.Since(cutAt).Round(time.Millisecond))
+				zb.replay(ctx, admin, groupID, proto, "fenced while cut off", id, view, false)
+			}()
+			return true
+		}
+		return false
+	}
+
+	// The zombie is made first: its fence then overlaps the chaos rather
+	// than adding a session to the run.
+	testwait.For(t, 20*time.Second, "a stable group where a member other than m1 owns partitions, to make it the zombie", startZombie)
 	end := time.Now().Add(dur)
 	for steps := 0; time.Now().Before(end) && steps < 100000; steps++ {
 		lv := live()
@@ -447,7 +542,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 		case r < 30:
 			counts["cut"]++
 			m.cut(false)
-		case r < 35 && len(lv) > 2 && !(proto == "mixed" && m.name == "m1"):
+		case r < 35 && len(lv) > 2 && !(proto == "mixed" && m.name == "m1") && m != zombie:
 			counts["crash"]++
 			tl.add(m.name, "crashed", nil)
 			m.halt()
@@ -456,7 +551,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 		case r < 42 && len(lv) < 6:
 			counts["join"]++
 			members = append(members, start(newName()))
-		case r < 45 && len(lv) > 2 && !(proto == "mixed" && m.name == "m1"):
+		case r < 45 && len(lv) > 2 && !(proto == "mixed" && m.name == "m1") && m != zombie:
 			counts["leave"]++
 			// A graceful leave: Close revokes and leaves.
 			tl.add(m.name, "left", nil) // its later callbacks do not count; its partitions move at once
@@ -469,7 +564,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 			m.slowRevoke.Store(int64(time.Duration(rng.IntN(4000)) * time.Millisecond))
 		case r < 60:
 			m.slowRevoke.Store(0)
-		case r < 63:
+		case r < 63 && m != zombie:
 			// Cut off for longer than a session: the coordinator fences
 			// it; its commits and heartbeats are retried meanwhile.
 			counts["partition"]++
@@ -482,6 +577,10 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 		case <-time.After(time.Duration(20+rng.IntN(200)) * time.Millisecond):
 		case <-ctx.Done():
 		}
+	}
+	select {
+	case <-zombieDone:
+	case <-ctx.Done():
 	}
 	commitMu.Lock()
 	tl.mu.Lock()
@@ -505,8 +604,8 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 
 	// Calm: every live member ends up with a share, each partition owned once.
 	lv := live()
-	want := chaosParts / len(lv)
-	ok := testwait.Until(40*time.Second, func() bool {
+	calm := func(lv []*chaosMember, more func() bool) bool {
+		want := chaosParts / len(lv)
 		own := tl.owns()
 		total := 0
 		for _, m := range lv {
@@ -527,19 +626,98 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 				delete(view, c)
 			}
 		}
-		return fmt.Sprint(view) == fmt.Sprint(own)
-	})
-	if f := tl.failures(); len(f) > 0 {
-		dumpTimeline(t, tl)
-		dumpHistory(t, admin, groupID)
-		t.Fatalf("seed %d: %s", seed, strings.Join(f, "; "))
+		return fmt.Sprint(view) == fmt.Sprint(own) && (more == nil || more())
 	}
+	settled := func(what string, lv []*chaosMember, more func() bool) {
+		ok := testwait.Until(40*time.Second, func() bool { return calm(lv, more) })
+		if f := tl.failures(); len(f) > 0 {
+			dumpTimeline(t, tl)
+			dumpHistory(t, admin, groupID)
+			t.Fatalf("seed %d: %s", seed, strings.Join(f, "; "))
+		}
+		if !ok {
+			dumpTimeline(t, tl)
+			dumpHistory(t, admin, groupID)
+			t.Fatalf("seed %d: %s the %d live members own %v; the coordinator says %v",
+				seed, what, len(lv), tl.owns(), describeOwners(ctx, admin, groupID, proto))
+		}
+	}
+	settled("after the chaos", lv, nil)
+
+	// Older identities: the members' identities noted when the zombie was
+	// cut off are older than their current ones now (fencing the zombie
+	// began a new generation, or raised the group epoch). A commit with
+	// one, for partitions the member does not own now, is a zombie's and
+	// must be refused, as must one with the fenced zombie's old identity.
+	// If the chaos left no member with an older identity (all crashed,
+	// left or rejoined under a new id), one more member joins to make some.
+	for _, m := range lv {
+		m.halt() // no more commits of theirs: the offsets checked are the zombies' alone
+		select {
+		case <-m.loopDone:
+		case <-ctx.Done():
+		}
+	}
+	view, ok := coordinatorMembers(ctx, admin, groupID, proto)
 	if !ok {
-		dumpTimeline(t, tl)
-		dumpHistory(t, admin, groupID)
-		t.Fatalf("seed %d: after the chaos the %d live members own %v; the coordinator says %v",
-			seed, len(lv), tl.owns(), describeOwners(ctx, admin, groupID, proto))
+		t.Fatalf("seed %d: describing the group failed", seed)
 	}
+	// older: id is a member's that is in the group at a newer generation
+	// or epoch (the classic group's describe has no generation: the
+	// member's client has it, the same as the coordinator's when settled).
+	older := func(id chaosIdentity, view map[string]chaosViewMember) bool {
+		cur, known := view[id.member]
+		if !known {
+			return false
+		}
+		if proto == "classic" {
+			mid, gen := id.cm.cl.GroupMetadata()
+			return mid == id.member && gen > id.epoch
+		}
+		return cur.epoch > id.epoch
+	}
+	noted := notedAtCut
+	if !slices.ContainsFunc(noted, func(id chaosIdentity) bool { return older(id, view) }) {
+		zb.note("no member has an older identity (of %d noted): one more joins", len(noted))
+		own := tl.owns()
+		noted = nil
+		for _, m := range lv {
+			if id := identityOf(m, own[m.name]); id.member != "" && id.epoch > 0 {
+				noted = append(noted, id)
+			}
+		}
+		extra := start(newName())
+		extra.halt()
+		members = append(members, extra)
+		lv = append(lv, extra)
+		settled("after one more member joined", lv, func() bool {
+			for _, id := range noted {
+				if _, e := id.cm.cl.GroupMetadata(); e <= id.epoch {
+					return false
+				}
+			}
+			return true
+		})
+		if view, ok = coordinatorMembers(ctx, admin, groupID, proto); !ok {
+			t.Fatalf("seed %d: describing the group failed", seed)
+		}
+	}
+	for _, id := range noted {
+		if _, known := view[id.member]; !known || older(id, view) {
+			zb.replay(ctx, admin, groupID, proto, "older identity of a member", id, view, false)
+		}
+	}
+	zb.replay(ctx, admin, groupID, proto, "fenced zombie, after it rejoined", zombieID, view, true)
+	zb.checkOffsets(ctx, admin, groupID)
+	zb.mu.Lock()
+	for _, l := range zb.log {
+		t.Logf("zombies: %s", l)
+	}
+	if len(zb.errs) > 0 {
+		t.Errorf("seed %d: %s", seed, strings.Join(zb.errs, "; "))
+	}
+	zb.mu.Unlock()
+
 	for _, m := range members {
 		m.halt()
 	}
@@ -554,6 +732,244 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// chaosIdentity is what a member's commits carry: its member id and its
+// generation (classic) or member epoch (consumer protocol), with the
+// partitions it believed it owned then.
+type chaosIdentity struct {
+	cm     *chaosMember
+	member string
+	epoch  int32
+	parts  []int32
+}
+
+func identityOf(m *chaosMember, parts []int32) chaosIdentity {
+	id, epoch := m.cl.GroupMetadata()
+	return chaosIdentity{cm: m, member: id, epoch: epoch, parts: slices.Clone(parts)}
+}
+
+// chaosViewMember is a member as the coordinator describes it: its epoch
+// (-1 in a classic group, whose describe has no generation) and partitions.
+type chaosViewMember struct {
+	epoch int32
+	parts []int32
+}
+
+// coordinatorMembers is the coordinator's members of the group by member
+// id; ok is false if the describe failed.
+func coordinatorMembers(ctx context.Context, admin *kgo.Client, groupID, proto string) (map[string]chaosViewMember, bool) {
+	out := map[string]chaosViewMember{}
+	if proto == "classic" {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{groupID}
+		resp, err := req.RequestWith(ctx, admin)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+			return nil, false
+		}
+		for _, m := range resp.Groups[0].Members {
+			vm := chaosViewMember{epoch: -1}
+			var a kmsg.ConsumerMemberAssignment
+			if len(m.MemberAssignment) > 0 && a.ReadFrom(m.MemberAssignment) == nil {
+				for _, tp := range a.Topics {
+					if tp.Topic == chaosTopic {
+						vm.parts = append(vm.parts, tp.Partitions...)
+					}
+				}
+			}
+			out[m.MemberID] = vm
+		}
+		return out, true
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{groupID}
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 {
+		return nil, false
+	}
+	for _, m := range resp.Groups[0].Members {
+		vm := chaosViewMember{epoch: m.MemberEpoch}
+		for _, tp := range m.Assignment.TopicPartitions {
+			if tp.Topic == chaosTopic {
+				vm.parts = append(vm.parts, tp.Partitions...)
+			}
+		}
+		out[m.MemberID] = vm
+	}
+	return out, true
+}
+
+// groupState is the coordinator's state of the group ("" if the describe
+// failed).
+func groupState(ctx context.Context, admin *kgo.Client, groupID, proto string) string {
+	if proto == "classic" {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = []string{groupID}
+		if resp, err := req.RequestWith(ctx, admin); err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+			return resp.Groups[0].State
+		}
+		return ""
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{groupID}
+	if resp, err := req.RequestWith(ctx, admin); err == nil && len(resp.Groups) == 1 && resp.Groups[0].ErrorCode == 0 {
+		return resp.Groups[0].State
+	}
+	return ""
+}
+
+// zombieOffset and up are the offsets zombies commit: no member commits
+// them, so a committed offset this high is a zombie's commit written.
+const zombieOffset = 1 << 40
+
+// zombieBook sends the zombies' commits and keeps what went wrong.
+type zombieBook struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	seq     int64
+	errs    []string
+	log     []string
+	written map[int64]bool // zombie offsets found committed
+}
+
+func (zb *zombieBook) note(format string, args ...any) {
+	zb.mu.Lock()
+	defer zb.mu.Unlock()
+	zb.log = append(zb.log, fmt.Sprintf(format, args...))
+}
+
+func (zb *zombieBook) fail(format string, args ...any) {
+	zb.mu.Lock()
+	defer zb.mu.Unlock()
+	zb.errs = append(zb.errs, fmt.Sprintf(format, args...))
+}
+
+// replay sends a commit with id's member id and generation or epoch, no
+// longer current in view (the coordinator's members, described after id
+// went stale; for a classic group the caller knows the generation moved
+// on), and checks that each partition is refused with what Kafka's
+// coordinator answers:
+//
+//   - a member id the group does not have: UNKNOWN_MEMBER_ID, in both kinds
+//     of group and at every version;
+//   - a classic group's member at an older generation: ILLEGAL_GENERATION;
+//   - a consumer group's member at an older epoch, for partitions it does
+//     not own now: STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a member on
+//     the classic protocol. An older epoch is accepted for partitions the
+//     member has held since that epoch, so those are not sent, unless
+//     recreated says that the member was removed (fenced) since id and
+//     joined again with the same member id (franz-go's consumer-protocol
+//     client can rejoin so, and a consumer group takes a classic join's
+//     unknown member id as a new member's, as Kafka does): then it was
+//     given everything it owns after id's epoch, and those are sent too,
+//     on their own (one refused partition fails the whole request).
+//
+// A member on the consumer protocol commits with version 9 (a client must
+// use 9 or later); a classic member with a seeded version from 2 to 9.
+func (zb *zombieBook) replay(ctx context.Context, admin *kgo.Client, groupID, proto, what string, id chaosIdentity, view map[string]chaosViewMember, recreated bool) {
+	cur, known := view[id.member]
+	switch {
+	case !known:
+		zb.send(ctx, admin, groupID, what, id, id.parts, kerr.UnknownMemberID.Code)
+	case proto == "classic":
+		zb.send(ctx, admin, groupID, what, id, id.parts, kerr.IllegalGeneration.Code)
+	case cur.epoch <= id.epoch:
+		zb.fail("%s %s: epoch %d is not older than its current %d", what, id.cm.name, id.epoch, cur.epoch)
+	default:
+		want := kerr.StaleMemberEpoch.Code
+		if !id.cm.consumerProto {
+			want = kerr.IllegalGeneration.Code
+		}
+		// The partitions it owned then and not now; any it does not own
+		// now if none moved.
+		moved := slices.DeleteFunc(slices.Clone(id.parts), func(p int32) bool { return slices.Contains(cur.parts, p) })
+		if len(moved) == 0 {
+			for p := range int32(chaosParts) {
+				if !slices.Contains(cur.parts, p) {
+					moved = append(moved, p)
+				}
+			}
+		}
+		zb.send(ctx, admin, groupID, what, id, moved, want)
+		if recreated && len(cur.parts) > 0 {
+			// What it owns now, all given to it after id's epoch.
+			zb.send(ctx, admin, groupID, what+", partitions it owns again", id, cur.parts, want)
+		}
+	}
+}
+
+// send commits zombie offsets for parts with id's member id and epoch and
+// checks that each is answered want and that none is written.
+func (zb *zombieBook) send(ctx context.Context, admin *kgo.Client, groupID, what string, id chaosIdentity, parts []int32, want int16) {
+	if len(parts) == 0 {
+		parts = []int32{0}
+	}
+	zb.mu.Lock()
+	version := int16(9)
+	if !id.cm.consumerProto {
+		version = int16(2 + zb.rng.IntN(8))
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.MemberID, req.Generation = groupID, id.member, id.epoch
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = chaosTopic
+	for _, p := range parts {
+		zb.seq++
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = p, zombieOffset+zb.seq
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	zb.mu.Unlock()
+	desc := fmt.Sprintf("%s %s (member %s, epoch %d, OffsetCommit v%d, partitions %v)", what, id.cm.name, id.member, id.epoch, version, parts)
+	r, err := admin.Request(ctx, &pinned{req, version})
+	if err != nil {
+		zb.fail("%s: %v", desc, err)
+		return
+	}
+	resp := r.(*kmsg.OffsetCommitResponse)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != want {
+				zb.fail("%s: partition %d answered %v, want %v", desc, p.Partition, kerr.ErrorForCode(p.ErrorCode), kerr.ErrorForCode(want))
+			}
+		}
+	}
+	zb.mu.Lock()
+	zb.log = append(zb.log, fmt.Sprintf("%s: %v", desc, kerr.ErrorForCode(want)))
+	zb.mu.Unlock()
+	zb.checkOffsets(ctx, admin, groupID)
+}
+
+// checkOffsets fails if a zombie's offset is committed.
+func (zb *zombieBook) checkOffsets(ctx context.Context, admin *kgo.Client, groupID string) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group = groupID
+	rt := kmsg.NewOffsetFetchRequestTopic()
+	rt.Topic = chaosTopic
+	for p := range int32(chaosParts) {
+		rt.Partitions = append(rt.Partitions, p)
+	}
+	req.Topics = append(req.Topics, rt)
+	r, err := admin.Request(ctx, &pinned{req, 7})
+	if err != nil {
+		zb.fail("fetching the offsets: %v", err)
+		return
+	}
+	for _, t := range r.(*kmsg.OffsetFetchResponse).Topics {
+		for _, p := range t.Partitions {
+			zb.mu.Lock()
+			seen := zb.written[p.Offset]
+			if zb.written == nil {
+				zb.written = map[int64]bool{}
+			}
+			zb.written[p.Offset] = true
+			zb.mu.Unlock()
+			if p.Offset >= zombieOffset && !seen {
+				zb.fail("partition %d: a zombie's commit of %d was written", p.Partition, p.Offset)
+			}
+		}
+	}
 }
 
 // describeOwners is what the coordinator says each member (by client id)
