@@ -65,6 +65,10 @@ type ClusterConfig struct {
 	// its ownership, every partition in that round answers NOT_COORDINATOR
 	// once (clients retry). Off by default.
 	MultiAppend bool
+
+	// dialOptions are added to the etcd client's (tests: interceptors
+	// that count the node's etcd requests).
+	dialOptions []grpc.DialOption
 }
 
 // clusterMode holds a node's cluster-mode parts.
@@ -260,7 +264,7 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 		Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}})
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: etls.config(), Logger: zap.NewNop(),
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{reconnect},
+		DialOptions: append([]grpc.DialOption{reconnect}, cc.dialOptions...),
 		Username:    cc.Username, Password: cc.Password})
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, etcdError(cc, err))
