@@ -129,6 +129,12 @@ type Cluster struct {
 	// another process, in the wait going on (zero: none); idWaitLogged is
 	// when it last said so. Used by run's goroutine only.
 	idWaitSince, idWaitLogged time.Time
+	// readFailSince is when the node's reads of the registry and
+	// ownership keys began to fail, in a run of failures going on (zero:
+	// none); readFails counts them, readFailLogged is when the run was
+	// last logged (logReadFailure). Used by the session goroutine only.
+	readFailSince, readFailLogged time.Time
+	readFails                     int
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -595,6 +601,52 @@ func (c *Cluster) renew(ctx context.Context) error {
 	return nil
 }
 
+// readFailWarnAfter is how long the reads of the registry and ownership
+// keys must have kept failing, while the node's lease holds, before the node
+// says so at warn level; readFailLogEvery bounds how often it says so again.
+const (
+	readFailWarnAfter = 5 * time.Second
+	readFailLogEvery  = time.Minute
+)
+
+// logReadFailure notes a failed read of the registry and ownership keys. A
+// node whose lease holds (its keepalives need no permission on keys) but
+// whose reads keep failing — its etcd user lost read permission on the
+// prefix, or reads time out — retries every watchRetryPause without end and
+// follows no other node's changes: once that has lasted readFailWarnAfter it
+// says so at warn level, then at most once per readFailLogEvery, with the
+// count and how long (a single failure, as in an etcd leader election, stays
+// at debug level).
+func (c *Cluster) logReadFailure(err error) {
+	now := c.clk.Now()
+	if c.readFailSince.IsZero() {
+		c.readFailSince = now
+	}
+	c.readFails++
+	if now.Sub(c.readFailSince) < readFailWarnAfter || !c.readFailLogged.IsZero() && now.Sub(c.readFailLogged) < readFailLogEvery {
+		c.log.Debug("cluster: reading state", "err", err)
+		return
+	}
+	c.readFailLogged = now
+	attrs := []any{"node_id", c.cfg.NodeID, "err", err, "failures", c.readFails, "failing_for", now.Sub(c.readFailSince).Round(time.Second)}
+	if errors.Is(err, rpctypes.ErrPermissionDenied) {
+		attrs = append(attrs, "hint", "this node's etcd user lost read permission on its prefix")
+	}
+	c.log.Warn("cluster: reading the nodes and partition owners keeps failing; the node serves what it holds and follows no other node's changes", attrs...)
+}
+
+// logReadRecovered ends a run of failed reads, saying so if it was logged.
+func (c *Cluster) logReadRecovered() {
+	if c.readFailSince.IsZero() {
+		return
+	}
+	if !c.readFailLogged.IsZero() {
+		c.log.Info("cluster: reading the nodes and partition owners again", "node_id", c.cfg.NodeID,
+			"failures", c.readFails, "failed_for", c.clk.Now().Sub(c.readFailSince).Round(time.Second))
+	}
+	c.readFailSince, c.readFailLogged, c.readFails = time.Time{}, time.Time{}, 0
+}
+
 // watchRetryPause is how long watchLoop waits before reading the state
 // again after a failed read, or after a watch that ended before delivering
 // anything.
@@ -609,7 +661,7 @@ func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
 		if !c.Serving() {
 			return errLeaseExpired
 		}
-		c.log.Debug("cluster: reading state", "err", err)
+		c.logReadFailure(err)
 		select {
 		case err := <-lost:
 			return err
@@ -618,6 +670,7 @@ func (c *Cluster) watchLoop(ctx context.Context, lost <-chan error) error {
 		c.sleep(ctx, watchRetryPause)
 		return nil
 	}
+	c.logReadRecovered()
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	wch := c.ls.Watch(wctx, rev+1)
