@@ -38,9 +38,13 @@ func describeConsumerGroups(ctx context.Context, cl *kgo.Client, ids []string, b
 	fallBack := func(err error) bool {
 		return errors.Is(err, kerr.GroupIDNotFound) || errors.Is(err, kerr.UnsupportedVersion)
 	}
-	req := kmsg.NewPtrConsumerGroupDescribeRequest()
-	req.Groups = ids
-	for _, sh := range cl.RequestSharded(ctx, req) {
+	var shards []kgo.ResponseShard
+	inBatches(ids, func(batch []string) {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = batch
+		shards = append(shards, cl.RequestSharded(ctx, req)...)
+	})
+	for _, sh := range shards {
 		if sh.Err != nil {
 			for _, id := range sh.Req.(*kmsg.ConsumerGroupDescribeRequest).Groups {
 				if fallBack(sh.Err) {

@@ -231,9 +231,13 @@ func describeClassicGroups(ctx context.Context, cl *kgo.Client, ids []string, by
 	if len(ids) == 0 {
 		return
 	}
-	req := kmsg.NewPtrDescribeGroupsRequest()
-	req.Groups = ids
-	for _, sh := range cl.RequestSharded(ctx, req) {
+	var shards []kgo.ResponseShard
+	inBatches(ids, func(batch []string) {
+		req := kmsg.NewPtrDescribeGroupsRequest()
+		req.Groups = batch
+		shards = append(shards, cl.RequestSharded(ctx, req)...)
+	})
+	for _, sh := range shards {
 		if sh.Err != nil {
 			for _, id := range sh.Req.(*kmsg.DescribeGroupsRequest).Groups {
 				errs[id] = sh.Err

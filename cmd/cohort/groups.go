@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -472,7 +473,17 @@ func deleteGroups(e env, f *cmdFlags, del deleteFlags, ids []string) error {
 	if !ok || err != nil {
 		return errors.Join(err, wouldFail)
 	}
-	rs, err := kadm.NewClient(cl).DeleteGroups(ctx, ids...)
+	rs := kadm.DeleteGroupResponses{}
+	adm := kadm.NewClient(cl)
+	inBatches(ids, func(batch []string) {
+		if err != nil {
+			return
+		}
+		var got kadm.DeleteGroupResponses
+		if got, err = adm.DeleteGroups(ctx, batch...); err == nil {
+			maps.Copy(rs, got)
+		}
+	})
 	if err != nil {
 		return err
 	}
@@ -514,7 +525,7 @@ type groupDeleteRow struct {
 // as the server deletes only those.
 func previewGroupDelete(ctx context.Context, cl *kgo.Client, ids []string) ([]groupDeleteRow, int, error) {
 	byID, errs := describeEach(ctx, cl, ids)
-	fetched := kadm.NewClient(cl).FetchManyOffsets(ctx, ids...)
+	fetched := fetchManyOffsets(ctx, kadm.NewClient(cl), ids)
 	var rows []groupDeleteRow
 	n := 0
 	for _, id := range ids {

@@ -251,7 +251,7 @@ func previewTopicDelete(ctx context.Context, adm *kadm.Client, topic string) (to
 	if err != nil {
 		return p, err
 	}
-	fetched := adm.FetchManyOffsets(ctx, groups.Groups()...)
+	fetched := fetchManyOffsets(ctx, adm, groups.Groups())
 	for _, id := range slices.Sorted(maps.Keys(fetched)) {
 		g := fetched[id]
 		if g.Err != nil {
