@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,5 +94,26 @@ func TestGroupRequestsInBatches(t *testing.T) {
 	check("group delete")
 	if left := c.listGroups(); slices.ContainsFunc(left, func(g listedGroupJSON) bool { return strings.HasPrefix(g.Group, "g") }) {
 		t.Errorf("groups left after group delete: %+v", left)
+	}
+}
+
+// TestGroupDeleteManyIDsLinear: group delete drops the ids named twice in
+// linear time. It compared each id with every one kept before it: 50,000
+// ids (a list of groups passed with xargs) took seconds before the first
+// request was sent.
+func TestGroupDeleteManyIDsLinear(t *testing.T) {
+	const n, bound = 50_000, time.Second
+	ids := make([]string, 0, n+2)
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("group-%06d", i))
+	}
+	ids = append(ids, "group-000007", "group-000003")
+	start := time.Now()
+	got := distinctIDs(ids)
+	if d := time.Since(start); d > bound {
+		t.Errorf("%d ids: %v, want under %v", len(ids), d, bound)
+	}
+	if !slices.Equal(got, ids[:n]) {
+		t.Errorf("distinct ids: %d of them, want the first %d in order", len(got), n)
 	}
 }

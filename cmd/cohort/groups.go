@@ -430,13 +430,7 @@ func writeOffsets(w io.Writer, descs []*groupDesc, verbose, haveData bool) {
 func deleteGroups(e env, f *cmdFlags, del deleteFlags, ids []string) error {
 	// Each group answered once, in the order first named: "delete g g"
 	// reported g deleted twice.
-	var uniq []string
-	for _, id := range ids {
-		if !slices.Contains(uniq, id) {
-			uniq = append(uniq, id)
-		}
-	}
-	ids = uniq
+	ids = distinctIDs(ids)
 	cl, ctx, done, err := f.c.open()
 	if err != nil {
 		return err
@@ -553,4 +547,17 @@ func previewGroupDelete(ctx context.Context, cl *kgo.Client, ids []string) ([]gr
 		rows = append(rows, r)
 	}
 	return rows, n, nil
+}
+
+// distinctIDs returns ids without repeats, in the order first named.
+func distinctIDs(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	uniq := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	return uniq
 }
