@@ -26,50 +26,15 @@ import (
 func TestGroupRequestsInBatches(t *testing.T) {
 	defer func(n int) { groupBatch = n }(groupBatch)
 	groupBatch = 2
-	var mu sync.Mutex
-	largest := map[string]int{} // the most groups one request of each API named
-	cfg := group.Defaults()
-	cfg.InitialRebalanceDelay = 0
-	n := startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", Group: cfg,
-		Tap: func(_ server.Client, req kmsg.Request, _ kmsg.Response) {
-			k := 0
-			switch r := req.(type) {
-			case *kmsg.DescribeGroupsRequest:
-				k = len(r.Groups)
-			case *kmsg.ConsumerGroupDescribeRequest:
-				k = len(r.Groups)
-			case *kmsg.OffsetFetchRequest:
-				k = len(r.Groups)
-			case *kmsg.DeleteGroupsRequest:
-				k = len(r.Groups)
-			default:
-				return
-			}
-			mu.Lock()
-			name := kmsg.NameForKey(req.Key())
-			largest[name] = max(largest[name], k)
-			mu.Unlock()
-		}})
-	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
-	c.ok("topic", "create", "events", "--partitions", "2")
-	var ids []string
-	for i := range 5 {
-		id := fmt.Sprintf("g%d", i)
-		ids = append(ids, id)
-		commit(t, n.Addr(), id, "events", map[int32]int64{0: int64(i), 1: 7})
-	}
+	c, ids, tap := batchNode(t, 5)
 	check := func(what string) {
 		t.Helper()
-		mu.Lock()
-		defer mu.Unlock()
-		for api, k := range largest {
-			if k > groupBatch {
-				t.Errorf("%s: a %s named %d groups, want at most %d", what, api, k, groupBatch)
+		for _, r := range tap() {
+			if r.groups > groupBatch {
+				t.Errorf("%s: a %s named %d groups, want at most %d", what, r.api, r.groups, groupBatch)
 			}
 		}
-		clear(largest)
 	}
-
 	out := c.ok("group", "describe", "--all-groups")
 	for _, id := range ids {
 		if !strings.Contains(out, id) {
@@ -115,5 +80,86 @@ func TestGroupDeleteManyIDsLinear(t *testing.T) {
 	}
 	if !slices.Equal(got, ids[:n]) {
 		t.Errorf("distinct ids: %d of them, want the first %d in order", len(got), n)
+	}
+}
+
+// groupRequest is one request naming groups: its API and how many.
+type groupRequest struct {
+	api    string
+	groups int
+}
+
+// batchNode starts a node holding n groups g0... with offsets of topic
+// events, and returns a cli on it, the group ids, and tap, which returns
+// the DescribeGroups, ConsumerGroupDescribe, OffsetFetch and DeleteGroups
+// requests served since its last call.
+func batchNode(t *testing.T, n int) (cli, []string, func() []groupRequest) {
+	var mu sync.Mutex
+	var seen []groupRequest
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	nd := startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", Group: cfg,
+		Tap: func(_ server.Client, req kmsg.Request, _ kmsg.Response) {
+			k := 0
+			switch r := req.(type) {
+			case *kmsg.DescribeGroupsRequest:
+				k = len(r.Groups)
+			case *kmsg.ConsumerGroupDescribeRequest:
+				k = len(r.Groups)
+			case *kmsg.OffsetFetchRequest:
+				k = max(len(r.Groups), 1) // v0-7: one group
+			case *kmsg.DeleteGroupsRequest:
+				k = len(r.Groups)
+			default:
+				return
+			}
+			mu.Lock()
+			seen = append(seen, groupRequest{kmsg.NameForKey(req.Key()), k})
+			mu.Unlock()
+		}})
+	c := cli{t: t, base: []string{"--bootstrap", nd.Addr()}}
+	c.ok("topic", "create", "events", "--partitions", "2")
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("g%d", i)
+		ids = append(ids, id)
+		commit(t, nd.Addr(), id, "events", map[int32]int64{0: int64(i), 1: 7})
+	}
+	tap := func() []groupRequest {
+		mu.Lock()
+		defer mu.Unlock()
+		got := seen
+		seen = nil
+		return got
+	}
+	tap()
+	return c, ids, tap
+}
+
+// TestDescribeAllGroupsFetchesOffsetsInBatches: group describe reads the
+// committed offsets of its groups groupBatch groups per request. It sent
+// one OffsetFetch per group, one after the other: at 101,001 groups
+// group describe --all-groups took 187 s.
+func TestDescribeAllGroupsFetchesOffsetsInBatches(t *testing.T) {
+	defer func(n int) { groupBatch = n }(groupBatch)
+	groupBatch = 2
+	c, ids, tap := batchNode(t, 5)
+	out := c.ok("group", "describe", "--all-groups", "--offsets")
+	fetches := 0
+	for _, r := range tap() {
+		if r.api == "OffsetFetch" {
+			fetches++
+		}
+	}
+	if fetches > 3 {
+		t.Errorf("group describe --all-groups of 5 groups sent %d OffsetFetch requests, want at most 3 (batches of 2)", fetches)
+	}
+	// Every group's two partitions, with their committed offsets.
+	for i, id := range ids {
+		for _, want := range []string{fmt.Sprintf("%s events 0 %d", id, i), fmt.Sprintf("%s events 1 7", id)} {
+			if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+				t.Errorf("no %q in\n%s", want, out)
+			}
+		}
 	}
 }

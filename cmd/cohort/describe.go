@@ -307,14 +307,7 @@ type logRange struct{ start, end int64 }
 func addOffsets(ctx context.Context, cl *kgo.Client, adm, data *kadm.Client, descs []*groupDesc, warn io.Writer) error {
 	rows := map[*groupDesc]map[tp]*offsetRow{}
 	topics := map[string]bool{}
-	for _, g := range descs {
-		committed, err := untilReachable(ctx, cl, func() (kadm.OffsetResponses, error) { return adm.FetchOffsets(ctx, g.Group) })
-		if err == nil {
-			err = committed.Error()
-		}
-		if err != nil {
-			return fmt.Errorf("offsets of %s: %w", g.Group, err)
-		}
+	add := func(g *groupDesc, committed kadm.OffsetResponses) {
 		m := map[tp]*offsetRow{}
 		row := func(t string, p int32) *offsetRow {
 			k := tp{t, p}
@@ -340,6 +333,47 @@ func addOffsets(ctx context.Context, cl *kgo.Client, adm, data *kadm.Client, des
 			}
 		}
 		rows[g] = m
+	}
+	// The committed offsets, groupBatch groups per request: one request
+	// per group, one after the other, took minutes over a node's 100,000
+	// groups.
+	ids := make([]string, len(descs))
+	for i, g := range descs {
+		ids[i] = g.Group
+	}
+	var err error
+	done := 0
+	inBatches(ids, func(batch []string) {
+		if err != nil {
+			return
+		}
+		var got kadm.FetchOffsetsResponses
+		got, err = untilReachable(ctx, cl, func() (kadm.FetchOffsetsResponses, error) {
+			got := adm.FetchManyOffsets(ctx, batch...)
+			for _, id := range batch {
+				g, ok := got[id]
+				switch {
+				case !ok:
+					return got, fmt.Errorf("offsets of %s: no answer for the group", id)
+				case g.Err != nil:
+					return got, fmt.Errorf("offsets of %s: %w", id, g.Err)
+				}
+				if err := g.Fetched.Error(); err != nil {
+					return got, fmt.Errorf("offsets of %s: %w", id, err)
+				}
+			}
+			return got, nil
+		})
+		if err != nil {
+			return
+		}
+		for _, g := range descs[done : done+len(batch)] {
+			add(g, got[g.Group].Fetched)
+		}
+		done += len(batch)
+	})
+	if err != nil {
+		return err
 	}
 	var logs map[tp]logRange
 	if data != nil && len(topics) > 0 {
