@@ -110,15 +110,6 @@ func checkMovedState(t *testing.T, where, addr string, epoch848 int32) {
 	}
 }
 
-func hasConfig(r kadm.ResourceConfig, name, value string) bool {
-	for _, c := range r.Configs {
-		if c.Key == name && c.Value != nil && *c.Value == value {
-			return true
-		}
-	}
-	return false
-}
-
 // TestStoreCopyBothWays moves a node's state from its data directory into
 // etcd, serves it from a node in cluster mode, and moves it back into a new
 // data directory, served again: committed offsets, a topic, a group config,
