@@ -732,6 +732,9 @@ func (n *Node) checkPartitions() error {
 
 // samePartitions compares the stored partition count with want.
 func (n *Node) samePartitions(stored []byte, want int) error {
+	if bytes.Equal(stored, copyIncomplete) {
+		return errCopyIncomplete(n.storeName())
+	}
 	have, err := strconv.Atoi(string(stored))
 	if err != nil || have <= 0 {
 		return fmt.Errorf("the partition count stored in %s, %q, is not a positive number", n.storeName(), stored)

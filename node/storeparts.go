@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,29 @@ import (
 // records no partition count: empty, or never opened by a node of this
 // version (which records the count at its start).
 var ErrNoPartitionCount = errors.New("the store records no partition count")
+
+// copyIncomplete is the partition count cohort store copy records in its
+// destination before it copies anything; the source's own count replaces it
+// once the copy is verified. It is no number, so that no node (of this
+// version or an earlier one) starts on a copy cut short.
+var copyIncomplete = []byte("incomplete: cohort store copy has not finished")
+
+// CopyIncompleteRecord is the record cohort store copy writes first into its
+// destination's catalog partition: a node refuses to start on a store that
+// holds it (IsPartitionCount names the record that replaces it).
+func CopyIncompleteRecord() store.Record {
+	return store.Record{Key: partitionsKey, Value: copyIncomplete}
+}
+
+// IsPartitionCount reports whether k, a key of CatalogPartition, is the
+// record of the store's partition count.
+func IsPartitionCount(k []byte) bool { return bytes.Equal(k, partitionsKey) }
+
+// errCopyIncomplete is the refusal of a store holding copyIncomplete.
+func errCopyIncomplete(where string) error {
+	return fmt.Errorf("%s holds an incomplete copy: a cohort store copy into it was interrupted or failed, "+
+		"so part of the state is missing; do not serve it: empty it and run cohort store copy again", where)
+}
 
 // StorePartitions lists every store partition in which a node keeps state
 // in st (docs/architecture.md, "What a store holds"): the security records
@@ -32,6 +56,9 @@ func StorePartitions(ctx context.Context, st store.Store) (n int, parts []int32,
 	}
 	if stored == nil {
 		return 0, nil, ErrNoPartitionCount
+	}
+	if bytes.Equal(stored, copyIncomplete) {
+		return 0, nil, errCopyIncomplete("it")
 	}
 	if n, err = strconv.Atoi(string(stored)); err != nil || n <= 0 {
 		return 0, nil, fmt.Errorf("the partition count stored, %q, is not a positive number", stored)

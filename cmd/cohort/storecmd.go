@@ -77,6 +77,10 @@ func storeCmd(e env, args []string) error {
 	return storeCopy(e, f)
 }
 
+// testStoreCopyPartitionCopied, if set (tests only), is called after each
+// partition is copied; an error stops the copy there, as an interruption.
+var testStoreCopyPartitionCopied func(p int32) error
+
 // storeSide is one end of a copy: its store, what to call it, and how to
 // let it go.
 type storeSide struct {
@@ -185,8 +189,31 @@ func storeCopy(e env, f storeCopyFlags) error {
 			return fmt.Errorf("store copy: --to-data-dir %s: %w", f.toDir, err)
 		}
 	}
+	// The destination records first, as its partition count, a value no
+	// node starts on (node.CopyIncompleteRecord); the source's count
+	// replaces it once every partition is copied and verified. A copy cut
+	// short (Ctrl-C, a crash, etcd gone) is thus never served.
+	incomplete := node.CopyIncompleteRecord()
+	if err := dst.st.Append(ctx, node.CatalogPartition, []store.Record{incomplete}); err != nil {
+		return fmt.Errorf("store copy: writing to %s: %w; %s may hold a record of the copy: empty it before copying again", dst.name, err, dst.name)
+	}
+	var count store.Record // the source's partition count, written last
+	holdCount := func(r store.Record) bool {
+		if !node.IsPartitionCount(r.Key) {
+			return false
+		}
+		count = store.Record{Key: append([]byte(nil), r.Key...), Value: append([]byte{}, r.Value...)}
+		return true
+	}
 	for i, p := range parts {
-		s, err := storecopy.Copy(ctx, src.st, dst.st, p, storecopy.Options{})
+		opts := storecopy.Options{}
+		if p == node.CatalogPartition {
+			opts.Skip = holdCount
+		}
+		s, err := storecopy.Copy(ctx, src.st, dst.st, p, opts)
+		if err == nil && testStoreCopyPartitionCopied != nil {
+			err = testStoreCopyPartitionCopied(p)
+		}
 		if err != nil {
 			return fmt.Errorf("store copy: %s to %s: %w; %s is incomplete: empty it before copying again", src.name, dst.name, err, dst.name)
 		}
@@ -207,6 +234,13 @@ func storeCopy(e env, f storeCopyFlags) error {
 			return fmt.Errorf("store copy: reading %s back: %w", f.toDir, err)
 		}
 	}
+	// What the destination should hold until the count is written.
+	wantNow := slices.Clone(want)
+	for i := range wantNow {
+		if wantNow[i].Partition == node.CatalogPartition {
+			wantNow[i] = wantNow[i].Replace(count, incomplete)
+		}
+	}
 	var got []storecopy.Stats
 	var total int64
 	for _, p := range parts {
@@ -216,7 +250,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 		}
 		got = append(got, s)
 	}
-	diff := storecopy.Diff(want, got)
+	diff := storecopy.Diff(wantNow, got)
 	for _, s := range want {
 		total += s.Records
 	}
@@ -231,8 +265,26 @@ func storeCopy(e env, f storeCopyFlags) error {
 	}
 	printCopySummary(e.stdout, src.name, dst.name, n, want)
 	if diff != nil {
-		return fmt.Errorf("store copy: %s does not hold what %s holds:\n%s\ndo not start nodes on it: empty it and copy again",
+		return fmt.Errorf("store copy: %s does not hold what %s holds:\n%s\nno node starts on it: empty it and copy again",
 			dst.name, src.name, strings.Join(diff, "\n"))
+	}
+	// Verified: the partition count makes the destination servable.
+	if err := dst.st.Append(ctx, node.CatalogPartition, []store.Record{count}); err != nil {
+		return fmt.Errorf("store copy: %s to %s: writing the partition count: %w; %s is incomplete: empty it before copying again",
+			src.name, dst.name, err, dst.name)
+	}
+	if s, err := storecopy.Summarize(ctx, dst.st, node.CatalogPartition); err != nil {
+		return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+	} else if d := storecopy.Diff(want[slices.Index(parts, node.CatalogPartition):][:1], []storecopy.Stats{s}); d != nil {
+		return fmt.Errorf("store copy: %s does not hold what %s holds:\n%s\ndo not start nodes on it: empty it and copy again",
+			dst.name, src.name, strings.Join(d, "\n"))
+	}
+	if f.toDir != "" {
+		err := dst.close()
+		dst.close = func() error { return nil }
+		if err != nil {
+			return fmt.Errorf("store copy: closing %s: %w", f.toDir, err)
+		}
 	}
 	fmt.Fprintf(e.stdout, "verified: %s holds the same records as %s (count, bytes and SHA-256 digest of every partition); "+
 		"start its nodes with --partitions %d\n", dst.name, src.name, n)

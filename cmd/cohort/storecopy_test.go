@@ -378,3 +378,60 @@ func TestStoreCopyEtcdAuth(t *testing.T) {
 		t.Fatalf("copy back with COHORT_ETCD_PASSWORD:\n%s", out)
 	}
 }
+
+// startFails starts a node like copyNode on dataDir or, with cluster set,
+// on etcd, and returns the error of its start (nil: it started, and is
+// closed again).
+func startFails(t *testing.T, dataDir string, cluster *node.ClusterConfig) error {
+	t.Helper()
+	ls, err := node.ParseListeners("PLAINTEXT://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(node.Config{Listeners: ls, Group: group.Defaults(), DataDir: dataDir, Cluster: cluster, NodeID: 1,
+		ClusterID: "copy", Partitions: 4, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err == nil {
+		n.Close()
+	}
+	return err
+}
+
+// TestStoreCopyInterruptedIsNotServed: a copy cut short after the first
+// coordinator partition (as by Ctrl-C, a crash or etcd going away) leaves
+// a destination that no node starts on, whichever way it copied, and that
+// says why; a second copy into it is refused as not empty.
+func TestStoreCopyInterruptedIsNotServed(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ep := strings.Join(ec.Endpoints(), ",")
+	recs := map[int32][]store.Record{-1: {{Key: []byte("partitions"), Value: []byte("4")}}}
+	for p := range int32(4) {
+		recs[p] = []store.Record{{Key: fmt.Appendf(nil, "\x02offset-%d", p), Value: []byte("v")}}
+	}
+	dir := diskStore(t, recs)
+	c := cli{t: t}
+	c.ok("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/full/")
+
+	testStoreCopyPartitionCopied = func(p int32) error {
+		if p == 0 {
+			return errors.New("interrupted here by the test")
+		}
+		return nil
+	}
+	defer func() { testStoreCopyPartitionCopied = nil }()
+	const incomplete = "holds an incomplete copy"
+	toEtcd := []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cut/"}
+	c.fails(1, toEtcd, "interrupted here by the test", `prefix "/cut/" is incomplete`)
+	err := startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/cut/", LeaseTTL: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), incomplete) || !strings.Contains(err.Error(), "cohort store copy") {
+		t.Fatalf("a node in cluster mode on an interrupted copy: %v", err)
+	}
+	back := filepath.Join(t.TempDir(), "back")
+	c.fails(1, []string{"store", "copy", "--from-etcd", ep, "--etcd-prefix", "/cut/", "--to-data-dir", back}, incomplete)
+	c.fails(1, toEtcd, `prefix "/cut/" is not empty`)
+
+	c.fails(1, []string{"store", "copy", "--from-etcd", ep, "--etcd-prefix", "/full/", "--to-data-dir", back},
+		"interrupted here by the test", "data directory "+back+" is incomplete")
+	if err := startFails(t, back, nil); err == nil || !strings.Contains(err.Error(), incomplete) {
+		t.Fatalf("a node on an interrupted copy into a data directory: %v", err)
+	}
+}

@@ -38,13 +38,7 @@ type Stats struct {
 
 // add counts r in s.
 func (s *Stats) add(r store.Record) {
-	var n [binary.MaxVarintLen64]byte
-	h := sha256.New()
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(r.Key)))])
-	h.Write(r.Key)
-	h.Write(r.Value)
-	var sum [sha256.Size]byte
-	h.Sum(sum[:0])
+	sum := recordSum(r)
 	for i := range s.Digest {
 		s.Digest[i] += binary.BigEndian.Uint64(sum[8*i:])
 	}
@@ -52,6 +46,29 @@ func (s *Stats) add(r store.Record) {
 	size := len(r.Key) + len(r.Value)
 	s.Bytes += int64(size)
 	s.MaxRecord = max(s.MaxRecord, size)
+}
+
+// Replace returns s with record old replaced by new (same key): the stats
+// of the partition once new has overwritten old. MaxRecord is kept.
+func (s Stats) Replace(old, new store.Record) Stats {
+	o, n := recordSum(old), recordSum(new)
+	for i := range s.Digest {
+		s.Digest[i] += binary.BigEndian.Uint64(n[8*i:]) - binary.BigEndian.Uint64(o[8*i:])
+	}
+	s.Bytes += int64(len(new.Value) - len(old.Value))
+	return s
+}
+
+// recordSum is the SHA-256 of r's key length, key and value.
+func recordSum(r store.Record) [sha256.Size]byte {
+	var n [binary.MaxVarintLen64]byte
+	h := sha256.New()
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(r.Key)))])
+	h.Write(r.Key)
+	h.Write(r.Value)
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // DigestHex is the digest in hexadecimal, for messages.
@@ -83,10 +100,14 @@ type Options struct {
 	// BatchBytes is the most key and value bytes one Append carries
 	// (default 4 MiB); a single larger record goes alone.
 	BatchBytes int
+	// Skip, if set, names records that are read and counted but not
+	// written (the caller writes them itself, later).
+	Skip func(store.Record) bool
 }
 
-// Copy appends every live record of partition p of src to dst, in batches,
-// and describes what it read. It does not look at what dst already holds.
+// Copy appends every live record of partition p of src to dst in batches
+// (but those opts.Skip names) and describes what it read, skipped records
+// included. It does not look at what dst already holds.
 func Copy(ctx context.Context, src, dst store.Store, p int32, opts Options) (Stats, error) {
 	if opts.BatchRecords <= 0 {
 		opts.BatchRecords = 1000
@@ -108,6 +129,10 @@ func Copy(ctx context.Context, src, dst store.Store, p int32, opts Options) (Sta
 		return nil
 	}
 	err := src.Load(ctx, p, func(r store.Record) error {
+		if opts.Skip != nil && opts.Skip(r) {
+			s.add(r)
+			return nil
+		}
 		sz := len(r.Key) + len(r.Value)
 		if len(batch) > 0 && (len(batch) >= opts.BatchRecords || size+sz > opts.BatchBytes) {
 			if err := flush(); err != nil {
