@@ -90,6 +90,35 @@ type storeSide struct {
 	// keys counts the keys under the etcd prefix followed by sub (nil
 	// for a data dir).
 	keys func(ctx context.Context, sub string) (int64, error)
+	// cohortKeys counts the keys of the etcd prefix's cohort cluster (nil
+	// for a data dir).
+	cohortKeys func(ctx context.Context) (int64, error)
+}
+
+// etcdFamilies are the keys a cohort cluster keeps under its prefix, each
+// after the prefix: the store's records, the node registrations, the
+// partition ownership (prefixes), and the compaction turn (one key). Only
+// these are its: another cluster's prefix may extend this one (/cohort2/
+// beside /cohort, /cohort/eu/ beside /cohort/), so a key merely under the
+// prefix may be that cluster's.
+var etcdFamilies = []struct {
+	sub    string
+	prefix bool
+}{{"d", true}, {"own/", true}, {"nodes/", true}, {"compaction", false}}
+
+// etcdDeleteCommand is the etcdctl command line that deletes a cohort
+// cluster's keys under prefix and no other key.
+func etcdDeleteCommand(prefix string) string {
+	var cmds []string
+	for _, fam := range etcdFamilies {
+		q := "'" + strings.ReplaceAll(prefix+fam.sub, "'", `'\''`) + "'"
+		if fam.prefix {
+			cmds = append(cmds, "etcdctl del --prefix "+q)
+		} else {
+			cmds = append(cmds, "etcdctl del "+q)
+		}
+	}
+	return strings.Join(cmds, " && ")
 }
 
 func storeCopy(e env, f storeCopyFlags) error {
@@ -254,13 +283,13 @@ func storeCopy(e env, f storeCopyFlags) error {
 	for _, s := range want {
 		total += s.Records
 	}
-	if dst.keys != nil {
+	if dst.cohortKeys != nil {
 		// Nothing but what was copied under the prefix (a node started
 		// on it meanwhile would have registered).
-		if k, err := dst.keys(ctx, ""); err != nil {
+		if k, err := dst.cohortKeys(ctx); err != nil {
 			return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
 		} else if k != total {
-			diff = append(diff, fmt.Sprintf("%d keys under the prefix, %d records copied", k, total))
+			diff = append(diff, fmt.Sprintf("%d cohort keys under the prefix, %d records copied", k, total))
 		}
 	}
 	printCopySummary(e.stdout, src.name, dst.name, n, want)
@@ -391,6 +420,23 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		defer cancel()
 		return cli.Get(rctx, key, append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
 	}
+	cohortKeys := func(ctx context.Context) (int64, error) {
+		var n int64
+		for _, fam := range etcdFamilies {
+			rctx, cancel := context.WithTimeout(ctx, f.timeout)
+			opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+			if fam.prefix {
+				opts = append(opts, clientv3.WithPrefix())
+			}
+			resp, err := cli.Get(rctx, f.prefix+fam.sub, opts...)
+			cancel()
+			if err != nil {
+				return 0, err
+			}
+			n += resp.Count
+		}
+		return n, nil
+	}
 	if source {
 		// A node registers under nodes/<id> and owns partitions under
 		// own/<p>, both keys on its lease: either means a node is (or
@@ -428,16 +474,17 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 				name, owned, f.prefix)
 		}
 	} else {
-		resp, err := get(f.prefix, clientv3.WithCountOnly())
+		k, err := cohortKeys(ctx)
 		if err != nil {
 			cli.Close()
 			return nil, fmt.Errorf("store copy: %s: %w", name, err)
 		}
-		if resp.Count > 0 {
+		if k > 0 {
 			cli.Close()
-			return nil, fmt.Errorf("store copy: %s is not empty (%d keys under the prefix); nothing was copied: "+
-				"give another --etcd-prefix, or delete the keys first (etcdctl del --prefix %s) if they are to be replaced",
-				name, resp.Count, f.prefix)
+			return nil, fmt.Errorf("store copy: %s is not empty (%d cohort keys under it: records, node registrations, "+
+				"partition ownership); nothing was copied: give another --etcd-prefix, or, if they are to be replaced, "+
+				"delete them and no other key (not etcdctl del --prefix %s alone: another cluster's prefix may start with it): %s",
+				name, k, f.prefix, etcdDeleteCommand(f.prefix))
 		}
 	}
 	st, err := etcdstore.New(etcdstore.Options{Client: cli, CloseClient: true, Prefix: f.prefix, Logger: log, Timeout: f.timeout})
@@ -445,7 +492,7 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		cli.Close()
 		return nil, err
 	}
-	side := &storeSide{st: st, name: name, close: st.Close}
+	side := &storeSide{st: st, name: name, close: st.Close, cohortKeys: cohortKeys}
 	side.keys = func(ctx context.Context, sub string) (int64, error) {
 		resp, err := get(f.prefix+sub, clientv3.WithCountOnly())
 		if err != nil {

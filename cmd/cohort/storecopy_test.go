@@ -435,3 +435,43 @@ func TestStoreCopyInterruptedIsNotServed(t *testing.T) {
 		t.Fatalf("a node on an interrupted copy into a data directory: %v", err)
 	}
 }
+
+// TestStoreCopyBesideOtherClusters: another cluster's keys under a longer
+// prefix (/cohort2/ beside --etcd-prefix /cohort, /cohort/eu/ beside
+// /cohort/) neither make the destination "not empty" nor count in its
+// verification, and are left as they were; a destination that does hold
+// cohort keys is refused with a deletion that touches only them.
+func TestStoreCopyBesideOtherClusters(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	ep := strings.Join(ec.Endpoints(), ",")
+	etcd := ec.Client(t)
+	others := map[string]string{"/cohort2/d\xff\xff\xff\xffpartitions": "3", "/cohort2/nodes/7": "n", "/cohort2/compaction": "",
+		"/cohort/eu/d\xff\xff\xff\xffpartitions": "5", "/cohort/eu/own/0": "7"}
+	for k, v := range others {
+		if _, err := etcd.Put(context.Background(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := diskStore(t, map[int32][]store.Record{-1: {{Key: []byte("partitions"), Value: []byte("1")}},
+		0: {{Key: []byte("\x02offset"), Value: []byte("v")}}})
+	c := cli{t: t}
+	for _, prefix := range []string{"/cohort", "/cohort/"} {
+		out := c.ok("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", prefix)
+		if !strings.Contains(out, "verified: ") {
+			t.Fatalf("copy into %s:\n%s", prefix, out)
+		}
+		back := filepath.Join(t.TempDir(), "back")
+		if out := c.ok("store", "copy", "--from-etcd", ep, "--etcd-prefix", prefix, "--to-data-dir", back); !strings.Contains(out, "verified: ") {
+			t.Fatalf("copy back from %s:\n%s", prefix, out)
+		}
+	}
+	for k, v := range others {
+		r, err := etcd.Get(context.Background(), k)
+		if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != v {
+			t.Fatalf("another cluster's key %q: %v %v", k, r, err)
+		}
+	}
+	c.fails(1, []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cohort"},
+		`prefix "/cohort" is not empty (2 cohort keys under it`,
+		`etcdctl del --prefix '/cohortd' && etcdctl del --prefix '/cohortown/' && etcdctl del --prefix '/cohortnodes/' && etcdctl del '/cohortcompaction'`)
+}
