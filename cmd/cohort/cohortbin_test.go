@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/cohort-dev/cohort/internal/clock"
 )
 
 // The tests that need a real cohort process (signals, exit codes) run this
@@ -13,6 +17,18 @@ import (
 // main with its arguments instead of the tests.
 func TestMain(m *testing.M) {
 	if os.Getenv("COHORT_TEST_AS_MAIN") == "1" {
+		if os.Getenv("COHORT_TEST_PEAK_RSS") == "1" {
+			// The process's own peak (a fork inherits its parent's
+			// in the rusage of the child): TestStoreCopyScale.
+			code := run(os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, clock: clock.Real{}})
+			status, _ := os.ReadFile("/proc/self/status")
+			for line := range strings.Lines(string(status)) {
+				if strings.HasPrefix(line, "VmHWM:") {
+					fmt.Fprint(os.Stderr, "peak RSS "+line)
+				}
+			}
+			os.Exit(code)
+		}
 		main()
 		os.Exit(0)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,6 +78,11 @@ func storeCmd(e env, args []string) error {
 	}
 	return storeCopy(e, f)
 }
+
+// storeCopyParallel is how many partitions store copy reads and writes at
+// once: etcd commits concurrent transactions together, so the copy into
+// it takes a fraction of the time one partition at a time takes.
+const storeCopyParallel = 8
 
 // testStoreCopyPartitionCopied, if set (tests only), is called after each
 // partition is copied; an error stops the copy there, as an interruption.
@@ -183,17 +190,16 @@ func storeCopy(e env, f storeCopyFlags) error {
 	if dst != nil {
 		dstLimit = dst.st
 	}
-	var want []storecopy.Stats
-	for _, p := range parts {
-		s, err := storecopy.Summarize(ctx, src.st, p)
-		if err != nil {
-			return fmt.Errorf("store copy: %s: %w", src.name, err)
-		}
+	copyOpts := storecopy.Options{Parallel: storeCopyParallel}
+	want, err := storecopy.SummarizeAll(ctx, src.st, parts, copyOpts)
+	if err != nil {
+		return fmt.Errorf("store copy: %s: %w", src.name, err)
+	}
+	for _, s := range want {
 		if lim, ok := dstLimit.(store.RecordLimiter); ok && lim.MaxRecordBytes() > 0 && s.MaxRecord > lim.MaxRecordBytes() {
 			return fmt.Errorf("store copy: %s: partition %d holds a record of %d bytes, more than %s takes (%d bytes); nothing was copied",
-				src.name, p, s.MaxRecord, dst.name, lim.MaxRecordBytes())
+				src.name, s.Partition, s.MaxRecord, dst.name, lim.MaxRecordBytes())
 		}
-		want = append(want, s)
 	}
 	if src.keys != nil {
 		// Records in partitions no node reads (none are written) would
@@ -227,29 +233,36 @@ func storeCopy(e env, f storeCopyFlags) error {
 		return fmt.Errorf("store copy: writing to %s: %w; %s may hold a record of the copy: empty it before copying again", dst.name, err, dst.name)
 	}
 	var count store.Record // the source's partition count, written last
-	holdCount := func(r store.Record) bool {
-		if !node.IsPartitionCount(r.Key) {
+	copyOpts.Skip = func(p int32, r store.Record) bool {
+		if p != node.CatalogPartition || !node.IsPartitionCount(r.Key) {
 			return false
 		}
 		count = store.Record{Key: append([]byte(nil), r.Key...), Value: append([]byte{}, r.Value...)}
 		return true
 	}
-	for i, p := range parts {
-		opts := storecopy.Options{}
-		if p == node.CatalogPartition {
-			opts.Skip = holdCount
-		}
-		s, err := storecopy.Copy(ctx, src.st, dst.st, p, opts)
-		if err == nil && testStoreCopyPartitionCopied != nil {
-			err = testStoreCopyPartitionCopied(p)
-		}
-		if err != nil {
-			return fmt.Errorf("store copy: %s to %s: %w; %s is incomplete: empty it before copying again", src.name, dst.name, err, dst.name)
-		}
-		if d := storecopy.Diff(want[i:i+1], []storecopy.Stats{s}); d != nil {
-			return fmt.Errorf("store copy: %s changed while it was copied (%s): is a node running on it? %s is incomplete: empty it before copying again",
+	var changedMu sync.Mutex
+	var changed error
+	_, err = storecopy.CopyAll(ctx, src.st, dst.st, parts, copyOpts, func(s storecopy.Stats) error {
+		if d := storecopy.Diff(want[slices.Index(parts, s.Partition):][:1], []storecopy.Stats{s}); d != nil {
+			err := fmt.Errorf("store copy: %s changed while it was copied (%s): is a node running on it? %s is incomplete: empty it before copying again",
 				src.name, d[0], dst.name)
+			changedMu.Lock()
+			changed = cmp.Or(changed, err)
+			changedMu.Unlock()
+			return err
 		}
+		if testStoreCopyPartitionCopied != nil {
+			return testStoreCopyPartitionCopied(s.Partition)
+		}
+		return nil
+	})
+	changedMu.Lock()
+	defer changedMu.Unlock()
+	switch {
+	case changed != nil && err != nil:
+		return changed
+	case err != nil:
+		return fmt.Errorf("store copy: %s to %s: %w; %s is incomplete: empty it before copying again", src.name, dst.name, err, dst.name)
 	}
 
 	// Read back what the destination holds, from disk for a data dir.
@@ -270,14 +283,10 @@ func storeCopy(e env, f storeCopyFlags) error {
 			wantNow[i] = wantNow[i].Replace(count, incomplete)
 		}
 	}
-	var got []storecopy.Stats
 	var total int64
-	for _, p := range parts {
-		s, err := storecopy.Summarize(ctx, dst.st, p)
-		if err != nil {
-			return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
-		}
-		got = append(got, s)
+	got, err := storecopy.SummarizeAll(ctx, dst.st, parts, copyOpts)
+	if err != nil {
+		return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
 	}
 	diff := storecopy.Diff(wantNow, got)
 	for _, s := range want {

@@ -16,6 +16,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/cohort-dev/cohort/store"
 )
@@ -100,9 +101,90 @@ type Options struct {
 	// BatchBytes is the most key and value bytes one Append carries
 	// (default 4 MiB); a single larger record goes alone.
 	BatchBytes int
-	// Skip, if set, names records that are read and counted but not
-	// written (the caller writes them itself, later).
-	Skip func(store.Record) bool
+	// Skip, if set, names records of partition p that are read and
+	// counted but not written (the caller writes them itself, later).
+	Skip func(p int32, r store.Record) bool
+	// Parallel is how many partitions CopyAll and SummarizeAll read and
+	// write at once (default 1). A store such as etcd answers several
+	// transactions in flight at about the cost of one (one consensus
+	// round and fsync for all), which one partition at a time waits for
+	// one by one; each partition in flight holds one batch in memory.
+	Parallel int
+}
+
+// each runs fn(ctx, i) for i in 0..n-1, at most parallel at once, and
+// returns the first error; after one, the calls not started yet are not
+// made and ctx of those under way is cancelled.
+func each(ctx context.Context, n, parallel int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range max(1, min(parallel, n)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if ctx.Err() != nil {
+					continue // stopped: make no call more
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err })
+					cancel(err)
+				}
+			}
+		}()
+	}
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return first
+}
+
+// SummarizeAll is Summarize of every partition of parts, opts.Parallel at
+// a time; the stats are in the order of parts.
+func SummarizeAll(ctx context.Context, st store.Store, parts []int32, opts Options) ([]Stats, error) {
+	out := make([]Stats, len(parts))
+	err := each(ctx, len(parts), opts.Parallel, func(ctx context.Context, i int) (err error) {
+		out[i], err = Summarize(ctx, st, parts[i])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CopyAll is Copy of every partition of parts, opts.Parallel at a time;
+// done, if set, is called with each partition's stats once it is copied,
+// and an error it returns stops the copy. The stats are in the order of
+// parts. After an error, dst holds part of the records.
+func CopyAll(ctx context.Context, src, dst store.Store, parts []int32, opts Options, done func(Stats) error) ([]Stats, error) {
+	out := make([]Stats, len(parts))
+	err := each(ctx, len(parts), opts.Parallel, func(ctx context.Context, i int) error {
+		s, err := Copy(ctx, src, dst, parts[i], opts)
+		if err == nil && done != nil {
+			err = done(s)
+		}
+		out[i] = s
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Copy appends every live record of partition p of src to dst in batches
@@ -129,7 +211,7 @@ func Copy(ctx context.Context, src, dst store.Store, p int32, opts Options) (Sta
 		return nil
 	}
 	err := src.Load(ctx, p, func(r store.Record) error {
-		if opts.Skip != nil && opts.Skip(r) {
+		if opts.Skip != nil && opts.Skip(p, r) {
 			s.add(r)
 			return nil
 		}

@@ -3,9 +3,13 @@ package storecopy_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/etcd"
@@ -148,5 +152,78 @@ func TestDiffFindsLossAndDamage(t *testing.T) {
 	}
 	if got := storecopy.Diff(want, summaries(t, src, 2, 1, 0)); got != nil {
 		t.Fatalf("Diff of identical partitions: %q", got)
+	}
+}
+
+// barrier is a store whose Appends all wait until n of them are in flight
+// at once (or their context ends).
+type barrier struct {
+	store.Store
+	n, in int
+	mu    sync.Mutex
+	all   chan struct{}
+}
+
+func (b *barrier) Append(ctx context.Context, p int32, recs []store.Record) error {
+	b.mu.Lock()
+	if b.in++; b.in == b.n {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-ctx.Done():
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return fmt.Errorf("%d appends started, none let through: want %d in flight at once: %w", b.in, b.n, ctx.Err())
+	}
+	return b.Store.Append(ctx, p, recs)
+}
+
+// TestCopyAllKeepsPartitionsInFlight: CopyAll and SummarizeAll work on
+// opts.Parallel partitions at once, which etcd commits together (a copy
+// one partition at a time waits for one consensus round and fsync per
+// transaction): a destination whose appends proceed only once four are in
+// flight receives every record. A failure in one partition stops the
+// others and is returned.
+func TestCopyAllKeepsPartitionsInFlight(t *testing.T) {
+	src := memstore.New()
+	parts := []int32{-2, -1, 0, 1, 2, 3, 4, 5}
+	for _, p := range parts {
+		fill(t, src, p, 30, 10, fmt.Sprintf("p%d-", p))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dst := &barrier{Store: memstore.New(), n: 4, all: make(chan struct{})}
+	got, err := storecopy.CopyAll(ctx, src, dst, parts, storecopy.Options{Parallel: 4, BatchRecords: 10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := storecopy.SummarizeAll(ctx, src, parts, storecopy.Options{Parallel: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := storecopy.SummarizeAll(ctx, dst.Store, parts, storecopy.Options{Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := storecopy.Diff(want, got); d != nil {
+		t.Fatalf("what CopyAll read: %v", d)
+	}
+	if d := storecopy.Diff(want, back); d != nil {
+		t.Fatalf("what the destination holds: %v", d)
+	}
+
+	stop := errors.New("stopped by the test")
+	var calls atomic.Int32
+	_, err = storecopy.CopyAll(ctx, src, memstore.New(), parts, storecopy.Options{Parallel: 2}, func(s storecopy.Stats) error {
+		calls.Add(1)
+		if s.Partition == -1 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || calls.Load() == int32(len(parts)) {
+		t.Fatalf("CopyAll with a partition failing: %v after %d partitions", err, calls.Load())
 	}
 }
