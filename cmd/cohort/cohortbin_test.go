@@ -29,6 +29,15 @@ func TestMain(m *testing.M) {
 			}
 			os.Exit(code)
 		}
+		if os.Getenv("COHORT_TEST_STORECOPY_PAUSE") == "1" {
+			// TestStoreCopySIGINT: each partition copied waits for
+			// the copy to be stopped.
+			testStoreCopyPartitionCopied = func(ctx context.Context, p int32) error {
+				fmt.Fprintf(os.Stderr, "test: partition %d copied, waiting\n", p)
+				<-ctx.Done()
+				return ctx.Err()
+			}
+		}
 		main()
 		os.Exit(0)
 	}

@@ -9,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -86,7 +88,7 @@ const storeCopyParallel = 8
 
 // testStoreCopyPartitionCopied, if set (tests only), is called after each
 // partition is copied; an error stops the copy there, as an interruption.
-var testStoreCopyPartitionCopied func(p int32) error
+var testStoreCopyPartitionCopied func(ctx context.Context, p int32) error
 
 // storeSide is one end of a copy: its store, what to call it, and how to
 // let it go.
@@ -145,7 +147,20 @@ func storeCopy(e env, f storeCopyFlags) error {
 	case f.timeout <= 0:
 		return usagef("store copy: --timeout %s: want more than 0", f.timeout)
 	}
-	ctx := context.Background()
+	// SIGINT (Ctrl-C) or SIGTERM stops the copy where it is, to say so
+	// and what it leaves; a second one kills at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop)
+	// incomplete is the error of a copy that wrote to dst and failed.
+	var dstName string
+	incomplete := func(what string, err error) error {
+		if ctx.Err() != nil {
+			what = "interrupted by a signal while " + what
+		}
+		return fmt.Errorf("store copy: %s: %w; %s is incomplete (no node starts on it): empty it before copying again",
+			what, err, dstName)
+	}
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// The destination is checked first, the source then opened (a data
@@ -228,8 +243,9 @@ func storeCopy(e env, f storeCopyFlags) error {
 	// node starts on (node.CopyIncompleteRecord); the source's count
 	// replaces it once every partition is copied and verified. A copy cut
 	// short (Ctrl-C, a crash, etcd gone) is thus never served.
-	incomplete := node.CopyIncompleteRecord()
-	if err := dst.st.Append(ctx, node.CatalogPartition, []store.Record{incomplete}); err != nil {
+	dstName = dst.name
+	marker := node.CopyIncompleteRecord()
+	if err := dst.st.Append(ctx, node.CatalogPartition, []store.Record{marker}); err != nil {
 		return fmt.Errorf("store copy: writing to %s: %w; %s may hold a record of the copy: empty it before copying again", dst.name, err, dst.name)
 	}
 	var count store.Record // the source's partition count, written last
@@ -252,7 +268,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 			return err
 		}
 		if testStoreCopyPartitionCopied != nil {
-			return testStoreCopyPartitionCopied(s.Partition)
+			return testStoreCopyPartitionCopied(ctx, s.Partition)
 		}
 		return nil
 	})
@@ -262,7 +278,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 	case changed != nil && err != nil:
 		return changed
 	case err != nil:
-		return fmt.Errorf("store copy: %s to %s: %w; %s is incomplete: empty it before copying again", src.name, dst.name, err, dst.name)
+		return incomplete(fmt.Sprintf("copying %s to %s", src.name, dst.name), err)
 	}
 
 	// Read back what the destination holds, from disk for a data dir.
@@ -273,20 +289,20 @@ func storeCopy(e env, f storeCopyFlags) error {
 			return fmt.Errorf("store copy: closing %s: %w", f.toDir, err)
 		}
 		if dst, err = openDataDir(f.toDir, log); err != nil {
-			return fmt.Errorf("store copy: reading %s back: %w", f.toDir, err)
+			return incomplete("reading "+dstName+" back", err)
 		}
 	}
 	// What the destination should hold until the count is written.
 	wantNow := slices.Clone(want)
 	for i := range wantNow {
 		if wantNow[i].Partition == node.CatalogPartition {
-			wantNow[i] = wantNow[i].Replace(count, incomplete)
+			wantNow[i] = wantNow[i].Replace(count, marker)
 		}
 	}
 	var total int64
 	got, err := storecopy.SummarizeAll(ctx, dst.st, parts, copyOpts)
 	if err != nil {
-		return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+		return incomplete("reading "+dst.name+" back", err)
 	}
 	diff := storecopy.Diff(wantNow, got)
 	for _, s := range want {
@@ -296,7 +312,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 		// Nothing but what was copied under the prefix (a node started
 		// on it meanwhile would have registered).
 		if k, err := dst.cohortKeys(ctx); err != nil {
-			return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+			return incomplete("reading "+dst.name+" back", err)
 		} else if k != total {
 			diff = append(diff, fmt.Sprintf("%d cohort keys under the prefix, %d records copied", k, total))
 		}
@@ -308,11 +324,10 @@ func storeCopy(e env, f storeCopyFlags) error {
 	}
 	// Verified: the partition count makes the destination servable.
 	if err := dst.st.Append(ctx, node.CatalogPartition, []store.Record{count}); err != nil {
-		return fmt.Errorf("store copy: %s to %s: writing the partition count: %w; %s is incomplete: empty it before copying again",
-			src.name, dst.name, err, dst.name)
+		return incomplete("writing the partition count to "+dst.name, err)
 	}
 	if s, err := storecopy.Summarize(ctx, dst.st, node.CatalogPartition); err != nil {
-		return fmt.Errorf("store copy: reading %s back: %w", dst.name, err)
+		return incomplete("reading "+dst.name+" back", err)
 	} else if d := storecopy.Diff(want[slices.Index(parts, node.CatalogPartition):][:1], []storecopy.Stats{s}); d != nil {
 		return fmt.Errorf("store copy: %s does not hold what %s holds:\n%s\ndo not start nodes on it: empty it and copy again",
 			dst.name, src.name, strings.Join(d, "\n"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -411,7 +412,7 @@ func TestStoreCopyInterruptedIsNotServed(t *testing.T) {
 	c := cli{t: t}
 	c.ok("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/full/")
 
-	testStoreCopyPartitionCopied = func(p int32) error {
+	testStoreCopyPartitionCopied = func(_ context.Context, p int32) error {
 		if p == 0 {
 			return errors.New("interrupted here by the test")
 		}
@@ -420,7 +421,7 @@ func TestStoreCopyInterruptedIsNotServed(t *testing.T) {
 	defer func() { testStoreCopyPartitionCopied = nil }()
 	const incomplete = "holds an incomplete copy"
 	toEtcd := []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cut/"}
-	c.fails(1, toEtcd, "interrupted here by the test", `prefix "/cut/" is incomplete`)
+	c.fails(1, toEtcd, "interrupted here by the test", `prefix "/cut/" is incomplete (no node starts on it)`)
 	err := startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/cut/", LeaseTTL: 2 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), incomplete) || !strings.Contains(err.Error(), "cohort store copy") {
 		t.Fatalf("a node in cluster mode on an interrupted copy: %v", err)
@@ -474,4 +475,48 @@ func TestStoreCopyBesideOtherClusters(t *testing.T) {
 	c.fails(1, []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cohort"},
 		`prefix "/cohort" is not empty (2 cohort keys under it`,
 		`etcdctl del --prefix '/cohortd' && etcdctl del --prefix '/cohortown/' && etcdctl del --prefix '/cohortnodes/' && etcdctl del '/cohortcompaction'`)
+}
+
+// TestStoreCopySIGINT: Ctrl-C (SIGINT) during a copy, here while the
+// first partitions copied wait (COHORT_TEST_STORECOPY_PAUSE), stops it with
+// exit 1 and a message saying it was interrupted and that the destination
+// is incomplete; no node starts on what it wrote.
+func TestStoreCopySIGINT(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	recs := map[int32][]store.Record{-1: {{Key: []byte("partitions"), Value: []byte("4")}}}
+	for p := range int32(4) {
+		recs[p] = []store.Record{{Key: fmt.Appendf(nil, "\x02offset-%d", p), Value: []byte("v")}}
+	}
+	dir := diskStore(t, recs)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := cohortCommand(ctx, t, "store", "copy", "--from-data-dir", dir, "--to-etcd", strings.Join(ec.Endpoints(), ","),
+		"--etcd-prefix", "/sigint/")
+	cmd.Env = append(cmd.Env, "COHORT_TEST_STORECOPY_PAUSE=1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(stderr)
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.Contains(line, "copied, waiting") {
+		t.Fatalf("the copy's first line: %q %v", line, err)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(r)
+	err = cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if code != 1 || !strings.Contains(string(rest), "interrupted by a signal while copying") ||
+		!strings.Contains(string(rest), `prefix "/sigint/" is incomplete (no node starts on it): empty it`) {
+		t.Fatalf("a copy stopped by SIGINT: %v, exit %d, stderr:\n%s%s", err, code, line, rest)
+	}
+	err = startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/sigint/", LeaseTTL: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "holds an incomplete copy") {
+		t.Fatalf("a node on a copy stopped by SIGINT: %v", err)
+	}
 }
