@@ -415,6 +415,30 @@ func emptyDataDir(dir string) error {
 	return nil
 }
 
+// leasesLapse says, for a refusal of a source in use, when the leases of
+// nodes that stopped uncleanly (killed, their machine lost) lapse: within
+// the longest time any of leases has left, which etcd tells.
+func leasesLapse(ctx context.Context, cli *clientv3.Client, timeout time.Duration, leases map[clientv3.LeaseID]bool) string {
+	const generic = " (a killed node's leases lapse after its --lease-ttl)"
+	left := int64(0)
+	for id := range leases {
+		if id == clientv3.NoLease {
+			return generic
+		}
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		r, err := cli.TimeToLive(rctx, id)
+		cancel()
+		if err != nil {
+			return generic
+		}
+		left = max(left, r.TTL)
+	}
+	if left <= 0 {
+		return " (the leases have just lapsed: copy again)"
+	}
+	return fmt.Sprintf(" (if the nodes stopped uncleanly, killed or their machine lost, their leases lapse within %d s: copy again then)", left)
+}
+
 // openEtcd connects to the etcd at endpoints. As a source, no node may be
 // running under the prefix; as a destination, the prefix must hold no key.
 func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog.Logger, source bool) (*storeSide, error) {
@@ -467,13 +491,15 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		// was a moment ago) serving this state.
 		var ids []string
 		owned := 0
+		leases := map[clientv3.LeaseID]bool{}
 		for _, what := range []string{"nodes/", "own/"} {
-			resp, err := get(f.prefix+what, clientv3.WithKeysOnly())
+			resp, err := get(f.prefix + what) // values too: etcd's keys-only reads leave leases out
 			if err != nil {
 				cli.Close()
 				return nil, fmt.Errorf("store copy: %s: %w", name, err)
 			}
 			for _, kv := range resp.Kvs {
+				leases[clientv3.LeaseID(kv.Lease)] = true
 				if what == "nodes/" {
 					ids = append(ids, strings.TrimPrefix(string(kv.Key), f.prefix+what))
 				} else {
@@ -486,16 +512,16 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 			y, _ := strconv.Atoi(b)
 			return x - y
 		})
-		const stop = "stop every node (cohort serve --etcd-prefix %s) and copy again (a killed node's leases lapse after its --lease-ttl)"
+		stop := fmt.Sprintf("stop every node (cohort serve --etcd-prefix %s) and copy again", f.prefix) + leasesLapse(ctx, cli, f.timeout, leases)
 		switch {
 		case len(ids) > 0:
 			cli.Close()
-			return nil, fmt.Errorf("store copy: %s is in use: cohort nodes are running on it (node ids %s: their leases under nodes/ are live); "+stop,
-				name, strings.Join(ids, ", "), f.prefix)
+			return nil, fmt.Errorf("store copy: %s is in use: cohort nodes are running on it (node ids %s: their leases under nodes/ are live); %s",
+				name, strings.Join(ids, ", "), stop)
 		case owned > 0:
 			cli.Close()
-			return nil, fmt.Errorf("store copy: %s is in use: %d coordinator partitions are owned by a node (their leases under own/ are live); "+stop,
-				name, owned, f.prefix)
+			return nil, fmt.Errorf("store copy: %s is in use: %d coordinator partitions are owned by a node (their leases under own/ are live); %s",
+				name, owned, stop)
 		}
 	} else {
 		k, err := cohortKeys(ctx)

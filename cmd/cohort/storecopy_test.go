@@ -310,6 +310,21 @@ func TestStoreCopyRefusals(t *testing.T) {
 	}
 	c.fails(1, []string{"store", "copy", "--from-etcd", ep, "--etcd-prefix", "/owned/", "--to-data-dir", to},
 		`prefix "/owned/" is in use: 2 coordinator partitions are owned by a node`, "stop every node")
+	// A node killed a moment ago: its registration on a lease of 60 s.
+	lease, err := etcd.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Put(context.Background(), "/killed/d\xff\xff\xff\xffpartitions", "2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := etcd.Put(context.Background(), "/killed/nodes/3", "n", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, _ := c.run("store", "copy", "--from-etcd", ep, "--etcd-prefix", "/killed/", "--to-data-dir", to)
+	if !regexp.MustCompile(`node ids 3: .*if the nodes stopped uncleanly, killed or their machine lost, their leases lapse within (60|59|58) s: copy again then`).MatchString(errOut) {
+		t.Fatalf("a source with the lease of a node just killed:\n%s", errOut)
+	}
 	c.fails(1, []string{"store", "copy", "--from-etcd", ep, "--etcd-prefix", "/nothing/", "--to-data-dir", to},
 		`etcd `+ep+` prefix "/nothing/" holds no cohort state`)
 	empty := t.TempDir()
