@@ -143,7 +143,13 @@ func (s *scramSession) first(in []byte) ([]byte, error) {
 		return nil, failf("%s server: %v", s.m.name, err)
 	}
 	s.conv = srv.NewConversation()
-	out, err := s.conv.Step(msg.forLibrary)
+	// The library gets the message as the client sent it: since v1.3.0
+	// it keeps the GS2 header as sent ("n,a=...,") for the client-final's
+	// channel binding check and decodes the authzid itself. (v1.1.2
+	// rebuilt the header without the "a=", and cohort handed it a doubled
+	// "a=" to make up for that; v1.3.0 would refuse that as a malformed
+	// authzid. TestSCRAMAuthzid pins this.)
+	out, err := s.conv.Step(string(in))
 	if err != nil {
 		return nil, failf("malformed %s client-first message from %s", s.m.name, userRef(known, msg.user))
 	}
@@ -259,12 +265,6 @@ type clientFirst struct {
 	gs2           string
 	authzid, user string
 	extensions    map[string]string
-	// forLibrary is the message as handed to xdg-go/scram. v1.1.2
-	// rebuilds the GS2 header as "n," + authzid + "," (dropping the "a=")
-	// and compares it with the client-final's channel binding, so every
-	// authzid would fail; doubling the "a=" makes its rebuilt header the
-	// one the client sent. TestSCRAMAuthzid pins this.
-	forLibrary string
 }
 
 // parseClientFirst parses RFC 5802's client-first-message as Kafka's
@@ -283,13 +283,11 @@ func parseClientFirst(in []byte) (clientFirst, error) {
 	if f[0] != "n" {
 		return msg, errString("GS2 flag must be n (channel binding is not supported)")
 	}
-	forLibrary := string(in)
 	var ok bool
 	if f[1] != "" {
 		if msg.authzid, ok = nameField(f[1], "a"); !ok {
 			return msg, errString("bad authorization id")
 		}
-		forLibrary = "n,a=" + f[1] + "," + strings.Join(f[2:], ",")
 	}
 	if strings.HasPrefix(f[2], "m=") {
 		return msg, errString("mandatory extension m= is not supported")
@@ -306,7 +304,6 @@ func parseClientFirst(in []byte) (clientFirst, error) {
 	if msg.extensions, err = parseExtensions(f[4:]); err != nil {
 		return msg, err
 	}
-	msg.forLibrary = forLibrary
 	return msg, nil
 }
 
