@@ -37,6 +37,34 @@ func TestEtcdWatchAfterTokensDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	running := ls.Watch(ctx, s.Rev+1)
+	// The running watch must be in place before etcd drops the tokens: its
+	// two etcd watches are created asynchronously, and one created while
+	// authentication is off and on again is refused ("user name is empty",
+	// as the CI run that found this race showed). A watch that delivered an
+	// event has been created on etcd, so register node 6 and take partition
+	// 0, and wait for both.
+	lease6, _, err := ls.Grant(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ls.Register(ctx, 6, []byte("{}"), lease6); err != nil || !ok {
+		t.Fatalf("register 6: %v %v", ok, err)
+	}
+	if _, ok, err := ls.Acquire(ctx, 0, 6, lease6); err != nil || !ok {
+		t.Fatalf("acquire 0: %v %v", ok, err)
+	}
+	for sawNode, sawOwner := false, false; !sawNode || !sawOwner; {
+		select {
+		case b, ok := <-running:
+			if !ok || b.Err != nil {
+				t.Fatalf("the running watch ended before etcd dropped the tokens: %+v (open %v)", b, ok)
+			}
+			sawNode = sawNode || len(b.Nodes) > 0
+			sawOwner = sawOwner || len(b.Owners) > 0
+		case <-ctx.Done():
+			t.Fatal("the running watch delivered neither node 6's registration nor partition 0's owner")
+		}
+	}
 
 	root, err := clientv3.New(clientv3.Config{Endpoints: ec.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		Username: "root", Password: "root-pass"})
