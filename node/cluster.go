@@ -400,7 +400,7 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		if every == 0 {
 			every = 5 * time.Minute
 		}
-		c := etcdstore.NewCompactor(n.cl.cli, n.cfg.Cluster.Prefix)
+		c := etcdstore.NewCompactor(n.cl.cli, n.cfg.Cluster.Prefix, every, n.cfg.Clock)
 		var observe func(string)
 		if n.cm != nil {
 			observe = func(result string) { n.cm.compactions.WithLabelValues(result).Inc() }
@@ -408,7 +408,7 @@ func (n *Node) startCluster(cat *catalog.Catalog) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.Run(ctx, every, n.log, observe)
+			c.Run(ctx, n.log, observe)
 		}()
 	}
 	go func() {

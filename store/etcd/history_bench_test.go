@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/etcd"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -31,7 +33,8 @@ func TestHistoryGrowth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := etcd.NewCompactor(cli, "/h/")
+		clk := clock.NewFake(time.Now())
+		c := etcd.NewCompactor(cli, "/h/", time.Minute, clk)
 		for r := range rounds {
 			for i := range commitsPerRound {
 				recs := make([]store.Record, partitions)
@@ -46,6 +49,7 @@ func TestHistoryGrowth(t *testing.T) {
 				if _, err := c.Step(ctx); err != nil {
 					t.Fatal(err)
 				}
+				clk.Advance(time.Minute)
 			}
 			if r == rounds/2-1 || r == rounds-1 {
 				st, err := cli.Status(ctx, ec.Endpoints()[0])
