@@ -309,3 +309,83 @@ func TestCompactorAllowed(t *testing.T) {
 		t.Fatalf("a user with read-write on its prefix: %v, want ErrCompactDenied", err)
 	}
 }
+
+// olderNode takes compaction turns as cohort did before the turn's time was
+// kept in etcd: it remembers the key's version and etcd's revision from its
+// previous step, and when no one wrote the key since, writes it empty and
+// compacts to that revision.
+type olderNode struct {
+	h            *timeline
+	version, rev int64
+}
+
+func (o *olderNode) step() int64 {
+	h := o.h
+	h.t.Helper()
+	key := etcdstore.CompactionKey(etcdstore.DefaultPrefix)
+	r, err := h.cli.Txn(h.ctx).If(clientv3.Compare(clientv3.Version(key), "=", o.version)).
+		Then(clientv3.OpPut(key, "")).Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	prev := o.rev
+	o.rev = r.Header.Revision
+	if !r.Succeeded {
+		o.version = 0
+		if kvs := r.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			o.version = kvs[0].Version
+		}
+		return 0
+	}
+	if o.version++; prev == 0 {
+		return 0
+	}
+	if _, err := h.cli.Compact(h.ctx, prev); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		h.t.Fatal(err)
+	}
+	return prev
+}
+
+// TestCompactorMixedVersions: during a rolling upgrade a node of the older
+// version (stepping every interval, alone at first, so the key holds its
+// empty value) and, from the third interval on, a newer one (stepping every
+// third of an interval, restarted each time) share the key: compactions stay
+// an interval apart, never reach into the last interval, and go on.
+func TestCompactorMixedVersions(t *testing.T) {
+	h := newTimeline(t)
+	old := &olderNode{h: h}
+	var compactedAt []time.Time
+	byOlder := 0
+	const steps = 36
+	for i := range steps {
+		h.put()
+		n := 0
+		if i%3 == 0 {
+			rev := old.step()
+			if newest := h.newest(); rev > newest {
+				t.Fatalf("step %d: the older node compacted to %d, past %d", i, rev, newest)
+			}
+			h.note(0)
+			if rev > 0 {
+				n++
+				byOlder++
+			}
+		}
+		if i >= 8 && h.step(h.compactor()) > 0 {
+			n++
+		}
+		if n > 0 {
+			if k := len(compactedAt); n > 1 || k > 0 && h.clk.Now().Sub(compactedAt[k-1]) < interval {
+				t.Fatalf("step %d: %d compactions, the one before at %v", i, n, compactedAt)
+			}
+			compactedAt = append(compactedAt, h.clk.Now())
+		}
+		h.clk.Advance(interval / 3)
+	}
+	// The older node compacts at its second and third steps; the newer
+	// one stamps the empty key when it starts, and compacts an interval on.
+	if byOlder < 2 || len(compactedAt) < steps/3-2 {
+		t.Fatalf("compacted at %v, %d by the older node, in %d intervals", compactedAt, byOlder, steps/3)
+	}
+	t.Logf("compacted at %v, %d by the older node", compactedAt, byOlder)
+}
