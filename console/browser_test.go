@@ -142,6 +142,36 @@ func (b *browser) until(what, url string, ok func(html string) bool) string {
 	}
 }
 
+// search types query into the groups page's search box at base, as a
+// person does, and submits the form (Enter, or the Apply button);
+// it returns the address the browser then shows.
+func (b *browser) search(base, query string, enter bool) string {
+	b.t.Helper()
+	b.html(base)
+	// The page is loaded: a search box that is not there fails in 10 s,
+	// not when the test's context ends.
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	box := chromedp.CSS(`form.filter input[name="q"]`)
+	var submit chromedp.Action[chromedp.Void]
+	if enter {
+		submit = chromedp.SendKeys(box, query+"\r")
+	} else {
+		if err := chromedp.Do(ctx, chromedp.SendKeys(box, query)); err != nil {
+			b.t.Fatalf("typing %q: %v", query, err)
+		}
+		submit = chromedp.Click(chromedp.CSS(`form.filter button[type="submit"]`))
+	}
+	if _, err := chromedp.RunResponse(ctx, submit); err != nil {
+		b.t.Fatalf("searching %q: %v", query, err)
+	}
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return loc
+}
+
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
@@ -183,6 +213,8 @@ func TestBrowserDuringRebalance(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 6, 1, nil, "events"); err != nil {
 		t.Fatal(err)
 	}
+	// A group the search below must leave out.
+	commit(ctx, t, adm, "other-app", "events", 1)
 	const grp = "web-app"
 	// The victim: a child process with a short session.
 	child, out := testchild.Start(t, childEnv+"="+strings.Join([]string{n.Addr(), grp, "events", "victim", "1500ms"}, ","))
@@ -309,6 +341,30 @@ func TestBrowserDuringRebalance(t *testing.T) {
 		t.Errorf("without scripts, the group page does not show 2 members")
 	}
 	nojs.screenshot("3-group-noscript")
+	// Search: a part of the id typed into the form finds the group and
+	// leaves the other out, with scripts and without; the address keeps
+	// the search, so it can be pasted, and opens the same list.
+	for _, tab := range []struct {
+		b     *browser
+		name  string
+		enter bool
+	}{{js, "4-groups-search", true}, {nojs, "4-groups-search-noscript", false}} {
+		loc := tab.b.search(base, "eb-ap", tab.enter)
+		if !strings.Contains(loc, "q=eb-ap") {
+			t.Errorf("%s: after the search the address is %s, without the query", tab.name, loc)
+		}
+		rows := tab.b.text("#groups tbody")
+		if !strings.Contains(rows, grp) || strings.Contains(rows, "other-app") {
+			t.Errorf("%s: rows after searching eb-ap: %q, want %s only", tab.name, rows, grp)
+		}
+		if c := tab.b.text("#count"); c != "1 of 2 groups match" {
+			t.Errorf("%s: the count reads %q", tab.name, c)
+		}
+		tab.b.screenshot(tab.name)
+		if h := tab.b.html(loc); !strings.Contains(h, `value="eb-ap"`) || strings.Contains(h, "other-app") {
+			t.Errorf("%s: the pasted address %s does not show the search", tab.name, loc)
+		}
+	}
 	if !strings.Contains(js.html(groupURL), `id="auto-refresh"`) {
 		t.Errorf("with scripts, the progressive refresh control is missing (script blocked?)")
 	}

@@ -524,18 +524,39 @@ var (
 	errTopicsForbidden = errors.New("not authorized for the group's topics")
 )
 
-// filterRows keeps the rows of the state and type asked for (any when
-// empty), as the groups page's query gives them.
-func filterRows(rows []GroupRow, state, typ string) []GroupRow {
+// rowFilter is what the groups page keeps of the list; an empty field
+// keeps every group.
+type rowFilter struct {
+	// State and Type as the page's form gives them (any case).
+	State, Type string
+	// ProtocolType is matched exactly, as clients name protocol types.
+	ProtocolType string
+	// ID is a part of the group id, case-sensitive as Kafka's ids are:
+	// anywhere in it, or at its start with Prefix.
+	ID     string
+	Prefix bool
+}
+
+func (f rowFilter) keep(r GroupRow) bool {
+	switch {
+	case f.State != "" && !strings.EqualFold(r.State, f.State),
+		f.Type != "" && !strings.EqualFold(r.Type, f.Type),
+		f.ProtocolType != "" && r.ProtocolType != f.ProtocolType,
+		f.Prefix && !strings.HasPrefix(r.ID, f.ID),
+		!f.Prefix && !strings.Contains(r.ID, f.ID):
+		return false
+	}
+	return true
+}
+
+// filterRows keeps the rows f keeps. rows are those the node listed, the
+// groups the viewer may describe: a search never looks at any other.
+func filterRows(rows []GroupRow, f rowFilter) []GroupRow {
 	var out []GroupRow
 	for _, r := range rows {
-		if state != "" && !strings.EqualFold(r.State, state) {
-			continue
+		if f.keep(r) {
+			out = append(out, r)
 		}
-		if typ != "" && !strings.EqualFold(r.Type, typ) {
-			continue
-		}
-		out = append(out, r)
 	}
 	return out
 }

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,21 +24,38 @@ import (
 type groupsQuery struct {
 	State, Type, Sort string
 	Desc              bool
+	// Search is a part of the group id, case-sensitive as ids are: found
+	// anywhere in the id, or at its start with Match "prefix".
+	Search, Match string
+	// ProtocolType is the protocol type exactly as the group's members
+	// gave it ("consumer", "connect", ...).
+	ProtocolType string
+}
+
+// maxSearchLen bounds the search and the protocol type in bytes: a page
+// carries them in its form and every link, and nothing longer is needed
+// to tell groups apart.
+const maxSearchLen = 256
+
+// matchModes are the ways Search matches an id ("" is contains).
+var matchModes = []string{"contains", "prefix"}
+
+// filter is what the groups page keeps of the list.
+func (q groupsQuery) filter() rowFilter {
+	return rowFilter{State: q.State, Type: q.Type, ProtocolType: q.ProtocolType, ID: q.Search, Prefix: q.Match == "prefix"}
 }
 
 func (q groupsQuery) values() url.Values {
 	v := url.Values{}
-	if q.State != "" {
-		v.Set("state", q.State)
-	}
-	if q.Type != "" {
-		v.Set("type", q.Type)
-	}
-	if q.Sort != "" {
-		v.Set("sort", q.Sort)
-	}
+	desc := ""
 	if q.Desc {
-		v.Set("desc", "1")
+		desc = "1"
+	}
+	for _, kv := range [][2]string{{"q", q.Search}, {"match", q.Match}, {"ptype", q.ProtocolType},
+		{"state", q.State}, {"type", q.Type}, {"sort", q.Sort}, {"desc", desc}} {
+		if kv[1] != "" {
+			v.Set(kv[0], kv[1])
+		}
 	}
 	return v
 }
@@ -47,6 +66,11 @@ type groupsPage struct {
 	Matching      int        // of the state and type asked for
 	Total         int
 	States, Types []string
+	// ProtocolTypes are those of the listed groups (at most
+	// maxProtocolTypes), for the form.
+	ProtocolTypes []string
+	// Filtered: the list is narrowed by a filter or a search.
+	Filtered bool
 	// Unreachable are the nodes that could not be reached, whose groups
 	// are not listed.
 	Unreachable []string
@@ -59,24 +83,57 @@ type groupsPage struct {
 // and says how to narrow the list (`cohort groups` lists them all).
 var maxGroupRows = 1000 // a variable for tests
 
+// maxProtocolTypes bounds the protocol types the form offers: they are
+// chosen by clients, and a node could list one per group. Any other can
+// still be asked for in the URL (?ptype=).
+const maxProtocolTypes = 100
+
 func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
+	q := r.URL.Query()
+	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1",
+		Search: q.Get("q"), Match: q.Get("match"), ProtocolType: q.Get("ptype")}
+	// The search is user input: bounded, and refused before the node is
+	// asked anything. The error names the parameter, never repeats it.
+	for _, f := range []struct{ name, v string }{{"q", gq.Search}, {"ptype", gq.ProtocolType}} {
+		if len(f.v) > maxSearchLen {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is %d bytes long: at most %d.", f.name, len(f.v), maxSearchLen))
+			return
+		}
+		if !utf8.ValidString(f.v) {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is not UTF-8 text (group ids and protocol types are).", f.name))
+			return
+		}
+	}
+	if gq.Match != "" && !slices.Contains(matchModes, gq.Match) {
+		c.fail(w, r, http.StatusBadRequest, "Unknown match mode: want one of "+strings.Join(matchModes, ", ")+".")
+		return
+	}
+	if gq.Match == "contains" { // the default: links and the form leave it out
+		gq.Match = ""
+	}
 	rows, unreachable, err := listGroups(ctx, cl)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
 	}
-	q := r.URL.Query()
-	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1"}
 	p := groupsPage{Query: gq, Total: len(rows), Unreachable: unreachable,
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
 		States: group.ListedStates(),
 		Types:  []string{"classic", "consumer"}}
+	ptypes := map[string]bool{}
 	for _, g := range rows {
 		if g.State != "" && !slices.Contains(p.States, g.State) {
 			p.States = append(p.States, g.State)
 		}
+		if g.ProtocolType != "" && len(ptypes) < maxProtocolTypes {
+			ptypes[g.ProtocolType] = true
+		}
 	}
+	if gq.ProtocolType != "" {
+		ptypes[gq.ProtocolType] = true // shown as chosen even if no group has it
+	}
+	p.ProtocolTypes = slices.Sorted(maps.Keys(ptypes))
 	// An unknown state or type would match no group and read as "0 of N
 	// groups": it is a 400 naming the accepted values, as the CLI's usage
 	// error does. A known one is spelled as listed, so the form shows it.
@@ -97,8 +154,9 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	// Only the groups shown are described, unless the order asked for
 	// needs every matching group's details.
-	matched := filterRows(rows, p.Query.State, p.Query.Type)
+	matched := filterRows(rows, p.Query.filter())
 	p.Matching = len(matched)
+	p.Filtered = p.Query.filter() != rowFilter{}
 	now := c.now()
 	if sortNeedsDescription(p.Query.Sort) {
 		if err := describeRows(ctx, cl, matched, now); err != nil {
