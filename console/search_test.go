@@ -265,3 +265,25 @@ func TestGroupsSearchAuthorization(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupsCountReadable: the count line of a node with many groups
+// writes its numbers with thousands separators ("the first 1,000 of
+// 90,000 matching groups (101,001 groups)").
+func TestGroupsCountReadable(t *testing.T) {
+	c := New(nil, nil, nil)
+	for _, tc := range []struct {
+		p    groupsPage
+		want string
+	}{
+		{groupsPage{Groups: make([]GroupRow, 1000), Matching: 90000, Total: 101001, Query: groupsQuery{Search: "classic-"}},
+			`id="count">the first 1,000 of 90,000 matching groups (101,001 groups): the list is cut`},
+		{groupsPage{Groups: make([]GroupRow, 12), Matching: 12, Total: 101001, Filtered: true},
+			`id="count">12 of 101,001 groups match</p>`},
+	} {
+		w := httptest.NewRecorder()
+		c.render(w, "groups", http.StatusOK, pageData{Title: "Groups", Body: tc.p})
+		if !strings.Contains(w.Body.String(), tc.want) {
+			t.Errorf("the page lacks %q\n%s", tc.want, w.Body)
+		}
+	}
+}
