@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -388,7 +390,11 @@ func TestAdminPathsAtScale(t *testing.T) {
 		}
 		return len(raw(t, addr, req))
 	})
-	for _, path := range []string{"/metrics", "/console/", "/console/?page=2"} {
+	// The console's searches: one group of all, the classic groups (cut
+	// to the page's 1,000), a few consumer groups.
+	one := fmt.Sprintf("classic-%06d", nClassic/2)
+	for _, path := range []string{"/metrics", "/console/", "/console/?page=2", "/console/?q=" + one,
+		"/console/?q=classic-&match=prefix", "/console/?ptype=consumer&q=cg-00001"} {
 		measure("GET "+path, func() int {
 			r, err := http.Get("http://" + n.HTTPAddr() + path)
 			if err != nil {
@@ -398,6 +404,12 @@ func TestAdminPathsAtScale(t *testing.T) {
 			r.Body.Close()
 			if r.StatusCode != 200 {
 				t.Errorf("%s: %d %s", path, r.StatusCode, b[:min(len(b), 300)])
+			}
+			if got := shownGroups(string(b)); strings.Contains(path, one) && (len(got) != 1 || got[0] != one) {
+				t.Errorf("%s shows %v, want %s only", path, got, one)
+			}
+			if c := regexp.MustCompile(`id="count">([^<]*)`).FindSubmatch(b); c != nil {
+				t.Logf("%s: %s", path, c[1])
 			}
 			return len(b)
 		})
