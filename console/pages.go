@@ -147,7 +147,13 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		}
 		i := slices.IndexFunc(f.accepted, func(a string) bool { return strings.EqualFold(a, *f.v) })
 		if i < 0 {
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown %s %q: want one of %s (any case).", f.name, *f.v, strings.Join(f.accepted, ", ")))
+			// The value is quoted back only when it is short: the page
+			// need not carry a megabyte of someone's URL.
+			v := fmt.Sprintf(" %q", *f.v)
+			if len(*f.v) > 64 {
+				v = fmt.Sprintf(" (%d bytes)", len(*f.v))
+			}
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown %s%s: want one of %s (any case).", f.name, v, strings.Join(f.accepted, ", ")))
 			return
 		}
 		*f.v = f.accepted[i]

@@ -164,6 +164,8 @@ func TestGroupsSearch(t *testing.T) {
 		"?ptype=" + strings.Repeat("x", maxSearchLen+1),
 		"?q=%ff%fe",
 		"?match=regexp",
+		"?state=" + strings.Repeat("x", 1000),
+		"?sort=" + strings.Repeat("x", 1000),
 	} {
 		w := serveURL(c, "/console/"+q, "", "")
 		if w.Code != http.StatusBadRequest {
