@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/node"
@@ -96,37 +97,88 @@ type storeSide struct {
 	st    store.Store
 	name  string
 	close func() error
-	// keys counts the keys under the etcd prefix followed by sub (nil
-	// for a data dir).
-	keys func(ctx context.Context, sub string) (int64, error)
+	// records counts the records of the etcd prefix's cohort cluster, in
+	// any partition (nil for a data dir).
+	records func(ctx context.Context) (int64, error)
 	// cohortKeys counts the keys of the etcd prefix's cohort cluster (nil
 	// for a data dir).
 	cohortKeys func(ctx context.Context) (int64, error)
 }
 
-// etcdFamilies are the keys a cohort cluster keeps under its prefix, each
-// after the prefix: the store's records, the node registrations, the
-// partition ownership (prefixes), and the compaction turn (one key). Only
-// these are its: another cluster's prefix may extend this one (/cohort2/
-// beside /cohort, /cohort/eu/ beside /cohort/), so a key merely under the
-// prefix may be that cluster's.
-var etcdFamilies = []struct {
-	sub    string
-	prefix bool
-}{{"d", true}, {"own/", true}, {"nodes/", true}, {"compaction", false}}
+// A cohort cluster's keys under its prefix P are (store/etcd, cluster):
+// its records, P d <partition, 4 bytes big endian> <key>, of the partitions
+// -2, -1 and 0.. (at most 32767 coordinator partitions: their first byte
+// is 0); the node registrations P nodes/<id> and the partition ownership
+// P own/<p>, both a decimal number; and the compaction turn, P compaction.
+// Only these are its. Another cluster's prefix may extend P (/cohort2/
+// beside /cohort, /cohort/dev/ or /cohort/nodes/eu/ beside /cohort/), and
+// then its keys are under P d, P nodes/ or P own/ too; but a prefix is
+// valid UTF-8 without NUL (node.ClusterConfig), so the byte after P d in
+// its keys is neither 0 nor 0xff, and after P nodes/ or P own/ comes no
+// decimal number alone: no key of it is one of P's.
 
-// etcdDeleteCommand is the etcdctl command line that deletes a cohort
-// cluster's keys under prefix and no other key.
-func etcdDeleteCommand(prefix string) string {
-	var cmds []string
-	for _, fam := range etcdFamilies {
-		q := "'" + strings.ReplaceAll(prefix+fam.sub, "'", `'\''`) + "'"
-		if fam.prefix {
-			cmds = append(cmds, "etcdctl del --prefix "+q)
-		} else {
-			cmds = append(cmds, "etcdctl del "+q)
+// keyRange is the etcd keys from from up to end (excluded).
+type keyRange struct{ from, end string }
+
+// recordRanges are the key ranges of the records of the cluster under
+// prefix: the coordinator partitions (first byte 0) and the catalog and
+// security partitions (-1 and -2: 0xff 0xff 0xff 0xff and ... 0xfe).
+func recordRanges(prefix string) []keyRange {
+	d := prefix + "d"
+	return []keyRange{{d, d + "\x01"}, {d + "\xff\xff\xff\xfe", prefix + "e"}}
+}
+
+// decimalSuffix reports whether key is sub followed by a number as cohort
+// writes it (strconv.Itoa): a node id or a partition, not a key of
+// another cluster whose prefix starts with sub.
+func decimalSuffix(key, sub string) bool {
+	rest, ok := strings.CutPrefix(key, sub)
+	if !ok {
+		return false
+	}
+	n, err := strconv.Atoi(rest)
+	return err == nil && strconv.Itoa(n) == rest
+}
+
+// shellWord quotes s for a POSIX shell: one word, s as it is.
+func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// shellBytes is a shell word for s, which may hold bytes a command line
+// cannot spell (0x01, 0xff): printf writes them from octal escapes.
+func shellBytes(s string) string {
+	printable := true
+	for _, b := range []byte(s) {
+		printable = printable && b >= 0x20 && b < 0x7f
+	}
+	if printable {
+		return shellWord(s)
+	}
+	var f strings.Builder
+	for _, b := range []byte(s) {
+		switch {
+		case b == '%':
+			f.WriteString("%%")
+		case b == '\\':
+			f.WriteString(`\\`)
+		case b >= 0x20 && b < 0x7f:
+			f.WriteByte(b)
+		default:
+			fmt.Fprintf(&f, `\%03o`, b)
 		}
 	}
+	return `"$(printf ` + shellWord(f.String()) + `)"`
+}
+
+// etcdDeleteCommand is the etcdctl command line that deletes the records
+// and the compaction turn of the cohort cluster under prefix and no other
+// key (registrations and ownership are on the nodes' leases: they go
+// when the nodes stop).
+func etcdDeleteCommand(prefix string) string {
+	var cmds []string
+	for _, r := range recordRanges(prefix) {
+		cmds = append(cmds, "etcdctl del "+shellBytes(r.from)+" "+shellBytes(r.end))
+	}
+	cmds = append(cmds, "etcdctl del "+shellWord(etcdstore.CompactionKey(prefix)))
 	return strings.Join(cmds, " && ")
 }
 
@@ -216,14 +268,14 @@ func storeCopy(e env, f storeCopyFlags) error {
 				src.name, s.Partition, s.MaxRecord, dst.name, lim.MaxRecordBytes())
 		}
 	}
-	if src.keys != nil {
+	if src.records != nil {
 		// Records in partitions no node reads (none are written) would
 		// be left behind unnoticed: refuse to leave them.
 		var total int64
 		for _, s := range want {
 			total += s.Records
 		}
-		if k, err := src.keys(ctx, "d"); err != nil {
+		if k, err := src.records(ctx); err != nil {
 			return fmt.Errorf("store copy: %s: %w", src.name, err)
 		} else if k != total {
 			return fmt.Errorf("store copy: %s holds %d records, %d of them in the partitions a node with --partitions %d reads; "+
@@ -463,67 +515,109 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		return nil, fmt.Errorf("store copy: %s: %w", flagName, err)
 	}
 	name := fmt.Sprintf("etcd %s prefix %q", strings.Join(eps, ","), f.prefix)
-	get := func(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	count := func(ctx context.Context, r keyRange) (int64, error) {
 		rctx, cancel := context.WithTimeout(ctx, f.timeout)
 		defer cancel()
-		return cli.Get(rctx, key, append([]clientv3.OpOption{clientv3.WithPrefix()}, opts...)...)
+		opts := []clientv3.OpOption{clientv3.WithCountOnly()}
+		if r.end != "" {
+			opts = append(opts, clientv3.WithRange(r.end))
+		}
+		resp, err := cli.Get(rctx, r.from, opts...)
+		if err != nil {
+			return 0, err
+		}
+		return resp.Count, nil
 	}
-	cohortKeys := func(ctx context.Context) (int64, error) {
+	records := func(ctx context.Context) (int64, error) {
 		var n int64
-		for _, fam := range etcdFamilies {
-			rctx, cancel := context.WithTimeout(ctx, f.timeout)
-			opts := []clientv3.OpOption{clientv3.WithCountOnly()}
-			if fam.prefix {
-				opts = append(opts, clientv3.WithPrefix())
-			}
-			resp, err := cli.Get(rctx, f.prefix+fam.sub, opts...)
-			cancel()
+		for _, r := range recordRanges(f.prefix) {
+			k, err := count(ctx, r)
 			if err != nil {
 				return 0, err
 			}
-			n += resp.Count
+			n += k
 		}
 		return n, nil
 	}
-	if source {
-		// A node registers under nodes/<id> and owns partitions under
-		// own/<p>, both keys on its lease: either means a node is (or
-		// was a moment ago) serving this state.
-		var ids []string
-		owned := 0
-		leases := map[clientv3.LeaseID]bool{}
-		for _, what := range []string{"nodes/", "own/"} {
-			resp, err := get(f.prefix + what) // values too: etcd's keys-only reads leave leases out
-			if err != nil {
-				cli.Close()
-				return nil, fmt.Errorf("store copy: %s: %w", name, err)
-			}
-			for _, kv := range resp.Kvs {
-				leases[clientv3.LeaseID(kv.Lease)] = true
-				if what == "nodes/" {
-					ids = append(ids, strings.TrimPrefix(string(kv.Key), f.prefix+what))
-				} else {
-					owned++
-				}
+	// leased reads the registrations (nodes/<id>) or the ownership keys
+	// (own/<p>) of the prefix's cluster, values too (etcd's keys-only
+	// reads leave leases out); keys of another cluster whose prefix
+	// starts with P nodes/ or P own/ are left out.
+	leased := func(ctx context.Context, sub string) ([]*mvccpb.KeyValue, error) {
+		rctx, cancel := context.WithTimeout(ctx, f.timeout)
+		defer cancel()
+		resp, err := cli.Get(rctx, f.prefix+sub, clientv3.WithPrefix())
+		if err != nil {
+			return nil, err
+		}
+		kvs := resp.Kvs[:0]
+		for _, kv := range resp.Kvs {
+			if decimalSuffix(string(kv.Key), f.prefix+sub) {
+				kvs = append(kvs, kv)
 			}
 		}
-		slices.SortFunc(ids, func(a, b string) int {
-			x, _ := strconv.Atoi(a)
-			y, _ := strconv.Atoi(b)
-			return x - y
-		})
-		stop := fmt.Sprintf("stop every node (cohort serve --etcd-prefix %s) and copy again", f.prefix) + leasesLapse(ctx, cli, f.timeout, leases)
-		switch {
-		case len(ids) > 0:
+		return kvs, nil
+	}
+	cohortKeys := func(ctx context.Context) (int64, error) {
+		n, err := records(ctx)
+		if err != nil {
+			return 0, err
+		}
+		k, err := count(ctx, keyRange{from: etcdstore.CompactionKey(f.prefix)})
+		if err != nil {
+			return 0, err
+		}
+		n += k
+		for _, sub := range []string{"nodes/", "own/"} {
+			kvs, err := leased(ctx, sub)
+			if err != nil {
+				return 0, err
+			}
+			n += int64(len(kvs))
+		}
+		return n, nil
+	}
+	// A node registers under nodes/<id> and owns partitions under
+	// own/<p>, both keys on its lease: either means a node is (or was a
+	// moment ago) serving this state, which a copy neither reads from
+	// nor writes over.
+	var ids []string
+	owned := 0
+	leases := map[clientv3.LeaseID]bool{}
+	for _, sub := range []string{"nodes/", "own/"} {
+		kvs, err := leased(ctx, sub)
+		if err != nil {
 			cli.Close()
+			return nil, fmt.Errorf("store copy: %s: %w", name, err)
+		}
+		for _, kv := range kvs {
+			leases[clientv3.LeaseID(kv.Lease)] = true
+			if sub == "nodes/" {
+				ids = append(ids, strings.TrimPrefix(string(kv.Key), f.prefix+sub))
+			} else {
+				owned++
+			}
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		x, _ := strconv.Atoi(a)
+		y, _ := strconv.Atoi(b)
+		return x - y
+	})
+	if len(ids) > 0 || owned > 0 {
+		stop := fmt.Sprintf("stop every node (cohort serve --etcd-prefix %s) and copy again", f.prefix) + leasesLapse(ctx, cli, f.timeout, leases)
+		if !source {
+			stop = "nothing was copied: " + stop
+		}
+		cli.Close()
+		if len(ids) > 0 {
 			return nil, fmt.Errorf("store copy: %s is in use: cohort nodes are running on it (node ids %s: their leases under nodes/ are live); %s",
 				name, strings.Join(ids, ", "), stop)
-		case owned > 0:
-			cli.Close()
-			return nil, fmt.Errorf("store copy: %s is in use: %d coordinator partitions are owned by a node (their leases under own/ are live); %s",
-				name, owned, stop)
 		}
-	} else {
+		return nil, fmt.Errorf("store copy: %s is in use: %d coordinator partitions are owned by a node (their leases under own/ are live); %s",
+			name, owned, stop)
+	}
+	if !source {
 		k, err := cohortKeys(ctx)
 		if err != nil {
 			cli.Close()
@@ -531,9 +625,9 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		}
 		if k > 0 {
 			cli.Close()
-			return nil, fmt.Errorf("store copy: %s is not empty (%d cohort keys under it: records, node registrations, "+
-				"partition ownership); nothing was copied: give another --etcd-prefix, or, if they are to be replaced, "+
-				"delete them and no other key (not etcdctl del --prefix %s alone: another cluster's prefix may start with it): %s",
+			return nil, fmt.Errorf("store copy: %s is not empty (%d cohort keys under it: records, compaction turn); nothing was copied: "+
+				"give another --etcd-prefix, or, if they are to be replaced, delete them and no other key (not etcdctl del --prefix %s: "+
+				"another cluster's prefix may start with it): %s",
 				name, k, f.prefix, etcdDeleteCommand(f.prefix))
 		}
 	}
@@ -542,13 +636,5 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		cli.Close()
 		return nil, err
 	}
-	side := &storeSide{st: st, name: name, close: st.Close, cohortKeys: cohortKeys}
-	side.keys = func(ctx context.Context, sub string) (int64, error) {
-		resp, err := get(f.prefix+sub, clientv3.WithCountOnly())
-		if err != nil {
-			return 0, err
-		}
-		return resp.Count, nil
-	}
-	return side, nil
+	return &storeSide{st: st, name: name, close: st.Close, cohortKeys: cohortKeys, records: records}, nil
 }

@@ -489,7 +489,7 @@ func TestStoreCopyBesideOtherClusters(t *testing.T) {
 	}
 	c.fails(1, []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cohort"},
 		`prefix "/cohort" is not empty (2 cohort keys under it`,
-		`etcdctl del --prefix '/cohortd' && etcdctl del --prefix '/cohortown/' && etcdctl del --prefix '/cohortnodes/' && etcdctl del '/cohortcompaction'`)
+		`etcdctl del '/cohortd' "$(printf '/cohortd\001')" && etcdctl del "$(printf '/cohortd\377\377\377\376')" '/cohorte' && etcdctl del '/cohortcompaction'`)
 }
 
 // TestStoreCopySIGINT: Ctrl-C (SIGINT) during a copy, here while the
