@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -192,6 +193,13 @@ func (cc *ClusterConfig) check() error {
 	}
 	if len(cc.Endpoints) == 0 {
 		return errors.New("--etcd names no etcd endpoint: want host:port or https://host:port, comma-separated")
+	}
+	// A prefix's bytes end up where a partition number starts in the
+	// keys of a cluster whose prefix is a shorter one (P d <partition>);
+	// cohort's partitions start with 0 or 0xff, which UTF-8 without NUL
+	// never holds, so clusters at nested prefixes cannot share a key.
+	if p := cc.Prefix; !utf8.ValidString(p) || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("--etcd-prefix %q: want UTF-8 text without NUL", p)
 	}
 	var tlsFlags []string
 	for _, f := range [][2]string{{cc.CAFile, "--etcd-ca"}, {cc.CertFile, "--etcd-cert"}, {cc.KeyFile, "--etcd-key"}} {

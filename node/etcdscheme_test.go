@@ -51,3 +51,23 @@ func TestClusterEtcdHTTPEndpointWithTLSRefused(t *testing.T) {
 		t.Errorf("no etcd endpoint: %v, want a ConfigError naming --etcd", err)
 	}
 }
+
+// TestClusterEtcdPrefixNotUTF8Refused: an --etcd-prefix that is not UTF-8,
+// or holds a NUL, is refused, naming the flag: with such bytes one
+// cluster's keys could fall among another's partitions (the byte after
+// P d is a partition's first, 0 or 0xff for cohort's), which a valid
+// prefix cannot.
+func TestClusterEtcdPrefixNotUTF8Refused(t *testing.T) {
+	for _, p := range []string{"/cohort/d\xff\xff\xff", "/a\x00/", "/\xc3/"} {
+		err := CheckConfig(Config{Listen: "127.0.0.1:0", Cluster: &ClusterConfig{Endpoints: []string{"127.0.0.1:2379"}, Prefix: p}})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "--etcd-prefix") || !strings.Contains(err.Error(), "UTF-8") {
+			t.Errorf("prefix %q: %v, want a ConfigError naming --etcd-prefix and UTF-8", p, err)
+		}
+	}
+	for _, p := range []string{"", "/cohort/", "/cohort/dev/", "/é/"} {
+		if err := CheckConfig(Config{Listen: "127.0.0.1:0", Cluster: &ClusterConfig{Endpoints: []string{"127.0.0.1:2379"}, Prefix: p}}); err != nil {
+			t.Errorf("prefix %q: %v", p, err)
+		}
+	}
+}
