@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,9 +286,46 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	cancel()
 	if err != nil {
 		cli.Close()
-		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, etcdError(cc, err))
+		err = etcdError(cc, err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// The etcd client retries a failed TLS handshake until the
+			// deadline and says no more: one of our own tells why.
+			if cause := tlsCause(cc.Endpoints[0], etls.config(), dial); cause != nil {
+				err = fmt.Errorf("%w: TLS with %s: %v", err, cc.Endpoints[0], cause)
+			}
+		}
+		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, err)
 	}
 	return cli, etls, nil
+}
+
+// tlsCause is the error a TLS handshake with etcd endpoint ep meets with
+// cfg (nil: no TLS, an endpoint other than host:port or https://, or the
+// handshake succeeds), within timeout: etcd's certificate not trusted, or
+// etcd's refusal of the client's certificate (or of none), which TLS 1.3
+// tells only after the handshake, in place of the first data.
+func tlsCause(ep string, cfg *tls.Config, timeout time.Duration) error {
+	if cfg == nil {
+		return nil
+	}
+	addr, ok := strings.CutPrefix(ep, "https://")
+	if !ok && strings.Contains(ep, "://") {
+		return nil
+	}
+	addr, _, _ = strings.Cut(addr, "/")
+	c := cfg.Clone()
+	c.NextProtos = []string{"h2"} // as gRPC asks
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(min(timeout, 2*time.Second)))
+	var ne net.Error
+	if _, err := conn.Read(make([]byte, 1)); err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+		return err
+	}
+	return nil
 }
 
 // openCluster connects to etcd and makes the fenced store the node's store.
