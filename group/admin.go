@@ -145,6 +145,13 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 	var deleting []*Group
 	var idx []int
 	var emptySince []time.Time // of the groups deleting: restored if the write fails
+	// The tombstones go into one slice made at its final size: grown by
+	// append, a request deleting many groups copied its records (a rec is
+	// about 200 bytes) again and again, allocating about five times what
+	// it kept.
+	if n := s.deletionRecs(req.Groups); n > 0 {
+		recs = make([]rec, 0, n)
+	}
 	for _, id := range req.Groups {
 		r := kmsg.NewDeleteGroupsResponseGroup()
 		r.Group = id
@@ -199,14 +206,36 @@ func (s *Shard) DeleteGroups(now time.Time, t Ticket, req *kmsg.DeleteGroupsRequ
 	})
 }
 
+// deletionRecs is how many tombstones deleting the groups of ids that can
+// be deleted takes (at most: appendDeletion may need fewer).
+func (s *Shard) deletionRecs(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if g := s.groups[id]; g != nil && g.state != Dead && g.empty() {
+			n += g.deletionRecs()
+		}
+	}
+	return n
+}
+
+// deletionRecs is at least how many records appendDeletion appends.
+func (g *Group) deletionRecs() int {
+	n := g.offsets.len() + 3 // the group's and consumer group's tombstones
+	for _, c := range g.inflight {
+		n += len(c.recs)
+	}
+	if h := g.s.hist[g.id]; h != nil {
+		n += len(h.events) + len(h.loaded) + len(h.trimmed) + len(h.writing)
+	}
+	return n
+}
+
 // appendDeletion appends the tombstones that delete the group: its offsets,
 // those of commits still being written (they reach the store before these
 // tombstones, since writes are ordered; without a tombstone they would come
 // back at the next load), and its metadata.
 func (g *Group) appendDeletion(recs []rec) []rec {
-	for _, tp := range g.sortedOffsets() {
-		recs = append(recs, offsetTombstone(g.id, tp))
-	}
+	g.offsets.each(func(tp topicPartition, _ offset) { recs = append(recs, offsetTombstone(g.id, tp)) })
 	for _, c := range g.inflight {
 		for _, r := range c.recs {
 			if !g.hasOffset(r.tp) {
