@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // topicJSON is one topic of "topics" and the result of "topic create" and
@@ -185,7 +187,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 		}
 	case "delete":
 		preview := func(w io.Writer, asJSON bool) (int, error) {
-			p, err := previewTopicDelete(ctx, adm, name)
+			p, err := previewTopicDelete(ctx, cl, adm, name)
 			if err != nil {
 				return 0, c.fail("delete "+name, err)
 			}
@@ -236,32 +238,90 @@ type topicDeletePreview struct {
 }
 
 // previewTopicDelete finds what deleting topic would delete: an error
-// when cohort has no such topic, as the delete would fail.
-func previewTopicDelete(ctx context.Context, adm *kadm.Client, topic string) (topicDeletePreview, error) {
+// when cohort has no such topic, as the delete would fail. Each group is
+// asked for its offsets of that topic's partitions alone (groupBatch groups
+// per OffsetFetch), so the answers hold one topic of each group, not every
+// offset of every group.
+func previewTopicDelete(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string) (topicDeletePreview, error) {
 	p := topicDeletePreview{Topic: topic, Groups: []string{}}
-	n, err := partitionCount(ctx, adm, topic)
+	parts, err := partitionsOf(ctx, adm, topic)
 	if errors.Is(err, errNoTopic) {
 		err = kerr.UnknownTopicOrPartition
 	}
 	if err != nil {
 		return p, err
 	}
-	p.Partitions = n
+	p.Partitions = len(parts)
 	groups, err := adm.ListGroups(ctx)
 	if err != nil {
 		return p, err
 	}
-	fetched := fetchManyOffsets(ctx, adm, groups.Groups())
-	for _, id := range slices.Sorted(maps.Keys(fetched)) {
-		g := fetched[id]
-		if g.Err != nil {
-			return p, fmt.Errorf("offsets of group %s: %w", g.Group, g.Err)
+	holding, errs := groupsWithOffsetsOf(ctx, cl, groups.Groups(), topic, parts)
+	if len(errs) > 0 {
+		id := slices.Min(slices.Collect(maps.Keys(errs))) // the first failed group, by id
+		return p, fmt.Errorf("offsets of group %s: %w", id, errs[id])
+	}
+	slices.Sort(holding)
+	p.Groups = append(p.Groups, holding...)
+	return p, nil
+}
+
+// groupsWithOffsetsOf returns the groups of ids holding a committed offset
+// of one of topic's partitions parts, and the errors of the groups whose
+// offsets could not be read. An offset of -1 is no commit: it is what the
+// coordinator answers for a partition the group has no offset of.
+func groupsWithOffsetsOf(ctx context.Context, cl *kgo.Client, ids []string, topic string, parts []int32) (holding []string, errs map[string]error) {
+	errs = map[string]error{}
+	inBatches(ids, func(batch []string) {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		for _, id := range batch {
+			rg := kmsg.NewOffsetFetchRequestGroup()
+			rg.Group = id
+			rt := kmsg.NewOffsetFetchRequestGroupTopic()
+			rt.Topic, rt.Partitions = topic, parts
+			rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{rt}
+			req.Groups = append(req.Groups, rg)
 		}
-		if len(g.Fetched[topic]) > 0 {
-			p.Groups = append(p.Groups, g.Group)
+		for _, sh := range cl.RequestSharded(ctx, req) {
+			if sh.Err != nil {
+				for _, rg := range sh.Req.(*kmsg.OffsetFetchRequest).Groups {
+					errs[rg.Group] = sh.Err
+				}
+				continue
+			}
+			for _, rg := range sh.Resp.(*kmsg.OffsetFetchResponse).Groups {
+				if err := kerr.ErrorForCode(rg.ErrorCode); err != nil {
+					errs[rg.Group] = err
+					continue
+				}
+				switch held, err := holdsOffset(rg.Topics, topic); {
+				case err != nil:
+					errs[rg.Group] = err
+				case held:
+					holding = append(holding, rg.Group)
+				}
+			}
+		}
+	})
+	return holding, errs
+}
+
+// holdsOffset reports whether one of topics' partitions of topic has a
+// committed offset, or the error of a partition the answer has none for.
+func holdsOffset(topics []kmsg.OffsetFetchResponseGroupTopic, topic string) (bool, error) {
+	held := false
+	for _, t := range topics {
+		if t.Topic != topic {
+			continue
+		}
+		for _, pt := range t.Partitions {
+			if err := kerr.ErrorForCode(pt.ErrorCode); err != nil {
+				return false, fmt.Errorf("%s/%d: %w", topic, pt.Partition, err)
+			}
+			held = held || pt.Offset != -1
 		}
 	}
-	return p, nil
+	return held, nil
 }
 
 // partitionCount is the number of partitions of topic, as adm's cluster
