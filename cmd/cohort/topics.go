@@ -283,9 +283,13 @@ func groupsWithOffsetsOf(ctx context.Context, cl *kgo.Client, ids []string, topi
 			req.Groups = append(req.Groups, rg)
 		}
 		for _, sh := range cl.RequestSharded(ctx, req) {
-			if sh.Err != nil {
+			err := sh.Err
+			if err == nil {
+				err = kerr.ErrorForCode(sh.Resp.(*kmsg.OffsetFetchResponse).ErrorCode)
+			}
+			if err != nil { // the whole shard failed: each of its groups
 				for _, rg := range sh.Req.(*kmsg.OffsetFetchRequest).Groups {
-					errs[rg.Group] = sh.Err
+					errs[rg.Group] = err
 				}
 				continue
 			}
