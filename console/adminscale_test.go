@@ -11,6 +11,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"strings"
@@ -41,7 +42,10 @@ func scaleEnv(k string, d int) int {
 // figures of docs/benchmarks.md, "Admin paths at scale"): per request its
 // time, answer size, bytes allocated by the process, and the slowest
 // heartbeat of a classic member on the same coordinator partition as
-// classic-000000 while it ran. It runs only with COHORT_BENCH_ADMIN_SCALE=1;
+// classic-000000 while it ran, the CPU time the process used meanwhile
+// (with the wall time it tells the work from the waits for a core of a
+// busy machine), and the collector's cycles that ended during it with their
+// CPU time. It runs only with COHORT_BENCH_ADMIN_SCALE=1;
 // CLASSIC, BIG (classic groups with 300 offsets, the others 10), CG
 // (one-member consumer groups), TOPICS and ACLS size the state; WAIT keeps
 // the node up afterwards (for the CLI), DELETE=1 adds a DeleteGroups of a
@@ -269,6 +273,7 @@ func TestAdminPathsAtScale(t *testing.T) {
 		<-started
 		var a, b runtime.MemStats
 		runtime.ReadMemStats(&a)
+		cpu0, gc0 := processCPU(), gcCPU()
 		var pf *os.File
 		if os.Getenv("MPROF") == name {
 			f, _ := os.Create("allocs0.prof")
@@ -292,9 +297,12 @@ func TestAdminPathsAtScale(t *testing.T) {
 			f.Close()
 		}
 		runtime.ReadMemStats(&b)
+		cpu, gc := processCPU()-cpu0, gcCPU()-gc0
 		close(stop)
 		<-done
-		t.Logf("%-40s %10v  size=%10d  alloc=%6d MiB  hb max=%v (n=%d)", name, d.Round(time.Millisecond), size, (b.TotalAlloc-a.TotalAlloc)>>20, maxLat.Round(time.Millisecond), cnt)
+		t.Logf("%-40s %10v  size=%10d  alloc=%6d MiB  hb max=%v (n=%d)  cpu=%v gc cycles=%d gc cpu=%v",
+			name, d.Round(time.Millisecond), size, (b.TotalAlloc-a.TotalAlloc)>>20, maxLat.Round(time.Millisecond), cnt,
+			cpu.Round(time.Millisecond), b.NumGC-a.NumGC, gc.Round(time.Millisecond))
 	}
 	var allGroups []string
 	measure("ListGroups", func() int {
@@ -428,6 +436,17 @@ func TestAdminPathsAtScale(t *testing.T) {
 		d, _ := time.ParseDuration(w)
 		time.Sleep(d)
 	}
+}
+
+// gcCPU is the runtime's estimate of the CPU time the collector has used
+// (its mark workers, assists and pauses), as of its last cycle.
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }
 
 // rawConn is the connection of raw; corr its last correlation id.
