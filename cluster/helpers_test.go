@@ -21,6 +21,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/testchild"
 	"github.com/cohort-dev/cohort/internal/testkafka"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -64,13 +65,6 @@ func nodeConfig(id int32, eps []string, ttl time.Duration, log *slog.Logger) nod
 	}
 }
 
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // startNode starts an in-process cluster-mode node, closed at the end of the
@@ -79,7 +73,7 @@ func startNode(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) 
 	t.Helper()
 	log := quiet()
 	if os.Getenv("COHORT_TEST_VERBOSE") != "" {
-		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		log = slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	n, err := node.Start(nodeConfig(id, ec.Endpoints(), ttl, log))
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
@@ -105,7 +106,7 @@ func TestClusterPage(t *testing.T) {
 	for i := 1; i <= 2; i++ {
 		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: parts, Group: gcfg,
 			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
-			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console/", LeaseTTL: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
@@ -197,7 +198,7 @@ func TestClusterConsoleOverTLS(t *testing.T) {
 			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
 			Security: &node.SecurityConfig{TLS: srvTLS, Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
 				BootstrapPassword: adminPassword, SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond},
-			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-tls/", LeaseTTL: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
@@ -248,7 +249,7 @@ func TestClusterPageWithoutLease(t *testing.T) {
 	gcfg.InitialRebalanceDelay = 0
 	nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: 4, Group: gcfg,
 		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
-		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError})),
 		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-nolease/", LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
 	if err != nil {
 		t.Fatal(err)

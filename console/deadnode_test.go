@@ -15,6 +15,7 @@ import (
 	"github.com/cohort-dev/cohort/cluster"
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -35,7 +36,7 @@ func TestGroupsPageWithADeadNode(t *testing.T) {
 	const parts, prefix = 4, "/console-dead/"
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: parts, Group: gcfg,
 		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
-		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

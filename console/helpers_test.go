@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -25,13 +26,6 @@ import (
 )
 
 const adminPassword = "admin-secret-1"
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
 
 // startNode runs a node on loopback with the console on its HTTP listener;
 // secure adds a SASL_PLAINTEXT listener, SCRAM and a super user "admin".
@@ -47,7 +41,7 @@ func startNode(t testing.TB, secure bool, adjust ...func(*node.Config)) *node.No
 		HTTPListen:   "127.0.0.1:0",
 		HTTPHandlers: Register,
 		ClusterID:    "console-test",
-		Logger:       slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:       slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if secure {
 		cfg.Listen = ""

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/disk"
@@ -164,7 +165,7 @@ func TestClusterCatalogMovedToPerTopicRecords(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			ns[i], errs[i] = Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: k848Parts,
-				Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+				Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 				Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
 		}()
 	}

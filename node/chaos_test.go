@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -291,7 +292,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 	cfg.ConsumerSessionTimeout = chaosSession
 	cfg.ConsumerHeartbeatInterval = chaosHeartbeat
 	n := startLoaded(t, Config{Listen: "127.0.0.1:0", Store: memstore.New(), Group: cfg, ClusterID: "test",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	t.Cleanup(func() { n.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), dur+60*time.Second)
 	defer cancel()

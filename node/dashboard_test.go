@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
@@ -110,7 +111,7 @@ func exportedFamilies(t *testing.T) map[string]*family {
 
 	ec := etcdtest.Start(t, 1)
 	cn, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
-		Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dashboard/", LeaseTTL: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)

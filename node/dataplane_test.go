@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -51,7 +52,7 @@ func startMetricsNode(t *testing.T) *Node {
 		Store:         memstore.New(),
 		Group:         cfg,
 		Rand:          seeded{rand.NewChaCha8([32]byte{4})},
-		Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:        slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID:     "test",
 	})
 	t.Cleanup(func() { n.Close() })

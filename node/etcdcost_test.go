@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -117,7 +118,7 @@ func TestClusterEtcdCostAtRest(t *testing.T) {
 	var ns []*Node
 	for i, c := range calls {
 		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: 8, Group: gcfg,
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/cost/", LeaseTTL: ttl, CompactionInterval: -1,
 				dialOptions: c.dialOptions()}})
 		if err != nil {

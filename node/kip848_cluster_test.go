@@ -11,6 +11,7 @@ import (
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -36,7 +37,7 @@ func startCluster848(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []stri
 			eps = node1Etcd
 		}
 		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "test", Partitions: k848Parts, Group: cfg,
-			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: eps, Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
 		if err != nil {
 			t.Fatal(err)

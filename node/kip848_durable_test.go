@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 )
 
 // restartCase848 runs the KIP-848 durability scenario against the node at
@@ -75,7 +76,7 @@ func TestKIP848GroupSurvivesRestart(t *testing.T) {
 	cfg.InitialRebalanceDelay = 0
 	cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond
 	ncfg := Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Group: cfg, ClusterID: "test",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	n := startLoaded(t, ncfg)
 	t.Cleanup(func() { n.Close() })
 	ncfg.Listen = n.Addr()

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
@@ -68,7 +69,7 @@ func TestKIP848FranzGo(t *testing.T) {
 	cfg.InitialRebalanceDelay = 0
 	cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond // the members learn of changes sooner
 	n := startLoaded(t, Config{Listen: "127.0.0.1:0", Store: memstore.New(), Group: cfg, ClusterID: "test",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	t.Cleanup(func() { n.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -131,7 +131,7 @@ func metricsNode(t *testing.T, st store.Store) *Node {
 		Store:      st,
 		Group:      cfg,
 		Rand:       seeded{rand.NewChaCha8([32]byte{7})},
-		Logger:     slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:     slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID:  "test",
 	})
 	t.Cleanup(func() { n.Close() })
@@ -338,7 +338,7 @@ func (s gatedStore) Load(ctx context.Context, p int32, fn func(store.Record) err
 func TestReadyzWhileLoading(t *testing.T) {
 	st := gatedStore{Store: memstore.New(), part: 7, gate: make(chan struct{})}
 	n, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", Store: st, ClusterID: "test",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestMetricsAuthFailures(t *testing.T) {
 // and HTTPHandlers adds handlers to its mux.
 func TestHTTPListener(t *testing.T) {
 	n := startLoaded(t, Config{Listen: "127.0.0.1:0", MetricsListen: "127.0.0.1:0", Store: memstore.New(), ClusterID: "test",
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		HTTPHandlers: func(mux *http.ServeMux, n *Node) {
 			mux.HandleFunc("GET /console", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, n.Addr()) })
 		}})

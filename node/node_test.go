@@ -15,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -36,7 +37,7 @@ func startNode(t testing.TB, st store.Store) *Node {
 		Store:     st,
 		Group:     cfg,
 		Rand:      seeded{rand.NewChaCha8([32]byte{3})},
-		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:    slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID: "test",
 	})
 	t.Cleanup(func() { n.Close() })
@@ -57,13 +58,6 @@ func startLoaded(t testing.TB, cfg Config) *Node {
 		t.Fatal(err)
 	}
 	return n
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
 }
 
 func client(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -29,7 +30,7 @@ func TestClusterReadyWaitsForItsShare(t *testing.T) {
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
 		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg,
-			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: eps, Prefix: "/readyshare/", LeaseTTL: ttl, CompactionInterval: -1}})
 		if err != nil {
 			t.Fatal(err)

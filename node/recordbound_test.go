@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store/disk"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -28,7 +29,7 @@ func TestDiskStoreBoundsGroupMetadata(t *testing.T) {
 		t.Fatalf("DefaultMaxRecordBytes %d", disk.DefaultMaxRecordBytes)
 	}
 	dir := t.TempDir()
-	quiet := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+	quiet := slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError}))
 	st, err := disk.Open(disk.Options{Dir: dir, Logger: quiet, MaxRecordBytes: 4096})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
@@ -29,7 +30,7 @@ func restartable(t *testing.T, seed byte) (*clock.Fake, func(addr string) *Node)
 		return startLoaded(t, Config{
 			Listen: addr, DataDir: dir, Group: cfg, Clock: clk,
 			Rand:   seeded{rand.NewChaCha8([32]byte{seed})},
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -49,7 +50,7 @@ func startDiffNode(t *testing.T, ctx context.Context) (*diffNode, *clock.Fake) {
 	cfg.Group.ConsumerAssignmentInterval = 0 // targets at once: a member revokes
 	cfg.HTTPListen = "127.0.0.1:0"
 	cfg.Rand = seeded{rand.NewChaCha8([32]byte{9})}
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	n := startLoaded(t, cfg)
 	t.Cleanup(func() { n.Close() })
 	cfg.Listeners[0].Addr = n.Addr()

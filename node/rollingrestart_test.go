@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -264,7 +265,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond
 	start := func(id int32, listen string) *Node {
 		nd, err := Start(Config{Listen: listen, NodeID: id, ClusterID: "test", Partitions: parts, Group: cfg,
-			Logger:  slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/roll/", LeaseTTL: 10 * time.Second, CompactionInterval: -1}})
 		if err != nil {
 			t.Fatal(err)

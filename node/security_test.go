@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/sasl"
@@ -53,7 +54,7 @@ func secureConfig(t testing.TB, st store.Store) Config {
 		Store:     st,
 		Group:     cfg,
 		Rand:      seeded{rand.NewChaCha8([32]byte{5})},
-		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:    slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID: "test",
 		Security: &SecurityConfig{
 			Mechanisms:        []string{sasl.ScramSHA256, sasl.ScramSHA512, sasl.Plain},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/byname"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -49,7 +50,7 @@ func (f *failingMem) Append(ctx context.Context, p int32, recs []store.Record) e
 // supervisor restarts it) instead of serving on and refusing every write,
 // and that a node whose store does not fail reports no such thing on Close.
 func TestStoreFailureStopsNode(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+	logger := slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError}))
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	start := func(st store.Store) *Node {

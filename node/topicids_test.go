@@ -17,6 +17,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/byname"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/server"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -36,7 +37,7 @@ func TestOffsetsByTopicIDStockClient(t *testing.T) {
 		Store:     memstore.New(),
 		Group:     cfg,
 		Rand:      seeded{rand.NewChaCha8([32]byte{5})},
-		Logger:    slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:    slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 		ClusterID: "test",
 		Tap: func(_ server.Client, req kmsg.Request, _ kmsg.Response) {
 			if k := req.Key(); k == kmsg.OffsetCommit.Int16() || k == kmsg.OffsetFetch.Int16() {

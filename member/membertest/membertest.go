@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
@@ -33,16 +34,10 @@ import (
 // accept, so that tests can use sub-second sessions.
 const MinSessionTimeout = 100 * time.Millisecond
 
-// Logger returns a logger that writes warnings and errors to t.Log.
+// Logger returns a logger that writes warnings and errors to t.Log (to
+// stderr, naming t, once t has ended).
 func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
-	return len(p), nil
+	return slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // CohortConfig is the node configuration used by StartCohort: memstore (or
