@@ -10,6 +10,7 @@ import (
 	kafka "github.com/segmentio/kafka-go"
 
 	"github.com/cohort-dev/cohort/clients/testbed"
+	"github.com/cohort-dev/cohort/internal/testlog"
 )
 
 func kafkaGoBalancers(protocol string) []kafka.GroupBalancer {
@@ -43,7 +44,7 @@ func startKafkaGoReader(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
 		StartOffset:       kafka.FirstOffset,
 		MaxWait:           200 * time.Millisecond,
 		ReadBackoffMax:    200 * time.Millisecond,
-		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { t.Logf(c.ClientID+" kafka-go: "+f, a...) }),
+		ErrorLogger:       kafka.LoggerFunc(testlog.Printf(t, c.ClientID+" kafka-go: ")),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &kafkaGoReader{r: r, cancel: cancel, done: make(chan struct{})}
@@ -95,7 +96,7 @@ func startKafkaGoGroup(t *testing.T, b *testbed.Bed, c MemberConfig) Member {
 		RebalanceTimeout:  rebalanceTimeout,
 		JoinGroupBackoff:  200 * time.Millisecond,
 		StartOffset:       kafka.FirstOffset,
-		ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { t.Logf(c.ClientID+" kafka-go: "+f, a...) }),
+		ErrorLogger:       kafka.LoggerFunc(testlog.Printf(t, c.ClientID+" kafka-go: ")),
 	})
 	if err != nil {
 		t.Fatal(err)

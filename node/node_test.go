@@ -96,7 +96,7 @@ func TestKafkaGoConsumerGroup(t *testing.T) {
 			SessionTimeout:    10 * time.Second, // generous: CI runs packages in parallel on 2 cores
 			RebalanceTimeout:  10 * time.Second,
 			JoinGroupBackoff:  100 * time.Millisecond,
-			ErrorLogger:       kafka.LoggerFunc(func(f string, a ...any) { t.Logf("kafka-go: "+f, a...) }),
+			ErrorLogger:       kafka.LoggerFunc(testlog.Printf(t, "kafka-go: ")),
 		})
 		if err != nil {
 			t.Fatal(err)

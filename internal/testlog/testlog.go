@@ -74,3 +74,18 @@ func (w *tbWriter) Write(p []byte) (int, error) {
 	w.t.Log(line)
 	return len(p), nil
 }
+
+// Printf returns a printf-style logging function for a component that test
+// t starts and that takes such a function instead of an io.Writer (e.g.
+// kafka-go's LoggerFunc). Each call writes one line, prefix first, through
+// Writer(t), so a call after t has ended goes to stderr instead of
+// panicking the test binary.
+func Printf(t testing.TB, prefix string) func(format string, args ...any) {
+	return printfTo(Writer(t), prefix)
+}
+
+func printfTo(w io.Writer, prefix string) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s%s", prefix, fmt.Sprintf(format, args...))
+	}
+}

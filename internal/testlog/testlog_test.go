@@ -118,3 +118,21 @@ func TestLateLog(t *testing.T) {
 		t.Errorf("the late line is not on stderr:\n%s", s)
 	}
 }
+
+func TestPrintfRoutesLateLines(t *testing.T) {
+	f := &fakeTB{}
+	var late bytes.Buffer
+	logf := printfTo(writerTo(f, &late), "client-1 kafka-go: ")
+	logf("dial %s: %v", "127.0.0.1:9092", "refused")
+	if len(f.logs) != 1 || f.logs[0] != "client-1 kafka-go: dial 127.0.0.1:9092: refused" {
+		t.Fatalf("lines sent to the test: %q", f.logs)
+	}
+	f.end()
+	logf("closing %d", 3)
+	if len(f.logs) != 1 {
+		t.Fatalf("lines sent to the test after it ended: %q", f.logs[1:])
+	}
+	if got := late.String(); got != "TestFake (logged after the test ended): client-1 kafka-go: closing 3\n" {
+		t.Fatalf("late line %q", got)
+	}
+}
