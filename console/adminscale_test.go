@@ -29,7 +29,7 @@ import (
 )
 
 func scaleEnv(k string, d int) int {
-	if v := os.Getenv(k); v != "" {
+	if v := os.Getenv("COHORT_BENCH_ADMIN_" + k); v != "" {
 		var n int
 		fmt.Sscan(v, &n)
 		return n
@@ -45,11 +45,12 @@ func scaleEnv(k string, d int) int {
 // classic-000000 while it ran, the CPU time the process used meanwhile
 // (with the wall time it tells the work from the waits for a core of a
 // busy machine), and the collector's cycles that ended during it with their
-// CPU time. It runs only with COHORT_BENCH_ADMIN_SCALE=1;
-// CLASSIC, BIG (classic groups with 300 offsets, the others 10), CG
-// (one-member consumer groups), TOPICS and ACLS size the state; WAIT keeps
-// the node up afterwards (for the CLI), DELETE=1 adds a DeleteGroups of a
-// fifth of the classic groups, PROF/MPROF name a request to profile.
+// CPU time. It runs only with COHORT_BENCH_ADMIN_SCALE=1. Other variables,
+// each named COHORT_BENCH_ADMIN_ and then: CLASSIC, BIG (classic groups
+// with 300 offsets, the others 10), CG (one-member consumer groups), TOPICS
+// and ACLS size the state; WAIT keeps the node up afterwards (for the CLI),
+// DELETE=1 adds a DeleteGroups of a fifth of the classic groups, NOACL=1
+// leaves ACLs off, PROF/MPROF name a request to profile.
 //
 //	COHORT_BENCH_ADMIN_SCALE=1 go test -p 1 -v -run TestAdminPathsAtScale -timeout 30m ./console/
 func TestAdminPathsAtScale(t *testing.T) {
@@ -71,7 +72,7 @@ func TestAdminPathsAtScale(t *testing.T) {
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Security: &node.SecurityConfig{Authorizer: true, SuperUsers: []string{"User:ANONYMOUS"}},
 	}
-	if os.Getenv("NOACL") != "" {
+	if os.Getenv("COHORT_BENCH_ADMIN_NOACL") != "" {
 		cfg.Security = nil
 	}
 	n, err := node.Start(cfg)
@@ -134,88 +135,90 @@ func TestAdminPathsAtScale(t *testing.T) {
 	t.Logf("acls %v", time.Since(t0))
 	// classic groups through admin commits
 	t0 = time.Now()
-	var wg sync.WaitGroup
-	workers := 8
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			c := newCl()
-			defer c.Close()
-			for gi := w; gi < nClassic; gi += workers {
-				req := kmsg.NewPtrOffsetCommitRequest()
-				req.Version = 8
-				req.Group = fmt.Sprintf("classic-%06d", gi)
-				req.Generation = -1
-				nt, np := 5, 2
-				if gi < nBig {
-					nt, np = 30, 10
-				}
-				for ti := 0; ti < nt; ti++ {
-					tp := kmsg.NewOffsetCommitRequestTopic()
-					tp.Topic = fmt.Sprintf("topic-%05d", (gi+ti*37)%nTopics)
-					for p := 0; p < np; p++ {
-						pp := kmsg.NewOffsetCommitRequestTopicPartition()
-						pp.Partition, pp.Offset = int32(p), int64(gi)
-						tp.Partitions = append(tp.Partitions, pp)
+	// spread runs do(c, i) for i in [0, n) over 8 clients, each taking every
+	// 8th index; a worker stops at the first do that returns false.
+	spread := func(n int, do func(c *kgo.Client, i int) bool) {
+		const workers = 8
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				c := newCl()
+				defer c.Close()
+				for i := w; i < n; i += workers {
+					if !do(c, i) {
+						return
 					}
-					req.Topics = append(req.Topics, tp)
 				}
-				resp, err := req.RequestWith(ctx, c)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if e := resp.Topics[0].Partitions[0].ErrorCode; e != 0 {
-					t.Errorf("commit %s: %d", req.Group, e)
-					return
-				}
-			}
-		}(w)
+			}(w)
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	spread(nClassic, func(c *kgo.Client, gi int) bool {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version = 8
+		req.Group = fmt.Sprintf("classic-%06d", gi)
+		req.Generation = -1
+		nt, np := 5, 2
+		if gi < nBig {
+			nt, np = 30, 10
+		}
+		for ti := 0; ti < nt; ti++ {
+			tp := kmsg.NewOffsetCommitRequestTopic()
+			tp.Topic = fmt.Sprintf("topic-%05d", (gi+ti*37)%nTopics)
+			for p := 0; p < np; p++ {
+				pp := kmsg.NewOffsetCommitRequestTopicPartition()
+				pp.Partition, pp.Offset = int32(p), int64(gi)
+				tp.Partitions = append(tp.Partitions, pp)
+			}
+			req.Topics = append(req.Topics, tp)
+		}
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		if e := resp.Topics[0].Partitions[0].ErrorCode; e != 0 {
+			t.Errorf("commit %s: %d", req.Group, e)
+			return false
+		}
+		return true
+	})
 	t.Logf("classic %v", time.Since(t0))
 	t0 = time.Now()
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			c := newCl()
-			defer c.Close()
-			for gi := w; gi < nCG; gi += workers {
-				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-				req.Group = fmt.Sprintf("cg-%06d", gi)
-				req.MemberEpoch = 0
-				req.MemberID = fmt.Sprintf("m%022d", gi)
-				req.RebalanceTimeoutMillis = 60000
-				req.SubscribedTopicNames = []string{fmt.Sprintf("topic-%05d", gi%nTopics)}
-				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-				resp, err := req.RequestWith(ctx, c)
-				if err != nil || resp.ErrorCode != 0 {
-					t.Error(err, resp)
-					return
-				}
-				oc := kmsg.NewPtrOffsetCommitRequest()
-				oc.Version = 9
-				oc.Group = req.Group
-				oc.MemberID = req.MemberID
-				if resp.MemberID != nil {
-					oc.MemberID = *resp.MemberID
-				}
-				oc.Generation = resp.MemberEpoch
-				tp := kmsg.NewOffsetCommitRequestTopic()
-				tp.Topic = req.SubscribedTopicNames[0]
-				for p := 0; p < 10; p++ {
-					pp := kmsg.NewOffsetCommitRequestTopicPartition()
-					pp.Partition, pp.Offset = int32(p), 5
-					tp.Partitions = append(tp.Partitions, pp)
-				}
-				oc.Topics = append(oc.Topics, tp)
-				oc.RequestWith(ctx, c)
-			}
-		}(w)
-	}
-	wg.Wait()
+	spread(nCG, func(c *kgo.Client, gi int) bool {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group = fmt.Sprintf("cg-%06d", gi)
+		req.MemberEpoch = 0
+		req.MemberID = fmt.Sprintf("m%022d", gi)
+		req.RebalanceTimeoutMillis = 60000
+		req.SubscribedTopicNames = []string{fmt.Sprintf("topic-%05d", gi%nTopics)}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, err := req.RequestWith(ctx, c)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Error(err, resp)
+			return false
+		}
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Version = 9
+		oc.Group = req.Group
+		oc.MemberID = req.MemberID
+		if resp.MemberID != nil {
+			oc.MemberID = *resp.MemberID
+		}
+		oc.Generation = resp.MemberEpoch
+		tp := kmsg.NewOffsetCommitRequestTopic()
+		tp.Topic = req.SubscribedTopicNames[0]
+		for p := 0; p < 10; p++ {
+			pp := kmsg.NewOffsetCommitRequestTopicPartition()
+			pp.Partition, pp.Offset = int32(p), 5
+			tp.Partitions = append(tp.Partitions, pp)
+		}
+		oc.Topics = append(oc.Topics, tp)
+		oc.RequestWith(ctx, c)
+		return true
+	})
 	t.Logf("cg %v", time.Since(t0))
 	runtime.GC()
 	var ms runtime.MemStats
@@ -275,12 +278,12 @@ func TestAdminPathsAtScale(t *testing.T) {
 		runtime.ReadMemStats(&a)
 		cpu0, gc0 := processCPU(), gcCPU()
 		var pf *os.File
-		if os.Getenv("MPROF") == name {
+		if os.Getenv("COHORT_BENCH_ADMIN_MPROF") == name {
 			f, _ := os.Create("allocs0.prof")
 			pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()
 		}
-		if os.Getenv("PROF") == name {
+		if os.Getenv("COHORT_BENCH_ADMIN_PROF") == name {
 			pf, _ = os.Create("cpu.prof")
 			pprof.StartCPUProfile(pf)
 		}
@@ -291,7 +294,7 @@ func TestAdminPathsAtScale(t *testing.T) {
 			pprof.StopCPUProfile()
 			pf.Close()
 		}
-		if os.Getenv("MPROF") == name {
+		if os.Getenv("COHORT_BENCH_ADMIN_MPROF") == name {
 			f, _ := os.Create("allocs.prof")
 			pprof.Lookup("allocs").WriteTo(f, 0)
 			f.Close()
@@ -422,7 +425,7 @@ func TestAdminPathsAtScale(t *testing.T) {
 			return len(b)
 		})
 	}
-	if os.Getenv("DELETE") != "" {
+	if os.Getenv("COHORT_BENCH_ADMIN_DELETE") != "" {
 		measure("DeleteGroups", func() int {
 			req := kmsg.NewPtrDeleteGroupsRequest()
 			for i := nClassic / 2; i < nClassic*7/10; i++ {
@@ -431,7 +434,7 @@ func TestAdminPathsAtScale(t *testing.T) {
 			return len(raw(t, addr, req))
 		})
 	}
-	if w := os.Getenv("WAIT"); w != "" {
+	if w := os.Getenv("COHORT_BENCH_ADMIN_WAIT"); w != "" {
 		t.Logf("waiting %v", w)
 		d, _ := time.ParseDuration(w)
 		time.Sleep(d)
