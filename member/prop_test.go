@@ -58,10 +58,10 @@ import (
 //	  FAIL election seed 1: m0 acts on generation 1 (...) but holds generation -1
 //	  FAIL workers seed 1: m0 acts on generation 1 (...) but holds generation -1
 //
-// and with the generation check left out (MEMBER_PROP_NO_GEN=1), each
+// and with the generation check left out (COHORT_TEST_MEMBER_PROP_NO_GEN=1), each
 // recipe's own property catches it:
 //
-//	MEMBER_PROP_NO_GEN=1 go test -tags member_broken ./member -run TestProperty -count=1
+//	COHORT_TEST_MEMBER_PROP_NO_GEN=1 go test -tags member_broken ./member -run TestProperty -count=1
 //	  FAIL plain seed 1: r3 runs on m0 and m3
 //	  FAIL election seed 1: two writers: [m0(token 1) m1(token 3)]
 //	  FAIL workers seed 1: r0 runs on m0 and m3
@@ -71,8 +71,8 @@ import (
 //	go test ./member -run TestProperty -count=1 -v
 //
 // passes: 3 recipes x 1000 seeds of 60 simulated seconds, about 9 s per
-// recipe on the shared 2-core machine (MEMBER_PROP_SEEDS sets the count,
-// -short and -race run 150; MEMBER_PROP_TRACE=<seed> logs that seed's
+// recipe on the shared 2-core machine (COHORT_TEST_MEMBER_PROP_SEEDS sets the count,
+// -short and -race run 150; COHORT_TEST_MEMBER_PROP_TRACE=<seed> logs that seed's
 // trace). Under -race the 1000 seeds took the package past go test's
 // default 10-minute timeout on a loaded machine.
 const propDuration = 60 * time.Second
@@ -112,7 +112,7 @@ func runSeeds(t *testing.T, r recipe, rebalance time.Duration) {
 	if testing.Short() || raceEnabled {
 		n = 150
 	}
-	if s := os.Getenv("MEMBER_PROP_SEEDS"); s != "" {
+	if s := os.Getenv("COHORT_TEST_MEMBER_PROP_SEEDS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
 	if rebalance != 0 {
@@ -129,7 +129,7 @@ func runSeeds(t *testing.T, r recipe, rebalance time.Duration) {
 		for k, v := range s.stats {
 			stats[k] += v
 		}
-		if os.Getenv("MEMBER_PROP_TRACE") == strconv.Itoa(seed) {
+		if os.Getenv("COHORT_TEST_MEMBER_PROP_TRACE") == strconv.Itoa(seed) {
 			t.Logf("%s seed %d trace:\n%s", r, seed, strings.Join(s.trace, "\n"))
 		}
 		if s.failure != "" {
@@ -282,10 +282,10 @@ func emptySim(t *testing.T, r recipe, seed uint64) *sim {
 		store:  map[string][]byte{},
 		routes: map[group.Ticket]route{},
 		stats:  map[string]int{},
-		// MEMBER_PROP_NO_GEN=1 leaves out the generation check, to see
+		// COHORT_TEST_MEMBER_PROP_NO_GEN=1 leaves out the generation check, to see
 		// the recipe's own property (two writers, a resource on two
 		// workers) catch a broken member by itself.
-		noGenCheck: os.Getenv("MEMBER_PROP_NO_GEN") == "1",
+		noGenCheck: os.Getenv("COHORT_TEST_MEMBER_PROP_NO_GEN") == "1",
 	}
 	s.start, s.end = s.now, s.now
 	s.gcfg = group.Defaults()
@@ -327,7 +327,7 @@ func (s *sim) addMember(at time.Time) {
 
 func (s *sim) logf(format string, args ...any) {
 	s.trace = append(s.trace, fmt.Sprintf("%8.3fs ", float64(s.now.Sub(s.start))/1e9)+fmt.Sprintf(format, args...))
-	if len(s.trace) > 60 && os.Getenv("MEMBER_PROP_TRACE") == "" && !s.scripted {
+	if len(s.trace) > 60 && os.Getenv("COHORT_TEST_MEMBER_PROP_TRACE") == "" && !s.scripted {
 		s.trace = s.trace[1:]
 	}
 }
