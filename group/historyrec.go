@@ -70,9 +70,17 @@ type ghist struct {
 	// written (recordEvent): a deletion in the meantime tombstones them
 	// too, since they reach the store before its tombstones.
 	writing []uint64
-	nextSeq uint64 // every stored seq is below it
-	flagged bool   // the storm flag last reported (OnStorm)
-	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
+	// unstored lists the seqs of a consumer group's events applied with a
+	// write that is not durable yet (writeApplied): the storm detector
+	// leaves them out until it is (eventsDurable), so that a storm is
+	// flagged only by stored rebalances. Flagged by one in flight, a
+	// storm was counted, and counted again when that write failed, the
+	// partition reloaded without it and the group's next rebalance took
+	// it over the threshold anew.
+	unstored []uint64
+	nextSeq  uint64 // every stored seq is below it
+	flagged  bool   // the storm flag last reported (OnStorm)
+	timer    *timer // re-evaluates the storm flag when the window slides; nil until first armed
 }
 
 // rawEvent is a stored event not decoded yet.
@@ -584,7 +592,7 @@ func (s *Shard) storm(group string, now time.Time) StormStatus {
 	from := now.Add(-s.cfg.StormWindow)
 	var in []RebalanceEvent
 	for _, e := range s.all(group, h) {
-		if e.Start.After(from) && !e.Start.After(now) {
+		if e.Start.After(from) && !e.Start.After(now) && !slices.Contains(h.unstored, e.Seq) {
 			in = append(in, e)
 		}
 	}
@@ -634,7 +642,7 @@ func (s *Shard) evalStorm(group string, now time.Time) {
 		// keeps it above leaves the window.
 		from := now.Add(-s.cfg.StormWindow)
 		for _, e := range h.events {
-			if e.Start.After(from) {
+			if e.Start.After(from) && !slices.Contains(h.unstored, e.Seq) {
 				if h.timer == nil { // made when first needed: most groups never storm
 					h.timer = newTimer(func(now time.Time, out *Output) { s.evalStorm(group, now) })
 				}
@@ -767,10 +775,27 @@ func reasonOf(p *string) string {
 func (s *Shard) eventsDurable(now time.Time, recs []rec) {
 	for i := range recs {
 		if r := &recs[i]; r.kind == keyHistory && !r.del && r.ev != nil {
+			if h := s.hist[r.group]; h != nil {
+				h.unstored = slices.DeleteFunc(h.unstored, func(seq uint64) bool { return seq == r.ev.Seq })
+			}
 			if s.cfg.OnRebalance != nil {
 				s.cfg.OnRebalance(*r.ev)
 			}
 			s.evalStorm(r.group, now)
+		}
+	}
+}
+
+// eventsUnstored notes the rebalance events among recs, the records of an
+// applied write just issued (writeApplied), as not stored yet: the storm
+// detector counts them once their write is durable (eventsDurable). A
+// failed write leaves them noted: the partition reloads without them.
+func (s *Shard) eventsUnstored(recs []rec) {
+	for i := range recs {
+		if r := &recs[i]; r.kind == keyHistory && !r.del && r.ev != nil {
+			if h := s.hist[r.group]; h != nil {
+				h.unstored = append(h.unstored, r.ev.Seq)
+			}
 		}
 	}
 }

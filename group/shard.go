@@ -250,6 +250,7 @@ func (s *Shard) writeApplied(out *Output, recs []rec, done func(now time.Time, c
 	s.nextWrite++
 	id := s.nextWrite
 	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true}
+	s.eventsUnstored(recs)
 	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
 }
 
