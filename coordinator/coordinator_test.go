@@ -113,12 +113,22 @@ type env struct {
 
 func newEnv(t *testing.T, st *gateStore, owned func(int32) bool) *env {
 	t.Helper()
+	return newEnvWith(t, st, owned, nil)
+}
+
+// newEnvWith is newEnv with the group configuration changed by mod (if not
+// nil).
+func newEnvWith(t *testing.T, st *gateStore, owned func(int32) bool, mod func(*group.Config)) *env {
+	t.Helper()
 	if st == nil {
 		st = newGateStore()
 	}
 	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
+	if mod != nil {
+		mod(&cfg)
+	}
 	c, err := New(Config{Partitions: 8, Group: cfg, Store: st, Clock: clk, Rand: seeded{rand.NewChaCha8([32]byte{7})}, Owned: owned})
 	if err != nil {
 		t.Fatal(err)

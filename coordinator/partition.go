@@ -132,6 +132,14 @@ type partition struct {
 	panics           int
 	reloadAfterDrain bool
 
+	// late holds unloaded shards, by generation, that await the outcome
+	// of writes they had in flight holding rebalance events
+	// (group.Shard.LateWrites): their batches' results are reported to
+	// them, so that this node, which coordinated those rebalances,
+	// counts them once they are durable. Dropped once every batch of
+	// their generation has reported.
+	late map[uint64]*group.Shard
+
 	// ownerToken is the store's token of the ownership the shard was
 	// loaded under (store.OwnerTokens; 0 without one): every batch
 	// carries it, so that a fenced store refuses a batch of an earlier
@@ -386,6 +394,8 @@ func (p *partition) appendDoneLocked(res appendResult) {
 				p.shard.WriteDone(now, w.ID, res.code, &p.out)
 			}
 		})
+	} else if len(p.late) > 0 {
+		p.lateDone(res)
 	}
 	if len(p.queued) == 0 && cap(res.writes) > cap(p.queued) {
 		// Nothing reads the batch any more: its slice takes the next
@@ -406,6 +416,36 @@ func (p *partition) appendDoneLocked(res appendResult) {
 	p.reloadWhenDrained()
 	if p.closed && p.inflight == 0 {
 		close(p.drained)
+	}
+}
+
+// lateDone reports the result of a batch of an unloaded shard to that
+// shard, if it awaits it (p.late), and drops the unloaded shards whose
+// batches have all reported: results come in hand-over order, so a result
+// of a later generation, or none left in flight, means every batch of an
+// earlier one has reported (those of its writes that were still queued at
+// the unload were never handed over). p.mu is held.
+func (p *partition) lateDone(res appendResult) {
+	if s := p.late[res.gen]; s != nil {
+		func() {
+			defer func() {
+				if r := recover(); r != nil { // a bug: the shard is gone already
+					p.c.log.Error("BUG: panic in the group coordinator reporting a write after an unload",
+						"partition", p.id, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+					delete(p.late, res.gen)
+				}
+			}()
+			var out group.Output // its requests were answered at the unload
+			now := p.c.clock.Now()
+			for _, w := range res.writes {
+				s.WriteDone(now, w.ID, res.code, &out)
+			}
+		}()
+	}
+	for gen, s := range p.late {
+		if gen < res.gen || p.inflight == 0 || s.LateWrites() == 0 {
+			delete(p.late, gen)
+		}
 	}
 }
 
@@ -850,6 +890,12 @@ func (p *partition) removeDeletedTopics() {
 func (p *partition) unload() {
 	if p.state == stActive {
 		p.shard.Unload(p.c.clock.Now(), &p.out)
+		if p.shard.LateWrites() > 0 && p.inflight > 0 {
+			if p.late == nil {
+				p.late = map[uint64]*group.Shard{}
+			}
+			p.late[p.shardGen] = p.shard
+		}
 	}
 	if p.shard != nil && p.c.cfg.OnUnload != nil {
 		p.c.cfg.OnUnload(p.id)

@@ -206,6 +206,13 @@ type StormStatus struct {
 	// here), so the storm is, as a rule, one flagged before, by this node or
 	// the one that served the partition: not a new storm.
 	Loaded bool `json:"-"`
+	// Late, told to OnStorm only: the group was flagged by a rebalance
+	// whose write became durable after its partition's shard was unloaded
+	// (the partition moved away, or the node is stopping). Its flag was
+	// counted by nobody; the node that loads the partition finds it
+	// flagged (Loaded) and does not count it either. Count it, but the
+	// group is not served here any more.
+	Late bool `json:"-"`
 }
 
 // WaitingMember is a member a rebalance in progress waits for.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Storms and rebalance counts of groups whose completing writes are in
@@ -13,7 +15,9 @@ import (
 
 // stormTally counts storms the way the node's metrics do
 // (node/rebalancemetrics.go): a flag counts unless the group is flagged
-// already or the flag was found at a load; a reload forgets the flags.
+// already or the flag was found at a load; a late flag (told by an
+// unloaded shard) counts without marking the group; a reload forgets the
+// flags.
 type stormTally struct {
 	flagged map[string]bool
 	counted int
@@ -27,6 +31,8 @@ func (st *stormTally) on(s StormStatus) {
 	switch {
 	case !s.Flagged:
 		delete(st.flagged, s.Group)
+	case s.Late:
+		st.counted++
 	default:
 		if !st.flagged[s.Group] && !s.Loaded {
 			st.counted++
@@ -123,5 +129,118 @@ func TestHistoryCGStormInFlightCountedOnce(t *testing.T) {
 				t.Fatalf("storm counted %d times, want 1; told %s", tally.counted, fmt.Sprint(tally.all))
 			}
 		})
+	}
+}
+
+// unload unloads h's shard as the runtime does when the partition moves away
+// or the node stops: the requests waiting for writes in flight are answered
+// NOT_COORDINATOR, and the runtime's flags of its groups are dropped.
+func (h *h) unload(tally *stormTally) {
+	h.t.Helper()
+	var out Output
+	h.s.Unload(h.now, &out)
+	for _, r := range out.Replies {
+		h.got[r.Ticket] = r.Resp
+	}
+	tally.released()
+}
+
+// A consumer group's rebalance whose completing write is in flight when its
+// partition is unloaded (moved to another node, or the node stopping) is
+// counted by this node when the write's outcome arrives after the unload:
+// told to OnRebalance if it is durable, not if it failed, and a storm it
+// makes is flagged (Late) once. The shard that loads the partition next tells
+// nothing of the stored event and finds the storm flagged at its load, so
+// over both the rebalance and the storm count once. Before, the outcome of
+// such a write was dropped and the rebalance counted nowhere.
+func TestHistoryCGUnloadedWriteCounted(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrNotCoordinator} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			tally := newStormTally()
+			var seen []RebalanceEvent
+			h, _ := newCH(t, map[string]int32{"t": 4}, func(cfg *Config) {
+				cfg.StormThreshold, cfg.StormWindow = 2, time.Hour
+				cfg.OnStorm = tally.on
+				cfg.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+			})
+			h.cgJoin("a", "t") // event 1
+			h.advance(time.Second)
+			h.cg(hb{member: "a", epoch: -1}) // event 2
+			h.advance(time.Second)
+			h.hold = true
+			tk := h.cgSend(hb{member: "a", names: []string{"t"}, owned: tpset{}}) // event 3, in flight
+			if len(h.held) != 1 || len(seen) != 2 {
+				t.Fatalf("%d writes held, %d events told; want 1, 2", len(h.held), len(seen))
+			}
+			h.unload(tally)
+			if r, ok := h.got[tk].(*kmsg.ConsumerGroupHeartbeatResponse); !ok || r.ErrorCode != ErrNotCoordinator {
+				t.Fatalf("the heartbeat waiting for the write answered %+v at the unload, want NOT_COORDINATOR", h.got[tk])
+			}
+			if h.s.LateWrites() != 1 {
+				t.Fatalf("unloaded shard awaits %d late writes, want 1", h.s.LateWrites())
+			}
+			h.advance(time.Second)
+			h.completeHeld(0, code) // the outcome arrives after the unload
+			h.held, h.hold = nil, false
+			if h.s.LateWrites() != 0 {
+				t.Fatalf("unloaded shard still awaits %d late writes", h.s.LateWrites())
+			}
+			wantSeen, wantStorms := 2, 0
+			if code == ErrNone {
+				wantSeen, wantStorms = 3, 1
+			}
+			if len(seen) != wantSeen || seen[len(seen)-1].Seq != uint64(wantSeen) {
+				t.Fatalf("OnRebalance told %d events, want %d (the last seq %d)", len(seen), wantSeen, wantSeen)
+			}
+			if tally.counted != wantStorms {
+				t.Fatalf("storm counted %d times after the late outcome, want %d; told %v", tally.counted, wantStorms, tally.all)
+			}
+			// The next owner loads what the store holds: nothing more is
+			// told or counted.
+			h.adopt()
+			h.events("cg", wantSeen)
+			if len(seen) != wantSeen || tally.counted != wantStorms {
+				t.Fatalf("after the load: %d events told, storm counted %d times; want %d, %d (told %v)",
+					len(seen), tally.counted, wantSeen, wantStorms, tally.all)
+			}
+			if st := h.s.storm("cg", h.now); st.Flagged != (code == ErrNone) {
+				t.Fatalf("loaded shard: storm %+v", st)
+			}
+		})
+	}
+}
+
+// A classic group's event is told to OnRebalance when it is recorded; its
+// own write, in flight at the unload, flags the group's storm when it is
+// durable after the unload (Late), once over this node and the next owner.
+func TestHistoryClassicUnloadedWriteStormCounted(t *testing.T) {
+	tally := newStormTally()
+	h := newH(t, func(c *Config) {
+		c.StormThreshold, c.StormWindow = 2, time.Hour
+		c.OnStorm = tally.on
+	})
+	ids, _ := h.stableGroup("g", 1) // event 1
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids[0]) // event 2
+	h.advance(time.Second)
+	h.hold = true
+	r := h.joinResp(h.join("g", jo{member: ids[0]}))
+	h.sync("g", ids[0], r.Generation, map[string]string{ids[0]: "a"})
+	if len(h.held) != 1 {
+		t.Fatalf("%d writes held, want the group's", len(h.held))
+	}
+	h.completeHeld(0, ErrNone) // the assignment is stored: event 3 recorded, its write held
+	if len(h.held) != 2 {
+		t.Fatalf("%d writes held, want the event's too", len(h.held))
+	}
+	h.unload(tally)
+	h.completeHeld(1, ErrNone)
+	h.held, h.hold = nil, false
+	if tally.counted != 1 || len(tally.all) != 1 || !tally.all[0].Late || tally.all[0].Count != 3 {
+		t.Fatalf("storm counted %d times, told %v; want once, late, count 3", tally.counted, tally.all)
+	}
+	h.adopt()
+	if tally.counted != 1 || len(tally.all) != 2 || !tally.all[1].Loaded {
+		t.Fatalf("after the load: storm counted %d times, told %v; want once, then found at the load", tally.counted, tally.all)
 	}
 }

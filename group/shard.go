@@ -93,6 +93,9 @@ type Shard struct {
 	pendingStaticLog minuteLog
 	// needsReload: see NeedsReload.
 	needsReload bool
+	// late holds, once the shard is unloaded, the writes then in flight
+	// that hold rebalance events (historylate.go, LateWrites).
+	late map[uint64]lateWrite
 	// unloading is true while Unload gives up on the writes in flight.
 	unloading bool
 	// stormsAtLoad is true while FinishLoad evaluates the storm flags
@@ -216,6 +219,9 @@ func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int
 func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 	w, ok := s.writes[id]
 	if !ok {
+		if s.late != nil { // unloaded (historylate.go)
+			s.lateWriteDone(now, id, code)
+		}
 		return
 	}
 	delete(s.writes, id)
@@ -283,7 +289,7 @@ func (s *Shard) Tick(now time.Time, out *Output) {
 // timers and forgets all groups (the partition moved away or the node is
 // stopping). The replies waiting for writes in flight are answered
 // NOT_COORDINATOR as well, in write order; a later WriteDone for one of those
-// writes does nothing.
+// writes does nothing, except for the rebalances it holds (LateWrites).
 func (s *Shard) Unload(now time.Time, out *Output) {
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
@@ -307,6 +313,7 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids) // answer in write order, deterministically
+	keep := s.keepLate(ids)
 	s.unloading = true
 	defer func() { s.unloading = false }()
 	for _, id := range ids {
@@ -320,7 +327,10 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		}
 	}
 	s.groups = make(map[string]*Group)
-	s.hist = make(map[string]*ghist)
+	s.hist = keep
+	if s.hist == nil {
+		s.hist = make(map[string]*ghist)
+	}
 }
 
 // timer is one armed deadline. Timers are owned by groups and members and

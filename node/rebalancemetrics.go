@@ -104,6 +104,16 @@ func (m *rebalanceMetrics) observe(ev group.RebalanceEvent) {
 func (m *rebalanceMetrics) storm(st group.StormStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if st.Late {
+		// Flagged by a rebalance stored after its partition's state left
+		// this node (a move, or the node stopping): counted by no node
+		// else (the next owner finds the flag at its load), and not
+		// served here, so not in the gauge.
+		if st.Flagged {
+			m.storms.Inc()
+		}
+		return
+	}
 	if !st.Flagged {
 		delete(m.flagged, st.Group)
 		return
@@ -191,6 +201,9 @@ func logStorms(cfg *group.Config, log *slog.Logger, clk clock.Clock) {
 			"window", time.Duration(st.WindowMs) * time.Millisecond, "causes", strings.Join(causes, ",")}, attrs...)
 		if st.Loaded {
 			attrs = append(attrs, "loaded", true) // flagged before its partition loaded here
+		}
+		if st.Late {
+			attrs = append(attrs, "unloaded", true) // by a write stored after its partition left this node
 		}
 		log.Warn("group rebalancing in a storm (see cohort group why)", attrs...)
 	}

@@ -1,0 +1,107 @@
+package coordinator
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
+)
+
+// A consumer group's rebalance whose completing write is in flight when its
+// partition is released (it moves to another node) or the coordinator
+// closes (the node stops) is counted by this node once the write is durable:
+// the runtime reports the batch's result to the unloaded shard
+// (group.Shard.LateWrites). When the partition loads again, nothing more is
+// told: the rebalance counts once. Before, a result of an unloaded shard's
+// batch was dropped and such a rebalance was counted by no node.
+func TestRebalanceInFlightAtUnloadCounted(t *testing.T) {
+	for _, how := range []string{"release", "close"} {
+		t.Run(how, func(t *testing.T) {
+			var told atomic.Int32
+			st := newGateStore()
+			e := newEnvWith(t, st, nil, func(c *group.Config) {
+				c.OnRebalance = func(group.RebalanceEvent) { told.Add(1) }
+			})
+			if err := e.c.WaitLoaded(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			const grp = "cg"
+			p := PartitionFor(grp, 8)
+			hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+				r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, grp, "a", epoch
+				r.RebalanceTimeoutMillis = 60000
+				r.SubscribedTopicNames = []string{"t"}
+				r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				return e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+			}
+			if r := hb(0); r.ErrorCode != 0 || told.Load() != 1 {
+				t.Fatalf("join: code %d, %d rebalances told; want 0, 1", r.ErrorCode, told.Load())
+			}
+			// The last member leaves (a rebalance: the group empties); its
+			// write is held at the store.
+			release := holdAppends(st)
+			t.Cleanup(release)
+			left := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
+			go func() { left <- hb(-1) }()
+			if !testwait.Until(5*time.Second, func() bool { return st.held.Load() > 0 }) {
+				t.Fatal("the leave's write did not reach the store")
+			}
+			closed := make(chan struct{})
+			switch how {
+			case "release":
+				e.c.Release(p)
+				close(closed)
+			case "close":
+				go func() { e.c.Close(); close(closed) }()
+				// Its loop unloads the partition as it exits, the write
+				// still held.
+				part := e.c.parts[p]
+				if !testwait.Until(5*time.Second, func() bool {
+					part.mu.Lock()
+					defer part.mu.Unlock()
+					return part.closed
+				}) {
+					t.Fatal("the partition was not closed")
+				}
+			}
+			if n := told.Load(); n != 1 {
+				t.Fatalf("%d rebalances told before the write's outcome, want 1", n)
+			}
+			release()
+			if r := <-left; r.ErrorCode != group.ErrNotCoordinator {
+				t.Fatalf("leave answered %d, want NOT_COORDINATOR (the partition was unloaded first)", r.ErrorCode)
+			}
+			<-closed
+			if !testwait.Until(5*time.Second, func() bool { return told.Load() == 2 }) {
+				t.Fatalf("%d rebalances told once the write was durable, want 2", told.Load())
+			}
+			if how == "close" {
+				return
+			}
+			e.c.Acquire(p)
+			d := kmsg.NewPtrConsumerGroupDescribeRequest()
+			d.Groups = []string{grp}
+			if !testwait.Until(5*time.Second, func() bool {
+				return e.do(d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0].ErrorCode == 0
+			}) {
+				t.Fatal("not served again after Acquire")
+			}
+			if n := told.Load(); n != 2 {
+				t.Fatalf("%d rebalances told after the partition loaded again, want 2", n)
+			}
+			part := e.c.parts[p]
+			part.mu.Lock()
+			kept := len(part.late)
+			part.mu.Unlock()
+			if kept != 0 {
+				t.Fatalf("%d unloaded shards still kept", kept)
+			}
+		})
+	}
+}

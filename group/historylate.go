@@ -1,0 +1,125 @@
+package group
+
+import (
+	"slices"
+	"time"
+)
+
+// lateWrite is a write in flight when the shard was unloaded (the partition
+// moved away, or the node is stopping) that holds rebalance events. Unload
+// answers its requests NOT_COORDINATOR at once, but the write may still
+// reach the store: its outcome, if the runtime still reports it
+// (Shard.WriteDone after Unload), is the outcome of its rebalances.
+type lateWrite struct {
+	recs    []rec // the write's history records (events, tombstones)
+	applied bool  // a consumer group's: its events are in the history already
+}
+
+// keepLate notes, before Unload gives up on them, the writes in flight that
+// hold rebalance events, and returns the histories of their groups: the
+// only state an unloaded shard keeps. This node coordinated those
+// rebalances and owns their count: the node that loads the partition next
+// finds them stored, tells no observer of a stored event, and finds a
+// storm they made flagged already (StormStatus.Loaded), so nobody else
+// counts them. Before, an event whose write was in flight at the unload was
+// never counted anywhere.
+func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
+	var keep map[string]*ghist
+	for _, id := range ids {
+		w := s.writes[id]
+		var recs []rec
+		hasEvent := false
+		for i := range w.recs {
+			if r := &w.recs[i]; r.kind == keyHistory {
+				recs = append(recs, *r)
+				hasEvent = hasEvent || !r.del && r.ev != nil
+			}
+		}
+		if !hasEvent {
+			continue
+		}
+		if s.late == nil {
+			s.late = map[uint64]lateWrite{}
+		}
+		s.late[id] = lateWrite{recs: recs, applied: w.applied}
+		for i := range recs {
+			if h := s.hist[recs[i].group]; h != nil {
+				if keep == nil {
+					keep = map[string]*ghist{}
+				}
+				keep[recs[i].group] = h
+			}
+		}
+	}
+	for _, h := range keep {
+		h.timer = nil // the shard's timers are gone with it
+	}
+	return keep
+}
+
+// LateWrites reports how many writes in flight when the shard was unloaded
+// still await their outcome (WriteDone) for the rebalances they hold: the
+// runtime keeps an unloaded shard while it has any and reports their
+// outcomes to it.
+func (s *Shard) LateWrites() int { return len(s.late) }
+
+// lateWriteDone applies the outcome of a write in flight at Unload: a
+// durable one's consumer events are told to OnRebalance (a classic
+// group's was told when it was recorded), and its events evaluated by the
+// storm detector (evalLateStorm); a failed one's events did not happen.
+func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
+	lw, ok := s.late[id]
+	if !ok {
+		return
+	}
+	delete(s.late, id)
+	for i := range lw.recs {
+		r := &lw.recs[i]
+		h := s.hist[r.group]
+		if h == nil {
+			continue
+		}
+		switch {
+		case r.del:
+			if code == ErrNone && !lw.applied {
+				h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.seq })
+				h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
+			}
+			continue
+		case r.ev == nil:
+			continue
+		case code != ErrNone:
+			// Not stored: the next load of the partition does not
+			// have it either.
+			h.events = slices.DeleteFunc(h.events, func(e RebalanceEvent) bool { return e.Seq == r.ev.Seq })
+			continue
+		case lw.applied:
+			h.unstored = slices.DeleteFunc(h.unstored, func(seq uint64) bool { return seq == r.ev.Seq })
+			if s.cfg.OnRebalance != nil {
+				s.cfg.OnRebalance(*r.ev)
+			}
+		default:
+			h.put(*r.ev)
+		}
+		s.evalLateStorm(r.group, now)
+	}
+}
+
+// evalLateStorm is evalStorm on an unloaded shard: a group that a late
+// durable event takes over the threshold is told to OnStorm as flagged,
+// with Late set (count it; the group is not served here any more). Nothing
+// else is told: a flag found by the partition's next load is not this
+// node's to change, and no timer runs.
+func (s *Shard) evalLateStorm(group string, now time.Time) {
+	h := s.hist[group]
+	if h == nil || h.flagged || s.cfg.StormThreshold < 0 || len(h.events)+len(h.loaded) <= s.cfg.StormThreshold {
+		return
+	}
+	if st := s.storm(group, now); st.Flagged {
+		h.flagged = true
+		st.Late = true
+		if s.cfg.OnStorm != nil {
+			s.cfg.OnStorm(st)
+		}
+	}
+}
