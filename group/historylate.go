@@ -75,6 +75,11 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 	delete(s.late, id)
 	for i := range lw.recs {
 		r := &lw.recs[i]
+		if code == ErrNone && lw.applied && !r.del && r.ev != nil && s.cfg.OnRebalance != nil {
+			// Told whatever became of the group's history, as
+			// eventsDurable does: the rebalance is stored.
+			s.cfg.OnRebalance(*r.ev)
+		}
 		h := s.hist[r.group]
 		if h == nil {
 			continue
@@ -95,9 +100,6 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 			continue
 		case lw.applied:
 			h.unstored = slices.DeleteFunc(h.unstored, func(seq uint64) bool { return seq == r.ev.Seq })
-			if s.cfg.OnRebalance != nil {
-				s.cfg.OnRebalance(*r.ev)
-			}
 		default:
 			h.put(*r.ev)
 		}
