@@ -140,47 +140,53 @@ func decimalSuffix(key, sub string) bool {
 	return err == nil && strconv.Itoa(n) == rest
 }
 
-// shellWord quotes s for a POSIX shell: one word, s as it is.
-func shellWord(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-// shellBytes is a shell word for s, which may hold bytes a command line
-// cannot spell (0x01, 0xff): printf writes them from octal escapes.
-func shellBytes(s string) string {
-	printable := true
-	for _, b := range []byte(s) {
-		printable = printable && b >= 0x20 && b < 0x7f
-	}
-	if printable {
-		return shellWord(s)
-	}
-	var f strings.Builder
-	for _, b := range []byte(s) {
+// etcdctlQuote spells key as a double-quoted string that etcdctl txn
+// reads back as key, byte for byte (it unquotes such a string as Go
+// does): printable ASCII stays as it is, save the quote and the
+// backslash, which are escaped; every other byte (the partition bytes
+// 0x01 and 0xff, a prefix's non-ASCII letters or control characters) is
+// written \xNN. The result is ASCII only, so no shell, code page or
+// text encoding on the way to etcdctl changes it.
+func etcdctlQuote(key string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, c := range []byte(key) {
 		switch {
-		case b == '%':
-			f.WriteString("%%")
-		case b == '\\':
-			f.WriteString(`\\`)
-		case b >= 0x20 && b < 0x7f:
-			f.WriteByte(b)
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
 		default:
-			fmt.Fprintf(&f, `\%03o`, b)
+			fmt.Fprintf(&b, `\x%02x`, c)
 		}
 	}
-	return `"$(printf ` + shellWord(f.String()) + `)"`
+	b.WriteByte('"')
+	return b.String()
 }
 
-// etcdDeleteCommand is the etcdctl command line that deletes the records
-// and the compaction turn of the cohort cluster under prefix and no other
-// key (registrations and ownership are on the nodes' leases: they go
-// when the nodes stop).
-func etcdDeleteCommand(prefix string) string {
-	var cmds []string
+// etcdDeleteTxn is the input of etcdctl txn (on its standard input, or
+// typed after etcdctl txn -i) that deletes, in one transaction, the
+// records and the compaction turn of the cohort cluster under prefix and
+// no other key (registrations and ownership are on the nodes' leases:
+// they go when the nodes stop). Its sections: no comparison (an empty
+// line), the deletions, an empty line, no failure request (an empty
+// line). The keys are etcdctlQuote'd, and "--" ends the options of del,
+// so a prefix starting with "-" is a key, not an option.
+func etcdDeleteTxn(prefix string) string {
+	var b strings.Builder
+	b.WriteString("\n")
 	for _, r := range recordRanges(prefix) {
-		cmds = append(cmds, "etcdctl del "+shellBytes(r.from)+" "+shellBytes(r.end))
+		b.WriteString("del -- " + etcdctlQuote(r.from) + " " + etcdctlQuote(r.end) + "\n")
 	}
-	cmds = append(cmds, "etcdctl del "+shellWord(etcdstore.CompactionKey(prefix)))
-	return strings.Join(cmds, " && ")
+	b.WriteString("del -- " + etcdctlQuote(etcdstore.CompactionKey(prefix)) + "\n")
+	b.WriteString("\n\n")
+	return b.String()
 }
+
+// etcdDeleteRule marks, before and after it, the etcdctl txn input in a
+// refusal of a destination that is not empty.
+const etcdDeleteRule = "-----"
 
 func storeCopy(e env, f storeCopyFlags) error {
 	switch {
@@ -223,7 +229,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 	if f.toDir != "" {
 		err = emptyDataDir(f.toDir)
 	} else {
-		dst, err = openEtcd(ctx, f, f.toEtcd, log, false)
+		dst, err = openEtcd(ctx, f, f.toEtcd, log, e.stderr, false)
 	}
 	if err != nil {
 		return err
@@ -236,7 +242,7 @@ func storeCopy(e env, f storeCopyFlags) error {
 	if f.fromDir != "" {
 		src, err = sourceDataDir(f.fromDir, log)
 	} else {
-		src, err = openEtcd(ctx, f, f.fromEtcd, log, true)
+		src, err = openEtcd(ctx, f, f.fromEtcd, log, e.stderr, true)
 	}
 	if err != nil {
 		return err
@@ -492,8 +498,10 @@ func leasesLapse(ctx context.Context, cli *clientv3.Client, timeout time.Duratio
 }
 
 // openEtcd connects to the etcd at endpoints. As a source, no node may be
-// running under the prefix; as a destination, the prefix must hold no key.
-func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog.Logger, source bool) (*storeSide, error) {
+// running under the prefix; as a destination, the prefix must hold no
+// cohort key, and a refusal prints to stderr the etcdctl txn input that
+// deletes them.
+func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog.Logger, stderr io.Writer, source bool) (*storeSide, error) {
 	flagName := "--to-etcd"
 	if source {
 		flagName = "--from-etcd"
@@ -625,10 +633,16 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 		}
 		if k > 0 {
 			cli.Close()
+			// An error is printed as one line: the input, lines of its
+			// own, goes before it.
+			fmt.Fprintf(stderr, "etcdctl txn input that deletes the cohort keys of %s and no other key, between the %s lines:\n%s\n%s%s\n",
+				name, etcdDeleteRule, etcdDeleteRule, etcdDeleteTxn(f.prefix), etcdDeleteRule)
 			return nil, fmt.Errorf("store copy: %s is not empty (%d cohort keys under it: records, compaction turn); nothing was copied: "+
 				"give another --etcd-prefix, or, if they are to be replaced, delete them and no other key (not etcdctl del --prefix %s: "+
-				"another cluster's prefix may start with it): %s",
-				name, k, f.prefix, etcdDeleteCommand(f.prefix))
+				"another cluster's prefix may start with it), in one transaction: give etcdctl txn, with the flags that reach this etcd, "+
+				"the lines between the %s lines above on its standard input, the empty ones included (saved to a file F: "+
+				"etcdctl txn < F, in a POSIX shell or cmd.exe; in PowerShell: Get-Content F | etcdctl txn), or type them after etcdctl txn -i",
+				name, k, f.prefix, etcdDeleteRule)
 		}
 	}
 	st, err := etcdstore.New(etcdstore.Options{Client: cli, CloseClient: true, Prefix: f.prefix, Logger: log, Timeout: f.timeout})

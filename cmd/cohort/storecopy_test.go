@@ -489,7 +489,8 @@ func TestStoreCopyBesideOtherClusters(t *testing.T) {
 	}
 	c.fails(1, []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cohort"},
 		`prefix "/cohort" is not empty (2 cohort keys under it`,
-		`etcdctl del '/cohortd' "$(printf '/cohortd\001')" && etcdctl del "$(printf '/cohortd\377\377\377\376')" '/cohorte' && etcdctl del '/cohortcompaction'`)
+		"\n"+etcdDeleteRule+"\n\n"+`del -- "/cohortd" "/cohortd\x01"`+"\n"+`del -- "/cohortd\xff\xff\xff\xfe" "/cohorte"`+"\n"+
+			`del -- "/cohortcompaction"`+"\n\n\n"+etcdDeleteRule+"\n")
 }
 
 // TestStoreCopySIGINT: Ctrl-C (SIGINT) during a copy, here while the

@@ -1,13 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -94,12 +95,8 @@ func TestStoreCopyNestedPrefixes(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `prefix "/cohort/" is not empty (3 cohort keys under it`) {
 		t.Fatalf("a copy into /cohort/ again: exit %d\n%s", code, errOut)
 	}
-	_, cmdLine, ok := strings.Cut(errOut, "another cluster's prefix may start with it): ")
-	if !ok {
-		t.Fatalf("the refusal prints no deletion:\n%s", errOut)
-	}
 	nested := etcdKeys(t, etcd, "/cohort/dev") // /cohort/dev/'s 5, /cohort/dev2/'s 3
-	runEtcdctl(t, etcd, strings.TrimSpace(cmdLine))
+	runEtcdctlTxn(t, ec, etcd, deletionTxn(t, errOut))
 	if k := etcdKeys(t, etcd, "/cohort/"); k != nested+3 {
 		// Ours gone; /cohort/nodes/eu/'s 3 kept.
 		t.Fatalf("after the printed deletion, %d keys under /cohort/, want %d", k, nested+3)
@@ -113,57 +110,133 @@ func TestStoreCopyNestedPrefixes(t *testing.T) {
 		t.Fatalf("copy into /cohort/ after the deletion:\n%s", out)
 	}
 
-	// The command spells a prefix the shell or printf would read
-	// otherwise (a quote, %, a backslash, a non-ASCII letter) as it is.
-	const odd = "/it's 100%\\n é/"
-	c.ok("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", odd)
-	_, errOut, _ = c.run("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", odd)
-	_, cmdLine, ok = strings.Cut(errOut, "another cluster's prefix may start with it): ")
-	if !ok {
-		t.Fatalf("the refusal prints no deletion:\n%s", errOut)
+	// The input spells prefixes a shell, printf or etcdctl would read
+	// otherwise (quotes, %, a backslash, a non-ASCII letter, a control
+	// character, a leading "-", which etcdctl would take for an option)
+	// as they are.
+	for _, odd := range []string{"/it's 100%\\n é/", `-x "q" \`, "\x01 tab\t/"} {
+		c.ok("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", odd)
+		_, errOut, _ = c.run("store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", odd)
+		runEtcdctlTxn(t, ec, etcd, deletionTxn(t, errOut))
+		if k := etcdKeys(t, etcd, odd); k != 0 {
+			t.Fatalf("%d keys under %q after the printed deletion (%s)", k, odd, errOut)
+		}
 	}
-	runEtcdctl(t, etcd, strings.TrimSpace(cmdLine))
-	if k := etcdKeys(t, etcd, odd); k != 0 {
-		t.Fatalf("%d keys under %q after the printed deletion (%s)", k, odd, cmdLine)
+	checkKept(t, etcd, records)
+}
+
+// deletionTxn is the etcdctl txn input a refusal of a destination that
+// is not empty prints, between its two etcdDeleteRule lines; it fails the
+// test if there is none or it is not plain ASCII text.
+func deletionTxn(t *testing.T, errOut string) string {
+	t.Helper()
+	rule := "\n" + etcdDeleteRule + "\n"
+	_, rest, ok := strings.Cut(errOut, rule)
+	if !ok {
+		t.Fatalf("the refusal prints no etcdctl txn input:\n%s", errOut)
+	}
+	in, _, ok := strings.Cut(rest, rule)
+	if !ok {
+		t.Fatalf("the etcdctl txn input has no end:\n%s", errOut)
+	}
+	for _, c := range []byte(in) {
+		if c != '\n' && (c < 0x20 || c >= 0x7f) {
+			t.Fatalf("the etcdctl txn input holds byte %#x, which a terminal, a code page or a shell may change:\n%s", c, in)
+		}
+	}
+	if !strings.Contains(errOut, "the lines between the "+etcdDeleteRule+" lines above") {
+		t.Fatalf("the refusal does not say what to do with the input:\n%s", errOut)
+	}
+	return in + "\n"
+}
+
+// runEtcdctlTxn carries out in etcd the transaction that etcdctl txn
+// would make of input. With COHORT_TEST_ETCDCTL naming an etcdctl binary,
+// that etcdctl runs it; otherwise the input is read by etcdctl's rules:
+// lines trimmed of spaces, sections (comparisons, requests on success,
+// requests on failure) each ended by an empty line, words split at
+// spaces, and a word in double quotes unquoted as a Go string is. Only
+// "del -- KEY [END]" requests and no comparison are accepted: the printed
+// input needs no other.
+func runEtcdctlTxn(t *testing.T, ec *etcdtest.Cluster, etcd *clientv3.Client, input string) {
+	t.Helper()
+	if bin := os.Getenv("COHORT_TEST_ETCDCTL"); bin != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, "--endpoints", strings.Join(ec.Endpoints(), ","), "txn")
+		cmd.Stdin = strings.NewReader(input)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr // etcdctl warns of each range, naming it
+		out, err := cmd.Output()
+		if err != nil || !strings.HasPrefix(string(out), "SUCCESS") {
+			t.Fatalf("%s txn: %v\n%s%s\ninput:\n%s", bin, err, out, stderr.String(), input)
+		}
+		t.Logf("%s txn:\n%s%s", bin, stderr.String(), out)
+		return
+	}
+	lines := strings.Split(input, "\n")
+	section := func() []string {
+		var s []string
+		for len(lines) > 0 {
+			l := strings.TrimSpace(lines[0])
+			lines = lines[1:]
+			if l == "" {
+				return s
+			}
+			s = append(s, l)
+		}
+		t.Fatalf("etcdctl txn input ends before its section does (etcdctl exits on EOF):\n%q", input)
+		return nil
+	}
+	if cmps := section(); len(cmps) != 0 {
+		t.Fatalf("etcdctl txn input compares %q", cmps)
+	}
+	var ops []clientv3.Op
+	for _, l := range section() {
+		args := etcdctlWords(t, l)
+		if len(args) < 3 || len(args) > 4 || args[0] != "del" || args[1] != "--" {
+			t.Fatalf("etcdctl txn request %q: not del -- KEY [END]", l)
+		}
+		var opts []clientv3.OpOption
+		if len(args) == 4 {
+			opts = append(opts, clientv3.WithRange(args[3]))
+		}
+		ops = append(ops, clientv3.OpDelete(args[2], opts...))
+	}
+	if fail := section(); len(fail) != 0 {
+		t.Fatalf("etcdctl txn input has failure requests %q", fail)
+	}
+	if _, err := etcd.Txn(context.Background()).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// runEtcdctl runs line, a shell command of etcdctl del commands, with an
-// etcdctl that records its arguments, and carries them out on etcd: what
-// the command would delete, exactly as the shell hands the keys over.
-func runEtcdctl(t *testing.T, etcd *clientv3.Client, line string) {
+// etcdctlWords splits an etcdctl txn request into its words: runs of
+// non-spaces, or double-quoted Go strings, unquoted.
+func etcdctlWords(t *testing.T, line string) []string {
 	t.Helper()
-	bin := t.TempDir()
-	log := filepath.Join(bin, "calls")
-	script := "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\" >> " + log + "; done\nprintf '\\n\\0' >> " + log + "\n"
-	if err := os.WriteFile(filepath.Join(bin, "etcdctl"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sh", "-c", line)
-	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("sh -c %q: %v\n%s", line, err, b)
-	}
-	calls, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, call := range bytes.Split(bytes.TrimSuffix(calls, []byte("\n\x00")), []byte("\n\x00")) {
-		args := strings.Split(strings.TrimSuffix(string(call), "\x00"), "\x00")
-		if len(args) == 0 || args[0] != "del" {
-			t.Fatalf("etcdctl %q: not a del", args)
+	var words []string
+	for line = strings.TrimLeft(line, " "); line != ""; line = strings.TrimLeft(line, " ") {
+		if line[0] != '"' {
+			w, rest, _ := strings.Cut(line, " ")
+			words, line = append(words, w), rest
+			continue
 		}
-		var opts []clientv3.OpOption
-		switch {
-		case len(args) == 3 && args[1] == "--prefix":
-			args, opts = args[1:], append(opts, clientv3.WithPrefix())
-		case len(args) == 3:
-			opts = append(opts, clientv3.WithRange(args[2]))
-		case len(args) != 2:
-			t.Fatalf("etcdctl %q: not del KEY, del KEY END or del --prefix KEY", args)
+		end := 1
+		for end < len(line) && line[end] != '"' {
+			if line[end] == '\\' {
+				end++
+			}
+			end++
 		}
-		if _, err := etcd.Delete(context.Background(), args[1], opts...); err != nil {
-			t.Fatal(err)
+		if end >= len(line) {
+			t.Fatalf("etcdctl txn request %q: a quote is not closed", line)
 		}
+		w, err := strconv.Unquote(line[:end+1])
+		if err != nil {
+			t.Fatalf("etcdctl txn request: %s: %v", line[:end+1], err)
+		}
+		words, line = append(words, w), line[end+1:]
 	}
+	return words
 }
