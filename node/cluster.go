@@ -289,9 +289,10 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 		err = etcdError(cc, err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			// The etcd client retries a failed TLS handshake until the
-			// deadline and says no more: one of our own tells why.
-			if cause := tlsCause(cc.Endpoints[0], etls.config(), dial); cause != nil {
-				err = fmt.Errorf("%w: TLS with %s: %v", err, cc.Endpoints[0], cause)
+			// deadline and says no more: handshakes of our own, one with
+			// each endpoint, tell why.
+			if causes := tlsCauses(cc.Endpoints, etls.config(), dial); causes != "" {
+				err = fmt.Errorf("%w: %s", err, causes)
 			}
 		}
 		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, err)
@@ -299,15 +300,41 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	return cli, etls, nil
 }
 
-// tlsCause is the error a TLS handshake with etcd endpoint ep meets with
-// cfg (nil: no TLS, an endpoint other than host:port or https://, or the
-// handshake succeeds), within timeout: etcd's certificate not trusted, or
-// etcd's refusal of the client's certificate (or of none), which TLS 1.3
-// tells only after the handshake, in place of the first data.
-func tlsCause(ep string, cfg *tls.Config, timeout time.Duration) error {
+// tlsCauses probes every endpoint of eps with a TLS handshake (tlsCause),
+// all at once and within timeout in all, and says, in the order of eps,
+// "TLS with <endpoint>: <cause>" for each whose handshake failed, joined
+// by "; " ("" when none failed, or cfg is nil: no TLS).
+func tlsCauses(eps []string, cfg *tls.Config, timeout time.Duration) string {
 	if cfg == nil {
-		return nil
+		return ""
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	causes := make([]error, len(eps))
+	var wg sync.WaitGroup
+	for i, ep := range eps {
+		wg.Go(func() { causes[i] = tlsCause(ctx, ep, cfg) })
+	}
+	wg.Wait()
+	var out []string
+	for i, err := range causes {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no TLS handshake within %s", timeout)
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("TLS with %s: %v", eps[i], err))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// tlsCause is the error a TLS handshake with etcd endpoint ep meets with
+// cfg (nil: an endpoint other than host:port or https://, or the
+// handshake succeeds), before ctx ends: etcd's certificate not trusted,
+// or etcd's refusal of the client's certificate (or of none), which TLS
+// 1.3 tells only after the handshake, in place of the first data (waited
+// for at most 2 s).
+func tlsCause(ctx context.Context, ep string, cfg *tls.Config) error {
 	addr, ok := strings.CutPrefix(ep, "https://")
 	if !ok && strings.Contains(ep, "://") {
 		return nil
@@ -315,12 +342,16 @@ func tlsCause(ep string, cfg *tls.Config, timeout time.Duration) error {
 	addr, _, _ = strings.Cut(addr, "/")
 	c := cfg.Clone()
 	c.NextProtos = []string{"h2"} // as gRPC asks
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, c)
+	conn, err := (&tls.Dialer{Config: c}).DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(min(timeout, 2*time.Second)))
+	deadline := time.Now().Add(2 * time.Second)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn.SetReadDeadline(deadline)
 	var ne net.Error
 	if _, err := conn.Read(make([]byte, 1)); err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
 		return err

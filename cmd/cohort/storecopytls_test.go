@@ -104,3 +104,33 @@ func TestStoreCopyEtcdTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreCopyEtcdTLSEveryEndpoint: with two endpoints, the first one a
+// TLS server whose certificate --etcd-ca trusts (but no etcd) and the
+// second an etcd whose certificate it does not trust, the copy fails
+// within its --timeout and the error says what the second endpoint's
+// handshake met, an unknown authority: every endpoint is probed, not
+// only the first, whose handshake succeeds and says nothing.
+func TestStoreCopyEtcdTLSEveryEndpoint(t *testing.T) {
+	ca, other := testpki.NewCA(t, "etcd-ca"), testpki.NewCA(t, "other-ca")
+	srv := ca.Server(t, "etcd")
+	ec := etcdtest.StartTLS(t, 1, etcdtest.TLS{CertFile: srv.CertFile, KeyFile: srv.KeyFile, Client: ca.ClientConfig(nil)})
+	etcdEP := ec.Endpoints()[0]
+	// The first endpoint: a TLS handshake with a certificate of the CA
+	// the copy trusts, then one byte that is no HTTP/2, and silence.
+	first := "https://" + testpki.ServeHandshakes(t, other.Server(t, "not-etcd"))
+	dir := diskStore(t, map[int32][]store.Record{-1: {{Key: []byte("partitions"), Value: []byte("1")}}})
+	c := cli{t: t}
+	_, errOut, code := c.run("store", "copy", "--from-data-dir", dir, "--to-etcd", first+","+etcdEP, "--etcd-prefix", "/tls/",
+		"--etcd-ca", other.CertFile, "--timeout", "3s")
+	t.Logf("exit %d: %s", code, strings.TrimSpace(errOut))
+	if code != 1 || !strings.Contains(errOut, "TLS with "+etcdEP+": tls: failed to verify certificate: x509: certificate signed by unknown authority") {
+		t.Fatalf("exit %d, want 1 and the second endpoint's cause, an unknown authority:\n%s", code, errOut)
+	}
+	if strings.Contains(errOut, "TLS with "+first) {
+		t.Fatalf("the first endpoint, whose handshake succeeds, has a cause:\n%s", errOut)
+	}
+	if k := etcdKeys(t, ec.Client(t), "/tls/"); k != 0 {
+		t.Fatalf("a failed copy wrote %d keys", k)
+	}
+}

@@ -144,3 +144,35 @@ func (ca *CA) ClientConfig(pair *Pair) *tls.Config {
 	}
 	return cfg
 }
+
+// ServeHandshakes serves TLS with pair on 127.0.0.1, offering HTTP/2 as
+// etcd does, and returns its address: each connection completes its
+// handshake, is sent one byte (a client waiting for data after the
+// handshake is not left waiting; an HTTP/2 client reads no preface) and is
+// held until the client closes it or 30 s pass. It stops when the test
+// ends.
+func ServeHandshakes(t testing.TB, pair Pair) string {
+	t.Helper()
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair.TLS}, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Write([]byte{0})
+					c.Read(make([]byte, 1))
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}

@@ -1,0 +1,74 @@
+package node
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cohort-dev/cohort/internal/testpki"
+)
+
+// TestTLSCausesEveryEndpoint: when etcd cannot be reached over TLS, every
+// endpoint is probed, not only the first: here the first endpoint's
+// certificate is trusted, the second's is of another CA and nothing
+// listens at the third; the causes name the second (an unknown authority)
+// and the third (refused), in that order, and not the first.
+func TestTLSCausesEveryEndpoint(t *testing.T) {
+	ca, other := testpki.NewCA(t, "etcd-ca"), testpki.NewCA(t, "other-ca")
+	good := testpki.ServeHandshakes(t, ca.Server(t, "good"))
+	bad := testpki.ServeHandshakes(t, other.Server(t, "bad"))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	eps := []string{"https://" + good, "https://" + bad, closed}
+	got := tlsCauses(eps, ca.ClientConfig(nil), 10*time.Second)
+	t.Logf("causes: %s", got)
+	if strings.Contains(got, good) {
+		t.Errorf("the endpoint whose certificate is trusted has a cause: %s", got)
+	}
+	b := strings.Index(got, "TLS with https://"+bad+": ")
+	c := strings.Index(got, "TLS with "+closed+": ")
+	if b < 0 || !strings.Contains(got[b:], "certificate signed by unknown authority") {
+		t.Errorf("no unknown authority for the second endpoint: %s", got)
+	}
+	if c < b || !strings.Contains(got[c:], "refused") {
+		t.Errorf("no refusal for the third endpoint, after the second: %s", got)
+	}
+	// An endpoint that accepts and never answers takes the probes' time
+	// in all, not one deadline each: it is reported as timed out, beside
+	// the others' causes.
+	hang, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hang.Close() })
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := hang.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	got = tlsCauses([]string{"https://" + hang.Addr().String(), "https://" + bad}, ca.ClientConfig(nil), 300*time.Millisecond)
+	if h := "TLS with https://" + hang.Addr().String() + ": "; !strings.Contains(got, h) ||
+		!strings.Contains(got, "unknown authority") || !strings.Contains(got, h+"no TLS handshake within 300ms") {
+		t.Errorf("a silent endpoint beside a bad one: %s", got)
+	}
+	t.Logf("causes: %s", got)
+	if got := tlsCauses(eps[:1], ca.ClientConfig(nil), 10*time.Second); got != "" {
+		t.Errorf("a trusted endpoint alone: %q, want no cause", got)
+	}
+	if got := tlsCauses(eps, nil, 10*time.Second); got != "" {
+		t.Errorf("without TLS: %q, want no cause", got)
+	}
+}
