@@ -2,6 +2,9 @@ package console
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
@@ -370,4 +374,49 @@ func TestBrowserDuringRebalance(t *testing.T) {
 	}
 	js.noErrors()
 	nojs.noErrors()
+}
+
+// TestBrowserSearchBoxLength: a person types more multi-byte characters
+// into the search box than its maxlength lets in; Chromium keeps the first
+// maxSearchLen units (an emoji is two) and the console accepts what it
+// sends: the search of maxSearchLen three-byte characters finds the group
+// of that id, and the one of emoji is no 400 either.
+func TestBrowserSearchBoxLength(t *testing.T) {
+	testwait.WallClock(t, "headless Chromium")
+	path := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cjk := strings.Repeat("日", maxSearchLen)
+	n, _ := nodeWithGroup(t, cjk, "t", 1)
+	base := "http://" + n.HTTPAddr() + "/console/"
+	b := newBrowser(t, ctx, path, artifactDir(t), false)
+	for _, tc := range []struct {
+		typed, want string
+	}{
+		{cjk + strings.Repeat("日", 20), cjk},
+		{strings.Repeat("😀", maxSearchLen/2+10), strings.Repeat("😀", maxSearchLen/2)},
+	} {
+		loc := b.search(base, tc.typed, true)
+		u, err := url.Parse(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := u.Query().Get("q"); got != tc.want {
+			t.Fatalf("the box sent %d runes (%d bytes), want the first %d runes typed", utf8.RuneCountInString(got), len(got),
+				utf8.RuneCountInString(tc.want))
+		}
+		resp, err := http.Get(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("a search the box let through (%d bytes): %d, want 200\n%s", len(tc.want), resp.StatusCode, body)
+		}
+		if tc.want == cjk && !strings.Contains(string(body), "1 of 1 groups match") {
+			t.Errorf("the search of %d characters does not find the group of that id", maxSearchLen)
+		}
+	}
+	b.noErrors()
 }

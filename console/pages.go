@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,10 +33,23 @@ type groupsQuery struct {
 	ProtocolType string
 }
 
-// maxSearchLen bounds the search and the protocol type in bytes: a page
-// carries them in its form and every link, and nothing longer is needed
-// to tell groups apart.
+// maxSearchLen bounds the search and the protocol type: a page carries
+// them in its form and every link, and nothing longer is needed to tell
+// groups apart. It counts as the search box's maxlength does, in UTF-16
+// code units (searchLen), so whatever the box lets a person type is
+// accepted and no more: at most 3 bytes of UTF-8 a unit, 768 bytes.
 const maxSearchLen = 256
+
+// searchLen is the length of s, valid UTF-8, as a browser counts it for
+// an input's maxlength: UTF-16 code units, one a character of the Basic
+// Multilingual Plane, two one beyond it (an emoji, say).
+func searchLen(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
 
 // matchModes are the ways Search matches an id ("" is contains).
 var matchModes = []string{"contains", "prefix"}
@@ -62,6 +76,7 @@ func (q groupsQuery) values() url.Values {
 
 type groupsPage struct {
 	Query         groupsQuery
+	MaxSearch     int        // the search box's maxlength: maxSearchLen
 	Groups        []GroupRow // those shown: at most maxGroupRows
 	Matching      int        // of the state and type asked for
 	Total         int
@@ -95,12 +110,13 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	// The search is user input: bounded, and refused before the node is
 	// asked anything. The error names the parameter, never repeats it.
 	for _, f := range []struct{ name, v string }{{"q", gq.Search}, {"ptype", gq.ProtocolType}} {
-		if len(f.v) > maxSearchLen {
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is %d bytes long: at most %d.", f.name, len(f.v), maxSearchLen))
-			return
-		}
 		if !utf8.ValidString(f.v) {
 			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is not UTF-8 text (group ids and protocol types are).", f.name))
+			return
+		}
+		if n := searchLen(f.v); n > maxSearchLen {
+			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is %d characters long: at most %d, "+
+				"counted as the search box counts them (a character beyond U+FFFF, such as an emoji, counts as two).", f.name, n, maxSearchLen))
 			return
 		}
 	}
@@ -116,7 +132,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
 	}
-	p := groupsPage{Query: gq, Total: len(rows), Unreachable: unreachable,
+	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: len(rows), Unreachable: unreachable,
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
 		States: group.ListedStates(),

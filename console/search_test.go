@@ -2,15 +2,18 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -176,7 +179,7 @@ func TestGroupsSearch(t *testing.T) {
 		}
 	}
 	if w := serveURL(c, "/console/?q="+strings.Repeat("x", maxSearchLen), "", ""); w.Code != http.StatusOK {
-		t.Errorf("a query of %d bytes: %d, want 200", maxSearchLen, w.Code)
+		t.Errorf("a query of %d characters: %d, want 200", maxSearchLen, w.Code)
 	}
 }
 
@@ -286,6 +289,53 @@ func TestGroupsCountReadable(t *testing.T) {
 		c.render(w, "groups", http.StatusOK, pageData{Title: "Groups", Body: tc.p})
 		if !strings.Contains(w.Body.String(), tc.want) {
 			t.Errorf("the page lacks %q\n%s", tc.want, w.Body)
+		}
+	}
+}
+
+// TestGroupsSearchLengthAsTheBoxCounts: the server bounds q and ptype as
+// the search box's maxlength does, in UTF-16 code units, not bytes: a
+// search of maxSearchLen multi-byte characters, which the box lets a
+// person type, finds the group whose id it is; one more character is a
+// 400 that says the bound in those terms; a character beyond U+FFFF
+// counts as two, as the box counts it. The box's maxlength is the bound.
+func TestGroupsSearchLengthAsTheBoxCounts(t *testing.T) {
+	cjk := strings.Repeat("日", maxSearchLen) // 3 bytes, 1 unit each
+	n, _ := nodeWithGroup(t, cjk, "t", 1)
+	c := New(n, nil, nil)
+	get := func(param, v string) *httptest.ResponseRecorder {
+		return serveURL(c, "/console/?"+url.Values{param: {v}}.Encode(), "", "")
+	}
+	w := get("q", cjk)
+	if w.Code != http.StatusOK {
+		t.Fatalf("q of %d characters (%d bytes): %d, want 200\n%s", maxSearchLen, len(cjk), w.Code, w.Body)
+	}
+	if got := shownGroups(w.Body.String()); len(got) != 1 || got[0] != cjk {
+		t.Errorf("q of %d characters shows %q, want the group of that id", maxSearchLen, got)
+	}
+	if want := `maxlength="` + strconv.Itoa(maxSearchLen) + `"`; !strings.Contains(w.Body.String(), want) {
+		t.Errorf("the search box has no %s", want)
+	}
+	for _, tc := range []struct {
+		v    string
+		code int
+		says string
+	}{
+		{strings.Repeat("é", maxSearchLen), http.StatusOK, ""},
+		{strings.Repeat("😀", maxSearchLen/2), http.StatusOK, ""}, // 2 units, 4 bytes each
+		{cjk + "日", http.StatusBadRequest, fmt.Sprintf("is %d characters long: at most %d", maxSearchLen+1, maxSearchLen)},
+		{strings.Repeat("😀", maxSearchLen/2) + "x", http.StatusBadRequest,
+			fmt.Sprintf("is %d characters long: at most %d, counted as the search box counts them (a character beyond U&#43;FFFF, such as an emoji, counts as two)", maxSearchLen+1, maxSearchLen)},
+	} {
+		for _, param := range []string{"q", "ptype"} {
+			w := get(param, tc.v)
+			if w.Code != tc.code || !strings.Contains(w.Body.String(), tc.says) {
+				t.Errorf("%s of %d runes, %d bytes: %d, want %d saying %q\n%s", param, utf8.RuneCountInString(tc.v), len(tc.v),
+					w.Code, tc.code, tc.says, w.Body)
+			}
+			if tc.code != http.StatusOK && strings.Contains(w.Body.String(), "日日") {
+				t.Errorf("%s: the error page repeats the query", param)
+			}
 		}
 	}
 }
