@@ -406,6 +406,7 @@ func (g *bareGroup) checkIdle(gen int32, workers ...*worker) {
 
 // TestBareCohort runs the scenario above for every client, in parallel.
 func TestBareCohort(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, c := range workdistClients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -279,8 +279,12 @@ func (g *cfGroup) checkTimeline() error {
 // partitions' new leader for its fetches, and recover within cfRecover
 // (kafkajs within cfRecoverKafkajs).
 func TestClusterFailover(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, how := range []string{"stop", "kill"} {
-		t.Run(how, func(t *testing.T) { runClusterFailover(t, how == "kill") })
+		t.Run(how, func(t *testing.T) {
+			t.Parallel() // each has its own etcd, nodes and ports
+			runClusterFailover(t, how == "kill")
+		})
 	}
 }
 

@@ -45,8 +45,10 @@ func waitProgress(ctx context.Context, t *testing.T, seen *testbed.Seen, n int) 
 // on range and on cooperative-sticky: they agree on a protocol, converge, and
 // consume everything; then one leaves and the others take over its share.
 func TestMixedGroup(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, protocol := range []string{"range", "cooperative-sticky"} {
 		t.Run(protocol, func(t *testing.T) {
+			t.Parallel() // its own bed
 			const topic, P, K = "mixed", 6, 1500
 			b := testbed.Start(t, testbed.Options{Topics: map[string]int32{topic: P}})
 			grp := "mixed-" + protocol
@@ -87,8 +89,10 @@ func TestMixedGroup(t *testing.T) {
 // the same group.instance.id before its session expires gets its partitions
 // back in the same generation; nobody else rejoins.
 func TestStaticMembership(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, c := range goClients {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // its own bed
 			const topic, P, K = "static", 6, 1200
 			b := testbed.Start(t, testbed.Options{Topics: map[string]int32{topic: P}})
 			grp := "static-" + c.name
@@ -224,8 +228,10 @@ func parts(tps []testbed.TP) []int32 {
 // generation, and the owners keep processing them while the group
 // rebalances.
 func TestCooperativeAddMember(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, c := range goClients {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // its own bed
 			const topic, P, K = "coop", 6, 3000
 			b := testbed.Start(t, testbed.Options{Topics: map[string]int32{topic: P}})
 			grp := "coop-" + c.name
@@ -375,11 +381,13 @@ func TestCooperativeAddMember(t *testing.T) {
 // commit acknowledged before the kill is still there, and consumption
 // completes.
 func TestCohortRestart(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	if testing.Short() {
 		t.Skip("builds cohort and kills a child process")
 	}
 	for _, c := range goClients {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // its own bed, cohort process and data directory
 			const topic, P, K = "restart", 6, 3000
 			co := testbed.StartCohort(t, t.TempDir())
 			b := testbed.Start(t, testbed.Options{Topics: map[string]int32{topic: P}, CohortAddr: co.Addr})

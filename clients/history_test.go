@@ -45,10 +45,14 @@ import (
 var historyClients = []string{"franzgo", "sarama", "kafkago"}
 
 func TestHistoryMatchesChurn(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, name := range historyClients {
 		i := slices.IndexFunc(workdistClients, func(c workdistClient) bool { return c.name == name })
 		c := workdistClients[i]
-		t.Run(name, func(t *testing.T) { runHistoryChurn(t, c) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each on its own bare node
+			runHistoryChurn(t, c)
+		})
 	}
 }
 

@@ -83,6 +83,7 @@ func (m *kgoMember) Close() {
 }
 
 func TestKgoGroupChurn(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, p := range []string{"range", "cooperative-sticky"} {
 		t.Run(p, func(t *testing.T) {
 			runChurn(t, func(t *testing.T, b *testbed.Bed, c MemberConfig) Member { return startKgo(t, b, c) }, p)

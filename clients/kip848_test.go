@@ -558,6 +558,7 @@ func checkExclusive(workers []*worker, killed map[*worker]int64, session, interv
 // TestKIP848Churn: franz-go next-gen members through joins, a SIGKILL and a
 // graceful leave, on cohort and on kfake.
 func TestKIP848Churn(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
@@ -634,6 +635,7 @@ func TestCheckExclusive(t *testing.T) {
 // (GROUP_ID_NOT_FOUND: it does not convert a classic group that has
 // members) and the classic group goes on unchanged.
 func TestKIP848MixedUpgrade(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
@@ -741,6 +743,7 @@ func (w *worker) printedError(s string) bool {
 // 2026-12-01 cohort gave the bumped epoch; group's
 // TestKIP848_C77C80C81C82C83OnlineMigration checks the generation.)
 func TestKIP848DowngradeKeepsPartitions(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, nexts := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d-next-gen", nexts), func(t *testing.T) {
 			t.Parallel()
@@ -777,6 +780,7 @@ func downgradeKeepsPartitions(t *testing.T, nexts int) {
 // group.protocol=consumer: two members join and share the topic, one
 // leaves on SIGTERM, the other takes everything, on cohort and on kfake.
 func TestKIP848Librdkafka(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
@@ -835,6 +839,7 @@ func static(c workdistClient, id string) workdistClient {
 // one it replaces, and the other two members keep theirs without printing a
 // change (docs/kip848.md, "Static members").
 func TestKIP848StaticRestart(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, c := range []struct {
 		name   string
 		client workdistClient
@@ -922,6 +927,7 @@ func quoted(s *string) string {
 // the regex and no topic names for both (not on kfake, which describes no
 // regex), and when one leaves the other takes everything.
 func TestKIP848Regex(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
@@ -985,6 +991,7 @@ func (r *nextRun) classicLeavesMixed(g kmsg.ConsumerGroupDescribeResponseGroup, 
 // member joining a consumer group a generation of its own: difference 2 of
 // docs/compatibility.md, shown with franz-go).
 func TestKIP848LibrdkafkaChurn(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()
@@ -1020,6 +1027,7 @@ func TestKIP848LibrdkafkaChurn(t *testing.T) {
 // (UNKNOWN_MEMBER_ID): franz-go drops the partitions as lost and rejoins, in
 // a loop (docs/compatibility.md).
 func TestKIP848ClassicJoinsConsumerGroup(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, target := range nextTargets {
 		t.Run(target, func(t *testing.T) {
 			t.Parallel()

@@ -90,6 +90,7 @@ func (m *rdMember) Close() {
 }
 
 func TestLibrdkafkaGroupChurn(t *testing.T) {
+	t.Parallel() // with the other parallel tests: each subtest has its own bed or node
 	for _, p := range []string{"range", "cooperative-sticky"} {
 		t.Run(p, func(t *testing.T) { runChurn(t, startRdkafka, p) })
 	}

@@ -134,7 +134,10 @@ func waitMembers(ctx context.Context, t *testing.T, b *testbed.Bed, grp string, 
 //	first is killed (evicted at session expiry); the second half is
 //	produced; a fourth joins; the second leaves gracefully; consumption ends
 //	with the committed offsets at the log end.
+//
+// It marks t parallel: every churn runs on its own bed.
 func runChurn(t *testing.T, start Starter, protocol string, opts ...testbed.CheckOpts) {
+	t.Parallel()
 	const (
 		topic = "churn"
 		P     = 6

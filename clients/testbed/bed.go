@@ -18,6 +18,7 @@ import (
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testbin"
+	"github.com/cohort-dev/cohort/internal/testport"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -356,18 +357,16 @@ func BuildCohort(t testing.TB) string {
 	return testbin.Cohort(t)
 }
 
-// StartCohort runs `cohort serve` on a free 127.0.0.1 port and data dir,
+// StartCohort runs `cohort serve` on a reserved 127.0.0.1 port and data dir,
 // waiting until it accepts connections. It is killed at cleanup.
 func StartCohort(t testing.TB, dir string) *Cohort {
 	t.Helper()
 	testwait.WallClock(t, "stock Kafka clients against a cohort process")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	c := &Cohort{Bin: BuildCohort(t), Dir: dir, Addr: addr}
+	// A port below the ephemeral range, held for this test binary
+	// (internal/testport): the process restarts on the same address, and
+	// an ephemeral port freed here may meanwhile become the local port of
+	// another test's outgoing connection.
+	c := &Cohort{Bin: BuildCohort(t), Dir: dir, Addr: testport.Reserve(t)}
 	c.Start(t)
 	t.Cleanup(func() { c.Kill() })
 	return c
