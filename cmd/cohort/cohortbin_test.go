@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testpar"
 )
 
 // The tests that need a real cohort process (signals, exit codes) run this
@@ -41,6 +42,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
+	// The parallel tests wait on etcd, heartbeats and child processes:
+	// four at once rather than GOMAXPROCS' two.
+	testpar.Default(4)
 	os.Exit(m.Run())
 }
 

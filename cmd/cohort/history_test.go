@@ -422,6 +422,7 @@ func TestGroupHistoryOff(t *testing.T) {
 // leaves; history and why tell the joins (type consumer, group epochs,
 // partitions moved) and the leave.
 func TestGroupHistoryConsumerProtocol(t *testing.T) {
+	t.Parallel() // its own node; waits on 5 s heartbeats
 	testwait.WallClock(t, "franz-go KIP-848 consumers against a live node, 5 s heartbeats")
 	n := startNode(t, "127.0.0.1:0")
 	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}

@@ -223,6 +223,7 @@ func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 // ListGroups has 1 separate shard errors, first: unable to dial"); group
 // history dialled the dead coordinator once.
 func TestCommandsRideOutADeadNode(t *testing.T) {
+	t.Parallel() // with the other parallel tests; each subtest has its own etcd and nodes
 	for _, tc := range []struct {
 		name string
 		args func(g string) []string
@@ -234,6 +235,7 @@ func TestCommandsRideOutADeadNode(t *testing.T) {
 			func(g, out string) bool { return !strings.Contains(out, "error") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			c, g, kill := clusterWithDoomedNode(t)
 			kill()
 			out, errOut, code := c.run(tc.args(g)...)

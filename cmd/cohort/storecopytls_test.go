@@ -22,6 +22,7 @@ import (
 // certificate required), and writes nothing: no key under the prefix, no
 // data directory.
 func TestStoreCopyEtcdTLS(t *testing.T) {
+	t.Parallel() // its own CAs, etcd and store directory; no environment
 	ca, other := testpki.NewCA(t, "etcd-ca"), testpki.NewCA(t, "other-ca")
 	srv := ca.Server(t, "etcd")
 	client := ca.Client(t, pkix.Name{CommonName: "cohort"})
