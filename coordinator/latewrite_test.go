@@ -2,6 +2,8 @@ package coordinator
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,14 +34,7 @@ func TestRebalanceInFlightAtUnloadCounted(t *testing.T) {
 			}
 			const grp = "cg"
 			p := PartitionFor(grp, 8)
-			hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
-				r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-				r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, grp, "a", epoch
-				r.RebalanceTimeoutMillis = 60000
-				r.SubscribedTopicNames = []string{"t"}
-				r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-				return e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
-			}
+			hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse { return e.cgHeartbeat(grp, "a", epoch) }
 			if r := hb(0); r.ErrorCode != 0 || told.Load() != 1 {
 				t.Fatalf("join: code %d, %d rebalances told; want 0, 1", r.ErrorCode, told.Load())
 			}
@@ -104,4 +99,96 @@ func TestRebalanceInFlightAtUnloadCounted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An unloaded shard kept for a write that was still queued at the unload
+// (never handed to the store, so no result ever comes for it) is dropped
+// once every batch of its generation has reported, even when the partition
+// was acquired again and the batch that reports last is of the new
+// generation. Before, the check ran only on a stale generation's result,
+// and the unloaded shard stayed in partition.late for as long as the
+// partition was served again.
+func TestLateShardDroppedAfterReacquire(t *testing.T) {
+	st := newGateStore()
+	e := newEnv(t, st, nil)
+	if err := e.c.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	const grp = "cg"
+	p := PartitionFor(grp, 8)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if g := fmt.Sprintf("g%d", i); PartitionFor(g, 8) == p {
+			other = g
+		}
+	}
+	hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse { return e.cgHeartbeat(grp, "a", epoch) }
+	if r := hb(0); r.ErrorCode != 0 {
+		t.Fatalf("join: code %d", r.ErrorCode)
+	}
+	part := e.c.parts[p]
+	locked := func(f func() bool) func() bool {
+		return func() bool {
+			part.mu.Lock()
+			defer part.mu.Unlock()
+			return f()
+		}
+	}
+	release := holdAppends(st)
+	t.Cleanup(release)
+	// maxInflight batches of simple commits in flight, held at the store.
+	var wg sync.WaitGroup
+	t.Cleanup(wg.Wait)
+	for i := range maxInflight {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.do(commitRequest(other, "", -1, "t", int64(i))) }()
+		if !testwait.Until(5*time.Second, locked(func() bool { return part.inflight == i+1 })) {
+			t.Fatalf("commit %d not handed over", i)
+		}
+	}
+	// The last member leaves: a rebalance event whose write is queued
+	// behind them.
+	wg.Add(1)
+	go func() { defer wg.Done(); hb(-1) }()
+	if !testwait.Until(5*time.Second, locked(func() bool { return len(part.queued) > 0 })) {
+		t.Fatal("the leave's write was not queued")
+	}
+	e.c.Release(p)
+	e.c.Acquire(p)
+	if !testwait.Until(5*time.Second, locked(func() bool { return part.state == stActive })) {
+		t.Fatal("not served again after Acquire")
+	}
+	// A write of the new generation, queued behind the old batches: it is
+	// handed over once the first of them reports, and reports last.
+	committed := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() { committed <- e.do(commitRequest(other, "", -1, "u", 1)).(*kmsg.OffsetCommitResponse) }()
+	if !testwait.Until(5*time.Second, locked(func() bool { return len(part.queued) > 0 })) {
+		t.Fatal("the new generation's commit was not queued")
+	}
+	release()
+	if r := <-committed; r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit after the reload: code %d", r.Topics[0].Partitions[0].ErrorCode)
+	}
+	wg.Wait()
+	if !testwait.Until(5*time.Second, locked(func() bool { return part.inflight == 0 })) {
+		t.Fatal("batches still in flight")
+	}
+	part.mu.Lock()
+	kept := len(part.late)
+	part.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("%d unloaded shards still kept with nothing of theirs in flight", kept)
+	}
+}
+
+// cgHeartbeat sends a consumer group heartbeat of member at epoch (0: join,
+// -1: leave), subscribed to topic t, and returns its answer.
+func (e *env) cgHeartbeat(grp, member string, epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+	e.t.Helper()
+	r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	r.Version, r.Group, r.MemberID, r.MemberEpoch = 1, grp, member, epoch
+	r.RebalanceTimeoutMillis = 60000
+	r.SubscribedTopicNames = []string{"t"}
+	r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	return e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
 }

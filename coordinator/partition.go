@@ -394,9 +394,10 @@ func (p *partition) appendDoneLocked(res appendResult) {
 				p.shard.WriteDone(now, w.ID, res.code, &p.out)
 			}
 		})
-	} else if len(p.late) > 0 {
-		p.lateDone(res)
+	} else if s := p.late[res.gen]; s != nil {
+		p.lateDone(s, res)
 	}
+	p.dropLate(res.gen)
 	if len(p.queued) == 0 && cap(res.writes) > cap(p.queued) {
 		// Nothing reads the batch any more: its slice takes the next
 		// turn's writes (one allocation less per batch).
@@ -419,32 +420,37 @@ func (p *partition) appendDoneLocked(res appendResult) {
 	}
 }
 
-// lateDone reports the result of a batch of an unloaded shard to that
-// shard, if it awaits it (p.late), and drops the unloaded shards whose
-// batches have all reported: results come in hand-over order, so a result
-// of a later generation, or none left in flight, means every batch of an
-// earlier one has reported (those of its writes that were still queued at
-// the unload were never handed over). p.mu is held.
-func (p *partition) lateDone(res appendResult) {
-	if s := p.late[res.gen]; s != nil {
-		func() {
-			defer func() {
-				if r := recover(); r != nil { // a bug: the shard is gone already
-					p.c.log.Error("BUG: panic in the group coordinator reporting a write after an unload",
-						"partition", p.id, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-					delete(p.late, res.gen)
-				}
-			}()
-			var out group.Output // its requests were answered at the unload
-			now := p.c.clock.Now()
-			for _, w := range res.writes {
-				s.WriteDone(now, w.ID, res.code, &out)
-			}
-		}()
+// lateDone reports the result of a batch of the unloaded shard s (p.late)
+// to it. p.mu is held.
+func (p *partition) lateDone(s *group.Shard, res appendResult) {
+	defer func() {
+		if r := recover(); r != nil { // a bug: the shard is gone already
+			p.c.log.Error("BUG: panic in the group coordinator reporting a write after an unload",
+				"partition", p.id, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			delete(p.late, res.gen)
+		}
+	}()
+	var out group.Output // its requests were answered at the unload
+	now := p.c.clock.Now()
+	for _, w := range res.writes {
+		s.WriteDone(now, w.ID, res.code, &out)
 	}
-	for gen, s := range p.late {
-		if gen < res.gen || p.inflight == 0 || s.LateWrites() == 0 {
-			delete(p.late, gen)
+}
+
+// dropLate drops the unloaded shards (p.late) that no result can reach any
+// more, once the result of a batch of generation gen is applied: results
+// come in hand-over order, so a result of a later generation, or none left
+// in flight, means every batch of an earlier one has reported (those of its
+// writes that were still queued at the unload were never handed over, and
+// report nothing). It runs after every result, the current generation's
+// included: once the partition is served again, the batch that reports
+// last can be the new shard's, and a shard still counting a write that was
+// queued at the unload was then kept for as long as the partition stayed
+// served. p.mu is held.
+func (p *partition) dropLate(gen uint64) {
+	for g, s := range p.late {
+		if g < gen || p.inflight == 0 || s.LateWrites() == 0 {
+			delete(p.late, g)
 		}
 	}
 }
