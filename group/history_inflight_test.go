@@ -163,15 +163,7 @@ func TestHistoryCGUnloadedWriteCounted(t *testing.T) {
 				cfg.OnStorm = tally.on
 				cfg.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
 			})
-			h.cgJoin("a", "t") // event 1
-			h.advance(time.Second)
-			h.cg(hb{member: "a", epoch: -1}) // event 2
-			h.advance(time.Second)
-			h.hold = true
-			tk := h.cgSend(hb{member: "a", names: []string{"t"}, owned: tpset{}}) // event 3, in flight
-			if len(h.held) != 1 || len(seen) != 2 {
-				t.Fatalf("%d writes held, %d events told; want 1, 2", len(h.held), len(seen))
-			}
+			tk := h.cgThirdInFlight(func() int { return len(seen) })
 			h.unload(tally)
 			if r, ok := h.got[tk].(*kmsg.ConsumerGroupHeartbeatResponse); !ok || r.ErrorCode != ErrNotCoordinator {
 				t.Fatalf("the heartbeat waiting for the write answered %+v at the unload, want NOT_COORDINATOR", h.got[tk])
@@ -243,4 +235,110 @@ func TestHistoryClassicUnloadedWriteStormCounted(t *testing.T) {
 	if tally.counted != 1 || len(tally.all) != 2 || !tally.all[1].Loaded {
 		t.Fatalf("after the load: storm counted %d times, told %v; want once, then found at the load", tally.counted, tally.all)
 	}
+}
+
+// The partition comes back to the same node before the outcome of a write
+// in flight at its unload is reported: the write reached the store before
+// the new load (in cluster mode the fenced store takes an old owner's write
+// only before the next ownership exists), so the new shard loads its event,
+// and the old shard hears of its durability afterwards. Counted the way the
+// node's metrics do (a Late flag always counts, a Loaded one never), the
+// rebalance is told once and the storm counted once over the two shards.
+func TestHistoryCGUnloadedWriteReportedAfterReload(t *testing.T) {
+	var seen []RebalanceEvent
+	var storms []StormStatus
+	counted := 0
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(cfg *Config) {
+		cfg.StormThreshold, cfg.StormWindow = 2, time.Hour
+		cfg.OnStorm = func(st StormStatus) {
+			storms = append(storms, st)
+			if st.Flagged && !st.Loaded {
+				counted++
+			}
+		}
+		cfg.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+	})
+	h.cgThirdInFlight(func() int { return len(seen) })
+	old, w := h.s, h.held[0]
+	h.unload(newStormTally())
+	storeRecords(h.store, w.Records) // stored, not reported yet
+	h.held, h.hold = nil, false
+	h.adopt() // the same node loads the partition again
+	h.events("cg", 3)
+	if len(seen) != 2 || counted != 0 || len(storms) != 1 || !storms[0].Loaded {
+		t.Fatalf("after the load: %d events told, storms %v; want 2 told, the storm found at the load", len(seen), storms)
+	}
+	var out Output
+	old.WriteDone(h.now, w.ID, ErrNone, &out) // the outcome reaches the unloaded shard
+	if len(out.Replies)+len(out.Writes) != 0 {
+		t.Fatalf("unloaded shard answered or wrote: %+v", out)
+	}
+	if len(seen) != 3 || seen[2].Seq != 3 {
+		t.Fatalf("%d events told, want 3 (the last seq 3)", len(seen))
+	}
+	if counted != 1 || !storms[len(storms)-1].Late {
+		t.Fatalf("storm counted %d times, told %v; want once, late", counted, storms)
+	}
+	// The new shard heard nothing of the old one's outcome.
+	if st := h.s.storm("cg", h.now); !st.Flagged || st.Count != 3 {
+		t.Fatalf("served shard's storm %+v, want flagged with 3", st)
+	}
+	if old.LateWrites() != 0 {
+		t.Fatalf("unloaded shard still awaits %d writes", old.LateWrites())
+	}
+}
+
+// A seq stays in ghist.unstored only while its write is in flight, or after
+// the write failed, which always asks the runtime for a reload (a new
+// shard): a long-lived group's list does not grow with its rebalances.
+func TestHistoryCGUnstoredOnlyInFlight(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(cfg *Config) {
+		cfg.StormThreshold, cfg.StormWindow = 3, time.Hour
+	})
+	for i := range 20 {
+		h.advance(time.Second)
+		if i%2 == 0 {
+			h.cgJoin("a", "t")
+		} else {
+			h.cg(hb{member: "a", epoch: -1})
+		}
+	}
+	hist := h.s.hist["cg"]
+	if hist == nil {
+		t.Fatal("no history of cg")
+	}
+	if len(hist.unstored) != 0 {
+		t.Fatalf("after 20 stored rebalances unstored is %v, want empty", hist.unstored)
+	}
+	h.hold = true
+	h.cgSend(hb{member: "a", names: []string{"t"}, owned: tpset{}})
+	if len(h.held) != 1 || len(hist.unstored) != 1 {
+		t.Fatalf("%d writes held, unstored %v; want 1, one seq", len(h.held), hist.unstored)
+	}
+	h.completeHeld(0, ErrCoordinatorNotAvailable)
+	h.held, h.hold = nil, false
+	if !h.s.NeedsReload() {
+		t.Fatal("a failed write left a seq noted unstored without asking for a reload")
+	}
+	h.adopt()
+	if hist := h.s.hist["cg"]; hist != nil && len(hist.unstored) != 0 {
+		t.Fatalf("reloaded shard: unstored is %v, want empty", hist.unstored)
+	}
+}
+
+// cgThirdInFlight makes group cg rebalance twice (member a joins, leaves),
+// then a join again whose completing write (event 3) is held; told is how
+// many events OnRebalance heard of. It returns the join's ticket.
+func (h *h) cgThirdInFlight(told func() int) Ticket {
+	h.t.Helper()
+	h.cgJoin("a", "t") // event 1
+	h.advance(time.Second)
+	h.cg(hb{member: "a", epoch: -1}) // event 2
+	h.advance(time.Second)
+	h.hold = true
+	tk := h.cgSend(hb{member: "a", names: []string{"t"}, owned: tpset{}}) // event 3, in flight
+	if len(h.held) != 1 || told() != 2 {
+		h.t.Fatalf("%d writes held, %d events told; want 1, 2", len(h.held), told())
+	}
+	return tk
 }
