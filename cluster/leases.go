@@ -317,27 +317,40 @@ func (e *EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
 }
 
 func (e *EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
-	id, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), e.nodePrefix()))
-	if err != nil {
+	id, ok := parseID(strings.TrimPrefix(string(kv.Key), e.nodePrefix()))
+	if !ok {
 		return NodeKV{}, false
 	}
-	return NodeKV{ID: int32(id), Info: kv.Value, Deleted: deleted}, true
+	return NodeKV{ID: id, Info: kv.Value, Deleted: deleted}, true
 }
 
 func (e *EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
-	p, err := strconv.Atoi(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix)))
-	if err != nil {
+	p, ok := parseID(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix)))
+	if !ok {
 		return OwnerKV{}, false
 	}
-	o := OwnerKV{P: int32(p), ModRev: kv.ModRevision, Deleted: deleted}
+	o := OwnerKV{P: p, ModRev: kv.ModRevision, Deleted: deleted}
 	if !deleted {
-		id, err := strconv.Atoi(string(kv.Value))
-		if err != nil {
+		id, ok := parseID(string(kv.Value))
+		if !ok {
 			return OwnerKV{}, false
 		}
-		o.Holder = Holder{Node: int32(id), CreateRev: kv.CreateRevision, Lease: LeaseID(kv.Lease)}
+		o.Holder = Holder{Node: id, CreateRev: kv.CreateRevision, Lease: LeaseID(kv.Lease)}
 	}
 	return o, true
+}
+
+// parseID reads a node id or a partition as cohort writes it into a key or
+// an ownership value (strconv.Itoa of an int32). Anything else is no id: a
+// number past int32 would otherwise wrap onto another node or partition
+// ("4294967296" is partition 0 cut to 32 bits), and a sign or leading
+// zeros that Itoa never writes would make a second key for the same one.
+func parseID(s string) (int32, bool) {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil || strconv.FormatInt(n, 10) != s {
+		return 0, false
+	}
+	return int32(n), true
 }
 
 // Watch implements LeaseStore: one etcd watch on the registrations and one on
