@@ -197,7 +197,10 @@ func parseDuration(s string) (time.Duration, error) {
 	if m == nil || s == "P" || strings.HasSuffix(strings.ToUpper(s), "T") {
 		return 0, bad
 	}
-	var d time.Duration
+	// Added up in float64, where nothing wraps: converted term by term, a
+	// term past time.Duration became its smallest value, and two of them
+	// wrapped back to zero (P99999999999999DT99999999999999H1S read as 1s).
+	var ns float64
 	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute, time.Second} {
 		if m[i+1] == "" {
 			continue
@@ -206,8 +209,12 @@ func parseDuration(s string) (time.Duration, error) {
 		if err != nil {
 			return 0, bad
 		}
-		d += time.Duration(f * float64(unit))
+		ns += f * float64(unit)
 	}
+	if ns >= math.MaxInt64 {
+		return 0, usagef("--by-duration %q: longer than the longest duration cohort can count (about 292 years)", s)
+	}
+	d := time.Duration(ns)
 	if d <= 0 {
 		return 0, bad
 	}
