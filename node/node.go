@@ -82,7 +82,8 @@ type Config struct {
 	// Store overrides the embedded store (tests: memstore). The node does
 	// not close a store it was given.
 	Store store.Store
-	// Partitions is the number of coordinator partitions (50).
+	// Partitions is the number of coordinator partitions (0: 50; at most
+	// MaxPartitionCount).
 	Partitions int
 	Group      group.Config
 	// MaxFrameBytes caps a request frame (0 = 100 MiB).
@@ -214,6 +215,11 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 	ls := cfg.Listeners
 	if len(ls) == 0 {
 		ls = []server.Listener{{Name: server.ProtocolPlaintext, Protocol: server.ProtocolPlaintext, Addr: cfg.Listen}}
+	}
+	if cfg.Partitions > MaxPartitionCount {
+		// cohort store copy (StorePartitions) refuses a store recording more,
+		// and cohort serve --partitions accepts no more.
+		return fail(fmt.Errorf("Partitions %d: at most %d coordinator partitions", cfg.Partitions, MaxPartitionCount))
 	}
 	sc := cfg.Security
 	if sc == nil {

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +160,20 @@ func TestClusterPartitionCountIsShared(t *testing.T) {
 	}
 	if refused != 1 {
 		t.Fatalf("%d of the two nodes with different counts were refused, want 1", refused)
+	}
+}
+
+// TestPartitionsBoundedInConfig: a node refuses more coordinator partitions
+// than cohort serve --partitions accepts, the bound store copy applies to the
+// count a store records, so that an embedding program cannot write a store
+// that cohort store copy then refuses as damaged.
+func TestPartitionsBoundedInConfig(t *testing.T) {
+	err := CheckConfig(Config{Listen: "127.0.0.1:0", Partitions: MaxPartitionCount + 1})
+	var ce *ConfigError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), strconv.Itoa(MaxPartitionCount)) {
+		t.Fatalf("Partitions %d: err %v, want a ConfigError naming the bound %d", MaxPartitionCount+1, err, MaxPartitionCount)
+	}
+	if err := CheckConfig(Config{Listen: "127.0.0.1:0", Partitions: MaxPartitionCount}); err != nil {
+		t.Fatalf("Partitions %d refused: %v", MaxPartitionCount, err)
 	}
 }

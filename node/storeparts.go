@@ -40,9 +40,10 @@ func errCopyIncomplete(where string) error {
 		"so part of the state is missing; do not serve it: empty it and run cohort store copy again", where)
 }
 
-// maxStoredPartitions is the largest partition count StorePartitions
-// takes: the largest cohort serve --partitions accepts.
-const maxStoredPartitions = math.MaxInt16
+// MaxPartitionCount is the most coordinator partitions a node serves
+// (Config.Partitions, cohort serve --partitions) and the largest count
+// StorePartitions takes from a store: a larger one is damage.
+const MaxPartitionCount = math.MaxInt16
 
 // StorePartitions lists every store partition in which a node keeps state
 // in st (docs/architecture.md, "What a store holds"): the security records
@@ -68,10 +69,10 @@ func StorePartitions(ctx context.Context, st store.Store) (n int, parts []int32,
 	if n, err = strconv.Atoi(string(stored)); err != nil || n <= 0 {
 		return 0, nil, fmt.Errorf("the partition count stored, %q, is not a positive number", stored)
 	}
-	if n > maxStoredPartitions {
+	if n > MaxPartitionCount {
 		// Damaged, or not cohort's: listing that many partitions would
 		// take gigabytes (or wrap past int32) before anything is read.
-		return 0, nil, fmt.Errorf("the partition count stored, %d, is more than cohort serve --partitions allows (%d)", n, maxStoredPartitions)
+		return 0, nil, fmt.Errorf("the partition count stored, %d, is more than cohort serve --partitions allows (%d)", n, MaxPartitionCount)
 	}
 	parts = []int32{authstate.Partition, CatalogPartition}
 	for p := range n {

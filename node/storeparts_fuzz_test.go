@@ -33,8 +33,8 @@ func FuzzStorePartitions(f *testing.F) {
 			}
 			return
 		}
-		if n < 1 || n > maxStoredPartitions {
-			t.Fatalf("%q taken as partition count %d: not one cohort serve --partitions allows (1 to %d)", value, n, maxStoredPartitions)
+		if n < 1 || n > MaxPartitionCount {
+			t.Fatalf("%q taken as partition count %d: not one cohort serve --partitions allows (1 to %d)", value, n, MaxPartitionCount)
 		}
 		if v, err := strconv.Atoi(string(value)); err != nil || v != n {
 			t.Fatalf("%q read as %d", value, n)

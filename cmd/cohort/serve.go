@@ -481,8 +481,8 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	if err != nil {
 		return err
 	}
-	if s.partitions < 1 || s.partitions > math.MaxInt16 {
-		return fmt.Errorf("--partitions %d: want 1 to %d", s.partitions, math.MaxInt16)
+	if s.partitions < 1 || s.partitions > node.MaxPartitionCount {
+		return fmt.Errorf("--partitions %d: want 1 to %d", s.partitions, node.MaxPartitionCount)
 	}
 	if s.retentionCheck == 0 {
 		// 0 does not mean "never": the node would use its default.
