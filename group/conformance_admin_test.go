@@ -195,6 +195,18 @@ func TestC71_OffsetDelete(t *testing.T) {
 	if d := h.offsetDelete("bad", map[string][]int32{"t": {0}}); d.Topics[0].Partitions[0].ErrorCode != ErrGroupSubscribedToTopic {
 		t.Fatal("unparsable subscription should protect all topics")
 	}
+	// A subscription of a negative version is one Kafka refuses to read
+	// (no such version), so it is unknown too: "t" is protected although
+	// the topic list that follows names only "a".
+	neg := []byte(consumerMeta("a"))
+	neg[0], neg[1] = 0xff, 0xff // version -1
+	r3 := h.joinResp(h.newMember("negver", jo{protos: protos("range", string(neg))}))
+	h.syncAll("negver", r3.LeaderID, []string{r3.MemberID}, r3.Generation)
+	h.commit("negver", r3.MemberID, r3.Generation, 9, map[string]int64{"t": 1})
+	if d := h.offsetDelete("negver", map[string][]int32{"t": {0}}); d.Topics[0].Partitions[0].ErrorCode != ErrGroupSubscribedToTopic {
+		t.Fatalf("subscription of version -1: OffsetDelete of an unlisted topic got error %d, want %d (unknown subscription protects every topic)",
+			d.Topics[0].Partitions[0].ErrorCode, ErrGroupSubscribedToTopic)
+	}
 }
 
 func TestC76_CommitAndFetchOffsetsWithEmptyGroupID(t *testing.T) {

@@ -791,8 +791,12 @@ func (g *Group) subscribes(topic string) bool {
 	return ok
 }
 
+// subscriptionTopics adds the topics of a ConsumerProtocol subscription to
+// into, and reports whether it could read them. A negative version is not
+// one: Kafka refuses to read such a subscription, so it leaves the group's
+// subscription unknown (and every topic protected) as any unreadable one.
 func subscriptionTopics(b []byte, into map[string]struct{}) bool {
-	if len(b) < 6 {
+	if len(b) < 6 || int16(binary.BigEndian.Uint16(b)) < 0 {
 		return false
 	}
 	n := int32(binary.BigEndian.Uint32(b[2:]))
