@@ -24,14 +24,7 @@ import (
 func TestRebalanceInFlightAtUnloadCounted(t *testing.T) {
 	for _, how := range []string{"release", "close"} {
 		t.Run(how, func(t *testing.T) {
-			var told atomic.Int32
-			st := newGateStore()
-			e := newEnvWith(t, st, nil, func(c *group.Config) {
-				c.OnRebalance = func(group.RebalanceEvent) { told.Add(1) }
-			})
-			if err := e.c.WaitLoaded(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			e, told := countingEnv(t)
 			const grp = "cg"
 			p := PartitionFor(grp, 8)
 			hb := func(epoch int32) *kmsg.ConsumerGroupHeartbeatResponse { return e.cgHeartbeat(grp, "a", epoch) }
@@ -40,42 +33,7 @@ func TestRebalanceInFlightAtUnloadCounted(t *testing.T) {
 			}
 			// The last member leaves (a rebalance: the group empties); its
 			// write is held at the store.
-			release := holdAppends(st)
-			t.Cleanup(release)
-			left := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
-			go func() { left <- hb(-1) }()
-			if !testwait.Until(5*time.Second, func() bool { return st.held.Load() > 0 }) {
-				t.Fatal("the leave's write did not reach the store")
-			}
-			closed := make(chan struct{})
-			switch how {
-			case "release":
-				e.c.Release(p)
-				close(closed)
-			case "close":
-				go func() { e.c.Close(); close(closed) }()
-				// Its loop unloads the partition as it exits, the write
-				// still held.
-				part := e.c.parts[p]
-				if !testwait.Until(5*time.Second, func() bool {
-					part.mu.Lock()
-					defer part.mu.Unlock()
-					return part.closed
-				}) {
-					t.Fatal("the partition was not closed")
-				}
-			}
-			if n := told.Load(); n != 1 {
-				t.Fatalf("%d rebalances told before the write's outcome, want 1", n)
-			}
-			release()
-			if r := <-left; r.ErrorCode != group.ErrNotCoordinator {
-				t.Fatalf("leave answered %d, want NOT_COORDINATOR (the partition was unloaded first)", r.ErrorCode)
-			}
-			<-closed
-			if !testwait.Until(5*time.Second, func() bool { return told.Load() == 2 }) {
-				t.Fatalf("%d rebalances told once the write was durable, want 2", told.Load())
-			}
+			e.unloadCounted(how, p, "leave", told, func() int16 { return hb(-1).ErrorCode })
 			if how == "close" {
 				return
 			}
@@ -191,4 +149,123 @@ func (e *env) cgHeartbeat(grp, member string, epoch int32) *kmsg.ConsumerGroupHe
 	r.SubscribedTopicNames = []string{"t"}
 	r.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	return e.do(r).(*kmsg.ConsumerGroupHeartbeatResponse)
+}
+
+// A classic group's rebalance whose completing write (the leader's
+// assignment) is in flight when its partition is released or the
+// coordinator closes is counted by this node once the write is durable, and
+// the node that loads the partition next finds it in the group's history,
+// beside the assignment it completed. Before, the event was recorded only
+// once the assignment was durable, in a write an unloaded shard never
+// issued: no node counted the rebalance and the stored history lacked it.
+func TestClassicRebalanceInFlightAtUnloadCounted(t *testing.T) {
+	for _, how := range []string{"release", "close"} {
+		t.Run(how, func(t *testing.T) {
+			e, told := countingEnv(t)
+			const grp = "g"
+			p := PartitionFor(grp, 8)
+			member, _ := e.joinOne(grp)
+			if n := told.Load(); n != 1 {
+				t.Fatalf("%d rebalances told after the first generation, want 1", n)
+			}
+			// The member rejoins (a rebalance); the leader's assignment
+			// write is held at the store.
+			r := e.do(joinReq(grp, member, 9)).(*kmsg.JoinGroupResponse)
+			if r.ErrorCode != 0 {
+				t.Fatalf("rejoin: %d", r.ErrorCode)
+			}
+			s := kmsg.NewPtrSyncGroupRequest()
+			s.Version, s.Group, s.MemberID, s.Generation = 5, grp, member, r.Generation
+			pt, pn := "consumer", "range"
+			s.ProtocolType, s.Protocol = &pt, &pn
+			s.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: member, MemberAssignment: []byte("B")}}
+			e.unloadCounted(how, p, "sync", told, func() int16 { return e.do(s).(*kmsg.SyncGroupResponse).ErrorCode })
+			if how == "close" {
+				return
+			}
+			e.c.Acquire(p)
+			d := kmsg.NewPtrDescribeGroupsRequest()
+			d.Version, d.Groups = 5, []string{grp}
+			group.RequestHistory(d, -1)
+			var doc *group.HistoryDoc
+			if !testwait.Until(5*time.Second, func() bool {
+				g := e.do(d).(*kmsg.DescribeGroupsResponse).Groups[0]
+				if g.ErrorCode != 0 {
+					return false
+				}
+				doc, _ = group.HistoryTagOf(&g)
+				return doc != nil
+			}) {
+				t.Fatal("not served again after Acquire")
+			}
+			if len(doc.History) != 2 || doc.History[1].Generation != r.Generation || doc.History[1].Outcome != "stable" {
+				t.Fatalf("loaded history %+v, want 2 events, the second stable at generation %d", doc.History, r.Generation)
+			}
+			if n := told.Load(); n != 2 {
+				t.Fatalf("%d rebalances told after the partition loaded again, want 2", n)
+			}
+		})
+	}
+}
+
+// unloadCounted sends a request (send, returning its error code) whose
+// write completes a rebalance, holds that write at the store, unloads
+// partition p meanwhile the way how says ("release": the partition moves
+// to another node; "close": the node stops, the coordinator's loop
+// unloading the partition as it exits), then lets the write through. The
+// request must be answered NOT_COORDINATOR (the partition was unloaded
+// first), and the rebalance, the second told, told only once the write is
+// durable.
+func (e *env) unloadCounted(how string, p int32, what string, told *atomic.Int32, send func() int16) {
+	e.t.Helper()
+	release := holdAppends(e.st)
+	e.t.Cleanup(release)
+	answered := make(chan int16, 1)
+	go func() { answered <- send() }()
+	if !testwait.Until(5*time.Second, func() bool { return e.st.held.Load() > 0 }) {
+		e.t.Fatalf("the %s's write did not reach the store", what)
+	}
+	closed := make(chan struct{})
+	switch how {
+	case "release":
+		e.c.Release(p)
+		close(closed)
+	case "close":
+		go func() { e.c.Close(); close(closed) }()
+		part := e.c.parts[p]
+		if !testwait.Until(5*time.Second, func() bool {
+			part.mu.Lock()
+			defer part.mu.Unlock()
+			return part.closed
+		}) {
+			e.t.Fatal("the partition was not closed")
+		}
+	default:
+		e.t.Fatalf("unloadCounted: unknown way %q", how)
+	}
+	if n := told.Load(); n != 1 {
+		e.t.Fatalf("%d rebalances told before the write's outcome, want 1", n)
+	}
+	release()
+	if code := <-answered; code != group.ErrNotCoordinator {
+		e.t.Fatalf("%s answered %d, want NOT_COORDINATOR (the partition was unloaded first)", what, code)
+	}
+	<-closed
+	if !testwait.Until(5*time.Second, func() bool { return told.Load() == 2 }) {
+		e.t.Fatalf("%d rebalances told once the write was durable, want 2", told.Load())
+	}
+}
+
+// countingEnv is a loaded coordinator on a gateStore whose OnRebalance
+// counts the rebalances told.
+func countingEnv(t *testing.T) (*env, *atomic.Int32) {
+	t.Helper()
+	told := new(atomic.Int32)
+	e := newEnvWith(t, newGateStore(), nil, func(c *group.Config) {
+		c.OnRebalance = func(group.RebalanceEvent) { told.Add(1) }
+	})
+	if err := e.c.WaitLoaded(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return e, told
 }

@@ -202,8 +202,9 @@ func TestHistoryCGUnloadedWriteCounted(t *testing.T) {
 	}
 }
 
-// A classic group's event is told to OnRebalance when it is recorded; its
-// own write, in flight at the unload, flags the group's storm when it is
+// A classic group's rebalance that ends Empty (its last member left) is
+// recorded at once, in a write of its own, and told to OnRebalance then;
+// that write, in flight at the unload, flags the group's storm when it is
 // durable after the unload (Late), once over this node and the next owner.
 func TestHistoryClassicUnloadedWriteStormCounted(t *testing.T) {
 	tally := newStormTally()
@@ -216,16 +217,15 @@ func TestHistoryClassicUnloadedWriteStormCounted(t *testing.T) {
 	h.rejoinAndSync("g", ids[0]) // event 2
 	h.advance(time.Second)
 	h.hold = true
-	r := h.joinResp(h.join("g", jo{member: ids[0]}))
-	h.sync("g", ids[0], r.Generation, map[string]string{ids[0]: "a"})
-	if len(h.held) != 1 {
-		t.Fatalf("%d writes held, want the group's", len(h.held))
+	if r := h.leave("g", lm(ids[0])); r.ErrorCode != 0 {
+		t.Fatalf("leave: %d", r.ErrorCode)
 	}
-	h.completeHeld(0, ErrNone) // the assignment is stored: event 3 recorded, its write held
-	if len(h.held) != 2 {
-		t.Fatalf("%d writes held, want the event's too", len(h.held))
+	h.events("g", 2)
+	if len(h.held) != 2 { // event 3 (empty), then the empty generation
+		t.Fatalf("%d writes held, want the event's and the group's", len(h.held))
 	}
 	h.unload(tally)
+	h.completeHeld(0, ErrNone)
 	h.completeHeld(1, ErrNone)
 	h.held, h.hold = nil, false
 	if tally.counted != 1 || len(tally.all) != 1 || !tally.all[0].Late || tally.all[0].Count != 3 {
@@ -235,6 +235,82 @@ func TestHistoryClassicUnloadedWriteStormCounted(t *testing.T) {
 	if tally.counted != 1 || len(tally.all) != 2 || !tally.all[1].Loaded {
 		t.Fatalf("after the load: storm counted %d times, told %v; want once, then found at the load", tally.counted, tally.all)
 	}
+}
+
+// A classic group's rebalance whose completing write (the leader's
+// assignment) is in flight when the partition is unloaded: the write holds
+// the rebalance's event, so the store has both or neither. When the outcome
+// arrives after the unload, a durable write tells the event to OnRebalance
+// and flags the storm it makes (Late), once; a failed one tells nothing. The
+// next owner loads the event with the assignment and tells nothing more.
+// Before, the event was recorded only once the assignment was durable, in a
+// write of its own, which an unloaded shard never issues: the rebalance was
+// counted by no node and missing from the stored history.
+func TestHistoryClassicUnloadedAssignmentCounted(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrNotCoordinator} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			tally := newStormTally()
+			var seen []RebalanceEvent
+			h := newH(t, func(c *Config) {
+				c.StormThreshold, c.StormWindow = 2, time.Hour
+				c.OnStorm = tally.on
+				c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+			})
+			ids, _ := h.stableGroup("g", 1) // event 1
+			h.advance(time.Second)
+			h.rejoinAndSync("g", ids[0]) // event 2
+			h.advance(time.Second)
+			h.hold = true
+			r := h.joinResp(h.join("g", jo{member: ids[0]}))
+			tk := h.sync("g", ids[0], r.Generation, map[string]string{ids[0]: "a"})
+			if len(h.held) != 1 || len(seen) != 2 || tally.counted != 0 {
+				t.Fatalf("%d writes held, %d events told, storm counted %d times; want 1, 2, 0", len(h.held), len(seen), tally.counted)
+			}
+			h.unload(tally)
+			if sr, ok := h.got[tk].(*kmsg.SyncGroupResponse); !ok || sr.ErrorCode != ErrNotCoordinator {
+				t.Fatalf("the leader's SyncGroup answered %+v at the unload, want NOT_COORDINATOR", h.got[tk])
+			}
+			h.advance(time.Second)
+			h.completeHeld(0, code) // the outcome arrives after the unload
+			h.held, h.hold = nil, false
+			if n := h.s.LateWrites(); n != 0 {
+				t.Fatalf("unloaded shard still awaits %d late writes", n)
+			}
+			want, wantStorms := 2, 0
+			if code == ErrNone {
+				want, wantStorms = 3, 1
+			}
+			if len(seen) != want || seen[len(seen)-1].Seq != uint64(want) {
+				t.Fatalf("OnRebalance told %d events, want %d (the last seq %d)", len(seen), want, want)
+			}
+			if tally.counted != wantStorms || wantStorms == 1 && (!tally.all[0].Late || tally.all[0].Count != 3) {
+				t.Fatalf("storm counted %d times after the late outcome, want %d (late, count 3); told %v", tally.counted, wantStorms, tally.all)
+			}
+			// The next owner loads what the store holds: the event with
+			// the assignment, or neither; nothing more is told or counted.
+			h.adopt()
+			evs := h.events("g", want)
+			if code == ErrNone {
+				if ev := evs[2]; ev.Outcome != "stable" || ev.Generation != r.Generation || ev.Seq != 3 {
+					t.Fatalf("stored event %+v, want seq 3 stable at generation %d", ev, r.Generation)
+				}
+			}
+			if g := h.s.Group("g"); g == nil || g.generation != r.Generation-boolInt(code != ErrNone) {
+				t.Fatalf("loaded group %+v, want generation %d", g, r.Generation-boolInt(code != ErrNone))
+			}
+			if len(seen) != want || tally.counted != wantStorms {
+				t.Fatalf("after the load: %d events told, storm counted %d times; want %d, %d (told %v)",
+					len(seen), tally.counted, want, wantStorms, tally.all)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // The partition comes back to the same node before the outcome of a write

@@ -13,6 +13,10 @@ import (
 type lateWrite struct {
 	recs    []rec // the write's history records (events, tombstones)
 	applied bool  // a consumer group's: its events are in the history already
+	// tell: its events are told to OnRebalance once durable (a consumer
+	// group's, and a classic group's written with its assignment); a
+	// classic event written alone was told when recorded.
+	tell bool
 }
 
 // keepLate notes, before Unload gives up on them, the writes in flight that
@@ -41,7 +45,7 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 		if s.late == nil {
 			s.late = map[uint64]lateWrite{}
 		}
-		s.late[id] = lateWrite{recs: recs, applied: w.applied}
+		s.late[id] = lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.events}
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil {
 				if keep == nil {
@@ -64,8 +68,8 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 func (s *Shard) LateWrites() int { return len(s.late) }
 
 // lateWriteDone applies the outcome of a write in flight at Unload: a
-// durable one's consumer events are told to OnRebalance (a classic
-// group's was told when it was recorded), and its events evaluated by the
+// durable one's events are told to OnRebalance (but for a classic event
+// written alone, told when it was recorded), and its events evaluated by the
 // storm detector (evalLateStorm); a failed one's events did not happen.
 func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 	lw, ok := s.late[id]
@@ -75,7 +79,7 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 	delete(s.late, id)
 	for i := range lw.recs {
 		r := &lw.recs[i]
-		if code == ErrNone && lw.applied && !r.del && r.ev != nil && s.cfg.OnRebalance != nil {
+		if code == ErrNone && lw.tell && !r.del && r.ev != nil && s.cfg.OnRebalance != nil {
 			// Told whatever became of the group's history, as
 			// eventsDurable does: the rebalance is stored.
 			s.cfg.OnRebalance(*r.ev)

@@ -16,9 +16,10 @@ import (
 // How the shard records rebalances (docs/history.md).
 //
 // A classic group's rebalance starts when the group leaves Stable, Empty or
-// CompletingRebalance for PreparingRebalance and ends when it is Stable again
-// (the leader's assignment is durable) or Empty: one RebalanceEvent, however
-// many times the join phase restarts on the way. The first trigger is its
+// CompletingRebalance for PreparingRebalance and ends when the leader gives
+// the assignment (the event is written with it, and counted once that write
+// is durable) or the group is Empty: one RebalanceEvent, however many times
+// the join phase restarts on the way (a failed assignment write reopens it). The first trigger is its
 // Cause; triggers while it is in progress (a member leaving, timing out or
 // changing its metadata) are MoreCauses. The tracker below is memory only: a
 // rebalance cut short by an unload is not recorded (the group is loaded
@@ -26,7 +27,11 @@ import (
 //
 // The completed event is a record of its own kind (keyHistory), written like
 // any other record and applied by replay once durable and on load, so the
-// history survives a restart and a failover. The shard keeps the history
+// history survives a restart and a failover. A rebalance that ends Stable
+// is written with the leader's assignment, in the same write (rbAssigned):
+// the event is durable, told and counted exactly when the assignment is, by
+// the node that issued the write even if it unloads the partition meanwhile
+// (historylate.go). The shard keeps the history
 // apart from the groups (Shard.hist), so that a record of history never makes
 // a group exist.
 
@@ -67,8 +72,9 @@ type ghist struct {
 	// forgot them let them come back at the next load.
 	trimmed []uint64
 	// writing lists the seqs of a classic group's events still being
-	// written (recordEvent): a deletion in the meantime tombstones them
-	// too, since they reach the store before its tombstones.
+	// written (recordEvent, rbAssigned): a deletion in the meantime
+	// tombstones them too, since they reach the store before its
+	// tombstones.
 	writing []uint64
 	// unstored lists the seqs of a consumer group's events applied with a
 	// write that is not durable yet (writeApplied): the storm detector
@@ -291,25 +297,109 @@ func (g *Group) phaseWaits(start, now time.Time, phase string, arrived map[strin
 	return waits
 }
 
-// rbFinish completes the event: the group is Stable (or Empty).
+// rbFinish completes the event: the group is Empty, or superseded by a
+// conversion to the consumer protocol. (A rebalance that ends Stable is
+// recorded with the leader's assignment: rbAssigned.)
 func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
-	rb := g.rb
-	if rb == nil {
+	if g.rb == nil {
 		return
 	}
+	ev := g.rbEvent(now, outcome, func(m *member) []byte { return m.assignment })
 	g.rb = nil
+	g.s.recordEvent(ev, out)
+}
+
+// rbAssigned completes the event of a rebalance whose leader gave the
+// assignment (assign: each member's) and returns the records that store it,
+// to be written with the assignment: the store then has both or neither. A
+// rebalance was before recorded once the assignment was durable, in a write
+// of its own, which a shard unloaded meanwhile never issued: such a
+// rebalance was counted by no node and missing from the history the next
+// owner loaded. The tracker is returned too, closed (a trigger while the
+// write is in flight starts the next rebalance): rbAssignFailed reopens it
+// if the write fails. Nil, nil when no event is in progress.
+func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec, *rbTracker) {
+	rb := g.rb
+	if rb == nil || g.s.cfg.HistorySize < 0 {
+		return nil, nil
+	}
+	ev := g.rbEvent(now, "stable", assign)
+	recs := g.s.historyRecs(&ev)
+	h := g.s.hist[g.id]
+	h.writing = append(h.writing, ev.Seq)
+	g.rb = nil
+	return recs, rb
+}
+
+// rbAssignWritten is told the outcome of the write of rbAssigned's records
+// (event seq, tracker rb). Once durable, WriteDone has put the event in the
+// history and told it (writeEvents). A failed write stored neither the
+// assignment nor the event: its seq is given back if no later event took
+// one, and the rebalance goes on with its tracker, reopened, or merged into
+// the one a trigger opened meanwhile. Unload's NOT_COORDINATOR leaves the
+// event to the late outcome (historylate.go).
+func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen int32, code int16) {
+	h := g.s.hist[g.id]
+	if h != nil {
+		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
+	}
+	if code == ErrNone || g.s.unloading {
+		return
+	}
+	if h != nil && h.nextSeq == seq {
+		h.nextSeq = seq - 1
+	}
+	switch {
+	case g.cg != nil:
+	case g.rb != nil:
+		g.rb = rb.absorb(g.rb)
+	case g.generation == gen && g.state == CompletingRebalance:
+		g.rb = rb
+	}
+}
+
+// absorb continues rb, whose completing write failed, with cur, the
+// rebalance a trigger started while that write was in flight: one event,
+// as if the write had failed before the trigger. rb's sync phase lasted
+// until cur started; cur's causes follow rb's, and its phases are the last.
+func (rb *rbTracker) absorb(cur *rbTracker) *rbTracker {
+	for _, c := range append([]Cause{cur.cause}, cur.more...) {
+		if len(rb.more) < 64 {
+			rb.more = append(rb.more, c)
+		}
+	}
 	if rb.syncing {
-		rb.sync += now.Sub(rb.phaseStart)
-		rb.syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, rb.syncWaits)
+		rb.sync += cur.start.Sub(rb.phaseStart)
+	}
+	rb.join += cur.join
+	rb.sync += cur.sync
+	rb.initialDelay = rb.initialDelay || cur.initialDelay
+	rb.evicted = append(rb.evicted, cur.evicted...)
+	rb.phaseStart, rb.syncing = cur.phaseStart, cur.syncing
+	rb.joinedAt, rb.syncedAt = cur.joinedAt, cur.syncedAt
+	rb.joinWaits, rb.syncWaits = cur.joinWaits, cur.syncWaits
+	return rb
+}
+
+// rbEvent builds the event of the rebalance in progress, ended at now with
+// outcome, each member's assignment after it given by assign. It leaves
+// g.rb as it was (rbAssignWritten may reopen it).
+func (g *Group) rbEvent(now time.Time, outcome string, assign func(m *member) []byte) RebalanceEvent {
+	rb := g.rb
+	join, sync, syncWaits := rb.join, rb.sync, rb.syncWaits
+	if rb.syncing {
+		sync += now.Sub(rb.phaseStart)
+		syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, slices.Clip(syncWaits))
 	} else {
-		rb.join += now.Sub(rb.phaseStart)
+		join += now.Sub(rb.phaseStart)
 	}
 	ev := RebalanceEvent{Group: g.id, Type: "classic", ProtocolType: g.protocolType,
 		FromGeneration: rb.fromGen, Generation: g.generation, Start: rb.start, End: now, Outcome: outcome,
-		Cause: rb.cause, MoreCauses: rb.more, DurationMs: now.Sub(rb.start).Milliseconds(),
-		JoinMs: rb.join.Milliseconds(), SyncMs: (rb.join + rb.sync).Milliseconds() - rb.join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: rb.evicted,
+		Cause: rb.cause, MoreCauses: slices.Clip(rb.more), DurationMs: now.Sub(rb.start).Milliseconds(),
+		JoinMs: join.Milliseconds(), SyncMs: (join + sync).Milliseconds() - join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: slices.Clip(rb.evicted),
 		InitialDelay: rb.initialDelay}
-	waits := append(rb.joinWaits, rb.syncWaits...)
+	// storeWaits reorders what it is given: a list of its own.
+	waits := slices.Concat(rb.joinWaits, syncWaits)
 	var omitted Omitted
 	ev.WaitedFor, omitted.WaitedFor = storeWaits(waits)
 	// The members' entries: only for those the stored event can list
@@ -330,16 +420,17 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 		prevs[i] = before{prev, had}
 	}
 	keep, omittedMembers := storeCandidates(len(g.members), func(i int) string { return g.members[i].id },
-		func(i int) bool { return !prevs[i].had || !bytes.Equal(prevs[i].prev, g.members[i].assignment) })
+		func(i int) bool { return !prevs[i].had || !bytes.Equal(prevs[i].prev, assign(g.members[i])) })
 	omitted.Members = omittedMembers
 	decode := g.protocolType == "consumer"
 	ev.Members = make([]MemberChange, 0, len(keep))
 	for _, i := range keep {
 		m, prev, had := g.members[i], prevs[i].prev, prevs[i].had
+		a := assign(m)
 		mc := MemberChange{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
-			AssignmentBytes: len(m.assignment), Changed: !bytes.Equal(prev, m.assignment), New: !had}
+			AssignmentBytes: len(a), Changed: !bytes.Equal(prev, a), New: !had}
 		if decode {
-			after, ok1 := parseAssignment(m.assignment)
+			after, ok1 := parseAssignment(a)
 			before, ok2 := tpset{}, true
 			if len(prev) > 0 {
 				before, ok2 = parseAssignment(prev)
@@ -355,7 +446,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	if omitted != (Omitted{}) {
 		ev.Omitted = &omitted
 	}
-	g.s.recordEvent(ev, out)
+	return ev
 }
 
 // sortWaits orders waits slowest first (then by phase and member id).
@@ -402,9 +493,10 @@ func (s *Shard) histOf(group string) *ghist {
 
 // recordEvent numbers ev, tells the observer, and writes it (with the
 // tombstone of the event it pushes out); replay adds it to the history once
-// durable. A classic group's event is recorded once the rebalance it tells
-// is durable (its assignment stored, or the group Empty), so the observer
-// is told now, even if the event's own record then fails.
+// durable. It records a classic rebalance that ended Empty or superseded,
+// which happened whatever becomes of the write, so the observer is told
+// now, even if the event's own record then fails. (One that ended Stable is
+// told once the assignment written with it is durable: rbAssigned.)
 func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 	if s.cfg.HistorySize < 0 {
 		return
@@ -429,7 +521,7 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 // historyRecs numbers ev, bounds it for storage (boundStored), and returns
 // the records that store it: the event and the tombstone of the event it
 // pushes out. The caller tells the observer (recordEvent, or WriteDone for
-// a consumer group's event: eventsDurable).
+// an event written with its rebalance's completion: eventsDurable).
 func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	h := s.histOf(ev.Group)
 	ev.Seq = h.nextSeq + 1
@@ -765,9 +857,10 @@ func reasonOf(p *string) string {
 }
 
 // eventsDurable tells the observer the rebalance events among recs, the
-// records of an applied write (a consumer group's) that is now durable, and
-// evaluates their groups' storms, as recordEvent's write does for a classic
-// group. A consumer group's event is applied with the write that completes
+// records of a write that completes their rebalances (an applied write of
+// a consumer group; a classic group's assignment: writeEvents) and is now
+// durable, and evaluates their groups' storms, as recordEvent's write does
+// for a classic event written alone. A consumer group's event is applied with the write that completes
 // its rebalance; if that write fails, the partition reloads from the store,
 // where the rebalance is not complete, and the loaded group's event (cause
 // loaded) is the one told, once: telling both counted one rebalance twice in

@@ -216,6 +216,13 @@ func (g *Group) persistMetadata(now time.Time, out *Output, done func(time.Time,
 // too large for its log, instead of a retriable error the clients would
 // retry for ever.
 func (g *Group) writeMetadata(now time.Time, out *Output, img *groupImage, done func(time.Time, int16, *Output)) {
+	g.writeMetadataWith(now, out, img, nil, done)
+}
+
+// writeMetadataWith is writeMetadata with a rebalance's history records in
+// the same write (rbAssigned): they are replayed, and their event told to
+// OnRebalance, once the write is durable (Shard.writeEvents).
+func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, hrecs []rec, done func(time.Time, int16, *Output)) {
 	if most := g.s.cfg.MaxRecordBytes; most > 0 {
 		r := g.groupRec(img)
 		if e := r.encode(); len(e.Key)+len(e.Value) > most {
@@ -228,7 +235,11 @@ func (g *Group) writeMetadata(now time.Time, out *Output, img *groupImage, done 
 		}
 	}
 	g.metaWrites++
-	g.s.write(out, []rec{g.groupRec(img)}, func(now time.Time, code int16, out *Output) {
+	write := g.s.write
+	if len(hrecs) > 0 {
+		write = g.s.writeEvents
+	}
+	write(out, append([]rec{g.groupRec(img)}, hrecs...), func(now time.Time, code int16, out *Output) {
 		g.metaWrites--
 		if done != nil {
 			done(now, code, out)

@@ -194,6 +194,10 @@ type pendingWrite struct {
 	// applied: the records were replayed when the write was issued
 	// (consumer groups); a failure then asks for a reload.
 	applied bool
+	// events: the write completes the rebalances of the events it holds
+	// (a classic group's assignment: writeEvents), which are told to
+	// OnRebalance once it is durable, as an applied write's are.
+	events bool
 }
 
 // write queues recs and registers done, called from WriteDone after the
@@ -208,6 +212,17 @@ func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int
 	id := s.nextWrite
 	s.writes[id] = pendingWrite{recs: recs, done: done}
 	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
+}
+
+// writeEvents is write for records that hold the events of the rebalances
+// the write completes: replayed once durable like any other, their events
+// are then told to OnRebalance and counted by the storm detector
+// (eventsDurable); a failed write's are neither.
+func (s *Shard) writeEvents(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
+	s.write(out, recs, done)
+	w := s.writes[s.nextWrite]
+	w.events = true
+	s.writes[s.nextWrite] = w
 }
 
 // WriteDone reports the outcome of the Write with the given id: code is
@@ -233,6 +248,9 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 	case code == ErrNone && !w.applied:
 		for i := range w.recs {
 			s.replay(&w.recs[i], false)
+		}
+		if w.events {
+			s.eventsDurable(now, w.recs)
 		}
 	case code == ErrNone:
 		s.eventsDurable(now, w.recs)

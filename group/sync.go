@@ -95,10 +95,21 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	}
 	gen := g.generation
 	g.syncWriting = true
-	img := g.image(func(m *member) []byte { return assign[m.id] })
+	assigned := func(m *member) []byte { return assign[m.id] }
+	img := g.image(assigned)
+	// The rebalance's event goes in the same write (rbAssigned): once
+	// durable, WriteDone puts it in the history and tells it.
+	hrecs, rb := g.rbAssigned(now, assigned)
+	var seq uint64
+	if len(hrecs) > 0 {
+		seq = hrecs[0].ev.Seq
+	}
 	// Once durable, replaying the record gave the members their
 	// assignments if the group is still completing this generation.
-	g.writeMetadata(now, out, img, func(now time.Time, code int16, out *Output) {
+	g.writeMetadataWith(now, out, img, hrecs, func(now time.Time, code int16, out *Output) {
+		if rb != nil {
+			g.rbAssignWritten(now, seq, rb, gen, code)
+		}
 		if g.generation != gen || g.state != CompletingRebalance {
 			return // a rebalance started meanwhile; its own path answered
 		}
@@ -125,7 +136,6 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 		for _, m := range g.members {
 			g.s.arm(m.session, now.Add(m.sessionTimeout))
 		}
-		g.rbFinish(now, "stable", out)
 	})
 }
 

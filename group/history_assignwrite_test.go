@@ -1,0 +1,118 @@
+package group
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A classic group's rebalance is recorded in the write of the leader's
+// assignment (rbAssigned). These tests pin what that write's outcome does
+// to the event while the shard keeps the partition.
+
+// heldAssignment rebalances the two-member group g (ids: leader first)
+// with the store held, up to the leader's SyncGroup: its assignment
+// write, holding the event, is the one held write.
+func (h *h) heldAssignment(g string, ids []string) int32 {
+	h.t.Helper()
+	h.hold = true
+	t0 := h.join(g, jo{member: ids[0]})
+	h.join(g, jo{member: ids[1]})
+	r := h.joinResp(t0)
+	if r.ErrorCode != 0 || r.LeaderID != ids[0] {
+		h.t.Fatalf("rejoin: code %d, leader %s; want 0, %s", r.ErrorCode, r.LeaderID, ids[0])
+	}
+	h.sync(g, ids[1], r.Generation, nil)
+	h.sync(g, ids[0], r.Generation, map[string]string{ids[0]: "a0", ids[1]: "a1"})
+	if len(h.held) != 1 {
+		h.t.Fatalf("%d writes held, want the assignment's", len(h.held))
+	}
+	return r.Generation
+}
+
+// The assignment write fails: the event is neither kept nor told, its seq
+// is given back, and the rebalance goes on as one event, which names the
+// failure among its more causes and is the next seq once it completes.
+func TestHistoryClassicAssignmentWriteFails(t *testing.T) {
+	var seen []RebalanceEvent
+	h := newH(t, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
+	ids, gen := h.stableGroup("g", 2) // event 1
+	h.advance(time.Second)
+	h.heldAssignment("g", ids)
+	h.completeHeld(0, ErrCoordinatorNotAvailable)
+	h.held, h.hold = nil, false
+	h.events("g", 1)
+	if len(seen) != 1 {
+		t.Fatalf("%d events told after the failed write, want 1", len(seen))
+	}
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids...)
+	ev := h.events("g", 2)[1]
+	if len(seen) != 2 || ev.Seq != 2 || ev.FromGeneration != gen || ev.Cause.Kind != CauseMetadataChanged {
+		t.Fatalf("told %d events; event %+v; want 2 told, seq 2 from generation %d caused by the rejoin", len(seen), ev, gen)
+	}
+	found := false
+	for _, c := range ev.MoreCauses {
+		found = found || c.Kind == CauseOther && c.Detail == "storing the assignment failed"
+	}
+	if !found {
+		t.Fatalf("more causes %+v do not name the failed write", ev.MoreCauses)
+	}
+	if msg := h.checkReload(); msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+// A member leaves while the assignment write is in flight. If the write is
+// stored, the rebalance it completes is one event (stable, at the
+// assignment's generation) and the leave starts the next one, as a load
+// of the store would see it. If the write fails, nothing of it is stored:
+// the leave continues the same rebalance, one event with the leave among
+// its more causes.
+func TestHistoryClassicLeaveDuringAssignmentWrite(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			var seen []RebalanceEvent
+			h := newH(t, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
+			ids, gen := h.stableGroup("g", 2) // event 1
+			h.advance(time.Second)
+			gen2 := h.heldAssignment("g", ids)
+			h.advance(time.Second)
+			if r := h.leave("g", lm(ids[1])); r.ErrorCode != 0 {
+				t.Fatalf("leave: %d", r.ErrorCode)
+			}
+			h.completeHeld(0, code)
+			h.held, h.hold = nil, false
+			h.release()
+			h.advance(time.Second)
+			h.rejoinAndSync("g", ids[0])
+			evs := h.events("g", len(seen))
+			if code == ErrNone {
+				if len(evs) != 3 {
+					t.Fatalf("%d events, want 3", len(evs))
+				}
+				if e := evs[1]; e.Outcome != "stable" || e.FromGeneration != gen || e.Generation != gen2 || len(e.Members) != 2 {
+					t.Fatalf("event 2 %+v, want stable %d -> %d with both members", e, gen, gen2)
+				}
+				if e := evs[2]; e.Cause.Kind != CauseMemberLeft || e.Cause.MemberID != ids[1] || e.FromGeneration != gen2 {
+					t.Fatalf("event 3 %+v, want started by %s leaving, from generation %d", e, ids[1], gen2)
+				}
+			} else {
+				if len(evs) != 2 {
+					t.Fatalf("%d events, want 2", len(evs))
+				}
+				e := evs[1]
+				if e.Seq != 2 || e.FromGeneration != gen || e.Cause.Kind != CauseMetadataChanged ||
+					len(e.MoreCauses) == 0 || e.MoreCauses[0].Kind != CauseMemberLeft || e.MoreCauses[0].MemberID != ids[1] {
+					t.Fatalf("event 2 %+v, want seq 2 from generation %d, the leave its first more cause", e, gen)
+				}
+				if e.DurationMs != e.JoinMs+e.SyncMs || e.DurationMs != 2000 {
+					t.Fatalf("event 2 lasted %d ms (join %d, sync %d), want 2000 = join + sync", e.DurationMs, e.JoinMs, e.SyncMs)
+				}
+			}
+			if msg := h.checkReload(); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
