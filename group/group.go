@@ -154,6 +154,10 @@ type Group struct {
 	// rb follows the rebalance in progress (historyrec.go); loaded (above):
 	// the group was restored from the store and has not rebalanced since.
 	rb *rbTracker
+	// rbWriting is the rebalance whose event is being written with the
+	// leader's assignment (rbAssigned): closed, but still the one the
+	// waiting view tells of while the group is CompletingRebalance.
+	rbWriting *rbTracker
 }
 
 // mapPut and mapDrop keep a group's member maps (byID, static, pending,

@@ -116,3 +116,24 @@ func TestHistoryClassicLeaveDuringAssignmentWrite(t *testing.T) {
 		})
 	}
 }
+
+// While the assignment's write (which holds the event) is in flight, the
+// group is still CompletingRebalance and its waiting view still tells the
+// rebalance's start and cause, as before the event went with that write.
+func TestHistoryWaitingWhileAssignmentWritten(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	h.advance(time.Second)
+	start := h.now
+	h.heldAssignment("g", ids)
+	doc, _ := h.s.HistoryDoc("g", 0, h.now)
+	w := doc.Waiting
+	if w == nil || w.State != "CompletingRebalance" || !w.Since.Equal(start) || w.Cause == nil || w.Cause.Kind != CauseMetadataChanged {
+		t.Fatalf("waiting %+v while the assignment is written, want since %v with the rejoin as its cause", w, start)
+	}
+	h.release()
+	doc, _ = h.s.HistoryDoc("g", 0, h.now)
+	if doc.Waiting != nil || doc.State != "Stable" {
+		t.Fatalf("state %s, waiting %+v once stored; want Stable, none", doc.State, doc.Waiting)
+	}
+}

@@ -327,7 +327,7 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 	recs := g.s.historyRecs(&ev)
 	h := g.s.hist[g.id]
 	h.writing = append(h.writing, ev.Seq)
-	g.rb = nil
+	g.rb, g.rbWriting = nil, rb
 	return recs, rb
 }
 
@@ -339,6 +339,9 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 // the one a trigger opened meanwhile. Unload's NOT_COORDINATOR leaves the
 // event to the late outcome (historylate.go).
 func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen int32, code int16) {
+	if g.rbWriting == rb {
+		g.rbWriting = nil
+	}
 	h := g.s.hist[g.id]
 	if h != nil {
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
@@ -751,9 +754,13 @@ func (g *Group) waiting() *Waiting {
 		return nil
 	}
 	w := &Waiting{State: g.state.String(), Since: g.stateTime, Members: []WaitingMember{}}
-	if g.rb != nil {
-		w.Since = g.rb.start
-		c := g.rb.cause
+	rb := g.rb
+	if rb == nil {
+		rb = g.rbWriting // its assignment is being stored
+	}
+	if rb != nil {
+		w.Since = rb.start
+		c := rb.cause
 		w.Cause = &c
 	}
 	for _, m := range g.members {
