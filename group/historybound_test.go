@@ -95,7 +95,24 @@ func TestHistoryStoredBoundBigClassicGroup(t *testing.T) {
 				ts = append(ts, h.sync("g", id, gen, nil))
 			}
 		}
+		// The event travels in the assignment's write: one write, the
+		// group's record and the event's (and no other record of size).
+		h.hold = true
 		ts = append(ts, h.sync("g", leader, gen, assign))
+		if len(h.held) != 1 {
+			t.Fatalf("the leader's sync made %d writes, want 1", len(h.held))
+		}
+		sizes := map[byte]int{}
+		for _, r := range h.held[0].Records {
+			if r.Value != nil {
+				sizes[r.Key[0]] += len(r.Key) + len(r.Value)
+			}
+		}
+		t.Logf("assignment write: group record %d bytes, event record %d bytes", sizes[keyGroup], sizes[keyHistory])
+		if len(sizes) != 2 || sizes[keyGroup] == 0 || sizes[keyHistory] == 0 || sizes[keyHistory] > 32<<10 {
+			t.Fatalf("assignment write holds %v (bytes by record kind), want the group's and the event's, at most 32 KiB", sizes)
+		}
+		h.release()
 		for _, tk := range ts {
 			if c := h.syncResp(tk).ErrorCode; c != 0 {
 				t.Fatalf("sync: error %d", c)
