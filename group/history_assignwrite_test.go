@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,5 +136,62 @@ func TestHistoryWaitingWhileAssignmentWritten(t *testing.T) {
 	doc, _ = h.s.HistoryDoc("g", 0, h.now)
 	if doc.Waiting != nil || doc.State != "Stable" {
 		t.Fatalf("state %s, waiting %+v once stored; want Stable, none", doc.State, doc.Waiting)
+	}
+}
+
+// A consumer-protocol member upgrades the group while the leader's
+// assignment write is in flight. Stored, that write ended the rebalance
+// (stable, at the assignment's generation), and the conversion comes
+// after it. Failed, the rebalance ends superseded by the conversion, as it
+// did before the event went with the assignment: its event is built at the
+// conversion, with the classic members and generation, and recorded then.
+func TestHistoryClassicUpgradeDuringAssignmentWrite(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			h, _ := newCH(t, map[string]int32{"a": 4})
+			id1, id2, gen := h.classicStable() // event 1
+			meta := string(subscription(nil, "a"))
+			t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)})
+			t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", meta)})
+			r := h.joinResp(t1)
+			h.joinResp(t2)
+			follower := id2
+			if r.LeaderID == id2 {
+				follower = id1
+			}
+			h.hold = true
+			h.sync("cg", follower, r.Generation, nil)
+			h.sync("cg", r.LeaderID, r.Generation, map[string]string{
+				id1: string(encodeAssignment(set("a", 0, 1, 2), []byte(meta))),
+				id2: string(encodeAssignment(set("a", 3), []byte(meta))),
+			})
+			if len(h.held) != 1 {
+				t.Fatalf("%d writes held, want the assignment's", len(h.held))
+			}
+			h.hold = false
+			if hr := h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}}); h.got[hr] == nil {
+				t.Fatal("the upgrading heartbeat was not answered")
+			}
+			h.hold = true
+			h.completeHeld(0, code)
+			h.held = h.held[1:]
+			h.release()
+			evs := h.events("cg", 2)
+			e := evs[1]
+			if e.Seq != 2 || e.Type != "classic" || e.FromGeneration != gen || e.Generation != r.Generation || len(e.Members) != 2 {
+				t.Fatalf("event %+v, want seq 2, classic, generation %d -> %d, both members", e, gen, r.Generation)
+			}
+			if code == ErrNone {
+				if e.Outcome != "stable" {
+					t.Fatalf("outcome %s, want stable (the assignment was stored)", e.Outcome)
+				}
+			} else if e.Outcome != "superseded" || len(e.MoreCauses) == 0 ||
+				!strings.Contains(e.MoreCauses[len(e.MoreCauses)-1].Detail, "converted to the consumer protocol") {
+				t.Fatalf("event %+v, want superseded by the conversion", e)
+			}
+			if d := h.checkReload(); d != "" {
+				t.Fatal(d)
+			}
+		})
 	}
 }

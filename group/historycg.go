@@ -411,6 +411,21 @@ func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
 			g.rb.more = append(g.rb.more, c)
 		}
 		g.rbFinish(now, "superseded", out)
+		return
+	}
+	if rb := g.rbWriting; rb != nil {
+		// The leader gave the assignment, whose write holds the
+		// rebalance's event: durable, the rebalance ended there. Should
+		// it fail, the rebalance ends here, superseded, as it would have
+		// without the assignment: its event is built now, with the
+		// classic members and generation the conversion is about to drop.
+		sup := *rb
+		sup.more = slices.Clip(sup.more)
+		if len(sup.more) < 64 {
+			sup.more = append(sup.more, c)
+		}
+		ev := g.rbEvent(&sup, now, "superseded", func(m *member) []byte { return m.assignment })
+		g.rbSuperseded = &ev
 	}
 }
 

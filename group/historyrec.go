@@ -304,7 +304,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	if g.rb == nil {
 		return
 	}
-	ev := g.rbEvent(now, outcome, func(m *member) []byte { return m.assignment })
+	ev := g.rbEvent(g.rb, now, outcome, func(m *member) []byte { return m.assignment })
 	g.rb = nil
 	g.s.recordEvent(ev, out)
 }
@@ -323,7 +323,7 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 	if rb == nil || g.s.cfg.HistorySize < 0 {
 		return nil, nil
 	}
-	ev := g.rbEvent(now, "stable", assign)
+	ev := g.rbEvent(rb, now, "stable", assign)
 	recs := g.s.historyRecs(&ev)
 	h := g.s.hist[g.id]
 	h.writing = append(h.writing, ev.Seq)
@@ -336,11 +336,14 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 // history and told it (writeEvents). A failed write stored neither the
 // assignment nor the event: its seq is given back if no later event took
 // one, and the rebalance goes on with its tracker, reopened, or merged into
-// the one a trigger opened meanwhile. Unload's NOT_COORDINATOR leaves the
-// event to the late outcome (historylate.go).
-func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen int32, code int16) {
+// the one a trigger opened meanwhile; or, if the group was converted to the
+// consumer protocol meanwhile, it ends superseded (rbConverted). Unload's
+// NOT_COORDINATOR leaves the event to the late outcome (historylate.go).
+func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen int32, code int16, out *Output) {
+	var superseded *RebalanceEvent
 	if g.rbWriting == rb {
-		g.rbWriting = nil
+		g.rbWriting, superseded = nil, g.rbSuperseded
+		g.rbSuperseded = nil
 	}
 	h := g.s.hist[g.id]
 	if h != nil {
@@ -353,6 +356,8 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		h.nextSeq = seq - 1
 	}
 	switch {
+	case superseded != nil:
+		g.s.recordEvent(*superseded, out)
 	case g.cg != nil:
 	case g.rb != nil:
 		g.rb = rb.absorb(g.rb)
@@ -384,11 +389,10 @@ func (rb *rbTracker) absorb(cur *rbTracker) *rbTracker {
 	return rb
 }
 
-// rbEvent builds the event of the rebalance in progress, ended at now with
-// outcome, each member's assignment after it given by assign. It leaves
-// g.rb as it was (rbAssignWritten may reopen it).
-func (g *Group) rbEvent(now time.Time, outcome string, assign func(m *member) []byte) RebalanceEvent {
-	rb := g.rb
+// rbEvent builds the event of the rebalance rb follows, ended at now with
+// outcome, each member's assignment after it given by assign. It leaves rb
+// as it was (rbAssignWritten may reopen it).
+func (g *Group) rbEvent(rb *rbTracker, now time.Time, outcome string, assign func(m *member) []byte) RebalanceEvent {
 	join, sync, syncWaits := rb.join, rb.sync, rb.syncWaits
 	if rb.syncing {
 		sync += now.Sub(rb.phaseStart)

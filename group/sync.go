@@ -108,7 +108,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	// assignments if the group is still completing this generation.
 	g.writeMetadataWith(now, out, img, hrecs, func(now time.Time, code int16, out *Output) {
 		if rb != nil {
-			g.rbAssignWritten(now, seq, rb, gen, code)
+			g.rbAssignWritten(now, seq, rb, gen, code, out)
 		}
 		if g.generation != gen || g.state != CompletingRebalance {
 			return // a rebalance started meanwhile; its own path answered
