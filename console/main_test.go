@@ -20,6 +20,10 @@ func TestMain(m *testing.M) {
 		runChild(spec)
 		return
 	}
+	if os.Getenv(benchNodeEnv) != "" {
+		runBenchNode()
+		return
+	}
 	os.Exit(m.Run())
 }
 
