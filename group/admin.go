@@ -99,6 +99,9 @@ func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers in
 // filters (case-insensitive; empty filters match everything).
 func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsResponseGroup {
 	var out []kmsg.ListGroupsResponseGroup
+	if len(req.StatesFilter) == 0 && len(req.TypesFilter) == 0 {
+		out = make([]kmsg.ListGroupsResponseGroup, 0, len(s.groups)) // every group, bar Dead ones
+	}
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
 		if g.state == Dead {

@@ -343,6 +343,14 @@ var apiTable = []API{
 		Merge: func(r kmsg.Request, parts []kmsg.Response) kmsg.Response {
 			resp := kmsg.NewPtrListGroupsResponse()
 			resp.Version = r.GetVersion()
+			// Made once at its final size: grown by append, the
+			// slice of a node's 100,000 groups allocated four
+			// times what it holds.
+			n := 0
+			for _, p := range parts {
+				n += len(p.(*kmsg.ListGroupsResponse).Groups)
+			}
+			resp.Groups = make([]kmsg.ListGroupsResponseGroup, 0, n)
 			for _, p := range parts {
 				lr := p.(*kmsg.ListGroupsResponse)
 				// A partition still loading makes the list partial:

@@ -1014,6 +1014,50 @@ func TestAuthzListGroups(t *testing.T) {
 	}
 }
 
+// TestAuthzListGroupsFilter: cohort's ListGroups filter (group.ListFilterTag)
+// applies to the groups the principal may describe, after the ACLs: a group
+// it may not describe is neither answered nor counted, whatever the filter,
+// and its protocol type is not named.
+func TestAuthzListGroupsFilter(t *testing.T) {
+	e := newAuthzEnv(t)
+	for _, g := range []string{"app-1", "app-2", "app-3", "other-app"} {
+		e.commit(g, "t", 1)
+	}
+	e.grant(binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceGroup, acl.PatternPrefixed, "app-"))
+	for _, tc := range []struct {
+		f                group.ListFilter
+		want             string
+		listed, matching int32
+	}{
+		{group.ListFilter{ID: "app", Limit: -1}, "app-1,app-2,app-3", 3, 3}, // not other-app
+		{group.ListFilter{ID: "other", Limit: -1}, "", 3, 0},
+		{group.ListFilter{ID: "app-", Prefix: true, Limit: 2}, "app-1,app-2", 3, 3},
+		{group.ListFilter{ID: "2", Limit: 1000}, "app-2", 3, 1},
+	} {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = 5
+		group.RequestListFilter(req, tc.f)
+		resp := e.as(alice, req).(*kmsg.ListGroupsResponse)
+		s, ok := group.ListSummaryOf(resp)
+		if got := listed(resp); got != tc.want || !ok || s.Listed != tc.listed || s.Matching != tc.matching {
+			t.Errorf("%+v: answered %q with %+v (ok %v), want %q, %d listed, %d matching", tc.f, got, s, ok, tc.want, tc.listed, tc.matching)
+		}
+	}
+	// Without the tag (every stock client), or before v3, the answer is
+	// the one it always was: every group it may describe, no summary.
+	for _, v := range []int16{2, 5} {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = v
+		if v < 3 {
+			group.RequestListFilter(req, group.ListFilter{ID: "1", Limit: -1}) // not sent before v3
+		}
+		resp := e.as(alice, req).(*kmsg.ListGroupsResponse)
+		if _, ok := group.ListSummaryOf(resp); ok || listed(resp) != "app-1,app-2,app-3" {
+			t.Errorf("v%d without the filter: %q", v, listed(resp))
+		}
+	}
+}
+
 func TestAuthzDescribeGroupsOperations(t *testing.T) {
 	e := newAuthzEnv(t)
 	e.commit("ops", "t", 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/catalog"
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/security/acl"
 )
 
@@ -98,6 +99,18 @@ func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Resp
 	}
 	if r.version >= 10 && (r.key == keyOffsetCommit || r.key == keyOffsetFetch) {
 		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
+	}
+	if q, ok := r.req.(*kmsg.ListGroupsRequest); ok {
+		// cohort's id filter (group.ListFilterTag) applies to the list
+		// the principal would get, after the ACLs kept the groups it may
+		// describe: a group it may not is neither answered nor counted.
+		if f, ok := group.ListFilterRequested(q); ok {
+			resp, err := s.dispatch(ctx, c, r)
+			if lr, isList := resp.(*kmsg.ListGroupsResponse); err == nil && isList && lr.ErrorCode == errNone {
+				group.FilterList(lr, f)
+			}
+			return resp, err
+		}
 	}
 	return s.dispatch(ctx, c, r)
 }

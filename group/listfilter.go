@@ -1,0 +1,182 @@
+package group
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListFilterTag is a tagged field of ListGroups (flexible versions, v3+),
+// in the request and in the response, with which a client that shows a
+// few groups of many (the console's groups page with a search) has the
+// node filter the list instead of receiving every group.
+//
+// Request value: int8 flags (bit 0: the id must start with ID rather than
+// hold it anywhere), compact string ID (case-sensitive; "" matches every
+// id), compact string State and compact string Type (each compared in any
+// case, "" matches every group), compact string ProtocolType (exact, ""
+// matches every group), int32 Limit (answer at most this many of the
+// matching groups, the first by id; < 0: every matching group). A later
+// version may append fields; a reader ignores bytes after those it knows.
+//
+// The node applies it to the groups it would otherwise answer — those that
+// pass the request's own StatesFilter and TypesFilter and that the
+// principal may describe — and answers the matching ones (sorted by id
+// when there is a limit), with response tag ListFilterTag: int32 Listed
+// (how many groups it would have answered without the filter), int32
+// Matching (how many of them match, those beyond the limit included), and
+// a compact array of compact strings: the distinct protocol types of the
+// Listed groups, sorted, at most MaxListProtocolTypes. A request without
+// the tag, every stock client's, gets the answer it always got. A node that
+// does not know the tag (Kafka, an older cohort) skips it and answers every
+// group without the response tag, so a client filters the list itself
+// when the answer has none.
+const ListFilterTag = 10005
+
+// MaxListProtocolTypes bounds the protocol types a ListFilterTag answer
+// names: they are chosen by clients, and a node could have one per group.
+const MaxListProtocolTypes = 100
+
+// ListFilter is the value of the request's ListFilterTag.
+type ListFilter struct {
+	ID           string // part of the id, case-sensitive
+	Prefix       bool   // ID must start the id
+	State, Type  string // any case
+	ProtocolType string // exact
+	Limit        int32  // < 0: no limit
+}
+
+// Keep reports whether a group of this id, state, type ("classic" or
+// "consumer") and protocol type passes f (its limit aside).
+func (f ListFilter) Keep(id, state, gtype, protocolType string) bool {
+	switch {
+	case f.State != "" && !strings.EqualFold(state, f.State),
+		f.Type != "" && !strings.EqualFold(gtype, f.Type),
+		f.ProtocolType != "" && protocolType != f.ProtocolType,
+		f.Prefix && !strings.HasPrefix(id, f.ID),
+		!f.Prefix && !strings.Contains(id, f.ID):
+		return false
+	}
+	return true
+}
+
+// RequestListFilter puts f into req's ListFilterTag (read by v3+ only).
+func RequestListFilter(req *kmsg.ListGroupsRequest, f ListFilter) {
+	var flags int8
+	if f.Prefix {
+		flags |= 1
+	}
+	b := kbin.AppendInt8(nil, flags)
+	b = kbin.AppendCompactString(b, f.ID)
+	b = kbin.AppendCompactString(b, f.State)
+	b = kbin.AppendCompactString(b, f.Type)
+	b = kbin.AppendCompactString(b, f.ProtocolType)
+	b = kbin.AppendInt32(b, f.Limit)
+	req.UnknownTags.Set(ListFilterTag, b)
+}
+
+// ListFilterRequested reads req's ListFilterTag; ok is false when it has
+// none, its version is before v3, or the value does not decode.
+func ListFilterRequested(req *kmsg.ListGroupsRequest) (f ListFilter, ok bool) {
+	if req.Version < 3 {
+		return ListFilter{}, false
+	}
+	req.UnknownTags.Each(func(key uint32, val []byte) {
+		if key != ListFilterTag {
+			return
+		}
+		r := kbin.Reader{Src: val}
+		f.Prefix = r.Int8()&1 != 0
+		f.ID = r.CompactString()
+		f.State = r.CompactString()
+		f.Type = r.CompactString()
+		f.ProtocolType = r.CompactString()
+		f.Limit = r.Int32()
+		ok = r.Complete() == nil
+	})
+	if !ok {
+		return ListFilter{}, false
+	}
+	return f, true
+}
+
+// ListSummary is the value of the response's ListFilterTag.
+type ListSummary struct {
+	Listed, Matching int32
+	ProtocolTypes    []string
+}
+
+// FilterList applies f to resp, the answer the node would give without
+// it (after authorization), and sets resp's ListFilterTag.
+func FilterList(resp *kmsg.ListGroupsResponse, f ListFilter) {
+	s := ListSummary{Listed: int32(len(resp.Groups))}
+	ptypes := map[string]bool{}
+	kept := resp.Groups[:0]
+	for _, g := range resp.Groups {
+		if g.ProtocolType != "" {
+			ptypes[g.ProtocolType] = true
+		}
+		gtype := g.GroupType
+		if gtype == "" {
+			gtype = "classic"
+		}
+		if f.Keep(g.Group, g.GroupState, gtype, g.ProtocolType) {
+			kept = append(kept, g)
+		}
+	}
+	clear(resp.Groups[len(kept):]) // the strings of those left out
+	resp.Groups = kept
+	s.Matching = int32(len(kept))
+	if f.Limit >= 0 {
+		slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+		resp.Groups = resp.Groups[:min(len(resp.Groups), int(f.Limit))]
+	}
+	s.ProtocolTypes = slices.Sorted(func(yield func(string) bool) {
+		for p := range ptypes {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	s.ProtocolTypes = s.ProtocolTypes[:min(len(s.ProtocolTypes), MaxListProtocolTypes)]
+	setListSummary(resp, s)
+}
+
+func setListSummary(resp *kmsg.ListGroupsResponse, s ListSummary) {
+	b := kbin.AppendInt32(nil, s.Listed)
+	b = kbin.AppendInt32(b, s.Matching)
+	b = kbin.AppendCompactArrayLen(b, len(s.ProtocolTypes))
+	for _, p := range s.ProtocolTypes {
+		b = kbin.AppendCompactString(b, p)
+	}
+	resp.UnknownTags.Set(ListFilterTag, b)
+}
+
+// ListSummaryOf reads resp's ListFilterTag; ok is false when it has none
+// (a node that does not know the tag, a request without it) or it does
+// not decode.
+func ListSummaryOf(resp *kmsg.ListGroupsResponse) (s ListSummary, ok bool) {
+	resp.UnknownTags.Each(func(key uint32, val []byte) {
+		if key != ListFilterTag {
+			return
+		}
+		r := kbin.Reader{Src: val}
+		s.Listed = r.Int32()
+		s.Matching = r.Int32()
+		n := r.CompactArrayLen()
+		if n < 0 || n > MaxListProtocolTypes {
+			return
+		}
+		s.ProtocolTypes = make([]string, 0, n)
+		for range n {
+			s.ProtocolTypes = append(s.ProtocolTypes, r.CompactString())
+		}
+		ok = r.Complete() == nil && s.Listed >= 0 && s.Matching >= 0 && s.Matching <= s.Listed
+	})
+	if !ok {
+		return ListSummary{}, false
+	}
+	return s, true
+}

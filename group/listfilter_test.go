@@ -1,0 +1,162 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// listAnswer is a ListGroups answer of the groups given as
+// "id state type protocol-type" (protocol type "-" for none).
+func listAnswer(groups ...string) *kmsg.ListGroupsResponse {
+	resp := kmsg.NewPtrListGroupsResponse()
+	resp.Version = 5
+	for _, g := range groups {
+		f := strings.Fields(g)
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.GroupState, lg.GroupType, lg.ProtocolType = f[0], f[1], f[2], strings.TrimPrefix(f[3], "-")
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return resp
+}
+
+func groupIDs(resp *kmsg.ListGroupsResponse) string {
+	var ids []string
+	for _, g := range resp.Groups {
+		ids = append(ids, g.Group)
+	}
+	return strings.Join(ids, ",")
+}
+
+// TestListFilter: the node keeps the groups ListFilterTag asks for, as
+// the console's search defines them (the id case-sensitive, anywhere or at
+// its start; state and type in any case; the protocol type exactly), the
+// first Limit by id, and says how many it listed, how many matched, and
+// which protocol types the listed groups have.
+func TestListFilter(t *testing.T) {
+	all := []string{
+		"orders-eu Stable classic consumer",
+		"Orders-us Empty classic -",
+		"billing-orders Stable consumer consumer",
+		"audit Empty classic connect",
+		"orders-asia PreparingRebalance classic consumer",
+	}
+	for _, tc := range []struct {
+		f                 ListFilter
+		want              string
+		matching          int32
+		wantProtocolTypes string
+	}{
+		{ListFilter{Limit: -1}, "orders-eu,Orders-us,billing-orders,audit,orders-asia", 5, "connect,consumer"},
+		{ListFilter{Limit: 2}, "Orders-us,audit", 5, "connect,consumer"}, // the first by id (bytes: upper case first)
+		{ListFilter{ID: "orders", Limit: -1}, "orders-eu,billing-orders,orders-asia", 3, "connect,consumer"},
+		{ListFilter{ID: "orders", Prefix: true, Limit: -1}, "orders-eu,orders-asia", 2, "connect,consumer"},
+		{ListFilter{ID: "orders", Prefix: true, Limit: 1}, "orders-asia", 2, "connect,consumer"},
+		{ListFilter{ID: "orders", Limit: 0}, "", 3, "connect,consumer"},
+		{ListFilter{ID: "Orders", Limit: -1}, "Orders-us", 1, "connect,consumer"},
+		{ListFilter{State: "stable", Limit: -1}, "orders-eu,billing-orders", 2, "connect,consumer"},
+		{ListFilter{Type: "CONSUMER", Limit: -1}, "billing-orders", 1, "connect,consumer"},
+		{ListFilter{ProtocolType: "consumer", ID: "-", Limit: -1}, "orders-eu,billing-orders,orders-asia", 3, "connect,consumer"},
+		{ListFilter{ProtocolType: "Consumer", Limit: -1}, "", 0, "connect,consumer"},
+		{ListFilter{ID: "o*", Limit: -1}, "", 0, "connect,consumer"}, // no wildcards
+	} {
+		resp := listAnswer(all...)
+		FilterList(resp, tc.f)
+		if got := groupIDs(resp); got != tc.want {
+			t.Errorf("%+v: answered %q, want %q", tc.f, got, tc.want)
+		}
+		s, ok := ListSummaryOf(resp)
+		if !ok || s.Listed != 5 || s.Matching != tc.matching || strings.Join(s.ProtocolTypes, ",") != tc.wantProtocolTypes {
+			t.Errorf("%+v: summary %+v (ok %v), want 5 listed, %d matching, protocol types %s", tc.f, s, ok, tc.matching, tc.wantProtocolTypes)
+		}
+	}
+	// The protocol types named are bounded.
+	var many []string
+	for i := range MaxListProtocolTypes + 50 {
+		many = append(many, fmt.Sprintf("g%d Empty classic p%03d", i, i))
+	}
+	resp := listAnswer(many...)
+	FilterList(resp, ListFilter{ID: "nothing", Limit: -1})
+	if s, ok := ListSummaryOf(resp); !ok || len(s.ProtocolTypes) != MaxListProtocolTypes || s.ProtocolTypes[0] != "p000" || s.Listed != int32(len(many)) || s.Matching != 0 {
+		t.Errorf("%d protocol types: summary %d types from %q, %d listed, %d matching (ok %v)", len(many), len(s.ProtocolTypes), s.ProtocolTypes[:1], s.Listed, s.Matching, ok)
+	}
+}
+
+// TestListFilterRequest: the request's tag reads back as written, only
+// from v3 (the first flexible version), and a request without it is none.
+func TestListFilterRequest(t *testing.T) {
+	want := ListFilter{ID: "tëam/ä", Prefix: true, State: "Stable", Type: "classic", ProtocolType: "connect", Limit: 1000}
+	for v := int16(0); v <= 5; v++ {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = v
+		if _, ok := ListFilterRequested(req); ok {
+			t.Errorf("v%d without the tag: a filter read", v)
+		}
+		RequestListFilter(req, want)
+		got, ok := ListFilterRequested(req)
+		if ok != (v >= 3) || ok && got != want {
+			t.Errorf("v%d: read %+v (ok %v), want %+v", v, got, ok, want)
+		}
+	}
+	// Written by a client, it survives the wire: franz-go writes unknown
+	// tags of flexible versions and keeps them when it reads.
+	req := kmsg.NewPtrListGroupsRequest()
+	req.Version = 5
+	RequestListFilter(req, want)
+	var back kmsg.ListGroupsRequest
+	back.Version = 5
+	if err := back.ReadFrom(req.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := ListFilterRequested(&back); !ok || got != want {
+		t.Errorf("after the wire: %+v (ok %v)", got, ok)
+	}
+	resp := listAnswer("a Empty classic -")
+	FilterList(resp, want)
+	var rback kmsg.ListGroupsResponse
+	rback.Version = 5
+	if err := rback.ReadFrom(resp.AppendTo(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := ListSummaryOf(&rback); !ok || s.Listed != 1 || s.Matching != 0 || !slices.Equal(s.ProtocolTypes, []string{}) {
+		t.Errorf("the answer after the wire: %+v (ok %v)", s, ok)
+	}
+	// An answer without the tag (Kafka, an older cohort) has no summary.
+	if _, ok := ListSummaryOf(listAnswer("a Empty classic -")); ok {
+		t.Error("an answer without the tag has a summary")
+	}
+}
+
+// FuzzListFilterTags feeds any bytes as the value of ListFilterTag in a
+// request (read by the node) and in an answer (read by the console):
+// nothing panics, a summary read is consistent, and a filter cohort wrote
+// reads back as written.
+func FuzzListFilterTags(f *testing.F) {
+	f.Add([]byte{1, 4, 'a', 'b', 'c', 1, 1, 1, 0, 0, 3, 0xe8}, "team", int32(1000))
+	f.Add([]byte{0, 0, 0, 5, 0, 0, 0, 2, 2, 9, 'c', 'o', 'n', 's', 'u', 'm', 'e', 'r'}, "", int32(-1))
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f}, "\x00", int32(0))
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 2, 1}, "x", int32(1<<30))
+	f.Fuzz(func(t *testing.T, val []byte, id string, limit int32) {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = 5
+		req.UnknownTags.Set(ListFilterTag, val)
+		if lf, ok := ListFilterRequested(req); ok {
+			FilterList(listAnswer("a Empty classic -", "b Stable consumer consumer"), lf)
+		}
+		resp := listAnswer("a Empty classic -")
+		resp.UnknownTags.Set(ListFilterTag, val)
+		if s, ok := ListSummaryOf(resp); ok && (s.Listed < 0 || s.Matching < 0 || s.Matching > s.Listed || len(s.ProtocolTypes) > MaxListProtocolTypes) {
+			t.Fatalf("an inconsistent summary read: %+v", s)
+		}
+		want := ListFilter{ID: id, Prefix: limit%2 == 0, State: id, ProtocolType: id, Limit: limit}
+		w := kmsg.NewPtrListGroupsRequest()
+		w.Version = 3
+		RequestListFilter(w, want)
+		if got, ok := ListFilterRequested(w); !ok || got != want {
+			t.Fatalf("filter %+v read back as %+v (ok %v)", want, got, ok)
+		}
+	})
+}
