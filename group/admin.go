@@ -104,19 +104,8 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 	}
 	for _, id := range s.GroupIDs() {
 		g := s.groups[id]
-		if g.state == Dead {
-			continue
-		}
-		state, gtype := g.state.String(), "classic"
-		if g.cg != nil {
-			state, gtype = g.cg.state(), "consumer"
-		}
-		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(f string) bool {
-			return strings.EqualFold(javaTrim(f), state) // Kafka trims states, not types
-		}) {
-			continue
-		}
-		if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, gtype) {
+		state, gtype, ok := listedAs(g, req)
+		if !ok {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
@@ -127,6 +116,27 @@ func (s *Shard) ListGroups(req *kmsg.ListGroupsRequest) []kmsg.ListGroupsRespons
 		out = append(out, lg)
 	}
 	return out
+}
+
+// listedAs is g's state and type as ListGroups names them, and whether it
+// is listed: not Dead, and passing req's state and type filters.
+func listedAs(g *Group, req *kmsg.ListGroupsRequest) (state, gtype string, ok bool) {
+	if g.state == Dead {
+		return "", "", false
+	}
+	state, gtype = g.state.String(), "classic"
+	if g.cg != nil {
+		state, gtype = g.cg.state(), "consumer"
+	}
+	if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(f string) bool {
+		return strings.EqualFold(javaTrim(f), state) // Kafka trims states, not types
+	}) {
+		return "", "", false
+	}
+	if len(req.TypesFilter) > 0 && !containsFold(req.TypesFilter, gtype) {
+		return "", "", false
+	}
+	return state, gtype, true
 }
 
 func containsFold(list []string, s string) bool {

@@ -361,6 +361,9 @@ var apiTable = []API{
 				}
 				resp.Groups = append(resp.Groups, lr.Groups...)
 			}
+			if f, ok := ListFilterRequested(r.(*kmsg.ListGroupsRequest)); ok {
+				mergeListSummaries(resp, parts, f)
+			}
 			return resp
 		},
 		Error: func(r kmsg.Request, code int16) kmsg.Response {
@@ -370,6 +373,10 @@ var apiTable = []API{
 		},
 		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
 			q := r.(*kmsg.ListGroupsRequest)
+			if f, ok := ListFilterRequested(q); ok {
+				out.reply(t, s.listFiltered(q, f))
+				return
+			}
 			resp := kmsg.NewPtrListGroupsResponse()
 			resp.Version = q.Version
 			resp.Groups = s.ListGroups(q)

@@ -108,6 +108,86 @@ type ListSummary struct {
 	ProtocolTypes    []string
 }
 
+// listFiltered is a shard's answer to a ListGroups carrying f: the
+// matching groups (the first f.Limit by id when f.Limit >= 0) with this
+// shard's summary. Only the matching groups get an entry: a search that
+// keeps a dozen groups of a shard's thousands allocates for the dozen.
+func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.ListGroupsResponse {
+	resp := kmsg.NewPtrListGroupsResponse()
+	resp.Version = req.Version
+	var sum ListSummary
+	ptypes := map[string]bool{}
+	var ids []string
+	for id, g := range s.groups {
+		state, gtype, ok := listedAs(g, req)
+		if !ok {
+			continue
+		}
+		sum.Listed++
+		if g.protocolType != "" {
+			ptypes[g.protocolType] = true
+		}
+		if f.Keep(id, state, gtype, g.protocolType) {
+			ids = append(ids, id)
+		}
+	}
+	sum.Matching = int32(len(ids))
+	if f.Limit >= 0 {
+		slices.Sort(ids)
+		ids = ids[:min(len(ids), int(f.Limit))]
+	}
+	resp.Groups = make([]kmsg.ListGroupsResponseGroup, 0, len(ids))
+	for _, id := range ids {
+		g := s.groups[id]
+		state, gtype, _ := listedAs(g, req)
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = id, g.protocolType, state, gtype
+		resp.Groups = append(resp.Groups, lg)
+	}
+	sum.ProtocolTypes = firstSorted(ptypes)
+	setListSummary(resp, sum)
+	return resp
+}
+
+// firstSorted is the first MaxListProtocolTypes of set, sorted. The first
+// of a union are the first of the parts' first: the merge of the shards'
+// answers is exact.
+func firstSorted(set map[string]bool) []string {
+	out := slices.Sorted(func(yield func(string) bool) {
+		for p := range set {
+			if !yield(p) {
+				return
+			}
+		}
+	})
+	return out[:min(len(out), MaxListProtocolTypes)]
+}
+
+// mergeListSummaries makes resp, the merge of the shards' answers to a
+// ListGroups carrying f, one answer: their summaries added up, and the
+// first f.Limit of their groups by id.
+func mergeListSummaries(resp *kmsg.ListGroupsResponse, parts []kmsg.Response, f ListFilter) {
+	var sum ListSummary
+	ptypes := map[string]bool{}
+	for _, p := range parts {
+		ps, ok := ListSummaryOf(p.(*kmsg.ListGroupsResponse))
+		if !ok { // a partition that answered an error
+			continue
+		}
+		sum.Listed += ps.Listed
+		sum.Matching += ps.Matching
+		for _, t := range ps.ProtocolTypes {
+			ptypes[t] = true
+		}
+	}
+	if f.Limit >= 0 {
+		slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
+		resp.Groups = resp.Groups[:min(len(resp.Groups), int(f.Limit))]
+	}
+	sum.ProtocolTypes = firstSorted(ptypes)
+	setListSummary(resp, sum)
+}
+
 // FilterList applies f to resp, the answer the node would give without
 // it (after authorization), and sets resp's ListFilterTag.
 func FilterList(resp *kmsg.ListGroupsResponse, f ListFilter) {
@@ -133,14 +213,7 @@ func FilterList(resp *kmsg.ListGroupsResponse, f ListFilter) {
 		slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
 		resp.Groups = resp.Groups[:min(len(resp.Groups), int(f.Limit))]
 	}
-	s.ProtocolTypes = slices.Sorted(func(yield func(string) bool) {
-		for p := range ptypes {
-			if !yield(p) {
-				return
-			}
-		}
-	})
-	s.ProtocolTypes = s.ProtocolTypes[:min(len(s.ProtocolTypes), MaxListProtocolTypes)]
+	s.ProtocolTypes = firstSorted(ptypes)
 	setListSummary(resp, s)
 }
 

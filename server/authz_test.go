@@ -1043,6 +1043,32 @@ func TestAuthzListGroupsFilter(t *testing.T) {
 			t.Errorf("%+v: answered %q with %+v (ok %v), want %q, %d listed, %d matching", tc.f, got, s, ok, tc.want, tc.listed, tc.matching)
 		}
 	}
+	// With CLUSTER DESCRIBE every group may be described, and the
+	// coordinator's partitions filter as they list.
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName))
+	for _, tc := range []struct {
+		f                string
+		want             string
+		listed, matching int32
+	}{
+		{"app", "app-1,app-2,app-3,other-app", 4, 4},
+		{"app-", "app-1,app-2", 4, 3}, // prefix, limit 2
+		{"nothing", "", 4, 0},
+	} {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = 5
+		f := group.ListFilter{ID: tc.f, Limit: -1}
+		if tc.f == "app-" {
+			f.Prefix, f.Limit = true, 2
+		}
+		group.RequestListFilter(req, f)
+		resp := e.as(alice, req).(*kmsg.ListGroupsResponse)
+		s, ok := group.ListSummaryOf(resp)
+		if got := listed(resp); got != tc.want || !ok || s.Listed != tc.listed || s.Matching != tc.matching || len(s.ProtocolTypes) != 0 {
+			t.Errorf("cluster describe, %+v: answered %q with %+v (ok %v), want %q, %d listed, %d matching", f, got, s, ok, tc.want, tc.listed, tc.matching)
+		}
+	}
+	e.grant(binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceGroup, acl.PatternPrefixed, "app-"))
 	// Without the tag (every stock client), or before v3, the answer is
 	// the one it always was: every group it may describe, no summary.
 	for _, v := range []int16{2, 5} {

@@ -101,10 +101,16 @@ func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Resp
 		return s.handleByTopicID(ctx, c, r) // topic IDs to names first (topicids.go)
 	}
 	if q, ok := r.req.(*kmsg.ListGroupsRequest); ok {
-		// cohort's id filter (group.ListFilterTag) applies to the list
-		// the principal would get, after the ACLs kept the groups it may
-		// describe: a group it may not is neither answered nor counted.
-		if f, ok := group.ListFilterRequested(q); ok {
+		// cohort's filter (group.ListFilterTag) applies to the list the
+		// principal would get: a group it may not describe is neither
+		// answered nor counted. A principal that may describe every
+		// group (no ACLs, or CLUSTER DESCRIBE) has the coordinator's
+		// partitions filter their groups as they list them. Otherwise the
+		// partitions list every group, without the tag, and the filter
+		// applies to what the ACLs kept.
+		if f, ok := group.ListFilterRequested(q); ok && s.authz != nil &&
+			!s.allowed(c, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
+			q.UnknownTags = kmsg.Tags{}
 			resp, err := s.dispatch(ctx, c, r)
 			if lr, isList := resp.(*kmsg.ListGroupsResponse); err == nil && isList && lr.ErrorCode == errNone {
 				group.FilterList(lr, f)
