@@ -114,52 +114,115 @@ type Topic struct {
 // kafkaErr turns a Kafka error code into an error (nil for 0).
 func kafkaErr(code int16) error { return kerr.ErrorForCode(code) }
 
-// listGroups lists the groups the principal may describe, from every node
-// (kgo sends ListGroups to each broker): ids, states and types only;
-// describeRows fills in the rest of the rows a page shows. A node that
+// groupList is what the groups page lists: the groups that pass its filter,
+// how many groups the viewer may describe in all, and how many of them
+// pass.
+type groupList struct {
+	// Rows pass the filter: every one, or the first maxGroupRows by id of
+	// a node that applied the limit (each node's first are enough for
+	// the first of all).
+	Rows []GroupRow
+	// Listed counts the groups the viewer may describe, Matching those
+	// that pass the filter (beyond a node's limit too).
+	Listed, Matching int
+	// ProtocolTypes of the listed groups, at most maxProtocolTypes.
+	ProtocolTypes map[string]bool
+	// Unreachable names the nodes that could not be reached, whose groups
+	// are missing.
+	Unreachable []string
+	seen        map[string]bool
+	filter      group.ListFilter
+}
+
+// add takes one node's ListGroups answer. A node that applied the filter
+// (group.ListFilterTag) sent the matching groups and the counts; one that
+// did not (Kafka, an older cohort) sent every group, which are counted and
+// filtered here. The rows of both are filtered again: what a node sent
+// is never trusted to match.
+func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
+	sum, summed := group.ListSummaryOf(resp)
+	if summed {
+		l.Listed += int(sum.Listed)
+		l.Matching += int(sum.Matching)
+		for _, p := range sum.ProtocolTypes {
+			l.addProtocolType(p)
+		}
+	}
+	for _, g := range resp.Groups {
+		if l.seen[g.Group] { // listed by two nodes while its partition moves
+			continue
+		}
+		l.seen[g.Group] = true
+		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
+		if r.Type == "" {
+			r.Type = "classic"
+		}
+		keep := l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
+		if !summed {
+			l.Listed++
+			l.addProtocolType(r.ProtocolType)
+			if keep {
+				l.Matching++
+			}
+		}
+		if keep {
+			l.Rows = append(l.Rows, r)
+		}
+	}
+}
+
+func (l *groupList) addProtocolType(p string) {
+	if p != "" && len(l.ProtocolTypes) < maxProtocolTypes {
+		l.ProtocolTypes[p] = true
+	}
+}
+
+// listGroups lists the groups the principal may describe that pass f,
+// from every node (kgo sends ListGroups to each broker): ids, states and
+// types only; describeRows fills in the rest of the rows a page shows.
+// The filter goes to each node with the request (group.ListFilterTag), and
+// is applied here to the answer of a node that ignores it. A node that
 // cannot be reached (in cluster mode, one that died and stays in the
-// registry until its lease ends) does not fail the list: unreachable says
+// registry until its lease ends) does not fail the list: Unreachable says
 // which nodes the groups of are missing. Any other failure of a node, or
 // every node unreachable, is an error.
-func listGroups(ctx context.Context, cl *kgo.Client) (rows []GroupRow, unreachable []string, err error) {
+func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*groupList, error) {
 	lreq := kmsg.NewPtrListGroupsRequest()
-	seen := map[string]bool{}
+	if listFilterPushdown {
+		group.RequestListFilter(lreq, f)
+	}
+	l := &groupList{ProtocolTypes: map[string]bool{}, seen: map[string]bool{}, filter: f}
 	var firstErr error
 	shards := cl.RequestSharded(ctx, lreq)
 	for _, sh := range shards {
 		if sh.Err != nil {
 			var op *net.OpError
 			if !errors.As(sh.Err, &op) || op.Op != "dial" {
-				return nil, nil, sh.Err
+				return nil, sh.Err
 			}
 			if firstErr == nil {
 				firstErr = sh.Err
 			}
-			unreachable = append(unreachable, fmt.Sprintf("node %d (%s) could not be reached (%v)",
+			l.Unreachable = append(l.Unreachable, fmt.Sprintf("node %d (%s) could not be reached (%v)",
 				sh.Meta.NodeID, net.JoinHostPort(sh.Meta.Host, strconv.Itoa(int(sh.Meta.Port))), op.Err))
 			continue
 		}
 		resp := sh.Resp.(*kmsg.ListGroupsResponse)
 		if err := kafkaErr(resp.ErrorCode); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		for _, g := range resp.Groups {
-			if seen[g.Group] { // listed by two nodes while its partition moves
-				continue
-			}
-			seen[g.Group] = true
-			r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
-			if r.Type == "" {
-				r.Type = "classic"
-			}
-			rows = append(rows, r)
-		}
+		l.add(resp)
 	}
-	if len(unreachable) == len(shards) && firstErr != nil {
-		return nil, nil, firstErr
+	if len(l.Unreachable) == len(shards) && firstErr != nil {
+		return nil, firstErr
 	}
-	return rows, unreachable, nil
+	return l, nil
 }
+
+// listFilterPushdown: the groups page sends its filter to the nodes. Off
+// (tests and benchmarks), it asks for every group and filters them here, as
+// before group.ListFilterTag.
+var listFilterPushdown = true
 
 // describeBatch is the most groups one DescribeGroups or
 // ConsumerGroupDescribe of the console names: a page over many groups asks
@@ -523,43 +586,6 @@ var (
 	// the topics).
 	errTopicsForbidden = errors.New("not authorized for the group's topics")
 )
-
-// rowFilter is what the groups page keeps of the list; an empty field
-// keeps every group.
-type rowFilter struct {
-	// State and Type as the page's form gives them (any case).
-	State, Type string
-	// ProtocolType is matched exactly, as clients name protocol types.
-	ProtocolType string
-	// ID is a part of the group id, case-sensitive as Kafka's ids are:
-	// anywhere in it, or at its start with Prefix.
-	ID     string
-	Prefix bool
-}
-
-func (f rowFilter) keep(r GroupRow) bool {
-	switch {
-	case f.State != "" && !strings.EqualFold(r.State, f.State),
-		f.Type != "" && !strings.EqualFold(r.Type, f.Type),
-		f.ProtocolType != "" && r.ProtocolType != f.ProtocolType,
-		f.Prefix && !strings.HasPrefix(r.ID, f.ID),
-		!f.Prefix && !strings.Contains(r.ID, f.ID):
-		return false
-	}
-	return true
-}
-
-// filterRows keeps the rows f keeps. rows are those the node listed, the
-// groups the viewer may describe: a search never looks at any other.
-func filterRows(rows []GroupRow, f rowFilter) []GroupRow {
-	var out []GroupRow
-	for _, r := range rows {
-		if f.keep(r) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // sortKeys are the groups page's orders besides the default, by name.
 var sortKeys = []string{"state", "type", "members", "generation", "rebalance", "rate"}

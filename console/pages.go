@@ -54,9 +54,15 @@ func searchLen(s string) int {
 // matchModes are the ways Search matches an id ("" is contains).
 var matchModes = []string{"contains", "prefix"}
 
-// filter is what the groups page keeps of the list.
-func (q groupsQuery) filter() rowFilter {
-	return rowFilter{State: q.State, Type: q.Type, ProtocolType: q.ProtocolType, ID: q.Search, Prefix: q.Match == "prefix"}
+// filter is what the groups page keeps of the list. In the default order
+// (by id, ascending) only the first maxGroupRows are shown, so a node need
+// send no more than those; any other order needs every matching group.
+func (q groupsQuery) filter() group.ListFilter {
+	f := group.ListFilter{State: q.State, Type: q.Type, ProtocolType: q.ProtocolType, ID: q.Search, Prefix: q.Match == "prefix", Limit: -1}
+	if q.Sort == "" && !q.Desc {
+		f.Limit = int32(maxGroupRows)
+	}
+	return f
 }
 
 func (q groupsQuery) values() url.Values {
@@ -127,25 +133,22 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if gq.Match == "contains" { // the default: links and the form leave it out
 		gq.Match = ""
 	}
-	rows, unreachable, err := listGroups(ctx, cl)
+	list, err := listGroups(ctx, cl, gq.filter())
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
 	}
-	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: len(rows), Unreachable: unreachable,
+	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: list.Listed, Unreachable: list.Unreachable,
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
 		States: group.ListedStates(),
 		Types:  []string{"classic", "consumer"}}
-	ptypes := map[string]bool{}
-	for _, g := range rows {
+	for _, g := range list.Rows {
 		if g.State != "" && !slices.Contains(p.States, g.State) {
 			p.States = append(p.States, g.State)
 		}
-		if g.ProtocolType != "" && len(ptypes) < maxProtocolTypes {
-			ptypes[g.ProtocolType] = true
-		}
 	}
+	ptypes := list.ProtocolTypes
 	if gq.ProtocolType != "" {
 		ptypes[gq.ProtocolType] = true // shown as chosen even if no group has it
 	}
@@ -176,9 +179,9 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	}
 	// Only the groups shown are described, unless the order asked for
 	// needs every matching group's details.
-	matched := filterRows(rows, p.Query.filter())
-	p.Matching = len(matched)
-	p.Filtered = p.Query.filter() != rowFilter{}
+	matched := list.Rows
+	p.Matching = list.Matching
+	p.Filtered = p.Query.State != "" || p.Query.Type != "" || p.Query.ProtocolType != "" || p.Query.Search != "" || p.Query.Match != ""
 	now := c.now()
 	if sortNeedsDescription(p.Query.Sort) {
 		if err := describeRows(ctx, cl, matched, now); err != nil {
