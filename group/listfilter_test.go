@@ -160,3 +160,60 @@ func FuzzListFilterTags(f *testing.F) {
 		}
 	})
 }
+
+// TestListFilteredByShards: the coordinator partitions' own filtering
+// (listFiltered, then mergeListSummaries over the partitions) answers what
+// FilterList answers over the unfiltered list of every partition: the same
+// groups, in the same order under a limit, and the same summary.
+func TestListFilteredByShards(t *testing.T) {
+	a, b := newH(t), newH(t)
+	a.stableGroup("orders-g", 2) // Stable, protocol type consumer
+	b.stableGroup("billing-g", 1)
+	for i, id := range []string{"orders-eu", "Orders-us", "audit", "orders-asia"} {
+		a.commit(id, "", -1, 9, map[string]int64{"t": 5})
+		b.commit(fmt.Sprintf("%s-%d", id, i), "", -1, 9, map[string]int64{"t": 5})
+	}
+	for _, tc := range []struct {
+		f   ListFilter
+		req *kmsg.ListGroupsRequest
+	}{
+		{ListFilter{Limit: -1}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{Limit: 3}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{ID: "orders", Limit: -1}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{ID: "orders", Prefix: true, Limit: 2}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{State: "STABLE", Limit: 10}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{ProtocolType: "consumer", Limit: -1}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{Type: "consumer", Limit: -1}, &kmsg.ListGroupsRequest{}},
+		{ListFilter{ID: "-", Limit: 4}, &kmsg.ListGroupsRequest{StatesFilter: []string{"Empty"}}},
+	} {
+		tc.req.Version = 5
+		RequestListFilter(tc.req, tc.f)
+		want := kmsg.NewPtrListGroupsResponse()
+		want.Groups = append(a.s.ListGroups(tc.req), b.s.ListGroups(tc.req)...)
+		FilterList(want, tc.f)
+		got := kmsg.NewPtrListGroupsResponse()
+		parts := []kmsg.Response{a.s.listFiltered(tc.req, tc.f), b.s.listFiltered(tc.req, tc.f)}
+		for _, p := range parts {
+			got.Groups = append(got.Groups, p.(*kmsg.ListGroupsResponse).Groups...)
+		}
+		mergeListSummaries(got, parts, tc.f)
+		ws, _ := ListSummaryOf(want)
+		gs, ok := ListSummaryOf(got)
+		wantIDs, gotIDs := groupIDs(want), groupIDs(got)
+		if tc.f.Limit < 0 { // no order then
+			wantIDs, gotIDs = sortedIDs(want), sortedIDs(got)
+		}
+		if gotIDs != wantIDs || !ok || fmt.Sprint(gs) != fmt.Sprint(ws) {
+			t.Errorf("%+v %v: the partitions answered %q %+v, FilterList %q %+v", tc.f, tc.req.StatesFilter, gotIDs, gs, wantIDs, ws)
+		}
+		if ws.Listed == 0 {
+			t.Errorf("%+v: nothing listed", tc.f)
+		}
+	}
+}
+
+func sortedIDs(resp *kmsg.ListGroupsResponse) string {
+	ids := strings.Split(groupIDs(resp), ",")
+	slices.Sort(ids)
+	return strings.Join(ids, ",")
+}
