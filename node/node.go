@@ -219,7 +219,7 @@ func checkConfig(cfg Config) ([]server.Listener, error) {
 	if cfg.Partitions > MaxPartitionCount {
 		// cohort store copy (StorePartitions) refuses a store recording more,
 		// and cohort serve --partitions accepts no more.
-		return fail(fmt.Errorf("Partitions %d: at most %d coordinator partitions", cfg.Partitions, MaxPartitionCount))
+		return fail(fmt.Errorf("coordinator partitions %d: at most %d (Config.Partitions)", cfg.Partitions, MaxPartitionCount))
 	}
 	sc := cfg.Security
 	if sc == nil {
