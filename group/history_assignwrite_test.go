@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // A classic group's rebalance is recorded in the write of the leader's
@@ -193,5 +195,106 @@ func TestHistoryClassicUpgradeDuringAssignmentWrite(t *testing.T) {
 				t.Fatal(d)
 			}
 		})
+	}
+}
+
+// emptiedDuringHeldAssignment makes group a Stable group of two members
+// (event 1, generation gen), then has both leave while the assignment of
+// their next rebalance (generation gen2) is the held write.
+func (h *h) emptiedDuringHeldAssignment(group string) (gen, gen2 int32) {
+	h.t.Helper()
+	ids, gen := h.stableGroup(group, 2)
+	h.advance(time.Second)
+	gen2 = h.heldAssignment(group, ids)
+	h.advance(time.Second)
+	if r := h.leave(group, lm(ids[0]), lm(ids[1])); r.ErrorCode != 0 {
+		h.t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	return gen, gen2
+}
+
+// Every member leaves while the assignment write is in flight: the group is
+// Empty before that write's outcome. If the write fails, nothing of the
+// rebalance whose assignment it held was stored: as for one leave
+// (TestHistoryClassicLeaveDuringAssignmentWrite), the leaves continue that
+// rebalance, which ends Empty as one event from the generation last stored,
+// its rejoin still its cause. That event was recorded (and told) when the
+// group became Empty, at seq 3, the failed write's seq 2 taken: it keeps
+// seq 3, rewritten with the failed rebalance's start and causes.
+func TestHistoryClassicGroupEmptiedDuringFailedAssignmentWrite(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			var seen []RebalanceEvent
+			h := newH(t, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
+			gen, gen2 := h.emptiedDuringHeldAssignment("g")
+			h.completeHeld(0, code)
+			h.held = h.held[1:]
+			h.release()
+			if st := h.s.Group("g").State(); st != Empty {
+				t.Fatalf("group %s after the leaves, want Empty", st)
+			}
+			if code == ErrNone { // two rebalances, each its own event (unchanged)
+				evs := h.events("g", 3)
+				if e := evs[1]; e.Seq != 2 || e.Outcome != "stable" || e.Generation != gen2 {
+					t.Fatalf("event %+v; want seq 2, stable at generation %d", e, gen2)
+				}
+				if e := evs[2]; e.Seq != 3 || e.Outcome != "empty" || e.FromGeneration != gen2 || e.Cause.Kind != CauseMemberLeft {
+					t.Fatalf("event %+v; want seq 3, empty from generation %d, caused by a leave", e, gen2)
+				}
+			} else {
+				e := h.events("g", 2)[1]
+				if e.Seq != 3 || e.Outcome != "empty" || e.FromGeneration != gen || e.Cause.Kind != CauseMetadataChanged {
+					t.Fatalf("event %+v; want seq 3, empty, from generation %d, caused by the rejoin", e, gen)
+				}
+				left := 0
+				for _, c := range e.MoreCauses {
+					if c.Kind == CauseMemberLeft {
+						left++
+					}
+				}
+				if left != 2 {
+					t.Fatalf("more causes %+v, want both leaves among them", e.MoreCauses)
+				}
+			}
+			// Told once each: 1, then 3 when the group became Empty, then
+			// 2 once its write was durable (none if it failed).
+			var told []uint64
+			for _, e := range seen {
+				told = append(told, e.Seq)
+			}
+			want := "[1 3 2]"
+			if code != ErrNone {
+				want = "[1 3]"
+			}
+			if fmt.Sprint(told) != want {
+				t.Fatalf("told seqs %v, want %s", told, want)
+			}
+			if msg := h.checkReload(); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}
+
+// The same, the emptied group deleted before the failed write's outcome:
+// the rewrite of its last event would come after the deletion's tombstones
+// and bring that event back into the store. Nothing is written for it.
+func TestHistoryClassicGroupDeletedDuringFailedAssignmentWrite(t *testing.T) {
+	h := newH(t)
+	h.emptiedDuringHeldAssignment("g")
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Version, req.Groups = 2, []string{"g"}
+	h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) }) // answered once durable
+	h.completeHeld(0, ErrCoordinatorNotAvailable)
+	h.held = h.held[1:]
+	h.release()
+	if g := h.s.Group("g"); g != nil {
+		t.Fatalf("group %s after its deletion", g.State())
+	}
+	if evs := h.s.History("g"); len(evs) != 0 {
+		t.Fatalf("%d events after the deletion, want none: %+v", len(evs), evs)
+	}
+	if msg := h.checkReload(); msg != "" {
+		t.Fatal(msg)
 	}
 }

@@ -146,6 +146,11 @@ func (h *ghist) put(ev RebalanceEvent) {
 
 // rbTracker follows the rebalance in progress of a classic group.
 type rbTracker struct {
+	// followed: the event of the rebalance a trigger started while this
+	// one's assignment was being written, which has ended (Empty, or
+	// superseded) and been recorded; built as the one event both are
+	// (rbFinish), it is written at that seq if the write fails.
+	followed   *RebalanceEvent
 	start      time.Time
 	fromGen    int32
 	cause      Cause
@@ -304,9 +309,27 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	if g.rb == nil {
 		return
 	}
-	ev := g.rbEvent(g.rb, now, outcome, func(m *member) []byte { return m.assignment })
+	cur := func(m *member) []byte { return m.assignment }
+	ev := g.rbEvent(g.rb, now, outcome, cur)
+	var cont *RebalanceEvent
+	w := g.rbWriting
+	if w != nil && w.followed == nil {
+		// The rebalance before this one gave its assignment, whose write
+		// (holding its event) is still in flight. Should it fail, that
+		// rebalance did not end there but went on through this one: the
+		// one event it then is, built now, replaces this one's
+		// (rbAssignWritten).
+		m := *w
+		m.more, m.evicted = slices.Clip(w.more), slices.Clip(w.evicted)
+		c := g.rbEvent(m.absorb(g.rb), now, outcome, cur)
+		cont = &c
+	}
 	g.rb = nil
-	g.s.recordEvent(ev, out)
+	seq := g.s.recordEvent(ev, out)
+	if cont != nil && seq != 0 {
+		cont.Seq = seq
+		w.followed = cont
+	}
 }
 
 // rbAssigned completes the event of a rebalance whose leader gave the
@@ -345,6 +368,8 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		g.rbWriting, superseded = nil, g.rbSuperseded
 		g.rbSuperseded = nil
 	}
+	followed := rb.followed
+	rb.followed = nil
 	h := g.s.hist[g.id]
 	if h != nil {
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
@@ -356,6 +381,15 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		h.nextSeq = seq - 1
 	}
 	switch {
+	case followed != nil:
+		// The rebalance a trigger started during the write has ended
+		// and was recorded: it continued this one, and its event is
+		// rewritten as the one event both are (rbFinish), at its seq,
+		// unless the group is gone meanwhile (its tombstones are
+		// written).
+		if g.s.groups[g.id] == g && g.state != Dead {
+			g.s.rewriteEvent(*followed, out)
+		}
 	case superseded != nil:
 		g.s.recordEvent(*superseded, out)
 	case g.cg != nil:
@@ -504,9 +538,9 @@ func (s *Shard) histOf(group string) *ghist {
 // which happened whatever becomes of the write, so the observer is told
 // now, even if the event's own record then fails. (One that ended Stable is
 // told once the assignment written with it is durable: rbAssigned.)
-func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
+func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) uint64 {
 	if s.cfg.HistorySize < 0 {
-		return
+		return 0
 	}
 	recs := s.historyRecs(&ev)
 	if s.cfg.OnRebalance != nil {
@@ -522,6 +556,24 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) {
 			return
 		}
 		s.evalStorm(group, now)
+	})
+	return ev.Seq
+}
+
+// rewriteEvent writes ev again at its seq, recorded and told already
+// (recordEvent) with other contents: replay replaces the event in the
+// history once durable. The observer is not told again (one rebalance), and
+// nothing is pushed out of the bound (the first write did that).
+func (s *Shard) rewriteEvent(ev RebalanceEvent, out *Output) {
+	h := s.histOf(ev.Group)
+	h.writing = append(h.writing, ev.Seq)
+	js := boundStored(&ev, s.historyEventBudget())
+	recs := []rec{{kind: keyHistory, group: ev.Group, ev: &ev, evJSON: js}}
+	s.write(out, recs, func(now time.Time, code int16, _ *Output) {
+		h.writing = slices.DeleteFunc(h.writing, func(seq uint64) bool { return seq == ev.Seq })
+		if code != ErrNone {
+			s.logWriteFailure(code, "group %q: storing rebalance event %d failed", ev.Group, ev.Seq)
+		}
 	})
 }
 
