@@ -298,3 +298,66 @@ func TestHistoryClassicGroupDeletedDuringFailedAssignmentWrite(t *testing.T) {
 		t.Fatal(msg)
 	}
 }
+
+// newTellingH is newH with the events told to OnRebalance collected.
+func newTellingH(t *testing.T) (*h, *[]RebalanceEvent) {
+	seen := new([]RebalanceEvent)
+	return newH(t, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { *seen = append(*seen, e) } }), seen
+}
+
+// A member leaves while the assignment write is in flight, and the next
+// rebalance completes and its leader gives its assignment before that first
+// write's outcome: the first write fails. Nothing of the first rebalance was
+// stored, so it went on through the second: one event from the generation
+// last stored, its rejoin its cause, the leave among its more causes. If
+// the second write is stored, that event is the second write's seq (3; 2,
+// the failed write's, stays unused), rewritten; if it fails too, the
+// rebalance goes on, and is seq 3 once it completes.
+func TestHistoryClassicNextAssignmentDuringFailedAssignmentWrite(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("second outcome ", code), func(t *testing.T) {
+			h, seen := newTellingH(t)
+			ids, gen := h.stableGroup("g", 2) // event 1
+			h.advance(time.Second)
+			h.heldAssignment("g", ids)
+			h.advance(time.Second)
+			if r := h.leave("g", lm(ids[1])); r.ErrorCode != 0 {
+				t.Fatalf("leave: %d", r.ErrorCode)
+			}
+			r := h.joinResp(h.join("g", jo{member: ids[0]}))
+			if r.ErrorCode != 0 {
+				t.Fatalf("rejoin: %d", r.ErrorCode)
+			}
+			h.sync("g", ids[0], r.Generation, map[string]string{ids[0]: "a0"})
+			if len(h.held) != 2 {
+				t.Fatalf("%d writes held, want both assignments", len(h.held))
+			}
+			h.completeHeld(0, ErrCoordinatorNotAvailable)
+			h.held = h.held[1:]
+			h.completeHeld(0, code)
+			h.held = h.held[1:]
+			h.release() // what the outcomes wrote
+			if code != ErrNone {
+				h.advance(time.Second)
+				h.rejoinAndSync("g", ids[0])
+			}
+			e := h.events("g", 2)[1]
+			if e.Seq != 3 || e.Outcome != "stable" || e.FromGeneration != gen || e.Cause.Kind != CauseMetadataChanged {
+				t.Fatalf("event %+v; want seq 3, stable from generation %d, caused by the rejoin", e, gen)
+			}
+			found := false
+			for _, c := range e.MoreCauses {
+				found = found || c.Kind == CauseMemberLeft && c.MemberID == ids[1]
+			}
+			if !found {
+				t.Fatalf("more causes %+v, want the leave among them", e.MoreCauses)
+			}
+			if told := *seen; len(told) != 2 || told[1].Seq != 3 {
+				t.Fatalf("told %d events (%+v), want 2, the last seq 3", len(told), told)
+			}
+			if msg := h.checkReload(); msg != "" {
+				t.Fatal(msg)
+			}
+		})
+	}
+}

@@ -150,7 +150,15 @@ type rbTracker struct {
 	// one's assignment was being written, which has ended (Empty, or
 	// superseded) and been recorded; built as the one event both are
 	// (rbFinish), it is written at that seq if the write fails.
-	followed   *RebalanceEvent
+	followed *RebalanceEvent
+	// next: the rebalance after this one, whose leader gave its
+	// assignment while this one's was being written (rbAssigned); its
+	// cont is the one event both are, should this one's write fail.
+	// prevFailed: on next, this one, once its write failed: next's own
+	// write then decides (rbAssignWritten).
+	next, prevFailed *rbTracker
+	cont             *RebalanceEvent
+
 	start      time.Time
 	fromGen    int32
 	cause      Cause
@@ -313,15 +321,13 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	ev := g.rbEvent(g.rb, now, outcome, cur)
 	var cont *RebalanceEvent
 	w := g.rbWriting
-	if w != nil && w.followed == nil {
+	if w != nil && w.followed == nil && w.next == nil {
 		// The rebalance before this one gave its assignment, whose write
 		// (holding its event) is still in flight. Should it fail, that
 		// rebalance did not end there but went on through this one: the
 		// one event it then is, built now, replaces this one's
 		// (rbAssignWritten).
-		m := *w
-		m.more, m.evicted = slices.Clip(w.more), slices.Clip(w.evicted)
-		c := g.rbEvent(m.absorb(g.rb), now, outcome, cur)
+		c := g.rbEvent(w.continuedBy(g.rb), now, outcome, cur)
 		cont = &c
 	}
 	g.rb = nil
@@ -347,7 +353,19 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 		return nil, nil
 	}
 	ev := g.rbEvent(rb, now, "stable", assign)
+	var cont *RebalanceEvent
+	w := g.rbWriting
+	if w != nil && w.followed == nil && w.next == nil {
+		// As in rbFinish: the previous rebalance's assignment write is
+		// in flight; should it fail, this event is the one both are.
+		c := g.rbEvent(w.continuedBy(rb), now, "stable", assign)
+		cont = &c
+	}
 	recs := g.s.historyRecs(&ev)
+	if cont != nil {
+		cont.Seq = ev.Seq
+		w.next, rb.cont = rb, cont
+	}
 	h := g.s.hist[g.id]
 	h.writing = append(h.writing, ev.Seq)
 	g.rb, g.rbWriting = nil, rb
@@ -368,11 +386,16 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		g.rbWriting, superseded = nil, g.rbSuperseded
 		g.rbSuperseded = nil
 	}
-	followed := rb.followed
-	rb.followed = nil
+	followed, next, prev, cont := rb.followed, rb.next, rb.prevFailed, rb.cont
+	rb.followed, rb.next, rb.prevFailed, rb.cont = nil, nil, nil, nil
 	h := g.s.hist[g.id]
 	if h != nil {
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
+	}
+	if code == ErrNone && !g.s.unloading && prev != nil && cont != nil && g.live() {
+		// The rebalance before, whose write failed, went on through
+		// this one, now stored: its event becomes the one both are.
+		g.s.rewriteEvent(*cont, out)
 	}
 	if code == ErrNone || g.s.unloading {
 		return
@@ -380,14 +403,21 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	if h != nil && h.nextSeq == seq {
 		h.nextSeq = seq - 1
 	}
+	if prev != nil {
+		rb = prev.continuedBy(rb) // both failed: one rebalance, going on
+	}
 	switch {
+	case next != nil:
+		// The next rebalance's assignment is being written (after this
+		// write): its outcome decides what becomes of this one.
+		next.prevFailed = rb
 	case followed != nil:
 		// The rebalance a trigger started during the write has ended
 		// and was recorded: it continued this one, and its event is
 		// rewritten as the one event both are (rbFinish), at its seq,
 		// unless the group is gone meanwhile (its tombstones are
 		// written).
-		if g.s.groups[g.id] == g && g.state != Dead {
+		if g.live() {
 			g.s.rewriteEvent(*followed, out)
 		}
 	case superseded != nil:
@@ -399,6 +429,17 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		g.rb = rb
 	}
 }
+
+// continuedBy is absorb on a copy of rb, which stays as it is.
+func (rb *rbTracker) continuedBy(cur *rbTracker) *rbTracker {
+	m := *rb
+	m.more, m.evicted = slices.Clip(rb.more), slices.Clip(rb.evicted)
+	m.followed, m.next, m.prevFailed, m.cont = nil, nil, nil, nil
+	return m.absorb(cur)
+}
+
+// live tells whether g is still the shard's group of its id (not deleted).
+func (g *Group) live() bool { return g.s.groups[g.id] == g && g.state != Dead }
 
 // absorb continues rb, whose completing write failed, with cur, the
 // rebalance a trigger started while that write was in flight: one event,
