@@ -343,26 +343,32 @@ var apiTable = []API{
 		Merge: func(r kmsg.Request, parts []kmsg.Response) kmsg.Response {
 			resp := kmsg.NewPtrListGroupsResponse()
 			resp.Version = r.GetVersion()
-			// Made once at its final size: grown by append, the
-			// slice of a node's 100,000 groups allocated four
-			// times what it holds.
-			n := 0
 			for _, p := range parts {
-				n += len(p.(*kmsg.ListGroupsResponse).Groups)
-			}
-			resp.Groups = make([]kmsg.ListGroupsResponseGroup, 0, n)
-			for _, p := range parts {
-				lr := p.(*kmsg.ListGroupsResponse)
 				// A partition still loading makes the list partial:
 				// say so, so that the client retries. Partitions
 				// another node owns are listed by their owner.
-				if lr.ErrorCode == ErrCoordinatorLoading {
+				if lr := p.(*kmsg.ListGroupsResponse); lr.ErrorCode == ErrCoordinatorLoading {
 					resp.ErrorCode = lr.ErrorCode
 				}
-				resp.Groups = append(resp.Groups, lr.Groups...)
 			}
-			if f, ok := ListFilterRequested(r.(*kmsg.ListGroupsRequest)); ok {
-				mergeListSummaries(resp, parts, f)
+			f, filtered := ListFilterRequested(r.(*kmsg.ListGroupsRequest))
+			if filtered && f.Limit >= 0 {
+				resp.Groups = mergeFirst(parts, f.Limit)
+			} else {
+				// Made once at its final size: grown by append, the
+				// slice of a node's 100,000 groups allocated four
+				// times what it holds.
+				n := 0
+				for _, p := range parts {
+					n += len(p.(*kmsg.ListGroupsResponse).Groups)
+				}
+				resp.Groups = make([]kmsg.ListGroupsResponseGroup, 0, n)
+				for _, p := range parts {
+					resp.Groups = append(resp.Groups, p.(*kmsg.ListGroupsResponse).Groups...)
+				}
+			}
+			if filtered {
+				mergeListSummaries(resp, parts)
 			}
 			return resp
 		},

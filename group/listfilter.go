@@ -112,12 +112,17 @@ type ListSummary struct {
 // matching groups (the first f.Limit by id when f.Limit >= 0) with this
 // shard's summary. Only the matching groups get an entry: a search that
 // keeps a dozen groups of a shard's thousands allocates for the dozen.
+// Under a limit the shard keeps no more than f.Limit ids as it walks its
+// groups (the smallest so far, in a max-heap), so the unfiltered page,
+// which asks for the first 1,000 of every group, does not collect and
+// sort every id of the shard.
 func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	resp.Version = req.Version
 	var sum ListSummary
 	ptypes := map[string]bool{}
 	var ids []string
+	var first firstIDs // grown as groups match: a search matching a dozen allocates for a dozen
 	for id, g := range s.groups {
 		state, gtype, ok := listedAs(g, req)
 		if !ok {
@@ -127,14 +132,19 @@ func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.Li
 		if g.protocolType != "" {
 			ptypes[g.protocolType] = true
 		}
-		if f.Keep(id, state, gtype, g.protocolType) {
+		if !f.Keep(id, state, gtype, g.protocolType) {
+			continue
+		}
+		sum.Matching++
+		if f.Limit >= 0 {
+			first.add(id, int(f.Limit))
+		} else {
 			ids = append(ids, id)
 		}
 	}
-	sum.Matching = int32(len(ids))
 	if f.Limit >= 0 {
+		ids = first.ids
 		slices.Sort(ids)
-		ids = ids[:min(len(ids), int(f.Limit))]
 	}
 	resp.Groups = make([]kmsg.ListGroupsResponseGroup, 0, len(ids))
 	for _, id := range ids {
@@ -147,6 +157,44 @@ func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.Li
 	sum.ProtocolTypes = firstSorted(ptypes)
 	setListSummary(resp, sum)
 	return resp
+}
+
+// firstIDs keeps the smallest ids added to it, at most a limit of them,
+// in a max-heap: ids[0] is the largest kept, the one a smaller id
+// replaces once the heap is full.
+type firstIDs struct{ ids []string }
+
+func (h *firstIDs) add(id string, limit int) {
+	if len(h.ids) < limit {
+		h.ids = append(h.ids, id)
+		for i := len(h.ids) - 1; i > 0; { // up
+			p := (i - 1) / 2
+			if h.ids[p] >= h.ids[i] {
+				break
+			}
+			h.ids[p], h.ids[i] = h.ids[i], h.ids[p]
+			i = p
+		}
+		return
+	}
+	if limit == 0 || id >= h.ids[0] {
+		return
+	}
+	h.ids[0] = id
+	for i, n := 0, len(h.ids); ; { // down
+		big, l, r := i, 2*i+1, 2*i+2
+		if l < n && h.ids[l] > h.ids[big] {
+			big = l
+		}
+		if r < n && h.ids[r] > h.ids[big] {
+			big = r
+		}
+		if big == i {
+			return
+		}
+		h.ids[i], h.ids[big] = h.ids[big], h.ids[i]
+		i = big
+	}
 }
 
 // firstSorted is the first MaxListProtocolTypes of set, sorted. The first
@@ -163,10 +211,9 @@ func firstSorted(set map[string]bool) []string {
 	return out[:min(len(out), MaxListProtocolTypes)]
 }
 
-// mergeListSummaries makes resp, the merge of the shards' answers to a
-// ListGroups carrying f, one answer: their summaries added up, and the
-// first f.Limit of their groups by id.
-func mergeListSummaries(resp *kmsg.ListGroupsResponse, parts []kmsg.Response, f ListFilter) {
+// mergeListSummaries sets resp's ListFilterTag, the merge of the shards'
+// answers to a ListGroups carrying a filter: their summaries added up.
+func mergeListSummaries(resp *kmsg.ListGroupsResponse, parts []kmsg.Response) {
 	var sum ListSummary
 	ptypes := map[string]bool{}
 	for _, p := range parts {
@@ -180,12 +227,60 @@ func mergeListSummaries(resp *kmsg.ListGroupsResponse, parts []kmsg.Response, f 
 			ptypes[t] = true
 		}
 	}
-	if f.Limit >= 0 {
-		slices.SortFunc(resp.Groups, func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) })
-		resp.Groups = resp.Groups[:min(len(resp.Groups), int(f.Limit))]
-	}
 	sum.ProtocolTypes = firstSorted(ptypes)
 	setListSummary(resp, sum)
+}
+
+// mergeFirst is the first limit groups by id of the shards' answers, each
+// sorted by id (listFiltered sorts under a limit; a part that is not is
+// sorted here). It merges them by their heads, in a min-heap of the
+// parts, and builds no more than limit entries: the unfiltered page's
+// 1,000 rows, not 1,000 from each of the node's partitions.
+func mergeFirst(parts []kmsg.Response, limit int32) []kmsg.ListGroupsResponseGroup {
+	byID := func(a, b kmsg.ListGroupsResponseGroup) int { return strings.Compare(a.Group, b.Group) }
+	lists := make([][]kmsg.ListGroupsResponseGroup, 0, len(parts))
+	n := 0
+	for _, p := range parts {
+		gs := p.(*kmsg.ListGroupsResponse).Groups
+		if len(gs) == 0 {
+			continue
+		}
+		if !slices.IsSortedFunc(gs, byID) {
+			slices.SortFunc(gs, byID)
+		}
+		lists = append(lists, gs)
+		n += len(gs)
+	}
+	out := make([]kmsg.ListGroupsResponseGroup, 0, min(n, int(limit)))
+	less := func(i, j int) bool { return lists[i][0].Group < lists[j][0].Group }
+	down := func(i int) {
+		for {
+			small, l, r := i, 2*i+1, 2*i+2
+			if l < len(lists) && less(l, small) {
+				small = l
+			}
+			if r < len(lists) && less(r, small) {
+				small = r
+			}
+			if small == i {
+				return
+			}
+			lists[i], lists[small] = lists[small], lists[i]
+			i = small
+		}
+	}
+	for i := len(lists)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	for len(out) < cap(out) {
+		out = append(out, lists[0][0])
+		if lists[0] = lists[0][1:]; len(lists[0]) == 0 {
+			lists[0] = lists[len(lists)-1]
+			lists = lists[:len(lists)-1]
+		}
+		down(0)
+	}
+	return out
 }
 
 // FilterList applies f to resp, the answer the node would give without

@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -191,12 +192,7 @@ func TestListFilteredByShards(t *testing.T) {
 		want := kmsg.NewPtrListGroupsResponse()
 		want.Groups = append(a.s.ListGroups(tc.req), b.s.ListGroups(tc.req)...)
 		FilterList(want, tc.f)
-		got := kmsg.NewPtrListGroupsResponse()
-		parts := []kmsg.Response{a.s.listFiltered(tc.req, tc.f), b.s.listFiltered(tc.req, tc.f)}
-		for _, p := range parts {
-			got.Groups = append(got.Groups, p.(*kmsg.ListGroupsResponse).Groups...)
-		}
-		mergeListSummaries(got, parts, tc.f)
+		got := listedByShards(tc.req, tc.f, a, b)
 		ws, _ := ListSummaryOf(want)
 		gs, ok := ListSummaryOf(got)
 		wantIDs, gotIDs := groupIDs(want), groupIDs(got)
@@ -210,6 +206,95 @@ func TestListFilteredByShards(t *testing.T) {
 			t.Errorf("%+v: nothing listed", tc.f)
 		}
 	}
+}
+
+// listedByShards is the node's answer to req carrying f, over the shards
+// of hs: each shard's listFiltered, merged by ListGroups' Merge.
+func listedByShards(req *kmsg.ListGroupsRequest, f ListFilter, hs ...*h) *kmsg.ListGroupsResponse {
+	parts := make([]kmsg.Response, 0, len(hs))
+	for _, h := range hs {
+		parts = append(parts, h.s.listFiltered(req, f))
+	}
+	return LookupAPI(kmsg.ListGroups.Int16()).Merge(req, parts).(*kmsg.ListGroupsResponse)
+}
+
+// TestListFilteredRandom: for random sets of groups over 1 to 5 shards,
+// and random filters and limits, the partitions' answer (each keeping the
+// first f.Limit ids as it lists, then the merge of their first) is
+// FilterList's over the unfiltered list: the same groups with the same
+// fields, in the same order under a limit, and the same summary.
+func TestListFilteredRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 848))
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	randID := func() string {
+		b := make([]byte, 1+rng.IntN(5))
+		for i := range b {
+			b[i] = "ab-Z"[rng.IntN(4)]
+		}
+		return string(b)
+	}
+	for round := range 12 {
+		hs := make([]*h, 1+rng.IntN(5))
+		seen := map[string]bool{}
+		for i := range hs {
+			hs[i] = newH(t)
+			for range rng.IntN(60) {
+				id := randID()
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				switch rng.IntN(10) {
+				case 0:
+					hs[i].stableGroup(id, 1) // Stable, protocol type consumer
+				case 1:
+					hs[i].newMember(id, jo{ptype: pick("connect", "consumer")}) // a rebalance under way
+				case 2:
+					hs[i].cg(hb{group: id, member: "m-" + id, names: []string{}, owned: tpset{}}) // type consumer
+				default:
+					hs[i].commit(id, "", -1, 9, map[string]int64{"t": 5}) // Empty
+				}
+			}
+		}
+		for range 40 {
+			f := ListFilter{
+				ID:           pick("", "", "a", "b-", "-", "Z", "ab", "zz"),
+				Prefix:       rng.IntN(2) == 0,
+				State:        pick("", "", "", "empty", "STABLE", "Dead", "PreparingRebalance", "CompletingRebalance"),
+				Type:         pick("", "", "", "classic", "CONSUMER"),
+				ProtocolType: pick("", "", "", "consumer", "connect"),
+				Limit:        []int32{-1, -1, 0, 1, 2, 3, 7, 20, 1000, rng.Int32N(100)}[rng.IntN(10)],
+			}
+			req := kmsg.NewPtrListGroupsRequest()
+			req.Version = 5
+			if rng.IntN(4) == 0 {
+				req.StatesFilter = []string{pick("Empty", "Stable", "PreparingRebalance")}
+			}
+			RequestListFilter(req, f)
+			want := kmsg.NewPtrListGroupsResponse()
+			for _, h := range hs {
+				want.Groups = append(want.Groups, h.s.ListGroups(req)...)
+			}
+			FilterList(want, f)
+			got := listedByShards(req, f, hs...)
+			ws, _ := ListSummaryOf(want)
+			gs, ok := ListSummaryOf(got)
+			wantRows, gotRows := fmt.Sprint(want.Groups), fmt.Sprint(got.Groups)
+			if f.Limit < 0 { // no order then
+				wantRows, gotRows = fmt.Sprint(sortedRows(want)), fmt.Sprint(sortedRows(got))
+			}
+			if gotRows != wantRows || !ok || fmt.Sprint(gs) != fmt.Sprint(ws) {
+				t.Fatalf("round %d, %d shards, %+v %v:\nthe partitions answered %v %+v\nFilterList           %v %+v",
+					round, len(hs), f, req.StatesFilter, gotRows, gs, wantRows, ws)
+			}
+		}
+	}
+}
+
+func sortedRows(resp *kmsg.ListGroupsResponse) []kmsg.ListGroupsResponseGroup {
+	return slices.SortedFunc(slices.Values(resp.Groups), func(a, b kmsg.ListGroupsResponseGroup) int {
+		return strings.Compare(a.Group, b.Group)
+	})
 }
 
 func sortedIDs(resp *kmsg.ListGroupsResponse) string {
