@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -377,15 +378,18 @@ var apiTable = []API{
 			resp.Version, resp.ErrorCode = r.GetVersion(), code
 			return resp
 		},
-		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
+		Serve: func(s *Shard, _ time.Time, t Ticket, c Client, r kmsg.Request, out *Output) {
 			q := r.(*kmsg.ListGroupsRequest)
 			if f, ok := ListFilterRequested(q); ok {
-				out.reply(t, s.listFiltered(q, f))
+				out.reply(t, s.listFiltered(q, f, c.Describes))
 				return
 			}
 			resp := kmsg.NewPtrListGroupsResponse()
 			resp.Version = q.Version
 			resp.Groups = s.ListGroups(q)
+			if c.Describes != nil {
+				resp.Groups = slices.DeleteFunc(resp.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return !c.Describes(g.Group) })
+			}
 			out.reply(t, resp)
 		},
 	},

@@ -115,8 +115,9 @@ type ListSummary struct {
 // Under a limit the shard keeps no more than f.Limit ids as it walks its
 // groups (the smallest so far, in a max-heap), so the unfiltered page,
 // which asks for the first 1,000 of every group, does not collect and
-// sort every id of the shard.
-func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.ListGroupsResponse {
+// sort every id of the shard. With describes set (Client.Describes), a
+// group it refuses is neither answered nor counted.
+func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter, describes func(string) bool) *kmsg.ListGroupsResponse {
 	resp := kmsg.NewPtrListGroupsResponse()
 	resp.Version = req.Version
 	var sum ListSummary
@@ -125,7 +126,7 @@ func (s *Shard) listFiltered(req *kmsg.ListGroupsRequest, f ListFilter) *kmsg.Li
 	var first firstIDs // grown as groups match: a search matching a dozen allocates for a dozen
 	for id, g := range s.groups {
 		state, gtype, ok := listedAs(g, req)
-		if !ok {
+		if !ok || describes != nil && !describes(id) {
 			continue
 		}
 		sum.Listed++

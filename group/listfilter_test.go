@@ -192,7 +192,7 @@ func TestListFilteredByShards(t *testing.T) {
 		want := kmsg.NewPtrListGroupsResponse()
 		want.Groups = append(a.s.ListGroups(tc.req), b.s.ListGroups(tc.req)...)
 		FilterList(want, tc.f)
-		got := listedByShards(tc.req, tc.f, a, b)
+		got := listedByShards(tc.req, tc.f, nil, a, b)
 		ws, _ := ListSummaryOf(want)
 		gs, ok := ListSummaryOf(got)
 		wantIDs, gotIDs := groupIDs(want), groupIDs(got)
@@ -210,10 +210,10 @@ func TestListFilteredByShards(t *testing.T) {
 
 // listedByShards is the node's answer to req carrying f, over the shards
 // of hs: each shard's listFiltered, merged by ListGroups' Merge.
-func listedByShards(req *kmsg.ListGroupsRequest, f ListFilter, hs ...*h) *kmsg.ListGroupsResponse {
+func listedByShards(req *kmsg.ListGroupsRequest, f ListFilter, describes func(string) bool, hs ...*h) *kmsg.ListGroupsResponse {
 	parts := make([]kmsg.Response, 0, len(hs))
 	for _, h := range hs {
-		parts = append(parts, h.s.listFiltered(req, f))
+		parts = append(parts, h.s.listFiltered(req, f, describes))
 	}
 	return LookupAPI(kmsg.ListGroups.Int16()).Merge(req, parts).(*kmsg.ListGroupsResponse)
 }
@@ -271,12 +271,21 @@ func TestListFilteredRandom(t *testing.T) {
 				req.StatesFilter = []string{pick("Empty", "Stable", "PreparingRebalance")}
 			}
 			RequestListFilter(req, f)
+			// The server's check of the groups the client may
+			// describe (Client.Describes), or none.
+			var describes func(string) bool
+			if hidden := pick("", "", "a", "-", "Z"); hidden != "" {
+				describes = func(id string) bool { return !strings.HasPrefix(id, hidden) }
+			}
 			want := kmsg.NewPtrListGroupsResponse()
 			for _, h := range hs {
 				want.Groups = append(want.Groups, h.s.ListGroups(req)...)
 			}
+			if describes != nil { // as the server's check after the listing
+				want.Groups = slices.DeleteFunc(want.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return !describes(g.Group) })
+			}
 			FilterList(want, f)
-			got := listedByShards(req, f, hs...)
+			got := listedByShards(req, f, describes, hs...)
 			ws, _ := ListSummaryOf(want)
 			gs, ok := ListSummaryOf(got)
 			wantRows, gotRows := fmt.Sprint(want.Groups), fmt.Sprint(got.Groups)
@@ -284,8 +293,8 @@ func TestListFilteredRandom(t *testing.T) {
 				wantRows, gotRows = fmt.Sprint(sortedRows(want)), fmt.Sprint(sortedRows(got))
 			}
 			if gotRows != wantRows || !ok || fmt.Sprint(gs) != fmt.Sprint(ws) {
-				t.Fatalf("round %d, %d shards, %+v %v:\nthe partitions answered %v %+v\nFilterList           %v %+v",
-					round, len(hs), f, req.StatesFilter, gotRows, gs, wantRows, ws)
+				t.Fatalf("round %d, %d shards, %+v %v, describes set %v:\nthe partitions answered %v %+v\nFilterList           %v %+v",
+					round, len(hs), f, req.StatesFilter, describes != nil, gotRows, gs, wantRows, ws)
 			}
 		}
 	}
@@ -301,4 +310,31 @@ func sortedIDs(resp *kmsg.ListGroupsResponse) string {
 	ids := strings.Split(groupIDs(resp), ",")
 	slices.Sort(ids)
 	return strings.Join(ids, ",")
+}
+
+// TestListGroupsDescribes: with Client.Describes set, a ListGroups without
+// the filter tag answers only the groups it allows, and one with the tag
+// neither answers nor counts the others.
+func TestListGroupsDescribes(t *testing.T) {
+	h := newH(t)
+	for _, id := range []string{"app-1", "app-2", "other"} {
+		h.commit(id, "", -1, 9, map[string]int64{"t": 5})
+	}
+	api := LookupAPI(kmsg.ListGroups.Int16())
+	cl := Client{Principal: "User:alice", Describes: func(id string) bool { return strings.HasPrefix(id, "app-") }}
+	serve := func(req *kmsg.ListGroupsRequest) *kmsg.ListGroupsResponse {
+		tk := h.do(func(t Ticket, out *Output) { api.Serve(h.s, h.now, t, cl, req, out) })
+		return h.resp(tk).(*kmsg.ListGroupsResponse)
+	}
+	req := kmsg.NewPtrListGroupsRequest()
+	req.Version = 5
+	if got := sortedIDs(serve(req)); got != "app-1,app-2" {
+		t.Errorf("without the tag: answered %q, want app-1,app-2", got)
+	}
+	RequestListFilter(req, ListFilter{ID: "-", Limit: 1})
+	resp := serve(req)
+	s, ok := ListSummaryOf(resp)
+	if got := groupIDs(resp); got != "app-1" || !ok || s.Listed != 2 || s.Matching != 2 {
+		t.Errorf("with the tag: answered %q %+v (ok %v), want app-1, 2 listed, 2 matching", got, s, ok)
+	}
 }

@@ -26,6 +26,11 @@ type Client struct {
 	// a consumer-protocol member's regex gives it only the topics this
 	// principal may describe (Config.TopicAccess).
 	Principal string
+	// Describes, when set, is the server's check of whether this client
+	// may describe a group: a ListGroups then answers and counts only the
+	// groups it allows (nil: every group). It is called on the
+	// partitions' goroutines, one partition at a time.
+	Describes func(group string) bool
 }
 
 // Reply is a response ready to be sent for the request identified by Ticket.

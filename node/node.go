@@ -969,7 +969,8 @@ func (n *Node) closeStore() error {
 	return err
 }
 
-// groups adapts the coordinator to the server's Groups interface.
+// groups adapts the coordinator to the server's Groups interface, and
+// checks each group of a filtered ListGroups as it lists them.
 type groups struct {
 	c *coordinator.Coordinator
 	// serving, if set, is asked first: false (cluster mode, lease presumed
@@ -982,6 +983,17 @@ func (g groups) Handle(ctx context.Context, c server.Client, req kmsg.Request) (
 		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
 	}
 	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal}, req)
+}
+
+var _ server.GroupsListing = groups{}
+
+// HandleListGroups is server.GroupsListing: the coordinator's partitions
+// check each group with describes as they list them (group.Client).
+func (g groups) HandleListGroups(ctx context.Context, c server.Client, req *kmsg.ListGroupsRequest, describes func(string) bool) (kmsg.Response, error) {
+	if g.serving != nil && !g.serving() {
+		return group.ErrorResponse(req, group.ErrNotCoordinator), nil
+	}
+	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal, Describes: describes}, req)
 }
 
 // loadConcurrency is how many coordinator partitions replay at once: one per

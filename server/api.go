@@ -51,6 +51,21 @@ type Groups interface {
 	Handle(ctx context.Context, c Client, req kmsg.Request) (kmsg.Response, error)
 }
 
+// GroupsListing is a Groups that can check a principal's access to each
+// group while it lists them. The server uses it for a ListGroups carrying
+// group.ListFilterTag from a principal that may describe only some groups:
+// the filter and its limit then apply as the groups are listed, instead of
+// after every group was listed and checked. A Groups without it gets the
+// request without the tag, and the server filters what the ACLs kept.
+type GroupsListing interface {
+	// HandleListGroups answers req as Handle does, with only the groups
+	// describes allows: a group it refuses is neither answered nor
+	// counted in the response's ListFilterTag. describes is called once
+	// per listed group while its coordinator partition is held, one call
+	// at a time: it must be quick and must not call back into Groups.
+	HandleListGroups(ctx context.Context, c Client, req *kmsg.ListGroupsRequest, describes func(group string) bool) (kmsg.Response, error)
+}
+
 // Broker is one node as advertised in Metadata and FindCoordinator.
 type Broker struct {
 	NodeID int32

@@ -649,16 +649,29 @@ func describeAuthorized[G any](s *Server, ctx context.Context, c Client, r *requ
 // authzListGroups: every group with CLUSTER DESCRIBE, else only the groups
 // the principal may DESCRIBE. Kafka logs none of these refusals: listing
 // is not asking for a group.
+//
+// With cohort's filter (group.ListFilterTag) and a Groups that checks each
+// group as it lists them (GroupsListing), the check is handed down, so the
+// filter's counts and limit apply to the groups it allows; the answer's
+// groups are checked again here all the same.
 func (s *Server) authzListGroups(ctx context.Context, c Client, r *request) (kmsg.Response, error) {
 	clusterOK := s.allowed(c, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName)
-	got, err := s.handleUnchecked(ctx, c, r)
+	describes := func(id string) bool { return s.allowed(c, acl.OpDescribe, acl.ResourceGroup, id) }
+	var got kmsg.Response
+	var err error
+	q := r.req.(*kmsg.ListGroupsRequest)
+	lister, listing := s.cfg.Groups.(GroupsListing)
+	if _, filtered := group.ListFilterRequested(q); filtered && listing && !clusterOK {
+		got, err = lister.HandleListGroups(ctx, c, q, describes)
+		got, err = s.groupsAnswer(r, got, err)
+	} else {
+		got, err = s.handleUnchecked(ctx, c, r)
+	}
 	if err != nil || clusterOK {
 		return got, err
 	}
 	resp := got.(*kmsg.ListGroupsResponse)
-	resp.Groups = keepIf(resp.Groups, func(g *kmsg.ListGroupsResponseGroup) bool {
-		return s.allowed(c, acl.OpDescribe, acl.ResourceGroup, g.Group)
-	})
+	resp.Groups = keepIf(resp.Groups, func(g *kmsg.ListGroupsResponseGroup) bool { return describes(g.Group) })
 	return resp, nil
 }
 

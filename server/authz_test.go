@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -63,6 +64,18 @@ func (g *recordingGroups) Handle(ctx context.Context, c Client, req kmsg.Request
 	g.mu.Unlock()
 	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal}, req)
 }
+
+// HandleListGroups makes recordingGroups a GroupsListing: the coordinator's
+// partitions check each group with describes as they list them.
+func (g *recordingGroups) HandleListGroups(ctx context.Context, c Client, req *kmsg.ListGroupsRequest, describes func(string) bool) (kmsg.Response, error) {
+	g.mu.Lock()
+	g.reqs = append(g.reqs, req)
+	g.mu.Unlock()
+	return g.c.Handle(ctx, group.Client{ID: c.ID, Host: c.Host, Principal: c.Principal, Describes: describes}, req)
+}
+
+// handleOnly is a Groups that is not a GroupsListing.
+type handleOnly struct{ Groups }
 
 func (g *recordingGroups) reset() {
 	g.mu.Lock()
@@ -1558,5 +1571,127 @@ func TestDeleteGroupsNamedTwiceAnsweredOnce(t *testing.T) {
 	resp := e.as(alice, req).(*kmsg.DeleteGroupsResponse)
 	if len(resp.Groups) != 2 || resp.Groups[0].Group != "g" || resp.Groups[1].Group != "h" {
 		t.Fatalf("answers %+v; want one for g, one for h", resp.Groups)
+	}
+}
+
+// TestAuthzListGroupsFilterRandom: a principal that may describe some
+// groups gets, for a ListGroups carrying group.ListFilterTag, the answer
+// FilterList makes of the list it gets without the tag: the same groups,
+// in the same order under a limit, and the same counts. That holds when
+// the coordinator checks each group as it lists them (GroupsListing: the
+// tag reaches it) and when it cannot (the tag is taken off).
+func TestAuthzListGroupsFilterRandom(t *testing.T) {
+	for _, listing := range []bool{true, false} {
+		var opts []serverOpt
+		if !listing {
+			opts = append(opts, func(c *Config) { c.Groups = handleOnly{c.Groups} })
+		}
+		e := newAuthzEnv(t, opts...)
+		rng := rand.New(rand.NewPCG(16, 10005))
+		pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+		seen := map[string]bool{}
+		for range 80 {
+			b := make([]byte, 1+rng.IntN(4))
+			for i := range b {
+				b[i] = "ab-"[rng.IntN(3)]
+			}
+			if id := string(b); !seen[id] {
+				seen[id] = true
+				e.commit(id, "t", 1)
+			}
+		}
+		for round := range 30 {
+			var bs []acl.Binding
+			for range 1 + rng.IntN(3) {
+				bs = append(bs, binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceGroup,
+					[]acl.PatternType{acl.PatternPrefixed, acl.PatternLiteral}[rng.IntN(2)], pick("a", "b", "a-", "ab", "-")))
+			}
+			if rng.IntN(3) == 0 {
+				bs = append(bs, binding(alice, acl.PermissionDeny, acl.OpDescribe, acl.ResourceGroup, acl.PatternPrefixed, pick("aa", "b-")))
+			}
+			e.grant(bs...)
+			f := group.ListFilter{
+				ID:     pick("", "a", "b", "-", "ab", "zz"),
+				Prefix: rng.IntN(2) == 0,
+				Limit:  []int32{-1, 0, 1, 3, 10, 1000}[rng.IntN(6)],
+			}
+			plain := kmsg.NewPtrListGroupsRequest()
+			plain.Version = 5
+			want := e.as(alice, plain).(*kmsg.ListGroupsResponse)
+			group.FilterList(want, f)
+			req := kmsg.NewPtrListGroupsRequest()
+			req.Version = 5
+			group.RequestListFilter(req, f)
+			e.groups.reset()
+			got := e.as(alice, req).(*kmsg.ListGroupsResponse)
+			ws, _ := group.ListSummaryOf(want)
+			gs, ok := group.ListSummaryOf(got)
+			wantIDs, gotIDs := fmt.Sprint(want.Groups), fmt.Sprint(got.Groups)
+			if f.Limit < 0 {
+				wantIDs, gotIDs = listed(want), listed(got)
+			}
+			if gotIDs != wantIDs || !ok || fmt.Sprint(gs) != fmt.Sprint(ws) {
+				t.Fatalf("listing %v, round %d, %+v, ACLs %v:\nanswered   %s %+v\nFilterList %s %+v", listing, round, f, bs, gotIDs, gs, wantIDs, ws)
+			}
+			// Where the coordinator checks the groups, the filter
+			// reaches it; otherwise it is taken off.
+			e.groups.mu.Lock()
+			_, tagged := group.ListFilterRequested(e.groups.reqs[0].(*kmsg.ListGroupsRequest))
+			e.groups.mu.Unlock()
+			if tagged != listing {
+				t.Fatalf("listing %v: the coordinator got the filter: %v", listing, tagged)
+			}
+		}
+	}
+}
+
+// BenchmarkAuthzListGroupsFilter: a ListGroups carrying group.ListFilterTag
+// from a principal that may describe half of 20,000 groups (a prefixed
+// ACL), answered by a coordinator that checks each group as it lists them
+// ("listing") and by one that cannot, where the server takes the tag off
+// and filters what the ACL check kept ("after"). Cases: no search with a
+// limit of 1,000 (the console's unfiltered groups page) and a search
+// matching 10 groups.
+func BenchmarkAuthzListGroupsFilter(b *testing.B) {
+	const groups = 20_000
+	for _, tc := range []struct {
+		name string
+		f    group.ListFilter
+	}{
+		{"nosearch", group.ListFilter{Limit: 1000}},
+		{"few", group.ListFilter{ID: "needle", Limit: 1000}},
+	} {
+		for _, mode := range []string{"after", "listing"} {
+			b.Run(tc.name+"/"+mode, func(b *testing.B) {
+				var opts []serverOpt
+				if mode == "after" {
+					opts = append(opts, func(c *Config) { c.Groups = handleOnly{c.Groups} })
+				}
+				e := newAuthzEnv(b, opts...)
+				for i := range groups {
+					id := fmt.Sprintf("team-%05d", i)
+					if i%2 == 1 {
+						id = fmt.Sprintf("other-%05d", i)
+					}
+					if i%1000 == 0 {
+						id = fmt.Sprintf("team-needle-%05d", i)
+					}
+					e.commit(id, "t", 1)
+				}
+				e.grant(binding(alice, acl.PermissionAllow, acl.OpDescribe, acl.ResourceGroup, acl.PatternPrefixed, "team-"))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					e.groups.reset()
+					req := kmsg.NewPtrListGroupsRequest() // the server takes the tag off in "after"
+					req.Version = 5
+					group.RequestListFilter(req, tc.f)
+					resp := e.as(alice, req).(*kmsg.ListGroupsResponse)
+					if s, ok := group.ListSummaryOf(resp); !ok || s.Listed != groups/2 {
+						b.Fatalf("answered %+v (ok %v), want %d listed", s, ok, groups/2)
+					}
+				}
+			})
+		}
 	}
 }

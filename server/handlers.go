@@ -105,10 +105,13 @@ func (s *Server) handleOne(ctx context.Context, c Client, r *request) (kmsg.Resp
 		// principal would get: a group it may not describe is neither
 		// answered nor counted. A principal that may describe every
 		// group (no ACLs, or CLUSTER DESCRIBE) has the coordinator's
-		// partitions filter their groups as they list them. Otherwise the
+		// partitions filter their groups as they list them; so does one
+		// that may describe some groups, where Groups checks each group
+		// as it lists it (GroupsListing, authzListGroups). Otherwise the
 		// partitions list every group, without the tag, and the filter
 		// applies to what the ACLs kept.
-		if f, ok := group.ListFilterRequested(q); ok && s.authz != nil &&
+		_, listing := s.cfg.Groups.(GroupsListing)
+		if f, ok := group.ListFilterRequested(q); ok && s.authz != nil && !listing &&
 			!s.allowed(c, acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
 			q.UnknownTags = kmsg.Tags{}
 			resp, err := s.dispatch(ctx, c, r)
@@ -336,6 +339,11 @@ func (s *Server) groupsHandle(ctx context.Context, c Client, r *request) (kmsg.R
 		return nil, fmt.Errorf("no handler for API key %d", r.key)
 	}
 	resp, err := s.cfg.Groups.Handle(ctx, c, r.req)
+	return s.groupsAnswer(r, resp, err)
+}
+
+// groupsAnswer checks an answer of Groups to r.
+func (s *Server) groupsAnswer(r *request, resp kmsg.Response, err error) (kmsg.Response, error) {
 	if err != nil {
 		return nil, err
 	}
