@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,11 +113,20 @@ type Cluster struct {
 	started  atomic.Bool
 	sessions atomic.Int64 // leases granted (Sessions)
 
-	mu     sync.Mutex
-	nodes  map[int32]server.Broker
-	owners map[int32]Holder // partition -> holder, as etcd says
-	ownRev map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
-	mine   map[int32]int64  // partitions this node serves -> create revision of its key
+	mu sync.Mutex
+	// nodes are the registered nodes: the live set, whose ids decide the
+	// assignment. A node in hidden is live but not advertised to clients.
+	nodes map[int32]server.Broker
+	// hidden are the registered nodes whose registration gives no address
+	// a client can use (unreadable, an empty or wildcard host, a port
+	// outside 1-65535), each with why; regWarned is, per node id, the
+	// registration value last warned about (kept across reloads of the
+	// registry, so that the warning comes once per value).
+	hidden    map[int32]string
+	regWarned map[int32]string
+	owners    map[int32]Holder // partition -> holder, as etcd says
+	ownRev    map[int32]int64  // partition -> etcd revision owners[p] reflects (older events are skipped)
+	mine      map[int32]int64  // partitions this node serves -> create revision of its key
 	// heldBy is the node that last held each partition's key, as far as
 	// this node has seen (kept when the key goes): the log line of a
 	// partition this node takes over says where it came from.
@@ -196,7 +206,7 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg: cfg, log: cfg.Logger, ls: cfg.Leases, fence: cfg.Fence, clk: cfg.Clock, ttl: cfg.LeaseTTL,
 		margin: cfg.SafetyMargin, base: cfg.Clock.Now(),
-		nodes: map[int32]server.Broker{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
+		nodes: map[int32]server.Broker{}, hidden: map[int32]string{}, regWarned: map[int32]string{}, owners: map[int32]Holder{}, ownRev: map[int32]int64{}, mine: map[int32]int64{},
 		heldBy:  map[int32]int32{},
 		changed: make(chan struct{}), done: make(chan struct{}),
 	}
@@ -364,12 +374,15 @@ func (c *Cluster) ControllerID() int32 {
 	return bs[0].NodeID
 }
 
-// Brokers implements server.Topology: the live nodes, by id.
+// Brokers implements server.Topology: the live nodes, by id, but for those
+// whose registration gives clients no usable address (Unadvertised).
 func (c *Cluster) Brokers() []server.Broker {
 	c.mu.Lock()
 	bs := make([]server.Broker, 0, len(c.nodes)+1)
-	for _, b := range c.nodes {
-		bs = append(bs, b)
+	for id, b := range c.nodes {
+		if _, hidden := c.hidden[id]; !hidden {
+			bs = append(bs, b)
+		}
 	}
 	c.mu.Unlock()
 	if !slices.ContainsFunc(bs, func(b server.Broker) bool { return b.NodeID == c.cfg.NodeID }) {
@@ -379,8 +392,30 @@ func (c *Cluster) Brokers() []server.Broker {
 	return bs
 }
 
+// NodeCount returns the number of live nodes, this one included: the
+// registered ones, advertised or not, and this node if it is not registered.
+func (c *Cluster) NodeCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := len(c.nodes)
+	if _, ok := c.nodes[c.cfg.NodeID]; !ok {
+		n++
+	}
+	return n
+}
+
+// Unadvertised returns the live nodes left out of Brokers because their
+// registration gives no address a client can use, sorted.
+func (c *Cluster) Unadvertised() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return sortedKeys(c.hidden)
+}
+
 // Coordinator implements server.Topology: the node holding the group's
-// partition, or COORDINATOR_NOT_AVAILABLE (15) while nobody does. A node
+// partition, or COORDINATOR_NOT_AVAILABLE (15) while nobody does, or while
+// the node holding it has a registration that gives clients no usable
+// address (they would dial nowhere; 15 is retriable). A node
 // without a valid lease answers 15 for every group: its view of the owners
 // is no longer followed (it may name itself, or a node that has gone), and
 // 15 is retriable, so clients ask another node.
@@ -396,7 +431,7 @@ func (c *Cluster) Coordinator(groupID string) (server.Broker, int16) {
 		return server.Broker{}, 15
 	}
 	b, ok := c.nodes[o.Node]
-	if !ok {
+	if _, hidden := c.hidden[o.Node]; !ok || hidden {
 		return server.Broker{}, 15
 	}
 	return b, 0
@@ -720,9 +755,15 @@ func (c *Cluster) load(ctx context.Context) (int64, error) {
 	}
 	c.mu.Lock()
 	c.nodes = map[int32]server.Broker{}
+	c.hidden = map[int32]string{}
 	c.owners = map[int32]Holder{}
 	c.ownRev = map[int32]int64{}
 	c.applyLocked(WatchBatch{Nodes: s.Nodes, Owners: s.Owners})
+	for id := range c.regWarned {
+		if _, ok := c.nodes[id]; !ok {
+			delete(c.regWarned, id) // gone while the registry was not watched
+		}
+	}
 	c.mu.Unlock()
 	return s.Rev, nil
 }
@@ -747,17 +788,95 @@ func (c *Cluster) applyLocked(b WatchBatch) {
 func (c *Cluster) applyNodeLocked(n NodeKV) {
 	if n.Deleted {
 		delete(c.nodes, n.ID)
+		delete(c.hidden, n.ID)
+		delete(c.regWarned, n.ID)
 		return
 	}
+	// The node is live whatever its value says: its key exists on its
+	// lease. Leaving it out of the live set would move its partitions
+	// away from a node that serves them.
+	b, hidden, problems := readRegistration(n.ID, n.Info)
+	c.nodes[n.ID] = b
+	if hidden != "" {
+		c.hidden[n.ID] = hidden
+	} else {
+		delete(c.hidden, n.ID)
+	}
+	c.noteRegistrationLocked(n.ID, string(n.Info), hidden, problems)
+}
+
+// readRegistration reads a node's registration value into the broker given
+// to clients. Endpoints with no usable address are left out (problems says
+// which): clients of their listener are then not sent to the node, as for
+// a node without that listener. hidden, if not empty, says why the node
+// cannot be given to any client: its value is unreadable, its own address
+// is unusable, or none of the endpoints it lists is usable.
+func readRegistration(id int32, info []byte) (b server.Broker, hidden string, problems []string) {
+	b = server.Broker{NodeID: id}
 	var ni nodeInfo
-	if json.Unmarshal(n.Info, &ni) != nil {
-		return
+	if err := json.Unmarshal(info, &ni); err != nil {
+		return b, fmt.Sprintf("its registration is not readable JSON (%v)", err), nil
 	}
-	b := server.Broker{NodeID: n.ID, Host: ni.Host, Port: ni.Port, Rack: ni.Rack}
+	b.Host, b.Port, b.Rack = ni.Host, ni.Port, ni.Rack
+	if why := unusableAddr(ni.Host, ni.Port); why != "" {
+		hidden = "its address " + why
+	}
 	for _, e := range ni.Listeners {
+		if why := unusableAddr(e.Host, e.Port); why != "" {
+			problems = append(problems, fmt.Sprintf("its endpoint on listener %q %s", e.Name, why))
+			continue
+		}
 		b.Endpoints = append(b.Endpoints, server.Endpoint{Listener: e.Name, Host: e.Host, Port: e.Port})
 	}
-	c.nodes[n.ID] = b
+	if hidden == "" && len(ni.Listeners) > 0 && len(b.Endpoints) == 0 {
+		hidden = "none of its listener endpoints is usable"
+	}
+	return b, hidden, problems
+}
+
+// unusableAddr says why a registered host and port are no address a client
+// can connect to ("": they are): the same hosts a node refuses to advertise
+// at start (empty, or a wildcard address), and ports outside 1-65535.
+func unusableAddr(host string, port int32) string {
+	var why []string
+	if ip := net.ParseIP(host); strings.TrimSpace(host) == "" || ip != nil && ip.IsUnspecified() {
+		why = append(why, fmt.Sprintf("has host %q, which no client can connect to", host))
+	}
+	if port < 1 || port > 65535 {
+		why = append(why, fmt.Sprintf("has port %d, outside 1-65535", port))
+	}
+	return strings.Join(why, " and ")
+}
+
+// noteRegistrationLocked logs a registration that cannot be given to
+// clients in full, once per value (the registry is read again after every
+// watch that ends, and the value is the same), and the return of a usable
+// one.
+func (c *Cluster) noteRegistrationLocked(id int32, val, hidden string, problems []string) {
+	if hidden == "" && len(problems) == 0 {
+		if _, warned := c.regWarned[id]; warned {
+			delete(c.regWarned, id)
+			c.log.Info(fmt.Sprintf("cluster: node %d's registration gives usable addresses again; clients are sent to it", id),
+				"node_id", id)
+		}
+		return
+	}
+	if prev, warned := c.regWarned[id]; warned && prev == val {
+		return
+	}
+	c.regWarned[id] = val
+	const source = "cohort nodes refuse such addresses at start: the registration was written by another build or by hand; " +
+		"restart that node with a usable --advertise or --advertised-listeners"
+	if hidden != "" {
+		why := append([]string{hidden}, problems...)
+		c.log.Warn(fmt.Sprintf("cluster: node %d is live but left out of Metadata: %s; FindCoordinator answers "+
+			"COORDINATOR_NOT_AVAILABLE for the groups it coordinates, and its partitions stay with it", id, strings.Join(why, "; ")),
+			"node_id", id, "hint", source)
+		return
+	}
+	c.log.Warn(fmt.Sprintf("cluster: node %d is left out of Metadata for the clients of some listeners: %s; FindCoordinator "+
+		"answers them COORDINATOR_NOT_AVAILABLE for the groups it coordinates", id, strings.Join(problems, "; ")),
+		"node_id", id, "hint", source)
 }
 
 func (c *Cluster) applyOwnerLocked(o OwnerKV) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/server"
 )
 
 const simParts = 50
@@ -99,6 +100,7 @@ func (s *sim) add(id int32, rate float64) *simNode {
 		s.t.Fatal(err)
 	}
 	c.coord = n.coord
+	c.SetSelf(server.Broker{Host: "n" + strconv.Itoa(int(id)), Port: 9000 + id}) // an address clients could use
 	n.c = c
 	for i, o := range s.nodes {
 		if o.id == id {

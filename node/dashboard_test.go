@@ -124,6 +124,7 @@ func exportedFamilies(t *testing.T) map[string]*family {
 		name string
 		v    float64
 	}{{"cohort_cluster_lease_valid", 1}, {"cohort_cluster_lease_sessions_total", 1}, {"cohort_cluster_nodes", 1},
+		{"cohort_cluster_nodes_unadvertised", 0},
 		{"cohort_coordinator_partitions_owned", 4}, {"cohort_cluster_partitions_released_total", 0}, {"cohort_ready", 1}} {
 		if v := cs.value(want.name); v != want.v {
 			t.Errorf("cluster node: %s %v, want %v", want.name, v, want.v)

@@ -30,7 +30,7 @@ type nodeCollector struct {
 	groups, members, owned, loading *prometheus.Desc
 	ready                           *prometheus.Desc
 	leaseValid, leaseSessions       *prometheus.Desc
-	clusterNodes                    *prometheus.Desc
+	clusterNodes, unadvertised      *prometheus.Desc
 	certExpiry                      *prometheus.Desc
 }
 
@@ -50,6 +50,8 @@ func newNodeCollector(n *Node) *nodeCollector {
 		leaseSessions: d("cohort_cluster_lease_sessions_total",
 			"Cluster mode: etcd leases this node was granted (one per session; each one after the first follows a lost lease)."),
 		clusterNodes: d("cohort_cluster_nodes", "Cluster mode: live nodes registered in etcd, this one included."),
+		unadvertised: d("cohort_cluster_nodes_unadvertised",
+			"Cluster mode: live nodes whose registration in etcd gives clients no usable address (unreadable, empty or wildcard host, port outside 1-65535): left out of Metadata, their groups answer COORDINATOR_NOT_AVAILABLE."),
 		certExpiry: d("cohort_tls_certificate_expiry_timestamp_seconds",
 			"When the certificate this node presents expires (its NotAfter, Unix seconds): listeners (SSL, SASL_SSL, HTTPS) and etcd (its client certificate); the one in use, the last that loaded.", "certificate"),
 	}
@@ -65,6 +67,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.leaseValid
 		ch <- c.leaseSessions
 		ch <- c.clusterNodes
+		ch <- c.unadvertised
 	}
 	ch <- c.certExpiry
 }
@@ -111,7 +114,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.leaseValid, prometheus.GaugeValue, valid)
 		ch <- prometheus.MustNewConstMetric(c.leaseSessions, prometheus.CounterValue, float64(cl.c.Sessions()))
-		ch <- prometheus.MustNewConstMetric(c.clusterNodes, prometheus.GaugeValue, float64(len(cl.c.Brokers())))
+		ch <- prometheus.MustNewConstMetric(c.clusterNodes, prometheus.GaugeValue, float64(cl.c.NodeCount()))
+		ch <- prometheus.MustNewConstMetric(c.unadvertised, prometheus.GaugeValue, float64(len(cl.c.Unadvertised())))
 	}
 	for name, cert := range c.n.certificates() {
 		if l := leaf(cert); l != nil {
