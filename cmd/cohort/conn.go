@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -328,7 +329,7 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 			last = err
 		} else if ctx.Err() == nil {
 			cl.Close()
-			return nil, nil, fmt.Errorf("%s at %s: %w", what, where, err)
+			return nil, nil, fmt.Errorf("%s at %s: %w", what, where, verifyHint(err, flagName))
 		}
 		if ctx.Err() == nil {
 			timer := time.NewTimer(backoff)
@@ -364,6 +365,31 @@ func connect(ctx context.Context, what, flagName, bootstrap string, opts []kgo.O
 		}
 		backoff = min(2*backoff, dialBackoffMax)
 	}
+}
+
+// verifyHint adds to err, when it is a TLS handshake that refused the
+// node's certificate, which setting decides that: Go's message says what
+// was wrong with the certificate, not what to set. flagName is the
+// addresses' flag (--bootstrap, or --data-bootstrap for the data cluster,
+// whose settings come from --data-command-config alone).
+func verifyHint(err error, flagName string) error {
+	caSetting, nameSetting := "--tls-ca-file (ssl.ca.location in --command-config)", "--tls-server-name"
+	if flagName == "--data-bootstrap" {
+		caSetting, nameSetting = "ssl.ca.location in --data-command-config", ""
+	}
+	var unknown x509.UnknownAuthorityError
+	var name x509.HostnameError
+	switch {
+	case errors.As(err, &unknown):
+		return fmt.Errorf("%w (the node's certificate is not signed by a CA this command trusts: name the CA that "+
+			"signed it with %s)", err, caSetting)
+	case errors.As(err, &name) && nameSetting != "":
+		return fmt.Errorf("%w (connect in %s by a name or address the node's certificate holds, or give that name "+
+			"with %s)", err, flagName, nameSetting)
+	case errors.As(err, &name):
+		return fmt.Errorf("%w (connect in %s by a name or address the certificate holds)", err, flagName)
+	}
+	return err
 }
 
 // noAnswer is why a node that was connected to never answered: final, the
