@@ -405,11 +405,12 @@ func (c *Cluster) NodeCount() int {
 }
 
 // Unadvertised returns the live nodes left out of Brokers because their
-// registration gives no address a client can use, sorted.
-func (c *Cluster) Unadvertised() []int32 {
+// registration gives no address a client can use, each with why (as the
+// node's warning says it).
+func (c *Cluster) Unadvertised() map[int32]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return sortedKeys(c.hidden)
+	return maps.Clone(c.hidden)
 }
 
 // Coordinator implements server.Topology: the node holding the group's

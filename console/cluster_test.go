@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testlog"
@@ -263,4 +264,53 @@ func TestClusterPageWithoutLease(t *testing.T) {
 	ec.Stop(0)
 	testwait.For(t, 10*time.Second, "node stops serving", func() bool { return !nd.Cluster().Serving() })
 	waitPage(t, "the no-lease notice", url, func(b string) bool { return strings.Contains(b, `id="nolease"`) })
+}
+
+// TestClusterPageUnadvertisedNode: a live node whose registration gives no
+// address a client can use (here a port 0, as another build or a hand edit
+// could write) is listed with why clients are not sent to it, instead of an
+// empty address.
+func TestClusterPageUnadvertisedNode(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	const prefix = "/console-unadvertised/"
+	var ns []*node.Node
+	for i := 1; i <= 2; i++ {
+		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: 4, Group: gcfg,
+			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError})),
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		ns = append(ns, nd)
+	}
+	testwait.For(t, 20*time.Second, "cluster settled", func() bool { return ns[0].Cluster().Settled() && ns[1].Cluster().Settled() })
+	url := "http://" + ns[0].HTTPAddr() + "/console/cluster"
+	if body := waitPage(t, "both nodes", url, func(b string) bool { return strings.Count(b, "<tr><td class=\"num\">") == 2 }); strings.Contains(body, "not given to clients") {
+		t.Fatalf("a node with a usable registration is shown as not given to clients:\n%s", body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli := ec.Client(t)
+	resp, err := cli.Get(ctx, prefix+"nodes/2")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("node 2's registration: %v %v", resp, err)
+	}
+	if _, err := cli.Put(ctx, prefix+"nodes/2", `{"host":"127.0.0.1","port":0}`, clientv3.WithLease(clientv3.LeaseID(resp.Kvs[0].Lease))); err != nil {
+		t.Fatal(err)
+	}
+	body := waitPage(t, "node 2 shown as not given to clients", url, func(b string) bool {
+		return strings.Contains(b, "not given to clients")
+	})
+	row := body[strings.Index(body, "not given to clients"):]
+	row = row[:strings.Index(row, "</tr>")]
+	if !strings.Contains(row, "port 0") {
+		t.Errorf("node 2's row does not say why:\n%s", row)
+	}
+	if strings.Count(body, "<tr><td class=\"num\">") != 2 {
+		t.Errorf("want both nodes listed (node 2 stays live):\n%s", body)
+	}
 }

@@ -262,6 +262,9 @@ type ClusterNode struct {
 	Addr  string
 	Owned []int32
 	Self  bool
+	// Unadvertised says why clients are not sent to the node (its
+	// registration gives no usable address; "": they are).
+	Unadvertised string
 }
 
 // clusterOf describes n's cluster (nil unless cluster mode).
@@ -287,6 +290,9 @@ func clusterOf(n *node.Node) func() *ClusterView {
 		}
 		for _, b := range cl.Brokers() {
 			get(b.NodeID).Addr = hostPort(b.Host, b.Port)
+		}
+		for id, why := range cl.Unadvertised() {
+			get(id).Unadvertised = why
 		}
 		for p := int32(0); p < int32(v.Partitions); p++ {
 			h, ok := v.Owners[p]
