@@ -158,10 +158,6 @@ type Group struct {
 	// leader's assignment (rbAssigned): closed, but still the one the
 	// waiting view tells of while the group is CompletingRebalance.
 	rbWriting *rbTracker
-	// rbSuperseded is rbWriting's rebalance ended superseded by a
-	// conversion to the consumer protocol during that write
-	// (rbConverted): recorded if the write fails.
-	rbSuperseded *RebalanceEvent
 }
 
 // mapPut and mapDrop keep a group's member maps (byID, static, pending,

@@ -256,18 +256,19 @@ func TestHistoryClassicGroupEmptiedDuringFailedAssignmentWrite(t *testing.T) {
 					t.Fatalf("more causes %+v, want both leaves among them", e.MoreCauses)
 				}
 			}
-			// Told once each: 1, then 3 when the group became Empty, then
-			// 2 once its write was durable (none if it failed).
-			var told []uint64
-			for _, e := range seen {
-				told = append(told, e.Seq)
-			}
-			want := "[1 3 2]"
+			// Told once each, in seq order: 3, recorded when the group
+			// became Empty, is told once the outcome of 2's write is
+			// known, after 2 if it was stored; if it failed, as the one
+			// event it then is. (Before, 3 was told at once: 1, 3, 2.)
+			want := "[1 2 3]"
 			if code != ErrNone {
 				want = "[1 3]"
 			}
-			if fmt.Sprint(told) != want {
-				t.Fatalf("told seqs %v, want %s", told, want)
+			if got := toldSeqs(seen); got != want {
+				t.Fatalf("told seqs %s, want %s", got, want)
+			}
+			if last := seen[len(seen)-1]; code != ErrNone && last.FromGeneration != gen {
+				t.Fatalf("told %+v, want the one event from generation %d", last, gen)
 			}
 			if msg := h.checkReload(); msg != "" {
 				t.Fatal(msg)
@@ -299,6 +300,24 @@ func TestHistoryClassicGroupDeletedDuringFailedAssignmentWrite(t *testing.T) {
 	}
 }
 
+// nextAssignmentHeld follows heldAssignment: a second later ids[1] leaves,
+// and ids[0] rejoins alone and gives the next assignment, held too.
+func (h *h) nextAssignmentHeld(g string, ids []string) {
+	h.t.Helper()
+	h.advance(time.Second)
+	if r := h.leave(g, lm(ids[1])); r.ErrorCode != 0 {
+		h.t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	r := h.joinResp(h.join(g, jo{member: ids[0]}))
+	if r.ErrorCode != 0 {
+		h.t.Fatalf("rejoin: %d", r.ErrorCode)
+	}
+	h.sync(g, ids[0], r.Generation, map[string]string{ids[0]: "a0"})
+	if len(h.held) != 2 {
+		h.t.Fatalf("%d writes held, want both assignments", len(h.held))
+	}
+}
+
 // newTellingH is newH with the events told to OnRebalance collected.
 func newTellingH(t *testing.T) (*h, *[]RebalanceEvent) {
 	seen := new([]RebalanceEvent)
@@ -320,18 +339,7 @@ func TestHistoryClassicNextAssignmentDuringFailedAssignmentWrite(t *testing.T) {
 			ids, gen := h.stableGroup("g", 2) // event 1
 			h.advance(time.Second)
 			h.heldAssignment("g", ids)
-			h.advance(time.Second)
-			if r := h.leave("g", lm(ids[1])); r.ErrorCode != 0 {
-				t.Fatalf("leave: %d", r.ErrorCode)
-			}
-			r := h.joinResp(h.join("g", jo{member: ids[0]}))
-			if r.ErrorCode != 0 {
-				t.Fatalf("rejoin: %d", r.ErrorCode)
-			}
-			h.sync("g", ids[0], r.Generation, map[string]string{ids[0]: "a0"})
-			if len(h.held) != 2 {
-				t.Fatalf("%d writes held, want both assignments", len(h.held))
-			}
+			h.nextAssignmentHeld("g", ids)
 			h.completeHeld(0, ErrCoordinatorNotAvailable)
 			h.held = h.held[1:]
 			h.completeHeld(0, code)

@@ -413,19 +413,15 @@ func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
 		g.rbFinish(now, "superseded", out)
 		return
 	}
-	if rb := g.rbWriting; rb != nil {
+	if w := g.rbWriting; w.open() {
 		// The leader gave the assignment, whose write holds the
 		// rebalance's event: durable, the rebalance ended there. Should
 		// it fail, the rebalance ends here, superseded, as it would have
 		// without the assignment: its event is built now, with the
-		// classic members and generation the conversion is about to drop.
-		sup := *rb
-		sup.more = slices.Clip(sup.more)
-		if len(sup.more) < 64 {
-			sup.more = append(sup.more, c)
-		}
-		ev := g.rbEvent(&sup, now, "superseded", func(m *member) []byte { return m.assignment })
-		g.rbSuperseded = &ev
+		// classic members and generation the conversion is about to drop
+		// (with the rebalances before it whose writes are in flight
+		// too, should theirs fail as well).
+		w.superseded = g.altsOf(w, nil, now, "superseded", func(m *member) []byte { return m.assignment }, &c)
 	}
 }
 

@@ -17,6 +17,9 @@ type lateWrite struct {
 	// group's, and a classic group's written with its assignment); a
 	// classic event written alone was told when recorded.
 	tell bool
+	// after: the events recorded while the write was in flight, told
+	// after its outcome (recordEvent), as they were stored.
+	after []RebalanceEvent
 }
 
 // keepLate notes, before Unload gives up on them, the writes in flight that
@@ -45,7 +48,14 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 		if s.late == nil {
 			s.late = map[uint64]lateWrite{}
 		}
-		s.late[id] = lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.events}
+		lw := lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.events}
+		for i := range recs {
+			if h := s.hist[recs[i].group]; h != nil && !recs[i].del && recs[i].ev != nil && h.held[recs[i].ev.Seq] != nil {
+				lw.after = append(lw.after, h.held[recs[i].ev.Seq]...)
+				delete(h.held, recs[i].ev.Seq)
+			}
+		}
+		s.late[id] = lw
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil {
 				if keep == nil {
@@ -71,6 +81,7 @@ func (s *Shard) LateWrites() int { return len(s.late) }
 // durable one's events are told to OnRebalance (but for a classic event
 // written alone, told when it was recorded), and its events evaluated by the
 // storm detector (evalLateStorm); a failed one's events did not happen.
+// Either way, the events recorded while it was in flight are told then.
 func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 	lw, ok := s.late[id]
 	if !ok {
@@ -109,6 +120,7 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 		}
 		s.evalLateStorm(r.group, now)
 	}
+	s.tell(lw.after)
 }
 
 // evalLateStorm is evalStorm on an unloaded shard: a group that a late

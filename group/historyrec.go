@@ -84,9 +84,13 @@ type ghist struct {
 	// partition reloaded without it and the group's next rebalance took
 	// it over the threshold anew.
 	unstored []uint64
-	nextSeq  uint64 // every stored seq is below it
-	flagged  bool   // the storm flag last reported (OnStorm)
-	timer    *timer // re-evaluates the storm flag when the window slides; nil until first armed
+	// held are the events recorded while a classic assignment write
+	// holding an earlier event was in flight, by that event's seq: told
+	// to OnRebalance once its outcome is known (recordEvent).
+	held    map[uint64][]RebalanceEvent
+	nextSeq uint64 // every stored seq is below it
+	flagged bool   // the storm flag last reported (OnStorm)
+	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
 }
 
 // rawEvent is a stored event not decoded yet.
@@ -146,18 +150,28 @@ func (h *ghist) put(ev RebalanceEvent) {
 
 // rbTracker follows the rebalance in progress of a classic group.
 type rbTracker struct {
-	// followed: the event of the rebalance a trigger started while this
-	// one's assignment was being written, which has ended (Empty, or
-	// superseded) and been recorded; built as the one event both are
-	// (rbFinish), it is written at that seq if the write fails.
-	followed *RebalanceEvent
+	// seq is the event's seq once the leader gave the assignment
+	// (rbAssigned): the write holding it is in flight until its outcome.
+	seq uint64
+	// followed: the rebalance a trigger started while this one's
+	// assignment was being written has ended (Empty, or superseded) and
+	// been recorded; these are the one event both are, built then
+	// (rbFinish), written at that seq if this write fails.
+	followed *alts
 	// next: the rebalance after this one, whose leader gave its
 	// assignment while this one's was being written (rbAssigned); its
 	// cont is the one event both are, should this one's write fail.
-	// prevFailed: on next, this one, once its write failed: next's own
-	// write then decides (rbAssignWritten).
-	next, prevFailed *rbTracker
-	cont             *RebalanceEvent
+	// prevW, on next: this one, until its write's outcome. prevFailed,
+	// on next: this one, once its write failed (merged with those that
+	// failed before it: failedRun of them in a row); next's own write
+	// then decides (rbAssignWritten).
+	next, prevW, prevFailed *rbTracker
+	failedRun               int
+	cont                    *alts
+	// superseded: the group was converted to the consumer protocol
+	// while this one's assignment was being written: if the write
+	// fails, the rebalance ended there (rbConverted).
+	superseded *alts
 
 	start      time.Time
 	fromGen    int32
@@ -319,23 +333,83 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 	cur := func(m *member) []byte { return m.assignment }
 	ev := g.rbEvent(g.rb, now, outcome, cur)
-	var cont *RebalanceEvent
+	var a *alts
 	w := g.rbWriting
-	if w != nil && w.followed == nil && w.next == nil {
+	if w.open() {
 		// The rebalance before this one gave its assignment, whose write
 		// (holding its event) is still in flight. Should it fail, that
 		// rebalance did not end there but went on through this one: the
 		// one event it then is, built now, replaces this one's
 		// (rbAssignWritten).
-		c := g.rbEvent(w.continuedBy(g.rb), now, outcome, cur)
-		cont = &c
+		a = g.altsOf(w, g.rb, now, outcome, cur, nil)
 	}
 	g.rb = nil
-	seq := g.s.recordEvent(ev, out)
-	if cont != nil && seq != 0 {
-		cont.Seq = seq
-		w.followed = cont
+	seq := g.s.recordEvent(ev, w, out)
+	if a != nil && seq != 0 {
+		a.setSeq(seq)
+		w.followed = a
 	}
+}
+
+// open tells whether w, a rebalance whose assignment is being written,
+// may still be continued by the next one, should that write fail: no
+// rebalance after it ended yet, and the group was not converted meanwhile.
+func (w *rbTracker) open() bool {
+	return w != nil && w.followed == nil && w.next == nil && w.superseded == nil
+}
+
+// alts are the events one end of a rebalance makes, one for each outcome
+// of the assignment writes in flight when it ended: those of w (the
+// rebalance whose write was the last) and, through prevW, of the
+// rebalances before it whose writes were still in flight too. evs[k] is
+// the one event when w's write and the k before it failed (the one before
+// those, if any, stored). Each is built when the rebalance ends, from the
+// group as it is then; the outcomes, known later, pick one (pick).
+type alts struct {
+	evs []RebalanceEvent
+	// base is the failedRun of the oldest of those rebalances then.
+	base int
+}
+
+// pick returns the event when w's write failed, run (w.failedRun) the
+// writes before it that failed in a row.
+func (a *alts) pick(run int) RebalanceEvent {
+	return a.evs[min(max(run-a.base, 0), len(a.evs)-1)]
+}
+
+func (a *alts) setSeq(seq uint64) {
+	for i := range a.evs {
+		a.evs[i].Seq = seq
+	}
+}
+
+// altsOf builds the alts of a rebalance's end while w's assignment write is
+// in flight: cur (not nil) ended and continued w's; nil, w's own rebalance
+// ends, with one more cause (more, not nil): superseded by a conversion.
+func (g *Group) altsOf(w, cur *rbTracker, now time.Time, outcome string, assign func(m *member) []byte, more *Cause) *alts {
+	var chain []*rbTracker // w, then the rebalances before it still written
+	for t := w; t != nil; t = t.prevW {
+		chain = append(chain, t)
+	}
+	oldest := chain[len(chain)-1]
+	a := &alts{base: oldest.failedRun}
+	for k := range chain {
+		m := chain[k].clone()
+		if k == len(chain)-1 && oldest.prevFailed != nil {
+			m = oldest.prevFailed.continuedBy(oldest) // failed already
+		}
+		for j := k - 1; j >= 0; j-- {
+			m = m.absorb(chain[j])
+		}
+		if cur != nil {
+			m = m.absorb(cur)
+		}
+		if more != nil && len(m.more) < 64 {
+			m.more = append(m.more, *more)
+		}
+		a.evs = append(a.evs, g.rbEvent(m, now, outcome, assign))
+	}
+	return a
 }
 
 // rbAssigned completes the event of a rebalance whose leader gave the
@@ -353,18 +427,18 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 		return nil, nil
 	}
 	ev := g.rbEvent(rb, now, "stable", assign)
-	var cont *RebalanceEvent
+	var a *alts
 	w := g.rbWriting
-	if w != nil && w.followed == nil && w.next == nil {
+	if w.open() {
 		// As in rbFinish: the previous rebalance's assignment write is
 		// in flight; should it fail, this event is the one both are.
-		c := g.rbEvent(w.continuedBy(rb), now, "stable", assign)
-		cont = &c
+		a = g.altsOf(w, rb, now, "stable", assign, nil)
 	}
 	recs := g.s.historyRecs(&ev)
-	if cont != nil {
-		cont.Seq = ev.Seq
-		w.next, rb.cont = rb, cont
+	rb.seq = ev.Seq
+	if a != nil {
+		a.setSeq(ev.Seq)
+		w.next, rb.prevW, rb.cont = rb, w, a
 	}
 	h := g.s.hist[g.id]
 	h.writing = append(h.writing, ev.Seq)
@@ -378,29 +452,36 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 // assignment nor the event: its seq is given back if no later event took
 // one, and the rebalance goes on with its tracker, reopened, or merged into
 // the one a trigger opened meanwhile; or, if the group was converted to the
-// consumer protocol meanwhile, it ends superseded (rbConverted). Unload's
-// NOT_COORDINATOR leaves the event to the late outcome (historylate.go).
+// consumer protocol meanwhile, it ends superseded (rbConverted). Either
+// way, the events recorded while the write was in flight are told then
+// (recordEvent). Unload's NOT_COORDINATOR leaves the event, and those, to
+// the late outcome (historylate.go).
 func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen int32, code int16, out *Output) {
-	var superseded *RebalanceEvent
 	if g.rbWriting == rb {
-		g.rbWriting, superseded = nil, g.rbSuperseded
-		g.rbSuperseded = nil
+		g.rbWriting = nil
 	}
-	followed, next, prev, cont := rb.followed, rb.next, rb.prevFailed, rb.cont
-	rb.followed, rb.next, rb.prevFailed, rb.cont = nil, nil, nil, nil
+	followed, next, prev, cont, superseded, run := rb.followed, rb.next, rb.prevFailed, rb.cont, rb.superseded, rb.failedRun
+	rb.followed, rb.next, rb.prevW, rb.prevFailed, rb.cont, rb.superseded = nil, nil, nil, nil, nil, nil
+	if next != nil {
+		next.prevW = nil
+	}
 	h := g.s.hist[g.id]
+	var held []RebalanceEvent
 	if h != nil {
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
+		held = h.held[seq]
+		delete(h.held, seq)
 	}
+	defer g.s.tell(held)
 	if code == ErrNone && !g.s.unloading && prev != nil && cont != nil && g.live() {
 		// The rebalance before, whose write failed, went on through
 		// this one, now stored: its event becomes the one both are.
-		g.s.rewriteEvent(*cont, out)
+		g.s.rewriteEvent(cont.pick(run-1), out)
 	}
 	if code == ErrNone || g.s.unloading {
 		return
 	}
-	if h != nil && h.nextSeq == seq {
+	if h != nil && h.nextSeq == seq && superseded == nil {
 		h.nextSeq = seq - 1
 	}
 	if prev != nil {
@@ -410,18 +491,27 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	case next != nil:
 		// The next rebalance's assignment is being written (after this
 		// write): its outcome decides what becomes of this one.
-		next.prevFailed = rb
+		next.prevFailed, next.failedRun = rb, run+1
 	case followed != nil:
 		// The rebalance a trigger started during the write has ended
 		// and was recorded: it continued this one, and its event is
 		// rewritten as the one event both are (rbFinish), at its seq,
 		// unless the group is gone meanwhile (its tombstones are
-		// written).
+		// written). Its telling was held until now: the observer hears
+		// the one event.
+		ev := followed.pick(run)
 		if g.live() {
-			g.s.rewriteEvent(*followed, out)
+			g.s.rewriteEvent(ev, out)
+		}
+		for i := range held {
+			if held[i].Seq == ev.Seq {
+				held[i] = ev
+			}
 		}
 	case superseded != nil:
-		g.s.recordEvent(*superseded, out)
+		// Recorded at the seq the failed write held: it is that
+		// rebalance's event, and it comes before the events held.
+		g.s.recordEventAt(superseded.pick(run), seq, out)
 	case g.cg != nil:
 	case g.rb != nil:
 		g.rb = rb.absorb(g.rb)
@@ -430,13 +520,16 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	}
 }
 
-// continuedBy is absorb on a copy of rb, which stays as it is.
-func (rb *rbTracker) continuedBy(cur *rbTracker) *rbTracker {
+// clone copies rb, without its links to other rebalances.
+func (rb *rbTracker) clone() *rbTracker {
 	m := *rb
 	m.more, m.evicted = slices.Clip(rb.more), slices.Clip(rb.evicted)
-	m.followed, m.next, m.prevFailed, m.cont = nil, nil, nil, nil
-	return m.absorb(cur)
+	m.followed, m.next, m.prevW, m.prevFailed, m.cont, m.superseded = nil, nil, nil, nil, nil, nil
+	return &m
 }
+
+// continuedBy is absorb on a copy of rb, which stays as it is.
+func (rb *rbTracker) continuedBy(cur *rbTracker) *rbTracker { return rb.clone().absorb(cur) }
 
 // live tells whether g is still the shard's group of its id (not deleted).
 func (g *Group) live() bool { return g.s.groups[g.id] == g && g.state != Dead }
@@ -577,16 +670,52 @@ func (s *Shard) histOf(group string) *ghist {
 // tombstone of the event it pushes out); replay adds it to the history once
 // durable. It records a classic rebalance that ended Empty or superseded,
 // which happened whatever becomes of the write, so the observer is told
-// now, even if the event's own record then fails. (One that ended Stable is
-// told once the assignment written with it is durable: rbAssigned.)
-func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) uint64 {
+// even if the event's own record then fails. (One that ended Stable is
+// told once the assignment written with it is durable: rbAssigned.) It is
+// told now, unless an assignment write holding an earlier event is in
+// flight (w, the group's rbWriting): then once that write's outcome is
+// known, after that event (rbAssignWritten), so that the observer hears a
+// group's events in seq order, and, if that write failed, as the one event
+// this one then is.
+func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64 {
 	if s.cfg.HistorySize < 0 {
 		return 0
 	}
 	recs := s.historyRecs(&ev)
+	if w != nil {
+		h := s.hist[ev.Group]
+		if h.held == nil {
+			h.held = map[uint64][]RebalanceEvent{}
+		}
+		h.held[w.seq] = append(h.held[w.seq], ev)
+	} else if s.cfg.OnRebalance != nil {
+		s.cfg.OnRebalance(ev)
+	}
+	s.storeEvent(ev, recs, out)
+	return ev.Seq
+}
+
+// recordEventAt is recordEvent at seq, which a failed assignment write held
+// (its rebalance then ended superseded: rbAssignWritten), told now. Later
+// events may have taken seqs meanwhile; if they pushed seq out of the
+// bound, the event is told and not stored.
+func (s *Shard) recordEventAt(ev RebalanceEvent, seq uint64, out *Output) {
+	h := s.histOf(ev.Group)
+	if seq > h.nextSeq {
+		h.nextSeq = seq
+	}
+	ev.Seq = seq
 	if s.cfg.OnRebalance != nil {
 		s.cfg.OnRebalance(ev)
 	}
+	if !s.inBound(h, seq) {
+		return
+	}
+	s.storeEvent(ev, s.historyRecsAt(h, &ev), out)
+}
+
+// storeEvent writes an event recorded (and told) already.
+func (s *Shard) storeEvent(ev RebalanceEvent, recs []rec, out *Output) {
 	group := ev.Group
 	h := s.hist[group]
 	h.writing = append(h.writing, ev.Seq)
@@ -598,15 +727,37 @@ func (s *Shard) recordEvent(ev RebalanceEvent, out *Output) uint64 {
 		}
 		s.evalStorm(group, now)
 	})
-	return ev.Seq
+}
+
+// tell tells the observer evs, in order.
+func (s *Shard) tell(evs []RebalanceEvent) {
+	if s.cfg.OnRebalance == nil {
+		return
+	}
+	for _, ev := range evs {
+		s.cfg.OnRebalance(ev)
+	}
+}
+
+// inBound tells whether seq is still among the group's newest HistorySize
+// seqs (h.nextSeq the newest).
+func (s *Shard) inBound(h *ghist, seq uint64) bool {
+	return seq+uint64(s.cfg.HistorySize) > h.nextSeq
 }
 
 // rewriteEvent writes ev again at its seq, recorded and told already
 // (recordEvent) with other contents: replay replaces the event in the
 // history once durable. The observer is not told again (one rebalance), and
-// nothing is pushed out of the bound (the first write did that).
+// nothing is pushed out of the bound (the first write did that). An event
+// that later events have pushed out of the bound meanwhile (a
+// --group-history smaller than the events of one write's latency) is not
+// written: their tombstones removed it, and the rewrite, written after
+// them, put it back in the store, past the bound.
 func (s *Shard) rewriteEvent(ev RebalanceEvent, out *Output) {
 	h := s.histOf(ev.Group)
+	if !s.inBound(h, ev.Seq) {
+		return
+	}
 	h.writing = append(h.writing, ev.Seq)
 	js := boundStored(&ev, s.historyEventBudget())
 	recs := []rec{{kind: keyHistory, group: ev.Group, ev: &ev, evJSON: js}}
@@ -626,6 +777,11 @@ func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	h := s.histOf(ev.Group)
 	ev.Seq = h.nextSeq + 1
 	h.nextSeq = ev.Seq
+	return s.historyRecsAt(h, ev)
+}
+
+// historyRecsAt is historyRecs for ev numbered already.
+func (s *Shard) historyRecsAt(h *ghist, ev *RebalanceEvent) []rec {
 	js := boundStored(ev, s.historyEventBudget())
 	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev, evJSON: js}}
 	old := int64(ev.Seq) - int64(s.cfg.HistorySize)
