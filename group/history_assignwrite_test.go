@@ -151,25 +151,7 @@ func TestHistoryClassicUpgradeDuringAssignmentWrite(t *testing.T) {
 	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
 		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
 			h, _ := newCH(t, map[string]int32{"a": 4})
-			id1, id2, gen := h.classicStable() // event 1
-			meta := string(subscription(nil, "a"))
-			t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)})
-			t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", meta)})
-			r := h.joinResp(t1)
-			h.joinResp(t2)
-			follower := id2
-			if r.LeaderID == id2 {
-				follower = id1
-			}
-			h.hold = true
-			h.sync("cg", follower, r.Generation, nil)
-			h.sync("cg", r.LeaderID, r.Generation, map[string]string{
-				id1: string(encodeAssignment(set("a", 0, 1, 2), []byte(meta))),
-				id2: string(encodeAssignment(set("a", 3), []byte(meta))),
-			})
-			if len(h.held) != 1 {
-				t.Fatalf("%d writes held, want the assignment's", len(h.held))
-			}
+			gen, r := h.cgAssignmentHeld() // event 1, then event 2's write held
 			h.hold = false
 			if hr := h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}}); h.got[hr] == nil {
 				t.Fatal("the upgrading heartbeat was not answered")

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Rare outcomes of a classic group's assignment write (which holds its
@@ -39,15 +41,24 @@ func hasCause(cs []Cause, k CauseKind, member string) int {
 // rebalances was stored, so all three are one event, ending Empty, from the
 // generation last stored, with the first rebalance's start and cause. W1's
 // outcome may come before or after the group empties.
+// twoAssignmentsHeld makes g a Stable group of two members (event 1,
+// generation gen), then holds two assignment writes: their rebalance's
+// (started at start) and, after ids[1] left, the next one's.
+func (h *h) twoAssignmentsHeld(g string) (ids []string, gen int32, start time.Time) {
+	h.t.Helper()
+	ids, gen = h.stableGroup(g, 2)
+	h.advance(time.Second)
+	start = h.now
+	h.heldAssignment(g, ids)
+	h.nextAssignmentHeld(g, ids)
+	return ids, gen, start
+}
+
 func TestHistoryClassicThreeRebalancesBothWritesFail(t *testing.T) {
 	for _, early := range []bool{false, true} {
 		t.Run(fmt.Sprint("first outcome before the leave ", early), func(t *testing.T) {
 			h, seen := newTellingH(t)
-			ids, gen := h.stableGroup("g", 2) // event 1
-			h.advance(time.Second)
-			start := h.now
-			h.heldAssignment("g", ids)
-			h.nextAssignmentHeld("g", ids)
+			ids, gen, start := h.twoAssignmentsHeld("g")
 			if early {
 				h.completeHeld(0, ErrCoordinatorNotAvailable)
 				h.held = h.held[1:]
@@ -185,5 +196,196 @@ func TestHistoryClassicRewriteOutOfBound(t *testing.T) {
 	}
 	if msg := h.checkReload(); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+// checkTold fails unless seen holds each seq of want once, in that order.
+func checkTold(t *testing.T, seen []RebalanceEvent, want string) {
+	t.Helper()
+	if got := toldSeqs(seen); got != want {
+		t.Fatalf("told seqs %s, want %s (each once, ascending)", got, want)
+	}
+}
+
+// Every member leaves while the assignment write (seq 2) is in flight, and
+// the shard is unloaded before its outcome: the Empty event (3), held until
+// that outcome, is handed to the late write and told after it: after event
+// 2 if the write was stored; alone, as the one event both rebalances are
+// (from the generation last stored), if it failed.
+func TestHistoryClassicUnloadedHeldEvent(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			h, seen := newTellingH(t)
+			gen, gen2 := h.emptiedDuringHeldAssignment("g")
+			checkTold(t, *seen, "[1]")
+			h.unload(newStormTally())
+			checkTold(t, *seen, "[1]")
+			h.completeHeld(0, code) // after the unload
+			h.held = h.held[1:]
+			h.release() // the Empty event's own write
+			if n := h.s.LateWrites(); n != 0 {
+				t.Fatalf("unloaded shard still awaits %d late writes", n)
+			}
+			if code == ErrNone {
+				checkTold(t, *seen, "[1 2 3]")
+				if e := (*seen)[2]; e.Outcome != "empty" || e.FromGeneration != gen2 {
+					t.Fatalf("told %+v, want the Empty event from generation %d", e, gen2)
+				}
+				return
+			}
+			checkTold(t, *seen, "[1 3]")
+			if e := (*seen)[1]; e.Outcome != "empty" || e.FromGeneration != gen || e.Cause.Kind != CauseMetadataChanged ||
+				hasCause(e.MoreCauses, CauseMemberLeft, "") != 2 {
+				t.Fatalf("told %+v; want the one event, empty, from generation %d, caused by the rejoin, both leaves among its more causes", e, gen)
+			}
+		})
+	}
+}
+
+// Two assignment writes in flight (seq 2, then 3 after a member left) and
+// the group then Empty (event 4, held), when the shard is unloaded: each
+// event is told once, in seq order, whatever the late outcomes.
+func TestHistoryClassicUnloadedHeldChain(t *testing.T) {
+	for _, codes := range [][2]int16{{ErrNone, ErrNone}, {ErrNone, ErrCoordinatorNotAvailable},
+		{ErrCoordinatorNotAvailable, ErrNone}, {ErrCoordinatorNotAvailable, ErrCoordinatorNotAvailable}} {
+		t.Run(fmt.Sprint("outcomes ", codes), func(t *testing.T) {
+			h, seen := newTellingH(t)
+			ids, gen, start := h.twoAssignmentsHeld("g")
+			h.advance(time.Second)
+			if r := h.leave("g", lm(ids[0])); r.ErrorCode != 0 {
+				t.Fatalf("leave: %d", r.ErrorCode)
+			}
+			h.unload(newStormTally())
+			checkTold(t, *seen, "[1]")
+			h.completeHeld(0, codes[0])
+			h.completeHeld(1, codes[1])
+			h.held = h.held[2:]
+			h.release() // the Empty event's own write
+			if n := h.s.LateWrites(); n != 0 {
+				t.Fatalf("unloaded shard still awaits %d late writes", n)
+			}
+			want := map[[2]int16]string{
+				{ErrNone, ErrNone}:                                       "[1 2 3 4]",
+				{ErrNone, ErrCoordinatorNotAvailable}:                    "[1 2 4]",
+				{ErrCoordinatorNotAvailable, ErrNone}:                    "[1 3 4]",
+				{ErrCoordinatorNotAvailable, ErrCoordinatorNotAvailable}: "[1 4]",
+			}[codes]
+			checkTold(t, *seen, want)
+			if codes[1] != ErrNone {
+				// The second write failed: event 4 is the one event of
+				// the rebalances since the last stored one.
+				e := (*seen)[len(*seen)-1]
+				wantGen := gen
+				if codes[0] == ErrNone {
+					wantGen = (*seen)[1].Generation
+				}
+				if e.Outcome != "empty" || e.FromGeneration != wantGen || (codes[0] != ErrNone && !e.Start.Equal(start)) {
+					t.Fatalf("told %+v; want the one event, empty, from generation %d", e, wantGen)
+				}
+			}
+		})
+	}
+}
+
+// cgAssignmentHeld makes cg a Stable classic group of two members (event 1,
+// generation gen), then rebalances it a second later with the store held,
+// up to the leader's assignment: its write, holding the event, is the one
+// held write. r is the rejoin's answer.
+func (h *h) cgAssignmentHeld() (gen int32, r *kmsg.JoinGroupResponse) {
+	h.t.Helper()
+	id1, id2, gen := h.classicStable()
+	meta := string(subscription(nil, "a"))
+	h.advance(time.Second)
+	t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", meta)})
+	t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", meta)})
+	r = h.joinResp(t1)
+	h.joinResp(t2)
+	follower := id2
+	if r.LeaderID == id2 {
+		follower = id1
+	}
+	h.hold = true
+	h.sync("cg", follower, r.Generation, nil)
+	h.sync("cg", r.LeaderID, r.Generation, map[string]string{
+		id1: string(encodeAssignment(set("a", 0, 1), []byte(meta))),
+		id2: string(encodeAssignment(set("a", 2, 3), []byte(meta))),
+	})
+	if len(h.held) != 1 {
+		h.t.Fatalf("%d writes held, want the assignment's", len(h.held))
+	}
+	return gen, r
+}
+
+// A consumer-protocol member upgrades the group and then leaves, which
+// turns it classic again, all while the assignment write of the classic
+// rebalance before (seq 2) is in flight. Whatever its outcome, the observer
+// hears each event once, in seq order, and the store holds what the shard
+// shows.
+func TestHistoryClassicUpgradeAndDowngradeDuringAssignmentWrite(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			var seen []RebalanceEvent
+			h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
+			gen, r := h.cgAssignmentHeld()
+			// The heartbeats' writes are held behind the assignment's:
+			// a partition's writes reach the store, and report their
+			// outcomes, in the order they were issued.
+			h.advance(time.Second)
+			h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}})
+			h.advance(time.Second)
+			h.cgSend(hb{member: "n1", epoch: epochLeave})
+			if g := h.s.Group("cg"); g == nil || g.cg != nil {
+				t.Fatal("the group is not classic again after the consumer member left")
+			}
+			h.completeHeld(0, code)
+			h.held = h.held[1:]
+			h.release()
+			var stored []uint64
+			for _, e := range h.s.History("cg") {
+				stored = append(stored, e.Seq)
+			}
+			if fmt.Sprint(stored) != toldSeqs(seen) {
+				t.Fatalf("stored seqs %v, told %s; want the same, each once, ascending", stored, toldSeqs(seen))
+			}
+			checkTold(t, seen, "[1 2 3]")
+			e := seen[1]
+			if e.Type != "classic" || e.FromGeneration != gen || e.Generation != r.Generation {
+				t.Fatalf("event 2 %+v, want classic, generation %d -> %d", e, gen, r.Generation)
+			}
+			if want := map[bool]string{true: "stable", false: "superseded"}[code == ErrNone]; e.Outcome != want {
+				t.Fatalf("event 2 outcome %s, want %s", e.Outcome, want)
+			}
+			if e := seen[2]; e.Type != "consumer" || e.Outcome != "superseded" {
+				t.Fatalf("event 3 %+v, want the consumer member's, superseded by the downgrade", e)
+			}
+			if d := h.checkReload(); d != "" {
+				t.Fatal(d)
+			}
+		})
+	}
+}
+
+// The emptied group is deleted before the outcome of the assignment write:
+// the Empty event, held until that outcome, is still told, once, in order.
+func TestHistoryClassicGroupDeletedDuringAssignmentWriteTold(t *testing.T) {
+	for _, code := range []int16{ErrNone, ErrCoordinatorNotAvailable} {
+		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
+			h, seen := newTellingH(t)
+			h.emptiedDuringHeldAssignment("g")
+			req := kmsg.NewPtrDeleteGroupsRequest()
+			req.Version, req.Groups = 2, []string{"g"}
+			h.do(func(t Ticket, out *Output) { h.s.DeleteGroups(h.now, t, req, out) })
+			h.completeHeld(0, code)
+			h.held = h.held[1:]
+			h.release()
+			want := "[1 2 3]"
+			if code != ErrNone {
+				want = "[1 3]"
+			}
+			checkTold(t, *seen, want)
+			if hist := h.s.hist["g"]; hist != nil && len(hist.held) != 0 {
+				t.Fatalf("events still held after the outcome: %v", hist.held)
+			}
+		})
 	}
 }

@@ -18,8 +18,17 @@ type lateWrite struct {
 	// classic event written alone was told when recorded.
 	tell bool
 	// after: the events recorded while the write was in flight, told
-	// after its outcome (recordEvent), as they were stored.
-	after []RebalanceEvent
+	// after its outcome (recordEvent): as they were stored, but for the
+	// one a later rebalance's end recorded (the tracker's followed),
+	// told as merged.pick(run) if the write failed, as rbAssignWritten
+	// does on a loaded shard. run counts the writes before this one that
+	// failed in a row, those whose outcome came after the unload too (a
+	// failed late write raises its next's: nextSeq, in group).
+	after   []RebalanceEvent
+	merged  *alts
+	run     int
+	group   string
+	nextSeq uint64
 }
 
 // keepLate notes, before Unload gives up on them, the writes in flight that
@@ -55,6 +64,7 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 				delete(h.held, recs[i].ev.Seq)
 			}
 		}
+		s.lateChain(&lw, recs)
 		s.late[id] = lw
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil {
@@ -88,6 +98,9 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 		return
 	}
 	delete(s.late, id)
+	if code != ErrNone {
+		s.lateFailed(&lw)
+	}
 	for i := range lw.recs {
 		r := &lw.recs[i]
 		if code == ErrNone && lw.tell && !r.del && r.ev != nil && s.cfg.OnRebalance != nil {
@@ -121,6 +134,60 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 		s.evalLateStorm(r.group, now)
 	}
 	s.tell(lw.after)
+}
+
+// lateChain notes on lw, a classic assignment write's, what its tracker
+// knows of the rebalances around it (keepLate, before Unload drops the
+// trackers): the one event the held Empty or superseded end is should the
+// write fail, and the next rebalance's write, whose event continues this
+// one's if it fails.
+func (s *Shard) lateChain(lw *lateWrite, recs []rec) {
+	for i := range recs {
+		r := &recs[i]
+		if r.del || r.ev == nil {
+			continue
+		}
+		g := s.groups[r.group]
+		if g == nil {
+			continue
+		}
+		for t := g.rbWriting; t != nil; t = t.prevW {
+			if t.seq != r.ev.Seq {
+				continue
+			}
+			lw.group, lw.merged, lw.run = r.group, t.followed, t.failedRun
+			if t.next != nil {
+				lw.nextSeq = t.next.seq
+			}
+			return
+		}
+	}
+}
+
+// lateFailed applies the failure of lw after the unload: its held event
+// that a later end recorded is told as the one event it then is, and the
+// next rebalance's late write, if any, counts one more failed before it.
+func (s *Shard) lateFailed(lw *lateWrite) {
+	if lw.merged != nil {
+		ev := lw.merged.pick(lw.run)
+		for i := range lw.after {
+			if lw.after[i].Seq == ev.Seq {
+				lw.after[i] = ev
+			}
+		}
+	}
+	if lw.nextSeq == 0 {
+		return
+	}
+	for id, nw := range s.late {
+		for i := range nw.recs {
+			if r := &nw.recs[i]; r.group == lw.group && !r.del && r.ev != nil && r.ev.Seq == lw.nextSeq {
+				nw.run = lw.run + 1
+				s.late[id] = nw
+				return
+			}
+		}
+	}
 }
 
 // evalLateStorm is evalStorm on an unloaded shard: a group that a late
