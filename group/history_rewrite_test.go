@@ -194,6 +194,9 @@ func TestHistoryClassicRewriteOutOfBound(t *testing.T) {
 	if got := toldSeqs(*seen); got != "[1 3 4]" {
 		t.Fatalf("told seqs %s, want [1 3 4]", got)
 	}
+	if gh := h.s.hist["g"]; gh != nil && gh.held != nil {
+		t.Fatalf("held events %v kept once every write is done: a map per group that once held one", gh.held)
+	}
 	if msg := h.checkReload(); msg != "" {
 		t.Fatal(msg)
 	}

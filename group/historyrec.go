@@ -471,6 +471,9 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
 		held = h.held[seq]
 		delete(h.held, seq)
+		if len(h.held) == 0 {
+			h.held = nil // most groups never hold one: no map kept per idle group
+		}
 	}
 	defer g.s.tell(held)
 	if code == ErrNone && !g.s.unloading && prev != nil && cont != nil && g.live() {
