@@ -125,13 +125,18 @@ type groupList struct {
 	// Listed counts the groups the viewer may describe, Matching those
 	// that pass the filter (beyond a node's limit too).
 	Listed, Matching int
-	// ProtocolTypes of the listed groups, at most maxProtocolTypes.
-	ProtocolTypes map[string]bool
+	// ProtocolTypes of the listed groups, sorted: the first
+	// maxProtocolTypes of them. They do not depend on the order in which
+	// the nodes answer: the first of a union are the first of each node's
+	// first (each node sends its first, sorted).
+	ProtocolTypes []string
 	// Unreachable names the nodes that could not be reached, whose groups
 	// are missing.
 	Unreachable []string
-	seen        map[string]bool
-	filter      group.ListFilter
+	// seen holds the ids of the rows taken so far, each with whether it
+	// was counted as matching (see add).
+	seen   map[string]bool
+	filter group.ListFilter
 }
 
 // add takes one node's ListGroups answer. A node that applied the filter
@@ -149,15 +154,28 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 		}
 	}
 	for _, g := range resp.Groups {
-		if l.seen[g.Group] { // listed by two nodes while its partition moves
+		if matched, dup := l.seen[g.Group]; dup {
+			// Listed by two nodes while its partition moves: one row.
+			// A node that sums up counted each group it sent in its
+			// Listed and Matching, so a group it sends again is taken
+			// off both, where the node before counted it (a node that
+			// did not sum up was counted here, by keep). A group that
+			// both count but neither sends (beyond a limit, or not
+			// matching) cannot be seen, and stays counted twice.
+			if summed {
+				l.Listed--
+				if matched {
+					l.Matching--
+				}
+			}
 			continue
 		}
-		l.seen[g.Group] = true
 		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
 		if r.Type == "" {
 			r.Type = "classic"
 		}
 		keep := l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
+		l.seen[g.Group] = summed || keep // counted as matching: by the node, or here
 		if !summed {
 			l.Listed++
 			l.addProtocolType(r.ProtocolType)
@@ -171,10 +189,22 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 	}
 }
 
+// addProtocolType adds p to the sorted ProtocolTypes, which keep the first
+// maxProtocolTypes: once full, a p after the last is left out at the cost
+// of one comparison, and one before it pushes the last out.
 func (l *groupList) addProtocolType(p string) {
-	if p != "" && len(l.ProtocolTypes) < maxProtocolTypes {
-		l.ProtocolTypes[p] = true
+	n := len(l.ProtocolTypes)
+	if p == "" || n >= maxProtocolTypes && p >= l.ProtocolTypes[n-1] {
+		return
 	}
+	i, found := slices.BinarySearch(l.ProtocolTypes, p)
+	if found {
+		return
+	}
+	if n >= maxProtocolTypes {
+		l.ProtocolTypes = l.ProtocolTypes[:maxProtocolTypes-1]
+	}
+	l.ProtocolTypes = slices.Insert(l.ProtocolTypes, i, p)
 }
 
 // listGroups lists the groups the principal may describe that pass f,
@@ -191,7 +221,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*group
 	if listFilterPushdown {
 		group.RequestListFilter(lreq, f)
 	}
-	l := &groupList{ProtocolTypes: map[string]bool{}, seen: map[string]bool{}, filter: f}
+	l := &groupList{seen: map[string]bool{}, filter: f}
 	var firstErr error
 	shards := cl.RequestSharded(ctx, lreq)
 	for _, sh := range shards {

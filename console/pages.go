@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -148,11 +147,12 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 			p.States = append(p.States, g.State)
 		}
 	}
-	ptypes := list.ProtocolTypes
-	if gq.ProtocolType != "" {
-		ptypes[gq.ProtocolType] = true // shown as chosen even if no group has it
+	p.ProtocolTypes = list.ProtocolTypes
+	if i, found := slices.BinarySearch(p.ProtocolTypes, gq.ProtocolType); gq.ProtocolType != "" && !found {
+		// Shown as chosen even if no group has it (or it is not among
+		// the first maxProtocolTypes).
+		p.ProtocolTypes = slices.Insert(p.ProtocolTypes, i, gq.ProtocolType)
 	}
-	p.ProtocolTypes = slices.Sorted(maps.Keys(ptypes))
 	// An unknown state or type would match no group and read as "0 of N
 	// groups": it is a 400 naming the accepted values, as the CLI's usage
 	// error does. A known one is spelled as listed, so the form shows it.

@@ -203,7 +203,7 @@ func TestGroupsSearchWithoutTheTag(t *testing.T) {
 // the rows of every node are filtered again, whatever a node sent.
 func TestGroupListMixedNodes(t *testing.T) {
 	f := group.ListFilter{ID: "app", Limit: 2}
-	l := &groupList{ProtocolTypes: map[string]bool{}, seen: map[string]bool{}, filter: f}
+	l := &groupList{seen: map[string]bool{}, filter: f}
 	// A node with the tag: 10 groups it may describe, 4 match, the first 2
 	// sent (and one that does not match, which is dropped).
 	newer := kmsg.NewPtrListGroupsResponse()
@@ -233,8 +233,103 @@ func TestGroupListMixedNodes(t *testing.T) {
 	if l.Listed != 14 || l.Matching != 6 {
 		t.Errorf("%d listed, %d matching, want 14 and 6", l.Listed, l.Matching)
 	}
-	if len(l.ProtocolTypes) != 3 || !l.ProtocolTypes["connect"] || !l.ProtocolTypes["sidecar"] {
-		t.Errorf("protocol types %v, want connect, consumer, sidecar", l.ProtocolTypes)
+	if got := strings.Join(protocolTypesOf(l), " "); got != "connect consumer sidecar" {
+		t.Errorf("protocol types %q, want connect consumer sidecar", got)
+	}
+}
+
+// protocolTypesOf is the protocol types the form is offered, in order.
+func protocolTypesOf(l *groupList) []string { return l.ProtocolTypes }
+
+// answer is a node's ListGroups answer: groups of these ids (state Empty,
+// protocol type "consumer"), and the summary of a node that filtered
+// unless sum is nil.
+func answer(sum *group.ListSummary, ids ...string) *kmsg.ListGroupsResponse {
+	resp := kmsg.NewPtrListGroupsResponse()
+	resp.Version = 5
+	for _, id := range ids {
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.GroupState, g.ProtocolType = id, "Empty", "consumer"
+		resp.Groups = append(resp.Groups, g)
+	}
+	if sum != nil {
+		resp.UnknownTags.Set(group.ListFilterTag, tagValue(sum.Listed, sum.Matching, sum.ProtocolTypes...))
+	}
+	return resp
+}
+
+// TestGroupListProtocolTypesOrderless: with more protocol types than the
+// form offers among the nodes, it offers the first maxProtocolTypes of
+// their union, sorted, whichever node answers first; so does a node that
+// does not filter and sends them in no order.
+func TestGroupListProtocolTypesOrderless(t *testing.T) {
+	names := func(from, to int) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("p%03d", i))
+		}
+		return out
+	}
+	want := strings.Join(names(0, maxProtocolTypes), " ")
+	// Each node's summary holds its first 100, sorted.
+	hi := &group.ListSummary{Listed: 150, Matching: 0, ProtocolTypes: names(50, 150)}
+	lo := &group.ListSummary{Listed: 150, Matching: 0, ProtocolTypes: names(0, 100)}
+	for _, order := range [][]*group.ListSummary{{hi, lo}, {lo, hi}} {
+		l := &groupList{seen: map[string]bool{}, filter: group.ListFilter{ID: "x", Limit: 1000}}
+		for _, s := range order {
+			l.add(answer(s))
+		}
+		if got := strings.Join(protocolTypesOf(l), " "); got != want {
+			t.Errorf("nodes answering %v first: the form offers %q, want %q", order[0].ProtocolTypes[:1], got, want)
+		}
+	}
+	// A node without the tag: 150 groups of 150 protocol types, the
+	// largest first.
+	old := kmsg.NewPtrListGroupsResponse()
+	for i := 149; i >= 0; i-- {
+		g := kmsg.NewListGroupsResponseGroup()
+		g.Group, g.ProtocolType = fmt.Sprintf("g%03d", i), fmt.Sprintf("p%03d", i)
+		old.Groups = append(old.Groups, g)
+	}
+	l := &groupList{seen: map[string]bool{}, filter: group.ListFilter{ID: "x", Limit: 1000}}
+	l.add(old)
+	if got := strings.Join(protocolTypesOf(l), " "); got != want {
+		t.Errorf("a node without the tag: the form offers %q, want %q", got, want)
+	}
+}
+
+// TestGroupListCountsAMovingGroupOnce: a group two nodes list while its
+// partition moves is one row, and counted once in "N of M" where both
+// nodes counted it.
+func TestGroupListCountsAMovingGroupOnce(t *testing.T) {
+	f := group.ListFilter{ID: "app", Limit: 1000}
+	for _, tc := range []struct {
+		name             string
+		first, second    *kmsg.ListGroupsResponse
+		listed, matching int
+	}{
+		{"both filter", // app-3 moves: each node counts it
+			answer(&group.ListSummary{Listed: 10, Matching: 3}, "app-1", "app-2", "app-3"),
+			answer(&group.ListSummary{Listed: 5, Matching: 2}, "app-3", "app-4"),
+			14, 4},
+		{"the first does not filter", // it sends zz too, which does not match: counted here
+			answer(nil, "app-3", "zz", "app-5"),
+			answer(&group.ListSummary{Listed: 5, Matching: 2}, "app-3", "app-4"),
+			7, 3},
+		{"the second does not filter", // its app-3 is skipped, not counted
+			answer(&group.ListSummary{Listed: 5, Matching: 2}, "app-3", "app-4"),
+			answer(nil, "app-3", "zz", "app-5"),
+			7, 3},
+	} {
+		l := &groupList{seen: map[string]bool{}, filter: f}
+		l.add(tc.first)
+		l.add(tc.second)
+		if len(l.Rows) != tc.matching {
+			t.Errorf("%s: %d rows, want %d", tc.name, len(l.Rows), tc.matching)
+		}
+		if l.Listed != tc.listed || l.Matching != tc.matching {
+			t.Errorf("%s: %d of %d groups match, want %d of %d", tc.name, l.Matching, l.Listed, tc.matching, tc.listed)
+		}
 	}
 }
 
