@@ -29,7 +29,9 @@ type Client struct {
 	// Describes, when set, is the server's check of whether this client
 	// may describe a group: a ListGroups then answers and counts only the
 	// groups it allows (nil: every group). It is called on the
-	// partitions' goroutines, one partition at a time.
+	// partitions' goroutines, one partition at a time, and before the
+	// request's other filters, so possibly for groups they leave out: it
+	// must have no side effects.
 	Describes func(group string) bool
 }
 
