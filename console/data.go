@@ -133,10 +133,18 @@ type groupList struct {
 	// Unreachable names the nodes that could not be reached, whose groups
 	// are missing.
 	Unreachable []string
-	// seen holds the ids of the rows taken so far, each with whether it
-	// was counted as matching (see add).
-	seen   map[string]bool
-	filter group.ListFilter
+	// seen holds the ids of the rows taken so far, each with the answer
+	// it came in and whether it was counted as matching (see add).
+	seen    map[string]seenRow
+	answers int // the answers added so far
+	filter  group.ListFilter
+}
+
+// seenRow is where a row of the list was taken from: the answer's number
+// (groupList.answers), and whether it was counted as matching.
+type seenRow struct {
+	answer  int
+	matched bool
 }
 
 // add takes one node's ListGroups answer. A node that applied the filter
@@ -145,6 +153,7 @@ type groupList struct {
 // filtered here. The rows of both are filtered again: what a node sent
 // is never trusted to match.
 func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
+	l.answers++
 	sum, summed := group.ListSummaryOf(resp)
 	if summed {
 		l.Listed += int(sum.Listed)
@@ -154,17 +163,20 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 		}
 	}
 	for _, g := range resp.Groups {
-		if matched, dup := l.seen[g.Group]; dup {
+		if was, dup := l.seen[g.Group]; dup {
 			// Listed by two nodes while its partition moves: one row.
 			// A node that sums up counted each group it sent in its
-			// Listed and Matching, so a group it sends again is taken
-			// off both, where the node before counted it (a node that
-			// did not sum up was counted here, by keep). A group that
-			// both count but neither sends (beyond a limit, or not
-			// matching) cannot be seen, and stays counted twice.
-			if summed {
+			// Listed and Matching, so a group another node sent
+			// already is taken off both, where that node counted it
+			// (a node that did not sum up was counted here, by keep).
+			// A group that both count but neither sends (beyond a
+			// limit, or not matching) cannot be seen, and stays
+			// counted twice. (A node that sends one group twice
+			// counted it once: nothing to take off.)
+			if summed && was.answer != l.answers {
+				l.seen[g.Group] = seenRow{answer: l.answers, matched: was.matched}
 				l.Listed--
-				if matched {
+				if was.matched {
 					l.Matching--
 				}
 			}
@@ -175,7 +187,7 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 			r.Type = "classic"
 		}
 		keep := l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
-		l.seen[g.Group] = summed || keep // counted as matching: by the node, or here
+		l.seen[g.Group] = seenRow{answer: l.answers, matched: summed || keep} // counted as matching: by the node, or here
 		if !summed {
 			l.Listed++
 			l.addProtocolType(r.ProtocolType)
@@ -187,6 +199,14 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 			l.Rows = append(l.Rows, r)
 		}
 	}
+	// Counts no smaller than what was received, whatever a node claimed.
+	l.Matching = max(l.Matching, len(l.Rows))
+	l.Listed = max(l.Listed, l.Matching)
+}
+
+// newGroupList is an empty list of the groups that pass f.
+func newGroupList(f group.ListFilter) *groupList {
+	return &groupList{seen: map[string]seenRow{}, filter: f}
 }
 
 // addProtocolType adds p to the sorted ProtocolTypes, which keep the first
@@ -221,7 +241,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*group
 	if listFilterPushdown {
 		group.RequestListFilter(lreq, f)
 	}
-	l := &groupList{seen: map[string]bool{}, filter: f}
+	l := newGroupList(f)
 	var firstErr error
 	shards := cl.RequestSharded(ctx, lreq)
 	for _, sh := range shards {

@@ -203,7 +203,7 @@ func TestGroupsSearchWithoutTheTag(t *testing.T) {
 // the rows of every node are filtered again, whatever a node sent.
 func TestGroupListMixedNodes(t *testing.T) {
 	f := group.ListFilter{ID: "app", Limit: 2}
-	l := &groupList{seen: map[string]bool{}, filter: f}
+	l := newGroupList(f)
 	// A node with the tag: 10 groups it may describe, 4 match, the first 2
 	// sent (and one that does not match, which is dropped).
 	newer := kmsg.NewPtrListGroupsResponse()
@@ -275,7 +275,7 @@ func TestGroupListProtocolTypesOrderless(t *testing.T) {
 	hi := &group.ListSummary{Listed: 150, Matching: 0, ProtocolTypes: names(50, 150)}
 	lo := &group.ListSummary{Listed: 150, Matching: 0, ProtocolTypes: names(0, 100)}
 	for _, order := range [][]*group.ListSummary{{hi, lo}, {lo, hi}} {
-		l := &groupList{seen: map[string]bool{}, filter: group.ListFilter{ID: "x", Limit: 1000}}
+		l := newGroupList(group.ListFilter{ID: "x", Limit: 1000})
 		for _, s := range order {
 			l.add(answer(s))
 		}
@@ -291,7 +291,7 @@ func TestGroupListProtocolTypesOrderless(t *testing.T) {
 		g.Group, g.ProtocolType = fmt.Sprintf("g%03d", i), fmt.Sprintf("p%03d", i)
 		old.Groups = append(old.Groups, g)
 	}
-	l := &groupList{seen: map[string]bool{}, filter: group.ListFilter{ID: "x", Limit: 1000}}
+	l := newGroupList(group.ListFilter{ID: "x", Limit: 1000})
 	l.add(old)
 	if got := strings.Join(protocolTypesOf(l), " "); got != want {
 		t.Errorf("a node without the tag: the form offers %q, want %q", got, want)
@@ -320,8 +320,16 @@ func TestGroupListCountsAMovingGroupOnce(t *testing.T) {
 			answer(&group.ListSummary{Listed: 5, Matching: 2}, "app-3", "app-4"),
 			answer(nil, "app-3", "zz", "app-5"),
 			7, 3},
+		{"a node sends a group twice", // it counted it once: nothing to take off
+			answer(&group.ListSummary{Listed: 5, Matching: 2}, "app-3", "app-4", "app-3"),
+			answer(&group.ListSummary{Listed: 4, Matching: 1}, "app-5"),
+			9, 3},
+		{"a node counts less than it sends", // the counts are at least what was received
+			answer(&group.ListSummary{Listed: 0, Matching: 0}, "app-3", "app-4"),
+			answer(&group.ListSummary{Listed: 1, Matching: 1}, "app-3"),
+			2, 2},
 	} {
-		l := &groupList{seen: map[string]bool{}, filter: f}
+		l := newGroupList(f)
 		l.add(tc.first)
 		l.add(tc.second)
 		if len(l.Rows) != tc.matching {
