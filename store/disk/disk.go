@@ -207,7 +207,7 @@ func Open(opts Options) (*Store, error) {
 	} else if !opts.noWALFill {
 		wal = walFillFS{FS: base, step: int64(min(walFillMax, memTableSize)), dir: filepath.Clean(opts.Dir)}
 	}
-	s.fs = &failStopFS{FS: wal, dir: filepath.Clean(opts.Dir), onFail: s.fail}
+	s.fs = &failStopFS{FS: wal, dir: filepath.Clean(opts.Dir), onFail: s.failRefusedWrite}
 	s.base = base
 
 	// Private: the store holds SCRAM credentials (salted keys) and the
@@ -500,17 +500,15 @@ func writeFileDurably(fs vfs.FS, dir, name string, data []byte) error {
 // openError explains an engine Open failure to the operator.
 func (s *Store) openError(err error, fs vfs.FS) error {
 	if refused := s.fs.refused(); refused != nil && notWritable(refused) {
-		return fmt.Errorf("%w: store %s cannot be opened: %v: this process needs write access to the directory and its "+
-			"files (check their owner and permissions, and that the file system is not read-only)", ErrNotWritable, s.dir, refused)
+		return fmt.Errorf("%w: store %s cannot be opened: %v: %s", ErrNotWritable, s.dir, refused, adviceNotWritable)
 	} else if refused != nil {
 		// The disk refused a write (full, a quota, the file size limit, an
 		// I/O error), whichever way the engine reported it (an error of
 		// its Open, a fatal error, a background one). That does not damage
 		// what the store holds: the way out is to let it write, not the
 		// advice for damage, which would drop the store for a full disk.
-		return fmt.Errorf("%w: store %s cannot be opened: the disk refused a write (%v): free space on its file system "+
-			"(or raise the quota or file size limit, or mend the disk), then start cohort again; nothing the store "+
-			"acknowledged is lost", ErrStorage, s.dir, refused)
+		return fmt.Errorf("%w: store %s cannot be opened: the disk refused a write (%v): %s", ErrStorage, s.dir, refused,
+			adviceRefusedWrite)
 	}
 	if errors.Is(err, ErrStorage) {
 		return err
@@ -573,11 +571,34 @@ func explain(err error) string {
 	return msg
 }
 
+// What the operator does about a write the disk refused, at start or while
+// serving: nothing the store holds is damaged, so the way out is to let it
+// write (the advice for damage would drop the store for a full disk).
+const (
+	adviceRefusedWrite = "free space on its file system (or raise the quota or file size limit, or mend the disk), " +
+		"then start cohort again; nothing the store acknowledged is lost"
+	adviceNotWritable = "this process needs write access to the directory and its files (check their owner and " +
+		"permissions, and that the file system is not read-only)"
+)
+
 // fail latches the first storage failure: from then on every operation
 // returns ErrStorage until the process reopens the store.
 func (s *Store) fail(err error) {
 	s.latch(fmt.Errorf("%w: %v (the store refuses all operations until the process restarts; "+
 		"acknowledged data is on disk and is recovered on the next Open)", ErrStorage, err), err)
+}
+
+// failRefusedWrite latches a write, sync, creation or rename of the store's
+// own files that the disk refused while the store served (failStopFS): as
+// fail, but the error, which cohort serve exits with, says what lets the
+// next start succeed, as the refusal of a start on that disk does.
+func (s *Store) failRefusedWrite(err error) {
+	advice := adviceRefusedWrite
+	if notWritable(err) {
+		advice = adviceNotWritable + ", then start cohort again; nothing the store acknowledged is lost"
+	}
+	s.latch(fmt.Errorf("%w: store %s: the disk refused a write (%v), so the store refuses all operations until "+
+		"cohort is started again: %s", ErrStorage, s.dir, err, advice), err)
 }
 
 // failDamaged latches damage found while serving (the record log does not

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -114,6 +115,14 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error, p
 	}
 	if err := s.Err(); !errors.Is(err, ErrStorage) {
 		t.Fatalf("seed %d: Err() = %v, want an error wrapping ErrStorage", seed, err)
+	}
+	// cohort serve exits with this error: it names the refused write and
+	// says what lets the next start succeed, as a start on that disk does.
+	if msg := s.Err().Error(); !strings.Contains(msg, "the disk refused a write") || !strings.Contains(msg, dir) ||
+		!strings.Contains(msg, "free space on its file system") || !strings.Contains(msg, "then start cohort again") ||
+		strings.Contains(msg, "move it aside") {
+		t.Fatalf("seed %d: Err() = %v, want it to say the disk refused a write to %s, and to free space, then "+
+			"start cohort again", seed, msg, dir)
 	}
 	ctx := context.Background()
 	if err := s.Append(ctx, 0, []store.Record{rec("after", "failure")}); !errors.Is(err, ErrStorage) {
