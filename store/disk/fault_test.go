@@ -47,23 +47,38 @@ func TestWriteFailureFailsStore(t *testing.T) {
 			}
 			return nil
 		},
+		// The file system remounted read-only (as ext4 does after an I/O
+		// error): the way out is the mount, not free space.
+		"read-only": func(op errorfs.Op) error {
+			switch op.Kind {
+			case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFilePreallocate, errorfs.OpCreate:
+				return syscall.EROFS
+			}
+			return nil
+		},
 	}
 	for name, fault := range faults {
+		advice := "free space on its file system"
+		if name == "read-only" {
+			advice = "the file system is not read-only"
+		}
 		t.Run(name, func(t *testing.T) {
 			for seed := int64(0); seed < 4; seed++ {
-				writeFailureRound(t, seed, fault, false)
+				writeFailureRound(t, seed, fault, advice, false)
 			}
 		})
 		// The coordinator's path: StartMulti, several writes in flight.
 		t.Run(name+", pipelined", func(t *testing.T) {
 			for seed := int64(0); seed < 4; seed++ {
-				writeFailureRound(t, seed, fault, true)
+				writeFailureRound(t, seed, fault, advice, true)
 			}
 		})
 	}
 }
 
-func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error, pipelined bool) {
+// writeFailureRound appends from several writers until the fault starts,
+// then checks the store's failure, whose error must carry advice.
+func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error, advice string, pipelined bool) {
 	rng := rand.New(rand.NewSource(seed))
 	mem := vfs.NewCrashableMem()
 	var on atomic.Bool
@@ -119,10 +134,10 @@ func writeFailureRound(t *testing.T, seed int64, fault func(errorfs.Op) error, p
 	// cohort serve exits with this error: it names the refused write and
 	// says what lets the next start succeed, as a start on that disk does.
 	if msg := s.Err().Error(); !strings.Contains(msg, "the disk refused a write") || !strings.Contains(msg, dir) ||
-		!strings.Contains(msg, "free space on its file system") || !strings.Contains(msg, "then start cohort again") ||
+		!strings.Contains(msg, advice) || !strings.Contains(msg, "then start cohort again") ||
 		strings.Contains(msg, "move it aside") {
-		t.Fatalf("seed %d: Err() = %v, want it to say the disk refused a write to %s, and to free space, then "+
-			"start cohort again", seed, msg, dir)
+		t.Fatalf("seed %d: Err() = %v, want it to say the disk refused a write to %s, and %q, then start cohort "+
+			"again", seed, msg, dir, advice)
 	}
 	ctx := context.Background()
 	if err := s.Append(ctx, 0, []store.Record{rec("after", "failure")}); !errors.Is(err, ErrStorage) {
