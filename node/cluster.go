@@ -170,7 +170,7 @@ func etcdError(cc *ClusterConfig, err error) error {
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return fmt.Errorf("%w (the etcd user %q or its password is wrong)", err, cc.Username)
 	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
-		return fmt.Errorf("%w (etcd has authentication enabled: give the node an etcd user, --etcd-user)", err)
+		return fmt.Errorf("%w (etcd has authentication enabled: give it an etcd user: --etcd-user, with the password in --etcd-password-file or COHORT_ETCD_PASSWORD)", err)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		who := fmt.Sprintf("the etcd user %q", cc.Username)
 		if cc.Username == "" {

@@ -37,7 +37,7 @@ func TestClusterEtcdAuthentication(t *testing.T) {
 		name, user, password, want string
 	}{
 		{"wrong password", "cohort", "not-" + pass, `the etcd user "cohort" or its password is wrong`},
-		{"no user", "", "", "give the node an etcd user"},
+		{"no user", "", "", "give it an etcd user: --etcd-user, with the password in --etcd-password-file or COHORT_ETCD_PASSWORD"},
 		{"no permission on the prefix", "other", "other-password", `needs read-write permission on the keys under "/authed/"`},
 	} {
 		n, err := start(tc.user, tc.password)

@@ -292,6 +292,8 @@ func TestConsumerGroupCommands(t *testing.T) {
 	c.fails(1, []string{"offsets", "reset", "g848", "--all-topics", "--to-offset", "0"},
 		"reset g848: the consumer group is Stable with 2 members; offsets can only be reset while it has none")
 	c.fails(1, []string{"group", "delete", "g848"}, `delete g848: NON_EMPTY_GROUP: group "g848" is Stable with 2 members: only a group without members can be deleted`)
+	// The dry run says it in the same words as the node's refusal (it once read "The group is not empty.: it is").
+	c.fails(1, []string{"group", "delete", "g848", "--dry-run"}, `delete g848: NON_EMPTY_GROUP: group "g848" is Stable with 2 members: only a group without members can be deleted`)
 
 	// app-b leaves; app-a is static, so its leave (epoch -2) keeps it in
 	// the group, holding its partitions, until its session runs out or its

@@ -530,7 +530,10 @@ func previewGroupDelete(ctx context.Context, cl *kgo.Client, ids []string) ([]gr
 			r.err = describeErr(errs, id)
 		case g.MemberCount > 0:
 			r.state, r.members = g.State, ptr(int32(g.MemberCount))
-			r.err = fmt.Errorf("%w: it is %s with %s", kerr.NonEmptyGroup, g.State, plural(g.MemberCount, "member"))
+			// Worded as the node's refusal of the delete itself (group/admin.go), so the preview reads as the
+			// answer would: "NON_EMPTY_GROUP: group "g" is Stable with 2 members: ...".
+			r.err = withMessage(kerr.NonEmptyGroup, fmt.Sprintf("group %q is %s with %s: only a group without members can be deleted",
+				id, g.State, plural(g.MemberCount, "member")))
 		default:
 			r.state, r.members = g.State, ptr(int32(0))
 			n++

@@ -390,7 +390,7 @@ func TestServeEtcdUser(t *testing.T) {
 		{"empty file", "-", []string{"--etcd-user", "cohort", "--etcd-password-file", empty}, "the first line is empty"},
 		{"wrong password from a file", "-", []string{"--etcd-user", "cohort", "--etcd-password-file", wrong}, `the etcd user "cohort" or its password is wrong`},
 		{"wrong password from the environment", "wr0ng-etcd", []string{"--etcd-user", "cohort"}, `the etcd user "cohort" or its password is wrong`},
-		{"no user", "-", nil, "give the node an etcd user"},
+		{"no user", "-", nil, "give it an etcd user: --etcd-user, with the password in --etcd-password-file or COHORT_ETCD_PASSWORD"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env == "-" {

@@ -397,8 +397,12 @@ func storeCopy(e env, f storeCopyFlags) error {
 			return fmt.Errorf("store copy: closing %s: %w", f.toDir, err)
 		}
 	}
+	start := "start its nodes"
+	if f.toDir != "" {
+		start = "start the node on it"
+	}
 	fmt.Fprintf(e.stdout, "verified: %s holds the same records as %s (count, bytes and SHA-256 digest of every partition); "+
-		"start its nodes with --partitions %d\n", dst.name, src.name, n)
+		"%s with --partitions %d\n", dst.name, src.name, start, n)
 	return nil
 }
 

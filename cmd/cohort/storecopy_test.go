@@ -207,7 +207,7 @@ func TestStoreCopyBothWays(t *testing.T) {
 	c.fails(1, []string{"store", "copy", "--from-etcd", ep, "--etcd-prefix", "/moved/", "--to-data-dir", dir},
 		"--to-data-dir "+dir+" is not empty (it holds a cohort store", "nothing was copied")
 	out = c.ok(toDir...)
-	if !strings.Contains(out, "verified: data directory "+back) {
+	if !strings.Contains(out, "verified: data directory "+back) || !strings.Contains(out, "start the node on it with --partitions") {
 		t.Errorf("copy to a data directory:\n%s", out)
 	}
 	nb := copyNode(t, back, nil)
