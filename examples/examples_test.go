@@ -7,9 +7,11 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -100,6 +102,132 @@ func TestExamples(t *testing.T) {
 			t.Fatalf("%d consumers say they created the topic, want 1:\n%s\n%s", n, outs[0], outs[1])
 		}
 	})
+	t.Run("kgobalancer copartition", func(t *testing.T) {
+		outs := runAll(t, build(t, "kgobalancer"), []string{"k1", "k2"}, append(common,
+			"-group", "kgob-copartition", "-assignor", "copartition", "-topics", "orders,payments")...)
+		checkCopartitioned(t, outs, []string{"orders", "payments"}, 6)
+	})
+	t.Run("kgobalancer cooperative-sticky", func(t *testing.T) {
+		outs := runAll(t, build(t, "kgobalancer"), []string{"k1", "k2"}, append(common,
+			"-group", "kgob-cooperative", "-assignor", "cooperative-sticky", "-topics", "events")...)
+		checkCooperative(t, outs)
+	})
+}
+
+// ownershipLine is one line the kgobalancer example prints from a kgo
+// callback.
+type ownershipLine struct {
+	what       string // assigned, revoked or lost
+	generation string
+	partitions []string // topic/partition
+}
+
+var ownershipRE = regexp.MustCompile(`msg=(assigned|revoked|lost) .*generation=(\d+) partitions=(\S*)`)
+
+func ownershipLines(out string) []ownershipLine {
+	var lines []ownershipLine
+	for _, m := range ownershipRE.FindAllStringSubmatch(out, -1) {
+		l := ownershipLine{what: m[1], generation: m[2]}
+		if ps := strings.Trim(m[3], `"`); ps != "" {
+			l.partitions = strings.Split(ps, ",")
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}
+
+// checkCopartitioned: in a generation both members were assigned in (an
+// eager assignor reports the whole assignment), they split every partition
+// of the topics between them, and each member has partition p of every
+// topic or of none.
+func checkCopartitioned(t *testing.T, outs []string, topics []string, partitions int) {
+	t.Helper()
+	byGen := map[string]map[int][]string{} // generation -> consumer -> partitions
+	for i, o := range outs {
+		if !strings.Contains(o, "consumer: done") {
+			t.Fatalf("no clean exit:\n%s", o)
+		}
+		for _, l := range ownershipLines(o) {
+			if l.what == "assigned" {
+				if byGen[l.generation] == nil {
+					byGen[l.generation] = map[int][]string{}
+				}
+				byGen[l.generation][i] = l.partitions
+			}
+		}
+	}
+	shared := false
+	for gen, members := range byGen {
+		if len(members) != len(outs) {
+			continue
+		}
+		shared = true
+		owner := map[string]int{}
+		for i, ps := range members {
+			if len(ps) == 0 {
+				t.Errorf("generation %s: consumer %d got nothing", gen, i)
+			}
+			idx := map[string]map[string]bool{}
+			for _, tp := range ps {
+				if o, dup := owner[tp]; dup {
+					t.Errorf("generation %s: %s assigned to consumers %d and %d", gen, tp, o, i)
+				}
+				owner[tp] = i
+				topic, p, _ := strings.Cut(tp, "/")
+				if idx[topic] == nil {
+					idx[topic] = map[string]bool{}
+				}
+				idx[topic][p] = true
+			}
+			for _, tp := range topics[1:] {
+				if !maps.Equal(idx[tp], idx[topics[0]]) {
+					t.Errorf("generation %s: consumer %d has %s %v but %s %v", gen, i, topics[0], idx[topics[0]], tp, idx[tp])
+				}
+			}
+		}
+		if len(owner) != len(topics)*partitions {
+			t.Errorf("generation %s: %d partitions assigned, want %d", gen, len(owner), len(topics)*partitions)
+		}
+	}
+	if !shared {
+		t.Fatalf("no generation assigned both consumers:\n%s", strings.Join(outs, "\n"))
+	}
+}
+
+// checkCooperative: each consumer owned partitions, and none gave up all
+// it owned to be handed some back (what an eager rebalance does): under
+// KIP-429 a consumer keeps what it is still assigned.
+func checkCooperative(t *testing.T, outs []string) {
+	t.Helper()
+	for _, o := range outs {
+		if !strings.Contains(o, "consumer: done") {
+			t.Fatalf("no clean exit:\n%s", o)
+		}
+		held := map[string]bool{}
+		owned, emptied := false, false
+		for _, l := range ownershipLines(o) {
+			switch l.what {
+			case "assigned":
+				if emptied && len(l.partitions) > 0 {
+					t.Fatalf("a consumer gave up all its partitions and was then assigned again:\n%s", o)
+				}
+				for _, tp := range l.partitions {
+					held[tp] = true
+					owned = true
+				}
+			case "revoked":
+				for _, tp := range l.partitions {
+					delete(held, tp)
+				}
+				emptied = owned && len(held) == 0
+			case "lost":
+				t.Fatalf("partitions lost:\n%s", o)
+			}
+		}
+		if !owned {
+			t.Fatalf("consumer never owned a partition:\n%s", o)
+		}
+	}
 }
 
 // TestExamplesSASLSSL runs the examples against kfake with TLS and

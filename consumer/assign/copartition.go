@@ -24,6 +24,11 @@ import (
 //     (Kafka member order, consecutive blocks).
 //
 // With no sets configured it assigns exactly like Range.
+//
+// Like Range it is eager (Cooperative is false) and not sticky: each
+// rebalance revokes every partition of every member, and the new blocks
+// follow the member order alone, so a member that joins or leaves can move
+// partitions between members that stay.
 func Copartition(sets ...[]string) Assignor {
 	return copartition{simple: simple{CopartitionName}, sets: mergeSets(sets)}
 }

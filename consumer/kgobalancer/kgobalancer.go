@@ -10,7 +10,22 @@
 // announced to kgo as cooperative, and kgo then runs KIP-429 incremental
 // rebalancing for it. As in Kafka, producing a revoke-first plan (not handing
 // a partition to a new owner while its old owner still lists it) is the
-// assignor's job, not the adapter's.
+// assignor's job, not the adapter's. An eager assignor (range, roundrobin,
+// copartition, sticky) makes kgo revoke every partition of every member at
+// each rebalance.
+//
+// A client takes the balancer among its options, one balancer per client:
+//
+//	cl, err := kgo.NewClient(
+//		kgo.SeedBrokers("127.0.0.1:9092"),
+//		kgo.ConsumerGroup("orders"),
+//		kgo.ConsumeTopics("orders", "payments"),
+//		kgo.Balancers(kgobalancer.New(sticky.NewCooperative())),
+//		// or kgobalancer.New(assign.Copartition([]string{"orders", "payments"}))
+//	)
+//
+// examples/kgobalancer in cohort's repository is a complete consumer that
+// prints what it is assigned and revoked.
 package kgobalancer
 
 import (
