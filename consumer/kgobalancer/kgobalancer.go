@@ -222,13 +222,13 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 			return nil, fmt.Errorf("kgobalancer: %w", encErr)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
+			return nil, assignError(m.b.a.Name(), err)
 		}
 		return out, nil
 	}
 	res, err := m.b.a.Assign(m.members, topics)
 	if err != nil {
-		return nil, fmt.Errorf("kgobalancer: %s: %w", m.b.a.Name(), err)
+		return nil, assignError(m.b.a.Name(), err)
 	}
 	plan := make([]assign.Assignment, len(m.members))
 	for i, mem := range m.members {
@@ -242,6 +242,15 @@ func (m *memberBalancer) BalanceOrError(counts map[string]int32) (kgo.IntoSyncAs
 		out[i].MemberAssignment = raw[i]
 	}
 	return out, nil
+}
+
+// assignError wraps the assignor's error with its name, unless the error
+// already starts with it (cohort's assignors name themselves).
+func assignError(name string, err error) error {
+	if strings.HasPrefix(err.Error(), name+": ") {
+		return fmt.Errorf("kgobalancer: %w", err)
+	}
+	return fmt.Errorf("kgobalancer: %s: %w", name, err)
 }
 
 // replicaRacks maps topic -> partition -> racks of its replicas, from the

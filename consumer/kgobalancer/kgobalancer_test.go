@@ -322,3 +322,38 @@ func TestCooperativeFlagAndMetadata(t *testing.T) {
 		t.Errorf("garbage subscription: err = %v", err)
 	}
 }
+
+// failing is an assignor whose error does not name it.
+type failing struct{ assign.Assignor }
+
+func (failing) Name() string { return "failing" }
+func (failing) Assign([]assign.Member, map[string]assign.Topic) (map[string]assign.Assignment, error) {
+	return nil, fmt.Errorf("no plan")
+}
+
+// TestAssignErrorNamesTheAssignorOnce: the leader's error names the
+// assignor once, whether or not the assignor's own error starts with its
+// name (cohort's do), and keeps what the assignor said.
+func TestAssignErrorNamesTheAssignorOnce(t *testing.T) {
+	meta, err := consumer.Subscription{Version: consumer.MaxVersion, Topics: []string{"orders", "payments"}, Generation: -1}.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		a    assign.Assignor
+		want string
+	}{
+		{assign.Copartition([]string{"orders", "payments"}),
+			"kgobalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4"},
+		{failing{assign.Range()}, "kgobalancer: failing: no plan"},
+	} {
+		mb, _, err := kgobalancer.New(tc.a).MemberBalancer([]kmsg.JoinGroupResponseMember{{MemberID: "m1", ProtocolMetadata: meta}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = mb.(kgo.GroupMemberBalancerOrError).BalanceOrError(map[string]int32{"orders": 6, "payments": 4})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: error %v, want %q", tc.a.Name(), err, tc.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/IBM/sarama"
@@ -90,7 +91,11 @@ func (s *Strategy) Plan(members map[string]sarama.ConsumerGroupMemberMetadata, t
 	}
 	res, err := s.a.Assign(ms, md)
 	if err != nil {
-		return nil, fmt.Errorf("saramabalancer: %s: %w", s.a.Name(), err)
+		// cohort's assignors start their errors with their name.
+		if name := s.a.Name(); !strings.HasPrefix(err.Error(), name+": ") {
+			return nil, fmt.Errorf("saramabalancer: %s: %w", name, err)
+		}
+		return nil, fmt.Errorf("saramabalancer: %w", err)
 	}
 	plan := make(sarama.BalanceStrategyPlan, len(res))
 	ud := make(map[string][]byte, len(res))

@@ -203,3 +203,15 @@ func TestProtocolsAndUserData(t *testing.T) {
 		t.Error("assignor error not returned")
 	}
 }
+
+// TestPlanErrorNamesTheAssignorOnce: a failed plan names the assignor once
+// (cohort's assignors start their errors with their name).
+func TestPlanErrorNamesTheAssignorOnce(t *testing.T) {
+	s := saramabalancer.New(assign.Copartition([]string{"orders", "payments"}))
+	_, err := s.Plan(map[string]sarama.ConsumerGroupMemberMetadata{"m1": {Topics: []string{"orders", "payments"}}},
+		map[string][]int32{"orders": {0, 1, 2, 3, 4, 5}, "payments": {0, 1, 2, 3}})
+	const want = "saramabalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
