@@ -23,6 +23,8 @@ type fakeCoordinator struct {
 	// ran out): its joins and heartbeats are UNKNOWN_MEMBER_ID; newID is
 	// the id a join without one is given ("m1" when empty).
 	expired, newID string
+	// joinErr, when set, answers every join with a member id.
+	joinErr int16
 }
 
 func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
@@ -39,6 +41,10 @@ func (f *fakeCoordinator) answer(req kmsg.Request) (kmsg.Response, error) {
 		}
 		if r.MemberID == f.expired {
 			resp.ErrorCode = kerr.UnknownMemberID.Code
+			return resp, nil
+		}
+		if f.joinErr != 0 {
+			resp.ErrorCode = f.joinErr
 			return resp, nil
 		}
 		f.gen++

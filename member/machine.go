@@ -3,9 +3,11 @@ package member
 import (
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -290,18 +292,38 @@ func (c Config) WithDefaults() Config {
 }
 
 func withDefaults(cfg Config) (Config, error) {
-	if cfg.Group == "" || cfg.ProtocolType == "" || cfg.Protocols == nil || cfg.Assign == nil {
-		return cfg, errors.New("member: Group, ProtocolType, Protocols and Assign are required")
+	// Name only what is missing: the recipes set all but Group
+	// themselves, and their users never set the others.
+	var missing []string
+	for _, f := range []struct {
+		name  string
+		unset bool
+	}{{"Group", cfg.Group == ""}, {"ProtocolType", cfg.ProtocolType == ""},
+		{"Protocols", cfg.Protocols == nil}, {"Assign", cfg.Assign == nil}} {
+		if f.unset {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		verb := " are required"
+		if len(missing) == 1 {
+			verb = " is required"
+		}
+		return cfg, errors.New("member: Config." + strings.Join(missing, ", Config.") + verb)
 	}
 	cfg = cfg.WithDefaults()
 	if cfg.HeartbeatInterval >= cfg.SessionTimeout-cfg.LostMargin {
-		return cfg, errors.New("member: HeartbeatInterval must be well below SessionTimeout-LostMargin")
+		return cfg, fmt.Errorf("member: HeartbeatInterval (%v) must be well below SessionTimeout-LostMargin (%v-%v); "+
+			"left at 0 it is a third of the shorter of SessionTimeout and RebalanceTimeout",
+			cfg.HeartbeatInterval, cfg.SessionTimeout, cfg.LostMargin)
 	}
 	if cfg.InstanceID == "" && cfg.HeartbeatInterval >= cfg.RebalanceTimeout-cfg.LostMargin {
 		// lostAt: a dynamic member counts the rebalance timeout from its
 		// last confirmed heartbeat too, so a shorter one would declare
 		// it lost between two heartbeats.
-		return cfg, errors.New("member: HeartbeatInterval must be well below RebalanceTimeout-LostMargin (a dynamic member)")
+		return cfg, fmt.Errorf("member: HeartbeatInterval (%v) must be well below RebalanceTimeout-LostMargin (%v-%v) "+
+			"for a dynamic member; left at 0 it is a third of the shorter of SessionTimeout and RebalanceTimeout",
+			cfg.HeartbeatInterval, cfg.RebalanceTimeout, cfg.LostMargin)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -491,6 +513,12 @@ func (m *Machine) act(now time.Time, a Action, what string, err error) {
 		m.lose(err, a == ActResetMemberID)
 		m.phase = phIdle
 	case ActFatal:
+		if errors.Is(err, kerr.InvalidSessionTimeout) {
+			// Kafka's text names the broker settings of Kafka; say
+			// what this member asked for and cohort's flags.
+			err = fmt.Errorf("%w (Config.SessionTimeout is %v; cohort serve accepts "+
+				"--min-session-timeout to --max-session-timeout, 6s to 30m by default)", err, m.cfg.SessionTimeout)
+		}
 		m.fail(&FatalError{Request: what, Err: err})
 	default: // ActBackoff, ActRediscover
 		if a == ActRediscover {

@@ -118,7 +118,13 @@ type Config struct {
 	// after NewClient's own options and so may override them.
 	ClientOpts []kgo.Opt
 
-	Group        string
+	// Group is the group id; the processes that give the same one form the
+	// group.
+	Group string
+	// ProtocolType is JoinGroup's protocol type ("consumer" for Kafka
+	// consumers); the coordinator refuses a member whose type differs from
+	// the group's (INCONSISTENT_GROUP_PROTOCOL). election and workers set
+	// it, Protocols and Assign themselves.
 	ProtocolType string
 	// Protocols is called before every JoinGroup and returns the supported
 	// protocols, most preferred first, each with this member's current
@@ -191,7 +197,12 @@ type Config struct {
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 
-	Clock  clock.Clock
+	// Clock gives the time and the timers (nil: the system clock). Its
+	// type is in an internal package, so only cohort's own tests set it;
+	// other programs leave it nil.
+	Clock clock.Clock
+	// Logger receives the member's log lines, each with the group id
+	// (nil: slog.Default()).
 	Logger *slog.Logger
 }
 
