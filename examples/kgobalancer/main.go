@@ -82,8 +82,12 @@ func main() {
 
 	report := func(what string) func(context.Context, *kgo.Client, map[string][]int32) {
 		return func(_ context.Context, cl *kgo.Client, m map[string][]int32) {
+			ps := format(m)
+			if ps == "" {
+				return // kgo also calls back when nothing changed
+			}
 			_, gen := cl.GroupMetadata()
-			log.Info(what, "generation", gen, "partitions", format(m))
+			log.Info(what, "generation", gen, "partitions", ps)
 		}
 	}
 	opts := append([]kgo.Opt{
