@@ -65,6 +65,11 @@ type History struct {
 	Storm   bool
 	StormOf string // "12 rebalances in 5m0s (session timeout 8, ...)"
 	Waiting []string
+	// Away lists the static members of a consumer group away for a
+	// restart (epoch -2): they keep their partitions for their instance
+	// ids, and while only they keep the group from Stable no rebalance is
+	// in progress (InProgress is false).
+	Away []string
 	// InProgress is set while a rebalance is in progress: what started
 	// it (cause in words, who) and when.
 	InProgress       bool
@@ -179,6 +184,18 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 			h.InProgressCause, h.InProgressDetail = causeWord(w.Cause.Kind), causeDetail(*w.Cause)
 		}
 		for _, m := range w.Members {
+			if m.Phase == "away" {
+				line := who(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost) + " left for a restart"
+				if !m.Since.IsZero() {
+					line += " at " + m.Since.UTC().Format("15:04:05")
+				}
+				line += " and keeps its partitions"
+				if m.Deadline != nil {
+					line += "; they go to the others at " + m.Deadline.UTC().Format("15:04:05") + " unless its instance id joins before"
+				}
+				h.Away = append(h.Away, line)
+				continue
+			}
 			line := fmt.Sprintf("%s has not completed %s since %s", who(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), m.Phase, m.Since.UTC().Format("15:04:05"))
 			if m.Deadline != nil {
 				line += "; evicted at " + m.Deadline.UTC().Format("15:04:05") + " if it does not"
@@ -186,6 +203,10 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 			h.Waiting = append(h.Waiting, line)
 		}
 		h.WaitingOmitted = capList(&h.Waiting, w.OmittedMembers)
+		capList(&h.Away, 0)
+		if len(h.Away) > 0 && len(h.Waiting) == 0 && h.WaitingOmitted == 0 {
+			h.InProgress = false // only static members away: no rebalance
+		}
 	}
 	for i := len(doc.History) - 1; i >= 0; i-- {
 		e := doc.History[i]

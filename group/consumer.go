@@ -206,6 +206,9 @@ type cmember struct {
 	// stored: after a load it starts over, which only shortens the next
 	// interval answered.
 	changedAt time.Time
+	// awayAt is when the member left for a restart (epoch -2), for the
+	// history's "now" view. Not stored: zero after a load.
+	awayAt time.Time
 }
 
 // consumerGroup is the consumer-protocol state of a group (Group.cg).

@@ -235,6 +235,7 @@ func (s *Shard) consumerLeave(h *hbReq) (*Group, *cmember, int16, string) {
 		}
 		g.emit(h, cCurrentRec(g.id, m.id, &ccurrent{epoch: epochStatic, prevEpoch: m.epoch, state: mStable,
 			assigned: m.assigned.clone(), pending: tpset{}, assignedAt: at}))
+		m.awayAt = h.now
 		s.cancel(m.rebalance)
 		return g, m, ErrNone, ""
 	}

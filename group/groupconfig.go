@@ -152,7 +152,13 @@ func (c Config) CheckGroupConfig(set map[string]string) error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return fmt.Errorf("unknown group config name: %s (cohort keeps %s)", unknown[0], strings.Join(GroupConfigNames, ", "))
+		err := fmt.Errorf("unknown group config name: %s (cohort keeps %s)", unknown[0], strings.Join(GroupConfigNames, ", "))
+		if strings.Contains(strings.ToLower(unknown[0]), "assignor") {
+			// Kafka has no group config for it either: the members
+			// choose among the node's --consumer-assignors.
+			err = fmt.Errorf("%w; a consumer group's assignor is not a group config: each member asks for one (franz-go by its balancer, librdkafka's group.remote.assignor) among the node's --consumer-assignors, and the group runs the one most members ask for", err)
+		}
+		return err
 	}
 	bounds := func(name string) (int64, int64) {
 		switch name {

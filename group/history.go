@@ -224,7 +224,10 @@ type WaitingMember struct {
 	// Phase: "join" (has not rejoined), "sync" (has not sent SyncGroup;
 	// for the leader: the assignment), "revoke" (consumer: still owns
 	// partitions it must give up), "assign" (consumer: has not
-	// acknowledged its new epoch).
+	// acknowledged its new epoch), "away" (consumer: a static member that
+	// left for a restart with epoch -2; its partitions wait for its
+	// instance id until Deadline, its session's end; Since is zero when
+	// unknown, after a load).
 	Phase string    `json:"phase"`
 	Since time.Time `json:"since"`
 	// Deadline is when the timeout (rebalance or session) evicts it; nil
@@ -235,7 +238,10 @@ type WaitingMember struct {
 // Waiting is the "now" view of a group that is not Stable.
 type Waiting struct {
 	State string `json:"state"`
-	// Since is when the rebalance in progress started.
+	// Since is when the rebalance in progress started. When every member
+	// listed is "away" no rebalance is in progress (the group is
+	// Reconciling only for its static members away): Since is then when
+	// the first of them left (zero if unknown) and Cause is nil.
 	Since time.Time `json:"since"`
 	// Cause is what started it (nil if unknown, e.g. right after a load).
 	Cause   *Cause          `json:"cause,omitempty"`

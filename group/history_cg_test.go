@@ -647,3 +647,65 @@ func TestHistoryCGFailedCompletionStormFlaggedOnce(t *testing.T) {
 		t.Fatalf("flagged %+v, want once (count 2, not at a load)", flagged)
 	}
 }
+
+// A static member away for a restart (epoch -2) keeps the group Reconciling
+// but starts no rebalance: the "now" view says so, naming the member as
+// "away" since its leave, with its session's end as the deadline, and no
+// cause or start of a rebalance (it said a rebalance was in progress since
+// the group was made, and that the member had not reached its target). In
+// a rebalance of the members present, the one away is listed as away beside
+// them.
+func TestHistoryCGStaticAway(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4}, func(c *Config) { c.ConsumerSessionTimeout = 30 * time.Second })
+	inst := "i-1"
+	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}})
+	h.advance(time.Second)
+	h.cg(hb{member: "s2", instance: &inst, names: []string{"t"}, owned: tpset{}})
+	h.cgSettle("a", "s2")
+	if doc, _ := h.s.HistoryDoc("cg", -1, h.now); doc.Waiting != nil || doc.State != "Stable" {
+		t.Fatalf("settled: %+v", doc.Waiting)
+	}
+	h.advance(2 * time.Second)
+	h.cgBeat("a", h.cgOwned("a"))
+	h.cgBeat("s2", h.cgOwned("s2"))
+	leftAt := h.now
+	h.cg(hb{member: "s2", epoch: -2, instance: &inst})
+	h.advance(3 * time.Second)
+	doc, _ := h.s.HistoryDoc("cg", -1, h.now)
+	if doc.State != "Reconciling" {
+		t.Fatalf("state %s", doc.State)
+	}
+	w := doc.Waiting
+	if w == nil || len(w.Members) != 1 {
+		t.Fatalf("waiting %+v", w)
+	}
+	m := w.Members[0]
+	if m.MemberID != "s2" || m.InstanceID != inst || m.Phase != "away" || !m.Since.Equal(leftAt) ||
+		m.Deadline == nil || !m.Deadline.Equal(leftAt.Add(30*time.Second)) {
+		t.Fatalf("away member %+v (left at %v)", m, leftAt)
+	}
+	if w.Cause != nil || !w.Since.Equal(leftAt) {
+		t.Fatalf("no rebalance is in progress, yet since %v cause %+v", w.Since, w.Cause)
+	}
+	// A join while s2 is away: a rebalance of the others, s2 still away.
+	h.cgJoin("c", "t")
+	doc, _ = h.s.HistoryDoc("cg", -1, h.now)
+	w = doc.Waiting
+	if w == nil || w.Cause == nil || w.Cause.MemberID != "c" || !w.Since.Equal(h.now) {
+		t.Fatalf("rebalance while away: %+v", w)
+	}
+	var away, others int
+	for _, m := range w.Members {
+		if m.Phase == "away" {
+			away++
+			if m.MemberID != "s2" {
+				t.Fatalf("away %+v", m)
+			}
+		} else {
+			others++
+		}
+	}
+	if away != 1 || others == 0 {
+		t.Fatalf("members %+v", w.Members)
+	}
+}

@@ -693,8 +693,23 @@ func (g *Group) cWaitingView() *Waiting {
 	if cg.assignEpoch < cg.epoch {
 		return w // Assigning: the next heartbeat computes the target
 	}
+	settled := !cg.converging()
+	if settled {
+		// Only static members away for a restart keep the group from
+		// Stable: no rebalance is in progress, the group waits for
+		// their instance ids (or their sessions to end).
+		w.Since, w.Cause = time.Time{}, nil
+	}
 	for _, id := range cg.ids {
 		m := cg.members[id]
+		if m.epoch == epochStatic {
+			w.Members = append(w.Members, WaitingMember{MemberID: id, InstanceID: m.instanceID, ClientID: m.clientID,
+				ClientHost: m.clientHost, Phase: "away", Since: m.awayAt, Deadline: deadlineOf(m.session)})
+			if settled && !m.awayAt.IsZero() && (w.Since.IsZero() || m.awayAt.Before(w.Since)) {
+				w.Since = m.awayAt
+			}
+			continue
+		}
 		if reconciledAt(m, cg.assignEpoch) {
 			continue
 		}

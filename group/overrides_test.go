@@ -139,6 +139,9 @@ func TestCheckGroupConfigReportsInKafkaOrder(t *testing.T) {
 			`invalid value "x" for configuration consumer.assignment.interval.ms: not an integer (milliseconds)`},
 		{map[string]string{ConfigSessionTimeout: "x", ConfigHeartbeatInterval: "y", "share.session.timeout.ms": "1"},
 			"unknown group config name: share.session.timeout.ms (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms)"},
+		// An operator looking for the assignor is told where it is chosen.
+		{map[string]string{"group.consumer.assignors": "range"},
+			"unknown group config name: group.consumer.assignors (cohort keeps consumer.session.timeout.ms, consumer.heartbeat.interval.ms, consumer.assignment.interval.ms); a consumer group's assignor is not a group config: each member asks for one (franz-go by its balancer, librdkafka's group.remote.assignor) among the node's --consumer-assignors, and the group runs the one most members ask for"},
 	} {
 		for i := 0; i < 50; i++ {
 			err := c.CheckGroupConfig(tc.set)

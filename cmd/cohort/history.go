@@ -174,8 +174,13 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		// The hint is a command line to paste: the id goes in as one
 		// shell word, not as a cell (a group "x; touch PWNED" would run
 		// a second command).
-		fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", cell(doc.Group), doc.State,
-			doc.Waiting.Since.UTC().Format(tableTime), shellarg.Arg(doc.Group))
+		if awayOnly(doc.Waiting) {
+			fmt.Fprintf(w, "%s is %s: no rebalance is in progress; static members away for a restart keep their partitions (see cohort group why %s)\n",
+				cell(doc.Group), doc.State, shellarg.Arg(doc.Group))
+		} else {
+			fmt.Fprintf(w, "%s is %s: a rebalance is in progress since %s (see cohort group why %s)\n", cell(doc.Group), doc.State,
+				doc.Waiting.Since.UTC().Format(tableTime), shellarg.Arg(doc.Group))
+		}
 	}
 	return nil
 }
@@ -668,6 +673,30 @@ func movesProse(ms []group.MemberChange) string {
 	return "Moved: " + strings.Join(parts, "; ") + "."
 }
 
+// awayOnly reports whether every member w lists is a static member away for
+// a restart (epoch -2): the group is then Reconciling with no rebalance in
+// progress.
+func awayOnly(w *group.Waiting) bool {
+	if len(w.Members) == 0 {
+		return false
+	}
+	for _, m := range w.Members {
+		if m.Phase != "away" {
+			return false
+		}
+	}
+	return true
+}
+
+// awayDeadline ends the sentence about a static member away: when its
+// session ends and its partitions go to the others.
+func awayDeadline(m group.WaitingMember, t timeFmt) string {
+	if m.Deadline == nil {
+		return "."
+	}
+	return fmt.Sprintf("; unless a member with that instance id joins before its session runs out at %s, the group then gives its partitions to the others.", t.at(*m.Deadline))
+}
+
 // nowSentence says what the group is doing now: settled, or what the
 // rebalance in progress waits for, since when, and when the timeout
 // evicts each member it waits for.
@@ -682,6 +711,20 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		}
 	}
 	var b strings.Builder
+	if awayOnly(w) {
+		// Reconciling only because static members are away (epoch -2):
+		// the others have reached their targets.
+		fmt.Fprintf(&b, "Now the group is %s, but no rebalance is in progress: the members present have reached their target assignment, and it waits for static members away for a restart.", w.State)
+		for _, m := range w.Members {
+			fmt.Fprintf(&b, " Static %s left", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
+			if !m.Since.IsZero() {
+				fmt.Fprintf(&b, " at %s", t.at(m.Since))
+			}
+			b.WriteString(" and keeps its partitions for its instance id")
+			b.WriteString(awayDeadline(m, t))
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "Now the group is %s: a rebalance is in progress since %s", w.State, t.at(w.Since))
 	if w.Cause != nil {
 		fmt.Fprintf(&b, ", started because %s", causeText(*w.Cause, doc.Type, t))
@@ -699,6 +742,15 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		what := notYet(m.Phase)
 		if m.Phase == "sync" && leader != "" && m.MemberID == leader {
 			what = "is the leader and has not sent the assignment (SyncGroup)"
+		}
+		if m.Phase == "away" {
+			fmt.Fprintf(&b, " Static %s is away for a restart (epoch -2)", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost))
+			if !m.Since.IsZero() {
+				fmt.Fprintf(&b, " since %s", t.at(m.Since))
+			}
+			b.WriteString(", keeping its partitions for its instance id")
+			b.WriteString(awayDeadline(m, t))
+			continue
 		}
 		fmt.Fprintf(&b, " It waits for %s, which %s since %s", memberText(m.MemberID, m.InstanceID, m.ClientID, m.ClientHost), what, t.at(m.Since))
 		if m.Deadline != nil {
