@@ -54,3 +54,24 @@ func TestStaticMemberAwayIsNoRebalance(t *testing.T) {
 		}
 	}
 }
+
+// The groups page asks for no list entries (group.HistoryListsTag 0), so
+// the away member is not listed, only counted: the node's OnlyAway flag
+// still keeps the row from counting a rebalance in progress. Before the
+// flag the row counted one from when the member left.
+func TestStaticMemberAwayIsNoRebalanceOnTheGroupsPage(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	doc := &group.HistoryDoc{Version: group.HistoryDocVersion, Group: "g", Type: "consumer", State: "Reconciling",
+		History: []group.RebalanceEvent{},
+		Waiting: &group.Waiting{State: "Reconciling", Since: t0, Members: []group.WaitingMember{}, OmittedMembers: 1, OnlyAway: true}}
+	var d kmsg.DescribeGroupsResponseGroup
+	if err := group.SetHistoryTag(&d, doc); err != nil {
+		t.Fatal(err)
+	}
+	h := historyOf(&d)
+	var row GroupRow
+	summarize(&row, h, t0.Add(time.Minute))
+	if h.InProgress || row.RebalancesPerHour != 0 {
+		t.Errorf("a static member away, not listed, counted as a rebalance: in progress %v, row %+v", h.InProgress, row)
+	}
+}

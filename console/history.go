@@ -204,8 +204,11 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		}
 		h.WaitingOmitted = capList(&h.Waiting, w.OmittedMembers)
 		capList(&h.Away, 0)
-		if len(h.Away) > 0 && len(h.Waiting) == 0 && h.WaitingOmitted == 0 {
-			h.InProgress = false // only static members away: no rebalance
+		if w.OnlyAway || len(h.Away) > 0 && len(h.Waiting) == 0 && h.WaitingOmitted == 0 {
+			// Only static members away: no rebalance. The node says so
+			// (OnlyAway) even when the groups page asked for no members;
+			// from a node without the flag, the members listed tell.
+			h.InProgress = false
 		}
 	}
 	for i := len(doc.History) - 1; i >= 0; i-- {

@@ -244,8 +244,12 @@ type Waiting struct {
 	// the first of them left (zero if unknown) and Cause is nil.
 	Since time.Time `json:"since"`
 	// Cause is what started it (nil if unknown, e.g. right after a load).
-	Cause   *Cause          `json:"cause,omitempty"`
-	Members []WaitingMember `json:"members"`
+	Cause *Cause `json:"cause,omitempty"`
+	// OnlyAway is set when no rebalance is in progress and only static
+	// members away for a restart keep the group from Stable: it says so
+	// even when HistoryListsTag leaves every member out of Members.
+	OnlyAway bool            `json:"only_away,omitempty"`
+	Members  []WaitingMember `json:"members"`
 	// OmittedMembers counts the members HistoryListsTag left out.
 	OmittedMembers int `json:"omitted_members,omitempty"`
 }

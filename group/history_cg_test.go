@@ -684,14 +684,14 @@ func TestHistoryCGStaticAway(t *testing.T) {
 		m.Deadline == nil || !m.Deadline.Equal(leftAt.Add(30*time.Second)) {
 		t.Fatalf("away member %+v (left at %v)", m, leftAt)
 	}
-	if w.Cause != nil || !w.Since.Equal(leftAt) {
-		t.Fatalf("no rebalance is in progress, yet since %v cause %+v", w.Since, w.Cause)
+	if w.Cause != nil || !w.Since.Equal(leftAt) || !w.OnlyAway {
+		t.Fatalf("no rebalance is in progress, yet since %v cause %+v only away %v", w.Since, w.Cause, w.OnlyAway)
 	}
 	// A join while s2 is away: a rebalance of the others, s2 still away.
 	h.cgJoin("c", "t")
 	doc, _ = h.s.HistoryDoc("cg", -1, h.now)
 	w = doc.Waiting
-	if w == nil || w.Cause == nil || w.Cause.MemberID != "c" || !w.Since.Equal(h.now) {
+	if w == nil || w.Cause == nil || w.Cause.MemberID != "c" || !w.Since.Equal(h.now) || w.OnlyAway {
 		t.Fatalf("rebalance while away: %+v", w)
 	}
 	var away, others int

@@ -698,7 +698,7 @@ func (g *Group) cWaitingView() *Waiting {
 		// Only static members away for a restart keep the group from
 		// Stable: no rebalance is in progress, the group waits for
 		// their instance ids (or their sessions to end).
-		w.Since, w.Cause = time.Time{}, nil
+		w.Since, w.Cause, w.OnlyAway = time.Time{}, nil, true
 	}
 	for _, id := range cg.ids {
 		m := cg.members[id]
