@@ -18,17 +18,13 @@ type lateWrite struct {
 	// classic event written alone was told when recorded.
 	tell bool
 	// after: the events recorded while the write was in flight, told
-	// after its outcome (recordEvent): as they were stored, but for the
-	// one a later rebalance's end recorded (the tracker's followed),
-	// told as merged.pick(run) if the write failed, as rbAssignWritten
-	// does on a loaded shard. run counts the writes before this one that
-	// failed in a row, those whose outcome came after the unload too (a
-	// failed late write raises its next's: nextSeq, in group).
-	after   []RebalanceEvent
-	merged  *alts
-	run     int
-	group   string
-	nextSeq uint64
+	// after its outcome (recordEvent): as they were stored, unless the
+	// write failed (lateFailed).
+	after []RebalanceEvent
+	// rb: a classic assignment write's tracker, as Unload left it (its
+	// links to the rebalances around it kept: rbAssignWritten), for what
+	// a failure makes of the events held (lateFailed).
+	rb *rbTracker
 }
 
 // keepLate notes, before Unload gives up on them, the writes in flight that
@@ -57,14 +53,13 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 		if s.late == nil {
 			s.late = map[uint64]lateWrite{}
 		}
-		lw := lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.events}
+		lw := lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.rb != nil, rb: w.rb}
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil && !recs[i].del && recs[i].ev != nil && h.held[recs[i].ev.Seq] != nil {
 				lw.after = append(lw.after, h.held[recs[i].ev.Seq]...)
 				delete(h.held, recs[i].ev.Seq)
 			}
 		}
-		s.lateChain(&lw, recs)
 		s.late[id] = lw
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil {
@@ -98,7 +93,7 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 		return
 	}
 	delete(s.late, id)
-	if code != ErrNone {
+	if code != ErrNone && lw.rb != nil {
 		s.lateFailed(&lw)
 	}
 	for i := range lw.recs {
@@ -136,57 +131,29 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 	s.tell(lw.after)
 }
 
-// lateChain notes on lw, a classic assignment write's, what its tracker
-// knows of the rebalances around it (keepLate, before Unload drops the
-// trackers): the one event the held Empty or superseded end is should the
-// write fail, and the next rebalance's write, whose event continues this
-// one's if it fails.
-func (s *Shard) lateChain(lw *lateWrite, recs []rec) {
-	for i := range recs {
-		r := &recs[i]
-		if r.del || r.ev == nil {
-			continue
-		}
-		g := s.groups[r.group]
-		if g == nil {
-			continue
-		}
-		for t := g.rbWriting; t != nil; t = t.prevW {
-			if t.seq != r.ev.Seq {
-				continue
-			}
-			lw.group, lw.merged, lw.run = r.group, t.followed, t.failedRun
-			if t.next != nil {
-				lw.nextSeq = t.next.seq
-			}
-			return
-		}
-	}
-}
-
-// lateFailed applies the failure of lw after the unload: its held event
-// that a later end recorded is told as the one event it then is, and the
-// next rebalance's late write, if any, counts one more failed before it.
+// lateFailed applies the failure of lw, a classic assignment write, after
+// the unload, as rbAssignWritten does on a loaded shard but for the store
+// (no rewrite is written from an unloaded shard): the next rebalance's
+// write, if in flight, counts one more failed before it; the held event
+// that a later end recorded is told as the one event it then is; or a
+// conversion meanwhile ended the rebalance superseded, told first at the
+// failed write's seq.
 func (s *Shard) lateFailed(lw *lateWrite) {
-	if lw.merged != nil {
-		ev := lw.merged.pick(lw.run)
+	rb := lw.rb
+	switch {
+	case rb.next != nil:
+		rb.next.failedRun = rb.failedRun + 1
+	case rb.followed != nil:
+		ev := rb.followed.pick(rb.failedRun)
 		for i := range lw.after {
 			if lw.after[i].Seq == ev.Seq {
 				lw.after[i] = ev
 			}
 		}
-	}
-	if lw.nextSeq == 0 {
-		return
-	}
-	for id, nw := range s.late {
-		for i := range nw.recs {
-			if r := &nw.recs[i]; r.group == lw.group && !r.del && r.ev != nil && r.ev.Seq == lw.nextSeq {
-				nw.run = lw.run + 1
-				s.late[id] = nw
-				return
-			}
-		}
+	case rb.superseded != nil:
+		ev := rb.superseded.pick(rb.failedRun)
+		ev.Seq = rb.seq
+		lw.after = append([]RebalanceEvent{ev}, lw.after...)
 	}
 }
 

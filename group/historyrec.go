@@ -460,6 +460,14 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	if g.rbWriting == rb {
 		g.rbWriting = nil
 	}
+	if g.s.unloading {
+		// The late write (keepLate) has the events held and rb, whose
+		// links its outcome needs (lateFailed).
+		if h := g.s.hist[g.id]; h != nil {
+			h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
+		}
+		return
+	}
 	followed, next, prev, cont, superseded, run := rb.followed, rb.next, rb.prevFailed, rb.cont, rb.superseded, rb.failedRun
 	rb.followed, rb.next, rb.prevW, rb.prevFailed, rb.cont, rb.superseded = nil, nil, nil, nil, nil, nil
 	if next != nil {
@@ -476,12 +484,12 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		}
 	}
 	defer g.s.tell(held)
-	if code == ErrNone && !g.s.unloading && prev != nil && cont != nil && g.live() {
+	if code == ErrNone && prev != nil && cont != nil && g.live() {
 		// The rebalance before, whose write failed, went on through
 		// this one, now stored: its event becomes the one both are.
 		g.s.rewriteEvent(cont.pick(run-1), out)
 	}
-	if code == ErrNone || g.s.unloading {
+	if code == ErrNone {
 		return
 	}
 	if h != nil && h.nextSeq == seq && superseded == nil {

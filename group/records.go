@@ -216,13 +216,13 @@ func (g *Group) persistMetadata(now time.Time, out *Output, done func(time.Time,
 // too large for its log, instead of a retriable error the clients would
 // retry for ever.
 func (g *Group) writeMetadata(now time.Time, out *Output, img *groupImage, done func(time.Time, int16, *Output)) {
-	g.writeMetadataWith(now, out, img, nil, done)
+	g.writeMetadataWith(now, out, img, nil, nil, done)
 }
 
 // writeMetadataWith is writeMetadata with a rebalance's history records in
-// the same write (rbAssigned): they are replayed, and their event told to
+// the same write (rbAssigned, and rb its tracker): they are replayed, and their event told to
 // OnRebalance, once the write is durable (Shard.writeEvents).
-func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, hrecs []rec, done func(time.Time, int16, *Output)) {
+func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, hrecs []rec, rb *rbTracker, done func(time.Time, int16, *Output)) {
 	if most := g.s.cfg.MaxRecordBytes; most > 0 {
 		r := g.groupRec(img)
 		if e := r.encode(); len(e.Key)+len(e.Value) > most {
@@ -235,16 +235,18 @@ func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, h
 		}
 	}
 	g.metaWrites++
-	write := g.s.write
-	if len(hrecs) > 0 {
-		write = g.s.writeEvents
-	}
-	write(out, append([]rec{g.groupRec(img)}, hrecs...), func(now time.Time, code int16, out *Output) {
+	recs := append([]rec{g.groupRec(img)}, hrecs...)
+	written := func(now time.Time, code int16, out *Output) {
 		g.metaWrites--
 		if done != nil {
 			done(now, code, out)
 		}
-	})
+	}
+	if len(hrecs) > 0 {
+		g.s.writeEvents(out, recs, rb, written)
+		return
+	}
+	g.s.write(out, recs, written)
 }
 
 // ErrCorruptRecord reports a stored record that cannot be decoded.

@@ -201,10 +201,11 @@ type pendingWrite struct {
 	// applied: the records were replayed when the write was issued
 	// (consumer groups); a failure then asks for a reload.
 	applied bool
-	// events: the write completes the rebalances of the events it holds
-	// (a classic group's assignment: writeEvents), which are told to
-	// OnRebalance once it is durable, as an applied write's are.
-	events bool
+	// rb: the write completes the rebalance whose event it holds (a
+	// classic group's assignment: writeEvents), told to OnRebalance once
+	// it is durable, as an applied write's are. If the shard is unloaded
+	// first, the late write keeps it for its outcome (historylate.go).
+	rb *rbTracker
 }
 
 // write queues recs and registers done, called from WriteDone after the
@@ -224,11 +225,12 @@ func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int
 // writeEvents is write for records that hold the events of the rebalances
 // the write completes: replayed once durable like any other, their events
 // are then told to OnRebalance and counted by the storm detector
-// (eventsDurable); a failed write's are neither.
-func (s *Shard) writeEvents(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
+// (eventsDurable); a failed write's are neither. rb is the rebalance the
+// write completes.
+func (s *Shard) writeEvents(out *Output, recs []rec, rb *rbTracker, done func(now time.Time, code int16, out *Output)) {
 	s.write(out, recs, done)
 	w := s.writes[s.nextWrite]
-	w.events = true
+	w.rb = rb
 	s.writes[s.nextWrite] = w
 }
 
@@ -256,7 +258,7 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		for i := range w.recs {
 			s.replay(&w.recs[i], false)
 		}
-		if w.events {
+		if w.rb != nil {
 			s.eventsDurable(now, w.recs)
 		}
 	case code == ErrNone:

@@ -106,7 +106,7 @@ func (g *Group) takeAssignment(now time.Time, given []kmsg.SyncGroupRequestGroup
 	}
 	// Once durable, replaying the record gave the members their
 	// assignments if the group is still completing this generation.
-	g.writeMetadataWith(now, out, img, hrecs, func(now time.Time, code int16, out *Output) {
+	g.writeMetadataWith(now, out, img, hrecs, rb, func(now time.Time, code int16, out *Output) {
 		if rb != nil {
 			g.rbAssignWritten(now, seq, rb, gen, code, out)
 		}
