@@ -32,6 +32,24 @@ func FuzzMixedGroups(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { runMix(t, data, testing.Verbose()) })
 }
 
+// FuzzMixedOutcomes is FuzzMixedGroups with the held writes' outcomes
+// given one at a time: its op 10 reads a byte that, besides turning the
+// hold on or off, completes the oldest held write (stored or failed) or
+// unloads the shard with the held writes in flight and reports their
+// outcomes, each its own, to the unloaded shard before the partition is
+// loaded again. That is where a classic group's event held for an earlier
+// assignment write's outcome, and the one events built for each outcome,
+// are used (historyrec.go, historylate.go); mixTold checks what
+// OnRebalance hears of them.
+//
+//	go test -run '^$' -fuzz FuzzMixedOutcomes -fuzztime 3m -parallel 1 ./group/
+func FuzzMixedOutcomes(f *testing.F) {
+	for _, s := range mixSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { runMixWith(t, data, testing.Verbose(), true) })
+}
+
 // mixSeeds are quick inputs run by go test ./group/ (FuzzMixedGroups and
 // the tests of the bugs it found).
 var mixSeeds = [][]byte{
@@ -77,7 +95,12 @@ func (s *byteSource) next() byte {
 	return x
 }
 
-func runMix(t *testing.T, data []byte, verbose bool) {
+func runMix(t *testing.T, data []byte, verbose bool) { runMixWith(t, data, verbose, false) }
+
+// runMixWith is runMix; outcomes: op 10 gives the held writes' outcomes
+// one at a time, or unloads the shard with them in flight
+// (FuzzMixedOutcomes).
+func runMixWith(t *testing.T, data []byte, verbose, outcomes bool) {
 	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
 	h.s.Logf = func(string, ...any) {}
 	h.s.cfg.OffsetsRetention = time.Minute
@@ -102,8 +125,17 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 	// a gone group keeps no history holds while no write has failed since
 	// (a failed deletion of it leaves it to the next load).
 	failedAt := 0
+	// The seqs OnRebalance was told, by group, since the shard was last
+	// loaded (mixTold).
+	told := newMixTold()
+	h.s.cfg.OnRebalance = func(ev RebalanceEvent) {
+		if listen {
+			told.on(ev)
+		}
+	}
 	adopt := func() { // the partition is dropped and loaded again
 		clear(flagged)
+		told.reset()
 		failedAt = h.failed // the load's own writes may fail too
 		h.adopt()
 		h.s.Logf = func(string, ...any) {}
@@ -113,6 +145,9 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 		listen = false
 		defer func() { listen = true }()
 		if d := mixCheck(h, groups); d != "" {
+			return d
+		}
+		if d := told.check(h.s, h.s.PendingWrites() == 0 && len(h.held) == 0); d != "" {
 			return d
 		}
 		return stormCheck(h, flagged, h.failed == failedAt)
@@ -374,6 +409,46 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 			}
 			vlog("advance %v expire=%v", d, x&1 != 0)
 		case 10: // hold writes, or release those held
+			if outcomes {
+				x := b()
+				if x%4 != 0 && len(h.held) > 0 {
+					if x%4 < 3 {
+						// the oldest held write's outcome, the others held
+						code := []int16{ErrNone, ErrCoordinatorNotAvailable}[x%4-1]
+						h.completeHeld(0, code)
+						h.held = h.held[1:]
+						vlog("outcome %d", code)
+						break
+					}
+					// The partition moves with the held writes in
+					// flight: each outcome (a bit of x apiece) reaches
+					// the unloaded shard, then a shard loaded from the
+					// store goes on.
+					var out Output
+					h.s.Unload(h.now, &out)
+					h.settle(&out)
+					take()
+					held := h.held
+					h.held, h.hold = nil, false
+					for i, w := range held {
+						code := ErrNone
+						if x>>(2+i%6)&1 != 0 {
+							code = ErrCoordinatorNotAvailable
+						}
+						h.completeHeld0(w, code)
+					}
+					if d := told.check(h.s, true); d != "" {
+						t.Fatalf("step %d: unloaded shard: %s", steps, d)
+					}
+					if n := h.s.LateWrites(); n != 0 {
+						t.Fatalf("step %d: unloaded shard awaits %d late writes once all are done", steps, n)
+					}
+					adopt()
+					parked = map[Ticket]string{}
+					vlog("unloaded with %d writes in flight, reloaded", len(held))
+					break
+				}
+			}
 			h.hold = !h.hold
 			if !h.hold {
 				h.release()
@@ -423,6 +498,61 @@ func runMix(t *testing.T, data []byte, verbose bool) {
 	h.s.Unload(h.now, &out)
 	h.settle(&out)
 	take()
+}
+
+// mixTold follows what OnRebalance is told, by group: each event once, in
+// seq order (docs/history.md, the observer hook). The numbering restarts
+// with the shard (a failed write's seq is used again by the next load) and
+// with a group's history (forgotten once the group is gone).
+type mixTold struct {
+	last map[string]uint64
+	err  string
+}
+
+func newMixTold() *mixTold { return &mixTold{last: map[string]uint64{}} }
+
+func (m *mixTold) on(ev RebalanceEvent) {
+	if last, ok := m.last[ev.Group]; ok && ev.Seq <= last && m.err == "" {
+		m.err = fmt.Sprintf("group %q: OnRebalance told seq %d after seq %d", ev.Group, ev.Seq, last)
+	}
+	m.last[ev.Group] = ev.Seq
+}
+
+func (m *mixTold) reset() { clear(m.last) }
+
+// check returns the first misordered telling, and, once no write is in
+// flight (settled), any state kept for events still to tell or for
+// outcomes still to come: held events, trackers' links to other
+// rebalances, late writes.
+func (m *mixTold) check(s *Shard, settled bool) string {
+	if m.err != "" {
+		return m.err
+	}
+	for id := range m.last {
+		if s.hist[id] == nil {
+			delete(m.last, id) // forgotten: a group of that id starts at seq 1
+		}
+	}
+	if !settled {
+		return ""
+	}
+	for id, gh := range s.hist {
+		if gh.held != nil {
+			return fmt.Sprintf("group %q: held events %v kept with no write in flight", id, gh.held)
+		}
+	}
+	for id, g := range s.groups {
+		if g.rbWriting != nil {
+			return fmt.Sprintf("group %q: rbWriting kept with no write in flight", id)
+		}
+		if rb := g.rb; rb != nil && (rb.followed != nil || rb.next != nil || rb.prevW != nil || rb.prevFailed != nil || rb.cont != nil || rb.superseded != nil) {
+			return fmt.Sprintf("group %q: its rebalance keeps links to writes done: %+v", id, rb)
+		}
+	}
+	if n := len(s.late); n != 0 {
+		return fmt.Sprintf("%d late writes kept with no write in flight", n)
+	}
+	return ""
 }
 
 // mixCheck compares the live shard with one rebuilt from the store when no

@@ -418,3 +418,14 @@ func (h *h) cgThirdInFlight(told func() int) Ticket {
 	}
 	return tk
 }
+
+// completeHeld0 completes held write w with code (w no longer in h.held).
+func (h *h) completeHeld0(w Write, code int16) {
+	h.t.Helper()
+	var out Output
+	saved := h.fail
+	h.fail = code
+	h.complete(w, &out)
+	h.fail = saved
+	h.settle(&out)
+}

@@ -85,3 +85,32 @@ func TestHistoryClassicUnloadedUpgradeDuringAssignmentWrite(t *testing.T) {
 		return len(h.held) == 2 // the assignment's and the upgrade's
 	})
 }
+
+// A consumer group's last member leaves with the store held (event 2,
+// told once its write is durable), and a classic member then turns the
+// empty group classic and joins, its session expiring before it syncs: the
+// classic rebalance ends Empty (event 3) while event 2's write is still in
+// flight. Event 3 waits for it, so the observer hears 1, 2, 3. Found by
+// FuzzMixedOutcomes.
+func TestHistoryClassicEmptyDuringConsumerWriteToldInOrder(t *testing.T) {
+	var seen []RebalanceEvent
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) {
+		c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) }
+	})
+	expectCode(t, "cg join", h.cg(hb{group: "g", member: "m0", names: []string{"a"}, owned: tpset{}}).ErrorCode, ErrNone)
+	h.hold = true
+	h.cgSend(hb{group: "g", member: "m0", epoch: -1})
+	if len(h.held) != 1 {
+		t.Fatalf("%d writes held, want the leave's", len(h.held))
+	}
+	h.join("g", jo{v: 3, session: 6000, rebalance: 10000, protos: protos("range", string(subscription(nil, "a")))})
+	h.advance(time.Minute)
+	if g := h.s.Group("g"); g == nil || g.cg != nil || g.state != Empty {
+		t.Fatal("setup: the group did not turn classic and empty again")
+	}
+	h.release()
+	checkTold(t, seen, "[1 2 3]")
+	if seen[1].Type != "consumer" || seen[2].Type != "classic" || seen[2].Outcome != "empty" {
+		t.Fatalf("told %s, want event 2 the consumer group's leave, 3 the classic Empty", toldSummary(seen))
+	}
+}

@@ -84,9 +84,10 @@ type ghist struct {
 	// partition reloaded without it and the group's next rebalance took
 	// it over the threshold anew.
 	unstored []uint64
-	// held are the events recorded while a classic assignment write
-	// holding an earlier event was in flight, by that event's seq: told
-	// to OnRebalance once its outcome is known (recordEvent).
+	// held are the events recorded while a write holding an earlier
+	// event, told once durable (a classic assignment's, a consumer
+	// group's completing write), was in flight, by that event's seq:
+	// told to OnRebalance once its outcome is known (recordEvent).
 	held    map[uint64][]RebalanceEvent
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
@@ -477,11 +478,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	var held []RebalanceEvent
 	if h != nil {
 		h.writing = slices.DeleteFunc(h.writing, func(s uint64) bool { return s == seq })
-		held = h.held[seq]
-		delete(h.held, seq)
-		if len(h.held) == 0 {
-			h.held = nil // most groups never hold one: no map kept per idle group
-		}
+		held = h.takeHeld(seq)
 	}
 	defer g.s.tell(held)
 	if code == ErrNone && prev != nil && cont != nil && g.live() {
@@ -683,22 +680,33 @@ func (s *Shard) histOf(group string) *ghist {
 // which happened whatever becomes of the write, so the observer is told
 // even if the event's own record then fails. (One that ended Stable is
 // told once the assignment written with it is durable: rbAssigned.) It is
-// told now, unless an assignment write holding an earlier event is in
-// flight (w, the group's rbWriting): then once that write's outcome is
-// known, after that event (rbAssignWritten), so that the observer hears a
-// group's events in seq order, and, if that write failed, as the one event
-// this one then is.
+// told now, unless a write holding an earlier event of the group, told once
+// that write's outcome is known, is in flight: an assignment's (w, the
+// group's rbWriting), or a consumer group's completing write (the group was
+// converted since). It is then held for the newest of those, the last to
+// complete, and told after it (rbAssignWritten, tellHeld), so that the
+// observer hears a group's events in seq order; if an assignment write
+// failed, as the one event this one then is.
 func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64 {
 	if s.cfg.HistorySize < 0 {
 		return 0
 	}
 	recs := s.historyRecs(&ev)
+	h := s.hist[ev.Group]
+	var after uint64
 	if w != nil {
-		h := s.hist[ev.Group]
+		after = w.seq
+	}
+	if !s.needsReload { // else a failed write's seqs stay unstored (eventsUnstored)
+		for _, seq := range h.unstored {
+			after = max(after, seq)
+		}
+	}
+	if after != 0 {
 		if h.held == nil {
 			h.held = map[uint64][]RebalanceEvent{}
 		}
-		h.held[w.seq] = append(h.held[w.seq], ev)
+		h.held[after] = append(h.held[after], ev)
 	} else if s.cfg.OnRebalance != nil {
 		s.cfg.OnRebalance(ev)
 	}
@@ -738,6 +746,30 @@ func (s *Shard) storeEvent(ev RebalanceEvent, recs []rec, out *Output) {
 		}
 		s.evalStorm(group, now)
 	})
+}
+
+// takeHeld removes and returns the events held for seq's outcome
+// (recordEvent).
+func (h *ghist) takeHeld(seq uint64) []RebalanceEvent {
+	evs := h.held[seq]
+	delete(h.held, seq)
+	if len(h.held) == 0 {
+		h.held = nil // most groups never hold one: no map kept per idle group
+	}
+	return evs
+}
+
+// tellHeld tells the events held for those of recs, a consumer group's
+// completing write whose outcome is known (recordEvent): after them if it
+// is durable; as they are if it failed (they happened all the same).
+func (s *Shard) tellHeld(recs []rec) {
+	for i := range recs {
+		if r := &recs[i]; r.kind == keyHistory && !r.del && r.ev != nil {
+			if h := s.hist[r.group]; h != nil && h.held != nil {
+				s.tell(h.takeHeld(r.ev.Seq))
+			}
+		}
+	}
 }
 
 // tell tells the observer evs, in order.

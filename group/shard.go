@@ -254,6 +254,7 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		// The shard already shows what this write failed to store:
 		// only a reload from the store can take it back.
 		s.needsReload = true
+		s.tellHeld(w.recs)
 	case code == ErrNone && !w.applied:
 		for i := range w.recs {
 			s.replay(&w.recs[i], false)
@@ -263,6 +264,7 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		}
 	case code == ErrNone:
 		s.eventsDurable(now, w.recs)
+		s.tellHeld(w.recs)
 	}
 	switch {
 	case w.commit != nil:
