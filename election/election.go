@@ -52,7 +52,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 	"github.com/cohort-dev/cohort/member"
 )
 

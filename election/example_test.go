@@ -14,8 +14,8 @@ import (
 	"github.com/cohort-dev/cohort/store/memstore"
 )
 
-// One candidate becomes the writer and writes through a fence with its token.
-func ExampleStart() {
+// startExampleNode runs a cohort node for the examples.
+func startExampleNode() *node.Node {
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", Store: memstore.New(), Group: cfg,
@@ -23,6 +23,12 @@ func ExampleStart() {
 	if err != nil {
 		panic(err)
 	}
+	return n
+}
+
+// One candidate becomes the writer and writes through a fence with its token.
+func ExampleStart() {
+	n := startExampleNode()
 	defer n.Close()
 
 	var fence election.Fence

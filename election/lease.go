@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 	"github.com/cohort-dev/cohort/internal/lease"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cohort-dev/cohort/clock"
 	"github.com/cohort-dev/cohort/election"
-	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 )
 
 // TestTokenEndsAtTheDeadline: Token reads the clock as Lease.Check does. A

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 )
 
 // Tests of Close during a rebalance with Config.FinishRebalanceOnClose: a

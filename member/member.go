@@ -40,8 +40,9 @@
 // token: a process that cannot reach the coordinator stops on its own before
 // a successor can start.
 //
-// Times (heartbeat schedule, retry backoff, the lost watchdog) come from an
-// injectable clock so that these rules can be tested deterministically.
+// Times (heartbeat schedule, retry backoff, the lost watchdog) come from
+// Config.Clock, which a test can set to a clock.Fake (package
+// github.com/cohort-dev/cohort/clock) to check these rules deterministically.
 package member
 
 import (
@@ -56,7 +57,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 )
 
 // Requester sends one Kafka request and returns its response. *kgo.Client
@@ -197,9 +198,10 @@ type Config struct {
 	RetryBackoff    time.Duration
 	MaxRetryBackoff time.Duration
 
-	// Clock gives the time and the timers (nil: the system clock). Its
-	// type is in an internal package, so only cohort's own tests set it;
-	// other programs leave it nil.
+	// Clock gives the time and the timers: the heartbeat schedule, the
+	// retry backoff and the lost watchdog (nil: clock.Real, the system
+	// clock). Tests set a *clock.Fake to run these steps only when they
+	// move the clock; see the package clock.
 	Clock clock.Clock
 	// Logger receives the member's log lines, each with the group id
 	// (nil: slog.Default()).

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 )
 
 var t0 = time.Unix(1000, 0)

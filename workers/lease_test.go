@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/member/membertest"

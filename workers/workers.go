@@ -55,7 +55,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/clock"
 	"github.com/cohort-dev/cohort/member"
 )
 
