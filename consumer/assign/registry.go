@@ -9,7 +9,9 @@ const DefaultRedundantReplicas = 2
 // parameterised ones come with defaults: "copartition" has no co-partitioned
 // sets (it then assigns like range; build it with Copartition to configure
 // sets) and "redundant" uses DefaultRedundantReplicas and slog.Default().
-// Assignors of other packages (sticky, cooperative-sticky) are not listed.
+// The assignors of package sticky (sticky, cooperative-sticky) are not
+// listed, since that package imports this one: package
+// consumer/assign/assignors has a ByName that knows them all.
 func ByName(name string) (Assignor, bool) {
 	switch name {
 	case RangeName:

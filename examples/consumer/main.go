@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 
 	"github.com/cohort-dev/cohort/consumer"
 	"github.com/cohort-dev/cohort/consumer/assign"
-	"github.com/cohort-dev/cohort/consumer/assign/sticky"
+	"github.com/cohort-dev/cohort/consumer/assign/assignors"
 	"github.com/cohort-dev/cohort/member"
 	"github.com/cohort-dev/cohort/security/clientconfig"
 )
@@ -30,7 +31,7 @@ func main() {
 	group := flag.String("group", "example-consumers", "group id")
 	topic := flag.String("topic", "events", "topic to subscribe to")
 	partitions := flag.Int("partitions", 6, "partitions when creating the topic")
-	assignor := flag.String("assignor", "range", "range, roundrobin, sticky, cooperative-sticky, ...")
+	assignor := flag.String("assignor", "range", "the assignor: "+strings.Join(assignors.Names(), ", "))
 	name := flag.String("name", "consumer", "name in the logs")
 	session := flag.Duration("session-timeout", 6*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
@@ -52,18 +53,10 @@ func main() {
 		defer cancel()
 	}
 
-	var a assign.Assignor
-	switch *assignor {
-	case "sticky":
-		a = sticky.New()
-	case "cooperative-sticky":
-		a = sticky.NewCooperative()
-	default:
-		var ok bool
-		if a, ok = assign.ByName(*assignor); !ok {
-			log.Error("unknown assignor", "name", *assignor)
-			os.Exit(2)
-		}
+	a, ok := assignors.ByName(*assignor)
+	if !ok {
+		log.Error("unknown assignor", "name", *assignor)
+		os.Exit(2)
 	}
 	cl, err := member.NewClient([]string{*addr}, clientOpts...)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/consumer/assign"
-	"github.com/cohort-dev/cohort/consumer/assign/sticky"
+	"github.com/cohort-dev/cohort/consumer/assign/assignors"
 	"github.com/cohort-dev/cohort/consumer/kgobalancer"
 	"github.com/cohort-dev/cohort/security/clientconfig"
 )
@@ -38,7 +38,7 @@ func main() {
 	group := flag.String("group", "example-kgobalancer", "group id")
 	topicList := flag.String("topics", "events", "comma-separated topics to consume")
 	partitions := flag.Int("partitions", 6, "partitions of each topic this program creates")
-	assignor := flag.String("assignor", "cooperative-sticky", "cooperative-sticky, sticky, copartition (all -topics co-partitioned), range, roundrobin, ...")
+	assignor := flag.String("assignor", "cooperative-sticky", "the assignor: "+strings.Join(assignors.Names(), ", ")+" (copartition: all -topics co-partitioned)")
 	name := flag.String("name", "consumer", "client id and name in the logs")
 	session := flag.Duration("session-timeout", 10*time.Second, "session timeout")
 	runFor := flag.Duration("run-for", 0, "stop after this long (0: until interrupted)")
@@ -55,18 +55,14 @@ func main() {
 
 	var a assign.Assignor
 	switch *assignor {
-	case "cooperative-sticky":
-		a = sticky.NewCooperative()
-	case "sticky":
-		a = sticky.New()
-	case "copartition":
+	case assign.CopartitionName:
 		// One set: partition p of every topic goes to the same member.
 		// Copartition is an eager assignor: each rebalance revokes
 		// every partition and assigns them all again.
 		a = assign.Copartition(topics)
 	default:
 		var ok bool
-		if a, ok = assign.ByName(*assignor); !ok {
+		if a, ok = assignors.ByName(*assignor); !ok {
 			log.Error("unknown assignor", "name", *assignor)
 			os.Exit(2)
 		}

@@ -38,6 +38,14 @@ import (
 	"github.com/cohort-dev/cohort/consumer/assign"
 )
 
+// Protocol names of the assignors in this package. Package
+// consumer/assign/assignors finds them, with those of package assign, by
+// name.
+const (
+	Name            = "sticky"
+	CooperativeName = "cooperative-sticky"
+)
+
 // New returns the eager "sticky" assignor (Kafka's StickyAssignor).
 func New() assign.Assignor { return assignor{} }
 
@@ -49,9 +57,9 @@ type assignor struct{ cooperative bool }
 
 func (a assignor) Name() string {
 	if a.cooperative {
-		return "cooperative-sticky"
+		return CooperativeName
 	}
-	return "sticky"
+	return Name
 }
 
 func (a assignor) Cooperative() bool { return a.cooperative }
