@@ -15,7 +15,9 @@ import (
 // Rules, applied per set to the set's topics that exist and have at least
 // one subscriber:
 //   - all of them must have the same partition count, or Assign fails with
-//     an error naming each topic and its count;
+//     an error naming each topic and its count (the remedy: make the counts
+//     equal, or list the topics in different sets if their partitions need
+//     not go together);
 //   - the set is assigned among the members subscribed to all of them (a
 //     member subscribed to only part of a set gets none of the set's
 //     partitions, since it could not consume the partner partitions); if no
@@ -102,7 +104,7 @@ func (a copartition) Assign(members []Member, topics map[string]Topic) (map[stri
 				for i, t := range active {
 					counts[i] = fmt.Sprintf("%s=%d", t, topics[t].Partitions)
 				}
-				return nil, fmt.Errorf("%s: co-partitioned topics have different partition counts: %s", a.name, strings.Join(counts, " "))
+				return nil, fmt.Errorf("%s: co-partitioned topics have different partition counts: %s; give them the same partition count, or put them in separate co-partitioned sets", a.name, strings.Join(counts, " "))
 			}
 		}
 		// Members subscribed to every active topic of the set, in order.

@@ -53,7 +53,7 @@ func ExampleCopartition() {
 	// Output:
 	// m1 [{clicks [0 1]} {views [0 1]}]
 	// m2 [{clicks [2 3]} {views [2 3]}]
-	// copartition: co-partitioned topics have different partition counts: clicks=4 views=6
+	// copartition: co-partitioned topics have different partition counts: clicks=4 views=6; give them the same partition count, or put them in separate co-partitioned sets
 }
 
 func ExampleRedundant() {

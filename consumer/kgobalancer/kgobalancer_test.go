@@ -344,7 +344,7 @@ func TestAssignErrorNamesTheAssignorOnce(t *testing.T) {
 		want string
 	}{
 		{assign.Copartition([]string{"orders", "payments"}),
-			"kgobalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4"},
+			"kgobalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4; give them the same partition count, or put them in separate co-partitioned sets"},
 		{failing{assign.Range()}, "kgobalancer: failing: no plan"},
 	} {
 		mb, _, err := kgobalancer.New(tc.a).MemberBalancer([]kmsg.JoinGroupResponseMember{{MemberID: "m1", ProtocolMetadata: meta}})

@@ -210,7 +210,7 @@ func TestPlanErrorNamesTheAssignorOnce(t *testing.T) {
 	s := saramabalancer.New(assign.Copartition([]string{"orders", "payments"}))
 	_, err := s.Plan(map[string]sarama.ConsumerGroupMemberMetadata{"m1": {Topics: []string{"orders", "payments"}}},
 		map[string][]int32{"orders": {0, 1, 2, 3, 4, 5}, "payments": {0, 1, 2, 3}})
-	const want = "saramabalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4"
+	const want = "saramabalancer: copartition: co-partitioned topics have different partition counts: orders=6 payments=4; give them the same partition count, or put them in separate co-partitioned sets"
 	if err == nil || err.Error() != want {
 		t.Errorf("error %v, want %q", err, want)
 	}
