@@ -14,6 +14,12 @@
 // its resources on its own before the coordinator can drop it (its session,
 // or a shorter rebalance timeout; see package member).
 //
+// A process that joins and takes resources over therefore costs the group
+// two rebalances, and each Rejoin at least one. A cohort node flags a group
+// that rebalances more than 10 times in 5 minutes (cohort serve
+// --rebalance-storm), which a pool's deploys and scale-outs reach easily:
+// docs/workdist.md in cohort's repository says what to set.
+//
 // # Validity and fencing
 //
 // That local stop protects from a process that keeps running; it cannot
