@@ -34,16 +34,7 @@ func TestStaticMemberAwayIsNoRebalance(t *testing.T) {
 	if row.RebalancesPerHour != 0 {
 		t.Errorf("a static member away counted as a rebalance: %+v", row)
 	}
-	c := New(nil, nil, nil)
-	var b strings.Builder
-	g := &GroupDetail{GroupRow: GroupRow{ID: "g", State: "Reconciling", Type: "consumer"}, History: h}
-	if err := c.tmpl["group"].Execute(&b, pageData{Title: "Group g", Body: struct {
-		G         *GroupDetail
-		OffsetErr string
-	}{G: g}}); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	page := renderGroupPage(t, &GroupDetail{GroupRow: GroupRow{ID: "g", State: "Reconciling", Type: "consumer"}, History: h})
 	if strings.Contains(page, "Rebalance in progress") || strings.Contains(page, "has not completed") {
 		t.Errorf("a static member away shown as a rebalance in progress:\n%s", page)
 	}

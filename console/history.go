@@ -13,8 +13,13 @@ import (
 
 // Event is one rebalance on a group page's timeline.
 type Event struct {
-	Seq        uint64
-	Time       time.Time
+	Seq  uint64
+	Time time.Time
+	// Consumer is set for an event of a consumer-protocol (KIP-848)
+	// group: Generation is then the group epoch, Join the time until the
+	// target assignment was computed and Sync the time the members then
+	// took to reach it (docs/history.md), and the page says so.
+	Consumer   bool
 	Generation int32
 	Outcome    string
 	Cause      string // what started it, in a few words
@@ -213,7 +218,7 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 	}
 	for i := len(doc.History) - 1; i >= 0; i-- {
 		e := doc.History[i]
-		ev := Event{Seq: e.Seq, Time: e.Start, Generation: e.Generation, Outcome: e.Outcome,
+		ev := Event{Seq: e.Seq, Time: e.Start, Consumer: e.Type == "consumer", Generation: e.Generation, Outcome: e.Outcome,
 			Cause: causeWord(e.Cause.Kind), Kind: string(e.Cause.Kind), Detail: causeDetail(e.Cause),
 			Duration: ms(e.DurationMs), Join: ms(e.JoinMs), Sync: ms(e.SyncMs), Evicted: e.Evicted}
 		for _, c := range e.MoreCauses {

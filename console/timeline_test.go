@@ -105,16 +105,7 @@ func TestTimelineRendering(t *testing.T) {
 	if !row.HasHistory || !row.LastRebalance.Equal(t0) || row.RebalancesPerHour != 1 {
 		t.Errorf("a group's first rebalance, in progress: %+v", row)
 	}
-	c := New(nil, nil, nil)
-	var b strings.Builder
-	g := &GroupDetail{GroupRow: GroupRow{ID: "g", State: "PreparingRebalance", Type: "classic", Generation: 2}, History: h}
-	if err := c.tmpl["group"].Execute(&b, pageData{Title: "Group g", Body: struct {
-		G         *GroupDetail
-		OffsetErr string
-	}{G: g}}); err != nil {
-		t.Fatal(err)
-	}
-	page := b.String()
+	page := renderGroupPage(t, &GroupDetail{GroupRow: GroupRow{ID: "g", State: "PreparingRebalance", Type: "classic", Generation: 2}, History: h})
 	first := page[strings.Index(page, `<ol class="timeline"`):]
 	first = first[:strings.Index(first, "</li>\n")]
 	for _, want := range []string{`data-cause="session_timeout"`, "#2", "generation 2", "session timeout", "victim on /10.0.0.7 (victim-1)",
@@ -156,5 +147,84 @@ func TestTimelineRendering(t *testing.T) {
 	}
 	if h := historyOf(&off); len(h.Events) != 1 || !strings.Contains(h.Note, "recorded before") || strings.Contains(h.Note, "no rebalance is recorded") {
 		t.Errorf("history off with older events: %+v", h)
+	}
+}
+
+// renderGroupPage is the group page of g, as the console serves it.
+func renderGroupPage(t *testing.T, g *GroupDetail) string {
+	t.Helper()
+	var b strings.Builder
+	if err := New(nil, nil, nil).tmpl["group"].Execute(&b, pageData{Title: "Group " + g.ID, Body: struct {
+		G         *GroupDetail
+		OffsetErr string
+	}{G: g}}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// timelineEntries are the <li> entries of a rendered timeline, newest
+// first, each with its markup.
+func timelineEntries(t *testing.T, page string) []string {
+	t.Helper()
+	i := strings.Index(page, `<ol class="timeline"`)
+	if i < 0 {
+		t.Fatalf("the page has no timeline:\n%s", page)
+	}
+	ol := page[i:]
+	ol = ol[:strings.Index(ol, "</ol>")]
+	return regexp.MustCompile(`(?s)<li data-cause=.*?</li>\n`).FindAllString(ol, -1)
+}
+
+// TestTimelineConsumerWording: a consumer-protocol group's event is a
+// group-epoch bump whose phases are the target's computation and the
+// members reaching it (docs/history.md), and the timeline words it so, as
+// cohort group history and why do; a classic event of the same group
+// (recorded before an upgrade to the consumer protocol) keeps the words of a
+// classic rebalance.
+func TestTimelineConsumerWording(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	doc := &group.HistoryDoc{Version: group.HistoryDocVersion, Group: "g", Type: "consumer", State: "Stable",
+		History: []group.RebalanceEvent{
+			{Seq: 1, Type: "classic", Generation: 4, Start: t0.Add(-time.Minute), Outcome: "stable", DurationMs: 900, JoinMs: 600, SyncMs: 300,
+				Cause: group.Cause{Kind: group.CauseMemberJoined, MemberID: "a-1"}},
+			{Seq: 2, Type: "consumer", FromGeneration: 5, Generation: 6, Start: t0, Outcome: "stable", DurationMs: 2100, JoinMs: 100, SyncMs: 2000,
+				Cause:     group.Cause{Kind: group.CauseMemberJoined, MemberID: "b-1"},
+				WaitedFor: []group.Wait{{MemberID: "a-1", Phase: "revoke", WaitedMs: 2000}}},
+		},
+		Storm: group.StormStatus{Count: 2, Threshold: 10, WindowMs: 300000}}
+	var d kmsg.DescribeGroupsResponseGroup
+	if err := group.SetHistoryTag(&d, doc); err != nil {
+		t.Fatal(err)
+	}
+	page := renderGroupPage(t, &GroupDetail{GroupRow: GroupRow{ID: "g", State: "Stable", Type: "consumer", Generation: 6}, History: historyOf(&d)})
+	entries := timelineEntries(t, page)
+	if len(entries) != 2 {
+		t.Fatalf("%d timeline entries, want 2:\n%s", len(entries), page)
+	}
+	consumer, classic := entries[0], entries[1]
+	for _, want := range []string{"#2", "group epoch 6", "took 2.1s (target computed after 100ms, reached by every member 2s later)", "waited for a-1 (revoke, 2s)"} {
+		if !strings.Contains(consumer, want) {
+			t.Errorf("the consumer event lacks %q:\n%s", want, consumer)
+		}
+	}
+	// The epoch and the phases (the cause, "member joined", is the same
+	// for both kinds).
+	epochAndPhases := regexp.MustCompile(`<div class="(when|phases)">.*</div>`).FindAllString(consumer, -1)
+	if len(epochAndPhases) != 2 {
+		t.Fatalf("the consumer event's when and phases: %q", epochAndPhases)
+	}
+	for _, classicWord := range []string{"generation", "join", "sync"} {
+		if s := strings.Join(epochAndPhases, "\n"); strings.Contains(s, classicWord) {
+			t.Errorf("the consumer event says %q, a classic rebalance's word:\n%s", classicWord, s)
+		}
+	}
+	for _, want := range []string{"#1", "generation 4", "took 900ms (join 600ms, sync 300ms)"} {
+		if !strings.Contains(classic, want) {
+			t.Errorf("the classic event lacks %q:\n%s", want, classic)
+		}
+	}
+	if strings.Contains(classic, "epoch") || strings.Contains(classic, "target") {
+		t.Errorf("the classic event uses the consumer protocol's words:\n%s", classic)
 	}
 }
