@@ -350,3 +350,46 @@ func TestDescribeWithoutConsumerDescribe(t *testing.T) {
 		t.Fatalf("old: %+v", g)
 	}
 }
+
+// TestDescribeMixedGroupMemberType: while a classic group is upgraded by
+// rolling its members to the consumer protocol, the consumer group has
+// members of both kinds; the members table then ends with MEMBER-TYPE, and
+// a consumer group whose members all speak the consumer protocol keeps the
+// columns it always had (docs/cli.md).
+func TestDescribeMixedGroupMemberType(t *testing.T) {
+	n := startNodeWith(t, "127.0.0.1:0", func(cfg *group.Config) { cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond })
+	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}}
+	c.ok("topic", "create", "work", "--partitions", "2")
+	consumer(t, n.Addr(), "rolling", "work", "old", "") // a classic group
+	member848(t, n.Addr(), "rolling", "work", "new", "", "")
+	mixed := c.waitConsumer("rolling", "upgraded, with both members", func(g groupDesc) bool {
+		return g.Type == "consumer" && settled(g, 2, 2)
+	})
+	if old, new := member(t, mixed, "old"), member(t, mixed, "new"); old.MemberType != "classic" || new.MemberType != "consumer" {
+		t.Fatalf("member types: old %q, new %q", old.MemberType, new.MemberType)
+	}
+	member848(t, n.Addr(), "pure", "work", "solo", "", "")
+	c.waitConsumer("pure", "stable", func(g groupDesc) bool { return settled(g, 1, 2) })
+
+	head := "GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET"
+	out := table(c.ok("group", "describe", "pure", "--members"))
+	if !strings.HasPrefix(out, head+"\npure ") || strings.Contains(out, "MEMBER-TYPE") {
+		t.Fatalf("a group of consumer-protocol members only:\n%s", out)
+	}
+	// Both groups in one table: the column is there for both.
+	out = table(c.ok("group", "describe", "pure", "rolling", "--members"))
+	lines := strings.Split(out, "\n")
+	if len(lines) != 4 || lines[0] != head+" MEMBER-TYPE" {
+		t.Fatalf("a table with a mixed group:\n%s", out)
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		want := "consumer"
+		if f[3] == "old" {
+			want = "classic"
+		}
+		if f[len(f)-1] != want {
+			t.Errorf("the member of client %s: MEMBER-TYPE %q, want %s:\n%s", f[3], f[len(f)-1], want, out)
+		}
+	}
+}

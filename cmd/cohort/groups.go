@@ -375,12 +375,23 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 			}))
 	}
 	if df.members && len(consumer) > 0 {
-		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET", consumer,
+		// MEMBER-TYPE only when a group has classic-protocol members (an
+		// upgrade under way): the table of groups that have none keeps
+		// its columns, and the column, when there, comes last.
+		head, typed := "GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET", hasClassicMembers(consumer)
+		if typed {
+			head += "\tMEMBER-TYPE"
+		}
+		err = errors.Join(err, table(head, consumer,
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
 						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), cell(strOrDash(deref(m.Rack))), orDash(m.MemberEpoch), m.subscriptionText(),
 						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
+					if typed {
+						fmt.Fprintf(tw, "\t%s", m.MemberType)
+					}
+					fmt.Fprintln(tw)
 				}
 			}))
 	}
@@ -392,6 +403,18 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 		writeOffsets(w, descs, df.verbose, haveData)
 	}
 	return nil
+}
+
+// hasClassicMembers reports whether a consumer group of groups has a member
+// that speaks the classic protocol (JoinGroup/SyncGroup), as it does while
+// its members are upgraded one by one.
+func hasClassicMembers(groups []*groupDesc) bool {
+	for _, g := range groups {
+		if slices.ContainsFunc(g.Members, func(m memberDesc) bool { return m.MemberType == "classic" }) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeOffsets prints the offsets table of descs and each group's total lag.
