@@ -738,7 +738,9 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		}
 		return b.String()
 	}
+	told := false // a member that must hear of the target is waited for
 	for _, m := range w.Members {
+		told = told || doc.Type == "consumer" && (m.Phase == "assign" || m.Phase == "revoke")
 		what := notYet(m.Phase)
 		if m.Phase == "sync" && leader != "" && m.MemberID == leader {
 			what = "is the leader and has not sent the assignment (SyncGroup)"
@@ -763,5 +765,21 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 			b.WriteString("; no timeout is running that would evict it for that.")
 		}
 	}
+	if told {
+		b.WriteString(heartbeatSentence(doc.Group))
+	}
 	return b.String()
+}
+
+// heartbeatSentence says when the members of consumer group id hear of a
+// new target: at their next heartbeat, the usual reason why reaching it
+// takes seconds. The group's own interval would need DescribeConfigs
+// (DESCRIBE_CONFIGS on the group, which "why" does not need otherwise): the
+// sentence gives the default and the command that shows the group's.
+func heartbeatSentence(id string) string {
+	return " Members learn of a new target assignment only at their next heartbeat, which is why reaching it usually takes seconds:" +
+		" a member at rest heartbeats every consumer.heartbeat.interval.ms, 5 s by default" +
+		" (the node's cohort serve --consumer-heartbeat-interval, or the group's own: cohort group config " + shellarg.Arg(id) + ")," +
+		" and once it has heard, cohort asks it to heartbeat every 500 ms or less until the group is Stable" +
+		" (a classic-protocol member heartbeats at its client's heartbeat.interval.ms)."
 }

@@ -510,6 +510,21 @@ func TestWhyConsumerWaiting(t *testing.T) {
 		"It waits for member m-b (client worker-b, host 127.0.0.1), which has not reached its target assignment (it waits for partitions others still hold, or has not heartbeated since) since 10:00:01.000; nothing evicts it for that but its session timeout.",
 		"No rebalance storm: 1 completed rebalance started within the last 5m0s (a storm is more than 10).",
 		"(Times are UTC.)")
+	// Why it takes seconds: the members hear of the target at their next
+	// heartbeat, said once, with the default interval and where to see
+	// the group's.
+	hbLine := "Members learn of a new target assignment only at their next heartbeat, which is why reaching it usually takes seconds:" +
+		" a member at rest heartbeats every consumer.heartbeat.interval.ms, 5 s by default" +
+		" (the node's cohort serve --consumer-heartbeat-interval, or the group's own: cohort group config jobs)," +
+		" and once it has heard, cohort asks it to heartbeat every 500 ms or less until the group is Stable" +
+		" (a classic-protocol member heartbeats at its client's heartbeat.interval.ms)."
+	wantIn(t, "why", out.String(), "unless it does so before. It waits for member m-b", "nothing evicts it for that but its session timeout. "+hbLine+"\n")
+	if n := strings.Count(out.String(), "next heartbeat"); n != 1 {
+		t.Errorf("the heartbeat line %d times:\n%s", n, out.String())
+	}
+	if s := heartbeatSentence("x; y"); !strings.Contains(s, "cohort group config 'x; y')") {
+		t.Errorf("the group config command does not quote the group id: %s", s)
+	}
 	// A member that must revoke and has not been told yet: no deadline.
 	doc.Waiting.Members[0].Deadline = nil
 	out.Reset()
@@ -520,6 +535,17 @@ func TestWhyConsumerWaiting(t *testing.T) {
 	out.Reset()
 	writeWhy(&out, doc, "", at(2000), false)
 	wantIn(t, "why assigning", out.String(), "It waits for no member: the next heartbeat computes the target assignment.")
+	if strings.Contains(out.String(), "Members learn of a new target") {
+		t.Errorf("the heartbeat line without a member waited for:\n%s", out.String())
+	}
+	// Nor for a classic group, whose members are told to rejoin.
+	classic := &group.HistoryDoc{Version: 1, Group: "jobs", Type: "classic", State: "PreparingRebalance", History: []group.RebalanceEvent{},
+		Waiting: &group.Waiting{State: "PreparingRebalance", Since: at(1000), Members: []group.WaitingMember{{MemberID: "m-a", Phase: "join", Since: at(1000)}}}}
+	out.Reset()
+	writeWhy(&out, classic, "", at(2000), false)
+	if strings.Contains(out.String(), "Members learn of a new target") {
+		t.Errorf("the heartbeat line for a classic group:\n%s", out.String())
+	}
 }
 
 // TestGroupHistoryNotCohort: a Kafka-protocol server that is not cohort
