@@ -122,7 +122,8 @@ func (a copartition) Assign(members []Member, topics map[string]Topic) (map[stri
 			}
 		}
 		if len(eligible) == 0 {
-			return nil, fmt.Errorf("%s: no member subscribes to all co-partitioned topics %v", a.name, active)
+			return nil, fmt.Errorf("%s: no member subscribes to all co-partitioned topics %v; subscribe the members that "+
+				"join these topics to every one of them, or leave the topics out of the co-partitioned set", a.name, active)
 		}
 		for k, m := range eligible {
 			start, count := rangeSplit(int(n), len(eligible), k)
