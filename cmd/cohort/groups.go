@@ -389,7 +389,7 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), cell(strOrDash(deref(m.Rack))), orDash(m.MemberEpoch), m.subscriptionText(),
 						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
 					if typed {
-						fmt.Fprintf(tw, "\t%s", m.MemberType)
+						fmt.Fprintf(tw, "\t%s", cell(m.MemberType))
 					}
 					fmt.Fprintln(tw)
 				}
