@@ -108,7 +108,11 @@ func (b *browser) html(url string) string {
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(url)); err != nil {
 		b.t.Fatalf("loading %s: %v", url, err)
 	}
-	s, err := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	// One evaluation in the loaded document, not a DOM query: a query
+	// goes through node ids that chromedp cached for the document, and
+	// right after a navigation they can belong to the page before it
+	// ("No node with given id found", seen in CI after a reload).
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
 	if err != nil {
 		b.t.Fatalf("reading %s: %v", url, err)
 	}
