@@ -313,10 +313,13 @@ func check(t *testing.T, cfg Config, r *Result) {
 		t.Errorf("%d heartbeat and %d commit results", len(r.Heartbeat), len(r.Commit))
 	}
 	for _, x := range append(append([]Throughput(nil), r.Heartbeat...), r.Commit...) {
-		if x.OK <= 0 {
+		// Done, not OK: a quick run's 100 ms window may hold no whole
+		// request on a loaded machine; what matters here is that they
+		// are answered.
+		if x.Done <= 0 {
 			t.Errorf("%s: nothing answered: %+v", x.Kind, x)
 		}
-		if _, measured := processCPU(); measured && x.CPUPerOp() <= 0 {
+		if _, measured := processCPU(); measured && x.OK > 0 && x.CPUPerOp() <= 0 {
 			t.Errorf("%s: no CPU time measured: %+v", x.Kind, x)
 		}
 	}
@@ -357,11 +360,34 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, x := range append(kr.Heartbeat, kr.Commit...) {
-		if x.OK <= 0 || x.Errors != 0 {
+		if x.Done <= 0 || x.Errors != 0 {
 			t.Errorf("kgo client: %+v", x)
 		}
 	}
 	if _, err := Run(context.Background(), "x", Config{Bootstrap: addr, Only: "nope"}); err == nil {
 		t.Error("bad --only accepted")
+	}
+}
+
+// TestLoadCountsRequestsOutsideTheWindow: a request that outlasts the
+// measured window is not a throughput figure (OK), but it is counted as
+// answered (Done), which is what a quick run checks: on a loaded CI
+// machine a TLS and SCRAM handshake outlasted a 200 ms window and the
+// quick run reported "nothing succeeded".
+func TestLoadCountsRequestsOutsideTheWindow(t *testing.T) {
+	const window = 10 * time.Millisecond
+	tp, err := load(t.Context(), 2, window, func(ctx context.Context, w int) (bool, error) {
+		select {
+		case <-time.After(5 * window): // every request overruns the window
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp.OK != 0 || tp.Done != 2 {
+		t.Fatalf("OK %d, Done %d: want 0 in the window and the 2 workers' requests answered", tp.OK, tp.Done)
 	}
 }

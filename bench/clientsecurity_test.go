@@ -45,7 +45,7 @@ func TestRunOverSASLSSL(t *testing.T) {
 				t.Fatalf("rebalance %+v", res.Rebalance)
 			}
 			for _, tp := range append(res.Heartbeat, res.Commit...) {
-				if tp.OK == 0 || tp.Errors != 0 {
+				if tp.Done == 0 || tp.Errors != 0 { // Done: a 100 ms window may hold no whole request on a loaded machine
 					t.Fatalf("%s: %+v", tp.Kind, tp)
 				}
 			}

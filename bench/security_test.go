@@ -426,8 +426,15 @@ func TestSecurityCompare(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s on %s: %v", r.name, tg.name, err)
 				}
-				if th.OK == 0 {
+				switch {
+				case th.Done == 0:
 					t.Fatalf("%s on %s: nothing succeeded", r.name, tg.name)
+				case th.OK == 0 && !quick:
+					t.Fatalf("%s on %s: nothing succeeded within the %v window (%d outside it)", r.name, tg.name, window, th.Done)
+				case th.OK == 0:
+					// The quick run checks that the path works; on a
+					// loaded machine a handshake can outlast its window.
+					t.Logf("%s on %s: none fitted in the %v window, %d succeeded around it", r.name, tg.name, window, th.Done)
 				}
 				got[tg.name] = th.PerSec()
 				t.Logf("series %d %s %s: %.0f/s (p50 %v, p99 %v, CPU/op %v)", s, r.name, tg.name, th.PerSec(), th.P50, th.P99, th.CPUPerOp())
