@@ -462,6 +462,7 @@ func (c *Coordinator) Handle(ctx context.Context, cl group.Client, req kmsg.Requ
 	ids, multi, all := api.Groups(req)
 	switch {
 	case all:
+		// Every partition's answer, partition i's at i, as Merge expects.
 		parts := make([]kmsg.Response, 0, len(c.parts))
 		for _, p := range c.parts {
 			resp, err := p.call(ctx, cl, req)

@@ -45,7 +45,9 @@ type API struct {
 	// the positions idx of the original request.
 	Split func(req kmsg.Request, idx []int) kmsg.Request
 	// Merge combines the answers of the parts of a multi-group (or
-	// all-group) request into the answer to req, in req's order.
+	// all-group) request into the answer to req, in req's order. For an
+	// all-group request parts holds every partition's answer, partition
+	// i's at i (ListGroups counts its groups by partition).
 	Merge func(req kmsg.Request, parts []kmsg.Response) kmsg.Response
 	// Error answers req with code wherever the response can carry an
 	// error (NOT_COORDINATOR, loading, unavailable).

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -28,7 +29,8 @@ import (
 // (how many groups it would have answered without the filter), int32
 // Matching (how many of them match, those beyond the limit included), and
 // a compact array of compact strings: the distinct protocol types of the
-// Listed groups, sorted, at most MaxListProtocolTypes. A request without
+// Listed groups, sorted, at most MaxListProtocolTypes; then the node's
+// counts per coordinator partition (ListSummary). A request without
 // the tag, every stock client's, gets the answer it always got. A node that
 // does not know the tag (Kafka, an older cohort) skips it and answers every
 // group without the response tag, so a client filters the list itself
@@ -103,10 +105,35 @@ func ListFilterRequested(req *kmsg.ListGroupsRequest) (f ListFilter, ok bool) {
 }
 
 // ListSummary is the value of the response's ListFilterTag.
+//
+// After the protocol types a node appends its counts per coordinator
+// partition: int32 Partitions (the node's number of coordinator
+// partitions), then a compact array of (int32 partition, int32 listed,
+// int32 matching), one for each partition it served when it answered, in
+// partition order. In a cluster a client adds them up by partition, so a
+// partition two nodes both counted while it moved is counted once, and
+// one neither counted is known to be missing. A node before this field
+// (or a server filtering the merged list, FilterList) sends none; a
+// reader before it ignores it.
 type ListSummary struct {
 	Listed, Matching int32
 	ProtocolTypes    []string
+	// Partitions and ByPartition: 0 and nil when the answer has no
+	// counts per partition, or ones that do not add up (ListSummaryOf
+	// drops them, keeping the rest).
+	Partitions  int32
+	ByPartition []PartitionCount
 }
+
+// PartitionCount is one coordinator partition's counts in a ListSummary.
+type PartitionCount struct {
+	Partition, Listed, Matching int32
+}
+
+// maxListPartitions bounds the coordinator partitions a ListSummary may
+// claim (node.MaxPartitionCount, which this package cannot import): a
+// reader walks them all.
+const maxListPartitions = math.MaxInt16
 
 // listFiltered is a shard's answer to a ListGroups carrying f: the
 // matching groups (the first f.Limit by id when f.Limit >= 0) with this
@@ -221,15 +248,19 @@ func firstSorted(set map[string]bool) []string {
 }
 
 // mergeListSummaries sets resp's ListFilterTag, the merge of the shards'
-// answers to a ListGroups carrying a filter: their summaries added up.
+// answers to a ListGroups carrying a filter: their summaries added up,
+// and each one's counts under its partition. parts holds every
+// partition's answer, partition i's at i (API.Merge of an all-partition
+// request).
 func mergeListSummaries(resp *kmsg.ListGroupsResponse, parts []kmsg.Response) {
-	var sum ListSummary
+	sum := ListSummary{Partitions: int32(len(parts)), ByPartition: make([]PartitionCount, 0, len(parts))}
 	ptypes := map[string]bool{}
-	for _, p := range parts {
+	for i, p := range parts {
 		ps, ok := ListSummaryOf(p.(*kmsg.ListGroupsResponse))
-		if !ok { // a partition that answered an error
+		if !ok { // a partition that answered an error: another node's
 			continue
 		}
+		sum.ByPartition = append(sum.ByPartition, PartitionCount{Partition: int32(i), Listed: ps.Listed, Matching: ps.Matching})
 		sum.Listed += ps.Listed
 		sum.Matching += ps.Matching
 		for _, t := range ps.ProtocolTypes {
@@ -322,11 +353,24 @@ func FilterList(resp *kmsg.ListGroupsResponse, f ListFilter) {
 }
 
 func setListSummary(resp *kmsg.ListGroupsResponse, s ListSummary) {
-	b := kbin.AppendInt32(nil, s.Listed)
+	n := 4 + 4 + 5 + 4 + 5 + 12*len(s.ByPartition) // made once at its size
+	for _, p := range s.ProtocolTypes {
+		n += 5 + len(p)
+	}
+	b := kbin.AppendInt32(make([]byte, 0, n), s.Listed)
 	b = kbin.AppendInt32(b, s.Matching)
 	b = kbin.AppendCompactArrayLen(b, len(s.ProtocolTypes))
 	for _, p := range s.ProtocolTypes {
 		b = kbin.AppendCompactString(b, p)
+	}
+	if s.Partitions > 0 {
+		b = kbin.AppendInt32(b, s.Partitions)
+		b = kbin.AppendCompactArrayLen(b, len(s.ByPartition))
+		for _, c := range s.ByPartition {
+			b = kbin.AppendInt32(b, c.Partition)
+			b = kbin.AppendInt32(b, c.Listed)
+			b = kbin.AppendInt32(b, c.Matching)
+		}
 	}
 	resp.UnknownTags.Set(ListFilterTag, b)
 }
@@ -351,9 +395,40 @@ func ListSummaryOf(resp *kmsg.ListGroupsResponse) (s ListSummary, ok bool) {
 			s.ProtocolTypes = append(s.ProtocolTypes, r.CompactString())
 		}
 		ok = r.Complete() == nil && s.Listed >= 0 && s.Matching >= 0 && s.Matching <= s.Listed
+		if ok && len(r.Src) > 0 {
+			s.Partitions, s.ByPartition = readByPartition(&r, s)
+		}
 	})
 	if !ok {
 		return ListSummary{}, false
 	}
 	return s, true
+}
+
+// readByPartition reads a ListSummary's counts per partition, the rest of
+// r. Counts that do not decode, name a partition twice, out of order or
+// out of range, or do not add up to the summary's are dropped (0, nil):
+// the summary's own counts are used as they are.
+func readByPartition(r *kbin.Reader, s ListSummary) (int32, []PartitionCount) {
+	n := r.Int32()
+	k := r.CompactArrayLen()
+	if r.Complete() != nil || n <= 0 || n > maxListPartitions || k < 0 || k > n {
+		return 0, nil
+	}
+	out := make([]PartitionCount, 0, k)
+	var listed, matching int64
+	for range k {
+		c := PartitionCount{Partition: r.Int32(), Listed: r.Int32(), Matching: r.Int32()}
+		if r.Complete() != nil || c.Partition < 0 || c.Partition >= n || c.Matching < 0 || c.Matching > c.Listed ||
+			len(out) > 0 && c.Partition <= out[len(out)-1].Partition {
+			return 0, nil
+		}
+		listed += int64(c.Listed)
+		matching += int64(c.Matching)
+		out = append(out, c)
+	}
+	if listed != int64(s.Listed) || matching != int64(s.Matching) {
+		return 0, nil
+	}
+	return n, out
 }

@@ -151,6 +151,17 @@ func FuzzListFilterTags(f *testing.F) {
 		resp.UnknownTags.Set(ListFilterTag, val)
 		if s, ok := ListSummaryOf(resp); ok && (s.Listed < 0 || s.Matching < 0 || s.Matching > s.Listed || len(s.ProtocolTypes) > MaxListProtocolTypes) {
 			t.Fatalf("an inconsistent summary read: %+v", s)
+		} else if ok {
+			var listed, matching int32
+			for i, c := range s.ByPartition {
+				if c.Partition < 0 || c.Partition >= s.Partitions || i > 0 && c.Partition <= s.ByPartition[i-1].Partition || c.Matching > c.Listed {
+					t.Fatalf("inconsistent counts per partition read: %+v", s)
+				}
+				listed, matching = listed+c.Listed, matching+c.Matching
+			}
+			if s.ByPartition != nil && (listed != s.Listed || matching != s.Matching) {
+				t.Fatalf("counts per partition that do not add up read: %+v", s)
+			}
 		}
 		want := ListFilter{ID: id, Prefix: limit%2 == 0, State: id, ProtocolType: id, Limit: limit}
 		w := kmsg.NewPtrListGroupsRequest()
@@ -160,6 +171,52 @@ func FuzzListFilterTags(f *testing.F) {
 			t.Fatalf("filter %+v read back as %+v (ok %v)", want, got, ok)
 		}
 	})
+}
+
+// TestListSummaryByPartition: the counts per partition a node appends to
+// its summary read back as written; counts that do not add up to the
+// summary's, or name a partition out of range or twice, are dropped and the
+// rest of the summary kept; a summary without them (a node before them)
+// reads as before.
+func TestListSummaryByPartition(t *testing.T) {
+	read := func(s ListSummary) (ListSummary, bool) {
+		resp := kmsg.NewPtrListGroupsResponse()
+		setListSummary(resp, s)
+		return ListSummaryOf(resp)
+	}
+	good := ListSummary{Listed: 7, Matching: 3, ProtocolTypes: []string{"consumer"}, Partitions: 50,
+		ByPartition: []PartitionCount{{0, 2, 1}, {17, 5, 2}, {49, 0, 0}}}
+	if got, ok := read(good); !ok || fmt.Sprint(got) != fmt.Sprint(good) {
+		t.Errorf("read back %+v (ok %v), want %+v", got, ok, good)
+	}
+	old := ListSummary{Listed: 7, Matching: 3, ProtocolTypes: []string{"consumer"}}
+	if got, ok := read(old); !ok || fmt.Sprint(got) != fmt.Sprint(old) {
+		t.Errorf("without counts per partition: read %+v (ok %v)", got, ok)
+	}
+	for name, bad := range map[string][]PartitionCount{
+		"short of the total": {{0, 2, 1}, {17, 4, 2}},
+		"out of range":       {{0, 2, 1}, {50, 5, 2}},
+		"negative":           {{-1, 2, 1}, {17, 5, 2}},
+		"twice":              {{17, 2, 1}, {17, 5, 2}},
+		"out of order":       {{17, 5, 2}, {0, 2, 1}},
+		"more matching":      {{0, 1, 2}, {17, 6, 1}},
+	} {
+		s := good
+		s.ByPartition = bad
+		if got, ok := read(s); !ok || fmt.Sprint(got) != fmt.Sprint(old) {
+			t.Errorf("%s: read %+v (ok %v), want the summary without them", name, got, ok)
+		}
+	}
+	for _, n := range []int32{-3, maxListPartitions + 1} {
+		s := good
+		s.Partitions = n
+		s.ByPartition = []PartitionCount{{0, 7, 3}}
+		resp := kmsg.NewPtrListGroupsResponse()
+		setListSummary(resp, s)
+		if got, ok := ListSummaryOf(resp); !ok || got.ByPartition != nil {
+			t.Errorf("%d partitions: read %+v (ok %v), want none per partition", n, got, ok)
+		}
+	}
 }
 
 // TestListFilteredByShards: the coordinator partitions' own filtering
@@ -195,6 +252,8 @@ func TestListFilteredByShards(t *testing.T) {
 		got := listedByShards(tc.req, tc.f, nil, a, b)
 		ws, _ := ListSummaryOf(want)
 		gs, ok := ListSummaryOf(got)
+		checkByPartition(t, gs, tc.req, tc.f, nil, a, b)
+		gs = summaryTotals(gs) // FilterList's has no counts per partition
 		wantIDs, gotIDs := groupIDs(want), groupIDs(got)
 		if tc.f.Limit < 0 { // no order then
 			wantIDs, gotIDs = sortedIDs(want), sortedIDs(got)
@@ -216,6 +275,26 @@ func listedByShards(req *kmsg.ListGroupsRequest, f ListFilter, describes func(st
 		parts = append(parts, h.s.listFiltered(req, f, describes))
 	}
 	return LookupAPI(kmsg.ListGroups.Int16()).Merge(req, parts).(*kmsg.ListGroupsResponse)
+}
+
+// summaryTotals is s without its counts per partition.
+func summaryTotals(s ListSummary) ListSummary {
+	s.Partitions, s.ByPartition = 0, nil
+	return s
+}
+
+// checkByPartition: the merged summary s of the shards hs (partition i is
+// hs[i]) names every shard, each with the counts of its own answer.
+func checkByPartition(t *testing.T, s ListSummary, req *kmsg.ListGroupsRequest, f ListFilter, describes func(string) bool, hs ...*h) {
+	t.Helper()
+	var want []PartitionCount
+	for i, h := range hs {
+		ps, _ := ListSummaryOf(h.s.listFiltered(req, f, describes))
+		want = append(want, PartitionCount{Partition: int32(i), Listed: ps.Listed, Matching: ps.Matching})
+	}
+	if s.Partitions != int32(len(hs)) || fmt.Sprint(s.ByPartition) != fmt.Sprint(want) {
+		t.Errorf("%+v: counts per partition %d %v, want %d %v", f, s.Partitions, s.ByPartition, len(hs), want)
+	}
 }
 
 // TestListFilteredRandom: for random sets of groups over 1 to 5 shards,
@@ -288,6 +367,8 @@ func TestListFilteredRandom(t *testing.T) {
 			got := listedByShards(req, f, describes, hs...)
 			ws, _ := ListSummaryOf(want)
 			gs, ok := ListSummaryOf(got)
+			checkByPartition(t, gs, req, f, describes, hs...)
+			gs = summaryTotals(gs)
 			wantRows, gotRows := fmt.Sprint(want.Groups), fmt.Sprint(got.Groups)
 			if f.Limit < 0 { // no order then
 				wantRows, gotRows = fmt.Sprint(sortedRows(want)), fmt.Sprint(sortedRows(got))
