@@ -133,11 +133,23 @@ type groupList struct {
 	// Unreachable names the nodes that could not be reached, whose groups
 	// are missing.
 	Unreachable []string
+	// Uncounted are the coordinator partitions (of Partitions) that no
+	// node counted when it answered: moving between nodes, or served by a
+	// node that could not be reached. Their groups are neither counted
+	// nor listed. Known only when every node counted by partition.
+	Uncounted  []int32
+	Partitions int32
 	// seen holds the ids of the rows taken so far, each with the answer
 	// it came in and whether it was counted as matching (see add).
 	seen    map[string]seenRow
 	answers int // the answers added so far
 	filter  group.ListFilter
+	// byPartition holds the counts of each coordinator partition a node
+	// counted (group.ListSummary.ByPartition), one per partition however
+	// many nodes counted it; totalsOnly is set by an answer without them,
+	// whose totals are then used (see done).
+	byPartition map[int32]group.PartitionCount
+	totalsOnly  bool
 }
 
 // seenRow is where a row of the list was taken from: the answer's number
@@ -155,6 +167,20 @@ type seenRow struct {
 func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 	l.answers++
 	sum, summed := group.ListSummaryOf(resp)
+	if summed && sum.ByPartition != nil && (l.Partitions == 0 || l.Partitions == sum.Partitions) {
+		l.Partitions = sum.Partitions
+		for _, c := range sum.ByPartition {
+			// Counted by two nodes while it moves: each count was
+			// exact when its node answered; the larger is kept,
+			// whichever node answered first.
+			was, dup := l.byPartition[c.Partition]
+			if !dup || c.Listed > was.Listed || c.Listed == was.Listed && c.Matching > was.Matching {
+				l.byPartition[c.Partition] = c
+			}
+		}
+	} else {
+		l.totalsOnly = true
+	}
 	if summed {
 		l.Listed += int(sum.Listed)
 		l.Matching += int(sum.Matching)
@@ -204,9 +230,36 @@ func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
 	l.Listed = max(l.Listed, l.Matching)
 }
 
+// done ends the list once every node's answer is added. When each node
+// counted its groups by coordinator partition, the counts are those of
+// the partitions, each counted once: exact, even for a partition that
+// moved between two nodes' answers and that both counted, groups they did
+// not send included. A partition that no node counted is named in
+// Uncounted: its groups are missing, and no answer can tell how many
+// there are. Otherwise (a node without counts per partition: Kafka, an
+// older cohort, a server that filters its merged list) the counts stay
+// the nodes' totals, with the groups two nodes sent counted once (add).
+func (l *groupList) done() {
+	if l.totalsOnly || l.Partitions == 0 {
+		return
+	}
+	l.Listed, l.Matching = 0, 0
+	for _, c := range l.byPartition {
+		l.Listed += int(c.Listed)
+		l.Matching += int(c.Matching)
+	}
+	for p := range l.Partitions {
+		if _, ok := l.byPartition[p]; !ok {
+			l.Uncounted = append(l.Uncounted, p)
+		}
+	}
+	l.Matching = max(l.Matching, len(l.Rows))
+	l.Listed = max(l.Listed, l.Matching)
+}
+
 // newGroupList is an empty list of the groups that pass f.
 func newGroupList(f group.ListFilter) *groupList {
-	return &groupList{seen: map[string]seenRow{}, filter: f}
+	return &groupList{seen: map[string]seenRow{}, filter: f, byPartition: map[int32]group.PartitionCount{}}
 }
 
 // addProtocolType adds p to the sorted ProtocolTypes, which keep the first
@@ -266,6 +319,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*group
 	if len(l.Unreachable) == len(shards) && firstErr != nil {
 		return nil, firstErr
 	}
+	l.done()
 	return l, nil
 }
 

@@ -94,6 +94,31 @@ type groupsPage struct {
 	// Unreachable are the nodes that could not be reached, whose groups
 	// are not listed.
 	Unreachable []string
+	// Uncounted names the coordinator partitions (at most
+	// maxUncountedNamed of them, then how many more) whose groups no node
+	// counted, of Partitions; "" when every partition was counted.
+	Uncounted              string
+	UncountedN, Partitions int
+}
+
+// maxUncountedNamed bounds the partitions the note on uncounted groups
+// names one by one.
+const maxUncountedNamed = 10
+
+// uncountedText names the partitions ps, the first maxUncountedNamed of
+// them and then how many more.
+func uncountedText(ps []int32) string {
+	var b strings.Builder
+	for i, p := range ps[:min(len(ps), maxUncountedNamed)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.Itoa(int(p)))
+	}
+	if more := len(ps) - maxUncountedNamed; more > 0 {
+		fmt.Fprintf(&b, " and %d more", more)
+	}
+	return b.String()
 }
 
 // maxGroupRows is the most groups the groups page shows. A page of every
@@ -138,6 +163,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		return
 	}
 	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: list.Listed, Unreachable: list.Unreachable,
+		Partitions: int(list.Partitions),
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
 		States: group.ListedStates(),
@@ -146,6 +172,9 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		if g.State != "" && !slices.Contains(p.States, g.State) {
 			p.States = append(p.States, g.State)
 		}
+	}
+	if len(list.Uncounted) > 0 {
+		p.Uncounted, p.UncountedN = uncountedText(list.Uncounted), len(list.Uncounted)
 	}
 	p.ProtocolTypes = list.ProtocolTypes
 	if i, found := slices.BinarySearch(p.ProtocolTypes, gq.ProtocolType); gq.ProtocolType != "" && !found {

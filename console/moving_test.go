@@ -1,0 +1,274 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/clock"
+	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testlog"
+	"github.com/cohort-dev/cohort/store/memstore"
+)
+
+// movingCluster is the moment of a coordinator partition's move between two
+// cohort nodes, frozen: two real coordinators over one store, each serving
+// the partitions it is told to, stand for the nodes' group coordinators.
+// The console reaches them through a two-broker kfake cluster whose
+// ListGroups answers are theirs (broker 0 answers as old, broker 1 as new),
+// so the console's requests, filter and limit included, and the nodes'
+// answers, counts included, are the real ones; what is fixed is only when
+// each node answers relative to the move.
+type movingCluster struct {
+	st       *memstore.Store
+	byBroker [2]*coordinator.Coordinator
+	con      http.Handler
+	ids      []string
+	moving   int32 // the partition that moves
+	inMoving int   // groups of ids in it
+}
+
+const movingParts = 4
+
+// newMovingCluster commits an offset for each of groups groups (app-00 ...)
+// on a coordinator serving every partition.
+func newMovingCluster(t *testing.T, groups int) *movingCluster {
+	t.Helper()
+	m := &movingCluster{st: memstore.New()}
+	all := m.coordinator(t, func(int32) bool { return true })
+	perPart := map[int32]int{}
+	for i := range groups {
+		id := fmt.Sprintf("app-%02d", i)
+		commitOn(t, all, id)
+		m.ids = append(m.ids, id)
+		perPart[coordinator.PartitionFor(id, movingParts)]++
+	}
+	for p, n := range perPart { // the partition of most groups moves
+		if n > m.inMoving || n == m.inMoving && p < m.moving {
+			m.moving, m.inMoving = p, n
+		}
+	}
+	all.Close()
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "t"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, "127.0.0.1:0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.ControlKey(kmsg.ListGroups.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		node := m.byBroker[c.CurrentNode()]
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := node.Handle(ctx, group.Client{}, req)
+		return resp, err, true
+	})
+	m.con = New(&proxyNode{addr: c.ListenAddrs()[0]}, nil, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
+	return m
+}
+
+// commitOn makes group id, with an offset committed by c.
+func commitOn(t *testing.T, c *coordinator.Coordinator, id string) {
+	t.Helper()
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = 8, id, -1
+	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Offset: 1}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Handle(ctx, group.Client{}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("commit of %s: error %d", id, code)
+	}
+}
+
+// coordinator is a node's coordinator serving the partitions owned says,
+// loaded from the shared store.
+func (m *movingCluster) coordinator(t *testing.T, owned func(int32) bool) *coordinator.Coordinator {
+	t.Helper()
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	c, err := coordinator.New(coordinator.Config{Partitions: movingParts, Group: gcfg, Store: m.st,
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Owned: owned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Start()
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.WaitLoaded(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// page is the groups page at query, which must answer 200.
+func (m *movingCluster) page(t *testing.T, query string) string {
+	t.Helper()
+	w := serveURL(m.con, "/console/"+query, "", "")
+	if w.Code != http.StatusOK {
+		t.Fatalf("%s: %d %s", query, w.Code, w.Body.String())
+	}
+	return w.Body.String()
+}
+
+var countLine = regexp.MustCompile(`<p class="count[^"]*" id="count">([^<]*)`)
+
+// countOf is the text of the page's count line, up to its first tag.
+func countOf(body string) string {
+	if m := countLine.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// TestGroupsPageCountsAMovingPartitionOnce: while a coordinator partition
+// moves, the old owner may answer the console's ListGroups before it lets
+// the partition go and the new owner after it has loaded it, so both count
+// the partition's groups, those they do not send included (beyond the
+// page's limit, or not matching the search). The page counts each
+// partition once, from the nodes' counts per partition. Before, the page
+// added the nodes' totals and took off only the groups both sent: with 3
+// rows shown of 40 groups it said "the first 3 of 52 matching groups (52
+// groups)" when 12 groups moved.
+func TestGroupsPageCountsAMovingPartitionOnce(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 3
+	m := newMovingCluster(t, 40)
+	m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })            // the old owner, still serving it
+	m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving }) // the new owner, loaded
+	t.Logf("partition %d, of %d groups, is served by both nodes", m.moving, m.inMoving)
+	for _, tc := range []struct{ query, count string }{
+		{"", "the first 3 of 40 matching groups (40 groups)"},
+		{"?q=app-1", "the first 3 of 10 matching groups (40 groups)"},
+		{"?q=app-3&match=prefix", "the first 3 of 10 matching groups (40 groups)"},
+		{"?q=app-39", "1 of 40 groups match"},
+		{"?q=app&sort=state", "the first 3 of 40 matching groups (40 groups)"},
+	} {
+		body := m.page(t, tc.query)
+		if got := countOf(body); got == "" || !strings.HasPrefix(got, tc.count) {
+			t.Errorf("%q: the page says %q, want %q", tc.query, got, tc.count+" …")
+		}
+		if strings.Contains(body, `id="uncounted"`) {
+			t.Errorf("%q: every partition was counted, and the page says some were not", tc.query)
+		}
+	}
+}
+
+// TestGroupsPageSaysWhichPartitionsWereNotCounted: the other moment of a
+// move, the old owner answering after it let the partition go and the new
+// one before it took it over: no node counts the partition's groups, and
+// no answer can tell how many there are. The page counts the others and
+// says which partition it could not count, why, and how to get the exact
+// figure. Before, it said "the first 3 of 30 matching groups (30 groups)"
+// (the 10 groups of partition 0 missing) and nothing else.
+func TestGroupsPageSaysWhichPartitionsWereNotCounted(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 3
+	m := newMovingCluster(t, 40)
+	m.byBroker[0] = m.coordinator(t, func(p int32) bool { return p != m.moving }) // let it go
+	m.byBroker[1] = m.coordinator(t, func(int32) bool { return false })           // not taken over yet
+	body := m.page(t, "")
+	want := fmt.Sprintf("the first 3 of %d matching groups (%d groups)", 40-m.inMoving, 40-m.inMoving)
+	if got := countOf(body); got == "" || !strings.HasPrefix(got, want) {
+		t.Errorf("the page says %q, want %q", got, want+" …")
+	}
+	note := regexp.MustCompile(`<p class="error uncounted" id="uncounted">[^<]*`).FindString(body)
+	for _, w := range []string{
+		fmt.Sprintf("coordinator partition %d (of 4) are neither counted nor listed", m.moving),
+		"moving between nodes", "Reload the page once the move is over",
+	} {
+		if !strings.Contains(note, w) {
+			t.Errorf("the note on uncounted groups %q lacks %q", note, w)
+		}
+	}
+	// Taken over: counted again, and the note gone.
+	m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving })
+	body = m.page(t, "")
+	if got := countOf(body); got == "" || !strings.HasPrefix(got, "the first 3 of 40 matching groups (40 groups)") {
+		t.Errorf("after the move the page says %q, want 40 groups", got)
+	}
+	if strings.Contains(body, `id="uncounted"`) {
+		t.Error("after the move the page still says groups were not counted")
+	}
+}
+
+// TestGroupListKeepsOnePartitionCount: a partition both nodes counted is
+// counted once whichever node answers first, with the larger of the two
+// counts (here the new owner's, which has a group created after the old
+// owner answered); an answer without counts per partition (a node before
+// them) leaves the console adding the nodes' totals, as before, and naming
+// no partition as uncounted.
+func TestGroupListKeepsOnePartitionCount(t *testing.T) {
+	m := newMovingCluster(t, 40)
+	old := m.coordinator(t, func(int32) bool { return true })
+	f := group.ListFilter{ID: "app", Limit: 3}
+	list := func(c *coordinator.Coordinator) *kmsg.ListGroupsResponse {
+		req := kmsg.NewPtrListGroupsRequest()
+		req.Version = 5
+		group.RequestListFilter(req, f)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := c.Handle(ctx, group.Client{}, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ListGroupsResponse)
+	}
+	fromOld := list(old)
+	// The new owner, loaded, takes a group the old owner did not see.
+	nw := m.coordinator(t, func(p int32) bool { return p == m.moving })
+	extra := ""
+	for i := 0; extra == ""; i++ {
+		if id := fmt.Sprintf("app-new-%d", i); coordinator.PartitionFor(id, movingParts) == m.moving {
+			extra = id
+		}
+	}
+	commitOn(t, nw, extra)
+	fromNew := list(nw)
+	for _, order := range [][]*kmsg.ListGroupsResponse{{fromOld, fromNew}, {fromNew, fromOld}} {
+		l := newGroupList(f)
+		for _, a := range order {
+			l.add(a)
+		}
+		l.done()
+		if l.Listed != 41 || l.Matching != 41 || len(l.Uncounted) != 0 {
+			t.Errorf("old node first %v: %d of %d, uncounted %v; want 41 of 41, none uncounted", order[0] == fromOld, l.Matching, l.Listed, l.Uncounted)
+		}
+	}
+	// The old node without counts per partition: totals, as before.
+	sum, _ := group.ListSummaryOf(fromOld)
+	bare := *fromOld
+	bare.UnknownTags = kmsg.Tags{}
+	bare.UnknownTags.Set(group.ListFilterTag, tagValue(sum.Listed, sum.Matching, sum.ProtocolTypes...))
+	l := newGroupList(f)
+	l.add(&bare)
+	l.add(fromNew)
+	l.done()
+	// The totals, less the groups both sent (add).
+	want := 40 + m.inMoving + 1
+	for _, a := range fromOld.Groups {
+		for _, b := range fromNew.Groups {
+			if a.Group == b.Group {
+				want--
+			}
+		}
+	}
+	if l.Listed != want || len(l.Uncounted) != 0 {
+		t.Errorf("with an older node: %d listed, uncounted %v; want the totals %d, none uncounted", l.Listed, l.Uncounted, want)
+	}
+}
