@@ -134,8 +134,8 @@ type groupList struct {
 	// are missing.
 	Unreachable []string
 	// Uncounted are the coordinator partitions (of Partitions) that no
-	// node counted when it answered: moving between nodes, or served by a
-	// node that could not be reached. Their groups are neither counted
+	// node counted when it answered: moving between nodes, served by a
+	// node that could not be reached, or owned by none. Their groups are neither counted
 	// nor listed. Known only when every node counted by partition.
 	Uncounted  []int32
 	Partitions int32

@@ -28,7 +28,9 @@ import (
 // says which node it could not reach; before, it was a 502 ("Listing the
 // groups failed: ... unable to dial") for as long as the lease lasted, the
 // moment an operator opens the console. Node 2 here is a registration with
-// an address nothing listens on, under a lease that outlives the test.
+// an address nothing listens on, under a lease that outlives the test. The
+// counts are those of node 1's partitions, and the page names node 2's as
+// not counted.
 func TestGroupsPageWithADeadNode(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	gcfg := group.Defaults()
@@ -107,6 +109,24 @@ func TestGroupsPageWithADeadNode(t *testing.T) {
 		t.Fatalf("no group listed:\n%s", body)
 	}
 	if want := fmt.Sprintf("node 2 (127.0.0.1:%d) could not be reached", port); !strings.Contains(body, want) {
+		t.Errorf("the page does not say %q:\n%s", want, body)
+	}
+	// The counts are node 1's partitions' only, and the page names the
+	// others as not counted.
+	var others []string
+	for p := range int32(parts) {
+		if !mine[p] {
+			others = append(others, fmt.Sprint(p))
+		}
+	}
+	plural := "s"
+	if len(others) == 1 {
+		plural = ""
+	}
+	if want := fmt.Sprintf("the groups of coordinator partition%s %s (of %d) are neither counted nor listed", plural, strings.Join(others, ", "), parts); !strings.Contains(body, want) {
+		t.Errorf("the page does not say %q:\n%s", want, body)
+	}
+	if want := fmt.Sprintf("%d of %d groups", listed, listed); !strings.Contains(body, want) {
 		t.Errorf("the page does not say %q:\n%s", want, body)
 	}
 }
