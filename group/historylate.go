@@ -56,8 +56,7 @@ func (s *Shard) keepLate(ids []uint64) map[string]*ghist {
 		lw := lateWrite{recs: recs, applied: w.applied, tell: w.applied || w.rb != nil, rb: w.rb}
 		for i := range recs {
 			if h := s.hist[recs[i].group]; h != nil && !recs[i].del && recs[i].ev != nil && h.held[recs[i].ev.Seq] != nil {
-				lw.after = append(lw.after, h.held[recs[i].ev.Seq]...)
-				delete(h.held, recs[i].ev.Seq)
+				lw.after = append(lw.after, h.takeHeld(recs[i].ev.Seq)...)
 			}
 		}
 		s.late[id] = lw
