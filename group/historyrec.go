@@ -697,10 +697,8 @@ func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64
 	if w != nil {
 		after = w.seq
 	}
-	if !s.needsReload { // else a failed write's seqs stay unstored (eventsUnstored)
-		for _, seq := range h.unstored {
-			after = max(after, seq)
-		}
+	if len(h.unstored) > 0 {
+		after = max(after, s.newestEventInFlight(ev.Group))
 	}
 	if after != 0 {
 		if h.held == nil {
@@ -712,6 +710,27 @@ func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64
 	}
 	s.storeEvent(ev, recs, out)
 	return ev.Seq
+}
+
+// newestEventInFlight returns the newest seq of group's events held by a
+// consumer group's completing write still in flight (0: none), whose
+// outcome tells the events held for it (tellHeld). Not the group's unstored
+// seqs alone: a failed write's stay there until the partition reloads
+// (eventsUnstored), while the writes after it, still in flight, are served
+// and told in the meantime.
+func (s *Shard) newestEventInFlight(group string) uint64 {
+	var newest uint64
+	for _, w := range s.writes {
+		if !w.applied {
+			continue
+		}
+		for i := range w.recs {
+			if r := &w.recs[i]; r.kind == keyHistory && !r.del && r.ev != nil && r.group == group {
+				newest = max(newest, r.ev.Seq)
+			}
+		}
+	}
+	return newest
 }
 
 // recordEventAt is recordEvent at seq, which a failed assignment write held
