@@ -15,6 +15,7 @@
 package clock
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -73,8 +74,12 @@ func (r realTimer) Stop() bool            { return r.t.Stop() }
 //
 // Create a Fake with NewFake; its methods are safe for concurrent use.
 type Fake struct {
-	mu     sync.Mutex
-	now    time.Time
+	mu  sync.Mutex
+	now time.Time
+	// timers are the armed timers: one that fires or is stopped leaves
+	// the list, and Reset puts it back. A member makes a timer per wait,
+	// so keeping every timer ever made grew without bound, and each move
+	// of the clock scanned them all.
 	timers []*fakeTimer
 }
 
@@ -138,11 +143,16 @@ func (f *Fake) NextDeadline() (time.Time, bool) {
 
 func (f *Fake) fireLocked() {
 	due := f.timers[:0:0]
+	armed := f.timers[:0]
 	for _, t := range f.timers {
-		if t.armed && !t.at.After(f.now) {
+		if !t.at.After(f.now) {
 			due = append(due, t)
+		} else {
+			armed = append(armed, t)
 		}
 	}
+	clear(f.timers[len(armed):])
+	f.timers = armed
 	sort.Slice(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
 	for _, t := range due {
 		t.armed = false
@@ -171,7 +181,10 @@ func (t *fakeTimer) Reset(d time.Duration) {
 	default:
 	}
 	t.at = t.f.now.Add(d)
-	t.armed = true
+	if !t.armed {
+		t.armed = true
+		t.f.timers = append(t.f.timers, t)
+	}
 	t.f.fireLocked()
 }
 
@@ -179,7 +192,10 @@ func (t *fakeTimer) Stop() bool {
 	t.f.mu.Lock()
 	defer t.f.mu.Unlock()
 	was := t.armed
-	t.armed = false
+	if was {
+		t.armed = false
+		t.f.timers = slices.DeleteFunc(t.f.timers, func(o *fakeTimer) bool { return o == t })
+	}
 	select {
 	case <-t.c:
 	default:
