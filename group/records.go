@@ -323,8 +323,71 @@ func (s *Shard) Load(key, value []byte) error {
 	if err != nil || !ok {
 		return err
 	}
+	if !r.del && (r.kind == keyCGroup || r.kind == keyGroup) {
+		ld := &s.loading
+		if ld.kinds == nil {
+			ld.kinds = map[string]loadedKinds{}
+		}
+		k := ld.kinds[r.group]
+		if r.kind == keyCGroup {
+			k.cgroup = true
+		} else {
+			k.classic, k.protocolType = true, r.img.protocolType
+		}
+		ld.kinds[r.group] = k
+	}
 	s.replay(&r, true)
 	return nil
+}
+
+// loadedKinds notes, while a partition loads, which of a group's own
+// records were read: its consumer group's (keyCGroup), and its classic
+// group's with the protocol type that record gives (keyGroup).
+type loadedKinds struct {
+	cgroup, classic bool
+	protocolType    string
+}
+
+// dropOrphanConsumerRecords removes, at the end of a load, the consumer
+// groups that member records made without their group's own record
+// (keyCGroup): every write that ends a consumer group tombstones that
+// record and its target metadata, relying on the writes before it for its
+// members' records. When one of those failed and the later write was
+// stored (the partition reloads only once its writes in flight are done),
+// the members' records stayed behind: loaded, they made a consumer group
+// out of nothing, on top of the classic group the store holds or in the
+// place of a group it no longer does, and which one depended on the order
+// the records came in. The group is left as its other records say (its
+// classic record, its offsets), and the stray records are tombstoned.
+func (s *Shard) dropOrphanConsumerRecords(kinds map[string]loadedKinds, out *Output) {
+	for _, id := range s.GroupIDs() {
+		g := s.groups[id]
+		if g.cg == nil || kinds[id].cgroup {
+			continue
+		}
+		cg := g.cg
+		recs := []rec{cTombstone(keyCTMeta, id, "")}
+		for _, mid := range slices.Sorted(maps.Keys(cg.members)) {
+			recs = append(recs, cTombstone(keyCMember, id, mid), cTombstone(keyCTarget, id, mid), cTombstone(keyCCurrent, id, mid))
+		}
+		for _, mid := range slices.Sorted(maps.Keys(cg.target)) {
+			if cg.members[mid] == nil {
+				recs = append(recs, cTombstone(keyCTarget, id, mid))
+			}
+		}
+		g.cg = nil
+		g.protocolType = ""
+		if k := kinds[id]; k.classic {
+			g.protocolType = k.protocolType
+		} else if len(g.members) == 0 && len(g.offsets) == 0 {
+			delete(s.groups, id)
+		}
+		s.logf("group %q: %d consumer-protocol members stored without their consumer group (left by a write that failed "+
+			"before a later one was stored): dropped", id, len(cg.members))
+		s.write(out, recs, func(_ time.Time, code int16, _ *Output) {
+			s.logWriteFailure(code, "group %q: deleting consumer-protocol records left without their group failed", id)
+		})
+	}
 }
 
 // loading holds what Load keeps between records: the committed offsets of
@@ -339,6 +402,7 @@ type loading struct {
 	group string
 	offs  []loadedOffset
 	topic string
+	kinds map[string]loadedKinds // groups' own records read (dropOrphanConsumerRecords)
 }
 
 type loadedOffset struct {
@@ -605,7 +669,9 @@ func (g *Group) restore(img *groupImage) {
 // rebalances.
 func (s *Shard) FinishLoad(now time.Time, out *Output) {
 	s.flushLoadedOffsets()
+	kinds := s.loading.kinds
 	s.loading = loading{}
+	s.dropOrphanConsumerRecords(kinds, out)
 	s.stormsAtLoad = true
 	for _, id := range slices.Sorted(maps.Keys(s.hist)) {
 		if s.groups[id] == nil {
