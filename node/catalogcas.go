@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -192,22 +191,23 @@ const migrateOps = 100
 // migrate writes records (by the key after prefix) under prefix and deletes
 // legacyKey, the one record older nodes kept every topic in, in
 // transactions that each go through only while legacyKey is still at the
-// revision read first. If it is not (another node moved it meanwhile, and
+// revision read first. It reports moved once it has written them all. If
+// legacyKey is not at that revision (another node moved it meanwhile, and
 // may have changed topics since) nothing more is written and what is under
-// prefix is returned instead; otherwise records.
-func (k *casKeys) migrate(legacyKey, prefix string, records map[string][]byte, log *slog.Logger) (map[string][]byte, error) {
+// prefix is returned instead, as current.
+func (k *casKeys) migrate(legacyKey, prefix string, records map[string][]byte) (moved bool, current map[string][]byte, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	moved := func() (map[string][]byte, error) {
+	other := func() (bool, map[string][]byte, error) {
 		vals, _, err := k.readPrefix(ctx, prefix)
-		return vals, err
+		return false, vals, err
 	}
 	_, rev, err := k.read(ctx, legacyKey)
 	if err != nil {
-		return nil, err
+		return false, nil, err
 	}
 	if rev == 0 {
-		return moved()
+		return other()
 	}
 	guard := clientv3.Compare(clientv3.ModRevision(legacyKey), "=", rev)
 	var ops []clientv3.Op
@@ -221,9 +221,9 @@ func (k *casKeys) migrate(legacyKey, prefix string, records map[string][]byte, l
 		v := records[key]
 		if len(ops) == migrateOps || len(ops) > 0 && size+len(prefix)+len(key)+len(v) > k.max {
 			if ok, err := commit(); err != nil {
-				return nil, err
+				return false, nil, err
 			} else if !ok {
-				return moved()
+				return other()
 			}
 		}
 		ops = append(ops, clientv3.OpPut(prefix+key, string(v)))
@@ -231,10 +231,9 @@ func (k *casKeys) migrate(legacyKey, prefix string, records map[string][]byte, l
 	}
 	ops = append(ops, clientv3.OpDelete(legacyKey))
 	if ok, err := commit(); err != nil {
-		return nil, err
+		return false, nil, err
 	} else if !ok {
-		return moved()
+		return other()
 	}
-	log.Info("cluster: topic catalog moved to one record per topic", "topics", len(records))
-	return records, nil
+	return true, nil, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -58,6 +59,7 @@ func checkTopics(t *testing.T, c *catalog.Catalog, n int, extra ...string) {
 // them.
 func TestCatalogMovedToPerTopicRecords(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var logged testlog.Buffer
 	dir := t.TempDir()
 	st, err := disk.Open(disk.Options{Dir: dir, Logger: quiet})
 	if err != nil {
@@ -78,9 +80,13 @@ func TestCatalogMovedToPerTopicRecords(t *testing.T) {
 	}
 	st.Close()
 
-	nd, err := Start(Config{Listen: "127.0.0.1:0", DataDir: dir, Partitions: 5, Logger: quiet})
+	nd, err := Start(Config{Listen: "127.0.0.1:0", DataDir: dir, Partitions: 5, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The log says what the move did: n-1 records written, t7's kept.
+	if want := fmt.Sprintf(`msg="topic catalog moved to one record per topic" written=%d already_had_record=1`, n-1); !strings.Contains(logged.String(), want) {
+		t.Fatalf("the log does not say %s:\n%s", want, logged.String())
 	}
 	if tp, _ := nd.Catalog().Lookup("t7"); tp.Partitions != 50 {
 		t.Fatalf("t7 has %d partitions, want the per-topic record's 50", tp.Partitions)
@@ -136,21 +142,30 @@ func TestCatalogMovedToPerTopicRecords(t *testing.T) {
 	}
 }
 
+// emptiedCluster starts etcd and a node on it, closes the node and deletes
+// the topic records it wrote, returning a client of that etcd, the key of
+// the one-record catalog and the prefix of the per-topic records.
+func emptiedCluster(t *testing.T) (ec *etcdtest.Cluster, cli *clientv3.Client, legacyKey, prefix string) {
+	t.Helper()
+	ec = etcdtest.Start(t, 1)
+	first := startCluster848(t, ec, 1, nil)
+	legacyKey = first[0].cl.st.RecordKey(CatalogPartition, []byte(legacyCatalogKey))
+	prefix = first[0].cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix))
+	first[0].Close()
+	cli = ec.Client(t)
+	if _, err := cli.Delete(context.Background(), prefix, clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	return ec, cli, legacyKey, prefix
+}
+
 // TestClusterCatalogMovedToPerTopicRecords: nodes starting together on an
 // etcd that holds the one-record catalog of older nodes move it once to
 // per-topic records and all see every topic; changes then flow between them
 // through the per-topic records.
 func TestClusterCatalogMovedToPerTopicRecords(t *testing.T) {
-	ec := etcdtest.Start(t, 1)
-	first := startCluster848(t, ec, 1, nil)
-	legacyKey := first[0].cl.st.RecordKey(CatalogPartition, []byte(legacyCatalogKey))
-	prefix := first[0].cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix))
-	first[0].Close()
-	cli := ec.Client(t)
+	ec, cli, legacyKey, prefix := emptiedCluster(t)
 	ctx := context.Background()
-	if _, err := cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
-		t.Fatal(err)
-	}
 	const n = 250 // more than one transaction's worth
 	if _, err := cli.Put(ctx, legacyKey, string(legacyCatalog(t, n))); err != nil {
 		t.Fatal(err)
@@ -197,4 +212,59 @@ func TestClusterCatalogMovedToPerTopicRecords(t *testing.T) {
 		_, b := ns[0].Catalog().Lookup("t3")
 		return a && !b
 	})
+}
+
+// TestClusterCatalogMoveKeepsStoredRecords: in cluster mode the move writes
+// only the topics that have no record of their own yet, leaves the records
+// already there as they are, and its log line counts both apart.
+func TestClusterCatalogMoveKeepsStoredRecords(t *testing.T) {
+	ec, cli, legacyKey, prefix := emptiedCluster(t)
+	ctx := context.Background()
+	const n = 5
+	grown := catalog.New(catalog.Options{})
+	for _, name := range []string{"t1", "t3"} {
+		if _, err := grown.Create(name, 40, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := grown.TopicRecords()
+	for _, name := range []string{"t1", "t3"} {
+		if _, err := cli.Put(ctx, prefix+catalog.TopicKey(name), string(recs[catalog.TopicKey(name)])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	revs := map[string]int64{}
+	for _, name := range []string{"t1", "t3"} {
+		r, err := cli.Get(ctx, prefix+catalog.TopicKey(name))
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("reading %s: %v", name, err)
+		}
+		revs[name] = r.Kvs[0].ModRevision
+	}
+	if _, err := cli.Put(ctx, legacyKey, string(legacyCatalog(t, n))); err != nil {
+		t.Fatal(err)
+	}
+	var logged testlog.Buffer
+	nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: k848Parts,
+		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	if want := `msg="cluster: topic catalog moved to one record per topic" written=3 already_had_record=2`; !strings.Contains(logged.String(), want) {
+		t.Fatalf("the log does not say %s:\n%s", want, logged.String())
+	}
+	for _, name := range []string{"t1", "t3"} {
+		if tp, _ := nd.Catalog().Lookup(name); tp.Partitions != 40 {
+			t.Fatalf("%s has %d partitions, want its own record's 40", name, tp.Partitions)
+		}
+		r, err := cli.Get(ctx, prefix+catalog.TopicKey(name))
+		if err != nil || len(r.Kvs) != 1 || r.Kvs[0].ModRevision != revs[name] {
+			t.Fatalf("%s's own record was written again by the move: %v %v", name, err, r.Kvs)
+		}
+	}
+	if tp, _ := nd.Catalog().Lookup("t4"); tp.Partitions != 5 {
+		t.Fatalf("t4 has %d partitions, want the old record's 5", tp.Partitions)
+	}
 }

@@ -852,10 +852,12 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 
 // migrateCatalog moves the topics of the one record older nodes kept the
 // catalog in (legacy) to per-topic records and deletes it, returning every
-// topic's record. Per-topic records already stored (a move cut short by a
-// crash) are kept over the old record's: they are as new or newer. On the
-// embedded store the records and the deletion are one append. In cluster
-// mode every write is made only while the old record is still the one read
+// topic's record. A topic that already has a record of its own (stored: a
+// move cut short by a crash, or a topic the newer version kept while an
+// older one ran) keeps it, as new or newer than the old record's: only the
+// others are written, and the log line counts both apart. On the embedded
+// store the records and the deletion are one append. In cluster mode every
+// write is made only while the old record is still the one read
 // (migrateCASKeys), so that a node that finds another has moved it meanwhile
 // (and may already have changed topics since) writes nothing more and reads
 // the per-topic records instead.
@@ -864,23 +866,37 @@ func (n *Node) migrateCatalog(legacy []byte, stored map[string][]byte) (map[stri
 	if err := old.Restore(legacy); err != nil {
 		return nil, err
 	}
-	records := old.TopicRecords()
-	maps.Copy(records, stored)
+	write := old.TopicRecords()
+	had := 0
+	for k := range write {
+		if _, ok := stored[k]; ok {
+			delete(write, k)
+			had++
+		}
+	}
+	records := maps.Clone(stored)
+	maps.Copy(records, write)
+	logPrefix := ""
 	if n.cl != nil {
-		return n.cl.keys.migrate(n.cl.st.RecordKey(CatalogPartition, []byte(legacyCatalogKey)),
-			n.cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix)), records, n.log)
+		moved, current, err := n.cl.keys.migrate(n.cl.st.RecordKey(CatalogPartition, []byte(legacyCatalogKey)),
+			n.cl.st.RecordKey(CatalogPartition, []byte(topicRecordPrefix)), write)
+		if err != nil || !moved {
+			return current, err
+		}
+		logPrefix = "cluster: "
+	} else {
+		recs := make([]store.Record, 0, len(write)+1)
+		for _, k := range slices.Sorted(maps.Keys(write)) {
+			recs = append(recs, store.Record{Key: []byte(topicRecordPrefix + k), Value: write[k]})
+		}
+		recs = append(recs, store.Record{Key: []byte(legacyCatalogKey)})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := n.store.Append(ctx, CatalogPartition, recs); err != nil {
+			return nil, err
+		}
 	}
-	recs := make([]store.Record, 0, len(records)+1)
-	for _, k := range slices.Sorted(maps.Keys(records)) {
-		recs = append(recs, store.Record{Key: []byte(topicRecordPrefix + k), Value: records[k]})
-	}
-	recs = append(recs, store.Record{Key: []byte(legacyCatalogKey)})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := n.store.Append(ctx, CatalogPartition, recs); err != nil {
-		return nil, err
-	}
-	n.log.Info("topic catalog moved to one record per topic", "topics", len(records))
+	n.log.Info(logPrefix+"topic catalog moved to one record per topic", "written", len(write), "already_had_record", had)
 	return records, nil
 }
 
