@@ -510,6 +510,8 @@ func (c *Cluster) logSessionEnded(err error, backoff time.Duration) {
 		attrs = append(attrs, "hint", "etcd refuses this node's user or password (changed in etcd?): restart the node with the current one")
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		attrs = append(attrs, "hint", "this node's etcd user lost read-write permission on its prefix")
+	case NoUserHint(err) != "":
+		attrs = append(attrs, "hint", NoUserHint(err))
 	}
 	if errors.Is(err, errNoSession) {
 		c.log.Warn("cluster: could not begin a session; retrying", attrs...)
@@ -667,6 +669,8 @@ func (c *Cluster) logReadFailure(err error) {
 	attrs := []any{"node_id", c.cfg.NodeID, "err", err, "failures", c.readFails, "failing_for", now.Sub(c.readFailSince).Round(time.Second)}
 	if errors.Is(err, rpctypes.ErrPermissionDenied) {
 		attrs = append(attrs, "hint", "this node's etcd user lost read permission on its prefix")
+	} else if h := NoUserHint(err); h != "" {
+		attrs = append(attrs, "hint", h)
 	}
 	c.log.Warn("cluster: reading the nodes and partition owners keeps failing; the node serves what it holds and follows no other node's changes", attrs...)
 }

@@ -162,6 +162,16 @@ func etcdPrefix(cc *ClusterConfig) string {
 	return cc.Prefix
 }
 
+// withNoUserHint adds to err what to do about it if it is etcd refusing a
+// node without an etcd user (cluster.NoUserHint); other errors are
+// returned as they are.
+func withNoUserHint(err error) error {
+	if h := cluster.NoUserHint(err); h != "" {
+		return fmt.Errorf("%w (%s)", err, h)
+	}
+	return err
+}
+
 // etcdError says what an operator can do about an authentication or
 // permission error from etcd (etcd's own message names neither the user nor
 // the prefix).
@@ -169,8 +179,8 @@ func etcdError(cc *ClusterConfig, err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return fmt.Errorf("%w (the etcd user %q or its password is wrong)", err, cc.Username)
-	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken), errors.Is(err, rpctypes.ErrInvalidAuthMgmt):
-		return fmt.Errorf("%w (etcd has authentication enabled: give it an etcd user: --etcd-user, with the password in --etcd-password-file or COHORT_ETCD_PASSWORD)", err)
+	case cluster.NoUserHint(err) != "":
+		return withNoUserHint(err)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		who := fmt.Sprintf("the etcd user %q", cc.Username)
 		if cc.Username == "" {

@@ -789,7 +789,9 @@ func (n *Node) loadCatalog() (*catalog.Catalog, error) {
 			if n.cl.c.Sessions() > 0 && !n.cl.c.Serving() {
 				return fmt.Errorf("%w: node %d has no valid etcd lease (cut off from etcd); make the change through another node", catalog.ErrUnavailable, n.cfg.NodeID)
 			}
-			return n.cl.keys.write(n.cl.st.RecordKey(CatalogPartition, []byte(key)), what, rec)
+			// etcd's authentication turned on since the node started
+			// without an etcd user: say so as at start.
+			return withNoUserHint(n.cl.keys.write(n.cl.st.RecordKey(CatalogPartition, []byte(key)), what, rec))
 		}
 	}
 	maxParts := n.cfg.MaxPartitions
