@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -59,32 +61,17 @@ func groupConfigCmd(e env, f *cmdFlags, id string, sets, dels []string) error {
 			return fmt.Errorf("group config %s: %w", id, err)
 		}
 	}
-	req := kmsg.NewPtrDescribeConfigsRequest()
-	rr := kmsg.NewDescribeConfigsRequestResource()
-	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, id
-	req.Resources = append(req.Resources, rr)
-	resp, err := req.RequestWith(ctx, cl)
-	if err == nil {
-		err = oneResource(len(resp.Resources), func() (int16, *string) { return resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage })
-	}
+	configs, err := describeGroupConfigs(ctx, cl, id)
 	if err != nil {
 		return fmt.Errorf("group config %s: %w", id, err)
 	}
-	r := resp.Resources[0]
 	list := []groupConfigJSON{}
-	for _, c := range r.Configs {
+	for _, c := range configs {
 		v := ""
 		if c.Value != nil {
 			v = *c.Value
 		}
-		src := "node"
-		switch c.Source {
-		case kmsg.ConfigSourceGroupConfig:
-			src = "group"
-		case kmsg.ConfigSourceDefaultConfig:
-			src = "default"
-		}
-		list = append(list, groupConfigJSON{Name: c.Name, Value: v, Source: src})
+		list = append(list, groupConfigJSON{Name: c.Name, Value: v, Source: groupConfigSource(c.Source)})
 	}
 	if f.o.json() {
 		return writeJSON(e.stdout, map[string]any{"group": id, "configs": list})
@@ -98,6 +85,36 @@ func groupConfigCmd(e env, f *cmdFlags, id string, sets, dels []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(c.Name), cell(c.Value), c.Source)
 	}
 	return tw.Flush()
+}
+
+// describeGroupConfigs asks for the configs of group id (DescribeConfigs
+// on its GROUP resource): those named, or every one the node keeps.
+func describeGroupConfigs(ctx context.Context, cl *kgo.Client, id string, names ...string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, id, names
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err == nil {
+		err = oneResource(len(resp.Resources), func() (int16, *string) { return resp.Resources[0].ErrorCode, resp.Resources[0].ErrorMessage })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp.Resources[0].Configs, nil
+}
+
+// groupConfigSource says where a group config's value comes from: the
+// group's own setting ("group"), the node's default for it ("default", at
+// Kafka's default) or a cohort serve flag ("node").
+func groupConfigSource(s kmsg.ConfigSource) string {
+	switch s {
+	case kmsg.ConfigSourceGroupConfig:
+		return "group"
+	case kmsg.ConfigSourceDefaultConfig:
+		return "default"
+	}
+	return "node"
 }
 
 // oneResource is the error of an answer about one config resource: n

@@ -33,18 +33,6 @@ type historyFlags struct {
 	lastSet bool // --last was given
 }
 
-// fetchHistory asks cohort for the history of id: the last n events (n < 0:
-// every event kept), the storm and waiting views, and the group's leader
-// when cohort says who it is (tag 10000; "" otherwise).
-func fetchHistory(f *cmdFlags, id string, n int32) (*group.HistoryDoc, string, error) {
-	cl, ctx, done, err := f.c.open()
-	if err != nil {
-		return nil, "", err
-	}
-	defer done()
-	return historyOf(ctx, cl, id, n)
-}
-
 // historyOf reads the history of id from its coordinator's DescribeGroups
 // answer. A group that does not exist is an error (with the server's
 // message); so is a server that sends no history (not cohort, or a cohort
@@ -116,12 +104,21 @@ func historyCmd(e env, f *cmdFlags, hf historyFlags, why bool, ids []string) err
 	case why:
 		n = whyDefaultLast
 	}
-	doc, leader, err := fetchHistory(f, ids[0], n)
+	cl, ctx, done, err := f.c.open()
+	if err != nil {
+		return err
+	}
+	defer done()
+	doc, leader, err := historyOf(ctx, cl, ids[0], n)
 	if err != nil {
 		return err
 	}
 	if why {
-		writeWhy(e.stdout, doc, leader, e.clock.Now(), n == 0)
+		var hb *heartbeatInterval
+		if waitsForHeartbeats(doc) {
+			hb = groupHeartbeatInterval(ctx, cl, doc.Group)
+		}
+		writeWhy(e.stdout, doc, leader, hb, e.clock.Now(), n == 0)
 		return nil
 	}
 	if f.o.json() {
@@ -359,10 +356,11 @@ func causeCounts(cs map[group.CauseKind]int) string {
 
 // writeWhy explains the rebalances of doc, oldest first, one paragraph
 // each, then the storm flag and, when the group is rebalancing, what it
-// waits for. leader is the group's leader ("" when unknown); now dates
-// the instants (the date is shown when it is not now's); noEvents: none
-// were asked for (--last 0).
-func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, noEvents bool) {
+// waits for. leader is the group's leader ("" when unknown); hb the
+// group's heartbeat interval as the node reported it (nil: unknown); now
+// dates the instants (the date is shown when it is not now's); noEvents:
+// none were asked for (--last 0).
+func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, hb *heartbeatInterval, now time.Time, noEvents bool) {
 	t := timeFmt{now: now.UTC()}
 	switch {
 	case doc.HistoryOff && len(doc.History) == 0:
@@ -379,7 +377,7 @@ func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, now time.Time, 
 	if !doc.HistoryOff {
 		fmt.Fprintln(w, stormSentence(doc.Storm))
 	}
-	fmt.Fprintln(w, nowSentence(doc, leader, t))
+	fmt.Fprintln(w, nowSentence(doc, leader, hb, t))
 	fmt.Fprintln(w, "(Times are UTC.)")
 }
 
@@ -700,7 +698,7 @@ func awayDeadline(m group.WaitingMember, t timeFmt) string {
 // nowSentence says what the group is doing now: settled, or what the
 // rebalance in progress waits for, since when, and when the timeout
 // evicts each member it waits for.
-func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
+func nowSentence(doc *group.HistoryDoc, leader string, hb *heartbeatInterval, t timeFmt) string {
 	w := doc.Waiting
 	if w == nil {
 		switch {
@@ -738,9 +736,7 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 		}
 		return b.String()
 	}
-	told := false // a member that must hear of the target is waited for
 	for _, m := range w.Members {
-		told = told || doc.Type == "consumer" && (m.Phase == "assign" || m.Phase == "revoke")
 		what := notYet(m.Phase)
 		if m.Phase == "sync" && leader != "" && m.MemberID == leader {
 			what = "is the leader and has not sent the assignment (SyncGroup)"
@@ -765,21 +761,88 @@ func nowSentence(doc *group.HistoryDoc, leader string, t timeFmt) string {
 			b.WriteString("; no timeout is running that would evict it for that.")
 		}
 	}
-	if told {
-		b.WriteString(heartbeatSentence(doc.Group))
+	if waitsForHeartbeats(doc) {
+		b.WriteString(heartbeatSentence(doc.Group, hb))
 	}
 	return b.String()
 }
 
+// waitsForHeartbeats: doc is a consumer-protocol group whose rebalance in
+// progress waits for a member that must hear of its target (to revoke or
+// to take partitions), which it does at its next heartbeat. Only then does
+// "why" say how often members heartbeat, and ask the node for it.
+func waitsForHeartbeats(doc *group.HistoryDoc) bool {
+	if doc.Type != "consumer" || doc.Waiting == nil || awayOnly(doc.Waiting) {
+		return false
+	}
+	return slices.ContainsFunc(doc.Waiting.Members, func(m group.WaitingMember) bool { return m.Phase == "assign" || m.Phase == "revoke" })
+}
+
+// heartbeatInterval is a consumer group's consumer.heartbeat.interval.ms
+// as the node reports it: its value and where it comes from (source as
+// "cohort group config" shows it: group, node or default).
+type heartbeatInterval struct {
+	ms     int64
+	source string
+}
+
+// groupHeartbeatInterval asks the node for group id's heartbeat interval
+// (DescribeConfigs on the group, which needs DESCRIBE_CONFIGS on it besides
+// the DESCRIBE that "why" needs). nil when the node does not say: refused,
+// an error, no such config (not cohort, or an older one) or a value that is
+// not a positive count of milliseconds. "why" then gives the general rule,
+// which is not wrong, instead.
+func groupHeartbeatInterval(ctx context.Context, cl *kgo.Client, id string) *heartbeatInterval {
+	const name = "consumer.heartbeat.interval.ms"
+	configs, err := describeGroupConfigs(ctx, cl, id, name)
+	if err != nil {
+		return nil
+	}
+	for _, c := range configs {
+		if c.Name != name || c.Value == nil {
+			continue
+		}
+		ms, err := strconv.ParseInt(*c.Value, 10, 64)
+		if err != nil || ms <= 0 {
+			return nil
+		}
+		return &heartbeatInterval{ms: ms, source: groupConfigSource(c.Source)}
+	}
+	return nil
+}
+
 // heartbeatSentence says when the members of consumer group id hear of a
 // new target: at their next heartbeat, the usual reason why reaching it
-// takes seconds. The group's own interval would need DescribeConfigs
-// (DESCRIBE_CONFIGS on the group, which "why" does not need otherwise): the
-// sentence gives the default and the command that shows the group's.
-func heartbeatSentence(id string) string {
+// takes seconds. hb is the group's interval and where it comes from; when
+// the node did not say (nil), the sentence gives the default and the
+// command that shows the group's.
+func heartbeatSentence(id string, hb *heartbeatInterval) string {
+	var every string
+	switch {
+	case hb == nil:
+		every = " a member at rest heartbeats every consumer.heartbeat.interval.ms, 5 s by default" +
+			" (the node's cohort serve --consumer-heartbeat-interval, or the group's own: cohort group config " + shellarg.Arg(id) + "),"
+	case hb.source == "group":
+		every = fmt.Sprintf(" a member at rest heartbeats every %s, this group's own consumer.heartbeat.interval.ms (cohort group config %s),",
+			exactDur(hb.ms), shellarg.Arg(id))
+	case hb.source == "default":
+		every = fmt.Sprintf(" a member at rest heartbeats every %s, the default consumer.heartbeat.interval.ms, which neither this group nor the node sets,",
+			exactDur(hb.ms))
+	default:
+		every = fmt.Sprintf(" a member at rest heartbeats every %s, the node's consumer.heartbeat.interval.ms (cohort serve --consumer-heartbeat-interval), which this group does not set for itself,",
+			exactDur(hb.ms))
+	}
 	return " Members learn of a new target assignment only at their next heartbeat, which is why reaching it usually takes seconds:" +
-		" a member at rest heartbeats every consumer.heartbeat.interval.ms, 5 s by default" +
-		" (the node's cohort serve --consumer-heartbeat-interval, or the group's own: cohort group config " + shellarg.Arg(id) + ")," +
+		every +
 		" and once it has heard, cohort asks it to heartbeat every 500 ms or less until the group is Stable" +
 		" (a classic-protocol member heartbeats at its client's heartbeat.interval.ms)."
+}
+
+// exactDur is a duration in milliseconds for a sentence, as proseDur when
+// that is exact (5 s, 2.5 s), in milliseconds otherwise (2550 ms).
+func exactDur(ms int64) string {
+	if ms >= 1000 && ms%100 != 0 {
+		return strconv.FormatInt(ms, 10) + " ms"
+	}
+	return proseDur(ms)
 }

@@ -21,7 +21,7 @@ func TestWhyStaticMemberAway(t *testing.T) {
 		Phase: "away", Since: left, Deadline: &end}
 	doc := &group.HistoryDoc{Group: "app", Type: "consumer", State: "Reconciling",
 		Waiting: &group.Waiting{State: "Reconciling", Since: left, Members: []group.WaitingMember{away}}}
-	got := nowSentence(doc, "", timeFmt{now})
+	got := nowSentence(doc, "", nil, timeFmt{now})
 	for _, want := range []string{
 		"Now the group is Reconciling, but no rebalance is in progress",
 		"member m-s (client s1, host 127.0.0.1, instance inst-1) left at 09:59:58.000 and keeps its partitions",
@@ -39,7 +39,7 @@ func TestWhyStaticMemberAway(t *testing.T) {
 	cause := group.Cause{Kind: group.CauseMemberJoined, At: start, MemberID: "m-c"}
 	doc.Waiting = &group.Waiting{State: "Reconciling", Since: start, Cause: &cause, Members: []group.WaitingMember{
 		{MemberID: "m-c", Phase: "assign", Since: start}, away}}
-	got = nowSentence(doc, "", timeFmt{now})
+	got = nowSentence(doc, "", nil, timeFmt{now})
 	for _, want := range []string{
 		"a rebalance is in progress since 09:59:59.000",
 		"It waits for member m-c, which has not reached its target assignment",

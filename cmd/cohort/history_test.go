@@ -503,7 +503,7 @@ func TestWhyConsumerWaiting(t *testing.T) {
 	if s := causeText(loaded, "classic", timeFmt{now: t0}); s != "the coordinator loaded the group (a restart or a failover) and member m-c (client worker-c, host 10.0.0.3) then rejoined" {
 		t.Fatalf("cause loaded: %q", s)
 	}
-	writeWhy(&out, doc, "", at(2000), false)
+	writeWhy(&out, doc, "", nil, at(2000), false)
 	wantIn(t, "why", out.String(),
 		"Now the group is Reconciling: a rebalance is in progress since 10:00:01.000, started because a new member m-b (client worker-b, host 127.0.0.1) joined.",
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; the timeout evicts it at 10:00:46.000 unless it does so before.",
@@ -522,18 +522,18 @@ func TestWhyConsumerWaiting(t *testing.T) {
 	if n := strings.Count(out.String(), "next heartbeat"); n != 1 {
 		t.Errorf("the heartbeat line %d times:\n%s", n, out.String())
 	}
-	if s := heartbeatSentence("x; y"); !strings.Contains(s, "cohort group config 'x; y')") {
+	if s := heartbeatSentence("x; y", nil); !strings.Contains(s, "cohort group config 'x; y')") {
 		t.Errorf("the group config command does not quote the group id: %s", s)
 	}
 	// A member that must revoke and has not been told yet: no deadline.
 	doc.Waiting.Members[0].Deadline = nil
 	out.Reset()
-	writeWhy(&out, doc, "", at(2000), false)
+	writeWhy(&out, doc, "", nil, at(2000), false)
 	wantIn(t, "why not told", out.String(),
 		"It waits for member m-a (client worker-a), which has not revoked the partitions it must give up since 10:00:01.000; it learns so at its next heartbeat, and its rebalance timeout starts then.")
 	doc.State, doc.Waiting.State, doc.Waiting.Members = "Assigning", "Assigning", []group.WaitingMember{}
 	out.Reset()
-	writeWhy(&out, doc, "", at(2000), false)
+	writeWhy(&out, doc, "", nil, at(2000), false)
 	wantIn(t, "why assigning", out.String(), "It waits for no member: the next heartbeat computes the target assignment.")
 	if strings.Contains(out.String(), "Members learn of a new target") {
 		t.Errorf("the heartbeat line without a member waited for:\n%s", out.String())
@@ -542,7 +542,7 @@ func TestWhyConsumerWaiting(t *testing.T) {
 	classic := &group.HistoryDoc{Version: 1, Group: "jobs", Type: "classic", State: "PreparingRebalance", History: []group.RebalanceEvent{},
 		Waiting: &group.Waiting{State: "PreparingRebalance", Since: at(1000), Members: []group.WaitingMember{{MemberID: "m-a", Phase: "join", Since: at(1000)}}}}
 	out.Reset()
-	writeWhy(&out, classic, "", at(2000), false)
+	writeWhy(&out, classic, "", nil, at(2000), false)
 	if strings.Contains(out.String(), "Members learn of a new target") {
 		t.Errorf("the heartbeat line for a classic group:\n%s", out.String())
 	}
@@ -632,7 +632,7 @@ func TestHistoryOffWithOlderEvents(t *testing.T) {
 		t.Fatalf("history:\n%s", out.String())
 	}
 	out.Reset()
-	writeWhy(&out, doc, "", t0.Add(time.Minute), false)
+	writeWhy(&out, doc, "", nil, t0.Add(time.Minute), false)
 	wantIn(t, "why", out.String(), older, "m-b")
 	if strings.Contains(out.String(), "no rebalance of g is recorded") {
 		t.Fatalf("why:\n%s", out.String())
