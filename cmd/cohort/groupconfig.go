@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -87,9 +86,10 @@ func groupConfigCmd(e env, f *cmdFlags, id string, sets, dels []string) error {
 	return tw.Flush()
 }
 
-// describeGroupConfigs asks for the configs of group id (DescribeConfigs
-// on its GROUP resource): those named, or every one the node keeps.
-func describeGroupConfigs(ctx context.Context, cl *kgo.Client, id string, names ...string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
+// describeGroupConfigs asks cl (a client, which sends it to any node, or
+// one node) for the configs of group id (DescribeConfigs on its GROUP
+// resource): those named, or every one the node keeps.
+func describeGroupConfigs(ctx context.Context, cl kmsg.Requestor, id string, names ...string) ([]kmsg.DescribeConfigsResponseResourceConfig, error) {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	rr := kmsg.NewDescribeConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeGroupConfig, id, names

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/grouphistory"
@@ -788,13 +790,20 @@ type heartbeatInterval struct {
 
 // groupHeartbeatInterval asks the node for group id's heartbeat interval
 // (DescribeConfigs on the group, which needs DESCRIBE_CONFIGS on it besides
-// the DESCRIBE that "why" needs). nil when the node does not say: refused,
-// an error, no such config (not cohort, or an older one) or a value that is
-// not a positive count of milliseconds. "why" then gives the general rule,
-// which is not wrong, instead.
+// the DESCRIBE that "why" needs). The group's coordinator is asked: a
+// cluster's nodes share the groups' own settings, but each has its own
+// flags, and the coordinator's apply. (If it cannot be found, any node is.)
+// nil when the node does not say: refused, an error, no such config (not
+// cohort, or an older one) or a value that is not a positive count of
+// milliseconds. "why" then gives the general rule, which is not wrong,
+// instead.
 func groupHeartbeatInterval(ctx context.Context, cl *kgo.Client, id string) *heartbeatInterval {
 	const name = "consumer.heartbeat.interval.ms"
-	configs, err := describeGroupConfigs(ctx, cl, id, name)
+	var to kmsg.Requestor = cl
+	if c, ok := kadm.NewClient(cl).FindGroupCoordinators(ctx, id)[id]; ok && c.Err == nil {
+		to = cl.Broker(int(c.NodeID))
+	}
+	configs, err := describeGroupConfigs(ctx, to, id, name)
 	if err != nil {
 		return nil
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
 // reconcile848 makes consumer group grp of the node at addr reconcile and
@@ -87,4 +90,36 @@ func TestWhyConsumerHeartbeatInterval(t *testing.T) {
 		t.Fatalf("bob's group config: exit %d, %s", code, errOut)
 	}
 	once("refused", bob.ok("group", "why", "hb"), general)
+}
+
+// TestWhyConsumerHeartbeatIntervalCluster: in a cluster whose nodes were
+// started with different heartbeat intervals, "why" names the interval of
+// the node that coordinates the group, whichever node the command knows.
+func TestWhyConsumerHeartbeatIntervalCluster(t *testing.T) {
+	ec := etcdtest.Start(t, 1)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ns []*node.Node
+	for i, every := range []time.Duration{4 * time.Second, 3 * time.Second} { // node 1, node 2
+		cfg := group.Defaults()
+		cfg.InitialRebalanceDelay, cfg.ConsumerHeartbeatInterval = 0, every
+		n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: 4, Group: cfg,
+			Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/hb/", LeaseTTL: 3 * time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		ns = append(ns, n)
+	}
+	n1 := ns[0]
+	g := groupOfNode2(t, n1)
+	c := cli{t: t, base: []string{"--bootstrap", n1.Addr()}}
+	c.ok("topic", "create", "work", "--partitions", "3")
+	reconcile848(t, c, n1.Addr(), g, "work")
+	// Asked several times: a request that any node may answer would
+	// reach node 1 on some of them.
+	for range 8 {
+		if out := c.ok("group", "why", g); !strings.Contains(out, "a member at rest heartbeats every 3 s, the node's consumer.heartbeat.interval.ms") {
+			t.Fatalf("why of %s, which node 2 (3 s) coordinates:\n%s", g, out)
+		}
+	}
 }

@@ -246,6 +246,21 @@ func TestCommandsRideOutADeadNode(t *testing.T) {
 	}
 }
 
+// groupOfNode2 waits (bounded) until node 1 (n1) of a two-node cluster of
+// 4 partitions serves its share, node 2 the other, and returns a group id
+// that node 2 coordinates.
+func groupOfNode2(t *testing.T, n1 *node.Node) string {
+	t.Helper()
+	testwait.For(t, 30*time.Second, "node 2 serving its share", func() bool {
+		return len(n1.Cluster().Brokers()) == 2 && len(n1.Cluster().OwnedPartitions()) == 2
+	})
+	for i := 0; ; i++ {
+		if g := fmt.Sprintf("group-%d", i); n1.Cluster().Owner(coordinator.PartitionFor(g, 4)) == 2 {
+			return g
+		}
+	}
+}
+
 // clusterWithDoomedNode starts node 1 in-process and node 2 as a child
 // process (3 s leases, 4 partitions), and a group node 2 coordinates, with
 // a committed offset. It returns a cli that knows node 1 only, the group,
@@ -268,15 +283,7 @@ func clusterWithDoomedNode(t *testing.T) (cli, string, func()) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	testwait.For(t, 30*time.Second, "node 2 serving its share", func() bool {
-		return len(n1.Cluster().Brokers()) == 2 && len(n1.Cluster().OwnedPartitions()) == 2
-	})
-	var g string
-	for i := 0; g == ""; i++ {
-		if cand := fmt.Sprintf("group-%d", i); n1.Cluster().Owner(coordinator.PartitionFor(cand, 4)) == 2 {
-			g = cand
-		}
-	}
+	g := groupOfNode2(t, n1)
 	c := cli{t: t, base: []string{"--bootstrap", n1.Addr()}}
 	c.ok("topic", "create", "events", "--partitions", "1")
 	adm, actx := adminOf(t, n1.Addr())
