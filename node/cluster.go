@@ -179,8 +179,8 @@ func etcdError(cc *ClusterConfig, err error) error {
 	switch {
 	case errors.Is(err, rpctypes.ErrAuthFailed):
 		return fmt.Errorf("%w (the etcd user %q or its password is wrong)", err, cc.Username)
-	case cluster.NoUserHint(err) != "":
-		return withNoUserHint(err)
+	case errors.Is(err, rpctypes.ErrUserEmpty), errors.Is(err, rpctypes.ErrInvalidAuthToken) && cc.Username == "", errors.Is(err, rpctypes.ErrInvalidAuthMgmt) && cc.Username == "":
+		return fmt.Errorf("%w (%s)", err, cluster.NoUserAdvice)
 	case errors.Is(err, rpctypes.ErrPermissionDenied):
 		who := fmt.Sprintf("the etcd user %q", cc.Username)
 		if cc.Username == "" {
