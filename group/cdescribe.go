@@ -8,8 +8,8 @@ import (
 
 // DescribeConsumerGroup describes one consumer-protocol group
 // (ConsumerGroupDescribe): its state and epochs, the assignor, and each
-// member with its current assignment (including partitions pending
-// revocation) and its target.
+// member with its current assignment (without the partitions pending
+// revocation, as Kafka's; those are in RevokingTag) and its target.
 func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
 	d := kmsg.NewConsumerGroupDescribeResponseGroup()
 	d.Group = id
@@ -52,6 +52,8 @@ func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.
 		// What it is assigned, not what it still has to revoke, as
 		// Kafka describes a member.
 		dm.Assignment = s.describeSet(m.assigned)
+		// What it still holds and must give up, in cohort's tag.
+		SetRevoking(&dm, s.describeSet(m.pending))
 		dm.TargetAssignment = s.describeSet(cg.target[m.id])
 		dm.MemberType = 1 // a consumer-protocol member
 		if m.classic != nil {

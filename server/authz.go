@@ -576,15 +576,22 @@ func (s *Server) authzConsumerGroupDescribe(ctx context.Context, c Client, r *re
 	return resp, nil
 }
 
-// namesRefusedTopic reports whether a member of g is assigned, or targeted,
-// a topic refused reports.
+// namesRefusedTopic reports whether a member of g is assigned, targeted, or
+// still revoking (group.RevokingTag) a topic refused reports.
 func namesRefusedTopic(g *kmsg.ConsumerGroupDescribeResponseGroup, refused func(string) bool) bool {
-	for _, m := range g.Members {
+	for i := range g.Members {
+		m := &g.Members[i]
 		for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
 			for _, tp := range a.TopicPartitions {
 				if refused(tp.Topic) {
 					return true
 				}
+			}
+		}
+		revoking, _ := group.RevokingOf(m)
+		for _, tp := range revoking {
+			if refused(tp.Topic) {
+				return true
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -156,5 +157,60 @@ func TestDescribeGroupsWithholdsConsumerHistory(t *testing.T) {
 		allow(alice, acl.OpDescribe, acl.ResourceTopic, "public"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "secret"))
 	if g, _ := history(alice); !g {
 		t.Fatal("with DESCRIBE on secret: g's history withheld")
+	}
+}
+
+// TestConsumerGroupDescribeHidesRevokingTopics: a member that unsubscribed
+// from a topic still holds its partitions until it acknowledges the
+// revocation; they are in neither its assignment nor its target, only in
+// cohort's RevokingTag. A principal that may not describe that topic must
+// not learn it from the tag: the group is withheld as for an assigned topic.
+func TestConsumerGroupDescribeHidesRevokingTopics(t *testing.T) {
+	e := newAuthzEnv(t)
+	e.ensureTopic("secret", 1)
+	e.ensureTopic("public", 1)
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = 1, "g", "m1", 60000
+	hb.SubscribedTopicNames, hb.Topics = []string{"secret"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	r1 := e.as(admin, hb).(*kmsg.ConsumerGroupHeartbeatResponse)
+	if r1.ErrorCode != 0 || r1.Assignment == nil || len(r1.Assignment.Topics) != 1 {
+		t.Fatalf("admin heartbeat: %d %+v", r1.ErrorCode, r1.Assignment)
+	}
+	owned := []kmsg.ConsumerGroupHeartbeatRequestTopic{{TopicID: r1.Assignment.Topics[0].TopicID, Partitions: []int32{0}}}
+	hb2 := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb2.Version, hb2.Group, hb2.MemberID, hb2.MemberEpoch, hb2.RebalanceTimeoutMillis = 1, "g", "m1", r1.MemberEpoch, -1
+	hb2.Topics = owned
+	e.as(admin, hb2)
+	// It moves to public, still owning secret-0: that is now pending revocation.
+	hb2.SubscribedTopicNames = []string{"public"}
+	if r := e.as(admin, hb2).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("subscription change: %d", r.ErrorCode)
+	}
+	// The target is computed at the first heartbeat after the assignment
+	// wait (--consumer-assignment-interval), on the coordinator's clock.
+	e.clk.Advance(time.Second)
+	hb2.SubscribedTopicNames = nil
+	if r := e.as(admin, hb2).(*kmsg.ConsumerGroupHeartbeatResponse); r.ErrorCode != 0 {
+		t.Fatalf("heartbeat after the subscription change: %d", r.ErrorCode)
+	}
+	d := kmsg.NewPtrConsumerGroupDescribeRequest()
+	d.Version, d.Groups = 1, []string{"g"}
+	g := e.as(admin, d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]
+	if len(g.Members) != 1 {
+		t.Fatalf("admin's describe: %+v", g)
+	}
+	if rv, ok := group.RevokingOf(&g.Members[0]); !ok || len(rv) != 1 || rv[0].Topic != "secret" {
+		t.Fatalf("the member's revoking tag: %+v %v; want secret", rv, ok)
+	}
+	for _, a := range []kmsg.Assignment{g.Members[0].Assignment, g.Members[0].TargetAssignment} {
+		for _, tp := range a.TopicPartitions {
+			if tp.Topic == "secret" {
+				t.Fatalf("secret in the assignment or target: the test does not isolate the tag")
+			}
+		}
+	}
+	e.grant(allow(alice, acl.OpDescribe, acl.ResourceGroup, "g"), allow(alice, acl.OpDescribe, acl.ResourceTopic, "public"))
+	if g := e.as(alice, d).(*kmsg.ConsumerGroupDescribeResponse).Groups[0]; g.ErrorCode != codeTopicAuthz || len(g.Members) != 0 {
+		t.Fatalf("alice, who may not describe secret: error %d, %d members; want %d and none", g.ErrorCode, len(g.Members), codeTopicAuthz)
 	}
 }

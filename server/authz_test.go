@@ -110,6 +110,7 @@ type authzEnv struct {
 	authz  *aclAuthorizer
 	groups *recordingGroups
 	cat    *catalog.Catalog
+	clk    *clock.Fake // the coordinator's
 }
 
 func newAuthzEnv(t testing.TB, opts ...serverOpt) *authzEnv {
@@ -118,9 +119,10 @@ func newAuthzEnv(t testing.TB, opts ...serverOpt) *authzEnv {
 	gcfg := group.Defaults()
 	gcfg.InitialRebalanceDelay = 0
 	gcfg.Topics = cat // consumer groups are assigned the server's topics, as cohort serve wires it
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
 	co, err := coordinator.New(coordinator.Config{
 		Partitions: 4, Group: gcfg, Store: memstore.New(),
-		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000)), Logger: discard(),
+		Clock: clk, Logger: discard(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +137,7 @@ func newAuthzEnv(t testing.TB, opts ...serverOpt) *authzEnv {
 		authz:  &aclAuthorizer{a: acl.Authorizer{SuperUsers: []string{admin}}},
 		groups: &recordingGroups{c: co},
 		cat:    cat,
+		clk:    clk,
 	}
 	cfg := Config{
 		Listen:   "127.0.0.1:0",

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
+	"github.com/cohort-dev/cohort/group"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -92,7 +94,20 @@ func newConsumerDesc(rg *kmsg.ConsumerGroupDescribeResponseGroup, coord *nodeJSO
 		if m.SubscribedTopics == nil {
 			m.SubscribedTopics = []string{}
 		}
-		m.Revoking = minus(m.Assignment, m.Target)
+		// A cohort node gives what the member still has to revoke in a
+		// tag (ConsumerGroupDescribe's assignment leaves it out, as
+		// Kafka's does): CURRENT is what it holds, that included. Without
+		// the tag (another server, or an older cohort that counted those
+		// partitions in the assignment), what is not in the target.
+		if revoking, ok := group.RevokingOf(&rm); ok {
+			for _, r := range revoking {
+				m.Revoking = append(m.Revoking, topicPartitions{Topic: r.Topic, Partitions: r.Partitions})
+			}
+			m.Revoking = sortTopicPartitions(m.Revoking)
+			m.Assignment = union(m.Assignment, m.Revoking)
+		} else {
+			m.Revoking = minus(m.Assignment, m.Target)
+		}
 		g.Members = append(g.Members, m)
 	}
 	slices.SortFunc(g.Members, func(a, b memberDesc) int { return strings.Compare(a.MemberID, b.MemberID) })
@@ -149,6 +164,25 @@ func minus(a, b []topicPartitions) []topicPartitions {
 		if len(ps) > 0 {
 			out = append(out, topicPartitions{Topic: t.Topic, Partitions: ps})
 		}
+	}
+	return out
+}
+
+// union is a with b's partitions added, topics and partitions sorted.
+func union(a, b []topicPartitions) []topicPartitions {
+	by := map[string][]int32{}
+	for _, l := range [][]topicPartitions{a, b} {
+		for _, t := range l {
+			for _, p := range t.Partitions {
+				if !slices.Contains(by[t.Topic], p) {
+					by[t.Topic] = append(by[t.Topic], p)
+				}
+			}
+		}
+	}
+	out := []topicPartitions{}
+	for _, topic := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, topicPartitions{Topic: topic, Partitions: slices.Sorted(slices.Values(by[topic]))})
 	}
 	return out
 }
