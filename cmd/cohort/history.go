@@ -541,6 +541,9 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 		}
 		fmt.Fprintf(&b, " It evicted %s.", evicted)
 	}
+	if s := timeoutSetting(ev); s != "" {
+		b.WriteString(" " + s)
+	}
 	b.WriteString(" " + outcomeText(ev, t))
 	if moves := movesProse(ev.Members); moves != "" {
 		b.WriteString(" " + moves)
@@ -549,6 +552,48 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 		fmt.Fprintf(&b, " %d more members whose assignment changed are not recorded.", o.Members)
 	}
 	return b.String()
+}
+
+// timeoutSetting is the sentence that says, for an event that evicted a
+// member for a rebalance or sync timeout, which timeout that was, how long,
+// and which client setting it is; "" for any other event.
+func timeoutSetting(ev group.RebalanceEvent) string {
+	const setting = "(franz-go: kgo.RebalanceTimeout)"
+	phase := ""
+	for _, c := range append([]group.Cause{ev.Cause}, ev.MoreCauses...) {
+		switch {
+		case c.Kind == group.CauseRebalanceTimeout && ev.Type == "consumer" && c.Detail != group.ClassicRejoinTimeoutDetail:
+			return "A member has its own rebalance timeout to give partitions up, counted from the heartbeat that told it to:" +
+				" the client's rebalance timeout, which the Java client takes from max.poll.interval.ms " + setting + "," +
+				" so an evicted member most likely spent longer than that in its callback for revoked partitions;" +
+				" raise the setting in that client, or shorten that work."
+		case c.Kind == group.CauseRebalanceTimeout && ev.Type != "consumer":
+			phase = "join"
+		case (c.Kind == group.CauseSyncTimeout || c.Kind == group.CauseLeaderNotSynced) && ev.Type != "consumer" && phase == "":
+			phase = "sync"
+		}
+	}
+	if phase == "" {
+		return ""
+	}
+	var waited int64
+	for _, w := range ev.WaitedFor {
+		if w.Evicted && w.Phase == phase {
+			waited = max(waited, w.WaitedMs)
+		}
+	}
+	here := ""
+	if waited > 0 {
+		here = " (" + proseDur(waited) + " here)"
+	}
+	s := "The " + phase + " phase waits for each member up to the group's rebalance timeout, the longest one its members gave when they joined" +
+		here + ": that is the client's rebalance timeout, which the Java client and librdkafka take from max.poll.interval.ms " + setting + ","
+	if phase == "join" {
+		return s + " so an evicted member most likely spent longer than that between two polls or in its callback for revoked partitions;" +
+			" raise the setting in that client, or shorten that work."
+	}
+	return s + " so an evicted member did not send SyncGroup in that time after its JoinGroup was answered (the leader computes the assignment" +
+		" there); raise the setting in that client if its assignor or its callbacks need longer."
 }
 
 // waitingFor is ", waiting for A (2.1 s), B (0.3 s, then evicted)" for the

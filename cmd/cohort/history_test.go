@@ -692,3 +692,54 @@ func TestHistoryHintQuotesTheGroupID(t *testing.T) {
 		}
 	}
 }
+
+// TestWhyNamesTheTimeoutSetting: an event that evicted a member for a
+// rebalance or sync timeout says which timeout that was, how long it was,
+// and which client setting it is (the setting an on-call engineer changes);
+// an event without such an eviction says nothing of it. Staged with franz-go
+// (a member blocking rebalances for 25 s, a 10 s rebalance timeout), "why"
+// said only "did not rejoin within the rebalance timeout and was evicted".
+func TestWhyNamesTheTimeoutSetting(t *testing.T) {
+	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	slow := group.Cause{Kind: group.CauseRebalanceTimeout, At: t0.Add(10 * time.Second), MemberID: "slow-1", ClientID: "slow", ClientHost: "127.0.0.1"}
+	ev := group.RebalanceEvent{Seq: 4, Group: "g", Type: "classic", FromGeneration: 3, Generation: 4, Start: t0, End: t0.Add(10 * time.Second),
+		Outcome: "stable", Cause: group.Cause{Kind: group.CauseMemberJoined, At: t0, MemberID: "b-1", ClientID: "b"},
+		MoreCauses: []group.Cause{slow}, JoinMs: 10000,
+		WaitedFor: []group.Wait{{MemberID: "slow-1", Phase: "join", WaitedMs: 10000, Evicted: true}}, Evicted: []string{"slow-1"}}
+	wantIn(t, "classic join eviction", explainEvent(ev, timeFmt{now: t0}),
+		"It evicted slow-1. The join phase waits for each member up to the group's rebalance timeout, the longest one its members gave when they joined (10 s here):"+
+			" that is the client's rebalance timeout, which the Java client and librdkafka take from max.poll.interval.ms (franz-go: kgo.RebalanceTimeout),"+
+			" so an evicted member most likely spent longer than that between two polls or in its callback for revoked partitions;"+
+			" raise the setting in that client, or shorten that work. It ended")
+
+	sync := ev
+	sync.MoreCauses = []group.Cause{{Kind: group.CauseSyncTimeout, At: t0.Add(10 * time.Second), MemberID: "slow-1"}}
+	sync.WaitedFor = []group.Wait{{MemberID: "slow-1", Phase: "sync", WaitedMs: 10000, Evicted: true}}
+	wantIn(t, "classic sync eviction", explainEvent(sync, timeFmt{now: t0}),
+		"It evicted slow-1. The sync phase waits for each member up to the group's rebalance timeout, the longest one its members gave when they joined (10 s here):")
+
+	cg := group.RebalanceEvent{Seq: 2, Group: "g", Type: "consumer", FromGeneration: 1, Generation: 4, Start: t0, End: t0.Add(12 * time.Second),
+		Outcome: "stable", Cause: group.Cause{Kind: group.CauseMemberJoined, At: t0, MemberID: "b-1"},
+		MoreCauses: []group.Cause{{Kind: group.CauseRebalanceTimeout, At: t0.Add(11 * time.Second), MemberID: "slow-1",
+			Detail: "did not revoke events[2 3] within its rebalance timeout (10s)"}},
+		JoinMs: 12000, Evicted: []string{"slow-1"}}
+	wantIn(t, "consumer eviction", explainEvent(cg, timeFmt{now: t0}),
+		"It evicted slow-1. A member has its own rebalance timeout to give partitions up, counted from the heartbeat that told it to:"+
+			" the client's rebalance timeout, which the Java client takes from max.poll.interval.ms (franz-go: kgo.RebalanceTimeout),"+
+			" so an evicted member most likely spent longer than that in its callback for revoked partitions;"+
+			" raise the setting in that client, or shorten that work. It ended")
+
+	quiet := ev
+	quiet.MoreCauses, quiet.WaitedFor, quiet.Evicted = nil, nil, nil
+	if s := explainEvent(quiet, timeFmt{now: t0}); strings.Contains(s, "max.poll.interval.ms") {
+		t.Errorf("an event without a timeout eviction names the setting: %s", s)
+	}
+	// A member evicted by its session (a session_timeout more cause) is not
+	// a rebalance timeout: no such sentence.
+	sess := ev
+	sess.MoreCauses = []group.Cause{{Kind: group.CauseSessionTimeout, At: t0.Add(time.Second), MemberID: "slow-1"}}
+	sess.WaitedFor = []group.Wait{{MemberID: "slow-1", Phase: "session", WaitedMs: 1000, Evicted: true}}
+	if s := explainEvent(sess, timeFmt{now: t0}); strings.Contains(s, "max.poll.interval.ms") {
+		t.Errorf("a session eviction names the rebalance timeout's setting: %s", s)
+	}
+}
