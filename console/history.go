@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -162,6 +163,17 @@ func topicParts(tps []group.TopicPartitions) []TopicParts {
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // historyOf reads the history from a DescribeGroups answer.
+// causeList is "member joined 5, session timeout 2": each cause in words
+// with its count, sorted.
+func causeList(cs map[group.CauseKind]int) string {
+	var l []string
+	for k, n := range cs {
+		l = append(l, fmt.Sprintf("%s %d", causeWord(k), n))
+	}
+	slices.Sort(l)
+	return strings.Join(l, ", ")
+}
+
 func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 	doc, ok := group.HistoryTagOf(d)
 	if !ok {
@@ -176,12 +188,13 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		if len(by) == 0 {
 			by = doc.Storm.Causes
 		}
-		var cs []string
-		for k, n := range by {
-			cs = append(cs, fmt.Sprintf("%s %d", causeWord(k), n))
+		h.StormOf = fmt.Sprintf("%d rebalances within %v (more than %d): %s", doc.Storm.Count, ms(doc.Storm.WindowMs), doc.Storm.Threshold, causeList(by))
+		if !maps.Equal(by, doc.Storm.Causes) && len(doc.Storm.Causes) > 0 {
+			// Causes that came during the rebalances (evictions for a
+			// timeout among them) started none: name them too, as
+			// `cohort group why` and the node's log do.
+			h.StormOf += "; all causes, with the rejoins during them: " + causeList(doc.Storm.Causes)
 		}
-		slices.Sort(cs)
-		h.StormOf = fmt.Sprintf("%d rebalances within %v (more than %d): %s", doc.Storm.Count, ms(doc.Storm.WindowMs), doc.Storm.Threshold, strings.Join(cs, ", "))
 	}
 	if w := doc.Waiting; w != nil {
 		h.InProgress, h.InProgressSince = true, w.Since
