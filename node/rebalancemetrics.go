@@ -23,6 +23,11 @@ var rebalanceCauses = []group.CauseKind{group.CauseMemberJoined, group.CauseMeta
 	group.CauseSyncTimeout, group.CauseLeaderNotSynced, group.CauseStaticReplaced, group.CauseAdmin,
 	group.CauseLoaded, group.CauseTopicsChanged, group.CauseOther}
 
+// memberTimeouts are the causes that are a member removed for a timeout:
+// cohort_group_member_timeouts_total counts them.
+var memberTimeouts = []group.CauseKind{group.CauseSessionTimeout, group.CauseRebalanceTimeout,
+	group.CauseSyncTimeout, group.CauseLeaderNotSynced}
+
 type rebalanceKey struct {
 	typ   string
 	cause group.CauseKind
@@ -34,6 +39,7 @@ type rebalanceKey struct {
 // lock.
 type rebalanceMetrics struct {
 	count      map[rebalanceKey]prometheus.Counter
+	timeouts   map[rebalanceKey]prometheus.Counter // by type and timeout cause
 	join, sync map[string]prometheus.Observer
 	storms     prometheus.Counter
 
@@ -51,6 +57,10 @@ func newRebalanceMetrics(reg prometheus.Registerer, parts func() int) *rebalance
 		Namespace: "cohort", Name: "rebalances_total",
 		Help: "Rebalances completed (or ended) by groups this node coordinates, by group type and the cause that started them.",
 	}, []string{"type", "cause"})
+	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "cohort", Name: "group_member_timeouts_total",
+		Help: "Members the coordinator removed for a timeout, by group type and timeout, whether the removal started a rebalance or came during one.",
+	}, []string{"type", "timeout"})
 	buckets := prometheus.ExponentialBuckets(1e-3, 4, 10) // 1ms .. 262s
 	join := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "cohort", Name: "rebalance_join_duration_seconds",
@@ -66,7 +76,7 @@ func newRebalanceMetrics(reg prometheus.Registerer, parts func() int) *rebalance
 		Namespace: "cohort", Name: "rebalance_storms_total",
 		Help: "Times a group was flagged as rebalancing too often (--rebalance-storm); a flag found again when the group's partition loads (a restart, a move) is not counted again.",
 	})
-	m := &rebalanceMetrics{count: map[rebalanceKey]prometheus.Counter{}, join: map[string]prometheus.Observer{},
+	m := &rebalanceMetrics{count: map[rebalanceKey]prometheus.Counter{}, timeouts: map[rebalanceKey]prometheus.Counter{}, join: map[string]prometheus.Observer{},
 		sync: map[string]prometheus.Observer{}, storms: storms, flagged: map[string]bool{}, parts: parts}
 	storming := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "cohort", Name: "groups_storming",
@@ -76,10 +86,13 @@ func newRebalanceMetrics(reg prometheus.Registerer, parts func() int) *rebalance
 		defer m.mu.Unlock()
 		return float64(len(m.flagged))
 	})
-	reg.MustRegister(count, join, sync, storms, storming)
+	reg.MustRegister(count, timeouts, join, sync, storms, storming)
 	for _, typ := range []string{"classic", "consumer"} {
 		for _, c := range rebalanceCauses {
 			m.count[rebalanceKey{typ, c}] = count.WithLabelValues(typ, string(c))
+		}
+		for _, c := range memberTimeouts {
+			m.timeouts[rebalanceKey{typ, c}] = timeouts.WithLabelValues(typ, string(c))
 		}
 		m.join[typ] = join.WithLabelValues(typ)
 		m.sync[typ] = sync.WithLabelValues(typ)
@@ -97,6 +110,17 @@ func (m *rebalanceMetrics) observe(ev group.RebalanceEvent) {
 		c = m.count[rebalanceKey{typ, group.CauseOther}]
 	}
 	c.Inc()
+	// Members removed for a timeout: the cause, and every more cause (a
+	// slow member evicted at the join barrier of a rebalance that a join
+	// started is one of those, which the count above never sees).
+	if c, ok := m.timeouts[rebalanceKey{typ, ev.Cause.Kind}]; ok {
+		c.Inc()
+	}
+	for _, mc := range ev.MoreCauses {
+		if c, ok := m.timeouts[rebalanceKey{typ, mc.Kind}]; ok {
+			c.Inc()
+		}
+	}
 	m.join[typ].Observe((time.Duration(ev.JoinMs) * time.Millisecond).Seconds())
 	m.sync[typ].Observe((time.Duration(ev.SyncMs) * time.Millisecond).Seconds())
 }
