@@ -36,7 +36,8 @@ type Member struct {
 	Leader                         bool
 	Subscribed                     []string
 	Assigned                       []TopicParts
-	AssignmentBytes                int // other protocol types: the raw size
+	Revoking                       []TopicParts // KIP-848: held, to give up (group.RevokingTag)
+	AssignmentBytes                int          // other protocol types: the raw size
 	Decoded                        bool
 	Epoch                          int32 // KIP-848 member epoch
 }
@@ -491,6 +492,27 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	return g, err
 }
 
+// consumerMember is a consumer-protocol member of a ConsumerGroupDescribe
+// answer as the group page shows it: what it is assigned and, from cohort's
+// tag (group.RevokingTag), what it still holds and must give up, which the
+// assignment leaves out as Kafka's does: without it, the member a
+// reconciliation waits for read as holding only its share.
+func consumerMember(m *kmsg.ConsumerGroupDescribeResponseGroupMember) Member {
+	mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, Decoded: true,
+		Subscribed: m.SubscribedTopics}
+	if m.InstanceID != nil {
+		mm.InstanceID = *m.InstanceID
+	}
+	for _, t := range m.Assignment.TopicPartitions {
+		mm.Assigned = append(mm.Assigned, TopicParts{Topic: t.Topic, id: t.TopicID, Partitions: sorted(t.Partitions)})
+	}
+	revoking, _ := group.RevokingOf(m)
+	for _, t := range revoking {
+		mm.Revoking = append(mm.Revoking, TopicParts{Topic: t.Topic, Partitions: sorted(t.Partitions)})
+	}
+	return mm
+}
+
 func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, now time.Time) (*GroupDetail, error) {
 	creq := kmsg.NewPtrConsumerGroupDescribeRequest()
 	creq.Groups = []string{g.ID}
@@ -521,14 +543,9 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	g.Type, g.ProtocolType, g.State, g.Epoch, g.Assignor = "consumer", "consumer", d.State, d.Epoch, d.AssignorName
 	g.Generation, g.Protocol = d.Epoch, d.AssignorName
 	byID := false
-	for _, m := range d.Members {
-		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, Decoded: true,
-			Subscribed: m.SubscribedTopics}
-		if m.InstanceID != nil {
-			mm.InstanceID = *m.InstanceID
-		}
-		for _, t := range m.Assignment.TopicPartitions {
-			mm.Assigned = append(mm.Assigned, TopicParts{Topic: t.Topic, id: t.TopicID, Partitions: sorted(t.Partitions)})
+	for i := range d.Members {
+		mm := consumerMember(&d.Members[i])
+		for _, t := range mm.Assigned {
 			byID = byID || t.Topic == ""
 		}
 		g.Members = append(g.Members, mm)
