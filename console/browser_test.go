@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -108,10 +110,7 @@ func (b *browser) html(url string) string {
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(url)); err != nil {
 		b.t.Fatalf("loading %s: %v", url, err)
 	}
-	// One evaluation in the loaded document, not a DOM query: a query
-	// goes through node ids that chromedp cached for the document, and
-	// right after a navigation they can belong to the page before it
-	// ("No node with given id found", seen in CI after a reload).
+	// One evaluation in the loaded document, not a DOM query (see query).
 	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
 	if err != nil {
 		b.t.Fatalf("reading %s: %v", url, err)
@@ -119,14 +118,85 @@ func (b *browser) html(url string) string {
 	return s
 }
 
-// text is what a person reads in the element matching sel.
-func (b *browser) text(sel string) string {
+// The helpers below find elements by evaluating in the page, never by a
+// chromedp DOM query (Text, OuterHTML, Focus, SendKeys, Click...). A query
+// runs on node ids that chromedp keeps for the document, and chromedp
+// refreshes them on its own goroutine when the browser reports a new
+// document: it asks for the document again, and that makes the browser drop
+// every node id handed out before. On a loaded machine that refresh can
+// still be pending when a navigation has returned, and lands between a
+// query and its read: "No node with given id found" (seen in CI, in html
+// right after a reload). An evaluation finds and reads the element in one
+// step in the document loaded now.
+
+// query evaluates fn, a JavaScript function of one element, on the element
+// matching sel and returns what fn returns; no element matching sel fails
+// the test.
+func (b *browser) query(sel, fn string) any {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	q, err := json.Marshal(sel)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]any](
+		`(function (e) { return e ? [(`+fn+`)(e)] : []; }(document.querySelector(`+string(q)+`)))`))
 	if err != nil {
 		b.t.Fatalf("reading %s: %v", sel, err)
 	}
+	if len(v) == 0 {
+		b.screenshot("missing")
+		b.t.Fatalf("no element matches %s on %s", sel, b.location())
+	}
+	return v[0]
+}
+
+// text is what a person reads in the element matching sel.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, _ := b.query(sel, `function (e) { return e.innerText; }`).(string)
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// outerHTML is the HTML of the element matching sel.
+func (b *browser) outerHTML(sel string) string {
+	b.t.Helper()
+	s, _ := b.query(sel, `function (e) { return e.outerHTML; }`).(string)
+	return s
+}
+
+// focus gives the keyboard focus to the element matching sel, as a
+// person tabbing to it; keys then go to it (chromedp.KeyEvent).
+func (b *browser) focus(sel string) {
+	b.t.Helper()
+	if b.query(sel, `function (e) { e.focus(); return document.activeElement === e; }`) != true {
+		b.t.Fatalf("%s does not take the keyboard focus", sel)
+	}
+}
+
+// clickAt is a left click in the middle of the element matching sel,
+// scrolled into view, as the mouse of a person does it.
+func (b *browser) clickAt(sel string) chromedp.Action[chromedp.Void] {
+	b.t.Helper()
+	xy, _ := b.query(sel, `function (e) {
+		e.scrollIntoView({block: "center", inline: "center"});
+		var r = e.getBoundingClientRect();
+		return r.width > 0 && r.height > 0 ? [r.left + r.width / 2, r.top + r.height / 2] : null;
+	}`).([]any)
+	if len(xy) != 2 {
+		b.t.Fatalf("%s is not visible: nothing to click", sel)
+	}
+	x, _ := xy[0].(float64)
+	y, _ := xy[1].(float64)
+	return chromedp.MouseClickXY(x, y)
+}
+
+// location is the address the tab shows, or why it cannot be read.
+func (b *browser) location() string {
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		return "(location: " + err.Error() + ")"
+	}
+	return loc
 }
 
 // until reloads url until ok accepts the page's HTML, for at most 20 s.
@@ -156,19 +226,20 @@ func (b *browser) until(what, url string, ok func(html string) bool) string {
 func (b *browser) search(base, query string, enter bool) string {
 	b.t.Helper()
 	b.html(base)
-	// The page is loaded: a search box that is not there fails in 10 s,
-	// not when the test's context ends.
+	// The page is loaded: the keys go to the box with the focus, and a
+	// submit that loads no page fails in 10 s, not when the test's context
+	// ends.
 	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 	defer cancel()
-	box := chromedp.CSS(`form.filter input[name="q"]`)
+	b.focus(`form.filter input[name="q"]`)
 	var submit chromedp.Action[chromedp.Void]
 	if enter {
-		submit = chromedp.SendKeys(box, query+"\r")
+		submit = chromedp.KeyEvent(query + "\r")
 	} else {
-		if err := chromedp.Do(ctx, chromedp.SendKeys(box, query)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(query)); err != nil {
 			b.t.Fatalf("typing %q: %v", query, err)
 		}
-		submit = chromedp.Click(chromedp.CSS(`form.filter button[type="submit"]`))
+		submit = b.clickAt(`form.filter button[type="submit"]`)
 	}
 	if _, err := chromedp.RunResponse(ctx, submit); err != nil {
 		b.t.Fatalf("searching %q: %v", query, err)
@@ -422,5 +493,69 @@ func TestBrowserSearchBoxLength(t *testing.T) {
 			t.Errorf("the search of %d characters does not find the group of that id", maxSearchLen)
 		}
 	}
+	b.noErrors()
+}
+
+// TestBrowserHelpersHoldNoNodeIDs: the helpers read and act on the page
+// loaded now even when every node id chromedp holds has gone stale, as
+// happens when its own refresh of the document lands right after a
+// navigation (see query). The test makes that happen at will: it asks the
+// browser for the document itself, which drops all node ids handed out
+// before and leaves chromedp's cached document stale. A helper that went
+// through a chromedp DOM query would fail with "No node with given id
+// found" or wait for a node until its context ends.
+func TestBrowserHelpersHoldNoNodeIDs(t *testing.T) {
+	testwait.WallClock(t, "headless Chromium")
+	path := chromiumPath(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, base := nodeWithGroup(t, "stale-ids", "t", 1)
+	b := newBrowser(t, ctx, path, artifactDir(t), true)
+	// Each step of the test gets 15 s, not the test's 60: a helper that
+	// waits on a stale node fails here, by name, in bounded time.
+	tab := b.ctx
+	step := func(what string, f func()) {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(tab, 15*time.Second)
+		defer scancel()
+		b.ctx = sctx
+		defer func() { b.ctx = tab }()
+		b.html(base)
+		if _, err := chromedp.Call(b.ctx, dom.GetDocument, dom.GetDocumentParams{}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		f()
+	}
+	step("text", func() {
+		if got := b.text(`#groups tr[data-group="stale-ids"]`); !strings.Contains(got, "stale-ids") {
+			t.Errorf("the group's row reads %q", got)
+		}
+	})
+	step("outerHTML", func() {
+		if got := b.outerHTML(`#groups tr[data-group="stale-ids"]`); !strings.HasPrefix(got, "<tr") || !strings.Contains(got, "stale-ids") {
+			t.Errorf("the group's row is %q", got)
+		}
+	})
+	step("focus and type", func() {
+		b.focus(`select[name="state"]`)
+		if err := chromedp.Do(b.ctx, chromedp.KeyEvent("S")); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('select[name="state"]').value`)); v != "Stable" {
+			t.Errorf("typing S in the state list chose %q, want Stable", v)
+		}
+	})
+	step("type and click", func() {
+		b.focus(`form.filter input[name="q"]`)
+		if err := chromedp.Do(b.ctx, chromedp.KeyEvent("stale")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.RunResponse(b.ctx, b.clickAt(`form.filter button[type="submit"]`)); err != nil {
+			t.Fatal(err)
+		}
+		if loc := b.location(); !strings.Contains(loc, "q=stale") {
+			t.Errorf("after typing stale and clicking Apply the address is %s", loc)
+		}
+	})
 	b.noErrors()
 }

@@ -117,7 +117,8 @@ func TestAutoRefreshLeavesTheOperatorAlone(t *testing.T) {
 	}
 
 	// The operator picks a state with the keyboard and has not applied it.
-	if err := chromedp.Do(b.ctx, chromedp.Focus(`select[name="state"]`), chromedp.KeyEvent("S")); err != nil { // type-ahead: Stable
+	b.focus(`select[name="state"]`)
+	if err := chromedp.Do(b.ctx, chromedp.KeyEvent("S")); err != nil { // type-ahead: Stable
 		t.Fatal(err)
 	}
 	chosen := eval(`document.querySelector('select[name="state"]').value`)

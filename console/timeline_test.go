@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
@@ -38,10 +37,7 @@ func checkTimeline(t *testing.T, b *browser, url, victim string, victimParts []s
 	if strings.Contains(h, `id="timeline-empty"`) {
 		t.Errorf("the page has both a timeline and the no-history note")
 	}
-	kill, err := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS(`#timeline li[data-cause="session_timeout"]`)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	kill := b.outerHTML(`#timeline li[data-cause="session_timeout"]`)
 	gained := map[string]bool{}
 	for _, m := range regexp.MustCompile(`<span class="added">\+events ([0-9,]+)</span>`).FindAllStringSubmatch(kill, -1) {
 		for _, p := range strings.Split(m[1], ",") {
