@@ -109,6 +109,44 @@ func (h *h) settle(out *Output) {
 			h.complete(w, out)
 		}
 	}
+	if d := linkCheck(h.s); d != "" {
+		h.t.Fatalf("%s", d)
+	}
+}
+
+// linkCheck checks the invariants that keep the links between classic
+// rebalances whose assignment writes are in flight simple (historyrec.go,
+// rbTracker), at every settle: the one being written is never linked to a
+// next one yet (open); a write is waited on by at most one of a next
+// assignment, a later end and a conversion, and only the later end was
+// recorded (has a seq); a rebalance links
+// the one before as in flight (which links it back) or as failed (no next),
+// never both. It returns the first violation.
+func linkCheck(s *Shard) string {
+	var ts []*rbTracker
+	for _, g := range s.groups {
+		if w := g.rbWriting; w != nil && w.next != nil {
+			return fmt.Sprintf("group %q: rbWriting has a next rebalance", g.id)
+		}
+		ts = append(ts, g.rb, g.rbWriting)
+	}
+	for _, w := range s.writes {
+		ts = append(ts, w.rb)
+	}
+	for _, t := range ts {
+		switch {
+		case t == nil:
+		case t.followed != nil && t.superseded != nil, t.next != nil && (t.followed != nil || t.superseded != nil):
+			return fmt.Sprintf("rebalance %d: more than one of next, followed and superseded set", t.seq)
+		case t.followed != nil && t.followed.evs[0].Seq == 0, t.superseded != nil && t.superseded.evs[0].Seq != 0:
+			return fmt.Sprintf("rebalance %d: a later end not recorded, or a conversion's recorded", t.seq)
+		case t.prevW != nil && t.prevFailed != nil:
+			return fmt.Sprintf("rebalance %d: prevW and prevFailed both set", t.seq)
+		case t.prevW != nil && t.prevW.next != t, t.prevFailed != nil && t.prevFailed.next != nil:
+			return fmt.Sprintf("rebalance %d: prevW not linked back, or prevFailed linked on", t.seq)
+		}
+	}
+	return ""
 }
 
 func (h *h) complete(w Write, out *Output) {

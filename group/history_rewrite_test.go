@@ -319,6 +319,24 @@ func (h *h) cgAssignmentHeld() (gen int32, r *kmsg.JoinGroupResponse) {
 	return gen, r
 }
 
+// cgUpgradedAndDowngradedHeld is cgAssignmentHeld, then a consumer-protocol
+// member upgrades the group and leaves, which turns it classic again. The
+// heartbeats' writes are held behind the assignment's: a partition's writes
+// reach the store, and report their outcomes, in the order they were
+// issued.
+func (h *h) cgUpgradedAndDowngradedHeld() (gen int32, r *kmsg.JoinGroupResponse) {
+	h.t.Helper()
+	gen, r = h.cgAssignmentHeld()
+	h.advance(time.Second)
+	h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}})
+	h.advance(time.Second)
+	h.cgSend(hb{member: "n1", epoch: epochLeave})
+	if g := h.s.Group("cg"); g == nil || g.cg != nil {
+		h.t.Fatal("the group is not classic again after the consumer member left")
+	}
+	return gen, r
+}
+
 // A consumer-protocol member upgrades the group and then leaves, which
 // turns it classic again, all while the assignment write of the classic
 // rebalance before (seq 2) is in flight. Whatever its outcome, the observer
@@ -329,17 +347,7 @@ func TestHistoryClassicUpgradeAndDowngradeDuringAssignmentWrite(t *testing.T) {
 		t.Run(fmt.Sprint("outcome ", code), func(t *testing.T) {
 			var seen []RebalanceEvent
 			h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
-			gen, r := h.cgAssignmentHeld()
-			// The heartbeats' writes are held behind the assignment's:
-			// a partition's writes reach the store, and report their
-			// outcomes, in the order they were issued.
-			h.advance(time.Second)
-			h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}})
-			h.advance(time.Second)
-			h.cgSend(hb{member: "n1", epoch: epochLeave})
-			if g := h.s.Group("cg"); g == nil || g.cg != nil {
-				t.Fatal("the group is not classic again after the consumer member left")
-			}
+			gen, r := h.cgUpgradedAndDowngradedHeld()
 			h.completeHeld(0, code)
 			h.held = h.held[1:]
 			h.release()
@@ -390,5 +398,50 @@ func TestHistoryClassicGroupDeletedDuringAssignmentWriteTold(t *testing.T) {
 				t.Fatalf("events still held after the outcome: %v", hist.held)
 			}
 		})
+	}
+}
+
+// As TestHistoryClassicUpgradeAndDowngradeDuringAssignmentWrite, and the
+// classic members then rejoin and their leader gives the next assignment,
+// its write held behind the first, which then fails: the first rebalance
+// ended superseded by the upgrade (event 2), the consumer member's event
+// (3) by the downgrade, and the classic rebalance after the downgrade is
+// an event of its own (4), not a continuation of the failed one. The
+// conversion closed the first write to later rebalances (open), as a later
+// end (Empty) does; nothing else in this package tests that.
+func TestHistoryClassicReassignedAfterUpgradeDuringFailedAssignmentWrite(t *testing.T) {
+	var seen []RebalanceEvent
+	h, _ := newCH(t, map[string]int32{"a": 4}, func(c *Config) { c.OnRebalance = func(e RebalanceEvent) { seen = append(seen, e) } })
+	gen, r := h.cgUpgradedAndDowngradedHeld()
+	h.advance(time.Second)
+	var ids []string
+	for _, m := range r.Members {
+		ids = append(ids, m.MemberID)
+	}
+	t1 := h.join("cg", jo{member: ids[0], protos: protos("range", string(subscription(nil, "a")))})
+	t2 := h.join("cg", jo{member: ids[1], protos: protos("range", string(subscription(nil, "a")))})
+	r2 := h.joinResp(t1)
+	if r2.ErrorCode != 0 || h.joinResp(t2).ErrorCode != 0 {
+		t.Fatalf("rejoin after the downgrade: %d", r2.ErrorCode)
+	}
+	for _, id := range ids {
+		if id != r2.LeaderID {
+			h.sync("cg", id, r2.Generation, nil)
+		}
+	}
+	h.sync("cg", r2.LeaderID, r2.Generation, map[string]string{ids[0]: "x", ids[1]: "y"})
+	h.completeHeld(0, ErrCoordinatorNotAvailable)
+	h.held = h.held[1:]
+	h.release()
+	checkTold(t, seen, "[1 2 3 4]")
+	if e := seen[1]; e.Type != "classic" || e.Outcome != "superseded" || e.FromGeneration != gen || e.Generation != r.Generation {
+		t.Fatalf("event 2 %+v, want classic, superseded, generation %d -> %d", e, gen, r.Generation)
+	}
+	if e := seen[3]; e.Type != "classic" || e.Outcome != "stable" || e.Generation != r2.Generation || e.Cause.Kind != CauseOther ||
+		!strings.Contains(e.Cause.Detail, "converted from the consumer protocol") {
+		t.Fatalf("event 4 %+v, want classic, stable at generation %d, caused by the downgrade", e, r2.Generation)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
 	}
 }
