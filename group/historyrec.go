@@ -352,11 +352,14 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 }
 
-// open tells whether w, a rebalance whose assignment is being written,
-// may still be continued by the next one, should that write fail: no
-// rebalance after it ended yet, and the group was not converted meanwhile.
+// open tells whether w, the rebalance whose assignment is being written
+// (g.rbWriting, the only tracker it is asked of), may still be continued by
+// the next one, should that write fail: no rebalance after it ended yet,
+// and the group was not converted meanwhile. That no next one gave its
+// assignment need not be asked: rbAssigned sets w.next and makes that one
+// rbWriting at once, and w never is again.
 func (w *rbTracker) open() bool {
-	return w != nil && w.followed == nil && w.next == nil && w.superseded == nil
+	return w != nil && w.followed == nil && w.superseded == nil
 }
 
 // alts are the events one end of a rebalance makes, one for each outcome
