@@ -117,9 +117,8 @@ func (h *h) settle(out *Output) {
 // linkCheck checks the invariants that keep the links between classic
 // rebalances whose assignment writes are in flight simple (historyrec.go,
 // rbTracker), at every settle: the one being written is never linked to a
-// next one yet (open); a write is waited on by at most one of a next
-// assignment, a later end and a conversion, and only the later end was
-// recorded (has a seq); a rebalance links
+// next one yet (open); a write is waited on by a next assignment or an end
+// (a later one, or a conversion), not both; a rebalance links
 // the one before as in flight (which links it back) or as failed (no next),
 // never both. It returns the first violation.
 func linkCheck(s *Shard) string {
@@ -136,10 +135,8 @@ func linkCheck(s *Shard) string {
 	for _, t := range ts {
 		switch {
 		case t == nil:
-		case t.followed != nil && t.superseded != nil, t.next != nil && (t.followed != nil || t.superseded != nil):
-			return fmt.Sprintf("rebalance %d: more than one of next, followed and superseded set", t.seq)
-		case t.followed != nil && t.followed.evs[0].Seq == 0, t.superseded != nil && t.superseded.evs[0].Seq != 0:
-			return fmt.Sprintf("rebalance %d: a later end not recorded, or a conversion's recorded", t.seq)
+		case t.next != nil && t.ended != nil:
+			return fmt.Sprintf("rebalance %d: both next and ended set", t.seq)
 		case t.prevW != nil && t.prevFailed != nil:
 			return fmt.Sprintf("rebalance %d: prevW and prevFailed both set", t.seq)
 		case t.prevW != nil && t.prevW.next != t, t.prevFailed != nil && t.prevFailed.next != nil:

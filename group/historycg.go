@@ -421,7 +421,7 @@ func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
 		// classic members and generation the conversion is about to drop
 		// (with the rebalances before it whose writes are in flight
 		// too, should theirs fail as well).
-		w.superseded = g.altsOf(w, nil, now, "superseded", func(m *member) []byte { return m.assignment }, &c)
+		w.ended = g.altsOf(w, nil, now, "superseded", func(m *member) []byte { return m.assignment }, &c)
 	}
 }
 

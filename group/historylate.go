@@ -142,17 +142,17 @@ func (s *Shard) lateFailed(lw *lateWrite) {
 	switch {
 	case rb.next != nil:
 		rb.next.failedRun = rb.failedRun + 1
-	case rb.followed != nil:
-		ev := rb.followed.pick(rb.failedRun)
+	case rb.ended != nil && !rb.ended.recorded():
+		ev := rb.ended.pick(rb.failedRun)
+		ev.Seq = rb.seq
+		lw.after = append([]RebalanceEvent{ev}, lw.after...)
+	case rb.ended != nil:
+		ev := rb.ended.pick(rb.failedRun)
 		for i := range lw.after {
 			if lw.after[i].Seq == ev.Seq {
 				lw.after[i] = ev
 			}
 		}
-	case rb.superseded != nil:
-		ev := rb.superseded.pick(rb.failedRun)
-		ev.Seq = rb.seq
-		lw.after = append([]RebalanceEvent{ev}, lw.after...)
 	}
 }
 

@@ -154,11 +154,13 @@ type rbTracker struct {
 	// seq is the event's seq once the leader gave the assignment
 	// (rbAssigned): the write holding it is in flight until its outcome.
 	seq uint64
-	// followed: the rebalance a trigger started while this one's
-	// assignment was being written has ended (Empty, or superseded) and
-	// been recorded; these are the one event both are, built then
-	// (rbFinish), written at that seq if this write fails.
-	followed *alts
+	// ended: the rebalance this one goes on as, should its assignment
+	// write fail, ended while the write was in flight: the next one
+	// (Empty, superseded: rbFinish), recorded, then rewritten if the
+	// write fails; or this one, superseded by a conversion (rbConverted),
+	// recorded at this write's seq if it fails (alts.recorded tells
+	// which). One field: only an open tracker gets either, and it closes.
+	ended *alts
 	// next: the rebalance after this one, whose leader gave its
 	// assignment while this one's was being written (rbAssigned); its
 	// cont is the one event both are, should this one's write fail.
@@ -169,10 +171,6 @@ type rbTracker struct {
 	next, prevW, prevFailed *rbTracker
 	failedRun               int
 	cont                    *alts
-	// superseded: the group was converted to the consumer protocol
-	// while this one's assignment was being written: if the write
-	// fails, the rebalance ended there (rbConverted).
-	superseded *alts
 
 	start      time.Time
 	fromGen    int32
@@ -348,7 +346,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	seq := g.s.recordEvent(ev, w, out)
 	if a != nil && seq != 0 {
 		a.setSeq(seq)
-		w.followed = a
+		w.ended = a
 	}
 }
 
@@ -359,7 +357,7 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 // assignment need not be asked: rbAssigned sets w.next and makes that one
 // rbWriting at once, and w never is again.
 func (w *rbTracker) open() bool {
-	return w != nil && w.followed == nil && w.superseded == nil
+	return w != nil && w.ended == nil
 }
 
 // alts are the events one end of a rebalance makes, one for each outcome
@@ -380,6 +378,10 @@ type alts struct {
 func (a *alts) pick(run int) RebalanceEvent {
 	return a.evs[min(max(run-a.base, 0), len(a.evs)-1)]
 }
+
+// recorded tells whether a's events were recorded (setSeq): a later
+// rebalance's end, not a conversion's (rbTracker.ended).
+func (a *alts) recorded() bool { return a.evs[0].Seq != 0 }
 
 func (a *alts) setSeq(seq uint64) {
 	for i := range a.evs {
@@ -472,8 +474,9 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		}
 		return
 	}
-	followed, next, prev, cont, superseded, run := rb.followed, rb.next, rb.prevFailed, rb.cont, rb.superseded, rb.failedRun
-	rb.followed, rb.next, rb.prevW, rb.prevFailed, rb.cont, rb.superseded = nil, nil, nil, nil, nil, nil
+	ended, next, prev, cont, run := rb.ended, rb.next, rb.prevFailed, rb.cont, rb.failedRun
+	rb.ended, rb.next, rb.prevW, rb.prevFailed, rb.cont = nil, nil, nil, nil, nil
+	converted := ended != nil && !ended.recorded()
 	if next != nil {
 		next.prevW = nil
 	}
@@ -492,7 +495,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	if code == ErrNone {
 		return
 	}
-	if h != nil && h.nextSeq == seq && superseded == nil {
+	if h != nil && h.nextSeq == seq && !converted {
 		h.nextSeq = seq - 1
 	}
 	if prev != nil {
@@ -503,14 +506,18 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		// The next rebalance's assignment is being written (after this
 		// write): its outcome decides what becomes of this one.
 		next.prevFailed, next.failedRun = rb, run+1
-	case followed != nil:
+	case converted:
+		// Recorded at the seq the failed write held: it is that
+		// rebalance's event, and it comes before the events held.
+		g.s.recordEventAt(ended.pick(run), seq, out)
+	case ended != nil:
 		// The rebalance a trigger started during the write has ended
 		// and was recorded: it continued this one, and its event is
 		// rewritten as the one event both are (rbFinish), at its seq,
 		// unless the group is gone meanwhile (its tombstones are
 		// written). Its telling was held until now: the observer hears
 		// the one event.
-		ev := followed.pick(run)
+		ev := ended.pick(run)
 		if g.live() {
 			g.s.rewriteEvent(ev, out)
 		}
@@ -519,10 +526,6 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 				held[i] = ev
 			}
 		}
-	case superseded != nil:
-		// Recorded at the seq the failed write held: it is that
-		// rebalance's event, and it comes before the events held.
-		g.s.recordEventAt(superseded.pick(run), seq, out)
 	case g.cg != nil:
 	case g.rb != nil:
 		g.rb = rb.absorb(g.rb)
@@ -535,7 +538,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 func (rb *rbTracker) clone() *rbTracker {
 	m := *rb
 	m.more, m.evicted = slices.Clip(rb.more), slices.Clip(rb.evicted)
-	m.followed, m.next, m.prevW, m.prevFailed, m.cont, m.superseded = nil, nil, nil, nil, nil, nil
+	m.ended, m.next, m.prevW, m.prevFailed, m.cont = nil, nil, nil, nil, nil
 	return &m
 }
 
