@@ -545,7 +545,7 @@ func (m *mixTold) check(s *Shard, settled bool) string {
 		if g.rbWriting != nil {
 			return fmt.Sprintf("group %q: rbWriting kept with no write in flight", id)
 		}
-		if rb := g.rb; rb != nil && (rb.ended != nil || rb.next != nil || rb.prevW != nil || rb.prevFailed != nil || rb.cont != nil) {
+		if rb := g.rb; rb != nil && (rb.ended != nil || rb.next != nil || rb.prev != nil || rb.cont != nil) {
 			return fmt.Sprintf("group %q: its rebalance keeps links to writes done: %+v", id, rb)
 		}
 	}

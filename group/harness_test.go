@@ -118,9 +118,9 @@ func (h *h) settle(out *Output) {
 // rebalances whose assignment writes are in flight simple (historyrec.go,
 // rbTracker), at every settle: the one being written is never linked to a
 // next one yet (open); a write is waited on by a next assignment or an end
-// (a later one, or a conversion), not both; a rebalance links
-// the one before as in flight (which links it back) or as failed (no next),
-// never both. It returns the first violation.
+// (a later one, or a conversion), not both; a rebalance links the one
+// before (prev) as in flight, which links it back, or as failed, with no
+// next and no write in flight. It returns the first violation.
 func linkCheck(s *Shard) string {
 	var ts []*rbTracker
 	for _, g := range s.groups {
@@ -129,18 +129,18 @@ func linkCheck(s *Shard) string {
 		}
 		ts = append(ts, g.rb, g.rbWriting)
 	}
+	inFlight := map[*rbTracker]bool{}
 	for _, w := range s.writes {
 		ts = append(ts, w.rb)
+		inFlight[w.rb] = true
 	}
 	for _, t := range ts {
 		switch {
 		case t == nil:
 		case t.next != nil && t.ended != nil:
 			return fmt.Sprintf("rebalance %d: both next and ended set", t.seq)
-		case t.prevW != nil && t.prevFailed != nil:
-			return fmt.Sprintf("rebalance %d: prevW and prevFailed both set", t.seq)
-		case t.prevW != nil && t.prevW.next != t, t.prevFailed != nil && t.prevFailed.next != nil:
-			return fmt.Sprintf("rebalance %d: prevW not linked back, or prevFailed linked on", t.seq)
+		case t.prev != nil && t.prev.next != t && t.prev.next != nil, t.prev != nil && (t.prev.next == t) != inFlight[t.prev]:
+			return fmt.Sprintf("rebalance %d: prev neither in flight (links it back) nor failed (no next, no write)", t.seq)
 		}
 	}
 	return ""

@@ -351,3 +351,27 @@ func TestHistoryClassicNextAssignmentDuringFailedAssignmentWrite(t *testing.T) {
 		})
 	}
 }
+
+// As TestHistoryClassicNextAssignmentDuringFailedAssignmentWrite, both
+// writes stored: two rebalances, each its own event, the second (seq 3)
+// from the generation the first stored, and neither rewritten.
+func TestHistoryClassicNextAssignmentDuringStoredAssignmentWrite(t *testing.T) {
+	h, seen := newTellingH(t)
+	ids, _ := h.stableGroup("g", 2) // event 1
+	h.advance(time.Second)
+	gen2 := h.heldAssignment("g", ids)
+	h.nextAssignmentHeld("g", ids)
+	h.completeHeld(0, ErrNone)
+	h.held = h.held[1:]
+	h.completeHeld(0, ErrNone)
+	h.held = h.held[1:]
+	h.release()
+	evs := h.events("g", 3)
+	if e := evs[2]; e.Seq != 3 || e.FromGeneration != gen2 || e.Cause.Kind != CauseMemberLeft {
+		t.Fatalf("event %+v; want seq 3 from generation %d, caused by the leave", e, gen2)
+	}
+	checkTold(t, *seen, "[1 2 3]")
+	if msg := h.checkReload(); msg != "" {
+		t.Fatal(msg)
+	}
+}

@@ -142,7 +142,7 @@ func (s *Shard) lateFailed(lw *lateWrite) {
 	switch {
 	case rb.next != nil:
 		rb.next.failedRun = rb.failedRun + 1
-	case rb.ended != nil && !rb.ended.recorded():
+	case rb.ended != nil && rb.ended.evs[0].Seq == 0: // a conversion
 		ev := rb.ended.pick(rb.failedRun)
 		ev.Seq = rb.seq
 		lw.after = append([]RebalanceEvent{ev}, lw.after...)

@@ -154,23 +154,22 @@ type rbTracker struct {
 	// seq is the event's seq once the leader gave the assignment
 	// (rbAssigned): the write holding it is in flight until its outcome.
 	seq uint64
-	// ended: the rebalance this one goes on as, should its assignment
-	// write fail, ended while the write was in flight: the next one
-	// (Empty, superseded: rbFinish), recorded, then rewritten if the
-	// write fails; or this one, superseded by a conversion (rbConverted),
-	// recorded at this write's seq if it fails (alts.recorded tells
-	// which). One field: only an open tracker gets either, and it closes.
+	// ended: while this one's assignment was written, the rebalance it
+	// goes on as if the write fails ended: the next one (rbFinish:
+	// recorded, rewritten then), or this one, converted (rbConverted:
+	// recorded then, at this write's seq: its events' Seq is 0 until).
+	// Only an open tracker gets it.
 	ended *alts
 	// next: the rebalance after this one, whose leader gave its
 	// assignment while this one's was being written (rbAssigned); its
 	// cont is the one event both are, should this one's write fail.
-	// prevW, on next: this one, until its write's outcome. prevFailed,
-	// on next: this one, once its write failed (merged with those that
-	// failed before it: failedRun of them in a row); next's own write
-	// then decides (rbAssignWritten).
-	next, prevW, prevFailed *rbTracker
-	failedRun               int
-	cont                    *alts
+	// prev, on next: this one while its write is in flight (linked back
+	// by its next); once failed, merged with those failed before it
+	// (failedRun in a row), no next. Outcomes come in write order: at
+	// next's own (rbAssignWritten), prev, if set, has failed.
+	next, prev *rbTracker
+	failedRun  int
+	cont       *alts
 
 	start      time.Time
 	fromGen    int32
@@ -350,19 +349,17 @@ func (g *Group) rbFinish(now time.Time, outcome string, out *Output) {
 	}
 }
 
-// open tells whether w, the rebalance whose assignment is being written
-// (g.rbWriting, the only tracker it is asked of), may still be continued by
-// the next one, should that write fail: no rebalance after it ended yet,
-// and the group was not converted meanwhile. That no next one gave its
-// assignment need not be asked: rbAssigned sets w.next and makes that one
-// rbWriting at once, and w never is again.
+// open tells whether w, the rebalance whose assignment is being written,
+// may still be continued by the next one, should that write fail: no
+// rebalance after it ended yet, nor the group converted (ended). Asked only
+// of g.rbWriting, never linked to a next one (rbAssigned moves it on).
 func (w *rbTracker) open() bool {
 	return w != nil && w.ended == nil
 }
 
 // alts are the events one end of a rebalance makes, one for each outcome
 // of the assignment writes in flight when it ended: those of w (the
-// rebalance whose write was the last) and, through prevW, of the
+// rebalance whose write was the last) and, through prev, of the
 // rebalances before it whose writes were still in flight too. evs[k] is
 // the one event when w's write and the k before it failed (the one before
 // those, if any, stored). Each is built when the rebalance ends, from the
@@ -379,10 +376,6 @@ func (a *alts) pick(run int) RebalanceEvent {
 	return a.evs[min(max(run-a.base, 0), len(a.evs)-1)]
 }
 
-// recorded tells whether a's events were recorded (setSeq): a later
-// rebalance's end, not a conversion's (rbTracker.ended).
-func (a *alts) recorded() bool { return a.evs[0].Seq != 0 }
-
 func (a *alts) setSeq(seq uint64) {
 	for i := range a.evs {
 		a.evs[i].Seq = seq
@@ -393,16 +386,16 @@ func (a *alts) setSeq(seq uint64) {
 // in flight: cur (not nil) ended and continued w's; nil, w's own rebalance
 // ends, with one more cause (more, not nil): superseded by a conversion.
 func (g *Group) altsOf(w, cur *rbTracker, now time.Time, outcome string, assign func(m *member) []byte, more *Cause) *alts {
-	var chain []*rbTracker // w, then the rebalances before it still written
-	for t := w; t != nil; t = t.prevW {
-		chain = append(chain, t)
+	chain := []*rbTracker{w} // w, then the rebalances before it still written
+	for t := w; t.prev != nil && t.prev.next == t; t = t.prev {
+		chain = append(chain, t.prev)
 	}
 	oldest := chain[len(chain)-1]
 	a := &alts{base: oldest.failedRun}
 	for k := range chain {
 		m := chain[k].clone()
-		if k == len(chain)-1 && oldest.prevFailed != nil {
-			m = oldest.prevFailed.continuedBy(oldest) // failed already
+		if k == len(chain)-1 && oldest.prev != nil {
+			m = oldest.prev.continuedBy(oldest) // failed already
 		}
 		for j := k - 1; j >= 0; j-- {
 			m = m.absorb(chain[j])
@@ -444,7 +437,7 @@ func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec,
 	rb.seq = ev.Seq
 	if a != nil {
 		a.setSeq(ev.Seq)
-		w.next, rb.prevW, rb.cont = rb, w, a
+		w.next, rb.prev, rb.cont = rb, w, a
 	}
 	h := g.s.hist[g.id]
 	h.writing = append(h.writing, ev.Seq)
@@ -474,11 +467,11 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 		}
 		return
 	}
-	ended, next, prev, cont, run := rb.ended, rb.next, rb.prevFailed, rb.cont, rb.failedRun
-	rb.ended, rb.next, rb.prevW, rb.prevFailed, rb.cont = nil, nil, nil, nil, nil
-	converted := ended != nil && !ended.recorded()
+	ended, next, prev, cont, run := rb.ended, rb.next, rb.prev, rb.cont, rb.failedRun
+	rb.ended, rb.next, rb.prev, rb.cont = nil, nil, nil, nil
+	converted := ended != nil && ended.evs[0].Seq == 0
 	if next != nil {
-		next.prevW = nil
+		next.prev = nil
 	}
 	h := g.s.hist[g.id]
 	var held []RebalanceEvent
@@ -505,7 +498,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 	case next != nil:
 		// The next rebalance's assignment is being written (after this
 		// write): its outcome decides what becomes of this one.
-		next.prevFailed, next.failedRun = rb, run+1
+		next.prev, next.failedRun = rb, run+1
 	case converted:
 		// Recorded at the seq the failed write held: it is that
 		// rebalance's event, and it comes before the events held.
@@ -538,7 +531,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 func (rb *rbTracker) clone() *rbTracker {
 	m := *rb
 	m.more, m.evicted = slices.Clip(rb.more), slices.Clip(rb.evicted)
-	m.ended, m.next, m.prevW, m.prevFailed, m.cont = nil, nil, nil, nil, nil
+	m.ended, m.next, m.prev, m.cont = nil, nil, nil, nil
 	return &m
 }
 
