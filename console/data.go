@@ -463,7 +463,7 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 		g.Generation, g.Leader = gen, leader
 	}
 	for _, m := range d.Members {
-		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Leader: m.MemberID == g.Leader}
+		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost), Leader: m.MemberID == g.Leader}
 		if m.InstanceID != nil {
 			mm.InstanceID = *m.InstanceID
 		}
@@ -498,7 +498,7 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 // assignment leaves out as Kafka's does: without it, the member a
 // reconciliation waits for read as holding only its share.
 func consumerMember(m *kmsg.ConsumerGroupDescribeResponseGroupMember) Member {
-	mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost, Epoch: m.MemberEpoch, Decoded: true,
+	mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost), Epoch: m.MemberEpoch, Decoded: true,
 		Subscribed: m.SubscribedTopics}
 	if m.InstanceID != nil {
 		mm.InstanceID = *m.InstanceID

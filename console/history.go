@@ -115,12 +115,18 @@ func causeWord(k group.CauseKind) string {
 }
 
 // who names a member: client id, host, instance id, member id.
+// clientHost is a member's host as the page shows it: the address alone.
+// A node reports a consumer-protocol member's host as Kafka does, in the
+// form of Java's InetAddress text ("/127.0.0.1"); the CLI drops the slash
+// too, so both show the same.
+func clientHost(h string) string { return strings.TrimPrefix(h, "/") }
+
 func who(memberID, instanceID, clientID, host string) string {
 	var parts []string
 	if clientID != "" {
 		parts = append(parts, clientID)
 	}
-	if host != "" {
+	if host = clientHost(host); host != "" {
 		parts = append(parts, "on "+host)
 	}
 	if instanceID != "" {

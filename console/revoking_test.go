@@ -38,9 +38,28 @@ func TestGroupPageShowsPartitionsStillToRevoke(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("group page: %d", code)
 	}
-	row := page[strings.Index(page, "m-a"):]
+	// m-a's row: from the <tr> before the first cell naming it.
+	at := strings.Index(page, `<td title="m-a">`)
+	if at < 0 {
+		t.Fatalf("no row for m-a:\n%s", page)
+	}
+	row := page[strings.LastIndex(page[:at], "<tr"):]
 	row = row[:strings.Index(row, "</tr>")]
 	if !strings.Contains(row, `still holds, to give up: <b>work</b>`) {
 		t.Fatalf("m-a's row does not show the partitions it still holds:\n%s", row)
+	}
+	// The host as the CLI shows it, without the "/" of the node's
+	// InetAddress-style text.
+	if !strings.Contains(row, "<td>127.0.0.1</td>") {
+		t.Errorf("m-a's host is not shown as 127.0.0.1:\n%s", row)
+	}
+}
+
+// TestTimelineNamesHostsAsTheCLI: the timeline's "who" drops the "/" of a
+// host reported in Java's InetAddress form, as the members table and the
+// CLI do.
+func TestTimelineNamesHostsAsTheCLI(t *testing.T) {
+	if got, want := who("m1", "", "c1", "/10.0.0.1"), "c1 on 10.0.0.1 (m1)"; got != want {
+		t.Fatalf("who: %q, want %q", got, want)
 	}
 }

@@ -104,7 +104,7 @@ func TestTimelineRendering(t *testing.T) {
 	page := renderGroupPage(t, &GroupDetail{GroupRow: GroupRow{ID: "g", State: "PreparingRebalance", Type: "classic", Generation: 2}, History: h})
 	first := page[strings.Index(page, `<ol class="timeline"`):]
 	first = first[:strings.Index(first, "</li>\n")]
-	for _, want := range []string{`data-cause="session_timeout"`, "#2", "generation 2", "session timeout", "victim on /10.0.0.7 (victim-1)",
+	for _, want := range []string{`data-cause="session_timeout"`, "#2", "generation 2", "session timeout", "victim on 10.0.0.7 (victim-1)",
 		"last heartbeat 17:59:58.000 UTC", "took 1.5s (join 1.2s, sync 300ms)", "waited for slow-1 (join, 1.2s)", "evicted victim-1",
 		`<span class="added">+t 2</span>`} {
 		if !strings.Contains(first, want) {
