@@ -29,9 +29,13 @@ type Event struct {
 	More       []string
 	Duration   time.Duration
 	Join, Sync time.Duration
-	Waited     []string // members waited for, slowest first
-	Evicted    []string
-	Moves      []Move
+	// Earlier (consumer) is the part of Join during which earlier targets
+	// were in force, the members reconciling to them, before bumps the
+	// event took in replaced them: not time spent computing a target.
+	Earlier time.Duration
+	Waited  []string // members waited for, slowest first
+	Evicted []string
+	Moves   []Move
 	// How many causes, members waited for, evicted members and moves
 	// are not listed (each list shows at most maxListed).
 	MoreOmitted, WaitedOmitted, EvictedOmitted, MovesOmitted int
@@ -239,7 +243,7 @@ func historyOf(d *kmsg.DescribeGroupsResponseGroup) History {
 		e := doc.History[i]
 		ev := Event{Seq: e.Seq, Time: e.Start, Consumer: e.Type == "consumer", Generation: e.Generation, Outcome: e.Outcome,
 			Cause: causeWord(e.Cause.Kind), Kind: string(e.Cause.Kind), Detail: causeDetail(e.Cause),
-			Duration: ms(e.DurationMs), Join: ms(e.JoinMs), Sync: ms(e.SyncMs), Evicted: e.Evicted}
+			Duration: ms(e.DurationMs), Join: ms(e.JoinMs), Sync: ms(e.SyncMs), Earlier: ms(e.EarlierTargetMs), Evicted: e.Evicted}
 		for _, c := range e.MoreCauses {
 			ev.More = append(ev.More, causeWord(c.Kind)+": "+causeDetail(c))
 		}

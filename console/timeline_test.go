@@ -224,3 +224,33 @@ func TestTimelineConsumerWording(t *testing.T) {
 		t.Errorf("the classic event uses the consumer protocol's words:\n%s", classic)
 	}
 }
+
+// TestTimelineConsumerEarlierTarget: a consumer event whose 12.2 s before
+// the last target went to a member fenced for not revoking (earlier target in
+// force 10 s) reads so on the timeline, with that member waited for; before,
+// it read "target computed after 12.2s", as if the assignor had been slow.
+func TestTimelineConsumerEarlierTarget(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	doc := &group.HistoryDoc{Version: group.HistoryDocVersion, Group: "g", Type: "consumer", State: "Stable",
+		History: []group.RebalanceEvent{
+			{Seq: 1, Type: "consumer", FromGeneration: 1, Generation: 3, Start: t0, Outcome: "stable", DurationMs: 12215, JoinMs: 12200, SyncMs: 15,
+				EarlierTargetMs: 10000, Cause: group.Cause{Kind: group.CauseMemberJoined, MemberID: "vP3y"}, Evicted: []string{"slowC"},
+				WaitedFor: []group.Wait{{MemberID: "slowC", Phase: "revoke", WaitedMs: 10000, Evicted: true}, {MemberID: "vP3y", Phase: "assign", WaitedMs: 15}}},
+		},
+		Storm: group.StormStatus{Count: 1, Threshold: 10, WindowMs: 300000}}
+	var d kmsg.DescribeGroupsResponseGroup
+	if err := group.SetHistoryTag(&d, doc); err != nil {
+		t.Fatal(err)
+	}
+	page := renderGroupPage(t, &GroupDetail{GroupRow: GroupRow{ID: "g", State: "Stable", Type: "consumer", Generation: 3}, History: historyOf(&d)})
+	entries := timelineEntries(t, page)
+	if len(entries) != 1 {
+		t.Fatalf("%d timeline entries, want 1:\n%s", len(entries), page)
+	}
+	for _, want := range []string{"members reconciling to earlier targets for 10s, last target computed after 12.2s, reached by every member 15ms later",
+		"waited for slowC (revoke, 10s) evicted, vP3y (assign, 15ms)"} {
+		if !strings.Contains(entries[0], want) {
+			t.Errorf("the event lacks %q:\n%s", want, entries[0])
+		}
+	}
+}

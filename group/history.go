@@ -152,6 +152,13 @@ type RebalanceEvent struct {
 	DurationMs int64 `json:"duration_ms"`
 	JoinMs     int64 `json:"join_ms"`
 	SyncMs     int64 `json:"sync_ms"`
+	// EarlierTargetMs (consumer, left out when 0) is the part of JoinMs
+	// during which an earlier target of the event was in force, the members
+	// reconciling to it, until a bump the event took in replaced it (a join
+	// burst, or a member fenced for not revoking: its wait is in WaitedFor,
+	// evicted). The rest of JoinMs the group had no target: it was waiting
+	// for a heartbeat to compute one (after a timer fenced a member).
+	EarlierTargetMs int64 `json:"earlier_target_ms,omitempty"`
 	// InitialDelay: the join phase began with the initial rebalance delay
 	// of a group that was Empty (KIP-134), which waits for more members
 	// and is most of JoinMs (classic).

@@ -230,8 +230,9 @@ func TestHistoryCGSessionTimeout(t *testing.T) {
 
 // A member that does not revoke within its rebalance timeout is evicted:
 // the eviction's bump comes while the join it held up is in progress, so
-// it is a more cause of that join's event, which names it evicted and ends
-// when the joiner has the whole topic.
+// it is a more cause of that join's event, which names it evicted, and
+// waited for (revoke) until then, and ends when the joiner has the whole
+// topic.
 func TestHistoryCGRebalanceTimeout(t *testing.T) {
 	h, _ := newCH(t, map[string]int32{"t": 4})
 	h.cg(hb{member: "a", names: []string{"t"}, owned: tpset{}, rebalance: 5000})
@@ -251,7 +252,11 @@ func TestHistoryCGRebalanceTimeout(t *testing.T) {
 		ev.MoreCauses[0].MemberID != "a" || !strings.Contains(ev.MoreCauses[0].Detail, "did not revoke t[") {
 		t.Fatalf("event %+v", ev)
 	}
-	if ev.DurationMs != 5000 || len(ev.WaitedFor) != 1 || ev.WaitedFor[0].MemberID != "b" {
+	// The 5 s went to a's revocation, not to computing a target: a is
+	// waited for (revoke, evicted), and the replaced target was in force
+	// all of join_ms.
+	want := []Wait{{MemberID: "a", Phase: "revoke", WaitedMs: 5000, Evicted: true}, {MemberID: "b", Phase: "assign"}}
+	if ev.DurationMs != 5000 || ev.JoinMs != 5000 || ev.EarlierTargetMs != 5000 || !slices.Equal(ev.WaitedFor, want) {
 		t.Fatalf("durations and waits %+v", ev)
 	}
 	if len(ev.Members) != 1 || ev.Members[0].Partitions != 4 {
@@ -707,5 +712,49 @@ func TestHistoryCGStaticAway(t *testing.T) {
 	}
 	if away != 1 || others == 0 {
 		t.Fatalf("members %+v", w.Members)
+	}
+}
+
+// The on-call case: a member (slowC, rebalance timeout 10 s) never revokes
+// what a join takes from it and is fenced at its deadline; the target at the
+// eviction's epoch is computed at the next heartbeat, 2.2 s later. The event
+// must say that its 12.2 s before that target were spent waiting for slowC to
+// revoke (10 s, then evicted) and then for a heartbeat (2.2 s), not computing
+// an assignment: slowC is in waited_for and earlier_target_ms is the 10 s
+// the replaced target was in force. Before, waited_for held only the joiner
+// and nothing told the 12.2 s of join_ms apart.
+func TestHistoryCGRevokeWaitBeforeEviction(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cg(hb{member: "slowC", names: []string{"t"}, owned: tpset{}, rebalance: 10000})
+	n := len(h.s.History("cg"))
+	start := h.now
+	h.cgJoin("vP3y", "t")
+	h.cgBeat("slowC", h.cgOwned("slowC")) // told to revoke two
+	if h.cmember("cg", "slowC").state != mUnrevoked {
+		t.Fatalf("slowC state %v", h.cmember("cg", "slowC").state)
+	}
+	h.advance(10 * time.Second) // slowC's rebalance timeout fences it
+	if h.cmember("cg", "slowC") != nil {
+		t.Fatal("slowC not fenced")
+	}
+	h.advance(2200 * time.Millisecond)
+	h.cgBeat("vP3y", tpset{}) // computes the target at the eviction's epoch, and takes the whole topic
+	ev := h.events("cg", n+1)[n]
+	checkCEvent(t, ev, CauseMemberJoined, "vP3y", 1, 3, "stable")
+	if !ev.Start.Equal(start) || ev.DurationMs != 12200 || ev.JoinMs != 12200 || ev.SyncMs != 0 {
+		t.Fatalf("duration %d join %d sync %d (start %v, want %v)", ev.DurationMs, ev.JoinMs, ev.SyncMs, ev.Start, start)
+	}
+	if ev.EarlierTargetMs != 10000 {
+		t.Fatalf("earlier_target_ms %d, want 10000 (the replaced target was in force 10 s)", ev.EarlierTargetMs)
+	}
+	want := []Wait{{MemberID: "slowC", Phase: "revoke", WaitedMs: 10000, Evicted: true}, {MemberID: "vP3y", Phase: "assign"}}
+	if !slices.Equal(ev.WaitedFor, want) {
+		t.Fatalf("waited for %+v, want %+v", ev.WaitedFor, want)
+	}
+	if !slices.Equal(ev.Evicted, []string{"slowC"}) {
+		t.Fatalf("evicted %v", ev.Evicted)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
 	}
 }

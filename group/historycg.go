@@ -46,6 +46,9 @@ type cTracker struct {
 	cause     Cause
 	more      []Cause
 	targetAt  time.Time // when the target at epoch was computed; zero until then
+	// earlier is how long earlier targets of the event were in force
+	// before a bump it took in replaced them (RebalanceEvent.EarlierTargetMs).
+	earlier time.Duration
 	// before is each member's partitions (assigned, pending) at the bump.
 	before     map[string][2]tpset
 	beforeInst map[string]string // instance id -> member id at the bump
@@ -495,9 +498,16 @@ func (g *Group) cExtend(h *hbReq, rb *cTracker) {
 	}
 	h.causes = h.causes[:0]
 	rb.epoch = cg.epoch
+	if !rb.targetAt.IsZero() {
+		rb.earlier += h.now.Sub(rb.targetAt)
+	}
 	rb.targetAt = time.Time{}
 	clear(rb.pending)
-	rb.waits = rb.waits[:0]
+	// The waits of the members fenced on the way stay: the time the
+	// replaced target was in force went to them (a member that did not
+	// revoke within its rebalance timeout), and no later target waits
+	// for them. The others are counted again from the new target.
+	rb.waits = slices.DeleteFunc(rb.waits, func(w Wait) bool { return !w.Evicted })
 	if cg.assignEpoch >= rb.epoch {
 		g.cTargetComputed(h.now, rb)
 	}
@@ -576,6 +586,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	} else {
 		ev.JoinMs = ev.DurationMs
 	}
+	ev.EarlierTargetMs = min(rb.earlier.Milliseconds(), ev.JoinMs)
 	cg := g.cg
 	if cg != nil && len(cg.ids) > 0 {
 		ev.Protocol = cg.preferredAssignor(s.cfg.ConsumerAssignors)

@@ -146,7 +146,7 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
 			ev.FromGeneration, ev.Generation, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
-			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), compactDur(ev.JoinMs), compactDur(ev.SyncMs),
+			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), joinText(ev), compactDur(ev.SyncMs),
 			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
 			andMore(movesText(ev.Members), o.Members))
 	}
@@ -182,6 +182,18 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		}
 	}
 	return nil
+}
+
+// joinText is JOIN: for a consumer-protocol event whose earlier targets
+// were replaced by bumps it took in, the part of it they were in force
+// follows, "12.2s(earlier-targets 10s)": that time went to members
+// reconciling (WAITED-FOR names those fenced for it), not to computing the
+// last target.
+func joinText(ev group.RebalanceEvent) string {
+	if ev.Type != "consumer" || ev.EarlierTargetMs <= 0 {
+		return compactDur(ev.JoinMs)
+	}
+	return fmt.Sprintf("%s(earlier-targets %s)", compactDur(ev.JoinMs), compactDur(ev.EarlierTargetMs))
 }
 
 // omittedOf is what the stored bound left out of ev's lists (docs/history.md,
@@ -513,10 +525,7 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 	if ev.Type == "consumer" && ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
 		b.WriteString(" The target assignment was computed and reached at once.")
 	} else if ev.Type == "consumer" {
-		// JoinMs: until the target assignment was computed; SyncMs: until
-		// every member had reached it (or the event ended otherwise).
-		fmt.Fprintf(&b, " The target assignment was computed after %s; the members then took %s to reach it%s.",
-			proseDur(ev.JoinMs), proseDur(ev.SyncMs), waitingFor(ev.WaitedFor, ""))
+		b.WriteString(consumerPhases(ev))
 	} else if ev.JoinMs == 0 && ev.SyncMs == 0 && waitingFor(ev.WaitedFor, "") == "" {
 		b.WriteString(" The join and sync phases completed at once.")
 	} else {
@@ -552,6 +561,40 @@ func explainEvent(ev group.RebalanceEvent, t timeFmt) string {
 		fmt.Fprintf(&b, " %d more members whose assignment changed are not recorded.", o.Members)
 	}
 	return b.String()
+}
+
+// consumerPhases is where a consumer-protocol event's time went. JoinMs is
+// until the last target was computed: EarlierTargetMs of it earlier targets
+// were in force, the members reconciling to them (the members fenced for
+// not doing so are its evicted waits), and the rest the group was Assigning,
+// a target being computed at a member's heartbeat (or after the batching
+// delay). Neither is the assignor's own time, which the event does not
+// measure; SyncMs is until every member had reached the last target (or
+// the event ended otherwise).
+func consumerPhases(ev group.RebalanceEvent) string {
+	assigning := proseDur(ev.JoinMs - ev.EarlierTargetMs)
+	if ev.EarlierTargetMs <= 0 {
+		s := fmt.Sprintf(" The target assignment was computed after %s", proseDur(ev.JoinMs))
+		if ev.JoinMs > 0 {
+			s += " (the group was Assigning: a target is computed at a member's heartbeat, so it waited for one)"
+		}
+		return s + fmt.Sprintf("; the members then took %s to reach it%s.", proseDur(ev.SyncMs), waitingFor(ev.WaitedFor, ""))
+	}
+	var before, last []group.Wait
+	for _, w := range ev.WaitedFor {
+		if w.Evicted {
+			before = append(before, w)
+		} else {
+			last = append(last, w)
+		}
+	}
+	s := fmt.Sprintf(" For %s of it the members were reconciling to earlier targets, which bumps it took in replaced%s.",
+		proseDur(ev.EarlierTargetMs), waitingFor(before, ""))
+	if ev.JoinMs > ev.EarlierTargetMs {
+		s += fmt.Sprintf(" The group then had no target for %s (Assigning: a target is computed at a member's heartbeat, so it waited for one).", assigning)
+	}
+	return s + fmt.Sprintf(" The last target assignment, at group epoch %d, was computed %s after the start, and the members took %s to reach it%s.",
+		ev.Generation, proseDur(ev.JoinMs), proseDur(ev.SyncMs), waitingFor(last, ""))
 }
 
 // timeoutSetting is the sentence that says, for an event that evicted a
