@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -32,7 +33,18 @@ func reconcile848(t *testing.T, c cli, addr, grp, topic string, opts ...kgo.Opt)
 		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		hb.Group, hb.MemberID, hb.MemberEpoch = grp, id, 0
 		hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames, hb.Topics = 60000, []string{topic}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		if resp := heartbeat(t, raw, hb); i == 0 && (resp.Assignment == nil || len(resp.Assignment.Topics) != 1 || len(resp.Assignment.Topics[0].Partitions) != 3) {
+		resp := heartbeat(t, raw, hb)
+		// In a cluster the coordinator may not know the topic yet (it
+		// learns the catalog from etcd): the first member heartbeats
+		// again, as a client would, until its target names it.
+		full := func() bool {
+			return resp.Assignment != nil && len(resp.Assignment.Topics) == 1 && len(resp.Assignment.Topics[0].Partitions) == 3
+		}
+		if i == 0 && !full() && !testwait.Until(10*time.Second, func() bool {
+			hb.MemberEpoch = resp.MemberEpoch
+			resp = heartbeat(t, raw, hb)
+			return full()
+		}) {
 			t.Fatalf("the first member's assignment: %+v", resp.Assignment)
 		}
 	}
