@@ -680,7 +680,14 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	g.protocolType, g.protocol, g.generation, g.leader = "consumer", proto, epoch, g.members[0].id
 	g.transition(Stable, h.now)
 	g.updateSubscribed()
+	// The tombstones above are written after the classic record (with the
+	// heartbeat's records): it carries them (cgending.go).
+	if s.cgEnding == nil {
+		s.cgEnding = map[string]int{}
+	}
+	s.cgEnding[g.id]++
 	g.persistMetadata(h.now, h.out, nil)
+	s.consumerEnded(g.id)
 	g.rbConverted(h.now, "group converted from the consumer protocol (its last consumer-protocol member left)", nil) // rebalance history
 	g.prepareRebalance(h.now, h.out)
 }

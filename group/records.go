@@ -236,6 +236,7 @@ func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, h
 	}
 	g.metaWrites++
 	recs := append([]rec{g.groupRec(img)}, hrecs...)
+	pre := g.s.endingConsumer(g.id)
 	written := func(now time.Time, code int16, out *Output) {
 		g.metaWrites--
 		if done != nil {
@@ -243,10 +244,10 @@ func (g *Group) writeMetadataWith(now time.Time, out *Output, img *groupImage, h
 		}
 	}
 	if len(hrecs) > 0 {
-		g.s.writeEvents(out, recs, rb, written)
+		g.s.writeEvents(out, pre, recs, rb, written)
 		return
 	}
-	g.s.write(out, recs, written)
+	g.s.writeWith(out, pre, recs, written)
 }
 
 // ErrCorruptRecord reports a stored record that cannot be decoded.

@@ -92,6 +92,9 @@ type Shard struct {
 
 	nextWrite uint64
 	writes    map[uint64]pendingWrite
+	// cgEnding counts, by group id, the applied writes in flight that
+	// tombstone the group's consumer group record (see endingConsumer).
+	cgEnding map[string]int
 	// refusalLog bounds the lines about requests refused for a record
 	// over the store's limit (recordRefusal).
 	refusalLog minuteLog
@@ -201,6 +204,9 @@ type pendingWrite struct {
 	// applied: the records were replayed when the write was issued
 	// (consumer groups); a failure then asks for a reload.
 	applied bool
+	// endsCG: the write tombstones the consumer group record of this
+	// group (counted in Shard.cgEnding until it is durable).
+	endsCG string
 	// rb: the write completes the rebalance whose event it holds (a
 	// classic group's assignment: writeEvents), told to OnRebalance once
 	// it is durable, as an applied write's are. If the shard is unloaded
@@ -212,9 +218,18 @@ type pendingWrite struct {
 // records were replayed (when durable) or not (when the write failed).
 // (OffsetCommit registers its writes itself: see offsetCommitCall.)
 func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
-	enc := make([]Record, len(recs))
+	s.writeWith(out, nil, recs, done)
+}
+
+// writeWith is write with pre stored ahead of recs but not replayed (the
+// tombstones a classic record carries: endingConsumer).
+func (s *Shard) writeWith(out *Output, pre, recs []rec, done func(now time.Time, code int16, out *Output)) {
+	enc := make([]Record, len(pre)+len(recs))
+	for i := range pre {
+		enc[i] = pre[i].encode()
+	}
 	for i := range recs {
-		enc[i] = recs[i].encode()
+		enc[len(pre)+i] = recs[i].encode()
 	}
 	s.nextWrite++
 	id := s.nextWrite
@@ -227,8 +242,8 @@ func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int
 // are then told to OnRebalance and counted by the storm detector
 // (eventsDurable); a failed write's are neither. rb is the rebalance the
 // write completes.
-func (s *Shard) writeEvents(out *Output, recs []rec, rb *rbTracker, done func(now time.Time, code int16, out *Output)) {
-	s.write(out, recs, done)
+func (s *Shard) writeEvents(out *Output, pre, recs []rec, rb *rbTracker, done func(now time.Time, code int16, out *Output)) {
+	s.writeWith(out, pre, recs, done)
 	w := s.writes[s.nextWrite]
 	w.rb = rb
 	s.writes[s.nextWrite] = w
@@ -249,6 +264,9 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		return
 	}
 	delete(s.writes, id)
+	if w.endsCG != "" && code == ErrNone {
+		s.consumerEnded(w.endsCG)
+	}
 	switch {
 	case code != ErrNone && w.applied:
 		// The shard already shows what this write failed to store:
@@ -284,7 +302,7 @@ func (s *Shard) writeApplied(out *Output, recs []rec, done func(now time.Time, c
 	}
 	s.nextWrite++
 	id := s.nextWrite
-	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true}
+	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true, endsCG: s.noteEnding(recs)}
 	s.eventsUnstored(recs)
 	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
 }
@@ -356,6 +374,7 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		}
 	}
 	s.groups = make(map[string]*Group)
+	s.cgEnding = nil
 	s.hist = keep
 	if s.hist == nil {
 		s.hist = make(map[string]*ghist)
