@@ -1,57 +1,85 @@
 package group
 
-// A group changes protocol in a write of its own: an empty consumer group
-// joined by a classic member (JoinGroup), or a consumer group whose last
-// consumer-protocol member left (maybeDowngrade), tombstones its consumer
-// group record (keyCGroup) and target metadata (keyCTMeta) in a write the
-// shard applies at once. The classic group's record (keyGroup) comes in a
-// later write (the downgrade's comes in the same call, just before). Each
-// write has its own outcome, and the partition reloads only once its writes
-// in flight are done: the classic record could be stored while the write
-// that ended the consumer group was not, leaving both of the group's own
-// records in the store, and the load made whichever it read last.
+// A group changes protocol in a write of its own, which the shard applies at
+// once: an empty consumer group joined by a classic member (JoinGroup), or a
+// consumer group whose last consumer-protocol member left (maybeDowngrade),
+// tombstones its consumer group record (keyCGroup) and target metadata
+// (keyCTMeta); a classic group upgraded to the consumer protocol, or an
+// empty one replaced by a consumer group (ConsumerGroupHeartbeat), has its
+// classic record (keyGroup) tombstoned in the write that creates the
+// consumer group. The records of the new protocol then come in later
+// writes: the classic group's record (the downgrade's comes in the same
+// call, just before), or the consumer group's next epoch. Each write has
+// its own outcome, and the partition reloads only once its writes in flight
+// are done: a later write could be stored while the one that changed the
+// protocol was not, leaving both of the group's own records in the store,
+// and the load made whichever it read last.
 //
-// Invariant: every write of a group's classic record issued while a write
-// that tombstones its consumer group record is in flight (or not yet issued,
-// or failed: the shard then reloads once its writes are done) carries those
-// tombstones too, ahead of its own records and not replayed (the shard has
-// applied them already). So any subset of the writes stored in order leaves
-// at most one of the two records: the classic record wherever it was stored
-// after the conversion, the consumer group's records otherwise. Members'
-// records a failed write left behind without their group are dropped at load
-// (dropOrphanConsumerRecords). When no such write is in flight (the common
-// case) a classic record is written alone.
+// Invariant: a write that stores one of a group's own records (its classic
+// record, or its consumer group record) while a write tombstoning the other
+// is in flight (or not yet issued, or failed: the shard then reloads once
+// its writes are done) carries that tombstone too, ahead of its own records
+// and not replayed (the shard has applied it already). So any subset of the
+// writes stored in order leaves at most one of the two records: the one of
+// the last stored write that holds either. A write that itself tombstones
+// the consumer group record (it ends the consumer group) carries nothing.
+// Members' records a failed write left behind without their consumer group
+// record are dropped at load (dropOrphanConsumerRecords). When no write
+// changing a group's protocol is in flight (the common case), a write holds
+// only its own records.
 
-// noteEnding returns the group whose consumer group record recs tombstone
-// ("" if none), counting the write in cgEnding.
-func (s *Shard) noteEnding(recs []rec) string {
+// ending counts a group's applied writes in flight (or failed) that
+// tombstone its consumer group record (consumer) or its classic record
+// (classic).
+type ending struct{ consumer, classic int }
+
+// noteEnding registers an applied write of recs: it returns the group whose
+// own record the write tombstones ("" if none; a write changes the protocol
+// of one group at most) and which, counted in s.ending until the write is
+// durable, and the tombstone a consumer group record of recs must carry
+// (see above).
+func (s *Shard) noteEnding(recs []rec) (group string, ends ending, pre []rec) {
+	cgRec := -1
 	for i := range recs {
-		if r := &recs[i]; r.del && r.kind == keyCGroup {
-			if s.cgEnding == nil {
-				s.cgEnding = map[string]int{}
-			}
-			s.cgEnding[r.group]++
-			return r.group
+		r := &recs[i]
+		switch {
+		case r.kind == keyCGroup && r.del:
+			group, ends.consumer = r.group, 1
+		case r.kind == keyGroup && r.del:
+			group, ends.classic = r.group, 1
+		case r.kind == keyCGroup && cgRec < 0:
+			cgRec = i
 		}
 	}
-	return ""
+	if cgRec >= 0 && ends == (ending{}) && s.ending[recs[cgRec].group].classic > 0 {
+		pre = []rec{groupTombstone(recs[cgRec].group)}
+	}
+	if group != "" {
+		s.addEnding(group, ends)
+	}
+	return group, ends, pre
 }
 
-// consumerEnded uncounts a durable write that tombstoned the consumer group
-// record of group id. A failed one stays counted: the shard goes on
-// showing the group classic until it is reloaded, and what it writes
-// meanwhile must still win over the consumer group record the store kept.
-func (s *Shard) consumerEnded(id string) {
-	if s.cgEnding[id]--; s.cgEnding[id] <= 0 {
-		delete(s.cgEnding, id)
+// addEnding adds d to the counts of group id.
+func (s *Shard) addEnding(id string, d ending) {
+	if s.ending == nil {
+		s.ending = map[string]ending{}
 	}
+	e := s.ending[id]
+	e.consumer += d.consumer
+	e.classic += d.classic
+	if e == (ending{}) {
+		delete(s.ending, id)
+		return
+	}
+	s.ending[id] = e
 }
 
 // endingConsumer returns the tombstones a classic record of group id must
 // carry (see above): nil unless a write ending its consumer group is in
 // flight.
 func (s *Shard) endingConsumer(id string) []rec {
-	if s.cgEnding[id] == 0 {
+	if s.ending[id].consumer == 0 {
 		return nil
 	}
 	return []rec{cTombstone(keyCTMeta, id, ""), cTombstone(keyCGroup, id, "")}

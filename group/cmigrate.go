@@ -682,12 +682,9 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	g.updateSubscribed()
 	// The tombstones above are written after the classic record (with the
 	// heartbeat's records): it carries them (cgending.go).
-	if s.cgEnding == nil {
-		s.cgEnding = map[string]int{}
-	}
-	s.cgEnding[g.id]++
+	s.addEnding(g.id, ending{consumer: 1})
 	g.persistMetadata(h.now, h.out, nil)
-	s.consumerEnded(g.id)
+	s.addEnding(g.id, ending{consumer: -1})
 	g.rbConverted(h.now, "group converted from the consumer protocol (its last consumer-protocol member left)", nil) // rebalance history
 	g.prepareRebalance(h.now, h.out)
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -221,4 +222,58 @@ func emptyConsumerGroupHeld(t *testing.T) *h {
 		t.Fatalf("setup: %d writes held, want m0's removal", len(h.held))
 	}
 	return h
+}
+
+// A classic group upgraded by a consumer-protocol member's join, with the
+// writes held: the upgrade's write (the classic record's tombstone and the
+// consumer group's records) fails, and a second member's join, written
+// after it, is stored with the consumer group's next epoch. The second
+// write carries the classic record's tombstone (cgending.go): the store
+// never holds both records of the group, and the group loads the same
+// whatever the order of the records. Before, the store held both, and the
+// group loaded classic or consumer depending on that order.
+func TestUpgradeLostConsumerRecordStoredAlone(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 6})
+	h.classicStable()
+	h.hold = true
+	h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}}) // upgrades the group
+	h.cgSend(hb{member: "n2", names: []string{"a"}, owned: tpset{}})
+	if len(h.held) != 2 {
+		t.Fatalf("setup: %d writes held, want the two joins'", len(h.held))
+	}
+	held := h.held
+	h.held, h.hold = nil, false
+	if r := held[0].Records; !slices.ContainsFunc(r, func(r Record) bool { return r.Key[0] == keyGroup && r.Value == nil }) {
+		t.Fatal("setup: the first write does not tombstone the classic record")
+	}
+	h.completeHeld0(held[0], ErrCoordinatorNotAvailable) // the upgrade is lost
+	h.completeHeld0(held[1], ErrNone)
+	_, cgRec := h.store[string(cKey(keyCGroup, "cg", ""))]
+	_, clRec := h.store[string(groupKey("cg"))]
+	if cgRec && clRec {
+		t.Errorf("the store holds the consumer group's record next to the classic group's")
+	}
+	var keys []string
+	for k := range h.store {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var first string
+	for _, order := range []string{"by key", "reversed"} {
+		if order == "reversed" {
+			slices.Reverse(keys)
+		}
+		s, _ := loadInOrder(t, h.s.cfg, h.store, keys, h.now)
+		desc := "none"
+		if g := s.Group("cg"); g != nil && g.cg != nil {
+			desc = fmt.Sprintf("consumer group of %d members", len(g.cg.members))
+		} else if g != nil {
+			desc = fmt.Sprintf("classic group of %d members", len(g.members))
+		}
+		if first == "" {
+			first = desc
+		} else if desc != first {
+			t.Errorf("loaded by key: %s; loaded reversed: %s", first, desc)
+		}
+	}
 }

@@ -92,9 +92,9 @@ type Shard struct {
 
 	nextWrite uint64
 	writes    map[uint64]pendingWrite
-	// cgEnding counts, by group id, the applied writes in flight that
-	// tombstone the group's consumer group record (see endingConsumer).
-	cgEnding map[string]int
+	// ending counts, by group id, the applied writes in flight (or
+	// failed) that tombstone one of the group's own records (cgending.go).
+	ending map[string]ending
 	// refusalLog bounds the lines about requests refused for a record
 	// over the store's limit (recordRefusal).
 	refusalLog minuteLog
@@ -204,9 +204,10 @@ type pendingWrite struct {
 	// applied: the records were replayed when the write was issued
 	// (consumer groups); a failure then asks for a reload.
 	applied bool
-	// endsCG: the write tombstones the consumer group record of this
-	// group (counted in Shard.cgEnding until it is durable).
-	endsCG string
+	// endsGroup: the write tombstones this group's own record(s), as
+	// ends says (counted in Shard.ending until it is durable).
+	endsGroup string
+	ends      ending
 	// rb: the write completes the rebalance whose event it holds (a
 	// classic group's assignment: writeEvents), told to OnRebalance once
 	// it is durable, as an applied write's are. If the shard is unloaded
@@ -224,6 +225,15 @@ func (s *Shard) write(out *Output, recs []rec, done func(now time.Time, code int
 // writeWith is write with pre stored ahead of recs but not replayed (the
 // tombstones a classic record carries: endingConsumer).
 func (s *Shard) writeWith(out *Output, pre, recs []rec, done func(now time.Time, code int16, out *Output)) {
+	enc := encodeWith(pre, recs)
+	s.nextWrite++
+	id := s.nextWrite
+	s.writes[id] = pendingWrite{recs: recs, done: done}
+	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
+}
+
+// encodeWith returns the stored form of pre then recs.
+func encodeWith(pre, recs []rec) []Record {
 	enc := make([]Record, len(pre)+len(recs))
 	for i := range pre {
 		enc[i] = pre[i].encode()
@@ -231,10 +241,7 @@ func (s *Shard) writeWith(out *Output, pre, recs []rec, done func(now time.Time,
 	for i := range recs {
 		enc[len(pre)+i] = recs[i].encode()
 	}
-	s.nextWrite++
-	id := s.nextWrite
-	s.writes[id] = pendingWrite{recs: recs, done: done}
-	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
+	return enc
 }
 
 // writeEvents is write for records that hold the events of the rebalances
@@ -264,8 +271,8 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 		return
 	}
 	delete(s.writes, id)
-	if w.endsCG != "" && code == ErrNone {
-		s.consumerEnded(w.endsCG)
+	if w.endsGroup != "" && code == ErrNone {
+		s.addEnding(w.endsGroup, ending{-w.ends.consumer, -w.ends.classic})
 	}
 	switch {
 	case code != ErrNone && w.applied:
@@ -296,13 +303,11 @@ func (s *Shard) WriteDone(now time.Time, id uint64, code int16, out *Output) {
 // writeApplied queues records the shard has already replayed (consumer
 // groups change this way, see consumer.go); done is called from WriteDone.
 func (s *Shard) writeApplied(out *Output, recs []rec, done func(now time.Time, code int16, out *Output)) {
-	enc := make([]Record, len(recs))
-	for i := range recs {
-		enc[i] = recs[i].encode()
-	}
+	group, ends, pre := s.noteEnding(recs)
+	enc := encodeWith(pre, recs)
 	s.nextWrite++
 	id := s.nextWrite
-	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true, endsCG: s.noteEnding(recs)}
+	s.writes[id] = pendingWrite{recs: recs, done: done, applied: true, endsGroup: group, ends: ends}
 	s.eventsUnstored(recs)
 	out.Writes = append(out.Writes, Write{ID: id, Records: enc})
 }
@@ -374,7 +379,7 @@ func (s *Shard) Unload(now time.Time, out *Output) {
 		}
 	}
 	s.groups = make(map[string]*Group)
-	s.cgEnding = nil
+	s.ending = nil
 	s.hist = keep
 	if s.hist == nil {
 		s.hist = make(map[string]*ghist)
