@@ -253,7 +253,7 @@ func (c *conn) admit(r *request) bool {
 		return false
 	}
 	c.logAuthFailure("closing connection: request before SASL authentication completed",
-		"api", kmsg.NameForKey(r.key), "client_id", r.clientID)
+		"api", kmsg.NameForKey(r.key), "client_id", sasl.LogText(r.clientID))
 	c.s.metrics.protocolError("unauthenticated_request")
 	return false
 }
@@ -324,7 +324,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 		// client gives up. Said and counted here, or the operator
 		// looking for why it never gets in finds nothing.
 		c.logAuthFailure("refusing SaslHandshake on a listener without SASL (is the client set up for SASL_PLAINTEXT or SASL_SSL?)",
-			"mechanism", req.Mechanism, "protocol", c.l.Protocol)
+			"mechanism", sasl.LogText(req.Mechanism), "protocol", c.l.Protocol)
 		c.lm.authResult("", false) // "other": the listener offers no mechanism
 		out.ErrorCode = errIllegalSaslState
 		return out, false
@@ -334,7 +334,7 @@ func (c *conn) saslHandshake(r *request) (resp kmsg.Response, close bool) {
 	}
 	m, ok := c.s.sec.cfg.Mechanisms[req.Mechanism]
 	if !ok {
-		c.logAuthFailure("closing connection: unsupported SASL mechanism", "mechanism", req.Mechanism, "enabled", strings.Join(c.s.sec.mechNames, ","))
+		c.logAuthFailure("closing connection: unsupported SASL mechanism", "mechanism", sasl.LogText(req.Mechanism), "enabled", strings.Join(c.s.sec.mechNames, ","))
 		c.lm.authResult(req.Mechanism, false)
 		out.ErrorCode = errUnsupportedSaslMechanism
 		return out, true

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/security/sasl"
 )
 
 // request is one decoded request frame.
@@ -431,7 +432,7 @@ func (c *conn) readRequest() *request {
 		c.releaseBudget()
 		attrs := []any{"err", err}
 		if header {
-			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+			attrs = append(attrs, "api_key", r.key, "api_version", r.version, "client_id", sasl.LogText(r.clientID))
 		}
 		c.logBadRequest("closing connection: bad request", attrs...)
 		c.s.metrics.protocolError(decodeReason(err))
@@ -439,7 +440,7 @@ func (c *conn) readRequest() *request {
 	}
 	if err := checkEntries(r.req, c.s.cfg.MaxRequestPartitions); err != nil {
 		c.releaseBudget()
-		c.logBadRequest("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", r.clientID)
+		c.logBadRequest("closing connection: bad request", "err", err, "api_key", r.key, "api_version", r.version, "client_id", sasl.LogText(r.clientID))
 		c.s.metrics.protocolError("too_many_entries")
 		return nil
 	}
@@ -623,7 +624,7 @@ func (c *conn) serveOne(r *request) bool {
 	c.releaseBudget() // answered: what is left is the response
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.logger().Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", r.clientID, "err", err)
+			c.logger().Warn("closing connection: request failed", "api", kmsg.NameForKey(r.key), "api_version", r.version, "client_id", sasl.LogText(r.clientID), "err", err)
 		}
 		return false
 	}

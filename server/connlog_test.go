@@ -188,3 +188,42 @@ func TestClientRefusingTheNodeCertificateIsNamed(t *testing.T) {
 		t.Errorf("SSL failures = %v, want 1", got)
 	}
 }
+
+// TestClientTextCutInLogLines: the strings an unauthenticated client chooses
+// and the node quotes in its refusal lines (a SaslHandshake's mechanism, a
+// request's client id) are cut to sasl.MaxLogText bytes, with their
+// length. Uncut, one client that knows no credential made each of these
+// lines up to 32 KiB (the protocol's string limit), so the bound of 10 such
+// lines per 10 s bounded their count but not the log's growth.
+func TestClientTextCutInLogLines(t *testing.T) {
+	buf := &testlog.Buffer{}
+	f := startAuthServer(t, ProtocolSASLPlaintext, nil, nil, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(buf, nil))
+	})
+	long := strings.Repeat("M", 30000)
+
+	c := f.ts.dial(t)
+	if h := handshake(t, c, 1, long); h.ErrorCode != errUnsupportedSaslMechanism {
+		t.Fatalf("handshake for a long mechanism: error %d, want %d", h.ErrorCode, errUnsupportedSaslMechanism)
+	}
+	c.expectClosed()
+
+	c = f.ts.dial(t)
+	c.writeRaw(frame(keyHeartbeat, 0, 1, strings.Repeat("C", 30000), []byte{0, 1, 'g', 0, 0, 0, 1, 0, 1, 'm'}))
+	c.expectClosed()
+
+	out := buf.String()
+	for _, want := range []string{"closing connection: unsupported SASL mechanism", "closing connection: request before SASL authentication completed"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("no line %q in:\n%.2000s", want, out)
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if len(l) > 2048 {
+			t.Errorf("a %d-byte log line (client text not cut): %.300s…", len(l), l)
+		}
+	}
+	if !strings.Contains(out, "30000 bytes") {
+		t.Errorf("the cut text does not say how long it was:\n%.2000s", out)
+	}
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/security/acl"
+	"github.com/cohort-dev/cohort/security/sasl"
 )
 
 // Kafka error codes of the data-plane APIs.
@@ -285,7 +286,7 @@ func (c *conn) afterDataPlane(r *request, resp kmsg.Response, start time.Time) b
 		if !c.produceLogged {
 			c.produceLogged = true
 			c.s.prodLog.info(c.logger(), "refusing Produce: cohort stores no records (logged once per connection)",
-				"client_id", r.clientID, "api_version", r.version, "acks", req.Acks, "topics", len(req.Topics))
+				"client_id", sasl.LogText(r.clientID), "api_version", r.version, "acks", req.Acks, "topics", len(req.Topics))
 		}
 		if req.Acks == 0 {
 			// The producer reads no answer: Kafka closes the

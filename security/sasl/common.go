@@ -20,6 +20,26 @@ func failf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrAuthFailed}, args...)...)
 }
 
+// MaxLogText is the most of a client-chosen string (a client id, a SASL
+// mechanism name, a token's key id) a log line or failure reason quotes.
+// Such strings may hold tens of KiB, and some are logged before the client
+// has authenticated: the burst limits bound how many of those lines a client
+// makes, and this bounds how large each one is.
+const MaxLogText = 256
+
+// LogText is s for a log line: whole when it is at most MaxLogText bytes,
+// otherwise its start (cut at a character boundary) and its length.
+func LogText(s string) string {
+	if len(s) <= MaxLogText {
+		return s
+	}
+	n := MaxLogText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s…(%d bytes)", s[:n], len(s))
+}
+
 // unknownUser is the failure of a user the store does not know. It does not
 // quote the name, which is whatever the client sent: a password typed into
 // the user field would otherwise reach the log. The name's length and the

@@ -262,9 +262,9 @@ func (m *oauthMechanism) verifySignature(tok *jwt.JSONWebToken, hdr jose.Header)
 	}
 	var err error
 	if !tried {
-		err = fmt.Errorf("no key with kid %q", hdr.KeyID)
+		err = fmt.Errorf("no key with kid %q", LogText(hdr.KeyID))
 	} else {
-		err = fmt.Errorf("signature (%s, kid %q) not verified by the JWKS keys", hdr.Algorithm, hdr.KeyID)
+		err = fmt.Errorf("signature (%s, kid %q) not verified by the JWKS keys", hdr.Algorithm, LogText(hdr.KeyID))
 	}
 	// A key rotation whose new file does not load shows up here first:
 	// say so, or the operator sees only tokens failing.

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
@@ -565,5 +566,48 @@ func TestOAuthClockOffIsMeasured(t *testing.T) {
 			"expired (exp 2023-11-14T17:13:20Z, 5h0m0s before the node's clock; 30s of clock skew allowed)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { f.wantInvalid(t, tc.token, tc.reason) })
+	}
+}
+
+// TestOAuthLongKidCut: a token's kid is the client's choice, quoted in the
+// failure reason the server logs before the token is verified; a long one
+// (a token may be 64 KiB) is cut to its start and length (LogText), so that a client
+// with no credential cannot make each logged failure tens of KiB.
+func TestOAuthLongKidCut(t *testing.T) {
+	testKeys(t)
+	f := newOAuthFixture(t, OAuthConfig{}, bothKeys()...)
+	long := strings.Repeat("k", 40000)
+	for _, tc := range []struct{ name, token, reason string }{
+		{"unknown kid", sign(t, jose.RS256, rsaKey, long, claims()), `no key with kid "` + strings.Repeat("k", 256)},
+		{"unknown kid, bad signature", handmade(map[string]any{"alg": "RS256", "kid": long}, claims(), func(string) []byte { return make([]byte, 256) }), "no key with kid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, _, err := f.step(initial(tc.token))
+			if err == nil {
+				t.Fatal("a token of an unknown kid verified")
+			}
+			if !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("reason %q does not contain %q", err.Error()[:min(len(err.Error()), 300)], tc.reason)
+			}
+			if len(err.Error()) > 1024 {
+				t.Errorf("a %d-byte failure reason: the kid is not cut", len(err.Error()))
+			}
+			if !strings.Contains(err.Error(), "40000 bytes") {
+				t.Errorf("the reason does not give the kid's length: %.400s", err.Error())
+			}
+		})
+	}
+}
+
+// TestLogTextCutsAtCharacter: a cut string stays valid UTF-8 and a short one
+// is left whole.
+func TestLogTextCutsAtCharacter(t *testing.T) {
+	if got := LogText("short"); got != "short" {
+		t.Errorf("LogText(short) = %q", got)
+	}
+	long := strings.Repeat("é", MaxLogText) // 2 bytes each: the cut falls inside one
+	got := LogText("x" + long)
+	if !utf8.ValidString(got) || !strings.HasSuffix(got, fmt.Sprintf("…(%d bytes)", 1+len(long))) || len(got) > MaxLogText+20 {
+		t.Errorf("LogText of a long string = %q", got)
 	}
 }
