@@ -146,6 +146,12 @@ type RebalanceEvent struct {
 	// it was in progress (they did not start another one), in order.
 	Cause      Cause   `json:"cause"`
 	MoreCauses []Cause `json:"more_causes,omitempty"`
+	// CutCauses counts by kind the causes the rebalance took in past the
+	// 64 MoreCauses keeps (a rebalance in which hundreds of members timed
+	// out). Memory only, never stored: it is for OnRebalance, whose
+	// observer counts every member removed for a timeout
+	// (cohort_group_member_timeouts_total), not only the first 65.
+	CutCauses map[CauseKind]int `json:"-"`
 	// JoinMs and SyncMs are the phases (classic: join barrier, then until
 	// the assignment is stored; consumer: JoinMs is until the target
 	// assignment was computed (0), SyncMs until every member converged).

@@ -45,7 +45,8 @@ type cTracker struct {
 	epoch     int32
 	cause     Cause
 	more      []Cause
-	targetAt  time.Time // when the target at epoch was computed; zero until then
+	cut       map[CauseKind]int // causes past more's bound (RebalanceEvent.CutCauses)
+	targetAt  time.Time         // when the target at epoch was computed; zero until then
 	// earlier is how long earlier targets of the event were in force
 	// before a bump it took in replaced them (RebalanceEvent.EarlierTargetMs).
 	earlier time.Duration
@@ -198,9 +199,7 @@ func (g *Group) cNoteStatic(h *hbReq, old *cmember, newID string) {
 			delete(rb.pending, old.id)
 			rb.pending[newID] = w
 		}
-		if len(rb.more) < 64 {
-			rb.more = append(rb.more, c)
-		}
+		rb.more = addMore(rb.more, &rb.cut, maxMoreCauses, c)
 	}
 }
 
@@ -333,9 +332,7 @@ func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
 			// The group turned classic (or went): the event ends.
 			if rb := pre.hist.rb; rb != nil {
 				pre.hist.rb = nil
-				if len(rb.more) < 64 {
-					rb.more = append(rb.more, Cause{Kind: CauseOther, At: h.now, Detail: "group converted to the classic protocol"})
-				}
+				rb.more = addMore(rb.more, &rb.cut, maxMoreCauses, Cause{Kind: CauseOther, At: h.now, Detail: "group converted to the classic protocol"})
 				g.cFinish(h, rb, "superseded")
 			}
 		case !r.del && pre.consumer && g.cg != nil && g.cg.epoch > pre.epoch:
@@ -410,9 +407,7 @@ func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
 		return
 	}
 	if g.rb != nil {
-		if len(g.rb.more) < 64 {
-			g.rb.more = append(g.rb.more, c)
-		}
+		g.rb.more = addMore(g.rb.more, &g.rb.cut, maxMoreCauses, c)
 		g.rbFinish(now, "superseded", out)
 		return
 	}
@@ -492,9 +487,7 @@ func (g *Group) cExtend(h *hbReq, rb *cTracker) {
 		causes = []Cause{{Kind: CauseOther, At: h.now, Detail: "group epoch bumped"}}
 	}
 	for _, c := range causes {
-		if len(rb.more) < cMergeCauses {
-			rb.more = append(rb.more, c)
-		}
+		rb.more = addMore(rb.more, &rb.cut, cMergeCauses, c)
 	}
 	h.causes = h.causes[:0]
 	rb.epoch = cg.epoch
@@ -579,7 +572,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	now := h.now
 	ev := RebalanceEvent{Group: g.id, Type: "consumer", ProtocolType: "consumer", FromGeneration: rb.fromEpoch,
 		Generation: rb.epoch, Start: rb.start, End: now, Outcome: outcome, Cause: rb.cause, MoreCauses: rb.more,
-		DurationMs: now.Sub(rb.start).Milliseconds(), Evicted: rb.evicted, WaitedFor: rb.waits}
+		CutCauses: rb.cut, DurationMs: now.Sub(rb.start).Milliseconds(), Evicted: rb.evicted, WaitedFor: rb.waits}
 	if !rb.targetAt.IsZero() {
 		ev.JoinMs = rb.targetAt.Sub(rb.start).Milliseconds()
 		ev.SyncMs = ev.DurationMs - ev.JoinMs // rounded once: join_ms + sync_ms = duration_ms

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -175,8 +176,9 @@ type rbTracker struct {
 	fromGen    int32
 	cause      Cause
 	more       []Cause
-	phaseStart time.Time // start of the current join or sync phase
-	syncing    bool      // in the sync phase
+	cut        map[CauseKind]int // causes past more's bound (RebalanceEvent.CutCauses)
+	phaseStart time.Time         // start of the current join or sync phase
+	syncing    bool              // in the sync phase
 	// initialDelay: a join phase of it began with the initial rebalance
 	// delay (a group that was Empty, KIP-134).
 	initialDelay bool
@@ -190,6 +192,23 @@ type rbTracker struct {
 	evicted    []string
 	before     map[string][]byte // member id -> assignment before
 	beforeInst map[string]string // instance id -> member id before (static renames)
+}
+
+// maxMoreCauses bounds an event's MoreCauses (the storm detector counts
+// their kinds; the ones past it are counted in CutCauses).
+const maxMoreCauses = 64
+
+// addMore appends c to more, or, when more already holds limit causes,
+// counts it in *cut by kind (RebalanceEvent.CutCauses).
+func addMore(more []Cause, cut *map[CauseKind]int, limit int, c Cause) []Cause {
+	if len(more) < limit {
+		return append(more, c)
+	}
+	if *cut == nil {
+		*cut = map[CauseKind]int{}
+	}
+	(*cut)[c.Kind]++
+	return more
 }
 
 // cause builds a Cause about member m (nil: none).
@@ -208,9 +227,7 @@ func (g *Group) note(c Cause) {
 		return
 	}
 	if g.rb != nil {
-		if len(g.rb.more) < 64 {
-			g.rb.more = append(g.rb.more, c)
-		}
+		g.rb.more = addMore(g.rb.more, &g.rb.cut, maxMoreCauses, c)
 		return
 	}
 	if g.loaded && c.Kind == CauseMetadataChanged {
@@ -403,8 +420,8 @@ func (g *Group) altsOf(w, cur *rbTracker, now time.Time, outcome string, assign 
 		if cur != nil {
 			m = m.absorb(cur)
 		}
-		if more != nil && len(m.more) < 64 {
-			m.more = append(m.more, *more)
+		if more != nil {
+			m.more = addMore(m.more, &m.cut, maxMoreCauses, *more)
 		}
 		a.evs = append(a.evs, g.rbEvent(m, now, outcome, assign))
 	}
@@ -531,6 +548,7 @@ func (g *Group) rbAssignWritten(now time.Time, seq uint64, rb *rbTracker, gen in
 func (rb *rbTracker) clone() *rbTracker {
 	m := *rb
 	m.more, m.evicted = slices.Clip(rb.more), slices.Clip(rb.evicted)
+	m.cut = maps.Clone(rb.cut)
 	m.ended, m.next, m.prev, m.cont = nil, nil, nil, nil
 	return &m
 }
@@ -547,9 +565,13 @@ func (g *Group) live() bool { return g.s.groups[g.id] == g && g.state != Dead }
 // until cur started; cur's causes follow rb's, and its phases are the last.
 func (rb *rbTracker) absorb(cur *rbTracker) *rbTracker {
 	for _, c := range append([]Cause{cur.cause}, cur.more...) {
-		if len(rb.more) < 64 {
-			rb.more = append(rb.more, c)
+		rb.more = addMore(rb.more, &rb.cut, maxMoreCauses, c)
+	}
+	for k, n := range cur.cut {
+		if rb.cut == nil {
+			rb.cut = map[CauseKind]int{}
 		}
+		rb.cut[k] += n
 	}
 	if rb.syncing {
 		rb.sync += cur.start.Sub(rb.phaseStart)
@@ -577,7 +599,7 @@ func (g *Group) rbEvent(rb *rbTracker, now time.Time, outcome string, assign fun
 	}
 	ev := RebalanceEvent{Group: g.id, Type: "classic", ProtocolType: g.protocolType,
 		FromGeneration: rb.fromGen, Generation: g.generation, Start: rb.start, End: now, Outcome: outcome,
-		Cause: rb.cause, MoreCauses: slices.Clip(rb.more), DurationMs: now.Sub(rb.start).Milliseconds(),
+		Cause: rb.cause, MoreCauses: slices.Clip(rb.more), CutCauses: maps.Clone(rb.cut), DurationMs: now.Sub(rb.start).Milliseconds(),
 		JoinMs: join.Milliseconds(), SyncMs: (join + sync).Milliseconds() - join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: slices.Clip(rb.evicted),
 		InitialDelay: rb.initialDelay}
 	// storeWaits reorders what it is given: a list of its own.

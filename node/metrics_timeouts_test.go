@@ -27,6 +27,9 @@ func TestMetricsMemberTimeouts(t *testing.T) {
 		MoreCauses: []group.Cause{{Kind: group.CauseSyncTimeout}, {Kind: group.CauseLeaderNotSynced}}})
 	m.observe(group.RebalanceEvent{Type: "consumer", Cause: group.Cause{Kind: group.CauseMemberJoined},
 		MoreCauses: []group.Cause{{Kind: group.CauseRebalanceTimeout}, {Kind: group.CauseMemberLeft}}})
+	// Causes past the 64 an event keeps count too.
+	m.observe(group.RebalanceEvent{Type: "consumer", Cause: group.Cause{Kind: group.CauseSessionTimeout},
+		CutCauses: map[group.CauseKind]int{group.CauseSessionTimeout: 40, group.CauseMemberLeft: 3}})
 	want := `
 # HELP cohort_group_member_timeouts_total Members the coordinator removed for a timeout, by group type and timeout, whether the removal started a rebalance or came during one.
 # TYPE cohort_group_member_timeouts_total counter
@@ -35,7 +38,7 @@ cohort_group_member_timeouts_total{timeout="leader_not_synced",type="consumer"} 
 cohort_group_member_timeouts_total{timeout="rebalance_timeout",type="classic"} 2
 cohort_group_member_timeouts_total{timeout="rebalance_timeout",type="consumer"} 1
 cohort_group_member_timeouts_total{timeout="session_timeout",type="classic"} 1
-cohort_group_member_timeouts_total{timeout="session_timeout",type="consumer"} 0
+cohort_group_member_timeouts_total{timeout="session_timeout",type="consumer"} 41
 cohort_group_member_timeouts_total{timeout="sync_timeout",type="classic"} 1
 cohort_group_member_timeouts_total{timeout="sync_timeout",type="consumer"} 0
 `

@@ -121,6 +121,13 @@ func (m *rebalanceMetrics) observe(ev group.RebalanceEvent) {
 			c.Inc()
 		}
 	}
+	// And those past the 64 more causes an event keeps (a rebalance in
+	// which hundreds of members timed out at once).
+	for kind, n := range ev.CutCauses {
+		if c, ok := m.timeouts[rebalanceKey{typ, kind}]; ok {
+			c.Add(float64(n))
+		}
+	}
 	m.join[typ].Observe((time.Duration(ev.JoinMs) * time.Millisecond).Seconds())
 	m.sync[typ].Observe((time.Duration(ev.SyncMs) * time.Millisecond).Seconds())
 }
