@@ -258,6 +258,12 @@ func (g *Group) appendDeletion(recs []rec) []rec {
 	}
 	if g.cg != nil {
 		recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
+	} else {
+		// A classic group whose conversion from a consumer group is in
+		// flight (or failed): the conversion's tombstones too, or a lost
+		// conversion left the consumer group's record stored and the
+		// group answered deleted came back at the reload (cgending.go).
+		recs = append(recs, g.s.endingConsumer(g.id)...)
 	}
 	if g.persisted || g.cg == nil {
 		recs = append(recs, groupTombstone(g.id))
