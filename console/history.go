@@ -118,13 +118,13 @@ func causeWord(k group.CauseKind) string {
 	return strings.ReplaceAll(string(k), "_", " ")
 }
 
-// who names a member: client id, host, instance id, member id.
 // clientHost is a member's host as the page shows it: the address alone.
 // A node reports a consumer-protocol member's host as Kafka does, in the
 // form of Java's InetAddress text ("/127.0.0.1"); the CLI drops the slash
 // too, so both show the same.
 func clientHost(h string) string { return strings.TrimPrefix(h, "/") }
 
+// who names a member: client id, host, instance id, member id.
 func who(memberID, instanceID, clientID, host string) string {
 	var parts []string
 	if clientID != "" {
