@@ -53,8 +53,16 @@ func (n *Node) startHTTP(addr string, reg *prometheus.Registry) error {
 	// stayed, or announced a body and stalled, held its descriptor for
 	// ever, and enough of them exhausted the process's descriptors, so that
 	// the Kafka listeners could no longer accept anyone.
-	n.http = &http.Server{Handler: guardHTTP(n.mux, n.cfg.HTTPHosts), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+	//
+	// Over HTTPS clients may speak HTTP/2, whose connections carry many
+	// requests at once: limitRequests bounds the requests in the handlers
+	// as the connection bounds do for HTTP/1, and a connection's streams
+	// are held to 100 (the least RFC 9113 recommends; Go's default is 250),
+	// so that the goroutines of the streams refused there stay few too.
+	n.http = &http.Server{Handler: limitRequests(guardHTTP(n.mux, n.cfg.HTTPHosts), maxHTTPConns, maxHTTPConnsPerIP),
+		ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxHTTP2Streams},
 		// The stdlib logs every failed TLS handshake (scanners, plain HTTP
 		// sent to the HTTPS port): at debug level here, not on stderr.
 		ErrorLog: slog.NewLogLogger(n.log.Handler(), slog.LevelDebug)}
@@ -192,6 +200,7 @@ func writeText(w http.ResponseWriter, code int, body string) {
 const (
 	maxHTTPConns      = 256
 	maxHTTPConnsPerIP = 32
+	maxHTTP2Streams   = 100
 )
 
 // limitListener accepts at most n connections at once, and at most perIP

@@ -63,6 +63,9 @@ func TestHTTPListenerLimits(t *testing.T) {
 	}
 	defer n.Close()
 	h := n.http
+	if h.HTTP2 == nil || h.HTTP2.MaxConcurrentStreams <= 0 || h.HTTP2.MaxConcurrentStreams > maxHTTP2Streams {
+		t.Fatalf("HTTP/2 streams per connection not bounded: %+v", h.HTTP2)
+	}
 	if h.ReadHeaderTimeout <= 0 || h.ReadTimeout <= 0 || h.WriteTimeout <= 0 || h.IdleTimeout <= 0 || h.MaxHeaderBytes <= 0 {
 		t.Fatalf("HTTP server without a bound: header %v, read %v, write %v, idle %v, header bytes %d",
 			h.ReadHeaderTimeout, h.ReadTimeout, h.WriteTimeout, h.IdleTimeout, h.MaxHeaderBytes)
