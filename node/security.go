@@ -40,7 +40,7 @@ type SecurityConfig struct {
 	// authentication (0: the default, 100ms; negative: none).
 	FailedAuthDelay time.Duration
 	// AuthTimeout bounds a new connection's TLS handshake and SASL
-	// exchange (default 10s).
+	// exchange together, from its start (default 10s).
 	AuthTimeout time.Duration
 	// Authorizer enforces ACLs even when no listener authenticates
 	// anyone; ACLs are enforced anyway once one does.

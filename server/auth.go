@@ -144,11 +144,12 @@ type connAuth struct {
 // refused as when there is no session to renew.
 const minReauthInterval = time.Second
 
-// handshakeTLS completes the TLS handshake of a new connection within the
-// authentication timeout and sets the certificate's principal.
+// handshakeTLS completes the TLS handshake of a new connection by the
+// connection's authentication deadline and sets the certificate's
+// principal.
 func (c *conn) handshakeTLS() error {
 	tc := c.nc.(*tls.Conn)
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.sec.timeout)
+	ctx, cancel := context.WithDeadline(c.ctx, c.auth.deadline)
 	defer cancel()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		if refusedServerCertificate(err) {
@@ -190,8 +191,14 @@ func refusedServerCertificate(err error) bool {
 // startAuth prepares a new connection: TLS handshake, and on SASL
 // listeners a deadline by which the client must have authenticated.
 // false closes the connection.
+//
+// The authentication timeout runs from here for the whole unauthenticated
+// phase: on a SASL_SSL listener the TLS handshake and the SASL exchange
+// share it, so that a client that knows no credential holds the
+// connection for one timeout, not for one per step.
 func (c *conn) startAuth() bool {
 	c.auth.principal = Anonymous
+	c.auth.deadline = time.Now().Add(c.s.sec.timeout)
 	if c.l.IsTLS() {
 		if err := c.handshakeTLS(); err != nil {
 			if c.ctx.Err() == nil {
@@ -209,8 +216,8 @@ func (c *conn) startAuth() bool {
 		c.auth.started = c.s.sec.now()
 		// Reads and writes: a client that pipelines requests and never
 		// reads the answers blocks the connection in a write, and must not
-		// outlive the authentication timeout either.
-		c.setAuthDeadline()
+		// outlive the authentication deadline either.
+		c.nc.SetDeadline(c.auth.deadline)
 	}
 	return true
 }

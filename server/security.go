@@ -37,7 +37,7 @@ type Security struct {
 	// 100ms as in Kafka; negative means no wait.
 	FailedAuthDelay time.Duration
 	// AuthTimeout bounds the TLS handshake and the SASL exchange of a new
-	// connection (default 10s).
+	// connection together, from its start (default 10s).
 	AuthTimeout time.Duration
 	// Now is the clock of session lifetimes (nil: time.Now).
 	Now func() time.Time
