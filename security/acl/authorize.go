@@ -40,7 +40,8 @@ type Authorizer struct {
 //
 // Hosts compare as strings and, where both are IP addresses, as
 // addresses, so "::1" and "0:0:0:0:0:0:0:1" (Java's spelling) are one
-// host; Kafka compares the strings only.
+// host; Kafka compares the strings only. An IPv6 zone (fe80::1%eth0) is
+// ignored by a DENY and must match for an ALLOW (sameAddr).
 //
 // Authorize does not allocate: it looks up the resource's literal name,
 // "*", and each distinct prefix length of the type's PREFIXED bindings.
@@ -145,7 +146,7 @@ func (m *matcher) apply(es []entry) {
 		if e.principal != m.principal && e.principal != WildcardPrincipal {
 			continue
 		}
-		if e.host != Wildcard && e.host != m.host && !m.sameAddr(e.addr) {
+		if e.host != Wildcard && e.host != m.host && !m.sameAddr(e.addr, e.perm == PermissionDeny) {
 			continue
 		}
 		switch e.perm {
@@ -162,8 +163,16 @@ func (m *matcher) apply(es []entry) {
 	}
 }
 
-// sameAddr reports whether m's host is the IP address a.
-func (m *matcher) sameAddr(a netip.Addr) bool {
+// sameAddr reports whether m's host is the IP address a; anyZone compares
+// them without their IPv6 zones (fe80::1%eth0 is then fe80::1).
+//
+// A client's link-local address comes with the zone of the interface it
+// arrived on. A DENY compares without zones, so that one written without
+// the zone (or with another spelling of it) still applies: a DENY must not
+// be escaped by how the address is written. An ALLOW compares with them: a
+// link-local address is unique on its link only, and an ALLOW for fe80::1
+// must not let in whoever holds that address on every link of the node.
+func (m *matcher) sameAddr(a netip.Addr, anyZone bool) bool {
 	if !a.IsValid() {
 		return false
 	}
@@ -172,6 +181,9 @@ func (m *matcher) sameAddr(a netip.Addr) bool {
 		if h, err := netip.ParseAddr(m.host); err == nil {
 			m.addr = h.Unmap()
 		}
+	}
+	if anyZone {
+		return m.addr.WithZone("") == a.WithZone("")
 	}
 	return m.addr == a
 }
