@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/security/principal"
 	"github.com/cohort-dev/cohort/security/sasl"
 )
 
@@ -99,12 +100,10 @@ func newSecurityRuntime(cfg *Security) securityRuntime {
 	return r
 }
 
-// cnPrincipal is the default principal of a client certificate: User:<CN>.
+// cnPrincipal is the default principal of a client certificate: User:<CN>,
+// refused without a CN or with several (principal.FromCertificate).
 func cnPrincipal(cert *x509.Certificate) (string, error) {
-	if cert.Subject.CommonName == "" {
-		return "", errors.New("the client certificate's subject has no CN")
-	}
-	return "User:" + cert.Subject.CommonName, nil
+	return principal.FromCertificate(cert, nil)
 }
 
 // saslState is where a connection is in its SASL exchange.

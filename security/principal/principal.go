@@ -6,6 +6,8 @@ package principal
 
 import (
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"regexp"
@@ -187,8 +189,8 @@ func (r *Rules) String() string {
 // FromCertificate returns the principal ("User:<name>") of a verified
 // client certificate.
 //
-// With nil rules the name is the subject's CN (the last CN attribute),
-// and a certificate without one is an error: cohort's default. Kafka's
+// With nil rules the name is the subject's CN, and a certificate without
+// one, or with more than one, is an error: cohort's default. Kafka's
 // default is the rule DEFAULT, the whole DN; pass ParseRules("DEFAULT")
 // for that.
 //
@@ -209,15 +211,26 @@ func FromCertificate(cert *x509.Certificate, r *Rules) (string, error) {
 		return "", errors.New("principal: no certificate")
 	}
 	if r == nil {
-		if cert.Subject.CommonName == "" {
-			// Named in the form rules match (RFC 2253, as Java), as every
-			// error here, so that the log shows one form an operator can
-			// copy into --tls-principal-rules.
+		// Named in the form rules match (RFC 2253, as Java), as every
+		// error here, so that the log shows one form an operator can copy
+		// into --tls-principal-rules.
+		dnOf := func() string {
 			dn, err := subjectDN(cert.RawSubject)
 			if err != nil {
 				dn = cert.Subject.String()
 			}
-			return "", fmt.Errorf("principal: certificate subject DN %q has no CN", dn)
+			return dn
+		}
+		if cert.Subject.CommonName == "" {
+			return "", fmt.Errorf("principal: certificate subject DN %q has no CN", dnOf())
+		}
+		if n := countCNs(cert.Subject.Names); n > 1 {
+			// Which CN names the client is anyone's guess: Go keeps the
+			// last, and within one RDN the order is DER's, not the
+			// issuer's. A CA that checked one and copied the other would
+			// hand out another user's principal.
+			return "", fmt.Errorf("principal: certificate subject DN %q has %d CNs, so its CN names no one client; "+
+				"map such certificates with --tls-principal-rules, which see the whole DN", dnOf(), n)
 		}
 		return "User:" + cert.Subject.CommonName, nil
 	}
@@ -233,4 +246,19 @@ func FromCertificate(cert *x509.Certificate, r *Rules) (string, error) {
 		return "", fmt.Errorf("principal: rules %s map DN %q to an empty name", r, dn)
 	}
 	return "User:" + name, nil
+}
+
+// oidCommonName is the CN attribute type, 2.5.4.3.
+var oidCommonName = asn1.ObjectIdentifier{2, 5, 4, 3}
+
+// countCNs counts the CN attributes among a subject's attributes (every
+// RDN's, as crypto/x509 parsed them).
+func countCNs(names []pkix.AttributeTypeAndValue) int {
+	n := 0
+	for _, a := range names {
+		if a.Type.Equal(oidCommonName) {
+			n++
+		}
+	}
+	return n
 }
