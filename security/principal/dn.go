@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -82,7 +83,36 @@ func writeAttribute(b *strings.Builder, a attribute) {
 	}
 	b.WriteString(keyword)
 	b.WriteByte('=')
-	writeValue(b, string(v.Bytes))
+	writeValue(b, decodeText(v.Tag, v.Bytes))
+}
+
+// decodeText is the text of a string value as Java reads it: a BMPString
+// is UTF-16 big-endian (an odd last byte, or a lone surrogate, is U+FFFD),
+// a T61String ISO-8859-1 (each byte the code point of its value), the
+// other types their bytes. A CA may encode a name in any of them, and the
+// DN rules, ACLs and super users see must be the same text whichever it
+// chose: printed as raw bytes, a BMPString CN=mallory read CN=\00m\00a…, a
+// principal no DENY written for mallory names.
+func decodeText(tag int, raw []byte) string {
+	switch tag {
+	case asn1.TagBMPString:
+		units := make([]uint16, 0, len(raw)/2)
+		for i := 0; i+1 < len(raw); i += 2 {
+			units = append(units, uint16(raw[i])<<8|uint16(raw[i+1]))
+		}
+		s := string(utf16.Decode(units))
+		if len(raw)%2 == 1 {
+			s += string(utf8.RuneError)
+		}
+		return s
+	case asn1.TagT61String:
+		rs := make([]rune, len(raw))
+		for i, c := range raw {
+			rs[i] = rune(c)
+		}
+		return string(rs)
+	}
+	return string(raw)
 }
 
 // writeValue escapes a text value as Java does: a backslash before each of
