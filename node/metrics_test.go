@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,6 +59,21 @@ func httpGet(t testing.TB, addr, path string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// labelValue names the first series with one of values as a label value
+// ("family{label=value}"), or "" if none has.
+func (s scrape) labelValue(values ...string) string {
+	for name, mf := range s {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if slices.Contains(values, l.GetValue()) {
+					return name + "{" + l.GetName() + "=" + l.GetValue() + "}"
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // value sums the series of name whose labels include labels (k, v pairs):
@@ -228,6 +244,11 @@ func TestMetricsChurn(t *testing.T) {
 	s := scrapeMetrics(t, addr)
 	if v := s.value("cohort_server_connections", "listener", "PLAINTEXT"); v < 3 {
 		t.Errorf("connections on PLAINTEXT %v with three clients", v)
+	}
+	// /metrics may be open to anyone who reaches the HTTP port: it names
+	// no group or topic (docs/security.md), only counts them.
+	if where := s.labelValue("churn", "events"); where != "" {
+		t.Errorf("/metrics names a group or topic: %s", where)
 	}
 	// A request is counted after its response is written, and a
 	// follower's SyncGroup may come after the leader's made the group
