@@ -205,6 +205,14 @@ func (cc *ClusterConfig) check() error {
 	if len(cc.Endpoints) == 0 {
 		return errors.New("--etcd names no etcd endpoint: want host:port or https://host:port, comma-separated")
 	}
+	for i, ep := range cc.Endpoints {
+		if endpointHasUserInfo(ep) {
+			// Not quoted: what precedes the '@' may be a password.
+			return fmt.Errorf("--etcd endpoint %d of %d holds a user name and password (user:password@host): the etcd client does not use them, "+
+				"and a password there is on the command line and in every error naming the endpoints; give the user in --etcd-user "+
+				"and its password in --etcd-password-file or COHORT_ETCD_PASSWORD", i+1, len(cc.Endpoints))
+		}
+	}
 	// A prefix's bytes end up where a partition number starts in the
 	// keys of a cluster whose prefix is a shorter one (P d <partition>);
 	// cohort's partitions start with 0 or 0xff, which UTF-8 without NUL
@@ -229,6 +237,22 @@ func (cc *ClusterConfig) check() error {
 		}
 	}
 	return nil
+}
+
+// endpointHasUserInfo reports whether an etcd endpoint (host:port or
+// scheme://host:port) has a user part before its host, user@ or
+// user:password@. Unix socket endpoints (unix://, unixs://) name paths and
+// are left alone.
+func endpointHasUserInfo(ep string) bool {
+	rest := ep
+	if scheme, after, ok := strings.Cut(ep, "://"); ok {
+		if s := strings.ToLower(scheme); s == "unix" || s == "unixs" {
+			return false
+		}
+		rest = after
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	return strings.Contains(authority, "@")
 }
 
 // Warnings are the start-up warnings about cc: a password sent to etcd in
