@@ -170,6 +170,29 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 	return nil
 }
 
+// maxPasswordFileBytes bounds what is read of --etcd-password-file: a
+// password is a line, and a wrong path (a log, /dev/zero) must fail rather
+// than fill the memory, as the TLS files' bound does.
+const maxPasswordFileBytes = 64 << 10
+
+// readSmallFile reads the file at path, refusing one over limit bytes
+// without reading more than limit+1 of it.
+func readSmallFile(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than %d KiB: not a password file", path, limit>>10)
+	}
+	return b, nil
+}
+
 // etcdPassword is the password of the etcd user: the first line of file,
 // or else $COHORT_ETCD_PASSWORD. Never a flag's value, which any user of
 // the machine can read from the process list.
@@ -184,7 +207,7 @@ func etcdPassword(user, file string) (string, error) {
 	case file != "" && inEnv:
 		return "", usagef("--etcd-password-file and COHORT_ETCD_PASSWORD are both set: give the etcd password once")
 	case file != "":
-		b, err := os.ReadFile(file)
+		b, err := readSmallFile(file, maxPasswordFileBytes)
 		if err != nil {
 			return "", fmt.Errorf("--etcd-password-file: %w", err)
 		}
