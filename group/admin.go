@@ -23,16 +23,25 @@ const authorizedGroupOps = 1<<3 | 1<<6 | 1<<8 | 1<<10 | 1<<11
 const opsUnset = -2147483648
 
 // DescribeGroup describes one group (docs/group-semantics.md §describe). v is
-// the request version; includeOps is IncludeAuthorizedOperations.
+// the request version; includeOps is IncludeAuthorizedOperations. It gives
+// no LastHeardTag (it has no time to measure silences by): DescribeGroupAt
+// does.
 func (s *Shard) DescribeGroup(id string, v int16, includeOps bool) kmsg.DescribeGroupsResponseGroup {
-	return s.describeGroup(id, v, includeOps, -1)
+	return s.describeGroup(id, v, includeOps, -1, time.Time{})
+}
+
+// DescribeGroupAt is DescribeGroup at now: in flexible versions (v5+) each
+// member carries LastHeardTag.
+func (s *Shard) DescribeGroupAt(id string, v int16, includeOps bool, now time.Time) kmsg.DescribeGroupsResponseGroup {
+	return s.describeGroup(id, v, includeOps, -1, now)
 }
 
 // describeGroup is DescribeGroup listing at most maxMembers members and
 // giving the member count in MembersTag, or a consumer-protocol group's
 // summary in ConsumerSummaryTag; maxMembers < 0: every member, no count, no
-// summary (a request without the tag).
-func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers int) kmsg.DescribeGroupsResponseGroup {
+// summary (a request without the tag). now dates the members' LastHeardTag
+// (zero: none).
+func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers int, now time.Time) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
 	d.AuthorizedOperations = opsUnset
@@ -89,6 +98,11 @@ func (s *Shard) describeGroup(id string, v int16, includeOps bool, maxMembers in
 		}
 		if stable {
 			dm.ProtocolMetadata = m.metadataFor(g.protocol)
+		}
+		if v >= 5 && !now.IsZero() {
+			if l, ok := g.lastHeard(m, now); ok {
+				dm.UnknownTags.Set(LastHeardTag, appendLastHeard(l))
+			}
 		}
 		d.Members = append(d.Members, dm)
 	}

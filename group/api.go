@@ -159,12 +159,12 @@ var apiTable = []API{
 			return resp
 		},
 		Error: consumerDescribeError,
-		Serve: func(s *Shard, _ time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
+		Serve: func(s *Shard, now time.Time, t Ticket, _ Client, r kmsg.Request, out *Output) {
 			q := r.(*kmsg.ConsumerGroupDescribeRequest)
 			resp := kmsg.NewPtrConsumerGroupDescribeResponse()
 			resp.Version = q.Version
 			for _, id := range q.Groups {
-				resp.Groups = append(resp.Groups, s.DescribeConsumerGroup(id, q.Version, q.IncludeAuthorizedOperations))
+				resp.Groups = append(resp.Groups, s.DescribeConsumerGroupAt(id, q.Version, q.IncludeAuthorizedOperations, now))
 			}
 			out.reply(t, resp)
 		},
@@ -321,7 +321,7 @@ var apiTable = []API{
 				maxMembers = int(m)
 			}
 			for _, id := range q.Groups {
-				d := s.describeGroup(id, q.Version, q.IncludeAuthorizedOperations, maxMembers)
+				d := s.describeGroup(id, q.Version, q.IncludeAuthorizedOperations, maxMembers, now)
 				if hist {
 					// HistoryTag: asked for; consumer-protocol groups
 					// carry it too (they answer as missing otherwise).

@@ -2,6 +2,7 @@ package group
 
 import (
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -9,8 +10,16 @@ import (
 // DescribeConsumerGroup describes one consumer-protocol group
 // (ConsumerGroupDescribe): its state and epochs, the assignor, and each
 // member with its current assignment (without the partitions pending
-// revocation, as Kafka's; those are in RevokingTag) and its target.
+// revocation, as Kafka's; those are in RevokingTag) and its target. It gives
+// no LastHeardTag: DescribeConsumerGroupAt does.
 func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.ConsumerGroupDescribeResponseGroup {
+	return s.DescribeConsumerGroupAt(id, v, includeOps, time.Time{})
+}
+
+// DescribeConsumerGroupAt is DescribeConsumerGroup at now: each member
+// carries LastHeardTag (every version of ConsumerGroupDescribe is
+// flexible); a zero now gives none.
+func (s *Shard) DescribeConsumerGroupAt(id string, v int16, includeOps bool, now time.Time) kmsg.ConsumerGroupDescribeResponseGroup {
 	d := kmsg.NewConsumerGroupDescribeResponseGroup()
 	d.Group = id
 	if id == "" {
@@ -55,6 +64,11 @@ func (s *Shard) DescribeConsumerGroup(id string, v int16, includeOps bool) kmsg.
 		// What it still holds and must give up, in cohort's tag.
 		SetRevoking(&dm, s.describeSet(m.pending))
 		dm.TargetAssignment = s.describeSet(cg.target[m.id])
+		if !now.IsZero() {
+			if l, ok := g.consumerLastHeard(m, now); ok {
+				dm.UnknownTags.Set(LastHeardTag, appendLastHeard(l))
+			}
+		}
 		dm.MemberType = 1 // a consumer-protocol member
 		if m.classic != nil {
 			dm.MemberType = 0 // a classic member of a mixed group

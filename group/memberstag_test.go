@@ -143,7 +143,7 @@ func (h *h) describeUnbounded(v int16, ids []string) []byte {
 	resp := kmsg.NewPtrDescribeGroupsResponse()
 	resp.Version = v
 	for _, id := range ids {
-		resp.Groups = append(resp.Groups, h.s.DescribeGroup(id, v, false))
+		resp.Groups = append(resp.Groups, h.s.DescribeGroupAt(id, v, false, h.now))
 	}
 	return resp.AppendTo(nil)
 }

@@ -1,0 +1,111 @@
+package group
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// LastHeardTag is a tagged field cohort adds to each member of a
+// DescribeGroups answer (flexible versions, v5+) and of a
+// ConsumerGroupDescribe answer: how long ago the coordinator last heard from
+// the member, and its session timeout. A member whose process hangs keeps
+// its place in the group until its session runs out; with the tag an
+// operator sees it going quiet long before that. Clients that do not know
+// the tag skip it (franz-go keeps it in UnknownTags).
+//
+// Value: int64 milliseconds since the member was last heard from (by the
+// coordinator's clock: its last Heartbeat, JoinGroup, SyncGroup or
+// OffsetCommit that extended its session in a classic group, its last
+// ConsumerGroupHeartbeat in a consumer group), int32 its session timeout in
+// milliseconds, int8 flags: 1 = a JoinGroup or SyncGroup of the member is
+// parked at the coordinator, so it counts as alive and its session does not
+// run (the silence is then 0).
+//
+// The silence is derived from the member's session deadline (the deadline
+// minus the session timeout), which every message that keeps the member
+// alive moves: the heartbeat path does no extra work for it. So the time
+// left before eviction (session minus silence) is exact; right after a load
+// (restart, failover) the silence counts from the load.
+const LastHeardTag = 10007
+
+// LastHeard is the value of LastHeardTag.
+type LastHeard struct {
+	Silent  time.Duration // since the member was last heard from
+	Session time.Duration // its session timeout
+	Parked  bool          // a JoinGroup/SyncGroup of it is parked: its session does not run
+}
+
+// EvictIn is how long until the session timeout evicts the member (0 when
+// it is due; Parked: not counting).
+func (l LastHeard) EvictIn() time.Duration { return max(0, l.Session-l.Silent) }
+
+func appendLastHeard(l LastHeard) []byte {
+	b := kbin.AppendInt64(nil, l.Silent.Milliseconds())
+	b = kbin.AppendInt32(b, int32(min(l.Session.Milliseconds(), 1<<31-1)))
+	var flags int8
+	if l.Parked {
+		flags = 1
+	}
+	return kbin.AppendInt8(b, flags)
+}
+
+func readLastHeard(tags kmsg.Tags) (l LastHeard, ok bool) {
+	tags.Each(func(key uint32, val []byte) {
+		if key != LastHeardTag {
+			return
+		}
+		r := kbin.Reader{Src: val}
+		silent, session, flags := r.Int64(), r.Int32(), r.Int8()
+		if r.Complete() != nil || len(r.Src) != 0 || silent < 0 || session < 0 {
+			return
+		}
+		l, ok = LastHeard{Silent: time.Duration(silent) * time.Millisecond,
+			Session: time.Duration(session) * time.Millisecond, Parked: flags&1 != 0}, true
+	})
+	return l, ok
+}
+
+// LastHeardOf reads m's LastHeardTag; ok is false when m has none (a server
+// that is not cohort or older than the tag, a version before v5) or it does
+// not decode.
+func LastHeardOf(m *kmsg.DescribeGroupsResponseGroupMember) (LastHeard, bool) {
+	return readLastHeard(m.UnknownTags)
+}
+
+// ConsumerLastHeardOf reads m's LastHeardTag, as LastHeardOf.
+func ConsumerLastHeardOf(m *kmsg.ConsumerGroupDescribeResponseGroupMember) (LastHeard, bool) {
+	return readLastHeard(m.UnknownTags)
+}
+
+// silence is how long ago a member whose session timer t runs for session
+// was last heard from at now: the timer is armed at "last heard + session".
+// ok is false when the timer is not armed.
+func silence(t *timer, session time.Duration, now time.Time) (time.Duration, bool) {
+	if !t.armed() {
+		return 0, false
+	}
+	return max(0, session-t.at.Sub(now)), true
+}
+
+// lastHeard is m's LastHeardTag value at now.
+func (g *Group) lastHeard(m *member, now time.Time) (LastHeard, bool) {
+	if !m.isNew && (m.join != nil || m.sync != nil) {
+		return LastHeard{Session: m.sessionTimeout, Parked: true}, true
+	}
+	session := m.sessionTimeout
+	if m.isNew {
+		session = g.s.cfg.NewMemberJoinTimeout
+	}
+	silent, ok := silence(m.session, session, now)
+	return LastHeard{Silent: silent, Session: session}, ok
+}
+
+// consumerLastHeard is a consumer-protocol group member's LastHeardTag
+// value at now.
+func (g *Group) consumerLastHeard(m *cmember, now time.Time) (LastHeard, bool) {
+	session := g.sessionTimeout(m)
+	silent, ok := silence(m.session, session, now)
+	return LastHeard{Silent: silent, Session: session}, ok
+}
