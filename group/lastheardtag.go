@@ -109,3 +109,16 @@ func (g *Group) consumerLastHeard(m *cmember, now time.Time) (LastHeard, bool) {
 	silent, ok := silence(m.session, session, now)
 	return LastHeard{Silent: silent, Session: session}, ok
 }
+
+// QuietShare is the share of its session a member must have been silent
+// for to be called quiet (LastHeard.Quiet): half. Stock clients heartbeat
+// several times per session (Kafka's defaults: every 3 s of a 45 s classic
+// session, every 5 s of a 45 s consumer-protocol session), so a member
+// silent for half its session has missed several heartbeats in a row.
+const QuietShare = 0.5
+
+// Quiet reports whether the member has been silent for more than
+// QuietShare of its session (never while Parked).
+func (l LastHeard) Quiet() bool {
+	return !l.Parked && l.Session > 0 && float64(l.Silent) > QuietShare*float64(l.Session)
+}

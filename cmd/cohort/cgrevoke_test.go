@@ -96,15 +96,7 @@ func TestHistoryRevokeWaitNamed(t *testing.T) {
 // it is told to give two up.
 func slowAndAppA(t *testing.T, c cli, addr, grp, client, id string, rebalanceMs int32) (*kgo.Client, *kmsg.ConsumerGroupHeartbeatRequest) {
 	t.Helper()
-	raw, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(client))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
-	hb.Group, hb.MemberID, hb.MemberEpoch = grp, id, 0
-	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames, hb.Topics = rebalanceMs, []string{"work"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-	resp := heartbeat(t, raw, hb)
+	raw, hb, resp := joinRaw848(t, addr, grp, client, id, rebalanceMs)
 	if resp.Assignment == nil || len(resp.Assignment.Topics) != 1 || len(resp.Assignment.Topics[0].Partitions) != 4 {
 		t.Fatalf("the first member's assignment: %+v", resp.Assignment)
 	}

@@ -108,6 +108,7 @@ func newConsumerDesc(rg *kmsg.ConsumerGroupDescribeResponseGroup, coord *nodeJSO
 		} else {
 			m.Revoking = minus(m.Assignment, m.Target)
 		}
+		m.setLastHeard(group.ConsumerLastHeardOf(&rm))
 		g.Members = append(g.Members, m)
 	}
 	slices.SortFunc(g.Members, func(a, b memberDesc) int { return strings.Compare(a.MemberID, b.MemberID) })

@@ -167,7 +167,7 @@ func TestConsumerGroupCommands(t *testing.T) {
 	}
 	out := table(c.ok("group", "describe", "g848", "--members"))
 	for _, want := range []string{
-		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET\n",
+		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET LAST-HEARD\n",
 		fmt.Sprintf("g848 hand-member-0001 - hand 127.0.0.1 - %d work work(0,1,2) %s %s", handEpoch,
 			partitionsText(hand.Revoking), partitionsText(hand.Target)),
 		fmt.Sprintf(" inst-a app-a 127.0.0.1 rack-1 %d work - - %s", *a.MemberEpoch, partitionsText(a.Target)),
@@ -280,8 +280,8 @@ func TestConsumerGroupCommands(t *testing.T) {
 	for _, want := range []string{
 		"GROUP COORDINATOR STATE PROTOCOL-TYPE PROTOCOL GENERATION LEADER MEMBERS\nidle ",
 		"GROUP COORDINATOR TYPE STATE ASSIGNOR GROUP-EPOCH ASSIGNMENT-EPOCH MEMBERS\ng848 ",
-		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST PARTITIONS ASSIGNMENT\n\n",
-		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET\ng848 ",
+		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST PARTITIONS ASSIGNMENT LAST-HEARD\n\n",
+		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET LAST-HEARD\ng848 ",
 	} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("--all-groups lacks %q:\n%s", want, out)
@@ -371,7 +371,7 @@ func TestDescribeMixedGroupMemberType(t *testing.T) {
 	member848(t, n.Addr(), "pure", "work", "solo", "", "")
 	c.waitConsumer("pure", "stable", func(g groupDesc) bool { return settled(g, 1, 2) })
 
-	head := "GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET"
+	head := "GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST RACK MEMBER-EPOCH SUBSCRIPTION CURRENT TO-REVOKE TARGET LAST-HEARD"
 	out := table(c.ok("group", "describe", "pure", "--members"))
 	if !strings.HasPrefix(out, head+"\npure ") || strings.Contains(out, "MEMBER-TYPE") {
 		t.Fatalf("a group of consumer-protocol members only:\n%s", out)

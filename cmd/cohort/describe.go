@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -89,6 +90,47 @@ type memberDesc struct {
 	SubscribedTopicRegex *string           `json:"subscribed_topic_regex"`
 	Revoking             []topicPartitions `json:"revoking"`
 	Target               []topicPartitions `json:"target_assignment"`
+	// LastHeardMsAgo and SessionTimeoutMs come from cohort's tag on the
+	// member (group.LastHeardTag): how long ago the coordinator last heard
+	// from it and its session timeout (null from a server without the
+	// tag). Parked: a JoinGroup or SyncGroup of the member is waiting at
+	// the coordinator, so it counts as alive and its session does not run.
+	LastHeardMsAgo   *int64 `json:"last_heard_ms_ago"`
+	SessionTimeoutMs *int64 `json:"session_timeout_ms"`
+	Parked           bool   `json:"parked"`
+}
+
+// setLastHeard fills m's last-heard fields from cohort's tag (ok false: a
+// server without it, and they stay null).
+func (m *memberDesc) setLastHeard(l group.LastHeard, ok bool) {
+	if !ok {
+		return
+	}
+	m.LastHeardMsAgo, m.SessionTimeoutMs, m.Parked = ptr(l.Silent.Milliseconds()), ptr(l.Session.Milliseconds()), l.Parked
+}
+
+// lastHeard is m's last-heard fields as the group package has them; ok is
+// false without them.
+func (m memberDesc) lastHeard() (group.LastHeard, bool) {
+	if m.LastHeardMsAgo == nil || m.SessionTimeoutMs == nil {
+		return group.LastHeard{}, false
+	}
+	return group.LastHeard{Silent: time.Duration(*m.LastHeardMsAgo) * time.Millisecond,
+		Session: time.Duration(*m.SessionTimeoutMs) * time.Millisecond, Parked: m.Parked}, true
+}
+
+// lastHeardText is the LAST-HEARD column: "32s ago of 45s" (the session
+// timeout), "parked of 45s" while a JoinGroup or SyncGroup of the member
+// waits at the coordinator, "-" from a server that does not say.
+func (m memberDesc) lastHeardText() string {
+	l, ok := m.lastHeard()
+	switch {
+	case !ok:
+		return "-"
+	case l.Parked:
+		return "parked of " + compactDur(l.Session.Milliseconds())
+	}
+	return compactDur(l.Silent.Milliseconds()) + " ago of " + compactDur(l.Session.Milliseconds())
 }
 
 // topicPartitions is a topic and some of its partitions.
@@ -285,6 +327,7 @@ func newGroupDesc(rg *kmsg.DescribeGroupsResponseGroup, coord *nodeJSON) *groupD
 				sortTopicPartitions(m.Assignment)
 			}
 		}
+		m.setLastHeard(group.LastHeardOf(&rm))
 		g.Members = append(g.Members, m)
 	}
 	slices.SortFunc(g.Members, func(a, b memberDesc) int { return strings.Compare(a.MemberID, b.MemberID) })

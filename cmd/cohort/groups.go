@@ -366,11 +366,11 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 			}))
 	}
 	if df.members && withClassic {
-		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT", classic,
+		err = errors.Join(err, table("GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tPARTITIONS\tASSIGNMENT\tLAST-HEARD", classic,
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
-						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), m.partitionCount(), m.assignmentText())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
+						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), m.partitionCount(), m.assignmentText(), m.lastHeardText())
 				}
 			}))
 	}
@@ -378,16 +378,16 @@ func writeDescribe(w io.Writer, descs []*groupDesc, df describeFlags, haveData b
 		// MEMBER-TYPE only when a group has classic-protocol members (an
 		// upgrade under way): the table of groups that have none keeps
 		// its columns, and the column, when there, comes last.
-		head, typed := "GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET", hasClassicMembers(consumer)
+		head, typed := "GROUP\tMEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tRACK\tMEMBER-EPOCH\tSUBSCRIPTION\tCURRENT\tTO-REVOKE\tTARGET\tLAST-HEARD", hasClassicMembers(consumer)
 		if typed {
 			head += "\tMEMBER-TYPE"
 		}
 		err = errors.Join(err, table(head, consumer,
 			func(tw io.Writer, g *groupDesc) {
 				for _, m := range g.Members {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", cell(g.Group), cell(m.MemberID), cell(strOrDash(deref(m.InstanceID))),
 						cell(strOrDash(m.ClientID)), cell(strOrDash(m.Host)), cell(strOrDash(deref(m.Rack))), orDash(m.MemberEpoch), m.subscriptionText(),
-						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target))
+						partitionsText(m.Assignment), partitionsText(m.Revoking), partitionsText(m.Target), m.lastHeardText())
 					if typed {
 						fmt.Fprintf(tw, "\t%s", cell(m.MemberType))
 					}

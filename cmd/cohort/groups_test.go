@@ -150,7 +150,7 @@ func TestGroupCommands(t *testing.T) {
 	for _, want := range []string{
 		"GROUP COORDINATOR STATE PROTOCOL-TYPE PROTOCOL GENERATION LEADER MEMBERS\nlive " + n.Addr() + " (node ",
 		"Stable consumer " + g.Protocol + " " + strconv.Itoa(int(*g.Generation)) + " " + *g.Leader + " 2\n",
-		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST PARTITIONS ASSIGNMENT\n",
+		"GROUP MEMBER-ID INSTANCE-ID CLIENT-ID HOST PARTITIONS ASSIGNMENT LAST-HEARD\n",
 		" inst-a app-a 127.0.0.1 ", " - app-b 127.0.0.1 ", " events(",
 		"GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG MEMBER-ID HOST CLIENT-ID\nlive events 0 - - - ",
 		"total lag of live: - (lag needs --data-bootstrap)",

@@ -120,7 +120,7 @@ func historyCmd(e env, f *cmdFlags, hf historyFlags, why bool, ids []string) err
 		if waitsForHeartbeats(doc) {
 			hb = groupHeartbeatInterval(ctx, cl, doc.Group)
 		}
-		writeWhy(e.stdout, doc, leader, hb, e.clock.Now(), n == 0)
+		writeWhyQuiet(e.stdout, doc, leader, hb, e.clock.Now(), n == 0, quietOf(ctx, cl, doc.Group))
 		return nil
 	}
 	if f.o.json() {
@@ -375,6 +375,12 @@ func causeCounts(cs map[group.CauseKind]int) string {
 // dates the instants (the date is shown when it is not now's); noEvents:
 // none were asked for (--last 0).
 func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, hb *heartbeatInterval, now time.Time, noEvents bool) {
+	writeWhyQuiet(w, doc, leader, hb, now, noEvents, "")
+}
+
+// writeWhyQuiet is writeWhy that also says quiet (quietOf), when not "",
+// after what the group is doing now.
+func writeWhyQuiet(w io.Writer, doc *group.HistoryDoc, leader string, hb *heartbeatInterval, now time.Time, noEvents bool, quiet string) {
 	t := timeFmt{now: now.UTC()}
 	switch {
 	case doc.HistoryOff && len(doc.History) == 0:
@@ -392,6 +398,9 @@ func writeWhy(w io.Writer, doc *group.HistoryDoc, leader string, hb *heartbeatIn
 		fmt.Fprintln(w, stormSentence(doc.Storm))
 	}
 	fmt.Fprintln(w, nowSentence(doc, leader, hb, t))
+	if quiet != "" {
+		fmt.Fprintln(w, quiet)
+	}
 	fmt.Fprintln(w, "(Times are UTC.)")
 }
 
@@ -942,4 +951,49 @@ func exactDur(ms int64) string {
 		return strconv.FormatInt(ms, 10) + " ms"
 	}
 	return proseDur(ms)
+}
+
+// quietOf is what "group why" says of the members of id that have been
+// silent for more than group.QuietShare of their session (cohort's
+// LastHeardTag), with how long until their session timeout evicts them: a
+// member whose process hangs looks like any other until then. "" when none
+// is; a group that cannot be described is said so.
+func quietOf(ctx context.Context, cl *kgo.Client, id string) string {
+	descs, err := describeGroups(ctx, cl, []string{id})
+	if err != nil {
+		return "(How long ago its members were last heard from is unknown: " + cell(err.Error()) + ".)"
+	}
+	var out []string
+	for _, g := range descs {
+		if s := quietSentence(g.Members); s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// quietSentence is one sentence per member of ms silent for more than
+// group.QuietShare of its session, "" when none is.
+func quietSentence(ms []memberDesc) string {
+	var b strings.Builder
+	for _, m := range ms {
+		l, ok := m.lastHeard()
+		if !ok || !l.Quiet() {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s has not been heard from for %s, more than half of its %s session", memberText(m.MemberID, deref(m.InstanceID), m.ClientID, m.Host),
+			proseDur(l.Silent.Milliseconds()), proseDur(l.Session.Milliseconds()))
+		if in := l.EvictIn(); in > 0 {
+			fmt.Fprintf(&b, ": unless it heartbeats, its session timeout evicts it in %s.", proseDur(in.Milliseconds()))
+		} else {
+			b.WriteString(": its session has run out, and the coordinator evicts it now.")
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "Quiet members: " + b.String()
 }
