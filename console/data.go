@@ -40,6 +40,51 @@ type Member struct {
 	AssignmentBytes                int          // other protocol types: the raw size
 	Decoded                        bool
 	Epoch                          int32 // KIP-848 member epoch
+	// Heard is how long ago the coordinator last heard from the member,
+	// of its session timeout (group.LastHeardTag); nil from a node
+	// without the tag.
+	Heard *group.LastHeard
+}
+
+// HeardText is the member's "Last heard" cell: "32s ago of 45s", "parked of
+// 45s" while a JoinGroup or SyncGroup of it waits at the coordinator, "—"
+// when the node does not say.
+func (m Member) HeardText() string {
+	switch {
+	case m.Heard == nil:
+		return "—"
+	case m.Heard.Parked:
+		return "parked of " + roundDur(m.Heard.Session)
+	}
+	return roundDur(m.Heard.Silent) + " ago of " + roundDur(m.Heard.Session)
+}
+
+// Quiet reports whether the member has been silent for more than
+// group.QuietShare of its session: the page marks it.
+func (m Member) Quiet() bool { return m.Heard != nil && m.Heard.Quiet() }
+
+// EvictIn is how long until the member's session timeout evicts it.
+func (m Member) EvictIn() string {
+	if m.Heard == nil {
+		return "—"
+	}
+	return roundDur(m.Heard.EvictIn())
+}
+
+// roundDur is d to a tenth of a second (milliseconds below one second).
+func roundDur(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+// heardOf is l as Member.Heard: nil unless ok.
+func heardOf(l group.LastHeard, ok bool) *group.LastHeard {
+	if !ok {
+		return nil
+	}
+	return &l
 }
 
 // TopicParts is a topic and partitions.
@@ -463,7 +508,8 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 		g.Generation, g.Leader = gen, leader
 	}
 	for _, m := range d.Members {
-		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost), Leader: m.MemberID == g.Leader}
+		mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost), Leader: m.MemberID == g.Leader,
+			Heard: heardOf(group.LastHeardOf(&m))}
 		if m.InstanceID != nil {
 			mm.InstanceID = *m.InstanceID
 		}
@@ -499,7 +545,7 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 // reconciliation waits for read as holding only its share.
 func consumerMember(m *kmsg.ConsumerGroupDescribeResponseGroupMember) Member {
 	mm := Member{ID: m.MemberID, ClientID: m.ClientID, Host: clientHost(m.ClientHost), Epoch: m.MemberEpoch, Decoded: true,
-		Subscribed: m.SubscribedTopics}
+		Subscribed: m.SubscribedTopics, Heard: heardOf(group.ConsumerLastHeardOf(m))}
 	if m.InstanceID != nil {
 		mm.InstanceID = *m.InstanceID
 	}
