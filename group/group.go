@@ -158,6 +158,10 @@ type Group struct {
 	// leader's assignment (rbAssigned): closed, but still the one the
 	// waiting view tells of while the group is CompletingRebalance.
 	rbWriting *rbTracker
+	// evictions are the members timeouts removed recently, to link their
+	// rejoins to (rejoin.go); nil when none (a pointer: most groups have
+	// none, and an idle group's size matters).
+	evictions *[]eviction
 }
 
 // mapPut and mapDrop keep a group's member maps (byID, static, pending,

@@ -82,6 +82,11 @@ type Cause struct {
 	// Detail is free text: the admin action, the previous instance's
 	// member id of a static replacement, ...
 	Detail string `json:"detail,omitempty"`
+	// Rejoin (member_joined only; left out otherwise): the joining member
+	// likely replaces a member a timeout evicted from the group within
+	// RejoinWindow, with the same instance id, or the same client id and
+	// client host (rejoin.go).
+	Rejoin *Rejoin `json:"rejoin,omitempty"`
 }
 
 // Wait is one member the rebalance waited for, and how long.

@@ -104,7 +104,11 @@ func cCause(kind CauseKind, now time.Time, m *cmember) Cause {
 
 // cNote notes a trigger of the request h: the next bump in h names it.
 func (g *Group) cNote(h *hbReq, c Cause) {
-	if g.s.cfg.HistorySize < 0 || len(h.causes) >= 64 {
+	if g.s.cfg.HistorySize < 0 {
+		return
+	}
+	g.linkRejoin(&c)
+	if len(h.causes) >= 64 {
 		return
 	}
 	h.causes = append(h.causes, c)

@@ -226,6 +226,7 @@ func (g *Group) note(c Cause) {
 	if g.s.cfg.HistorySize < 0 {
 		return
 	}
+	g.linkRejoin(&c)
 	if g.rb != nil {
 		g.rb.more = addMore(g.rb.more, &g.rb.cut, maxMoreCauses, c)
 		return

@@ -1,0 +1,122 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// soloMember joins a new member (o) into an empty or Empty classic group,
+// syncs it alone, and returns its id.
+func (h *h) soloMember(group string, o jo) string {
+	h.t.Helper()
+	var tk Ticket
+	if o.instance != "" {
+		tk = h.join(group, o) // a static member gets its id at once
+	} else {
+		tk = h.newMember(group, o)
+	}
+	r := h.joinResp(tk)
+	if r.ErrorCode != 0 {
+		h.t.Fatalf("join: %d", r.ErrorCode)
+	}
+	h.wantCode(h.sync(group, r.MemberID, r.Generation, map[string]string{r.MemberID: "a"}, o.instance), 0)
+	return r.MemberID
+}
+
+// lastJoinCause is the member_joined cause of group's latest event.
+func (h *h) lastJoinCause(group string) Cause {
+	h.t.Helper()
+	evs := h.s.History(group)
+	if len(evs) == 0 || evs[len(evs)-1].Cause.Kind != CauseMemberJoined {
+		h.t.Fatalf("the latest event is no join: %+v", evs)
+	}
+	return evs[len(evs)-1].Cause
+}
+
+// TestRejoinLinkedToEviction: a classic member whose session times out
+// and the same client (id and host) joining 41 s later with a new member
+// id: the join names the member it replaces, why and when it was evicted.
+// A join from another client id is not linked, nor one after RejoinWindow;
+// a static member is linked by its instance id whatever its client id;
+// each eviction links one join only.
+func TestRejoinLinkedToEviction(t *testing.T) {
+	h := newH(t)
+	old := h.soloMember("g", jo{client: "app"})
+	h.advance(10 * time.Second) // the 10 s session runs out
+	evictedAt := h.now
+	h.advance(41 * time.Second)
+	h.soloMember("other", jo{client: "app"}) // another group: not linked
+	if c := h.lastJoinCause("other"); c.Rejoin != nil {
+		t.Fatalf("a join into another group linked: %+v", c.Rejoin)
+	}
+	h.soloMember("g", jo{client: "other-app"})
+	if c := h.lastJoinCause("g"); c.Rejoin != nil {
+		t.Fatalf("a join of another client id linked: %+v", c.Rejoin)
+	}
+	h.newMember("g", jo{client: "app"}) // the group rebalances: the join is the event's cause
+	c := h.lastJoinCauseOrWaiting("g")
+	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt, AfterMs: 41000, By: "client"}
+	if c.Rejoin == nil || *c.Rejoin != want {
+		t.Fatalf("the rejoin: %+v, want %+v", c.Rejoin, want)
+	}
+
+	// Static: evicted, then its instance id back from another client id.
+	h2 := newH(t)
+	sOld := h2.soloMember("s", jo{client: "app", instance: "i-1"})
+	h2.advance(10 * time.Second)
+	h2.advance(2 * time.Second)
+	h2.soloMember("s", jo{client: "renamed", instance: "i-1"})
+	if c := h2.lastJoinCause("s"); c.Rejoin == nil || c.Rejoin.MemberID != sOld || c.Rejoin.By != "instance_id" || c.Rejoin.AfterMs != 2000 {
+		t.Fatalf("the static rejoin: %+v", c.Rejoin)
+	}
+
+	// After the window: not linked.
+	h3 := newH(t)
+	h3.soloMember("w", jo{client: "app"})
+	h3.advance(10 * time.Second)
+	h3.advance(RejoinWindow + time.Second)
+	h3.soloMember("w", jo{client: "app"})
+	if c := h3.lastJoinCause("w"); c.Rejoin != nil {
+		t.Fatalf("a join %v after the eviction linked: %+v", RejoinWindow+time.Second, c.Rejoin)
+	}
+}
+
+// lastJoinCauseOrWaiting is the cause of the rebalance in progress, or of
+// the latest event when none is.
+func (h *h) lastJoinCauseOrWaiting(group string) Cause {
+	h.t.Helper()
+	if doc, ok := h.s.HistoryDoc(group, 0, h.now); ok && doc.Waiting != nil && doc.Waiting.Cause != nil {
+		return *doc.Waiting.Cause
+	}
+	return h.lastJoinCause(group)
+}
+
+// TestRejoinLinkedToEvictionConsumer: a consumer-protocol member fenced
+// for its session and the same client (id and host) joining with a new
+// member id 3 s later: the event of its join names the member fenced.
+func TestRejoinLinkedToEvictionConsumer(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	join := func(id string) {
+		req := h.cgReq(hb{member: id, names: []string{"a"}, owned: tpset{}})
+		tk := h.do(func(t Ticket, out *Output) {
+			h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "app", Host: "10.0.0.7"}, req, out)
+		})
+		expectCode(t, "join of "+id, h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode, 0)
+	}
+	join("old-member-000001")
+	h.advance(h.s.cfg.ConsumerSessionTimeout)
+	fencedAt := h.now
+	if h.cmember("cg", "old-member-000001") != nil {
+		t.Fatal("the member was not fenced")
+	}
+	h.advance(3 * time.Second)
+	join("new-member-000001")
+	evs := h.s.History("cg")
+	c := evs[len(evs)-1].Cause
+	want := Rejoin{MemberID: "old-member-000001", Kind: CauseSessionTimeout, At: fencedAt, AfterMs: 3000, By: "client"}
+	if c.Kind != CauseMemberJoined || c.Rejoin == nil || *c.Rejoin != want {
+		t.Fatalf("the join's cause %+v (rejoin %+v), want %+v", c, c.Rejoin, want)
+	}
+}
