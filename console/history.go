@@ -159,6 +159,10 @@ func causeDetail(c group.Cause) string {
 	if c.Detail != "" {
 		parts = append(parts, c.Detail)
 	}
+	if r := c.Rejoin; r != nil {
+		parts = append(parts, fmt.Sprintf("rejoined after the eviction of %s (%s) %s earlier", r.MemberID, causeWord(r.Kind),
+			ms(r.AfterMs).Round(100*time.Millisecond)))
+	}
 	return strings.Join(parts, "; ")
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,8 @@ import (
 // into its 45 s session the group page, read in headless Chromium, marks
 // its row quiet, shows "30s ago of 45s" and that its session timeout
 // evicts it in 15 s; the member that heartbeated 3 s ago is not marked.
+// Once its session has run out and the same client joins again with a new
+// member id, the timeline's entry of that join names the member evicted.
 func TestBrowserQuietMember(t *testing.T) {
 	testwait.WallClock(t, "headless Chromium")
 	path := chromiumPath(t)
@@ -56,6 +59,30 @@ func TestBrowserQuietMember(t *testing.T) {
 	}
 	if got := b.text(alive + " td.heard"); got != "3s ago of 45s" {
 		t.Errorf("the live member's last-heard cell reads %q", got)
+	}
+
+	// The hung member's session runs out at 45 s; the same client (every
+	// hand member here is one client id on one host) joins again 3 s
+	// later with a new member id: the timeline links the join to the
+	// eviction.
+	g.beat("alive-member-0001")
+	clk.Advance(15 * time.Second)
+	url := "http://" + n.HTTPAddr() + "/console/groups/quiet-app"
+	// The node fences it when its loop sees the timer fire: wait for that
+	// before the clock moves on, or the fence is dated later.
+	b.until("the hung member evicted", url, func(h string) bool {
+		return !strings.Contains(h, `data-member="hung-member-00001"`)
+	})
+	g.ids = slices.DeleteFunc(g.ids, func(id string) bool { return id == "hung-member-00001" })
+	clk.Advance(3 * time.Second)
+	g.join("back-member-00001")
+	g.converge()
+	b.until("the rejoin on the timeline", url, func(h string) bool {
+		return strings.Contains(h, "(back-member-00001)")
+	})
+	if got := b.text(`#timeline > li`); !strings.Contains(got, "back-member-00001") ||
+		!strings.Contains(got, "rejoined after the eviction of hung-member-00001 (session timeout) 3s earlier") {
+		t.Errorf("the newest timeline entry reads %q", got)
 	}
 	b.noErrors()
 }

@@ -137,18 +137,18 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 	if doc.Type == "consumer" {
 		gen = "EPOCHS"
 	}
-	fmt.Fprintf(tw, "SEQ\tSTART\t%s\tOUTCOME\tCAUSE\tMEMBER\tCLIENT\tJOIN\tSYNC\tWAITED-FOR\tEVICTED\tMOVED\n", gen)
+	fmt.Fprintf(tw, "SEQ\tSTART\t%s\tOUTCOME\tCAUSE\tMEMBER\tCLIENT\tJOIN\tSYNC\tWAITED-FOR\tEVICTED\tMOVED\tREJOIN-OF\n", gen)
 	for _, ev := range doc.History {
 		o := omittedOf(ev)
 		cause := string(ev.Cause.Kind)
 		if n := len(ev.MoreCauses) + o.MoreCauses; n > 0 {
 			cause += fmt.Sprintf("(+%d)", n)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
+		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
 			ev.FromGeneration, ev.Generation, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
 			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), joinText(ev), compactDur(ev.SyncMs),
 			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
-			andMore(movesText(ev.Members), o.Members))
+			andMore(movesText(ev.Members), o.Members), rejoinCell(ev.Cause.Rejoin))
 	}
 	switch {
 	case doc.HistoryOff && len(doc.History) == 0:
@@ -449,7 +449,7 @@ func causeText(c group.Cause, groupType string, t timeFmt) string {
 	}
 	switch c.Kind {
 	case group.CauseMemberJoined:
-		return "a new " + who + " joined" + reason
+		return "a new " + who + " joined" + reason + rejoinText(c.Rejoin, t)
 	case group.CauseMetadataChanged:
 		return who + " rejoined with changed metadata" + detail + reason
 	case group.CauseSubscriptionChanged:
@@ -996,4 +996,29 @@ func quietSentence(ms []memberDesc) string {
 		return ""
 	}
 	return "Quiet members: " + b.String()
+}
+
+// rejoinCell is REJOIN-OF: the member whose eviction the event's joining
+// member follows, why and how long before, "OLD (session_timeout, 41s
+// before)"; "-" when none (the last column: it may hold spaces).
+func rejoinCell(r *group.Rejoin) string {
+	if r == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s, %s before)", cell(r.MemberID), r.Kind, compactDur(r.AfterMs))
+}
+
+// rejoinText ends the sentence of a member_joined cause linked to an
+// eviction: ", rejoining after the eviction of member OLD (session timeout
+// at 10:00:03.000) 41 s earlier".
+func rejoinText(r *group.Rejoin, t timeFmt) string {
+	if r == nil {
+		return ""
+	}
+	by := "same client id and host"
+	if r.By == "instance_id" {
+		by = "same instance id"
+	}
+	return fmt.Sprintf(", rejoining after the eviction of member %s (%s at %s) %s earlier (%s)", cell(r.MemberID),
+		strings.ReplaceAll(string(r.Kind), "_", " "), t.at(r.At), proseDur(r.AfterMs), by)
 }

@@ -288,7 +288,7 @@ func TestGroupHistoryAndWhy(t *testing.T) {
 	tbl := c.ok("group", "history", g)
 	t.Logf("cohort group history %s\n%s", g, tbl)
 	rows := strings.Split(strings.TrimSpace(tbl), "\n")
-	if len(rows) != 7 || !strings.HasPrefix(table(rows[0]), "SEQ START GENERATIONS OUTCOME CAUSE MEMBER CLIENT JOIN SYNC WAITED-FOR EVICTED MOVED") {
+	if len(rows) != 7 || !strings.HasPrefix(table(rows[0]), "SEQ START GENERATIONS OUTCOME CAUSE MEMBER CLIENT JOIN SYNC WAITED-FOR EVICTED MOVED REJOIN-OF") {
 		t.Fatalf("table:\n%s", strings.Join(rows, "\n"))
 	}
 	wantRows := [][]string{

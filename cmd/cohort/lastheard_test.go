@@ -23,12 +23,7 @@ import (
 // in its table, and is not called quiet. Once the classic member heartbeats,
 // it is no longer called quiet either.
 func TestDescribeAndWhyQuietMember(t *testing.T) {
-	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	clk := clock.NewFake(t0)
-	cfg := group.Defaults()
-	cfg.InitialRebalanceDelay = 0
-	n := startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", Group: cfg, Clock: clk, Rand: rand.NewChaCha8([32]byte{51})})
-	c := cli{t: t, base: []string{"--bootstrap", n.Addr()}, clock: clk}
+	n, clk, c := fakeClockNode(t, time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC), 51)
 	c.ok("topic", "create", "work", "--partitions", "2")
 
 	m := newRawMember(t, n.Addr(), "hung-app", 45*time.Second)
@@ -116,4 +111,15 @@ func joinRaw848(t *testing.T, addr, grp, client, id string, rebalanceMs int32) (
 	hb.Group, hb.MemberID, hb.MemberEpoch = grp, id, 0
 	hb.RebalanceTimeoutMillis, hb.SubscribedTopicNames, hb.Topics = rebalanceMs, []string{"work"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	return raw, hb, heartbeat(t, raw, hb)
+}
+
+// fakeClockNode starts a node on 127.0.0.1 whose clock is a fake one at t0
+// (member ids from a source seeded with seed) and a cli on the same clock.
+func fakeClockNode(t *testing.T, t0 time.Time, seed byte) (*node.Node, *clock.Fake, cli) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	n := startNodeConfig(t, node.Config{Listen: "127.0.0.1:0", Group: cfg, Clock: clk, Rand: rand.NewChaCha8([32]byte{seed})})
+	return n, clk, cli{t: t, base: []string{"--bootstrap", n.Addr()}, clock: clk}
 }
