@@ -120,3 +120,53 @@ func TestRejoinLinkedToEvictionConsumer(t *testing.T) {
 		t.Fatalf("the join's cause %+v (rejoin %+v), want %+v", c, c.Rejoin, want)
 	}
 }
+
+// TestRejoinAfterRebalanceTimeout: a classic member that heartbeats but
+// does not rejoin within the rebalance timeout (max.poll.interval.ms) is
+// evicted; the same client joining afterwards is linked with kind
+// rebalance_timeout.
+func TestRejoinAfterRebalanceTimeout(t *testing.T) {
+	h := newH(t)
+	ids, gen := h.stableGroup("g", 2)
+	leader, slow := ids[0], ids[1]
+	tk := h.join("g", jo{member: leader}) // a rebalance slow never rejoins
+	// slow keeps heartbeating (its poll loop is stuck, not its process)
+	// until the rebalance timeout (30 s) evicts it.
+	for i := 0; i < 6; i++ {
+		h.advance(5 * time.Second)
+		h.heartbeat("g", slow, gen)
+	}
+	if h.s.groups["g"].memberByID(slow) != nil {
+		t.Fatal("the slow member was not evicted")
+	}
+	r := h.joinResp(tk)
+	h.wantCode(h.sync("g", leader, r.Generation, map[string]string{leader: "a"}), 0)
+	h.advance(time.Second)
+	h.newMember("g", jo{})
+	c := h.lastJoinCauseOrWaiting("g")
+	if c.Rejoin == nil || c.Rejoin.MemberID != slow || c.Rejoin.Kind != CauseRebalanceTimeout || c.Rejoin.AfterMs != 1000 {
+		t.Fatalf("the rejoin after a rebalance timeout: %+v", c.Rejoin)
+	}
+}
+
+// TestRejoinStaticConsumer: a static consumer-protocol member that left for
+// a restart (epoch -2) and did not come back within its session is fenced;
+// its instance id joining later with a new member id, from another client
+// id, is linked by the instance id.
+func TestRejoinStaticConsumer(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 2})
+	inst := "i-1"
+	expectCode(t, "join", h.cg(hb{member: "s1", instance: &inst, names: []string{"a"}, owned: tpset{}}).ErrorCode, 0)
+	expectCode(t, "leave -2", h.cg(hb{member: "s1", epoch: -2, instance: &inst}).ErrorCode, 0)
+	h.advance(h.s.cfg.ConsumerSessionTimeout + time.Second)
+	if h.cmember("cg", "s1") != nil {
+		t.Fatal("the static member away was not fenced")
+	}
+	expectCode(t, "rejoin", h.cg(hb{member: "s2", instance: &inst, names: []string{"a"}, owned: tpset{}}).ErrorCode, 0)
+	evs := h.s.History("cg")
+	c := evs[len(evs)-1].Cause
+	if c.Kind != CauseMemberJoined || c.Rejoin == nil || c.Rejoin.MemberID != "s1" || c.Rejoin.By != "instance_id" ||
+		c.Rejoin.Kind != CauseSessionTimeout {
+		t.Fatalf("the static rejoin: %+v (rejoin %+v)", c, c.Rejoin)
+	}
+}
