@@ -21,13 +21,18 @@ import (
 // ConsumerGroupHeartbeat in a consumer group), int32 its session timeout in
 // milliseconds, int8 flags: 1 = a JoinGroup or SyncGroup of the member is
 // parked at the coordinator, so it counts as alive and its session does not
-// run (the silence is then 0).
+// run (the silence is then 0). A member in its first join phase is on the
+// new-member join timeout, given as its session; that timeout runs even
+// while its JoinGroup is parked.
 //
 // The silence is derived from the member's session deadline (the deadline
 // minus the session timeout), which every message that keeps the member
 // alive moves: the heartbeat path does no extra work for it. So the time
 // left before eviction (session minus silence) is exact; right after a load
-// (restart, failover) the silence counts from the load.
+// (restart, failover) the silence counts from the load, and after a
+// consumer group's session timeout changed (consumer.session.timeout.ms)
+// a member's silence is off by the change until its next heartbeat, whose
+// deadline the new timeout sets.
 const LastHeardTag = 10007
 
 // LastHeard is the value of LastHeardTag.
@@ -91,12 +96,16 @@ func silence(t *timer, session time.Duration, now time.Time) (time.Duration, boo
 
 // lastHeard is m's LastHeardTag value at now.
 func (g *Group) lastHeard(m *member, now time.Time) (LastHeard, bool) {
-	if !m.isNew && (m.join != nil || m.sync != nil) {
-		return LastHeard{Session: m.sessionTimeout, Parked: true}, true
-	}
 	session := m.sessionTimeout
 	if m.isNew {
 		session = g.s.cfg.NewMemberJoinTimeout
+	}
+	if m.join != nil || m.sync != nil {
+		// Waiting for the coordinator's answer: heard. A member in its
+		// first join phase still has the new-member join timeout
+		// running, but it is the group it waits for, not the member
+		// that went quiet.
+		return LastHeard{Session: session, Parked: true}, true
 	}
 	silent, ok := silence(m.session, session, now)
 	return LastHeard{Silent: silent, Session: session}, ok

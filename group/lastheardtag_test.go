@@ -73,12 +73,30 @@ func TestLastHeardClassic(t *testing.T) {
 	}
 
 	// a rejoins (its JoinGroup parks until b rejoins or is evicted): it is
-	// heard, and its session does not run.
+	// heard, and its session does not run. A new member parked in its
+	// first JoinGroup is heard too, on the new-member join timeout.
 	h.join("g", jo{member: a})
+	tk := h.newMember("g", jo{client: "late"})
 	h.advance(500 * time.Millisecond)
-	la, ok = heardOf(t, h.describeVia("g", 5), a)
+	d = h.describeVia("g", 5)
+	la, ok = heardOf(t, d, a)
 	if !ok || !la.Parked || la.Silent != 0 {
 		t.Fatalf("parked member a: %+v %v", la, ok)
+	}
+	if h.answered(tk) {
+		t.Fatal("the new member's JoinGroup is not parked")
+	}
+	found := false
+	for _, m := range d.Members {
+		if m.ClientID == "late" {
+			found = true
+			if l, ok := LastHeardOf(&m); !ok || !l.Parked || l.Silent != 0 || l.Session != h.s.cfg.NewMemberJoinTimeout {
+				t.Fatalf("new member parked in its first join: %+v %v", l, ok)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the new member is not described: %+v", d.Members)
 	}
 }
 
