@@ -66,6 +66,23 @@ type Config struct {
 	// the partition's mutex held: it must be cheap and must not call into
 	// the coordinator.
 	OnUnload func(p int32)
+	// ErrorHint, when set, says what an operator can do about an error
+	// of the store ("" when it has nothing to say): the warnings of failed
+	// appends and loads carry it as their "hint" attribute. Cluster mode
+	// sets it to cluster.NoUserHint. Clients still get an error code
+	// alone.
+	ErrorHint func(error) string
+}
+
+// withHint is the attributes of a log line about the store's error err,
+// with "hint" added when Config.ErrorHint has one.
+func (c *Coordinator) withHint(err error, attrs ...any) []any {
+	if c.cfg.ErrorHint != nil {
+		if h := c.cfg.ErrorHint(err); h != "" {
+			attrs = append(attrs, "hint", h)
+		}
+	}
+	return attrs
 }
 
 // Coordinator serves the group APIs for the partitions it owns.
@@ -320,7 +337,7 @@ func (c *Coordinator) report(reqs []commitReq, err error) {
 	if err != nil {
 		code = storeErrorCode(err)
 		if log, unlogged := c.appendFails.note(c.clock.Now()); log {
-			c.log.Warn("coordinator: append failed", "partitions", len(reqs), "err", err, "failed_unlogged", unlogged)
+			c.log.Warn("coordinator: append failed", c.withHint(err, "partitions", len(reqs), "err", err, "failed_unlogged", unlogged)...)
 		}
 	}
 	for _, r := range reqs {

@@ -720,8 +720,8 @@ func (p *partition) writer(done chan struct{}) {
 		if err != nil {
 			code = storeErrorCode(err)
 			if log, unlogged := p.appendFails.note(p.c.clock.Now()); log {
-				p.c.log.Warn("coordinator: append failed", "partition", p.id, "records", len(recs), "err", err,
-					"failed_unlogged", unlogged)
+				p.c.log.Warn("coordinator: append failed", p.c.withHint(err, "partition", p.id, "records", len(recs), "err", err,
+					"failed_unlogged", unlogged)...)
 			}
 		}
 		p.appendDone(appendResult{writes: b.writes, code: code, gen: b.gen})
@@ -865,8 +865,8 @@ func (p *partition) finishLoad(lr loadResult) {
 		// long as this node kept it, while every client was sent here.
 		p.loadFailures++
 		pause := min(loadRetryMin<<min(p.loadFailures-1, 10), loadRetryMax)
-		p.c.log.Error("coordinator: loading partition failed; trying again", "partition", p.id, "err", lr.err,
-			"failures", p.loadFailures, "retry_in", pause)
+		p.c.log.Error("coordinator: loading partition failed; trying again", p.c.withHint(lr.err, "partition", p.id, "err", lr.err,
+			"failures", p.loadFailures, "retry_in", pause)...)
 		p.reloadGen = p.shardGen
 		p.reloadTimer.Reset(pause)
 		return

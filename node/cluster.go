@@ -431,6 +431,16 @@ func (n *Node) openCluster() error {
 	return nil
 }
 
+// storeErrorHint is the coordinator's Config.ErrorHint: in cluster mode,
+// what to do when etcd refuses the node for want of an etcd user (its
+// authentication turned on while the node runs without one).
+func (n *Node) storeErrorHint() func(error) string {
+	if n.cl == nil {
+		return nil
+	}
+	return cluster.NoUserHint
+}
+
 // owned is the coordinator's initial ownership: nothing in cluster mode (the
 // cluster acquires partitions), everything otherwise.
 func (n *Node) owned() func(int32) bool {

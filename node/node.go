@@ -406,6 +406,7 @@ func Start(cfg Config) (*Node, error) {
 		Owned:                  n.owned(),
 		LoadConcurrency:        n.loadConcurrency(),
 		OnUnload:               n.partitionUnloaded,
+		ErrorHint:              n.storeErrorHint(),
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,98 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/internal/testlog"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// TestClusterEtcdNoUserWhileLeaseHolds: etcd's authentication turned on
+// under a node without an etcd user, while the node's lease still holds
+// (its keepalives fail too, but the lease has not run out yet). Each place
+// that meets etcd's "user name is empty" says what to do about it:
+//   - an OffsetCommit: the client gets a retriable code
+//     (COORDINATOR_NOT_AVAILABLE, no text), the node's "append failed"
+//     warning carries the hint;
+//   - the debug line of each failed keepalive carries it;
+//   - an AlterConfigs of a group's configs answers with it in the
+//     resource's ErrorMessage, instead of a generic message.
+func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("embedded etcd, wall clock")
+	}
+	ec := etcdtest.Start(t, 1)
+	var logged testlog.Buffer
+	const prefix = "/no-user/"
+	// A lease long enough that the requests below reach etcd while the
+	// node still holds it: the last keepalive answered before the
+	// authentication was turned on keeps it serving for about 13 s more.
+	n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2,
+		Logger:  slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 15 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	topic, err := n.Catalog().Create("events", 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := client(t, n.Addr())
+	// A first commit, before etcd's authentication: the group's partition
+	// has loaded and takes commits (until then: LOAD_IN_PROGRESS).
+	commit := func() *kmsg.OffsetCommitResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Group, req.Generation = "g", -1
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic, rt.TopicID = "events", topic.ID // by name or id, whichever version kgo picks
+		rp := kmsg.NewOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, 7
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &resp.Topics[0].Partitions[0]
+	}
+	testwait.For(t, 20*time.Second, "a commit taken before etcd's authentication", func() bool { return commit().ErrorCode == 0 })
+
+	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": "late-pass"})
+
+	// (a) OffsetCommit: a retriable code, the hint in the node's warning.
+	p := commit()
+	if p.ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("commit refused by etcd for want of a user: %v, want COORDINATOR_NOT_AVAILABLE (retriable)", kerr.ErrorForCode(p.ErrorCode))
+	}
+	if l := line(logged.String(), "append failed", "user name is empty"); !strings.Contains(l, cluster.NoUserAdvice) {
+		t.Errorf("the node's warning of the refused commit does not say %q:\n%s", cluster.NoUserAdvice, l)
+	}
+}
+
+// line is the first line of log that holds every one of parts ("" if
+// none does).
+func line(log string, parts ...string) string {
+	for l := range strings.Lines(log) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return l
+		}
+	}
+	return ""
+}
