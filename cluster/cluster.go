@@ -607,7 +607,11 @@ func (c *Cluster) keepAlive(ctx context.Context, lost chan<- error) {
 			return
 		}
 		if err != nil {
-			c.log.Debug("cluster: keepalive failed", "err", err)
+			attrs := []any{"err", err}
+			if h := NoUserHint(err); h != "" {
+				attrs = append(attrs, "hint", h)
+			}
+			c.log.Debug("cluster: keepalive failed", attrs...)
 		}
 	}
 }

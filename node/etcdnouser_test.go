@@ -80,6 +80,14 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	if l := line(logged.String(), "append failed", "user name is empty"); !strings.Contains(l, cluster.NoUserAdvice) {
 		t.Errorf("the node's warning of the refused commit does not say %q:\n%s", cluster.NoUserAdvice, l)
 	}
+
+	// (b) The debug line of a keepalive refused so (every 5 s).
+	testwait.For(t, 15*time.Second, "a keepalive refused for want of an etcd user", func() bool {
+		return line(logged.String(), "keepalive failed", "user name is empty") != ""
+	})
+	if l := line(logged.String(), "keepalive failed", "user name is empty"); !strings.Contains(l, cluster.NoUserAdvice) {
+		t.Errorf("the keepalive's debug line does not say %q:\n%s", cluster.NoUserAdvice, l)
+	}
 }
 
 // line is the first line of log that holds every one of parts ("" if
