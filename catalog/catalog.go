@@ -63,6 +63,21 @@ var (
 	ErrUnavailable = errors.New("catalog: changes cannot be made through this node right now")
 )
 
+// Advised is an error of a PersistTopic or PersistGroup that comes with
+// what an operator can do about it (cluster mode: etcd refusing a node
+// without an etcd user). Its text is the error's followed by the advice in
+// parentheses. Where an answer gives a short message rather than the whole
+// error (AlterConfigs), the server gives the advice alone.
+type Advised struct {
+	Err    error
+	Advice string
+}
+
+func (a *Advised) Error() string { return fmt.Sprintf("%v (%s)", a.Err, a.Advice) }
+
+// Unwrap returns the error advised on.
+func (a *Advised) Unwrap() error { return a.Err }
+
 // Conflict is the error a PersistTopic or PersistGroup returns when it writes
 // only where the stored record is still the one this catalog last saw (a
 // compare-and-swap, as cluster mode does in etcd: several nodes change the

@@ -167,7 +167,7 @@ func etcdPrefix(cc *ClusterConfig) string {
 // returned as they are.
 func withNoUserHint(err error) error {
 	if h := cluster.NoUserHint(err); h != "" {
-		return fmt.Errorf("%w (%s)", err, h)
+		return &catalog.Advised{Err: err, Advice: h}
 	}
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -81,6 +82,41 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 		t.Errorf("the node's warning of the refused commit does not say %q:\n%s", cluster.NoUserAdvice, l)
 	}
 
+	// (c) AlterConfigs of a group's configs: the hint in the resource's
+	// ErrorMessage.
+	incr := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ir := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ir.ResourceType, ir.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+	ic := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	ic.Name, ic.Op, ic.Value = group.ConfigSessionTimeout, kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr("50000")
+	ir.Configs = append(ir.Configs, ic)
+	incr.Resources = append(incr.Resources, ir)
+	legacy := kmsg.NewPtrAlterConfigsRequest()
+	lr := kmsg.NewAlterConfigsRequestResource()
+	lr.ResourceType, lr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+	lc := kmsg.NewAlterConfigsRequestResourceConfig()
+	lc.Name, lc.Value = group.ConfigSessionTimeout, kmsg.StringPtr("50000")
+	lr.Configs = append(lr.Configs, lc)
+	legacy.Resources = append(legacy.Resources, lr)
+	for _, req := range []kmsg.Request{incr, legacy} {
+		resp, err := cl.Broker(1).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var code int16
+		var msg *string
+		switch r := resp.(type) {
+		case *kmsg.IncrementalAlterConfigsResponse:
+			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+		case *kmsg.AlterConfigsResponse:
+			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
+		}
+		if code == 0 || msg == nil || !strings.Contains(*msg, cluster.NoUserAdvice) {
+			t.Errorf("%T refused by etcd for want of a user: %v %q; want the message to say %q",
+				req, kerr.ErrorForCode(code), deref(msg), cluster.NoUserAdvice)
+		}
+	}
+
 	// (b) The debug line of a keepalive refused so (every 5 s).
 	testwait.For(t, 15*time.Second, "a keepalive refused for want of an etcd user", func() bool {
 		return line(logged.String(), "keepalive failed", "user name is empty") != ""
@@ -88,6 +124,13 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	if l := line(logged.String(), "keepalive failed", "user name is empty"); !strings.Contains(l, cluster.NoUserAdvice) {
 		t.Errorf("the keepalive's debug line does not say %q:\n%s", cluster.NoUserAdvice, l)
 	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }
 
 // line is the first line of log that holds every one of parts ("" if

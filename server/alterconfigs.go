@@ -230,7 +230,12 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 		return alterConfigsOutcome{errNotController, err.Error()}
 	case err != nil:
 		s.log.Warn("group config not stored", "group", ch.name, "err", err)
-		return alterConfigsOutcome{errUnknownServerError, "the group's configs could not be stored; nothing changed"}
+		msg := "the group's configs could not be stored; nothing changed"
+		if adv := (*catalog.Advised)(nil); errors.As(err, &adv) {
+			// What to do, not the store's error (the log has it).
+			msg += ": " + adv.Advice
+		}
+		return alterConfigsOutcome{errUnknownServerError, msg}
 	}
 	return alterConfigsOutcome{}
 }
