@@ -168,3 +168,27 @@ func TestSimUnusableListenerEndpointLeftOut(t *testing.T) {
 		t.Fatalf("%d warnings, want 1 naming the SSL listener:\n%s", got, logs.String())
 	}
 }
+
+// TestSimUnusableSelfNotAdvertised: a node whose own advertised address is
+// unusable registers it, and the other nodes leave it out of their
+// brokers; the node itself listed that address to its clients all the
+// same (Brokers added its own entry whenever the registry's was missing,
+// hidden included). Now it leaves itself out too, as the others do.
+// (node refuses such an address at start; this is Cluster's own guard.)
+func TestSimUnusableSelfNotAdvertised(t *testing.T) {
+	for _, self := range []server.Broker{{Host: " ", Port: 9003}, {Host: "0.0.0.0", Port: 9003}, {Host: "n3", Port: 0}} {
+		t.Run(fmt.Sprintf("%q:%d", self.Host, self.Port), func(t *testing.T) {
+			s := newSim(t, 3*time.Second)
+			for id := int32(1); id <= 3; id++ {
+				s.add(id, 1)
+			}
+			s.node(3).c.SetSelf(self)
+			s.settle(250*time.Millisecond, 10*time.Second)
+			for id := int32(1); id <= 3; id++ {
+				if ids := brokerIDs(s.node(id).c.Brokers()); !slices.Equal(ids, []int32{1, 2}) {
+					t.Errorf("node %d advertises brokers %v, want [1 2] (node 3's address %q:%d is unusable)", id, ids, self.Host, self.Port)
+				}
+			}
+		})
+	}
+}

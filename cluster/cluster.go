@@ -105,8 +105,13 @@ type Cluster struct {
 	margin time.Duration
 	base   time.Time // origin of deadline
 
-	self  atomic.Pointer[server.Broker]
-	coord Partitions
+	self atomic.Pointer[server.Broker]
+	// selfAdvert is this node as its registration gives it to clients
+	// (readRegistration of what join registers), or nil when its
+	// address is unusable: Brokers then leaves it out, as every other
+	// node does.
+	selfAdvert atomic.Pointer[server.Broker]
+	coord      Partitions
 
 	// deadline is the local lease deadline in ns since base; 0 = no lease.
 	deadline atomic.Int64
@@ -229,6 +234,21 @@ func New(cfg Config) (*Cluster, error) {
 func (c *Cluster) SetSelf(b server.Broker) {
 	b.NodeID = c.cfg.NodeID
 	c.self.Store(&b)
+	val, _ := json.Marshal(registrationOf(b))
+	if adv, hidden, _ := readRegistration(b.NodeID, val); hidden == "" {
+		c.selfAdvert.Store(&adv)
+	} else {
+		c.selfAdvert.Store(nil)
+	}
+}
+
+// registrationOf is what a node advertising b registers.
+func registrationOf(b server.Broker) nodeInfo {
+	ni := nodeInfo{ID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack}
+	for _, e := range b.Endpoints {
+		ni.Listeners = append(ni.Listeners, endpointInfo{Name: e.Listener, Host: e.Host, Port: e.Port})
+	}
+	return ni
 }
 
 // Start joins the cluster; partitions are acquired and released on p from
@@ -386,7 +406,12 @@ func (c *Cluster) Brokers() []server.Broker {
 	}
 	c.mu.Unlock()
 	if !slices.ContainsFunc(bs, func(b server.Broker) bool { return b.NodeID == c.cfg.NodeID }) {
-		bs = append(bs, *c.self.Load()) // not registered (yet): still list itself
+		// Not registered (yet), or its registration unusable as
+		// others read it (written over by hand): still list itself,
+		// unless its own address is one no client can use.
+		if self := c.selfAdvert.Load(); self != nil {
+			bs = append(bs, *self)
+		}
 	}
 	slices.SortFunc(bs, func(a, b server.Broker) int { return int(a.NodeID) - int(b.NodeID) })
 	return bs
@@ -566,12 +591,7 @@ func (c *Cluster) join(ctx context.Context) error {
 	c.mu.Unlock()
 	c.deadline.Store(t0 + int64(ttl))
 
-	self := *c.self.Load()
-	ni := nodeInfo{ID: self.NodeID, Host: self.Host, Port: self.Port, Rack: self.Rack}
-	for _, e := range self.Endpoints {
-		ni.Listeners = append(ni.Listeners, endpointInfo{Name: e.Listener, Host: e.Host, Port: e.Port})
-	}
-	val, _ := json.Marshal(ni)
+	val, _ := json.Marshal(registrationOf(*c.self.Load()))
 	tctx, tcancel = c.timeout(ctx)
 	ok, err := c.ls.Register(tctx, c.cfg.NodeID, val, id)
 	tcancel()

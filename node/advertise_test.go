@@ -27,6 +27,11 @@ func TestAdvertisedHostMustBeConnectable(t *testing.T) {
 		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "0.0.0.0", Port: 9092}}, want: "--advertised-listeners PLAINTEXT://0.0.0.0:9092"},
 		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "::", Port: 9092}}, want: "--advertised-listeners PLAINTEXT://[::]:9092"},
 		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "", Port: 0}}, want: "--advertised-listeners PLAINTEXT://:0"},
+		// Blank hosts: cluster mode's registry treats a host of spaces
+		// as empty and hides the node from clients, so the node
+		// refuses it too rather than starting unreachable.
+		{advertise: " :9092", want: "--advertise  :9092"},
+		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "\t", Port: 9092}}, want: "--advertised-listeners PLAINTEXT://\t:9092"},
 		{advertise: "kafka.example.com:9092"},
 		{advertise: "10.1.2.3:0"},
 		{advertised: []server.Endpoint{{Listener: "PLAINTEXT", Host: "::1", Port: 9092}}},

@@ -557,13 +557,13 @@ func checkPorts(ls []server.Listener, httpAddr string) error {
 }
 
 // checkAdvertisedHost refuses an advertised host that no client can connect
-// to: empty, or the wildcard address (0.0.0.0, ::), which a listener binds to
+// to: empty or blank, or the wildcard address (0.0.0.0, ::), which a listener binds to
 // serve every interface but which a client dials as its own machine. Kafka
 // refuses an advertised listener on 0.0.0.0 at start too. what names the
 // setting as given.
 func checkAdvertisedHost(what, host string) error {
 	switch ip := net.ParseIP(host); {
-	case host == "":
+	case strings.TrimSpace(host) == "": // blank: as cluster mode's registry reads it
 		return fmt.Errorf("%s names no host: a client told to connect there dials its own machine; "+
 			"advertise the host name or IP address clients reach this node at", what)
 	case ip != nil && ip.IsUnspecified():
