@@ -192,10 +192,32 @@ type groupList struct {
 	filter  group.ListFilter
 	// byPartition holds the counts of each coordinator partition a node
 	// counted (group.ListSummary.ByPartition), one per partition however
-	// many nodes counted it; totalsOnly is set by an answer without them,
-	// whose totals are then used (see done).
-	byPartition map[int32]group.PartitionCount
+	// many nodes counted it, with the node that counted it; totalsOnly is
+	// set by an answer without them, whose totals are then used (see
+	// done).
+	byPartition map[int32]partitionCount
 	totalsOnly  bool
+	// owners names the node that owns each coordinator partition now, as
+	// the console's node sees the cluster (nil: not known; outside
+	// cluster mode, or the node has no lease and its view is stale).
+	owners map[int32]int32
+}
+
+// partitionCount is one node's count of a coordinator partition.
+type partitionCount struct {
+	group.PartitionCount
+	node int32
+}
+
+// better reports whether c, counted by node, replaces was as the count of
+// its partition: the count of the partition's current owner (owners) wins;
+// between two counts of which neither or both are the owner's, the larger,
+// whichever node answered first.
+func (l *groupList) better(c group.PartitionCount, node int32, was partitionCount) bool {
+	if o, ok := l.owners[c.Partition]; ok && (node == o) != (was.node == o) {
+		return node == o
+	}
+	return c.Listed > was.Listed || c.Listed == was.Listed && c.Matching > was.Matching
 }
 
 // seenRow is where a row of the list was taken from: the answer's number
@@ -210,18 +232,18 @@ type seenRow struct {
 // did not (Kafka, an older cohort) sent every group, which are counted and
 // filtered here. The rows of both are filtered again: what a node sent
 // is never trusted to match.
-func (l *groupList) add(resp *kmsg.ListGroupsResponse) {
+func (l *groupList) add(node int32, resp *kmsg.ListGroupsResponse) {
 	l.answers++
 	sum, summed := group.ListSummaryOf(resp)
 	if summed && sum.ByPartition != nil && (l.Partitions == 0 || l.Partitions == sum.Partitions) {
 		l.Partitions = sum.Partitions
 		for _, c := range sum.ByPartition {
 			// Counted by two nodes while it moves: each count was
-			// exact when its node answered; the larger is kept,
-			// whichever node answered first.
+			// exact when its node answered; the current owner's is
+			// kept, else the larger (better).
 			was, dup := l.byPartition[c.Partition]
-			if !dup || c.Listed > was.Listed || c.Listed == was.Listed && c.Matching > was.Matching {
-				l.byPartition[c.Partition] = c
+			if !dup || l.better(c, node, was) {
+				l.byPartition[c.Partition] = partitionCount{c, node}
 			}
 		}
 	} else {
@@ -305,7 +327,7 @@ func (l *groupList) done() {
 
 // newGroupList is an empty list of the groups that pass f.
 func newGroupList(f group.ListFilter) *groupList {
-	return &groupList{seen: map[string]seenRow{}, filter: f, byPartition: map[int32]group.PartitionCount{}}
+	return &groupList{seen: map[string]seenRow{}, filter: f, byPartition: map[int32]partitionCount{}}
 }
 
 // addProtocolType adds p to the sorted ProtocolTypes, which keep the first
@@ -335,12 +357,13 @@ func (l *groupList) addProtocolType(p string) {
 // registry until its lease ends) does not fail the list: Unreachable says
 // which nodes the groups of are missing. Any other failure of a node, or
 // every node unreachable, is an error.
-func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*groupList, error) {
+func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners map[int32]int32) (*groupList, error) {
 	lreq := kmsg.NewPtrListGroupsRequest()
 	if listFilterPushdown {
 		group.RequestListFilter(lreq, f)
 	}
 	l := newGroupList(f)
+	l.owners = owners
 	var firstErr error
 	shards := cl.RequestSharded(ctx, lreq)
 	for _, sh := range shards {
@@ -360,7 +383,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter) (*group
 		if err := kafkaErr(resp.ErrorCode); err != nil {
 			return nil, err
 		}
-		l.add(resp)
+		l.add(sh.Meta.NodeID, resp)
 	}
 	if len(l.Unreachable) == len(shards) && firstErr != nil {
 		return nil, firstErr

@@ -36,6 +36,7 @@ type movingCluster struct {
 	ids      []string
 	moving   int32 // the partition that moves
 	inMoving int   // groups of ids in it
+	addr     string
 }
 
 const movingParts = 4
@@ -74,8 +75,22 @@ func newMovingCluster(t *testing.T, groups int) *movingCluster {
 		resp, err := node.Handle(ctx, group.Client{}, req)
 		return resp, err, true
 	})
-	m.con = New(&proxyNode{addr: c.ListenAddrs()[0]}, nil, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
+	m.addr = c.ListenAddrs()[0]
+	m.con = New(&proxyNode{addr: m.addr}, nil, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
 	return m
+}
+
+// ownedBy gives the console the cluster view of a node that sees broker 1
+// own the moving partition and broker 0 the others (as the console's node
+// reads the owners from etcd).
+func (m *movingCluster) ownedBy(t *testing.T) {
+	view := &ClusterView{Self: 0, Partitions: movingParts, Nodes: []ClusterNode{{ID: 0}, {ID: 1, Owned: []int32{m.moving}}}}
+	for p := range int32(movingParts) {
+		if p != m.moving {
+			view.Nodes[0].Owned = append(view.Nodes[0].Owned, p)
+		}
+	}
+	m.con = New(&proxyNode{addr: m.addr}, func() *ClusterView { return view }, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
 }
 
 // commitOn makes group id, with an offset committed by c.
@@ -242,8 +257,8 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 	fromNew := list(nw)
 	for _, order := range [][]*kmsg.ListGroupsResponse{{fromOld, fromNew}, {fromNew, fromOld}} {
 		l := newGroupList(f)
-		for _, a := range order {
-			l.add(a)
+		for i, a := range order {
+			l.add(int32(i), a)
 		}
 		l.done()
 		if l.Listed != 41 || l.Matching != 41 || len(l.Uncounted) != 0 {
@@ -256,8 +271,8 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 	bare.UnknownTags = kmsg.Tags{}
 	bare.UnknownTags.Set(group.ListFilterTag, tagValue(sum.Listed, sum.Matching, sum.ProtocolTypes...))
 	l := newGroupList(f)
-	l.add(&bare)
-	l.add(fromNew)
+	l.add(0, &bare)
+	l.add(1, fromNew)
 	l.done()
 	// The totals, less the groups both sent (add).
 	want := 40 + m.inMoving + 1
@@ -270,5 +285,46 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 	}
 	if l.Listed != want || len(l.Uncounted) != 0 {
 		t.Errorf("with an older node: %d listed, uncounted %v; want the totals %d, none uncounted", l.Listed, l.Uncounted, want)
+	}
+}
+
+// TestGroupsPageTakesTheOwnersCount: while a partition moves, the old
+// owner, which loaded it before the move, still counts a group that was
+// deleted on the new owner since. Of the two counts the page kept the
+// larger, the old owner's stale one; it now keeps the count of the node
+// that owns the partition now, as the console's node sees the cluster.
+func TestGroupsPageTakesTheOwnersCount(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 3
+	m := newMovingCluster(t, 40)
+	m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })            // the old owner, loaded before
+	m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving }) // the new owner
+	gone := ""
+	for _, id := range m.ids {
+		if coordinator.PartitionFor(id, movingParts) == m.moving {
+			gone = id
+			break
+		}
+	}
+	req := kmsg.NewPtrDeleteGroupsRequest()
+	req.Groups = []string{gone}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := m.byBroker[1].Handle(ctx, group.Client{}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode; code != 0 {
+		t.Fatalf("deleting %s on the new owner: error %d", gone, code)
+	}
+	m.ownedBy(t)
+	for _, tc := range []struct{ query, count string }{
+		{"", "the first 3 of 39 matching groups (39 groups)"},
+		{"?q=app", "the first 3 of 39 matching groups (39 groups)"},
+	} {
+		body := m.page(t, tc.query)
+		if got := countOf(body); got == "" || !strings.HasPrefix(got, tc.count) {
+			t.Errorf("%q: the page says %q, want %q (the owner's count of partition %d, without %s)", tc.query, got, tc.count+" …", m.moving, gone)
+		}
 	}
 }

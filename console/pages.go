@@ -157,7 +157,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	if gq.Match == "contains" { // the default: links and the form leave it out
 		gq.Match = ""
 	}
-	list, err := listGroups(ctx, cl, gq.filter())
+	list, err := listGroups(ctx, cl, gq.filter(), c.partitionOwners())
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
@@ -294,6 +294,26 @@ type ClusterNode struct {
 	// Unadvertised says why clients are not sent to the node (its
 	// registration gives no usable address; "": they are).
 	Unadvertised string
+}
+
+// partitionOwners is the node that owns each coordinator partition now, as
+// this node sees the cluster; nil outside cluster mode, and while this
+// node has no lease (its view is then no longer followed).
+func (c *Console) partitionOwners() map[int32]int32 {
+	if c.cluster == nil {
+		return nil
+	}
+	cv := c.cluster()
+	if cv == nil || cv.NoLease {
+		return nil
+	}
+	owners := map[int32]int32{}
+	for _, n := range cv.Nodes {
+		for _, p := range n.Owned {
+			owners[p] = n.ID
+		}
+	}
+	return owners
 }
 
 // clusterOf describes n's cluster (nil unless cluster mode).

@@ -221,8 +221,8 @@ func TestGroupListMixedNodes(t *testing.T) {
 		g.Group, g.GroupState, g.ProtocolType = id, "Stable", "sidecar"
 		older.Groups = append(older.Groups, g)
 	}
-	l.add(newer)
-	l.add(older)
+	l.add(0, newer)
+	l.add(1, older)
 	var ids []string
 	for _, r := range l.Rows {
 		ids = append(ids, r.ID)
@@ -277,7 +277,7 @@ func TestGroupListProtocolTypesOrderless(t *testing.T) {
 	for _, order := range [][]*group.ListSummary{{hi, lo}, {lo, hi}} {
 		l := newGroupList(group.ListFilter{ID: "x", Limit: 1000})
 		for _, s := range order {
-			l.add(answer(s))
+			l.add(0, answer(s))
 		}
 		if got := strings.Join(protocolTypesOf(l), " "); got != want {
 			t.Errorf("nodes answering %v first: the form offers %q, want %q", order[0].ProtocolTypes[:1], got, want)
@@ -292,7 +292,7 @@ func TestGroupListProtocolTypesOrderless(t *testing.T) {
 		old.Groups = append(old.Groups, g)
 	}
 	l := newGroupList(group.ListFilter{ID: "x", Limit: 1000})
-	l.add(old)
+	l.add(1, old)
 	if got := strings.Join(protocolTypesOf(l), " "); got != want {
 		t.Errorf("a node without the tag: the form offers %q, want %q", got, want)
 	}
@@ -330,8 +330,8 @@ func TestGroupListCountsAMovingGroupOnce(t *testing.T) {
 			2, 2},
 	} {
 		l := newGroupList(f)
-		l.add(tc.first)
-		l.add(tc.second)
+		l.add(0, tc.first)
+		l.add(1, tc.second)
 		if len(l.Rows) != tc.matching {
 			t.Errorf("%s: %d rows, want %d", tc.name, len(l.Rows), tc.matching)
 		}
