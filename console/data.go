@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 )
 
@@ -233,8 +235,14 @@ type seenRow struct {
 // filtered here. The rows of both are filtered again: what a node sent
 // is never trusted to match.
 func (l *groupList) add(node int32, resp *kmsg.ListGroupsResponse) {
-	l.answers++
 	sum, summed := group.ListSummaryOf(resp)
+	l.addAnswer(node, resp.Groups, sum, summed)
+}
+
+// addAnswer is add with the answer read: its groups and its summary
+// (summed: it has one).
+func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup, sum group.ListSummary, summed bool) {
+	l.answers++
 	if summed && sum.ByPartition != nil && (l.Partitions == 0 || l.Partitions == sum.Partitions) {
 		l.Partitions = sum.Partitions
 		for _, c := range sum.ByPartition {
@@ -256,7 +264,7 @@ func (l *groupList) add(node int32, resp *kmsg.ListGroupsResponse) {
 			l.addProtocolType(p)
 		}
 	}
-	for _, g := range resp.Groups {
+	for _, g := range groups {
 		if was, dup := l.seen[g.Group]; dup {
 			// Listed by two nodes while its partition moves: one row.
 			// A node that sums up counted each group it sent in its
@@ -316,11 +324,7 @@ func (l *groupList) done() {
 		l.Listed += int(c.Listed)
 		l.Matching += int(c.Matching)
 	}
-	for p := range l.Partitions {
-		if _, ok := l.byPartition[p]; !ok {
-			l.Uncounted = append(l.Uncounted, p)
-		}
-	}
+	l.Uncounted = l.uncounted()
 	l.Matching = max(l.Matching, len(l.Rows))
 	l.Listed = max(l.Listed, l.Matching)
 }
@@ -364,6 +368,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 	}
 	l := newGroupList(f)
 	l.owners = owners
+	unreachable := map[int32]bool{}
 	var firstErr error
 	shards := cl.RequestSharded(ctx, lreq)
 	for _, sh := range shards {
@@ -375,6 +380,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 			if firstErr == nil {
 				firstErr = sh.Err
 			}
+			unreachable[sh.Meta.NodeID] = true
 			l.Unreachable = append(l.Unreachable, fmt.Sprintf("node %d (%s) could not be reached (%v)",
 				sh.Meta.NodeID, net.JoinHostPort(sh.Meta.Host, strconv.Itoa(int(sh.Meta.Port))), op.Err))
 			continue
@@ -388,8 +394,64 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 	if len(l.Unreachable) == len(shards) && firstErr != nil {
 		return nil, firstErr
 	}
+	l.askOwnersAgain(ctx, cl, lreq, unreachable)
 	l.done()
 	return l, nil
+}
+
+// askOwnersAgain asks the current owner (owners) of each coordinator
+// partition that no node counted once more, one request per such node,
+// and takes from its answer the counts and groups of those partitions
+// only: a move that ended while the nodes answered (the old owner after
+// it let go, the new one before it took over) is then counted. A partition
+// its owner still does not count, or whose owner is not known, could not
+// be reached (skip: not dialled again) or does not answer, stays uncounted
+// (done names it).
+func (l *groupList) askOwnersAgain(ctx context.Context, cl *kgo.Client, lreq *kmsg.ListGroupsRequest, skip map[int32]bool) {
+	if l.totalsOnly || l.Partitions == 0 || l.owners == nil {
+		return
+	}
+	missing := map[int32]map[int32]bool{} // node -> partitions
+	for _, p := range l.uncounted() {
+		if o, ok := l.owners[p]; ok && !skip[o] {
+			if missing[o] == nil {
+				missing[o] = map[int32]bool{}
+			}
+			missing[o][p] = true
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(missing)) {
+		resp, err := cl.Broker(int(node)).Request(ctx, lreq)
+		if err != nil {
+			continue
+		}
+		lg := resp.(*kmsg.ListGroupsResponse)
+		if lg.ErrorCode != 0 {
+			continue
+		}
+		only := missing[node]
+		sum, summed := group.ListSummaryOf(lg)
+		if !summed || sum.Partitions != l.Partitions {
+			continue
+		}
+		groups := slices.DeleteFunc(lg.Groups, func(g kmsg.ListGroupsResponseGroup) bool {
+			return !only[coordinator.PartitionFor(g.Group, int(l.Partitions))]
+		})
+		sum.ByPartition = slices.DeleteFunc(sum.ByPartition, func(c group.PartitionCount) bool { return !only[c.Partition] })
+		l.addAnswer(node, groups, sum, true)
+	}
+}
+
+// uncounted are the coordinator partitions of which no node's count was
+// taken, in order.
+func (l *groupList) uncounted() []int32 {
+	var ps []int32
+	for p := range l.Partitions {
+		if _, ok := l.byPartition[p]; !ok {
+			ps = append(ps, p)
+		}
+	}
+	return ps
 }
 
 // listFilterPushdown: the groups page sends its filter to the nodes. Off

@@ -37,6 +37,9 @@ type movingCluster struct {
 	moving   int32 // the partition that moves
 	inMoving int   // groups of ids in it
 	addr     string
+	// next, if set for a broker, becomes its coordinator once it has
+	// answered one ListGroups (a move that ends between two requests).
+	next [2]*coordinator.Coordinator
 }
 
 const movingParts = 4
@@ -73,6 +76,9 @@ func newMovingCluster(t *testing.T, groups int) *movingCluster {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := node.Handle(ctx, group.Client{}, req)
+		if b := c.CurrentNode(); m.next[b] != nil {
+			m.byBroker[b], m.next[b] = m.next[b], nil
+		}
 		return resp, err, true
 	})
 	m.addr = c.ListenAddrs()[0]
@@ -326,5 +332,38 @@ func TestGroupsPageTakesTheOwnersCount(t *testing.T) {
 		if got := countOf(body); got == "" || !strings.HasPrefix(got, tc.count) {
 			t.Errorf("%q: the page says %q, want %q (the owner's count of partition %d, without %s)", tc.query, got, tc.count+" …", m.moving, gone)
 		}
+	}
+}
+
+// TestGroupsPageAsksTheOwnerAgain: the old owner answered after it let the
+// partition go and the new owner before it took over, so no node counted
+// the partition. The page named it as not counted; it now asks the node
+// that owns it (as the console's node sees the cluster) once more, and
+// counts and lists it from that answer when the move is over by then.
+func TestGroupsPageAsksTheOwnerAgain(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 50
+	m := newMovingCluster(t, 40)
+	m.ownedBy(t)
+	m.byBroker[0] = m.coordinator(t, func(p int32) bool { return p != m.moving }) // let it go
+	m.byBroker[1] = m.coordinator(t, func(int32) bool { return false })           // not taken over yet
+	m.next[1] = m.coordinator(t, func(p int32) bool { return p == m.moving })     // taken over after its first answer
+	body := m.page(t, "")
+	if got := countOf(body); got == "" || !strings.HasPrefix(got, "40 of 40 groups") {
+		t.Errorf("the page says %q, want %q", got, "40 of 40 groups …")
+	}
+	if strings.Contains(body, `id="uncounted"`) {
+		t.Error("the owner counted the partition when asked again, and the page says it was not counted")
+	}
+	for _, id := range m.ids {
+		if !strings.Contains(body, ">"+id+"<") {
+			t.Errorf("group %s is not listed", id)
+		}
+	}
+	// Still not taken over when asked again: named, as before.
+	m.byBroker[1] = m.coordinator(t, func(int32) bool { return false })
+	body = m.page(t, "")
+	if !strings.Contains(body, `id="uncounted"`) {
+		t.Errorf("the owner still does not count partition %d, and the page does not say so", m.moving)
 	}
 }
