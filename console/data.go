@@ -223,10 +223,12 @@ func (l *groupList) better(c group.PartitionCount, node int32, was partitionCoun
 }
 
 // seenRow is where a row of the list was taken from: the answer's number
-// (groupList.answers), and whether it was counted as matching.
+// (groupList.answers), whether it was counted as matching, and the nodes
+// that sent it.
 type seenRow struct {
 	answer  int
 	matched bool
+	nodes   []int32
 }
 
 // add takes one node's ListGroups answer. A node that applied the filter
@@ -266,6 +268,10 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 	}
 	for _, g := range groups {
 		if was, dup := l.seen[g.Group]; dup {
+			if !slices.Contains(was.nodes, node) {
+				was.nodes = append(was.nodes, node)
+				l.seen[g.Group] = was
+			}
 			// Listed by two nodes while its partition moves: one row.
 			// A node that sums up counted each group it sent in its
 			// Listed and Matching, so a group another node sent
@@ -276,7 +282,7 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 			// counted twice. (A node that sends one group twice
 			// counted it once: nothing to take off.)
 			if summed && was.answer != l.answers {
-				l.seen[g.Group] = seenRow{answer: l.answers, matched: was.matched}
+				l.seen[g.Group] = seenRow{answer: l.answers, matched: was.matched, nodes: was.nodes}
 				l.Listed--
 				if was.matched {
 					l.Matching--
@@ -289,7 +295,7 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 			r.Type = "classic"
 		}
 		keep := l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
-		l.seen[g.Group] = seenRow{answer: l.answers, matched: summed || keep} // counted as matching: by the node, or here
+		l.seen[g.Group] = seenRow{answer: l.answers, matched: summed || keep, nodes: []int32{node}} // counted as matching: by the node, or here
 		if !summed {
 			l.Listed++
 			l.addProtocolType(r.ProtocolType)
@@ -325,6 +331,16 @@ func (l *groupList) done() {
 		l.Matching += int(c.Matching)
 	}
 	l.Uncounted = l.uncounted()
+	// The rows agree with the counts: a row of a partition whose count
+	// was taken from another node than the ones that sent it is left out.
+	// That node does not have the group (the other's answer was stale: a
+	// group deleted since the move), or has it beyond its first rows, and
+	// then beyond the page's too (the rows the page shows are every
+	// node's first, by id).
+	l.Rows = slices.DeleteFunc(l.Rows, func(r GroupRow) bool {
+		c, ok := l.byPartition[coordinator.PartitionFor(r.ID, int(l.Partitions))]
+		return ok && !slices.Contains(l.seen[r.ID].nodes, c.node)
+	})
 	l.Matching = max(l.Matching, len(l.Rows))
 	l.Listed = max(l.Listed, l.Matching)
 }

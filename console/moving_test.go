@@ -298,7 +298,8 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 // owner, which loaded it before the move, still counts a group that was
 // deleted on the new owner since. Of the two counts the page kept the
 // larger, the old owner's stale one; it now keeps the count of the node
-// that owns the partition now, as the console's node sees the cluster.
+// that owns the partition now, as the console's node sees the cluster, and
+// lists the partition's groups as that node sent them.
 func TestGroupsPageTakesTheOwnersCount(t *testing.T) {
 	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
 	maxGroupRows = 3
@@ -331,6 +332,9 @@ func TestGroupsPageTakesTheOwnersCount(t *testing.T) {
 		body := m.page(t, tc.query)
 		if got := countOf(body); got == "" || !strings.HasPrefix(got, tc.count) {
 			t.Errorf("%q: the page says %q, want %q (the owner's count of partition %d, without %s)", tc.query, got, tc.count+" …", m.moving, gone)
+		}
+		if strings.Contains(body, ">"+gone+"<") {
+			t.Errorf("%q: the page lists %s, which only the old owner still had", tc.query, gone)
 		}
 	}
 }
