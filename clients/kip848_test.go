@@ -91,7 +91,8 @@ type nextTarget struct {
 	addr string
 	cl   *kgo.Client // admin requests
 	adm  *kadm.Client
-	bare *testbed.Bare // nil for kfake
+	bare *testbed.Bare   // nil for kfake
+	proc *testbed.Cohort // a cohort child process (noderestart_test.go), else nil
 }
 
 // nextTargets: cohort alone (the bare bed), kfake, and cohort behind the

@@ -3,6 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -348,7 +349,12 @@ func (b *Bed) Dump(t testing.TB, grp string) { b.Router.Journal.Dump(t, grp) }
 // Cohort is a `cohort serve` child process on a disk store.
 type Cohort struct {
 	Bin, Dir, Addr string
-	cmd            *exec.Cmd
+	// Args are more flags of `cohort serve`, given at every (re)start.
+	Args []string
+	// Log, if set, receives the process's output (else the test
+	// binary's stderr); set it before a (re)start.
+	Log io.Writer
+	cmd *exec.Cmd
 }
 
 // BuildCohort compiles cmd/cohort once per test binary (internal/testbin).
@@ -377,7 +383,11 @@ func (c *Cohort) Start(t testing.TB) {
 	t.Helper()
 	c.cmd = exec.Command(c.Bin, "serve", "--listen", c.Addr, "--data-dir", c.Dir,
 		"--initial-rebalance-delay", "0", "--min-session-timeout", "1s", "--log-level", "warn")
+	c.cmd.Args = append(c.cmd.Args, c.Args...)
 	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
+	if c.Log != nil {
+		c.cmd.Stdout, c.cmd.Stderr = c.Log, c.Log
+	}
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

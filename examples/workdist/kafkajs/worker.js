@@ -14,6 +14,8 @@
 //
 //   assigned 0,2 member=<id>   the group was joined with these partitions (GROUP_JOIN)
 //   revoked 0,2 member=<id>    a rebalance began (REBALANCING) or the worker stops: all are given up
+//   lost 0,2 member=<id>       the consumer crashed (CRASH, e.g. every broker was unreachable): another
+//                              worker may own them already
 //   stopped                    after leaving the group on SIGINT/SIGTERM
 //
 // kafkajs's protocols are eager: every rebalance revokes every partition.
@@ -79,7 +81,17 @@ const revokeAll = () => {
   toCommit = null
 }
 consumer.on(consumer.events.REBALANCING, revokeAll)
-consumer.on(consumer.events.CRASH, ({ payload }) => console.error(`error: crash: ${payload.error.message}`))
+// A crash (a lost connection to every broker, say while cohort restarts)
+// ends the consumer's membership: kafkajs restarts the consumer, which joins
+// as a new member, and the old member's partitions go to others once its
+// session expires on the coordinator, with no REBALANCING event here. So
+// they are this worker's no more: stop their work now.
+consumer.on(consumer.events.CRASH, ({ payload }) => {
+  console.error(`error: crash: ${payload.error.message}`)
+  if (owned.length) report('lost')
+  owned = []
+  toCommit = null
+})
 
 let stopping = false
 const stop = async () => {
