@@ -86,11 +86,19 @@ consumer.on(consumer.events.REBALANCING, revokeAll)
 // as a new member, and the old member's partitions go to others once its
 // session expires on the coordinator, with no REBALANCING event here. So
 // they are this worker's no more: stop their work now.
+// A crash kafkajs does not restart from (a non-retriable error, such as
+// INVALID_SESSION_TIMEOUT for a session timeout outside the node's bounds)
+// leaves the process with nothing to do: it ends with status 1, so that a
+// supervisor does not take it for a clean stop.
 consumer.on(consumer.events.CRASH, ({ payload }) => {
   console.error(`error: crash: ${payload.error.message}`)
   if (owned.length) report('lost')
   owned = []
   toCommit = null
+  if (!payload.restart && !stopping) {
+    console.error('error: the consumer stopped and will not restart')
+    process.exit(1)
+  }
 })
 
 let stopping = false
