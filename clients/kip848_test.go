@@ -482,6 +482,19 @@ func (r *nextRun) finish() {
 	case r.expectOverlap:
 		r.t.Errorf("%s: no partition had two owners; the scenario expected %s to give one to two", r.tg.name, r.tg.name)
 	}
+	r.checkErrorLines()
+	if r.tg.bare != nil {
+		if warns := r.tg.bare.Warnings(); len(warns) > 0 {
+			r.t.Errorf("cohort logged %d warnings or errors, first: %s", len(warns), warns[0])
+		}
+	}
+	r.step("done")
+}
+
+// checkErrorLines logs every worker's error lines and fails the test if
+// one that is not noisy repeated a line more than maxRepeats times.
+func (r *nextRun) checkErrorLines() {
+	r.t.Helper()
 	for _, w := range r.workers {
 		w.mu.Lock()
 		for line, n := range w.errs {
@@ -492,12 +505,6 @@ func (r *nextRun) finish() {
 		}
 		w.mu.Unlock()
 	}
-	if r.tg.bare != nil {
-		if warns := r.tg.bare.Warnings(); len(warns) > 0 {
-			r.t.Errorf("cohort logged %d warnings or errors, first: %s", len(warns), warns[0])
-		}
-	}
-	r.step("done")
 }
 
 // checkExclusive orders the workers' printed changes of ownership by their
