@@ -375,6 +375,18 @@ func TestCooperativeAddMember(t *testing.T) {
 	}
 }
 
+// restartClients are the clients of TestCohortRestart: the Go ones and
+// the child processes (kafkajs, kcat, kafka-python), which commit while
+// they consume (kcat and kafka-python automatically, kafkajs per batch).
+var restartClients = append(slices.Clone(goClients), []struct {
+	name  string
+	start Starter
+}{
+	{"kafkajs", startKafkajs},
+	{"kcat", startKcat},
+	{"kafkapython", startKafkaPython},
+}...)
+
 // TestCohortRestart (6): cohort runs as a child process on its disk store;
 // it is SIGKILLed in the middle of consumption and restarted on the same
 // address and directory. The members reconnect, the group re-forms, every
@@ -385,7 +397,7 @@ func TestCohortRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cohort and kills a child process")
 	}
-	for _, c := range goClients {
+	for _, c := range restartClients {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel() // its own bed, cohort process and data directory
 			const topic, P, K = "restart", 6, 3000
