@@ -680,15 +680,7 @@ func runMixed(t *testing.T, target string, nexts int) (*nextRun, []*worker) {
 	g := r.settleConsumer(append([]*worker{c1, c2}, next...)...)
 	r.step("upgraded")
 	r.wantType("consumer")
-	for _, m := range g.Members {
-		want := int8(0) // classic
-		if !strings.HasPrefix(m.ClientID, "classic-") {
-			want = 1 // consumer
-		}
-		if m.MemberType != want {
-			t.Errorf("member %s has type %d, want %d", m.ClientID, m.MemberType, want)
-		}
-	}
+	checkMemberTypes(t, g)
 	r.checkLedger("after the upgrade")
 	var wg sync.WaitGroup
 	for _, w := range next {
@@ -706,6 +698,22 @@ func runMixed(t *testing.T, target string, nexts int) (*nextRun, []*worker) {
 	r.wantType("classic")
 	r.checkLedger("after the downgrade")
 	return r, []*worker{c1, c2}
+}
+
+// checkMemberTypes checks the member types ConsumerGroupDescribe gives a
+// mixed group: 0 (classic) for the workers whose client id starts with
+// "classic-", 1 (consumer) for the others.
+func checkMemberTypes(t *testing.T, g kmsg.ConsumerGroupDescribeResponseGroup) {
+	t.Helper()
+	for _, m := range g.Members {
+		want := int8(0) // classic
+		if !strings.HasPrefix(m.ClientID, "classic-") {
+			want = 1 // consumer
+		}
+		if m.MemberType != want {
+			t.Errorf("member %s has type %d, want %d", m.ClientID, m.MemberType, want)
+		}
+	}
 }
 
 // kfakeRefusesUpgrade: kfake answers the next-gen member's heartbeats

@@ -13,6 +13,10 @@ package clients
 //     franz-go members; a third joins and, while the members reconcile
 //     (ConsumerGroupDescribe says the group is not Stable), the node is
 //     killed and restarted.
+//   - TestKIP848UpgradeNodeRestart: a classic franz-go group upgraded to the
+//     consumer protocol by a next-gen member joining, the node killed while
+//     it converts, then downgraded by that member leaving, the node killed
+//     again while it converts back.
 //
 // Afterwards the group must settle again (every worker a member, the
 // assignments disjoint and covering the topic, each worker's printed
@@ -201,7 +205,7 @@ func (r *nextRun) recovered(restarted time.Time, settle func()) map[*worker]map[
 	r.t.Helper()
 	settle()
 	took := time.Since(restarted)
-	r.step("three members settled after the restart")
+	r.step("the group settled after the restart")
 	if took > restartRecover {
 		r.t.Errorf("the group settled %v after the restart, want at most %v", took.Round(time.Millisecond), restartRecover)
 	}
@@ -296,5 +300,49 @@ func TestKIP848NodeRestart(t *testing.T) {
 	errs := r.recovered(restarted, func() { r.settleConsumer(w1, w2, w3) })
 	r.wantType("consumer")
 	r.checkLedger("after the restart")
+	r.restartFinish(log, true, errs)
+}
+
+// TestKIP848UpgradeNodeRestart: two classic franz-go members settle; a
+// consumer-protocol member joins, and while the group converts (ListGroups
+// says consumer, ConsumerGroupDescribe that it is not Stable yet) the node
+// is SIGKILLed and restarted. The mixed group must settle (the classic
+// members of type 0, the next-gen one of type 1, every member at the group
+// epoch with its target); then the next-gen member stops, and while the
+// group turns classic again the node is killed and restarted once more: the
+// two classic members must settle as a classic group. The ledger offsets
+// stay, and no partition has two owners at any moment.
+func TestKIP848UpgradeNodeRestart(t *testing.T) {
+	t.Parallel() // with the other parallel tests: its own node
+	r, log := newProcessRun(t, "kip848-upgrade-restart")
+	r.commitLedger()
+	classic := franzgoNext(false)
+	c1, c2 := r.start(classic, "classic-1"), r.start(classic, "classic-2")
+	r.settleClassic(c1, c2)
+	r.step("two classic members settled")
+	n3 := r.start(franzgoNext(true), "next-3")
+	restarted := r.killWhen("while the group upgrades", func() bool {
+		d, err := r.describe()
+		return err == nil && d.State != "Stable"
+	})
+	r.recovered(restarted, func() { r.settleConsumer(c1, c2, n3) })
+	r.wantType("consumer")
+	g, err := r.describe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMemberTypes(t, g)
+	r.checkLedger("after the upgrade and a restart")
+
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); n3.p.Close() }() // SIGTERM: it leaves
+	restarted = r.killWhen("while the group downgrades", func() bool {
+		listed := r.groupType()
+		return listed == "classic" || n3.stopped
+	})
+	<-stopped
+	errs := r.recovered(restarted, func() { r.settleClassic(c1, c2) })
+	r.wantType("classic")
+	r.checkLedger("after the downgrade and a restart")
 	r.restartFinish(log, true, errs)
 }

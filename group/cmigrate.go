@@ -683,7 +683,13 @@ func (g *Group) maybeDowngrade(h *hbReq, epoch int32) {
 	// The tombstones above are written after the classic record (with the
 	// heartbeat's records): it carries them (cgending.go).
 	s.addEnding(g.id, ending{consumer: 1})
-	g.persistMetadata(h.now, h.out, nil)
+	// The record says the rebalance below is pending: it lives in memory
+	// only, and a load of this record (a restart, a failover) starts it
+	// again, or the classic members would stay Stable with the targets and
+	// the partitions of the members that left would stay unassigned.
+	img := g.image(func(m *member) []byte { return m.assignment })
+	img.rebalance = true
+	g.writeMetadata(h.now, h.out, img, nil)
 	s.addEnding(g.id, ending{consumer: -1})
 	g.rbConverted(h.now, "group converted from the consumer protocol (its last consumer-protocol member left)", nil) // rebalance history
 	g.prepareRebalance(h.now, h.out)

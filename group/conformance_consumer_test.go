@@ -1443,3 +1443,46 @@ func TestKIP848LaggingCommitSkipsOversizedMetadata(t *testing.T) {
 		t.Fatal("the kept partition's offset was not committed")
 	}
 }
+
+// TestKIP848DowngradeSurvivesReload: the downgrade of a mixed group (its
+// last consumer-protocol member left) prepares a classic rebalance, so that
+// the classic members rejoin and the departed members' partitions are
+// given out again. That rebalance lives in memory only; a restart (or a
+// failover) right after the downgrade loaded the classic group Stable with
+// the converted assignment, the classic members' heartbeats were answered
+// NONE, nobody rejoined, and the partitions of the members that left stayed
+// unassigned until the membership changed again (found by
+// TestKIP848UpgradeNodeRestart in clients: two of six partitions unowned
+// for the rest of the run). The converted record now says a rebalance is
+// pending, and the load starts it.
+func TestKIP848DowngradeSurvivesReload(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"a": 6})
+	id1, id2, _ := h.mixedStable(t)
+	h.cg(hb{member: "n1", epoch: -1})
+	h.cg(hb{member: "n2", epoch: -1})
+	if g := h.s.Group("cg"); g.cg != nil || g.State() != PreparingRebalance {
+		t.Fatalf("after the leaves: consumer %v, state %v", g.cg != nil, g.State())
+	}
+	h.adopt() // the node restarts
+	g := h.s.Group("cg")
+	if g.State() != PreparingRebalance {
+		t.Fatalf("after a reload the downgraded group is %v, want PreparingRebalance (its members must rejoin)", g.State())
+	}
+	for _, id := range []string{id1, id2} {
+		expectCode(t, "heartbeat after the reload", h.heartbeat("cg", id, g.generation), ErrRebalanceInProgress)
+	}
+	// The rebalance completes, and the next reload is an ordinary one.
+	owned := map[string]tpset{id1: set("a", 0, 1, 2), id2: set("a", 3, 4, 5)}
+	t1 := h.join("cg", jo{member: id1, client: "c1", protos: protos("range", string(subscription(nil, "a")))})
+	t2 := h.join("cg", jo{member: id2, client: "c2", protos: protos("range", string(subscription(nil, "a")))})
+	r1, r2 := h.joinResp(t1), h.joinResp(t2)
+	expectCode(t, "rejoin", r1.ErrorCode, ErrNone)
+	expectCode(t, "rejoin", r2.ErrorCode, ErrNone)
+	plan := map[string]string{id1: string(encodeAssignment(owned[id1], nil)), id2: string(encodeAssignment(owned[id2], nil))}
+	expectCode(t, "sync", h.syncResp(h.sync("cg", id1, r1.Generation, plan)).ErrorCode, ErrNone)
+	expectCode(t, "sync", h.syncResp(h.sync("cg", id2, r2.Generation, plan)).ErrorCode, ErrNone)
+	h.adopt()
+	if g := h.s.Group("cg"); g.State() != Stable {
+		t.Fatalf("reloaded after the classic rebalance completed: %v, want Stable", g.State())
+	}
+}

@@ -111,6 +111,7 @@ type Group struct {
 	syncWriting    bool // the leader's assignment is being persisted
 	persisted      bool // a GroupMetadata record exists in the store
 	downgraded     bool // members may carry downgradedFrom (maybeDowngrade)
+	loadRebalance  bool // loaded from a record whose rebalance was pending (groupImage.rebalance); FinishLoad starts it
 	metaWrites     int  // GroupMetadata writes in flight (writeMetadata)
 	loaded         bool // see rb
 

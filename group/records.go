@@ -25,7 +25,10 @@ import (
 //	group value v0: protocolType, generation int32, protocol, leader,
 //	  stateTime int64 (unix ms), uvarint member count, then per member:
 //	  id, instanceID, clientID, clientHost, session int32 ms, rebalance int32 ms,
-//	  metadata (of the selected protocol), assignment
+//	  metadata (of the selected protocol), assignment; then, only when a
+//	  flag is set, one flags byte: 0x01 a rebalance is pending (the record
+//	  of a group just converted from the consumer protocol), which the load
+//	  starts again
 //	offset value v0: offset int64, leaderEpoch int32, metadata, commitTime int64
 //	  (unix ms), expireTime int64 (unix ms, 0 = none)
 const (
@@ -122,7 +125,13 @@ type groupImage struct {
 	leader       string
 	stateTime    time.Time
 	members      []memberImage
+	// rebalance: the group was to rebalance when this was written
+	// (maybeDowngrade); a load prepares that rebalance again.
+	rebalance bool
 }
+
+// imageRebalancePending is the flags byte's bit for groupImage.rebalance.
+const imageRebalancePending byte = 0x01
 
 type memberImage struct {
 	id, instanceID, clientID, clientHost string
@@ -195,6 +204,9 @@ func encodeGroupImage(img *groupImage) []byte {
 		v = binary.BigEndian.AppendUint32(v, uint32(m.rebalance.Milliseconds()))
 		v = appendBytes(v, m.metadata)
 		v = appendBytes(v, m.assignment)
+	}
+	if img.rebalance {
+		v = append(v, imageRebalancePending)
 	}
 	return v
 }
@@ -549,6 +561,9 @@ func decodeGroupImage(value []byte) (*groupImage, error) {
 			return nil, fmt.Errorf("%w: member %d", ErrCorruptRecord, i)
 		}
 	}
+	if len(r.b) > 0 { // a later field; the bits this cohort does not know are ignored
+		img.rebalance = r.b[0]&imageRebalancePending != 0
+	}
 	var sb strings.Builder
 	sb.Grow(strLen)
 	for _, fs := range [][]stringField{fields[:3], mfields} {
@@ -647,6 +662,7 @@ func (g *Group) restore(img *groupImage) {
 	}
 	g.protocolType, g.generation, g.protocol, g.leader, g.stateTime = img.protocolType, img.generation, img.protocol, "", img.stateTime
 	g.persisted = true
+	g.loadRebalance = img.rebalance
 	for i := range img.members {
 		mi := &img.members[i]
 		m := &member{id: mi.id, instanceID: mi.instanceID, clientID: mi.clientID, clientHost: mi.clientHost,
@@ -724,11 +740,20 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 		for _, m := range g.members {
 			s.arm(m.session, now.Add(m.sessionTimeout))
 		}
-		if s.cfg.MaxSize > 0 && len(g.members) > s.cfg.MaxSize {
+		switch pending := g.loadRebalance; {
+		case s.cfg.MaxSize > 0 && len(g.members) > s.cfg.MaxSize:
 			c := causeOf(CauseLoaded, now, nil)
 			c.Detail = "loaded above group.max.size"
 			g.note(c)
 			g.prepareRebalance(now, out)
+		case pending:
+			// Stored by a conversion from the consumer protocol,
+			// whose rebalance had not completed: the members rejoin.
+			c := causeOf(CauseLoaded, now, nil)
+			c.Detail = "loaded while its conversion from the consumer protocol was rebalancing"
+			g.note(c)
+			g.prepareRebalance(now, out)
 		}
+		g.loadRebalance = false
 	}
 }
