@@ -183,6 +183,7 @@ type nextRun struct {
 
 func newNextRun(t *testing.T, target, group string) *nextRun {
 	tg := startNextTarget(t, target)
+	goWorkerDir(t) // built before the scenario's clock starts
 	ctx, cancel := context.WithTimeout(context.Background(), nextTimeout)
 	t.Cleanup(cancel)
 	return &nextRun{t: t, ctx: ctx, tg: tg, group: group, killed: map[*worker]int64{}, noisy: map[*worker]bool{}, begin: time.Now()}

@@ -140,6 +140,7 @@ func startProcessTarget(t *testing.T) (*nextTarget, *procLog) {
 // newProcessRun is newNextRun on a cohort process.
 func newProcessRun(t *testing.T, group string) (*nextRun, *procLog) {
 	tg, log := startProcessTarget(t)
+	goWorkerDir(t) // built before the scenario's clock starts
 	ctx, cancel := context.WithTimeout(context.Background(), restartTimeout)
 	t.Cleanup(cancel)
 	return &nextRun{t: t, ctx: ctx, tg: tg, group: group, killed: map[*worker]int64{}, noisy: map[*worker]bool{}, begin: time.Now()}, log
