@@ -424,6 +424,7 @@ func TestBareCohort(t *testing.T) {
 
 func runBare(t *testing.T, c workdistClient) {
 	b := testbed.StartBare(t, map[string]int32{bareTopic: barePartitions})
+	goWorkerDir(t) // built before the scenario's clock starts
 	ctx, cancel := context.WithTimeout(context.Background(), bareTimeout)
 	defer cancel()
 	g := &bareGroup{t: t, ctx: ctx, b: b, group: "workdist-" + c.name}
