@@ -246,6 +246,14 @@ type worker struct {
 	stopped bool           // it printed "stopped"
 }
 
+// printedStopped reports whether the worker has printed "stopped"; the
+// output reader sets it, so it is read under the worker's lock.
+func (w *worker) printedStopped() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
+}
+
 func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *worker {
 	t.Helper()
 	w := &worker{clientID: clientID, owned: map[int32]bool{}, errs: map[string]int{}}

@@ -339,7 +339,7 @@ func TestKIP848UpgradeNodeRestart(t *testing.T) {
 	go func() { defer close(stopped); n3.p.Close() }() // SIGTERM: it leaves
 	restarted = r.killWhen("while the group downgrades", func() bool {
 		listed := r.groupType()
-		return listed == "classic" || n3.stopped
+		return listed == "classic" || n3.printedStopped()
 	})
 	<-stopped
 	errs := r.recovered(restarted, func() { r.settleClassic(c1, c2) })
