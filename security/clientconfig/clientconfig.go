@@ -27,6 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/cohort-dev/cohort/security/tlsconfig"
 )
 
 // SASL mechanism names, as Kafka spells them (sasl.mechanism).
@@ -140,7 +142,7 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 		InsecureSkipVerify: c.InsecureSkipVerify,
 	}
 	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
+		pem, err := tlsconfig.ReadPEMFile(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("TLS CA file: %w", err)
 		}
@@ -151,7 +153,7 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		cert, err := loadKeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("TLS client certificate %s with key %s: %w", c.CertFile, c.KeyFile, err)
 		}
@@ -159,6 +161,26 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// loadKeyPair is tls.LoadX509KeyPair with both files read through
+// tlsconfig.ReadPEMFile, whose bound keeps a wrong path (a log,
+// /dev/zero) from being read whole.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := tlsconfig.ReadPEMFile(certFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := tlsconfig.ReadPEMFile(keyFile)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// maxTokenFile bounds what is read of an OAUTHBEARER token file: a node
+// refuses a SASL token over 512 KiB (Kafka's sasl.server.max.receive.size
+// by default), so a larger file is a wrong path, not a token.
+const maxTokenFile = 512 << 10
 
 // SASLMechanism returns the franz-go SASL mechanism, or nil without SASL.
 func (c Config) SASLMechanism() (sasl.Mechanism, error) {
@@ -178,7 +200,7 @@ func (c Config) SASLMechanism() (sasl.Mechanism, error) {
 			if file == "" {
 				return oauth.Auth{Token: token}, nil
 			}
-			b, err := os.ReadFile(file)
+			b, err := readFileAtMost(file, maxTokenFile, "a token")
 			if err != nil {
 				return oauth.Auth{}, fmt.Errorf("OAUTHBEARER token file: %w", err)
 			}

@@ -139,11 +139,11 @@ func ReadSecret(name string, stdin io.Reader) (string, error) {
 		defer f.Close()
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxSecret+1))
+	b, over, err := readAtMost(r, maxSecret)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", name, err)
 	}
-	if len(b) > maxSecret {
+	if over {
 		return "", fmt.Errorf("%s holds more than %d bytes: not a password", name, maxSecret)
 	}
 	s := strings.TrimSuffix(string(b), "\n")
@@ -154,4 +154,34 @@ func ReadSecret(name string, stdin io.Reader) (string, error) {
 		return "", fmt.Errorf("%s is empty", name)
 	}
 	return s, nil
+}
+
+// readAtMost reads r to its end, or up to limit+1 bytes: over is true, and
+// b incomplete, when r holds more than limit bytes.
+func readAtMost(r io.Reader, limit int) (b []byte, over bool, err error) {
+	b, err = io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	return b, len(b) > limit, err
+}
+
+// readFileAtMost reads the file name of at most limit bytes, a whole
+// number of KiB or MiB; a larger file is an error that names the file, the
+// limit and what the file should have been (kind), never the content.
+func readFileAtMost(name string, limit int, kind string) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, over, err := readAtMost(f, limit)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	if over {
+		size := fmt.Sprintf("%d KiB", limit>>10)
+		if limit >= 1<<20 {
+			size = fmt.Sprintf("%d MiB", limit>>20)
+		}
+		return nil, fmt.Errorf("%s is larger than %s, too large for %s", name, size, kind)
+	}
+	return b, nil
 }

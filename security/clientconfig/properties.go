@@ -1,24 +1,28 @@
 package clientconfig
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
+// maxPropertiesFile bounds what is read of a properties file: a few
+// hundred bytes of settings in practice, so a larger file is a wrong path
+// (a log, /dev/zero) that must fail rather than be read whole.
+const maxPropertiesFile = 1 << 20
+
 // LoadPropertiesFile reads a Kafka client properties file; see
 // LoadProperties.
 func LoadPropertiesFile(path string) (Config, error) {
-	f, err := os.Open(path)
+	b, err := readFileAtMost(path, maxPropertiesFile, "a properties file")
 	if err != nil {
 		return Config{}, fmt.Errorf("command config: %w", err)
 	}
-	defer f.Close()
-	c, err := LoadProperties(f)
+	c, err := LoadProperties(bytes.NewReader(b))
 	if err != nil {
 		return Config{}, fmt.Errorf("command config %s: %w", path, err)
 	}
