@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/cluster"
@@ -111,11 +112,17 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 		case *kmsg.AlterConfigsResponse:
 			code, msg = r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage
 		}
-		if code == 0 || msg == nil || !strings.Contains(*msg, cluster.NoUserAdvice) {
-			t.Errorf("%T refused by etcd for want of a user: %v %q; want the message to say %q",
+		if code != kerr.KafkaStorageError.Code || msg == nil || !strings.Contains(*msg, cluster.NoUserAdvice) {
+			t.Errorf("%T refused by etcd for want of a user: %v %q; want KAFKA_STORAGE_ERROR, as CreateTopics answers, with a message that says %q",
 				req, kerr.ErrorForCode(code), deref(msg), cluster.NoUserAdvice)
 		}
 	}
+
+	// (d) The other admin writes: the catalog's (topics) answer
+	// KAFKA_STORAGE_ERROR as AlterConfigs does; the group coordinator's
+	// (DeleteGroups, OffsetDelete) answer COORDINATOR_NOT_AVAILABLE as
+	// OffsetCommit does. All retriable.
+	storeRefusals(ctx, t, cl.Broker(1), "g", "events")
 
 	// (b) The debug line of a keepalive refused so (every 5 s).
 	testwait.For(t, 15*time.Second, "a keepalive refused for want of an etcd user", func() bool {
@@ -123,6 +130,73 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	})
 	if l := line(logged.String(), "keepalive failed", "user name is empty"); !strings.Contains(l, cluster.NoUserAdvice) {
 		t.Errorf("the keepalive's debug line does not say %q:\n%s", cluster.NoUserAdvice, l)
+	}
+}
+
+// storeRefusals checks the answer of each admin request that writes, sent
+// through b while the store refuses writes: topics, and the group g's
+// deletion and its offsets of topic.
+func storeRefusals(ctx context.Context, t *testing.T, b *kgo.Broker, g, topic string) {
+	t.Helper()
+	create := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "refused-new", 1, 1
+	create.Topics = append(create.Topics, ct)
+	create.TimeoutMillis = 5000
+	parts := kmsg.NewPtrCreatePartitionsRequest()
+	pt := kmsg.NewCreatePartitionsRequestTopic()
+	pt.Topic, pt.Count = topic, 4
+	parts.Topics = append(parts.Topics, pt)
+	parts.TimeoutMillis = 5000
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TopicNames = []string{topic}
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(topic)
+	del.Topics = append(del.Topics, dt)
+	del.TimeoutMillis = 5000
+	delGroups := kmsg.NewPtrDeleteGroupsRequest()
+	delGroups.Groups = []string{g}
+	offDel := kmsg.NewPtrOffsetDeleteRequest()
+	offDel.Group = g
+	ot := kmsg.NewOffsetDeleteRequestTopic()
+	ot.Topic = topic
+	op := kmsg.NewOffsetDeleteRequestTopicPartition()
+	op.Partition = 0
+	ot.Partitions = append(ot.Partitions, op)
+	offDel.Topics = append(offDel.Topics, ot)
+
+	for _, c := range []struct {
+		req  kmsg.Request
+		want *kerr.Error
+	}{
+		{create, kerr.KafkaStorageError},
+		{parts, kerr.KafkaStorageError},
+		{del, kerr.KafkaStorageError},
+		{delGroups, kerr.CoordinatorNotAvailable},
+		{offDel, kerr.CoordinatorNotAvailable},
+	} {
+		resp, err := b.Request(ctx, c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var code int16
+		switch r := resp.(type) {
+		case *kmsg.CreateTopicsResponse:
+			code = r.Topics[0].ErrorCode
+		case *kmsg.CreatePartitionsResponse:
+			code = r.Topics[0].ErrorCode
+		case *kmsg.DeleteTopicsResponse:
+			code = r.Topics[0].ErrorCode
+		case *kmsg.DeleteGroupsResponse:
+			code = r.Groups[0].ErrorCode
+		case *kmsg.OffsetDeleteResponse:
+			if code = r.ErrorCode; code == 0 {
+				code = r.Topics[0].Partitions[0].ErrorCode
+			}
+		}
+		if code != c.want.Code {
+			t.Errorf("%T refused by the store: %v, want %s", c.req, kerr.ErrorForCode(code), c.want.Message)
+		}
 	}
 }
 

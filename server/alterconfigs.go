@@ -235,7 +235,15 @@ func (s *Server) alterOne(ch *configChange, validateOnly bool) alterConfigsOutco
 			// What to do, not the store's error (the log has it).
 			msg += ": " + adv.Advice
 		}
-		return alterConfigsOutcome{errUnknownServerError, msg}
+		// The store refused the write: KAFKA_STORAGE_ERROR (retriable),
+		// as CreateTopics, DeleteTopics, CreatePartitions and the
+		// ACL and credential changes answer the same refusal
+		// (catalogError, adminErrorCode). Anything else is unexpected.
+		code := errUnknownServerError
+		if errors.Is(err, catalog.ErrPersist) {
+			code = errKafkaStorageError
+		}
+		return alterConfigsOutcome{code, msg}
 	}
 	return alterConfigsOutcome{}
 }
