@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/clients/testbed"
+	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testpar"
 )
 
@@ -35,7 +36,8 @@ func TestMain(m *testing.M) {
 	// time, measured on 2 cores). Four at a time instead of GOMAXPROCS'
 	// two; every parallel test runs on its own bed, node or etcd.
 	testpar.Default(4)
-	os.Exit(m.Run())
+	// testbin.Run removes the commands the tests built once they end.
+	os.Exit(testbin.Run(m))
 }
 
 // External clients, each with what its tests need and how to get it.

@@ -1,7 +1,10 @@
 // Package testbin builds commands of this module for tests that run them as
 // child processes (to SIGKILL them, or to run them as a user would): each
 // set of packages is built once per test binary, into a directory of its
-// own under os.TempDir.
+// own under os.TempDir, removed when the tests end. A package that uses it
+// runs its tests through Run:
+//
+//	func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 package testbin
 
 import (
@@ -11,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -23,13 +27,43 @@ type build struct {
 var (
 	mu     sync.Mutex
 	builds = map[string]*build{}
+	// running is set by Run: the builds will be removed.
+	running atomic.Bool
 )
+
+// Run runs the tests of m, then removes the directories Build made for
+// them, and returns m.Run's exit code. The builds are shared by the tests
+// of the binary, so no test's cleanup may remove them; the end of m.Run is
+// the one place that outlives every user. Build fails the tests of a
+// binary whose TestMain does not call Run, so that none leaves its builds
+// behind. A binary that is killed, or panics (a -timeout reached),
+// still leaves them.
+func Run(m *testing.M) int {
+	running.Store(true)
+	defer removeBuilds()
+	return m.Run()
+}
+
+// removeBuilds removes every directory Build made.
+func removeBuilds() {
+	mu.Lock()
+	defer mu.Unlock()
+	for key, b := range builds {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+		delete(builds, key)
+	}
+}
 
 // Build compiles the packages (import paths) with `go build -o dir/`, once
 // per test binary for the same list, and returns dir: each command is
 // dir/<last element of its path>. It fails the test when the build fails.
 func Build(t testing.TB, pkgs ...string) string {
 	t.Helper()
+	if !running.Load() {
+		t.Fatal("testbin.Build: the package's TestMain must run its tests with testbin.Run, which removes the builds when they end")
+	}
 	key := strings.Join(pkgs, " ")
 	mu.Lock()
 	b := builds[key]
