@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"regexp"
@@ -89,14 +90,29 @@ func newMovingCluster(t *testing.T, groups int) *movingCluster {
 // ownedBy gives the console the cluster view of a node that sees broker 1
 // own the moving partition and broker 0 the others (as the console's node
 // reads the owners from etcd).
-func (m *movingCluster) ownedBy(t *testing.T) {
-	view := &ClusterView{Self: 0, Partitions: movingParts, Nodes: []ClusterNode{{ID: 0}, {ID: 1, Owned: []int32{m.moving}}}}
+func (m *movingCluster) ownedBy(t *testing.T) { m.viewed(t, 1, false) }
+
+// viewed gives the console the cluster view of a node that sees broker
+// owner own the moving partition and broker 0 the others; noLease: the
+// node has no lease, so that view is no longer followed.
+func (m *movingCluster) viewed(t *testing.T, owner int32, noLease bool) {
+	view := &ClusterView{Self: 0, Partitions: movingParts, NoLease: noLease, Nodes: []ClusterNode{{ID: 0}, {ID: 1}}}
+	view.Nodes[owner].Owned = []int32{m.moving}
 	for p := range int32(movingParts) {
 		if p != m.moving {
 			view.Nodes[0].Owned = append(view.Nodes[0].Owned, p)
 		}
 	}
 	m.con = New(&proxyNode{addr: m.addr}, func() *ClusterView { return view }, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
+}
+
+// newInMoving is the first id app-new-N of a group in the moving partition.
+func (m *movingCluster) newInMoving() string {
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("app-new-%d", i); coordinator.PartitionFor(id, movingParts) == m.moving {
+			return id
+		}
+	}
 }
 
 // commitOn makes group id, with an offset committed by c.
@@ -253,12 +269,7 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 	fromOld := list(old)
 	// The new owner, loaded, takes a group the old owner did not see.
 	nw := m.coordinator(t, func(p int32) bool { return p == m.moving })
-	extra := ""
-	for i := 0; extra == ""; i++ {
-		if id := fmt.Sprintf("app-new-%d", i); coordinator.PartitionFor(id, movingParts) == m.moving {
-			extra = id
-		}
-	}
+	extra := m.newInMoving()
 	commitOn(t, nw, extra)
 	fromNew := list(nw)
 	for _, order := range [][]*kmsg.ListGroupsResponse{{fromOld, fromNew}, {fromNew, fromOld}} {
@@ -370,4 +381,72 @@ func TestGroupsPageAsksTheOwnerAgain(t *testing.T) {
 	if !strings.Contains(body, `id="uncounted"`) {
 		t.Errorf("the owner still does not count partition %d, and the page does not say so", m.moving)
 	}
+}
+
+// TestPartitionOwners: the owners the groups page goes by are those of the
+// console's node's cluster view, and none when there is no view (a single
+// node) or when that node has no lease: its view is then no longer
+// followed, and may name as owner a node that let the partition go.
+func TestPartitionOwners(t *testing.T) {
+	view := &ClusterView{Self: 0, Partitions: 3, Nodes: []ClusterNode{{ID: 0, Owned: []int32{0, 2}}, {ID: 1, Owned: []int32{1}}}}
+	noLease := *view
+	noLease.NoLease = true
+	for _, tc := range []struct {
+		name    string
+		cluster func() *ClusterView
+		want    map[int32]int32
+	}{
+		{"single node", nil, nil},
+		{"no view", func() *ClusterView { return nil }, nil},
+		{"no lease", func() *ClusterView { return &noLease }, nil},
+		{"serving", func() *ClusterView { return view }, map[int32]int32{0: 0, 1: 1, 2: 0}},
+	} {
+		c := New(&proxyNode{}, tc.cluster, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
+		got := c.partitionOwners()
+		if (got == nil) != (tc.want == nil) || !maps.Equal(got, tc.want) {
+			t.Errorf("%s: owners %v, want %v", tc.name, ownersText(got), ownersText(tc.want))
+		}
+	}
+}
+
+// TestGroupsPageWithoutLeaseIgnoresTheView: the console's node has no
+// lease, and its last view of the cluster names the old owner of a moving
+// partition, which loaded it before a group was created on the new owner.
+// The page does not go by that view: of the two counts it keeps the
+// larger, the new owner's, and lists the new group, as with no view at all.
+// Going by the stale view, it would count the old owner's 40 groups and
+// leave the new one out.
+func TestGroupsPageWithoutLeaseIgnoresTheView(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 50
+	m := newMovingCluster(t, 40)
+	m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })            // the old owner, loaded before
+	m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving }) // the new owner
+	extra := m.newInMoving()
+	commitOn(t, m.byBroker[1], extra)
+	for _, noLease := range []bool{true, false} {
+		m.viewed(t, 0, noLease)
+		body := m.page(t, "")
+		got := countOf(body)
+		if noLease {
+			if !strings.HasPrefix(got, "41 of 41 groups") || !strings.Contains(body, ">"+extra+"<") {
+				t.Errorf("without a lease: the page says %q and lists %s: %v; want 41 groups, %s listed (the larger count, not the stale view's owner's)",
+					got, extra, strings.Contains(body, ">"+extra+"<"), extra)
+			}
+			continue
+		}
+		// With the lease the view is followed, stale or not: the
+		// check above can tell the two apart.
+		if !strings.HasPrefix(got, "40 of 40 groups") {
+			t.Errorf("with a lease: the page says %q, want the count of the owner the view names (40)", got)
+		}
+	}
+}
+
+// ownersText is owners as the errors of TestPartitionOwners show them.
+func ownersText(owners map[int32]int32) string {
+	if owners == nil {
+		return "none (nil)"
+	}
+	return fmt.Sprint(owners)
 }
