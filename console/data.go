@@ -224,11 +224,17 @@ func (l *groupList) better(c group.PartitionCount, node int32, was partitionCoun
 
 // seenRow is where a row of the list was taken from: the answer's number
 // (groupList.answers), whether it was counted as matching, and the nodes
-// that sent it.
+// that sent it; row is its index in Rows (-1: it did not pass the
+// filter), from the node whose row it is, and dropped is set when the row
+// at row no longer passes (a later node's row replaced it; done removes
+// it).
 type seenRow struct {
 	answer  int
 	matched bool
 	nodes   []int32
+	row     int
+	from    int32
+	dropped bool
 }
 
 // add takes one node's ListGroups answer. A node that applied the filter
@@ -272,6 +278,12 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 				was.nodes = append(was.nodes, node)
 				l.seen[g.Group] = was
 			}
+			if l.ownsRow(g.Group, node) && was.from != node {
+				// Its partition's owner's row, not the one of a
+				// node that let it go (or took it later).
+				l.takeRow(g, node)
+				was = l.seen[g.Group]
+			}
 			// Listed by two nodes while its partition moves: one row.
 			// A node that sums up counted each group it sent in its
 			// Listed and Matching, so a group another node sent
@@ -282,7 +294,8 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 			// counted twice. (A node that sends one group twice
 			// counted it once: nothing to take off.)
 			if summed && was.answer != l.answers {
-				l.seen[g.Group] = seenRow{answer: l.answers, matched: was.matched, nodes: was.nodes}
+				was.answer = l.answers
+				l.seen[g.Group] = was
 				l.Listed--
 				if was.matched {
 					l.Matching--
@@ -290,12 +303,8 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 			}
 			continue
 		}
-		r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
-		if r.Type == "" {
-			r.Type = "classic"
-		}
-		keep := l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
-		l.seen[g.Group] = seenRow{answer: l.answers, matched: summed || keep, nodes: []int32{node}} // counted as matching: by the node, or here
+		r, keep := l.rowOf(g)
+		seen := seenRow{answer: l.answers, matched: summed || keep, nodes: []int32{node}, row: -1, from: node} // counted as matching: by the node, or here
 		if !summed {
 			l.Listed++
 			l.addProtocolType(r.ProtocolType)
@@ -304,12 +313,56 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 			}
 		}
 		if keep {
+			seen.row = len(l.Rows)
 			l.Rows = append(l.Rows, r)
 		}
+		l.seen[g.Group] = seen
 	}
 	// Counts no smaller than what was received, whatever a node claimed.
 	l.Matching = max(l.Matching, len(l.Rows))
 	l.Listed = max(l.Listed, l.Matching)
+}
+
+// rowOf is the row of a listed group, and whether it passes the filter.
+func (l *groupList) rowOf(g kmsg.ListGroupsResponseGroup) (GroupRow, bool) {
+	r := GroupRow{ID: g.Group, State: g.GroupState, Type: g.GroupType, ProtocolType: g.ProtocolType, Generation: -1}
+	if r.Type == "" {
+		r.Type = "classic"
+	}
+	return r, l.filter.Keep(r.ID, r.State, r.Type, r.ProtocolType)
+}
+
+// ownsRow reports whether node owns the coordinator partition of group id
+// now, as the console's node sees the cluster (owners; false when not
+// known).
+func (l *groupList) ownsRow(id string, node int32) bool {
+	if l.owners == nil || l.Partitions <= 0 {
+		return false
+	}
+	o, ok := l.owners[coordinator.PartitionFor(id, int(l.Partitions))]
+	return ok && o == node
+}
+
+// takeRow makes node's row of g, a group another node sent first, its row
+// in the list: while the group's partition moves both nodes send it, and
+// the first row received may be the old owner's, stale (another state, or
+// another type, which decides how the page describes it). Only the row
+// changes: the counts are the partitions' (done).
+func (l *groupList) takeRow(g kmsg.ListGroupsResponseGroup, node int32) {
+	seen := l.seen[g.Group]
+	r, keep := l.rowOf(g)
+	switch {
+	case keep && seen.row >= 0:
+		l.Rows[seen.row] = r
+		seen.dropped = false
+	case keep:
+		seen.row = len(l.Rows)
+		l.Rows = append(l.Rows, r)
+	case seen.row >= 0:
+		seen.dropped = true
+	}
+	seen.from = node
+	l.seen[g.Group] = seen
 }
 
 // done ends the list once every node's answer is added. When each node
@@ -322,6 +375,8 @@ func (l *groupList) addAnswer(node int32, groups []kmsg.ListGroupsResponseGroup,
 // older cohort, a server that filters its merged list) the counts stay
 // the nodes' totals, with the groups two nodes sent counted once (add).
 func (l *groupList) done() {
+	// A row the owner's replaced and that no longer passes the filter.
+	l.Rows = slices.DeleteFunc(l.Rows, func(r GroupRow) bool { return l.seen[r.ID].dropped })
 	if l.totalsOnly || l.Partitions == 0 {
 		return
 	}

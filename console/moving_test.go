@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,16 @@ func (m *movingCluster) viewed(t *testing.T, owner int32, noLease bool) {
 	m.con = New(&proxyNode{addr: m.addr}, func() *ClusterView { return view }, slog.New(slog.NewTextHandler(testlog.Writer(t), nil)))
 }
 
+// firstInMoving is the first of ids in the moving partition.
+func (m *movingCluster) firstInMoving() string {
+	for _, id := range m.ids {
+		if coordinator.PartitionFor(id, movingParts) == m.moving {
+			return id
+		}
+	}
+	return ""
+}
+
 // newInMoving is the first id app-new-N of a group in the moving partition.
 func (m *movingCluster) newInMoving() string {
 	for i := 0; ; i++ {
@@ -113,6 +124,21 @@ func (m *movingCluster) newInMoving() string {
 			return id
 		}
 	}
+}
+
+// listOn is c's answer to a ListGroups (v5) with the filter f.
+func listOn(t *testing.T, c *coordinator.Coordinator, f group.ListFilter) *kmsg.ListGroupsResponse {
+	t.Helper()
+	req := kmsg.NewPtrListGroupsRequest()
+	req.Version = 5
+	group.RequestListFilter(req, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.Handle(ctx, group.Client{}, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.(*kmsg.ListGroupsResponse)
 }
 
 // commitOn makes group id, with an offset committed by c.
@@ -254,18 +280,7 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 	m := newMovingCluster(t, 40)
 	old := m.coordinator(t, func(int32) bool { return true })
 	f := group.ListFilter{ID: "app", Limit: 3}
-	list := func(c *coordinator.Coordinator) *kmsg.ListGroupsResponse {
-		req := kmsg.NewPtrListGroupsRequest()
-		req.Version = 5
-		group.RequestListFilter(req, f)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		resp, err := c.Handle(ctx, group.Client{}, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.(*kmsg.ListGroupsResponse)
-	}
+	list := func(c *coordinator.Coordinator) *kmsg.ListGroupsResponse { return listOn(t, c, f) }
 	fromOld := list(old)
 	// The new owner, loaded, takes a group the old owner did not see.
 	nw := m.coordinator(t, func(p int32) bool { return p == m.moving })
@@ -317,13 +332,7 @@ func TestGroupsPageTakesTheOwnersCount(t *testing.T) {
 	m := newMovingCluster(t, 40)
 	m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })            // the old owner, loaded before
 	m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving }) // the new owner
-	gone := ""
-	for _, id := range m.ids {
-		if coordinator.PartitionFor(id, movingParts) == m.moving {
-			gone = id
-			break
-		}
-	}
+	gone := m.firstInMoving()
 	req := kmsg.NewPtrDeleteGroupsRequest()
 	req.Groups = []string{gone}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -449,4 +458,79 @@ func ownersText(owners map[int32]int32) string {
 		return "none (nil)"
 	}
 	return fmt.Sprint(owners)
+}
+
+// TestGroupListTakesTheOwnersRow: while its partition moves, a group is
+// sent by both nodes, the old owner's row stale (here a classic group with
+// offsets only, which a consumer-protocol member has since made a
+// consumer group on the new owner). The list shows the row of the node
+// that owns the partition as the console's node sees the cluster,
+// whichever node answered first; before, it showed the first row
+// received. The row's type matters beyond the column: it decides how the
+// page describes the group. An owner's row that does not pass the filter
+// (what a node sends is filtered again) takes the stale row off the list.
+func TestGroupListTakesTheOwnersRow(t *testing.T) {
+	m := newMovingCluster(t, 40)
+	old := m.coordinator(t, func(int32) bool { return true })
+	nw := m.coordinator(t, func(p int32) bool { return p == m.moving })
+	all, classic := group.ListFilter{ID: "app", Limit: 50}, group.ListFilter{Type: "classic", Limit: 50}
+	fromOld, classicFromOld := listOn(t, old, all), listOn(t, old, classic) // before the heartbeat below
+	moved := m.firstInMoving()
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = moved, "member-1", 60000
+	hb.SubscribedTopicNames, hb.Topics = []string{"t"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := nw.Handle(ctx, group.Client{}, hb)
+	if err != nil || resp.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode != 0 {
+		t.Fatalf("heartbeat into %s on the new owner: %v %+v", moved, err, resp)
+	}
+	fromNew, classicFromNew := listOn(t, nw, all), listOn(t, nw, classic)
+	// An owner that sends the group though it does not pass the filter.
+	row := slices.IndexFunc(fromNew.Groups, func(g kmsg.ListGroupsResponseGroup) bool { return g.Group == moved })
+	if row < 0 {
+		t.Fatalf("the new owner does not list %s", moved)
+	}
+	classicFromNew.Groups = append(classicFromNew.Groups, fromNew.Groups[row])
+	owners := map[int32]int32{}
+	for p := range int32(movingParts) {
+		owners[p] = 0
+	}
+	owners[m.moving] = 1
+	for _, tc := range []struct {
+		f                group.ListFilter
+		fromOld, fromNew *kmsg.ListGroupsResponse
+		rows             int
+		wantType         string // "": not listed
+	}{
+		{all, fromOld, fromNew, 40, "consumer"},
+		{classic, classicFromOld, classicFromNew, 39, ""},
+	} {
+		for _, oldFirst := range []bool{true, false} {
+			l := newGroupList(tc.f)
+			l.owners = owners
+			if oldFirst {
+				l.add(0, tc.fromOld)
+				l.add(1, tc.fromNew)
+			} else {
+				l.add(1, tc.fromNew)
+				l.add(0, tc.fromOld)
+			}
+			l.done()
+			i := slices.IndexFunc(l.Rows, func(r GroupRow) bool { return r.ID == moved })
+			switch {
+			case tc.wantType == "" && i >= 0:
+				t.Errorf("%+v, old owner first %v: %s is listed as %s %s, the old owner's row; the owner's does not pass the filter",
+					tc.f, oldFirst, moved, l.Rows[i].Type, l.Rows[i].State)
+			case tc.wantType != "" && i < 0:
+				t.Errorf("%+v, old owner first %v: %s is not listed", tc.f, oldFirst, moved)
+			case tc.wantType != "" && l.Rows[i].Type != tc.wantType:
+				t.Errorf("%+v, old owner first %v: the row of %s is %s %s, the old owner's; want the owner's (%s)",
+					tc.f, oldFirst, moved, l.Rows[i].Type, l.Rows[i].State, tc.wantType)
+			}
+			if len(l.Rows) != tc.rows {
+				t.Errorf("%+v, old owner first %v: %d rows, want %d", tc.f, oldFirst, len(l.Rows), tc.rows)
+			}
+		}
+	}
 }
