@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/cohort-dev/cohort/cluster"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
@@ -17,7 +18,8 @@ import (
 // changes that etcd refuses (its authentication turned on under a node
 // without an etcd user, while the node's lease still holds) answer
 // KAFKA_STORAGE_ERROR, as CreateTopics and AlterConfigs do
-// (TestClusterEtcdNoUserWhileLeaseHolds), and change nothing.
+// (TestClusterEtcdNoUserWhileLeaseHolds), with the same advice in their
+// message, and change nothing.
 func TestClusterEtcdNoUserRefusesSecurityWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("embedded etcd, wall clock")
@@ -75,8 +77,9 @@ func TestClusterEtcdNoUserRefusesSecurityWrites(t *testing.T) {
 		case *kmsg.AlterUserSCRAMCredentialsResponse:
 			code, msg = r.Results[0].ErrorCode, r.Results[0].ErrorMessage
 		}
-		if code != kerr.KafkaStorageError.Code {
-			t.Errorf("%T refused by etcd for want of a user: %v %q, want KAFKA_STORAGE_ERROR", req, kerr.ErrorForCode(code), deref(msg))
+		if code != kerr.KafkaStorageError.Code || msg == nil || !strings.Contains(*msg, cluster.NoUserAdvice) {
+			t.Errorf("%T refused by etcd for want of a user: %v %q, want KAFKA_STORAGE_ERROR with a message that says %q",
+				req, kerr.ErrorForCode(code), deref(msg), cluster.NoUserAdvice)
 		}
 	}
 	// Nothing changed: the ACL kept, none added.

@@ -208,6 +208,7 @@ func (n *Node) openSecurity(ls []server.Listener) (*server.Security, error) {
 		Authorizer: acl.Authorizer{SuperUsers: sc.SuperUsers, AllowEveryoneIfNoACLFound: sc.AllowEveryoneIfNoACLFound},
 		Logger:     n.log,
 		Shared:     n.cl != nil, // other nodes write the same records in etcd
+		ErrorHint:  n.storeErrorHint(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("loading credentials and ACLs: %w", err)

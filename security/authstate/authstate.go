@@ -87,6 +87,11 @@ type Options struct {
 	// yet (an ACL created through it after a DENY created through another
 	// node must not take effect without that DENY).
 	Shared bool
+	// ErrorHint, when set, says what an operator can do about a store
+	// error (cluster mode: etcd refusing a node without an etcd user);
+	// a change the store refused then has it in its error, in
+	// parentheses, as the catalog's refusals do. "": nothing to say.
+	ErrorHint func(error) string
 }
 
 // credID names one stored credential.
@@ -104,6 +109,8 @@ type State struct {
 	authz  acl.Authorizer
 	log    *slog.Logger
 	shared bool // Options.Shared
+	// errorHint is Options.ErrorHint.
+	errorHint func(error) string
 
 	// mu serializes changes. A local change holds it from its Append to
 	// its publication, and Apply and Reload take it too: a change another
@@ -213,7 +220,7 @@ func Open(ctx context.Context, opts Options) (*State, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, shared: opts.Shared, bindings: map[string]acl.Binding{}, kRecords: map[string]bool{}}
+	s := &State{store: opts.Store, authz: opts.Authorizer, log: opts.Logger, shared: opts.Shared, errorHint: opts.ErrorHint, bindings: map[string]acl.Binding{}, kRecords: map[string]bool{}}
 	empty := map[credID]sasl.Credential{}
 	s.creds.Store(&empty)
 	noShapes := map[string]credShape{}
@@ -534,6 +541,17 @@ func (s *State) applyLocked(es []entry) {
 // an older version may be decided differently now.
 func (s *State) ACLVersion() uint64 { return s.aclVersion.Load() }
 
+// storageError is the error of a change the store refused with err
+// (server.ErrAdminStorage), with Options.ErrorHint's advice if it has one.
+func (s *State) storageError(err error) error {
+	if s.errorHint != nil {
+		if h := s.errorHint(err); h != "" {
+			return fmt.Errorf("%w: %w (%s)", server.ErrAdminStorage, err, h)
+		}
+	}
+	return fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+}
+
 // commitLocked makes es durable, then visible, with the unknown-user key
 // when es stores the first credential. The caller holds s.mu.
 //
@@ -560,7 +578,7 @@ func (s *State) commitLocked(ctx context.Context, es []entry) error {
 		recs[i] = r
 	}
 	if err := s.store.Append(ctx, Partition, recs); err != nil {
-		return fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+		return s.storageError(err)
 	}
 	if s.shared {
 		err := s.catchUpLocked(ctx, es)
@@ -900,7 +918,7 @@ func (s *State) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
 		if err := s.catchUpLocked(ctx, nil); err != nil {
 			for i, b := range bs {
 				if errs[i] = b.Validate(); errs[i] == nil {
-					errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+					errs[i] = s.storageError(err)
 				}
 			}
 			return errs
@@ -945,7 +963,7 @@ func (s *State) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.Bindin
 	if err := s.catchUpLocked(ctx, nil); err != nil {
 		for i, f := range fs {
 			if errs[i] = f.Validate(); errs[i] == nil {
-				errs[i] = fmt.Errorf("%w: %w", server.ErrAdminStorage, err)
+				errs[i] = s.storageError(err)
 			}
 		}
 		return deleted, errs
