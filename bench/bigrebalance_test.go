@@ -84,7 +84,9 @@ func leaveRaw(ms []*member) {
 // synced member heartbeats every max(10 ms, N × 20 µs) to learn of a later
 // generation (10,000 members: every 200 ms, 50k requests/s in all, less
 // than 1,000 members polling every 10 ms), so that the polling does not
-// swamp the server it measures. Only with COHORT_BENCH=1.
+// swamp the server it measures. COHORT_BENCH_PROFILE_DIR=dir with
+// COHORT_BENCH_WINDOW_PROFILE=1 (or =cpu) profiles each server over each
+// round only (windowProfileEnv). Only with COHORT_BENCH=1.
 func TestBigRebalance(t *testing.T) {
 	if testing.Short() || os.Getenv("COHORT_BENCH") != "1" {
 		t.Skip("COHORT_BENCH=1 runs the big rebalance benchmark")
@@ -169,11 +171,17 @@ func bigRebalance(t *testing.T, c *childTarget, group string, n int) (time.Durat
 		t.Fatal(err)
 	}
 	cpu0, ok0 := procCPU(c.cmd.Process.Pid)
+	if err := c.profile(true, group); err != nil {
+		t.Fatal(err)
+	}
 	d, gens, err := formGroup(ctx, ms, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cpu1, ok1 := procCPU(c.cmd.Process.Pid)
+	if err := c.profile(false, group); err != nil {
+		t.Fatal(err)
+	}
 	if !ok0 || !ok1 {
 		return d, gens, 0
 	}

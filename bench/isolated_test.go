@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -113,7 +114,8 @@ func serveChild(name string) int {
 		fmt.Fprintf(os.Stderr, "unknown target %q\n", name)
 		return 2
 	}
-	if path := os.Getenv(childProfileEnv); path != "" {
+	window := os.Getenv(windowProfileEnv) != ""
+	if path := os.Getenv(childProfileEnv); path != "" && !window {
 		f, err := os.Create(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -130,8 +132,27 @@ func serveChild(name string) int {
 	// Until the parent closes standard input; "MEM" asks for the live heap
 	// and the goroutine stacks in use, after two collections (and writes
 	// the heap profile beside the CPU profile, if there is one).
+	// With windowProfileEnv set, "PROF START tag" starts a CPU profile
+	// (and a runtime trace) of a window the parent chooses, "PROF STOP"
+	// ends it; both are answered "PROF OK" once done.
+	var win *windowProfile
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		if n, ok := strings.CutPrefix(in.Text(), "PROF START "); ok && window {
+			var err error
+			win, err = startWindowProfile(os.Getenv(childProfileEnv), n)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+			fmt.Println("PROF OK")
+			continue
+		}
+		if in.Text() == "PROF STOP" && window {
+			win.stop()
+			win = nil
+			fmt.Println("PROF OK")
+			continue
+		}
 		if in.Text() == "MEM" {
 			runtime.GC()
 			runtime.GC()
@@ -154,6 +175,88 @@ func serveChild(name string) int {
 // childProfileEnv, when set, is the file a served child writes its CPU
 // profile to (from its address line until its standard input closes).
 const childProfileEnv = "COHORT_BENCH_CHILD_CPUPROFILE"
+
+// windowProfileEnv makes a profiled child (COHORT_BENCH_PROFILE_DIR) profile
+// only the windows its parent marks (childTarget.profile) instead of its
+// whole life: each window's CPU profile goes to <target>.<tag>.pprof in the
+// directory and, unless the variable is "cpu", its runtime trace to
+// <target>.<tag>.trace (a trace slows the server down by a third or more).
+// TestBigRebalance marks each round, from the first JoinGroup sent to the
+// last member synced, tagged with its group's name.
+const windowProfileEnv = "COHORT_BENCH_WINDOW_PROFILE"
+
+// windowProfile is one marked window's CPU profile and runtime trace (nil
+// when not asked for).
+type windowProfile struct{ cpu, tr *os.File }
+
+// startWindowProfile starts the profile (and the trace) of the window
+// tagged n, in files named after path, the child's whole-life profile.
+func startWindowProfile(path, n string) (*windowProfile, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s needs %s", windowProfileEnv, childProfileEnv)
+	}
+	base := strings.TrimSuffix(path, ".pprof") + "." + n
+	w := &windowProfile{}
+	var err error
+	if w.cpu, err = os.Create(base + ".pprof"); err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(w.cpu); err != nil {
+		w.cpu.Close()
+		return nil, err
+	}
+	if os.Getenv(windowProfileEnv) == "cpu" {
+		return w, nil
+	}
+	if w.tr, err = os.Create(base + ".trace"); err != nil {
+		w.stop()
+		return nil, err
+	}
+	if err := trace.Start(w.tr); err != nil {
+		w.tr.Close()
+		w.tr = nil
+		w.stop()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *windowProfile) stop() {
+	if w == nil {
+		return
+	}
+	if w.tr != nil {
+		trace.Stop()
+		w.tr.Close()
+	}
+	pprof.StopCPUProfile()
+	w.cpu.Close()
+}
+
+// profile marks the start (on) or the end of a profiled window of the
+// child, its files named after tag, and waits for the child's answer. It
+// does nothing unless windowProfileEnv is set, nor for a base target (a
+// binary of another commit may not know the command).
+func (c *childTarget) profile(on bool, tag string) error {
+	if os.Getenv(windowProfileEnv) == "" || strings.HasPrefix(c.name, baseTarget) {
+		return nil
+	}
+	cmd := "PROF STOP\n"
+	if on {
+		cmd = "PROF START " + tag + "\n"
+	}
+	if _, err := io.WriteString(c.stdin, cmd); err != nil {
+		return err
+	}
+	line, err := c.out.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(line) != "PROF OK" {
+		return fmt.Errorf("%s: unexpected answer %q", c.name, line)
+	}
+	return nil
+}
 
 // childTB is the testing.TB the floor server needs in a child process:
 // failures go to stderr.
