@@ -282,7 +282,7 @@ func commitAs(t *testing.T, ctx context.Context, cl *kgo.Client, gid, member str
 // the group once more: it answers exactly as before (members, assignments,
 // protocol, offsets, no consumer group) and both members' heartbeats at
 // their generation succeed.
-func downgradeFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, takeDown func(ns []*Node) (alive []*Node)) {
+func downgradeFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, racing bool, takeDown func(ns []*Node) (alive []*Node)) {
 	ns := startCluster848(t, ec, 3, node1Etcd)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -335,39 +335,91 @@ func downgradeFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []strin
 	commitAs(t, ctx, cl, gid, cID, cGen, map[int32]int64{2: 200, 3: 201})
 	want := map[int32]int64{0: 100, 1: 101, 2: 200, 3: 201}
 
-	// The downgrade: A leaves; the group is classic with C, rebalancing.
 	leave := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	leave.Group, leave.MemberID, leave.MemberEpoch = gid, "member-a", -1
-	if resp, err := leave.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
-		t.Fatalf("A's leave: %v %+v", err, resp)
-	}
-	if ns[1].Cluster().Owner(coordinator.PartitionFor(gid, k848Parts)) != 1 {
-		t.Fatal("the group's partition moved before the failover")
-	}
-	before := viewClassic(t, ctx, cl, gid, parts)
-	if before.state != "PreparingRebalance" || before.protocolType != "consumer" || before.consumerGroupErr != group.ErrGroupIDNotFound {
-		t.Fatalf("after A's leave, before the failover: %v; want a classic group rebalancing", before)
-	}
-
-	// D joins on node 1 and waits there for C.
 	d := &classicDriver{group: gid, cl: newClient(all...), parts: parts}
 	dctx, dstop := context.WithCancel(ctx)
 	defer dstop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	parked := make(chan struct{})
-	go func() { defer close(parked); d.joinSync(dctx) }()
-	node1 := newClient(ns[0].Addr())
-	testwait.For(t, 10*time.Second, "D waiting in the rebalance on node 1", func() bool {
-		dg := kmsg.NewPtrDescribeGroupsRequest()
-		dg.Groups = []string{gid}
-		resp, err := dg.RequestWith(ctx, node1)
-		return err == nil && resp.Groups[0].ErrorCode == 0 && len(resp.Groups[0].Members) == 2 && resp.Groups[0].State == "PreparingRebalance"
-	})
-
-	start := time.Now()
-	alive := takeDown(ns)
 	p := coordinator.PartitionFor(gid, k848Parts)
+	var start time.Time
+	var alive []*Node
+	leaveOutcome := "acknowledged before the move"
+	if !racing {
+		// The downgrade: A leaves; the group is classic with C,
+		// rebalancing.
+		if resp, err := leave.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("A's leave: %v %+v", err, resp)
+		}
+		if ns[1].Cluster().Owner(p) != 1 {
+			t.Fatal("the group's partition moved before the failover")
+		}
+		before := viewClassic(t, ctx, cl, gid, parts)
+		if before.state != "PreparingRebalance" || before.protocolType != "consumer" || before.consumerGroupErr != group.ErrGroupIDNotFound {
+			t.Fatalf("after A's leave, before the failover: %v; want a classic group rebalancing", before)
+		}
+
+		// D joins on node 1 and waits there for C.
+		parked := make(chan struct{})
+		go func() { defer close(parked); d.joinSync(dctx) }()
+		node1 := newClient(ns[0].Addr())
+		testwait.For(t, 10*time.Second, "D waiting in the rebalance on node 1", func() bool {
+			dg := kmsg.NewPtrDescribeGroupsRequest()
+			dg.Groups = []string{gid}
+			resp, err := dg.RequestWith(ctx, node1)
+			return err == nil && resp.Groups[0].ErrorCode == 0 && len(resp.Groups[0].Members) == 2 && resp.Groups[0].State == "PreparingRebalance"
+		})
+		start = time.Now()
+		alive = takeDown(ns)
+		// D's parked JoinGroup ends (NOT_COORDINATOR on node 1; if its
+		// client tries the new coordinator with its member id, that one
+		// does not know it). Only then does anything reach the new
+		// coordinator's group, so that what C's heartbeat is told below
+		// comes from the load alone.
+		select {
+		case <-parked:
+		case <-time.After(25 * time.Second):
+			t.Fatal("D's JoinGroup parked on node 1 was not answered after the failover")
+		}
+		if id, _, _, synced := d.state(); synced {
+			t.Fatalf("D (%s) completed a join across the failover", id)
+		}
+	} else {
+		// A's leave is sent as node 1 loses etcd: its write is in
+		// flight when node 1 gives the partition up. It is acknowledged
+		// or not (node 1's own answer: the client does not retry); the
+		// group after the move must be one or the other, whole, and an
+		// acknowledged leave must be in it.
+		type answer struct {
+			resp *kmsg.ConsumerGroupHeartbeatResponse
+			err  error
+		}
+		answered := make(chan answer, 1)
+		// No retry: the answer is node 1's own.
+		lcl, err := kgo.NewClient(kgo.SeedBrokers(all...), byname.Opt(), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lcl.Close()
+		go func() {
+			lctx, lcancel := context.WithTimeout(ctx, 20*time.Second)
+			defer lcancel()
+			resp, err := leave.RequestWith(lctx, lcl)
+			answered <- answer{resp, err}
+		}()
+		start = time.Now()
+		alive = takeDown(ns)
+		a := <-answered
+		switch {
+		case a.err != nil:
+			leaveOutcome = fmt.Sprintf("not acknowledged (%v)", a.err)
+		case a.resp.ErrorCode != 0:
+			leaveOutcome = fmt.Sprintf("not acknowledged (error %d)", a.resp.ErrorCode)
+		default:
+			leaveOutcome = fmt.Sprintf("acknowledged %v after the move started", time.Since(start).Round(time.Millisecond))
+		}
+	}
 	var o int32
 	if !testwait.Until(20*time.Second, func() bool { o = alive[0].Cluster().Owner(p); return o == 2 || o == 3 }) {
 		t.Fatalf("partition %d of group %s still with node %d after %v", p, gid, o, time.Since(start))
@@ -375,19 +427,35 @@ func downgradeFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []strin
 	moved := time.Since(start)
 	waitClusterSettled(t, 20*time.Second, alive...)
 	survivors := newClient(alive[0].Addr(), alive[1].Addr())
+	if racing {
+		cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+		cd.Groups = []string{gid}
+		cg := retryCoordinator(t, ctx, survivors, cd, func(r *kmsg.ConsumerGroupDescribeResponse) int16 { return r.Groups[0].ErrorCode }).Groups[0]
+		switch {
+		case cg.ErrorCode == group.ErrGroupIDNotFound:
+			leaveOutcome += ", stored"
+		case cg.ErrorCode != 0:
+			t.Fatalf("ConsumerGroupDescribe on node %d: error %d", o, cg.ErrorCode)
+		case strings.HasPrefix(leaveOutcome, "acknowledged"):
+			var ids []string
+			for _, m := range cg.Members {
+				ids = append(ids, m.MemberID)
+			}
+			t.Fatalf("A's leave was %s, but node %d has the consumer group (%s, epoch %d, members %v)", leaveOutcome, o, cg.State, cg.Epoch, ids)
+		default:
+			// The leave was lost with node 1: the group is the
+			// consumer group it was, A in it; A leaves again, here.
+			if !slices.ContainsFunc(cg.Members, func(m kmsg.ConsumerGroupDescribeResponseGroupMember) bool { return m.MemberID == "member-a" }) {
+				t.Fatalf("node %d has the consumer group without A: %+v", o, cg)
+			}
+			leaveOutcome += ", not stored (A left again on the new coordinator)"
+			lresp := retryCoordinator(t, ctx, survivors, leave, func(r *kmsg.ConsumerGroupHeartbeatResponse) int16 { return r.ErrorCode })
+			if lresp.ErrorCode != 0 {
+				t.Fatalf("A's second leave, on node %d: error %d", o, lresp.ErrorCode)
+			}
+		}
+	}
 
-	// D's parked JoinGroup ends (NOT_COORDINATOR on node 1; if its
-	// client tries the new coordinator with its member id, that one does
-	// not know it). Only then does anything reach the new coordinator's
-	// group, so that what C's heartbeat is told comes from the load alone.
-	select {
-	case <-parked:
-	case <-time.After(20 * time.Second):
-		t.Fatal("D's JoinGroup parked on node 1 was not answered after the failover")
-	}
-	if id, _, _, synced := d.state(); synced {
-		t.Fatalf("D (%s) completed a join across the failover", id)
-	}
 	// C's heartbeat at the generation it had in the consumer group: the
 	// pending rebalance was loaded with the group.
 	hb := kmsg.NewPtrHeartbeatRequest()
@@ -461,15 +529,15 @@ func downgradeFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []strin
 			t.Errorf("heartbeat of %s at generation %d after the second load: error %d", m, gen, code)
 		}
 	}
-	t.Logf("partition moved %v after node 1 went; classic generation %d (C had %d as a member of the consumer group); C %v, D %v",
-		moved, gen, cGen, cs, ds)
+	t.Logf("A's leave %s; partition moved %v after node 1 went; classic generation %d (C had %d as a member of the consumer group); C %v, D %v",
+		leaveOutcome, moved, gen, cGen, cs, ds)
 }
 
 // TestKIP848DowngradeCoordinatorStops: downgradeFailoverCase where node 1
 // stops (node.Close: it hands its partitions over), answering D's parked
 // JoinGroup NOT_COORDINATOR.
 func TestKIP848DowngradeCoordinatorStops(t *testing.T) {
-	downgradeFailoverCase(t, etcdtest.Start(t, 1), nil, func(ns []*Node) []*Node {
+	downgradeFailoverCase(t, etcdtest.Start(t, 1), nil, false, func(ns []*Node) []*Node {
 		if err := ns[0].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -480,10 +548,22 @@ func TestKIP848DowngradeCoordinatorStops(t *testing.T) {
 // TestKIP848DowngradeCoordinatorLeaseExpires: downgradeFailoverCase where
 // node 1 loses etcd (a proxy the test cuts) and with it its lease, while
 // its process and listener keep running.
-func TestKIP848DowngradeCoordinatorLeaseExpires(t *testing.T) {
+func TestKIP848DowngradeCoordinatorLeaseExpires(t *testing.T) { downgradeLeaseCase(t, false) }
+
+// TestKIP848DowngradeRacesCoordinatorLoss: downgradeFailoverCase where A's
+// leave, which starts the downgrade, is sent as node 1 loses etcd, so the
+// downgrade's write races the lease: whether the leave was acknowledged
+// and stored or not, the group on the new coordinator is either the
+// classic group (with its pending rebalance) or the whole consumer group
+// (A still in it, and an acknowledged leave must not be lost), never a mix.
+func TestKIP848DowngradeRacesCoordinatorLoss(t *testing.T) { downgradeLeaseCase(t, true) }
+
+// downgradeLeaseCase runs downgradeFailoverCase with node 1 reaching etcd
+// through a proxy that the test cuts.
+func downgradeLeaseCase(t *testing.T, racing bool) {
 	ec := etcdtest.Start(t, 1)
 	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	downgradeFailoverCase(t, ec, []string{"http://" + px.Addr()}, func(ns []*Node) []*Node {
+	downgradeFailoverCase(t, ec, []string{"http://" + px.Addr()}, racing, func(ns []*Node) []*Node {
 		px.Cut()
 		return ns[1:]
 	})
