@@ -714,6 +714,7 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		return err
 	}
 	var clusterCfg *node.ClusterConfig
+	var defaultDataDirWarning string
 	if s.etcd != "" {
 		if s.leaseTTL < 2*time.Second || s.leaseTTL%time.Second != 0 {
 			return usagef("--lease-ttl %s: want whole seconds, at least 2s", shortDuration(s.leaseTTL))
@@ -745,6 +746,16 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 			return usagef("%s %s holds an embedded store, which cluster mode (--etcd) does not read: its groups and offsets "+
 				"would not be served; to start on the state in etcd, remove %s (the store stays as it is), or drop --etcd to serve the store",
 				how, s.dataDir, how)
+		} else if !ok && disk.IsStore(s.dataDir) {
+			// The default, ./data, left by an earlier `cohort serve` in
+			// this working directory. Not refused: a node moved into
+			// etcd with cohort store copy may keep its old directory
+			// where it starts. But its state is not served, which an
+			// operator who did not copy it should hear of.
+			defaultDataDirWarning = fmt.Sprintf("%s holds an embedded store (the default --data-dir), which cluster mode (--etcd) does not read: "+
+				"its groups, offsets, users and ACLs are not served; to serve them in the cluster, stop the nodes and move them into etcd "+
+				"with cohort store copy --from-data-dir %s (docs/operations.md); once copied, or if it is not needed, move the directory away",
+				s.dataDir, s.dataDir)
 		}
 	} else if given := s.clusterOnlyGiven(); len(given) > 0 {
 		// Settings of cluster mode that a node on --data-dir would
@@ -803,6 +814,9 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	}
 	for _, w := range clusterCfg.Warnings() {
 		log.Warn(w)
+	}
+	if defaultDataDirWarning != "" {
+		log.Warn(defaultDataDirWarning)
 	}
 	var floor *heapfloor.Floor
 	normalFloor, loadFloor := int64(s.heapFloorMiB)<<20, int64(0)
