@@ -608,8 +608,14 @@ func isDialError(err error) bool {
 // the machine may read.
 func warnExposed(w io.Writer, sec clientconfig.Config) {
 	for _, name := range sec.ExposedSecretFiles() {
-		fmt.Fprintf(w, "cohort: warning: %s holds a secret and other users of this machine can read it: chmod 600 %s\n", cell(name), cell(name))
+		fmt.Fprintf(w, "cohort: warning: %s\n", exposedWarning(name))
 	}
+}
+
+// exposedWarning says that the secret file name can be read by other users
+// of the machine, and how to stop that.
+func exposedWarning(name string) string {
+	return fmt.Sprintf("%s holds a secret and other users of this machine can read it: chmod 600 %s", cell(name), cell(name))
 }
 
 // unreachable reports whether err is nothing but failures to reach a

@@ -26,6 +26,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/heapfloor"
 	"github.com/cohort-dev/cohort/internal/hugepages"
 	"github.com/cohort-dev/cohort/node"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 	"github.com/cohort-dev/cohort/security/principal"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
@@ -817,6 +818,10 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	}
 	if defaultDataDirWarning != "" {
 		log.Warn(defaultDataDirWarning)
+	}
+	if clusterCfg != nil && s.etcdPasswordFile != "" && clientconfig.Exposed(s.etcdPasswordFile) {
+		// As the CLI warns of its own secret files.
+		log.Warn("--etcd-password-file " + exposedWarning(s.etcdPasswordFile))
 	}
 	var floor *heapfloor.Floor
 	normalFloor, loadFloor := int64(s.heapFloorMiB)<<20, int64(0)

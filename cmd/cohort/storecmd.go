@@ -22,6 +22,7 @@ import (
 
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/security/authstate"
+	"github.com/cohort-dev/cohort/security/clientconfig"
 	"github.com/cohort-dev/cohort/store"
 	"github.com/cohort-dev/cohort/store/disk"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
@@ -521,6 +522,9 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 	var err error
 	if cc.Password, err = etcdPassword(f.user, f.passwordFile); err != nil {
 		return nil, err
+	}
+	if f.passwordFile != "" && clientconfig.Exposed(f.passwordFile) {
+		fmt.Fprintf(stderr, "cohort: warning: %s\n", exposedWarning(f.passwordFile))
 	}
 	cli, err := node.DialEtcd(cc)
 	if err != nil {

@@ -87,10 +87,6 @@ type Config struct {
 // anyone can read. Standard input ("-") and unreadable files are left out.
 func (c Config) ExposedSecretFiles() []string {
 	var out []string
-	exposed := func(name string) bool {
-		fi, err := os.Stat(name)
-		return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0
-	}
 	for _, name := range []string{c.PasswordFile, c.TokenFile} {
 		if name != "" && name != "-" && exposed(name) {
 			out = append(out, name)
@@ -102,6 +98,16 @@ func (c Config) ExposedSecretFiles() []string {
 		}
 	}
 	return out
+}
+
+// Exposed reports whether the secret file name is a regular file that users
+// other than its owner may read or write (any group or other permission
+// bit): a password file of etcd, say, beside those of ExposedSecretFiles.
+func Exposed(name string) bool { return exposed(name) }
+
+func exposed(name string) bool {
+	fi, err := os.Stat(name)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0
 }
 
 // Opts returns the kgo options that make a client use c: DialTLSConfig and
