@@ -133,8 +133,19 @@ func historyCmd(e env, f *cmdFlags, hf historyFlags, why bool, ids []string) err
 // storm line and, during a rebalance, a pointer to "group why".
 func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 	tw := newTable(w)
+	// A group that moved between the protocols keeps the events of
+	// both: its numbers are then generations in some rows and group
+	// epochs in others, and each row says which.
+	types := map[string]bool{}
+	for _, ev := range doc.History {
+		types[eventType(doc, ev)] = true
+	}
+	mixed := len(types) > 1
 	gen := "GENERATIONS"
-	if doc.Type == "consumer" {
+	switch {
+	case mixed:
+		gen = "GENERATIONS/EPOCHS"
+	case doc.Type == "consumer":
 		gen = "EPOCHS"
 	}
 	fmt.Fprintf(tw, "SEQ\tSTART\t%s\tOUTCOME\tCAUSE\tMEMBER\tCLIENT\tJOIN\tSYNC\tWAITED-FOR\tEVICTED\tMOVED\tREJOIN-OF\n", gen)
@@ -144,8 +155,16 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		if n := len(ev.MoreCauses) + o.MoreCauses; n > 0 {
 			cause += fmt.Sprintf("(+%d)", n)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d->%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
-			ev.FromGeneration, ev.Generation, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
+		numbers := fmt.Sprintf("%d->%d", ev.FromGeneration, ev.Generation)
+		if mixed {
+			kind := "gen:"
+			if eventType(doc, ev) == "consumer" {
+				kind = "epoch:"
+			}
+			numbers = kind + numbers
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ev.Seq, ev.Start.UTC().Format(tableTime),
+			numbers, ev.Outcome, cause, cell(strOrDash(ev.Cause.MemberID)),
 			cell(strOrDash(clientText(ev.Cause.ClientID, ev.Cause.ClientHost))), joinText(ev), compactDur(ev.SyncMs),
 			andMore(waitsText(ev.WaitedFor), o.WaitedFor), andMore(strOrDash(strings.Join(cells(ev.Evicted), ",")), o.Evicted),
 			andMore(movesText(ev.Members), o.Members), rejoinCell(ev.Cause.Rejoin))
@@ -182,6 +201,15 @@ func writeHistoryTable(w io.Writer, doc *group.HistoryDoc) error {
 		}
 	}
 	return nil
+}
+
+// eventType is the protocol ev's group had when ev happened: the event's
+// own type, or the group's for an event that does not say.
+func eventType(doc *group.HistoryDoc, ev group.RebalanceEvent) string {
+	if ev.Type != "" {
+		return ev.Type
+	}
+	return doc.Type
 }
 
 // joinText is JOIN: for a consumer-protocol event whose earlier targets
