@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/cohort-dev/cohort/internal/shellarg"
 	"github.com/cohort-dev/cohort/store"
 )
 
@@ -219,14 +220,21 @@ func Open(opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("%w: create directory %s: %v", ErrStorage, opts.Dir, err)
 	}
+	lockFile := base.PathJoin(opts.Dir, "LOCK")
+	_, statErr := base.Stat(lockFile)
 	lock, err := pebble.LockDirectory(opts.Dir, base)
 	if err != nil {
-		return nil, lockError(base.PathJoin(opts.Dir, "LOCK"), err)
+		return nil, lockError(lockFile, err)
 	}
 	s.lock = lock
 	exists, err := s.prepareDir(base)
 	if err != nil {
 		_ = lock.Close()
+		if errors.Is(err, ErrNotStore) && errors.Is(statErr, os.ErrNotExist) {
+			// Not a store: leave the directory as it was, without
+			// the lock file this Open created.
+			_ = base.Remove(lockFile)
+		}
 		return nil, err
 	}
 	if exists && base == vfs.Default {
@@ -423,6 +431,14 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 		return false, fmt.Errorf("%w: %s has unexpected contents %.40q; it was written by another program "+
 			"or another format version: %s", ErrStorage, marker, content, adviceDamaged)
 	case len(others) > 0:
+		if stores := storesIn(fs, s.dir, others); len(stores) > 0 {
+			// The --backup-dir, say, given as the data directory:
+			// its backups are stores, restored by copying one.
+			return false, fmt.Errorf("%w: %s has no %s file: it is not a store, but holds stores in %d of its subdirectories, e.g. %q "+
+				"(as the --backup-dir of cohort serve holds its backups): to restore one, copy it (cp -a %s NEWDIR) and "+
+				"start cohort with --data-dir NEWDIR, not on the backup itself, which a node writes to when it opens it",
+				ErrNotStore, s.dir, markerName, len(stores), stores[0], shellarg.Arg(fs.PathJoin(s.dir, stores[0])))
+		}
 		hint := ""
 		if slices.ContainsFunc(others, enginesFile) {
 			// A backup (Checkpoint) writes its marker last: one cut
@@ -439,6 +455,20 @@ func (s *Store) prepareDir(fs vfs.FS) (exists bool, err error) {
 		return false, fmt.Errorf("%w: write %s: %v", ErrStorage, marker, err)
 	}
 	return false, nil
+}
+
+// storesIn returns those of names, entries of dir, that are directories
+// holding a cohort store (a backup written by Checkpoint, say): their marker
+// file says so.
+func storesIn(fs vfs.FS, dir string, names []string) []string {
+	var out []string
+	for _, n := range names {
+		c, err := readFile(fs, fs.PathJoin(dir, n, markerName))
+		if err == nil && (string(c) == markerContent || string(c) == markerFormat1) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // enginesFile reports whether name is one the engine writes in a store's
