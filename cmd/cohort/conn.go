@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -705,5 +706,25 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			args = args[1:]
 		}
 	}
+	warnIgnoredEnv(out, fs)
 	return pos, nil
+}
+
+// warnIgnoredEnv warns on w of each set COHORT_ variable named after a flag
+// of fs that the command does not read: cohort serve takes every flag from
+// the environment, the other commands only --bootstrap (and the passwords,
+// which are no flags), so $COHORT_TLS or $COHORT_SASL_USERNAME set for them
+// would be ignored without a word. The value is never printed.
+func warnIgnoredEnv(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "bootstrap" || f.Name == "h" || f.Name == "help" {
+			return
+		}
+		name := envName(f.Name)
+		if v, ok := os.LookupEnv(name); ok && v != "" {
+			fmt.Fprintf(w, "cohort: warning: $%s is not read by cohort %s: give --%s (only cohort serve reads its flags from "+
+				"COHORT_ variables; the other commands read $COHORT_BOOTSTRAP and the passwords' $%s and $COHORT_ETCD_PASSWORD)\n",
+				name, fs.Name(), f.Name, clientconfig.PasswordEnv)
+		}
+	})
 }
