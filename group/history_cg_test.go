@@ -758,3 +758,50 @@ func TestHistoryCGRevokeWaitBeforeEviction(t *testing.T) {
 		t.Fatal(d)
 	}
 }
+
+// A member fenced during an event and rejoining with the same member id
+// before the event ends is listed once in waited_for (and once in evicted):
+// the entry of its fencing, which is the wait that held the rebalance up;
+// its reconciliation after the rejoin is not a second entry.
+func TestHistoryCGFencedRejoinWaitedOnce(t *testing.T) {
+	h, _ := newCH(t, map[string]int32{"t": 4})
+	h.cg(hb{member: "slowC", names: []string{"t"}, owned: tpset{}, rebalance: 10000})
+	n := len(h.s.History("cg"))
+	h.cgJoin("vP3y", "t")
+	h.cgBeat("slowC", h.cgOwned("slowC")) // told to revoke two
+	h.advance(10 * time.Second)           // slowC's rebalance timeout fences it
+	if h.cmember("cg", "slowC") != nil {
+		t.Fatal("slowC not fenced")
+	}
+	h.advance(time.Second)
+	// slowC's client rejoins with the id it chose (KIP-848: epoch 0): a
+	// bump the event in progress takes in.
+	if r := h.cg(hb{member: "slowC", names: []string{"t"}, owned: tpset{}, rebalance: 10000}); r.ErrorCode != 0 {
+		t.Fatalf("rejoin: error %d", r.ErrorCode)
+	}
+	h.advance(500 * time.Millisecond)
+	h.cgSettle("vP3y", "slowC")
+	evs := h.events("cg", n+1)
+	ev := evs[len(evs)-1]
+	if ev.Outcome != "stable" || ev.Cause.Kind != CauseMemberJoined || ev.Cause.MemberID != "vP3y" {
+		b, _ := json.Marshal(ev)
+		t.Fatalf("not the join's event: %s", b)
+	}
+	count := map[string]int{}
+	for _, w := range ev.WaitedFor {
+		count[w.MemberID]++
+	}
+	if count["slowC"] != 1 || count["vP3y"] != 1 {
+		t.Fatalf("waited_for lists a member more than once: %+v", ev.WaitedFor)
+	}
+	i := slices.IndexFunc(ev.WaitedFor, func(w Wait) bool { return w.MemberID == "slowC" })
+	if w := ev.WaitedFor[i]; !w.Evicted || w.Phase != "revoke" || w.WaitedMs != 10000 {
+		t.Fatalf("slowC's entry %+v, want its fencing's (revoke, 10000 ms, evicted)", w)
+	}
+	if !slices.Equal(ev.Evicted, []string{"slowC"}) {
+		t.Fatalf("evicted %v", ev.Evicted)
+	}
+	if d := h.checkReload(); d != "" {
+		t.Fatal(d)
+	}
+}

@@ -57,6 +57,34 @@ type cTracker struct {
 	pending map[string]*cWaiting
 	waits   []Wait
 	evicted []string
+	// fenced indexes, in waits, the entry of each member fenced during the
+	// event: a member listed once, by that entry (addWait).
+	fenced map[string]int
+}
+
+// addWait lists w in the event, each member at most once: a member fenced
+// during the event (w.Evicted) and back with the same member id (a
+// consumer-protocol client keeps its id when it rejoins) keeps the entry of
+// its fencing, the wait that held the rebalance up; its wait after the
+// rejoin is not listed. Fenced twice, it keeps the longer of the two.
+func (rb *cTracker) addWait(w Wait) {
+	i, ok := rb.fenced[w.MemberID]
+	switch {
+	case ok && w.Evicted:
+		if w.WaitedMs > rb.waits[i].WaitedMs {
+			rb.waits[i] = w
+		}
+	case ok:
+	case w.Evicted:
+		if rb.fenced == nil {
+			rb.fenced = map[string]int{}
+		}
+		rb.fenced[w.MemberID] = len(rb.waits)
+		rb.waits = append(rb.waits, w)
+		rb.evicted = append(rb.evicted, w.MemberID)
+	default:
+		rb.waits = append(rb.waits, w)
+	}
 }
 
 // cWaiting is a member the event waits for.
@@ -362,7 +390,7 @@ func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
 		}
 		if reconciledAt(m, rb.epoch) {
 			delete(rb.pending, m.id)
-			rb.waits = append(rb.waits, Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(rb.targetAt).Milliseconds()})
+			rb.addWait(Wait{MemberID: m.id, InstanceID: m.instanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(rb.targetAt).Milliseconds()})
 			g.cMaybeDone(h)
 			return
 		}
@@ -389,8 +417,7 @@ func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
 				if from.IsZero() {
 					from = rb.start
 				}
-				rb.evicted = append(rb.evicted, id)
-				rb.waits = append(rb.waits, Wait{MemberID: id, InstanceID: c.InstanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(from).Milliseconds(), Evicted: true})
+				rb.addWait(Wait{MemberID: id, InstanceID: c.InstanceID, Phase: w.phaseOf(), WaitedMs: h.now.Sub(from).Milliseconds(), Evicted: true})
 				break
 			}
 		}
@@ -505,6 +532,9 @@ func (g *Group) cExtend(h *hbReq, rb *cTracker) {
 	// revoke within its rebalance timeout), and no later target waits
 	// for them. The others are counted again from the new target.
 	rb.waits = slices.DeleteFunc(rb.waits, func(w Wait) bool { return !w.Evicted })
+	for i, w := range rb.waits {
+		rb.fenced[w.MemberID] = i
+	}
 	if cg.assignEpoch >= rb.epoch {
 		g.cTargetComputed(h.now, rb)
 	}
@@ -518,7 +548,7 @@ func (g *Group) cTargetComputed(now time.Time, rb *cTracker) {
 	for _, id := range cg.ids {
 		m := cg.members[id]
 		if reconciledAt(m, rb.epoch) {
-			rb.waits = append(rb.waits, Wait{MemberID: id, InstanceID: m.instanceID, Phase: "assign"})
+			rb.addWait(Wait{MemberID: id, InstanceID: m.instanceID, Phase: "assign"})
 			continue
 		}
 		w := &cWaiting{since: now, phase: "assign"}
@@ -592,6 +622,9 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 		inst := ""
 		if cg != nil && cg.members[id] != nil {
 			inst = cg.members[id].instanceID
+		}
+		if _, ok := rb.fenced[id]; ok {
+			continue // listed by its fencing (addWait)
 		}
 		ev.WaitedFor = append(ev.WaitedFor, Wait{MemberID: id, InstanceID: inst, Phase: w.phaseOf(), WaitedMs: now.Sub(rb.targetAt).Milliseconds()})
 	}
