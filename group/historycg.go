@@ -60,6 +60,9 @@ type cTracker struct {
 	// fenced indexes, in waits, the entry of each member fenced during the
 	// event: a member listed once, by that entry (addWait).
 	fenced map[string]int
+	// counted: the node keeps no history, the event is built only to be
+	// counted (OnRebalance): no waits are listed.
+	counted bool
 }
 
 // addWait lists w in the event, each member at most once: a member fenced
@@ -68,6 +71,9 @@ type cTracker struct {
 // its fencing, the wait that held the rebalance up; its wait after the
 // rejoin is not listed. Fenced twice, it keeps the longer of the two.
 func (rb *cTracker) addWait(w Wait) {
+	if rb.counted {
+		return
+	}
 	i, ok := rb.fenced[w.MemberID]
 	switch {
 	case ok && w.Evicted:
@@ -132,7 +138,7 @@ func cCause(kind CauseKind, now time.Time, m *cmember) Cause {
 
 // cNote notes a trigger of the request h: the next bump in h names it.
 func (g *Group) cNote(h *hbReq, c Cause) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	g.linkRejoin(&c)
@@ -216,7 +222,7 @@ func (g *Group) cNoteLeave(h *hbReq, m *cmember, admin bool) {
 // replacement is one more of its causes (a replacement bumps the epoch only
 // if the subscription changes: then it is the new event's cause).
 func (g *Group) cNoteStatic(h *hbReq, old *cmember, newID string) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	c := cCause(CauseStaticReplaced, h.now, old)
@@ -240,7 +246,7 @@ func (g *Group) cNoteStatic(h *hbReq, old *cmember, newID string) {
 // topics created, grown or deleted, unless a member's change in the same
 // request explains the new hash alone.
 func (g *Group) cNoteTopics(h *hbReq, changed bool) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	cg := g.cg
@@ -354,7 +360,7 @@ func (g *Group) cBefore(r *rec) cPre {
 
 // cObserve follows the event in progress through one record emit replayed.
 func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	switch r.kind {
@@ -429,7 +435,7 @@ func (g *Group) cObserve(h *hbReq, r *rec, pre cPre) {
 // any, as superseded (out set); a group downgraded to classic (out nil)
 // starts its classic rebalance with a cause that says so.
 func (g *Group) rbConverted(now time.Time, detail string, out *Output) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	c := Cause{Kind: CauseOther, At: now, Detail: detail}
@@ -466,14 +472,32 @@ func (g *Group) cBump(h *hbReq, from int32) {
 		cg.hist.rb = nil
 		g.cFinish(h, rb, "superseded")
 	}
-	rb := &cTracker{start: h.now, fromEpoch: from, epoch: cg.epoch, before: make(map[string][2]tpset, len(cg.ids)),
-		beforeInst: map[string]string{}, pending: map[string]*cWaiting{}}
+	rb := &cTracker{start: h.now, fromEpoch: from, epoch: cg.epoch, pending: map[string]*cWaiting{}}
 	if len(h.causes) > 0 {
 		rb.cause, rb.more = h.causes[0], slices.Clone(h.causes[1:])
 		h.causes = h.causes[:0]
 	} else {
 		rb.cause = Cause{Kind: CauseOther, At: h.now, Detail: "group epoch bumped"}
 	}
+	cg.hist.rb = rb
+	if rb.counted = g.s.cfg.HistorySize < 0; !rb.counted {
+		g.cNoteBefore(rb)
+	}
+	if len(cg.members) == 0 {
+		cg.hist.rb = nil
+		g.cFinish(h, rb, "empty")
+		return
+	}
+	if cg.assignEpoch >= rb.epoch {
+		g.cTargetComputed(h.now, rb)
+	}
+}
+
+// cNoteBefore notes each member's partitions at rb's bump (not the members
+// its causes added: they are new), for the event's member entries.
+func (g *Group) cNoteBefore(rb *cTracker) {
+	cg := g.cg
+	rb.before, rb.beforeInst = make(map[string][2]tpset, len(cg.ids)), map[string]string{}
 	joined := map[string]bool{} // members this request added: new
 	for _, c := range append([]Cause{rb.cause}, rb.more...) {
 		if c.Kind == CauseMemberJoined {
@@ -489,15 +513,6 @@ func (g *Group) cBump(h *hbReq, from int32) {
 		if m.instanceID != "" {
 			rb.beforeInst[m.instanceID] = id
 		}
-	}
-	cg.hist.rb = rb
-	if len(cg.members) == 0 {
-		cg.hist.rb = nil
-		g.cFinish(h, rb, "empty")
-		return
-	}
-	if cg.assignEpoch >= rb.epoch {
-		g.cTargetComputed(h.now, rb)
 	}
 }
 
@@ -577,7 +592,7 @@ func (g *Group) cMaybeDone(h *hbReq) {
 // the event of its rebalance in progress, with cause loaded.
 func (g *Group) cLoaded(now time.Time) {
 	cg := g.cg
-	if g.s.cfg.HistorySize < 0 || cg == nil || cg.hist.rb != nil {
+	if !g.s.tracks() || cg == nil || cg.hist.rb != nil {
 		return
 	}
 	st := cg.state()
@@ -585,14 +600,10 @@ func (g *Group) cLoaded(now time.Time) {
 		return
 	}
 	c := Cause{Kind: CauseLoaded, At: now, Detail: fmt.Sprintf("group loaded %s at epoch %d", st, cg.epoch)}
-	rb := &cTracker{start: now, fromEpoch: cg.epoch, epoch: cg.epoch, cause: c, before: make(map[string][2]tpset, len(cg.ids)),
-		beforeInst: map[string]string{}, pending: map[string]*cWaiting{}}
-	for _, id := range cg.ids {
-		m := cg.members[id]
-		rb.before[id] = [2]tpset{m.assigned, m.pending}
-		if m.instanceID != "" {
-			rb.beforeInst[m.instanceID] = id
-		}
+	rb := &cTracker{start: now, fromEpoch: cg.epoch, epoch: cg.epoch, cause: c, pending: map[string]*cWaiting{},
+		counted: g.s.cfg.HistorySize < 0}
+	if !rb.counted {
+		g.cNoteBefore(rb) // its cause joins no member: every member's
 	}
 	cg.hist.rb = rb
 	if cg.assignEpoch >= cg.epoch {
@@ -617,6 +628,15 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	cg := g.cg
 	if cg != nil && len(cg.ids) > 0 {
 		ev.Protocol = cg.preferredAssignor(s.cfg.ConsumerAssignors)
+	}
+	if s.cfg.HistorySize < 0 {
+		// A node without history tells the event only to count it: its
+		// lists, built per member, are left out.
+		ev.WaitedFor, ev.Evicted = nil, nil
+		for _, r := range s.historyRecs(&ev) {
+			g.emit(h, r)
+		}
+		return
 	}
 	for id, w := range rb.pending { // superseded: still waited for
 		inst := ""

@@ -8,21 +8,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
+// historySetting configures a benchmark's shard: history "on" (the
+// default), "off" (HistorySize < 0, no observer), or "counted": off, with an
+// observer that counts the rebalances, as a node with metrics has.
+func historySetting(c *Config, hist string) {
+	switch hist {
+	case "off":
+		c.HistorySize = -1
+	case "counted":
+		c.HistorySize = -1
+		var n int
+		c.OnRebalance = func(RebalanceEvent) { n++ }
+	}
+}
+
 // BenchmarkClassicRebalanceHistory measures one rebalance of a classic
 // consumer group of n members (every member rejoins, the leader assigns
 // each member 10 partitions, shifted by one member from the last
 // generation so that every assignment changes, every member syncs), with
-// the rebalance history on (the default) and off: the difference is what
-// recording the event costs the shard's goroutine.
+// the rebalance history on (the default), off, and off but counted for the
+// metrics: the differences are what recording the event, and counting it
+// without a history, cost the shard's goroutine.
 func BenchmarkClassicRebalanceHistory(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		for _, hist := range []string{"on", "off"} {
+		for _, hist := range []string{"on", "off", "counted"} {
 			b.Run(fmt.Sprintf("members=%d/history=%s", n, hist), func(b *testing.B) {
-				h := newH(b, func(c *Config) {
-					if hist == "off" {
-						c.HistorySize = -1
-					}
-				})
+				h := newH(b, func(c *Config) { historySetting(c, hist) })
 				meta := protos("range", consumerMeta("t"))
 				ids, leader, gen := h.joinMany("g", n, meta)
 				sorted := slices.Sorted(slices.Values(ids))
@@ -93,13 +104,9 @@ func BenchmarkClassicRebalanceHistory(b *testing.B) {
 // with the rebalance history on and off.
 func BenchmarkConsumerRebalanceHistory(b *testing.B) {
 	for _, n := range []int{1000, 2000} {
-		for _, hist := range []string{"on", "off"} {
+		for _, hist := range []string{"on", "off", "counted"} {
 			b.Run(fmt.Sprintf("members=%d/history=%s", n, hist), func(b *testing.B) {
-				h, _ := newCH(b, map[string]int32{"t": int32(4 * n)}, func(c *Config) {
-					if hist == "off" {
-						c.HistorySize = -1
-					}
-				})
+				h, _ := newCH(b, map[string]int32{"t": int32(4 * n)}, func(c *Config) { historySetting(c, hist) })
 				ids := make([]string, n)
 				for i := range ids {
 					ids[i] = fmt.Sprintf("m%05d", i)

@@ -220,10 +220,18 @@ func causeOf(kind CauseKind, now time.Time, m *member) Cause {
 	return c
 }
 
+// tracks reports whether the shard follows rebalances: it keeps a history
+// (Config.HistorySize >= 0), or it keeps none but has an observer
+// (OnRebalance: the node's rebalance metrics), which is then told each
+// rebalance as it would be with history, from events that are neither
+// stored nor kept. Before, a node without history told the observer
+// nothing, and counted no rebalance.
+func (s *Shard) tracks() bool { return s.cfg.HistorySize >= 0 || s.cfg.OnRebalance != nil }
+
 // note records a trigger: it starts the group's rebalance event if none is in
 // progress, else it is one more cause of the one in progress.
 func (g *Group) note(c Cause) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	g.linkRejoin(&c)
@@ -237,9 +245,13 @@ func (g *Group) note(c Cause) {
 		c.Kind, c.Detail = CauseLoaded, "member rejoined after the group was loaded"
 	}
 	g.loaded = false
-	rb := &rbTracker{start: c.At, fromGen: g.generation, cause: c, phaseStart: c.At,
-		joinedAt: map[string]time.Time{}, syncedAt: map[string]time.Time{},
-		before: make(map[string][]byte, len(g.members)), beforeInst: map[string]string{}}
+	rb := &rbTracker{start: c.At, fromGen: g.generation, cause: c, phaseStart: c.At}
+	g.rb = rb
+	if g.s.cfg.HistorySize < 0 {
+		return // counted, not kept: no member's wait nor entry is built (rbEvent)
+	}
+	rb.joinedAt, rb.syncedAt = map[string]time.Time{}, map[string]time.Time{}
+	rb.before, rb.beforeInst = make(map[string][]byte, len(g.members)), map[string]string{}
 	for _, m := range g.members {
 		rb.before[m.id] = m.assignment
 		if m.instanceID != "" {
@@ -251,7 +263,7 @@ func (g *Group) note(c Cause) {
 
 // rbJoined records a member's JoinGroup during the join phase.
 func (g *Group) rbJoined(now time.Time, m *member) {
-	if rb := g.rb; rb != nil && !rb.syncing {
+	if rb := g.rb; rb != nil && !rb.syncing && g.s.cfg.HistorySize >= 0 {
 		if _, ok := rb.joinedAt[m.id]; !ok {
 			rb.joinedAt[m.id] = now
 		}
@@ -260,7 +272,7 @@ func (g *Group) rbJoined(now time.Time, m *member) {
 
 // rbSynced records a member's SyncGroup during the sync phase.
 func (g *Group) rbSynced(now time.Time, m *member) {
-	if rb := g.rb; rb != nil && rb.syncing {
+	if rb := g.rb; rb != nil && rb.syncing && g.s.cfg.HistorySize >= 0 {
 		if _, ok := rb.syncedAt[m.id]; !ok {
 			rb.syncedAt[m.id] = now
 		}
@@ -291,7 +303,7 @@ func (g *Group) rbEvict(m *member, phase string, now time.Time) {
 
 // rbPrepare: the join phase (re)starts (prepareRebalance).
 func (g *Group) rbPrepare(now time.Time) {
-	if g.s.cfg.HistorySize < 0 {
+	if !g.s.tracks() {
 		return
 	}
 	if g.rb == nil {
@@ -305,6 +317,9 @@ func (g *Group) rbPrepare(now time.Time) {
 	rb.phaseStart = now
 	clear(rb.joinedAt)
 	rb.joinWaits = nil
+	if rb.joinedAt == nil {
+		return // no history kept: no waits (note)
+	}
 	for _, m := range g.members {
 		if m.join != nil { // already parked (the member whose join started it)
 			rb.joinedAt[m.id] = now
@@ -319,7 +334,9 @@ func (g *Group) rbJoinDone(now time.Time) {
 		return
 	}
 	rb.join += now.Sub(rb.phaseStart)
-	rb.joinWaits = g.phaseWaits(rb.phaseStart, now, "join", rb.joinedAt, rb.joinWaits)
+	if g.s.cfg.HistorySize >= 0 {
+		rb.joinWaits = g.phaseWaits(rb.phaseStart, now, "join", rb.joinedAt, rb.joinWaits)
+	}
 	rb.syncing = true
 	rb.phaseStart = now
 	clear(rb.syncedAt)
@@ -440,7 +457,7 @@ func (g *Group) altsOf(w, cur *rbTracker, now time.Time, outcome string, assign 
 // if the write fails. Nil, nil when no event is in progress.
 func (g *Group) rbAssigned(now time.Time, assign func(m *member) []byte) ([]rec, *rbTracker) {
 	rb := g.rb
-	if rb == nil || g.s.cfg.HistorySize < 0 {
+	if rb == nil || !g.s.tracks() {
 		return nil, nil
 	}
 	ev := g.rbEvent(rb, now, "stable", assign)
@@ -591,10 +608,13 @@ func (rb *rbTracker) absorb(cur *rbTracker) *rbTracker {
 // outcome, each member's assignment after it given by assign. It leaves rb
 // as it was (rbAssignWritten may reopen it).
 func (g *Group) rbEvent(rb *rbTracker, now time.Time, outcome string, assign func(m *member) []byte) RebalanceEvent {
+	kept := g.s.cfg.HistorySize >= 0
 	join, sync, syncWaits := rb.join, rb.sync, rb.syncWaits
 	if rb.syncing {
 		sync += now.Sub(rb.phaseStart)
-		syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, slices.Clip(syncWaits))
+		if kept {
+			syncWaits = g.phaseWaits(rb.phaseStart, now, "sync", rb.syncedAt, slices.Clip(syncWaits))
+		}
 	} else {
 		join += now.Sub(rb.phaseStart)
 	}
@@ -603,6 +623,12 @@ func (g *Group) rbEvent(rb *rbTracker, now time.Time, outcome string, assign fun
 		Cause: rb.cause, MoreCauses: slices.Clip(rb.more), CutCauses: maps.Clone(rb.cut), DurationMs: now.Sub(rb.start).Milliseconds(),
 		JoinMs: join.Milliseconds(), SyncMs: (join + sync).Milliseconds() - join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: slices.Clip(rb.evicted),
 		InitialDelay: rb.initialDelay}
+	if !kept {
+		// A node without history tells the event only to count it: its
+		// lists, built per member, are left out.
+		ev.Evicted = nil
+		return ev
+	}
 	// storeWaits reorders what it is given: a list of its own.
 	waits := slices.Concat(rb.joinWaits, syncWaits)
 	var omitted Omitted
@@ -710,7 +736,7 @@ func (s *Shard) histOf(group string) *ghist {
 // observer hears a group's events in seq order; if an assignment write
 // failed, as the one event this one then is.
 func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64 {
-	if s.cfg.HistorySize < 0 {
+	if !s.tracks() {
 		return 0
 	}
 	recs := s.historyRecs(&ev)
@@ -776,6 +802,9 @@ func (s *Shard) recordEventAt(ev RebalanceEvent, seq uint64, out *Output) {
 
 // storeEvent writes an event recorded (and told) already.
 func (s *Shard) storeEvent(ev RebalanceEvent, recs []rec, out *Output) {
+	if s.cfg.HistorySize < 0 {
+		return // told already; nothing to store
+	}
 	group := ev.Group
 	h := s.hist[group]
 	h.writing = append(h.writing, ev.Seq)
@@ -838,6 +867,9 @@ func (s *Shard) inBound(h *ghist, seq uint64) bool {
 // written: their tombstones removed it, and the rewrite, written after
 // them, put it back in the store, past the bound.
 func (s *Shard) rewriteEvent(ev RebalanceEvent, out *Output) {
+	if s.cfg.HistorySize < 0 {
+		return // never stored
+	}
 	h := s.histOf(ev.Group)
 	if !s.inBound(h, ev.Seq) {
 		return
@@ -864,8 +896,13 @@ func (s *Shard) historyRecs(ev *RebalanceEvent) []rec {
 	return s.historyRecsAt(h, ev)
 }
 
-// historyRecsAt is historyRecs for ev numbered already.
+// historyRecsAt is historyRecs for ev numbered already. On a node that
+// keeps no history it is one record that only carries ev to the observer
+// (rec.told): not bounded, encoded, stored nor kept, and pushing nothing out.
 func (s *Shard) historyRecsAt(h *ghist, ev *RebalanceEvent) []rec {
+	if s.cfg.HistorySize < 0 {
+		return []rec{{kind: keyHistory, group: ev.Group, ev: ev, told: true}}
+	}
 	js := boundStored(ev, s.historyEventBudget())
 	recs := []rec{{kind: keyHistory, group: ev.Group, ev: ev, evJSON: js}}
 	old := int64(ev.Seq) - int64(s.cfg.HistorySize)
@@ -917,6 +954,9 @@ func (s *Shard) forgetHistory(group string) {
 
 // replayHistory applies a history record.
 func (s *Shard) replayHistory(r *rec) {
+	if r.told {
+		return // history off: told, not kept
+	}
 	if r.del {
 		h := s.hist[r.group]
 		if h == nil {
@@ -1218,7 +1258,9 @@ func (s *Shard) eventsDurable(now time.Time, recs []rec) {
 			if s.cfg.OnRebalance != nil {
 				s.cfg.OnRebalance(*r.ev)
 			}
-			s.evalStorm(r.group, now)
+			if !r.told {
+				s.evalStorm(r.group, now)
+			}
 		}
 	}
 }

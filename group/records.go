@@ -105,6 +105,11 @@ type rec struct {
 	// evJSON is ev's JSON as boundStored made it (historyRecs), so that
 	// the event is encoded once.
 	evJSON []byte
+	// told: a keyHistory event of a node that keeps no history
+	// (Config.HistorySize < 0) but has an observer: it rides its write to
+	// be told to OnRebalance when the write is durable, as a stored
+	// event is, but is neither stored (encodeWith) nor kept (replay).
+	told bool
 }
 
 // isConsumer reports whether the record belongs to a consumer-protocol group.

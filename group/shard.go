@@ -234,12 +234,14 @@ func (s *Shard) writeWith(out *Output, pre, recs []rec, done func(now time.Time,
 
 // encodeWith returns the stored form of pre then recs.
 func encodeWith(pre, recs []rec) []Record {
-	enc := make([]Record, len(pre)+len(recs))
+	enc := make([]Record, 0, len(pre)+len(recs))
 	for i := range pre {
-		enc[i] = pre[i].encode()
+		enc = append(enc, pre[i].encode())
 	}
 	for i := range recs {
-		enc[len(pre)+i] = recs[i].encode()
+		if !recs[i].told { // an event of a node without history: not stored
+			enc = append(enc, recs[i].encode())
+		}
 	}
 	return enc
 }

@@ -354,7 +354,7 @@ func newServeFlags() *serveFlags {
 	num(&s.maxSize, "group-max-size", 0, "most members a group may have (0 = unlimited)")
 	dur(&s.retention, "offsets-retention", d.OffsetsRetention, "how long committed offsets are kept (KIP-211 rules)")
 	dur(&s.retentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed")
-	num(&s.historySize, "group-history", d.HistorySize, "rebalances kept per group in its history (docs/history.md; 0: none recorded, and the cohort_rebalance* metrics count nothing)")
+	num(&s.historySize, "group-history", d.HistorySize, "rebalances kept per group in its history (docs/history.md; 0: none recorded, and no storm flagged; rebalances are still counted in the metrics)")
 	str(&s.rebalanceStorm, "rebalance-storm", fmt.Sprintf("%d/%s", d.StormThreshold, shortDur(d.StormWindow)), "flag a group that rebalances more than N times in a window, as N/DURATION (docs/history.md)")
 
 	section("Consumer groups (KIP-848 consumer protocol)")

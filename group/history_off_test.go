@@ -1,0 +1,105 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// countedSummary is what a node's rebalance metrics read of an event told to
+// OnRebalance: its group, type, causes (counted by kind, past the 64 kept
+// too), outcome, generations and phase durations.
+func countedSummary(ev RebalanceEvent) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s %d->%d %s cause=%s join=%d sync=%d more=", ev.Group, ev.Type, ev.FromGeneration, ev.Generation,
+		ev.Outcome, ev.Cause.Kind, ev.JoinMs, ev.SyncMs)
+	for _, c := range ev.MoreCauses {
+		fmt.Fprintf(&b, "%s,", c.Kind)
+	}
+	for _, k := range slices.Sorted(func(yield func(CauseKind) bool) {
+		for k := range ev.CutCauses {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fmt.Fprintf(&b, " cut %s=%d", k, ev.CutCauses[k])
+	}
+	return b.String()
+}
+
+// A node that keeps no history (HistorySize < 0) with an observer (the
+// node's rebalance metrics) is told the same rebalances, at the same
+// moments, with the same causes and phase durations as one that keeps it,
+// through a failed assignment write, a leave during one, a session timeout
+// and consumer-protocol joins and a rebalance-timeout fencing; and it keeps
+// and stores no event. Before, it was told nothing, so a node run with
+// --group-history 0 counted no rebalance in cohort_rebalances_total nor
+// cohort_group_member_timeouts_total.
+func TestHistoryOffStillTellsObserver(t *testing.T) {
+	run := func(size int) (told []string, h *h) {
+		h, _ = newCH(t, map[string]int32{"t": 4}, func(c *Config) {
+			c.HistorySize = size
+			c.MinSessionTimeout = time.Second
+			c.OnRebalance = func(e RebalanceEvent) { told = append(told, countedSummary(e)) }
+		})
+		step := func(what string) { told = append(told, "-- "+what) }
+		// Classic.
+		ids, _ := h.stableGroup("g", 2)
+		step("stable")
+		h.advance(time.Second)
+		h.heldAssignment("g", ids)
+		h.advance(time.Second)
+		h.completeHeld(0, ErrCoordinatorNotAvailable) // the assignment write fails
+		h.held, h.hold = nil, false
+		step("failed write")
+		h.advance(time.Second)
+		h.rejoinAndSync("g", ids...)
+		step("rejoined")
+		h.advance(time.Second)
+		h.heldAssignment("g", ids)
+		if r := h.leave("g", lm(ids[1])); r.ErrorCode != 0 {
+			t.Fatalf("leave: %d", r.ErrorCode)
+		}
+		h.completeHeld(0, ErrNone) // stored; the leave starts the next rebalance
+		h.held, h.hold = nil, false
+		h.release()
+		h.advance(time.Second)
+		h.rejoinAndSync("g", ids[0])
+		step("left")
+		h.advance(time.Minute) // ids[0]'s session expires: Empty
+		step("session timeout")
+		// Consumer protocol: a join, a second join whose first member
+		// does not revoke in time and is fenced.
+		h.cg(hb{member: "c1", names: []string{"t"}, owned: tpset{}, rebalance: 10000})
+		h.cgJoin("c2", "t")
+		h.cgBeat("c1", h.cgOwned("c1"))
+		h.advance(10 * time.Second)
+		h.advance(time.Second)
+		h.cgBeat("c2", tpset{})
+		h.cgSettle("c2")
+		step("consumer")
+		return told, h
+	}
+	on, _ := run(100)
+	off, hOff := run(-1)
+	t.Logf("told:\n%s", strings.Join(on, "\n"))
+	if strings.Join(off, "\n") != strings.Join(on, "\n") {
+		t.Fatalf("history off told:\n%s\nhistory on told:\n%s", strings.Join(off, "\n"), strings.Join(on, "\n"))
+	}
+	if n := strings.Count(strings.Join(on, "\n"), "cause="); n < 6 {
+		t.Fatalf("only %d events told:\n%s", n, strings.Join(on, "\n"))
+	}
+	for _, g := range []string{"g", "cg"} {
+		if evs := hOff.s.History(g); len(evs) != 0 {
+			t.Fatalf("group %s: %d events kept with history off", g, len(evs))
+		}
+	}
+	for k := range hOff.store {
+		if k != "" && k[0] == keyHistory {
+			t.Fatalf("history record %q stored with history off", k)
+		}
+	}
+}
