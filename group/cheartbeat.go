@@ -446,7 +446,7 @@ func (s *Shard) consumerHeartbeat(h *hbReq) (*Group, *cmember, int16, string) {
 	}
 	m = cg.members[m.id]
 	g.reconcile(h, m)
-	s.arm(m.session, h.now.Add(s.sessionFor(g.id)))
+	s.armSession(m, h.now, s.sessionFor(g.id))
 	return g, m, ErrNone, ""
 }
 

@@ -192,7 +192,7 @@ func (g *Group) upgradeToConsumer(h *hbReq) {
 		}
 		g.emit(h, cCurrentRec(g.id, m.id, &ccurrent{epoch: gen, prevEpoch: gen, state: mStable,
 			assigned: sn.assigned, pending: tpset{}, assignedAt: at}))
-		g.s.arm(g.cg.members[m.id].session, h.now.Add(m.sessionTimeout))
+		g.s.armSession(g.cg.members[m.id], h.now, m.sessionTimeout)
 	}
 }
 
@@ -381,7 +381,7 @@ func (s *Shard) classicJoinToConsumer(now time.Time, t Ticket, c Client, req *km
 			return
 		}
 	}
-	s.arm(m.session, now.Add(session))
+	s.armSession(m, now, session)
 	// A SyncGroup must follow within the rebalance timeout.
 	s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))
 	resp := joinError(v, ErrNone, m.id)
@@ -476,7 +476,7 @@ func (s *Shard) classicSyncToConsumer(now time.Time, t Ticket, req *kmsg.SyncGro
 		return
 	}
 	s.cancel(m.classicTimer)
-	s.arm(m.session, now.Add(m.classic.session))
+	s.armSession(m, now, m.classic.session)
 	r := kmsg.NewPtrSyncGroupResponse()
 	r.Version = req.Version
 	ptype, proto := "consumer", m.classic.protocols[0].Name
@@ -497,7 +497,7 @@ func (s *Shard) classicHeartbeatToConsumer(now time.Time, req *kmsg.HeartbeatReq
 	if req.Generation != m.epoch {
 		return ErrIllegalGeneration
 	}
-	s.arm(m.session, now.Add(m.classic.session))
+	s.armSession(m, now, m.classic.session)
 	if m.epoch < cg.epoch || m.state == mUnrevoked || (m.state == mUnreleased && g.awaitedFree(m)) {
 		if !m.classicTimer.armed() {
 			s.arm(m.classicTimer, now.Add(m.rebalanceTimeout))

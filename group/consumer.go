@@ -192,8 +192,13 @@ type cmember struct {
 	// (JoinGroup/SyncGroup/Heartbeat) in a consumer-protocol group.
 	classic *classicMeta
 
-	session   *timer
-	rebalance *timer
+	session *timer
+	// sessionSpan is the session timeout session was last armed for
+	// (armSession): the silence shown (LastHeardTag) is measured from it,
+	// which stays right when the group's session timeout changes before
+	// the member's next heartbeat.
+	sessionSpan time.Duration
+	rebalance   *timer
 	// classicTimer fences a classic member that does not send its
 	// SyncGroup after a JoinGroup, or its JoinGroup after being told to
 	// rejoin, within its rebalance timeout.

@@ -29,10 +29,12 @@ import (
 // minus the session timeout), which every message that keeps the member
 // alive moves: the heartbeat path does no extra work for it. So the time
 // left before eviction (session minus silence) is exact; right after a load
-// (restart, failover) the silence counts from the load, and after a
-// consumer group's session timeout changed (consumer.session.timeout.ms)
-// a member's silence is off by the change until its next heartbeat, whose
-// deadline the new timeout sets.
+// (restart, failover) the silence counts from the load. A consumer member's
+// deadline is measured against the session it was armed with
+// (cmember.sessionSpan), given as its session: after the group's session
+// timeout changed (consumer.session.timeout.ms) it keeps the old deadline,
+// and the old session, until its next heartbeat, whose deadline the new
+// timeout sets; its silence is right meanwhile.
 const LastHeardTag = 10007
 
 // LastHeard is the value of LastHeardTag.
@@ -84,6 +86,13 @@ func ConsumerLastHeardOf(m *kmsg.ConsumerGroupDescribeResponseGroupMember) (Last
 	return readLastHeard(m.UnknownTags)
 }
 
+// armSession arms consumer member m's session timer to expire session
+// after now, and notes that span (cmember.sessionSpan).
+func (s *Shard) armSession(m *cmember, now time.Time, session time.Duration) {
+	m.sessionSpan = session
+	s.arm(m.session, now.Add(session))
+}
+
 // silence is how long ago a member whose session timer t runs for session
 // was last heard from at now: the timer is armed at "last heard + session".
 // ok is false when the timer is not armed.
@@ -114,7 +123,14 @@ func (g *Group) lastHeard(m *member, now time.Time) (LastHeard, bool) {
 // consumerLastHeard is a consumer-protocol group member's LastHeardTag
 // value at now.
 func (g *Group) consumerLastHeard(m *cmember, now time.Time) (LastHeard, bool) {
-	session := g.sessionTimeout(m)
+	// The session its deadline was set with: after the group's session
+	// timeout changed, the member keeps that deadline until its next
+	// heartbeat, and measured from the new one its silence was off by
+	// the change.
+	session := m.sessionSpan
+	if session <= 0 {
+		session = g.sessionTimeout(m)
+	}
 	silent, ok := silence(m.session, session, now)
 	return LastHeard{Silent: silent, Session: session}, ok
 }

@@ -149,3 +149,45 @@ func TestLastHeardTagBadValues(t *testing.T) {
 		t.Errorf("good value read as %+v %v", l, ok)
 	}
 }
+
+// TestLastHeardAfterSessionTimeoutChange: after a consumer group's session
+// timeout changes (its group config), a member's silence is the time since
+// its last heartbeat at once, not off by the change until its next
+// heartbeat; the session shown is the one its deadline was set with, so
+// the time left before the eviction stays exact (the coordinator evicts at
+// that deadline). Its next heartbeat takes the new session. Fake clock.
+func TestLastHeardAfterSessionTimeoutChange(t *testing.T) {
+	own := map[string]Overrides{}
+	h, _ := newCH(t, map[string]int32{"a": 2}, func(c *Config) {
+		c.GroupOverrides = func(g string) Overrides { return own[g] }
+	})
+	expectCode(t, "join", h.cgJoin("m1", "a").ErrorCode, 0)
+	h.advance(4 * time.Second)
+	old := h.s.cfg.ConsumerSessionTimeout
+	own["cg"] = Overrides{SessionTimeout: old + 30*time.Second} // the group's session grows by 30 s
+	heard := func() LastHeard {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = []string{"cg"}
+		tk := h.do(func(t Ticket, out *Output) { h.s.Handle(h.now, t, Client{}, req, out) })
+		resp := h.resp(tk).(*kmsg.ConsumerGroupDescribeResponse)
+		if len(resp.Groups) != 1 || len(resp.Groups[0].Members) != 1 {
+			t.Fatalf("answer %+v", resp.Groups)
+		}
+		l, ok := ConsumerLastHeardOf(&resp.Groups[0].Members[0])
+		if !ok {
+			t.Fatal("no last-heard tag")
+		}
+		return l
+	}
+	if l := heard(); l.Silent != 4*time.Second || l.EvictIn() != old-4*time.Second {
+		t.Fatalf("after the change: silent %v, evicted in %v (session %v); want silent 4s, evicted in %v",
+			l.Silent, l.EvictIn(), l.Session, old-4*time.Second)
+	}
+	// Its next heartbeat: the new session.
+	h.cgBeat("m1", h.cgOwned("m1"))
+	h.advance(2 * time.Second)
+	if l := heard(); l.Silent != 2*time.Second || l.Session != old+30*time.Second || l.EvictIn() != old+28*time.Second {
+		t.Fatalf("after a heartbeat: %+v, want silent 2s of %v", l, old+30*time.Second)
+	}
+}

@@ -724,7 +724,7 @@ func (s *Shard) FinishLoad(now time.Time, out *Output) {
 			cg.subsDirty = true
 			for _, mid := range cg.ids {
 				m := cg.members[mid]
-				s.arm(m.session, now.Add(g.sessionTimeout(m)))
+				s.armSession(m, now, g.sessionTimeout(m))
 				if m.state == mUnrevoked {
 					m.rebalanceEpoch = m.epoch
 					s.arm(m.rebalance, now.Add(m.rebalanceTimeout))
