@@ -270,19 +270,29 @@ func (g *Group) appendDeletion(recs []rec) []rec {
 			}
 		}
 	}
+	return g.s.historyTombstones(g.id, g.ownTombstones(recs, g.persisted || g.cg == nil))
+}
+
+// ownTombstones appends the tombstones of the group's own records that a
+// write deleting it (DeleteGroups, retention) carries: its consumer group's
+// record and target metadata if it is a consumer group, its classic record
+// if classic (the caller tells whether one may be stored, or on its way).
+// While a write converting the group between the protocols is in flight (or
+// failed, until the partition reloads), the record that conversion
+// tombstones may still be in the store: its tombstone is carried too, or a
+// lost conversion left it stored, and the group removed without a word to
+// any client came back at the reload in its former protocol (cgending.go).
+func (g *Group) ownTombstones(recs []rec, classic bool) []rec {
 	if g.cg != nil {
 		recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
+		classic = classic || g.s.ending[g.id].classic > 0
 	} else {
-		// A classic group whose conversion from a consumer group is in
-		// flight (or failed): the conversion's tombstones too, or a lost
-		// conversion left the consumer group's record stored and the
-		// group answered deleted came back at the reload (cgending.go).
 		recs = append(recs, g.s.endingConsumer(g.id)...)
 	}
-	if g.persisted || g.cg == nil {
+	if classic {
 		recs = append(recs, groupTombstone(g.id))
 	}
-	return g.s.historyTombstones(g.id, recs)
+	return recs
 }
 
 // empty reports whether the group has no members (of either protocol).

@@ -23,10 +23,10 @@ package group
 // writes stored in order leaves at most one of the two records: the one of
 // the last stored write that holds either. A write that itself tombstones
 // the consumer group record (it ends the consumer group) carries nothing.
-// A DeleteGroups of the classic group carries the consumer group's
-// tombstones too (appendDeletion): it stores neither record, but a client
-// told the group is deleted must not see the consumer group come back
-// from a lost conversion at the reload.
+// A write that deletes the group (DeleteGroups, retention: ownTombstones)
+// carries the tombstone of the record the conversion deletes too, in either
+// direction: it stores neither record, and a group removed must not come
+// back from a lost conversion at the reload.
 // Members' records a failed write left behind without their consumer group
 // record are dropped at load (dropOrphanConsumerRecords). When no write
 // changing a group's protocol is in flight (the common case), a write holds

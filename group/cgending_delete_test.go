@@ -48,19 +48,7 @@ func groupAfterLoad(t *testing.T, h *h, id string) []string {
 // no group id at the next load.
 func deleteLosing(t *testing.T, h *h, tk Ticket, id string, lost func(Write) bool) {
 	t.Helper()
-	held := h.held
-	h.held, h.hold = nil, false
-	failed := false
-	for _, w := range held {
-		code := ErrNone
-		if !failed && lost(w) {
-			failed, code = true, ErrCoordinatorNotAvailable
-		}
-		h.completeHeld0(w, code)
-	}
-	if !failed {
-		t.Fatal("setup: no conversion write held")
-	}
+	completeLosing(t, h, false, lost)
 	r := h.resp(tk).(*kmsg.DeleteGroupsResponse)
 	if len(r.Groups) != 1 || r.Groups[0].ErrorCode != ErrNone {
 		t.Fatalf("setup: DeleteGroups answered %+v, want %s deleted", r.Groups, id)
@@ -68,6 +56,45 @@ func deleteLosing(t *testing.T, h *h, tk Ticket, id string, lost func(Write) boo
 	if got := groupAfterLoad(t, h, id); len(got) > 0 {
 		t.Errorf("DeleteGroups answered %s deleted, but the store still makes it: %v", id, got)
 	}
+}
+
+// completeLosing completes h's held writes in order, failing the first
+// that lost says is the conversion's (all: every one it says).
+func completeLosing(t *testing.T, h *h, all bool, lost func(Write) bool) {
+	t.Helper()
+	held := h.held
+	h.held, h.hold = nil, false
+	failed := false
+	for _, w := range held {
+		code := ErrNone
+		if (!failed || all) && lost(w) {
+			failed, code = true, ErrCoordinatorNotAvailable
+		}
+		h.completeHeld0(w, code)
+	}
+	if !failed {
+		t.Fatal("setup: no conversion write held")
+	}
+}
+
+// turnedClassicHeld: an empty consumer group g turned classic by a
+// JoinGroup that leaves it Empty (MEMBER_ID_REQUIRED), every write held.
+func turnedClassicHeld(t *testing.T) *h {
+	t.Helper()
+	h := emptyConsumerGroupHeld(t)
+	if r := h.joinResp(h.join("g", jo{ptype: "connect", protos: protos("range", "x")})); r.ErrorCode != ErrMemberIDRequired {
+		t.Fatalf("setup: join %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
+	}
+	if g := h.s.Group("g"); g == nil || g.cg != nil {
+		t.Fatal("setup: the group did not turn classic")
+	}
+	return h
+}
+
+// conversionWrite tells the write that turned the group classic (the
+// consumer group's tombstones).
+func conversionWrite(w Write) bool {
+	return len(w.Records) > 0 && w.Records[0].Key[0] == keyCTMeta && w.Records[0].Value == nil
 }
 
 // An empty consumer group turned classic by a JoinGroup (which the join
@@ -79,17 +106,9 @@ func deleteLosing(t *testing.T, h *h, tk Ticket, id string, lost func(Write) boo
 // and the group a client was told is deleted comes back at the reload the
 // failed write asks for.
 func TestConversionLostDeletionStillDeletes(t *testing.T) {
-	h := emptyConsumerGroupHeld(t)
-	if r := h.joinResp(h.join("g", jo{ptype: "connect", protos: protos("range", "x")})); r.ErrorCode != ErrMemberIDRequired {
-		t.Fatalf("setup: join %d, want MEMBER_ID_REQUIRED", r.ErrorCode)
-	}
-	if g := h.s.Group("g"); g == nil || g.cg != nil {
-		t.Fatal("setup: the group did not turn classic")
-	}
+	h := turnedClassicHeld(t)
 	tk := h.deleteHeld("g")
-	deleteLosing(t, h, tk, "g", func(w Write) bool { // the conversion's write
-		return len(w.Records) > 0 && w.Records[0].Key[0] == keyCTMeta && w.Records[0].Value == nil
-	})
+	deleteLosing(t, h, tk, "g", conversionWrite)
 }
 
 // The other way round: a classic group upgraded by a consumer-protocol
@@ -101,25 +120,7 @@ func TestConversionLostDeletionStillDeletes(t *testing.T) {
 // carries the classic record's tombstone: this passed before the deletion
 // learned to carry the conversion's tombstones too; it guards that path.)
 func TestUpgradeLostDeletionStillDeletes(t *testing.T) {
-	h, _ := newCH(t, map[string]int32{"a": 6})
-	h.classicStable()
-	g := h.s.Group("cg")
-	ids := make([]kmsg.LeaveGroupRequestMember, 0, len(g.members))
-	for _, m := range g.members {
-		ids = append(ids, lm(m.id))
-	}
-	h.hold = true
-	h.cgSend(hb{member: "n1", names: []string{"a"}, owned: tpset{}}) // upgrades the group
-	if g := h.s.Group("cg"); g == nil || g.cg == nil {
-		t.Fatal("setup: the group was not upgraded")
-	}
-	lreq := kmsg.NewPtrLeaveGroupRequest()
-	lreq.Version, lreq.Group, lreq.Members = 5, "cg", ids
-	h.do(func(t Ticket, out *Output) { h.s.LeaveGroup(h.now, t, lreq, out) }) // answered once durable
-	h.cgSend(hb{member: "n1", epoch: -1})
-	if g := h.s.Group("cg"); g == nil || !g.empty() {
-		t.Fatal("setup: the group is not empty")
-	}
+	h := upgradedEmptiedHeld(t)
 	tk := h.deleteHeld("cg")
 	deleteLosing(t, h, tk, "cg", func(w Write) bool { // the upgrade's write
 		return slices.ContainsFunc(w.Records, func(r Record) bool { return r.Key[0] == keyGroup && r.Value == nil })

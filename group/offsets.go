@@ -595,14 +595,10 @@ func (s *Shard) ExpireOffsets(now time.Time, out *Output) {
 		emptySince := g.stateTime
 		if removeGroup {
 			g.transition(Dead, now)
-			if g.cg != nil {
-				recs = append(recs, cTombstone(keyCTMeta, g.id, ""), cTombstone(keyCGroup, g.id, ""))
-			}
-			if g.persisted || g.metaWrites > 0 {
-				// A record on its way to the store would bring
-				// the group back at the next load without it.
-				recs = append(recs, groupTombstone(g.id))
-			}
+			// A record on its way to the store would bring the
+			// group back at the next load without its tombstone;
+			// so would one a lost conversion left there.
+			recs = g.ownTombstones(recs, g.persisted || g.metaWrites > 0)
 			recs = s.historyTombstones(g.id, recs)
 		}
 		if len(recs) == 0 { // a never-persisted empty group
