@@ -103,3 +103,30 @@ func TestHistoryOffStillTellsObserver(t *testing.T) {
 		}
 	}
 }
+
+// With history off, a classic rebalance whose assignment write is in flight
+// when the partition is unloaded is told once that write is durable, as
+// with history, and the unloaded shard keeps no event of it (it would count
+// towards a storm, which a node without history never flags).
+func TestHistoryOffUnloadedWriteToldNotKept(t *testing.T) {
+	var told []RebalanceEvent
+	h := newH(t, func(c *Config) {
+		c.HistorySize = -1
+		c.OnRebalance = func(e RebalanceEvent) { told = append(told, e) }
+	})
+	ids, _ := h.stableGroup("g", 2)
+	h.advance(time.Second)
+	h.heldAssignment("g", ids)
+	if len(told) != 1 {
+		t.Fatalf("%d events told before the write's outcome, want 1", len(told))
+	}
+	h.unload(newStormTally())
+	h.completeHeld(0, ErrNone) // durable after the unload
+	h.held, h.hold = nil, false
+	if len(told) != 2 || told[1].Outcome != "stable" {
+		t.Fatalf("told %d events after the late write, want 2 (the second stable)", len(told))
+	}
+	if evs := h.s.History("g"); len(evs) != 0 {
+		t.Fatalf("the unloaded shard keeps %d events with history off", len(evs))
+	}
+}

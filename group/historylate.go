@@ -113,7 +113,7 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 				h.loaded = slices.DeleteFunc(h.loaded, func(e rawEvent) bool { return e.seq == r.seq })
 			}
 			continue
-		case r.ev == nil:
+		case r.ev == nil, r.told: // history off: told above, not kept, no storm
 			continue
 		case code != ErrNone:
 			// Not stored: the next load of the partition does not
