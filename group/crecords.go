@@ -300,6 +300,7 @@ func (s *Shard) replayConsumer(r *rec) {
 			g.protocolType = ""
 			if len(g.offsets) == 0 && len(g.inflight) == 0 {
 				delete(s.groups, r.group)
+				s.groupGone(r.group)
 			}
 			return
 		}

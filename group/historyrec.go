@@ -943,12 +943,28 @@ func (s *Shard) forgetHistory(group string) {
 	if h == nil || s.groups[group] != nil || len(h.events)+len(h.loaded)+len(h.trimmed)+len(h.writing) > 0 {
 		return
 	}
+	if s.cfg.HistorySize < 0 && len(h.held)+len(h.unstored) > 0 {
+		return // events still to be told once their writes complete
+	}
 	s.cancel(h.timer)
 	delete(s.hist, group)
 	if h.flagged && s.cfg.OnStorm != nil {
 		// The group is gone: it no longer storms (metrics count
 		// flagged groups from these calls).
 		s.cfg.OnStorm(StormStatus{Group: group, Threshold: s.cfg.StormThreshold, WindowMs: s.cfg.StormWindow.Milliseconds()})
+	}
+}
+
+// groupGone is called once a group is removed from the shard. A node
+// without history but with an observer keeps, per group that rebalanced,
+// the entry that numbers and holds its events until they are told; no
+// history tombstone will drop it (none is written), so it goes with the
+// group. Before, it stayed for as long as the partition was served: one
+// entry per group id ever rebalanced and deleted (a console consumer's
+// random group, every run). With history, the history's tombstones drop it.
+func (s *Shard) groupGone(group string) {
+	if s.cfg.HistorySize < 0 {
+		s.forgetHistory(group)
 	}
 }
 

@@ -640,6 +640,7 @@ func (s *Shard) replay(r *rec, load bool) {
 			g.persisted = false
 			if g.cg == nil && len(g.offsets) == 0 {
 				delete(s.groups, r.group)
+				s.groupGone(r.group)
 			}
 		}
 	case load:
