@@ -159,28 +159,15 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 		tc.RootCAs = pool
 	}
 	if c.CertFile != "" {
-		cert, err := loadKeyPair(c.CertFile, c.KeyFile)
+		// The node's reader: both files bounded (tlsconfig.ReadPEMFile),
+		// and a passphrase-protected key named as such.
+		cert, err := tlsconfig.LoadKeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("TLS client certificate %s with key %s: %w", c.CertFile, c.KeyFile, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
-}
-
-// loadKeyPair is tls.LoadX509KeyPair with both files read through
-// tlsconfig.ReadPEMFile, whose bound keeps a wrong path (a log,
-// /dev/zero) from being read whole.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	certPEM, err := tlsconfig.ReadPEMFile(certFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	keyPEM, err := tlsconfig.ReadPEMFile(keyFile)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
 // maxTokenFile bounds what is read of an OAUTHBEARER token file: a node
