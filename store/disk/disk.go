@@ -229,12 +229,14 @@ func Open(opts Options) (*Store, error) {
 	s.lock = lock
 	exists, err := s.prepareDir(base)
 	if err != nil {
-		_ = lock.Close()
 		if errors.Is(err, ErrNotStore) && errors.Is(statErr, os.ErrNotExist) {
 			// Not a store: leave the directory as it was, without
-			// the lock file this Open created.
+			// the lock file this Open created. Removed while still
+			// locked: once let go, another process could lock the
+			// file about to be unlinked, and a third a new one.
 			_ = base.Remove(lockFile)
 		}
+		_ = lock.Close()
 		return nil, err
 	}
 	if exists && base == vfs.Default {
