@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -447,7 +448,20 @@ func openDataDir(dir string, log *slog.Logger) (*storeSide, error) {
 // node running on it.
 func sourceDataDir(dir string, log *slog.Logger) (*storeSide, error) {
 	if !disk.IsStore(dir) {
-		return nil, fmt.Errorf("store copy: --from-data-dir %s is not a cohort data directory (it has no COHORT-STORE file)", dir)
+		notStore := fmt.Sprintf("store copy: --from-data-dir %s is not a cohort data directory (it has no COHORT-STORE file)", dir)
+		switch subs := disk.SubStores(dir); len(subs) {
+		case 0:
+			return nil, errors.New(notStore)
+		case 1:
+			// examples/systemd's /var/lib/cohort holds data/ and backups/.
+			return nil, fmt.Errorf("%s, but its subdirectory %s is one (a service's state directory holds the node's "+
+				"data directory, as examples/systemd's /var/lib/cohort holds data/): give --from-data-dir %s",
+				notStore, subs[0], filepath.Join(dir, subs[0]))
+		default:
+			return nil, fmt.Errorf("%s, but %d of its subdirectories are, e.g. %s (the backups of a --backup-dir): "+
+				"give --from-data-dir the node's data directory (cohort serve --data-dir), or the one backup to copy",
+				notStore, len(subs), subs[0])
+		}
 	}
 	s, err := openDataDir(dir, log)
 	if errors.Is(err, disk.ErrLocked) {

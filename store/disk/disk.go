@@ -1169,6 +1169,23 @@ func IsStore(dir string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// SubStores returns the names of those subdirectories of dir that hold a
+// store (sorted): the data/ of a service's state directory, or the backups
+// of a --backup-dir. A directory that cannot be listed has none.
+func SubStores(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	return storesIn(vfs.Default, dir, names)
+}
+
 // DirBytes is the size of the files under dir, a store's directory: what a
 // restarted node is about to load (cohort serve sizes the collector's heap
 // floor for the load from it). Files that vanish meanwhile (a compaction)
