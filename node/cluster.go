@@ -337,17 +337,24 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 // tlsCauses probes every endpoint of eps with a TLS handshake (tlsCause),
 // all at once and within timeout in all, and says, in the order of eps,
 // "TLS with <endpoint>: <cause>" for each whose handshake failed, joined
-// by "; " ("" when none failed, or cfg is nil: no TLS).
+// by "; " ("" when none failed). cfg nil is a node without TLS flags: the
+// etcd client still talks TLS to an https:// endpoint, verified against
+// the system's CAs, and those are probed so; a host:port endpoint is plain
+// text then, and one that answers TLS is said to (plainAnswersTLS).
 func tlsCauses(eps []string, cfg *tls.Config, timeout time.Duration) string {
-	if cfg == nil {
-		return ""
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	causes := make([]error, len(eps))
 	var wg sync.WaitGroup
 	for i, ep := range eps {
-		wg.Go(func() { causes[i] = tlsCause(ctx, ep, cfg) })
+		switch {
+		case cfg != nil:
+			wg.Go(func() { causes[i] = tlsCause(ctx, ep, cfg) })
+		case strings.HasPrefix(ep, "https://"):
+			wg.Go(func() { causes[i] = tlsCause(ctx, ep, &tls.Config{}) })
+		case !strings.Contains(ep, "://"):
+			wg.Go(func() { causes[i] = plainAnswersTLS(ctx, ep) })
+		}
 	}
 	wg.Wait()
 	var out []string
@@ -391,6 +398,24 @@ func tlsCause(ctx context.Context, ep string, cfg *tls.Config) error {
 		return err
 	}
 	return nil
+}
+
+// plainAnswersTLS is the error of a host:port endpoint, which a node
+// without TLS flags talks to in plain text, that completes a TLS handshake
+// (its certificate unchecked: only whether it speaks TLS is asked): etcd
+// there wants TLS, and the etcd client waits out its deadline without
+// saying so. nil when the handshake fails (a plain etcd, nothing there).
+func plainAnswersTLS(ctx context.Context, ep string) error {
+	addr, _, _ := strings.Cut(ep, "/")
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	conn.Close()
+	return fmt.Errorf("it answers TLS, but without --etcd-ca, --etcd-cert or --etcd-key a host:port endpoint is plain text: "+
+		"write it https://%s, with --etcd-ca if a private CA signed etcd's certificate (and --etcd-cert, --etcd-key if etcd asks "+
+		"for a client certificate)", addr)
 }
 
 // openCluster connects to etcd and makes the fenced store the node's store.

@@ -68,7 +68,50 @@ func TestTLSCausesEveryEndpoint(t *testing.T) {
 	if got := tlsCauses(eps[:1], ca.ClientConfig(nil), 10*time.Second); got != "" {
 		t.Errorf("a trusted endpoint alone: %q, want no cause", got)
 	}
-	if got := tlsCauses(eps, nil, 10*time.Second); got != "" {
-		t.Errorf("without TLS: %q, want no cause", got)
+	if got := tlsCauses(eps[2:], nil, 10*time.Second); got != "" {
+		t.Errorf("a plain endpoint without TLS: %q, want no cause", got)
+	}
+}
+
+// TestTLSCausesWithoutTLSFlags: a node given no --etcd-ca, --etcd-cert or
+// --etcd-key still talks TLS to an https:// endpoint (the etcd client
+// verifies it against the system's CAs), and its handshake failure is
+// named; a host:port endpoint is plain text then, and one that answers TLS
+// is said to, with what to write instead. A plain endpoint that does not
+// answer TLS, or nothing listening, has no TLS cause.
+func TestTLSCausesWithoutTLSFlags(t *testing.T) {
+	ca := testpki.NewCA(t, "etcd-ca")
+	tlsEtcd := testpki.ServeHandshakes(t, ca.Server(t, "etcd"))
+	got := tlsCauses([]string{"https://" + tlsEtcd}, nil, 10*time.Second)
+	if !strings.Contains(got, "TLS with https://"+tlsEtcd+": ") || !strings.Contains(got, "certificate signed by unknown authority") {
+		t.Errorf("https:// endpoint of a private CA without --etcd-ca: %q, want its unknown authority", got)
+	}
+	got = tlsCauses([]string{tlsEtcd}, nil, 10*time.Second)
+	if !strings.Contains(got, "TLS with "+tlsEtcd+": it answers TLS") || !strings.Contains(got, "https://"+tlsEtcd) {
+		t.Errorf("plain endpoint that answers TLS: %q, want it said, with the https:// endpoint to give", got)
+	}
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Close() })
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("\x00\x00\x12\x04\x00\x00\x00\x00\x00")) // an HTTP/2 SETTINGS frame, as plain gRPC starts
+			c.Close()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	if got := tlsCauses([]string{plain.Addr().String(), closedAddr}, nil, 10*time.Second); got != "" {
+		t.Errorf("plain endpoints without TLS flags: %q, want no cause", got)
 	}
 }
