@@ -819,6 +819,14 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	if defaultDataDirWarning != "" {
 		log.Warn(defaultDataDirWarning)
 	}
+	if clusterCfg != nil && s.backupDir != "" {
+		// Kept, say, from a node's settings before it moved into a
+		// cluster (examples/systemd's cohort.env has it): a backup job
+		// that signals the node would have no backup, and one line at
+		// each SIGUSR1 is easy to miss.
+		log.Warn(cmp.Or(s.given["backup-dir"], "--backup-dir") + " is not used in cluster mode: the state is in etcd, and SIGUSR1 " +
+			"writes no backup; back etcd up with its own snapshots (etcdctl snapshot save) and remove the setting")
+	}
 	if clusterCfg != nil && s.etcdPasswordFile != "" && clientconfig.Exposed(s.etcdPasswordFile) {
 		// As the CLI warns of its own secret files.
 		log.Warn("--etcd-password-file " + exposedWarning(s.etcdPasswordFile))
