@@ -310,7 +310,9 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 		DialOptions: append([]grpc.DialOption{reconnect}, cc.dialOptions...),
 		Username:    cc.Username, Password: cc.Password})
 	if err != nil {
-		return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, etcdError(cc, err))
+		// With a user the client authenticates while it connects: a
+		// failed handshake ends here, not at the read below.
+		return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, withTLSCauses(cc, etls, dial, etcdError(cc, err)))
 	}
 	// Fail early (and clearly) when etcd is not reachable or refuses the
 	// node: one read under the prefix, the only keys a node with a
@@ -320,18 +322,23 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	cancel()
 	if err != nil {
 		cli.Close()
-		err = etcdError(cc, err)
-		if errors.Is(err, context.DeadlineExceeded) {
-			// The etcd client retries a failed TLS handshake until the
-			// deadline and says no more: handshakes of our own, one with
-			// each endpoint, tell why.
-			if causes := tlsCauses(cc.Endpoints, etls.config(), dial); causes != "" {
-				err = fmt.Errorf("%w: %s", err, causes)
-			}
-		}
-		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, err)
+		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, withTLSCauses(cc, etls, dial, etcdError(cc, err)))
 	}
 	return cli, etls, nil
+}
+
+// withTLSCauses adds to err, if it is etcd not answering in time, the
+// causes of the TLS handshakes with cc's endpoints that fail (tlsCauses):
+// the etcd client retries a failed handshake until the deadline and says
+// no more. Other errors are returned as they are.
+func withTLSCauses(cc *ClusterConfig, etls *etcdTLS, timeout time.Duration, err error) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if causes := tlsCauses(cc.Endpoints, etls.config(), timeout); causes != "" {
+		return fmt.Errorf("%w: %s", err, causes)
+	}
+	return err
 }
 
 // tlsCauses probes every endpoint of eps with a TLS handshake (tlsCause),
@@ -407,6 +414,10 @@ func tlsCause(ctx context.Context, ep string, cfg *tls.Config) error {
 // saying so. nil when the handshake fails (a plain etcd, nothing there).
 func plainAnswersTLS(ctx context.Context, ep string) error {
 	addr, _, _ := strings.Cut(ep, "/")
+	// A TLS server answers a ClientHello at once: a silent endpoint
+	// (down, or plain and waiting for more) adds no more than this.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

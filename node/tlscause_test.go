@@ -115,3 +115,30 @@ func TestTLSCausesWithoutTLSFlags(t *testing.T) {
 		t.Errorf("plain endpoints without TLS flags: %q, want no cause", got)
 	}
 }
+
+// TestDialEtcdWithUserNamesTLSCause: with --etcd-user the etcd client
+// authenticates while it connects, so a TLS handshake that fails (here
+// etcd's certificate is of a CA --etcd-ca does not hold) ends the
+// connection itself, not the first read; the error names the handshake's
+// cause there too, as it does for a node without a user.
+func TestDialEtcdWithUserNamesTLSCause(t *testing.T) {
+	ca, other := testpki.NewCA(t, "etcd-ca"), testpki.NewCA(t, "other-ca")
+	bad := "https://" + testpki.ServeHandshakes(t, other.Server(t, "etcd"))
+	for _, user := range []string{"", "cohort"} {
+		cc := &ClusterConfig{Endpoints: []string{bad}, CAFile: ca.CertFile, DialTimeout: time.Second}
+		if user != "" {
+			cc.Username, cc.Password = user, "secret-not-shown"
+		}
+		cli, _, err := dialEtcd(cc)
+		if err == nil {
+			cli.Close()
+			t.Fatalf("user %q: etcd of an untrusted certificate was usable", user)
+		}
+		if !strings.Contains(err.Error(), "TLS with "+bad+": ") || !strings.Contains(err.Error(), "unknown authority") {
+			t.Errorf("user %q: %v\nwant the handshake's cause", user, err)
+		}
+		if strings.Contains(err.Error(), "secret-not-shown") {
+			t.Errorf("user %q: the error holds the password: %v", user, err)
+		}
+	}
+}
