@@ -277,15 +277,22 @@ func (cc *ClusterConfig) Warnings() []string {
 // answers and lets the user read there: for tools that work on a
 // cluster's state without being a node (cohort store copy).
 func DialEtcd(cc *ClusterConfig) (*clientv3.Client, error) {
+	return DialEtcdContext(context.Background(), cc)
+}
+
+// DialEtcdContext is DialEtcd, ended early when ctx is (a tool's Ctrl-C:
+// the error is then ctx's, not a deadline of the dial), with ctx the
+// client's own context from then on.
+func DialEtcdContext(ctx context.Context, cc *ClusterConfig) (*clientv3.Client, error) {
 	if err := cc.check(); err != nil {
 		return nil, err
 	}
-	cli, _, err := dialEtcd(cc)
+	cli, _, err := dialEtcd(ctx, cc)
 	return cli, err
 }
 
 // dialEtcd connects to etcd and checks that it answers under the prefix.
-func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
+func dialEtcd(ctx context.Context, cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	if len(cc.Endpoints) == 0 {
 		return nil, nil, errors.New("cluster mode: no etcd endpoints")
 	}
@@ -305,11 +312,14 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	// back. At most 2 s between attempts instead (each costs one dial).
 	reconnect := grpc.WithConnectParams(grpc.ConnectParams{MinConnectTimeout: 5 * time.Second,
 		Backoff: backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second}})
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cc.Endpoints, DialTimeout: dial, TLS: etls.config(), Logger: zap.NewNop(),
+	cli, err := clientv3.New(clientv3.Config{Context: ctx, Endpoints: cc.Endpoints, DialTimeout: dial, TLS: etls.config(), Logger: zap.NewNop(),
 		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 5 * time.Second,
 		DialOptions: append([]grpc.DialOption{reconnect}, cc.dialOptions...),
 		Username:    cc.Username, Password: cc.Password})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, context.Cause(ctx))
+		}
 		// With a user the client authenticates while it connects: a
 		// failed handshake ends here, not at the read below.
 		return nil, nil, fmt.Errorf("connecting to etcd %v: %w", cc.Endpoints, withTLSCauses(cc, etls, dial, etcdError(cc, err)))
@@ -317,11 +327,14 @@ func dialEtcd(cc *ClusterConfig) (*clientv3.Client, *etcdTLS, error) {
 	// Fail early (and clearly) when etcd is not reachable or refuses the
 	// node: one read under the prefix, the only keys a node with a
 	// restricted etcd user may read.
-	ctx, cancel := context.WithTimeout(context.Background(), dial)
-	_, err = cli.Get(ctx, etcdPrefix(cc), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	gctx, cancel := context.WithTimeout(ctx, dial)
+	_, err = cli.Get(gctx, etcdPrefix(cc), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
 		cli.Close()
+		if ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("etcd %v: %w", cc.Endpoints, context.Cause(ctx))
+		}
 		return nil, nil, fmt.Errorf("etcd %v not usable: %w", cc.Endpoints, withTLSCauses(cc, etls, dial, etcdError(cc, err)))
 	}
 	return cli, etls, nil
@@ -432,7 +445,7 @@ func plainAnswersTLS(ctx context.Context, ep string) error {
 // openCluster connects to etcd and makes the fenced store the node's store.
 func (n *Node) openCluster() error {
 	cc := n.cfg.Cluster
-	cli, etls, err := dialEtcd(cc)
+	cli, etls, err := dialEtcd(context.Background(), cc)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
@@ -41,26 +43,9 @@ func TestTLSCausesEveryEndpoint(t *testing.T) {
 	// An endpoint that accepts and never answers takes the probes' time
 	// in all, not one deadline each: it is reported as timed out, beside
 	// the others' causes.
-	hang, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hang.Close() })
-	go func() {
-		var held []net.Conn
-		for {
-			c, err := hang.Accept()
-			if err != nil {
-				for _, c := range held {
-					c.Close()
-				}
-				return
-			}
-			held = append(held, c)
-		}
-	}()
-	got = tlsCauses([]string{"https://" + hang.Addr().String(), "https://" + bad}, ca.ClientConfig(nil), 300*time.Millisecond)
-	if h := "TLS with https://" + hang.Addr().String() + ": "; !strings.Contains(got, h) ||
+	hang := silentListener(t)
+	got = tlsCauses([]string{"https://" + hang, "https://" + bad}, ca.ClientConfig(nil), 300*time.Millisecond)
+	if h := "TLS with https://" + hang + ": "; !strings.Contains(got, h) ||
 		!strings.Contains(got, "unknown authority") || !strings.Contains(got, h+"no TLS handshake within 300ms") {
 		t.Errorf("a silent endpoint beside a bad one: %s", got)
 	}
@@ -129,7 +114,7 @@ func TestDialEtcdWithUserNamesTLSCause(t *testing.T) {
 		if user != "" {
 			cc.Username, cc.Password = user, "secret-not-shown"
 		}
-		cli, _, err := dialEtcd(cc)
+		cli, _, err := dialEtcd(context.Background(), cc)
 		if err == nil {
 			cli.Close()
 			t.Fatalf("user %q: etcd of an untrusted certificate was usable", user)
@@ -139,6 +124,58 @@ func TestDialEtcdWithUserNamesTLSCause(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "secret-not-shown") {
 			t.Errorf("user %q: the error holds the password: %v", user, err)
+		}
+	}
+}
+
+// silentListener returns the address of a loopback listener that accepts
+// connections and never answers on them (held until the test ends).
+func silentListener(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		var held []net.Conn
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestDialEtcdContextCancelled: cohort store copy stops on Ctrl-C; while
+// it connects to an etcd that never answers, the dial ends with the
+// cancelled context, not after its DialTimeout (--timeout, 30 s by
+// default there), with and without a user (whose authentication is part of the dial).
+func TestDialEtcdContextCancelled(t *testing.T) {
+	hang := silentListener(t)
+	for _, user := range []string{"", "cohort"} {
+		cc := &ClusterConfig{Endpoints: []string{hang}, DialTimeout: 8 * time.Second}
+		if user != "" {
+			cc.Username, cc.Password = user, "pw"
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(200*time.Millisecond, cancel)
+		start := time.Now()
+		cli, err := DialEtcdContext(ctx, cc)
+		took := time.Since(start)
+		cancel()
+		if err == nil {
+			cli.Close()
+			t.Fatalf("user %q: a silent etcd was usable", user)
+		}
+		if !errors.Is(err, context.Canceled) || took > 4*time.Second {
+			t.Errorf("user %q: dial ended after %v with %v; want context.Canceled well before the 8 s DialTimeout", user, took, err)
 		}
 	}
 }

@@ -540,8 +540,12 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 	if f.passwordFile != "" && clientconfig.Exposed(f.passwordFile) {
 		fmt.Fprintf(stderr, "cohort: warning: %s\n", exposedWarning(f.passwordFile))
 	}
-	cli, err := node.DialEtcd(cc)
+	cli, err := node.DialEtcdContext(ctx, cc)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Ctrl-C while connecting: nothing was read or written.
+			return nil, fmt.Errorf("store copy: %s: interrupted by a signal while connecting to etcd; nothing was copied", flagName)
+		}
 		return nil, fmt.Errorf("store copy: %s: %w", flagName, err)
 	}
 	name := fmt.Sprintf("etcd %s prefix %q", strings.Join(eps, ","), f.prefix)
