@@ -181,7 +181,7 @@ func TestClusterCatalogMovedToPerTopicRecords(t *testing.T) {
 			defer wg.Done()
 			ns[i], errs[i] = Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: k848Parts,
 				Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-				Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
+				Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: testLeaseTTL}})
 		}()
 	}
 	wg.Wait()
@@ -247,7 +247,7 @@ func TestClusterCatalogMoveKeepsStoredRecords(t *testing.T) {
 	var logged testlog.Buffer
 	nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: k848Parts,
 		Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: k848Prefix, LeaseTTL: testLeaseTTL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cohort-dev/cohort/catalog"
 	"github.com/cohort-dev/cohort/cluster"
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/etcdwatch"
 	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
@@ -71,6 +72,10 @@ type ClusterConfig struct {
 	// dialOptions are added to the etcd client's (tests: interceptors
 	// that count the node's etcd requests).
 	dialOptions []grpc.DialOption
+	// clock is the cluster's clock (tests: one whose time the test moves,
+	// so that a node presumes its lease lost when the test says so
+	// rather than after a wall-clock TTL); nil: the wall clock.
+	clock clock.Clock
 }
 
 // clusterMode holds a node's cluster-mode parts.
@@ -462,7 +467,7 @@ func (n *Node) openCluster() error {
 		parts = 50
 	}
 	c, err = cluster.New(cluster.Config{Client: cli, Store: m.st, ClusterID: n.cfg.ClusterID, NodeID: n.cfg.NodeID,
-		Partitions: parts, LeaseTTL: cc.LeaseTTL, Logger: n.log})
+		Partitions: parts, LeaseTTL: cc.LeaseTTL, Logger: n.log, Clock: cc.clock})
 	if err != nil {
 		cli.Close()
 		return err

@@ -13,32 +13,37 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testlog"
-	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
 // startCutCluster starts nodes 1 and 2 on ec, node 1 through a cuttable
-// proxy, and waits until they have settled.
-func startCutCluster(t *testing.T, prefix string) (*cutproxy.Proxy, *Node, *Node) {
+// proxy, and waits until they have settled. expire1 ends node 1's lease
+// (expireLease: meant for after the proxy is cut).
+func startCutCluster(t *testing.T, prefix string) (px *cutproxy.Proxy, n1, n2 *Node, expire1 func()) {
 	t.Helper()
 	ec := etcdtest.Start(t, 1)
-	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	px = cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	clk1 := &leaseClock{}
 	start := func(id int32, eps []string) *Node {
+		cc := &ClusterConfig{Endpoints: eps, Prefix: prefix, LeaseTTL: testLeaseTTL, CompactionInterval: -1}
+		if id == 1 {
+			cc.clock = clk1
+		}
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
 		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg,
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: &ClusterConfig{Endpoints: eps, Prefix: prefix, LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+			Cluster: cc})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { nd.Close() })
 		return nd
 	}
-	n1 := start(1, []string{px.Addr()})
-	n2 := start(2, ec.Endpoints())
+	n1 = start(1, []string{px.Addr()})
+	n2 = start(2, ec.Endpoints())
 	waitClusterSettled(t, 20*time.Second, n1, n2)
-	return px, n1, n2
+	return px, n1, n2, func() { expireLease(t, ec, prefix, 1, clk1, testLeaseTTL, n1) }
 }
 
 // TestClusterCutOffNodeSendsClientsElsewhere: node 1, cut off from etcd
@@ -48,10 +53,10 @@ func startCutCluster(t *testing.T, prefix string) (*cutproxy.Proxy, *Node, *Node
 // KAFKA_STORAGE_ERROR after etcd's timeout), so that an admin client seeded
 // with node 1 alone creates its topic through node 2.
 func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
-	px, n1, n2 := startCutCluster(t, "/cut-off/")
+	px, n1, n2, expire1 := startCutCluster(t, "/cut-off/")
 	g := groupOwnedBy(t, n1, 1, "cut")
 	px.Cut()
-	testwait.For(t, 10*time.Second, "node 1 stops serving", func() bool { return !n1.Cluster().Serving() })
+	expire1() // node 1 stops serving, its lease gone in etcd
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cl := client(t, n1.Addr())
@@ -113,7 +118,10 @@ func TestClusterCutOffNodeSendsClientsElsewhere(t *testing.T) {
 // backoff under the etcd client grows to 120 s, so the node stayed out for
 // a time growing with the outage (19 s after a 45 s cut, 7 s after 20 s).
 func TestClusterRejoinsSoonAfterLongCut(t *testing.T) {
-	px, n1, n2 := startCutCluster(t, "/long-cut/")
+	// The cut outlasts node 1's lease (testLeaseTTL) in wall-clock time:
+	// the test is about the etcd client's reconnect backoff, which grows
+	// with the wall-clock time of the outage.
+	px, n1, n2, _ := startCutCluster(t, "/long-cut/")
 	px.Cut()
 	time.Sleep(30 * time.Second)
 	px.Restore()

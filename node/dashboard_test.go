@@ -112,7 +112,7 @@ func exportedFamilies(t *testing.T) map[string]*family {
 	ec := etcdtest.Start(t, 1)
 	cn, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
 		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dashboard/", LeaseTTL: 2 * time.Second}})
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dashboard/", LeaseTTL: testLeaseTTL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestClusterEtcdAuthentication(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func(user, password string) (*Node, error) {
 		return Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2, Logger: quiet,
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second,
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL,
 				Username: user, Password: password, DialTimeout: 30 * time.Second}}) // etcd's bcrypt under the race detector on a loaded machine
 	}
 	for _, tc := range []struct {

@@ -41,10 +41,10 @@ func startCompacting(t *testing.T, ec *etcdtest.Cluster, prefix, user, pass stri
 	for id := int32(1); id <= 2; id++ {
 		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: 4, HTTPListen: "127.0.0.1:0",
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-			// A 5 s lease: with 2 s, under the race detector on a loaded
-			// machine, leases expired and the cluster did not settle
-			// within a minute in a CI run.
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 5 * time.Second,
+			// A long lease (testLeaseTTL): with 2 s, under the race
+			// detector on a loaded machine, leases expired and the cluster
+			// did not settle within a minute in a CI run.
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL,
 				Username: user, Password: pass, CompactionInterval: 200 * time.Millisecond,
 				// The first connection logs in (bcrypt, in a race-built etcd
 				// sharing the machine): 5 s, the default, ran out in a CI run.

@@ -31,7 +31,7 @@ func TestClusterNestedPrefixesIsolated(t *testing.T) {
 	start := func(i int) *Node {
 		t.Helper()
 		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "nested", Partitions: 2 + i, Logger: quiet,
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefixes[i], LeaseTTL: 5 * time.Second}})
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefixes[i], LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatalf("the node of %s: %v", prefixes[i], err)
 		}

@@ -32,7 +32,7 @@ func TestClusterEtcdOutOfSpace(t *testing.T) {
 	logs := logTail{silent: true}
 	n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4, HTTPListen: "127.0.0.1:0",
 		Logger:  slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/full/", LeaseTTL: 5 * time.Second, CompactionInterval: -1}})
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/full/", LeaseTTL: testLeaseTTL, CompactionInterval: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestClusterEtcdHTTPEndpointWithTLSRefused(t *testing.T) {
 		"--etcd-ca":   {CAFile: ca.CertFile},
 		"--etcd-cert": {CertFile: client.CertFile, KeyFile: client.KeyFile},
 	} {
-		cc.Endpoints, cc.LeaseTTL, cc.DialTimeout = ec.Endpoints(), 5*time.Second, 3*time.Second
+		cc.Endpoints, cc.LeaseTTL, cc.DialTimeout = ec.Endpoints(), testLeaseTTL, 3*time.Second
 		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2, Logger: quiet, Cluster: &cc})
 		if err == nil {
 			n.Close()

@@ -58,7 +58,7 @@ func TestClusterEtcdTLS(t *testing.T) {
 	start := func(ca, cert, key string) (*Node, error) {
 		return Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2, Logger: quiet,
 			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), CAFile: ca, CertFile: cert, KeyFile: key,
-				LeaseTTL: 5 * time.Second, DialTimeout: 3 * time.Second}})
+				LeaseTTL: testLeaseTTL, DialTimeout: 3 * time.Second}})
 	}
 	for _, tc := range []struct {
 		name, ca, cert, key, want string

@@ -27,6 +27,13 @@ const (
 // node1Etcd if given.
 func startCluster848(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []string) []*Node {
 	t.Helper()
+	return startCluster848Clock(t, ec, n, node1Etcd, nil)
+}
+
+// startCluster848Clock is startCluster848 with node1Clock, if not nil, as
+// node 1's cluster clock (expireLease).
+func startCluster848Clock(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []string, node1Clock *leaseClock) []*Node {
+	t.Helper()
 	cfg := group.Defaults()
 	cfg.InitialRebalanceDelay = 0
 	cfg.ConsumerHeartbeatInterval = 250 * time.Millisecond
@@ -36,9 +43,13 @@ func startCluster848(t *testing.T, ec *etcdtest.Cluster, n int, node1Etcd []stri
 		if i == 1 && node1Etcd != nil {
 			eps = node1Etcd
 		}
+		cc := &ClusterConfig{Endpoints: eps, Prefix: k848Prefix, LeaseTTL: testLeaseTTL}
+		if i == 1 && node1Clock != nil {
+			cc.clock = node1Clock
+		}
 		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "test", Partitions: k848Parts, Group: cfg,
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: &ClusterConfig{Endpoints: eps, Prefix: k848Prefix, LeaseTTL: 2 * time.Second}})
+			Cluster: cc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,8 +98,8 @@ func groupOwnedBy(t *testing.T, n *Node, id int32, prefix string) string {
 // (ConsumerGroupDescribe through the survivors), no partition revoked,
 // lost or ever owned by two consumers (their callbacks), offsets intact and
 // their epoch-fenced commits accepted by the new coordinator.
-func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, takeDown func(ns []*Node) (alive []*Node)) {
-	ns := startCluster848(t, ec, 3, node1Etcd)
+func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, node1Clock *leaseClock, takeDown func(ns []*Node) (alive []*Node)) {
+	ns := startCluster848Clock(t, ec, 3, node1Etcd, node1Clock)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	gid := groupOwnedBy(t, ns[1], 1, "g848-cluster")
@@ -140,7 +151,7 @@ func clusterCase848(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, take
 // TestKIP848ClusterCoordinatorStops: clusterCase848 where node 1 stops
 // (node.Close: it hands its partitions over and revokes its lease).
 func TestKIP848ClusterCoordinatorStops(t *testing.T) {
-	clusterCase848(t, etcdtest.Start(t, 1), nil, func(ns []*Node) []*Node {
+	clusterCase848(t, etcdtest.Start(t, 1), nil, nil, func(ns []*Node) []*Node {
 		if err := ns[0].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -154,12 +165,17 @@ func TestKIP848ClusterCoordinatorStops(t *testing.T) {
 // (registration and partition ownerships gone), it presumes so itself and
 // stops serving the group, and a survivor takes the group over from the
 // stored records, as after a crash. The consumers' connections to node 1
-// still work, so they are told NOT_COORDINATOR rather than refused.
+// still work, so they are told NOT_COORDINATOR rather than refused. The
+// lease runs out when the test says (expireLease) rather than after a
+// wall-clock TTL: a short lease would also run out whenever the test
+// process stalls for a second.
 func TestKIP848ClusterCoordinatorLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	clusterCase848(t, ec, []string{"http://" + px.Addr()}, func(ns []*Node) []*Node {
+	clk := &leaseClock{}
+	clusterCase848(t, ec, []string{"http://" + px.Addr()}, clk, func(ns []*Node) []*Node {
 		px.Cut()
+		expireLease(t, ec, k848Prefix, 1, clk, testLeaseTTL, ns[0])
 		return ns[1:]
 	})
 }

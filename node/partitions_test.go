@@ -110,7 +110,7 @@ func TestClusterPartitionCountIsShared(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	start := func(id int32, parts int) (*Node, error) {
 		return Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: parts, Logger: quiet,
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/parts/", LeaseTTL: 2 * time.Second}})
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/parts/", LeaseTTL: testLeaseTTL}})
 	}
 	n1, err := start(1, 4)
 	if err != nil {
@@ -133,7 +133,7 @@ func TestClusterPartitionCountIsShared(t *testing.T) {
 	// one records its count, the other is refused.
 	prefix := func(id int32, parts int) (*Node, error) {
 		return Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: parts, Logger: quiet,
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/race/", LeaseTTL: 2 * time.Second}})
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/race/", LeaseTTL: testLeaseTTL}})
 	}
 	type started struct {
 		n   *Node

@@ -44,7 +44,7 @@ func TestClusterReadyWaitsForItsShare(t *testing.T) {
 		t.Fatalf("node 1 alone serves %d partitions, want %d", got, k848Parts)
 	}
 	px.Cut()
-	n2 := start(2, ec.Endpoints(), 2*time.Second)
+	n2 := start(2, ec.Endpoints(), testLeaseTTL)
 	// Node 2 has its lease and sees both nodes registered and node 1
 	// holding every partition.
 	testwait.For(t, 20*time.Second, "node 2 registered beside node 1", func() bool {

@@ -686,12 +686,14 @@ func TestCrashAnswersTheSame(t *testing.T) {
 
 // startDiffCluster runs two secure cluster-mode nodes on one etcd with one
 // coordinator partition, each through its own cuttable proxy; restart takes
-// down the node that holds it (take gets the nodes, their proxies and the
-// holder's index), and the other loads it from etcd.
-func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, pxs []*cutproxy.Proxy, holder int)) *diffNode {
+// down the node that holds it (take gets the nodes, their proxies, a
+// function that ends node i's lease (expireLease) and the holder's index),
+// and the other loads it from etcd.
+func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, pxs []*cutproxy.Proxy, expire func(i int), holder int)) *diffNode {
 	ec := etcdtest.Start(t, 1)
 	ns := make([]*Node, 2)
 	pxs := make([]*cutproxy.Proxy, 2)
+	clks := []*leaseClock{{}, {}}
 	var addrs []string
 	for i := range ns {
 		pxs[i] = cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
@@ -699,7 +701,7 @@ func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, p
 		cfg.NodeID = int32(i + 1)
 		cfg.Partitions = 1
 		cfg.Group.ConsumerAssignmentInterval = 0
-		cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://" + pxs[i].Addr()}, Prefix: "/diff/", LeaseTTL: 2 * time.Second}
+		cfg.Cluster = &ClusterConfig{Endpoints: []string{"http://" + pxs[i].Addr()}, Prefix: "/diff/", LeaseTTL: testLeaseTTL, clock: clks[i]}
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -714,7 +716,7 @@ func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, p
 		metrics: func() string { return "" }}
 	d.restart = func() {
 		t.Helper()
-		take(ns, pxs, holder)
+		take(ns, pxs, func(i int) { expireLease(t, ec, "/diff/", ns[i].cfg.NodeID, clks[i], testLeaseTTL, ns[i]) }, holder)
 		other := ns[1-holder]
 		testwait.For(t, 20*time.Second, "the partition with the other node", func() bool {
 			return other.Cluster().Owner(0) == other.cfg.NodeID
@@ -733,7 +735,7 @@ func startDiffCluster(t *testing.T, ctx context.Context, take func(ns []*Node, p
 // cluster mode, where the coordinator partition moves to the other node
 // as its holder stops.
 func TestFailoverAnswersTheSame(t *testing.T) {
-	failoverAnswersTheSame(t, func(ns []*Node, _ []*cutproxy.Proxy, holder int) {
+	failoverAnswersTheSame(t, func(ns []*Node, _ []*cutproxy.Proxy, _ func(int), holder int) {
 		if err := ns[holder].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -742,15 +744,19 @@ func TestFailoverAnswersTheSame(t *testing.T) {
 
 // TestLeaseLossAnswersTheSame: TestFailoverAnswersTheSame where the holder
 // loses etcd (its lease expires while its process runs on, as at a crash
-// or a partition of the network) instead of stopping.
+// or a partition of the network) instead of stopping. The lease runs out
+// when the test says (expireLease), not after a wall-clock TTL.
 func TestLeaseLossAnswersTheSame(t *testing.T) {
-	failoverAnswersTheSame(t, func(_ []*Node, pxs []*cutproxy.Proxy, holder int) { pxs[holder].Cut() })
+	failoverAnswersTheSame(t, func(_ []*Node, pxs []*cutproxy.Proxy, expire func(int), holder int) {
+		pxs[holder].Cut()
+		expire(holder)
+	})
 }
 
 // failoverAnswersTheSame builds the rich state on a two-node cluster, has
 // stop end the partition holder's service, and compares the answers of the
 // node that takes the partition over with those from before.
-func failoverAnswersTheSame(t *testing.T, stop func(ns []*Node, pxs []*cutproxy.Proxy, holder int)) {
+func failoverAnswersTheSame(t *testing.T, stop func(ns []*Node, pxs []*cutproxy.Proxy, expire func(int), holder int)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	d := startDiffCluster(t, ctx, stop)

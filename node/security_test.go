@@ -312,7 +312,7 @@ func startSecureCluster(t *testing.T, prefix string) []*Node {
 		cfg := secureConfig(t, nil)
 		cfg.NodeID = int32(i + 1)
 		cfg.Partitions = 4
-		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 3 * time.Second}
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL}
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -400,7 +400,7 @@ func TestClusterListenerEndpoints(t *testing.T) {
 		}
 		// Port 0: the bound port, under another host name.
 		cfg.Advertised = []server.Endpoint{{Listener: server.ProtocolSASLPlaintext, Host: "localhost", Port: 0}}
-		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/listeners-test/", LeaseTTL: 3 * time.Second}
+		cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/listeners-test/", LeaseTTL: testLeaseTTL}
 		n, err := Start(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -30,7 +30,7 @@ func TestSecuritySyncMetrics(t *testing.T) {
 	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": pass})
 	n, err := Start(Config{Listen: "127.0.0.1:0", HTTPListen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second,
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL,
 			Username: "cohort", Password: pass, DialTimeout: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,8 @@ func TestSecuritySyncMetrics(t *testing.T) {
 	waitMetric(t, addr, 30*time.Second, eq(0), "cohort_cluster_security_synced")
 	waitMetric(t, addr, 30*time.Second, above(1), "cohort_cluster_security_sync_failures_total") // it keeps failing
 	// The node this test means has a valid lease and is ready (on a
-	// loaded machine a 2 s lease may lapse and come back: wait for both),
+	// machine stalled for longer than testLeaseTTL allows, a lease may lapse
+	// and come back: wait for both),
 	// and its users and ACLs still do not follow etcd.
 	var code int
 	var body string

@@ -102,7 +102,7 @@ func TestClusterDeleteTopicRemovesItsOffsets(t *testing.T) {
 	nodes := make([]*Node, 2)
 	for i := range nodes {
 		n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: 6, Logger: quiet,
-			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/topicdelete/", LeaseTTL: 3 * time.Second}})
+			Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/topicdelete/", LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatal(err)
 		}

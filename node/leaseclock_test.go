@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testwait"
+	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
+)
+
+// testLeaseTTL is the etcd lease of the nodes of the cluster-mode tests in
+// which no lease is meant to run out. A node presumes its lease lost when
+// it has had no keepalive answered for about TTL - TTL/3 (the renewal
+// interval) - TTL/10 (the safety margin), so a 2 s lease was lost by a
+// test process that did not run for about 1.1 s, which a loaded 2-core CI
+// machine can do; 10 s leaves about 5.7 s. A healthy node's lease is
+// revoked when it closes, so a longer lease costs such tests nothing.
+const testLeaseTTL = 10 * time.Second
+
+// leaseClock is the cluster clock of a node whose lease loss the test
+// decides: its timers are the wall clock's, its time is the wall clock's
+// shifted by what the test added (Jump), or stands still once frozen
+// (Freeze). A jump by the lease's TTL makes the node see its lease's
+// deadline pass at its next check (every 250 ms), as a node cut off from
+// etcd for a TTL does; a frozen clock keeps the node's lease valid in its
+// own view however slowly the test runs.
+type leaseClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+	frozen time.Time
+}
+
+var _ clock.Clock = (*leaseClock)(nil)
+
+func (c *leaseClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.frozen.IsZero() {
+		return c.frozen
+	}
+	return time.Now().Add(c.offset)
+}
+
+func (c *leaseClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
+
+// Jump moves the clock d forward.
+func (c *leaseClock) Jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+	if !c.frozen.IsZero() {
+		c.frozen = c.frozen.Add(d)
+	}
+}
+
+// Freeze stops the clock at its current time.
+func (c *leaseClock) Freeze() {
+	now := c.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.frozen = now
+}
+
+// expireLease makes node id's lease run out now, the two sides of it in
+// the order a real expiry has them: the node, cut off from etcd, presumes
+// its lease lost (its clock clk jumps by ttl, so it stops serving), then
+// etcd expires it (the test revokes the lease the node registered with,
+// which deletes its registration and the partition keys it held). It
+// replaces waiting a wall-clock TTL, so the node's lease can be long
+// until the test ends it. clk nil: the node is not running (killed), only
+// etcd's side is needed.
+func expireLease(t *testing.T, ec *etcdtest.Cluster, prefix string, id int32, clk *leaseClock, ttl time.Duration, n *Node) {
+	t.Helper()
+	if clk != nil {
+		clk.Jump(ttl)
+		testwait.For(t, 10*time.Second, "node "+strconv.Itoa(int(id))+" presumes its lease lost", func() bool { return !n.Cluster().Serving() })
+	}
+	revokeNodeLease(t, ec, prefix, id)
+}
+
+// revokeNodeLease revokes, in etcd, the lease of node id's registration
+// under prefix, as etcd does when the lease runs out.
+func revokeNodeLease(t testing.TB, ec *etcdtest.Cluster, prefix string, id int32) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli := ec.Client(t)
+	r, err := cli.Get(ctx, prefix+"nodes/"+strconv.Itoa(int(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
+		t.Fatalf("node %d has no registration under %s to expire", id, prefix)
+	}
+	if _, err := cli.Revoke(ctx, clientv3.LeaseID(r.Kvs[0].Lease)); err != nil {
+		t.Fatalf("revoking node %d's lease: %v", id, err)
+	}
+}
+
