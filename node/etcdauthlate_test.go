@@ -25,17 +25,23 @@ func TestClusterEtcdAuthEnabledWhileRunning(t *testing.T) {
 	var logged testlog.Buffer
 	const prefix = "/late-auth/"
 	const hint = "give it an etcd user: --etcd-user, with the password in --etcd-password-file or COHORT_ETCD_PASSWORD"
-	// A lease long enough that the topic below is written to etcd while
-	// the node still has it (without one, the node refuses the write
-	// itself).
+	// The topic below must be written to etcd while the node still has
+	// its lease (without one, the node refuses the write itself): its
+	// clock stands still from when etcd's authentication is turned on
+	// until the write is answered, then jumps by the TTL, so that the
+	// lease runs out in its view and it tries (and fails) to begin a new
+	// session, on any machine and without waiting out the TTL.
+	clk := &leaseClock{}
 	n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2,
 		Logger:  slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 10 * time.Second}})
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: authLeaseTTL, clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
+	clk.Freeze()
 	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": "late-pass"})
+	holdLease(t, ec, prefix, 1, "root-pass")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -48,6 +54,7 @@ func TestClusterEtcdAuthEnabledWhileRunning(t *testing.T) {
 		t.Errorf("CreateTopics: %v %q; want etcd's refusal with the hint %q", r.Err, r.ErrMessage, hint)
 	}
 
+	clk.Jump(authLeaseTTL)
 	refused := func() string {
 		for l := range strings.Lines(logged.String()) {
 			if strings.Contains(l, "user name is empty") && strings.Contains(l, "could not begin a session") {

@@ -35,12 +35,18 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	var logged testlog.Buffer
 	const prefix = "/no-user/"
-	// A lease long enough that the requests below reach etcd while the
-	// node still holds it: the last keepalive answered before the
-	// authentication was turned on keeps it serving for about 13 s more.
+	// The requests below must reach etcd while the node still holds its
+	// lease. Once the authentication is on, none of the node's keepalives
+	// is answered, so it used to stop serving a TTL after the last one
+	// however long the test needed to get there (with a 15 s lease, runs
+	// took 6 s of the ~13 s). Instead, its clock stands still from then
+	// on (leaseClock.Freeze: the lease holds in its own view) and the
+	// test keeps the lease alive in etcd as root (holdLease), so the
+	// lease holds for as long as the test runs, on any machine.
+	clk := &leaseClock{}
 	n, err := Start(Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2,
 		Logger:  slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 15 * time.Second}})
+		Cluster: &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: authLeaseTTL, clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +78,9 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	}
 	testwait.For(t, 20*time.Second, "a commit taken before etcd's authentication", func() bool { return commit().ErrorCode == 0 })
 
+	clk.Freeze()
 	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": "late-pass"})
+	holdLease(t, ec, prefix, 1, "root-pass")
 
 	// (a) OffsetCommit: a retriable code, the hint in the node's warning.
 	p := commit()
@@ -124,7 +132,7 @@ func TestClusterEtcdNoUserWhileLeaseHolds(t *testing.T) {
 	// OffsetCommit does. All retriable.
 	storeRefusals(ctx, t, cl.Broker(1), "g", "events")
 
-	// (b) The debug line of a keepalive refused so (every 5 s).
+	// (b) The debug line of a keepalive refused so (every TTL/3).
 	testwait.For(t, 15*time.Second, "a keepalive refused for want of an etcd user", func() bool {
 		return line(logged.String(), "keepalive failed", "user name is empty") != ""
 	})

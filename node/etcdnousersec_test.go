@@ -28,9 +28,11 @@ func TestClusterEtcdNoUserRefusesSecurityWrites(t *testing.T) {
 	const prefix = "/no-user-sec/"
 	cfg := secureConfig(t, nil)
 	cfg.NodeID, cfg.Partitions = 1, 2
-	// A lease that outlasts the requests below (see
-	// TestClusterEtcdNoUserWhileLeaseHolds).
-	cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 15 * time.Second}
+	// A lease that outlasts the requests below in the node's view
+	// however slowly they run: its clock stands still once etcd's
+	// authentication is on (see TestClusterEtcdNoUserWhileLeaseHolds).
+	clk := &leaseClock{}
+	cfg.Cluster = &ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: authLeaseTTL, clock: clk}
 	n, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +47,9 @@ func TestClusterEtcdNoUserRefusesSecurityWrites(t *testing.T) {
 		t.Fatalf("CreateACLs before: %v %v", err, res)
 	}
 
+	clk.Freeze()
 	ec.EnableAuth(t, "root-pass", prefix, map[string]string{"cohort": "late-pass"})
+	holdLease(t, ec, prefix, 1, "root-pass")
 
 	create := kmsg.NewPtrCreateACLsRequest()
 	c := kmsg.NewCreateACLsRequestCreation()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -22,6 +23,14 @@ import (
 // machine can do; 10 s leaves about 5.7 s. A healthy node's lease is
 // revoked when it closes, so a longer lease costs such tests nothing.
 const testLeaseTTL = 10 * time.Second
+
+// authLeaseTTL is the lease of a node under which a test turns etcd's
+// authentication on (the node has no etcd user): from then on the node's
+// keepalives are refused, and holdLease keeps the lease alive instead,
+// once etcd's authentication is on and its root user logged in (bcrypt).
+// The lease must outlast that: at least 20 s after the node's last
+// answered keepalive, which was at most TTL/3 before.
+const authLeaseTTL = 30 * time.Second
 
 // leaseClock is the cluster clock of a node whose lease loss the test
 // decides: its timers are the wall clock's, its time is the wall clock's
@@ -103,3 +112,42 @@ func revokeNodeLease(t testing.TB, ec *etcdtest.Cluster, prefix string, id int32
 	}
 }
 
+// holdLease keeps node id's lease alive in etcd, through a client logged in
+// as etcd's root user (rootPassword), until the test ends: for tests that
+// turn etcd's authentication on under a node without an etcd user, whose
+// own keepalives are refused from then on. etcd would otherwise expire the
+// lease a TTL after the node's last answered keepalive, and the node, which
+// still sees the deletion of its keys through the watch it opened before,
+// would stop serving at a moment set by the machine's speed. It returns
+// once etcd has answered the first keepalive.
+func holdLease(t *testing.T, ec *etcdtest.Cluster, prefix string, id int32, rootPassword string) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: ec.Endpoints(), Username: "root", Password: rootPassword,
+		DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); cli.Close() })
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer gcancel()
+	r, err := cli.Get(gctx, prefix+"nodes/"+strconv.Itoa(int(id)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
+		t.Fatalf("node %d has no registration under %s to hold", id, prefix)
+	}
+	lease := clientv3.LeaseID(r.Kvs[0].Lease)
+	if _, err := cli.KeepAliveOnce(gctx, lease); err != nil {
+		t.Fatalf("holding node %d's lease: %v", id, err)
+	}
+	answers, err := cli.KeepAlive(ctx, lease)
+	if err != nil {
+		t.Fatalf("holding node %d's lease: %v", id, err)
+	}
+	go func() {
+		for range answers { // drained until the test ends
+		}
+	}()
+}
