@@ -243,6 +243,7 @@ type worker struct {
 	events  []ownership    // every change of ownership it printed, in order
 	member  string         // the member id it last printed, if any
 	errs    map[string]int // error line (volatile parts masked) → count
+	errRaw  []string       // the error lines as printed, in order
 	stopped bool           // it printed "stopped"
 }
 
@@ -270,6 +271,7 @@ func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *
 		}
 		if errorLine(line) {
 			w.errs[volatile.ReplaceAllString(line, "#")]++
+			w.errRaw = append(w.errRaw, line)
 		}
 		o, ok := parseOwnership(stderr, line)
 		if !ok {

@@ -13,10 +13,14 @@ package clients
 // the journal's checks hold (no partition given to two members in one
 // generation, settled generations cover the topic, no commit of an ended
 // generation acknowledged), no worker repeated an error line more than
-// maxRepeats times and cohort logged no warning.
+// maxRepeats times (kafka-go's failed joins as leader on the others'
+// subscriptions are bounded by kafkaGoLeads instead) and cohort logged no
+// warning.
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,10 +58,16 @@ func TestBareMixedLibraries(t *testing.T) {
 		}
 	})
 
+	// kafka-go, elected leader, fails its join on the others'
+	// subscriptions (kafkaGoUnreadable): bounded by the answers it had.
+	kgLeads := newKafkaGoLeads("kafkago")
+	b.OnAnswered(kgLeads.observe)
+
 	var members []*worker
 	for _, name := range []string{"sarama", "kafkago", "confluent", "kcat", "kafkapython"} {
 		members = append(members, r.start(byName[name], name))
 	}
+	r.explained[members[1]] = kgLeads.explains
 	g := r.settleClassic(members...)
 	r.step("five libraries settled")
 	if g.Protocol != "range" {
@@ -108,6 +118,14 @@ func TestBareMixedLibraries(t *testing.T) {
 		}
 	}
 	r.checkErrorLines()
+	members[1].mu.Lock()
+	if err := kgLeads.check(members[1].errRaw); err != nil {
+		t.Error(err)
+	}
+	kgLeads.mu.Lock()
+	t.Logf("kafka-go led %d generations with subscriptions it cannot read, of %v", kgLeads.leads, slices.Sorted(maps.Keys(kgLeads.unreadable)))
+	kgLeads.mu.Unlock()
+	members[1].mu.Unlock()
 	if warns := b.Warnings(); len(warns) > 0 {
 		t.Errorf("cohort logged %d warnings or errors, first: %s", len(warns), warns[0])
 	}
