@@ -152,8 +152,20 @@ type ownership struct {
 	kind   string // "assigned", "revoked" or "lost"
 	parts  []int32
 	member string // "" if the library does not tell
-	at     int64  // when the worker's callback ran (Unix ns; 0 if not printed, as kcat's and kafkajs's lines)
+	at     int64  // when the worker's callback ran (Unix ns), or for kcat's lines when the test read them
+	// late is how much later than the callback at may be (ns): 0 for the
+	// workers' own at=, receiptTolerance for a line the test stamped.
+	late int64
 }
+
+// receiptTolerance is how long after kcat printed a rebalance line the
+// test may read it: kcat prints no time, so the test stamps its lines as
+// it reads them, and checkExclusive takes a kcat release to have happened
+// up to this much before its stamp. The delay is the pipe and the
+// scheduling of the test's reader goroutine; a second is far more than a
+// loaded machine takes, and an overlap shorter than it involving kcat goes
+// unnoticed.
+const receiptTolerance = time.Second
 
 // kcatRebalance is kcat's line (stderr) after each rebalance, e.g.
 // "% Group g rebalanced (memberid m-1): assigned: jobs [0], jobs [3]".
@@ -276,6 +288,9 @@ func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *
 		o, ok := parseOwnership(stderr, line)
 		if !ok {
 			return
+		}
+		if o.at == 0 && stderr { // kcat's, untimed: stamped as read
+			o.at, o.late = time.Now().UnixNano(), int64(receiptTolerance)
 		}
 		w.events = append(w.events, o)
 		if o.member != "" {

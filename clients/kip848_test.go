@@ -41,6 +41,9 @@ package clients
 // once A's session can have expired, the session timeout after A's last
 // heartbeat, which was at most one heartbeat interval before the kill; the
 // check allows killSlack on top of that for the children's scheduling.
+// kcat prints no time: the test stamps its lines as it reads them, and
+// takes a kcat line that gives partitions up to have been printed up to
+// receiptTolerance before its stamp.
 
 import (
 	"context"
@@ -530,25 +533,38 @@ func (r *nextRun) checkErrorLines() {
 // may print a partition assigned only when no other worker owns it (has
 // printed it assigned and not yet revoked or lost), or when its owner was
 // SIGKILLed (killed: Unix ns) at least session − interval − killSlack
-// before (see the comment at the top of this file).
+// before (see the comment at the top of this file). A change whose time
+// may be late (ownership.late: kcat's, stamped as the test read it) is
+// ordered at the earliest time it may have happened if it gives
+// partitions up, at its stamp if it takes them, so the tolerance never
+// makes an overlap out of a correct order; a worker's own changes keep
+// their order.
 func checkExclusive(workers []*worker, killed map[*worker]int64, session, interval time.Duration) error {
 	type event struct {
 		w *worker
 		ownership
+		key int64 // the time ordered by
 	}
 	var events []event
 	for _, w := range workers {
 		w.mu.Lock()
+		var prev int64
 		for _, o := range w.events {
 			if o.at == 0 {
 				w.mu.Unlock()
 				return fmt.Errorf("%s printed %s %v without a time", w.clientID, o.kind, o.parts)
 			}
-			events = append(events, event{w, o})
+			key := o.at
+			if o.kind != "assigned" {
+				key -= o.late
+			}
+			key = max(key, prev)
+			prev = key
+			events = append(events, event{w, o, key})
 		}
 		w.mu.Unlock()
 	}
-	sort.SliceStable(events, func(i, j int) bool { return events[i].at < events[j].at })
+	sort.SliceStable(events, func(i, j int) bool { return events[i].key < events[j].key })
 	owner := map[int32]*worker{}
 	expire := int64(session - interval - killSlack)
 	var errs []string
@@ -617,11 +633,17 @@ func TestKIP848Churn(t *testing.T) {
 }
 
 // TestCheckExclusive: the over-time check fails a handover before the
-// revoke and one too soon after a SIGKILL, and passes the orderly ones.
+// revoke and one too soon after a SIGKILL, and passes the orderly ones;
+// for a worker whose lines the test stamped as it read them (kcat), it
+// passes a handover that the tolerance makes possible and fails one
+// beyond it.
 func TestCheckExclusive(t *testing.T) {
 	s := int64(time.Second)
 	line := func(kind string, at int64, parts ...int32) ownership {
 		return ownership{kind: kind, parts: parts, at: at}
+	}
+	read := func(kind string, at int64, parts ...int32) ownership { // a kcat line, stamped when read
+		return ownership{kind: kind, parts: parts, at: at, late: int64(receiptTolerance)}
 	}
 	for _, c := range []struct {
 		name   string
@@ -640,6 +662,18 @@ func TestCheckExclusive(t *testing.T) {
 		{"killed, taken at once", []ownership{line("assigned", 1*s, 0)},
 			[]ownership{line("assigned", 3*s, 0)}, 2 * s, false},
 		{"no time printed", []ownership{{kind: "assigned", parts: []int32{0}}}, nil, 0, false},
+		{"read late: revoked read after the next owner's assigned, within the tolerance",
+			[]ownership{read("assigned", 1*s, 0), read("revoked", 2*s+s/2, 0)},
+			[]ownership{line("assigned", 2*s, 0)}, 0, true},
+		{"read late: revoked read beyond the tolerance after the next owner's assigned",
+			[]ownership{read("assigned", 1*s, 0), read("revoked", 4*s, 0)},
+			[]ownership{line("assigned", 2*s, 0)}, 0, false},
+		{"read late: assigned while the printed owner holds it",
+			[]ownership{line("assigned", 1*s, 0), line("revoked", 3*s, 0)},
+			[]ownership{read("assigned", 2*s, 0)}, 0, false},
+		{"read late: a worker's own lines keep their order (its revoked not put before its assigned)",
+			[]ownership{read("assigned", 2*s, 0), read("revoked", 2*s+s/5, 0)},
+			[]ownership{line("assigned", 2*s+s/10, 0)}, 0, true},
 	} {
 		a := &worker{clientID: "a", events: c.a}
 		b := &worker{clientID: "b", events: c.b}

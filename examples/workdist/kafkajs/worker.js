@@ -12,11 +12,15 @@
 // generation (see FETCH_START below), and prints one line per change of
 // ownership on stdout:
 //
-//   assigned 0,2 member=<id>   the group was joined with these partitions (GROUP_JOIN)
-//   revoked 0,2 member=<id>    a rebalance began (REBALANCING) or the worker stops: all are given up
-//   lost 0,2 member=<id>       the consumer crashed (CRASH, e.g. every broker was unreachable): another
-//                              worker may own them already
-//   stopped                    after leaving the group on SIGINT/SIGTERM
+//   assigned 0,2 member=<id> at=<t>  the group was joined with these partitions (GROUP_JOIN)
+//   revoked 0,2 member=<id> at=<t>   a rebalance began (REBALANCING) or the worker stops: all are given up
+//   lost 0,2 member=<id> at=<t>      the consumer crashed (CRASH, e.g. every broker was unreachable): another
+//                                    worker may own them already
+//   stopped                          after leaving the group on SIGINT/SIGTERM
+//
+// <t> is when the line was written, in Unix nanoseconds (the wall clock at
+// sub-millisecond resolution), as the Go workers print it: lines of
+// workers on one machine compare directly.
 //
 // kafkajs's protocols are eager: every rebalance revokes every partition.
 // kafkajs does not expose the generation.
@@ -52,7 +56,11 @@ const consumer = kafka.consumer({
 let owned = []
 let member = ''
 let toCommit = null // the partitions of the last join, until they are committed
-const report = (what) => console.log(`${what} ${owned.length ? owned.join(',') : 'none'} member=${member}`)
+// unixNanos is the wall-clock time in Unix nanoseconds: the process's start
+// time plus the monotonic time since, both in milliseconds with a fraction.
+const unixNanos = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6))
+const report = (what) =>
+  console.log(`${what} ${owned.length ? owned.join(',') : 'none'} member=${member} at=${unixNanos()}`)
 
 consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
   member = payload.memberId

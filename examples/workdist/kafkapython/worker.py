@@ -11,9 +11,12 @@ which ones this process owns. See docs/workdist.md.
 It commits position 0 of its partitions after each assignment, from its poll
 loop (see below), and prints one line per change of ownership on stdout:
 
-    assigned 0,2 generation=3   the group was joined with these partitions
-    revoked 0,2 generation=3    a rebalance began or the worker stops: all are given up
-    stopped                     after leaving the group on SIGINT/SIGTERM
+    assigned 0,2 generation=3 at=<t>   the group was joined with these partitions
+    revoked 0,2 generation=3 at=<t>    a rebalance began or the worker stops: all are given up
+    stopped                            after leaving the group on SIGINT/SIGTERM
+
+<t> is when the line was written, in Unix nanoseconds, as the Go workers
+print it: lines of workers on one machine compare directly.
 
 kafka-python's assignors (range, round robin) are eager: every rebalance
 revokes every partition. kafka-python tells the generation but not the
@@ -25,6 +28,7 @@ import argparse
 import logging
 import signal
 import sys
+import time
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
@@ -76,7 +80,7 @@ to_commit = None  # the partitions of the last assignment, until committed
 
 
 def report(what):
-    say(f"{what} {','.join(map(str, owned)) if owned else 'none'} generation={generation}")
+    say(f"{what} {','.join(map(str, owned)) if owned else 'none'} generation={generation} at={time.time_ns()}")
 
 
 class Listener(ConsumerRebalanceListener):
