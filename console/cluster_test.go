@@ -26,6 +26,13 @@ import (
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
+// testLeaseTTL is the etcd lease of the cluster-mode nodes of the tests in
+// which no lease is meant to run out (node closes revoke theirs): a node
+// presumes its lease lost after about TTL - TTL/3 - TTL/10 without an
+// answered keepalive, so a 2 s lease was lost whenever the test process
+// stalled for about 1.1 s on a loaded machine; 10 s allows about 5.7 s.
+const testLeaseTTL = 10 * time.Second
+
 // waitPage fetches url until ok accepts the body (bounded).
 func waitPage(t *testing.T, what, url string, ok func(string) bool) string {
 	t.Helper()
@@ -108,7 +115,7 @@ func TestClusterPage(t *testing.T) {
 		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: parts, Group: gcfg,
 			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console/", LeaseTTL: 2 * time.Second}})
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console/", LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +207,7 @@ func TestClusterConsoleOverTLS(t *testing.T) {
 			Security: &node.SecurityConfig{TLS: srvTLS, Mechanisms: []string{sasl.ScramSHA512}, BootstrapUser: "admin",
 				BootstrapPassword: adminPassword, SuperUsers: []string{"User:admin"}, FailedAuthDelay: time.Millisecond},
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-tls/", LeaseTTL: 2 * time.Second}})
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-tls/", LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +287,7 @@ func TestClusterPageUnadvertisedNode(t *testing.T) {
 		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: 4, Group: gcfg,
 			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError})),
-			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL, CompactionInterval: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestGroupsPageWithADeadNode(t *testing.T) {
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: parts, Group: gcfg,
 		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
 		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: 2 * time.Second}})
+		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL}})
 	if err != nil {
 		t.Fatal(err)
 	}

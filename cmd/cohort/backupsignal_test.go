@@ -27,7 +27,7 @@ func TestSIGUSR1InClusterMode(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 2,
 		Logger:  slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil)),
-		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/usr1/", LeaseTTL: 2 * time.Second}})
+		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/usr1/", LeaseTTL: testLeaseTTL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func TestWhyConsumerHeartbeatIntervalCluster(t *testing.T) {
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay, cfg.ConsumerHeartbeatInterval = 0, every
 		n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i + 1), ClusterID: "test", Partitions: 4, Group: cfg,
-			Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/hb/", LeaseTTL: 3 * time.Second}})
+			Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/hb/", LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,6 +22,13 @@ import (
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
+// testLeaseTTL is the etcd lease of the cluster-mode nodes of the tests in
+// which no lease is meant to run out (node closes revoke theirs): a node
+// presumes its lease lost after about TTL - TTL/3 - TTL/10 without an
+// answered keepalive, so a 2 s lease was lost whenever the test process
+// stalled for about 1.1 s on a loaded machine; 10 s allows about 5.7 s.
+const testLeaseTTL = 10 * time.Second
+
 // TestUnreachable: only failures to connect count (a node that is down),
 // also inside kadm's per-broker errors; an answer, even an error, does not.
 func TestUnreachable(t *testing.T) {
@@ -128,7 +135,7 @@ func TestCommandsFollowAMovedCoordinator(t *testing.T) {
 	var nodes []*node.Node
 	for id := range int32(2) {
 		n, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: id + 1, ClusterID: "test", Partitions: 4,
-			Store: nil, Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/moved/", LeaseTTL: 2 * time.Second}})
+			Store: nil, Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/moved/", LeaseTTL: testLeaseTTL}})
 		if err != nil {
 			t.Fatal(err)
 		}
