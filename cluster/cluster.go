@@ -41,6 +41,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -844,18 +845,25 @@ func readRegistration(id int32, info []byte) (b server.Broker, hidden string, pr
 	b = server.Broker{NodeID: id}
 	var ni nodeInfo
 	if err := json.Unmarshal(info, &ni); err != nil {
-		return b, fmt.Sprintf("its registration is not readable JSON (%v)", err), nil
+		// encoding/json quotes a number it cannot fit whole: cut.
+		return b, fmt.Sprintf("its registration is not readable JSON (%s)", cutNote(err.Error())), nil
 	}
 	b.Host, b.Port, b.Rack = ni.Host, ni.Port, ni.Rack
 	if why := unusableAddr(ni.Host, ni.Port); why != "" {
 		hidden = "its address " + why
 	}
+	bad := 0
 	for _, e := range ni.Listeners {
 		if why := unusableAddr(e.Host, e.Port); why != "" {
-			problems = append(problems, fmt.Sprintf("its endpoint on listener %q %s", e.Name, why))
+			if bad++; bad <= maxEndpointProblems {
+				problems = append(problems, fmt.Sprintf("its endpoint on listener %s %s", quoteNote(e.Name), why))
+			}
 			continue
 		}
 		b.Endpoints = append(b.Endpoints, server.Endpoint{Listener: e.Name, Host: e.Host, Port: e.Port})
+	}
+	if bad > maxEndpointProblems {
+		problems = append(problems, fmt.Sprintf("and %d more unusable endpoints", bad-maxEndpointProblems))
 	}
 	if hidden == "" && len(ni.Listeners) > 0 && len(b.Endpoints) == 0 {
 		hidden = "none of its listener endpoints is usable"
@@ -869,12 +877,46 @@ func readRegistration(id int32, info []byte) (b server.Broker, hidden string, pr
 func unusableAddr(host string, port int32) string {
 	var why []string
 	if ip := net.ParseIP(host); strings.TrimSpace(host) == "" || ip != nil && ip.IsUnspecified() {
-		why = append(why, fmt.Sprintf("has host %q, which no client can connect to", host))
+		why = append(why, fmt.Sprintf("has host %s, which no client can connect to", quoteNote(host)))
 	}
 	if port < 1 || port > 65535 {
 		why = append(why, fmt.Sprintf("has port %d, outside 1-65535", port))
 	}
 	return strings.Join(why, " and ")
+}
+
+// What readRegistration says about a value is bounded whatever the value
+// holds (an etcd value can be a megabyte and a half): it goes into a log
+// line and the console's cluster page. It names at most
+// maxEndpointProblems unusable endpoints and counts the others, quotes a
+// name or host only up to maxNoteQuote bytes, and cuts a decoding error
+// to maxNoteError bytes.
+const (
+	maxEndpointProblems = 5
+	maxNoteQuote        = 64
+	maxNoteError        = 256
+)
+
+// quoteNote is s quoted, or its length when it is longer than
+// maxNoteQuote bytes.
+func quoteNote(s string) string {
+	if len(s) > maxNoteQuote {
+		return fmt.Sprintf("(%d bytes)", len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// cutNote is s cut to maxNoteError bytes, at a UTF-8 boundary, ending in
+// "…" when cut.
+func cutNote(s string) string {
+	if len(s) <= maxNoteError {
+		return s
+	}
+	n := maxNoteError
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // noteRegistrationLocked logs a registration that cannot be given to
