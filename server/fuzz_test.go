@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"reflect"
@@ -15,12 +17,55 @@ import (
 )
 
 // seedFrames returns well-formed request frames (without the size prefix)
-// for every advertised API at its lowest and highest version.
+// for every advertised API at every version it advertises, and at each
+// flexible version the same request again with unknown tagged fields in
+// its header and its body (taggedFrame).
 func seedFrames() [][]byte {
 	var out [][]byte
-	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("seed"))
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(seedClientID))
+	for _, req := range seedRequests() {
+		b := f.AppendRequest(nil, req, 42)
+		out = append(out, b[4:])
+		if req.IsFlexible() {
+			out = append(out, taggedFrame(req))
+		}
+	}
+	return out
+}
+
+// seedClientID is the client id of the seed frames.
+const seedClientID = "seed"
+
+// taggedFrame is req's frame (without the size prefix) with unknown tagged
+// fields in the request header and at the top of the body, as a newer
+// client may send: a server skips the tags it does not know. req must be
+// flexible; it is left as it was.
+func taggedFrame(req kmsg.Request) []byte {
+	v := reflect.ValueOf(req).Elem()
+	field := v.FieldByName("UnknownTags")
+	saved := field.Interface().(kmsg.Tags)
+	var tags kmsg.Tags
+	tags.Set(7, []byte("body"))
+	tags.Set(1000, nil)
+	field.Set(reflect.ValueOf(tags))
+	b := kmsg.NewRequestFormatter(kmsg.FormatterClientID(seedClientID)).AppendRequest(nil, req, 42)[4:]
+	field.Set(reflect.ValueOf(saved))
+	// The header's tag section follows key, version, correlation id and
+	// the client id: one empty section, replaced by two tags.
+	at := 10 + len(seedClientID)
+	if b[at] != 0 {
+		panic("the request header's tags are not where they should be")
+	}
+	header := []byte{2, 3, 2, 'h', 'i', 0x80, 0x01, 0}
+	return append(append(append([]byte(nil), b[:at]...), header...), b[at+1:]...)
+}
+
+// seedRequests returns a request for every advertised API at every
+// version it advertises, with fields that reach past the first checks.
+func seedRequests() []kmsg.Request {
+	var out []kmsg.Request
 	for _, api := range SupportedAPIs() {
-		for _, v := range []int16{api.Min, api.Max} {
+		for v := api.Min; v <= api.Max; v++ {
 			req := kmsg.RequestForKey(api.Key)
 			req.SetVersion(v)
 			switch r := req.(type) {
@@ -121,8 +166,7 @@ func seedFrames() [][]byte {
 					r.Groups = []kmsg.OffsetFetchRequestGroup{g, all}
 				}
 			}
-			b := f.AppendRequest(nil, req, 42)
-			out = append(out, b[4:])
+			out = append(out, req)
 		}
 	}
 	return out
@@ -181,6 +225,33 @@ func TestSeedFramesServe(t *testing.T) {
 		if serveFrame(t, srv, f) == nil {
 			t.Errorf("seed frame %d (key %d) was rejected", i, int16(binary.BigEndian.Uint16(f)))
 		}
+	}
+}
+
+// TestUnknownTagsChangeNothing sends every flexible version of every
+// advertised API with and without unknown tagged fields in its header and
+// body: the tags are skipped, and the answer is the same.
+func TestUnknownTagsChangeNothing(t *testing.T) {
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID(seedClientID))
+	n := 0
+	for _, req := range seedRequests() {
+		if !req.IsFlexible() {
+			continue
+		}
+		n++
+		name := fmt.Sprintf("%s v%d", kmsg.NameForKey(req.Key()), req.GetVersion())
+		plain := serveFrame(t, fuzzServer(t), f.AppendRequest(nil, req, 42)[4:])
+		tagged := serveFrame(t, fuzzServer(t), taggedFrame(req))
+		if tagged == nil {
+			t.Errorf("%s with unknown tags was refused", name)
+			continue
+		}
+		if !bytes.Equal(plain, tagged) {
+			t.Errorf("%s: unknown tags changed the answer:\n%x\n%x", name, plain, tagged)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no flexible version advertised")
 	}
 }
 
