@@ -1038,13 +1038,25 @@ func decodeHistory(key, value []byte) (rec, error) {
 	return r, nil
 }
 
+// maxDecodedEvent bounds a stored event's decoded JSON: far above what an
+// event is stored as (storedEventBytes, plus a group id of 32 KiB escaped).
+// An event over it is dropped as corrupt, as one that does not decode.
+const maxDecodedEvent = 64 << 20
+
 // decodeEvent decodes the stored event seq of group from its stored value.
 func decodeEvent(group string, seq uint64, raw []byte) (*RebalanceEvent, error) {
 	body := raw[2:]
 	switch v := binary.BigEndian.Uint16(raw); v {
 	case historyValueJSON:
 	case historyValueS2:
-		var err error
+		// The block's header says how long it is decoded, and the
+		// decoder allocates that first: a damaged value of a few bytes
+		// could claim up to 4 GiB.
+		n, err := s2.DecodedLen(body)
+		if err == nil && n > maxDecodedEvent {
+			return nil, fmt.Errorf("%w: history event %d of group %q: claims %d bytes decoded, more than the %d any event takes",
+				ErrCorruptRecord, seq, group, n, maxDecodedEvent)
+		}
 		if body, err = s2.Decode(nil, body); err != nil {
 			return nil, fmt.Errorf("%w: history event %d of group %q: %v", ErrCorruptRecord, seq, group, err)
 		}
