@@ -107,7 +107,9 @@ func appendSet(b []byte, s tpset, at map[topicPartition]int32) []byte {
 
 func (r *reader) set(at map[topicPartition]int32) tpset {
 	n := r.uvarint()
-	if r.err || n > uint64(len(r.b)) {
+	// A topic takes at least two bytes (an empty name, no partitions):
+	// a damaged count must not size the map past what the value holds.
+	if r.err || n > uint64(len(r.b))/2 {
 		r.err = true
 		return nil
 	}

@@ -524,6 +524,10 @@ func decode(key, value []byte) (r rec, ok bool, err error) {
 	return rec{}, false, nil
 }
 
+// minMemberImageBytes is the least a member of a stored group image takes:
+// four empty strings, two uint32 timeouts, empty metadata and assignment.
+const minMemberImageBytes = 4 + 4 + 4 + 2
+
 func decodeGroupImage(value []byte) (*groupImage, error) {
 	// The image's strings and byte slices are cut from two copies made at
 	// their exact sizes (the store may reuse value), instead of one
@@ -547,7 +551,9 @@ func decodeGroupImage(value []byte) (*groupImage, error) {
 	field(&fields[2])
 	img.stateTime = time.UnixMilli(int64(r.u64()))
 	n := r.uvarint()
-	if r.err || n > uint64(len(r.b)) {
+	// Checked against the least a member takes before room is made for
+	// n: a damaged count must not cost more than the value could hold.
+	if r.err || n > uint64(len(r.b))/minMemberImageBytes {
 		return nil, ErrCorruptRecord
 	}
 	img.members = make([]memberImage, n)
