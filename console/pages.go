@@ -230,7 +230,19 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 	c.render(w, "groups", http.StatusOK, d)
 }
 
+// maxGroupIDBytes is the longest group id the console asks the node about:
+// the most bytes a string of Kafka's protocol holds. A longer one cannot be
+// sent (the node refuses the request and closes the connection).
+const maxGroupIDBytes = 0x7fff
+
 func (c *Console) group(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData, id string) {
+	if len(id) > maxGroupIDBytes {
+		// Said by its length, not repeated: the page need not carry
+		// the whole of someone's URL.
+		c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The group id is %d bytes long: no group has such an id, "+
+			"a group id is a Kafka string of at most %d bytes.", len(id), maxGroupIDBytes))
+		return
+	}
 	g, err := describeGroup(ctx, cl, id, c.now())
 	switch {
 	case errors.Is(err, errForbidden):
