@@ -133,29 +133,52 @@ var maxGroupRows = 1000 // a variable for tests
 // still be asked for in the URL (?ptype=).
 const maxProtocolTypes = 100
 
-func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
-	q := r.URL.Query()
-	gq := groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1",
+// parseGroupsQuery reads the groups page's query. The search is user input:
+// bounded, and refused (a message for a 400 page) before the node is asked
+// anything. The message names the parameter, never repeats it.
+func parseGroupsQuery(q url.Values) (gq groupsQuery, refused string) {
+	gq = groupsQuery{State: q.Get("state"), Type: q.Get("type"), Sort: q.Get("sort"), Desc: q.Get("desc") == "1",
 		Search: q.Get("q"), Match: q.Get("match"), ProtocolType: q.Get("ptype")}
-	// The search is user input: bounded, and refused before the node is
-	// asked anything. The error names the parameter, never repeats it.
 	for _, f := range []struct{ name, v string }{{"q", gq.Search}, {"ptype", gq.ProtocolType}} {
 		if !utf8.ValidString(f.v) {
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is not UTF-8 text (group ids and protocol types are).", f.name))
-			return
+			return gq, fmt.Sprintf("The %s parameter is not UTF-8 text (group ids and protocol types are).", f.name)
 		}
 		if n := searchLen(f.v); n > maxSearchLen {
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("The %s parameter is %d characters long: at most %d, "+
-				"counted as the search box counts them (a character beyond U+FFFF, such as an emoji, counts as two).", f.name, n, maxSearchLen))
-			return
+			return gq, fmt.Sprintf("The %s parameter is %d characters long: at most %d, "+
+				"counted as the search box counts them (a character beyond U+FFFF, such as an emoji, counts as two).", f.name, n, maxSearchLen)
 		}
 	}
 	if gq.Match != "" && !slices.Contains(matchModes, gq.Match) {
-		c.fail(w, r, http.StatusBadRequest, "Unknown match mode: want one of "+strings.Join(matchModes, ", ")+".")
-		return
+		return gq, "Unknown match mode: want one of " + strings.Join(matchModes, ", ") + "."
 	}
 	if gq.Match == "contains" { // the default: links and the form leave it out
 		gq.Match = ""
+	}
+	return gq, ""
+}
+
+// pickChoice is v spelled as the accepted value it names in any case, or
+// (refused) a message for a 400 page naming the accepted values. An unknown
+// state or type would match no group and read as "0 of N groups", so it is
+// refused, as the CLI's usage error does. The value is quoted back only
+// when it is short: the page need not carry a megabyte of someone's URL.
+func pickChoice(name, v string, accepted []string) (spelled, refused string) {
+	i := slices.IndexFunc(accepted, func(a string) bool { return strings.EqualFold(a, v) })
+	if i >= 0 {
+		return accepted[i], ""
+	}
+	quoted := fmt.Sprintf(" %q", v)
+	if len(v) > 64 {
+		quoted = fmt.Sprintf(" (%d bytes)", len(v))
+	}
+	return "", fmt.Sprintf("Unknown %s%s: want one of %s (any case).", name, quoted, strings.Join(accepted, ", "))
+}
+
+func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Request, cl *kgo.Client, d pageData) {
+	gq, refused := parseGroupsQuery(r.URL.Query())
+	if refused != "" {
+		c.fail(w, r, http.StatusBadRequest, refused)
+		return
 	}
 	list, err := listGroups(ctx, cl, gq.filter(), c.partitionOwners())
 	if err != nil {
@@ -182,9 +205,8 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		// the first maxProtocolTypes).
 		p.ProtocolTypes = slices.Insert(p.ProtocolTypes, i, gq.ProtocolType)
 	}
-	// An unknown state or type would match no group and read as "0 of N
-	// groups": it is a 400 naming the accepted values, as the CLI's usage
-	// error does. A known one is spelled as listed, so the form shows it.
+	// A known state, type or order is spelled as listed, so the form
+	// shows it; an unknown one is a 400 (pickChoice).
 	for _, f := range []struct {
 		name     string
 		v        *string
@@ -193,18 +215,12 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		if *f.v == "" {
 			continue
 		}
-		i := slices.IndexFunc(f.accepted, func(a string) bool { return strings.EqualFold(a, *f.v) })
-		if i < 0 {
-			// The value is quoted back only when it is short: the page
-			// need not carry a megabyte of someone's URL.
-			v := fmt.Sprintf(" %q", *f.v)
-			if len(*f.v) > 64 {
-				v = fmt.Sprintf(" (%d bytes)", len(*f.v))
-			}
-			c.fail(w, r, http.StatusBadRequest, fmt.Sprintf("Unknown %s%s: want one of %s (any case).", f.name, v, strings.Join(f.accepted, ", ")))
+		spelled, refused := pickChoice(f.name, *f.v, f.accepted)
+		if refused != "" {
+			c.fail(w, r, http.StatusBadRequest, refused)
 			return
 		}
-		*f.v = f.accepted[i]
+		*f.v = spelled
 	}
 	// Only the groups shown are described, unless the order asked for
 	// needs every matching group's details.
