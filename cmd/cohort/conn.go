@@ -706,9 +706,21 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			args = args[1:]
 		}
 	}
+	for i, a := range pos {
+		// Every positional argument is a name or id the command sends
+		// as a Kafka string: a longer one cannot be sent (the node
+		// closes the connection). Given by its length, not repeated.
+		if len(a) > maxKafkaString {
+			return nil, usageError{fmt.Errorf("argument %d is %d bytes long: names and ids are sent as Kafka strings, "+
+				"which hold at most %d bytes (see cohort %s -h)", i+1, len(a), maxKafkaString, fs.Name())}
+		}
+	}
 	warnIgnoredEnv(out, fs)
 	return pos, nil
 }
+
+// maxKafkaString is the most bytes a string of Kafka's protocol holds.
+const maxKafkaString = 0x7fff
 
 // warnIgnoredEnv warns on w of each set COHORT_ variable named after a flag
 // of fs that the command does not read: cohort serve takes every flag from
