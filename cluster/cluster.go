@@ -41,13 +41,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/server"
 	etcdstore "github.com/cohort-dev/cohort/store/etcd"
 )
@@ -846,7 +846,7 @@ func readRegistration(id int32, info []byte) (b server.Broker, hidden string, pr
 	var ni nodeInfo
 	if err := json.Unmarshal(info, &ni); err != nil {
 		// encoding/json quotes a number it cannot fit whole: cut.
-		return b, fmt.Sprintf("its registration is not readable JSON (%s)", cutNote(err.Error())), nil
+		return b, fmt.Sprintf("its registration is not readable JSON (%s)", sasl.LogText(err.Error())), nil
 	}
 	b.Host, b.Port, b.Rack = ni.Host, ni.Port, ni.Rack
 	if why := unusableAddr(ni.Host, ni.Port); why != "" {
@@ -890,11 +890,10 @@ func unusableAddr(host string, port int32) string {
 // line and the console's cluster page. It names at most
 // maxEndpointProblems unusable endpoints and counts the others, quotes a
 // name or host only up to maxNoteQuote bytes, and cuts a decoding error
-// to maxNoteError bytes.
+// as a log line's text (sasl.LogText).
 const (
 	maxEndpointProblems = 5
 	maxNoteQuote        = 64
-	maxNoteError        = 256
 )
 
 // quoteNote is s quoted, or its length when it is longer than
@@ -904,19 +903,6 @@ func quoteNote(s string) string {
 		return fmt.Sprintf("(%d bytes)", len(s))
 	}
 	return fmt.Sprintf("%q", s)
-}
-
-// cutNote is s cut to maxNoteError bytes, at a UTF-8 boundary, ending in
-// "…" when cut.
-func cutNote(s string) string {
-	if len(s) <= maxNoteError {
-		return s
-	}
-	n := maxNoteError
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // noteRegistrationLocked logs a registration that cannot be given to
