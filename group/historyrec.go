@@ -92,7 +92,11 @@ type ghist struct {
 	held    map[uint64][]RebalanceEvent
 	nextSeq uint64 // every stored seq is below it
 	flagged bool   // the storm flag last reported (OnStorm)
-	timer   *timer // re-evaluates the storm flag when the window slides; nil until first armed
+	// evictionsStored: events were loaded from the store, and the
+	// group's recent evictions (rejoin.go) are to be rebuilt from them
+	// before its next cause is linked.
+	evictionsStored bool
+	timer           *timer // re-evaluates the storm flag when the window slides; nil until first armed
 }
 
 // rawEvent is a stored event not decoded yet.
@@ -994,6 +998,7 @@ func (s *Shard) replayHistory(r *rec) {
 	}
 	if r.ev == nil { // loaded: decoded when first read
 		h.loaded = append(h.loaded, rawEvent{seq: seq, raw: r.raw})
+		h.evictionsStored = true
 		return
 	}
 	s.all(r.group, h)

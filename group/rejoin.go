@@ -1,13 +1,18 @@
 package group
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Linking a rejoin to the eviction it follows. A member evicted for a
 // timeout (its session, its rebalance timeout, a sync timeout) is often the
 // same process coming back moments later with a new member id: it was
 // stopped, paused or cut off, not gone. The group remembers its recent
-// evictions (in memory only: a restart or a partition moving to another
-// node forgets them), and a member that joins with the same instance id (a
+// evictions in memory; after a load (a restart, the partition moving to
+// another node) they are rebuilt from the stored history, whose events
+// name each eviction and each join already linked (restoreEvictions).
+// A member that joins with the same instance id (a
 // static member), or with neither an instance id nor a different client id
 // and host (a dynamic one, whose client id is not empty), within
 // RejoinWindow of the eviction gets a Rejoin on its member_joined cause.
@@ -61,6 +66,7 @@ func evicting(kind CauseKind) bool {
 // linkRejoin remembers c's member if c evicts it, and links c to a
 // remembered eviction if c is a member joining that matches one.
 func (g *Group) linkRejoin(c *Cause) {
+	g.restoreEvictions(c.At)
 	var es []eviction
 	if g.evictions != nil {
 		es = pruneEvictions(*g.evictions, c.At)
@@ -113,4 +119,57 @@ func pruneEvictions(es []eviction, now time.Time) []eviction {
 		n++
 	}
 	return es[n:]
+}
+
+// restoreEvictions rebuilds, once after a load, the evictions the group
+// remembered from its stored events: each evicting cause (the cause or a
+// more cause of an event) is an eviction, and each join linked to one
+// (Cause.Rejoin) consumed it, as linkRejoin did when they happened. The
+// events are decoded then, at the group's first trigger after the load,
+// which records an event (and so decodes them) soon anyway. Before, the
+// evictions were kept in memory only, and a process evicted before a
+// restart or a failover that came back after it was not linked. Not
+// rebuilt: causes that were never stored (the rebalance in progress at
+// the unload, more causes past the 64 kept, a cause cut to its kind by the
+// stored bound, which names no member).
+func (g *Group) restoreEvictions(now time.Time) {
+	h := g.s.hist[g.id]
+	if h == nil || !h.evictionsStored {
+		return
+	}
+	h.evictionsStored = false
+	var es []eviction
+	replay := func(c *Cause) {
+		switch {
+		case evicting(c.Kind) && c.MemberID != "":
+			es = append(es, eviction{memberID: c.MemberID, instanceID: c.InstanceID, clientID: c.ClientID,
+				clientHost: c.ClientHost, kind: c.Kind, at: c.At})
+		case c.Rejoin != nil:
+			es = slices.DeleteFunc(es, func(e eviction) bool {
+				return e.memberID == c.Rejoin.MemberID && e.at.Equal(c.Rejoin.At)
+			})
+		}
+	}
+	for _, ev := range g.s.all(g.id, h) {
+		if now.Sub(ev.End) > RejoinWindow {
+			continue // its causes are older still
+		}
+		replay(&ev.Cause)
+		for i := range ev.MoreCauses {
+			replay(&ev.MoreCauses[i])
+		}
+	}
+	slices.SortStableFunc(es, func(a, b eviction) int { return a.at.Compare(b.at) })
+	if g.evictions != nil {
+		es = append(es, *g.evictions...)
+	}
+	es = pruneEvictions(es, now)
+	if len(es) > rejoinLogMax {
+		es = es[len(es)-rejoinLogMax:]
+	}
+	if len(es) == 0 {
+		g.evictions = nil
+		return
+	}
+	g.evictions = &es
 }

@@ -93,31 +93,46 @@ func (h *h) lastJoinCauseOrWaiting(group string) Cause {
 	return h.lastJoinCause(group)
 }
 
+// appJoin joins consumer-protocol member id to "cg" (subscribed to "a")
+// from client "app" on host 10.0.0.7.
+func (h *h) appJoin(id string) {
+	h.t.Helper()
+	req := h.cgReq(hb{member: id, names: []string{"a"}, owned: tpset{}})
+	tk := h.do(func(t Ticket, out *Output) {
+		h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "app", Host: "10.0.0.7"}, req, out)
+	})
+	expectCode(h.t, "join of "+id, h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode, 0)
+}
+
 // TestRejoinLinkedToEvictionConsumer: a consumer-protocol member fenced
 // for its session and the same client (id and host) joining with a new
-// member id 3 s later: the event of its join names the member fenced.
-func TestRejoinLinkedToEvictionConsumer(t *testing.T) {
+// member id 3 s later: the event of its join names the member fenced,
+// also when the partition was reloaded in between (the evictions are
+// rebuilt from the stored history).
+func TestRejoinLinkedToEvictionConsumer(t *testing.T) { testRejoinConsumer(t, false) }
+
+// TestRejoinLinkedAcrossReloadConsumer: as TestRejoinLinkedToEvictionConsumer,
+// the partition reloaded between the fence and the join.
+func TestRejoinLinkedAcrossReloadConsumer(t *testing.T) { testRejoinConsumer(t, true) }
+
+func testRejoinConsumer(t *testing.T, reload bool) {
 	h, _ := newCH(t, map[string]int32{"a": 2})
-	join := func(id string) {
-		req := h.cgReq(hb{member: id, names: []string{"a"}, owned: tpset{}})
-		tk := h.do(func(t Ticket, out *Output) {
-			h.s.ConsumerGroupHeartbeat(h.now, t, Client{ID: "app", Host: "10.0.0.7"}, req, out)
-		})
-		expectCode(t, "join of "+id, h.resp(tk).(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode, 0)
-	}
-	join("old-member-000001")
+	h.appJoin("old-member-000001")
 	h.advance(h.s.cfg.ConsumerSessionTimeout)
 	fencedAt := h.now
 	if h.cmember("cg", "old-member-000001") != nil {
 		t.Fatal("the member was not fenced")
 	}
+	if reload {
+		h.adopt()
+	}
 	h.advance(3 * time.Second)
-	join("new-member-000001")
+	h.appJoin("new-member-000001")
 	evs := h.s.History("cg")
 	c := evs[len(evs)-1].Cause
 	want := Rejoin{MemberID: "old-member-000001", Kind: CauseSessionTimeout, At: fencedAt, AfterMs: 3000, By: "client"}
-	if c.Kind != CauseMemberJoined || c.Rejoin == nil || *c.Rejoin != want {
-		t.Fatalf("the join's cause %+v (rejoin %+v), want %+v", c, c.Rejoin, want)
+	if c.Kind != CauseMemberJoined || !sameRejoin(c.Rejoin, want) {
+		t.Fatalf("the join's cause (reloaded: %v) %+v (rejoin %+v), want %+v", reload, c, c.Rejoin, want)
 	}
 }
 
@@ -169,4 +184,54 @@ func TestRejoinStaticConsumer(t *testing.T) {
 		c.Rejoin.Kind != CauseSessionTimeout {
 		t.Fatalf("the static rejoin: %+v (rejoin %+v)", c, c.Rejoin)
 	}
+}
+
+// TestRejoinLinkedAcrossReload: the evictions a join links to are rebuilt
+// from the stored history when the partition loads (a restart, a failover),
+// so a process evicted before the load that comes back after it is still
+// linked; an eviction already linked before the load links nothing after
+// it, and the window counts from the eviction, not from the load.
+func TestRejoinLinkedAcrossReload(t *testing.T) {
+	h := newH(t)
+	old := h.soloMember("g", jo{client: "app"})
+	h.advance(10 * time.Second) // the 10 s session runs out: the group is Empty
+	evictedAt := h.now
+	h.advance(20 * time.Second)
+	h.adopt()
+	h.advance(21 * time.Second)
+	h.soloMember("g", jo{client: "app"})
+	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt, AfterMs: 41000, By: "client"}
+	if c := h.lastJoinCause("g"); !sameRejoin(c.Rejoin, want) {
+		t.Fatalf("the rejoin after a reload: %+v, want %+v", c.Rejoin, want)
+	}
+	// That eviction is linked: after another load, a third process of
+	// the same client is not linked to it again.
+	h.adopt()
+	h.advance(time.Second)
+	h.newMember("g", jo{client: "app"})
+	if c := h.lastJoinCauseOrWaiting("g"); c.Rejoin != nil {
+		t.Fatalf("an eviction linked before the load linked again after it: %+v", c.Rejoin)
+	}
+
+	// The window still counts from the eviction.
+	h2 := newH(t)
+	h2.soloMember("w", jo{client: "app"})
+	h2.advance(10 * time.Second)
+	h2.adopt()
+	h2.advance(RejoinWindow + time.Second)
+	h2.soloMember("w", jo{client: "app"})
+	if c := h2.lastJoinCause("w"); c.Rejoin != nil {
+		t.Fatalf("a join %v after the eviction linked after a reload: %+v", RejoinWindow+time.Second, c.Rejoin)
+	}
+}
+
+// sameRejoin compares r with want, its time as an instant (a loaded one
+// has lost its monotonic reading).
+func sameRejoin(r *Rejoin, want Rejoin) bool {
+	if r == nil || !r.At.Equal(want.At) {
+		return false
+	}
+	got := *r
+	got.At = want.At
+	return got == want
 }
