@@ -130,7 +130,10 @@ type MemberChange struct {
 // RebalanceEvent is one rebalance of one group, from the first trigger to
 // the group being Stable (or Empty) again.
 type RebalanceEvent struct {
-	// Seq numbers a group's events (1, 2, ...); it survives reloads.
+	// Seq numbers a group's events (1, 2, ...); it survives reloads. It
+	// is 0 in an event told to OnRebalance by a node that keeps no history
+	// (HistorySize < 0): nothing stores the number there, so it could not
+	// survive a reload.
 	Seq   uint64 `json:"seq"`
 	Group string `json:"group"`
 	// Type is "classic" or "consumer".

@@ -109,24 +109,66 @@ func TestHistoryOffStillTellsObserver(t *testing.T) {
 // with history, and the unloaded shard keeps no event of it (it would count
 // towards a storm, which a node without history never flags).
 func TestHistoryOffUnloadedWriteToldNotKept(t *testing.T) {
-	var told []RebalanceEvent
-	h := newH(t, func(c *Config) {
-		c.HistorySize = -1
-		c.OnRebalance = func(e RebalanceEvent) { told = append(told, e) }
-	})
-	ids, _ := h.stableGroup("g", 2)
-	h.advance(time.Second)
+	h, ids, told := newStableOff(t)
 	h.heldAssignment("g", ids)
-	if len(told) != 1 {
-		t.Fatalf("%d events told before the write's outcome, want 1", len(told))
+	if len(*told) != 1 {
+		t.Fatalf("%d events told before the write's outcome, want 1", len(*told))
 	}
 	h.unload(newStormTally())
 	h.completeHeld(0, ErrNone) // durable after the unload
 	h.held, h.hold = nil, false
-	if len(told) != 2 || told[1].Outcome != "stable" {
-		t.Fatalf("told %d events after the late write, want 2 (the second stable)", len(told))
+	if len(*told) != 2 || (*told)[1].Outcome != "stable" {
+		t.Fatalf("told %d events after the late write, want 2 (the second stable)", len(*told))
 	}
 	if evs := h.s.History("g"); len(evs) != 0 {
 		t.Fatalf("the unloaded shard keeps %d events with history off", len(evs))
 	}
+}
+
+// With history off, the events told to OnRebalance are not numbered (Seq
+// 0): nothing stores the number, so it could not continue across a load.
+// Before, each shard numbered a group's events from 1 (or from the last
+// event stored by a node that kept history), and a reload of the partition
+// (after a failed write, in the same process and with the same observer)
+// numbered them from 1 again: an observer that, as the Observer hook
+// documents, expects a group's seq to grow, or drops an event whose
+// (group, seq) it has seen, misread or dropped the rebalances after it.
+func TestHistoryOffObserverSeqNotReused(t *testing.T) {
+	h, ids, told := newStableOff(t)
+	h.rejoinAndSync("g", ids...)
+	h.adopt() // the partition reloads: a restart, or after a failed write
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids...)
+	h.advance(time.Second)
+	h.rejoinAndSync("g", ids...)
+	if len(*told) < 4 {
+		t.Fatalf("%d events told, want at least 4", len(*told))
+	}
+	seen := map[uint64]int{}
+	for i, ev := range *told {
+		if ev.Seq == 0 {
+			continue
+		}
+		if j, ok := seen[ev.Seq]; ok {
+			t.Fatalf("seq %d of group %s told twice: events %d and %d (the partition reloaded between them)", ev.Seq, ev.Group, j+1, i+1)
+		}
+		seen[ev.Seq] = i
+	}
+	if len(seen) > 0 {
+		t.Fatalf("%d events told numbered with history off, want none (Seq 0)", len(seen))
+	}
+}
+
+// newStableOff is a shard that keeps no history, with an observer that
+// appends what it is told to the slice returned, and a Stable group "g" of
+// two members (ids), a second later.
+func newStableOff(t *testing.T) (h *h, ids []string, told *[]RebalanceEvent) {
+	told = new([]RebalanceEvent)
+	h = newH(t, func(c *Config) {
+		c.HistorySize = -1
+		c.OnRebalance = func(e RebalanceEvent) { *told = append(*told, e) }
+	})
+	ids, _ = h.stableGroup("g", 2)
+	h.advance(time.Second)
+	return h, ids, told
 }

@@ -100,7 +100,7 @@ func (s *Shard) lateWriteDone(now time.Time, id uint64, code int16) {
 		if code == ErrNone && lw.tell && !r.del && r.ev != nil && s.cfg.OnRebalance != nil {
 			// Told whatever became of the group's history, as
 			// eventsDurable does: the rebalance is stored.
-			s.cfg.OnRebalance(*r.ev)
+			s.observe(*r.ev)
 		}
 		h := s.hist[r.group]
 		if h == nil {

@@ -758,7 +758,7 @@ func (s *Shard) recordEvent(ev RebalanceEvent, w *rbTracker, out *Output) uint64
 		}
 		h.held[after] = append(h.held[after], ev)
 	} else if s.cfg.OnRebalance != nil {
-		s.cfg.OnRebalance(ev)
+		s.observe(ev)
 	}
 	s.storeEvent(ev, recs, out)
 	return ev.Seq
@@ -796,7 +796,7 @@ func (s *Shard) recordEventAt(ev RebalanceEvent, seq uint64, out *Output) {
 	}
 	ev.Seq = seq
 	if s.cfg.OnRebalance != nil {
-		s.cfg.OnRebalance(ev)
+		s.observe(ev)
 	}
 	if !s.inBound(h, seq) {
 		return
@@ -846,13 +846,27 @@ func (s *Shard) tellHeld(recs []rec) {
 	}
 }
 
+// observe tells OnRebalance (set) ev. On a node that keeps no history
+// the event goes without its number (Seq 0): the shard numbers a group's
+// events for its own bookkeeping (which write holds which), but nothing
+// stores the number, so a load of the partition started again from 1 (or
+// from the last event stored by a node that kept history), and an observer
+// expecting a group's seq to grow, or dropping a (group, seq) it had seen,
+// misread the rebalances after a reload.
+func (s *Shard) observe(ev RebalanceEvent) {
+	if s.cfg.HistorySize < 0 {
+		ev.Seq = 0
+	}
+	s.cfg.OnRebalance(ev)
+}
+
 // tell tells the observer evs, in order.
 func (s *Shard) tell(evs []RebalanceEvent) {
 	if s.cfg.OnRebalance == nil {
 		return
 	}
 	for _, ev := range evs {
-		s.cfg.OnRebalance(ev)
+		s.observe(ev)
 	}
 }
 
@@ -1289,7 +1303,7 @@ func (s *Shard) eventsDurable(now time.Time, recs []rec) {
 				h.unstored = slices.DeleteFunc(h.unstored, func(seq uint64) bool { return seq == r.ev.Seq })
 			}
 			if s.cfg.OnRebalance != nil {
-				s.cfg.OnRebalance(*r.ev)
+				s.observe(*r.ev)
 			}
 			if !r.told {
 				s.evalStorm(r.group, now)
