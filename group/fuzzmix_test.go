@@ -53,6 +53,20 @@ func FuzzMixedOutcomes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { runMixWith(t, data, testing.Verbose(), true) })
 }
 
+// FuzzMixedOutcomesHistoryOff is FuzzMixedOutcomes run twice, with history
+// kept and with history off (historyOffTwin). It covers FuzzMixedGroups's
+// steps too (op 10 aside).
+//
+//	go test -run '^$' -fuzz FuzzMixedOutcomesHistoryOff -fuzztime 1m -parallel 1 ./group/
+func FuzzMixedOutcomesHistoryOff(f *testing.F) {
+	for _, s := range mixSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		historyOffTwin(t, func(mod func(*Config)) *h { return runMixWith(t, data, false, true, mod) })
+	})
+}
+
 // mixSeeds are quick inputs run by go test ./group/ (FuzzMixedGroups and
 // the tests of the bugs it found).
 var mixSeeds = [][]byte{
@@ -103,8 +117,12 @@ func runMix(t *testing.T, data []byte, verbose bool) { runMixWith(t, data, verbo
 // runMixWith is runMix; outcomes: op 10 gives the held writes' outcomes
 // one at a time, or unloads the shard with them in flight
 // (FuzzMixedOutcomes).
-func runMixWith(t *testing.T, data []byte, verbose, outcomes bool) {
-	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1})
+//
+// mod changes the shard's config (historyOffTwin): an OnRebalance it sets is
+// told what this one is (not what the shards built only to compare are).
+// It returns the harness once done.
+func runMixWith(t *testing.T, data []byte, verbose, outcomes bool, mod ...func(*Config)) *h {
+	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1}, mod...)
 	h.s.Logf = func(string, ...any) {}
 	h.s.cfg.OffsetsRetention = time.Minute
 	groups := []string{"g0", "g1"}
@@ -131,9 +149,13 @@ func runMixWith(t *testing.T, data []byte, verbose, outcomes bool) {
 	// The seqs OnRebalance was told, by group, since the shard was last
 	// loaded (mixTold).
 	told := newMixTold()
+	observe := h.s.cfg.OnRebalance
 	h.s.cfg.OnRebalance = func(ev RebalanceEvent) {
 		if listen {
 			told.on(ev)
+			if observe != nil {
+				observe(ev)
+			}
 		}
 	}
 	// deleting holds the DeleteGroups in flight (ticket -> groups); gone
@@ -522,6 +544,7 @@ func runMixWith(t *testing.T, data []byte, verbose, outcomes bool) {
 	h.s.Unload(h.now, &out)
 	h.settle(&out)
 	take()
+	return h
 }
 
 // mixTold follows what OnRebalance is told, by group: each event once, in
@@ -536,6 +559,9 @@ type mixTold struct {
 func newMixTold() *mixTold { return &mixTold{last: map[string]uint64{}} }
 
 func (m *mixTold) on(ev RebalanceEvent) {
+	if ev.Seq == 0 {
+		return // history off: not numbered
+	}
 	if last, ok := m.last[ev.Group]; ok && ev.Seq <= last && m.err == "" {
 		m.err = fmt.Sprintf("group %q: OnRebalance told seq %d after seq %d", ev.Group, ev.Seq, last)
 	}
