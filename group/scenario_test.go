@@ -1019,6 +1019,19 @@ func (sc *scenario) printRec(r *rec, raw Record) {
 		if len(ev.Evicted) > 0 {
 			line += " evicted=" + strings.Join(ev.Evicted, ",")
 		}
+		if len(ev.WaitedFor) > 0 {
+			// Each wait as member(phase time[ evicted]), in the
+			// event's order (slowest first).
+			ws := make([]string, len(ev.WaitedFor))
+			for i, w := range ev.WaitedFor {
+				ws[i] = fmt.Sprintf("%s(%s %s", w.MemberID, w.Phase, time.Duration(w.WaitedMs)*time.Millisecond)
+				if w.Evicted {
+					ws[i] += " evicted"
+				}
+				ws[i] += ")"
+			}
+			line += " waited=" + strings.Join(ws, ",")
+		}
 		sc.out = append(sc.out, line)
 	default:
 		sc.printf("rec kind=0x%02x group=%s%s key=%q%s", r.kind, r.group, member, raw.Key[1:], del)
