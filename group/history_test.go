@@ -698,3 +698,45 @@ func TestDeleteWithHistoryEventInFlight(t *testing.T) {
 		t.Fatal("history left in the shard after the delete")
 	}
 }
+
+// A member whose session expires during the sync phase (the leader stopped
+// before sending the assignment; the follower's SyncGroup is parked) is
+// listed in waited_for with phase session, evicted, waited from the sync
+// phase's start, when that sync phase is the event's last: here the
+// follower's session then ends too, in the join phase the expiry started,
+// and the group is Empty. Before, the leader's wait was put with the join
+// phase's, which the new join phase cleared: it was only in evicted.
+func TestHistoryClassicSessionExpiresInSyncPhase(t *testing.T) {
+	h := newH(t)
+	ids, _ := h.stableGroup("g", 2)
+	leader, follower := ids[0], ids[1]
+	h.advance(time.Second)
+	tl, tf := h.join("g", jo{member: leader}), h.join("g", jo{member: follower})
+	r := h.joinResp(tl)
+	if r.ErrorCode != 0 || r.LeaderID != leader {
+		t.Fatalf("rejoin: %d, leader %s", r.ErrorCode, r.LeaderID)
+	}
+	h.joinResp(tf)
+	gen := r.Generation
+	h.sync("g", follower, gen, nil) // parked: the leader sends no assignment
+	for range 3 {
+		h.advance(3 * time.Second)
+		h.heartbeat("g", leader, gen)
+	}
+	h.advance(10 * time.Second) // the leader's session (10 s) ends, 19 s into the sync phase
+	if h.s.groups["g"].memberByID(leader) != nil {
+		t.Fatal("the leader was not evicted")
+	}
+	h.advance(11 * time.Second) // the follower, told to rejoin, does not: Empty
+	ev := h.events("g", 2)[1]
+	if ev.Outcome != "empty" || !slices.Equal(ev.Evicted, []string{leader, follower}) {
+		t.Fatalf("outcome %s, evicted %v, want empty, the leader then the follower", ev.Outcome, ev.Evicted)
+	}
+	i := slices.IndexFunc(ev.WaitedFor, func(w Wait) bool { return w.MemberID == leader })
+	if i < 0 {
+		t.Fatalf("the evicted leader is not in waited_for: %+v", ev.WaitedFor)
+	}
+	if w := ev.WaitedFor[i]; w.Phase != "session" || !w.Evicted || w.WaitedMs != 19000 {
+		t.Fatalf("the leader's wait %+v, want session, evicted, 19000 ms", w)
+	}
+}

@@ -294,13 +294,17 @@ func (g *Group) rbEvict(m *member, phase string, now time.Time) {
 	// m is removed next: phaseWaits, which lists the members still in
 	// the group, does not list it again. A session that expires in the
 	// sync phase replaces m's wait in the join phase, which already lists
-	// it (at most once per sync phase: the expiry starts a new join phase).
-	if phase == "sync" {
+	// it, and is a wait of the sync phase: the expiry starts a new join
+	// phase, which clears the join phase's waits, and the sync phase's
+	// stay until the next one begins. Before, it went with the join
+	// phase's and was cleared with them, so a rebalance that then ended
+	// Empty listed the member only in evicted.
+	if rb.syncing && phase == "session" {
+		rb.joinWaits = slices.DeleteFunc(rb.joinWaits, func(o Wait) bool { return o.MemberID == m.id })
+	}
+	if phase == "sync" || rb.syncing {
 		rb.syncWaits = append(rb.syncWaits, w)
 	} else {
-		if rb.syncing {
-			rb.joinWaits = slices.DeleteFunc(rb.joinWaits, func(o Wait) bool { return o.MemberID == m.id })
-		}
 		rb.joinWaits = append(rb.joinWaits, w)
 	}
 }
