@@ -2,6 +2,8 @@ package group
 
 import (
 	"encoding/binary"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 // or foreign store would: input is a sequence of uint16 key length, key,
 // uint16 value length (0xffff: a tombstone), value. The shard must never
 // panic, whether it refuses a record or takes it, and what it took must
-// serve: FinishLoad, every group's offsets, describe and history.
+// serve: FinishLoad, every group's offsets, describe and history. Each
+// input is loaded twice, with history kept and with history off, which
+// must load the same groups, offsets and writes (history records aside).
 func FuzzShardLoad(f *testing.F) {
 	var seed []byte
 	add := func(r Record) {
@@ -59,41 +63,74 @@ func FuzzShardLoad(f *testing.F) {
 	}
 	f.Add(seed)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		s := NewShard(Defaults(), seededReader{})
-		s.Logf = func(string, ...any) {}
-		next := func() ([]byte, bool) {
-			if len(in) < 2 {
-				return nil, false
-			}
-			n := int(binary.BigEndian.Uint16(in))
-			in = in[2:]
-			if n == 0xffff {
-				return nil, true
-			}
-			n = min(n, len(in))
-			b := in[:n:n]
-			in = in[n:]
-			return b, true
-		}
-		for len(in) > 0 {
-			k, ok := next()
-			if !ok {
-				break
-			}
-			v, _ := next()
-			_ = s.Load(k, v) // refusing a record is fine; panicking is not
-		}
-		var out Output
-		s.FinishLoad(time.UnixMilli(1_700_000_000_000), &out)
-		for _, id := range s.GroupIDs() {
-			g := s.Group(id)
-			g.offsets.each(func(tp topicPartition, o offset) {
-				if got, ok := g.offsets.get(tp); !ok || got != o {
-					t.Fatalf("group %q: %v listed but get gives %+v %v", id, tp, got, ok)
-				}
-			})
-			_ = s.History(id)
-			_ = g.MemberIDs()
+		on := loadFuzzed(t, in, Defaults())
+		// History off changes nothing but the kept history: the same
+		// groups, described alike, with the same offsets, and the
+		// load writes the same records but for history records.
+		cfg := Defaults()
+		cfg.HistorySize = -1
+		cfg.OnRebalance = func(RebalanceEvent) {}
+		if off := loadFuzzed(t, in, cfg); off != on {
+			t.Fatalf("history off loads otherwise:\nhistory on:\n%s\nhistory off:\n%s", on, off)
 		}
 	})
+}
+
+// loadFuzzed loads the records of in (FuzzShardLoad's layout) into a shard
+// of cfg, checks what it serves, and returns a text of it: its groups, each
+// described (DescribeGroups v5) with its offsets, and the records its load
+// wrote but for history records.
+func loadFuzzed(t *testing.T, in []byte, cfg Config) string {
+	s := NewShard(cfg, seededReader{})
+	s.Logf = func(string, ...any) {}
+	next := func() ([]byte, bool) {
+		if len(in) < 2 {
+			return nil, false
+		}
+		n := int(binary.BigEndian.Uint16(in))
+		in = in[2:]
+		if n == 0xffff {
+			return nil, true
+		}
+		n = min(n, len(in))
+		b := in[:n:n]
+		in = in[n:]
+		return b, true
+	}
+	for len(in) > 0 {
+		k, ok := next()
+		if !ok {
+			break
+		}
+		v, _ := next()
+		_ = s.Load(k, v) // refusing a record is fine; panicking is not
+	}
+	var out Output
+	s.FinishLoad(time.UnixMilli(1_700_000_000_000), &out)
+	var b strings.Builder
+	for _, id := range s.GroupIDs() {
+		g := s.Group(id)
+		d := s.DescribeGroup(id, 5, false)
+		r := kmsg.NewPtrDescribeGroupsResponse()
+		r.Version = 5
+		r.Groups = append(r.Groups, d)
+		fmt.Fprintf(&b, "group %q %x\n", id, r.AppendTo(nil))
+		g.offsets.each(func(tp topicPartition, o offset) {
+			if got, ok := g.offsets.get(tp); !ok || got != o {
+				t.Fatalf("group %q: %v listed but get gives %+v %v", id, tp, got, ok)
+			}
+			fmt.Fprintf(&b, "  offset %v %+v\n", tp, o)
+		})
+		_ = s.History(id)
+		_ = g.MemberIDs()
+	}
+	for _, w := range out.Writes {
+		for _, r := range w.Records {
+			if len(r.Key) > 0 && r.Key[0] == keyHistory {
+				continue
+			}
+			fmt.Fprintf(&b, "wrote %x = %x\n", r.Key, r.Value)
+		}
+	}
+	return b.String()
 }
