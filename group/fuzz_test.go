@@ -39,6 +39,7 @@ func FuzzShardRequestsHistoryOff(f *testing.F) {
 // once done.
 func runShardRequests(t *testing.T, data []byte, mod ...func(*Config)) *h {
 	h := newH(t, mod...)
+	h.passHistory = len(mod) > 0 // historyOffTwin's run
 	h.s.cfg.MinSessionTimeout = time.Millisecond
 	for len(data) >= 4 {
 		key, v := int16(data[0]%64), int16(data[1]%16)

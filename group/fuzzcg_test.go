@@ -49,6 +49,7 @@ var cgFuzzSeeds = [][]byte{
 // returns the harness once done.
 func runConsumerGroupHeartbeats(t *testing.T, data []byte, mod ...func(*Config)) *h {
 	h, cat := newCH(t, map[string]int32{"a": 3, "b": 2, "c": 1}, mod...)
+	h.passHistory = len(mod) > 0 // historyOffTwin's run
 	h.s.Logf = func(string, ...any) {}
 	vlog := func(f string, a ...any) {
 		if testing.Verbose() {

@@ -124,6 +124,7 @@ func runMix(t *testing.T, data []byte, verbose bool) { runMixWith(t, data, verbo
 // It returns the harness once done.
 func runMixWith(t *testing.T, data []byte, verbose, outcomes bool, mod ...func(*Config)) *h {
 	h, cat := newCH(t, map[string]int32{"a": 2, "b": 1}, mod...)
+	h.passHistory = len(mod) > 0 // historyOffTwin's run
 	h.s.Logf = func(string, ...any) {}
 	h.s.cfg.OffsetsRetention = time.Minute
 	groups := []string{"g0", "g1"}
