@@ -463,6 +463,10 @@ func runMixWith(t *testing.T, data []byte, verbose, outcomes bool, mod ...func(*
 		case 10: // hold writes, or release those held
 			if outcomes {
 				x := b()
+				for h.passHistory && x%4 != 0 && len(h.held) > 0 && historyOnly(h.held[0]) {
+					h.completeHeld(0, ErrNone) // stored (historyOffTwin)
+					h.held = h.held[1:]
+				}
 				if x%4 != 0 && len(h.held) > 0 {
 					if x%4 < 3 {
 						// the oldest held write's outcome, the others held
@@ -482,10 +486,14 @@ func runMixWith(t *testing.T, data []byte, verbose, outcomes bool, mod ...func(*
 					take()
 					held := h.held
 					h.held, h.hold = nil, false
-					for i, w := range held {
+					i := 0 // the writes' index, history-only ones left out (historyOffTwin)
+					for _, w := range held {
 						code := ErrNone
 						if x>>(2+i%6)&1 != 0 {
 							code = ErrCoordinatorNotAvailable
+						}
+						if !h.passHistory || !historyOnly(w) {
+							i++
 						}
 						h.completeHeld0(w, code)
 					}

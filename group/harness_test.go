@@ -32,10 +32,11 @@ type h struct {
 	// completed counts the writes completed (durable or failed), failed
 	// those that failed.
 	completed, failed int
-	// passHistory completes a write of history records only at once,
-	// stored, whatever hold and fail say (historyOffTwin): a node without
-	// history issues no such write, so holding or failing it would shift
-	// which of the others a fuzz input holds or fails.
+	// passHistory: a write of history records only is stored, whatever
+	// fail says, and the fuzz inputs that pick held writes by position
+	// skip it (historyOffTwin): a node without history issues no such
+	// write, so failing or counting it would shift which of the others
+	// an input fails. It is still held and completed in order.
 	passHistory bool
 	// holdRegex keeps the shard's regex jobs in regexJobs; by default each
 	// call's jobs are resolved and handed back right after it, as the
@@ -107,12 +108,6 @@ func (h *h) settle(out *Output) {
 		writes := out.Writes
 		out = &Output{}
 		for _, w := range writes {
-			if h.passHistory && historyOnly(w) {
-				h.completed++
-				storeRecords(h.store, w.Records)
-				h.s.WriteDone(h.now, w.ID, ErrNone, out)
-				continue
-			}
 			if h.hold {
 				h.held = append(h.held, w)
 				continue
@@ -170,6 +165,9 @@ func linkCheck(s *Shard) string {
 func (h *h) complete(w Write, out *Output) {
 	h.completed++
 	code := h.fail
+	if h.passHistory && historyOnly(w) {
+		code = ErrNone
+	}
 	for _, r := range w.Records {
 		if h.refuseOver > 0 && len(r.Key)+len(r.Value) > h.refuseOver && code == ErrNone {
 			code = ErrCoordinatorNotAvailable
