@@ -15,10 +15,11 @@ import (
 // records are left out, and the same rebalances told to the observer as
 // the node's metrics count them (countedSummary: group, type, causes,
 // outcome, generations and phase durations). It fails with the first
-// difference. The runs complete a write of history records only at once
-// (h.passHistory): the node without history has no such write, and the
-// fuzz input's holds and failures must fall on the same writes in both
-// (FuzzMixedOutcomes, without the twin, still holds and fails them).
+// difference. In both runs a write of history records only is stored
+// whatever the input's failures say, and left out when the input picks held
+// writes by position (h.passHistory): the node without history has no such
+// write, and the input's failures must fall on the same writes in both
+// (FuzzMixedOutcomes, without the twin, still fails them).
 func historyOffTwin(t *testing.T, run func(mod func(*Config)) *h) {
 	t.Helper()
 	trace := func(off bool) []string {
