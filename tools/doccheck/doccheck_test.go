@@ -583,3 +583,40 @@ func TestParse(t *testing.T) {
 		t.Fatalf("splitTop: %q", got)
 	}
 }
+
+// TestChangelogEntriesHaveText: every entry of CHANGELOG.md (a "###"
+// heading) says something before the next heading. Two commits that each
+// add an entry under a heading of their own, and are then merged into one
+// entry, can leave the first heading standing empty above the second.
+func TestChangelogEntriesHaveText(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := func(heading string) {
+		t.Errorf("CHANGELOG.md: the entry %q has no text before the next heading", heading)
+	}
+	open, entries := "", 0
+	for line := range strings.Lines(string(b)) {
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case strings.HasPrefix(line, "#"):
+			if open != "" {
+				empty(open)
+			}
+			open = ""
+			if strings.HasPrefix(line, "### ") {
+				open = line
+				entries++
+			}
+		case strings.TrimSpace(line) != "":
+			open = ""
+		}
+	}
+	if open != "" {
+		empty(open)
+	}
+	if entries < 10 {
+		t.Fatalf("found only %d entries: is CHANGELOG.md still written with ### headings?", entries)
+	}
+}
