@@ -852,6 +852,12 @@ func readRegistration(id int32, info []byte) (b server.Broker, hidden string, pr
 	if why := unusableAddr(ni.Host, ni.Port); why != "" {
 		hidden = "its address " + why
 	}
+	if ni.Rack != nil && len(*ni.Rack) > maxKafkaString {
+		// Advertised, it would be cut at every answer that carries it.
+		b.Rack = nil
+		problems = append(problems, fmt.Sprintf("its rack is %d bytes long, more than a Kafka string holds (%d): not advertised",
+			len(*ni.Rack), maxKafkaString))
+	}
 	bad := 0
 	for _, e := range ni.Listeners {
 		if why := unusableAddr(e.Host, e.Port); why != "" {
@@ -878,6 +884,10 @@ func unusableAddr(host string, port int32) string {
 	var why []string
 	if ip := net.ParseIP(host); strings.TrimSpace(host) == "" || ip != nil && ip.IsUnspecified() {
 		why = append(why, fmt.Sprintf("has host %s, which no client can connect to", quoteNote(host)))
+	} else if len(host) > maxKafkaString {
+		// Answers would carry it cut to the protocol's limit: a host
+		// that is no longer this one.
+		why = append(why, fmt.Sprintf("has a host of %d bytes, more than a Kafka string holds (%d)", len(host), maxKafkaString))
 	}
 	if port < 1 || port > 65535 {
 		why = append(why, fmt.Sprintf("has port %d, outside 1-65535", port))
@@ -895,6 +905,11 @@ const (
 	maxEndpointProblems = 5
 	maxNoteQuote        = 64
 )
+
+// maxKafkaString is the most bytes a string of Kafka's protocol holds: a
+// registration's host or rack longer than that is not advertised (the
+// server would cut it in every answer carrying it, and log each cut).
+const maxKafkaString = 0x7fff
 
 // quoteNote is s quoted, or its length when it is longer than
 // maxNoteQuote bytes.
