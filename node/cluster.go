@@ -280,15 +280,10 @@ func (cc *ClusterConfig) Warnings() []string {
 // DialEtcd connects to the etcd of cc as a node does (its TLS files, user
 // and password) and checks, with one read under its prefix, that etcd
 // answers and lets the user read there: for tools that work on a
-// cluster's state without being a node (cohort store copy).
-func DialEtcd(cc *ClusterConfig) (*clientv3.Client, error) {
-	return DialEtcdContext(context.Background(), cc)
-}
-
-// DialEtcdContext is DialEtcd, ended early when ctx is (a tool's Ctrl-C:
-// the error is then ctx's, not a deadline of the dial), with ctx the
-// client's own context from then on.
-func DialEtcdContext(ctx context.Context, cc *ClusterConfig) (*clientv3.Client, error) {
+// cluster's state without being a node (cohort store copy). It ends early
+// when ctx does (a tool's Ctrl-C: the error is then ctx's, not a deadline
+// of the dial), and ctx is the client's own context from then on.
+func DialEtcd(ctx context.Context, cc *ClusterConfig) (*clientv3.Client, error) {
 	if err := cc.check(); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestEtcdEndpointWithPasswordRefused(t *testing.T) {
 	const secret = "s3cret-in-url"
 	for _, ep := range []string{"http://cohort:" + secret + "@127.0.0.1:1", "https://cohort:" + secret + "@127.0.0.1:1",
 		"cohort:" + secret + "@127.0.0.1:1"} {
-		_, err := DialEtcd(&ClusterConfig{Endpoints: []string{"127.0.0.1:2", ep}, DialTimeout: 300 * time.Millisecond})
+		_, err := DialEtcd(context.Background(), &ClusterConfig{Endpoints: []string{"127.0.0.1:2", ep}, DialTimeout: 300 * time.Millisecond})
 		if err == nil {
 			t.Fatalf("%s: dialled", ep)
 		}

@@ -167,7 +167,7 @@ func TestDialEtcdContextCancelled(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(200*time.Millisecond, cancel)
 		start := time.Now()
-		cli, err := DialEtcdContext(ctx, cc)
+		cli, err := DialEtcd(ctx, cc)
 		took := time.Since(start)
 		cancel()
 		if err == nil {

@@ -540,7 +540,7 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 	if f.passwordFile != "" && clientconfig.Exposed(f.passwordFile) {
 		fmt.Fprintf(stderr, "cohort: warning: %s\n", exposedWarning(f.passwordFile))
 	}
-	cli, err := node.DialEtcdContext(ctx, cc)
+	cli, err := node.DialEtcd(ctx, cc)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Ctrl-C while connecting: nothing was read or written.
