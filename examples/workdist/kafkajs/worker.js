@@ -54,6 +54,7 @@ const consumer = kafka.consumer({
 })
 
 let owned = []
+let stopping = false // SIGINT/SIGTERM: the worker gives its partitions up and leaves
 let member = ''
 let toCommit = null // the partitions of the last join, until they are committed
 // unixNanos is the wall-clock time in Unix nanoseconds: the process's start
@@ -63,6 +64,7 @@ const report = (what) =>
   console.log(`${what} ${owned.length ? owned.join(',') : 'none'} member=${member} at=${unixNanos()}`)
 
 consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+  if (stopping) return // given up already: a join while leaving starts no work
   member = payload.memberId
   owned = (payload.memberAssignment[opt.topic] || []).slice().sort((a, b) => a - b)
   report('assigned') // start their work here
@@ -109,12 +111,13 @@ consumer.on(consumer.events.CRASH, ({ payload }) => {
   }
 })
 
-let stopping = false
 const stop = async () => {
   if (stopping) return
   stopping = true
-  await consumer.disconnect() // leaves the group
+  // Give the partitions up (their work stops) before leaving the group: once
+  // the leave is sent, the next generation may give them to another worker.
   revokeAll()
+  await consumer.disconnect() // leaves the group
   console.log('stopped')
   process.exit(0)
 }

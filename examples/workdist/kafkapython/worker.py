@@ -129,6 +129,8 @@ while not stopping:
         except KafkaError as err:  # a rebalance began: the next assignment commits
             print(f"error: commit: {err}", file=sys.stderr, flush=True)
 
-consumer.close(autocommit=False)  # leaves the group
+# Give the partitions up (their work stops) before leaving the group: once the
+# leave is sent, the next generation may give them to another worker at once.
 Listener().on_partitions_revoked(set())
+consumer.close(autocommit=False)  # leaves the group
 say("stopped")
