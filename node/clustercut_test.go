@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -20,6 +21,13 @@ import (
 // proxy, and waits until they have settled. expire1 ends node 1's lease
 // (expireLease: meant for after the proxy is cut).
 func startCutCluster(t *testing.T, prefix string) (px *cutproxy.Proxy, n1, n2 *Node, expire1 func()) {
+	t.Helper()
+	return startCutClusterClock(t, prefix, nil)
+}
+
+// startCutClusterClock is startCutCluster with groupClock, if not nil, as
+// both nodes' coordinator clock (Config.Clock: the groups' timeouts).
+func startCutClusterClock(t *testing.T, prefix string, groupClock clock.Clock) (px *cutproxy.Proxy, n1, n2 *Node, expire1 func()) {
 	t.Helper()
 	ec := etcdtest.Start(t, 1)
 	px = cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
@@ -31,7 +39,7 @@ func startCutCluster(t *testing.T, prefix string) (px *cutproxy.Proxy, n1, n2 *N
 		}
 		cfg := group.Defaults()
 		cfg.InitialRebalanceDelay = 0
-		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg,
+		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg, Clock: groupClock,
 			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
 			Cluster: cc})
 		if err != nil {

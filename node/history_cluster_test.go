@@ -13,6 +13,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/cutproxy"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -29,90 +30,34 @@ import (
 // store keeps them.
 
 func TestHistorySurvivesFailoverStop(t *testing.T) {
-	historyFailoverCase(t, etcdtest.Start(t, 1), nil, func(ns []*Node) {
+	historyFailoverCase(t, etcdtest.Start(t, 1), nil, nil, func(ns []*Node) {
 		if err := ns[0].Close(); err != nil {
 			t.Fatal(err)
 		}
 	})
 }
 
+// TestHistorySurvivesFailoverLeaseExpires: node 1's lease ends when the
+// test says (expireLease), not after a wall-clock TTL.
 func TestHistorySurvivesFailoverLeaseExpires(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
-	historyFailoverCase(t, ec, []string{"http://" + px.Addr()}, func([]*Node) { px.Cut() })
+	clk := &leaseClock{}
+	historyFailoverCase(t, ec, []string{"http://" + px.Addr()}, clk, func(ns []*Node) {
+		px.Cut()
+		expireLease(t, ec, k848Prefix, 1, clk, testLeaseTTL, ns[0])
+	})
 }
 
-func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, takeDown func(ns []*Node)) {
-	ns := startCluster848(t, ec, 2, node1Etcd)
+func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string, node1Clock *leaseClock, takeDown func(ns []*Node)) {
+	ns := startCluster848Clock(t, ec, 2, node1Etcd, node1Clock)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	gid := groupOwnedBy(t, ns[1], 1, "hist-failover")
 	p := coordinator.PartitionFor(gid, k848Parts)
 
-	// The joins and syncs follow the coordinator (kgo's FindCoordinator and
-	// NOT_COORDINATOR retries); the client knows both nodes.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(ns[0].Addr(), ns[1].Addr()),
-		kgo.DialTimeout(time.Second), kgo.RetryTimeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	rebalance := func(member string) string {
-		t.Helper()
-		j := kmsg.NewPtrJoinGroupRequest()
-		j.Group, j.MemberID, j.ProtocolType = gid, member, "consumer"
-		j.SessionTimeoutMillis, j.RebalanceTimeoutMillis = 45000, 45000 // far above a failover
-		j.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}}
-		jr, err := j.RequestWith(ctx, cl)
-		if err == nil && jr.ErrorCode == kerr.MemberIDRequired.Code { // KIP-394
-			j.MemberID = jr.MemberID
-			jr, err = j.RequestWith(ctx, cl)
-		}
-		if err != nil || jr.ErrorCode != 0 {
-			t.Fatalf("join: %v %+v", err, jr)
-		}
-		if jr.Protocol == nil || *jr.Protocol != "range" {
-			t.Fatalf("join: protocol %v", jr.Protocol)
-		}
-		s := kmsg.NewPtrSyncGroupRequest()
-		s.Group, s.MemberID, s.Generation = gid, jr.MemberID, jr.Generation
-		s.ProtocolType, s.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
-		s.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte("a")}}
-		if sr, err := s.RequestWith(ctx, cl); err != nil || sr.ErrorCode != 0 {
-			t.Fatalf("sync: %v %+v", err, sr)
-		}
-		return jr.MemberID
-	}
-	// history asks node id directly (DescribeGroups v5 with tag 10001; kgo's
-	// own sharding would drop the tag) until it holds want events.
-	history := func(id int32, want int) *group.HistoryDoc {
-		t.Helper()
-		d := kmsg.NewPtrDescribeGroupsRequest()
-		d.Groups = []string{gid}
-		group.RequestHistory(d, -1)
-		var last string
-		var doc *group.HistoryDoc
-		if testwait.Until(30*time.Second, func() bool { // the event is written after the sync answer
-			resp, err := cl.Broker(int(id)).Request(ctx, d)
-			if err != nil {
-				last = err.Error()
-				return false
-			}
-			r := resp.(*kmsg.DescribeGroupsResponse)
-			if len(r.Groups) == 1 && r.Groups[0].ErrorCode == 0 {
-				if got, ok := group.HistoryTagOf(&r.Groups[0]); ok && len(got.History) >= want {
-					doc = got
-					return true
-				}
-			}
-			last = "groups " + strings.TrimSpace(jsonOf(r.Groups))
-			return false
-		}) {
-			return doc
-		}
-		t.Fatalf("node %d: no history of %d events of group %s; last answer: %s", id, want, gid, last)
-		return nil
-	}
+	hc := newClusterHistoryClient(t, ctx, gid, 45000, ns[0].Addr(), ns[1].Addr()) // sessions far above a failover
+	rebalance, history := hc.rebalance, hc.history
 
 	m := rebalance("")
 	rebalance(m) // the leader's rejoin: a second event
@@ -142,10 +87,191 @@ func historyFailoverCase(t *testing.T, ec *etcdtest.Cluster, node1Etcd []string,
 	}
 }
 
+// clusterHistoryClient joins one-member classic groups to a group of a
+// cluster (its JoinGroup and SyncGroup follow the coordinator: kgo's
+// FindCoordinator and NOT_COORDINATOR retries; the client knows every
+// node) and reads the group's history from a node it names.
+type clusterHistoryClient struct {
+	t         *testing.T
+	ctx       context.Context
+	cl        *kgo.Client
+	group     string
+	sessionMs int32 // the members' session and rebalance timeouts
+}
+
+func newClusterHistoryClient(t *testing.T, ctx context.Context, gid string, sessionMs int32, addrs ...string) *clusterHistoryClient {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.DialTimeout(time.Second), kgo.RetryTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return &clusterHistoryClient{t: t, ctx: ctx, cl: cl, group: gid, sessionMs: sessionMs}
+}
+
+// rebalance joins member ("": a new one) and syncs it alone; it returns
+// its member id.
+func (hc *clusterHistoryClient) rebalance(member string) string {
+	t, ctx, cl, gid := hc.t, hc.ctx, hc.cl, hc.group
+	t.Helper()
+	j := kmsg.NewPtrJoinGroupRequest()
+	j.Group, j.MemberID, j.ProtocolType = gid, member, "consumer"
+	j.SessionTimeoutMillis, j.RebalanceTimeoutMillis = hc.sessionMs, hc.sessionMs
+	j.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}}
+	jr, err := j.RequestWith(ctx, cl)
+	if err == nil && jr.ErrorCode == kerr.MemberIDRequired.Code { // KIP-394
+		j.MemberID = jr.MemberID
+		jr, err = j.RequestWith(ctx, cl)
+	}
+	if err != nil || jr.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, jr)
+	}
+	if jr.Protocol == nil || *jr.Protocol != "range" {
+		t.Fatalf("join: protocol %v", jr.Protocol)
+	}
+	s := kmsg.NewPtrSyncGroupRequest()
+	s.Group, s.MemberID, s.Generation = gid, jr.MemberID, jr.Generation
+	s.ProtocolType, s.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
+	s.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte("a")}}
+	if sr, err := s.RequestWith(ctx, cl); err != nil || sr.ErrorCode != 0 {
+		t.Fatalf("sync: %v %+v", err, sr)
+	}
+	return jr.MemberID
+}
+
+// history asks node id directly (DescribeGroups v5 with tag 10001; kgo's
+// own sharding would drop the tag) until the group's history holds want
+// events.
+func (hc *clusterHistoryClient) history(id int32, want int) *group.HistoryDoc {
+	t := hc.t
+	t.Helper()
+	d := kmsg.NewPtrDescribeGroupsRequest()
+	d.Groups = []string{hc.group}
+	group.RequestHistory(d, -1)
+	var last string
+	var doc *group.HistoryDoc
+	if testwait.Until(30*time.Second, func() bool { // the event is written after the sync answer
+		resp, err := hc.cl.Broker(int(id)).Request(hc.ctx, d)
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		r := resp.(*kmsg.DescribeGroupsResponse)
+		if len(r.Groups) == 1 && r.Groups[0].ErrorCode == 0 {
+			if got, ok := group.HistoryTagOf(&r.Groups[0]); ok && len(got.History) >= want {
+				doc = got
+				return true
+			}
+		}
+		last = "groups " + strings.TrimSpace(jsonOf(r.Groups))
+		return false
+	}) {
+		return doc
+	}
+	t.Fatalf("node %d: no history of %d events of group %s; last answer: %s", id, want, hc.group, last)
+	return nil
+}
+
 func jsonOf(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// The rejoin links (cause.rejoin, docs/history.md) across a move of the
+// group's coordinator partition to another node. On node 1, member A's
+// session runs out and the same client (client id and host) joins again as
+// B, which is linked to A's eviction; then B's session runs out. The
+// partition moves to node 2 (node 1 stops and hands it over, or node 1 is
+// cut off from etcd and its lease ends), which loads the group from etcd:
+// its history reads the same there, B's link to A included, and when the
+// client joins a third time, as C, C is linked to B's eviction (rebuilt
+// from the stored history by node 2) and not to A's, which B's join
+// consumed. The groups' timeouts run on a fake clock both nodes share; node
+// 1's lease ends by expireLease, not by waiting its TTL.
+
+func TestRejoinLinkSurvivesFailoverStop(t *testing.T) {
+	rejoinFailoverCase(t, "/rejoin-stop/", func(n1 *Node, _ *cutproxy.Proxy, _ func()) {
+		if err := n1.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestRejoinLinkSurvivesFailoverLeaseExpires(t *testing.T) {
+	rejoinFailoverCase(t, "/rejoin-expire/", func(_ *Node, px *cutproxy.Proxy, expire1 func()) {
+		px.Cut()
+		expire1()
+	})
+}
+
+func rejoinFailoverCase(t *testing.T, prefix string, takeDown func(n1 *Node, px *cutproxy.Proxy, expire1 func())) {
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	px, n1, n2, expire1 := startCutClusterClock(t, prefix, clk)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	gid := groupOwnedBy(t, n2, 1, "rejoin-move")
+	p := coordinator.PartitionFor(gid, k848Parts)
+	hc := newClusterHistoryClient(t, ctx, gid, 10000, n1.Addr(), n2.Addr())
+
+	a := hc.rebalance("")
+	clk.Advance(11 * time.Second) // A's 10 s session runs out: the group is Empty
+	evA := hc.history(1, 2).History[1]
+	if evA.Cause.Kind != group.CauseSessionTimeout || evA.Cause.MemberID != a {
+		t.Fatalf("A's eviction: %s", jsonOf(evA))
+	}
+	clk.Advance(2 * time.Second)
+	b := hc.rebalance("")
+	joinB := hc.history(1, 3).History[2].Cause
+	wantB := group.Rejoin{MemberID: a, Kind: group.CauseSessionTimeout, At: evA.Cause.At, AfterMs: 2000, By: "client"}
+	if joinB.Kind != group.CauseMemberJoined || joinB.MemberID != b || jsonOf(joinB.Rejoin) != jsonOf(wantB) {
+		t.Fatalf("B's join on node 1: %s, want rejoin %s", jsonOf(joinB), jsonOf(wantB))
+	}
+	clk.Advance(11 * time.Second) // B's session runs out
+	before := hc.history(1, 4)
+	evB := before.History[3]
+	if evB.Cause.Kind != group.CauseSessionTimeout || evB.Cause.MemberID != b {
+		t.Fatalf("B's eviction: %s", jsonOf(evB))
+	}
+
+	takeDown(n1, px, expire1)
+	if !testwait.Until(30*time.Second, func() bool { return n2.Cluster().Owner(p) == 2 }) {
+		t.Fatalf("partition %d of group %s not with node 2 after 30 s", p, gid)
+	}
+	waitClusterSettled(t, 30*time.Second, n2)
+
+	after := hc.history(2, 4)
+	if x, y := jsonOf(before.History), jsonOf(after.History); x != y {
+		t.Fatalf("history differs after the move:\nnode 1 %s\nnode 2 %s", x, y)
+	}
+	clk.Advance(3 * time.Second)
+	c := hc.rebalance("")
+	h := hc.history(2, 5).History
+	joinC := h[len(h)-1].Cause
+	wantC := group.Rejoin{MemberID: b, Kind: group.CauseSessionTimeout, At: evB.Cause.At, AfterMs: 3000, By: "client"}
+	if len(h) != 5 || joinC.Kind != group.CauseMemberJoined || joinC.MemberID != c || joinC.Rejoin == nil ||
+		!joinC.Rejoin.At.Equal(wantC.At) || jsonOf(joinC.Rejoin) != jsonOf(wantC) {
+		t.Fatalf("C's join on node 2: %s, want rejoin %s", jsonOf(h[len(h)-1]), jsonOf(wantC))
+	}
+	if x, y := jsonOf(before.History), jsonOf(h[:4]); x != y {
+		t.Fatalf("the first events changed:\nbefore %s\nnow    %s", x, y)
+	}
+
+	// C leaves (no eviction) and the client joins a fourth time, as D:
+	// A's eviction, which B's join consumed on node 1, links nothing on
+	// node 2 either.
+	l := kmsg.NewPtrLeaveGroupRequest()
+	l.Group = gid
+	l.Members = []kmsg.LeaveGroupRequestMember{{MemberID: c}}
+	if r, err := l.RequestWith(ctx, hc.cl); err != nil || r.ErrorCode != 0 || len(r.Members) != 1 || r.Members[0].ErrorCode != 0 {
+		t.Fatalf("C's leave: %v %s", err, jsonOf(r))
+	}
+	clk.Advance(time.Second)
+	d := hc.rebalance("")
+	h = hc.history(2, 7).History
+	if joinD := h[len(h)-1].Cause; len(h) != 7 || joinD.Kind != group.CauseMemberJoined || joinD.MemberID != d || joinD.Rejoin != nil {
+		t.Fatalf("D's join on node 2, after C left: %s, want no rejoin", jsonOf(h[len(h)-1]))
+	}
 }
