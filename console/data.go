@@ -471,25 +471,30 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 }
 
 // askOwnersAgain asks the current owner (owners) of each coordinator
-// partition that no node counted once more, one request per such node,
+// partition that it did not count once more, one request per such node,
 // and takes from its answer the counts and groups of those partitions
-// only: a move that ended while the nodes answered (the old owner after
-// it let go, the new one before it took over) is then counted. A partition
-// its owner still does not count, or whose owner is not known, could not
-// be reached (skip: not dialled again) or does not answer, stays uncounted
-// (done names it).
+// only: a move that ended while the nodes answered (the new owner answered
+// before it took over) is then counted by its owner, whether no node
+// counted the partition (the old owner answered after it let go) or only
+// the old owner did, before it let go, a count that may be stale (a group
+// created or deleted on the new owner since). A partition its owner still
+// does not count, or whose owner is not known, could not be reached (skip:
+// not dialled again) or does not answer, keeps the count it has, or stays
+// uncounted (done names it).
 func (l *groupList) askOwnersAgain(ctx context.Context, cl *kgo.Client, lreq *kmsg.ListGroupsRequest, skip map[int32]bool) {
 	if l.totalsOnly || l.Partitions == 0 || l.owners == nil {
 		return
 	}
 	missing := map[int32]map[int32]bool{} // node -> partitions
-	for _, p := range l.uncounted() {
-		if o, ok := l.owners[p]; ok && !skip[o] {
-			if missing[o] == nil {
-				missing[o] = map[int32]bool{}
-			}
-			missing[o][p] = true
+	for p := range l.Partitions {
+		o, ok := l.owners[p]
+		if c, counted := l.byPartition[p]; !ok || skip[o] || counted && c.node == o {
+			continue
 		}
+		if missing[o] == nil {
+			missing[o] = map[int32]bool{}
+		}
+		missing[o][p] = true
 	}
 	for _, node := range slices.Sorted(maps.Keys(missing)) {
 		resp, err := cl.Broker(int(node)).Request(ctx, lreq)

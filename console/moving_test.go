@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,11 @@ type movingCluster struct {
 	// next, if set for a broker, becomes its coordinator once it has
 	// answered one ListGroups (a move that ends between two requests).
 	next [2]*coordinator.Coordinator
+	// older, set for a broker, makes it answer as a node from before the
+	// counts per partition (its totals only); asked counts the
+	// ListGroups each broker answered.
+	older [2]bool
+	asked [2]atomic.Int32
 }
 
 const movingParts = 4
@@ -78,7 +84,12 @@ func newMovingCluster(t *testing.T, groups int) *movingCluster {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		resp, err := node.Handle(ctx, group.Client{}, req)
-		if b := c.CurrentNode(); m.next[b] != nil {
+		b := c.CurrentNode()
+		m.asked[b].Add(1)
+		if err == nil && m.older[b] {
+			resp = withoutPartitionCounts(resp.(*kmsg.ListGroupsResponse))
+		}
+		if m.next[b] != nil {
 			m.byBroker[b], m.next[b] = m.next[b], nil
 		}
 		return resp, err, true
@@ -298,12 +309,8 @@ func TestGroupListKeepsOnePartitionCount(t *testing.T) {
 		}
 	}
 	// The old node without counts per partition: totals, as before.
-	sum, _ := group.ListSummaryOf(fromOld)
-	bare := *fromOld
-	bare.UnknownTags = kmsg.Tags{}
-	bare.UnknownTags.Set(group.ListFilterTag, tagValue(sum.Listed, sum.Matching, sum.ProtocolTypes...))
 	l := newGroupList(f)
-	l.add(0, &bare)
+	l.add(0, withoutPartitionCounts(fromOld))
 	l.add(1, fromNew)
 	l.done()
 	// The totals, less the groups both sent (add).
@@ -392,6 +399,43 @@ func TestGroupsPageAsksTheOwnerAgain(t *testing.T) {
 	}
 }
 
+// TestGroupsPageAsksTheOwnerForItsCount: the old owner answered before it
+// let the partition go and the new owner before it took over, so only the
+// old owner counted the partition, and its count is stale: a group was
+// created on the new owner since. The page took that count, the only one,
+// though the node that owns the partition now (as the console's node sees
+// the cluster) is another; it now asks the owner once more, as for a
+// partition no node counted, and takes its count and rows. An owner that
+// still does not count the partition leaves the old owner's count.
+func TestGroupsPageAsksTheOwnerForItsCount(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 50
+	m := newMovingCluster(t, 40)
+	m.ownedBy(t)
+	m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })  // the old owner, loaded before
+	m.byBroker[1] = m.coordinator(t, func(int32) bool { return false }) // not taken over yet
+	owner := m.coordinator(t, func(p int32) bool { return p == m.moving })
+	extra := m.newInMoving()
+	commitOn(t, owner, extra)
+	m.next[1] = owner // taken over after its first answer
+	body := m.page(t, "")
+	if got := countOf(body); !strings.HasPrefix(got, "41 of 41 groups") || !strings.Contains(body, ">"+extra+"<") {
+		t.Errorf("the page says %q and lists %s: %v; want 41 of 41 groups, %s listed (the owner's count of partition %d, asked again)",
+			got, extra, strings.Contains(body, ">"+extra+"<"), extra, m.moving)
+	}
+	if strings.Contains(body, `id="uncounted"`) {
+		t.Error("every partition was counted, and the page says some were not")
+	}
+	// The owner still does not count it when asked again: the old
+	// owner's count, the only one, stays.
+	m.byBroker[1] = m.coordinator(t, func(int32) bool { return false })
+	body = m.page(t, "")
+	if got := countOf(body); !strings.HasPrefix(got, "40 of 40 groups") || strings.Contains(body, `id="uncounted"`) {
+		t.Errorf("the owner does not count partition %d: the page says %q (a note on uncounted groups: %v), want the old owner's 40 groups and no note",
+			m.moving, got, strings.Contains(body, `id="uncounted"`))
+	}
+}
+
 // TestPartitionOwners: the owners the groups page goes by are those of the
 // console's node's cluster view, and none when there is no view (a single
 // node) or when that node has no lease: its view is then no longer
@@ -450,6 +494,69 @@ func TestGroupsPageWithoutLeaseIgnoresTheView(t *testing.T) {
 			t.Errorf("with a lease: the page says %q, want the count of the owner the view names (40)", got)
 		}
 	}
+}
+
+// TestGroupsPageMixedVersionsWithOwners: a node from before the counts per
+// partition (an older cohort, during a rolling upgrade) leaves the page
+// adding up the nodes' totals, as before the counts, also when the
+// console's node knows who owns each partition: while a partition moves,
+// a group both nodes send is counted once, and a partition neither counts
+// is not noticed, and not asked for again (no node is asked twice).
+func TestGroupsPageMixedVersionsWithOwners(t *testing.T) {
+	defer func(rows int) { maxGroupRows = rows }(maxGroupRows)
+	maxGroupRows = 50
+	for _, olderBroker := range []int{0, 1} {
+		// Both count the moving partition; the owner (1) has a group
+		// the old owner (0) did not see.
+		m := newMovingCluster(t, 40)
+		m.ownedBy(t)
+		m.older[olderBroker] = true
+		m.byBroker[0] = m.coordinator(t, func(int32) bool { return true })
+		m.byBroker[1] = m.coordinator(t, func(p int32) bool { return p == m.moving })
+		extra := m.newInMoving()
+		commitOn(t, m.byBroker[1], extra)
+		body := m.page(t, "")
+		if got := countOf(body); !strings.HasPrefix(got, "41 of 41 groups") || !strings.Contains(body, ">"+extra+"<") {
+			t.Errorf("broker %d older, both count: the page says %q and lists %s: %v; want 41 of 41 groups (each group sent by both once), %s listed",
+				olderBroker, got, extra, strings.Contains(body, ">"+extra+"<"), extra)
+		}
+		if strings.Contains(body, `id="uncounted"`) {
+			t.Errorf("broker %d older, both count: the page names uncounted partitions", olderBroker)
+		}
+		if a, b := m.asked[0].Load(), m.asked[1].Load(); a != 1 || b != 1 {
+			t.Errorf("broker %d older, both count: ListGroups asked %d and %d times, want once each", olderBroker, a, b)
+		}
+
+		// Neither counts it; the owner would if asked again.
+		m = newMovingCluster(t, 40)
+		m.ownedBy(t)
+		m.older[olderBroker] = true
+		m.byBroker[0] = m.coordinator(t, func(p int32) bool { return p != m.moving })
+		m.byBroker[1] = m.coordinator(t, func(int32) bool { return false })
+		m.next[1] = m.coordinator(t, func(p int32) bool { return p == m.moving })
+		body = m.page(t, "")
+		want := fmt.Sprintf("%d of %d groups", 40-m.inMoving, 40-m.inMoving)
+		if got := countOf(body); !strings.HasPrefix(got, want) || strings.Contains(body, `id="uncounted"`) {
+			t.Errorf("broker %d older, neither counts: the page says %q (a note on uncounted groups: %v), want %q and no note, as before",
+				olderBroker, got, strings.Contains(body, `id="uncounted"`), want)
+		}
+		if a, b := m.asked[0].Load(), m.asked[1].Load(); a != 1 || b != 1 {
+			t.Errorf("broker %d older, neither counts: ListGroups asked %d and %d times, want once each", olderBroker, a, b)
+		}
+	}
+}
+
+// withoutPartitionCounts is resp as a node from before the counts per
+// partition sends it: its summary holds the totals only.
+func withoutPartitionCounts(resp *kmsg.ListGroupsResponse) *kmsg.ListGroupsResponse {
+	sum, ok := group.ListSummaryOf(resp)
+	if !ok {
+		return resp
+	}
+	bare := *resp
+	bare.UnknownTags = kmsg.Tags{}
+	bare.UnknownTags.Set(group.ListFilterTag, tagValue(sum.Listed, sum.Matching, sum.ProtocolTypes...))
+	return &bare
 }
 
 // ownersText is owners as the errors of TestPartitionOwners show them.
