@@ -40,7 +40,10 @@ type Rejoin struct {
 	MemberID string    `json:"member_id"`
 	Kind     CauseKind `json:"kind"`
 	At       time.Time `json:"at"`
-	// AfterMs is the time from the eviction to this join.
+	// AfterMs is the time from the eviction to this join, never below
+	// zero: after a move in cluster mode the eviction was timed by the old
+	// owner's clock and the join by the new owner's, and a clock behind
+	// the other would make it negative; it is then 0.
 	AfterMs int64 `json:"after_ms"`
 	// By is what matched: "instance_id" (a static member) or "client"
 	// (client id and client host).
@@ -82,7 +85,7 @@ func (g *Group) linkRejoin(c *Cause) {
 		for i := len(es) - 1; i >= 0; i-- {
 			if by := rejoinBy(es[i], c); by != "" {
 				e := es[i]
-				c.Rejoin = &Rejoin{MemberID: e.memberID, Kind: e.kind, At: e.at, AfterMs: c.At.Sub(e.at).Milliseconds(), By: by}
+				c.Rejoin = &Rejoin{MemberID: e.memberID, Kind: e.kind, At: e.at, AfterMs: max(c.At.Sub(e.at).Milliseconds(), 0), By: by}
 				es = append(es[:i], es[i+1:]...)
 				break
 			}

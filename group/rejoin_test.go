@@ -235,3 +235,22 @@ func sameRejoin(r *Rejoin, want Rejoin) bool {
 	got.At = want.At
 	return got == want
 }
+
+// TestRejoinAfterMsNeverNegative: an eviction stamped by one coordinator's
+// clock and the join by another's that runs behind (a partition moved
+// between cluster nodes whose clocks disagree, then reloaded from the
+// stored history): the join is still linked, and after_ms is 0, not the
+// clocks' difference below zero.
+func TestRejoinAfterMsNeverNegative(t *testing.T) {
+	h := newH(t)
+	old := h.soloMember("g", jo{client: "app"})
+	h.advance(10 * time.Second) // the 10 s session runs out
+	evictedAt := h.now
+	h.adopt()                           // the partition loads elsewhere...
+	h.now = h.now.Add(-3 * time.Second) // ...on a node whose clock is 3 s behind
+	h.soloMember("g", jo{client: "app"})
+	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt, AfterMs: 0, By: "client"}
+	if c := h.lastJoinCause("g"); !sameRejoin(c.Rejoin, want) {
+		t.Fatalf("the rejoin stamped before its eviction: %+v, want %+v", c.Rejoin, want)
+	}
+}
