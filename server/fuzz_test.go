@@ -286,13 +286,7 @@ func FuzzConnStream(f *testing.F) {
 // and closes the server.
 func streamConn(srv *Server, chunks ...[]byte) {
 	srv.cfg.MaxFrameBytes = 1 << 16
-	client, server := net.Pipe()
-	srv.mu.Lock()
-	srv.wg.Add(1)
-	c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
-	srv.conns[c] = struct{}{}
-	srv.mu.Unlock()
-	go c.run()
+	client := pipeConn(srv)
 	go func() {
 		for _, b := range chunks {
 			client.Write(b)
@@ -301,4 +295,17 @@ func streamConn(srv *Server, chunks ...[]byte) {
 	}()
 	io.Copy(io.Discard, client)
 	srv.Close()
+}
+
+// pipeConn starts a connection of srv's first listener over an in-memory
+// pipe and returns the client's end.
+func pipeConn(srv *Server) net.Conn {
+	client, server := net.Pipe()
+	srv.mu.Lock()
+	srv.wg.Add(1)
+	c := newConn(srv, server, &listener{Listener: srv.lcfg[0]})
+	srv.conns[c] = struct{}{}
+	srv.mu.Unlock()
+	go c.run()
+	return client
 }
