@@ -48,6 +48,7 @@ func (a *aclFlags) register(fs *flag.FlagSet, action string) {
 	if action != "add" {
 		fs.StringVar(&a.pattern, "pattern", "", "pattern type literal, prefixed, any or match (default literal with a resource, any without)")
 	}
+	limitKafkaStrings(fs, map[string]func(string) []string{"principal": nil, "host": nil, "topic": nil, "group": nil})
 }
 
 // aclSpec is an ACL or a filter, parsed from the flags.
@@ -222,6 +223,7 @@ type aclCmdFlags struct {
 var aclFamily = family[*aclCmdFlags]{
 	name:    "acl",
 	actions: []string{"add", "list", "delete"},
+	noArgs:  true,
 	usage: `usage:
   cohort acl add --principal User:NAME --operation OP --permission allow|deny (--topic T | --group G | --cluster)
   cohort acl list [filters]
@@ -245,11 +247,11 @@ var aclFamily = family[*aclCmdFlags]{
 // acl runs "cohort acl add|list|delete" (CreateAcls, DescribeAcls,
 // DeleteAcls) and prints the ACLs added, found or deleted.
 func acl(e env, args []string) error {
-	action, pos, f, err := aclFamily.parse(e, args)
+	action, _, f, err := aclFamily.parse(e, args)
 	if err != nil {
 		return err
 	}
-	if action == "" || len(pos) != 0 {
+	if action == "" { // (a stray argument to an action is refused by parse)
 		return usagef("acl: want add, list or delete")
 	}
 	c, af := &f.c, &f.af

@@ -54,12 +54,12 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 `)
 		fs.PrintDefaults()
 	}
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usagef("bench: unexpected arguments %q", pos)
+	if err := checkNoArgs("bench", pos); err != nil {
+		return err
 	}
 	if err := sec.Resolve(); err != nil {
 		return usagef("bench: %w", err)

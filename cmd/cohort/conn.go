@@ -209,13 +209,17 @@ func newCmdFlags(e env, name, usage string) *cmdFlags {
 	return f
 }
 
-// parse parses args (see parseArgs) and checks the shared flags.
-func (f *cmdFlags) parse(args []string) ([]string, error) {
-	pos, err := parseArgs(f.fs, args)
+// parseNoArgs parses args of a command that takes no positional
+// arguments (see parseFlags and checkNoArgs) and checks the shared flags.
+func (f *cmdFlags) parseNoArgs(args []string) error {
+	pos, err := parseFlags(f.fs, args)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return pos, f.check()
+	if err := checkNoArgs(f.fs.Name(), pos); err != nil {
+		return err
+	}
+	return f.check()
 }
 
 // check checks the shared flags, once parsed.
@@ -683,10 +687,23 @@ func untilReachable[T any](ctx context.Context, cl *kgo.Client, op func() (T, er
 }
 
 // parseArgs parses args with fs, allowing flags after positional arguments
-// (cohort topic create x --partitions 3), and returns the positional ones.
+// (cohort topic create x --partitions 3), and returns the positional ones,
+// each a name or id the command sends as a Kafka string (checkArgLengths).
 // A flag error is a usageError (printed once, by main, with a pointer to
 // -h); -h prints the usage on fs's output and returns flag.ErrHelp.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, checkArgLengths(fs, pos)
+}
+
+// parseFlags is parseArgs without the check of the positional arguments,
+// for commands that say first whether they take any (checkNoArgs): a
+// stray argument is then refused as such, whatever its length. Flags that
+// carry Kafka strings (limitKafkaStrings) are checked here.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(out)
@@ -698,6 +715,9 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 				fs.Usage()
 				return nil, err
 			}
+			if long := overlongFlag(fs); long != nil {
+				return nil, usageError{long}
+			}
 			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", flagError(fs, err), fs.Name())}
 		}
 		args = fs.Args()
@@ -706,17 +726,75 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			args = args[1:]
 		}
 	}
+	warnIgnoredEnv(out, fs)
+	return pos, nil
+}
+
+// checkArgLengths refuses a positional argument longer than a Kafka string:
+// every one is a name or id sent as such, and a longer one cannot be sent
+// (the node closes the connection). Given by its length, not repeated.
+func checkArgLengths(fs *flag.FlagSet, pos []string) error {
 	for i, a := range pos {
-		// Every positional argument is a name or id the command sends
-		// as a Kafka string: a longer one cannot be sent (the node
-		// closes the connection). Given by its length, not repeated.
 		if len(a) > maxKafkaString {
-			return nil, usageError{fmt.Errorf("argument %d is %d bytes long: names and ids are sent as Kafka strings, "+
+			return usageError{fmt.Errorf("argument %d is %d bytes long: names and ids are sent as Kafka strings, "+
 				"which hold at most %d bytes (see cohort %s -h)", i+1, len(a), maxKafkaString, fs.Name())}
 		}
 	}
-	warnIgnoredEnv(out, fs)
-	return pos, nil
+	return nil
+}
+
+// kafkaStringValue is a flag whose values carry names, ids or values the
+// command sends as Kafka strings: Set refuses a value in which one is
+// longer than a Kafka string holds, before the flag's own parsing (whose
+// errors quote the value), and remembers the length for overlongFlag.
+type kafkaStringValue struct {
+	flag.Value
+	name    string
+	parts   func(string) []string // the Kafka strings in a value
+	tooLong int                   // length of the refused string; 0: none
+}
+
+// errOverlongFlag stops flag parsing at an over-long value; overlongFlag
+// says what it was.
+var errOverlongFlag = errors.New("longer than a Kafka string")
+
+func (v *kafkaStringValue) Set(s string) error {
+	for _, p := range v.parts(s) {
+		if len(p) > maxKafkaString {
+			v.tooLong = len(p)
+			return errOverlongFlag
+		}
+	}
+	return v.Value.Set(s)
+}
+
+// limitKafkaStrings marks flags of fs (already defined) whose values are
+// sent as Kafka strings: each name maps to how a value splits into them
+// (nil: the value is one).
+func limitKafkaStrings(fs *flag.FlagSet, flags map[string]func(string) []string) {
+	for name, parts := range flags {
+		f := fs.Lookup(name)
+		if f == nil {
+			continue // not a flag of this action
+		}
+		if parts == nil {
+			parts = func(s string) []string { return []string{s} }
+		}
+		f.Value = &kafkaStringValue{Value: f.Value, name: name, parts: parts}
+	}
+}
+
+// overlongFlag is the usage error of a flag value kafkaStringValue
+// refused, or nil.
+func overlongFlag(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := f.Value.(*kafkaStringValue); ok && v.tooLong > 0 && err == nil {
+			err = fmt.Errorf("--%s holds a string of %d bytes: names, ids and values are sent as Kafka strings, "+
+				"which hold at most %d bytes (see cohort %s -h)", v.name, v.tooLong, maxKafkaString, fs.Name())
+		}
+	})
+	return err
 }
 
 // maxKafkaString is the most bytes a string of Kafka's protocol holds.

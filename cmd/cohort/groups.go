@@ -125,6 +125,10 @@ var groupFamily = family[*groupFlags]{
 			fs.Var(&f.sets, "set", "set `NAME=VALUE` (repeatable)")
 			fs.Var(&f.dels, "delete", "remove `NAME`, back to the node's value (repeatable)")
 			fs.BoolVar(&f.listConfigured, "list", false, "list the groups that have settings of their own")
+			limitKafkaStrings(fs, map[string]func(string) []string{"delete": nil, "set": func(s string) []string {
+				name, value, _ := strings.Cut(s, "=")
+				return []string{name, value}
+			}})
 		}
 		return fs, f
 	},
@@ -136,11 +140,7 @@ func groupsCmd(e env, cmd string, args []string) error {
 		f := &groupFlags{cmdFlags: newCmdFlags(e, cmd, groupUsages[cmd])}
 		f.fs.StringVar(&f.states, "state", "", "list only groups in these `states`, comma-separated, any case (classic: Empty, Stable, PreparingRebalance, CompletingRebalance; consumer: Empty, Assigning, Reconciling, Stable)")
 		f.fs.StringVar(&f.types, "type", "", "list only groups of these `types`, comma-separated: classic (JoinGroup/SyncGroup) or consumer (KIP-848, ConsumerGroupHeartbeat)")
-		pos, err := f.parse(args)
-		if err != nil {
-			return err
-		}
-		if err := checkNoArgs(cmd, pos); err != nil {
+		if err := f.parseNoArgs(args); err != nil {
 			return err
 		}
 		stateList, err := checkFilter("--state", splitList(f.states), groupStates)

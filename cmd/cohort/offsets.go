@@ -120,6 +120,10 @@ var offsetsFamily = family[*offsetsFlags]{
 		}
 		if all || action == "reset" || action == "delete" {
 			fs.Var(&f.topics, "topic", "`TOPIC[:PARTITION,...]` (repeatable; without partitions: all of them)")
+			limitKafkaStrings(fs, map[string]func(string) []string{"topic": func(s string) []string {
+				topic, _, _ := strings.Cut(s, ":") // as parseTopicSpec splits it
+				return []string{topic}
+			}})
 		}
 		if all || action == "reset" {
 			fs.BoolVar(&f.allTopics, "all-topics", false, "every topic the group has committed offsets for")

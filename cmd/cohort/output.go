@@ -127,8 +127,15 @@ func result(err error, ok string) string {
 	return ok
 }
 
-// checkNoArgs is the usage error of a command given arguments it does not take.
+// checkNoArgs is the usage error of a command given arguments it does not
+// take; one longer than a Kafka string is given by its length, not
+// repeated.
 func checkNoArgs(cmd string, pos []string) error {
+	for _, a := range pos {
+		if len(a) > maxKafkaString {
+			return usagef("%s: unexpected argument of %d bytes: cohort %s takes no arguments", cmd, len(a), cmd)
+		}
+	}
 	if len(pos) > 0 {
 		return usagef("%s: unexpected arguments %q", cmd, pos)
 	}

@@ -74,9 +74,12 @@ func storeCmd(e env, args []string) error {
 	if args[0] != "copy" {
 		return usagef("store: unknown action %q: want copy (see cohort store copy -h)", args[0])
 	}
-	pos, err := parseArgs(fs, args[1:])
+	pos, err := parseFlags(fs, args[1:])
 	if err != nil {
 		return err
+	}
+	if len(pos) > 0 && len(pos[0]) > maxKafkaString {
+		return checkNoArgs("store copy", pos)
 	}
 	if len(pos) > 0 {
 		return usagef("store copy: unexpected argument %q (see cohort store copy -h)", pos[0])

@@ -21,7 +21,10 @@ type family[T any] struct {
 	// implicit is the action meant when the first argument is none of
 	// them ("offsets ID" is "offsets show ID"); "" when there is none.
 	implicit string
-	usage    string // the family's synopsis, for "cohort group -h"
+	// noArgs: no action takes positional arguments (acl); a stray one
+	// is refused as such (checkNoArgs), whatever its length.
+	noArgs bool
+	usage  string // the family's synopsis, for "cohort group -h"
 	// build makes the flag set of action (anyAction: every flag of the
 	// family; "": the flags every action takes) with a fresh T holding
 	// the values; the flag set's Usage prints the action's usage.
@@ -47,7 +50,7 @@ func (f family[T]) parse(e env, args []string) (action string, pos []string, v T
 	help := all.Bool("h", false, "")
 	all.BoolVar(help, "help", false, "")
 	all.SetOutput(io.Discard)
-	if pos, err = parseArgs(all, args); err != nil {
+	if pos, err = parseFlags(all, args); err != nil {
 		return "", nil, v, err
 	}
 	switch {
@@ -62,17 +65,22 @@ func (f family[T]) parse(e env, args []string) (action string, pos []string, v T
 		shared.SetOutput(e.stderr)
 		printFlags(shared)
 		return "", nil, v, flag.ErrHelp
+	case f.noArgs:
+		return "", pos, v, nil // the caller says that an action is missing
 	default:
-		return "", pos, v, nil
+		return "", pos, v, checkArgLengths(all, pos)
 	}
 	fs, v := f.build(e, action)
-	if pos, err = parseArgs(fs, args); err != nil {
+	if pos, err = parseFlags(fs, args); err != nil {
 		return "", nil, v, err
 	}
 	if action != f.implicit || len(pos) > 0 && pos[0] == action {
 		pos = pos[1:]
 	}
-	return action, pos, v, nil
+	if f.noArgs {
+		return action, pos, v, checkNoArgs(fs.Name(), pos)
+	}
+	return action, pos, v, checkArgLengths(fs, pos)
 }
 
 // newFlagSet is the flag set of command name ("group describe"), printing

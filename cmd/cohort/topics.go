@@ -87,11 +87,7 @@ func topicsCmd(e env, cmd string, args []string) error {
 	action, name := "", ""
 	if cmd == "topics" {
 		f = &topicFlags{cmdFlags: newCmdFlags(e, cmd, topicUsages[cmd])}
-		pos, err := f.parse(args)
-		if err != nil {
-			return err
-		}
-		if err := checkNoArgs(cmd, pos); err != nil {
+		if err := f.parseNoArgs(args); err != nil {
 			return err
 		}
 	} else {

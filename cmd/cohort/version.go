@@ -19,7 +19,7 @@ func version(e env, args []string) error {
   release it was built with
 `)
 	}
-	pos, err := parseArgs(fs, args)
+	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
