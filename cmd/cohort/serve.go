@@ -881,7 +881,8 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(stop)
-	started := watchStopDuringStart(stop, log)
+	req := &stopRequest{now: time.Now}
+	started := watchStopDuringStart(stop, req, log)
 	n, err := node.Start(nodeCfg)
 	started()
 	if ce := (*node.ConfigError)(nil); errors.As(err, &ce) {
@@ -924,6 +925,7 @@ wait:
 		case <-backupSig:
 			backup(n, s.backupDir, &backingUp, log)
 		case sg := <-stop:
+			req.take(sg) // (kept already if it came during the start)
 			log.Info("shutting down", "signal", sg.String())
 			break wait
 		case stopped = <-waited:
@@ -938,7 +940,7 @@ wait:
 	defer timeout.Stop()
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
-	return finishShutdown(done, stop, timeout.C, stopped, log)
+	return finishShutdown(done, stop, req, timeout.C, stopped, log)
 }
 
 // shutdownTimeout bounds how long cohort serve waits for the node to close.
@@ -950,27 +952,35 @@ const shutdownTimeout = 30 * time.Second
 // the wait at once: the node answers a write only once it is durable, so
 // leaving now loses nothing acknowledged (the store recovers as after a
 // crash), though a backup under way is cut short and, in cluster mode, the
-// other nodes may have to wait for the lease to expire.
-func finishShutdown(done <-chan error, stop <-chan os.Signal, timeout <-chan time.Time, stopped error, log *slog.Logger) error {
-	select {
-	case err := <-done:
-		if stopped != nil {
-			// Close reports the same store failure again.
-			return stopped
+// other nodes may have to wait for the lease to expire. A signal that
+// repeats the one that began the shutdown (req.repeats: GNU timeout sends
+// SIGTERM to the process and to its group at once) is ignored.
+func finishShutdown(done <-chan error, stop <-chan os.Signal, req *stopRequest, timeout <-chan time.Time, stopped error, log *slog.Logger) error {
+	for {
+		select {
+		case err := <-done:
+			if stopped != nil {
+				// Close reports the same store failure again.
+				return stopped
+			}
+			if err != nil {
+				return err
+			}
+			log.Info("stopped cleanly")
+			return nil
+		case sg := <-stop:
+			if req.repeats(sg) {
+				ignoreRepeat(log, sg)
+				continue
+			}
+			log.Warn("signal during the shutdown: exiting before it finished; acknowledged writes are durable already", "signal", sg.String())
+			if stopped != nil {
+				return stopped
+			}
+			return fmt.Errorf("shutdown cut short by a second signal (%s)", sg)
+		case <-timeout:
+			return fmt.Errorf("shutdown did not finish in %s", shutdownTimeout)
 		}
-		if err != nil {
-			return err
-		}
-		log.Info("stopped cleanly")
-		return nil
-	case sg := <-stop:
-		log.Warn("signal during the shutdown: exiting before it finished; acknowledged writes are durable already", "signal", sg.String())
-		if stopped != nil {
-			return stopped
-		}
-		return fmt.Errorf("shutdown cut short by a second signal (%s)", sg)
-	case <-timeout:
-		return fmt.Errorf("shutdown did not finish in %s", shutdownTimeout)
 	}
 }
 

@@ -23,7 +23,7 @@ func TestSecondSignalEndsSlowShutdown(t *testing.T) {
 	stop := make(chan os.Signal, 1)
 	stop <- syscall.SIGINT
 	res := make(chan error, 1)
-	go func() { res <- finishShutdown(done, stop, nil, nil, log) }()
+	go func() { res <- finishShutdown(done, stop, newStopRequest(), nil, nil, log) }()
 	select {
 	case err := <-res:
 		if err == nil || exitCode(err, &bytes.Buffer{}) != 1 {
@@ -40,18 +40,18 @@ func TestSecondSignalEndsSlowShutdown(t *testing.T) {
 	buf.Reset()
 	done = make(chan error, 1)
 	done <- nil
-	if err := finishShutdown(done, make(chan os.Signal), nil, nil, log); err != nil || !strings.Contains(buf.String(), "stopped cleanly") {
+	if err := finishShutdown(done, make(chan os.Signal), newStopRequest(), nil, nil, log); err != nil || !strings.Contains(buf.String(), "stopped cleanly") {
 		t.Errorf("clean close: %v, logged %q", err, buf.String())
 	}
 	done = make(chan error, 1)
 	done <- errors.New("store failed")
 	stopped := errors.New("the store failed first")
-	if err := finishShutdown(done, make(chan os.Signal), nil, stopped, log); err != stopped {
+	if err := finishShutdown(done, make(chan os.Signal), newStopRequest(), nil, stopped, log); err != stopped {
 		t.Errorf("after the node stopped by itself: %v, want %v", err, stopped)
 	}
 	timeout := make(chan time.Time, 1)
 	timeout <- time.Time{}
-	if err := finishShutdown(make(chan error), make(chan os.Signal), timeout, nil, log); err == nil || !strings.Contains(err.Error(), "did not finish") {
+	if err := finishShutdown(make(chan error), make(chan os.Signal), newStopRequest(), timeout, nil, log); err == nil || !strings.Contains(err.Error(), "did not finish") {
 		t.Errorf("timeout: %v", err)
 	}
 }

@@ -32,7 +32,7 @@ func TestStopSignalAcrossTheStart(t *testing.T) {
 
 	// One signal during the start: kept for the loop, no exit.
 	stop := make(chan os.Signal, 1)
-	started := watchStopDuringStart(stop, log)
+	started := watchStopDuringStart(stop, newStopRequest(), log)
 	stop <- syscall.SIGTERM
 	taken(stop)
 	started()
@@ -52,7 +52,7 @@ func TestStopSignalAcrossTheStart(t *testing.T) {
 
 	// Two signals during the start: the second ends the process.
 	stop = make(chan os.Signal, 1)
-	started = watchStopDuringStart(stop, log)
+	started = watchStopDuringStart(stop, newStopRequest(), log)
 	stop <- syscall.SIGTERM
 	taken(stop)
 	stop <- syscall.SIGINT
@@ -68,7 +68,7 @@ func TestStopSignalAcrossTheStart(t *testing.T) {
 
 	// Once the node is up.
 	stop = make(chan os.Signal, 1)
-	started = watchStopDuringStart(stop, log)
+	started = watchStopDuringStart(stop, newStopRequest(), log)
 	started()
 	stop <- syscall.SIGINT
 	if sg := <-stop; sg != syscall.SIGINT {
