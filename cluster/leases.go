@@ -317,7 +317,7 @@ func (e *EtcdLeases) Load(ctx context.Context) (Snapshot, error) {
 }
 
 func (e *EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
-	id, ok := parseID(strings.TrimPrefix(string(kv.Key), e.nodePrefix()))
+	id, ok := parseKeyID(string(kv.Key), e.nodePrefix())
 	if !ok {
 		return NodeKV{}, false
 	}
@@ -325,7 +325,7 @@ func (e *EtcdLeases) node(kv *mvccpb.KeyValue, deleted bool) (NodeKV, bool) {
 }
 
 func (e *EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
-	p, ok := parseID(strings.TrimPrefix(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix)))
+	p, ok := parseKeyID(string(kv.Key), etcdstore.OwnerPrefix(e.Prefix))
 	if !ok {
 		return OwnerKV{}, false
 	}
@@ -338,6 +338,17 @@ func (e *EtcdLeases) owner(kv *mvccpb.KeyValue, deleted bool) (OwnerKV, bool) {
 		o.Holder = Holder{Node: id, CreateRev: kv.CreateRevision, Lease: LeaseID(kv.Lease)}
 	}
 	return o, true
+}
+
+// parseKeyID reads the id of key, which must be prefix followed by the id
+// (parseID): a key without the prefix is no key of cohort's, whatever it
+// ends with.
+func parseKeyID(key, prefix string) (int32, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return 0, false
+	}
+	return parseID(rest)
 }
 
 // parseID reads a node id or a partition as cohort writes it into a key or
