@@ -25,6 +25,7 @@ import (
 	"github.com/cohort-dev/cohort/cluster"
 	"github.com/cohort-dev/cohort/internal/clock"
 	"github.com/cohort-dev/cohort/internal/etcdwatch"
+	"github.com/cohort-dev/cohort/internal/nodehook"
 	"github.com/cohort-dev/cohort/security/authstate"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
 	"github.com/cohort-dev/cohort/server"
@@ -76,6 +77,12 @@ type ClusterConfig struct {
 	// so that a node presumes its lease lost when the test says so
 	// rather than after a wall-clock TTL); nil: the wall clock.
 	clock clock.Clock
+}
+
+// The tests of other packages set clock through nodehook.SetClusterClock;
+// it stays out of ClusterConfig's exported fields.
+func init() {
+	nodehook.SetClusterClock = func(cc any, clk clock.Clock) { cc.(*ClusterConfig).clock = clk }
 }
 
 // clusterMode holds a node's cluster-mode parts.

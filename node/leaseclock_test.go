@@ -3,14 +3,13 @@ package node
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/cohort-dev/cohort/internal/clock"
+	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
@@ -33,48 +32,9 @@ const testLeaseTTL = 10 * time.Second
 const authLeaseTTL = 30 * time.Second
 
 // leaseClock is the cluster clock of a node whose lease loss the test
-// decides: its timers are the wall clock's, its time is the wall clock's
-// shifted by what the test added (Jump), or stands still once frozen
-// (Freeze). A jump by the lease's TTL makes the node see its lease's
-// deadline pass at its next check (every 250 ms), as a node cut off from
-// etcd for a TTL does; a frozen clock keeps the node's lease valid in its
-// own view however slowly the test runs.
-type leaseClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-	frozen time.Time
-}
-
-var _ clock.Clock = (*leaseClock)(nil)
-
-func (c *leaseClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.frozen.IsZero() {
-		return c.frozen
-	}
-	return time.Now().Add(c.offset)
-}
-
-func (c *leaseClock) NewTimer(d time.Duration) clock.Timer { return clock.Real{}.NewTimer(d) }
-
-// Jump moves the clock d forward.
-func (c *leaseClock) Jump(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-	if !c.frozen.IsZero() {
-		c.frozen = c.frozen.Add(d)
-	}
-}
-
-// Freeze stops the clock at its current time.
-func (c *leaseClock) Freeze() {
-	now := c.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.frozen = now
-}
+// decides (testlease.Clock): Jump by the TTL makes the node presume its
+// lease lost at its next check, Freeze keeps it valid in the node's view.
+type leaseClock = testlease.Clock
 
 // expireLease makes node id's lease run out now, the two sides of it in
 // the order a real expiry has them: the node, cut off from etcd, presumes
@@ -97,19 +57,7 @@ func expireLease(t *testing.T, ec *etcdtest.Cluster, prefix string, id int32, cl
 // under prefix, as etcd does when the lease runs out.
 func revokeNodeLease(t testing.TB, ec *etcdtest.Cluster, prefix string, id int32) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cli := ec.Client(t)
-	r, err := cli.Get(ctx, prefix+"nodes/"+strconv.Itoa(int(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
-		t.Fatalf("node %d has no registration under %s to expire", id, prefix)
-	}
-	if _, err := cli.Revoke(ctx, clientv3.LeaseID(r.Kvs[0].Lease)); err != nil {
-		t.Fatalf("revoking node %d's lease: %v", id, err)
-	}
+	testlease.Revoke(t, ec.Client(t), prefix, id)
 }
 
 // holdLease keeps node id's lease alive in etcd, through a client logged in
@@ -131,14 +79,7 @@ func holdLease(t *testing.T, ec *etcdtest.Cluster, prefix string, id int32, root
 	t.Cleanup(func() { cancel(); cli.Close() })
 	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer gcancel()
-	r, err := cli.Get(gctx, prefix+"nodes/"+strconv.Itoa(int(id)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.Kvs) == 0 || r.Kvs[0].Lease == 0 {
-		t.Fatalf("node %d has no registration under %s to hold", id, prefix)
-	}
-	lease := clientv3.LeaseID(r.Kvs[0].Lease)
+	lease := testlease.Of(t, cli, prefix, id)
 	if _, err := cli.KeepAliveOnce(gctx, lease); err != nil {
 		t.Fatalf("holding node %d's lease: %v", id, err)
 	}
