@@ -18,7 +18,7 @@ import (
 func TestCloseLogsNoWarning(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
 	var logs testlog.Buffer
-	n, err := node.Start(nodeConfig(1, ec.Endpoints(), 3*time.Second,
+	n, err := node.Start(nodeConfig(1, ec.Endpoints(), testLeaseTTL, // a lease lost under load would warn
 		slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	if err != nil {
 		t.Fatal(err)

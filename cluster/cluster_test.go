@@ -15,8 +15,6 @@ import (
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
 )
 
-const ttl = 3 * time.Second
-
 func addrs(ns ...*node.Node) []string {
 	var out []string
 	for _, n := range ns {
@@ -30,7 +28,7 @@ func addrs(ns ...*node.Node) []string {
 // own a group's partition answers NOT_COORDINATOR.
 func TestSpreadAndTopology(t *testing.T) {
 	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	ns := []*node.Node{startNode(t, ec, 1, testLeaseTTL), startNode(t, ec, 2, testLeaseTTL), startNode(t, ec, 3, testLeaseTTL)}
 	took := waitSettled(t, 30*time.Second, ns...)
 	t.Logf("three nodes settled in %v", took)
 	for _, n := range ns {
@@ -85,6 +83,12 @@ func TestSpreadAndTopology(t *testing.T) {
 // errors); when quorum returns, service resumes and nothing acknowledged is
 // lost.
 func TestEtcdMemberLossAndQuorum(t *testing.T) {
+	// A short lease on purpose: the quorum outage below (over 2 s)
+	// outlasts the nodes' view of it (about TTL - TTL/3 - TTL/10 = 1.7 s
+	// without an answered keepalive), so the nodes also stop serving
+	// during the outage and must serve again after it, as they would in
+	// a real one. The test waits for no lease to run out in etcd.
+	const ttl = 3 * time.Second
 	ec := etcdtest.Start(t, 3)
 	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
 	waitSettled(t, 30*time.Second, ns...)
@@ -143,14 +147,18 @@ func portOf(addr string) int32 {
 }
 
 // TestFencingSIGSTOP: a real process (child node 1) is stopped with SIGSTOP
-// past its lease while it coordinates a group, the others take over, then it
-// is resumed with SIGCONT: its first answer is NOT_COORDINATOR and the
-// successor's state is untouched.
+// while it coordinates a group and loses its lease while stopped (the test
+// revokes it, as etcd does when the TTL runs out), the others take over,
+// then it is resumed with SIGCONT: its first answer is NOT_COORDINATOR and
+// the successor's state is untouched. Its lease is long, so the test waits
+// for no TTL, and when it resumes its own clock still says the lease is
+// valid: it must not act on that stale view (it learns of the loss from
+// etcd, its keepalive refused and its partition keys gone, and etcd fences
+// its writes meanwhile).
 func TestFencingSIGSTOP(t *testing.T) {
-	const ttl = 2 * time.Second
 	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
-	ch := startChild(t, ec, 1, ttl)
+	ns := []*node.Node{startNode(t, ec, 2, testLeaseTTL), startNode(t, ec, 3, testLeaseTTL)}
+	ch := startChild(t, ec, 1, testLeaseTTL)
 	waitSettled(t, 30*time.Second, ns...)
 	g := groupsOn(ns[0], 1, "sigstop", 1)[0]
 	ctx := context.Background()
@@ -177,6 +185,7 @@ func TestFencingSIGSTOP(t *testing.T) {
 	if err := ch.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	expireLease(t, ec, 1) // while it is stopped
 	waitSettledWithout(t, 30*time.Second, 1, ns...)
 	cl := newClient(t, addrs(ns...)...)
 	code = -1

@@ -21,6 +21,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/byname"
 	"github.com/cohort-dev/cohort/internal/testchild"
 	"github.com/cohort-dev/cohort/internal/testkafka"
+	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
@@ -31,6 +32,24 @@ const (
 	partitions = 50
 	prefix     = "/cohort-test/"
 )
+
+// testLeaseTTL is the etcd lease of the tests' nodes. No test waits for a
+// lease to run out: a node that dies or freezes has its lease ended by the
+// test (expireLease), so the lease can be long. A short one was lost by
+// healthy nodes of a test process that did not run for about
+// TTL - TTL/3 - TTL/10 (1.1 s of a 2 s lease), which a loaded 2-core
+// machine can do; a node that closes revokes its lease, so a long one
+// costs nothing.
+const testLeaseTTL = 10 * time.Second
+
+// expireLease ends node id's lease in etcd now, as etcd does when the
+// lease's TTL runs out (testlease.Revoke): its registration and the
+// partition keys it held go, and the other nodes take its partitions over.
+// For a node that is killed or frozen, in place of waiting out its TTL.
+func expireLease(t *testing.T, ec *etcdtest.Cluster, id int32) {
+	t.Helper()
+	testlease.Revoke(t, ec.Client(t), prefix, id)
+}
 
 // TestMain doubles as the child-process node: with COHORT_TEST_CHILD_NODE set
 // the test binary runs one cluster-mode node until it is killed (the SIGKILL

@@ -218,7 +218,7 @@ func (g *kgoGroup) verify(t *testing.T, cl *kgo.Client) {
 // re-forms from stored state, and no acknowledged commit is lost.
 func TestFailoverKgoConsumerGroup(t *testing.T) {
 	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 1, ttl), startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
+	ns := []*node.Node{startNode(t, ec, 1, testLeaseTTL), startNode(t, ec, 2, testLeaseTTL), startNode(t, ec, 3, testLeaseTTL)}
 	waitSettled(t, 30*time.Second, ns...)
 	if _, err := ns[1].Catalog().Create("events", 6, nil); err != nil {
 		t.Fatal(err)
@@ -244,11 +244,13 @@ func TestFailoverKgoConsumerGroup(t *testing.T) {
 
 // TestFailoverKgoConsumerGroupKill: as above, but the coordinating node is a
 // child process killed with SIGKILL (nothing of its cleanup runs): the
-// partition moves when its lease expires, and kgo's group carries on.
+// partition moves when its lease expires (the test revokes it right after
+// the kill, as etcd does when the TTL runs out), and kgo's group carries
+// on.
 func TestFailoverKgoConsumerGroupKill(t *testing.T) {
 	ec := etcdtest.Start(t, 3)
-	ns := []*node.Node{startNode(t, ec, 2, ttl), startNode(t, ec, 3, ttl)}
-	ch := startChild(t, ec, 1, ttl)
+	ns := []*node.Node{startNode(t, ec, 2, testLeaseTTL), startNode(t, ec, 3, testLeaseTTL)}
+	ch := startChild(t, ec, 1, testLeaseTTL)
 	waitSettled(t, 30*time.Second, ns...)
 	if _, err := ns[0].Catalog().Create("events", 6, nil); err != nil {
 		t.Fatal(err)
@@ -261,9 +263,10 @@ func TestFailoverKgoConsumerGroupKill(t *testing.T) {
 
 	start := time.Now()
 	ch.Kill() // SIGKILL, then waited for
+	expireLease(t, ec, 1)
 	waitSettledWithout(t, 30*time.Second, 1, ns...)
 	kg.waitStable(t, seeds, 3, 60*time.Second)
 	kg.waitMoreAcks(t, kg.acks(), 30*time.Second)
-	t.Logf("kgo consumer group stable and committing again %v after SIGKILL of its coordinator (lease TTL %v)", time.Since(start), ttl)
+	t.Logf("kgo consumer group stable and committing again %v after SIGKILL of its coordinator and the end of its lease", time.Since(start))
 	kg.verify(t, newClient(t, seeds...))
 }
