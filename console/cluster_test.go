@@ -16,6 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/cutproxy"
+	"github.com/cohort-dev/cohort/internal/nodehook"
+	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
 	"github.com/cohort-dev/cohort/internal/testwait"
@@ -251,24 +254,34 @@ func TestClusterConsoleOverTLS(t *testing.T) {
 
 // TestClusterPageWithoutLease: a node cut off from etcd past its lease says
 // so on its cluster page (what it shows is its last, possibly stale, view).
+// The cut is a proxy between the node and etcd; "past its lease" is the
+// node's cluster clock, which the test moves by the lease's TTL, so that
+// the node presumes its lease lost when the test says (at its next check)
+// rather than after a wall-clock TTL, and a healthy node's lease is long.
 func TestClusterPageWithoutLease(t *testing.T) {
 	ec := etcdtest.Start(t, 1)
+	px := cutproxy.Start(t, strings.TrimPrefix(ec.Endpoints()[0], "http://"))
+	clk := &testlease.Clock{}
+	cc := &node.ClusterConfig{Endpoints: []string{px.Addr()}, Prefix: "/console-nolease/", LeaseTTL: testLeaseTTL, CompactionInterval: -1}
+	nodehook.SetClusterClock(cc, clk)
 	gcfg := group.Defaults()
 	gcfg.InitialRebalanceDelay = 0
 	nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "console", Partitions: 4, Group: gcfg,
 		HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
 		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelError})),
-		Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console-nolease/", LeaseTTL: 2 * time.Second, CompactionInterval: -1}})
+		Cluster: cc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nd.Close() })
+	t.Cleanup(px.Restore) // before the close: a node closes faster with etcd reachable
 	testwait.For(t, 20*time.Second, "node settled", nd.Cluster().Settled)
 	url := "http://" + nd.HTTPAddr() + "/console/cluster"
 	if body := waitPage(t, "the cluster page", url, func(string) bool { return true }); strings.Contains(body, `id="nolease"`) {
 		t.Fatalf("a serving node says it has no lease:\n%s", body)
 	}
-	ec.Stop(0)
+	px.Cut()
+	clk.Jump(testLeaseTTL)
 	testwait.For(t, 10*time.Second, "node stops serving", func() bool { return !nd.Cluster().Serving() })
 	waitPage(t, "the no-lease notice", url, func(b string) bool { return strings.Contains(b, `id="nolease"`) })
 }
