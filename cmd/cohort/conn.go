@@ -665,12 +665,21 @@ func noCoordinator(err error) bool {
 // the group requests kadm sends to each group's coordinator), and looks the
 // coordinator up again only once that node is gone from the metadata, which
 // a node that stopped, or lost its lease, soon is.
+// testRetrying, if set (tests only, before any test runs), is called with
+// untilReachable's client and op's failure before each of its retries: a
+// test learns that its command failed to reach a coordinator and is asking
+// again.
+var testRetrying func(cl *kgo.Client, err error)
+
 func untilReachable[T any](ctx context.Context, cl *kgo.Client, op func() (T, error)) (T, error) {
 	backoff := dialBackoffMin
 	for {
 		v, err := op()
 		if !unreachable(err) || ctx.Err() != nil {
 			return v, err
+		}
+		if testRetrying != nil {
+			testRetrying(cl, err)
 		}
 		if cl != nil {
 			cl.ForceMetadataRefresh()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/coordinator"
+	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/etcd/etcdtest"
@@ -224,11 +226,14 @@ func kgoClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 // died (SIGKILL: its registration and partitions stay in etcd until its
 // lease ends, so Metadata still lists it and FindCoordinator still names
 // it) ask again until the node is gone and its partitions have moved, within
-// the default --timeout (10 s, longer than the 3 s lease), as docs/cli.md
-// says of groups, describe and offsets. Both failed at once: ListGroups goes
-// to every node, and one shard's dial error ended the command ("request
-// ListGroups has 1 separate shard errors, first: unable to dial"); group
-// history dialled the dead coordinator once.
+// the default --timeout (10 s), as docs/cli.md says of groups, describe and
+// offsets. Both failed at once: ListGroups goes to every node, and one
+// shard's dial error ended the command ("request ListGroups has 1 separate
+// shard errors, first: unable to dial"); group history dialled the dead
+// coordinator once. The dead node's lease ends when the test says, once
+// the command has failed to reach it and is asking again (the test revokes
+// it, as etcd does when the TTL runs out); its TTL outlasts the command's
+// --timeout, so no command could succeed without asking again.
 func TestCommandsRideOutADeadNode(t *testing.T) {
 	t.Parallel() // with the other parallel tests; each subtest has its own etcd and nodes
 	for _, tc := range []struct {
@@ -244,12 +249,57 @@ func TestCommandsRideOutADeadNode(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, g, kill := clusterWithDoomedNode(t)
-			kill()
-			out, errOut, code := c.run(tc.args(g)...)
-			if code != 0 || !tc.want(g, out) {
-				t.Fatalf("%v right after node 2 died: exit %d\n%s\n%s", tc.args(g), code, out, errOut)
+			retried := make(chan error, 1)
+			retryWatchers.Store(c.base[1], func(err error) {
+				select {
+				case retried <- err:
+				default:
+				}
+			})
+			t.Cleanup(func() { retryWatchers.Delete(c.base[1]) })
+			expire := kill()
+			type result struct {
+				out, errOut string
+				code        int
+			}
+			done := make(chan result, 1)
+			go func() {
+				out, errOut, code := c.run(tc.args(g)...)
+				done <- result{out, errOut, code}
+			}()
+			select {
+			case err := <-retried:
+				t.Logf("%v failed to reach the dead node 2 (%v) and asks again: ending node 2's lease", tc.args(g), err)
+			case r := <-done:
+				t.Fatalf("%v ended without asking again while node 2 was dead and listed: exit %d\n%s\n%s", tc.args(g), r.code, r.out, r.errOut)
+			}
+			expire()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(60 * time.Second): // a guard: --timeout ends it within 10 s
+				t.Fatalf("%v still running after 60 s", tc.args(g))
+			}
+			if r.code != 0 || !tc.want(g, r.out) {
+				t.Fatalf("%v right after node 2 died: exit %d\n%s\n%s", tc.args(g), r.code, r.out, r.errOut)
 			}
 		})
+	}
+}
+
+// retryWatchers maps a --bootstrap address to the function called before
+// each retry of a command run with it (testRetrying), for the tests that
+// wait for a command to be asking again.
+var retryWatchers sync.Map
+
+func init() {
+	testRetrying = func(cl *kgo.Client, err error) {
+		seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
+		for _, s := range seeds {
+			if f, ok := retryWatchers.Load(s); ok {
+				f.(func(error))(err)
+			}
+		}
 	}
 }
 
@@ -268,15 +318,23 @@ func groupOfNode2(t *testing.T, n1 *node.Node) string {
 	}
 }
 
+// doomedLeaseTTL is the etcd lease of the nodes of clusterWithDoomedNode:
+// three times the commands' default --timeout, so that only the test ends
+// the dead node's lease in time (expire), and long enough that a loaded
+// machine does not cost node 1 its lease.
+const doomedLeaseTTL = 30 * time.Second
+
 // clusterWithDoomedNode starts node 1 in-process and node 2 as a child
-// process (3 s leases, 4 partitions), and a group node 2 coordinates, with
-// a committed offset. It returns a cli that knows node 1 only, the group,
-// and kill, which SIGKILLs node 2 and checks that node 1 still lists it.
-func clusterWithDoomedNode(t *testing.T) (cli, string, func()) {
+// process (4 partitions), and a group node 2 coordinates, with a committed
+// offset. It returns a cli that knows node 1 only (its base is
+// --bootstrap and node 1's address), the group, and kill, which SIGKILLs
+// node 2, checks that node 1 still lists it, and returns expire, which
+// ends node 2's lease in etcd (as etcd does when the TTL runs out).
+func clusterWithDoomedNode(t *testing.T) (cli, string, func() (expire func())) {
 	ec := etcdtest.Start(t, 1)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	n1, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: 1, ClusterID: "test", Partitions: 4,
-		Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dead/", LeaseTTL: 3 * time.Second}})
+		Logger: quiet, Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/dead/", LeaseTTL: doomedLeaseTTL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +342,7 @@ func clusterWithDoomedNode(t *testing.T) (cli, string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	child := cohortCommand(ctx, t, "serve", "--listen", closedAddr(t), "--node-id", "2", "--partitions", "4",
-		"--etcd", ec.Endpoints()[0], "--etcd-prefix", "/dead/", "--lease-ttl", "3s", "--cluster-id", "test",
+		"--etcd", ec.Endpoints()[0], "--etcd-prefix", "/dead/", "--lease-ttl", doomedLeaseTTL.String(), "--cluster-id", "test",
 		"--log-level", "error")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)
@@ -305,11 +363,12 @@ func clusterWithDoomedNode(t *testing.T) (cli, string, func()) {
 	}) {
 		t.Fatalf("committing for %s: %v", g, last)
 	}
-	return c, g, func() {
+	return c, g, func() func() {
 		child.Process.Kill()
 		child.Wait()
 		if len(n1.Cluster().Brokers()) != 2 {
 			t.Fatal("node 2 left the registry at once: the test does not exercise a dead node still listed")
 		}
+		return func() { testlease.Revoke(t, ec.Client(t), "/dead/", 2) }
 	}
 }

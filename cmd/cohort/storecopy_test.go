@@ -192,7 +192,7 @@ func TestStoreCopyBothWays(t *testing.T) {
 		t.Fatalf("a refused copy changed the destination: %d keys, then %d", copied, k)
 	}
 
-	cn := copyNode(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/moved/", LeaseTTL: 2 * time.Second})
+	cn := copyNode(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/moved/", LeaseTTL: testLeaseTTL})
 	checkMovedState(t, "the node in cluster mode", cn.ListenerAddr("SASL_PLAINTEXT"), epoch)
 
 	back := filepath.Join(t.TempDir(), "back")
@@ -437,7 +437,7 @@ func TestStoreCopyInterruptedIsNotServed(t *testing.T) {
 	const incomplete = "holds an incomplete copy"
 	toEtcd := []string{"store", "copy", "--from-data-dir", dir, "--to-etcd", ep, "--etcd-prefix", "/cut/"}
 	c.fails(1, toEtcd, "interrupted here by the test", `prefix "/cut/" is incomplete (no node starts on it)`)
-	err := startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/cut/", LeaseTTL: 2 * time.Second})
+	err := startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/cut/", LeaseTTL: testLeaseTTL})
 	if err == nil || !strings.Contains(err.Error(), incomplete) || !strings.Contains(err.Error(), "cohort store copy") {
 		t.Fatalf("a node in cluster mode on an interrupted copy: %v", err)
 	}
@@ -531,7 +531,7 @@ func TestStoreCopySIGINT(t *testing.T) {
 		!strings.Contains(string(rest), `prefix "/sigint/" is incomplete (no node starts on it): empty it`) {
 		t.Fatalf("a copy stopped by SIGINT: %v, exit %d, stderr:\n%s%s", err, code, line, rest)
 	}
-	err = startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/sigint/", LeaseTTL: 2 * time.Second})
+	err = startFails(t, "", &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/sigint/", LeaseTTL: testLeaseTTL})
 	if err == nil || !strings.Contains(err.Error(), "holds an incomplete copy") {
 		t.Fatalf("a node on a copy stopped by SIGINT: %v", err)
 	}
