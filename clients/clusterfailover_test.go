@@ -7,7 +7,8 @@ package clients
 // each, two members per group, on three nodes sharing etcd. Node 1 is a
 // `cohort serve` child process that coordinates every group and, as the
 // lowest id, leads the catalog topic's partitions in Metadata; it is
-// stopped with SIGTERM or killed with SIGKILL. Nodes 2 and 3 run in
+// stopped with SIGTERM or killed with SIGKILL (and its lease then ended in
+// etcd by the test, as when its TTL runs out). Nodes 2 and 3 run in
 // process, their Taps feeding the journal, so what the clients do after the
 // failover is seen in full.
 
@@ -26,12 +27,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/cohort-dev/cohort/clients/testbed"
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testkafka"
+	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testport"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
@@ -42,10 +45,15 @@ import (
 const (
 	cfPartitions = 50 // coordinator partitions of every node
 	cfPrefix     = "/cohort-failover/"
-	cfLeaseTTL   = 3 * time.Second
+	// cfLeaseTTL is the nodes' etcd lease. The test waits for no TTL: it
+	// revokes the lease of the killed node at once, so the lease can be
+	// long, which keeps a loaded machine from costing the survivors
+	// theirs (a node presumes its lease lost about TTL - TTL/3 - TTL/10
+	// after its last answered keepalive).
+	cfLeaseTTL = 10 * time.Second
 	// cfRecover bounds the time from the stop or kill until every group is
 	// Stable on a survivor with both members heartbeating there and
-	// owning the topic between them: the lease TTL (kill), the session
+	// owning the topic between them: the lease's end (kill), the session
 	// timeout of members evicted meanwhile, kafka-go's 5 s JoinGroupBackoff
 	// (docs/workdist.md) and a rebalance, with room to spare.
 	cfRecover = 25 * time.Second
@@ -68,6 +76,7 @@ func recoverBound(client string) time.Duration {
 // cfCluster is the three nodes.
 type cfCluster struct {
 	t       *testing.T
+	etcd    *clientv3.Client
 	victim  *exec.Cmd // node 1
 	vaddr   string
 	nodes   []*node.Node // nodes 2 and 3
@@ -83,7 +92,7 @@ type cfCluster struct {
 func startCFCluster(t *testing.T) *cfCluster {
 	t.Helper()
 	ec := etcdtest.Start(t, 1) // skips under -short
-	c := &cfCluster{t: t, journal: testbed.NewJournal(), beats: map[string]int{}, fetches: map[string]map[int32]int{}}
+	c := &cfCluster{t: t, etcd: ec.Client(t), journal: testbed.NewJournal(), beats: map[string]int{}, fetches: map[string]map[int32]int{}}
 	c.vaddr = testport.Reserve(t)
 	c.victim = exec.Command(testbin.Cohort(t), "serve", "--etcd", strings.Join(ec.Endpoints(), ","), "--etcd-prefix", cfPrefix,
 		"--lease-ttl", cfLeaseTTL.String(), "--node-id", "1", "--listen", c.vaddr, "--cluster-id", "failover",
@@ -273,7 +282,8 @@ func (g *cfGroup) checkTimeline() error {
 
 // TestClusterFailover: each client's group, coordinated by node 1, on a
 // three-node cluster; node 1 stops (SIGTERM: it hands its partitions over
-// at once) or is killed (SIGKILL: they move when its lease expires). Every
+// at once) or is killed (SIGKILL: they move when its lease expires, which
+// the test makes happen at once by revoking it in etcd). Every
 // client must find the new coordinator, keep each partition with one
 // member at a time, find its committed offsets there, follow the catalog
 // partitions' new leader for its fetches, and recover within cfRecover
@@ -348,6 +358,9 @@ func runClusterFailover(t *testing.T, kill bool) {
 		cc.victim.Process.Signal(syscall.SIGTERM)
 	}
 	cc.victim.Wait()
+	if kill {
+		testlease.Revoke(t, cc.etcd, cfPrefix, 1) // what etcd does when its TTL runs out
+	}
 	if !testwait.Until(cfRecover, func() bool { return cc.settled(true) }) {
 		t.Fatal("the partitions did not leave node 1")
 	}
