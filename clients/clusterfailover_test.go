@@ -13,6 +13,7 @@ package clients
 // failover is seen in full.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -86,13 +87,15 @@ type cfCluster struct {
 	beats    map[string]int           // client id -> heartbeats a survivor answered without error
 	fetches  map[string]map[int32]int // client id -> partition -> Fetches a survivor answered
 	leaders  []int32                  // leaders survivors named in Metadata for the topic, in answer order
+	lastSeen map[string]time.Time     // member id -> its last heartbeat, join, sync or commit a survivor answered
 	warnings []string
 }
 
 func startCFCluster(t *testing.T) *cfCluster {
 	t.Helper()
 	ec := etcdtest.Start(t, 1) // skips under -short
-	c := &cfCluster{t: t, etcd: ec.Client(t), journal: testbed.NewJournal(), beats: map[string]int{}, fetches: map[string]map[int32]int{}}
+	c := &cfCluster{t: t, etcd: ec.Client(t), journal: testbed.NewJournal(), beats: map[string]int{}, fetches: map[string]map[int32]int{},
+		lastSeen: map[string]time.Time{}}
 	c.vaddr = testport.Reserve(t)
 	c.victim = exec.Command(testbin.Cohort(t), "serve", "--etcd", strings.Join(ec.Endpoints(), ","), "--etcd-prefix", cfPrefix,
 		"--lease-ttl", cfLeaseTTL.String(), "--node-id", "1", "--listen", c.vaddr, "--cluster-id", "failover",
@@ -163,9 +166,16 @@ func (c *cfCluster) tap(cl server.Client, req kmsg.Request, resp kmsg.Response) 
 			}
 		}
 	case *kmsg.HeartbeatRequest:
+		c.lastSeen[q.MemberID] = time.Now()
 		if resp.(*kmsg.HeartbeatResponse).ErrorCode == 0 {
 			c.beats[cl.ID]++
 		}
+	case *kmsg.JoinGroupRequest:
+		c.lastSeen[q.MemberID] = time.Now()
+	case *kmsg.SyncGroupRequest:
+		c.lastSeen[q.MemberID] = time.Now()
+	case *kmsg.OffsetCommitRequest:
+		c.lastSeen[q.MemberID] = time.Now()
 	case *kmsg.MetadataRequest:
 		for _, mt := range resp.(*kmsg.MetadataResponse).Topics {
 			if mt.Topic != nil && *mt.Topic == bareTopic {
@@ -245,8 +255,15 @@ func (g *cfGroup) exclusive() (bool, string) {
 
 // checkTimeline puts the workers' printed ownership changes in the order
 // of their callbacks' times and reports a partition assigned to one worker
-// while another had not yet given it up.
-func (g *cfGroup) checkTimeline() error {
+// while another had not yet given it up, unless the coordinator had by then
+// evicted that other worker's member (evicted: member id → when its session
+// ran out, see sessionEvictions). Such a member is a zombie: cut off from
+// the coordinator (kafkajs keeps retrying the node that went for about 9 s,
+// longer than a 6 s session), it prints its partitions lost only when its
+// client gives up, after the coordinator has already handed them on; no
+// client can avoid that without fencing, and the coordinator's own record
+// (CheckNoOverlap: one owner per generation) is checked apart.
+func (g *cfGroup) checkTimeline(evicted map[string]time.Time) error {
 	type change struct {
 		o ownership
 		w string
@@ -257,27 +274,61 @@ func (g *cfGroup) checkTimeline() error {
 		for _, o := range w.events {
 			if o.at == 0 {
 				w.mu.Unlock()
-				return nil // the client's lines carry no time (kafkajs)
+				return fmt.Errorf("%s printed %s %v without a time", w.clientID, o.kind, o.parts)
 			}
 			all = append(all, change{o, w.clientID})
 		}
 		w.mu.Unlock()
 	}
-	slices.SortStableFunc(all, func(a, b change) int { return int(a.o.at - b.o.at) })
-	owner := map[int32]string{}
+	slices.SortStableFunc(all, func(a, b change) int { return cmp.Compare(a.o.at, b.o.at) })
+	owner := map[int32]change{} // partition → the assignment in force
 	for _, c := range all {
 		for _, p := range c.o.parts {
-			if c.o.kind == "assigned" {
-				if o, ok := owner[p]; ok && o != c.w {
-					return fmt.Errorf("partition %d printed assigned by %s at %d while %s still owned it", p, c.w, c.o.at, o)
+			o, owned := owner[p]
+			switch {
+			case c.o.kind != "assigned":
+				if owned && o.w == c.w {
+					delete(owner, p)
 				}
-				owner[p] = c.w
-			} else if owner[p] == c.w {
-				delete(owner, p)
+			case owned && o.w != c.w:
+				at, ok := evicted[o.o.member]
+				if !ok || o.o.member == "" || at.UnixNano() > c.o.at {
+					return fmt.Errorf("partition %d printed assigned by %s at %d while %s (member %s) still owned it",
+						p, c.w, c.o.at, o.w, o.o.member)
+				}
+				fallthrough // a zombie's partition: the new owner's
+			default:
+				owner[p] = c
 			}
 		}
 	}
 	return nil
+}
+
+// sessionEvictions returns the members a survivor evicted for an expired
+// session, and when, as its group history records them, keeping only those
+// the test saw no request from (Tap: heartbeat, join, sync, commit) for
+// about a session before: a survivor that evicted a member it was hearing
+// from would be at fault, and its overlaps are not excused.
+func sessionEvictions(doc *group.HistoryDoc, lastSeen map[string]time.Time, session time.Duration) map[string]time.Time {
+	out := map[string]time.Time{}
+	if doc == nil {
+		return out
+	}
+	for _, ev := range doc.History {
+		for _, c := range append([]group.Cause{ev.Cause}, ev.MoreCauses...) {
+			if c.Kind != group.CauseSessionTimeout || c.MemberID == "" {
+				continue
+			}
+			if last, ok := lastSeen[c.MemberID]; ok && c.At.Sub(last) < session*99/100 {
+				continue
+			}
+			if at, ok := out[c.MemberID]; !ok || c.At.Before(at) {
+				out[c.MemberID] = c.At
+			}
+		}
+	}
+	return out
 }
 
 // TestClusterFailover: each client's group, coordinated by node 1, on a
@@ -418,7 +469,14 @@ func runClusterFailover(t *testing.T, kill bool) {
 	}
 	cc.mu.Unlock()
 	for _, g := range groups {
-		if err := g.checkTimeline(); err != nil {
+		doc := describeHistory(t, ctx, survivors, g.name)
+		cc.mu.Lock()
+		evicted := sessionEvictions(doc, cc.lastSeen, bareSession)
+		cc.mu.Unlock()
+		for m, at := range evicted {
+			t.Logf("%s: a survivor evicted %s at %d (session timeout)", g.client.name, m, at.UnixNano())
+		}
+		if err := g.checkTimeline(evicted); err != nil {
 			t.Errorf("%s: %v", g.client.name, err)
 		}
 		for _, err := range []error{cc.journal.CheckNoOverlap(g.name), cc.journal.CheckCommitFencing(g.name), cc.journal.CheckFetchesSeeCommits(g.name)} {
@@ -511,4 +569,57 @@ func committed(ctx context.Context, cl *kgo.Client, group string) bool {
 		}
 	}
 	return true
+}
+
+// TestCheckTimeline: the failover's two-owners check fails a partition
+// assigned to one worker while another still prints it owned, unless the
+// coordinator had evicted that other worker's member (a zombie) before the
+// assignment; and sessionEvictions keeps only evictions of members the
+// survivors had not heard from for a session.
+func TestCheckTimeline(t *testing.T) {
+	s := int64(time.Second)
+	line := func(kind string, at int64, member string, parts ...int32) ownership {
+		return ownership{kind: kind, parts: parts, member: member, at: at}
+	}
+	zombie := []ownership{line("assigned", 1*s, "a-1", 0, 1), line("lost", 12*s, "a-1", 0, 1)}
+	for _, c := range []struct {
+		name    string
+		a, b    []ownership
+		evicted map[string]time.Time
+		wantOK  bool
+	}{
+		{"revoked then assigned", []ownership{line("assigned", 1*s, "a-1", 0, 1), line("revoked", 2*s, "a-1", 0, 1)},
+			[]ownership{line("assigned", 3*s, "b-1", 0, 1)}, nil, true},
+		{"assigned while the other still owns it", zombie,
+			[]ownership{line("assigned", 8*s, "b-1", 0, 1)}, nil, false},
+		{"assigned after the owner's member was evicted", zombie,
+			[]ownership{line("assigned", 8*s, "b-1", 0, 1)}, map[string]time.Time{"a-1": time.Unix(7, 0)}, true},
+		{"assigned before the owner's member was evicted", zombie,
+			[]ownership{line("assigned", 6*s, "b-1", 0, 1)}, map[string]time.Time{"a-1": time.Unix(7, 0)}, false},
+		{"another member of the owner was evicted", zombie,
+			[]ownership{line("assigned", 8*s, "b-1", 0, 1)}, map[string]time.Time{"a-0": time.Unix(7, 0)}, false},
+		{"no time printed", []ownership{{kind: "assigned", parts: []int32{0}}}, nil, nil, false},
+	} {
+		g := &cfGroup{workers: []*worker{{clientID: "a", events: c.a}, {clientID: "b", events: c.b}}}
+		err := g.checkTimeline(c.evicted)
+		if (err == nil) != c.wantOK {
+			t.Errorf("%s: checkTimeline = %v, want ok %v", c.name, err, c.wantOK)
+		}
+	}
+
+	at := time.Unix(100, 0)
+	doc := &group.HistoryDoc{History: []group.RebalanceEvent{{
+		Cause: group.Cause{Kind: group.CauseSessionTimeout, MemberID: "quiet", At: at},
+		MoreCauses: []group.Cause{
+			{Kind: group.CauseSessionTimeout, MemberID: "heard", At: at},
+			{Kind: group.CauseMemberLeft, MemberID: "left", At: at},
+			{Kind: group.CauseSessionTimeout, MemberID: "silent", At: at},
+		},
+	}}}
+	lastSeen := map[string]time.Time{"heard": at.Add(-2 * time.Second), "silent": at.Add(-7 * time.Second)}
+	got := sessionEvictions(doc, lastSeen, 6*time.Second)
+	want := map[string]time.Time{"quiet": at, "silent": at}
+	if len(got) != len(want) || !got["quiet"].Equal(at) || !got["silent"].Equal(at) {
+		t.Errorf("sessionEvictions = %v, want %v", got, want)
+	}
 }
