@@ -294,6 +294,9 @@ var retryWatchers sync.Map
 
 func init() {
 	testRetrying = func(cl *kgo.Client, err error) {
+		if cl == nil { // TestUntilReachable retries without a client
+			return
+		}
 		seeds, _ := cl.OptValue(kgo.SeedBrokers).([]string)
 		for _, s := range seeds {
 			if f, ok := retryWatchers.Load(s); ok {
