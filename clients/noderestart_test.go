@@ -132,7 +132,9 @@ func startProcessTarget(t *testing.T) (*nextTarget, *procLog) {
 			err = resp.Err
 		}
 		if err != nil {
-			t.Fatalf("create topic %s: %v", name, err)
+			// The node's first request: say how the process fares and
+			// what holds its port.
+			t.Fatalf("create topic %s: %v; %s", name, err, co.Explain())
 		}
 	}
 	return tg, log

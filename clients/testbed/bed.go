@@ -3,11 +3,7 @@ package testbed
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
-	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,8 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cohort-dev/cohort/group"
-	"github.com/cohort-dev/cohort/internal/testbin"
-	"github.com/cohort-dev/cohort/internal/testport"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/store/memstore"
@@ -345,70 +339,3 @@ func (b *Bed) Check(t testing.TB, grp, topic string, n int, seen *Seen, opts ...
 // Dump logs the journal of a group: generations and assignments, commits,
 // fetched offsets.
 func (b *Bed) Dump(t testing.TB, grp string) { b.Router.Journal.Dump(t, grp) }
-
-// Cohort is a `cohort serve` child process on a disk store.
-type Cohort struct {
-	Bin, Dir, Addr string
-	// Args are more flags of `cohort serve`, given at every (re)start.
-	Args []string
-	// Log, if set, receives the process's output (else the test
-	// binary's stderr); set it before a (re)start.
-	Log io.Writer
-	cmd *exec.Cmd
-}
-
-// BuildCohort compiles cmd/cohort once per test binary (internal/testbin).
-func BuildCohort(t testing.TB) string {
-	t.Helper()
-	return testbin.Cohort(t)
-}
-
-// StartCohort runs `cohort serve` on a reserved 127.0.0.1 port and data dir,
-// waiting until it accepts connections. It is killed at cleanup.
-func StartCohort(t testing.TB, dir string) *Cohort {
-	t.Helper()
-	testwait.WallClock(t, "stock Kafka clients against a cohort process")
-	// A port below the ephemeral range, held for this test binary
-	// (internal/testport): the process restarts on the same address, and
-	// an ephemeral port freed here may meanwhile become the local port of
-	// another test's outgoing connection.
-	c := &Cohort{Bin: BuildCohort(t), Dir: dir, Addr: testport.Reserve(t)}
-	c.Start(t)
-	t.Cleanup(func() { c.Kill() })
-	return c
-}
-
-// Start (re)starts the process on the same address and directory.
-func (c *Cohort) Start(t testing.TB) {
-	t.Helper()
-	c.cmd = exec.Command(c.Bin, "serve", "--listen", c.Addr, "--data-dir", c.Dir,
-		"--initial-rebalance-delay", "0", "--min-session-timeout", "1s", "--log-level", "warn")
-	c.cmd.Args = append(c.cmd.Args, c.Args...)
-	c.cmd.Stdout, c.cmd.Stderr = os.Stderr, os.Stderr
-	if c.Log != nil {
-		c.cmd.Stdout, c.cmd.Stderr = c.Log, c.Log
-	}
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		nc, err := net.DialTimeout("tcp", c.Addr, 200*time.Millisecond)
-		if err == nil {
-			nc.Close()
-			return
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	c.Kill()
-	t.Fatalf("cohort did not listen on %s", c.Addr)
-}
-
-// Kill SIGKILLs the process and reaps it.
-func (c *Cohort) Kill() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		c.cmd.Process.Kill()
-		c.cmd.Wait()
-		c.cmd = nil
-	}
-}
