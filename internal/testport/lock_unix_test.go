@@ -25,3 +25,25 @@ func TestReservedPortIsLocked(t *testing.T) {
 		t.Fatalf("port %d was handed out, yet its lock could be taken again", p)
 	}
 }
+
+// TestRangeOutside: the ports Reserve draws from lie outside the kernel's
+// ephemeral range whenever that leaves room for them.
+func TestRangeOutside(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		lo, hi int
+	}{
+		{"32768\t60999\n", 20000, 32768}, // Linux's default
+		{"40000 60999", 20000, 40000},
+		{"1024\t60999", 61000, 65536}, // starts below lowest: above it
+		{"15000 50000", 50001, 65536}, // starts too close to lowest
+		{"1024 65000", 20000, 32768},  // no room either side: the old guess
+		{"", 20000, 32768},            // not known
+		{"60999 32768", 20000, 32768}, // nonsense
+	} {
+		lo, hi := rangeOutside(c.in)
+		if lo != c.lo || hi != c.hi {
+			t.Errorf("rangeOutside(%q) = [%d, %d), want [%d, %d)", c.in, lo, hi, c.lo, c.hi)
+		}
+	}
+}

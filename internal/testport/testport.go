@@ -6,8 +6,11 @@
 // same range the kernel draws the local ports of outgoing connections from:
 // once the test closes its listener, any connection the test process (or
 // another process) opens may be given that port, and the restart fails
-// with "address already in use". Ports here come from below the ephemeral
-// range, which outgoing connections never use, so only another listener
+// with "address already in use"; and a test that dials such a port while
+// its server is still starting may be connected to itself (the kernel gave
+// the dial the port it dials), taking that for the server. Ports here come
+// from outside the ephemeral range (below it, or above it where it starts
+// low), which outgoing connections never use, so only another listener
 // can take one, and Reserve checks that none holds it.
 //
 // `go test ./...` runs packages in parallel processes, each handing out
@@ -37,17 +40,17 @@ var (
 	given = map[int]bool{}
 )
 
-// Reserve returns "127.0.0.1:port" for a port below the ephemeral range
+// Reserve returns "127.0.0.1:port" for a port outside the ephemeral range
 // that nothing listens on now and that this process has not handed out
 // before. It fails the test when it finds none after a bounded number of
 // tries.
 func Reserve(t testing.TB) string {
 	t.Helper()
-	hi := ephemeralLow()
+	lo, hi := freeRange()
 	mu.Lock()
 	defer mu.Unlock()
 	for try := 0; try < 200; try++ {
-		p := lowest + rand.IntN(hi-lowest)
+		p := lo + rand.IntN(hi-lo)
 		if given[p] {
 			continue
 		}
@@ -63,21 +66,40 @@ func Reserve(t testing.TB) string {
 		ln.Close()
 		return addr
 	}
-	t.Fatalf("testport: no free port in [%d, %d) after 200 tries", lowest, hi)
+	t.Fatalf("testport: no free port in [%d, %d) after 200 tries", lo, hi)
 	return ""
 }
 
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux:
-// /proc/sys/net/ipv4/ip_local_port_range; elsewhere 32768, a common
-// default and below the IANA range 49152–65535).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > lowest+1000 {
-				return n
+// freeRange is the ports [lo, hi) Reserve draws from: those the kernel
+// never gives an outgoing connection (nor a listen on port 0). Below the
+// ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range) from
+// lowest up, where that leaves room; else above it, where that does; else
+// (or where the range is not known) below 32768, a common default start of
+// the range and below the IANA range 49152–65535.
+func freeRange() (lo, hi int) {
+	b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	return rangeOutside(string(b))
+}
+
+// minRoom is the fewest ports a range to draw from must have.
+const minRoom = 1000
+
+// rangeOutside is freeRange for the content of ip_local_port_range.
+func rangeOutside(ephemeral string) (lo, hi int) {
+	if f := strings.Fields(ephemeral); len(f) == 2 {
+		first, err1 := strconv.Atoi(f[0])
+		last, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil && first <= last {
+			if first-lowest >= minRoom {
+				return lowest, first
+			}
+			if 65536-(last+1) >= minRoom {
+				// A range that starts low (a container's "1024 60999",
+				// say): the ports below it are few or taken by
+				// services; those above it are never ephemeral.
+				return max(last+1, lowest), 65536
 			}
 		}
 	}
-	return 32768
+	return lowest, 32768
 }
