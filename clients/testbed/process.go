@@ -158,7 +158,7 @@ func (c *Cohort) waitListening(within time.Duration) error {
 	for {
 		select {
 		case <-p.exited:
-			return errors.New("the process exited before it listened")
+			return errors.New("the process exited before it was seen listening")
 		default:
 		}
 		if nc, err := net.DialTimeout("tcp", c.Addr, 200*time.Millisecond); err == nil {

@@ -78,7 +78,7 @@ func TestCohortExitsBeforeListening(t *testing.T) {
 	if err == nil {
 		t.Fatal("start of a child that exits: no error")
 	}
-	for _, want := range []string{"exited before it listened", "exited by itself (exit status 3)", "bind: address already in use",
+	for _, want := range []string{"exited before it was seen listening", "exited by itself (exit status 3)", "bind: address already in use",
 		"nothing listens on port"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("start: %v\nwant it to say %q", err, want)
