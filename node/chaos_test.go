@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -196,6 +197,13 @@ type chaosTimeline struct {
 	// of theirs was running then; resolved by their lost callback (or the
 	// end of that revoke callback).
 	overlaps map[int32]map[string]bool
+	// believes: member → the partitions it believes it owns, by its own
+	// callbacks only (assigned adds, revoked and lost remove). A fenced
+	// member that rejoins without a lost callback (kgo, evicted in a slow
+	// revoke, rejoins with a new id still holding what it had) keeps them,
+	// and its later assigned callback names only what it gained; owner,
+	// which moves a partition to its newest assignee, would then lose them.
+	believes map[string]map[int32]bool
 	errs     []string
 	excused  int
 }
@@ -214,8 +222,13 @@ func (tl *chaosTimeline) add(who, kind string, parts []int32) {
 		for _, ws := range tl.overlaps {
 			delete(ws, who)
 		}
+		delete(tl.believes, who)
 	case "assigned":
+		if tl.believes[who] == nil {
+			tl.believes[who] = map[int32]bool{}
+		}
 		for _, p := range parts {
+			tl.believes[who][p] = true
 			if cur, ok := tl.owner[p]; ok && cur != who {
 				if _, dead := tl.crashAt[cur]; !dead {
 					m := tl.members[cur]
@@ -246,6 +259,7 @@ func (tl *chaosTimeline) add(who, kind string, parts []int32) {
 		}
 	case "revoked", "lost":
 		for _, p := range parts {
+			delete(tl.believes[who], p)
 			if tl.owner[p] == who {
 				delete(tl.owner, p)
 			}
@@ -268,18 +282,16 @@ func (tl *chaosTimeline) failures() []string {
 	return slices.Clone(tl.errs)
 }
 
-// owns is what each live member believes it owns.
+// owns is what each live member believes it owns, by its own callbacks.
 func (tl *chaosTimeline) owns() map[string][]int32 {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	out := map[string][]int32{}
-	for p, w := range tl.owner {
-		if _, dead := tl.crashAt[w]; !dead {
-			out[w] = append(out[w], p)
+	for w, ps := range tl.believes {
+		if _, dead := tl.crashAt[w]; dead || len(ps) == 0 {
+			continue
 		}
-	}
-	for _, ps := range out {
-		slices.Sort(ps)
+		out[w] = slices.Sorted(maps.Keys(ps))
 	}
 	return out
 }
@@ -306,7 +318,7 @@ func runChaos(t *testing.T, proto string, seed uint64, dur time.Duration) {
 	}
 	const groupID = "chaos"
 	tl := &chaosTimeline{owner: map[int32]string{}, members: map[string]*chaosMember{}, crashAt: map[string]time.Time{},
-		overlaps: map[int32]map[string]bool{}}
+		overlaps: map[int32]map[string]bool{}, believes: map[string]map[int32]bool{}}
 	var counter atomic.Int64
 	var commitMu sync.Mutex
 	committed := map[int32]int64{} // accepted offsets, highest so far
