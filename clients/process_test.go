@@ -114,6 +114,37 @@ type procMember struct {
 	once sync.Once
 	name string
 	err  error // cmd.Wait's, once done is closed
+
+	tailMu sync.Mutex
+	tail   []string // the last lines it printed (tailLines), for Close's report
+}
+
+// tailLines is how many of a child's last lines Close quotes when the child
+// does not exit: its own failure message then says where the child was, so
+// that the end of a long log (all a CI summary may show) explains it.
+const tailLines = 12
+
+// remember keeps line among the last tailLines lines m printed.
+func (m *procMember) remember(stderr bool, line string) {
+	if stderr {
+		line = "stderr: " + line
+	}
+	m.tailMu.Lock()
+	defer m.tailMu.Unlock()
+	if len(m.tail) == tailLines {
+		m.tail = append(m.tail[:0], m.tail[1:]...)
+	}
+	m.tail = append(m.tail, line)
+}
+
+// lastLines is what remember kept, one line each, indented.
+func (m *procMember) lastLines() string {
+	m.tailMu.Lock()
+	defer m.tailMu.Unlock()
+	if len(m.tail) == 0 {
+		return " (it printed nothing)"
+	}
+	return "\n\t" + strings.Join(m.tail, "\n\t")
 }
 
 // startChild starts cmd and calls onLine with each line it writes, on
@@ -143,6 +174,7 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, onLine func(stderr boo
 			sc := bufio.NewScanner(s.r)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
+				m.remember(s.err, sc.Text())
 				onLine(s.err, sc.Text())
 			}
 		}()
@@ -191,7 +223,8 @@ func (m *procMember) Close() {
 			return
 		case <-time.After(closeWait):
 		}
-		m.t.Errorf("%s did not exit %v after SIGTERM; SIGQUIT (stacks follow if it is a Go program), then killing it", m.name, closeWait)
+		m.t.Errorf("%s did not exit %v after SIGTERM; SIGQUIT (stacks follow if it is a Go program), then killing it; its last lines before:%s",
+			m.name, closeWait, m.lastLines())
 		m.cmd.Process.Signal(syscall.SIGQUIT)
 		select {
 		case <-m.done:
@@ -280,3 +313,28 @@ func TestKafkajsGroupChurn(t *testing.T) { runChurn(t, startKafkajs, "roundrobin
 func TestKafkaPythonGroupChurn(t *testing.T) { runChurn(t, startKafkaPython, "roundrobin") }
 
 func TestKcatGroupChurn(t *testing.T) { runChurn(t, startKcat, "range") }
+
+// TestChildLastLines: a child's last tailLines lines are what Close quotes
+// when it does not exit; stderr's are marked.
+func TestChildLastLines(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `for i in $(seq 1 14); do echo out$i; done`)
+	m := startChild(t, "lines", cmd, func(bool, string) {})
+	<-m.done
+	var want []string
+	for i := 14 - tailLines + 1; i <= 14; i++ {
+		want = append(want, "out"+strconv.Itoa(i))
+	}
+	if got := m.lastLines(); got != "\n\t"+strings.Join(want, "\n\t") {
+		t.Errorf("last lines %q, want %q", got, want)
+	}
+	errs := startChild(t, "stderr", exec.Command("sh", "-c", "echo oops >&2"), func(bool, string) {})
+	<-errs.done
+	if got := errs.lastLines(); got != "\n\tstderr: oops" {
+		t.Errorf("a line on stderr: %q", got)
+	}
+	quiet := startChild(t, "quiet", exec.Command("true"), func(bool, string) {})
+	<-quiet.done
+	if got := quiet.lastLines(); got != " (it printed nothing)" {
+		t.Errorf("a silent child's last lines: %q", got)
+	}
+}
