@@ -890,6 +890,12 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	} else if err != nil {
 		return err
 	}
+	// The store is open, the listeners are bound and served: a service
+	// manager waiting for the start (systemd's Type=notify) may go on.
+	// Coordinator partitions may still be loading (clients are told to
+	// retry); /readyz says when they are served.
+	notify := newNotifier(log)
+	notify.ready(fmt.Sprintf("serving Kafka clients on %s as node %d", n.Addr(), s.nodeID))
 	if loadFloor > normalFloor {
 		loadCtx, cancelLoad := context.WithTimeout(context.Background(), loadFloorFor)
 		defer cancelLoad()
@@ -927,11 +933,13 @@ wait:
 		case sg := <-stop:
 			req.take(sg) // (kept already if it came during the start)
 			log.Info("shutting down", "signal", sg.String())
+			notify.stopping("shutting down on " + sg.String())
 			break wait
 		case stopped = <-waited:
 			if stopped != nil {
 				log.Error("server stopped", "err", stopped)
 			}
+			notify.stopping("the server stopped")
 			break wait
 		}
 	}
