@@ -37,6 +37,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testlease"
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testready"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/node"
 	"github.com/cohort-dev/cohort/server"
@@ -78,7 +79,7 @@ func recoverBound(client string) time.Duration {
 type cfCluster struct {
 	t       *testing.T
 	etcd    *clientv3.Client
-	victim  *exec.Cmd // node 1
+	victim  *testready.Child // node 1
 	vaddr   string
 	nodes   []*node.Node // nodes 2 and 3
 	journal *testbed.Journal
@@ -97,19 +98,14 @@ func startCFCluster(t *testing.T) *cfCluster {
 	c := &cfCluster{t: t, etcd: ec.Client(t), journal: testbed.NewJournal(), beats: map[string]int{}, fetches: map[string]map[int32]int{},
 		lastSeen: map[string]time.Time{}}
 	c.vaddr = testport.Reserve(t)
-	c.victim = exec.Command(testbin.Cohort(t), "serve", "--etcd", strings.Join(ec.Endpoints(), ","), "--etcd-prefix", cfPrefix,
+	victim := exec.Command(testbin.Cohort(t), "serve", "--etcd", strings.Join(ec.Endpoints(), ","), "--etcd-prefix", cfPrefix,
 		"--lease-ttl", cfLeaseTTL.String(), "--node-id", "1", "--listen", c.vaddr, "--cluster-id", "failover",
 		"--partitions", fmt.Sprint(cfPartitions), "--initial-rebalance-delay", "0", "--min-session-timeout", "1s",
 		"--log-level", "warn")
-	c.victim.Stderr = nodeLog{c, "node 1"}
-	c.victim.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := c.victim.Start(); err != nil {
-		t.Fatal(err)
-	}
+	victim.Stderr = nodeLog{c, "node 1"}
+	victim.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	c.victim = testready.Start(t, victim, 20*time.Second) // its store (etcd) open, its listener served
 	t.Cleanup(func() { c.victim.Process.Kill(); c.victim.Wait() })
-	if !testwait.Until(20*time.Second, func() bool { return testwait.Dials(c.vaddr) }) {
-		t.Fatal("node 1 did not listen")
-	}
 	for id := int32(2); id <= 3; id++ {
 		gc := group.Defaults()
 		gc.InitialRebalanceDelay = 0

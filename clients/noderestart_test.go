@@ -46,8 +46,8 @@ import (
 )
 
 const (
-	// restartRecover bounds the time from the restarted node's first
-	// accepted connection to a settled group. The clients retry a lost
+	// restartRecover bounds the time from the restarted node's report
+	// that it is ready (READY=1, clients/testbed) to a settled group. The clients retry a lost
 	// coordinator with backoffs of up to a few seconds, then may need a
 	// session timeout (bareSession) to drop a member cohort no longer
 	// knows; measured recoveries are in the test log.

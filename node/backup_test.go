@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/cohort-dev/cohort/internal/testready"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/store/memstore"
 )
@@ -100,13 +101,10 @@ func TestSIGUSR1WritesABackup(t *testing.T) {
 		if withDir {
 			args = append(args, "--backup-dir", filepath.Join(root, "backups"))
 		}
-		cmd := exec.Command(bin, args...)
+		serve := exec.Command(bin, args...)
 		logs := &logTail{}
-		cmd.Stdout, cmd.Stderr = os.Stderr, logs
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitListening(t, addr)
+		serve.Stdout, serve.Stderr = os.Stderr, logs
+		cmd := testready.Start(t, serve, childReadyWithin)
 		cmd.Process.Signal(syscall.SIGUSR1)
 		want := "SIGUSR1: no backup written: --backup-dir is not set"
 		if withDir {
@@ -126,7 +124,12 @@ func TestSIGUSR1WritesABackup(t *testing.T) {
 			}
 		}
 		// Still serving, and stops cleanly.
-		waitListening(t, addr)
+		select {
+		case <-cmd.Exited():
+			t.Fatalf("cohort exited after SIGUSR1: %v", cmd.Wait())
+		default:
+		}
+		testwait.Listening(t, 20*time.Second, addr)
 		cmd.Process.Signal(syscall.SIGTERM)
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("exit after SIGTERM: %v", err)

@@ -7,6 +7,7 @@ import (
 	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testkafka"
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testready"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"math/rand/v2"
 	"os"
@@ -35,28 +36,26 @@ func cohortBinary(t *testing.T) string {
 func freePort(t *testing.T) string { return testport.Reserve(t) }
 
 // startChild runs `cohort serve` as a child process and waits until it
-// answers.
-func startChild(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd {
+// reports ready.
+func startChild(t *testing.T, bin, dir, addr string, extra ...string) *testready.Child {
 	t.Helper()
-	return startChildOn(t, bin, dir, addr, append([]string{"--listen", addr}, extra...)...)
+	return startChildOn(t, bin, dir, append([]string{"--listen", addr}, extra...)...)
 }
 
-// startChildOn is startChild with the listener in extra (--listeners),
-// addr being the one to wait on.
-func startChildOn(t *testing.T, bin, dir, addr string, extra ...string) *exec.Cmd {
+// childReadyWithin bounds the start of a child cohort.
+const childReadyWithin = 20 * time.Second
+
+// startChildOn is startChild with the listener in extra (--listeners). It
+// waits for the child's READY=1 (internal/testready), sent once its store
+// is open and its listeners are served, not for a connection to its port,
+// which opens as soon as anything listens there; a child that exits first
+// fails the test at once.
+func startChildOn(t *testing.T, bin, dir string, extra ...string) *testready.Child {
 	t.Helper()
 	args := append([]string{"serve", "--data-dir", dir, "--initial-rebalance-delay", "0", "--log-level", "warn"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if testwait.Until(20*time.Second, func() bool { return testwait.Dials(addr) }) {
-		return cmd
-	}
-	cmd.Process.Kill()
-	t.Fatalf("cohort did not start listening on %s", addr)
-	return nil
+	return testready.Start(t, cmd, childReadyWithin)
 }
 
 // TestCrashKeepsAcknowledgedCommits runs cohort as a child process, drives

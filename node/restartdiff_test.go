@@ -91,7 +91,7 @@ func startDiffChild(t *testing.T, ctx context.Context) *diffNode {
 	t.Setenv("COHORT_BOOTSTRAP_PASSWORD", adminPassword)
 	flags := []string{"--listeners", "SASL_PLAINTEXT://" + addr, "--sasl-mechanisms", "SCRAM-SHA-512,SCRAM-SHA-256",
 		"--bootstrap-user", "admin", "--super-users", "User:admin", "--consumer-assignment-interval", "0"}
-	child := startChildOn(t, bin, dir, addr, flags...)
+	child := startChildOn(t, bin, dir, flags...)
 	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
 	d := &diffNode{t: t, ctx: ctx, addr: addr, advance: func(time.Duration) {}, metrics: func() string { return "" }}
 	d.restart = func() {
@@ -99,7 +99,7 @@ func startDiffChild(t *testing.T, ctx context.Context) *diffNode {
 			t.Fatal(err)
 		}
 		child.Wait()
-		child = startChildOn(t, bin, dir, addr, flags...)
+		child = startChildOn(t, bin, dir, flags...)
 	}
 	d.cl = scramClient(t, d.addr, "admin", adminPassword, kgo.RequestRetries(20), kgo.RetryTimeout(10*time.Second))
 	return d

@@ -14,8 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	xscram "github.com/xdg-go/scram"
-
-	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
 func plainMech(user, pass string) sasl.Mechanism {
@@ -28,11 +26,6 @@ type atomicTime struct{ ns atomic.Int64 }
 func (a *atomicTime) set(t time.Time)     { a.ns.Store(t.UnixNano()) }
 func (a *atomicTime) add(d time.Duration) { a.ns.Add(int64(d)) }
 func (a *atomicTime) get() time.Time      { return time.Unix(0, a.ns.Load()) }
-
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	testwait.Listening(t, 20*time.Second, addr)
-}
 
 // rawSASL drives SaslHandshake/SaslAuthenticate by hand on one
 // connection, with xdg-go/scram as the client.

@@ -33,6 +33,7 @@ import (
 	"github.com/cohort-dev/cohort/group"
 	"github.com/cohort-dev/cohort/internal/testlog"
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testready"
 	"github.com/cohort-dev/cohort/internal/testwait"
 	"github.com/cohort-dev/cohort/security/sasl"
 	"github.com/cohort-dev/cohort/security/tlsconfig"
@@ -242,7 +243,7 @@ func TestSecurityStateSurvivesSIGKILL(t *testing.T) {
 	bin := cohortBinary(t)
 	dir := t.TempDir()
 	addr := freePort(t)
-	start := func(extra ...string) *exec.Cmd {
+	start := func(extra ...string) *testready.Child {
 		args := append([]string{"serve", "--listeners", "SASL_PLAINTEXT://" + addr, "--data-dir", dir, "--log-level", "warn",
 			"--super-users", "User:admin", "--sasl-mechanisms", "SCRAM-SHA-512"}, extra...)
 		cmd := exec.Command(bin, args...)
@@ -252,11 +253,7 @@ func TestSecurityStateSurvivesSIGKILL(t *testing.T) {
 			cmd.Env = append(cmd.Env, "COHORT_BOOTSTRAP_PASSWORD="+adminPassword)
 		}
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitListening(t, addr)
-		return cmd
+		return testready.Start(t, cmd, childReadyWithin)
 	}
 	cmd := start("--bootstrap-user", "admin")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -452,14 +449,11 @@ func TestSIGHUPReloadsCertificate(t *testing.T) {
 	ca := testpki.NewCA(t, "ca")
 	first, second := ca.Server(t, "first"), ca.Server(t, "second")
 	addr, httpAddr := freePort(t), freePort(t)
-	cmd := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "warn",
+	serve := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "warn",
 		"--tls-cert-file", first.CertFile, "--tls-key-file", first.KeyFile, "--http-listen", httpAddr, "--http-tls")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	serve.Stdout, serve.Stderr = os.Stderr, os.Stderr
+	cmd := testready.Start(t, serve, childReadyWithin)
 	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
-	waitListening(t, addr)
 	served := func() (string, *tls.Conn) {
 		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, ca.ClientConfig(nil))
 		if err != nil {
@@ -802,15 +796,12 @@ func TestSIGHUPChecksOAuthKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := freePort(t)
-	cmd := exec.Command(bin, "serve", "--listeners", "SASL_PLAINTEXT://"+addr, "--data-dir", t.TempDir(), "--log-level", "info",
+	serve := exec.Command(bin, "serve", "--listeners", "SASL_PLAINTEXT://"+addr, "--data-dir", t.TempDir(), "--log-level", "info",
 		"--sasl-mechanisms", "OAUTHBEARER", "--oauth-jwks-file", path)
 	logs := &logTail{}
-	cmd.Stdout, cmd.Stderr = os.Stderr, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	serve.Stdout, serve.Stderr = os.Stderr, logs
+	cmd := testready.Start(t, serve, childReadyWithin)
 	defer func() { cmd.Process.Signal(syscall.SIGKILL); cmd.Wait() }()
-	waitListening(t, addr)
 
 	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/testpki"
+	"github.com/cohort-dev/cohort/internal/testready"
 )
 
 // TestSIGTERMStopsWhileAReloadHangs: cohort serve stops on SIGTERM while a
@@ -24,16 +25,11 @@ func TestSIGTERMStopsWhileAReloadHangs(t *testing.T) {
 	ca := testpki.NewCA(t, "ca")
 	pair := ca.Server(t, "cohort")
 	addr := freePort(t)
-	cmd := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "info",
+	serve := exec.Command(bin, "serve", "--listeners", "SSL://"+addr, "--data-dir", t.TempDir(), "--log-level", "info",
 		"--tls-cert-file", pair.CertFile, "--tls-key-file", pair.KeyFile)
 	logs := &logTail{}
-	cmd.Stdout, cmd.Stderr = os.Stderr, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var exitErr error
-	exited := make(chan struct{}) // closed once exitErr is set
-	go func() { exitErr = cmd.Wait(); close(exited) }()
+	serve.Stdout, serve.Stderr = os.Stderr, logs
+	cmd := testready.Start(t, serve, childReadyWithin)
 	// The certificate file becomes a pipe: opening it blocks until a writer
 	// opens it, which this test does only at its end (releasing the reload,
 	// whatever happened).
@@ -42,14 +38,9 @@ func TestSIGTERMStopsWhileAReloadHangs(t *testing.T) {
 		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			w.Close()
 		}
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
+		cmd.Process.Kill()
+		cmd.Wait()
 	}()
-	waitListening(t, addr)
 	if err := os.Remove(fifo); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +53,8 @@ func TestSIGTERMStopsWhileAReloadHangs(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGUSR1)
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-exited:
-		if exitErr != nil {
+	case <-cmd.Exited():
+		if exitErr := cmd.Wait(); exitErr != nil {
 			t.Fatalf("exit after SIGTERM: %v", exitErr)
 		}
 	case <-time.After(20 * time.Second):

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/cohort-dev/cohort/internal/testbin"
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testready"
 	"github.com/cohort-dev/cohort/internal/testwait"
 )
 
@@ -88,7 +88,7 @@ func BuildCohort(t testing.TB) string {
 }
 
 // StartCohort runs `cohort serve` on a reserved 127.0.0.1 port and data dir,
-// waiting until it accepts connections. It is killed at cleanup.
+// waiting until it reports ready. It is killed at cleanup.
 func StartCohort(t testing.TB, dir string) *Cohort {
 	t.Helper()
 	testwait.WallClock(t, "stock Kafka clients against a cohort process")
@@ -102,12 +102,14 @@ func StartCohort(t testing.TB, dir string) *Cohort {
 	return c
 }
 
-// startWithin bounds a (re)start: the time until the process listens.
+// startWithin bounds a (re)start: the time until the process reports ready.
 const startWithin = 30 * time.Second
 
 // Start (re)starts the process on the same address and directory and waits
-// until it listens there. A process that exits first, or a port some other
-// process listens on, fails the test at once, saying so (Explain).
+// until it reports ready (READY=1 on its NOTIFY_SOCKET: its store open, its
+// listener bound and served; internal/testready). A process that exits
+// first, or a port some other process listens on, fails the test at once,
+// saying so (Explain).
 func (c *Cohort) Start(t testing.TB) {
 	t.Helper()
 	if err := c.start(startWithin); err != nil {
@@ -117,9 +119,15 @@ func (c *Cohort) Start(t testing.TB) {
 
 // start is Start, returning why it failed (the process then killed).
 func (c *Cohort) start(within time.Duration) error {
+	sock, err := testready.Listen()
+	if err != nil {
+		return err
+	}
+	defer sock.Close() // of no use once the process is ready
 	cmd := exec.Command(c.Bin, "serve", "--listen", c.Addr, "--data-dir", c.Dir,
 		"--initial-rebalance-delay", "0", "--min-session-timeout", "1s", "--log-level", "warn")
 	cmd.Args = append(cmd.Args, c.Args...)
+	cmd.Env = append(os.Environ(), sock.Env())
 	p := &process{cmd: cmd, out: &tail{}, exited: make(chan struct{})}
 	var log io.Writer = os.Stderr
 	if c.Log != nil {
@@ -135,7 +143,7 @@ func (c *Cohort) start(within time.Duration) error {
 		close(p.exited)
 	}()
 	c.p = p
-	if err := c.waitListening(within); err != nil {
+	if err := c.waitReady(sock, within); err != nil {
 		why := c.Explain()
 		c.Kill()
 		return fmt.Errorf("cohort on %s: %w; %s", c.Addr, err, why)
@@ -143,40 +151,43 @@ func (c *Cohort) start(within time.Duration) error {
 	return nil
 }
 
-// errForeignListener: what accepts connections on the child's address is
-// another process.
-var errForeignListener = errors.New("a connection opened, but the listener is not the cohort process's")
+// errForeignListener: while the child starts, another process listens on
+// its address.
+var errForeignListener = errors.New("another process listens on the cohort process's address")
 
-// waitListening waits until a TCP connection to c.Addr opens and (where
-// /proc tells) the listener is c's process: a connection that opens while
-// the child has not bound yet would be another's listener, or the dial's
-// own socket connected to itself (a port in the ephemeral range), and the
-// request a test sends next would be refused.
-func (c *Cohort) waitListening(within time.Duration) error {
+// foreignEvery is how often waitReady looks for another process's listener.
+const foreignEvery = 50 * time.Millisecond
+
+// waitReady waits until the child reports ready on sock. A TCP connection
+// to c.Addr is no such sign: it opens once anything listens there (another
+// process, or the child before it has finished starting or just before it
+// fails). It fails at once when the child exits first, and when (where
+// /proc tells) another process listens on c.Addr: the child cannot bind
+// it, and requests sent there would reach the other process.
+func (c *Cohort) waitReady(sock *testready.Socket, within time.Duration) error {
 	p := c.p
-	deadline := time.Now().Add(within)
+	bound := time.NewTimer(within)
+	defer bound.Stop()
+	look := time.NewTicker(foreignEvery)
+	defer look.Stop()
 	for {
 		select {
+		case <-sock.Ready():
+			return nil
 		case <-p.exited:
-			return errors.New("the process exited before it was seen listening")
-		default:
-		}
-		if nc, err := net.DialTimeout("tcp", c.Addr, 200*time.Millisecond); err == nil {
-			nc.Close()
-			pids, known := testport.Listeners(c.Addr)
-			if !known || slices.Contains(pids, p.cmd.Process.Pid) {
+			select {
+			case <-sock.Ready(): // ready, then gone: the next request tells
 				return nil
+			default:
+				return testready.ErrExited
 			}
-			if len(pids) > 0 {
+		case <-bound.C:
+			return testready.NotReady(within)
+		case <-look.C:
+			if pids, known := testport.Listeners(c.Addr); known && len(pids) > 0 && !slices.Contains(pids, p.cmd.Process.Pid) {
 				return errForeignListener
 			}
-			// No listener at all: the dial met itself, or a listener
-			// closed meanwhile. Not ready.
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("did not listen within %v", within)
-		}
-		time.Sleep(25 * time.Millisecond)
 	}
 }
 

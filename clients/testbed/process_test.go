@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/cohort-dev/cohort/internal/testport"
+	"github.com/cohort-dev/cohort/internal/testready"
 )
 
 // childEnv makes the test binary a stand-in for `cohort serve` (TestMain):
 // "exit" prints a line and exits with status 3 without listening; "idle"
-// never listens; "listen" listens on --listen and, at its second accepted
-// connection (the first is Start's), prints a line and exits with status 7.
+// never listens; "silent" listens on --listen but never reports ready;
+// "listen" listens there, reports ready on NOTIFY_SOCKET and, at its first
+// accepted connection, prints a line and exits with status 7.
 const childEnv = "COHORT_TEST_TESTBED_CHILD"
 
 func TestMain(m *testing.M) {
@@ -39,25 +41,40 @@ func fakeServe(mode string, args []string) int {
 	case "idle":
 		time.Sleep(time.Minute) // killed by the test long before
 		return 0
-	case "listen":
+	case "silent", "listen":
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
-		for i := 1; ; i++ {
-			c, err := ln.Accept()
-			if err != nil {
-				return 1
-			}
-			c.Close()
-			if i == 2 {
-				fmt.Println("fake serve: giving up after a second connection")
-				return 7
-			}
+		if mode == "silent" {
+			time.Sleep(time.Minute)
+			return 0
 		}
+		if err := reportReady(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		c.Close()
+		fmt.Println("fake serve: giving up after a connection")
+		return 7
 	}
 	return 2
+}
+
+// reportReady sends READY=1 to NOTIFY_SOCKET, as cohort serve does.
+func reportReady() error {
+	c, err := net.Dial("unixgram", os.Getenv(testready.Env))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.Write([]byte("READY=1"))
+	return err
 }
 
 // fakeCohort is a Cohort running the test binary as its stand-in.
@@ -68,17 +85,17 @@ func fakeCohort(t *testing.T, mode string) *Cohort {
 	return c
 }
 
-// TestCohortExitsBeforeListening: a child that exits before it listens
+// TestCohortExitsBeforeReady: a child that exits before it reports ready
 // fails the start at once (not at the start's time bound), with its exit
 // status and its last lines.
-func TestCohortExitsBeforeListening(t *testing.T) {
+func TestCohortExitsBeforeReady(t *testing.T) {
 	c := fakeCohort(t, "exit")
 	began := time.Now()
 	err := c.start(time.Minute)
 	if err == nil {
 		t.Fatal("start of a child that exits: no error")
 	}
-	for _, want := range []string{"exited before it was seen listening", "exited by itself (exit status 3)", "bind: address already in use",
+	for _, want := range []string{"exited before it reported ready", "exited by itself (exit status 3)", "bind: address already in use",
 		"nothing listens on port"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("start: %v\nwant it to say %q", err, want)
@@ -89,9 +106,9 @@ func TestCohortExitsBeforeListening(t *testing.T) {
 	}
 }
 
-// TestCohortPortTakenByAnother: a connection to the child's address that
-// another process's listener accepts (here the test's own) is not taken for
-// the child listening: the start fails, naming the listener's holder.
+// TestCohortPortTakenByAnother: another process listening on the child's
+// address (here the test itself) fails the start at once, before the
+// start's bound, naming the listener's holder.
 func TestCohortPortTakenByAnother(t *testing.T) {
 	c := fakeCohort(t, "idle")
 	ln, err := net.Listen("tcp", c.Addr)
@@ -99,9 +116,13 @@ func TestCohortPortTakenByAnother(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = c.start(10 * time.Second)
+	began := time.Now()
+	err = c.start(time.Minute)
 	if err == nil {
 		t.Fatal("start succeeded though the port is another process's listener")
+	}
+	if took := time.Since(began); took > 30*time.Second {
+		t.Errorf("start took %v to see the other listener", took)
 	}
 	if !errors.Is(err, errForeignListener) {
 		t.Errorf("start: %v, want %v", err, errForeignListener)
@@ -128,7 +149,7 @@ func TestCohortExplainsADeadChild(t *testing.T) {
 			t.Errorf("Explain of a running child: %q\nwant %q", running, want)
 		}
 	}
-	nc, err := net.Dial("tcp", c.Addr) // the child's second connection: it exits
+	nc, err := net.Dial("tcp", c.Addr) // the child's first connection: it exits
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +161,7 @@ func TestCohortExplainsADeadChild(t *testing.T) {
 	}
 	dead := c.Explain()
 	for _, want := range []string{fmt.Sprintf("(pid %d) exited by itself (exit status 7)", pid),
-		"giving up after a second connection", "nothing listens on port"} {
+		"giving up after a connection", "nothing listens on port"} {
 		if !strings.Contains(dead, want) {
 			t.Errorf("Explain of a dead child: %q\nwant %q", dead, want)
 		}
@@ -148,5 +169,29 @@ func TestCohortExplainsADeadChild(t *testing.T) {
 	c.Kill() // reaped already: nothing to do
 	if got := c.Explain(); !strings.Contains(got, "exited by itself") {
 		t.Errorf("Explain after Kill of a dead child: %q, want it still exited by itself", got)
+	}
+}
+
+// TestCohortNeverReady: a child that listens on its address but never
+// reports ready fails the start at the bound, where a connection to its
+// port would have opened at once; it is killed, and the error says it was
+// running and held its port.
+func TestCohortNeverReady(t *testing.T) {
+	c := fakeCohort(t, "silent")
+	err := c.start(time.Second)
+	if err == nil {
+		t.Fatal("start of a child that never reports ready: no error")
+	}
+	pid := c.p.cmd.Process.Pid
+	for _, want := range []string{"did not report ready (READY=1 on NOTIFY_SOCKET) within 1s", fmt.Sprintf("(pid %d) is running", pid),
+		fmt.Sprintf("%s held by pid %d (", c.Addr, pid)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("start: %v\nwant it to say %q", err, want)
+		}
+	}
+	select {
+	case <-c.p.exited:
+	default:
+		t.Error("the child was not killed")
 	}
 }
