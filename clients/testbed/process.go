@@ -184,11 +184,18 @@ func (c *Cohort) waitReady(sock *testready.Socket, within time.Duration) error {
 		case <-bound.C:
 			return testready.NotReady(within)
 		case <-look.C:
-			if pids, known := testport.Listeners(c.Addr); known && len(pids) > 0 && !slices.Contains(pids, p.cmd.Process.Pid) {
+			if pids, _ := testport.Listeners(c.Addr); foreign(pids, p.cmd.Process.Pid) {
 				return errForeignListener
 			}
 		}
 	}
+}
+
+// foreign reports whether the listeners' holders (testport.Listeners)
+// include a known process and not child. A listener whose holder was not
+// found (pid 0: it closed while /proc was read) tells nothing.
+func foreign(pids []int, child int) bool {
+	return !slices.Contains(pids, child) && slices.ContainsFunc(pids, func(pid int) bool { return pid != 0 })
 }
 
 // Explain says, for the message of a failed request to the process, whether

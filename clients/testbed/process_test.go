@@ -195,3 +195,24 @@ func TestCohortNeverReady(t *testing.T) {
 		t.Error("the child was not killed")
 	}
 }
+
+// TestForeignListener: only a listener held by a known process other than
+// the child is foreign; one whose holder was not found is not.
+func TestForeignListener(t *testing.T) {
+	for _, c := range []struct {
+		pids []int
+		want bool
+	}{
+		{nil, false},
+		{[]int{42}, false},
+		{[]int{0}, false},
+		{[]int{0, 42}, false},
+		{[]int{7}, true},
+		{[]int{0, 7}, true},
+		{[]int{7, 42}, false},
+	} {
+		if got := foreign(c.pids, 42); got != c.want {
+			t.Errorf("foreign(%v, child 42) = %v, want %v", c.pids, got, c.want)
+		}
+	}
+}
