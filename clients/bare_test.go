@@ -75,6 +75,21 @@ type workdistClient struct {
 	// commits: the worker commits (every example does; kcat commits
 	// only consumed offsets and consumes nothing here).
 	commits bool
+	// closeHang, if set, is a known way the worker's library hangs in its
+	// close (knownHang).
+	closeHang *knownHang
+	// leaves, if set, tells from the worker's output when it sent its
+	// leave, so that a commit refused UNKNOWN_MEMBER_ID can be told to be
+	// its own doing or the coordinator's fault (nextRun.checkRefusedCommits).
+	leaves *leaveLines
+}
+
+// leaveLines are substrings of a worker's output lines (on one stream, so
+// in the order printed): left, of the line its library prints when it sends
+// its leave; refused, of the line the worker prints when a commit of its is
+// refused UNKNOWN_MEMBER_ID.
+type leaveLines struct {
+	left, refused string
 }
 
 var workdistClients = []workdistClient{
@@ -257,6 +272,10 @@ type worker struct {
 	errs    map[string]int // error line (volatile parts masked) → count
 	errRaw  []string       // the error lines as printed, in order
 	stopped bool           // it printed "stopped"
+	// left: it printed c.leaves.left; refusedInGroup: the lines
+	// c.leaves.refused it printed before that.
+	left           bool
+	refusedInGroup []string
 }
 
 // printedStopped reports whether the worker has printed "stopped"; the
@@ -270,7 +289,7 @@ func (w *worker) printedStopped() bool {
 func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *worker {
 	t.Helper()
 	w := &worker{clientID: clientID, owned: map[int32]bool{}, errs: map[string]int{}}
-	w.p = startChild(t, c.name+" "+clientID, c.command(t, addr, group, clientID), func(stderr bool, line string) {
+	w.p = startChildHanging(t, c.name+" "+clientID, c.command(t, addr, group, clientID), c.closeHang, func(stderr bool, line string) {
 		stream := ""
 		if stderr {
 			stream = " stderr"
@@ -280,6 +299,14 @@ func startWorker(t *testing.T, c workdistClient, addr, group, clientID string) *
 		defer w.mu.Unlock()
 		if line == "stopped" && !stderr {
 			w.stopped = true
+		}
+		if l := c.leaves; l != nil && stderr {
+			switch {
+			case strings.Contains(line, l.left):
+				w.left = true
+			case !w.left && strings.Contains(line, l.refused):
+				w.refusedInGroup = append(w.refusedInGroup, line)
+			}
 		}
 		if errorLine(line) {
 			w.errs[volatile.ReplaceAllString(line, "#")]++

@@ -24,6 +24,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
@@ -103,6 +104,12 @@ func main() {
 		if e, ok := c.Poll(100).(kafka.Error); ok {
 			workdist.Errorf("%v", e)
 		}
+	}
+	// Tests only: COHORT_TEST_CLOSE_DELAY (a duration) is a pause, without
+	// polling, between the stop signal and Close, in which a rebalance event
+	// can arrive and wait unserved (clients/kip848_test.go).
+	if d, err := time.ParseDuration(os.Getenv("COHORT_TEST_CLOSE_DELAY")); err == nil {
+		time.Sleep(d)
 	}
 	c.Close() // revokes, then leaves the group
 	workdist.Stopped()
