@@ -27,6 +27,9 @@ package clients
 //     consumer group (cohort: a mixed group; kfake: two owners).
 //   - TestKIP848DowngradeKeepsPartitions: the classic members keep their
 //     partitions through the downgrade (no lost, no ILLEGAL_GENERATION).
+//   - TestKIP848LibrdkafkaClosePendingAssignment: a librdkafka member closed
+//     while the partitions of another that left wait unapplied in its queue
+//     (librdkafkaCloseHang).
 //
 // Exclusive ownership is checked over time from the clients' own callback
 // lines (checkExclusive): each line carries the wall-clock time its
