@@ -739,6 +739,25 @@ func TestCheckExclusive(t *testing.T) {
 	}
 }
 
+// TestRefusedCommitsBeforeLeave: a worker's commit refused UNKNOWN_MEMBER_ID
+// is counted against the coordinator (workdistClient.leaves) only if the
+// worker had not printed its leave line before it; stdout lines do not count.
+func TestRefusedCommitsBeforeLeave(t *testing.T) {
+	refused := confluentNext.leaves.refused
+	script := `echo "` + refused + ` (1)" >&2; echo "` + refused + ` (stdout)"; echo "%7|1|LEAVE|x| Group \"g\"` + librdkafkaLeave +
+		`up)" >&2; echo "` + refused + ` (2)" >&2`
+	c := workdistClient{name: "sh", leaves: confluentNext.leaves, command: func(*testing.T, string, string, string) *exec.Cmd {
+		return exec.Command("sh", "-c", script)
+	}}
+	w := startWorker(t, c, "", "", "w")
+	<-w.p.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if want := []string{refused + " (1)"}; !w.left || !slices.Equal(w.refusedInGroup, want) {
+		t.Errorf("left %v, refused before the leave %q; want true, %q", w.left, w.refusedInGroup, want)
+	}
+}
+
 // TestKIP848MixedUpgrade: two classic franz-go members (cooperative-sticky),
 // a next-gen one joins and leaves again; on cohort the group converts to a
 // consumer group and back (online migration, policy bidirectional), the
