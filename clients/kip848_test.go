@@ -196,7 +196,7 @@ var librdkafkaCloseHang = knownHang{
 	name:   "librdkafka 2.11.1 consumer-protocol close with an assignment pending",
 	steps:  []string{librdkafkaLeave, "Consumer group sub-system terminated"},
 	stacks: []string{"kafka.(*Consumer).handleRebalanceEvent(", "kafka.(*Consumer).Close("},
-	wait:   5 * time.Second,
+	wait:   10 * time.Second, // a close past those steps normally ends within milliseconds
 }
 
 // nextRun is one scenario on one target.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,9 +295,11 @@ func (m *procMember) Close() {
 // else why it did not exit.
 func (m *procMember) stop(wait time.Duration) error {
 	m.cmd.Process.Signal(syscall.SIGTERM)
+	start := time.Now()
 	if m.waitExit(wait) {
 		return nil
 	}
+	waited := time.Since(start).Round(time.Second)
 	last := m.lastLines()
 	m.cmd.Process.Signal(syscall.SIGQUIT)
 	select {
@@ -312,7 +315,7 @@ func (m *procMember) stop(wait time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("%s did not exit %v after SIGTERM; SIGQUIT (stacks follow if it is a Go program), then killing it; its last lines before:%s",
-		m.name, wait, last)
+		m.name, waited, last)
 }
 
 // waitExit waits for the process to exit, at most wait, or m.hang.wait once
@@ -487,7 +490,7 @@ func TestCloseKnownHang(t *testing.T) {
 			if m.excused != c.excused || (err == nil) != c.excused {
 				t.Fatalf("excused %v, error %v; want excused %v", m.excused, err, c.excused)
 			}
-			if err != nil && !strings.Contains(err.Error(), "did not exit 3s after SIGTERM") {
+			if err != nil && !regexp.MustCompile(`^stuck did not exit \d+s after SIGTERM; `).MatchString(err.Error()) {
 				t.Errorf("error %q", err)
 			}
 			// Armed (the steps in order): SIGQUIT after about hang.wait;
