@@ -153,8 +153,9 @@ func portOf(addr string) int32 {
 // the successor's state is untouched. Its lease is long, so the test waits
 // for no TTL, and when it resumes its own clock still says the lease is
 // valid: it must not act on that stale view (it learns of the loss from
-// etcd, its keepalive refused and its partition keys gone, and etcd fences
-// its writes meanwhile).
+// etcd, its keepalive refused and its partition keys gone). It learns that
+// before the commit comes, so this test does not reach etcd's ownership
+// compare on writes; node's TestClusterStaleOwnerWriteFencedByEtcd does.
 func TestFencingSIGSTOP(t *testing.T) {
 	ec := etcdtest.Start(t, 3)
 	ns := []*node.Node{startNode(t, ec, 2, testLeaseTTL), startNode(t, ec, 3, testLeaseTTL)}

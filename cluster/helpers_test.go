@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
@@ -252,14 +251,7 @@ func startCommitter(t *testing.T, addrs []string, groups []string) *committer {
 					return
 				default:
 				}
-				req := kmsg.NewPtrOffsetCommitRequest()
-				req.Group, req.Generation = g, -1
-				tp := kmsg.NewOffsetCommitRequestTopic()
-				tp.Topic = "t"
-				pp := kmsg.NewOffsetCommitRequestTopicPartition()
-				pp.Partition, pp.Offset = 0, off
-				tp.Partitions = append(tp.Partitions, pp)
-				req.Topics = append(req.Topics, tp)
+				req := testkafka.SimpleCommitRequest(g, "t", 0, off)
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 				resp, err := req.RequestWith(ctx, cl)
 				cancel()

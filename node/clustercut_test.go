@@ -37,21 +37,29 @@ func startCutClusterClock(t *testing.T, prefix string, groupClock clock.Clock) (
 		if id == 1 {
 			cc.clock = clk1
 		}
-		cfg := group.Defaults()
-		cfg.InitialRebalanceDelay = 0
-		nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg, Clock: groupClock,
-			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: cc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		return nd
+		return startClusterNode(t, id, cc, groupClock)
 	}
 	n1 = start(1, []string{px.Addr()})
 	n2 = start(2, ec.Endpoints())
 	waitClusterSettled(t, 20*time.Second, n1, n2)
 	return px, n1, n2, func() { expireLease(t, ec, prefix, 1, clk1, testLeaseTTL, n1) }
+}
+
+// startClusterNode starts node id in cluster mode with cc, k848Parts
+// partitions and groupClock (nil: the wall clock) as its coordinator clock;
+// it logs warnings to the test and closes when the test ends.
+func startClusterNode(t *testing.T, id int32, cc *ClusterConfig, groupClock clock.Clock) *Node {
+	t.Helper()
+	cfg := group.Defaults()
+	cfg.InitialRebalanceDelay = 0
+	nd, err := Start(Config{Listen: "127.0.0.1:0", NodeID: id, ClusterID: "test", Partitions: k848Parts, Group: cfg, Clock: groupClock,
+		Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Cluster: cc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nd.Close() })
+	return nd
 }
 
 // TestClusterCutOffNodeSendsClientsElsewhere: node 1, cut off from etcd

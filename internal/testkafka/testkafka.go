@@ -26,6 +26,21 @@ func OffsetFetchRequest(group, topic string, partitions int32) *kmsg.OffsetFetch
 	return req
 }
 
+// SimpleCommitRequest commits offset for partition of topic in group as a
+// simple commit: no member, generation -1 (what a client that assigns its
+// partitions itself sends).
+func SimpleCommitRequest(group, topic string, partition int32, offset int64) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 // FetchOffsets asks for the committed offsets of partitions 0..partitions-1
 // of topic in group, again until the answer has no error (at any level) (a partition may
 // still be loading or moving after a crash or failover), each try bounded by
