@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,6 +63,9 @@ func TestMain(m *testing.M) {
 }
 
 func runChild() {
+	if msg := os.Getenv("COHORT_TEST_CHILD_PANIC"); msg != "" {
+		panic(msg) // a child that dies before its node starts (TestChildEndsBeforeAddr)
+	}
 	id, _ := strconv.Atoi(os.Getenv("COHORT_TEST_NODE_ID"))
 	ttl, _ := time.ParseDuration(os.Getenv("COHORT_TEST_TTL"))
 	n, err := node.Start(nodeConfig(int32(id), strings.Split(os.Getenv("COHORT_TEST_ETCD"), ","), ttl,
@@ -110,12 +114,27 @@ type child struct {
 	id   int32
 }
 
-func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration) *child {
+// childStartWait is how long startChild waits for a child node to give its
+// address.
+const childStartWait = 60 * time.Second
+
+func startChild(t testing.TB, ec *etcdtest.Cluster, id int32, ttl time.Duration) *child {
 	t.Helper()
-	c, out := testchild.Start(t, "COHORT_TEST_CHILD_NODE=1", fmt.Sprintf("COHORT_TEST_NODE_ID=%d", id),
-		"COHORT_TEST_TTL="+ttl.String(), "COHORT_TEST_ETCD="+strings.Join(ec.Endpoints(), ","))
+	return startChildEnv(t, id, childStartWait, "COHORT_TEST_TTL="+ttl.String(), "COHORT_TEST_ETCD="+strings.Join(ec.Endpoints(), ","))
+}
+
+// startChildEnv starts child node id with env added to its environment and
+// waits, at most within, for the address it prints once its node has
+// started. A child that ends first (its standard output closes) fails the
+// test as soon as it has, and one that does not answer in time fails it
+// then, each with how it ended and its last lines of standard error.
+func startChildEnv(t testing.TB, id int32, within time.Duration, env ...string) *child {
+	t.Helper()
+	c, out := testchild.Start(t, append([]string{"COHORT_TEST_CHILD_NODE=1", fmt.Sprintf("COHORT_TEST_NODE_ID=%d", id)}, env...)...)
 	line := make(chan string, 1)
+	ended := make(chan struct{})
 	go func() {
+		defer close(ended)
 		for out.Scan() {
 			select {
 			case line <- out.Text():
@@ -123,14 +142,26 @@ func startChild(t *testing.T, ec *etcdtest.Cluster, id int32, ttl time.Duration)
 			}
 		}
 	}()
-	select {
-	case l := <-line:
+	first := func(l string) *child {
 		if !strings.HasPrefix(l, "ADDR ") {
-			t.Fatalf("child node: %s", l)
+			t.Fatalf("child node %d: %s; %s", id, l, c.Report())
 		}
 		return &child{Child: c, addr: strings.TrimPrefix(l, "ADDR "), id: id}
-	case <-time.After(60 * time.Second):
-		t.Fatal("child node did not start in 60s")
+	}
+	timeout := time.NewTimer(within)
+	defer timeout.Stop()
+	select {
+	case l := <-line:
+		return first(l)
+	case <-ended:
+		select {
+		case l := <-line: // its first line, read before the end
+			return first(l)
+		default:
+		}
+		t.Fatalf("child node %d ended before it gave its address: %s", id, c.Report())
+	case <-timeout.C:
+		t.Fatalf("child node %d gave no address in %v: %s", id, within, c.Report())
 	}
 	return nil
 }
@@ -313,3 +344,29 @@ func (c *committer) verify(t *testing.T, cl *kgo.Client) {
 }
 
 func splitHostPort(a string) (string, string, error) { return net.SplitHostPort(a) }
+
+// fatalTB is a testing.TB whose Fatal and Fatalf record the message and end
+// the calling goroutine, for a test of a helper that must fail its test.
+type fatalTB struct {
+	testing.TB
+	mu  sync.Mutex
+	msg string
+}
+
+func (f *fatalTB) Fatal(args ...any) { f.fail(fmt.Sprint(args...)) }
+
+func (f *fatalTB) Fatalf(format string, args ...any) { f.fail(fmt.Sprintf(format, args...)) }
+
+func (f *fatalTB) fail(msg string) {
+	f.mu.Lock()
+	f.msg = msg
+	f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// message is the recorded failure ("" if none).
+func (f *fatalTB) message() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.msg
+}

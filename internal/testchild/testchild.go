@@ -6,6 +6,7 @@ package testchild
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +18,9 @@ import (
 
 // Child is a running copy of the test binary.
 type Child struct {
-	Cmd  *exec.Cmd
-	once sync.Once
+	Cmd    *exec.Cmd
+	once   sync.Once
+	stderr *lastLines
 }
 
 // Start runs the test binary with no tests (-test.run=^$) and env added to
@@ -29,7 +31,8 @@ func Start(t testing.TB, env ...string) (*Child, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Stderr = logWriter{t}
+	errs := &lastLines{}
+	cmd.Stderr = logWriter{t, errs}
 	killWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -38,7 +41,7 @@ func Start(t testing.TB, env ...string) (*Child, *bufio.Scanner) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &Child{Cmd: cmd}
+	c := &Child{Cmd: cmd, stderr: errs}
 	t.Cleanup(c.Kill)
 	return c, bufio.NewScanner(out)
 }
@@ -50,6 +53,21 @@ func (c *Child) Kill() {
 		c.Cmd.Process.Kill()
 		c.Cmd.Wait()
 	})
+}
+
+// Report kills the child if it still runs, waits for it, and says how it
+// ended (its exit status, or the signal that ended it) and what it last
+// wrote to standard error: for the failure of a test whose child ended, or
+// did not answer, before it gave what the test waited for. Its standard
+// output is closed once Report returns (exec.Cmd.Wait): read it to its end
+// first if what it holds matters.
+func (c *Child) Report() string {
+	c.Kill()
+	lines := c.stderr.lines()
+	if len(lines) == 0 {
+		return fmt.Sprintf("%v; nothing on its standard error", c.Cmd.ProcessState)
+	}
+	return fmt.Sprintf("%v; the last %d lines of its standard error:\n%s", c.Cmd.ProcessState, len(lines), strings.Join(lines, "\n"))
 }
 
 // Stopped reports whether every thread of the child is stopped (after a
@@ -73,9 +91,64 @@ func (c *Child) Stopped() bool {
 	return true
 }
 
-type logWriter struct{ t testing.TB }
+// logWriter passes a child's standard error to the test's log, and keeps
+// its last lines for Report.
+type logWriter struct {
+	t    testing.TB
+	last *lastLines
+}
 
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
+	w.last.write(p)
 	return len(p), nil
+}
+
+// keptLines is how many of a child's last lines of standard error Report
+// quotes.
+const keptLines = 20
+
+// maxLine bounds an unfinished line kept: its end.
+const maxLine = 4096
+
+// lastLines keeps the last keptLines lines written to it, each whole
+// however the writes cut them.
+type lastLines struct {
+	mu      sync.Mutex
+	done    []string
+	partial []byte
+}
+
+func (l *lastLines) write(p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		l.done = append(l.done, string(l.partial[:i]))
+		l.partial = l.partial[i+1:]
+	}
+	if len(l.done) > keptLines {
+		l.done = append([]string(nil), l.done[len(l.done)-keptLines:]...)
+	}
+	if len(l.partial) > maxLine {
+		l.partial = append([]byte(nil), l.partial[len(l.partial)-maxLine:]...)
+	}
+}
+
+// lines returns the kept lines, with an unfinished last one.
+func (l *lastLines) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]string(nil), l.done...)
+	if len(l.partial) > 0 {
+		out = append(out, string(l.partial))
+	}
+	if len(out) > keptLines {
+		out = out[len(out)-keptLines:]
+	}
+	return out
 }
