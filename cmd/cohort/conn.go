@@ -727,13 +727,16 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if long := overlongFlag(fs); long != nil {
 				return nil, usageError{long}
 			}
-			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", flagError(fs, err), fs.Name())}
+			return nil, usageError{fmt.Errorf("%w (see cohort %s -h)", flagError(fs, invalidValueError(fs, err)), fs.Name())}
 		}
 		args = fs.Args()
 		if len(args) > 0 {
 			pos = append(pos, args[0])
 			args = args[1:]
 		}
+	}
+	if err := checkFlagBounds(fs, func(name string) string { return "--" + name }); err != nil {
+		return nil, usageError{fmt.Errorf("%s: %w", fs.Name(), err)}
 	}
 	warnIgnoredEnv(out, fs)
 	return pos, nil

@@ -89,12 +89,22 @@ func checkAdvertise(adv string) error {
 	if adv == "" {
 		return nil
 	}
-	_, port, err := net.SplitHostPort(adv)
+	if err := checkHostPort("--advertise", adv); err != nil {
+		return usageError{err}
+	}
+	return nil
+}
+
+// checkHostPort refuses an address addr of the flag how that is not
+// host:port with a port from 0 to 65535.
+func checkHostPort(how, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--advertise %q: %w", adv, err)
+		// net's error quotes the address: said in our own words.
+		return fmt.Errorf("%s %s: want host:port", how, shownValue(addr))
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return usagef("--advertise %q: bad port", adv)
+		return fmt.Errorf("%s %s: bad port: want 0 to 65535", how, shownValue(addr))
 	}
 	return nil
 }
@@ -280,6 +290,21 @@ type serveFlags struct {
 	// non-empty environment variable to how it was set ("--name" or
 	// "$COHORT_NAME"); filled by parse.
 	given map[string]string
+	// fromEnv holds the flags set by an environment variable, empty ones
+	// too (which given leaves out); filled by parse.
+	fromEnv map[string]bool
+}
+
+// how names flag name as it was set: "--name" on the command line (or not
+// set), "$COHORT_NAME" by the environment, also when that is empty.
+func (s *serveFlags) how(name string) string {
+	if h, ok := s.given[name]; ok {
+		return h
+	}
+	if s.fromEnv[name] {
+		return "$" + envName(name)
+	}
+	return "--" + name
 }
 
 // clusterOnly are the flags of cluster mode: without --etcd nothing reads
@@ -461,16 +486,16 @@ line wins. Durations use Go syntax: 100ms, 3s, 10m, 168h.
 // ranges of numbers and durations.
 func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool)) error {
 	var err error
-	s.given = map[string]string{}
+	s.given, s.fromEnv = map[string]string{}, map[string]bool{}
 	s.fs.VisitAll(func(f *flag.Flag) {
 		if v, ok := lookupEnv(envName(f.Name)); ok && err == nil {
+			s.fromEnv[f.Name] = true
 			if v != "" {
 				s.given[f.Name] = "$" + envName(f.Name)
 			}
 			if e := f.Value.Set(v); e != nil {
 				kind, _ := flag.UnquoteUsage(f)
-				want := map[string]string{"duration": "a duration such as 3s or 10m", "int": "an integer", "": "true or false"}[kind]
-				err = fmt.Errorf("$%s %q: want %s", envName(f.Name), v, want)
+				err = fmt.Errorf("$%s %s: want %s", envName(f.Name), shownValue(v), wantOfKind(kind))
 			}
 		}
 	})
@@ -481,12 +506,16 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	// usage.
 	s.fs.SetOutput(io.Discard)
 	if err := s.fs.Parse(args); err != nil {
-		return s.unknownFlag(err)
+		return s.unknownFlag(invalidValueError(s.fs, err))
 	}
 	if s.fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected arguments %q", s.fs.Args())
+		return checkNoArgs("serve", s.fs.Args())
 	}
 	s.fs.Visit(func(f *flag.Flag) { s.given[f.Name] = "--" + f.Name })
+	// First: the checks below may quote a value.
+	if err := s.checkBounds(); err != nil {
+		return err
+	}
 	s.fs.VisitAll(func(f *flag.Flag) {
 		switch v := f.Value.(flag.Getter).Get().(type) {
 		case time.Duration:
@@ -540,6 +569,55 @@ func (s *serveFlags) parse(args []string, lookupEnv func(string) (string, bool))
 	return s.checkConsumer()
 }
 
+// Bounds of serve's flags beyond maxFlagDuration and the string lengths
+// of checkFlagBounds (docs in CHANGELOG.md).
+const (
+	// maxOffsetsRetention: ten years. Retention is no timeout, so it
+	// may exceed maxFlagDuration, but not by centuries.
+	maxOffsetsRetention = 10 * 365 * 24 * time.Hour
+	// maxHeapFloorMiB: 1 TiB. A floor above the machine's memory would
+	// keep the collector from running until the process is killed.
+	maxHeapFloorMiB = 1 << 20
+	// maxGroupHistory: 100 times the default; every group keeps that
+	// many events in memory and in the store.
+	maxGroupHistory = 10000
+)
+
+// checkBounds refuses values no other check of parse bounds: strings too
+// long, durations too long, required values left empty, an HTTP address
+// that is not host:port, and the limits above. It runs before anything
+// is opened or created.
+func (s *serveFlags) checkBounds() error {
+	if err := checkFlagBounds(s.fs, s.how, "offsets-retention"); err != nil {
+		return err
+	}
+	if err := checkDuration(s.how("offsets-retention"), s.retention, maxOffsetsRetention); err != nil {
+		return err
+	}
+	if strings.TrimSpace(s.clusterID) == "" {
+		return fmt.Errorf("%s is empty: want the cluster id clients are given", s.how("cluster-id"))
+	}
+	if s.etcd == "" && strings.TrimSpace(s.dataDir) == "" {
+		// filepath.Join("", ...) is the working directory: the store
+		// would be made wherever the node was started.
+		return fmt.Errorf("%s is empty: want the directory of the embedded store (or --etcd)", s.how("data-dir"))
+	}
+	for _, name := range []string{"http-listen", "metrics-listen"} {
+		if v := s.fs.Lookup(name).Value.String(); v != "" {
+			if err := checkHostPort(s.how(name), v); err != nil {
+				return err
+			}
+		}
+	}
+	if s.heapFloorMiB > maxHeapFloorMiB {
+		return fmt.Errorf("%s %d: want at most %d (1 TiB)", s.how("heap-floor-mib"), s.heapFloorMiB, maxHeapFloorMiB)
+	}
+	if s.historySize > maxGroupHistory {
+		return fmt.Errorf("%s %d: want at most %d", s.how("group-history"), s.historySize, maxGroupHistory)
+	}
+	return nil
+}
+
 // unknownFlag rewrites the flag package's error for an undefined flag as
 // the other commands put it (flagError), with the nearest flag of serve if
 // one is near enough to be a typo; other parse errors are returned as they
@@ -589,17 +667,17 @@ func (s *serveFlags) checkConsumer() error {
 	switch s.migrationPolicy {
 	case group.MigrationBidirectional, group.MigrationUpgrade, group.MigrationDowngrade, group.MigrationDisabled:
 	default:
-		return fmt.Errorf("--consumer-migration-policy %q: want bidirectional, upgrade, downgrade or disabled", s.migrationPolicy)
+		return fmt.Errorf("--consumer-migration-policy %s: want bidirectional, upgrade, downgrade or disabled", shownValue(s.migrationPolicy))
 	}
 	s.assignors = nil
 	for _, name := range strings.Split(s.consumerAssignors, ",") {
 		name = strings.ToLower(strings.TrimSpace(name))
 		if _, ok := serverassign.ByName(name); !ok {
-			return fmt.Errorf("--consumer-assignors %q: unknown assignor %q: want some of %s", s.consumerAssignors, name,
+			return fmt.Errorf("--consumer-assignors %s: unknown assignor %s: want some of %s", shownValue(s.consumerAssignors), shownValue(name),
 				strings.Join(serverassign.Names(), ", "))
 		}
 		if slices.Contains(s.assignors, name) {
-			return fmt.Errorf("--consumer-assignors %q: %s is named twice", s.consumerAssignors, name)
+			return fmt.Errorf("--consumer-assignors %s: %s is named twice", shownValue(s.consumerAssignors), name)
 		}
 		s.assignors = append(s.assignors, name)
 	}
@@ -611,7 +689,11 @@ func (s *serveFlags) checkConsumer() error {
 		}
 	}
 	if !ok || perr != nil || s.stormN < 1 || s.stormWindow <= 0 {
-		return fmt.Errorf("--rebalance-storm %q: want N/DURATION, e.g. 10/5m", s.rebalanceStorm)
+		return fmt.Errorf("%s %s: want N/DURATION, e.g. 10/5m", s.how("rebalance-storm"), shownValue(s.rebalanceStorm))
+	}
+	if s.stormN > math.MaxInt32 || s.stormWindow > maxFlagDuration {
+		return fmt.Errorf("%s %s: want N at most %d and DURATION at most %s", s.how("rebalance-storm"), shownValue(s.rebalanceStorm),
+			math.MaxInt32, shortDuration(maxFlagDuration))
 	}
 	return nil
 }
@@ -802,9 +884,6 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 	// logged or set up: a start that is refused says only why.
 	if err := node.CheckConfig(nodeCfg); err != nil {
 		return usageError{err}
-	}
-	if s.heapFloorMiB < 0 {
-		return usagef("--heap-floor-mib %d: want 0 (off) or more", s.heapFloorMiB)
 	}
 
 	if s.metrics != "" {
@@ -1066,7 +1145,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		// slog also takes offsets such as INFO+2; the usage names the
 		// four levels.
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		return nil, fmt.Errorf("--log-level %s: want debug, info, warn or error", shownValue(level))
 	}
 	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: readableDuration}
 	switch format {
@@ -1075,7 +1154,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+	return nil, fmt.Errorf("--log-format %s: want text or json", shownValue(format))
 }
 
 // readableDuration writes a time.Duration as Go writes it, "58ms" or "1m30s",

@@ -156,25 +156,32 @@ func TestServeFlagParsing(t *testing.T) {
 	}
 }
 
-// TestServeConsumerHeartbeatIntervalFitsTheAnswer: the largest interval a
-// ConsumerGroupHeartbeat answer can carry (2^31-1 ms, the bound of Kafka's
-// int config group.consumer.heartbeat.interval.ms) is accepted and reaches
-// group.Config; one millisecond more is refused before the node starts.
+// TestServeConsumerHeartbeatIntervalFitsTheAnswer: a ConsumerGroupHeartbeat
+// answer carries the interval as int32 milliseconds, and the session
+// timeout, above it, is bounded as Kafka's int config
+// group.consumer.session.timeout.ms is (2^31-1 ms, maxFlagDuration): the
+// largest interval below the largest session timeout is accepted and
+// reaches group.Config; 2^31 ms is refused before the node starts, as is a
+// session timeout one millisecond above its bound.
 func TestServeConsumerHeartbeatIntervalFitsTheAnswer(t *testing.T) {
 	most := time.Duration(math.MaxInt32) * time.Millisecond
+	noEnv := func(string) (string, bool) { return "", false }
 	s := newServeFlags()
-	err := s.parse([]string{"--consumer-heartbeat-interval", most.String(), "--consumer-session-timeout", "1000h"},
-		func(string) (string, bool) { return "", false })
+	err := s.parse([]string{"--consumer-heartbeat-interval", (most - time.Millisecond).String(), "--consumer-session-timeout", most.String()}, noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.groupConfig().ConsumerHeartbeatInterval; got != most {
-		t.Fatalf("heartbeat interval %v, want %v", got, most)
+	if got := s.groupConfig().ConsumerHeartbeatInterval; got != most-time.Millisecond {
+		t.Fatalf("heartbeat interval %v, want %v", got, most-time.Millisecond)
 	}
 	err = newServeFlags().parse([]string{"--consumer-heartbeat-interval", (most + time.Millisecond).String(),
-		"--consumer-session-timeout", "1000h"}, func(string) (string, bool) { return "", false })
+		"--consumer-session-timeout", "1000h"}, noEnv)
 	if err == nil || !strings.Contains(err.Error(), "--consumer-heartbeat-interval") {
 		t.Fatalf("an interval of 2^31 ms: %v, want an error naming --consumer-heartbeat-interval", err)
+	}
+	err = newServeFlags().parse([]string{"--consumer-session-timeout", (most + time.Millisecond).String()}, noEnv)
+	if err == nil || !strings.Contains(err.Error(), "--consumer-session-timeout 596h31m23.648s: want at most 596h31m23.647s") {
+		t.Fatalf("a session timeout of 2^31 ms: %v, want an error naming --consumer-session-timeout", err)
 	}
 }
 
