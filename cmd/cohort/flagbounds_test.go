@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func TestServeFlagBounds(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "d")
 	listen, httpListen := closedAddr(t), closedAddr(t)
 	mib := strings.Repeat("x", 1<<20)
+	long := strings.Repeat("x", 60000) // within the bound of a list
 	cases := []boundCase{
 		{args: []string{"--data-dir", mib}, msg: "--data-dir is 1048576 bytes long: want at most 4096 (a path)"},
 		{args: []string{"--backup-dir", mib}, msg: "--backup-dir is 1048576 bytes long: want at most 4096 (a path)"},
@@ -74,6 +76,20 @@ func TestServeFlagBounds(t *testing.T) {
 		{args: []string{"--group-history", "1000000"}, msg: "--group-history 1000000: want at most 10000"},
 		{args: []string{"--max-request-bytes", "1000000000000000000"}, msg: "--max-request-bytes 1000000000000000000: want 1 to 2147483647"},
 		{args: []string{"--max-connections", "-1"}, msg: "--max-connections -1: want an integer from 0"},
+		// Hosts: a DNS name holds 253 bytes, and an advertised host goes
+		// to clients as a Kafka string.
+		{args: []string{"--listeners", "PLAINTEXT://" + long + ":1"}, msg: "--listeners PLAINTEXT: a host of 60000 bytes: want at most 255"},
+		{args: []string{"--advertised-listeners", "PLAINTEXT://" + long[:300] + ":1"}, msg: "--advertised-listeners PLAINTEXT: a host of 300 bytes"},
+		{args: []string{"--advertise", long[:300] + ":1"}, msg: "--advertise: a host of 300 bytes: want at most 255"},
+		{args: []string{"--etcd", "127.0.0.1:1," + long[:2000]}, msg: "--etcd: an endpoint of 2000 bytes: want at most 1024"},
+		// Long values within their bound that an error further down
+		// quotes: given by their length.
+		{args: []string{"--super-users", long}, msg: "--super-users: (a value of 60000 bytes) is not a principal"},
+		{args: []string{"--listeners", "PLAINTEXT://" + long}, msg: "address (a value of 60000 bytes): missing port"},
+		{args: []string{"--tls-principal-rules", long}, msg: "invalid rule (a value of 60000 bytes)"},
+		{args: []string{"--etcd", "http://" + long[:1000], "--etcd-ca", "ca.pem"}, msg: "write it https://(a value of 1000 bytes)"},
+		{args: []string{"--sasl-mechanisms", long}, msg: "--sasl-mechanisms: a mechanism of 60000 bytes"},
+		{args: []string{"--tls-client-auth", long[:1000], "--tls-cert-file", "c.pem", "--tls-key-file", "k.pem"}, msg: "--tls-client-auth (a value of 1000 bytes): want none"},
 	}
 	c := cli{t: t}
 	// The store's directory comes from the environment, so that a case
@@ -83,7 +99,11 @@ func TestServeFlagBounds(t *testing.T) {
 		for i := 0; i+1 < len(tc.env); i += 2 {
 			t.Setenv(tc.env[i], tc.env[i+1])
 		}
-		args := append([]string{"serve", "--log-level", "error", "--listen", listen, "--http-listen", httpListen}, tc.args...)
+		args := []string{"serve", "--log-level", "error", "--http-listen", httpListen}
+		if !slices.Contains(tc.args, "--listeners") { // which --listen may not go with
+			args = append(args, "--listen", listen)
+		}
+		args = append(args, tc.args...)
 		type result struct {
 			errOut string
 			code   int
@@ -172,5 +192,26 @@ func TestCLIFlagBounds(t *testing.T) {
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Errorf("%d connections for refused command lines", n)
+	}
+}
+
+// TestLongValueNotRepeated: a value within its bound but too long to
+// repeat, quoted by an error that is no usage error (a file that cannot be
+// opened), is given by its length, by serve as by the other commands.
+func TestLongValueNotRepeated(t *testing.T) {
+	addr, accepted := countingListener(t)
+	path := "/" + strings.Repeat("x", 1000)
+	c := cli{t: t}
+	for _, args := range [][]string{
+		{"serve", "--data-dir", filepath.Join(t.TempDir(), "d"), "--listen", closedAddr(t), "--tls-cert-file", path, "--tls-key-file", "k.pem"},
+		{"groups", "--bootstrap", addr, "--tls", "--tls-ca-file", path},
+	} {
+		_, errOut, code := c.run(args...)
+		if code != exitError || !strings.Contains(errOut, "(a value of 1001 bytes)") || strings.Contains(errOut, path[:100]) {
+			t.Errorf("%s: exit %d, stderr %.300q; want exit 1 and the path's length, not the path", short(args), code, errOut)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("%d connections for a command whose CA file cannot be read", n)
 	}
 }

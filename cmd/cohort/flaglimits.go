@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,4 +143,78 @@ func invalidValueError(fs *flag.FlagSet, err error) error {
 	}
 	kind, _ := flag.UnquoteUsage(f)
 	return fmt.Errorf("--%s %s: want %s", name, shownValue(value), wantOfKind(kind))
+}
+
+// longValues picks from vals (the arguments of a command line, the values
+// of environment variables) those too long for a message to repeat, and
+// the long entries of those that are lists (',' or ';' separated, and an
+// entry's address after its scheme), longest first: an error from deeper down (a listener that does not parse, an
+// etcd endpoint that does not answer, a file that cannot be opened) may
+// quote one.
+func longValues(vals []string) []string {
+	var long []string
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) > maxShownBytes && !slices.Contains(long, v) {
+			long = append(long, v)
+		}
+	}
+	for _, v := range vals {
+		if _, value, ok := strings.Cut(v, "="); ok && strings.HasPrefix(v, "-") {
+			v = value // --name=value
+		}
+		add(v)
+		for _, sep := range []string{",", ";"} {
+			for part := range strings.SplitSeq(v, sep) {
+				add(part)
+				if _, rest, ok := strings.Cut(part, "://"); ok {
+					add(rest) // an address without its scheme
+				}
+			}
+		}
+	}
+	slices.SortFunc(long, func(a, b string) int { return len(b) - len(a) })
+	return long
+}
+
+// elideLong replaces in msg each of long, as it is or quoted Go style, by
+// its length.
+func elideLong(msg string, long []string) string {
+	for _, v := range long {
+		q := strconv.Quote(v)
+		short := fmt.Sprintf("(a value of %d bytes)", len(v))
+		msg = strings.ReplaceAll(msg, q, short)
+		msg = strings.ReplaceAll(msg, q[1:len(q)-1], short) // also v, when it needs no escape
+		msg = strings.ReplaceAll(msg, v, short)
+	}
+	return msg
+}
+
+// elidingWriter writes to w what exitCode prints (one line a write) with
+// the long values of the command line given by their length (elideLong).
+type elidingWriter struct {
+	w    io.Writer
+	long []string
+}
+
+func (e elidingWriter) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(e.w, elideLong(string(p), e.long)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// commandValues are the strings a command's messages may quote: its
+// arguments and, for serve, which reads its flags from COHORT_ variables
+// too, their values.
+func commandValues(cmd string, args []string) []string {
+	if cmd != "serve" {
+		return args
+	}
+	vals := slices.Clone(args)
+	for _, kv := range os.Environ() {
+		if name, v, _ := strings.Cut(kv, "="); strings.HasPrefix(name, "COHORT_") {
+			vals = append(vals, v)
+		}
+	}
+	return vals
 }

@@ -103,7 +103,15 @@ func run(args []string, e env) int {
 		usage(e.stderr)
 		return exitUsage
 	}
-	return exitCode(err, e.stderr)
+	var errOut io.Writer = e.stderr
+	if err != nil {
+		// A long value quoted by an error from deeper down is given by
+		// its length.
+		if long := longValues(commandValues(args[0], args[1:])); len(long) > 0 {
+			errOut = elidingWriter{e.stderr, long}
+		}
+	}
+	return exitCode(err, errOut)
 }
 
 // exitCode prints err (if any) and maps it to the exit code: help asked for

@@ -66,6 +66,12 @@ func parseListeners(listeners, listen, advertised string, given map[string]strin
 	if err != nil {
 		return nil, nil, fmt.Errorf("--listeners: %w", err)
 	}
+	for _, l := range ls {
+		host, _, _ := net.SplitHostPort(l.Addr)
+		if err := checkHostLength("--listeners "+l.Name, host); err != nil {
+			return nil, nil, err
+		}
+	}
 	var eps []server.Endpoint
 	if advertised != "" {
 		adv, err := node.ParseListeners(advertised)
@@ -74,6 +80,9 @@ func parseListeners(listeners, listen, advertised string, given map[string]strin
 		}
 		for _, a := range adv {
 			host, port, _ := net.SplitHostPort(a.Addr)
+			if err := checkHostLength("--advertised-listeners "+a.Name, host); err != nil {
+				return nil, nil, err
+			}
 			p, _ := strconv.Atoi(port)
 			eps = append(eps, server.Endpoint{Listener: a.Name, Host: host, Port: int32(p)})
 		}
@@ -96,15 +105,28 @@ func checkAdvertise(adv string) error {
 }
 
 // checkHostPort refuses an address addr of the flag how that is not
-// host:port with a port from 0 to 65535.
+// host:port with a port from 0 to 65535 and a host of at most maxHostBytes.
 func checkHostPort(how, addr string) error {
-	_, port, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		// net's error quotes the address: said in our own words.
 		return fmt.Errorf("%s %s: want host:port", how, shownValue(addr))
 	}
 	if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
 		return fmt.Errorf("%s %s: bad port: want 0 to 65535", how, shownValue(addr))
+	}
+	return checkHostLength(how, host)
+}
+
+// maxHostBytes bounds the host of an address: a DNS name has at most 253
+// bytes, and an advertised host goes to clients as a Kafka string in every
+// Metadata answer.
+const maxHostBytes = 255
+
+// checkHostLength refuses a host of the flag how longer than maxHostBytes.
+func checkHostLength(how, host string) error {
+	if len(host) > maxHostBytes {
+		return fmt.Errorf("%s: a host of %d bytes: want at most %d (a DNS name holds 253)", how, len(host), maxHostBytes)
 	}
 	return nil
 }
@@ -148,6 +170,10 @@ func securityFlags(sec *node.SecurityConfig, cert, key, clientCA, clientAuth, ru
 		sec.PrincipalRules = r
 	}
 	for _, m := range strings.Split(mechs, ",") {
+		if len(m) > maxShownBytes {
+			// Refused below, in upper case: not repeated.
+			return usagef("--sasl-mechanisms: a mechanism of %d bytes: want SCRAM-SHA-256, SCRAM-SHA-512, PLAIN or OAUTHBEARER", len(m))
+		}
 		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
 			sec.Mechanisms = append(sec.Mechanisms, m)
 		}
@@ -753,7 +779,7 @@ func serve(args []string) error {
 		// one of them, not the plain "cohort: ..." line of the text
 		// format, which main prints otherwise.
 		code := exitCode(err, io.Discard)
-		log.Error("cohort serve exits", "err", err, "exit_code", code)
+		log.Error("cohort serve exits", "err", elideLong(err.Error(), longValues(commandValues("serve", args))), "exit_code", code)
 		return loggedError{err}
 	}
 	return err
@@ -809,7 +835,9 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 		}
 		var eps []string
 		for _, e := range strings.Split(s.etcd, ",") {
-			if e = strings.TrimSpace(e); e != "" {
+			if e = strings.TrimSpace(e); len(e) > maxValueBytes {
+				return usagef("%s: an endpoint of %d bytes: want at most %d", s.how("etcd"), len(e), maxValueBytes)
+			} else if e != "" {
 				eps = append(eps, e)
 			}
 		}
