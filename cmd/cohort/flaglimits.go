@@ -29,8 +29,9 @@ const (
 	// name, a claim, a prefix, a keyword.
 	maxValueBytes = 1024
 	// maxShownBytes is the longest value an error message quotes; a longer
-	// one is given by its length.
-	maxShownBytes = 64
+	// one is given by its length. Long enough for any path or id a
+	// person would type, whose message must show it.
+	maxShownBytes = 256
 )
 
 // maxFlagDuration bounds a duration flag: 2^31-1 ms (24 days 20 h), the
