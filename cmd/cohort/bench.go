@@ -61,7 +61,7 @@ SASL password comes from --sasl-password-file or $COHORT_SASL_PASSWORD).
 	if err := checkNoArgs("bench", pos); err != nil {
 		return err
 	}
-	if err := sec.Resolve(); err != nil {
+	if err := resolveBounded(&sec, "--command-config"); err != nil {
 		return usagef("bench: %w", err)
 	}
 	if *repeat < 1 {

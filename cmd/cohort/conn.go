@@ -52,7 +52,11 @@ func (c *conn) open() (*kgo.Client, context.Context, func(), error) {
 	if c.timeout <= 0 {
 		return nil, nil, nil, usagef("--timeout %s: want a positive duration", c.timeout)
 	}
-	opts, err := c.sec.ResolveOpts()
+	err := resolveBounded(&c.sec, "--command-config")
+	var opts []kgo.Opt
+	if err == nil {
+		opts, err = c.sec.Opts()
+	}
 	if err != nil {
 		// "cohort: <command>: ...", as every error line reads; settings
 		// that do not go together are a usage error (exit 2), a file
@@ -259,8 +263,14 @@ func (d *dataConn) open(ctx context.Context) (*kadm.Client, error) {
 		return nil, nil
 	}
 	sec := clientconfig.Config{PropertiesFile: d.config}
-	opts, err := sec.ResolveOpts()
-	if err != nil {
+	err := resolveBounded(&sec, "--data-command-config")
+	var opts []kgo.Opt
+	if err == nil {
+		opts, err = sec.Opts()
+	}
+	if errors.As(err, new(settingBoundError)) {
+		return nil, usageError{err}
+	} else if err != nil {
 		return nil, fmt.Errorf("--data-command-config: %w", err)
 	}
 	warnExposed(d.fs.Output(), sec)

@@ -215,3 +215,35 @@ func TestLongValueNotRepeated(t *testing.T) {
 		t.Errorf("%d connections for a command whose CA file cannot be read", n)
 	}
 }
+
+// TestPropertiesFileBounds: a setting of a Kafka client properties file
+// (--command-config, --data-command-config) has the bound of the flag
+// that would set it, checked before anything connects; it was read and
+// failed later (exit 1), its whole path in the message.
+func TestPropertiesFileBounds(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	longPath := "/" + strings.Repeat("x", maxPathBytes)
+	ca := write("ca.properties", "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location="+longPath+"\n")
+	user := write("user.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
+		`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="`+strings.Repeat("u", 5000)+`" password="p";`+"\n")
+	addr, accepted := countingListener(t)
+	wantRefused(t, addr, []usageCase{
+		{[]string{"topics", "--command-config", ca}, "--command-config: its setting for --tls-ca-file is 4097 bytes long: want at most 4096 (a path)"},
+		{[]string{"groups", "--command-config", user}, "--command-config: its setting for --sasl-username is 5000 bytes long: want at most 1024"},
+		{[]string{"bench", "-q", "--command-config", ca}, "--command-config: its setting for --tls-ca-file is 4097 bytes long"},
+	})
+	// The data cluster's file is read once cohort answered.
+	c := cli{t: t}
+	c.fails(exitUsage, []string{"offsets", "g", "--bootstrap", startNode(t, "127.0.0.1:0").Addr(), "--data-bootstrap", addr,
+		"--data-command-config", ca}, "--data-command-config: its setting for --tls-ca-file is 4097 bytes long")
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("%d connections for refused settings", n)
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cohort-dev/cohort/security/clientconfig"
 )
 
 // Bounds of flag values that the checks of their meaning leave open: an
@@ -77,15 +79,48 @@ func checkFlagBounds(fs *flag.FlagSet, how func(name string) string, own ...stri
 		}
 		switch v := g.Get().(type) {
 		case string:
-			if limit, what := stringLimit(f.Name); len(v) > limit {
-				err = fmt.Errorf("%s is %d bytes long: want at most %d (%s)", how(f.Name), len(v), limit, what)
-			}
+			err = checkLength(how(f.Name), f.Name, v)
 		case time.Duration:
 			err = checkDuration(how(f.Name), v, maxFlagDuration)
 		}
 	})
 	return err
 }
+
+// checkLength refuses a value v of flag name (how: as it was set) longer
+// than stringLimit allows the flag.
+func checkLength(how, name, v string) error {
+	if limit, what := stringLimit(name); len(v) > limit {
+		return fmt.Errorf("%s is %d bytes long: want at most %d (%s)", how, len(v), limit, what)
+	}
+	return nil
+}
+
+// resolveBounded resolves sec (clientconfig.Config.Resolve: the password,
+// the properties file of fileFlag) and gives the settings the file gave
+// the bounds of the flags that set them (the flags were checked when
+// parsed and win over the file): a path too long in a properties file is
+// refused as the same path given by flag is, as a clientconfig
+// SettingsError (a usage error).
+func resolveBounded(sec *clientconfig.Config, fileFlag string) error {
+	if err := sec.Resolve(); err != nil {
+		return err
+	}
+	for _, s := range []struct{ flag, v string }{
+		{"tls-ca-file", sec.CAFile}, {"tls-cert-file", sec.CertFile}, {"tls-key-file", sec.KeyFile},
+		{"tls-server-name", sec.ServerName}, {"sasl-mechanism", sec.Mechanism}, {"sasl-username", sec.Username},
+		{"oauth-token-file", sec.TokenFile},
+	} {
+		if err := checkLength(fileFlag+": its setting for --"+s.flag, s.flag, s.v); err != nil {
+			return clientconfig.SettingsError{Err: settingBoundError{err}}
+		}
+	}
+	return nil
+}
+
+// settingBoundError is resolveBounded's error for a setting out of its
+// bound; it names the file's flag itself.
+type settingBoundError struct{ error }
 
 // checkDuration refuses a duration d of the flag how above most.
 func checkDuration(how string, d, most time.Duration) error {
