@@ -221,17 +221,9 @@ func TestLongValueNotRepeated(t *testing.T) {
 // that would set it, checked before anything connects; it was read and
 // failed later (exit 1), its whole path in the message.
 func TestPropertiesFileBounds(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	longPath := "/" + strings.Repeat("x", maxPathBytes)
-	ca := write("ca.properties", "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location="+longPath+"\n")
-	user := write("user.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
+	ca := writeTemp(t, "ca.properties", "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location="+longPath+"\n")
+	user := writeTemp(t, "user.properties", "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"+
 		`sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="`+strings.Repeat("u", 5000)+`" password="p";`+"\n")
 	addr, accepted := countingListener(t)
 	wantRefused(t, addr, []usageCase{
