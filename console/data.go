@@ -424,8 +424,8 @@ func (l *groupList) addProtocolType(p string) {
 }
 
 // listGroups lists the groups the principal may describe that pass f,
-// from every node (kgo sends ListGroups to each broker): ids, states and
-// types only; describeRows fills in the rest of the rows a page shows.
+// from every node (askEveryNode): ids, states and types only; describeRows
+// fills in the rest of the rows a page shows.
 // The filter goes to each node with the request (group.ListFilterTag), and
 // is applied here to the answer of a node that ignores it. A node that
 // cannot be reached (in cluster mode, one that died and stays in the
@@ -441,7 +441,10 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 	l.owners = owners
 	unreachable := map[int32]bool{}
 	var firstErr error
-	shards := cl.RequestSharded(ctx, lreq)
+	shards, err := askEveryNode(ctx, cl, func() kmsg.Request { dup := *lreq; return &dup })
+	if err != nil {
+		return nil, err
+	}
 	for _, sh := range shards {
 		if sh.Err != nil {
 			var op *net.OpError
@@ -468,6 +471,45 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 	l.askOwnersAgain(ctx, cl, lreq, unreachable)
 	l.done()
 	return l, nil
+}
+
+// askEveryNode sends a request made by newReq to each node that the
+// console's own node names in its Metadata, all at once, and returns their
+// answers by node id. The nodes are asked for through the seed, which is
+// the console's node: its view of the cluster is the one the owners of the
+// partitions come from (partitionOwners), so that every node it sees own a
+// partition is asked. kgo's RequestSharded asks a node picked at random for
+// the brokers instead, and a node whose view lags (cut off from etcd while
+// its lease holds, or not caught up yet) names only the nodes it knew of:
+// those that joined since were not asked, their partitions went uncounted
+// or counted as the lagging node last served them, and the coordinator of
+// a group of theirs was an unknown broker to the client.
+func askEveryNode(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Request) ([]kgo.ResponseShard, error) {
+	seeds := cl.SeedBrokers()
+	if len(seeds) == 0 {
+		return cl.RequestSharded(ctx, newReq()), nil
+	}
+	resp, err := seeds[0].Request(ctx, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{}})
+	if err != nil {
+		return nil, err
+	}
+	brokers := slices.Clone(resp.(*kmsg.MetadataResponse).Brokers)
+	slices.SortFunc(brokers, func(a, b kmsg.MetadataResponseBroker) int { return int(a.NodeID) - int(b.NodeID) })
+	shards := make([]kgo.ResponseShard, len(brokers))
+	done := make(chan struct{})
+	for i, b := range brokers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req := newReq()
+			resp, err := cl.Broker(int(b.NodeID)).Request(ctx, req)
+			shards[i] = kgo.ResponseShard{Meta: kgo.BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack},
+				Req: req, Resp: resp, Err: err}
+		}()
+	}
+	for range brokers {
+		<-done
+	}
+	return shards, nil
 }
 
 // askOwnersAgain asks the current owner (owners) of each coordinator
