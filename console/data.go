@@ -460,7 +460,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 			continue
 		}
 		resp := sh.Resp.(*kmsg.ListGroupsResponse)
-		if err := kafkaErr(resp.ErrorCode); err != nil {
+		if err := kafkaErr(resp.ErrorCode); err != nil && !countedWhileLoading(resp) {
 			return nil, err
 		}
 		l.add(sh.Meta.NodeID, resp)
@@ -471,6 +471,18 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 	l.askOwnersAgain(ctx, cl, lreq, unreachable)
 	l.done()
 	return l, nil
+}
+
+// countedWhileLoading reports whether resp, a COORDINATOR_LOAD_IN_PROGRESS
+// answer, still counts the node's other partitions one by one: a node
+// loading a partition it has just taken over answers so, with the groups
+// and counts of every partition it has loaded and none of the loading one,
+// which is then named as not counted (and asked again of its owner) rather
+// than failing the whole page. A node without counts per partition gives no
+// way to tell what is missing: its error stands.
+func countedWhileLoading(resp *kmsg.ListGroupsResponse) bool {
+	sum, ok := group.ListSummaryOf(resp)
+	return resp.ErrorCode == kerr.CoordinatorLoadInProgress.Code && ok && sum.ByPartition != nil
 }
 
 // askEveryNode sends a request made by newReq to each node that the
@@ -544,7 +556,7 @@ func (l *groupList) askOwnersAgain(ctx context.Context, cl *kgo.Client, lreq *km
 			continue
 		}
 		lg := resp.(*kmsg.ListGroupsResponse)
-		if lg.ErrorCode != 0 {
+		if lg.ErrorCode != 0 && !countedWhileLoading(lg) {
 			continue
 		}
 		only := missing[node]
