@@ -39,7 +39,7 @@ var (
 // pageTruth compares an unfiltered groups page with the groups that exist
 // (want): it returns what differs ("" when the page shows exactly them,
 // counted once each, with no partition left uncounted and every node
-// reached).
+// reached, and no row carrying an error).
 func pageTruth(body string, want []string) string {
 	var diffs []string
 	m := groupsCount.FindStringSubmatch(body)
@@ -64,7 +64,9 @@ func pageTruth(body string, want []string) string {
 	for _, id := range slices.Sorted(maps.Keys(listed)) {
 		diffs = append(diffs, fmt.Sprintf("%s is listed but does not exist", id))
 	}
-	for _, bad := range []string{`id="uncounted"`, "could not be reached"} {
+	// A row's error is its description's (DescribeGroups at the group's
+	// coordinator, or FindCoordinator).
+	for _, bad := range []string{`id="uncounted"`, "could not be reached", `<span class="error">`} {
 		if strings.Contains(body, bad) {
 			diffs = append(diffs, "the page says "+bad)
 		}

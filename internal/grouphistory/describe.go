@@ -54,11 +54,30 @@ type Limits struct {
 // DescribeLimited is Describe within l. A node that does not know a bound
 // ignores it: it returns every entry (and every member, with no count).
 func DescribeLimited(ctx context.Context, cl *kgo.Client, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
+	return DescribeAt(ctx, cl, nil, ids, l)
+}
+
+// DescribeAt is DescribeLimited that asks finder which node coordinates
+// each group (nil: any node, as kgo picks). The console asks its own node,
+// whose view of the partition owners its pages follow: a node picked at
+// random may be one whose view lags, and name a node that no longer
+// coordinates the group, or one the client does not know.
+func DescribeAt(ctx context.Context, cl *kgo.Client, finder *kgo.Broker, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = ids
-	fresp, err := fc.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
+	var fresp *kmsg.FindCoordinatorResponse
+	if finder == nil {
+		r, err := fc.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err
+		}
+		fresp = r
+	} else {
+		r, err := finder.Request(ctx, fc)
+		if err != nil {
+			return nil, err
+		}
+		fresp = r.(*kmsg.FindCoordinatorResponse)
 	}
 	var out []kmsg.DescribeGroupsResponseGroup
 	byNode := map[int32][]string{}
