@@ -128,15 +128,15 @@ type Setting struct {
 }
 
 // groupSettings reads id's group configs (DescribeConfigs of the GROUP
-// resource): all of them if all, else only those set for the group. A
-// principal that may not describe them, or a server that keeps none, gets
+// resource) from at: all of them if all, else only those set for the group.
+// A principal that may not describe them, or a server that keeps none, gets
 // none: the page shows the group without them.
-func groupSettings(ctx context.Context, cl *kgo.Client, id string, all bool) []Setting {
+func groupSettings(ctx context.Context, at kmsg.Requestor, id string, all bool) []Setting {
 	req := kmsg.NewPtrDescribeConfigsRequest()
 	rr := kmsg.NewDescribeConfigsRequestResource()
 	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, id
 	req.Resources = append(req.Resources, rr)
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := req.RequestWith(ctx, at)
 	if err != nil || len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
 		return nil
 	}
@@ -497,11 +497,11 @@ func countedWhileLoading(resp *kmsg.ListGroupsResponse) bool {
 // or counted as the lagging node last served them, and the coordinator of
 // a group of theirs was an unknown broker to the client.
 func askEveryNode(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Request) ([]kgo.ResponseShard, error) {
-	seeds := cl.SeedBrokers()
-	if len(seeds) == 0 {
+	self := selfBroker(cl)
+	if self == nil {
 		return cl.RequestSharded(ctx, newReq()), nil
 	}
-	resp, err := seeds[0].Request(ctx, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{}})
+	resp, err := self.Request(ctx, &kmsg.MetadataRequest{Topics: []kmsg.MetadataRequestTopic{}})
 	if err != nil {
 		return nil, err
 	}
@@ -748,9 +748,67 @@ func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
 	g.capMembers(memberCount(d))
-	g.Settings = groupSettings(ctx, cl, id, false)
-	g.Offsets, err = fetchOffsets(ctx, cl, id)
+	g.Settings = groupSettings(ctx, selfOr(cl), id, false)
+	g.Offsets, err = offsetsAtCoordinator(ctx, cl, id)
 	return g, err
+}
+
+// offsetsAtCoordinator is fetchOffsets at id's coordinator, as the console's
+// own node names it (coordinatorOf).
+func offsetsAtCoordinator(ctx context.Context, cl *kgo.Client, id string) ([]Offset, error) {
+	at, err := coordinatorOf(ctx, cl, id)
+	if err != nil {
+		return nil, err
+	}
+	return fetchOffsets(ctx, at, id)
+}
+
+// selfBroker is the console's own node, the client's seed (nil: a client
+// without one, as in some tests).
+func selfBroker(cl *kgo.Client) *kgo.Broker {
+	if seeds := cl.SeedBrokers(); len(seeds) > 0 {
+		return seeds[0]
+	}
+	return nil
+}
+
+// selfOr is the console's own node (selfBroker), or cl, which asks any
+// node, for a client without a seed. A group's configs are asked of it:
+// they are the cluster's, and its view is the one the pages follow.
+func selfOr(cl *kgo.Client) kmsg.Requestor {
+	if self := selfBroker(cl); self != nil {
+		return self
+	}
+	return cl
+}
+
+// coordinatorOf is the coordinator of group id as the console's own node
+// names it (FindCoordinator sent to the seed), to send the group page's
+// requests of the group to: kgo's own lookup asks a node picked at random,
+// and a node whose view lags (cut off from etcd while its lease holds)
+// names itself for a partition taken from it, and answers with the stale
+// offsets and members it last had, or names a node that no longer
+// coordinates the group. A client without a seed gets cl, kgo's routing.
+func coordinatorOf(ctx context.Context, cl *kgo.Client, id string) (kmsg.Requestor, error) {
+	self := selfBroker(cl)
+	if self == nil {
+		return cl, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKey, req.CoordinatorKeys = id, []string{id} // one or the other, as the version sent needs
+	r, err := self.Request(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	code, node := resp.ErrorCode, resp.NodeID
+	if len(resp.Coordinators) > 0 {
+		code, node = resp.Coordinators[0].ErrorCode, resp.Coordinators[0].NodeID
+	}
+	if err := kafkaErr(code); err != nil {
+		return nil, fmt.Errorf("finding the coordinator of group %s: %w", id, err)
+	}
+	return cl.Broker(int(node)), nil
 }
 
 // consumerMember is a consumer-protocol member of a ConsumerGroupDescribe
@@ -775,9 +833,16 @@ func consumerMember(m *kmsg.ConsumerGroupDescribeResponseGroupMember) Member {
 }
 
 func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, now time.Time) (*GroupDetail, error) {
+	at, err := coordinatorOf(ctx, cl, g.ID)
+	if errors.Is(err, kerr.GroupAuthorizationFailed) {
+		return nil, errForbidden
+	}
+	if err != nil {
+		return nil, err
+	}
 	creq := kmsg.NewPtrConsumerGroupDescribeRequest()
 	creq.Groups = []string{g.ID}
-	cresp, err := creq.RequestWith(ctx, cl)
+	cresp, err := creq.RequestWith(ctx, at)
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
@@ -829,9 +894,9 @@ func describeConsumerGroup(ctx context.Context, cl *kgo.Client, g *GroupDetail, 
 	summarize(&g.GroupRow, g.History, now)
 	sortMembers(g.Members)
 	g.capMembers(len(g.Members))
-	g.Settings = groupSettings(ctx, cl, g.ID, true)
+	g.Settings = groupSettings(ctx, selfOr(cl), g.ID, true)
 	var err2 error
-	g.Offsets, err2 = fetchOffsets(ctx, cl, g.ID)
+	g.Offsets, err2 = fetchOffsets(ctx, at, g.ID)
 	return g, err2
 }
 
@@ -866,14 +931,15 @@ func sortMembers(ms []Member) {
 	})
 }
 
-// fetchOffsets reads the group's committed offsets (all topics).
-func fetchOffsets(ctx context.Context, cl *kgo.Client, id string) ([]Offset, error) {
+// fetchOffsets reads the group's committed offsets (all topics) from at,
+// the group's coordinator.
+func fetchOffsets(ctx context.Context, at kmsg.Requestor, id string) ([]Offset, error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
 	req.Group = id
 	rg := kmsg.NewOffsetFetchRequestGroup()
 	rg.Group = id
 	req.Groups = []kmsg.OffsetFetchRequestGroup{rg}
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := req.RequestWith(ctx, at)
 	if err != nil {
 		return nil, err
 	}

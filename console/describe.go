@@ -23,11 +23,7 @@ import (
 func describeGroups(ctx context.Context, cl *kgo.Client, ids []string, lists, members int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	// The coordinators are asked of the console's own node (the seed), as
 	// the nodes to list the groups of are (askEveryNode).
-	var self *kgo.Broker
-	if seeds := cl.SeedBrokers(); len(seeds) > 0 {
-		self = seeds[0]
-	}
-	return grouphistory.DescribeAt(ctx, cl, self, ids, grouphistory.Limits{Events: -1, Lists: lists, Members: members})
+	return grouphistory.DescribeAt(ctx, cl, selfBroker(cl), ids, grouphistory.Limits{Events: -1, Lists: lists, Members: members})
 }
 
 // memberCount is how many members d's group has: the count the node gives

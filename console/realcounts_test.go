@@ -273,21 +273,30 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 			newID = id
 		}
 	}
-	oc := kmsg.NewPtrOffsetCommitRequest()
-	oc.Group, oc.Generation = newID, -1
-	ot := kmsg.NewOffsetCommitRequestTopic()
-	ot.Topic, ot.TopicID = "orders", meta.Topics[i].TopicID // by name or by id, as the version sent needs
-	op := kmsg.NewOffsetCommitRequestTopicPartition()
-	op.Offset = 7
-	ot.Partitions = append(ot.Partitions, op)
-	oc.Topics = append(oc.Topics, ot)
-	resp, err = cl3.Broker(3).Request(ctx, oc)
-	if err != nil {
-		t.Fatal(err)
+	// commitOn3 commits offset for group id on node 3, the owner.
+	commitOn3 := func(id string, offset int64) {
+		t.Helper()
+		oc := kmsg.NewPtrOffsetCommitRequest()
+		oc.Group, oc.Generation = id, -1
+		ot := kmsg.NewOffsetCommitRequestTopic()
+		ot.Topic, ot.TopicID = "orders", meta.Topics[i].TopicID // by name or by id, as the version sent needs
+		op := kmsg.NewOffsetCommitRequestTopicPartition()
+		op.Offset = offset
+		ot.Partitions = append(ot.Partitions, op)
+		oc.Topics = append(oc.Topics, ot)
+		resp, err := cl3.Broker(3).Request(ctx, oc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := kerr.ErrorForCode(resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode); err != nil {
+			t.Fatalf("committing for %s on node 3: %v", id, err)
+		}
 	}
-	if err := kerr.ErrorForCode(resp.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("committing for %s on node 3: %v", newID, err)
-	}
+	commitOn3(newID, 7)
+	// The group kept of the first taken partition commits again on its
+	// owner: node 2 still has its first offset (100).
+	kept := byPart[taken[0]][0]
+	commitOn3(kept, 42)
 	truth := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return gone[id] })
 	truth = append(truth, newID)
 	// Node 2 answers with the groups it held: its answer must lose to
@@ -295,9 +304,17 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 	// changes from here until node 2 is let back, so every page must be
 	// exact; several are asked for, as a page's requests may go to any
 	// node, node 2 among them (its Metadata names nodes 1 and 2 only).
+	// A group's page too: its state, offsets and configs are asked of
+	// the coordinator the page's node names, not of whichever node kgo
+	// asks for the coordinator (node 2 names itself, and answers with
+	// the offsets it had, or none for a group created since).
 	for range 16 {
 		expect("node 2 cut off and answering stale", n1, truth)
 		expect("node 2 cut off and answering stale", n3, truth)
+		for _, n := range []*node.Node{n1, n3} {
+			groupPageTruth(t, n, newID, "Empty", 7)
+			groupPageTruth(t, n, kept, "Empty", 42)
+		}
 	}
 
 	// Node 2 comes back, lets the taken partitions go, then closes: its
@@ -328,3 +345,32 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 	})
 	converge("node 3's lease revoked", n1, truth)
 }
+
+// groupPageTruth checks n's page of group id: a 200 in the given state,
+// with offset as the one committed offset (orders, partition 0), and no
+// error on it.
+func groupPageTruth(t *testing.T, n *node.Node, id, state string, offset int64) {
+	t.Helper()
+	code, body := get(t, "http://"+n.HTTPAddr()+"/console/groups/"+id, "", "")
+	if code != http.StatusOK {
+		t.Fatalf("node %d's page of group %s: %d\n%s", n.Cluster().NodeID(), id, code, body)
+	}
+	var diffs []string
+	rows := groupOffsetRow.FindAllStringSubmatch(body, -1)
+	if want := strconv.FormatInt(offset, 10); len(rows) != 1 || rows[0][1] != "orders" || rows[0][2] != "0" || rows[0][3] != want {
+		diffs = append(diffs, fmt.Sprintf("offsets %v, want orders/0 at %s", rows, want))
+	}
+	if !strings.Contains(body, `id="state">`+state+`</span>`) {
+		diffs = append(diffs, "state is not "+state)
+	}
+	if strings.Contains(body, `class="error"`) {
+		diffs = append(diffs, "the page shows an error")
+	}
+	if len(diffs) > 0 {
+		t.Fatalf("node %d's page of group %s: %s\n%s", n.Cluster().NodeID(), id, strings.Join(diffs, "; "), body)
+	}
+}
+
+// groupOffsetRow is a row of a group page's offsets: topic, partition,
+// offset.
+var groupOffsetRow = regexp.MustCompile(`<tr><td>([^<]*)</td><td class="num">([0-9]+)</td><td class="num">(-?[0-9]+)</td>`)
