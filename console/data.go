@@ -181,6 +181,10 @@ type groupList struct {
 	// Unreachable names the nodes that could not be reached, whose groups
 	// are missing.
 	Unreachable []string
+	// NotAsked names the nodes that the console's own node names but the
+	// page's client does not know (they joined as the page loaded), whose
+	// groups are missing too.
+	NotAsked []string
 	// Uncounted are the coordinator partitions (of Partitions) that no
 	// node counted when it answered: moving between nodes, served by a
 	// node that could not be reached, or owned by none. Their groups are neither counted
@@ -430,8 +434,9 @@ func (l *groupList) addProtocolType(p string) {
 // is applied here to the answer of a node that ignores it. A node that
 // cannot be reached (in cluster mode, one that died and stays in the
 // registry until its lease ends) does not fail the list: Unreachable says
-// which nodes the groups of are missing. Any other failure of a node, or
-// every node unreachable, is an error.
+// which nodes the groups of are missing. Nor does a node the client does not
+// know (NotAsked). Any other failure of a node, or every node unreachable, is
+// an error.
 func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners map[int32]int32) (*groupList, error) {
 	lreq := kmsg.NewPtrListGroupsRequest()
 	if listFilterPushdown {
@@ -446,6 +451,15 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 		return nil, err
 	}
 	for _, sh := range shards {
+		addr := net.JoinHostPort(sh.Meta.Host, strconv.Itoa(int(sh.Meta.Port)))
+		if sh.Err != nil && isUnknownBroker(ctx, cl, sh.Err) {
+			if firstErr == nil {
+				firstErr = sh.Err
+			}
+			unreachable[sh.Meta.NodeID] = true
+			l.NotAsked = append(l.NotAsked, fmt.Sprintf("node %d (%s)", sh.Meta.NodeID, addr))
+			continue
+		}
 		if sh.Err != nil {
 			var op *net.OpError
 			if !errors.As(sh.Err, &op) || op.Op != "dial" {
@@ -456,7 +470,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 			}
 			unreachable[sh.Meta.NodeID] = true
 			l.Unreachable = append(l.Unreachable, fmt.Sprintf("node %d (%s) could not be reached (%v)",
-				sh.Meta.NodeID, net.JoinHostPort(sh.Meta.Host, strconv.Itoa(int(sh.Meta.Port))), op.Err))
+				sh.Meta.NodeID, addr, op.Err))
 			continue
 		}
 		resp := sh.Resp.(*kmsg.ListGroupsResponse)
@@ -465,7 +479,7 @@ func listGroups(ctx context.Context, cl *kgo.Client, f group.ListFilter, owners 
 		}
 		l.add(sh.Meta.NodeID, resp)
 	}
-	if len(l.Unreachable) == len(shards) && firstErr != nil {
+	if len(l.Unreachable)+len(l.NotAsked) == len(shards) && firstErr != nil {
 		return nil, firstErr
 	}
 	l.askOwnersAgain(ctx, cl, lreq, unreachable)
@@ -513,7 +527,7 @@ func askEveryNode(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Reques
 		go func() {
 			defer func() { done <- struct{}{} }()
 			req := newReq()
-			resp, err := cl.Broker(int(b.NodeID)).Request(ctx, req)
+			resp, err := nodeBroker(cl, b.NodeID).Request(ctx, req)
 			shards[i] = kgo.ResponseShard{Meta: kgo.BrokerMetadata{NodeID: b.NodeID, Host: b.Host, Port: b.Port, Rack: b.Rack},
 				Req: req, Resp: resp, Err: err}
 		}()
@@ -524,6 +538,22 @@ func askEveryNode(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Reques
 	return shards, nil
 }
 
+// nodeBroker is the handle through which the console asks node id: kgo's
+// own, which knows the nodes of the last Metadata kgo asked for. A node
+// that joined since the page's client asked for one, of a node that does
+// not know it yet (its view lags), is unknown to it, even after kgo asks
+// again (twice, of any node): the request fails with kgo's "unknown
+// broker". A variable for tests, which make a node unknown so.
+var nodeBroker = func(cl *kgo.Client, id int32) *kgo.Broker { return cl.Broker(int(id)) }
+
+// isUnknownBroker reports whether err is kgo's error for a request to a
+// node it does not know. kgo does not export it; a request to node -1,
+// which no node is (kgo does not look it up), fails with it at once.
+func isUnknownBroker(ctx context.Context, cl *kgo.Client, err error) bool {
+	_, unknown := cl.Broker(-1).Request(ctx, kmsg.NewPtrApiVersionsRequest())
+	return unknown != nil && errors.Is(err, unknown)
+}
+
 // askOwnersAgain asks the current owner (owners) of each coordinator
 // partition that it did not count once more, one request per such node,
 // and takes from its answer the counts and groups of those partitions
@@ -532,9 +562,9 @@ func askEveryNode(ctx context.Context, cl *kgo.Client, newReq func() kmsg.Reques
 // counted the partition (the old owner answered after it let go) or only
 // the old owner did, before it let go, a count that may be stale (a group
 // created or deleted on the new owner since). A partition its owner still
-// does not count, or whose owner is not known, could not be reached (skip:
-// not dialled again) or does not answer, keeps the count it has, or stays
-// uncounted (done names it).
+// does not count, or whose owner is not known, could not be reached or is
+// not known to the client (skip: not asked again) or does not answer,
+// keeps the count it has, or stays uncounted (done names it).
 func (l *groupList) askOwnersAgain(ctx context.Context, cl *kgo.Client, lreq *kmsg.ListGroupsRequest, skip map[int32]bool) {
 	if l.totalsOnly || l.Partitions == 0 || l.owners == nil {
 		return
@@ -551,7 +581,7 @@ func (l *groupList) askOwnersAgain(ctx context.Context, cl *kgo.Client, lreq *km
 		missing[o][p] = true
 	}
 	for _, node := range slices.Sorted(maps.Keys(missing)) {
-		resp, err := cl.Broker(int(node)).Request(ctx, lreq)
+		resp, err := nodeBroker(cl, node).Request(ctx, lreq)
 		if err != nil {
 			continue
 		}

@@ -94,6 +94,9 @@ type groupsPage struct {
 	// Unreachable are the nodes that could not be reached, whose groups
 	// are not listed.
 	Unreachable []string
+	// NotAsked are the nodes the console's node names that the page's
+	// client did not know, whose groups are not listed.
+	NotAsked []string
 	// Uncounted names the coordinator partitions (at most
 	// maxUncountedNamed of them, then how many more) whose groups no node
 	// counted, of Partitions; "" when every partition was counted.
@@ -185,7 +188,7 @@ func (c *Console) groups(ctx context.Context, w http.ResponseWriter, r *http.Req
 		c.fail(w, r, http.StatusBadGateway, "Listing the groups failed: "+err.Error())
 		return
 	}
-	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: list.Listed, Unreachable: list.Unreachable,
+	p := groupsPage{Query: gq, MaxSearch: maxSearchLen, Total: list.Listed, Unreachable: list.Unreachable, NotAsked: list.NotAsked,
 		Partitions: int(list.Partitions),
 		// The states cohort groups --state takes: a Dead group is never
 		// listed, so ?state=Dead would only ever show none.
