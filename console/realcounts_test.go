@@ -297,8 +297,29 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 	// owner: node 2 still has its first offset (100).
 	kept := byPart[taken[0]][0]
 	commitOn3(kept, 42)
+	// A consumer-protocol group is created there too: its page comes
+	// from ConsumerGroupDescribe, which node 2 answers GROUP_ID_NOT_FOUND.
+	cgID := ""
+	for i := 0; cgID == ""; i++ {
+		if id := fmt.Sprintf("count-cg-%d", i); coordinator.PartitionFor(id, parts) == taken[0] {
+			cgID = id
+		}
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = cgID, "m-1", 60000
+	hb.SubscribedTopicNames, hb.Topics = []string{"orders"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	if r, err := cl3.Broker(3).Request(ctx, hb); err != nil || r.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorCode != 0 {
+		t.Fatalf("ConsumerGroupHeartbeat for %s on node 3: %v %+v", cgID, err, r)
+	}
+	cgd := kmsg.NewPtrConsumerGroupDescribeRequest()
+	cgd.Groups = []string{cgID}
+	r, err := cl3.Broker(3).Request(ctx, cgd)
+	if err != nil || len(r.(*kmsg.ConsumerGroupDescribeResponse).Groups) != 1 {
+		t.Fatalf("ConsumerGroupDescribe of %s on node 3: %v %+v", cgID, err, r)
+	}
+	cgState := r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0].State
 	truth := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return gone[id] })
-	truth = append(truth, newID)
+	truth = append(truth, newID, cgID)
 	// Node 2 answers with the groups it held: its answer must lose to
 	// the owner's, on the page of each node that follows etcd. Nothing
 	// changes from here until node 2 is let back, so every page must be
@@ -314,6 +335,7 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 		for _, n := range []*node.Node{n1, n3} {
 			groupPageTruth(t, n, newID, "Empty", 7)
 			groupPageTruth(t, n, kept, "Empty", 42)
+			groupPageTruth(t, n, cgID, cgState, -1)
 		}
 	}
 
@@ -347,8 +369,8 @@ func TestGroupsPageCountsOnRealNodes(t *testing.T) {
 }
 
 // groupPageTruth checks n's page of group id: a 200 in the given state,
-// with offset as the one committed offset (orders, partition 0), and no
-// error on it.
+// with offset as the one committed offset (orders, partition 0; -1: none),
+// and no error on it.
 func groupPageTruth(t *testing.T, n *node.Node, id, state string, offset int64) {
 	t.Helper()
 	code, body := get(t, "http://"+n.HTTPAddr()+"/console/groups/"+id, "", "")
@@ -357,7 +379,10 @@ func groupPageTruth(t *testing.T, n *node.Node, id, state string, offset int64) 
 	}
 	var diffs []string
 	rows := groupOffsetRow.FindAllStringSubmatch(body, -1)
-	if want := strconv.FormatInt(offset, 10); len(rows) != 1 || rows[0][1] != "orders" || rows[0][2] != "0" || rows[0][3] != want {
+	switch want := strconv.FormatInt(offset, 10); {
+	case offset < 0 && len(rows) != 0:
+		diffs = append(diffs, fmt.Sprintf("offsets %v, want none", rows))
+	case offset >= 0 && (len(rows) != 1 || rows[0][1] != "orders" || rows[0][2] != "0" || rows[0][3] != want):
 		diffs = append(diffs, fmt.Sprintf("offsets %v, want orders/0 at %s", rows, want))
 	}
 	if !strings.Contains(body, `id="state">`+state+`</span>`) {
