@@ -189,6 +189,59 @@ type RebalanceEvent struct {
 	Omitted *Omitted `json:"omitted,omitempty"`
 }
 
+// inUTC puts every time of ev in UTC and an empty MoreCauses as nil, as a
+// stored event decodes: the history is served in one zone whatever the zone
+// of the node that recorded an event (docs/history.md), and a live event is
+// the same value as itself reloaded from the store. The causes are copied:
+// the rebalance's tracker may still hold them.
+func (ev *RebalanceEvent) inUTC() {
+	ev.Start, ev.End = ev.Start.UTC(), ev.End.UTC()
+	ev.Cause.inUTC()
+	if len(ev.MoreCauses) == 0 {
+		ev.MoreCauses = nil
+		return
+	}
+	ev.MoreCauses = slices.Clone(ev.MoreCauses)
+	for i := range ev.MoreCauses {
+		ev.MoreCauses[i].inUTC()
+	}
+}
+
+// inUTC puts c's times in UTC, copying what it points to.
+func (c *Cause) inUTC() {
+	c.At = c.At.UTC()
+	if c.LastHeartbeat != nil {
+		t := c.LastHeartbeat.UTC()
+		c.LastHeartbeat = &t
+	}
+	if c.Rejoin != nil {
+		r := *c.Rejoin
+		r.At = r.At.UTC()
+		c.Rejoin = &r
+	}
+}
+
+// inUTC puts w's times in UTC (nil: nothing), as the events' (inUTC).
+func (w *Waiting) inUTC() {
+	if w == nil {
+		return
+	}
+	w.Since = w.Since.UTC()
+	if w.Cause != nil {
+		c := *w.Cause
+		c.inUTC()
+		w.Cause = &c
+	}
+	for i := range w.Members {
+		m := &w.Members[i]
+		m.Since = m.Since.UTC()
+		if m.Deadline != nil {
+			d := m.Deadline.UTC()
+			m.Deadline = &d
+		}
+	}
+}
+
 // Omitted counts the entries of an event's lists that a bound on them left
 // out: the stored bound (storedListMax, historybound.go), which every event
 // of a big group has, and HistoryListsTag, which adds to it.

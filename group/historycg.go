@@ -618,6 +618,7 @@ func (g *Group) cFinish(h *hbReq, rb *cTracker, outcome string) {
 	ev := RebalanceEvent{Group: g.id, Type: "consumer", ProtocolType: "consumer", FromGeneration: rb.fromEpoch,
 		Generation: rb.epoch, Start: rb.start, End: now, Outcome: outcome, Cause: rb.cause, MoreCauses: rb.more,
 		CutCauses: rb.cut, DurationMs: now.Sub(rb.start).Milliseconds(), Evicted: rb.evicted, WaitedFor: rb.waits}
+	ev.inUTC()
 	if !rb.targetAt.IsZero() {
 		ev.JoinMs = rb.targetAt.Sub(rb.start).Milliseconds()
 		ev.SyncMs = ev.DurationMs - ev.JoinMs // rounded once: join_ms + sync_ms = duration_ms

@@ -631,6 +631,7 @@ func (g *Group) rbEvent(rb *rbTracker, now time.Time, outcome string, assign fun
 		Cause: rb.cause, MoreCauses: slices.Clip(rb.more), CutCauses: maps.Clone(rb.cut), DurationMs: now.Sub(rb.start).Milliseconds(),
 		JoinMs: join.Milliseconds(), SyncMs: (join + sync).Milliseconds() - join.Milliseconds(), Leader: g.leader, Protocol: g.protocol, Evicted: slices.Clip(rb.evicted),
 		InitialDelay: rb.initialDelay}
+	ev.inUTC()
 	if !kept {
 		// A node without history tells the event only to count it: its
 		// lists, built per member, are left out.
@@ -1020,7 +1021,9 @@ func (s *Shard) replayHistory(r *rec) {
 		return
 	}
 	s.all(r.group, h)
-	h.put(*r.ev)
+	ev := *r.ev
+	ev.CutCauses = nil // for the observer only: a reloaded event has none
+	h.put(ev)
 	h.trim(s.cfg.HistorySize)
 }
 
@@ -1091,6 +1094,9 @@ func decodeEvent(group string, seq uint64, raw []byte) (*RebalanceEvent, error) 
 		return nil, fmt.Errorf("%w: history event %d of group %q: %v", ErrCorruptRecord, seq, group, err)
 	}
 	ev.Seq, ev.Group = seq, group
+	// An event stored before times were recorded in UTC, or by a node in
+	// another zone, carries that node's offset: served in UTC like the rest.
+	ev.inUTC()
 	return &ev, nil
 }
 
@@ -1256,6 +1262,7 @@ func (s *Shard) HistoryDoc(group string, n int, now time.Time) (doc *HistoryDoc,
 		} else {
 			doc.Waiting = g.waiting()
 		}
+		doc.Waiting.inUTC()
 	}
 	if h != nil {
 		evs := s.all(group, h)

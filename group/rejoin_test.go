@@ -57,7 +57,7 @@ func TestRejoinLinkedToEviction(t *testing.T) {
 	}
 	h.newMember("g", jo{client: "app"}) // the group rebalances: the join is the event's cause
 	c := h.lastJoinCauseOrWaiting("g")
-	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt, AfterMs: 41000, By: "client"}
+	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt.UTC(), AfterMs: 41000, By: "client"} // served in UTC
 	if c.Rejoin == nil || *c.Rejoin != want {
 		t.Fatalf("the rejoin: %+v, want %+v", c.Rejoin, want)
 	}
@@ -200,7 +200,7 @@ func TestRejoinLinkedAcrossReload(t *testing.T) {
 	h.adopt()
 	h.advance(21 * time.Second)
 	h.soloMember("g", jo{client: "app"})
-	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt, AfterMs: 41000, By: "client"}
+	want := Rejoin{MemberID: old, Kind: CauseSessionTimeout, At: evictedAt.UTC(), AfterMs: 41000, By: "client"} // served in UTC
 	if c := h.lastJoinCause("g"); !sameRejoin(c.Rejoin, want) {
 		t.Fatalf("the rejoin after a reload: %+v, want %+v", c.Rejoin, want)
 	}
