@@ -181,6 +181,8 @@ func TestCLIFlagBounds(t *testing.T) {
 		{[]string{"topic", "create", "t", "--partitions", mib}, "--partitions (a value of 1048576 bytes): want an integer"},
 		{[]string{"store", "copy", "--from-data-dir", mib, "--to-etcd", "127.0.0.1:1"}, "--from-data-dir is 1048576 bytes long"},
 		{[]string{"store", "copy", "--from-data-dir", "d", "--to-etcd", "127.0.0.1:1", "--timeout", "1000h"}, "--timeout 1000h: want at most"},
+		{[]string{"store", "copy", "--from-data-dir", "d", "--to-etcd", "127.0.0.1:1," + mib[:2000]}, "--to-etcd: an endpoint of 2000 bytes: want at most 1024"},
+		{[]string{"store", "copy", "--from-etcd", mib[:1025], "--to-data-dir", "d"}, "--from-etcd: an endpoint of 1025 bytes: want at most 1024"},
 		{[]string{"bench", "-q", "--duration", "1000h"}, "bench: --duration 1000h: want at most"},
 	})
 	c := cli{t: t}

@@ -254,3 +254,19 @@ func commandValues(cmd string, args []string) []string {
 	}
 	return vals
 }
+
+// etcdEndpoints splits a comma-separated list of etcd endpoints (given by
+// how: a flag or its variable), dropping empty entries; an endpoint longer
+// than maxValueBytes is a usage error, as the list itself is bounded by
+// maxListBytes.
+func etcdEndpoints(how, list string) ([]string, error) {
+	var eps []string
+	for _, e := range strings.Split(list, ",") {
+		if e = strings.TrimSpace(e); len(e) > maxValueBytes {
+			return nil, usagef("%s: an endpoint of %d bytes: want at most %d", how, len(e), maxValueBytes)
+		} else if e != "" {
+			eps = append(eps, e)
+		}
+	}
+	return eps, nil
+}

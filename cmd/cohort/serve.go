@@ -833,13 +833,9 @@ func runServe(s *serveFlags, log *slog.Logger) error {
 			// go together, found before any file is read.
 			return usagef("--etcd-cert and --etcd-key: give both")
 		}
-		var eps []string
-		for _, e := range strings.Split(s.etcd, ",") {
-			if e = strings.TrimSpace(e); len(e) > maxValueBytes {
-				return usagef("%s: an endpoint of %d bytes: want at most %d", s.how("etcd"), len(e), maxValueBytes)
-			} else if e != "" {
-				eps = append(eps, e)
-			}
+		eps, err := etcdEndpoints(s.how("etcd"), s.etcd)
+		if err != nil {
+			return err
 		}
 		clusterCfg = &node.ClusterConfig{Endpoints: eps, CAFile: s.etcdCA, CertFile: s.etcdCert, KeyFile: s.etcdKey,
 			Prefix: s.etcdPrefix, LeaseTTL: s.leaseTTL, Rack: s.rack, Username: s.etcdUser,

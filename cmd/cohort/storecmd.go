@@ -210,6 +210,11 @@ func storeCopy(e env, f storeCopyFlags) error {
 	case f.timeout <= 0:
 		return usagef("store copy: --timeout %s: want more than 0", f.timeout)
 	}
+	for flagName, list := range map[string]string{"--from-etcd": f.fromEtcd, "--to-etcd": f.toEtcd} {
+		if _, err := etcdEndpoints(flagName, list); err != nil {
+			return err
+		}
+	}
 	// SIGINT (Ctrl-C) or SIGTERM stops the copy where it is, to say so
 	// and what it leaves; a second one kills at once.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -528,15 +533,12 @@ func openEtcd(ctx context.Context, f storeCopyFlags, endpoints string, log *slog
 	if source {
 		flagName = "--from-etcd"
 	}
-	var eps []string
-	for _, ep := range strings.Split(endpoints, ",") {
-		if ep = strings.TrimSpace(ep); ep != "" {
-			eps = append(eps, ep)
-		}
+	eps, err := etcdEndpoints(flagName, endpoints) // checked by storeCopy
+	if err != nil {
+		return nil, err
 	}
 	cc := &node.ClusterConfig{Endpoints: eps, CAFile: f.ca, CertFile: f.cert, KeyFile: f.key, Prefix: f.prefix,
 		Username: f.user, DialTimeout: f.timeout}
-	var err error
 	if cc.Password, err = etcdPassword(f.user, f.passwordFile); err != nil {
 		return nil, err
 	}
