@@ -109,23 +109,8 @@ func TestConsumerProtocolGroup(t *testing.T) {
 // and every coordinator partition exactly once, and its groups page lists
 // groups coordinated by either node.
 func TestClusterPage(t *testing.T) {
-	ec := etcdtest.Start(t, 1)
-	gcfg := group.Defaults()
-	gcfg.InitialRebalanceDelay = 0
-	const parts = 4
-	var ns []*node.Node
-	for i := 1; i <= 2; i++ {
-		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: int32(i), ClusterID: "console", Partitions: parts, Group: gcfg,
-			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
-			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
-			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: "/console/", LeaseTTL: testLeaseTTL}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nd.Close() })
-		ns = append(ns, nd)
-	}
-	testwait.For(t, 20*time.Second, "cluster settled", func() bool { return ns[0].Cluster().Settled() && ns[1].Cluster().Settled() })
+	const parts = twoNodeParts
+	ns := twoNodes(t, "/console/")
 	body := waitPage(t, "both nodes owning partitions", "http://"+ns[0].HTTPAddr()+"/console/cluster", func(b string) bool {
 		return strings.Count(b, "<tr><td class=\"num\">") == 2 && !strings.Contains(b, "Not owned")
 	})
@@ -333,4 +318,30 @@ func TestClusterPageUnadvertisedNode(t *testing.T) {
 	if strings.Count(body, "<tr><td class=\"num\">") != 2 {
 		t.Errorf("want both nodes listed (node 2 stays live):\n%s", body)
 	}
+}
+
+// twoNodeParts is the coordinator partitions of twoNodes' cluster.
+const twoNodeParts = 4
+
+// twoNodes starts nodes 1 and 2 of a cluster on an embedded etcd (under
+// prefix), each with the console, and waits until the cluster settled.
+func twoNodes(t *testing.T, prefix string) []*node.Node {
+	t.Helper()
+	ec := etcdtest.Start(t, 1)
+	gcfg := group.Defaults()
+	gcfg.InitialRebalanceDelay = 0
+	var ns []*node.Node
+	for i := int32(1); i <= 2; i++ {
+		nd, err := node.Start(node.Config{Listen: "127.0.0.1:0", NodeID: i, ClusterID: "console", Partitions: twoNodeParts, Group: gcfg,
+			HTTPListen: "127.0.0.1:0", HTTPHandlers: Register,
+			Logger:  slog.New(slog.NewTextHandler(testlog.Writer(t), &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Cluster: &node.ClusterConfig{Endpoints: ec.Endpoints(), Prefix: prefix, LeaseTTL: testLeaseTTL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		ns = append(ns, nd)
+	}
+	testwait.For(t, 20*time.Second, "cluster settled", func() bool { return ns[0].Cluster().Settled() && ns[1].Cluster().Settled() })
+	return ns
 }

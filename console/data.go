@@ -18,6 +18,7 @@ import (
 
 	"github.com/cohort-dev/cohort/coordinator"
 	"github.com/cohort-dev/cohort/group"
+	"github.com/cohort-dev/cohort/internal/grouphistory"
 )
 
 // GroupRow is one line of the groups page.
@@ -700,12 +701,32 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 		summarize(r, historyOf(d), now)
 	}
 	// A node that gives no summary (an older cohort) is asked
-	// ConsumerGroupDescribe, which sends every member with its assignment.
+	// ConsumerGroupDescribe, which sends every member with its assignment,
+	// at the coordinator the console's own node names (coordinatorsOf), as
+	// DescribeGroups was: kgo's routing asks a node picked at random, whose
+	// view may lag.
 	consumer = slices.DeleteFunc(consumer, func(id string) bool { return summed[id] })
-	if len(consumer) > 0 {
+	if len(consumer) == 0 {
+		return nil
+	}
+	byNode, order, err := coordinatorsOf(ctx, cl, consumer, func(id string, code int16) { row(id, code) })
+	if err != nil {
+		return err
+	}
+	for _, node := range order {
 		creq := kmsg.NewPtrConsumerGroupDescribeRequest()
-		creq.Groups = consumer
-		cresp, err := creq.RequestWith(ctx, cl)
+		creq.Groups = byNode[node]
+		var at kmsg.Requestor = cl
+		if node >= 0 {
+			at = nodeBroker(cl, node)
+		}
+		cresp, err := creq.RequestWith(ctx, at)
+		if err != nil && node >= 0 && isUnknownBroker(ctx, cl, err) {
+			for _, id := range creq.Groups {
+				rows[idx[id]].Err = coordinatorNotKnown{node}.Error() + ": reload the page"
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -722,11 +743,43 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 	return nil
 }
 
+// coordinatorsOf groups ids by their coordinator as the console's own node
+// names it (one FindCoordinator sent to the seed, as coordinatorOf), in the
+// order the coordinators are first named; a group whose coordinator is not
+// found is told to failed with FindCoordinator's error code. A client
+// without a seed gets every group under node -1: kgo's routing.
+func coordinatorsOf(ctx context.Context, cl *kgo.Client, ids []string, failed func(id string, code int16)) (map[int32][]string, []int32, error) {
+	self := selfBroker(cl)
+	if self == nil {
+		return map[int32][]string{-1: ids}, []int32{-1}, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.CoordinatorKeys = ids
+	r, err := self.Request(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	byNode := map[int32][]string{}
+	var order []int32
+	for _, c := range r.(*kmsg.FindCoordinatorResponse).Coordinators {
+		if c.ErrorCode != 0 {
+			failed(c.Key, c.ErrorCode)
+			continue
+		}
+		if _, ok := byNode[c.NodeID]; !ok {
+			order = append(order, c.NodeID)
+		}
+		byNode[c.NodeID] = append(byNode[c.NodeID], c.Key)
+	}
+	return byNode, order, nil
+}
+
 // describeGroup fetches one group's page. A group the principal may not
 // describe is errForbidden; a group that does not exist errNotFound.
 func describeGroup(ctx context.Context, cl *kgo.Client, id string, now time.Time) (*GroupDetail, error) {
 	g := &GroupDetail{GroupRow: GroupRow{ID: id, Generation: -1, Type: "classic"}}
 	described, err := describeGroups(ctx, cl, []string{id}, int32(maxListed), int32(maxMemberRows))
+	err = asCoordinatorNotKnown(ctx, cl, err)
 	if errors.Is(err, kerr.GroupAuthorizationFailed) {
 		return nil, errForbidden
 	}
@@ -838,7 +891,7 @@ func coordinatorOf(ctx context.Context, cl *kgo.Client, id string) (kmsg.Request
 	if err := kafkaErr(code); err != nil {
 		return nil, fmt.Errorf("finding the coordinator of group %s: %w", id, err)
 	}
-	return cl.Broker(int(node)), nil
+	return nodeBroker(cl, node), nil
 }
 
 // consumerMember is a consumer-protocol member of a ConsumerGroupDescribe
@@ -1064,6 +1117,27 @@ var (
 	// the topics).
 	errTopicsForbidden = errors.New("not authorized for the group's topics")
 )
+
+// coordinatorNotKnown is the failure of a group's page whose coordinator,
+// as the console's own node names it, is a node the page's client does not
+// know (isUnknownBroker): one that joined the cluster as the page loaded.
+// Asking kgo for Metadata again does not help while the node it asks lags
+// (nodeBroker); the page says so and asks for a reload.
+type coordinatorNotKnown struct{ node int32 }
+
+func (e coordinatorNotKnown) Error() string {
+	return fmt.Sprintf("the coordinator of the group, node %d, joined the cluster as the page loaded", e.node)
+}
+
+// asCoordinatorNotKnown is err as coordinatorNotKnown when it is a failure
+// to ask a coordinator the client does not know, else err.
+func asCoordinatorNotKnown(ctx context.Context, cl *kgo.Client, err error) error {
+	var ce *grouphistory.CoordinatorError
+	if errors.As(err, &ce) && isUnknownBroker(ctx, cl, ce.Err) {
+		return coordinatorNotKnown{ce.Node}
+	}
+	return err
+}
 
 // sortKeys are the groups page's orders besides the default, by name.
 var sortKeys = []string{"state", "type", "members", "generation", "rebalance", "rate"}

@@ -49,20 +49,27 @@ func TestGroupsPageWithADeadNode(t *testing.T) {
 // made not to know node 2 by asking it under an id no node has.
 func TestGroupsPageWithANodeTheClientDoesNotKnow(t *testing.T) {
 	n, ids, port, mine := nodeWithDeadPeer(t, "/console-unknown/")
-	was := nodeBroker
-	t.Cleanup(func() { nodeBroker = was })
-	nodeBroker = func(cl *kgo.Client, id int32) *kgo.Broker {
-		if id == 2 {
-			id = 1002
-		}
-		return was(cl, id)
-	}
+	clientDoesNotKnow(t, 2)
 	body := groupsPageOfNodeOne(t, n, ids, mine)
 	if want := fmt.Sprintf("node 2 (127.0.0.1:%d) was not asked: it joined the cluster as the page loaded", port); !strings.Contains(body, want) {
 		t.Errorf("the page does not say %q:\n%s", want, body)
 	}
 	if strings.Contains(body, `class="error unreachable"`) {
 		t.Errorf("the page says node 2 could not be reached, which was not tried:\n%s", body)
+	}
+}
+
+// clientDoesNotKnow makes the console's requests to node id fail as to a
+// node the page's client does not know (kgo's "unknown broker"), for the
+// rest of the test: nodeBroker asks it under an id no node has.
+func clientDoesNotKnow(t *testing.T, id int32) {
+	was := nodeBroker
+	t.Cleanup(func() { nodeBroker = was })
+	nodeBroker = func(cl *kgo.Client, node int32) *kgo.Broker {
+		if node == id {
+			node += 1000
+		}
+		return was(cl, node)
 	}
 }
 

@@ -23,7 +23,8 @@ import (
 func describeGroups(ctx context.Context, cl *kgo.Client, ids []string, lists, members int32) ([]kmsg.DescribeGroupsResponseGroup, error) {
 	// The coordinators are asked of the console's own node (the seed), as
 	// the nodes to list the groups of are (askEveryNode).
-	return grouphistory.DescribeAt(ctx, cl, selfBroker(cl), ids, grouphistory.Limits{Events: -1, Lists: lists, Members: members})
+	at := func(node int32) *kgo.Broker { return nodeBroker(cl, node) }
+	return grouphistory.DescribeAt(ctx, cl, selfBroker(cl), at, ids, grouphistory.Limits{Events: -1, Lists: lists, Members: members})
 }
 
 // memberCount is how many members d's group has: the count the node gives

@@ -273,6 +273,12 @@ func (c *Console) group(ctx context.Context, w http.ResponseWriter, r *http.Requ
 	case errors.Is(err, errNotFound):
 		c.fail(w, r, http.StatusNotFound, "There is no group "+id+".")
 		return
+	case errors.As(err, new(coordinatorNotKnown)):
+		// Not the node's failure: the page's client is behind. A 503,
+		// which a reload may mend, not a 502.
+		c.fail(w, r, http.StatusServiceUnavailable, "Group "+id+" is not shown: "+err.Error()+
+			", and the page's client did not know it yet. Reload the page to show the group.")
+		return
 	case err != nil && g == nil:
 		c.fail(w, r, http.StatusBadGateway, "Describing group "+id+" failed: "+err.Error())
 		return

@@ -54,15 +54,20 @@ type Limits struct {
 // DescribeLimited is Describe within l. A node that does not know a bound
 // ignores it: it returns every entry (and every member, with no count).
 func DescribeLimited(ctx context.Context, cl *kgo.Client, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
-	return DescribeAt(ctx, cl, nil, ids, l)
+	return DescribeAt(ctx, cl, nil, nil, ids, l)
 }
 
 // DescribeAt is DescribeLimited that asks finder which node coordinates
 // each group (nil: any node, as kgo picks). The console asks its own node,
 // whose view of the partition owners its pages follow: a node picked at
 // random may be one whose view lags, and name a node that no longer
-// coordinates the group, or one the client does not know.
-func DescribeAt(ctx context.Context, cl *kgo.Client, finder *kgo.Broker, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
+// coordinates the group, or one the client does not know. broker is the
+// handle each coordinator is asked through (nil: cl.Broker). A failure to
+// ask a coordinator is a *CoordinatorError.
+func DescribeAt(ctx context.Context, cl *kgo.Client, finder *kgo.Broker, broker func(node int32) *kgo.Broker, ids []string, l Limits) ([]kmsg.DescribeGroupsResponseGroup, error) {
+	if broker == nil {
+		broker = func(node int32) *kgo.Broker { return cl.Broker(int(node)) }
+	}
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = ids
 	var fresp *kmsg.FindCoordinatorResponse
@@ -104,11 +109,24 @@ func DescribeAt(ctx context.Context, cl *kgo.Client, finder *kgo.Broker, ids []s
 		if l.Members >= 0 {
 			group.RequestMembers(req, l.Members)
 		}
-		resp, err := cl.Broker(int(node)).Request(ctx, req)
+		resp, err := broker(node).Request(ctx, req)
 		if err != nil {
-			return nil, fmt.Errorf("DescribeGroups at the coordinator (node %d): %w", node, err)
+			return nil, &CoordinatorError{Node: node, Err: err}
 		}
 		out = append(out, resp.(*kmsg.DescribeGroupsResponse).Groups...)
 	}
 	return out, nil
 }
+
+// CoordinatorError is DescribeAt's failure to ask the coordinator Node: a
+// caller tells from it which node, and why (Err).
+type CoordinatorError struct {
+	Node int32
+	Err  error
+}
+
+func (e *CoordinatorError) Error() string {
+	return fmt.Sprintf("DescribeGroups at the coordinator (node %d): %v", e.Node, e.Err)
+}
+
+func (e *CoordinatorError) Unwrap() error { return e.Err }
