@@ -721,12 +721,6 @@ func describeBatchRows(ctx context.Context, cl *kgo.Client, rows []GroupRow, now
 			at = nodeBroker(cl, node)
 		}
 		cresp, err := creq.RequestWith(ctx, at)
-		if err != nil && node >= 0 && isUnknownBroker(ctx, cl, err) {
-			for _, id := range creq.Groups {
-				rows[idx[id]].Err = coordinatorNotKnown{node}.Error() + ": reload the page"
-			}
-			continue
-		}
 		if err != nil {
 			return err
 		}
